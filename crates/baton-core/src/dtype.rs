@@ -23,23 +23,26 @@ pub enum DType {
     Q4_0,
     /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 32 4-bit values; `x = d * q + m`.
     Q4_1,
+    /// 32-bit signed integers (token ids, positions).
+    I32,
 }
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 7] = [
         DType::F32,
         DType::F16,
         DType::BF16,
         DType::Q8_0,
         DType::Q4_0,
         DType::Q4_1,
+        DType::I32,
     ];
 
     /// Elements per block (1 for plain types).
     pub const fn block_elems(self) -> usize {
         match self {
-            DType::F32 | DType::F16 | DType::BF16 => 1,
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
             DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => 32,
         }
     }
@@ -47,12 +50,17 @@ impl DType {
     /// Bytes per block.
     pub const fn block_bytes(self) -> usize {
         match self {
-            DType::F32 => 4,
+            DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
             DType::Q8_0 => 34,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,
         }
+    }
+
+    /// Whether the type holds real numbers (everything but `I32`).
+    pub const fn is_float(self) -> bool {
+        !matches!(self, DType::I32)
     }
 
     /// Whether the type is block-quantized (rows must be whole blocks).
@@ -78,6 +86,7 @@ impl DType {
             DType::Q4_1 => 3,
             DType::Q8_0 => 8,
             DType::BF16 => 30,
+            DType::I32 => 26,
         }
     }
 
@@ -95,6 +104,7 @@ impl DType {
             DType::Q8_0 => "q8_0",
             DType::Q4_0 => "q4_0",
             DType::Q4_1 => "q4_1",
+            DType::I32 => "i32",
         }
     }
 

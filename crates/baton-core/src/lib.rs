@@ -7,3 +7,15 @@ pub mod parallel;
 
 pub use dtype::DType;
 pub use parallel::Parallel;
+mod loom;
+pub mod sync;
+
+pub use sync::{SyncPoint, Timeline, WaitError};
+pub mod graph;
+pub mod shape;
+
+pub use graph::{Flags, Graph, NodeId, Op};
+pub use shape::{Layout, Shape};
+pub mod backend;
+
+pub use backend::{Bindings, Buffer, Device, Stream, StreamError, TensorRef};

@@ -1,1 +1,56 @@
-//! Placeholder.
+//! Baton's CPU backend.
+//!
+//! A CPU device is a set of cores with its own pool of worker threads pinned
+//! to them and its own allocations; `cpu` is one device with every usable
+//! core, and `cpu:0,cpu:1` split the cores evenly into two devices, so
+//! multi-device behaviour is real and testable without a GPU.
+//!
+//! Each stream is a worker thread that runs its queue in order: host writes
+//! and reads, device copies, waits on points (host-memory timelines of any
+//! device), and graph computations, whose ops run as SIMD kernels
+//! (`baton-kernels`) over the device's pool. See `docs/contract.md` for the
+//! rules every stream keeps.
+#![deny(missing_docs)]
+
+mod buffer;
+mod device;
+mod exec;
+mod pool;
+mod stream;
+pub mod topology;
+
+use std::sync::Arc;
+
+use baton_core::backend::DeviceError;
+
+pub use buffer::{CpuBuffer, ALIGN};
+pub use device::{CpuDevice, WEIGHT_TYPES};
+pub use pool::ThreadPool;
+
+/// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).
+/// `threads` caps the threads of a `cpu` device (`-t`); `cpu:N` devices
+/// run one thread per core they own.
+pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    let cores = topology::usable_cores();
+    let slices = topology::split_cores(names, &cores)?;
+    let n = slices.len() as f64;
+    slices
+        .into_iter()
+        .map(|slice| {
+            let name = match slice.index {
+                Some(i) => format!("cpu:{i}"),
+                None => "cpu".to_string(),
+            };
+            let count = match (slice.index, threads) {
+                (None, Some(t)) => t.max(1),
+                _ => slice.cores.len(),
+            };
+            let pinned = if slice.index.is_some() {
+                slice.cores
+            } else {
+                Vec::new()
+            };
+            CpuDevice::new(&name, pinned, count, 1.0 / n).map(Arc::new)
+        })
+        .collect()
+}

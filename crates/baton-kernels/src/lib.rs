@@ -1,1 +1,65 @@
-//! Placeholder.
+//! Fast CPU kernels for Baton: pure functions on slices, no allocation in
+//! the hot paths, no global state beyond CPU feature detection.
+//!
+//! # Modules
+//! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1) byte-exact with GGUF,
+//!   the reference quantizers, and row encode/decode for every [`DType`].
+//! - [`matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over
+//!   a column range or split across a [`Parallel`]'s threads.
+//! - [`ops`]: f32 row kernels of a llama decoder (RMS norm, softmax, SiLU,
+//!   SwiGLU, add, mul, scale, dot).
+//! - [`rope`]: rotary position embedding, normal and NeoX.
+//! - [`convert`]: f16/bf16 <-> f32 rows.
+//!
+//! # Layouts
+//! Encoded rows are little-endian bytes at any alignment (as mapped from a
+//! GGUF file); a weight matrix is `rows` such rows at a byte stride. f32
+//! matrices are row-major with an element stride. Quantized weights multiply
+//! against activations quantized once per call into Q8 blocks kept in a
+//! caller-owned [`Scratch`] (f32 scale and exact block sum; an internal
+//! layout, not a GGUF one).
+//!
+//! # Instruction sets
+//! Every kernel has a portable path and, on x86_64, an AVX2+FMA+F16C path
+//! chosen at run time ([`Isa::detected`], cached by the standard library).
+//! Integer dot products use `maddubs`/`madd`; f16 weights are widened with
+//! F16C and multiplied with FMA. [`with_isa`] forces the portable path on
+//! the calling thread (tests run every kernel both ways).
+//!
+//! # Threading
+//! Kernels never spawn threads. [`matmul()`] takes `&dyn Parallel` and gives
+//! each thread a disjoint range of output columns (weight rows), so results
+//! are bit-identical for any thread count; everything else is
+//! single-threaded and meant to be called from the caller's own split (rows,
+//! heads).
+//!
+//! # Errors
+//! Shapes that come from model data (row lengths, matrix extents) are
+//! checked and reported as [`KernelError`]; mismatched slice lengths in the
+//! element-wise kernels are caller bugs and panic.
+
+#![deny(missing_docs)]
+
+#[cfg(target_endian = "big")]
+compile_error!("baton-kernels assumes a little-endian host (GGUF data is little-endian)");
+
+pub mod convert;
+mod error;
+mod isa;
+pub mod matmul;
+pub mod ops;
+pub mod quant;
+pub mod rope;
+
+mod activation;
+mod float_tile;
+mod quant_tile;
+#[cfg(target_arch = "x86_64")]
+mod simd;
+
+pub use baton_core::{DType, Parallel};
+pub use error::KernelError;
+pub use isa::{with_isa, Isa};
+pub use matmul::{matmul, matmul_columns, MatMut, MatRef, Scratch, WeightMatrix};
+pub use quant::{dequantize_row, quantize_row};
+pub use rope::{rope_in_place, RopeAngles, RopeMode};

@@ -1,0 +1,67 @@
+//! The conformance suite: tests every backend expands and passes.
+//!
+//! Two parts, both written once against the backend traits of `baton-core`:
+//! - [`contract`]: one function per rule of `docs/contract.md`, named after
+//!   the rule's ID (`q_fifo` checks Q-FIFO);
+//! - [`ops`]: every op against a plain f64 reference, with an NMSE bound per
+//!   type and guard bytes around every output that must stay untouched.
+//!
+//! A backend crate expands them into `#[test]`s with [`contract_tests!`] and
+//! [`op_tests!`], giving a function that opens two devices. A backend that
+//! does not support a rule lists it in the macro's `unsupported` list, which
+//! turns the test into a check that the backend really reports the feature as
+//! unsupported; nothing is skipped silently.
+#![deny(missing_docs)]
+
+pub mod contract;
+pub mod ops;
+pub mod reference;
+mod util;
+
+pub use util::{Fixture, RULE_TIMEOUT};
+
+/// Expands every contract rule into a `#[test]` for a backend.
+///
+/// `$open` is a path to a `fn() -> Vec<std::sync::Arc<dyn Device>>`
+/// returning at least two devices.
+#[macro_export]
+macro_rules! contract_tests {
+    ($open:path) => {
+        $crate::contract_tests!(@each $open;
+            p_mono, p_visible, p_wait, p_timeout, p_fail, h_release, h_abandon,
+            q_fifo, q_nonblock, w_order, w_fail, w_foreign, m_order,
+            h_own, r_own, d_return, c_order, c_cross, g_async,
+            e_sticky, e_nopanic, d_noblock, d_defer, d_cancel);
+    };
+    (@each $open:path; $($rule:ident),*) => {
+        $(
+            #[test]
+            fn $rule() {
+                let fixture = $crate::Fixture::new($open());
+                $crate::contract::$rule(&fixture);
+            }
+        )*
+    };
+}
+
+/// Expands every op case into a `#[test]` for a backend.
+#[macro_export]
+macro_rules! op_tests {
+    ($open:path) => {
+        $crate::op_tests!(@each $open;
+            op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
+            op_matmul_q4_0, op_matmul_q4_1, op_matmul_batched_broadcast, op_matmul_strided_weight,
+            op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
+            op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
+            op_copy_into_f32, op_contiguous_permuted);
+    };
+    (@each $open:path; $($case:ident),*) => {
+        $(
+            #[test]
+            fn $case() {
+                let fixture = $crate::Fixture::new($open());
+                $crate::ops::$case(&fixture);
+            }
+        )*
+    };
+}

@@ -1,0 +1,567 @@
+//! Every op against the f64 reference, with guard bytes around every bound
+//! tensor that must come back untouched.
+//!
+//! Bounds (NMSE = Σ(a-b)²/Σb²): plain float types `<= 1e-7` (f32 sums of
+//! f32 products; f16 and bf16 weights decode exactly), quantized weights
+//! `<= 2e-4`, because the CPU backend quantizes activations to 8 bits per
+//! block of 32 before its integer dot products (measured about 1e-5).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use baton_core::backend::{as_bytes, Bindings, TensorRef};
+use baton_core::graph::{Flags, Graph, NodeId, RopeMode};
+use baton_core::DType;
+
+use crate::reference as r;
+use crate::util::{random, Fixture, RULE_TIMEOUT};
+
+/// Bytes of sentinel before and after each bound tensor.
+const GUARD: usize = 64;
+/// The sentinel byte.
+const SENTINEL: u8 = 0xA5;
+/// Bound for plain float types.
+pub const FLOAT_NMSE: f64 = 1e-7;
+/// Bound for quantized weights with 8-bit activations.
+pub const QUANT_NMSE: f64 = 2e-4;
+
+/// A leaf's data.
+struct Input {
+    name: &'static str,
+    bytes: Vec<u8>,
+}
+
+fn input_f32(name: &'static str, values: &[f32]) -> Input {
+    Input {
+        name,
+        bytes: as_bytes(values).to_vec(),
+    }
+}
+
+fn input_i32(name: &'static str, values: &[i32]) -> Input {
+    Input {
+        name,
+        bytes: as_bytes(values).to_vec(),
+    }
+}
+
+/// Runs `graph` on device 0 with every bound tensor between guard bytes;
+/// returns the bytes of every bound tensor afterwards, by name.
+fn run(f: &Fixture, graph: Graph, inputs: Vec<Input>) -> HashMap<String, Vec<u8>> {
+    let graph = Arc::new(graph);
+    let s = f.stream(0);
+    let mut bindings = Bindings::new(&graph);
+    let mut given: HashMap<&str, Vec<u8>> = inputs.into_iter().map(|i| (i.name, i.bytes)).collect();
+    let mut bound = Vec::new();
+    for id in graph.bound_nodes().collect::<Vec<NodeId>>() {
+        let node = graph.node(id);
+        let name = node
+            .name
+            .clone()
+            .expect("bound tensors of op cases are named");
+        let bytes = node.layout.end_byte(node.dtype);
+        let total = (bytes + 2 * GUARD).div_ceil(4) * 4;
+        let buffer = f.buffer(0, total);
+        let mut fill = vec![SENTINEL; total];
+        if let Some(data) = given.remove(name.as_str()) {
+            assert_eq!(data.len(), bytes, "input {name} has the wrong size");
+            fill[GUARD..GUARD + bytes].copy_from_slice(&data);
+        }
+        let whole = TensorRef::new(&buffer, 0, DType::I32, &[total / 4]).expect("whole");
+        s.write_async(&whole, fill)
+            .expect("write")
+            .wait()
+            .expect("fill");
+        let t =
+            TensorRef::new(&buffer, GUARD, node.dtype, node.layout.shape.dims()).expect("tensor");
+        bindings.bind(&graph, id, t).expect("bind");
+        bound.push((name, whole, bytes));
+    }
+    assert!(
+        given.is_empty(),
+        "inputs without a leaf: {:?}",
+        given.keys().collect::<Vec<_>>()
+    );
+    s.compute(&graph, bindings)
+        .expect("compute")
+        .wait_timeout(RULE_TIMEOUT)
+        .expect("compute ran");
+    let mut out = HashMap::new();
+    for (name, whole, bytes) in bound {
+        let all = s.read_async(&whole).expect("read").wait().expect("read");
+        let (before, rest) = all.split_at(GUARD);
+        let (data, after) = rest.split_at(bytes);
+        assert!(
+            before.iter().all(|&b| b == SENTINEL),
+            "{name}: a byte before the tensor was written"
+        );
+        assert!(
+            after.iter().all(|&b| b == SENTINEL),
+            "{name}: a byte after the tensor was written"
+        );
+        out.insert(name, data.to_vec());
+    }
+    out
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn f64s(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&v| f64::from(v)).collect()
+}
+
+fn check(what: &str, actual: &[f32], expected: &[f64], bound: f64) {
+    let e = r::nmse(actual, expected);
+    assert!(
+        e <= bound,
+        "{what}: NMSE {e:e} above {bound:e}\nexpected {:?}\nactual   {:?}",
+        &expected[..expected.len().min(8)],
+        &actual[..actual.len().min(8)]
+    );
+}
+
+/// Encodes values as a row-major tensor of `dtype`.
+fn encode(dtype: DType, values: &[f32]) -> Vec<u8> {
+    if dtype.is_quantized() {
+        r::encode_blocks(dtype, values)
+    } else {
+        r::encode_float_row(dtype, values)
+    }
+}
+
+fn unary_case(
+    f: &Fixture,
+    dims: &[usize],
+    build: impl Fn(&mut Graph, NodeId) -> NodeId,
+    reference: impl Fn(&[f64]) -> Vec<f64>,
+) {
+    let n: usize = dims.iter().product();
+    let x = random(n, n as u64);
+    let mut g = Graph::new();
+    let leaf = g.leaf("x", DType::F32, dims, Flags::INPUT).expect("leaf");
+    let y = build(&mut g, leaf);
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x)]);
+    check("unary", &f32s(&out["y"]), &reference(&f64s(&x)), FLOAT_NMSE);
+}
+
+/// Row lookup from tables of every type.
+pub fn op_get_rows(f: &Fixture) {
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+    ] {
+        let (vocab, width) = (7, 64);
+        let table = encode(dtype, &random(vocab * width, 3));
+        let ids = [6, 0, 3, 3, 1];
+        let mut g = Graph::new();
+        let t = g
+            .leaf("table", dtype, &[vocab, width], Flags::WEIGHT)
+            .expect("leaf");
+        let i = g
+            .leaf("ids", DType::I32, &[ids.len()], Flags::INPUT)
+            .expect("leaf");
+        let y = g.get_rows(t, i).expect("get_rows");
+        g.mark(y, Flags::OUTPUT).expect("mark");
+        g.set_name(y, "y").expect("name");
+        let row_bytes = dtype.row_bytes(width).expect("row");
+        let expected: Vec<f64> = ids
+            .iter()
+            .flat_map(|&id| {
+                r::decode_row(dtype, &table[id as usize * row_bytes..][..row_bytes], width)
+            })
+            .collect();
+        let out = run(
+            f,
+            g,
+            vec![
+                Input {
+                    name: "table",
+                    bytes: table,
+                },
+                input_i32("ids", &ids),
+            ],
+        );
+        check(
+            &format!("get_rows {dtype}"),
+            &f32s(&out["y"]),
+            &expected,
+            1e-12,
+        );
+    }
+}
+
+fn matmul_case(f: &Fixture, dtype: DType) {
+    let bound = if dtype.is_quantized() {
+        QUANT_NMSE
+    } else {
+        FLOAT_NMSE
+    };
+    let ks: &[usize] = if dtype.is_quantized() {
+        &[32, 96, 256]
+    } else {
+        &[1, 37, 64, 301]
+    };
+    for &k in ks {
+        for (m, n) in [(1, 19), (5, 16), (8, 33), (13, 8)] {
+            let x = random(m * k, (k * 31 + m) as u64);
+            let w_values = random(n * k, (k + n) as u64);
+            let w = encode(dtype, &w_values);
+            let w_decoded = r::decode_row(dtype, &w, n * k);
+            let mut g = Graph::new();
+            let xl = g
+                .leaf("x", DType::F32, &[m, k], Flags::INPUT)
+                .expect("leaf");
+            let wl = g.leaf("w", dtype, &[n, k], Flags::WEIGHT).expect("leaf");
+            let y = g.matmul(xl, wl).expect("matmul");
+            g.mark(y, Flags::OUTPUT).expect("mark");
+            g.set_name(y, "y").expect("name");
+            let out = run(
+                f,
+                g,
+                vec![
+                    input_f32("x", &x),
+                    Input {
+                        name: "w",
+                        bytes: w,
+                    },
+                ],
+            );
+            let expected = r::matmul(&f64s(&x), &w_decoded, m, n, k);
+            check(
+                &format!("matmul {dtype} m={m} n={n} k={k}"),
+                &f32s(&out["y"]),
+                &expected,
+                bound,
+            );
+        }
+    }
+}
+
+/// Matmul with f32 weights.
+pub fn op_matmul_f32(f: &Fixture) {
+    matmul_case(f, DType::F32)
+}
+/// Matmul with f16 weights.
+pub fn op_matmul_f16(f: &Fixture) {
+    matmul_case(f, DType::F16)
+}
+/// Matmul with bf16 weights.
+pub fn op_matmul_bf16(f: &Fixture) {
+    matmul_case(f, DType::BF16)
+}
+/// Matmul with Q8_0 weights.
+pub fn op_matmul_q8_0(f: &Fixture) {
+    matmul_case(f, DType::Q8_0)
+}
+/// Matmul with Q4_0 weights.
+pub fn op_matmul_q4_0(f: &Fixture) {
+    matmul_case(f, DType::Q4_0)
+}
+/// Matmul with Q4_1 weights.
+pub fn op_matmul_q4_1(f: &Fixture) {
+    matmul_case(f, DType::Q4_1)
+}
+
+/// Batched matmul whose weight batches are shared by groups of x batches.
+pub fn op_matmul_batched_broadcast(f: &Fixture) {
+    let (heads, kv, m, n, k) = (6, 2, 3, 5, 16);
+    let x = random(heads * m * k, 1);
+    let w = random(kv * n * k, 2);
+    let mut g = Graph::new();
+    let xl = g
+        .leaf("x", DType::F32, &[heads, m, k], Flags::INPUT)
+        .expect("leaf");
+    let wl = g
+        .leaf("w", DType::F32, &[kv, n, k], Flags::WEIGHT)
+        .expect("leaf");
+    let y = g.matmul(xl, wl).expect("matmul");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x), input_f32("w", &w)]);
+    let (xd, wd) = (f64s(&x), f64s(&w));
+    let expected: Vec<f64> = (0..heads)
+        .flat_map(|h| {
+            let wb = h / (heads / kv);
+            r::matmul(
+                &xd[h * m * k..][..m * k],
+                &wd[wb * n * k..][..n * k],
+                m,
+                n,
+                k,
+            )
+        })
+        .collect();
+    check("batched matmul", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
+/// Matmul against a strided view of a larger weight (a KV cache window).
+pub fn op_matmul_strided_weight(f: &Fixture) {
+    let (batches, cap, used, m, k) = (2, 10, 7, 3, 16);
+    let cache = random(batches * cap * k, 4);
+    let x = random(batches * m * k, 5);
+    let mut g = Graph::new();
+    let xl = g
+        .leaf("x", DType::F32, &[batches, m, k], Flags::INPUT)
+        .expect("leaf");
+    let cl = g
+        .leaf("cache", DType::F32, &[batches, cap, k], Flags::STATE)
+        .expect("leaf");
+    let window = g.narrow(cl, 1, 0, used).expect("narrow");
+    let y = g.matmul(xl, window).expect("matmul");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x), input_f32("cache", &cache)]);
+    let (xd, cd) = (f64s(&x), f64s(&cache));
+    let expected: Vec<f64> = (0..batches)
+        .flat_map(|b| {
+            r::matmul(
+                &xd[b * m * k..][..m * k],
+                &cd[b * cap * k..][..used * k],
+                m,
+                used,
+                k,
+            )
+        })
+        .collect();
+    check("strided matmul", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
+fn broadcast_case(f: &Fixture, a_dims: &[usize], b_dims: &[usize], add: bool) {
+    let (na, nb) = (
+        a_dims.iter().product::<usize>(),
+        b_dims.iter().product::<usize>(),
+    );
+    let (a, b) = (random(na, 8), random(nb, 9));
+    let mut g = Graph::new();
+    let al = g.leaf("a", DType::F32, a_dims, Flags::INPUT).expect("leaf");
+    let bl = g.leaf("b", DType::F32, b_dims, Flags::INPUT).expect("leaf");
+    let y = if add { g.add(al, bl) } else { g.mul(al, bl) }.expect("op");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("a", &a), input_f32("b", &b)]);
+    let pad = |d: &[usize]| {
+        let mut p = vec![1; 4 - d.len()];
+        p.extend_from_slice(d);
+        p
+    };
+    let (ad, bd) = (pad(a_dims), pad(b_dims));
+    let expected: Vec<f64> = (0..na)
+        .map(|i| {
+            let mut idx = [0; 4];
+            let mut rest = i;
+            for d in (0..4).rev() {
+                idx[d] = rest % ad[d];
+                rest /= ad[d];
+            }
+            let bi = (0..4).fold(0, |acc, d| acc * bd[d] + idx[d] % bd[d]);
+            let (x, y) = (f64::from(a[i]), f64::from(b[bi]));
+            if add {
+                x + y
+            } else {
+                x * y
+            }
+        })
+        .collect();
+    check("broadcast", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
+/// Add with row, column and equal-shape broadcasts.
+pub fn op_add_broadcast(f: &Fixture) {
+    broadcast_case(f, &[3, 4, 10], &[10], true);
+    broadcast_case(f, &[3, 4, 10], &[4, 1], true);
+    broadcast_case(f, &[5, 33], &[5, 33], true);
+}
+
+/// Mul with broadcasts.
+pub fn op_mul_broadcast(f: &Fixture) {
+    broadcast_case(f, &[5, 33], &[1, 33], false);
+    broadcast_case(f, &[2, 3, 4, 9], &[3, 1, 9], false);
+}
+
+/// Scale.
+pub fn op_scale(f: &Fixture) {
+    unary_case(
+        f,
+        &[7, 13],
+        |g, x| g.scale(x, -0.75).expect("scale"),
+        |x| x.iter().map(|v| v * -0.75).collect(),
+    );
+}
+
+/// RMS norm over odd and even rows.
+pub fn op_rms_norm(f: &Fixture) {
+    for cols in [45, 64] {
+        unary_case(
+            f,
+            &[7, cols],
+            |g, x| g.rms_norm(x, 1e-5).expect("rms"),
+            |x| r::rms_norm(x, cols, 1e-5),
+        );
+    }
+}
+
+fn rope_case(f: &Fixture, mode: RopeMode, dims: usize) {
+    let (tokens, heads, head_dim) = (5, 3, 16);
+    let positions = [0, 1, 2, 7, 100];
+    let x = random(tokens * heads * head_dim, 12);
+    let mut g = Graph::new();
+    let xl = g
+        .leaf("x", DType::F32, &[tokens, heads, head_dim], Flags::INPUT)
+        .expect("leaf");
+    let pl = g
+        .leaf("pos", DType::I32, &[tokens], Flags::INPUT)
+        .expect("leaf");
+    let y = g.rope(xl, pl, mode, dims, 10000.0, 0.5).expect("rope");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x), input_i32("pos", &positions)]);
+    let expected = r::rope(
+        &f64s(&x),
+        &positions,
+        heads,
+        head_dim,
+        dims,
+        10000.0,
+        0.5,
+        mode == RopeMode::Neox,
+    );
+    check("rope", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
+/// RoPE on adjacent pairs, all dims.
+pub fn op_rope_normal(f: &Fixture) {
+    rope_case(f, RopeMode::Normal, 16)
+}
+
+/// RoPE on half-split pairs, partial dims.
+pub fn op_rope_neox(f: &Fixture) {
+    rope_case(f, RopeMode::Neox, 8)
+}
+
+/// Causal softmax with queries at the end of the keys.
+pub fn op_softmax_causal(f: &Fixture) {
+    let (h, t, s) = (2, 3, 7);
+    unary_case(
+        f,
+        &[h, t, s],
+        |g, x| g.softmax(x, 0.5, true).expect("softmax"),
+        |x| r::softmax(x, t, s, 0.5, true),
+    );
+}
+
+/// Plain softmax.
+pub fn op_softmax_plain(f: &Fixture) {
+    unary_case(
+        f,
+        &[4, 9],
+        |g, x| g.softmax(x, 1.5, false).expect("softmax"),
+        |x| r::softmax(x, 4, 9, 1.5, false),
+    );
+}
+
+/// SiLU.
+pub fn op_silu(f: &Fixture) {
+    unary_case(
+        f,
+        &[101],
+        |g, x| g.silu(x).expect("silu"),
+        |x| x.iter().map(|&v| r::silu(v)).collect(),
+    );
+}
+
+/// Writing tokens into a transposed f16 cache window (the V cache).
+pub fn op_copy_into_f16_strided(f: &Fixture) {
+    let (head_dim, cap, at, tokens) = (4, 10, 5, 3);
+    let src = random(tokens * head_dim, 13);
+    let cache: Vec<f32> = (0..head_dim * cap).map(|i| i as f32).collect();
+    let mut g = Graph::new();
+    let c = g
+        .leaf("cache", DType::F16, &[head_dim, cap], Flags::STATE)
+        .expect("leaf");
+    let s = g
+        .leaf("src", DType::F32, &[tokens, head_dim], Flags::INPUT)
+        .expect("leaf");
+    let window = g.narrow(c, 1, at, tokens).expect("narrow");
+    let transposed = g.permute(window, &[1, 0]).expect("permute");
+    g.copy_into(transposed, s).expect("copy_into");
+    let out = run(
+        f,
+        g,
+        vec![
+            input_f32("src", &src),
+            Input {
+                name: "cache",
+                bytes: r::encode_float_row(DType::F16, &cache),
+            },
+        ],
+    );
+    let got = r::decode_row(DType::F16, &out["cache"], head_dim * cap);
+    for d in 0..head_dim {
+        for j in 0..cap {
+            let expected = if (at..at + tokens).contains(&j) {
+                f64::from(half::f16::from_f32(src[(j - at) * head_dim + d]).to_f32())
+            } else {
+                (d * cap + j) as f64
+            };
+            assert_eq!(got[d * cap + j], expected, "cache[{d}][{j}]");
+        }
+    }
+}
+
+/// Writing rows into the middle of an f32 leaf.
+pub fn op_copy_into_f32(f: &Fixture) {
+    let src = random(3 * 6, 14);
+    let mut g = Graph::new();
+    let c = g
+        .leaf("cache", DType::F32, &[8, 6], Flags::STATE)
+        .expect("leaf");
+    let s = g
+        .leaf("src", DType::F32, &[3, 6], Flags::INPUT)
+        .expect("leaf");
+    let rows = g.narrow(c, 0, 2, 3).expect("narrow");
+    g.copy_into(rows, s).expect("copy_into");
+    let out = run(
+        f,
+        g,
+        vec![input_f32("src", &src), input_f32("cache", &[0.5; 48])],
+    );
+    let got = f32s(&out["cache"]);
+    assert!(
+        got[..12].iter().chain(&got[30..]).all(|&v| v == 0.5),
+        "rows outside the window changed"
+    );
+    assert_eq!(&got[12..30], &src[..]);
+}
+
+/// A permuted view made contiguous.
+pub fn op_contiguous_permuted(f: &Fixture) {
+    let dims = [3, 4, 5];
+    let x = random(60, 15);
+    let mut g = Graph::new();
+    let xl = g.leaf("x", DType::F32, &dims, Flags::INPUT).expect("leaf");
+    let p = g.permute(xl, &[2, 0, 1]).expect("permute");
+    let y = g.contiguous(p).expect("contiguous");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x)]);
+    let mut expected = Vec::new();
+    for c in 0..5 {
+        for a in 0..3 {
+            for b in 0..4 {
+                expected.push(f64::from(x[(a * 4 + b) * 5 + c]));
+            }
+        }
+    }
+    check("contiguous", &f32s(&out["y"]), &expected, 0.0);
+}

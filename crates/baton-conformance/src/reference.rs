@@ -1,0 +1,234 @@
+//! Plain f64 references for every op, written for clarity, not speed, and
+//! independent of the backends' kernels (the block formats are decoded here
+//! from their byte layout).
+
+use baton_core::DType;
+use half::{bf16, f16};
+
+fn f16_at(bytes: &[u8], at: usize) -> f64 {
+    f64::from(f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32())
+}
+
+/// Decodes one row of `dtype` into f64 values.
+pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(elems);
+    match dtype {
+        DType::F32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .take(elems)
+                .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        ),
+        DType::F16 => out.extend((0..elems).map(|i| f16_at(bytes, 2 * i))),
+        DType::BF16 => out
+            .extend((0..elems).map(|i| {
+                f64::from(bf16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]).to_f32())
+            })),
+        DType::I32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .take(elems)
+                .map(|b| f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        ),
+        DType::Q8_0 => {
+            for block in bytes.chunks_exact(34).take(elems / 32) {
+                let d = f16_at(block, 0);
+                out.extend(block[2..34].iter().map(|&q| d * f64::from(q as i8)));
+            }
+        }
+        DType::Q4_0 | DType::Q4_1 => {
+            let (size, qs) = if dtype == DType::Q4_0 {
+                (18, 2)
+            } else {
+                (20, 4)
+            };
+            for block in bytes.chunks_exact(size).take(elems / 32) {
+                let d = f16_at(block, 0);
+                let nibble = |j: usize| {
+                    let byte = block[qs + j % 16];
+                    f64::from(if j < 16 { byte & 15 } else { byte >> 4 })
+                };
+                for j in 0..32 {
+                    out.push(if dtype == DType::Q4_0 {
+                        d * (nibble(j) - 8.0)
+                    } else {
+                        d * nibble(j) + f16_at(block, 2)
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Encodes f32 values as a row of a plain float type (f32, f16, bf16).
+pub fn encode_float_row(dtype: DType, values: &[f32]) -> Vec<u8> {
+    match dtype {
+        DType::F16 => values
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect(),
+        DType::BF16 => values
+            .iter()
+            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+            .collect(),
+        _ => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// Quantizes f32 values to a block type with a simple, valid encoder (the
+/// test needs valid blocks, not the best ones).
+pub fn encode_blocks(dtype: DType, values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for block in values.chunks_exact(32) {
+        let (min, max) = block
+            .iter()
+            .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        match dtype {
+            DType::Q8_0 => {
+                let d = block.iter().fold(0f32, |a, v| a.max(v.abs())) / 127.0;
+                let d = f16::from_f32(d);
+                out.extend(d.to_le_bytes());
+                let inv = if d.to_f32() == 0.0 {
+                    0.0
+                } else {
+                    1.0 / d.to_f32()
+                };
+                out.extend(
+                    block
+                        .iter()
+                        .map(|&v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8),
+                );
+            }
+            DType::Q4_0 | DType::Q4_1 => {
+                let (d, m) = if dtype == DType::Q4_0 {
+                    let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
+                    (amax / 7.0, 0.0)
+                } else {
+                    ((max - min) / 15.0, min)
+                };
+                let d16 = f16::from_f32(d);
+                out.extend(d16.to_le_bytes());
+                if dtype == DType::Q4_1 {
+                    out.extend(f16::from_f32(m).to_le_bytes());
+                }
+                let (d, m) = (d16.to_f32(), f16::from_f32(m).to_f32());
+                let inv = if d == 0.0 { 0.0 } else { 1.0 / d };
+                let q = |v: f32| -> u8 {
+                    if dtype == DType::Q4_0 {
+                        ((v * inv).round() + 8.0).clamp(0.0, 15.0) as u8
+                    } else {
+                        ((v - m) * inv).round().clamp(0.0, 15.0) as u8
+                    }
+                };
+                out.extend((0..16).map(|j| q(block[j]) | (q(block[j + 16]) << 4)));
+            }
+            _ => panic!("encode_blocks: {dtype} is not a block type"),
+        }
+    }
+    out
+}
+
+/// `y[m][n] = Σ_k x[m][k] w[n][k]`.
+pub fn matmul(x: &[f64], w: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut y = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            y[i * n + j] = (0..k).map(|p| x[i * k + p] * w[j * k + p]).sum();
+        }
+    }
+    y
+}
+
+/// RMS norm of each row of `cols`.
+pub fn rms_norm(x: &[f64], cols: usize, eps: f64) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let scale = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / cols as f64 + eps).sqrt();
+            row.iter().map(move |v| v * scale)
+        })
+        .collect()
+}
+
+/// Softmax of each row of `s` columns after scaling; causal rows mask keys
+/// past `t + (s - t_len)`.
+pub fn softmax(x: &[f64], t_len: usize, s: usize, scale: f64, causal: bool) -> Vec<f64> {
+    x.chunks(s)
+        .enumerate()
+        .flat_map(|(r, row)| {
+            let visible = if causal {
+                (r % t_len + 1 + s - t_len).min(s)
+            } else {
+                s
+            };
+            let max = row[..visible]
+                .iter()
+                .map(|v| v * scale)
+                .fold(f64::MIN, f64::max);
+            let exps: Vec<f64> = (0..s)
+                .map(|j| {
+                    if j < visible {
+                        (row[j] * scale - max).exp()
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let sum: f64 = exps.iter().sum();
+            exps.into_iter().map(move |e| e / sum)
+        })
+        .collect()
+}
+
+/// RoPE of `x [T, H, D]` at `positions`.
+pub fn rope(
+    x: &[f64],
+    positions: &[i32],
+    heads: usize,
+    head_dim: usize,
+    dims: usize,
+    base: f64,
+    scale: f64,
+    neox: bool,
+) -> Vec<f64> {
+    let mut out = x.to_vec();
+    for (t, &pos) in positions.iter().enumerate() {
+        for h in 0..heads {
+            let head = &mut out[(t * heads + h) * head_dim..][..head_dim];
+            for i in 0..dims / 2 {
+                let theta = f64::from(pos) * scale * base.powf(-2.0 * i as f64 / dims as f64);
+                let (a_i, b_i) = if neox {
+                    (i, i + dims / 2)
+                } else {
+                    (2 * i, 2 * i + 1)
+                };
+                let (a, b) = (head[a_i], head[b_i]);
+                head[a_i] = a * theta.cos() - b * theta.sin();
+                head[b_i] = a * theta.sin() + b * theta.cos();
+            }
+        }
+    }
+    out
+}
+
+/// `x * sigmoid(x)`.
+pub fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Normalised mean squared error: `Σ(a-b)² / Σb²` (a relative measure; 0
+/// when both are zero).
+pub fn nmse(actual: &[f32], expected: &[f64]) -> f64 {
+    assert_eq!(actual.len(), expected.len(), "lengths differ");
+    let err: f64 = actual
+        .iter()
+        .zip(expected)
+        .map(|(&a, &b)| (f64::from(a) - b).powi(2))
+        .sum();
+    let norm: f64 = expected.iter().map(|b| b * b).sum();
+    if norm == 0.0 {
+        err
+    } else {
+        err / norm
+    }
+}

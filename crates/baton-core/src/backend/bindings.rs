@@ -1,0 +1,147 @@
+//! Memory for the leaves and outputs of a graph computation.
+
+use crate::backend::buffer::{BufferRange, TensorRef};
+use crate::backend::StreamError;
+use crate::graph::{Flags, Graph, NodeId, Op};
+
+/// The tensors bound to a graph's leaves and outputs, checked node by node.
+#[derive(Clone, Debug)]
+pub struct Bindings {
+    tensors: Vec<Option<TensorRef>>,
+}
+
+impl Bindings {
+    /// Empty bindings for `graph`.
+    pub fn new(graph: &Graph) -> Self {
+        Bindings {
+            tensors: vec![None; graph.nodes().len()],
+        }
+    }
+
+    fn node_label(graph: &Graph, node: NodeId) -> String {
+        match graph.nodes().get(node.0).and_then(|n| n.name.clone()) {
+            Some(name) => name,
+            None => format!("node {}", node.0),
+        }
+    }
+
+    /// Binds `tensor` to `node`, which must be a leaf or an output, with the
+    /// same type and shape.
+    pub fn bind(
+        &mut self,
+        graph: &Graph,
+        node: NodeId,
+        tensor: TensorRef,
+    ) -> Result<&mut Self, StreamError> {
+        let label = Self::node_label(graph, node);
+        let fail = |reason: String| StreamError::Binding {
+            node: label.clone(),
+            reason,
+        };
+        let n = graph
+            .nodes()
+            .get(node.0)
+            .ok_or_else(|| fail("no such node".into()))?;
+        let bindable =
+            matches!(n.op, Op::Leaf) || (n.flags.contains(Flags::OUTPUT) && !n.op.aliases_input());
+        if !bindable {
+            return Err(fail("only leaves and outputs are bound".into()));
+        }
+        if n.dtype != tensor.dtype() || n.layout.shape != tensor.shape() {
+            return Err(fail(format!(
+                "the graph wants {} {:?}, the tensor is {} {:?}",
+                n.dtype,
+                n.layout.shape,
+                tensor.dtype(),
+                tensor.shape()
+            )));
+        }
+        if self.tensors.len() != graph.nodes().len() {
+            return Err(fail("these bindings were made for another graph".into()));
+        }
+        self.tensors[node.0] = Some(tensor);
+        Ok(self)
+    }
+
+    /// Binds by the node's name.
+    pub fn bind_name(
+        &mut self,
+        graph: &Graph,
+        name: &str,
+        tensor: TensorRef,
+    ) -> Result<&mut Self, StreamError> {
+        let node = graph.find(name).ok_or_else(|| StreamError::Binding {
+            node: name.into(),
+            reason: "the graph has no tensor of this name".into(),
+        })?;
+        self.bind(graph, node, tensor)
+    }
+
+    /// The tensor bound to `node`.
+    pub fn get(&self, node: NodeId) -> Option<&TensorRef> {
+        self.tensors.get(node.0).and_then(|t| t.as_ref())
+    }
+
+    /// Checks that every leaf and output of `graph` is bound.
+    pub fn check_complete(&self, graph: &Graph) -> Result<(), StreamError> {
+        if self.tensors.len() != graph.nodes().len() {
+            return Err(StreamError::Binding {
+                node: "graph".into(),
+                reason: "these bindings were made for another graph".into(),
+            });
+        }
+        for node in graph.bound_nodes() {
+            if self.tensors[node.0].is_none() {
+                return Err(StreamError::Binding {
+                    node: Self::node_label(graph, node),
+                    reason: "not bound".into(),
+                });
+            }
+        }
+        // A written tensor may share no byte with any other binding: the
+        // computation reads and writes them at once.
+        let (reads, writes) = self.accesses(graph);
+        for (i, w) in writes.iter().enumerate() {
+            let others = reads.iter().chain(
+                writes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, r)| r),
+            );
+            for other in others {
+                let overlap = w.buffer.same_as(&other.buffer)
+                    && w.range.start < other.range.end
+                    && other.range.start < w.range.end;
+                if overlap {
+                    return Err(StreamError::Binding {
+                        node: "graph".into(),
+                        reason: format!(
+                            "a written tensor (bytes {:?}) overlaps another binding (bytes {:?}) of the same buffer",
+                            w.range, other.range
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The byte ranges a computation reads and writes: leaves are read,
+    /// written leaves (copy targets) and outputs are written.
+    pub fn accesses(&self, graph: &Graph) -> (Vec<BufferRange>, Vec<BufferRange>) {
+        let written = graph.written_leaves();
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        for (i, t) in self.tensors.iter().enumerate() {
+            let Some(t) = t else { continue };
+            let node = &graph.nodes()[i];
+            if written.contains(&NodeId(i)) || !matches!(node.op, Op::Leaf) {
+                writes.push(t.byte_range());
+            } else {
+                reads.push(t.byte_range());
+            }
+        }
+        (reads, writes)
+    }
+}

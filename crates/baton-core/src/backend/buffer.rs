@@ -1,0 +1,237 @@
+//! Device memory: the raw trait a backend implements, and the safe handle.
+
+use std::any::Any;
+use std::fmt;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::StreamError;
+use crate::shape::{Layout, Shape};
+use crate::sync::SyncPoint;
+use crate::DType;
+
+/// Memory of one device, as a backend provides it.
+///
+/// # Safety
+///
+/// An implementor guarantees that:
+/// - `len()` never changes, and the memory stays valid until the value is
+///   dropped (the runtime keeps a buffer alive while queued work uses it);
+/// - `host_ptr()`, when `Some`, points to `len()` bytes that are valid for
+///   reads and writes from any thread for the buffer's whole life, and are
+///   accessed by nothing but the streams the runtime submits work to.
+pub unsafe trait RawBuffer: Send + Sync + 'static {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Whether the size is zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The owning device's name (`cpu:0`).
+    fn device(&self) -> &str;
+    /// The host address, for memory the host can address.
+    fn host_ptr(&self) -> Option<NonNull<u8>>;
+    /// For backends to recover their own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One recorded access of a byte range by queued work.
+#[derive(Clone, Debug)]
+pub(crate) struct Access {
+    pub(crate) range: Range<usize>,
+    pub(crate) write: bool,
+    pub(crate) point: SyncPoint,
+}
+
+struct BufferInner {
+    id: u64,
+    raw: Box<dyn RawBuffer>,
+    /// Accesses by work that may still be in flight (hazard tracking).
+    accesses: Mutex<Vec<Access>>,
+}
+
+/// A handle to device memory; cheap to clone. The memory is freed when the
+/// last handle is dropped, and queued work holds handles, so dropping a
+/// buffer while work uses it defers the free (contract rule `D-DEFER`).
+#[derive(Clone)]
+pub struct Buffer {
+    inner: Arc<BufferInner>,
+}
+
+impl Buffer {
+    /// Wraps a backend's buffer.
+    pub fn new(raw: Box<dyn RawBuffer>) -> Buffer {
+        Buffer {
+            inner: Arc::new(BufferInner {
+                id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+                raw,
+                accesses: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Process-unique id.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.raw.len()
+    }
+
+    /// Whether the size is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The owning device's name.
+    pub fn device(&self) -> &str {
+        self.inner.raw.device()
+    }
+
+    /// The backend's buffer.
+    pub fn raw(&self) -> &dyn RawBuffer {
+        &*self.inner.raw
+    }
+
+    /// Whether both handles name the same memory.
+    pub fn same_as(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A byte range of this buffer, checked.
+    pub fn range(&self, offset: usize, len: usize) -> Result<BufferRange, StreamError> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.len()).ok_or(
+            StreamError::OutOfBounds {
+                offset,
+                end: offset.saturating_add(len),
+                len: self.len(),
+            },
+        )?;
+        Ok(BufferRange {
+            buffer: self.clone(),
+            range: offset..end,
+        })
+    }
+
+    /// The whole buffer as a range.
+    pub fn all(&self) -> BufferRange {
+        BufferRange {
+            buffer: self.clone(),
+            range: 0..self.len(),
+        }
+    }
+
+    pub(crate) fn accesses(&self) -> std::sync::MutexGuard<'_, Vec<Access>> {
+        self.inner
+            .accesses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Buffer#{}({}, {} bytes)",
+            self.id(),
+            self.device(),
+            self.len()
+        )
+    }
+}
+
+/// A checked byte range of a buffer.
+#[derive(Clone, Debug)]
+pub struct BufferRange {
+    /// The buffer.
+    pub buffer: Buffer,
+    /// The bytes, inside the buffer.
+    pub range: Range<usize>,
+}
+
+impl BufferRange {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// Whether the range is empty.
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+}
+
+/// A contiguous tensor placed in a buffer.
+#[derive(Clone, Debug)]
+pub struct TensorRef {
+    buffer: Buffer,
+    offset: usize,
+    dtype: DType,
+    shape: Shape,
+}
+
+impl TensorRef {
+    /// A tensor of `dtype` and `dims` at byte `offset` of `buffer`, checked
+    /// to fit.
+    pub fn new(
+        buffer: &Buffer,
+        offset: usize,
+        dtype: DType,
+        dims: &[usize],
+    ) -> Result<TensorRef, StreamError> {
+        let bad = |reason: String| StreamError::Binding {
+            node: "tensor".into(),
+            reason,
+        };
+        let shape = Shape::new(dims).map_err(|e| bad(e.to_string()))?;
+        let layout = Layout::contiguous(dtype, shape).map_err(|e| bad(e.to_string()))?;
+        buffer.range(offset, layout.end_byte(dtype))?;
+        Ok(TensorRef {
+            buffer: buffer.clone(),
+            offset,
+            dtype,
+            shape,
+        })
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    /// Byte offset in the buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        // Checked at construction.
+        self.shape.rows() * self.dtype.row_bytes(self.shape.last()).unwrap_or(0)
+    }
+
+    /// The bytes as a range of the buffer.
+    pub fn byte_range(&self) -> BufferRange {
+        BufferRange {
+            buffer: self.buffer.clone(),
+            range: self.offset..self.offset + self.bytes(),
+        }
+    }
+}

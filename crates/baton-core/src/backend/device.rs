@@ -1,0 +1,55 @@
+//! Devices: what they are, what they can do, and how to get memory and
+//! streams from them.
+
+use crate::backend::{Buffer, DeviceError, Stream};
+use crate::graph::Op;
+use crate::DType;
+
+/// The kind of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A group of CPU cores.
+    Cpu,
+    /// A GPU.
+    Gpu,
+}
+
+/// What a device offers, for `baton devices` and for placement.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// `cpu:0`, `vulkan:1`.
+    pub name: String,
+    /// The backend's name.
+    pub backend: &'static str,
+    /// CPU or GPU.
+    pub kind: DeviceKind,
+    /// A human description (CPU model, GPU name).
+    pub description: String,
+    /// Compute threads (CPU) or 0.
+    pub threads: usize,
+    /// The cores its threads are pinned to (CPU), empty when not pinned.
+    pub cores: Vec<usize>,
+    /// Memory available to it, in bytes.
+    pub memory_bytes: u64,
+    /// Instruction sets or features used by its kernels (`avx2`, `fma`).
+    pub features: Vec<String>,
+    /// Weight types its matmul accepts.
+    pub weight_types: Vec<DType>,
+    /// Whether its streams can wait on host-memory points natively.
+    pub waits_on_host_points: bool,
+}
+
+/// A device: a source of memory and streams.
+pub trait Device: Send + Sync {
+    /// What it is and offers.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Allocates `bytes` of device memory (zeroed).
+    fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError>;
+
+    /// Creates a new in-order stream.
+    fn new_stream(&self) -> Result<Stream, DeviceError>;
+
+    /// Whether the device can run `op` whose first input has type `dtype`.
+    fn supports(&self, op: &Op, dtype: DType) -> bool;
+}

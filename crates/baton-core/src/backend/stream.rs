@@ -1,0 +1,413 @@
+//! Streams: the raw, unsafe queue a backend implements, and the safe front
+//! that owns host buffers and orders every access to device memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::backend::bindings::Bindings;
+use crate::backend::buffer::{Access, BufferRange, TensorRef};
+use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
+use crate::backend::StreamError;
+use crate::graph::Graph;
+use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId};
+
+/// One item of a stream's in-order queue.
+pub enum StreamOp {
+    /// Later items start only once `point` is reached; if it fails, the
+    /// stream fails with the same first cause (`W-FAIL`).
+    Wait(SyncPoint),
+    /// Copies the host bytes into `dst` (same length).
+    Write {
+        /// Device memory written.
+        dst: BufferRange,
+        /// The host buffer read.
+        src: Arc<dyn HostSlot>,
+    },
+    /// Copies `src` into the host buffer (same length).
+    Read {
+        /// Device memory read.
+        src: BufferRange,
+        /// The host buffer written.
+        dst: Arc<dyn HostSlot>,
+    },
+    /// Copies device memory to device memory (same length; the ranges may be
+    /// on different devices the stream can access).
+    Copy {
+        /// Read.
+        src: BufferRange,
+        /// Written.
+        dst: BufferRange,
+    },
+    /// Computes a graph with its leaves and outputs bound to memory.
+    Compute {
+        /// The graph.
+        graph: Arc<Graph>,
+        /// Memory of its leaves and outputs, validated.
+        bindings: Arc<Bindings>,
+    },
+}
+
+impl StreamOp {
+    /// Short name for traces and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StreamOp::Wait(_) => "wait",
+            StreamOp::Write { .. } => "write",
+            StreamOp::Read { .. } => "read",
+            StreamOp::Copy { .. } => "copy",
+            StreamOp::Compute { .. } => "compute",
+        }
+    }
+}
+
+/// An in-order queue on one device, as a backend implements it.
+///
+/// # Safety
+///
+/// The implementor guarantees (docs/contract.md, rules `Q-*`):
+/// - items run in submission order; item `n` of the stream's life completes
+///   value `n` of [`timeline`](Self::timeline), which advances only after all
+///   the item's writes are visible to any thread that observes the value
+///   (release);
+/// - a `Wait` item lets no later item start before its point is reached; a
+///   failed point fails the stream with the same first cause;
+/// - after an item fails, the timeline fails from that item's value on, and
+///   later items are dropped without running;
+/// - every item is dropped (releasing its buffers and host slots) before its
+///   value is advanced or failed;
+/// - `submit` never blocks on queued work.
+pub unsafe trait RawStream: Send + Sync {
+    /// `device/stream-N`.
+    fn label(&self) -> &str;
+    /// The stream's timeline.
+    fn timeline(&self) -> &Timeline;
+    /// Whether a `Wait` on `point` can be queued natively.
+    fn can_wait_on(&self, point: &SyncPoint) -> bool;
+    /// Whether the stream's device can read and write the range.
+    fn can_access(&self, range: &BufferRange) -> bool;
+    /// Queues `op` and returns the timeline value that completes it.
+    ///
+    /// # Safety
+    ///
+    /// The caller guarantees that every byte range `op` writes is neither
+    /// read nor written, and every range it reads is not written, by other
+    /// work that is not ordered before or after it (ordered: earlier on this
+    /// stream, or completed before a point this stream waits on before `op`,
+    /// or waiting for `op`'s point), and that every range is accessible
+    /// ([`can_access`](Self::can_access)) and, for `Compute`, the bindings
+    /// were validated against the graph.
+    unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError>;
+}
+
+/// What the safe front knows about the order of its stream's work.
+#[derive(Default)]
+struct Knowledge {
+    /// For each foreign timeline, the highest value this stream has waited on.
+    waited: HashMap<TimelineId, u64>,
+    /// Waits the front inserted because the caller had not ordered an access.
+    implicit_waits: u64,
+}
+
+/// Serialises the check-then-submit-then-record of every stream, so that two
+/// streams never both pass their hazard check against the same old state.
+static SUBMIT_ORDER: Mutex<()> = Mutex::new(());
+
+/// The safe stream: an in-order queue on one device.
+///
+/// Every method queues work and returns at once with the work's point; the
+/// host blocks only in the waits it asks for. Device memory accesses are
+/// tracked per byte range: an access that the caller did not order after a
+/// conflicting access of another stream gets a wait inserted before it
+/// (counted by [`implicit_waits`](Self::implicit_waits)), so safe code can
+/// never race on device memory.
+#[derive(Clone)]
+pub struct Stream {
+    raw: Arc<dyn RawStream>,
+    knowledge: Arc<Mutex<Knowledge>>,
+}
+
+impl Stream {
+    /// Wraps a backend's stream.
+    pub fn new(raw: Arc<dyn RawStream>) -> Stream {
+        Stream {
+            raw,
+            knowledge: Arc::new(Mutex::new(Knowledge::default())),
+        }
+    }
+
+    /// `device/stream-N`.
+    pub fn label(&self) -> &str {
+        self.raw.label()
+    }
+
+    /// The stream's timeline.
+    pub fn timeline(&self) -> &Timeline {
+        self.raw.timeline()
+    }
+
+    /// The backend's stream.
+    pub fn raw(&self) -> &Arc<dyn RawStream> {
+        &self.raw
+    }
+
+    /// Waits the safe front inserted so far (0 when the caller orders every
+    /// cross-stream access itself, as the scheduler does).
+    pub fn implicit_waits(&self) -> u64 {
+        self.knowledge().implicit_waits
+    }
+
+    fn knowledge(&self) -> std::sync::MutexGuard<'_, Knowledge> {
+        self.knowledge.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn failed(&self) -> Option<StreamError> {
+        self.timeline().failure().map(|cause| StreamError::Failed {
+            stream: self.label().to_string(),
+            cause,
+        })
+    }
+
+    /// Makes later work on this stream start after `point`, without blocking
+    /// the host (`W-ORDER`). If `point` fails, the stream fails with its first
+    /// cause (`W-FAIL`). A point this backend cannot wait on natively is an
+    /// error (`W-FOREIGN`); a relay bridges it.
+    pub fn wait(&self, point: &SyncPoint) -> Result<SyncPoint, StreamError> {
+        if point.timeline().same_as(self.timeline()) {
+            return Ok(self.last_point());
+        }
+        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        self.queue_wait(point, false)?;
+        Ok(self.last_point())
+    }
+
+    fn queue_wait(&self, point: &SyncPoint, implicit: bool) -> Result<(), StreamError> {
+        if !self.raw.can_wait_on(point) {
+            return Err(StreamError::ForeignPoint {
+                stream: self.label().into(),
+                point: point.to_string(),
+                domain: format!("{:?}", point.timeline().domain()),
+            });
+        }
+        // SAFETY: a wait accesses no memory.
+        let value = unsafe { self.raw.submit(StreamOp::Wait(point.clone()))? };
+        let mut k = self.knowledge();
+        k.waited.insert(self.timeline().id(), value);
+        let seen = k.waited.entry(point.timeline().id()).or_insert(0);
+        *seen = (*seen).max(point.value());
+        if implicit {
+            k.implicit_waits += 1;
+        }
+        Ok(())
+    }
+
+    /// The point of the last item queued (reached at once if none).
+    pub fn last_point(&self) -> SyncPoint {
+        let timeline = self.timeline();
+        timeline.point(self.submitted())
+    }
+
+    fn submitted(&self) -> u64 {
+        self.raw.timeline().reached().max(self.raw_submitted())
+    }
+
+    fn raw_submitted(&self) -> u64 {
+        // The front records the value of every submission it makes.
+        self.knowledge()
+            .waited
+            .get(&self.timeline().id())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether `access` by earlier work is ordered before new work here.
+    fn ordered(&self, k: &Knowledge, access: &Access) -> bool {
+        let tl = access.point.timeline();
+        tl.same_as(self.timeline())
+            || k.waited
+                .get(&tl.id())
+                .is_some_and(|&v| v >= access.point.value())
+            || matches!(access.point.status(), PointStatus::Reached)
+    }
+
+    /// Checks ranges, orders conflicting accesses, submits, records.
+    fn submit_tracked(
+        &self,
+        op: StreamOp,
+        reads: &[BufferRange],
+        writes: &[BufferRange],
+    ) -> Result<SyncPoint, StreamError> {
+        if let Some(e) = self.failed() {
+            return Err(e);
+        }
+        for r in reads.iter().chain(writes) {
+            if !self.raw.can_access(r) {
+                return Err(StreamError::InaccessibleBuffer {
+                    stream: self.label().into(),
+                    device: r.buffer.device().into(),
+                });
+            }
+        }
+        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        let mut needed: Vec<SyncPoint> = Vec::new();
+        {
+            let k = self.knowledge();
+            let accesses = reads
+                .iter()
+                .map(|r| (r, false))
+                .chain(writes.iter().map(|w| (w, true)));
+            for (range, write) in accesses {
+                let mut recorded = range.buffer.accesses();
+                recorded.retain(|a| !matches!(a.point.status(), PointStatus::Reached));
+                for a in recorded.iter() {
+                    let overlaps =
+                        a.range.start < range.range.end && range.range.start < a.range.end;
+                    if overlaps
+                        && (write || a.write)
+                        && !self.ordered(&k, a)
+                        && !needed.iter().any(|p| p.covers(&a.point))
+                    {
+                        needed.retain(|p| !a.point.covers(p));
+                        needed.push(a.point.clone());
+                    }
+                }
+            }
+        }
+        for point in &needed {
+            self.queue_wait(point, true)?;
+        }
+        // SAFETY: every conflicting access recorded by other streams is now
+        // ordered before `op` (same stream, waited on, reached, or waited on
+        // just above), ranges were checked accessible above and in bounds
+        // when built, and bindings are validated by `Bindings::bind`.
+        let value = unsafe { self.raw.submit(op)? };
+        let point = self.timeline().point(value);
+        {
+            let mut k = self.knowledge();
+            let id = self.timeline().id();
+            k.waited.insert(id, value);
+        }
+        let accesses = reads
+            .iter()
+            .map(|r| (r, false))
+            .chain(writes.iter().map(|w| (w, true)));
+        for (range, write) in accesses {
+            range.buffer.accesses().push(Access {
+                range: range.range.clone(),
+                write,
+                point: point.clone(),
+            });
+        }
+        Ok(point)
+    }
+
+    /// Copies the host buffer `src` into `dst` asynchronously. The stream owns
+    /// `src` until the copy is done; [`Pending::wait`] gives it back, so a
+    /// decode loop allocates nothing (`H-OWN`). `src` must be owned
+    /// (`'static`): a borrowed buffer does not compile.
+    pub fn write_async<B: HostBytes>(
+        &self,
+        dst: &TensorRef,
+        src: B,
+    ) -> Result<Pending<B>, StreamError> {
+        let host = src.bytes().len();
+        if host != dst.bytes() {
+            return Err(StreamError::SizeMismatch {
+                host,
+                tensor: dst.bytes(),
+            });
+        }
+        let slot = Arc::new(Slot(Mutex::new(Some(src))));
+        let range = dst.byte_range();
+        let op = StreamOp::Write {
+            dst: range.clone(),
+            src: slot.clone(),
+        };
+        let point = self.submit_tracked(op, &[], &[range])?;
+        Ok(Pending::new(point, self.label().into(), slot))
+    }
+
+    /// Reads `src` into the host buffer `dst` asynchronously; the handle
+    /// waits only for this read's own point (`R-OWN`) and gives `dst` back
+    /// filled.
+    pub fn read_into_async<B: HostBytes>(
+        &self,
+        src: &TensorRef,
+        dst: B,
+    ) -> Result<Pending<B>, StreamError> {
+        let host = dst.bytes().len();
+        if host != src.bytes() {
+            return Err(StreamError::SizeMismatch {
+                host,
+                tensor: src.bytes(),
+            });
+        }
+        let slot = Arc::new(Slot(Mutex::new(Some(dst))));
+        let range = src.byte_range();
+        let op = StreamOp::Read {
+            src: range.clone(),
+            dst: slot.clone(),
+        };
+        let point = self.submit_tracked(op, &[range], &[])?;
+        Ok(Pending::new(point, self.label().into(), slot))
+    }
+
+    /// Reads `src` into a new host vector of its bytes.
+    pub fn read_async(&self, src: &TensorRef) -> Result<Pending<Vec<u8>>, StreamError> {
+        self.read_into_async(src, vec![0u8; src.bytes()])
+    }
+
+    /// Copies `src` to `dst` on this stream, after everything queued here
+    /// before it and after `producer` (the point of the work that wrote
+    /// `src`, when another stream did); other streams consume `dst` by
+    /// waiting on the returned point (`C-ORDER`).
+    pub fn copy(
+        &self,
+        src: &TensorRef,
+        dst: &TensorRef,
+        producer: Option<&SyncPoint>,
+    ) -> Result<SyncPoint, StreamError> {
+        if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
+            return Err(StreamError::SizeMismatch {
+                host: src.bytes(),
+                tensor: dst.bytes(),
+            });
+        }
+        if let Some(p) = producer {
+            self.wait(p)?;
+        }
+        let (s, d) = (src.byte_range(), dst.byte_range());
+        let op = StreamOp::Copy {
+            src: s.clone(),
+            dst: d.clone(),
+        };
+        self.submit_tracked(op, &[s], &[d])
+    }
+
+    /// Computes `graph` asynchronously with `bindings`; outputs land in
+    /// their bound tensors once the returned point is reached (`G-ASYNC`).
+    pub fn compute(
+        &self,
+        graph: &Arc<Graph>,
+        bindings: Bindings,
+    ) -> Result<SyncPoint, StreamError> {
+        bindings.check_complete(graph)?;
+        let (reads, writes) = bindings.accesses(graph);
+        let op = StreamOp::Compute {
+            graph: graph.clone(),
+            bindings: Arc::new(bindings),
+        };
+        self.submit_tracked(op, &reads, &writes)
+    }
+
+    /// Blocks until everything queued so far is done; returns the stream's
+    /// sticky error if it failed (`E-STICKY`).
+    pub fn synchronize(&self) -> Result<(), StreamError> {
+        self.last_point().wait().map_err(|e| match e.cause() {
+            Some(cause) => StreamError::Failed {
+                stream: self.label().into(),
+                cause: cause.clone(),
+            },
+            None => StreamError::Wait(e),
+        })
+    }
+}

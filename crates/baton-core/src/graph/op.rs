@@ -1,0 +1,95 @@
+//! The operations a llama decoder needs. Each op's exact semantics are
+//! stated here once; every backend implements exactly this.
+
+/// How RoPE pairs the elements of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Rotate adjacent pairs `(2i, 2i+1)` (GGUF llama models).
+    Normal,
+    /// Rotate pairs `(i, i + dims/2)` (NeoX, Qwen, Phi…).
+    Neox,
+}
+
+/// An operation: the node's inputs are listed in the order stated.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A leaf: an input, weight or state tensor bound to memory at compute.
+    Leaf,
+    /// `(table [V, D], ids [T] i32) -> [T, D] f32`: row lookup, dequantizing.
+    GetRows,
+    /// `(x [B.., M, K] f32, w [Bw.., N, K] any type) -> [B.., M, N] f32`:
+    /// `y = x · wᵀ`, the GGUF weight layout. Batch dimensions of `w` divide
+    /// those of `x` and are broadcast (grouped-query attention: x batch `b`
+    /// uses w batch `b / (B / Bw)`). Rows of `w` must be contiguous.
+    MatMul,
+    /// `(a, b) -> a + b`, `b` broadcast over `a` (each dim equal or 1).
+    Add,
+    /// `(a, b) -> a * b`, broadcast like `Add`.
+    Mul,
+    /// `(a) -> a * factor`.
+    Scale(f32),
+    /// `(x) -> x / sqrt(mean(x²) + eps)` over the last dimension.
+    RmsNorm {
+        /// Added to the mean square.
+        eps: f32,
+    },
+    /// `(x [T, H, D] f32, positions [T] i32) -> [T, H, D]`: rotary embedding
+    /// of the first `dims` elements of each head with angle
+    /// `pos * freq_scale * freq_base^(-2i/dims)`.
+    Rope {
+        /// Pairing of elements.
+        mode: RopeMode,
+        /// Elements of each head that rotate.
+        dims: usize,
+        /// Base of the frequencies.
+        freq_base: f32,
+        /// Linear position scaling (1 / factor).
+        freq_scale: f32,
+    },
+    /// `(x [.., T, S]) -> softmax(x * scale)` over the last dimension. With
+    /// `causal`, query row `t` may attend key `s` only if `s <= t + (S - T)`
+    /// (queries are the last `T` of `S` positions); masked entries are 0.
+    Softmax {
+        /// Multiplies the logits first.
+        scale: f32,
+        /// Whether to apply the causal mask.
+        causal: bool,
+    },
+    /// `(x) -> x * sigmoid(x)`.
+    Silu,
+    /// `(dst, src) -> dst`: writes `src` into `dst` (a view of a leaf, e.g.
+    /// the KV cache), converting the type; the node aliases `dst`.
+    CopyInto,
+    /// `(x) -> x` laid out contiguously.
+    Contiguous,
+    /// `(x) -> x` seen through another layout of the same storage (reshape,
+    /// permute, slice); costs nothing.
+    View,
+}
+
+impl Op {
+    /// Short lower-case name for plans and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Leaf => "leaf",
+            Op::GetRows => "get_rows",
+            Op::MatMul => "matmul",
+            Op::Add => "add",
+            Op::Mul => "mul",
+            Op::Scale(_) => "scale",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Rope { .. } => "rope",
+            Op::Softmax { .. } => "softmax",
+            Op::Silu => "silu",
+            Op::CopyInto => "copy_into",
+            Op::Contiguous => "contiguous",
+            Op::View => "view",
+        }
+    }
+
+    /// Whether the node aliases its first input's storage instead of
+    /// owning its own.
+    pub fn aliases_input(&self) -> bool {
+        matches!(self, Op::View | Op::CopyInto)
+    }
+}

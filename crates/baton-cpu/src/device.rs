@@ -1,0 +1,158 @@
+//! CPU devices: a set of cores, its own pinned thread pool, its own memory.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, Stream};
+use baton_core::graph::Op;
+use baton_core::sync::WaitPolicy;
+use baton_core::DType;
+
+use crate::buffer::CpuBuffer;
+use crate::pool::ThreadPool;
+use crate::stream::CpuStream;
+
+pub(crate) struct CpuDeviceShared {
+    pub(crate) info: DeviceInfo,
+    pub(crate) pool: ThreadPool,
+    allocated: AtomicU64,
+}
+
+impl CpuDeviceShared {
+    pub(crate) fn pool_threads(&self) -> usize {
+        baton_core::Parallel::threads(&self.pool)
+    }
+}
+
+/// One CPU device.
+pub struct CpuDevice {
+    shared: Arc<CpuDeviceShared>,
+    next_stream: AtomicUsize,
+    policy: WaitPolicy,
+}
+
+/// Weight types the CPU matmul accepts.
+pub const WEIGHT_TYPES: [DType; 6] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+];
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+fn total_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+impl CpuDevice {
+    /// A device named `name` running `threads` threads on `cores` (pinned
+    /// when the list is not empty).
+    pub fn new(
+        name: &str,
+        cores: Vec<usize>,
+        threads: usize,
+        share_of_memory: f64,
+    ) -> Result<CpuDevice, DeviceError> {
+        let threads = threads.max(1);
+        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Os {
+            device: name.into(),
+            message: format!("could not start worker threads: {e}"),
+        })?;
+        let isa = baton_kernels::Isa::detected();
+        let info = DeviceInfo {
+            name: name.into(),
+            backend: "cpu",
+            kind: DeviceKind::Cpu,
+            description: cpu_model(),
+            threads,
+            cores,
+            memory_bytes: (total_memory_bytes() as f64 * share_of_memory) as u64,
+            features: vec![format!("{isa:?}").to_lowercase()],
+            weight_types: WEIGHT_TYPES.to_vec(),
+            waits_on_host_points: true,
+        };
+        Ok(CpuDevice {
+            shared: Arc::new(CpuDeviceShared {
+                info,
+                pool,
+                allocated: AtomicU64::new(0),
+            }),
+            next_stream: AtomicUsize::new(0),
+            policy: WaitPolicy::default(),
+        })
+    }
+
+    /// Sets the wait policy of streams created from now on.
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
+    /// Bytes allocated on this device so far (not decreased by frees).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.shared.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The device's thread pool, for kernels run outside streams (benches).
+    pub fn parallel(&self) -> &dyn baton_core::Parallel {
+        &self.shared.pool
+    }
+}
+
+impl Device for CpuDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
+        let raw = CpuBuffer::new(bytes, &self.shared.info.name).ok_or_else(|| {
+            DeviceError::OutOfMemory {
+                device: self.shared.info.name.clone(),
+                bytes,
+            }
+        })?;
+        self.shared
+            .allocated
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        Ok(Buffer::new(Box::new(raw)))
+    }
+
+    fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| {
+            DeviceError::Os {
+                device: self.shared.info.name.clone(),
+                message: format!("could not start a stream thread: {e}"),
+            }
+        })?;
+        Ok(Stream::new(Arc::new(stream)))
+    }
+
+    fn supports(&self, op: &Op, dtype: DType) -> bool {
+        match op {
+            Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
+            Op::CopyInto | Op::Contiguous | Op::View | Op::Leaf => true,
+            _ => dtype == DType::F32,
+        }
+    }
+}

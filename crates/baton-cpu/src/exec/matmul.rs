@@ -1,0 +1,92 @@
+//! Batched `x · wᵀ` with broadcast weight batches (grouped-query attention).
+
+use baton_core::backend::StreamError;
+use baton_core::graph::NodeId;
+use baton_core::Parallel;
+use baton_kernels::{matmul, matmul_columns, MatMut, MatRef, WeightMatrix};
+
+use super::{node, node_error, Context, Executor, SharedPtr};
+
+pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let (x_id, w_id) = (n.inputs[0], n.inputs[1]);
+    let x = ctx.f32s(x_id)?;
+    let w_node = node(ctx, w_id);
+    let w_bytes = ctx.bytes(w_id)?;
+    let x4 = node(ctx, x_id).layout.shape.dims4();
+    let w4 = w_node.layout.shape.dims4();
+    let ws4 = w_node.layout.strides4();
+    let (m, k, nn) = (x4[2], x4[3], w4[2]);
+    let batches = x4[0] * x4[1];
+    let (g0, g1) = (x4[0] / w4[0], x4[1] / w4[1]);
+    let row_bytes = w_node.dtype.row_bytes(k).unwrap_or(0);
+    let w_extent = if nn == 0 {
+        0
+    } else {
+        (nn - 1) * ws4[2] + row_bytes
+    };
+    let weight = |b: usize| -> Result<WeightMatrix<'_>, StreamError> {
+        let (b0, b1) = (b / x4[1], b % x4[1]);
+        let start = (b0 / g0) * ws4[0] + (b1 / g1) * ws4[1];
+        let data = w_bytes
+            .get(start..start + w_extent)
+            .ok_or_else(|| node_error(ctx.graph, id, "weight batch outside its storage"))?;
+        Ok(WeightMatrix {
+            dtype: w_node.dtype,
+            data,
+            rows: nn,
+            cols: k,
+            row_stride_bytes: ws4[2],
+        })
+    };
+    // SAFETY: the op takes its output once, here.
+    let out = unsafe { ctx.out_f32(id)? };
+    let kernel_err = |e: baton_kernels::KernelError| node_error(ctx.graph, id, e.to_string());
+    if batches == 1 {
+        let w = weight(0)?;
+        let xm = MatRef::contiguous(x, m, k);
+        let mut ym = MatMut::contiguous(out, m, nn);
+        let mut scratch = exec.scratch[0].lock().unwrap_or_else(|p| p.into_inner());
+        return matmul(&exec.device.pool, &w, &xm, &mut ym, &mut scratch).map_err(kernel_err);
+    }
+    // Many small products (attention heads): one thread per batch range.
+    let out_ptr = SharedPtr(out.as_mut_ptr());
+    let threads = exec.device.pool_threads();
+    let error = std::sync::Mutex::new(None);
+    let task = |t: usize| {
+        let range = baton_core::parallel::split_range(batches, threads, t, 1);
+        let mut scratch = exec.scratch[t].lock().unwrap_or_else(|p| p.into_inner());
+        for b in range {
+            let result = weight(b).and_then(|w| {
+                let xm = MatRef::contiguous(&x[b * m * k..(b + 1) * m * k], m, k);
+                // SAFETY: batch `b`'s output block of `m * nn` elements lies
+                // inside the output, and batch ranges of threads are disjoint.
+                let y = unsafe {
+                    std::slice::from_raw_parts_mut(out_ptr.get().add(b * m * nn), m * nn)
+                };
+                let mut ym = MatMut::contiguous(y, m, nn);
+                matmul_columns(&w, &xm, &mut ym, 0..nn, &mut scratch).map_err(kernel_err)
+            });
+            if let Err(e) = result {
+                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                return;
+            }
+        }
+    };
+    if threads == 1 || batches * m * nn * k < 64 * 1024 {
+        task_all(&task, threads);
+    } else {
+        exec.device.pool.run(&task);
+    }
+    match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Runs every thread's share on the calling thread, in order.
+fn task_all(task: &(dyn Fn(usize) + Sync), threads: usize) {
+    for t in 0..threads {
+        task(t);
+    }
+}

@@ -1,0 +1,270 @@
+//! Every op but matmul: row-wise kernels over contiguous f32 tensors, row
+//! lookup, and strided copies.
+
+use baton_core::graph::{NodeId, Op, RopeMode};
+use baton_kernels::ops as k;
+use baton_kernels::{dequantize_row, quantize_row, RopeAngles};
+
+use super::{for_rows, node, node_error, Context, Executor, SharedPtr};
+use baton_core::backend::StreamError;
+
+pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    match n.op.clone() {
+        Op::GetRows => get_rows(exec, ctx, id),
+        Op::Add | Op::Mul => broadcast(exec, ctx, id),
+        Op::Scale(factor) => unary(exec, ctx, id, &|x, out| k::scale(x, factor, out)),
+        Op::Silu => unary(exec, ctx, id, &|x, out| k::silu(x, out)),
+        Op::RmsNorm { eps } => unary(exec, ctx, id, &|x, out| k::rms_norm(x, eps, out)),
+        Op::Softmax { scale, causal } => softmax(exec, ctx, id, scale, causal),
+        Op::Rope {
+            mode,
+            dims,
+            freq_base,
+            freq_scale,
+        } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
+        Op::CopyInto => copy_into(exec, ctx, id),
+        Op::Contiguous => contiguous(exec, ctx, id),
+        Op::Leaf | Op::View | Op::MatMul => Ok(()),
+    }
+}
+
+/// Runs `f(input_row, output_row)` over the rows of a unary op.
+fn unary(
+    exec: &Executor,
+    ctx: &Context<'_>,
+    id: NodeId,
+    f: &(dyn Fn(&[f32], &mut [f32]) + Sync),
+) -> Result<(), StreamError> {
+    let x = ctx.f32s(node(ctx, id).inputs[0])?;
+    let cols = node(ctx, id).layout.shape.last();
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let rows = x.len() / cols.max(1);
+    for_rows(exec, rows, cols, &|range| {
+        for r in range {
+            // SAFETY: row ranges of different threads are disjoint
+            // (split_range), each row is `cols` elements inside the output.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * cols), cols) };
+            f(&x[r * cols..(r + 1) * cols], o);
+        }
+    });
+    Ok(())
+}
+
+fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let is_add = matches!(n.op, Op::Add);
+    let (a, b) = (ctx.f32s(n.inputs[0])?, ctx.f32s(n.inputs[1])?);
+    let a4 = n.layout.shape.dims4();
+    let b4 = node(ctx, n.inputs[1]).layout.shape.dims4();
+    let cols = a4[3];
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let rows = a.len() / cols.max(1);
+    for_rows(exec, rows, cols, &|range| {
+        for r in range {
+            let (i2, rest) = (r % a4[2], r / a4[2]);
+            let (i1, i0) = (rest % a4[1], rest / a4[1]);
+            let br = ((i0 % b4[0]) * b4[1] + (i1 % b4[1])) * b4[2] + (i2 % b4[2]);
+            // SAFETY: disjoint rows per thread, inside the output.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * cols), cols) };
+            let x = &a[r * cols..(r + 1) * cols];
+            if b4[3] == cols {
+                let y = &b[br * cols..(br + 1) * cols];
+                if is_add {
+                    k::add(x, y, o)
+                } else {
+                    k::mul(x, y, o)
+                }
+            } else {
+                let y = b[br];
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = if is_add { x + y } else { x * y };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+fn softmax(
+    exec: &Executor,
+    ctx: &Context<'_>,
+    id: NodeId,
+    scale: f32,
+    causal: bool,
+) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let x = ctx.f32s(n.inputs[0])?;
+    let d4 = n.layout.shape.dims4();
+    let (t_len, s_len) = (d4[2], d4[3]);
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let rows = x.len() / s_len.max(1);
+    for_rows(exec, rows, s_len, &|range| {
+        for r in range {
+            // SAFETY: disjoint rows per thread, inside the output.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * s_len), s_len) };
+            k::scale(&x[r * s_len..(r + 1) * s_len], scale, o);
+            if causal {
+                // Query t sits at position t + (S - T); later keys are masked.
+                let visible = (r % t_len + 1 + s_len).saturating_sub(t_len).min(s_len);
+                o[visible..].fill(f32::NEG_INFINITY);
+            }
+            k::softmax_in_place(o);
+        }
+    });
+    Ok(())
+}
+
+fn rope(
+    exec: &Executor,
+    ctx: &Context<'_>,
+    id: NodeId,
+    mode: RopeMode,
+    dims: usize,
+    freq_base: f32,
+    freq_scale: f32,
+) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let x = ctx.f32s(n.inputs[0])?;
+    let positions = ctx.indices(n.inputs[1])?;
+    let d3 = n.layout.shape.dims();
+    let (tokens, heads, head_dim) = (d3[0], d3[1], d3[2]);
+    if let Some(&bad) = positions.iter().find(|&&p| p < 0) {
+        return Err(node_error(
+            ctx.graph,
+            id,
+            format!("negative position {bad}"),
+        ));
+    }
+    let mode = match mode {
+        RopeMode::Normal => baton_kernels::RopeMode::Normal,
+        RopeMode::Neox => baton_kernels::RopeMode::NeoX,
+    };
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let row = heads * head_dim;
+    for_rows(exec, tokens, row, &|range| {
+        let mut angles = RopeAngles::new();
+        for t in range {
+            angles.compute(positions[t] as usize, dims, freq_base, freq_scale);
+            // SAFETY: disjoint token rows per thread, inside the output.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
+            o.copy_from_slice(&x[t * row..(t + 1) * row]);
+            for head in o.chunks_exact_mut(head_dim) {
+                angles.apply(head, mode);
+            }
+        }
+    });
+    Ok(())
+}
+
+fn get_rows(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let table = node(ctx, n.inputs[0]);
+    let ids = ctx.indices(n.inputs[1])?;
+    let bytes = ctx.bytes(n.inputs[0])?;
+    let (vocab, width) = (table.layout.shape.dims()[0], table.layout.shape.dims()[1]);
+    let stride = table.layout.strides[0];
+    let row_bytes = table.dtype.row_bytes(width).unwrap_or(0);
+    // SAFETY: the op takes its output once, here.
+    let out = unsafe { ctx.out_f32(id)? };
+    for (t, &row) in ids.iter().enumerate() {
+        let row = usize::try_from(row)
+            .ok()
+            .filter(|&r| r < vocab)
+            .ok_or_else(|| {
+                node_error(ctx.graph, id, format!("token id {row} outside 0..{vocab}"))
+            })?;
+        let src = &bytes[row * stride..row * stride + row_bytes];
+        dequantize_row(table.dtype, src, &mut out[t * width..(t + 1) * width])
+            .map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Element offsets (in bytes) of the outer rows of a layout, in row-major
+/// order of its shape.
+fn row_offsets(layout: &baton_core::Layout) -> impl Iterator<Item = usize> + '_ {
+    let d4 = layout.shape.dims4();
+    let s4 = layout.strides4();
+    (0..d4[0]).flat_map(move |a| {
+        (0..d4[1]).flat_map(move |b| (0..d4[2]).map(move |c| a * s4[0] + b * s4[1] + c * s4[2]))
+    })
+}
+
+fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let src = ctx.f32s(n.inputs[1])?;
+    let dst = ctx.raw(id)?;
+    let (dtype, layout) = (n.dtype, n.layout);
+    let extent = layout.end_byte(dtype) - layout.offset;
+    let (s0, s1) = (
+        src.as_ptr() as usize,
+        src.as_ptr() as usize + std::mem::size_of_val(src),
+    );
+    let (d0, d1) = (dst.ptr() as usize, dst.ptr() as usize + extent);
+    if s0 < d1 && d0 < s1 {
+        return Err(node_error(ctx.graph, id, "source and target overlap"));
+    }
+    let cols = layout.shape.last();
+    let elem = dtype.block_bytes();
+    let inner = layout.strides4()[3];
+    exec.convert.resize(cols * elem, 0);
+    for (r, offset) in row_offsets(&layout).enumerate() {
+        quantize_row(dtype, &src[r * cols..(r + 1) * cols], &mut exec.convert)
+            .map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
+        for c in 0..cols {
+            // SAFETY: `offset + c * inner + elem <= extent` because the layout's
+            // end byte bounds every element, and `storage` checked the extent;
+            // the source does not overlap (checked above); the converted row
+            // is a separate host vector.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    exec.convert.as_ptr().add(c * elem),
+                    dst.ptr().add(offset + c * inner),
+                    elem,
+                )
+            };
+        }
+    }
+    Ok(())
+}
+
+fn contiguous(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let src_node = node(ctx, n.inputs[0]);
+    let src = ctx.bytes(n.inputs[0])?;
+    let dst = ctx.raw(id)?;
+    let (dtype, layout) = (src_node.dtype, src_node.layout);
+    let cols = layout.shape.last();
+    let row_bytes = dtype.row_bytes(cols).unwrap_or(0);
+    let inner = layout.strides4()[3];
+    for (r, at) in row_offsets(&layout).enumerate() {
+        // `at` is relative to the view's first byte, where `src` starts.
+        if inner == dtype.block_bytes() || dtype.is_quantized() {
+            let row = &src[at..at + row_bytes];
+            // SAFETY: the output is contiguous, row `r` of `row_bytes` lies
+            // inside it, and it does not overlap the input (module doc).
+            unsafe {
+                std::ptr::copy_nonoverlapping(row.as_ptr(), dst.ptr().add(r * row_bytes), row_bytes)
+            };
+        } else {
+            let elem = dtype.block_bytes();
+            for c in 0..cols {
+                let e = &src[at + c * inner..at + c * inner + elem];
+                // SAFETY: as above, element `c` of row `r`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        e.as_ptr(),
+                        dst.ptr().add(r * row_bytes + c * elem),
+                        elem,
+                    )
+                };
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! CPU streams: one worker thread per stream runs its queue in order.
+//!
+//! The worker pops items FIFO. A `Wait` blocks the worker (not the host) with
+//! the stream's wait policy. Every other item runs to completion, is dropped
+//! (returning host buffers and buffer handles), and only then is the
+//! timeline advanced, with a release store that publishes the item's writes.
+//! After a failure the timeline fails from the failed item's value; the
+//! worker drops later items unrun, and their values are failed already.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex};
+
+use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
+use baton_core::sync::{
+    Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy,
+};
+
+use crate::device::CpuDeviceShared;
+use crate::exec::Executor;
+
+struct Queue {
+    items: VecDeque<(u64, StreamOp)>,
+    next_value: u64,
+    closing: bool,
+}
+
+struct StreamShared {
+    label: String,
+    timeline: Timeline,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+/// A CPU stream; its worker thread lives until the stream is dropped and its
+/// queue is drained.
+pub struct CpuStream {
+    shared: Arc<StreamShared>,
+    device: Arc<CpuDeviceShared>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CpuStream {
+    pub(crate) fn spawn(
+        device: Arc<CpuDeviceShared>,
+        index: usize,
+        policy: WaitPolicy,
+    ) -> std::io::Result<CpuStream> {
+        let label = format!("{}/stream-{index}", device.info.name);
+        let (timeline, writer) = Timeline::new(label.clone());
+        let shared = Arc::new(StreamShared {
+            label: label.clone(),
+            timeline,
+            queue: Mutex::new(Queue {
+                items: VecDeque::new(),
+                next_value: 1,
+                closing: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let worker_shared = shared.clone();
+        let worker_device = device.clone();
+        std::thread::Builder::new().name(label).spawn(move || {
+            if let Some(&core) = worker_device.info.cores.first() {
+                crate::topology::pin_current_thread(core);
+            }
+            Worker {
+                shared: worker_shared,
+                device: worker_device,
+                writer,
+                policy,
+            }
+            .run()
+        })?;
+        Ok(CpuStream { shared, device })
+    }
+}
+
+struct Worker {
+    shared: Arc<StreamShared>,
+    device: Arc<CpuDeviceShared>,
+    writer: TimelineWriter,
+    policy: WaitPolicy,
+}
+
+impl Worker {
+    fn run(self) {
+        let mut executor = Executor::new(self.device.clone());
+        loop {
+            let next = {
+                let mut queue = lock(&self.shared.queue);
+                loop {
+                    if let Some(item) = queue.items.pop_front() {
+                        break Some(item);
+                    }
+                    if queue.closing {
+                        break None;
+                    }
+                    queue = self
+                        .shared
+                        .wake
+                        .wait(queue)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            let Some((value, op)) = next else { return };
+            if self.writer.is_failed() {
+                // Its value failed with the stream; drop it unrun.
+                drop(op);
+                continue;
+            }
+            let op_name = op.name();
+            let result = catch_unwind(AssertUnwindSafe(|| self.execute(op, &mut executor)));
+            // `op` was moved into `execute` and is dropped by now, so its host
+            // slots and buffers are released before the point (rule D-RETURN).
+            match result {
+                Ok(Ok(())) => self.writer.advance(value),
+                Ok(Err(failure)) => self.writer.fail(value, failure),
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a kernel panicked".into());
+                    let origin = format!("{}@{value}", self.shared.label);
+                    self.writer.fail(
+                        value,
+                        Failure::new(
+                            FailureKind::WorkFailed,
+                            origin,
+                            format!("{op_name}: {message}"),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn execute(&self, op: StreamOp, executor: &mut Executor) -> Result<(), Failure> {
+        let origin = || format!("{}@{}", self.shared.label, self.writer.reached() + 1);
+        match op {
+            StreamOp::Wait(point) => {
+                point
+                    .wait_with(self.policy, None)
+                    .map_err(|e| match e.cause() {
+                        Some(cause) => cause.clone(),
+                        None => Failure::new(FailureKind::TimedOut, origin(), e.to_string()),
+                    })
+            }
+            StreamOp::Write { dst, src } => {
+                let mut copied = false;
+                src.with_bytes(&mut |bytes| {
+                    if bytes.len() == dst.len() {
+                        // SAFETY: `dst` lies in a CPU buffer (checked by
+                        // can_access) of at least `range.end` bytes (checked
+                        // when the range was built); no unordered work touches
+                        // it (RawStream::submit's contract); `bytes` is host
+                        // memory the slot lends us, disjoint from device memory.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                bytes.as_ptr(),
+                                host_ptr(&dst),
+                                bytes.len(),
+                            )
+                        };
+                        copied = true;
+                    }
+                });
+                self.check_copied(copied, "write", origin)
+            }
+            StreamOp::Read { src, dst } => {
+                let mut copied = false;
+                dst.with_bytes_mut(&mut |bytes| {
+                    if bytes.len() == src.len() {
+                        // SAFETY: as for Write, with the roles swapped.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                host_ptr(&src),
+                                bytes.as_mut_ptr(),
+                                bytes.len(),
+                            )
+                        };
+                        copied = true;
+                    }
+                });
+                self.check_copied(copied, "read", origin)
+            }
+            StreamOp::Copy { src, dst } => {
+                if src.len() != dst.len() {
+                    return self.check_copied(false, "copy", origin);
+                }
+                // SAFETY: both ranges are in host-addressable buffers and in
+                // bounds (checked at submission); they may be the same buffer,
+                // so `copy` (memmove) is used; no unordered work touches them.
+                unsafe { std::ptr::copy(host_ptr(&src), host_ptr(&dst), src.len()) };
+                Ok(())
+            }
+            StreamOp::Compute { graph, bindings } => executor
+                .compute(&graph, &bindings)
+                .map_err(|e| Failure::new(FailureKind::WorkFailed, origin(), e.to_string())),
+        }
+    }
+
+    fn check_copied(
+        &self,
+        copied: bool,
+        what: &str,
+        origin: impl Fn() -> String,
+    ) -> Result<(), Failure> {
+        if copied {
+            Ok(())
+        } else {
+            Err(Failure::new(
+                FailureKind::WorkFailed,
+                origin(),
+                format!("{what}: the host buffer was gone or changed size"),
+            ))
+        }
+    }
+}
+
+/// The host address of a range's first byte.
+///
+/// # Safety
+///
+/// The range's buffer must be host-addressable (CPU streams only accept such
+/// ranges, see `can_access`).
+pub(crate) unsafe fn host_ptr(range: &BufferRange) -> *mut u8 {
+    match range.buffer.raw().host_ptr() {
+        // SAFETY: the range was checked to lie inside the buffer.
+        Some(base) => unsafe { base.as_ptr().add(range.range.start) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+// SAFETY: the worker runs items in FIFO order and advances value n only after
+// item n ran and was dropped, with the timeline's release store; `Wait` items
+// block the worker until their point; failures fail the timeline from the
+// failed value on and later items are dropped unrun; `submit` only pushes.
+unsafe impl RawStream for CpuStream {
+    fn label(&self) -> &str {
+        &self.shared.label
+    }
+
+    fn timeline(&self) -> &Timeline {
+        &self.shared.timeline
+    }
+
+    fn can_wait_on(&self, point: &SyncPoint) -> bool {
+        *point.timeline().domain() == Domain::HostMemory
+    }
+
+    fn can_access(&self, range: &BufferRange) -> bool {
+        range.buffer.raw().host_ptr().is_some()
+    }
+
+    unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
+        let _ = &self.device;
+        let value = {
+            let mut queue = lock(&self.shared.queue);
+            if queue.closing {
+                return Err(StreamError::Closed(self.shared.label.clone()));
+            }
+            let value = queue.next_value;
+            queue.next_value += 1;
+            queue.items.push_back((value, op));
+            value
+        };
+        self.shared.wake.notify_one();
+        Ok(value)
+    }
+}
+
+impl Drop for CpuStream {
+    fn drop(&mut self) {
+        // The worker drains what is queued, then exits; nobody waits here
+        // (rule D-NOBLOCK).
+        lock(&self.shared.queue).closing = true;
+        self.shared.wake.notify_one();
+    }
+}

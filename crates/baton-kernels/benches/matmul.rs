@@ -1,0 +1,210 @@
+//! Matmul throughput (GFLOP/s = 2 m n k / time) at the shapes of a 135M
+//! llama (hidden 576, FFN 1536, vocabulary 49152), for every weight type,
+//! on 1 thread and on 2 threads (a persistent spinning pool, and
+//! `ScopedThreads(2)` whose per-call spawn cost shows at m = 1).
+//!
+//! Run with `cargo bench -p baton-kernels`; set `BATON_BENCH_QUICK=1` to skip
+//! m = 512.
+
+use std::cell::UnsafeCell;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use baton_core::parallel::{ScopedThreads, SingleThread};
+use baton_kernels::{matmul, quantize_row, DType, MatMut, MatRef, Parallel, Scratch, WeightMatrix};
+
+type Task = *const (dyn Fn(usize) + Sync);
+
+struct Shared {
+    generation: AtomicU64,
+    remaining: AtomicUsize,
+    stop: AtomicBool,
+    task: UnsafeCell<Option<Task>>,
+}
+
+// SAFETY: `task` is written only by `Pool::run` before it bumps `generation`
+// (release) and while no worker is running a task (it waited for
+// `remaining == 0`); workers read it only after seeing the new generation
+// (acquire). All other fields are atomics.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the raw pointer is only dereferenced under that protocol.
+unsafe impl Send for Shared {}
+
+/// A fork-join pool whose workers spin between calls (no spawn per call).
+struct Pool {
+    shared: Arc<Shared>,
+    threads: usize,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    fn new(threads: usize) -> Pool {
+        let shared = Arc::new(Shared {
+            generation: AtomicU64::new(0),
+            remaining: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            task: UnsafeCell::new(None),
+        });
+        let workers = (1..threads)
+            .map(|index| {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let mut seen = 0;
+                    loop {
+                        let mut generation = shared.generation.load(Ordering::Acquire);
+                        while generation == seen {
+                            std::hint::spin_loop();
+                            generation = shared.generation.load(Ordering::Acquire);
+                        }
+                        seen = generation;
+                        if shared.stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        // SAFETY: the acquire load of the new generation
+                        // happens after `run` stored the task; `run` keeps the
+                        // closure alive until `remaining` reaches 0.
+                        let task = unsafe {
+                            (*shared.task.get()).expect("task set before generation bump")
+                        };
+                        // SAFETY: as above, the closure outlives this call.
+                        unsafe { (*task)(index) };
+                        shared.remaining.fetch_sub(1, Ordering::Release);
+                    }
+                })
+            })
+            .collect();
+        Pool {
+            shared,
+            threads,
+            workers,
+        }
+    }
+}
+
+impl Parallel for Pool {
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn run(&self, task: &(dyn Fn(usize) + Sync)) {
+        // SAFETY: erasing the lifetime is sound because this function does not
+        // return before every worker has finished with the task (the spin on
+        // `remaining` below), and no worker is running one now.
+        let task: Task = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Task>(task) };
+        // SAFETY: no worker reads `task` until the generation changes.
+        unsafe { *self.shared.task.get() = Some(task) };
+        self.shared
+            .remaining
+            .store(self.threads - 1, Ordering::Relaxed);
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        // SAFETY: the closure is alive for this whole call.
+        unsafe { (*task)(0) };
+        while self.shared.remaining.load(Ordering::Acquire) != 0 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Median seconds per call of `f`, after a warm-up, over at least 3 calls
+/// and about 0.3 s.
+fn time(mut f: impl FnMut()) -> f64 {
+    f();
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while samples.len() < 3
+        || (start.elapsed() < Duration::from_millis(300) && samples.len() < 1000)
+    {
+        let t = Instant::now();
+        f();
+        samples.push(t.elapsed().as_secs_f64());
+    }
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let quick = std::env::var_os("BATON_BENCH_QUICK").is_some();
+    let shapes = [(1536usize, 576usize), (576, 1536), (49152, 576)];
+    let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
+    let types = [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+    ];
+    println!(
+        "isa: {:?}; GFLOP/s = 2 m n k / median time",
+        baton_kernels::Isa::detected()
+    );
+    println!(
+        "{:<6} {:>6} {:>5} {:>4} | {:>9} {:>9} {:>9} | {:>8} {:>10}",
+        "type", "n", "k", "m", "1 thread", "2 (pool)", "2 (scoped)", "pool/1T", "us/call 2T"
+    );
+    let mut seed = 1u32;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed as f32 / u32::MAX as f32) - 0.5
+    };
+    for &(n, k) in &shapes {
+        let w_f32: Vec<f32> = (0..n * k).map(|_| rand()).collect();
+        let max_m = *ms.last().expect("at least one m");
+        let x: Vec<f32> = (0..max_m * k).map(|_| rand()).collect();
+        let mut y = vec![0.0f32; max_m * n];
+        for dtype in types {
+            let row_bytes = dtype.row_bytes(k).expect("k is whole blocks");
+            let mut w_bytes = vec![0u8; n * row_bytes];
+            for (row, out) in w_f32
+                .chunks_exact(k)
+                .zip(w_bytes.chunks_exact_mut(row_bytes))
+            {
+                quantize_row(dtype, row, out).expect("row sizes match");
+            }
+            let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");
+            let mut scratch = Scratch::new();
+            for &m in ms {
+                let x = MatRef::contiguous(&x[..m * k], m, k);
+                let mut run = |parallel: &dyn Parallel| {
+                    let mut y = MatMut::contiguous(&mut y[..m * n], m, n);
+                    time(|| {
+                        matmul(parallel, &w, &x, &mut y, &mut scratch).expect("shapes match");
+                        black_box(&mut y);
+                    })
+                };
+                let single = run(&SingleThread);
+                let pool = Pool::new(2);
+                let pooled = run(&pool);
+                drop(pool);
+                let scoped = run(&ScopedThreads(2));
+                let gflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
+                println!(
+                    "{:<6} {:>6} {:>5} {:>4} | {:>9.1} {:>9.1} {:>9.1} | {:>7.2}x {:>10.1}",
+                    dtype.name(),
+                    n,
+                    k,
+                    m,
+                    gflops(single),
+                    gflops(pooled),
+                    gflops(scoped),
+                    single / pooled,
+                    pooled * 1e6
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Micro-kernels for float weights (f32, f16, bf16): an `MR x NR` tile of dot
+//! products between `MR` f32 activation rows and `NR` weight rows, over the
+//! whole `k`. Weights are widened to f32 in registers (F16C for f16, a shift
+//! for bf16) and multiplied with FMA; every weight vector loaded is used
+//! `MR` times and every activation vector `NR` times.
+
+use std::marker::PhantomData;
+
+use crate::convert::Half16;
+use crate::isa::Isa;
+use crate::matmul::TileKernel;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// A float element type stored in weight rows (little-endian, any alignment).
+pub(crate) trait FloatElem: Sync {
+    /// Bytes per element.
+    const BYTES: usize;
+
+    /// Element `i` of the row at `row`, widened.
+    ///
+    /// # Safety
+    /// `row` is readable for `(i + 1) * BYTES` bytes.
+    unsafe fn load(row: *const u8, i: usize) -> f32;
+
+    /// Elements `i..i + 8` of the row at `row`, widened.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `row` is readable for `(i + 8) * BYTES` bytes.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(row: *const u8, i: usize) -> __m256;
+}
+
+impl FloatElem for f32 {
+    const BYTES: usize = 4;
+    #[inline]
+    unsafe fn load(row: *const u8, i: usize) -> f32 {
+        // SAFETY: the caller guarantees the bytes are readable.
+        unsafe { row.cast::<f32>().add(i).read_unaligned() }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load8(row: *const u8, i: usize) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable elements at `i`.
+        unsafe { _mm256_loadu_ps(row.cast::<f32>().add(i)) }
+    }
+}
+
+impl<H: Half16 + Sync> FloatElem for H {
+    const BYTES: usize = 2;
+    #[inline]
+    unsafe fn load(row: *const u8, i: usize) -> f32 {
+        // SAFETY: the caller guarantees the bytes are readable.
+        H::widen(unsafe { row.cast::<u16>().add(i).read_unaligned() })
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load8(row: *const u8, i: usize) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable elements at `i` and the features.
+        unsafe { H::widen8(row.cast::<u16>().add(i)) }
+    }
+}
+
+/// Tiles of `x · Wᵀ` for f32 activations and weights of element type `W`.
+pub(crate) struct FloatTiles<'a, W> {
+    pub isa: Isa,
+    /// Activations; row `i` starts at `i * x_stride`. Checked by the caller:
+    /// every row used has `k` elements inside the slice.
+    pub x: &'a [f32],
+    pub x_stride: usize,
+    /// Weights; row `j` starts at byte `j * w_stride`. Checked by the caller:
+    /// every row used has `k * W::BYTES` bytes inside the slice.
+    pub w: &'a [u8],
+    pub w_stride: usize,
+    pub k: usize,
+    pub elem: PhantomData<W>,
+}
+
+impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
+    #[inline]
+    fn tile<const MR: usize, const NR: usize>(
+        &self,
+        m0: usize,
+        n0: usize,
+        out: &mut [[f32; NR]; MR],
+    ) {
+        assert!((m0 + MR - 1) * self.x_stride + self.k <= self.x.len());
+        assert!((n0 + NR - 1) * self.w_stride + self.k * W::BYTES <= self.w.len());
+        // SAFETY: the asserts above keep rows m0..m0+MR of x and n0..n0+NR
+        // of W inside their slices.
+        let x = unsafe { self.x.as_ptr().add(m0 * self.x_stride) };
+        // SAFETY: as above.
+        let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
+            Isa::Avx2 => unsafe {
+                tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
+            },
+            // SAFETY: pointers checked above.
+            _ => unsafe {
+                tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
+            },
+        }
+    }
+}
+
+/// # Safety
+/// `x` rows `0..MR` (stride `x_stride`) hold `k` readable f32; `w` rows
+/// `0..NR` (stride `w_stride` bytes) hold `k` readable elements.
+unsafe fn tile_scalar<W: FloatElem, const MR: usize, const NR: usize>(
+    x: *const f32,
+    x_stride: usize,
+    w: *const u8,
+    w_stride: usize,
+    k: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    for (i, out_row) in out.iter_mut().enumerate() {
+        for (j, out) in out_row.iter_mut().enumerate() {
+            let mut lanes = [0.0f32; 8];
+            let mut p = 0;
+            while p + 8 <= k {
+                for (l, lane) in lanes.iter_mut().enumerate() {
+                    // SAFETY: p + l < k, inside the rows the caller guarantees.
+                    unsafe {
+                        *lane += *x.add(i * x_stride + p + l) * W::load(w.add(j * w_stride), p + l)
+                    };
+                }
+                p += 8;
+            }
+            let mut sum: f32 = lanes.iter().sum();
+            while p < k {
+                // SAFETY: p < k, as above.
+                unsafe { sum += *x.add(i * x_stride + p) * W::load(w.add(j * w_stride), p) };
+                p += 1;
+            }
+            *out = sum;
+        }
+    }
+}
+
+/// # Safety
+/// As [`tile_scalar`], and the CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
+    x: *const f32,
+    x_stride: usize,
+    w: *const u8,
+    w_stride: usize,
+    k: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    use crate::simd::hsum;
+    let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+    let mut p = 0;
+    while p + 8 <= k {
+        let mut wv = [_mm256_setzero_ps(); NR];
+        for (j, v) in wv.iter_mut().enumerate() {
+            // SAFETY: p + 8 <= k, inside row j.
+            *v = unsafe { W::load8(w.add(j * w_stride), p) };
+        }
+        for (i, acc_row) in acc.iter_mut().enumerate() {
+            // SAFETY: p + 8 <= k, inside row i.
+            let xv = unsafe { _mm256_loadu_ps(x.add(i * x_stride + p)) };
+            for (a, wj) in acc_row.iter_mut().zip(&wv) {
+                *a = _mm256_fmadd_ps(xv, *wj, *a);
+            }
+        }
+        p += 8;
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            let mut sum = hsum(acc[i][j]);
+            for q in p..k {
+                // SAFETY: q < k, inside rows i and j.
+                unsafe { sum += *x.add(i * x_stride + q) * W::load(w.add(j * w_stride), q) };
+            }
+            out[i][j] = sum;
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! GGML block formats (Q8_0, Q4_0, Q4_1) exactly as GGUF stores them, with the
+//! reference quantizers, and whole-row encode/decode for every [`DType`].
+//!
+//! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
+//! integers", and a value decodes as `d * q + offset`, where the offset is 0
+//! (Q8_0), `-8 d` (Q4_0) or the stored minimum `m` (Q4_1). The
+//! [`BlockFormat`] trait describes a format by these few constants, so decoding
+//! and the integer dot products are written once for all of them; only the
+//! reference quantizers differ.
+
+use baton_core::DType;
+use half::{bf16, f16};
+
+use crate::convert::{narrow_bytes, widen_bytes};
+use crate::error::{expect_len, KernelError};
+use crate::isa::Isa;
+
+/// Elements per block of every quantized format here.
+pub const BLOCK_ELEMS: usize = 32;
+
+/// What a block adds to `d * q`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offset {
+    /// Nothing (Q8_0: signed `q`).
+    Zero,
+    /// `-8 d` (Q4_0: `q` in 0..16 centred on 8).
+    MinusEightScales,
+    /// The f16 minimum stored after `d` (Q4_1).
+    StoredMin,
+}
+
+/// The byte layout of one block of 32 values.
+pub(crate) trait BlockFormat {
+    /// The type this layout encodes.
+    const DTYPE: DType;
+    /// Bytes per block.
+    const BYTES: usize = Self::DTYPE.block_bytes();
+    /// Byte offset of the integers inside a block.
+    const QS: usize;
+    /// Whether the integers are 4-bit (unsigned, element `j < 16` in the low
+    /// nibble of byte `j`, element `j >= 16` in the high nibble of byte
+    /// `j - 16`) rather than signed bytes.
+    const NIBBLES: bool;
+    /// What a block adds to `d * q`.
+    const OFFSET: Offset;
+
+    /// Encodes 32 values as GGML's reference quantizer does.
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]);
+
+    /// The scale `d` of a block.
+    #[inline]
+    fn scale(block: &[u8]) -> f32 {
+        f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32()
+    }
+
+    /// The offset a block adds to every `d * q`, given its scale.
+    #[inline]
+    fn offset(block: &[u8], scale: f32) -> f32 {
+        match Self::OFFSET {
+            Offset::Zero => 0.0,
+            Offset::MinusEightScales => -8.0 * scale,
+            Offset::StoredMin => f16::from_bits(u16::from_le_bytes([block[2], block[3]])).to_f32(),
+        }
+    }
+
+    /// The integer of element `j` (0..32) of a block.
+    #[inline]
+    fn quant(block: &[u8], j: usize) -> i32 {
+        if Self::NIBBLES {
+            let byte = block[Self::QS + j % 16];
+            i32::from(if j < 16 { byte & 0x0f } else { byte >> 4 })
+        } else {
+            i32::from(block[Self::QS + j] as i8)
+        }
+    }
+
+    /// Decodes one block.
+    #[inline]
+    fn dequantize_block(block: &[u8], dst: &mut [f32; BLOCK_ELEMS]) {
+        let d = Self::scale(block);
+        let offset = Self::offset(block, d);
+        for (j, out) in dst.iter_mut().enumerate() {
+            *out = d * Self::quant(block, j) as f32 + offset;
+        }
+    }
+}
+
+/// Q8_0: `d` (f16), 32 `i8`; `x = d q`, `d = amax / 127`.
+pub(crate) struct Q8_0;
+/// Q4_0: `d` (f16), 16 bytes of nibbles; `x = d (q - 8)`, `d = max / -8` where
+/// `max` is the value of largest magnitude, sign kept.
+pub(crate) struct Q4_0;
+/// Q4_1: `d` (f16), `m` (f16), 16 bytes of nibbles; `x = d q + m`,
+/// `d = (max - min) / 15`, `m = min`.
+pub(crate) struct Q4_1;
+
+fn write_f16(dst: &mut [u8], value: f32) {
+    dst.copy_from_slice(&f16::from_f32(value).to_bits().to_le_bytes());
+}
+
+fn reciprocal_or_zero(d: f32) -> f32 {
+    if d != 0.0 {
+        1.0 / d
+    } else {
+        0.0
+    }
+}
+
+impl BlockFormat for Q8_0 {
+    const DTYPE: DType = DType::Q8_0;
+    const QS: usize = 2;
+    const NIBBLES: bool = false;
+    const OFFSET: Offset = Offset::Zero;
+
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+        let d = amax / 127.0;
+        let id = reciprocal_or_zero(d);
+        write_f16(&mut dst[..2], d);
+        for (q, x) in dst[2..Self::BYTES].iter_mut().zip(src) {
+            *q = (x * id).round() as i8 as u8;
+        }
+    }
+}
+
+impl BlockFormat for Q4_0 {
+    const DTYPE: DType = DType::Q4_0;
+    const QS: usize = 2;
+    const NIBBLES: bool = true;
+    const OFFSET: Offset = Offset::MinusEightScales;
+
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &x in src {
+            if amax < x.abs() {
+                amax = x.abs();
+                max = x;
+            }
+        }
+        let d = max / -8.0;
+        let id = reciprocal_or_zero(d);
+        write_f16(&mut dst[..2], d);
+        let level = |x: f32| ((x * id + 8.5) as i8).min(15) as u8;
+        for j in 0..16 {
+            dst[Self::QS + j] = level(src[j]) | (level(src[j + 16]) << 4);
+        }
+    }
+}
+
+impl BlockFormat for Q4_1 {
+    const DTYPE: DType = DType::Q4_1;
+    const QS: usize = 4;
+    const NIBBLES: bool = true;
+    const OFFSET: Offset = Offset::StoredMin;
+
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        let (mut min, mut max) = (f32::MAX, -f32::MAX);
+        for &x in src {
+            min = min.min(x);
+            max = max.max(x);
+        }
+        let d = (max - min) / 15.0;
+        let id = reciprocal_or_zero(d);
+        write_f16(&mut dst[..2], d);
+        write_f16(&mut dst[2..4], min);
+        let level = |x: f32| (((x - min) * id + 0.5) as i8).min(15) as u8;
+        for j in 0..16 {
+            dst[Self::QS + j] = level(src[j]) | (level(src[j + 16]) << 4);
+        }
+    }
+}
+
+/// Runs `$body` with `$format` bound to the [`BlockFormat`] of a quantized
+/// `$dtype`, or evaluates `$plain` for the plain float types.
+macro_rules! match_format {
+    ($dtype:expr, $format:ident => $body:expr, plain => $plain:expr) => {
+        match $dtype {
+            DType::Q8_0 => {
+                type $format = $crate::quant::Q8_0;
+                $body
+            }
+            DType::Q4_0 => {
+                type $format = $crate::quant::Q4_0;
+                $body
+            }
+            DType::Q4_1 => {
+                type $format = $crate::quant::Q4_1;
+                $body
+            }
+            DType::F32 | DType::F16 | DType::BF16 | DType::I32 => $plain,
+        }
+    };
+}
+pub(crate) use match_format;
+
+/// Checks that `elems` values of `dtype` encode in exactly `bytes` bytes.
+pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), KernelError> {
+    if !dtype.is_float() {
+        return Err(KernelError::NotFloat { dtype });
+    }
+    let expected = dtype.row_bytes(elems).ok_or(KernelError::PartialBlock {
+        dtype,
+        elems,
+        block_elems: dtype.block_elems(),
+    })?;
+    expect_len("encoded row bytes", expected, bytes)
+}
+
+/// Encodes `src` as one row of `dtype` into `dst`.
+///
+/// Plain types are stored little-endian (f16 and bf16 rounded to nearest
+/// even); block types use GGML's reference quantizers.
+///
+/// # Errors
+/// [`KernelError::PartialBlock`] if `src` is not whole blocks,
+/// [`KernelError::LengthMismatch`] unless `dst.len() == dtype.row_bytes(src.len())`.
+pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+    check_row(dtype, src.len(), dst.len())?;
+    let isa = Isa::current();
+    match_format!(dtype, F => {
+        for (block, out) in src.chunks_exact(BLOCK_ELEMS).zip(dst.chunks_exact_mut(F::BYTES)) {
+            let block: &[f32; BLOCK_ELEMS] = block.try_into().expect("chunks_exact yields whole blocks");
+            F::quantize_block(block, out);
+        }
+    }, plain => match dtype {
+        DType::F16 => narrow_bytes::<f16>(isa, src, dst),
+        DType::BF16 => narrow_bytes::<bf16>(isa, src, dst),
+        _ => {
+            for (x, out) in src.iter().zip(dst.chunks_exact_mut(4)) {
+                out.copy_from_slice(&x.to_le_bytes());
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Decodes one row of `dtype` from `src` into `dst` (for every type, so a
+/// conversion to f32 is one call).
+///
+/// # Errors
+/// [`KernelError::PartialBlock`] if `dst` is not whole blocks,
+/// [`KernelError::LengthMismatch`] unless `src.len() == dtype.row_bytes(dst.len())`.
+pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), KernelError> {
+    check_row(dtype, dst.len(), src.len())?;
+    let isa = Isa::current();
+    match_format!(dtype, F => {
+        for (block, out) in src.chunks_exact(F::BYTES).zip(dst.chunks_exact_mut(BLOCK_ELEMS)) {
+            let out: &mut [f32; BLOCK_ELEMS] = out.try_into().expect("chunks_exact yields whole blocks");
+            F::dequantize_block(block, out);
+        }
+    }, plain => match dtype {
+        DType::F16 => widen_bytes::<f16>(isa, src, dst),
+        DType::BF16 => widen_bytes::<bf16>(isa, src, dst),
+        _ => {
+            for (x, bytes) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *x = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q4_0_nibble_order_matches_ggml() {
+        // Element j < 16 in the low nibble of byte j, j >= 16 in the high nibble.
+        let mut block = [0u8; 18];
+        block[..2].copy_from_slice(&f16::from_f32(1.0).to_bits().to_le_bytes());
+        block[2] = 0x3a; // element 0 = 10, element 16 = 3
+        let mut out = [0.0; 32];
+        Q4_0::dequantize_block(&block, &mut out);
+        assert_eq!(out[0], 2.0);
+        assert_eq!(out[16], -5.0);
+        assert_eq!(out[1], -8.0);
+    }
+
+    #[test]
+    fn q4_1_uses_min_and_scale() {
+        let src: [f32; 32] = std::array::from_fn(|i| i as f32 * 0.5 - 3.0);
+        let mut block = [0u8; 20];
+        Q4_1::quantize_block(&src, &mut block);
+        let mut out = [0.0; 32];
+        Q4_1::dequantize_block(&block, &mut out);
+        for (a, b) in out.iter().zip(&src) {
+            assert!((a - b).abs() <= 0.52, "{a} vs {b}");
+        }
+        assert_eq!(out[0], -3.0);
+    }
+
+    #[test]
+    fn all_zero_block_has_zero_scale() {
+        let mut block = [0xffu8; 34];
+        Q8_0::quantize_block(&[0.0; 32], &mut block);
+        assert!(block.iter().all(|&b| b == 0));
+    }
+}

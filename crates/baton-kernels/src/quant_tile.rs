@@ -1,0 +1,182 @@
+//! Micro-kernels for block-quantized weights against activations quantized
+//! to [`ActBlock`]s: an `MR x NR` tile of dot products over whole rows.
+//!
+//! Per block, the integer dot product `Σ q_w q_x` is exact (AVX2: `maddubs`
+//! multiplies unsigned by signed bytes into pairs of i16, `madd` sums pairs
+//! into i32); it is scaled by `d_w d_x` into an f32 accumulator, and the
+//! weight's offset term (`-8 d_w` or `m_w`) times the activation block's sum
+//! is added separately. Q4 nibbles are already unsigned; Q8_0 uses the
+//! `|w| · sign(x, w)` identity so `maddubs` sees an unsigned operand.
+
+use std::marker::PhantomData;
+
+use crate::activation::ActBlock;
+use crate::isa::Isa;
+use crate::matmul::TileKernel;
+use crate::quant::{BlockFormat, Offset, BLOCK_ELEMS};
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Tiles of `x · Wᵀ` for quantized activations and weights of format `F`.
+pub(crate) struct QuantTiles<'a, F> {
+    pub isa: Isa,
+    /// Activation blocks; row `i` is `acts[i * blocks .. (i + 1) * blocks]`.
+    /// Checked by the caller to hold every row used.
+    pub acts: &'a [ActBlock],
+    /// Blocks per row (`k / 32`).
+    pub blocks: usize,
+    /// Weights; row `j` starts at byte `j * w_stride` and holds `blocks`
+    /// blocks. Checked by the caller for every row used.
+    pub w: &'a [u8],
+    pub w_stride: usize,
+    pub format: PhantomData<F>,
+}
+
+impl<F: BlockFormat + Sync> TileKernel for QuantTiles<'_, F> {
+    #[inline]
+    fn tile<const MR: usize, const NR: usize>(
+        &self,
+        m0: usize,
+        n0: usize,
+        out: &mut [[f32; NR]; MR],
+    ) {
+        let acts = &self.acts[m0 * self.blocks..(m0 + MR) * self.blocks];
+        assert!((n0 + NR - 1) * self.w_stride + self.blocks * F::BYTES <= self.w.len());
+        // SAFETY: the assert above keeps rows n0..n0+NR inside `w`.
+        let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 comes from `Isa::current`; `acts` holds MR rows
+            // (slicing above) and `w` NR rows (assert above).
+            Isa::Avx2 => unsafe {
+                tile_avx2::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out)
+            },
+            // SAFETY: as above.
+            _ => unsafe { tile_scalar::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
+        }
+    }
+}
+
+/// # Safety
+/// `acts` holds `MR * blocks` blocks; `w` rows `0..NR` (stride `w_stride`
+/// bytes) hold `blocks` readable blocks of `F`.
+unsafe fn tile_scalar<F: BlockFormat, const MR: usize, const NR: usize>(
+    acts: &[ActBlock],
+    blocks: usize,
+    w: *const u8,
+    w_stride: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    *out = [[0.0; NR]; MR];
+    for b in 0..blocks {
+        for j in 0..NR {
+            // SAFETY: block b of row j is inside `w` (caller's guarantee).
+            let block =
+                unsafe { std::slice::from_raw_parts(w.add(j * w_stride + b * F::BYTES), F::BYTES) };
+            let d = F::scale(block);
+            let offset = F::offset(block, d);
+            let mut q = [0i32; BLOCK_ELEMS];
+            for (t, q) in q.iter_mut().enumerate() {
+                *q = F::quant(block, t);
+            }
+            for (i, out_row) in out.iter_mut().enumerate() {
+                let a = &acts[i * blocks + b];
+                let dot: i32 = q.iter().zip(&a.q).map(|(&w, &x)| w * i32::from(x)).sum();
+                out_row[j] += dot as f32 * (d * a.d) + offset * a.sum;
+            }
+        }
+    }
+}
+
+/// The 32 integers of a block in one register: signed bytes for Q8_0,
+/// nibbles widened to unsigned bytes 0..=15 for Q4, in element order.
+///
+/// # Safety
+/// The CPU has AVX2; `block` is readable for `F::BYTES` bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn load_quants<F: BlockFormat>(block: *const u8) -> __m256i {
+    // SAFETY: the quants lie inside the block (caller's guarantee).
+    unsafe {
+        if F::NIBBLES {
+            let packed = _mm_loadu_si128(block.add(F::QS).cast());
+            let mask = _mm_set1_epi8(0x0f);
+            let low = _mm_and_si128(packed, mask);
+            let high = _mm_and_si128(_mm_srli_epi16::<4>(packed), mask);
+            _mm256_set_m128i(high, low)
+        } else {
+            _mm256_loadu_si256(block.add(F::QS).cast())
+        }
+    }
+}
+
+/// # Safety
+/// As [`tile_scalar`], and the CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<F: BlockFormat, const MR: usize, const NR: usize>(
+    acts: &[ActBlock],
+    blocks: usize,
+    w: *const u8,
+    w_stride: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    use crate::simd::{f16_bits_to_f32, hsum};
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+    let mut offsets = [[0.0f32; NR]; MR];
+    for b in 0..blocks {
+        let mut quants = [_mm256_setzero_si256(); NR];
+        let mut unsigned = [_mm256_setzero_si256(); NR];
+        let mut scales = [0.0f32; NR];
+        let mut offs = [0.0f32; NR];
+        for j in 0..NR {
+            // SAFETY: block b of row j is inside `w` (caller's guarantee).
+            let block = unsafe { w.add(j * w_stride + b * F::BYTES) };
+            // SAFETY: as above; the scale is the first two bytes.
+            let d = f16_bits_to_f32(unsafe { block.cast::<u16>().read_unaligned() });
+            scales[j] = d;
+            offs[j] = match F::OFFSET {
+                Offset::Zero => 0.0,
+                Offset::MinusEightScales => -8.0 * d,
+                // SAFETY: Q4_1's minimum is bytes 2..4 of the block.
+                Offset::StoredMin => {
+                    f16_bits_to_f32(unsafe { block.add(2).cast::<u16>().read_unaligned() })
+                }
+            };
+            // SAFETY: as above.
+            quants[j] = unsafe { load_quants::<F>(block) };
+            unsigned[j] = if F::NIBBLES {
+                quants[j]
+            } else {
+                _mm256_abs_epi8(quants[j])
+            };
+        }
+        for i in 0..MR {
+            let a = &acts[i * blocks + b];
+            // SAFETY: `a.q` is 32 bytes.
+            let xq = unsafe { _mm256_loadu_si256(a.q.as_ptr().cast()) };
+            for j in 0..NR {
+                let signed = if F::NIBBLES {
+                    xq
+                } else {
+                    _mm256_sign_epi8(xq, quants[j])
+                };
+                let pairs = _mm256_maddubs_epi16(unsigned[j], signed);
+                let dot = _mm256_madd_epi16(pairs, ones);
+                let scale = _mm256_set1_ps(scales[j] * a.d);
+                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[i][j]);
+                if F::OFFSET != Offset::Zero {
+                    offsets[i][j] += offs[j] * a.sum;
+                }
+            }
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            out[i][j] = hsum(acc[i][j]) + offsets[i][j];
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Rotary position embedding (RoPE) applied to one attention head in place.
+//!
+//! Pair `i` (for `i < rope_dims / 2`) is rotated by
+//! `theta_i = position * freq_scale * freq_base^(-2i / rope_dims)`:
+//! `(a, b) -> (a cos - b sin, a sin + b cos)`. The angles are computed in f64.
+//! All heads of a token share the angles, so [`RopeAngles`] computes them once
+//! per position and applies them to every head.
+
+use crate::isa::{multiversion, Isa};
+
+/// Which elements form the rotated pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Adjacent elements `(2i, 2i + 1)` (llama's GGUF layout).
+    Normal,
+    /// The two halves `(i, i + rope_dims / 2)` (GPT-NeoX, Qwen, ...).
+    NeoX,
+}
+
+/// The cosines and sines of one position, reusable across heads and tokens.
+#[derive(Clone, Debug, Default)]
+pub struct RopeAngles {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl RopeAngles {
+    /// Empty angles; [`RopeAngles::compute`] fills them.
+    pub fn new() -> Self {
+        RopeAngles::default()
+    }
+
+    /// Computes the angles of `position` (reusing this value's memory).
+    ///
+    /// # Panics
+    /// If `rope_dims` is odd (a caller bug).
+    pub fn compute(&mut self, position: usize, rope_dims: usize, freq_base: f32, freq_scale: f32) {
+        assert!(
+            rope_dims % 2 == 0,
+            "rope_dims must be even, got {rope_dims}"
+        );
+        let pairs = rope_dims / 2;
+        self.cos.clear();
+        self.sin.clear();
+        let base_angle = position as f64 * f64::from(freq_scale);
+        for i in 0..pairs {
+            let inv_freq = f64::from(freq_base).powf(-2.0 * i as f64 / rope_dims as f64);
+            let (sin, cos) = (base_angle * inv_freq).sin_cos();
+            self.cos.push(cos as f32);
+            self.sin.push(sin as f32);
+        }
+    }
+
+    /// The rotated dimensions these angles cover.
+    pub fn rope_dims(&self) -> usize {
+        self.cos.len() * 2
+    }
+
+    /// Rotates the first `rope_dims()` elements of `head`; the rest are left alone.
+    ///
+    /// # Panics
+    /// If `head` is shorter than `rope_dims()`.
+    pub fn apply(&self, head: &mut [f32], mode: RopeMode) {
+        let dims = self.rope_dims();
+        assert!(
+            head.len() >= dims,
+            "head of {} elements is shorter than rope_dims {dims}",
+            head.len()
+        );
+        let isa = Isa::current();
+        match mode {
+            RopeMode::Normal => rotate_adjacent(isa, &mut head[..dims], &self.cos, &self.sin),
+            RopeMode::NeoX => {
+                let (first, second) = head[..dims].split_at_mut(dims / 2);
+                rotate_halves(isa, first, second, &self.cos, &self.sin);
+            }
+        }
+    }
+}
+
+multiversion! {
+    fn rotate_adjacent(head: &mut [f32], cos: &[f32], sin: &[f32]) {
+        for ((pair, &c), &s) in head.chunks_exact_mut(2).zip(cos).zip(sin) {
+            let (a, b) = (pair[0], pair[1]);
+            pair[0] = a * c - b * s;
+            pair[1] = a * s + b * c;
+        }
+    }
+}
+
+multiversion! {
+    fn rotate_halves(first: &mut [f32], second: &mut [f32], cos: &[f32], sin: &[f32]) {
+        for (((a, b), &c), &s) in first.iter_mut().zip(second.iter_mut()).zip(cos).zip(sin) {
+            let (x, y) = (*a, *b);
+            *a = x * c - y * s;
+            *b = x * s + y * c;
+        }
+    }
+}
+
+/// Applies RoPE to one head at `position` (computing the angles on the way;
+/// use [`RopeAngles`] to share them across heads).
+///
+/// # Panics
+/// If `rope_dims` is odd or larger than `head.len()` (caller bugs).
+pub fn rope_in_place(
+    head: &mut [f32],
+    position: usize,
+    rope_dims: usize,
+    freq_base: f32,
+    freq_scale: f32,
+    mode: RopeMode,
+) {
+    assert!(
+        rope_dims % 2 == 0,
+        "rope_dims must be even, got {rope_dims}"
+    );
+    assert!(
+        head.len() >= rope_dims,
+        "head of {} elements is shorter than rope_dims {rope_dims}",
+        head.len()
+    );
+    let pairs = rope_dims / 2;
+    let base_angle = position as f64 * f64::from(freq_scale);
+    for i in 0..pairs {
+        let inv_freq = f64::from(freq_base).powf(-2.0 * i as f64 / rope_dims as f64);
+        let (sin, cos) = (base_angle * inv_freq).sin_cos();
+        let (sin, cos) = (sin as f32, cos as f32);
+        let (ia, ib) = match mode {
+            RopeMode::Normal => (2 * i, 2 * i + 1),
+            RopeMode::NeoX => (i, i + pairs),
+        };
+        let (a, b) = (head[ia], head[ib]);
+        head[ia] = a * cos - b * sin;
+        head[ib] = a * sin + b * cos;
+    }
+}

@@ -1,0 +1,369 @@
+//! [`Tokenizer`]: built from a [`TokenizerConfig`], encodes text to ids.
+
+use std::collections::HashMap;
+
+use crate::bpe::BpeModel;
+use crate::bytes::{byte_map, parse_byte_token};
+use crate::config::{ModelKind, TokenType, TokenizerConfig};
+use crate::error::{Result, TokenizerError};
+use crate::pretokenize::PreTokenizer;
+use crate::special::{Fragment, SpecialMatcher};
+use crate::spm::{SpmModel, SPACE_MARKER};
+
+/// A tokenizer for one model's vocabulary: encodes text to token ids and
+/// decodes ids back (see [`Tokenizer::decode`] and
+/// [`StreamDecoder`](crate::StreamDecoder)).
+///
+/// Immutable once built, so it can be shared between threads.
+pub struct Tokenizer {
+    pub(crate) kind: ModelKind,
+    pub(crate) tokens: Vec<String>,
+    pub(crate) types: Vec<TokenType>,
+    token_to_id: HashMap<String, u32>,
+    scores: Vec<f32>,
+    /// The bytes each token stands for as text (special tokens: their text).
+    pub(crate) pieces: Vec<Vec<u8>>,
+    /// SPM byte-fallback tokens `<0xXX>`, by byte.
+    spm_byte_ids: [Option<u32>; 256],
+    bpe: Option<(BpeModel, PreTokenizer)>,
+    specials: SpecialMatcher,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    unk: Option<u32>,
+    pad: Option<u32>,
+    add_bos: bool,
+    add_eos: bool,
+    pub(crate) add_space_prefix: bool,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("kind", &self.kind)
+            .field("vocab_size", &self.tokens.len())
+            .field("pre", &self.bpe.as_ref().map(|(_, pre)| pre))
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .field("add_bos", &self.add_bos)
+            .field("add_eos", &self.add_eos)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_len(field: &'static str, found: usize, expected: usize) -> Result<()> {
+    if found == expected {
+        Ok(())
+    } else {
+        Err(TokenizerError::LengthMismatch {
+            field,
+            found,
+            expected,
+        })
+    }
+}
+
+impl Tokenizer {
+    /// Builds a tokenizer, checking the whole configuration: model and
+    /// pre-tokenizer names, array lengths, token types, merges and special
+    /// token ids. Bad metadata is an error, never a panic.
+    pub fn from_config(config: &TokenizerConfig) -> Result<Self> {
+        let kind = ModelKind::from_gguf_name(&config.model)?;
+        let n = config.tokens.len();
+        if n == 0 {
+            return Err(TokenizerError::EmptyVocab);
+        }
+        if u32::try_from(n).is_err() {
+            return Err(TokenizerError::LengthMismatch {
+                field: "tokenizer.ggml.tokens",
+                found: n,
+                expected: u32::MAX as usize,
+            });
+        }
+        let scores = match &config.scores {
+            Some(scores) => {
+                check_len("tokenizer.ggml.scores", scores.len(), n)?;
+                scores.clone()
+            }
+            None => vec![0.0; n],
+        };
+        let mut types = match &config.token_types {
+            Some(raw) => {
+                check_len("tokenizer.ggml.token_type", raw.len(), n)?;
+                raw.iter()
+                    .enumerate()
+                    .map(|(index, &value)| TokenType::from_gguf(value, index))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => vec![TokenType::Normal; n],
+        };
+        // Last id wins for duplicate texts, as in llama.cpp and HF.
+        let token_to_id: HashMap<String, u32> = config
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(id, t)| (t.clone(), id as u32))
+            .collect();
+
+        let check_id = |field: &'static str, id: Option<u32>| match id {
+            Some(id) if id as usize >= n => Err(TokenizerError::SpecialIdOutOfRange {
+                field,
+                id,
+                vocab_size: n,
+            }),
+            _ => Ok(id),
+        };
+        let bos = check_id("tokenizer.ggml.bos_token_id", config.bos_id)?;
+        let eos = check_id("tokenizer.ggml.eos_token_id", config.eos_id)?;
+        let pad = check_id("tokenizer.ggml.padding_token_id", config.pad_id)?;
+        let unk = check_id("tokenizer.ggml.unknown_token_id", config.unk_id)?.or_else(|| {
+            types
+                .iter()
+                .position(|&t| t == TokenType::Unknown)
+                .map(|i| i as u32)
+        });
+
+        let is_spm = kind == ModelKind::SentencePiece;
+        let add_bos = config.add_bos.unwrap_or(is_spm);
+        let add_eos = config.add_eos.unwrap_or(false);
+        if add_bos && bos.is_none() {
+            return Err(TokenizerError::MissingSpecialToken {
+                flag: "tokenizer.ggml.add_bos_token",
+                field: "tokenizer.ggml.bos_token_id",
+            });
+        }
+        if add_eos && eos.is_none() {
+            return Err(TokenizerError::MissingSpecialToken {
+                flag: "tokenizer.ggml.add_eos_token",
+                field: "tokenizer.ggml.eos_token_id",
+            });
+        }
+
+        let mut spm_byte_ids = [None; 256];
+        let bpe = match kind {
+            ModelKind::SentencePiece => {
+                for (id, text) in config.tokens.iter().enumerate() {
+                    let Some(byte) = parse_byte_token(text) else {
+                        continue;
+                    };
+                    // Without token types, `<0xXX>` texts are byte tokens.
+                    if config.token_types.is_none() {
+                        types[id] = TokenType::Byte;
+                    }
+                    if types[id] == TokenType::Byte {
+                        spm_byte_ids[usize::from(byte)] = Some(id as u32);
+                    }
+                }
+                None
+            }
+            ModelKind::BytePairEncoding => {
+                let pre = PreTokenizer::from_gguf_name(config.pre.as_deref())?;
+                let merges =
+                    config
+                        .merges
+                        .as_ref()
+                        .ok_or_else(|| TokenizerError::MissingMerges {
+                            model: config.model.clone(),
+                        })?;
+                Some((BpeModel::new(merges, &token_to_id)?, pre))
+            }
+        };
+
+        let map = byte_map();
+        let pieces = config
+            .tokens
+            .iter()
+            .zip(&types)
+            .map(|(text, &kind_of)| match (kind_of, &bpe) {
+                (TokenType::Normal, Some(_)) => {
+                    let mut out = Vec::with_capacity(text.len());
+                    map.decode_str(text, &mut out);
+                    out
+                }
+                (TokenType::Normal, None) => text.replace(SPACE_MARKER, " ").into_bytes(),
+                (TokenType::Byte, None) => {
+                    parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b])
+                }
+                _ => text.as_bytes().to_vec(),
+            })
+            .collect();
+
+        let specials = SpecialMatcher::new(&config.tokens, &types);
+        Ok(Self {
+            kind,
+            tokens: config.tokens.clone(),
+            types,
+            token_to_id,
+            scores,
+            pieces,
+            spm_byte_ids,
+            bpe,
+            specials,
+            bos,
+            eos,
+            unk,
+            pad,
+            add_bos,
+            add_eos,
+            add_space_prefix: is_spm && config.add_space_prefix.unwrap_or(true),
+        })
+    }
+
+    /// Encodes `text` to token ids.
+    ///
+    /// `add_special` adds BOS/EOS as the metadata asks (`add_bos`,
+    /// `add_eos`). `parse_special` matches control tokens (such as
+    /// `<|im_start|>`) written in the text; user-defined tokens are always
+    /// matched. For SentencePiece models a space is prefixed to the text and
+    /// to text that follows a special token, when `add_space_prefix` is on.
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_special && self.add_bos {
+            out.extend(self.bos);
+        }
+        let mut fragments = Vec::new();
+        self.specials.split(text, parse_special, &mut fragments);
+        match &self.bpe {
+            Some((model, pre)) => {
+                let mut words = Vec::new();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Special(id) => out.push(id),
+                        Fragment::Text(text) => {
+                            words.clear();
+                            pre.split(text, &mut words);
+                            for word in &words {
+                                self.encode_bpe_word(model, *pre, word, &mut out)?;
+                            }
+                        }
+                    }
+                }
+            }
+            None => {
+                let model = SpmModel {
+                    token_to_id: &self.token_to_id,
+                    types: &self.types,
+                    scores: &self.scores,
+                    byte_ids: &self.spm_byte_ids,
+                    unk: self.unk,
+                };
+                let mut after_special = true;
+                let mut escaped = String::new();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Special(id) => {
+                            out.push(id);
+                            after_special = true;
+                        }
+                        Fragment::Text(text) => {
+                            escaped.clear();
+                            if self.add_space_prefix && after_special {
+                                escaped.push(SPACE_MARKER);
+                            }
+                            escaped.extend(text.chars().map(|c| {
+                                if c == ' ' {
+                                    SPACE_MARKER
+                                } else {
+                                    c
+                                }
+                            }));
+                            model.encode(&escaped, &mut out)?;
+                            after_special = false;
+                        }
+                    }
+                }
+            }
+        }
+        if add_special && self.add_eos {
+            out.extend(self.eos);
+        }
+        Ok(out)
+    }
+
+    fn encode_bpe_word(
+        &self,
+        model: &BpeModel,
+        pre: PreTokenizer,
+        word: &str,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if pre.ignores_merges() {
+            let mapped = byte_map().encode_str(word.as_bytes());
+            if let Some(&id) = self.token_to_id.get(&mapped) {
+                out.push(id);
+                return Ok(());
+            }
+        }
+        model.encode_word(word.as_bytes(), self.unk, out)
+    }
+
+    /// The algorithm of this tokenizer.
+    pub fn kind(&self) -> ModelKind {
+        self.kind
+    }
+
+    /// Number of tokens in the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+
+    fn check(&self, id: u32) -> Result<usize> {
+        let index = id as usize;
+        if index < self.tokens.len() {
+            Ok(index)
+        } else {
+            Err(TokenizerError::TokenIdOutOfRange {
+                id,
+                vocab_size: self.tokens.len(),
+            })
+        }
+    }
+
+    /// The vocabulary text of a token (as stored: `▁` or byte-level chars).
+    pub fn token_text(&self, id: u32) -> Result<&str> {
+        Ok(&self.tokens[self.check(id)?])
+    }
+
+    /// The type of a token.
+    pub fn token_type(&self, id: u32) -> Result<TokenType> {
+        Ok(self.types[self.check(id)?])
+    }
+
+    /// The id of the token whose vocabulary text is exactly `text`.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.token_to_id.get(text).copied()
+    }
+
+    /// Beginning-of-sequence token.
+    pub fn bos_id(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// End-of-sequence token.
+    pub fn eos_id(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// Unknown token (from the metadata, else the first token of type unknown).
+    pub fn unk_id(&self) -> Option<u32> {
+        self.unk
+    }
+
+    /// Padding token.
+    pub fn pad_id(&self) -> Option<u32> {
+        self.pad
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` prepends BOS.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` appends EOS.
+    pub fn adds_eos(&self) -> bool {
+        self.add_eos
+    }
+
+    pub(crate) fn checked_index(&self, id: u32) -> Result<usize> {
+        self.check(id)
+    }
+}

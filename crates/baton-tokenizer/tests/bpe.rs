@@ -1,0 +1,222 @@
+//! Byte-level BPE (`gpt2`) on hand-made vocabularies and the synthetic one.
+
+use baton_tokenizer::{synthetic_bpe, TokenType, Tokenizer, TokenizerConfig};
+
+/// GPT-2's printable character for a byte (same rule as the crate's map).
+fn byte_char(b: u8) -> char {
+    let keeps = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    if keeps {
+        char::from(b)
+    } else {
+        let shifted = (0..b)
+            .filter(|&x| !matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF))
+            .count();
+        char::from_u32(0x100 + shifted as u32).expect("valid")
+    }
+}
+
+/// `<|endoftext|>` (control), the 256 byte tokens, then one token per merge.
+fn bpe(merges: &[&str], pre: &str) -> Tokenizer {
+    let mut tokens = vec!["<|endoftext|>".to_owned()];
+    let mut types = vec![3];
+    for b in 0..=255u8 {
+        tokens.push(byte_char(b).to_string());
+        types.push(1);
+    }
+    for merge in merges {
+        let merged = merge.replacen(' ', "", 1);
+        if !tokens.contains(&merged) {
+            tokens.push(merged);
+            types.push(1);
+        }
+    }
+    Tokenizer::from_config(&TokenizerConfig {
+        model: "gpt2".into(),
+        pre: Some(pre.into()),
+        tokens,
+        token_types: Some(types),
+        merges: Some(merges.iter().map(|m| (*m).to_owned()).collect()),
+        bos_id: Some(0),
+        eos_id: Some(0),
+        ..TokenizerConfig::default()
+    })
+    .expect("valid config")
+}
+
+fn texts(t: &Tokenizer, ids: &[u32]) -> Vec<String> {
+    ids.iter()
+        .map(|&id| t.token_text(id).expect("id in range").to_owned())
+        .collect()
+}
+
+const MERGES: [&str; 7] = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or"];
+
+#[test]
+fn merges_apply_by_rank_within_words() {
+    let t = bpe(&MERGES, "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("hello world", false, false).unwrap()),
+        ["hello", "Ġwor", "l", "d"]
+    );
+    let t = bpe(&["a b", "b c"], "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("abc", false, false).unwrap()),
+        ["ab", "c"]
+    );
+    let t = bpe(&["b c", "a b"], "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("abc", false, false).unwrap()),
+        ["a", "bc"]
+    );
+}
+
+#[test]
+fn repeated_pairs_merge_leftmost_first() {
+    let t = bpe(&["a a"], "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("aaaaa", false, false).unwrap()),
+        ["aa", "aa", "a"]
+    );
+}
+
+#[test]
+fn merges_never_cross_pre_tokenizer_words() {
+    let t = bpe(&["o Ġ", "oĠ w"], "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("o w", false, false).unwrap()),
+        ["o", "Ġ", "w"]
+    );
+}
+
+#[test]
+fn control_tokens_are_parsed_only_on_request() {
+    let t = bpe(&MERGES, "gpt-2");
+    let ids = t.encode("hello<|endoftext|>", false, true).unwrap();
+    assert_eq!(texts(&t, &ids), ["hello", "<|endoftext|>"]);
+    assert_eq!(t.decode(&ids).unwrap(), "hello");
+    assert_eq!(t.decode_with(&ids, true).unwrap(), "hello<|endoftext|>");
+    let ids = t.encode("<|endoftext|>", false, false).unwrap();
+    assert!(ids.len() > 1 && !ids.contains(&0), "{ids:?}");
+    assert_eq!(t.decode(&ids).unwrap(), "<|endoftext|>");
+}
+
+#[test]
+fn gpt2_does_not_add_bos_unless_the_metadata_says_so() {
+    let t = bpe(&MERGES, "gpt-2");
+    assert_eq!(t.encode("hello", true, false).unwrap().len(), 1);
+    assert!(!t.adds_bos());
+}
+
+#[test]
+fn unicode_becomes_byte_tokens_and_decodes_back() {
+    let t = bpe(&MERGES, "smollm");
+    for text in ["中", "🙂", "é", "Привет"] {
+        let ids = t.encode(text, false, false).unwrap();
+        assert_eq!(ids.len(), text.len(), "one token per byte for {text:?}");
+        assert_eq!(t.decode(&ids).unwrap(), text);
+    }
+}
+
+#[test]
+fn whitespace_runs_keep_the_last_space_for_the_next_word() {
+    let t = bpe(&["Ġ Ġ", "ĠĠ Ġ"], "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode("a    b", false, false).unwrap()),
+        ["a", "ĠĠĠ", "Ġ", "b"]
+    );
+    assert_eq!(
+        texts(&t, &t.encode("a   ", false, false).unwrap()),
+        ["a", "ĠĠĠ"]
+    );
+}
+
+#[test]
+fn digits_split_by_pre_tokenizer() {
+    let merges = ["1 2", "12 3", "Ġ 1"];
+    let t = bpe(&merges, "gpt-2");
+    assert_eq!(
+        texts(&t, &t.encode(" 123", false, false).unwrap()),
+        ["Ġ", "123"]
+    );
+    let t = bpe(&merges, "smollm");
+    assert_eq!(
+        texts(&t, &t.encode(" 123", false, false).unwrap()),
+        ["Ġ", "1", "2", "3"]
+    );
+    let t = bpe(&merges, "llama-bpe");
+    assert_eq!(
+        texts(&t, &t.encode("1231", false, false).unwrap()),
+        ["123", "1"]
+    );
+    let t = bpe(&merges, "qwen2");
+    assert_eq!(
+        texts(&t, &t.encode("1231", false, false).unwrap()),
+        ["1", "2", "3", "1"]
+    );
+}
+
+const CORPUS: &[&str] = &[
+    "Hello, world! It's 2024 and we're testing 1234567890.",
+    "  leading and trailing  ",
+    "tabs\tand\t\tnewlines\n\n\r\nmixed \t \n end",
+    "naïve café, Zürich; Привет мир; 你好世界; 🙂👍🏽👨‍👩‍👧",
+    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    "e\u{301} \u{a0}\u{3000}x ١٢٣ ①",
+    "",
+];
+
+#[test]
+fn synthetic_vocab_round_trips_the_corpus_under_every_pre_tokenizer() {
+    for vocab_size in [512, 32000] {
+        for pre in ["smollm", "gpt-2", "llama-bpe", "qwen2", "default"] {
+            let mut config = synthetic_bpe(vocab_size);
+            config.pre = Some(pre.into());
+            let t = Tokenizer::from_config(&config).unwrap();
+            for text in CORPUS {
+                let ids = t.encode(text, false, true).unwrap();
+                assert_eq!(
+                    t.decode_with(&ids, true).unwrap(),
+                    *text,
+                    "{pre} {vocab_size}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
+    let start = std::time::Instant::now();
+    let config = synthetic_bpe(32000);
+    let elapsed = start.elapsed();
+    assert_eq!(config.tokens.len(), 32000);
+    let t = Tokenizer::from_config(&config).unwrap();
+    assert_eq!(t.vocab_size(), 32000);
+    assert_eq!(t.token_type(31999).unwrap(), TokenType::Unused);
+    for (id, name) in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(t.token_id(name), Some(id as u32));
+        assert_eq!(t.token_type(id as u32).unwrap(), TokenType::Control);
+    }
+    assert_eq!((t.bos_id(), t.eos_id()), (Some(0), Some(0)));
+    assert!(
+        elapsed.as_secs_f64() < 1.0,
+        "synthetic_bpe(32000) took {elapsed:?}"
+    );
+    // Learned merges shorten English text well below one token per byte.
+    let small = Tokenizer::from_config(&synthetic_bpe(512)).unwrap();
+    assert_eq!(small.vocab_size(), 512);
+    let text = "The robot and the gardener walked along the fence.";
+    let ids = small.encode(text, false, false).unwrap();
+    assert!(
+        ids.len() * 2 < text.len(),
+        "{} tokens for {} bytes",
+        ids.len(),
+        text.len()
+    );
+    // Tiny sizes are raised to the 3 specials + 256 bytes.
+    assert_eq!(synthetic_bpe(10).tokens.len(), 259);
+    assert_eq!(synthetic_bpe(512), synthetic_bpe(512), "deterministic");
+}

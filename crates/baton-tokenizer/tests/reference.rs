@@ -1,0 +1,141 @@
+//! Reference check against HF `tokenizers` (feature `reference-tests`).
+//!
+//! Off by default because it needs a JSON file written by
+//! `tests/reference/tokenizer_ref.py` from a real GGUF model:
+//!
+//! ```text
+//! py=$(bash scripts/setup-python.sh)
+//! $py tests/reference/tokenizer_ref.py \
+//!     ~/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf target/tokenizer-ref.json
+//! BATON_TOKENIZER_REF=target/tokenizer-ref.json \
+//!     cargo test -p baton-tokenizer --features reference-tests --test reference
+//! ```
+//!
+//! For every pre-tokenizer variant and every corpus text, the ids must equal
+//! HF's, and decoding them must give back the text.
+#![cfg(feature = "reference-tests")]
+
+use baton_tokenizer::{Tokenizer, TokenizerConfig};
+use serde_json::Value;
+
+fn load() -> Value {
+    let path = std::env::var("BATON_TOKENIZER_REF").unwrap_or_else(|_| {
+        panic!(
+            "BATON_TOKENIZER_REF is not set: point it at the JSON written by \
+             tests/reference/tokenizer_ref.py (see this file's docs)"
+        )
+    });
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read BATON_TOKENIZER_REF={path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not valid JSON: {e}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .expect("an array of strings")
+        .iter()
+        .map(|s| s.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+fn id(v: &Value) -> Option<u32> {
+    v.as_u64().map(|n| u32::try_from(n).expect("id fits u32"))
+}
+
+fn config(json: &Value, pre: &str) -> TokenizerConfig {
+    TokenizerConfig {
+        model: json["model"].as_str().expect("model").to_owned(),
+        pre: Some(pre.to_owned()),
+        tokens: strings(&json["tokens"]),
+        scores: None,
+        token_types: Some(
+            json["token_types"]
+                .as_array()
+                .expect("token_types")
+                .iter()
+                .map(|t| i32::try_from(t.as_i64().expect("int")).expect("i32"))
+                .collect(),
+        ),
+        merges: Some(strings(&json["merges"])),
+        bos_id: id(&json["bos_id"]),
+        eos_id: id(&json["eos_id"]),
+        unk_id: id(&json["unk_id"]),
+        pad_id: id(&json["pad_id"]),
+        add_bos: json["add_bos"].as_bool(),
+        add_eos: json["add_eos"].as_bool(),
+        add_space_prefix: None,
+    }
+}
+
+#[test]
+fn ids_and_round_trips_match_hf_tokenizers() {
+    let json = load();
+    let mut checked = 0;
+    for variant in json["variants"].as_array().expect("variants") {
+        let pre = variant["pre"].as_str().expect("pre");
+        let tokenizer = Tokenizer::from_config(&config(&json["config"], pre))
+            .unwrap_or_else(|e| panic!("building the {pre} tokenizer: {e}"));
+        for case in variant["cases"].as_array().expect("cases") {
+            let text = case["text"].as_str().expect("text");
+            let expected: Vec<u32> = case["ids"]
+                .as_array()
+                .expect("ids")
+                .iter()
+                .map(|v| id(v).expect("id"))
+                .collect();
+            let actual = tokenizer.encode(text, false, true).expect("encode");
+            if actual != expected {
+                let at = actual
+                    .iter()
+                    .zip(&expected)
+                    .take_while(|(a, e)| a == e)
+                    .count();
+                let show = |ids: &[u32]| {
+                    ids.iter()
+                        .skip(at.saturating_sub(2))
+                        .take(8)
+                        .map(|&i| format!("{i}:{:?}", tokenizer.token_text(i).unwrap_or("?")))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                panic!(
+                    "pre {pre}: ids differ at index {at} for text {text:?}\n expected: {}\n   actual: {}",
+                    show(&expected),
+                    show(&actual)
+                );
+            }
+            let decoded = tokenizer.decode_with(&actual, true).expect("decode");
+            assert_eq!(decoded, text, "pre {pre}: decode(encode(text)) != text");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the reference file holds no cases");
+    println!("{checked} reference cases equal");
+}
+
+#[test]
+fn encode_speed_on_the_reference_vocabulary() {
+    let json = load();
+    let config = config(
+        &json["config"],
+        json["config"]["pre"].as_str().expect("pre"),
+    );
+    let tokenizer = Tokenizer::from_config(&config).expect("tokenizer");
+    let corpus: String = json["variants"][0]["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c["text"].as_str().expect("text"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = corpus.repeat((2 << 20) / corpus.len().max(1) + 1);
+    let start = std::time::Instant::now();
+    let ids = tokenizer.encode(&text, false, true).expect("encode");
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "encoded {:.1} MB into {} tokens at {:.1} MB/s",
+        text.len() as f64 / 1e6,
+        ids.len(),
+        text.len() as f64 / 1e6 / seconds
+    );
+}

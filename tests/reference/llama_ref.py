@@ -1,0 +1,614 @@
+#!/usr/bin/env python3
+"""Independent NumPy reference for the llama forward pass, as llama.cpp
+computes it for GGUF files with ``general.architecture = llama``.
+
+Baton (the Rust runtime) is checked against this file: its logits, its
+greedy generations and its perplexity figures.  Nothing here is shared with
+the Rust code; the only third-party pieces are the PyPI ``gguf`` package
+(file parsing and dequantization), ``numpy`` and, for the ``generate``
+sub-command only, ``tokenizers``.
+
+Usage
+-----
+::
+
+    llama_ref.py logits MODEL --tokens 1,2,3 [--last K] [--out FILE.json|FILE.npy]
+    llama_ref.py perplexity MODEL --tokens-file ids.json --ctx 256 [--chunks N]
+    llama_ref.py perplexity MODEL --text-file FILE --ctx 256 [--chunks N]
+    llama_ref.py generate MODEL --prompt "Once upon a time" [--n 20]
+    llama_ref.py generate MODEL --tokens 1,2,3 [--n 20]
+
+``logits`` writes ``{"n_vocab": V, "positions": [...], "logits": [[...], ...]}``
+(one row per position; ``--last K`` keeps only the last K positions) as JSON,
+or, when the output name ends in ``.npy``, a float32 array of shape
+(positions, n_vocab).  Without ``--out`` the JSON goes to stdout.
+
+``perplexity`` prints ``{"ppl", "nll_mean", "chunks", "tokens_scored", ...}``.
+``--tokens-file`` is a JSON list of token ids (or an object with a "tokens"
+list) already tokenized by the caller, including a leading BOS if the model
+wants one.  ``--text-file`` tokenizes a text with the tokenizer built in
+this file (see ``build_tokenizer``; BPE ``gpt2`` vocabularies only).
+
+``generate`` greedily extends a prompt (full recompute per step, no KV
+cache) and prints the ids and the decoded text as JSON.
+
+Conventions (each verified against the real SmolLM2 GGUF and the sources
+named below)
+--------------------------------------------------------------------------
+* Shapes.  GGUF stores tensor dimensions in ggml order (dim 0 is the
+  innermost, contiguous one).  ``gguf.GGUFReader`` reports ``tensor.shape`` in
+  that ggml order (e.g. ``attn_k.weight``: ``[576, 192]``), while
+  ``tensor.data`` is already reshaped to the reversed (NumPy, row-major)
+  order: for a quantized tensor it is ``(rows, bytes_per_row)`` uint8, and
+  ``gguf.quants.dequantize(data, type)`` turns it into float32
+  ``(rows, row_len)`` = ``(192, 576)``.  So a weight with ggml dims ``[k, n]``
+  becomes a NumPy array ``W`` of shape ``(n, k)`` and a layer computes
+  ``y = x @ W.T``.  ``load_tensor`` asserts this for every tensor.
+* Embedding: row ``t`` of ``token_embd.weight`` (shape ``(n_vocab, dim)``).
+  ``output.weight`` absent => the output projection is tied to
+  ``token_embd.weight`` (this is the case for SmolLM2-135M).
+* RMS norm: ``x / sqrt(mean(x^2) + eps) * weight``, eps from
+  ``llama.attention.layer_norm_rms_epsilon``.
+* RoPE: the llama architecture uses ggml's "normal" rope mode (mode 0):
+  adjacent pairs ``(x[2i], x[2i+1])`` of each head are rotated by
+  ``theta_i = pos * freq_scale * base^(-2i/rope_dims)`` for
+  ``i < rope_dims/2``; dims beyond ``rope_dims`` pass through.  (The HF
+  convert script permutes the Q/K rows so that this equals HF's
+  ``rotate_half`` on the original checkpoint.)  ``freq_scale = 1/factor``
+  for ``llama.rope.scaling.type = linear`` (or the legacy
+  ``llama.rope.scale_linear``); ``base`` = ``llama.rope.freq_base``
+  (default 10000); ``rope_dims`` = ``llama.rope.dimension_count`` (default
+  head_dim).  When a ``rope_freqs.weight`` tensor exists (llama-3.1 style
+  frequency factors) ``theta_i`` is divided by factor ``i``, as ggml's
+  ``rope_ext`` does.  YaRN and other scaling types are rejected.
+* Attention: grouped-query; query head ``h`` uses KV head
+  ``h // (n_head / n_head_kv)``; scores scaled by ``1/sqrt(head_dim)``;
+  causal mask; softmax in float64 (everything is float64 by default).
+* FFN: SwiGLU, ``down(silu(gate(x)) * up(x))``, ``silu(z) = z / (1 + e^-z)``.
+* Block: ``h = x + attn_output(attn(attn_norm(x)))``;
+  ``out = h + ffn(ffn_norm(h))``; logits = ``output(output_norm(out))``.
+* Precision: weights are dequantized once by ``gguf`` to float32 and then
+  widened to float64 (default) or kept float32 (``--dtype float32``); all
+  activations, softmaxes and log-softmaxes use the chosen dtype, so the
+  default reference is float64 end to end on the dequantized weights.
+  ggml itself computes in float32 (and, on CPU, quantizes activations to
+  Q8 for quantized matmuls), so expect differences around 1e-2 in logits
+  between this reference and llama.cpp/Baton for Q4 models.
+
+Perplexity, as llama.cpp's ``llama-perplexity`` computes it (checked in
+``tools/perplexity/perplexity.cpp``, function ``perplexity``):
+
+* the token list is the tokenized text (``common_tokenize(..., add_special=
+  true)``, so a BOS is prepended when the vocabulary's add_bos flag is set);
+* ``n_chunk = min(--chunks, len(tokens) // ctx)``; chunk ``c`` is
+  ``tokens[c*ctx:(c+1)*ctx]``, each evaluated from an empty KV cache at
+  positions ``0..ctx-1``;
+* when ``tokenizer.ggml.add_bos_token`` is true, the first token of every
+  chunk is replaced by BOS for the forward pass (the replaced token is never
+  a scoring target, so the targets are unchanged);
+* with ``first = ctx // 2``, positions ``j = first .. ctx-2`` are scored:
+  ``nll += -log softmax(logits[j])[chunk[j+1]]``, i.e. ``ctx - 1 - first``
+  tokens per chunk;
+* ``ppl = exp(sum(nll) / count)``.
+llama.cpp requires at least ``2*ctx`` tokens; here that is only a warning.
+
+If ``tokenizer.ggml.add_bos_token`` is absent the flag is taken as false
+here; llama.cpp has per-vocabulary-type defaults (true for SentencePiece
+``llama`` vocabularies), so pass ``--add-bos``/``--no-add-bos`` to override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+try:
+    import gguf
+except ImportError:  # pragma: no cover - environment problem
+    sys.exit("llama_ref.py needs the PyPI 'gguf' package (scripts/setup-python.sh)")
+
+
+# --------------------------------------------------------------------------
+# GGUF access
+# --------------------------------------------------------------------------
+
+def field_value(reader: "gguf.GGUFReader", key: str, default: Any = None) -> Any:
+    """Return a metadata value (scalar, string or list) or ``default``."""
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    return field.contents()
+
+
+def load_tensor(t: "gguf.ReaderTensor") -> np.ndarray:
+    """Dequantize one tensor to float32 in NumPy order (ggml dims reversed)."""
+    name = t.name
+    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    ggml_dims = [int(d) for d in t.shape]
+    expected = tuple(reversed(ggml_dims))
+    if w.shape != expected:
+        # Some gguf versions may return a flat array; reshape explicitly.
+        if w.size != math.prod(expected):
+            raise ValueError(f"{name}: dequantized {w.shape} vs ggml dims {ggml_dims}")
+        w = w.reshape(expected)
+    return np.ascontiguousarray(w, dtype=np.float32)
+
+
+@dataclass
+class LlamaConfig:
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    eps: float
+    rope_base: float
+    rope_dims: int
+    freq_scale: float
+    n_ctx_train: int
+    n_vocab: int
+    bos_id: int | None
+    eos_id: int | None
+    add_bos: bool | None  # None: the file does not say
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @classmethod
+    def from_reader(cls, reader: "gguf.GGUFReader") -> "LlamaConfig":
+        arch = field_value(reader, "general.architecture")
+        if arch != "llama":
+            raise ValueError(f"general.architecture is {arch!r}, expected 'llama'")
+        p = "llama."
+        n_embd = int(field_value(reader, p + "embedding_length"))
+        n_head = int(field_value(reader, p + "attention.head_count"))
+        n_head_kv = int(field_value(reader, p + "attention.head_count_kv", n_head))
+        head_dim = n_embd // n_head
+        freq_scale = 1.0
+        scaling = field_value(reader, p + "rope.scaling.type")
+        factor = field_value(reader, p + "rope.scaling.factor")
+        legacy = field_value(reader, p + "rope.scale_linear")
+        if scaling in (None, "none"):
+            if legacy is not None and float(legacy) != 0.0:
+                freq_scale = 1.0 / float(legacy)
+        elif scaling == "linear":
+            if factor is not None and float(factor) != 0.0:
+                freq_scale = 1.0 / float(factor)
+        else:
+            raise NotImplementedError(f"rope scaling type {scaling!r} not supported")
+        tokens = field_value(reader, "tokenizer.ggml.tokens")
+        if tokens is not None:
+            n_vocab = len(tokens)
+        else:
+            n_vocab = int(field_value(reader, p + "vocab_size"))
+        add_bos = field_value(reader, "tokenizer.ggml.add_bos_token")
+        bos = field_value(reader, "tokenizer.ggml.bos_token_id")
+        eos = field_value(reader, "tokenizer.ggml.eos_token_id")
+        return cls(
+            n_embd=n_embd,
+            n_layer=int(field_value(reader, p + "block_count")),
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            n_ff=int(field_value(reader, p + "feed_forward_length")),
+            eps=float(field_value(reader, p + "attention.layer_norm_rms_epsilon")),
+            rope_base=float(field_value(reader, p + "rope.freq_base", 10000.0)),
+            rope_dims=int(field_value(reader, p + "rope.dimension_count", head_dim)),
+            freq_scale=freq_scale,
+            n_ctx_train=int(field_value(reader, p + "context_length", 0)),
+            n_vocab=n_vocab,
+            bos_id=None if bos is None else int(bos),
+            eos_id=None if eos is None else int(eos),
+            add_bos=None if add_bos is None else bool(add_bos),
+        )
+
+
+# --------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------
+
+@dataclass
+class Layer:
+    attn_norm: np.ndarray
+    wq: np.ndarray  # (n_head*head_dim, n_embd)
+    wk: np.ndarray  # (n_head_kv*head_dim, n_embd)
+    wv: np.ndarray  # (n_head_kv*head_dim, n_embd)
+    wo: np.ndarray  # (n_embd, n_head*head_dim)
+    ffn_norm: np.ndarray
+    w_gate: np.ndarray  # (n_ff, n_embd)
+    w_up: np.ndarray  # (n_ff, n_embd)
+    w_down: np.ndarray  # (n_embd, n_ff)
+
+
+class LlamaModel:
+    """Weights of a llama GGUF, dequantized once, and a full-sequence forward."""
+
+    def __init__(self, path: str | Path, dtype: Any = np.float64):
+        self.path = str(path)
+        self.dtype = np.dtype(dtype)
+        reader = gguf.GGUFReader(self.path)
+        self.reader = reader
+        self.cfg = cfg = LlamaConfig.from_reader(reader)
+        by_name = {t.name: t for t in reader.tensors}
+        names = set(by_name)
+
+        def get(name: str) -> np.ndarray:
+            if name not in by_name:
+                raise KeyError(f"tensor {name!r} missing from {self.path}")
+            return load_tensor(by_name[name]).astype(self.dtype, copy=False)
+
+        self.tok_embd = get("token_embd.weight")
+        if self.tok_embd.shape != (cfg.n_vocab, cfg.n_embd):
+            raise ValueError(f"token_embd.weight shape {self.tok_embd.shape}")
+        self.output_norm = get("output_norm.weight")
+        self.tied_output = "output.weight" not in names
+        self.output = self.tok_embd if self.tied_output else get("output.weight")
+        self.rope_freq_factors = (
+            get("rope_freqs.weight") if "rope_freqs.weight" in names else None
+        )
+        hd = cfg.head_dim
+        self.layers: list[Layer] = []
+        for i in range(cfg.n_layer):
+            b = f"blk.{i}."
+            layer = Layer(
+                attn_norm=get(b + "attn_norm.weight"),
+                wq=get(b + "attn_q.weight"),
+                wk=get(b + "attn_k.weight"),
+                wv=get(b + "attn_v.weight"),
+                wo=get(b + "attn_output.weight"),
+                ffn_norm=get(b + "ffn_norm.weight"),
+                w_gate=get(b + "ffn_gate.weight"),
+                w_up=get(b + "ffn_up.weight"),
+                w_down=get(b + "ffn_down.weight"),
+            )
+            assert layer.wq.shape == (cfg.n_head * hd, cfg.n_embd), layer.wq.shape
+            assert layer.wk.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wk.shape
+            assert layer.wv.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wv.shape
+            assert layer.wo.shape == (cfg.n_embd, cfg.n_head * hd), layer.wo.shape
+            assert layer.w_gate.shape == (cfg.n_ff, cfg.n_embd), layer.w_gate.shape
+            assert layer.w_up.shape == (cfg.n_ff, cfg.n_embd), layer.w_up.shape
+            assert layer.w_down.shape == (cfg.n_embd, cfg.n_ff), layer.w_down.shape
+            self.layers.append(layer)
+        self._rope_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # -- building blocks ---------------------------------------------------
+
+    def rms_norm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        ms = np.mean(x * x, axis=-1, keepdims=True)
+        return x / np.sqrt(ms + self.cfg.eps) * w
+
+    def rope_tables(self, n_pos: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin of shape (n_pos, rope_dims/2) for positions 0..n_pos-1."""
+        cached = self._rope_cache.get(n_pos)
+        if cached is not None:
+            return cached
+        cfg = self.cfg
+        i = np.arange(cfg.rope_dims // 2, dtype=np.float64)
+        inv_freq = cfg.rope_base ** (-2.0 * i / cfg.rope_dims)
+        if self.rope_freq_factors is not None:
+            inv_freq = inv_freq / self.rope_freq_factors.astype(np.float64)[: len(i)]
+        pos = np.arange(n_pos, dtype=np.float64) * cfg.freq_scale
+        theta = pos[:, None] * inv_freq[None, :]
+        tables = (np.cos(theta).astype(self.dtype), np.sin(theta).astype(self.dtype))
+        self._rope_cache[n_pos] = tables
+        return tables
+
+    def rope(self, x: np.ndarray) -> np.ndarray:
+        """ggml "normal" rope on x of shape (T, heads, head_dim): adjacent pairs."""
+        t = x.shape[0]
+        cos, sin = self.rope_tables(t)
+        cos = cos[:, None, :]
+        sin = sin[:, None, :]
+        nd = self.cfg.rope_dims
+        out = x.copy()
+        x0 = x[:, :, 0:nd:2]
+        x1 = x[:, :, 1:nd:2]
+        out[:, :, 0:nd:2] = x0 * cos - x1 * sin
+        out[:, :, 1:nd:2] = x0 * sin + x1 * cos
+        return out
+
+    def attention(self, x: np.ndarray, layer: Layer) -> np.ndarray:
+        cfg = self.cfg
+        t = x.shape[0]
+        hd = cfg.head_dim
+        q = (x @ layer.wq.T).reshape(t, cfg.n_head, hd)
+        k = (x @ layer.wk.T).reshape(t, cfg.n_head_kv, hd)
+        v = (x @ layer.wv.T).reshape(t, cfg.n_head_kv, hd)
+        q = self.rope(q)
+        k = self.rope(k)
+        group = cfg.n_head // cfg.n_head_kv
+        # query head h uses kv head h // group
+        k = np.repeat(k, group, axis=1)  # (T, n_head, hd)
+        v = np.repeat(v, group, axis=1)
+        qh = q.transpose(1, 0, 2)  # (H, T, hd)
+        kh = k.transpose(1, 0, 2)
+        vh = v.transpose(1, 0, 2)
+        scores = (qh @ kh.transpose(0, 2, 1)) * (1.0 / math.sqrt(hd))  # (H, T, T)
+        mask = np.triu(np.ones((t, t), dtype=bool), k=1)
+        scores[:, mask] = -np.inf
+        scores -= scores.max(axis=-1, keepdims=True)
+        p = np.exp(scores)
+        p /= p.sum(axis=-1, keepdims=True)
+        o = (p @ vh).transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
+        return o @ layer.wo.T
+
+    def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:
+        g = x @ layer.w_gate.T
+        u = x @ layer.w_up.T
+        return ((g / (1.0 + np.exp(-g))) * u) @ layer.w_down.T
+
+    # -- forward -----------------------------------------------------------
+
+    def forward(self, tokens: Sequence[int], last: int | None = None) -> np.ndarray:
+        """Logits (T or `last` rows, n_vocab) for tokens at positions 0..T-1."""
+        ids = np.asarray(tokens, dtype=np.int64)
+        if ids.ndim != 1 or ids.size == 0:
+            raise ValueError("need a non-empty list of token ids")
+        if ids.min() < 0 or ids.max() >= self.cfg.n_vocab:
+            raise ValueError("token id out of range")
+        x = self.tok_embd[ids]
+        with np.errstate(over="ignore"):  # exp(-g) may overflow to inf: silu -> 0
+            for layer in self.layers:
+                x = x + self.attention(self.rms_norm(x, layer.attn_norm), layer)
+                x = x + self.ffn(self.rms_norm(x, layer.ffn_norm), layer)
+        if last is not None:
+            x = x[-last:]
+        x = self.rms_norm(x, self.output_norm)
+        return x @ self.output.T
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+# --------------------------------------------------------------------------
+# Perplexity (llama-perplexity semantics, see module docstring)
+# --------------------------------------------------------------------------
+
+def perplexity(model: LlamaModel, tokens: Sequence[int], ctx: int,
+               chunks: int | None = None, add_bos: bool = False,
+               log=None) -> dict:
+    tokens = list(tokens)
+    if ctx < 2:
+        raise ValueError("ctx must be at least 2")
+    if len(tokens) < 2 * ctx and log:
+        log(f"warning: llama-perplexity needs at least {2 * ctx} tokens, have {len(tokens)}")
+    n_chunk = len(tokens) // ctx
+    if chunks is not None and chunks >= 0:
+        n_chunk = min(n_chunk, chunks)
+    if n_chunk == 0:
+        raise ValueError(f"fewer than ctx={ctx} tokens ({len(tokens)})")
+    if add_bos and model.cfg.bos_id is None:
+        raise ValueError("add_bos requested but the model has no BOS id")
+    first = ctx // 2
+    nll = 0.0
+    count = 0
+    per_chunk = []
+    times = []
+    for c in range(n_chunk):
+        chunk = tokens[c * ctx:(c + 1) * ctx]
+        inp = list(chunk)
+        if add_bos:
+            inp[0] = model.cfg.bos_id
+        t0 = time.perf_counter()
+        logits = model.forward(inp)
+        times.append(time.perf_counter() - t0)
+        lp = log_softmax(logits[first:ctx - 1])  # positions first..ctx-2
+        targets = np.asarray(chunk[first + 1:ctx], dtype=np.int64)
+        chunk_nll = -lp[np.arange(len(targets)), targets]
+        nll += float(chunk_nll.sum())
+        count += len(targets)
+        per_chunk.append(math.exp(nll / count))
+        if log:
+            log(f"[{c + 1}/{n_chunk}] running ppl {per_chunk[-1]:.4f} ({times[-1]:.2f} s)")
+    return {
+        "ppl": math.exp(nll / count),
+        "nll_mean": nll / count,
+        "chunks": n_chunk,
+        "ctx": ctx,
+        "tokens_scored": count,
+        "add_bos": add_bos,
+        "running_ppl": per_chunk,
+        "seconds_per_chunk": sum(times) / len(times),
+    }
+
+
+# --------------------------------------------------------------------------
+# Tokenizer (only for `generate` and `perplexity --text-file`)
+# --------------------------------------------------------------------------
+
+def build_tokenizer(reader: "gguf.GGUFReader"):
+    """A HF `tokenizers` BPE tokenizer from a GGUF 'gpt2' vocabulary.
+
+    Pre-tokenizer: individual digits, then GPT-2 byte-level regex split (no
+    prefix space) -- what SmolLM2 ('smollm' pre-type) uses.  Control tokens
+    (token_type 3) and user-defined ones (4) are registered as special tokens
+    so that chat-template markers like <|im_start|> map to single ids.
+    """
+    import tokenizers
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+
+    model_type = field_value(reader, "tokenizer.ggml.model")
+    if model_type != "gpt2":
+        raise NotImplementedError(f"tokenizer.ggml.model {model_type!r} not supported here")
+    toks = field_value(reader, "tokenizer.ggml.tokens")
+    merges = field_value(reader, "tokenizer.ggml.merges")
+    types = field_value(reader, "tokenizer.ggml.token_type")
+    vocab = {t: i for i, t in enumerate(toks)}
+    merge_pairs = [tuple(m.split(" ", 1)) for m in merges]
+    tok = tokenizers.Tokenizer(models.BPE(vocab, merge_pairs))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    if types is not None:
+        special = [toks[i] for i, ty in enumerate(types) if int(ty) in (3, 4)]
+        tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in special])
+    return tok
+
+
+def tokenize_text(model: LlamaModel, text: str, add_bos: bool) -> list[int]:
+    tok = build_tokenizer(model.reader)
+    ids = tok.encode(text, add_special_tokens=False).ids
+    if add_bos:
+        ids = [model.cfg.bos_id] + ids
+    return ids
+
+
+def generate(model: LlamaModel, prompt_ids: Sequence[int], n: int,
+             stop_at_eos: bool = True) -> list[int]:
+    """Greedy (argmax) continuation; full recompute each step."""
+    ids = list(prompt_ids)
+    out: list[int] = []
+    for _ in range(n):
+        logits = model.forward(ids, last=1)[0]
+        nxt = int(np.argmax(logits))
+        out.append(nxt)
+        ids.append(nxt)
+        if stop_at_eos and nxt == model.cfg.eos_id:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------
+
+def parse_ids(s: str) -> list[int]:
+    return [int(x) for x in s.replace(" ", "").split(",") if x != ""]
+
+
+def resolve_add_bos(args, cfg: LlamaConfig) -> bool:
+    if args.add_bos is not None:
+        return args.add_bos
+    return bool(cfg.add_bos)
+
+
+def eprint(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p):
+        p.add_argument("model", help="GGUF file (general.architecture = llama)")
+        p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                       help="compute precision (default float64)")
+
+    def bos_flags(p):
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--add-bos", dest="add_bos", action="store_true", default=None,
+                       help="force BOS handling on (default: tokenizer.ggml.add_bos_token)")
+        g.add_argument("--no-add-bos", dest="add_bos", action="store_false")
+
+    p = sub.add_parser("logits", help="logits for a token list")
+    common(p)
+    p.add_argument("--tokens", required=True, help="comma-separated token ids")
+    p.add_argument("--last", type=int, default=None, help="only the last K positions")
+    p.add_argument("--out", default=None, help="output .json or .npy (default: JSON on stdout)")
+
+    p = sub.add_parser("perplexity", help="llama-perplexity style perplexity")
+    common(p)
+    bos_flags(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tokens-file", help="JSON list of token ids (or {'tokens': [...]})")
+    src.add_argument("--text-file", help="text to tokenize with the built-in BPE tokenizer")
+    p.add_argument("--ctx", type=int, required=True)
+    p.add_argument("--chunks", type=int, default=None, help="at most N chunks")
+
+    p = sub.add_parser("generate", help="greedy continuation")
+    common(p)
+    bos_flags(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="text prompt (tokenized with the built-in tokenizer)")
+    src.add_argument("--tokens", help="comma-separated prompt token ids")
+    p.add_argument("--n", type=int, default=20, help="tokens to generate (default 20)")
+    p.add_argument("--no-stop", action="store_true", help="do not stop at EOS")
+
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    model = LlamaModel(args.model, dtype=np.float64 if args.dtype == "float64" else np.float32)
+    eprint(f"loaded {args.model} in {time.perf_counter() - t0:.1f} s "
+           f"(tied output: {model.tied_output}, dtype {model.dtype})")
+    cfg = model.cfg
+
+    if args.cmd == "logits":
+        ids = parse_ids(args.tokens)
+        last = args.last if args.last and args.last < len(ids) else None
+        logits = model.forward(ids, last=last)
+        start = len(ids) - logits.shape[0]
+        if args.out and args.out.endswith(".npy"):
+            np.save(args.out, logits.astype(np.float32))
+        else:
+            doc = {
+                "n_vocab": cfg.n_vocab,
+                "tokens": ids,
+                "positions": list(range(start, len(ids))),
+                "dtype": str(model.dtype),
+                "logits": [[float(v) for v in row] for row in logits],
+            }
+            text = json.dumps(doc)
+            if args.out:
+                Path(args.out).write_text(text)
+            else:
+                print(text)
+        if args.out:
+            eprint(f"wrote {logits.shape[0]} x {logits.shape[1]} logits to {args.out}")
+        return 0
+
+    if args.cmd == "perplexity":
+        add_bos = resolve_add_bos(args, cfg)
+        if args.tokens_file:
+            doc = json.loads(Path(args.tokens_file).read_text())
+            ids = doc["tokens"] if isinstance(doc, dict) else doc
+            ids = [int(x) for x in ids]
+        else:
+            ids = tokenize_text(model, Path(args.text_file).read_text(), add_bos)
+            eprint(f"tokenized {args.text_file}: {len(ids)} tokens")
+        res = perplexity(model, ids, args.ctx, args.chunks, add_bos=add_bos, log=eprint)
+        res["dtype"] = str(model.dtype)
+        print(json.dumps(res))
+        return 0
+
+    if args.cmd == "generate":
+        add_bos = resolve_add_bos(args, cfg)
+        tok = None
+        if args.prompt is not None:
+            tok = build_tokenizer(model.reader)
+            ids = tok.encode(args.prompt, add_special_tokens=False).ids
+            if add_bos:
+                ids = [cfg.bos_id] + ids
+        else:
+            ids = parse_ids(args.tokens)
+            try:
+                tok = build_tokenizer(model.reader)
+            except Exception:  # decoding is a nicety only
+                tok = None
+        t1 = time.perf_counter()
+        out = generate(model, ids, args.n, stop_at_eos=not args.no_stop)
+        dt = time.perf_counter() - t1
+        res = {"prompt_tokens": ids, "generated_tokens": out, "seconds": round(dt, 2)}
+        if tok is not None:
+            res["prompt_text"] = tok.decode(ids, skip_special_tokens=False)
+            res["generated_text"] = tok.decode(out, skip_special_tokens=False)
+        print(json.dumps(res, ensure_ascii=False))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
