@@ -426,16 +426,15 @@ fn rope_case(f: &Fixture, mode: RopeMode, dims: usize) {
     g.mark(y, Flags::OUTPUT).expect("mark");
     g.set_name(y, "y").expect("name");
     let out = run(f, g, vec![input_f32("x", &x), input_i32("pos", &positions)]);
-    let expected = r::rope(
-        &f64s(&x),
-        &positions,
+    let params = r::Rope {
         heads,
         head_dim,
         dims,
-        10000.0,
-        0.5,
-        mode == RopeMode::Neox,
-    );
+        base: 10000.0,
+        scale: 0.5,
+        neox: mode == RopeMode::Neox,
+    };
+    let expected = r::rope(&f64s(&x), &positions, &params);
     check("rope", &f32s(&out["y"]), &expected, FLOAT_NMSE);
 }
 

@@ -180,17 +180,33 @@ pub fn softmax(x: &[f64], t_len: usize, s: usize, scale: f64, causal: bool) -> V
         .collect()
 }
 
+/// The parameters of a RoPE reference.
+#[derive(Clone, Copy)]
+pub struct Rope {
+    /// Heads per token.
+    pub heads: usize,
+    /// Elements per head.
+    pub head_dim: usize,
+    /// Elements that rotate.
+    pub dims: usize,
+    /// Frequency base.
+    pub base: f64,
+    /// Position scale.
+    pub scale: f64,
+    /// Half-split pairs instead of adjacent ones.
+    pub neox: bool,
+}
+
 /// RoPE of `x [T, H, D]` at `positions`.
-pub fn rope(
-    x: &[f64],
-    positions: &[i32],
-    heads: usize,
-    head_dim: usize,
-    dims: usize,
-    base: f64,
-    scale: f64,
-    neox: bool,
-) -> Vec<f64> {
+pub fn rope(x: &[f64], positions: &[i32], p: &Rope) -> Vec<f64> {
+    let Rope {
+        heads,
+        head_dim,
+        dims,
+        base,
+        scale,
+        neox,
+    } = *p;
     let mut out = x.to_vec();
     for (t, &pos) in positions.iter().enumerate() {
         for h in 0..heads {

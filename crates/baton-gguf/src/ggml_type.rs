@@ -166,7 +166,7 @@ impl GgmlType {
         }
         let row = self.layout().ok_or(ShapeError::UnknownType(self.0))?;
         let count = Self::element_count(dims)?;
-        if dims[0] % row.block_elems != 0 {
+        if !dims[0].is_multiple_of(row.block_elems) {
             return Err(ShapeError::NotBlockAligned {
                 type_name: row.name,
                 dim0: dims[0],

@@ -33,6 +33,17 @@ unsafe impl Sync for Shared {}
 // SAFETY: as above; the raw pointer is only dereferenced under that protocol.
 unsafe impl Send for Shared {}
 
+/// Spins briefly, then yields the CPU (so an oversubscribed machine does not
+/// leave a preempted peer waiting a whole scheduler quantum).
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 2000 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 /// A fork-join pool whose workers spin between calls (no spawn per call).
 struct Pool {
     shared: Arc<Shared>,
@@ -55,8 +66,9 @@ impl Pool {
                     let mut seen = 0;
                     loop {
                         let mut generation = shared.generation.load(Ordering::Acquire);
+                        let mut spins = 0u32;
                         while generation == seen {
-                            std::hint::spin_loop();
+                            backoff(&mut spins);
                             generation = shared.generation.load(Ordering::Acquire);
                         }
                         seen = generation;
@@ -102,8 +114,9 @@ impl Parallel for Pool {
         self.shared.generation.fetch_add(1, Ordering::Release);
         // SAFETY: the closure is alive for this whole call.
         unsafe { (*task)(0) };
+        let mut spins = 0u32;
         while self.shared.remaining.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            backoff(&mut spins);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use crate::convert::Half16;
 use crate::isa::Isa;
-use crate::matmul::TileKernel;
+use crate::tiling::TileKernel;
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

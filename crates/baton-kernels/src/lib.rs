@@ -4,7 +4,7 @@
 //! # Modules
 //! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1) byte-exact with GGUF,
 //!   the reference quantizers, and row encode/decode for every [`DType`].
-//! - [`matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over
+//! - [`mod@matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over
 //!   a column range or split across a [`Parallel`]'s threads.
 //! - [`ops`]: f32 row kernels of a llama decoder (RMS norm, softmax, SiLU,
 //!   SwiGLU, add, mul, scale, dot).
@@ -53,9 +53,11 @@ pub mod rope;
 
 mod activation;
 mod float_tile;
+mod matrix;
 mod quant_tile;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+mod tiling;
 
 pub use baton_core::{DType, Parallel};
 pub use error::KernelError;

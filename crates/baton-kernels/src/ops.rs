@@ -30,7 +30,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     const HIGHEST: f32 = 88.3;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    let clamped = x.max(LOWEST).min(HIGHEST);
+    let clamped = x.clamp(LOWEST, HIGHEST);
     let n = round_small(clamped * std::f32::consts::LOG2_E);
     let r = clamped - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4;
@@ -38,7 +38,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 0.5;
     let e_r = p * r * r + r + 1.0;
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
     if x < LOWEST {
@@ -195,7 +195,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 
 /// Defines an element-wise binary kernel and its in-place form.
 macro_rules! binary_op {
-    ($name:ident, $in_place:ident, $impl:ident, $impl_in_place:ident, $op:tt, $what:literal) => {
+    ($name:ident, $in_place:ident, $impl:ident, $impl_in_place:ident, $op:tt, $op_assign:tt, $what:literal) => {
         multiversion! {
             fn $impl(a: &[f32], b: &[f32], out: &mut [f32]) {
                 for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
@@ -206,7 +206,7 @@ macro_rules! binary_op {
         multiversion! {
             fn $impl_in_place(acc: &mut [f32], b: &[f32]) {
                 for (o, &y) in acc.iter_mut().zip(b) {
-                    *o = *o $op y;
+                    *o $op_assign y;
                 }
             }
         }
@@ -238,8 +238,8 @@ macro_rules! binary_op {
     };
 }
 
-binary_op!(add, add_in_place, add_impl, add_in_place_impl, +, "residual sums");
-binary_op!(mul, mul_in_place, mul_impl, mul_in_place_impl, *, "norm weights, gates");
+binary_op!(add, add_in_place, add_impl, add_in_place_impl, +, +=, "residual sums");
+binary_op!(mul, mul_in_place, mul_impl, mul_in_place_impl, *, *=, "norm weights, gates");
 
 multiversion! {
     fn scale_impl(x: &[f32], factor: f32, out: &mut [f32]) {

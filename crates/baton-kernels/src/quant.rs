@@ -4,7 +4,7 @@
 //! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
 //! integers", and a value decodes as `d * q + offset`, where the offset is 0
 //! (Q8_0), `-8 d` (Q4_0) or the stored minimum `m` (Q4_1). The
-//! [`BlockFormat`] trait describes a format by these few constants, so decoding
+//! `BlockFormat` trait describes a format by these few constants, so decoding
 //! and the integer dot products are written once for all of them; only the
 //! reference quantizers differ.
 

@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 
 use crate::activation::ActBlock;
 use crate::isa::Isa;
-use crate::matmul::TileKernel;
 use crate::quant::{BlockFormat, Offset, BLOCK_ELEMS};
+use crate::tiling::TileKernel;
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

@@ -36,7 +36,7 @@ impl RopeAngles {
     /// If `rope_dims` is odd (a caller bug).
     pub fn compute(&mut self, position: usize, rope_dims: usize, freq_base: f32, freq_scale: f32) {
         assert!(
-            rope_dims % 2 == 0,
+            rope_dims.is_multiple_of(2),
             "rope_dims must be even, got {rope_dims}"
         );
         let pairs = rope_dims / 2;
@@ -112,7 +112,7 @@ pub fn rope_in_place(
     mode: RopeMode,
 ) {
     assert!(
-        rope_dims % 2 == 0,
+        rope_dims.is_multiple_of(2),
         "rope_dims must be even, got {rope_dims}"
     );
     assert!(

@@ -186,9 +186,7 @@ fn synthetic_vocab_round_trips_the_corpus_under_every_pre_tokenizer() {
 
 #[test]
 fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
-    let start = std::time::Instant::now();
     let config = synthetic_bpe(32000);
-    let elapsed = start.elapsed();
     assert_eq!(config.tokens.len(), 32000);
     let t = Tokenizer::from_config(&config).unwrap();
     assert_eq!(t.vocab_size(), 32000);
@@ -201,10 +199,6 @@ fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
         assert_eq!(t.token_type(id as u32).unwrap(), TokenType::Control);
     }
     assert_eq!((t.bos_id(), t.eos_id()), (Some(0), Some(0)));
-    assert!(
-        elapsed.as_secs_f64() < 1.0,
-        "synthetic_bpe(32000) took {elapsed:?}"
-    );
     // Learned merges shorten English text well below one token per byte.
     let small = Tokenizer::from_config(&synthetic_bpe(512)).unwrap();
     assert_eq!(small.vocab_size(), 512);

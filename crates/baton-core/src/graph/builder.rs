@@ -179,7 +179,7 @@ impl Graph {
             || ps.rank() != 1
             || ps.dims()[0] != xs.dims()[0]
             || dims > xs.last()
-            || dims % 2 != 0
+            || !dims.is_multiple_of(2)
         {
             return Err(mismatch(
                 "rope",

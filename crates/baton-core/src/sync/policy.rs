@@ -15,10 +15,11 @@ use crate::sync::timeline::{PointStatus, Timeline};
 const SPIN_STEPS: u32 = 6;
 
 /// The strategy of one waiter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Sleep in the kernel (condvar on a futex) until woken. Costs a wake-up
     /// (a few microseconds on Linux) and no CPU while waiting.
+    #[default]
     Block,
     /// Spin with exponential backoff for `spins` rounds (each up to 64 pause
     /// instructions, then `yield` so an oversubscribed core lets the producer
@@ -35,12 +36,6 @@ pub enum WaitPolicy {
         /// Upper bound of one wait.
         bound: Duration,
     },
-}
-
-impl Default for WaitPolicy {
-    fn default() -> Self {
-        WaitPolicy::Block
-    }
 }
 
 impl WaitPolicy {
@@ -94,7 +89,7 @@ impl WaitPolicy {
                         return done;
                     }
                     polls = polls.wrapping_add(1);
-                    if polls % 64 == 0 {
+                    if polls.is_multiple_of(64) {
                         if Instant::now() >= poll_deadline {
                             return Err(timeline.timeout_error(value, started));
                         }

@@ -10,13 +10,18 @@
 //! failure, so a point's fate, reached or failed, never changes once seen.
 //!
 //! Waking sleepers without losing a wake-up is a Dekker handshake: the writer
-//! stores `reached` then loads `sleepers`; a sleeper increments `sleepers`
-//! (holding the lock) then loads `reached`; all four are `SeqCst`, so at least
-//! one side sees the other. When the writer sees a sleeper it takes the lock
-//! before notifying, which it can only get once the sleeper is inside
-//! `Condvar::wait`. The `SeqCst` store of `reached` is also the release that
-//! publishes everything the completed work wrote; every load that can observe
-//! it is an acquire, so data is visible at the first moment a point is seen.
+//! swaps `reached` then reads `sleepers`; a sleeper increments `sleepers`
+//! (holding the lock) then reads `reached`. Every one of these four accesses
+//! is a read-modify-write (reads are `fetch_add(0)`): an RMW reads the value
+//! just before it in its variable's modification order and, being acq-rel,
+//! synchronises with the RMW it reads from. So whichever side comes second
+//! on either variable sees the other's first access, even under
+//! acquire/release alone (which is all loom models of `SeqCst`). When the
+//! writer sees a sleeper it takes the lock before notifying, which it can
+//! only get once the sleeper is inside `Condvar::wait`. The store of
+//! `reached` is also the release that publishes everything the completed
+//! work wrote; every load that can observe it is an acquire, so data is
+//! visible at the first moment a point is seen.
 
 use std::fmt;
 use std::time::Instant;
@@ -174,7 +179,7 @@ impl Timeline {
         let mut failure = lock(&shared.failure);
         shared.sleepers.fetch_add(1, Ordering::SeqCst);
         let result = loop {
-            if shared.reached.load(Ordering::SeqCst) >= value {
+            if shared.reached.fetch_add(0, Ordering::SeqCst) >= value {
                 break Ok(());
             }
             if shared.failed_from.load(Ordering::SeqCst) <= value {
@@ -257,8 +262,8 @@ impl TimelineWriter {
         {
             return;
         }
-        shared.reached.store(value, Ordering::SeqCst);
-        if shared.sleepers.load(Ordering::SeqCst) > 0 {
+        shared.reached.swap(value, Ordering::SeqCst);
+        if shared.sleepers.fetch_add(0, Ordering::SeqCst) > 0 {
             // Taking the lock orders this notify after any sleeper that
             // counted itself has entered `wait` (see the module protocol).
             drop(lock(&shared.failure));

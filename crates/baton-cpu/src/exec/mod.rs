@@ -118,7 +118,7 @@ impl Executor {
         if self
             .arena
             .as_ref()
-            .map_or(0, |a| baton_core::backend::RawBuffer::len(a))
+            .map_or(0, baton_core::backend::RawBuffer::len)
             < plan.arena_bytes
         {
             self.arena = Some(
@@ -234,7 +234,7 @@ impl Context<'_> {
             ));
         }
         let bytes = self.bytes(id)?;
-        if (bytes.as_ptr() as usize) % std::mem::align_of::<f32>() != 0 {
+        if !aligned::<f32>(bytes.as_ptr()) {
             return Err(node_error(self.graph, id, "f32 data is not 4-byte aligned"));
         }
         // SAFETY: aligned (checked), `len/4` whole f32s of initialised memory.
@@ -248,7 +248,7 @@ impl Context<'_> {
             return Err(node_error(self.graph, id, "needs contiguous i32 indices"));
         }
         let bytes = self.bytes(id)?;
-        if (bytes.as_ptr() as usize) % std::mem::align_of::<i32>() != 0 {
+        if !aligned::<i32>(bytes.as_ptr()) {
             return Err(node_error(self.graph, id, "i32 data is not 4-byte aligned"));
         }
         // SAFETY: as `f32s`.
@@ -265,7 +265,7 @@ impl Context<'_> {
     pub(crate) unsafe fn out_f32(&self, id: NodeId) -> Result<&mut [f32], StreamError> {
         let node = self.graph.node(id);
         let s = self.storage(id)?;
-        if node.dtype != DType::F32 || (s.ptr as usize) % std::mem::align_of::<f32>() != 0 {
+        if node.dtype != DType::F32 || !aligned::<f32>(s.ptr) {
             return Err(node_error(self.graph, id, "output must be aligned f32"));
         }
         // SAFETY: `storage` checked the extent; the output does not overlap the
@@ -283,6 +283,11 @@ impl Storage {
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
+}
+
+/// Whether `ptr` is aligned for `T`.
+fn aligned<T>(ptr: *const u8) -> bool {
+    (ptr as usize).is_multiple_of(std::mem::align_of::<T>())
 }
 
 /// Maps contiguous row ranges over the pool when there is enough work.

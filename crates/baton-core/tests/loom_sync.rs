@@ -1,0 +1,137 @@
+//! loom models of the sync core: every interleaving of the timeline's
+//! writer and its waiters (bounded by loom's preemption bound).
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p baton-core --test loom_sync --release`
+//! (`scripts/loom.sh`). Without `--cfg loom` this file compiles to nothing.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use baton_core::sync::{FailureKind, HostTimeline, PointStatus, Timeline, WaitError, WaitPolicy};
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+/// A blocked waiter is always woken by the writer (no lost wake-up), and it
+/// sees the payload written before the point (release/acquire).
+#[test]
+fn blocking_wait_never_misses_the_wake_and_sees_the_payload() {
+    model(|| {
+        let (timeline, writer) = Timeline::new("loom");
+        let payload = Arc::new(AtomicUsize::new(0));
+        let p = payload.clone();
+        let producer = thread::spawn(move || {
+            p.store(42, Ordering::Relaxed);
+            writer.advance(1);
+        });
+        timeline
+            .point(1)
+            .wait_with(WaitPolicy::Block, None)
+            .expect("reached");
+        assert_eq!(
+            payload.load(Ordering::Relaxed),
+            42,
+            "payload visible at the point"
+        );
+        producer.join().expect("producer");
+    });
+}
+
+/// Two waiters on different points both wake; values only grow.
+#[test]
+fn every_waiter_wakes_and_the_counter_is_monotonic() {
+    model(|| {
+        let (timeline, writer) = Timeline::new("loom");
+        let t2 = timeline.clone();
+        let waiter = thread::spawn(move || {
+            t2.point(2)
+                .wait_with(WaitPolicy::Block, None)
+                .expect("reached");
+            t2.reached()
+        });
+        writer.advance(1);
+        let seen = timeline.reached();
+        writer.advance(2);
+        assert!(timeline.reached() >= seen);
+        assert!(waiter.join().expect("waiter") >= 2);
+    });
+}
+
+/// Dropping a release wakes its blocked waiter with an abandonment error.
+#[test]
+fn abandoning_a_release_fails_its_waiter() {
+    model(|| {
+        let host = HostTimeline::new("loom-host");
+        let release = host.reserve();
+        let point = release.point();
+        let waiter = thread::spawn(move || point.wait_with(WaitPolicy::Block, None));
+        drop(release);
+        match waiter.join().expect("waiter") {
+            Err(WaitError::Failed { cause, .. }) => {
+                assert_eq!(cause.kind(), FailureKind::Abandoned)
+            }
+            other => panic!("expected abandonment, got {other:?}"),
+        }
+    });
+}
+
+/// Signal and abandon of two releases race; each point ends in one state
+/// and never changes it.
+#[test]
+fn a_point_is_reached_or_failed_never_both() {
+    model(|| {
+        let host = HostTimeline::new("loom-host");
+        let (r1, r2) = (host.reserve(), host.reserve());
+        let (p1, p2) = (r1.point(), r2.point());
+        let a = thread::spawn(move || r1.signal());
+        let b = thread::spawn(move || drop(r2));
+        let first = matches!(p2.status(), PointStatus::Reached);
+        a.join().expect("a");
+        b.join().expect("b");
+        assert!(p1.is_reached());
+        assert!(
+            matches!(p2.status(), PointStatus::Failed(_)),
+            "2 was abandoned"
+        );
+        assert!(!first, "a failed point was never seen reached");
+    });
+}
+
+/// A wait with a bound on a point nobody reaches ends in a timeout, for the
+/// blocking and the polling policy.
+#[test]
+fn a_bounded_wait_on_a_point_that_never_comes_times_out() {
+    model(|| {
+        let (timeline, _writer) = Timeline::new("loom");
+        let r = timeline
+            .point(1)
+            .wait_with(WaitPolicy::Block, Some(Duration::ZERO));
+        assert!(matches!(r, Err(WaitError::Timeout { .. })), "{r:?}");
+        let poll = WaitPolicy::Poll {
+            bound: Duration::ZERO,
+        };
+        let r = timeline.point(1).wait_with(poll, None);
+        assert!(matches!(r, Err(WaitError::Timeout { .. })), "{r:?}");
+    });
+}
+
+/// Spin-then-block waiters wake too, whichever phase they are in.
+#[test]
+fn spin_then_block_waiter_wakes() {
+    model(|| {
+        let (timeline, writer) = Timeline::new("loom");
+        let waiter = thread::spawn(move || {
+            timeline
+                .point(1)
+                .wait_with(WaitPolicy::SpinThenBlock { spins: 2 }, None)
+        });
+        writer.advance(1);
+        waiter.join().expect("waiter").expect("reached");
+    });
+}

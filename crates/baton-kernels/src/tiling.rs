@@ -1,0 +1,215 @@
+//! The blocked loop nest of `matmul` over micro-kernel tiles, and the
+//! shared-output wrapper that lets threads write disjoint columns.
+
+use std::ops::Range;
+
+use baton_core::DType;
+use half::{bf16, f16};
+
+use crate::activation::ActBlock;
+use crate::float_tile::FloatTiles;
+use crate::isa::Isa;
+use crate::matrix::WeightMatrix;
+use crate::quant::{match_format, BLOCK_ELEMS};
+use crate::quant_tile::QuantTiles;
+
+/// The activations in the form the weight type's tiles read.
+#[derive(Clone, Copy)]
+pub(crate) enum Activations<'a> {
+    /// f32 rows at a stride (float weights).
+    Float { x: &'a [f32], stride: usize },
+    /// `m * k / 32` blocks, row after row (quantized weights).
+    Blocks(&'a [ActBlock]),
+}
+
+/// A mutable buffer that several threads write to at disjoint indices.
+pub(crate) struct DisjointWrites<T> {
+    ptr: *mut T,
+}
+
+impl<T> Clone for DisjointWrites<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DisjointWrites<T> {}
+
+// SAFETY: a `DisjointWrites` is only created from a `&mut [T]` held for the
+// whole parallel section, and every user writes indices no other thread
+// touches (each use site states why), so sharing the pointer cannot race.
+unsafe impl<T: Send> Sync for DisjointWrites<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for DisjointWrites<T> {}
+
+impl<T> DisjointWrites<T> {
+    pub(crate) fn new(data: &mut [T]) -> Self {
+        DisjointWrites {
+            ptr: data.as_mut_ptr(),
+        }
+    }
+
+    /// The start of the buffer (a method, so closures capture the whole
+    /// `Sync` wrapper rather than its raw pointer field).
+    pub(crate) fn ptr(self) -> *mut T {
+        self.ptr
+    }
+}
+
+/// One tile of dot products: `out[i][j] = x[m0 + i] · W[n0 + j]`.
+pub(crate) trait TileKernel: Sync {
+    /// Computes the `MR x NR` tile at activation row `m0`, weight row `n0`.
+    fn tile<const MR: usize, const NR: usize>(
+        &self,
+        m0: usize,
+        n0: usize,
+        out: &mut [[f32; NR]; MR],
+    );
+}
+
+/// Activation rows per L2 block.
+const M_BLOCK: usize = 64;
+/// Target bytes of a chunk of weight rows reused across an activation block.
+const W_CHUNK_BYTES: usize = 32 * 1024;
+
+/// Runs the tiles of the weight type for rows `0..m`, columns `cols`.
+///
+/// # Safety
+/// `out` points at a buffer holding `m` rows of at least `cols.end` elements
+/// at stride `out_stride`, whose elements in `cols` no other thread accesses
+/// during the call; `w` and `acts` were validated against `m` and `cols`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn compute(
+    isa: Isa,
+    w: &WeightMatrix<'_>,
+    row_bytes: usize,
+    acts: Activations<'_>,
+    m: usize,
+    cols: Range<usize>,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    let chunk = (W_CHUNK_BYTES / row_bytes.max(1)).clamp(4, 64) & !3;
+    macro_rules! run {
+        ($kernel:expr) => {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { run_tiles(&$kernel, m, cols, chunk, out, out_stride) }
+        };
+    }
+    match (w.dtype, acts) {
+        (DType::F32 | DType::F16 | DType::BF16, Activations::Float { x, stride }) => {
+            macro_rules! float_tiles {
+                ($elem:ty) => {
+                    FloatTiles::<$elem> {
+                        isa,
+                        x,
+                        x_stride: stride,
+                        w: w.data,
+                        w_stride: w.row_stride_bytes,
+                        k: w.cols,
+                        elem: std::marker::PhantomData,
+                    }
+                };
+            }
+            match w.dtype {
+                DType::F16 => run!(float_tiles!(f16)),
+                DType::BF16 => run!(float_tiles!(bf16)),
+                _ => run!(float_tiles!(f32)),
+            }
+        }
+        (dtype, Activations::Blocks(acts)) => match_format!(dtype, F => run!(QuantTiles::<F> {
+            isa,
+            acts,
+            blocks: w.cols / BLOCK_ELEMS,
+            w: w.data,
+            w_stride: w.row_stride_bytes,
+            format: std::marker::PhantomData,
+        }), plain => unreachable!("float weights always get float activations")),
+        (dtype, Activations::Float { .. }) => {
+            unreachable!("{dtype} weights always get quantized activations")
+        }
+    }
+}
+
+/// The blocked loop nest over tiles (see the module docs).
+///
+/// # Safety
+/// As [`compute`].
+unsafe fn run_tiles<K: TileKernel>(
+    kernel: &K,
+    m: usize,
+    cols: Range<usize>,
+    chunk: usize,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    for block_start in (0..m).step_by(M_BLOCK) {
+        let block_end = (block_start + M_BLOCK).min(m);
+        let mut c0 = cols.start;
+        while c0 < cols.end {
+            let c1 = (c0 + chunk).min(cols.end);
+            let mut m0 = block_start;
+            while m0 < block_end {
+                let rows = (block_end - m0).min(4);
+                // SAFETY: rows m0..m0+rows < m, columns c0..c1 inside `cols`.
+                unsafe {
+                    match rows {
+                        4 => row_tiles::<K, 4, 2>(kernel, m0, c0..c1, out, out_stride),
+                        3 => row_tiles::<K, 3, 2>(kernel, m0, c0..c1, out, out_stride),
+                        2 => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
+                        _ => row_tiles::<K, 1, 4>(kernel, m0, c0..c1, out, out_stride),
+                    }
+                }
+                m0 += rows;
+            }
+            c0 = c1;
+        }
+    }
+}
+
+/// Tiles of `MR` rows over `cols`, `NR` columns at a time, then one at a time.
+///
+/// # Safety
+/// Rows `m0..m0 + MR` and `cols` are inside the output of [`compute`]'s contract.
+unsafe fn row_tiles<K: TileKernel, const MR: usize, const NR: usize>(
+    kernel: &K,
+    m0: usize,
+    cols: Range<usize>,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    let mut n0 = cols.start;
+    while n0 + NR <= cols.end {
+        let mut tile = [[0.0; NR]; MR];
+        kernel.tile::<MR, NR>(m0, n0, &mut tile);
+        // SAFETY: n0 + NR <= cols.end (loop condition), rows per the contract.
+        unsafe { store(&tile, m0, n0, out, out_stride) };
+        n0 += NR;
+    }
+    while n0 < cols.end {
+        let mut tile = [[0.0; 1]; MR];
+        kernel.tile::<MR, 1>(m0, n0, &mut tile);
+        // SAFETY: n0 < cols.end, rows per the contract.
+        unsafe { store(&tile, m0, n0, out, out_stride) };
+        n0 += 1;
+    }
+}
+
+/// Writes a tile into the output at row `m0`, column `n0`.
+///
+/// # Safety
+/// The tile's rows and columns are inside the output this thread may write.
+#[inline(always)]
+unsafe fn store<const MR: usize, const NR: usize>(
+    tile: &[[f32; NR]; MR],
+    m0: usize,
+    n0: usize,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    for (i, row) in tile.iter().enumerate() {
+        for (j, &value) in row.iter().enumerate() {
+            // SAFETY: inside this thread's rows and columns (caller's contract).
+            unsafe { *out.ptr().add((m0 + i) * out_stride + n0 + j) = value };
+        }
+    }
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the unsafe core under Miri: the pool, the memory planner, and the
+# contract and op tests that exercise every unsafe path of the CPU backend
+# (raw buffer access, copies, executor slices, host slots). Kernels run
+# their portable scalar path under Miri (no runtime-detected AVX2 there).
+# Needs: rustup component add miri rust-src --toolchain nightly
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
+export CARGO_TARGET_DIR=target/miri
+cargo +nightly miri test -p baton-core --lib
+cargo +nightly miri test -p baton-cpu -- pool:: exec::plan \
+  contract::h_own contract::c_order contract::m_order contract::d_defer contract::d_return \
+  contract::e_sticky contract::q_fifo contract::r_own \
+  ops::op_copy_into ops::op_matmul_batched ops::op_matmul_strided ops::op_get_rows \
+  ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast
