@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::backend::{Bindings, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
-use baton_core::sync::{
-    Domain, Failure, FailureKind, HostTimeline, PointStatus, Timeline, WaitError,
-};
+use baton_core::sync::{Domain, Failure, FailureKind, HostTimeline, PointStatus, Timeline, WaitError};
 use baton_core::DType;
 
 use crate::util::{download, gate, random, upload, Fixture, RULE_TIMEOUT};
@@ -37,9 +35,7 @@ fn bind(graph: &Graph, x: &TensorRef, y: &TensorRef) -> Bindings {
 /// A graph whose computation fails: a row lookup with an id out of range.
 fn failing_graph() -> (Arc<Graph>, Vec<i32>) {
     let mut g = Graph::new();
-    let table = g
-        .leaf("table", DType::F32, &[4, 8], Flags::WEIGHT)
-        .expect("leaf");
+    let table = g.leaf("table", DType::F32, &[4, 8], Flags::WEIGHT).expect("leaf");
     let ids = g.leaf("ids", DType::I32, &[1], Flags::INPUT).expect("leaf");
     let rows = g.get_rows(table, ids).expect("get_rows");
     g.mark(rows, Flags::OUTPUT).expect("mark");
@@ -48,10 +44,7 @@ fn failing_graph() -> (Arc<Graph>, Vec<i32>) {
 }
 
 fn assert_pending(status: PointStatus, what: &str) {
-    assert!(
-        matches!(status, PointStatus::Pending),
-        "{what}: expected pending, got {status:?}"
-    );
+    assert!(matches!(status, PointStatus::Pending), "{what}: expected pending, got {status:?}");
 }
 
 /// P-MONO: reached stays reached, failed stays failed, values only grow.
@@ -60,23 +53,14 @@ pub fn p_mono(_f: &Fixture) {
     let (r1, r2, r3) = (host.reserve(), host.reserve(), host.reserve());
     let (p1, p2, p3) = (r1.point(), r2.point(), r3.point());
     r2.signal();
-    assert!(
-        p1.is_reached() && p2.is_reached(),
-        "signalling 2 reaches 1 and 2"
-    );
+    assert!(p1.is_reached() && p2.is_reached(), "signalling 2 reaches 1 and 2");
     assert_eq!(host.timeline().reached(), 2);
     r1.signal(); // an earlier release after a later one changes nothing
     assert_eq!(host.timeline().reached(), 2, "the counter never goes back");
     drop(r3);
     assert!(matches!(p3.status(), PointStatus::Failed(_)));
-    assert!(
-        p2.is_reached(),
-        "a reached point stays reached after a later failure"
-    );
-    assert!(
-        matches!(p3.status(), PointStatus::Failed(_)),
-        "a failed point stays failed"
-    );
+    assert!(p2.is_reached(), "a reached point stays reached after a later failure");
+    assert!(matches!(p3.status(), PointStatus::Failed(_)), "a failed point stays failed");
 }
 
 /// P-VISIBLE: the data is complete at the first moment the point is seen.
@@ -88,10 +72,7 @@ pub fn p_visible(f: &Fixture) {
     for round in 0..20u32 {
         let data: Vec<f32> = (0..n).map(|i| (i as u32 ^ round) as f32).collect();
         let expected = data.clone();
-        s0.write_async(&t0, data)
-            .expect("write")
-            .wait()
-            .expect("write");
+        s0.write_async(&t0, data).expect("write").wait().expect("write");
         // Device side: another device's stream copies right after the point.
         let copied = s1.copy(&t0, &t1, Some(&s0.last_point())).expect("copy");
         // Host side: spin until the read's point is seen, then look at once.
@@ -114,10 +95,7 @@ pub fn p_wait(_f: &Fixture) {
     let (tx, rx) = mpsc::channel();
     let waiter = point.clone();
     std::thread::spawn(move || tx.send(waiter.wait()).expect("send"));
-    assert!(
-        rx.recv_timeout(Duration::from_millis(50)).is_err(),
-        "wait returned before the point"
-    );
+    assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "wait returned before the point");
     release.signal();
     let result = rx.recv_timeout(RULE_TIMEOUT).expect("the waiter woke");
     assert!(result.is_ok(), "{result:?}");
@@ -137,22 +115,14 @@ pub fn p_timeout(_f: &Fixture) {
     let point = release.point();
     let bound = Duration::from_millis(30);
     match point.wait_timeout(bound) {
-        Err(WaitError::Timeout {
-            waited, reached, ..
-        }) => {
-            assert!(
-                waited >= bound,
-                "gave up after {waited:?}, before the bound {bound:?}"
-            );
+        Err(WaitError::Timeout { waited, reached, .. }) => {
+            assert!(waited >= bound, "gave up after {waited:?}, before the bound {bound:?}");
             assert_eq!(reached, 0);
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
     release.signal();
-    assert!(
-        point.wait_timeout(bound).is_ok(),
-        "the point is still reachable after a timeout"
-    );
+    assert!(point.wait_timeout(bound).is_ok(), "the point is still reachable after a timeout");
 }
 
 /// P-FAIL: a failure fails every later point with the same first cause.
@@ -160,10 +130,7 @@ pub fn p_fail(_f: &Fixture) {
     let (timeline, writer) = Timeline::new("p-fail");
     writer.advance(2);
     writer.fail(3, Failure::new(FailureKind::WorkFailed, "p-fail@3", "boom"));
-    writer.fail(
-        5,
-        Failure::new(FailureKind::WorkFailed, "p-fail@5", "second"),
-    );
+    writer.fail(5, Failure::new(FailureKind::WorkFailed, "p-fail@5", "second"));
     writer.advance(9);
     assert!(timeline.point(2).is_reached());
     for v in [3, 4, 10] {
@@ -184,10 +151,7 @@ pub fn h_release(f: &Fixture) {
     let (_host, release) = gate();
     s.wait(&release.point()).expect("wait");
     let write = s.write_async(&t, vec![1f32, 2.0, 3.0, 4.0]).expect("write");
-    assert_pending(
-        write.point().status(),
-        "write behind an unsignalled release",
-    );
+    assert_pending(write.point().status(), "write behind an unsignalled release");
     release.signal();
     write.wait().expect("write");
     assert_eq!(download(&s, &t), vec![1.0, 2.0, 3.0, 4.0]);
@@ -229,21 +193,11 @@ pub fn q_fifo(f: &Fixture) {
     assert_pending(last.status(), "work behind the gate");
     release.signal();
     last.wait_timeout(RULE_TIMEOUT).expect("done");
-    assert!(
-        first.point().value() < second.point().value() && second.point().value() < last.value()
-    );
+    assert!(first.point().value() < second.point().value() && second.point().value() < last.value());
     first.wait().expect("first");
     second.wait().expect("second");
-    assert_eq!(
-        download(&s, &y1),
-        vec![2.0; 8],
-        "the first compute saw the first write"
-    );
-    assert_eq!(
-        download(&s, &y2),
-        vec![10.0; 8],
-        "the second compute saw the second write"
-    );
+    assert_eq!(download(&s, &y1), vec![2.0; 8], "the first compute saw the first write");
+    assert_eq!(download(&s, &y2), vec![10.0; 8], "the second compute saw the second write");
 }
 
 /// Q-NONBLOCK: submitting never waits for queued work.
@@ -254,15 +208,9 @@ pub fn q_nonblock(f: &Fixture) {
     s.wait(&release.point()).expect("wait");
     let mut pending = Vec::new();
     for i in 0..100 {
-        pending.push(
-            s.write_async(&t, vec![i as f32; 16])
-                .expect("submit returns"),
-        );
+        pending.push(s.write_async(&t, vec![i as f32; 16]).expect("submit returns"));
     }
-    assert!(
-        pending.iter().all(|p| !p.is_ready()),
-        "nothing ran behind the gate"
-    );
+    assert!(pending.iter().all(|p| !p.is_ready()), "nothing ran behind the gate");
     release.signal();
     for p in pending {
         p.wait().expect("write");
@@ -316,10 +264,7 @@ pub fn w_fail(f: &Fixture) {
 /// W-FOREIGN: a point the stream cannot wait on natively is an error.
 pub fn w_foreign(f: &Fixture) {
     let s = f.stream(0);
-    let domain = Domain::Device {
-        backend: "imaginary",
-        device: "imaginary:0".into(),
-    };
+    let domain = Domain::Device { backend: "imaginary", device: "imaginary:0".into() };
     let (foreign, writer) = Timeline::with_domain("imaginary:0/stream-0", domain);
     match s.wait(&foreign.point(1)) {
         Err(StreamError::ForeignPoint { point, .. }) => assert!(point.contains("imaginary")),
@@ -353,11 +298,7 @@ pub fn h_own(f: &Fixture) {
     for i in 0..10 {
         buf.fill(i as f32);
         buf = s.write_async(&t, buf).expect("write").wait().expect("back");
-        buf = s
-            .read_into_async(&t, buf)
-            .expect("read")
-            .wait()
-            .expect("back");
+        buf = s.read_into_async(&t, buf).expect("read").wait().expect("back");
         assert_eq!(buf.as_ptr(), ptr, "the same allocation comes back");
         assert!(buf.iter().all(|&v| v == i as f32));
     }
@@ -372,8 +313,7 @@ pub fn r_own(f: &Fixture) {
     let (_host, release) = gate();
     s.wait(&release.point()).expect("wait");
     let later = s.write_async(&t, vec![0f32; 16]).expect("write");
-    read.wait_timeout(RULE_TIMEOUT)
-        .expect("the read needs only its own point");
+    read.wait_timeout(RULE_TIMEOUT).expect("the read needs only its own point");
     assert!(!later.is_ready(), "later work is still gated");
     assert_eq!(read.wait().expect("read"), vec![7.0; 16]);
     release.signal();
@@ -424,16 +364,10 @@ pub fn c_cross(f: &Fixture) {
     let whole = TensorRef::new(&big, 0, DType::F32, &[16]).expect("whole");
     let small = f.tensor(0, &[4]);
     upload(&s0, &small, vec![1.0, 2.0, 3.0, 4.0]);
-    s1.copy(&small, &window, Some(&s0.last_point()))
-        .expect("copy")
-        .wait()
-        .expect("copy");
+    s1.copy(&small, &window, Some(&s0.last_point())).expect("copy").wait().expect("copy");
     let got = download(&s1, &whole);
     assert_eq!(&got[4..8], &[1.0, 2.0, 3.0, 4.0]);
-    assert!(
-        got[..4].iter().chain(&got[8..]).all(|&v| v == 0.0),
-        "bytes outside the window: {got:?}"
-    );
+    assert!(got[..4].iter().chain(&got[8..]).all(|&v| v == 0.0), "bytes outside the window: {got:?}");
 }
 
 /// G-ASYNC: compute returns at once; results are there at its point.
@@ -444,9 +378,7 @@ pub fn g_async(f: &Fixture) {
     let (_host, release) = gate();
     s.wait(&release.point()).expect("wait");
     let _queued = s.write_async(&x, random(1000, 9)).expect("write");
-    let done = s
-        .compute(&graph, bind(&graph, &x, &y))
-        .expect("compute returns");
+    let done = s.compute(&graph, bind(&graph, &x, &y)).expect("compute returns");
     assert_pending(done.status(), "compute behind the gate");
     release.signal();
     done.wait_timeout(RULE_TIMEOUT).expect("compute");
@@ -459,13 +391,7 @@ pub fn g_async(f: &Fixture) {
     let mut overlapping = Bindings::new(&graph);
     overlapping.bind_name(&graph, "x", x.clone()).expect("x");
     overlapping.bind_name(&graph, "y", x.clone()).expect("y");
-    assert!(
-        matches!(
-            s.compute(&graph, overlapping),
-            Err(StreamError::Binding { .. })
-        ),
-        "output overlapping input"
-    );
+    assert!(matches!(s.compute(&graph, overlapping), Err(StreamError::Binding { .. })), "output overlapping input");
 }
 
 /// E-STICKY: a failure stops the stream and surfaces at the next wait.
@@ -489,10 +415,7 @@ pub fn e_sticky(f: &Fixture) {
         Err(WaitError::Failed { cause, .. }) => cause,
         other => panic!("expected the compute to fail, got {other:?}"),
     };
-    assert!(
-        first.message().contains("1000"),
-        "the error names the bad id: {first}"
-    );
+    assert!(first.message().contains("1000"), "the error names the bad id: {first}");
     let later = after.wait().expect_err("work after a failure does not run");
     assert!(later.error.to_string().contains("1000"), "{}", later.error);
     match s.write_async(&table, vec![0f32; 32]) {
@@ -508,33 +431,20 @@ pub fn e_nopanic(f: &Fixture) {
     let broken = f.stream(0);
     let (graph, bad_ids) = failing_graph();
     let ids = f.typed_tensor(0, DType::I32, &[1]);
-    broken
-        .write_async(&ids, bad_ids)
-        .expect("write")
-        .wait()
-        .expect("write");
+    broken.write_async(&ids, bad_ids).expect("write").wait().expect("write");
     let mut b = Bindings::new(&graph);
-    b.bind_name(&graph, "table", f.tensor(0, &[4, 8]))
-        .expect("table");
+    b.bind_name(&graph, "table", f.tensor(0, &[4, 8])).expect("table");
     b.bind_name(&graph, "ids", ids).expect("ids");
-    b.bind_name(&graph, "rows", f.tensor(0, &[1, 8]))
-        .expect("rows");
+    b.bind_name(&graph, "rows", f.tensor(0, &[1, 8])).expect("rows");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        broken
-            .compute(&graph, b)
-            .expect("queued")
-            .wait_timeout(RULE_TIMEOUT)
+        broken.compute(&graph, b).expect("queued").wait_timeout(RULE_TIMEOUT)
     }));
     assert!(matches!(result, Ok(Err(_))), "an error, not a panic");
     let healthy = f.stream(0);
     let (x, y) = (f.tensor(0, &[8]), f.tensor(0, &[8]));
     upload(&healthy, &x, vec![1.0; 8]);
     let g = scale_graph(8, 4.0);
-    healthy
-        .compute(&g, bind(&g, &x, &y))
-        .expect("compute")
-        .wait()
-        .expect("the device still works");
+    healthy.compute(&g, bind(&g, &x, &y)).expect("compute").wait().expect("the device still works");
     assert_eq!(download(&healthy, &y), vec![4.0; 8]);
 }
 
@@ -550,8 +460,7 @@ pub fn d_noblock(f: &Fixture) {
         drop(s);
         tx.send(()).expect("send");
     });
-    rx.recv_timeout(RULE_TIMEOUT)
-        .expect("drop returned while work was gated");
+    rx.recv_timeout(RULE_TIMEOUT).expect("drop returned while work was gated");
     release.signal();
     write.wait().expect("queued work still runs after the drop");
     assert_eq!(download(&f.stream(0), &t), vec![6.0; 8]);
@@ -583,13 +492,7 @@ pub fn d_cancel(f: &Fixture) {
     let w = s0.write_async(&a, vec![1f32; 8]).expect("write");
     let copy = s1.copy(&a, &b, Some(w.point())).expect("copy");
     drop(release); // cancel
-    assert!(
-        matches!(
-            copy.wait_timeout(RULE_TIMEOUT),
-            Err(WaitError::Failed { .. })
-        ),
-        "the dependent copy fails"
-    );
+    assert!(matches!(copy.wait_timeout(RULE_TIMEOUT), Err(WaitError::Failed { .. })), "the dependent copy fails");
     assert!(w.wait().is_err());
     assert!(s0.synchronize().is_err() && s1.synchronize().is_err());
 }

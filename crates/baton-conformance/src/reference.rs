@@ -13,23 +13,14 @@ fn f16_at(bytes: &[u8], at: usize) -> f64 {
 pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(elems);
     match dtype {
-        DType::F32 => out.extend(
-            bytes
-                .chunks_exact(4)
-                .take(elems)
-                .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        ),
+        DType::F32 => out
+            .extend(bytes.chunks_exact(4).take(elems).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))),
         DType::F16 => out.extend((0..elems).map(|i| f16_at(bytes, 2 * i))),
-        DType::BF16 => out
-            .extend((0..elems).map(|i| {
-                f64::from(bf16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]).to_f32())
-            })),
-        DType::I32 => out.extend(
-            bytes
-                .chunks_exact(4)
-                .take(elems)
-                .map(|b| f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        ),
+        DType::BF16 => {
+            out.extend((0..elems).map(|i| f64::from(bf16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]).to_f32())))
+        }
+        DType::I32 => out
+            .extend(bytes.chunks_exact(4).take(elems).map(|b| f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))),
         DType::Q8_0 => {
             for block in bytes.chunks_exact(34).take(elems / 32) {
                 let d = f16_at(block, 0);
@@ -37,11 +28,7 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
             }
         }
         DType::Q4_0 | DType::Q4_1 => {
-            let (size, qs) = if dtype == DType::Q4_0 {
-                (18, 2)
-            } else {
-                (20, 4)
-            };
+            let (size, qs) = if dtype == DType::Q4_0 { (18, 2) } else { (20, 4) };
             for block in bytes.chunks_exact(size).take(elems / 32) {
                 let d = f16_at(block, 0);
                 let nibble = |j: usize| {
@@ -64,14 +51,8 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
 /// Encodes f32 values as a row of a plain float type (f32, f16, bf16).
 pub fn encode_float_row(dtype: DType, values: &[f32]) -> Vec<u8> {
     match dtype {
-        DType::F16 => values
-            .iter()
-            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-            .collect(),
-        DType::BF16 => values
-            .iter()
-            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
-            .collect(),
+        DType::F16 => values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
+        DType::BF16 => values.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
         _ => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
     }
 }
@@ -81,24 +62,14 @@ pub fn encode_float_row(dtype: DType, values: &[f32]) -> Vec<u8> {
 pub fn encode_blocks(dtype: DType, values: &[f32]) -> Vec<u8> {
     let mut out = Vec::new();
     for block in values.chunks_exact(32) {
-        let (min, max) = block
-            .iter()
-            .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let (min, max) = block.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
         match dtype {
             DType::Q8_0 => {
                 let d = block.iter().fold(0f32, |a, v| a.max(v.abs())) / 127.0;
                 let d = f16::from_f32(d);
                 out.extend(d.to_le_bytes());
-                let inv = if d.to_f32() == 0.0 {
-                    0.0
-                } else {
-                    1.0 / d.to_f32()
-                };
-                out.extend(
-                    block
-                        .iter()
-                        .map(|&v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8),
-                );
+                let inv = if d.to_f32() == 0.0 { 0.0 } else { 1.0 / d.to_f32() };
+                out.extend(block.iter().map(|&v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8));
             }
             DType::Q4_0 | DType::Q4_1 => {
                 let (d, m) = if dtype == DType::Q4_0 {
@@ -156,24 +127,9 @@ pub fn softmax(x: &[f64], t_len: usize, s: usize, scale: f64, causal: bool) -> V
     x.chunks(s)
         .enumerate()
         .flat_map(|(r, row)| {
-            let visible = if causal {
-                (r % t_len + 1 + s - t_len).min(s)
-            } else {
-                s
-            };
-            let max = row[..visible]
-                .iter()
-                .map(|v| v * scale)
-                .fold(f64::MIN, f64::max);
-            let exps: Vec<f64> = (0..s)
-                .map(|j| {
-                    if j < visible {
-                        (row[j] * scale - max).exp()
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
+            let visible = if causal { (r % t_len + 1 + s - t_len).min(s) } else { s };
+            let max = row[..visible].iter().map(|v| v * scale).fold(f64::MIN, f64::max);
+            let exps: Vec<f64> = (0..s).map(|j| if j < visible { (row[j] * scale - max).exp() } else { 0.0 }).collect();
             let sum: f64 = exps.iter().sum();
             exps.into_iter().map(move |e| e / sum)
         })
@@ -199,25 +155,14 @@ pub struct Rope {
 
 /// RoPE of `x [T, H, D]` at `positions`.
 pub fn rope(x: &[f64], positions: &[i32], p: &Rope) -> Vec<f64> {
-    let Rope {
-        heads,
-        head_dim,
-        dims,
-        base,
-        scale,
-        neox,
-    } = *p;
+    let Rope { heads, head_dim, dims, base, scale, neox } = *p;
     let mut out = x.to_vec();
     for (t, &pos) in positions.iter().enumerate() {
         for h in 0..heads {
             let head = &mut out[(t * heads + h) * head_dim..][..head_dim];
             for i in 0..dims / 2 {
                 let theta = f64::from(pos) * scale * base.powf(-2.0 * i as f64 / dims as f64);
-                let (a_i, b_i) = if neox {
-                    (i, i + dims / 2)
-                } else {
-                    (2 * i, 2 * i + 1)
-                };
+                let (a_i, b_i) = if neox { (i, i + dims / 2) } else { (2 * i, 2 * i + 1) };
                 let (a, b) = (head[a_i], head[b_i]);
                 head[a_i] = a * theta.cos() - b * theta.sin();
                 head[b_i] = a * theta.sin() + b * theta.cos();
@@ -236,11 +181,7 @@ pub fn silu(x: f64) -> f64 {
 /// when both are zero).
 pub fn nmse(actual: &[f32], expected: &[f64]) -> f64 {
     assert_eq!(actual.len(), expected.len(), "lengths differ");
-    let err: f64 = actual
-        .iter()
-        .zip(expected)
-        .map(|(&a, &b)| (f64::from(a) - b).powi(2))
-        .sum();
+    let err: f64 = actual.iter().zip(expected).map(|(&a, &b)| (f64::from(a) - b).powi(2)).sum();
     let norm: f64 = expected.iter().map(|b| b * b).sum();
     if norm == 0.0 {
         err

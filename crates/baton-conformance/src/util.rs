@@ -19,11 +19,7 @@ pub struct Fixture {
 impl Fixture {
     /// Wraps the devices a backend opened.
     pub fn new(devices: Vec<Arc<dyn Device>>) -> Self {
-        assert!(
-            devices.len() >= 2,
-            "the suite needs two devices, got {}",
-            devices.len()
-        );
+        assert!(devices.len() >= 2, "the suite needs two devices, got {}", devices.len());
         Fixture { devices }
     }
 
@@ -53,21 +49,13 @@ impl Fixture {
 
 /// Writes `data` into `t` on `stream` and waits for it.
 pub fn upload(stream: &Stream, t: &TensorRef, data: Vec<f32>) {
-    stream
-        .write_async(t, data)
-        .expect("write")
-        .wait()
-        .expect("write completes");
+    stream.write_async(t, data).expect("write").wait().expect("write completes");
 }
 
 /// Reads `t` back as f32 values.
 pub fn download(stream: &Stream, t: &TensorRef) -> Vec<f32> {
     let n = t.bytes() / 4;
-    stream
-        .read_into_async(t, vec![0f32; n])
-        .expect("read")
-        .wait()
-        .expect("read completes")
+    stream.read_into_async(t, vec![0f32; n]).expect("read").wait().expect("read completes")
 }
 
 /// A host gate: a stream that waits on it holds all later work until

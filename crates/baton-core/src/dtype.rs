@@ -29,15 +29,8 @@ pub enum DType {
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 7] = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::Q8_0,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::I32,
-    ];
+    pub const ALL: [DType; 7] =
+        [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::I32];
 
     /// Elements per block (1 for plain types).
     pub const fn block_elems(self) -> usize {
@@ -110,9 +103,7 @@ impl DType {
 
     /// Parses a name as printed by [`DType::name`] (case-insensitive).
     pub fn from_name(name: &str) -> Option<DType> {
-        DType::ALL
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(name))
+        DType::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
     }
 }
 

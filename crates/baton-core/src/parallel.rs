@@ -51,12 +51,7 @@ impl Parallel for ScopedThreads {
 
 /// The sub-range of `0..len` that worker `index` of `threads` should take,
 /// in chunks that are multiples of `align` (the last one takes the rest).
-pub fn split_range(
-    len: usize,
-    threads: usize,
-    index: usize,
-    align: usize,
-) -> std::ops::Range<usize> {
+pub fn split_range(len: usize, threads: usize, index: usize, align: usize) -> std::ops::Range<usize> {
     let align = align.max(1);
     let units = len.div_ceil(align);
     let threads = threads.max(1);

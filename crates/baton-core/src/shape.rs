@@ -75,10 +75,7 @@ impl Shape {
         }
         let mut all = [1; MAX_DIMS];
         all[..dims.len()].copy_from_slice(dims);
-        let shape = Shape {
-            dims: all,
-            rank: dims.len(),
-        };
+        let shape = Shape { dims: all, rank: dims.len() };
         shape
             .dims()
             .iter()
@@ -141,32 +138,22 @@ pub struct Layout {
 impl Layout {
     /// The contiguous row-major layout of `shape` in `dtype`.
     pub fn contiguous(dtype: DType, shape: Shape) -> Result<Layout, ShapeError> {
-        let row = dtype
-            .row_bytes(shape.last())
-            .ok_or(ShapeError::PartialBlock {
-                dtype,
-                block: dtype.block_elems(),
-                elems: shape.last(),
-            })?;
+        let row = dtype.row_bytes(shape.last()).ok_or(ShapeError::PartialBlock {
+            dtype,
+            block: dtype.block_elems(),
+            elems: shape.last(),
+        })?;
         let mut strides = [0; MAX_DIMS];
         let rank = shape.rank();
         strides[rank - 1] = dtype.block_bytes();
         let mut acc = row;
         for d in (0..rank - 1).rev() {
             strides[d] = acc;
-            acc = acc
-                .checked_mul(shape.dims()[d])
-                .ok_or_else(|| ShapeError::Overflow(shape.dims().to_vec()))?;
+            acc = acc.checked_mul(shape.dims()[d]).ok_or_else(|| ShapeError::Overflow(shape.dims().to_vec()))?;
         }
         // Also check the outermost product fits.
-        shape.dims()[0]
-            .checked_mul(strides[0])
-            .ok_or_else(|| ShapeError::Overflow(shape.dims().to_vec()))?;
-        Ok(Layout {
-            shape,
-            strides,
-            offset: 0,
-        })
+        shape.dims()[0].checked_mul(strides[0]).ok_or_else(|| ShapeError::Overflow(shape.dims().to_vec()))?;
+        Ok(Layout { shape, strides, offset: 0 })
     }
 
     /// The strides of the used dimensions.
@@ -177,8 +164,7 @@ impl Layout {
     /// Whether the layout is the contiguous row-major one (ignoring offset).
     pub fn is_contiguous(&self, dtype: DType) -> bool {
         match Layout::contiguous(dtype, self.shape) {
-            Ok(c) => (0..self.shape.rank())
-                .all(|d| self.shape.dims()[d] == 1 || c.strides[d] == self.strides[d]),
+            Ok(c) => (0..self.shape.rank()).all(|d| self.shape.dims()[d] == 1 || c.strides[d] == self.strides[d]),
             Err(_) => false,
         }
     }
@@ -229,14 +215,8 @@ mod tests {
     fn bad_shapes_are_errors() {
         assert_eq!(Shape::new(&[]), Err(ShapeError::Rank(0)));
         assert!(Shape::new(&[1, 2, 3, 4, 5]).is_err());
-        assert!(matches!(
-            Shape::new(&[usize::MAX, 2]),
-            Err(ShapeError::Overflow(_))
-        ));
+        assert!(matches!(Shape::new(&[usize::MAX, 2]), Err(ShapeError::Overflow(_))));
         let s = Shape::new(&[2, 33]).unwrap();
-        assert!(matches!(
-            Layout::contiguous(DType::Q4_0, s),
-            Err(ShapeError::PartialBlock { .. })
-        ));
+        assert!(matches!(Layout::contiguous(DType::Q4_0, s), Err(ShapeError::PartialBlock { .. })));
     }
 }

@@ -30,15 +30,8 @@ fn blocking_wait_never_misses_the_wake_and_sees_the_payload() {
             p.store(42, Ordering::Relaxed);
             writer.advance(1);
         });
-        timeline
-            .point(1)
-            .wait_with(WaitPolicy::Block, None)
-            .expect("reached");
-        assert_eq!(
-            payload.load(Ordering::Relaxed),
-            42,
-            "payload visible at the point"
-        );
+        timeline.point(1).wait_with(WaitPolicy::Block, None).expect("reached");
+        assert_eq!(payload.load(Ordering::Relaxed), 42, "payload visible at the point");
         producer.join().expect("producer");
     });
 }
@@ -50,9 +43,7 @@ fn every_waiter_wakes_and_the_counter_is_monotonic() {
         let (timeline, writer) = Timeline::new("loom");
         let t2 = timeline.clone();
         let waiter = thread::spawn(move || {
-            t2.point(2)
-                .wait_with(WaitPolicy::Block, None)
-                .expect("reached");
+            t2.point(2).wait_with(WaitPolicy::Block, None).expect("reached");
             t2.reached()
         });
         writer.advance(1);
@@ -95,10 +86,7 @@ fn a_point_is_reached_or_failed_never_both() {
         a.join().expect("a");
         b.join().expect("b");
         assert!(p1.is_reached());
-        assert!(
-            matches!(p2.status(), PointStatus::Failed(_)),
-            "2 was abandoned"
-        );
+        assert!(matches!(p2.status(), PointStatus::Failed(_)), "2 was abandoned");
         assert!(!first, "a failed point was never seen reached");
     });
 }
@@ -109,13 +97,9 @@ fn a_point_is_reached_or_failed_never_both() {
 fn a_bounded_wait_on_a_point_that_never_comes_times_out() {
     model(|| {
         let (timeline, _writer) = Timeline::new("loom");
-        let r = timeline
-            .point(1)
-            .wait_with(WaitPolicy::Block, Some(Duration::ZERO));
+        let r = timeline.point(1).wait_with(WaitPolicy::Block, Some(Duration::ZERO));
         assert!(matches!(r, Err(WaitError::Timeout { .. })), "{r:?}");
-        let poll = WaitPolicy::Poll {
-            bound: Duration::ZERO,
-        };
+        let poll = WaitPolicy::Poll { bound: Duration::ZERO };
         let r = timeline.point(1).wait_with(poll, None);
         assert!(matches!(r, Err(WaitError::Timeout { .. })), "{r:?}");
     });
@@ -126,11 +110,7 @@ fn a_bounded_wait_on_a_point_that_never_comes_times_out() {
 fn spin_then_block_waiter_wakes() {
     model(|| {
         let (timeline, writer) = Timeline::new("loom");
-        let waiter = thread::spawn(move || {
-            timeline
-                .point(1)
-                .wait_with(WaitPolicy::SpinThenBlock { spins: 2 }, None)
-        });
+        let waiter = thread::spawn(move || timeline.point(1).wait_with(WaitPolicy::SpinThenBlock { spins: 2 }, None));
         writer.advance(1);
         waiter.join().expect("waiter").expect("reached");
     });

@@ -30,11 +30,7 @@ impl CpuBuffer {
         let layout = Layout::from_size_align(len.max(1), ALIGN).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
-        Some(CpuBuffer {
-            ptr,
-            len,
-            device: device.to_string(),
-        })
+        Some(CpuBuffer { ptr, len, device: device.to_string() })
     }
 }
 

@@ -32,14 +32,7 @@ pub struct CpuDevice {
 }
 
 /// Weight types the CPU matmul accepts.
-pub const WEIGHT_TYPES: [DType; 6] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-];
+pub const WEIGHT_TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -68,12 +61,7 @@ fn total_memory_bytes() -> u64 {
 impl CpuDevice {
     /// A device named `name` running `threads` threads on `cores` (pinned
     /// when the list is not empty).
-    pub fn new(
-        name: &str,
-        cores: Vec<usize>,
-        threads: usize,
-        share_of_memory: f64,
-    ) -> Result<CpuDevice, DeviceError> {
+    pub fn new(name: &str, cores: Vec<usize>, threads: usize, share_of_memory: f64) -> Result<CpuDevice, DeviceError> {
         let threads = threads.max(1);
         let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Os {
             device: name.into(),
@@ -93,11 +81,7 @@ impl CpuDevice {
             waits_on_host_points: true,
         };
         Ok(CpuDevice {
-            shared: Arc::new(CpuDeviceShared {
-                info,
-                pool,
-                allocated: AtomicU64::new(0),
-            }),
+            shared: Arc::new(CpuDeviceShared { info, pool, allocated: AtomicU64::new(0) }),
             next_stream: AtomicUsize::new(0),
             policy: WaitPolicy::default(),
         })
@@ -125,25 +109,17 @@ impl Device for CpuDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
-        let raw = CpuBuffer::new(bytes, &self.shared.info.name).ok_or_else(|| {
-            DeviceError::OutOfMemory {
-                device: self.shared.info.name.clone(),
-                bytes,
-            }
-        })?;
-        self.shared
-            .allocated
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        let raw = CpuBuffer::new(bytes, &self.shared.info.name)
+            .ok_or_else(|| DeviceError::OutOfMemory { device: self.shared.info.name.clone(), bytes })?;
+        self.shared.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(Buffer::new(Box::new(raw)))
     }
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| {
-            DeviceError::Os {
-                device: self.shared.info.name.clone(),
-                message: format!("could not start a stream thread: {e}"),
-            }
+        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Os {
+            device: self.shared.info.name.clone(),
+            message: format!("could not start a stream thread: {e}"),
         })?;
         Ok(Stream::new(Arc::new(stream)))
     }

@@ -45,11 +45,7 @@ pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>
                 (None, Some(t)) => t.max(1),
                 _ => slice.cores.len(),
             };
-            let pinned = if slice.index.is_some() {
-                slice.cores
-            } else {
-                Vec::new()
-            };
+            let pinned = if slice.index.is_some() { slice.cores } else { Vec::new() };
             CpuDevice::new(&name, pinned, count, 1.0 / n).map(Arc::new)
         })
         .collect()

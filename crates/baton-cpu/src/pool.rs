@@ -59,11 +59,7 @@ impl ThreadPool {
     pub fn new(name: &str, threads: usize, cores: &[usize]) -> std::io::Result<ThreadPool> {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
-            state: Mutex::new(JobState {
-                job: None,
-                shutdown: false,
-                panic: None,
-            }),
+            state: Mutex::new(JobState { job: None, shutdown: false, panic: None }),
             wake: Condvar::new(),
             generation: AtomicU64::new(0),
             pending: AtomicUsize::new(0),
@@ -74,22 +70,15 @@ impl ThreadPool {
         for index in 1..threads {
             let shared = shared.clone();
             let core = cores.get(index).copied();
-            let handle = std::thread::Builder::new()
-                .name(format!("{name}-worker-{index}"))
-                .spawn(move || {
-                    if let Some(core) = core {
-                        crate::topology::pin_current_thread(core);
-                    }
-                    worker_loop(&shared, index);
-                })?;
+            let handle = std::thread::Builder::new().name(format!("{name}-worker-{index}")).spawn(move || {
+                if let Some(core) = core {
+                    crate::topology::pin_current_thread(core);
+                }
+                worker_loop(&shared, index);
+            })?;
             handles.push(handle);
         }
-        Ok(ThreadPool {
-            shared,
-            threads,
-            run_lock: Mutex::new(()),
-            handles,
-        })
+        Ok(ThreadPool { shared, threads, run_lock: Mutex::new(()), handles })
     }
 }
 
@@ -143,9 +132,7 @@ impl Parallel for ThreadPool {
         // before `pending` is zero, i.e. before every worker is done with the
         // pointer (a worker decrements `pending` after its last use of it).
         let ptr: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(task) };
-        self.shared
-            .pending
-            .store(self.threads - 1, Ordering::Release);
+        self.shared.pending.store(self.threads - 1, Ordering::Release);
         {
             let mut state = lock(&self.shared.state);
             state.job = Some(JobPtr(ptr));
@@ -161,11 +148,7 @@ impl Parallel for ThreadPool {
         {
             let mut done = lock(&self.shared.done);
             while self.shared.pending.load(Ordering::Acquire) != 0 {
-                done = self
-                    .shared
-                    .done_wake
-                    .wait(done)
-                    .unwrap_or_else(|p| p.into_inner());
+                done = self.shared.done_wake.wait(done).unwrap_or_else(|p| p.into_inner());
             }
         }
         let worker_panic = {
@@ -215,9 +198,7 @@ mod tests {
     #[test]
     fn a_panicking_task_reaches_the_caller_and_the_pool_survives() {
         let pool = ThreadPool::new("test", 2, &[]).unwrap();
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            pool.run(&|i| assert_ne!(i, 1, "worker 1 fails"))
-        }));
+        let r = catch_unwind(AssertUnwindSafe(|| pool.run(&|i| assert_ne!(i, 1, "worker 1 fails"))));
         assert!(r.is_err());
         let count = AtomicUsize::new(0);
         pool.run(&|_| {

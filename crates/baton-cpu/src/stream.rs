@@ -12,9 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
-use baton_core::sync::{
-    Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy,
-};
+use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
 
 use crate::device::CpuDeviceShared;
 use crate::exec::Executor;
@@ -44,21 +42,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl CpuStream {
-    pub(crate) fn spawn(
-        device: Arc<CpuDeviceShared>,
-        index: usize,
-        policy: WaitPolicy,
-    ) -> std::io::Result<CpuStream> {
+    pub(crate) fn spawn(device: Arc<CpuDeviceShared>, index: usize, policy: WaitPolicy) -> std::io::Result<CpuStream> {
         let label = format!("{}/stream-{index}", device.info.name);
         let (timeline, writer) = Timeline::new(label.clone());
         let shared = Arc::new(StreamShared {
             label: label.clone(),
             timeline,
-            queue: Mutex::new(Queue {
-                items: VecDeque::new(),
-                next_value: 1,
-                closing: false,
-            }),
+            queue: Mutex::new(Queue { items: VecDeque::new(), next_value: 1, closing: false }),
             wake: Condvar::new(),
         });
         let worker_shared = shared.clone();
@@ -67,13 +57,7 @@ impl CpuStream {
             if let Some(&core) = worker_device.info.cores.first() {
                 crate::topology::pin_current_thread(core);
             }
-            Worker {
-                shared: worker_shared,
-                device: worker_device,
-                writer,
-                policy,
-            }
-            .run()
+            Worker { shared: worker_shared, device: worker_device, writer, policy }.run()
         })?;
         Ok(CpuStream { shared, device })
     }
@@ -99,11 +83,7 @@ impl Worker {
                     if queue.closing {
                         break None;
                     }
-                    queue = self
-                        .shared
-                        .wake
-                        .wait(queue)
-                        .unwrap_or_else(|p| p.into_inner());
+                    queue = self.shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
                 }
             };
             let Some((value, op)) = next else { return };
@@ -126,14 +106,8 @@ impl Worker {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a kernel panicked".into());
                     let origin = format!("{}@{value}", self.shared.label);
-                    self.writer.fail(
-                        value,
-                        Failure::new(
-                            FailureKind::WorkFailed,
-                            origin,
-                            format!("{op_name}: {message}"),
-                        ),
-                    );
+                    self.writer
+                        .fail(value, Failure::new(FailureKind::WorkFailed, origin, format!("{op_name}: {message}")));
                 }
             }
         }
@@ -142,14 +116,10 @@ impl Worker {
     fn execute(&self, op: StreamOp, executor: &mut Executor) -> Result<(), Failure> {
         let origin = || format!("{}@{}", self.shared.label, self.writer.reached() + 1);
         match op {
-            StreamOp::Wait(point) => {
-                point
-                    .wait_with(self.policy, None)
-                    .map_err(|e| match e.cause() {
-                        Some(cause) => cause.clone(),
-                        None => Failure::new(FailureKind::TimedOut, origin(), e.to_string()),
-                    })
-            }
+            StreamOp::Wait(point) => point.wait_with(self.policy, None).map_err(|e| match e.cause() {
+                Some(cause) => cause.clone(),
+                None => Failure::new(FailureKind::TimedOut, origin(), e.to_string()),
+            }),
             StreamOp::Write { dst, src } => {
                 let mut copied = false;
                 src.with_bytes(&mut |bytes| {
@@ -159,13 +129,7 @@ impl Worker {
                         // when the range was built); no unordered work touches
                         // it (RawStream::submit's contract); `bytes` is host
                         // memory the slot lends us, disjoint from device memory.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                bytes.as_ptr(),
-                                host_ptr(&dst),
-                                bytes.len(),
-                            )
-                        };
+                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), host_ptr(&dst), bytes.len()) };
                         copied = true;
                     }
                 });
@@ -176,13 +140,7 @@ impl Worker {
                 dst.with_bytes_mut(&mut |bytes| {
                     if bytes.len() == src.len() {
                         // SAFETY: as for Write, with the roles swapped.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                host_ptr(&src),
-                                bytes.as_mut_ptr(),
-                                bytes.len(),
-                            )
-                        };
+                        unsafe { std::ptr::copy_nonoverlapping(host_ptr(&src), bytes.as_mut_ptr(), bytes.len()) };
                         copied = true;
                     }
                 });
@@ -204,12 +162,7 @@ impl Worker {
         }
     }
 
-    fn check_copied(
-        &self,
-        copied: bool,
-        what: &str,
-        origin: impl Fn() -> String,
-    ) -> Result<(), Failure> {
+    fn check_copied(&self, copied: bool, what: &str, origin: impl Fn() -> String) -> Result<(), Failure> {
         if copied {
             Ok(())
         } else {

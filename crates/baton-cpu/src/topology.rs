@@ -12,18 +12,14 @@ pub fn usable_cores() -> Vec<usize> {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-                let cores: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-                    .filter(|&c| libc::CPU_ISSET(c, &set))
-                    .collect();
+                let cores: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
                 if !cores.is_empty() {
                     return cores;
                 }
             }
         }
     }
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     (0..n).collect()
 }
 
@@ -63,15 +59,9 @@ pub struct CpuSlice {
 /// device still gets one core, shared.
 pub fn split_cores(names: &[&str], cores: &[usize]) -> Result<Vec<CpuSlice>, DeviceError> {
     let spec = names.join(",");
-    let bad = |reason: String| DeviceError::BadSpec {
-        spec: spec.clone(),
-        reason,
-    };
+    let bad = |reason: String| DeviceError::BadSpec { spec: spec.clone(), reason };
     if names == ["cpu"] {
-        return Ok(vec![CpuSlice {
-            index: None,
-            cores: cores.to_vec(),
-        }]);
+        return Ok(vec![CpuSlice { index: None, cores: cores.to_vec() }]);
     }
     let mut indices = Vec::new();
     for name in names {
@@ -85,10 +75,7 @@ pub fn split_cores(names: &[&str], cores: &[usize]) -> Result<Vec<CpuSlice>, Dev
     let mut sorted = indices.clone();
     sorted.sort_unstable();
     if sorted != (0..n).collect::<Vec<_>>() {
-        return Err(bad(format!(
-            "CPU devices must be cpu:0..cpu:{} once each",
-            n - 1
-        )));
+        return Err(bad(format!("CPU devices must be cpu:0..cpu:{} once each", n - 1)));
     }
     if cores.is_empty() {
         return Err(bad("no usable cores".into()));
@@ -98,10 +85,7 @@ pub fn split_cores(names: &[&str], cores: &[usize]) -> Result<Vec<CpuSlice>, Dev
         .map(|i| {
             let range = baton_core::parallel::split_range(cores.len().max(n), n, i, 1);
             let mine: Vec<usize> = range.map(|c| cores[c % cores.len()]).collect();
-            CpuSlice {
-                index: Some(i),
-                cores: mine,
-            }
+            CpuSlice { index: Some(i), cores: mine }
         })
         .collect())
 }
@@ -113,10 +97,7 @@ mod tests {
     #[test]
     fn cpu_is_all_cores_and_cpu_n_splits_evenly() {
         let cores = [0, 1, 2, 3];
-        assert_eq!(
-            split_cores(&["cpu"], &cores).unwrap()[0].cores,
-            vec![0, 1, 2, 3]
-        );
+        assert_eq!(split_cores(&["cpu"], &cores).unwrap()[0].cores, vec![0, 1, 2, 3]);
         let two = split_cores(&["cpu:0", "cpu:1"], &cores).unwrap();
         assert_eq!(two[0].cores, vec![0, 1]);
         assert_eq!(two[1].cores, vec![2, 3]);

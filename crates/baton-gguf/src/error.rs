@@ -175,7 +175,9 @@ pub enum ReadError {
         name: String,
     },
     /// A tensor's data offset is not a multiple of the alignment.
-    #[error("offset {offset}: tensor {tensor:?} data offset {data_offset} is not a multiple of the alignment {alignment}")]
+    #[error(
+        "offset {offset}: tensor {tensor:?} data offset {data_offset} is not a multiple of the alignment {alignment}"
+    )]
     MisalignedTensor {
         /// Where the offset field is.
         offset: u64,

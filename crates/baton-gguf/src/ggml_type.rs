@@ -31,12 +31,7 @@ pub struct TypeLayout {
 }
 
 const fn layout(id: u32, name: &'static str, block_elems: u64, block_bytes: u64) -> TypeLayout {
-    TypeLayout {
-        id,
-        name,
-        block_elems,
-        block_bytes,
-    }
+    TypeLayout { id, name, block_elems, block_bytes }
 }
 
 /// Every ggml type this crate knows the size of; the single source of truth.
@@ -144,9 +139,7 @@ impl GgmlType {
     /// The number of elements of a tensor with these dims (ggml order),
     /// failing if the product exceeds `i64::MAX` (ggml counts in `int64_t`).
     pub fn element_count(dims: &[u64]) -> Result<u64, ShapeError> {
-        let overflow = || ShapeError::Overflow {
-            dims: dims.to_vec(),
-        };
+        let overflow = || ShapeError::Overflow { dims: dims.to_vec() };
         let mut count: u64 = 1;
         for &dim in dims {
             count = count.checked_mul(dim).ok_or_else(overflow)?;
@@ -176,9 +169,7 @@ impl GgmlType {
         (count / row.block_elems)
             .checked_mul(row.block_bytes)
             .filter(|&bytes| bytes <= i64::MAX as u64)
-            .ok_or_else(|| ShapeError::Overflow {
-                dims: dims.to_vec(),
-            })
+            .ok_or_else(|| ShapeError::Overflow { dims: dims.to_vec() })
     }
 }
 
@@ -222,34 +213,15 @@ mod tests {
 
     #[test]
     fn tensor_bytes_rejects_bad_shapes() {
-        assert_eq!(
-            GgmlType::from_id(4).tensor_bytes(&[32]),
-            Err(ShapeError::UnknownType(4))
-        );
-        assert_eq!(
-            GgmlType::F32.tensor_bytes(&[]),
-            Err(ShapeError::BadDimCount(0))
-        );
-        assert_eq!(
-            GgmlType::F32.tensor_bytes(&[1, 1, 1, 1, 1]),
-            Err(ShapeError::BadDimCount(5))
-        );
+        assert_eq!(GgmlType::from_id(4).tensor_bytes(&[32]), Err(ShapeError::UnknownType(4)));
+        assert_eq!(GgmlType::F32.tensor_bytes(&[]), Err(ShapeError::BadDimCount(0)));
+        assert_eq!(GgmlType::F32.tensor_bytes(&[1, 1, 1, 1, 1]), Err(ShapeError::BadDimCount(5)));
         assert!(matches!(
             GgmlType::Q8_0.tensor_bytes(&[33]),
-            Err(ShapeError::NotBlockAligned {
-                dim0: 33,
-                block_elems: 32,
-                ..
-            })
+            Err(ShapeError::NotBlockAligned { dim0: 33, block_elems: 32, .. })
         ));
-        assert!(matches!(
-            GgmlType::F32.tensor_bytes(&[1 << 32, 1 << 32]),
-            Err(ShapeError::Overflow { .. })
-        ));
-        assert!(matches!(
-            GgmlType::F64.tensor_bytes(&[1 << 61]),
-            Err(ShapeError::Overflow { .. })
-        ));
+        assert!(matches!(GgmlType::F32.tensor_bytes(&[1 << 32, 1 << 32]), Err(ShapeError::Overflow { .. })));
+        assert!(matches!(GgmlType::F64.tensor_bytes(&[1 << 61]), Err(ShapeError::Overflow { .. })));
     }
 
     #[test]

@@ -37,11 +37,7 @@ impl<T> OptionalKey<T> for Result<T, MetadataError> {
 }
 
 fn wrong_type(key: &str, expected: &'static str, found: &Value) -> MetadataError {
-    MetadataError::WrongType {
-        key: key.to_string(),
-        expected,
-        found: found.describe_type(),
-    }
+    MetadataError::WrongType { key: key.to_string(), expected, found: found.describe_type() }
 }
 
 macro_rules! integer_getter {
@@ -111,9 +107,7 @@ impl Metadata {
 
     /// The value of a key, or [`MetadataError::Missing`].
     pub fn require(&self, key: &str) -> Result<&Value, MetadataError> {
-        self.get(key).ok_or_else(|| MetadataError::Missing {
-            key: key.to_string(),
-        })
+        self.get(key).ok_or_else(|| MetadataError::Missing { key: key.to_string() })
     }
 
     integer_getter! {
@@ -146,9 +140,7 @@ impl Metadata {
     /// A float key as `f64`, from `f32` or `f64`.
     pub fn get_f64(&self, key: &str) -> Result<f64, MetadataError> {
         let value = self.require(key)?;
-        value
-            .as_float()
-            .ok_or_else(|| wrong_type(key, "f64", value))
+        value.as_float().ok_or_else(|| wrong_type(key, "f64", value))
     }
 
     /// A bool key.
@@ -162,17 +154,13 @@ impl Metadata {
     /// A string key.
     pub fn get_str(&self, key: &str) -> Result<&str, MetadataError> {
         let value = self.require(key)?;
-        value
-            .as_str()
-            .ok_or_else(|| wrong_type(key, "string", value))
+        value.as_str().ok_or_else(|| wrong_type(key, "string", value))
     }
 
     /// An array key, of any element type.
     pub fn get_array(&self, key: &str) -> Result<&Array, MetadataError> {
         let value = self.require(key)?;
-        value
-            .as_array()
-            .ok_or_else(|| wrong_type(key, "array", value))
+        value.as_array().ok_or_else(|| wrong_type(key, "array", value))
     }
 
     /// An array of strings (e.g. `tokenizer.ggml.tokens`).
@@ -252,10 +240,8 @@ int_array_getters! {
 
 impl<'a> IntoIterator for &'a Metadata {
     type Item = (&'a str, &'a Value);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, Value)>,
-        fn(&'a (String, Value)) -> (&'a str, &'a Value),
-    >;
+    type IntoIter =
+        std::iter::Map<std::slice::Iter<'a, (String, Value)>, fn(&'a (String, Value)) -> (&'a str, &'a Value)>;
 
     fn into_iter(self) -> Self::IntoIter {
         fn pair(entry: &(String, Value)) -> (&str, &Value) {
@@ -308,16 +294,9 @@ mod tests {
         let m = sample();
         assert_eq!(
             m.get_u32("i32neg"),
-            Err(MetadataError::OutOfRange {
-                key: "i32neg".into(),
-                expected: "u32",
-                value: -1
-            })
+            Err(MetadataError::OutOfRange { key: "i32neg".into(), expected: "u32", value: -1 })
         );
-        assert!(matches!(
-            m.get_i64("u64big"),
-            Err(MetadataError::OutOfRange { .. })
-        ));
+        assert!(matches!(m.get_i64("u64big"), Err(MetadataError::OutOfRange { .. })));
     }
 
     #[test]
@@ -325,29 +304,13 @@ mod tests {
         let m = sample();
         assert_eq!(
             m.get_u32("str"),
-            Err(MetadataError::WrongType {
-                key: "str".into(),
-                expected: "u32",
-                found: "string".into()
-            })
+            Err(MetadataError::WrongType { key: "str".into(), expected: "u32", found: "string".into() })
         );
         let err = m.get_str_array("scores").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "metadata key \"scores\": expected array of string, found array of f32"
-        );
-        assert!(matches!(
-            m.get_f32("u32"),
-            Err(MetadataError::WrongType { .. })
-        ));
-        assert!(matches!(
-            m.get_bool("str"),
-            Err(MetadataError::WrongType { .. })
-        ));
-        assert_eq!(
-            m.get_str("nope"),
-            Err(MetadataError::Missing { key: "nope".into() })
-        );
+        assert_eq!(err.to_string(), "metadata key \"scores\": expected array of string, found array of f32");
+        assert!(matches!(m.get_f32("u32"), Err(MetadataError::WrongType { .. })));
+        assert!(matches!(m.get_bool("str"), Err(MetadataError::WrongType { .. })));
+        assert_eq!(m.get_str("nope"), Err(MetadataError::Missing { key: "nope".into() }));
     }
 
     #[test]
@@ -358,24 +321,12 @@ mod tests {
         assert_eq!(m.get_str("str"), Ok("hello"));
         assert_eq!(m.get_bool("bool"), Ok(true));
         assert_eq!(m.get_str_array("tokens").map(<[String]>::len), Ok(2));
-        assert_eq!(
-            m.get_f32_array("scores").as_deref(),
-            Ok(&[0.5f32, -1.0][..])
-        );
+        assert_eq!(m.get_f32_array("scores").as_deref(), Ok(&[0.5f32, -1.0][..]));
         assert!(matches!(m.get_i32_array("types_i32"), Ok(Cow::Borrowed(_))));
         assert_eq!(m.get_i32_array("types_u8").as_deref(), Ok(&[1, 2, 3][..]));
-        assert_eq!(
-            m.get_u64_array("types_u8").as_deref(),
-            Ok(&[1u64, 2, 3][..])
-        );
-        assert!(matches!(
-            m.get_u32_array("types_i64neg"),
-            Err(MetadataError::OutOfRange { value: -2, .. })
-        ));
-        assert!(matches!(
-            m.get_i32_array("tokens"),
-            Err(MetadataError::WrongType { .. })
-        ));
+        assert_eq!(m.get_u64_array("types_u8").as_deref(), Ok(&[1u64, 2, 3][..]));
+        assert!(matches!(m.get_u32_array("types_i64neg"), Err(MetadataError::OutOfRange { value: -2, .. })));
+        assert!(matches!(m.get_i32_array("tokens"), Err(MetadataError::WrongType { .. })));
         assert_eq!(m.get_array("tokens").map(Array::len), Ok(2));
     }
 

@@ -48,12 +48,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8], ReadError> {
-        let truncated = || ReadError::Truncated {
-            offset: self.offset(),
-            what,
-            needed: n,
-            remaining: self.remaining(),
-        };
+        let truncated = || ReadError::Truncated { offset: self.offset(), what, needed: n, remaining: self.remaining() };
         let n_usize = usize::try_from(n).map_err(|_| truncated())?;
         let end = self.pos.checked_add(n_usize).ok_or_else(truncated)?;
         let slice = self.bytes.get(self.pos..end).ok_or_else(truncated)?;
@@ -83,39 +78,21 @@ impl<'a> Cursor<'a> {
         let count = self.u64(what)?;
         let max = self.remaining() / min_item_bytes;
         if count > max {
-            return Err(ReadError::CountTooLarge {
-                offset,
-                what,
-                count,
-                max,
-            });
+            return Err(ReadError::CountTooLarge { offset, what, count, max });
         }
         // count <= remaining <= usize::MAX, so this cannot fail.
-        usize::try_from(count).map_err(|_| ReadError::CountTooLarge {
-            offset,
-            what,
-            count,
-            max,
-        })
+        usize::try_from(count).map_err(|_| ReadError::CountTooLarge { offset, what, count, max })
     }
 
     fn string(&mut self, what: &'static str) -> Result<String, ReadError> {
         let offset = self.offset();
         let len = self.u64(what)?;
         if len > self.remaining() {
-            return Err(ReadError::LengthTooLarge {
-                offset,
-                what,
-                len,
-                remaining: self.remaining(),
-            });
+            return Err(ReadError::LengthTooLarge { offset, what, len, remaining: self.remaining() });
         }
         let start = self.offset();
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| ReadError::InvalidUtf8 {
-            offset: start,
-            what,
-        })
+        String::from_utf8(bytes.to_vec()).map_err(|_| ReadError::InvalidUtf8 { offset: start, what })
     }
 
     fn value_type(&mut self) -> Result<ValueType, ReadError> {
@@ -172,22 +149,14 @@ impl<'a> Cursor<'a> {
     fn array_value(&mut self, depth: usize) -> Result<Array, ReadError> {
         let offset = self.offset();
         if depth > MAX_ARRAY_NESTING {
-            return Err(ReadError::NestingTooDeep {
-                offset,
-                max_depth: MAX_ARRAY_NESTING,
-            });
+            return Err(ReadError::NestingTooDeep { offset, max_depth: MAX_ARRAY_NESTING });
         }
         let elem = self.value_type()?;
         let len_offset = self.offset();
         let len = self.u64("array length")?;
         let remaining = self.remaining();
         if len.saturating_mul(elem.min_encoded_bytes()) > remaining {
-            return Err(ReadError::LengthTooLarge {
-                offset: len_offset,
-                what: "array",
-                len,
-                remaining,
-            });
+            return Err(ReadError::LengthTooLarge { offset: len_offset, what: "array", len, remaining });
         }
         // len * min bytes <= remaining, so len fits in usize.
         let n = len as usize;
@@ -203,16 +172,10 @@ impl<'a> Cursor<'a> {
             ValueType::I64 => Array::I64(self.elements(n, "i64 array", i64::from_le_bytes)?),
             ValueType::F64 => Array::F64(self.elements(n, "f64 array", f64::from_le_bytes)?),
             ValueType::Bool => Array::Bool((0..n).map(|_| self.bool()).collect::<Result<_, _>>()?),
-            ValueType::String => Array::String(
-                (0..n)
-                    .map(|_| self.string("string array element"))
-                    .collect::<Result<_, _>>()?,
-            ),
-            ValueType::Array => Array::Array(
-                (0..n)
-                    .map(|_| self.array_value(depth + 1))
-                    .collect::<Result<_, _>>()?,
-            ),
+            ValueType::String => {
+                Array::String((0..n).map(|_| self.string("string array element")).collect::<Result<_, _>>()?)
+            }
+            ValueType::Array => Array::Array((0..n).map(|_| self.array_value(depth + 1)).collect::<Result<_, _>>()?),
         })
     }
 }
@@ -223,18 +186,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Layout, ReadError> {
 
     let magic = cur.array::<4>("magic")?;
     if &magic != b"GGUF" {
-        return Err(ReadError::BadMagic {
-            offset: 0,
-            found: magic,
-        });
+        return Err(ReadError::BadMagic { offset: 0, found: magic });
     }
     let version_offset = cur.offset();
     let version = cur.u32("version")?;
     if version != 2 && version != 3 {
-        return Err(ReadError::UnsupportedVersion {
-            offset: version_offset,
-            found: version,
-        });
+        return Err(ReadError::UnsupportedVersion { offset: version_offset, found: version });
     }
     // Tensor infos follow the metadata, so the tensor count is only bounded
     // loosely here and checked again once the metadata has been read.
@@ -259,29 +216,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Layout, ReadError> {
     for _ in 0..tensor_count {
         let (info, offset_field) = parse_tensor_info(&mut cur, alignment)?;
         if !names.insert(info.name.clone()) {
-            return Err(ReadError::DuplicateTensor {
-                offset: info.file_offset,
-                name: info.name,
-            });
+            return Err(ReadError::DuplicateTensor { offset: info.file_offset, name: info.name });
         }
         tensors.push(info);
         offset_fields.push(offset_field);
     }
 
     let data_offset = align_up(cur.offset(), alignment);
-    check_extents(
-        &mut tensors,
-        &offset_fields,
-        data_offset,
-        bytes.len() as u64,
-    )?;
-    Ok(Layout {
-        version,
-        metadata,
-        tensors,
-        alignment,
-        data_offset,
-    })
+    check_extents(&mut tensors, &offset_fields, data_offset, bytes.len() as u64)?;
+    Ok(Layout { version, metadata, tensors, alignment, data_offset })
 }
 
 fn parse_metadata(cur: &mut Cursor<'_>, kv_count: usize) -> Result<(Metadata, u64), ReadError> {
@@ -298,18 +241,10 @@ fn parse_metadata(cur: &mut Cursor<'_>, kv_count: usize) -> Result<(Metadata, u6
                 .as_integer()
                 .and_then(|v| u32::try_from(v).ok())
                 .filter(|v| v.is_power_of_two())
-                .ok_or_else(|| ReadError::BadAlignment {
-                    offset: value_offset,
-                    found: format!("{value:?}"),
-                })?
+                .ok_or_else(|| ReadError::BadAlignment { offset: value_offset, found: format!("{value:?}") })?
                 .into();
         }
-        metadata
-            .insert(key, value)
-            .map_err(|(key, _)| ReadError::DuplicateKey {
-                offset: key_offset,
-                key,
-            })?;
+        metadata.insert(key, value).map_err(|(key, _)| ReadError::DuplicateKey { offset: key_offset, key })?;
     }
     Ok((metadata, alignment))
 }
@@ -322,65 +257,27 @@ fn parse_tensor_info(cur: &mut Cursor<'_>, alignment: u64) -> Result<(TensorInfo
     let n_dims_offset = cur.offset();
     let n_dims = cur.u32("tensor dim count")?;
     if n_dims == 0 || n_dims as usize > MAX_DIMS {
-        return Err(ReadError::BadDimCount {
-            offset: n_dims_offset,
-            tensor: name,
-            n_dims,
-        });
+        return Err(ReadError::BadDimCount { offset: n_dims_offset, tensor: name, n_dims });
     }
     let dims_offset = cur.offset();
-    let dims = (0..n_dims)
-        .map(|_| cur.u64("tensor dim"))
-        .collect::<Result<Vec<u64>, _>>()?;
+    let dims = (0..n_dims).map(|_| cur.u64("tensor dim")).collect::<Result<Vec<u64>, _>>()?;
     let type_offset = cur.offset();
     let ggml_type = GgmlType::from_id(cur.u32("tensor type")?);
     let offset_field = cur.offset();
     let data_offset = cur.u64("tensor data offset")?;
 
     let size_bytes = ggml_type.tensor_bytes(&dims).map_err(|e| match e {
-        ShapeError::UnknownType(id) => ReadError::UnknownGgmlType {
-            offset: type_offset,
-            tensor: name.clone(),
-            id,
-        },
-        ShapeError::NotBlockAligned {
-            type_name,
-            dim0,
-            block_elems,
-        } => ReadError::NotBlockAligned {
-            offset: dims_offset,
-            tensor: name.clone(),
-            type_name,
-            dim0,
-            block_elems,
-        },
-        ShapeError::Overflow { dims } => ReadError::DimsOverflow {
-            offset: dims_offset,
-            tensor: name.clone(),
-            dims,
-        },
-        ShapeError::BadDimCount(_) => ReadError::BadDimCount {
-            offset: n_dims_offset,
-            tensor: name.clone(),
-            n_dims,
-        },
+        ShapeError::UnknownType(id) => ReadError::UnknownGgmlType { offset: type_offset, tensor: name.clone(), id },
+        ShapeError::NotBlockAligned { type_name, dim0, block_elems } => {
+            ReadError::NotBlockAligned { offset: dims_offset, tensor: name.clone(), type_name, dim0, block_elems }
+        }
+        ShapeError::Overflow { dims } => ReadError::DimsOverflow { offset: dims_offset, tensor: name.clone(), dims },
+        ShapeError::BadDimCount(_) => ReadError::BadDimCount { offset: n_dims_offset, tensor: name.clone(), n_dims },
     })?;
     if data_offset % alignment != 0 {
-        return Err(ReadError::MisalignedTensor {
-            offset: offset_field,
-            tensor: name,
-            data_offset,
-            alignment,
-        });
+        return Err(ReadError::MisalignedTensor { offset: offset_field, tensor: name, data_offset, alignment });
     }
-    let info = TensorInfo {
-        name,
-        dims,
-        ggml_type,
-        data_offset,
-        size_bytes,
-        file_offset: name_offset,
-    };
+    let info = TensorInfo { name, dims, ggml_type, data_offset, size_bytes, file_offset: name_offset };
     Ok((info, offset_field))
 }
 
@@ -406,9 +303,7 @@ fn check_extents(
         }
         info.file_offset = start;
     }
-    let mut order: Vec<usize> = (0..tensors.len())
-        .filter(|&i| tensors[i].size_bytes > 0)
-        .collect();
+    let mut order: Vec<usize> = (0..tensors.len()).filter(|&i| tensors[i].size_bytes > 0).collect();
     order.sort_by_key(|&i| (tensors[i].file_offset, i));
     for pair in order.windows(2) {
         let (earlier, later) = (&tensors[pair[0]], &tensors[pair[1]]);

@@ -59,10 +59,7 @@ impl GgufFile {
     /// when that cannot be guaranteed.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
-        let io = |source| ReadError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = |source| ReadError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
         // SAFETY: `Mmap::map` is unsafe because the mapped memory changes if
         // another process writes or truncates the file. We rely on the
@@ -77,10 +74,7 @@ impl GgufFile {
     /// caveat about concurrent modification).
     pub fn open_in_memory(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
         Self::from_bytes(bytes)
     }
 
@@ -103,17 +97,8 @@ impl GgufFile {
     }
 
     fn assemble(storage: Storage, layout: Layout) -> Self {
-        let by_name = layout
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
-        Self {
-            storage,
-            layout,
-            by_name,
-        }
+        let by_name = layout.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
+        Self { storage, layout, by_name }
     }
 
     /// The format version (2 or 3).
@@ -163,9 +148,7 @@ impl GgufFile {
 
     /// The tensor with this name, if any.
     pub fn tensor(&self, name: &str) -> Option<Tensor<'_>> {
-        self.by_name
-            .get(name)
-            .map(|&i| self.view(&self.layout.tensors[i]))
+        self.by_name.get(name).map(|&i| self.view(&self.layout.tensors[i]))
     }
 
     fn view<'a>(&'a self, info: &'a TensorInfo) -> Tensor<'a> {

@@ -380,10 +380,7 @@ mod tests {
         assert_eq!(Value::I8(-3).as_integer(), Some(-3));
         assert_eq!(Value::U64(u64::MAX).as_integer(), Some(u64::MAX.into()));
         assert_eq!(Value::F32(1.0).as_integer(), None);
-        assert_eq!(
-            Value::from(vec!["a", "b"]).describe_type(),
-            "array of string"
-        );
+        assert_eq!(Value::from(vec!["a", "b"]).describe_type(), "array of string");
         let nested = Value::Array(Array::Array(vec![Array::U8(vec![]), Array::Array(vec![])]));
         assert_eq!(nested.nesting_depth(), 2);
     }

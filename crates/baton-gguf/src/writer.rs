@@ -82,12 +82,7 @@ impl std::fmt::Debug for GgufWriter<'_> {
 impl<'a> GgufWriter<'a> {
     /// An empty file with the default alignment (32).
     pub fn new() -> Self {
-        Self {
-            metadata: Metadata::new(),
-            alignment: DEFAULT_ALIGNMENT,
-            tensors: Vec::new(),
-            names: HashSet::new(),
-        }
+        Self { metadata: Metadata::new(), alignment: DEFAULT_ALIGNMENT, tensors: Vec::new(), names: HashSet::new() }
     }
 
     /// The alignment tensor data will be written with.
@@ -109,11 +104,7 @@ impl<'a> GgufWriter<'a> {
     /// Appends a metadata pair. Keys must be unique; `general.alignment` must
     /// be a power-of-two `u32`; arrays may nest at most
     /// [`MAX_ARRAY_NESTING`] deep.
-    pub fn add_metadata(
-        &mut self,
-        key: impl Into<String>,
-        value: impl Into<Value>,
-    ) -> Result<&mut Self, WriteError> {
+    pub fn add_metadata(&mut self, key: impl Into<String>, value: impl Into<Value>) -> Result<&mut Self, WriteError> {
         let key = key.into();
         let value = value.into();
         if self.metadata.contains_key(&key) {
@@ -121,51 +112,26 @@ impl<'a> GgufWriter<'a> {
         }
         let depth = value.nesting_depth();
         if depth > MAX_ARRAY_NESTING {
-            return Err(WriteError::NestingTooDeep {
-                key,
-                depth,
-                max_depth: MAX_ARRAY_NESTING,
-            });
+            return Err(WriteError::NestingTooDeep { key, depth, max_depth: MAX_ARRAY_NESTING });
         }
         if key == ALIGNMENT_KEY {
             match value {
                 Value::U32(a) if a.is_power_of_two() => self.alignment = a.into(),
-                other => {
-                    return Err(WriteError::BadAlignment {
-                        found: format!("{other:?}"),
-                    })
-                }
+                other => return Err(WriteError::BadAlignment { found: format!("{other:?}") }),
             }
         }
-        self.metadata
-            .insert(key, value)
-            .map_err(|(key, _)| WriteError::DuplicateKey { key })?;
+        self.metadata.insert(key, value).map_err(|(key, _)| WriteError::DuplicateKey { key })?;
         Ok(self)
     }
 
-    fn check_tensor(
-        &self,
-        name: &str,
-        dims: &[u64],
-        ggml_type: GgmlType,
-    ) -> Result<u64, WriteError> {
+    fn check_tensor(&self, name: &str, dims: &[u64], ggml_type: GgmlType) -> Result<u64, WriteError> {
         if name.len() > MAX_TENSOR_NAME_BYTES {
-            return Err(WriteError::TensorNameTooLong {
-                name: name.to_string(),
-                max_bytes: MAX_TENSOR_NAME_BYTES,
-            });
+            return Err(WriteError::TensorNameTooLong { name: name.to_string(), max_bytes: MAX_TENSOR_NAME_BYTES });
         }
         if self.names.contains(name) {
-            return Err(WriteError::DuplicateTensor {
-                name: name.to_string(),
-            });
+            return Err(WriteError::DuplicateTensor { name: name.to_string() });
         }
-        ggml_type
-            .tensor_bytes(dims)
-            .map_err(|source| WriteError::Shape {
-                tensor: name.to_string(),
-                source,
-            })
+        ggml_type.tensor_bytes(dims).map_err(|source| WriteError::Shape { tensor: name.to_string(), source })
     }
 
     /// Appends a tensor whose bytes are in memory. `dims` are in ggml order
@@ -207,52 +173,30 @@ impl<'a> GgufWriter<'a> {
         Ok(self)
     }
 
-    fn push(
-        &mut self,
-        name: String,
-        dims: &[u64],
-        ggml_type: GgmlType,
-        size_bytes: u64,
-        source: TensorSource<'a>,
-    ) {
+    fn push(&mut self, name: String, dims: &[u64], ggml_type: GgmlType, size_bytes: u64, source: TensorSource<'a>) {
         self.names.insert(name.clone());
-        self.tensors.push(PendingTensor {
-            name,
-            dims: dims.to_vec(),
-            ggml_type,
-            size_bytes,
-            source,
-        });
+        self.tensors.push(PendingTensor { name, dims: dims.to_vec(), ggml_type, size_bytes, source });
     }
 
     /// Creates (or truncates) `path` and writes the file to it. On error the
     /// file may be left partly written.
     pub fn write_to_path(self, path: impl AsRef<Path>) -> Result<u64, WriteError> {
         let path = path.as_ref();
-        let file_error = |source| WriteError::File {
-            path: path.to_path_buf(),
-            source,
-        };
+        let file_error = |source| WriteError::File { path: path.to_path_buf(), source };
         let file = File::create(path).map_err(file_error)?;
         let mut out = BufWriter::new(file);
         let written = self.write_to(&mut out).map_err(|e| match e {
             WriteError::Io(source) => file_error(source),
             other => other,
         })?;
-        out.into_inner()
-            .map_err(|e| file_error(e.into_error()))?
-            .sync_all()
-            .map_err(file_error)?;
+        out.into_inner().map_err(|e| file_error(e.into_error()))?.sync_all().map_err(file_error)?;
         Ok(written)
     }
 
     /// Streams the file to `out`; returns the number of bytes written.
     pub fn write_to<W: Write>(self, out: W) -> Result<u64, WriteError> {
         // Metadata is written field by field; buffer those small writes.
-        let mut out = CountingWriter {
-            inner: BufWriter::new(out),
-            written: 0,
-        };
+        let mut out = CountingWriter { inner: BufWriter::new(out), written: 0 };
         out.write_all(b"GGUF")?;
         out.write_all(&WRITE_VERSION.to_le_bytes())?;
         out.write_all(&(self.tensors.len() as u64).to_le_bytes())?;
@@ -277,9 +221,7 @@ impl<'a> GgufWriter<'a> {
         for tensor in self.tensors {
             match tensor.source {
                 TensorSource::Slice(bytes) => out.write_all(bytes)?,
-                TensorSource::Reader(reader) => {
-                    copy_exact(reader, &mut out, &tensor.name, tensor.size_bytes)?
-                }
+                TensorSource::Reader(reader) => copy_exact(reader, &mut out, &tensor.name, tensor.size_bytes)?,
             }
             pad(&mut out, self.alignment)?;
         }
@@ -289,17 +231,8 @@ impl<'a> GgufWriter<'a> {
 }
 
 /// Copies exactly `expected` bytes, failing if the source has fewer or more.
-fn copy_exact(
-    reader: Box<dyn Read + '_>,
-    out: &mut impl Write,
-    name: &str,
-    expected: u64,
-) -> Result<(), WriteError> {
-    let mismatch = |found| WriteError::TensorSizeMismatch {
-        tensor: name.to_string(),
-        expected,
-        found,
-    };
+fn copy_exact(reader: Box<dyn Read + '_>, out: &mut impl Write, name: &str, expected: u64) -> Result<(), WriteError> {
+    let mismatch = |found| WriteError::TensorSizeMismatch { tensor: name.to_string(), expected, found };
     let mut limited = reader.take(expected);
     let copied = io::copy(&mut limited, out)?;
     if copied != expected {

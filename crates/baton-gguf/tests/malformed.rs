@@ -24,13 +24,9 @@ fn committed_corpus_matches_its_generator() {
             std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("writing {path:?}: {e}"));
             continue;
         }
-        let committed = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!("{path:?} missing ({e}); run with BATON_GGUF_REGENERATE=1 to create it")
-        });
-        assert_eq!(
-            committed, bytes,
-            "{name} differs from its generator; regenerate with BATON_GGUF_REGENERATE=1"
-        );
+        let committed = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{path:?} missing ({e}); run with BATON_GGUF_REGENERATE=1 to create it"));
+        assert_eq!(committed, bytes, "{name} differs from its generator; regenerate with BATON_GGUF_REGENERATE=1");
     }
 }
 
@@ -40,11 +36,7 @@ fn every_malformed_file_gives_its_specific_error() {
     let mut seen = 0;
     for entry in std::fs::read_dir(corpus_dir()).expect("tests/malformed exists") {
         let path = entry.expect("readable directory entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("corpus file names are UTF-8")
-            .to_string();
+        let name = path.file_name().and_then(|n| n.to_str()).expect("corpus file names are UTF-8").to_string();
         let (_, _, expect) = cases
             .iter()
             .find(|(case, _, _)| *case == name)
@@ -55,10 +47,7 @@ fn every_malformed_file_gives_its_specific_error() {
                 Ok(file) => panic!("{name}: expected an error, parsed {file:?}"),
                 Err(err) => {
                     assert!(expect(&err), "{name}: unexpected error {err:?} ({err})");
-                    assert!(
-                        err.offset().is_some(),
-                        "{name}: error without offset: {err}"
-                    );
+                    assert!(err.offset().is_some(), "{name}: error without offset: {err}");
                 }
             }
         }
@@ -70,14 +59,7 @@ fn every_malformed_file_gives_its_specific_error() {
 #[test]
 fn errors_say_where_and_what() {
     let cases = support::malformed_cases();
-    let bytes = &cases
-        .iter()
-        .find(|(name, _, _)| *name == "unknown_ggml_type.gguf")
-        .expect("case exists")
-        .1;
+    let bytes = &cases.iter().find(|(name, _, _)| *name == "unknown_ggml_type.gguf").expect("case exists").1;
     let err = GgufFile::from_slice(bytes).expect_err("unknown type must fail");
-    assert_eq!(
-        err.to_string(),
-        "offset 45: tensor \"t\" has unknown ggml type id 4"
-    );
+    assert_eq!(err.to_string(), "offset 45: tensor \"t\" has unknown ggml type id 4");
 }

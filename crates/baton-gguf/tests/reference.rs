@@ -79,10 +79,7 @@ fn python_gguf_reads_what_the_writer_wrote() {
     let f32_values: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
     let f32_data = support::f32_bytes(&f32_values);
     let f16_values = [1.0f32, -2.0, 0.5, 0.25, 3.0, -0.125, 8.0, 0.0];
-    let f16_data: Vec<u8> = f16_values
-        .iter()
-        .flat_map(|&v| support::f16_bits(v).to_le_bytes())
-        .collect();
+    let f16_data: Vec<u8> = f16_values.iter().flat_map(|&v| support::f16_bits(v).to_le_bytes()).collect();
     let q8_data: Vec<u8> = (0..68u8).collect();
 
     let mut writer = GgufWriter::new();
@@ -101,32 +98,18 @@ fn python_gguf_reads_what_the_writer_wrote() {
         ("t.f32", Value::F32(1e-5)),
         ("t.f64", Value::F64(-2.5e100)),
         ("t.bool", Value::Bool(true)),
-        (
-            "tokenizer.ggml.tokens",
-            vec!["<s>", "</s>", "a b", "\"q\"", "é"].into(),
-        ),
+        ("tokenizer.ggml.tokens", vec!["<s>", "</s>", "a b", "\"q\"", "é"].into()),
         ("tokenizer.ggml.scores", vec![0.0f32, -1.5, 2.25].into()),
         ("tokenizer.ggml.token_type", vec![1i32, 3, -1].into()),
         ("t.u64s", vec![0u64, u64::MAX].into()),
-        (
-            "t.nested",
-            Value::Array(Array::Array(vec![Array::U8(vec![1])])),
-        ),
+        ("t.nested", Value::Array(Array::Array(vec![Array::U8(vec![1])]))),
     ];
     for (key, value) in &metadata {
-        writer
-            .add_metadata(*key, value.clone())
-            .expect("valid metadata");
+        writer.add_metadata(*key, value.clone()).expect("valid metadata");
     }
-    writer
-        .add_tensor("token_embd.weight", &[4, 3], GgmlType::F32, &f32_data)
-        .expect("f32");
-    writer
-        .add_tensor("blk.0.attn_norm.weight", &[8], GgmlType::F16, &f16_data)
-        .expect("f16");
-    writer
-        .add_tensor("blk.0.ffn_up.weight", &[32, 2], GgmlType::Q8_0, &q8_data)
-        .expect("q8_0");
+    writer.add_tensor("token_embd.weight", &[4, 3], GgmlType::F32, &f32_data).expect("f32");
+    writer.add_tensor("blk.0.attn_norm.weight", &[8], GgmlType::F16, &f16_data).expect("f16");
+    writer.add_tensor("blk.0.ffn_up.weight", &[32, 2], GgmlType::Q8_0, &q8_data).expect("q8_0");
 
     let dir = std::env::temp_dir().join(format!("baton-gguf-ref-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -134,18 +117,13 @@ fn python_gguf_reads_what_the_writer_wrote() {
     writer.write_to_path(&path).expect("write file");
     let ours = GgufFile::open(&path).expect("our reader reads our file");
 
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/gguf_check.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/gguf_check.py");
     let output = Command::new(&python)
         .arg(&script)
         .arg(&path)
         .output()
         .unwrap_or_else(|e| panic!("running {python} {script:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "gguf_check.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "gguf_check.py failed: {}", String::from_utf8_lossy(&output.stderr));
     let summary = Json::parse(&String::from_utf8_lossy(&output.stdout));
 
     assert_eq!(summary.get("version").int(), 3);
@@ -154,17 +132,9 @@ fn python_gguf_reads_what_the_writer_wrote() {
     assert_eq!(theirs.len(), metadata.len(), "metadata count");
     for ((key, value), entry) in metadata.iter().zip(theirs) {
         assert_eq!(entry.get("key").str(), *key);
-        assert_eq!(
-            entry.get("type").str(),
-            py_type_name(value.value_type()),
-            "{key}"
-        );
+        assert_eq!(entry.get("type").str(), py_type_name(value.value_type()), "{key}");
         if let Value::Array(a) = value {
-            assert_eq!(
-                entry.get("element_type").str(),
-                py_type_name(a.element_type()),
-                "{key}"
-            );
+            assert_eq!(entry.get("element_type").str(), py_type_name(a.element_type()), "{key}");
         }
         assert_value_matches(key, value, entry.get("value"));
     }
@@ -177,50 +147,19 @@ fn python_gguf_reads_what_the_writer_wrote() {
         let shape: Vec<i128> = entry.get("shape").items().iter().map(Json::int).collect();
         let dims: Vec<i128> = tensor.dims().iter().map(|&d| d.into()).collect();
         assert_eq!(shape, dims, "{name} shape (ggml order)");
-        assert_eq!(
-            Some(entry.get("type").str()),
-            tensor.ggml_type().name(),
-            "{name}"
-        );
-        assert_eq!(
-            entry.get("type_id").int(),
-            tensor.ggml_type().id().into(),
-            "{name}"
-        );
-        assert_eq!(
-            entry.get("n_bytes").int(),
-            tensor.data().len() as i128,
-            "{name}"
-        );
-        assert_eq!(
-            entry.get("data_offset").int(),
-            tensor.info().file_offset().into(),
-            "{name}"
-        );
+        assert_eq!(Some(entry.get("type").str()), tensor.ggml_type().name(), "{name}");
+        assert_eq!(entry.get("type_id").int(), tensor.ggml_type().id().into(), "{name}");
+        assert_eq!(entry.get("n_bytes").int(), tensor.data().len() as i128, "{name}");
+        assert_eq!(entry.get("data_offset").int(), tensor.info().file_offset().into(), "{name}");
     }
     let checksum = |name: &str| {
-        let entry = tensors
-            .iter()
-            .find(|t| t.get("name").str() == name)
-            .expect("tensor listed");
+        let entry = tensors.iter().find(|t| t.get("name").str() == name).expect("tensor listed");
         entry.get("checksum").float()
     };
     let f32_sum: f64 = f32_values.iter().map(|&v| f64::from(v)).sum();
     let f16_sum: f64 = f16_values.iter().map(|&v| f64::from(v)).sum();
-    assert!(
-        (checksum("token_embd.weight") - f32_sum).abs() < 1e-9,
-        "f32 checksum"
-    );
-    assert!(
-        (checksum("blk.0.attn_norm.weight") - f16_sum).abs() < 1e-9,
-        "f16 checksum"
-    );
-    assert_eq!(
-        tensors
-            .iter()
-            .find(|t| t.get("type").str() == "Q8_0")
-            .map(|t| t.get("checksum")),
-        Some(&Json::Null)
-    );
+    assert!((checksum("token_embd.weight") - f32_sum).abs() < 1e-9, "f32 checksum");
+    assert!((checksum("blk.0.attn_norm.weight") - f16_sum).abs() < 1e-9, "f16 checksum");
+    assert_eq!(tensors.iter().find(|t| t.get("type").str() == "Q8_0").map(|t| t.get("checksum")), Some(&Json::Null));
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

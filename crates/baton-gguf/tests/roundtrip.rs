@@ -34,9 +34,7 @@ fn flat_array() -> impl Strategy<Value = Array> {
 }
 
 fn array() -> impl Strategy<Value = Array> {
-    flat_array().prop_recursive(3, 24, 4, |inner| {
-        prop::collection::vec(inner, 0..4).prop_map(Array::Array)
-    })
+    flat_array().prop_recursive(3, 24, 4, |inner| prop::collection::vec(inner, 0..4).prop_map(Array::Array))
 }
 
 fn value() -> impl Strategy<Value = Value> {
@@ -65,11 +63,7 @@ fn tensor() -> impl Strategy<Value = (Vec<u64>, GgmlType, Vec<u8>)> {
         dims[0] *= layout.block_elems;
         let ty = GgmlType::from_id(layout.id);
         let bytes = ty.tensor_bytes(&dims).expect("generated shapes are valid") as usize;
-        (
-            Just(dims),
-            Just(ty),
-            prop::collection::vec(any::<u8>(), bytes),
-        )
+        (Just(dims), Just(ty), prop::collection::vec(any::<u8>(), bytes))
     })
 }
 

@@ -9,19 +9,13 @@ use baton_gguf::GgufFile;
 fn truncating_at_every_offset_gives_an_error() {
     let bytes = support::sample_file();
     let file = GgufFile::from_slice(&bytes).expect("sample file is valid");
-    let data_end = file
-        .tensor_infos()
-        .iter()
-        .map(|t| t.file_offset() + t.size_bytes())
-        .max()
-        .expect("sample has tensors") as usize;
+    let data_end =
+        file.tensor_infos().iter().map(|t| t.file_offset() + t.size_bytes()).max().expect("sample has tensors")
+            as usize;
     for len in 0..bytes.len() {
         let result = GgufFile::from_slice(&bytes[..len]);
         if len < data_end {
-            assert!(
-                result.is_err(),
-                "prefix of {len} bytes (data ends at {data_end}) parsed"
-            );
+            assert!(result.is_err(), "prefix of {len} bytes (data ends at {data_end}) parsed");
         } else {
             // Only trailing alignment padding was cut.
             let file = result.unwrap_or_else(|e| panic!("prefix {len} past data end: {e}"));

@@ -78,9 +78,7 @@ impl Pool {
                         // SAFETY: the acquire load of the new generation
                         // happens after `run` stored the task; `run` keeps the
                         // closure alive until `remaining` reaches 0.
-                        let task = unsafe {
-                            (*shared.task.get()).expect("task set before generation bump")
-                        };
+                        let task = unsafe { (*shared.task.get()).expect("task set before generation bump") };
                         // SAFETY: as above, the closure outlives this call.
                         unsafe { (*task)(index) };
                         shared.remaining.fetch_sub(1, Ordering::Release);
@@ -88,11 +86,7 @@ impl Pool {
                 })
             })
             .collect();
-        Pool {
-            shared,
-            threads,
-            workers,
-        }
+        Pool { shared, threads, workers }
     }
 }
 
@@ -108,9 +102,7 @@ impl Parallel for Pool {
         let task: Task = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Task>(task) };
         // SAFETY: no worker reads `task` until the generation changes.
         unsafe { *self.shared.task.get() = Some(task) };
-        self.shared
-            .remaining
-            .store(self.threads - 1, Ordering::Relaxed);
+        self.shared.remaining.store(self.threads - 1, Ordering::Relaxed);
         self.shared.generation.fetch_add(1, Ordering::Release);
         // SAFETY: the closure is alive for this whole call.
         unsafe { (*task)(0) };
@@ -137,9 +129,7 @@ fn time(mut f: impl FnMut()) -> f64 {
     f();
     let mut samples = Vec::new();
     let start = Instant::now();
-    while samples.len() < 3
-        || (start.elapsed() < Duration::from_millis(300) && samples.len() < 1000)
-    {
+    while samples.len() < 3 || (start.elapsed() < Duration::from_millis(300) && samples.len() < 1000) {
         let t = Instant::now();
         f();
         samples.push(t.elapsed().as_secs_f64());
@@ -152,17 +142,8 @@ fn main() {
     let quick = std::env::var_os("BATON_BENCH_QUICK").is_some();
     let shapes = [(1536usize, 576usize), (576, 1536), (49152, 576)];
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
-    let types = [
-        DType::F32,
-        DType::F16,
-        DType::Q8_0,
-        DType::Q4_0,
-        DType::Q4_1,
-    ];
-    println!(
-        "isa: {:?}; GFLOP/s = 2 m n k / median time",
-        baton_kernels::Isa::detected()
-    );
+    let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+    println!("isa: {:?}; GFLOP/s = 2 m n k / median time", baton_kernels::Isa::detected());
     println!(
         "{:<6} {:>6} {:>5} {:>4} | {:>9} {:>9} {:>9} | {:>8} {:>10}",
         "type", "n", "k", "m", "1 thread", "2 (pool)", "2 (scoped)", "pool/1T", "us/call 2T"
@@ -182,10 +163,7 @@ fn main() {
         for dtype in types {
             let row_bytes = dtype.row_bytes(k).expect("k is whole blocks");
             let mut w_bytes = vec![0u8; n * row_bytes];
-            for (row, out) in w_f32
-                .chunks_exact(k)
-                .zip(w_bytes.chunks_exact_mut(row_bytes))
-            {
+            for (row, out) in w_f32.chunks_exact(k).zip(w_bytes.chunks_exact_mut(row_bytes)) {
                 quantize_row(dtype, row, out).expect("row sizes match");
             }
             let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");

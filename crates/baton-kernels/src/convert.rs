@@ -159,11 +159,7 @@ unsafe fn narrow_avx2<H: Half16>(src: *const f32, dst: *mut u16, n: usize) -> us
 /// Widens little-endian 16-bit floats in `src` (2 bytes each) into `dst`.
 /// The caller has checked `src.len() == 2 * dst.len()`.
 pub(crate) fn widen_bytes<H: Half16>(isa: Isa, src: &[u8], dst: &mut [f32]) {
-    assert_eq!(
-        src.len(),
-        2 * dst.len(),
-        "widen_bytes: caller checked lengths"
-    );
+    assert_eq!(src.len(), 2 * dst.len(), "widen_bytes: caller checked lengths");
     // SAFETY: the assert above sizes both buffers for `dst.len()` elements;
     // the host is little-endian (checked at compile time in lib.rs).
     unsafe { widen_raw::<H>(isa, src.as_ptr().cast(), dst.as_mut_ptr(), dst.len()) }
@@ -171,11 +167,7 @@ pub(crate) fn widen_bytes<H: Half16>(isa: Isa, src: &[u8], dst: &mut [f32]) {
 
 /// Narrows `src` into little-endian 16-bit floats in `dst` (2 bytes each).
 pub(crate) fn narrow_bytes<H: Half16>(isa: Isa, src: &[f32], dst: &mut [u8]) {
-    assert_eq!(
-        dst.len(),
-        2 * src.len(),
-        "narrow_bytes: caller checked lengths"
-    );
+    assert_eq!(dst.len(), 2 * src.len(), "narrow_bytes: caller checked lengths");
     // SAFETY: as in `widen_bytes`.
     unsafe { narrow_raw::<H>(isa, src.as_ptr(), dst.as_mut_ptr().cast(), src.len()) }
 }
@@ -187,21 +179,10 @@ macro_rules! typed_conversions {
         /// # Panics
         /// If the lengths differ (a caller bug).
         pub fn $to_f32(src: &[$half], dst: &mut [f32]) {
-            assert_eq!(
-                src.len(),
-                dst.len(),
-                concat!(stringify!($to_f32), ": lengths differ")
-            );
+            assert_eq!(src.len(), dst.len(), concat!(stringify!($to_f32), ": lengths differ"));
             // SAFETY: `$half` is `repr(transparent)` over `u16`; both slices
             // hold `dst.len()` elements (assert above).
-            unsafe {
-                widen_raw::<$half>(
-                    Isa::current(),
-                    src.as_ptr().cast(),
-                    dst.as_mut_ptr(),
-                    dst.len(),
-                )
-            }
+            unsafe { widen_raw::<$half>(Isa::current(), src.as_ptr().cast(), dst.as_mut_ptr(), dst.len()) }
         }
 
         #[doc = concat!("Converts a row of f32 to ", $name, ", rounding to nearest even.")]
@@ -209,20 +190,9 @@ macro_rules! typed_conversions {
         /// # Panics
         /// If the lengths differ (a caller bug).
         pub fn $from_f32(src: &[f32], dst: &mut [$half]) {
-            assert_eq!(
-                src.len(),
-                dst.len(),
-                concat!(stringify!($from_f32), ": lengths differ")
-            );
+            assert_eq!(src.len(), dst.len(), concat!(stringify!($from_f32), ": lengths differ"));
             // SAFETY: as above.
-            unsafe {
-                narrow_raw::<$half>(
-                    Isa::current(),
-                    src.as_ptr(),
-                    dst.as_mut_ptr().cast(),
-                    src.len(),
-                )
-            }
+            unsafe { narrow_raw::<$half>(Isa::current(), src.as_ptr(), dst.as_mut_ptr().cast(), src.len()) }
         }
     };
 }

@@ -66,18 +66,10 @@ pub enum KernelError {
 }
 
 /// Fails with [`KernelError::LengthMismatch`] unless `expected == actual`.
-pub(crate) fn expect_len(
-    what: &'static str,
-    expected: usize,
-    actual: usize,
-) -> Result<(), KernelError> {
+pub(crate) fn expect_len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
     if expected == actual {
         Ok(())
     } else {
-        Err(KernelError::LengthMismatch {
-            what,
-            expected,
-            actual,
-        })
+        Err(KernelError::LengthMismatch { what, expected, actual })
     }
 }

@@ -81,12 +81,7 @@ pub(crate) struct FloatTiles<'a, W> {
 
 impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
     #[inline]
-    fn tile<const MR: usize, const NR: usize>(
-        &self,
-        m0: usize,
-        n0: usize,
-        out: &mut [[f32; NR]; MR],
-    ) {
+    fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
         assert!((m0 + MR - 1) * self.x_stride + self.k <= self.x.len());
         assert!((n0 + NR - 1) * self.w_stride + self.k * W::BYTES <= self.w.len());
         // SAFETY: the asserts above keep rows m0..m0+MR of x and n0..n0+NR
@@ -97,13 +92,9 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
-            Isa::Avx2 => unsafe {
-                tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
-            },
+            Isa::Avx2 => unsafe { tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
             // SAFETY: pointers checked above.
-            _ => unsafe {
-                tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
-            },
+            _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
         }
     }
 }
@@ -126,9 +117,7 @@ unsafe fn tile_scalar<W: FloatElem, const MR: usize, const NR: usize>(
             while p + 8 <= k {
                 for (l, lane) in lanes.iter_mut().enumerate() {
                     // SAFETY: p + l < k, inside the rows the caller guarantees.
-                    unsafe {
-                        *lane += *x.add(i * x_stride + p + l) * W::load(w.add(j * w_stride), p + l)
-                    };
+                    unsafe { *lane += *x.add(i * x_stride + p + l) * W::load(w.add(j * w_stride), p + l) };
                 }
                 p += 8;
             }

@@ -81,23 +81,9 @@ pub fn matmul_columns(
         // SAFETY: `validate` checked y holds `m` rows of `w.rows` columns at
         // its stride and `n_range` is inside `0..w.rows`; this thread is the
         // only writer (it holds `y` mutably).
-        unsafe {
-            compute(
-                isa,
-                w,
-                row_bytes,
-                Activations::Blocks(blocks),
-                x.rows,
-                n_range,
-                out,
-                y.row_stride,
-            )
-        };
+        unsafe { compute(isa, w, row_bytes, Activations::Blocks(blocks), x.rows, n_range, out, y.row_stride) };
     } else {
-        let acts = Activations::Float {
-            x: x.data,
-            stride: x.row_stride,
-        };
+        let acts = Activations::Float { x: x.data, stride: x.row_stride };
         // SAFETY: as above.
         unsafe { compute(isa, w, row_bytes, acts, x.rows, n_range, out, y.row_stride) };
     }
@@ -131,10 +117,7 @@ pub fn matmul(
         };
         Activations::Blocks(blocks)
     } else {
-        Activations::Float {
-            x: x.data,
-            stride: x.row_stride,
-        }
+        Activations::Float { x: x.data, stride: x.row_stride }
     };
     let task = |t: usize| {
         let cols = split_range(n, threads, t, 8);
@@ -186,12 +169,7 @@ impl Scratch {
                 // the parts are disjoint row ranges, so this row's blocks are
                 // written by this call only; `self.blocks` is borrowed
                 // mutably for the whole call.
-                let out = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        dst.ptr().add(r * blocks_per_row),
-                        blocks_per_row,
-                    )
-                };
+                let out = unsafe { std::slice::from_raw_parts_mut(dst.ptr().add(r * blocks_per_row), blocks_per_row) };
                 quantize_activations(isa, src, out);
             }
         });

@@ -26,20 +26,9 @@ impl<'a> WeightMatrix<'a> {
     ///
     /// # Errors
     /// [`KernelError::PartialBlock`] if `cols` is not whole blocks.
-    pub fn contiguous(
-        dtype: DType,
-        data: &'a [u8],
-        rows: usize,
-        cols: usize,
-    ) -> Result<Self, KernelError> {
+    pub fn contiguous(dtype: DType, data: &'a [u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
         let row_stride_bytes = encoded_row_bytes(dtype, cols)?;
-        Ok(WeightMatrix {
-            dtype,
-            data,
-            rows,
-            cols,
-            row_stride_bytes,
-        })
+        Ok(WeightMatrix { dtype, data, rows, cols, row_stride_bytes })
     }
 
     /// Checks the layout and returns the bytes of one encoded row.
@@ -55,13 +44,7 @@ impl<'a> WeightMatrix<'a> {
                 row: row_bytes,
             });
         }
-        check_extent(
-            "weight data",
-            self.rows,
-            self.row_stride_bytes,
-            row_bytes,
-            self.data.len(),
-        )?;
+        check_extent("weight data", self.rows, self.row_stride_bytes, row_bytes, self.data.len())?;
         Ok(row_bytes)
     }
 }
@@ -82,12 +65,7 @@ pub struct MatRef<'a> {
 impl<'a> MatRef<'a> {
     /// A matrix whose rows follow each other with no gap.
     pub fn contiguous(data: &'a [f32], rows: usize, cols: usize) -> Self {
-        MatRef {
-            data,
-            rows,
-            cols,
-            row_stride: cols,
-        }
+        MatRef { data, rows, cols, row_stride: cols }
     }
 }
 
@@ -107,69 +85,34 @@ pub struct MatMut<'a> {
 impl<'a> MatMut<'a> {
     /// A matrix whose rows follow each other with no gap.
     pub fn contiguous(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
-        MatMut {
-            data,
-            rows,
-            cols,
-            row_stride: cols,
-        }
+        MatMut { data, rows, cols, row_stride: cols }
     }
 }
 
 fn encoded_row_bytes(dtype: DType, cols: usize) -> Result<usize, KernelError> {
-    dtype.row_bytes(cols).ok_or(KernelError::PartialBlock {
-        dtype,
-        elems: cols,
-        block_elems: dtype.block_elems(),
-    })
+    dtype.row_bytes(cols).ok_or(KernelError::PartialBlock { dtype, elems: cols, block_elems: dtype.block_elems() })
 }
 
 /// Checks that `rows` rows of `row` units at `stride` fit in `len`.
-fn check_extent(
-    what: &'static str,
-    rows: usize,
-    stride: usize,
-    row: usize,
-    len: usize,
-) -> Result<(), KernelError> {
+fn check_extent(what: &'static str, rows: usize, stride: usize, row: usize, len: usize) -> Result<(), KernelError> {
     if rows == 0 {
         return Ok(());
     }
-    let needed = (rows - 1)
-        .checked_mul(stride)
-        .and_then(|s| s.checked_add(row));
+    let needed = (rows - 1).checked_mul(stride).and_then(|s| s.checked_add(row));
     match needed {
         Some(needed) if needed <= len => Ok(()),
-        _ => Err(KernelError::BufferTooSmall {
-            what,
-            needed: needed.unwrap_or(usize::MAX),
-            actual: len,
-        }),
+        _ => Err(KernelError::BufferTooSmall { what, needed: needed.unwrap_or(usize::MAX), actual: len }),
     }
 }
 
-fn check_matrix(
-    what: &'static str,
-    rows: usize,
-    cols: usize,
-    stride: usize,
-    len: usize,
-) -> Result<(), KernelError> {
+fn check_matrix(what: &'static str, rows: usize, cols: usize, stride: usize, len: usize) -> Result<(), KernelError> {
     if stride < cols {
-        return Err(KernelError::StrideTooSmall {
-            what,
-            stride,
-            row: cols,
-        });
+        return Err(KernelError::StrideTooSmall { what, stride, row: cols });
     }
     check_extent(what, rows, stride, cols, len)
 }
 
-pub(crate) fn validate(
-    w: &WeightMatrix<'_>,
-    x: &MatRef<'_>,
-    y: &MatMut<'_>,
-) -> Result<usize, KernelError> {
+pub(crate) fn validate(w: &WeightMatrix<'_>, x: &MatRef<'_>, y: &MatMut<'_>) -> Result<usize, KernelError> {
     let row_bytes = w.validate()?;
     expect_len("x columns (= weight columns)", w.cols, x.cols)?;
     expect_len("y columns (= weight rows)", w.rows, y.cols)?;

@@ -177,10 +177,7 @@ pub fn silu(x: &[f32], out: &mut [f32]) {
 /// # Panics
 /// If the three lengths differ.
 pub fn swiglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    assert!(
-        gate.len() == out.len() && up.len() == out.len(),
-        "swiglu: lengths differ"
-    );
+    assert!(gate.len() == out.len() && up.len() == out.len(), "swiglu: lengths differ");
     swiglu_impl(Isa::current(), gate, up, out)
 }
 
@@ -216,10 +213,7 @@ macro_rules! binary_op {
         /// # Panics
         /// If the three lengths differ.
         pub fn $name(a: &[f32], b: &[f32], out: &mut [f32]) {
-            assert!(
-                a.len() == out.len() && b.len() == out.len(),
-                concat!(stringify!($name), ": lengths differ")
-            );
+            assert!(a.len() == out.len() && b.len() == out.len(), concat!(stringify!($name), ": lengths differ"));
             $impl(Isa::current(), a, b, out)
         }
 
@@ -228,11 +222,7 @@ macro_rules! binary_op {
         /// # Panics
         /// If the lengths differ.
         pub fn $in_place(acc: &mut [f32], b: &[f32]) {
-            assert_eq!(
-                acc.len(),
-                b.len(),
-                concat!(stringify!($in_place), ": lengths differ")
-            );
+            assert_eq!(acc.len(), b.len(), concat!(stringify!($in_place), ": lengths differ"));
             $impl_in_place(Isa::current(), acc, b)
         }
     };

@@ -198,11 +198,8 @@ pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), 
     if !dtype.is_float() {
         return Err(KernelError::NotFloat { dtype });
     }
-    let expected = dtype.row_bytes(elems).ok_or(KernelError::PartialBlock {
-        dtype,
-        elems,
-        block_elems: dtype.block_elems(),
-    })?;
+    let expected =
+        dtype.row_bytes(elems).ok_or(KernelError::PartialBlock { dtype, elems, block_elems: dtype.block_elems() })?;
     expect_len("encoded row bytes", expected, bytes)
 }
 

@@ -35,12 +35,7 @@ pub(crate) struct QuantTiles<'a, F> {
 
 impl<F: BlockFormat + Sync> TileKernel for QuantTiles<'_, F> {
     #[inline]
-    fn tile<const MR: usize, const NR: usize>(
-        &self,
-        m0: usize,
-        n0: usize,
-        out: &mut [[f32; NR]; MR],
-    ) {
+    fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
         let acts = &self.acts[m0 * self.blocks..(m0 + MR) * self.blocks];
         assert!((n0 + NR - 1) * self.w_stride + self.blocks * F::BYTES <= self.w.len());
         // SAFETY: the assert above keeps rows n0..n0+NR inside `w`.
@@ -49,9 +44,7 @@ impl<F: BlockFormat + Sync> TileKernel for QuantTiles<'_, F> {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Avx2 comes from `Isa::current`; `acts` holds MR rows
             // (slicing above) and `w` NR rows (assert above).
-            Isa::Avx2 => unsafe {
-                tile_avx2::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out)
-            },
+            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
             // SAFETY: as above.
             _ => unsafe { tile_scalar::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
         }
@@ -72,8 +65,7 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize, const NR: usize>(
     for b in 0..blocks {
         for j in 0..NR {
             // SAFETY: block b of row j is inside `w` (caller's guarantee).
-            let block =
-                unsafe { std::slice::from_raw_parts(w.add(j * w_stride + b * F::BYTES), F::BYTES) };
+            let block = unsafe { std::slice::from_raw_parts(w.add(j * w_stride + b * F::BYTES), F::BYTES) };
             let d = F::scale(block);
             let offset = F::offset(block, d);
             let mut q = [0i32; BLOCK_ELEMS];
@@ -142,28 +134,18 @@ unsafe fn tile_avx2<F: BlockFormat, const MR: usize, const NR: usize>(
                 Offset::Zero => 0.0,
                 Offset::MinusEightScales => -8.0 * d,
                 // SAFETY: Q4_1's minimum is bytes 2..4 of the block.
-                Offset::StoredMin => {
-                    f16_bits_to_f32(unsafe { block.add(2).cast::<u16>().read_unaligned() })
-                }
+                Offset::StoredMin => f16_bits_to_f32(unsafe { block.add(2).cast::<u16>().read_unaligned() }),
             };
             // SAFETY: as above.
             quants[j] = unsafe { load_quants::<F>(block) };
-            unsigned[j] = if F::NIBBLES {
-                quants[j]
-            } else {
-                _mm256_abs_epi8(quants[j])
-            };
+            unsigned[j] = if F::NIBBLES { quants[j] } else { _mm256_abs_epi8(quants[j]) };
         }
         for i in 0..MR {
             let a = &acts[i * blocks + b];
             // SAFETY: `a.q` is 32 bytes.
             let xq = unsafe { _mm256_loadu_si256(a.q.as_ptr().cast()) };
             for j in 0..NR {
-                let signed = if F::NIBBLES {
-                    xq
-                } else {
-                    _mm256_sign_epi8(xq, quants[j])
-                };
+                let signed = if F::NIBBLES { xq } else { _mm256_sign_epi8(xq, quants[j]) };
                 let pairs = _mm256_maddubs_epi16(unsigned[j], signed);
                 let dot = _mm256_madd_epi16(pairs, ones);
                 let scale = _mm256_set1_ps(scales[j] * a.d);

@@ -35,10 +35,7 @@ impl RopeAngles {
     /// # Panics
     /// If `rope_dims` is odd (a caller bug).
     pub fn compute(&mut self, position: usize, rope_dims: usize, freq_base: f32, freq_scale: f32) {
-        assert!(
-            rope_dims.is_multiple_of(2),
-            "rope_dims must be even, got {rope_dims}"
-        );
+        assert!(rope_dims.is_multiple_of(2), "rope_dims must be even, got {rope_dims}");
         let pairs = rope_dims / 2;
         self.cos.clear();
         self.sin.clear();
@@ -62,11 +59,7 @@ impl RopeAngles {
     /// If `head` is shorter than `rope_dims()`.
     pub fn apply(&self, head: &mut [f32], mode: RopeMode) {
         let dims = self.rope_dims();
-        assert!(
-            head.len() >= dims,
-            "head of {} elements is shorter than rope_dims {dims}",
-            head.len()
-        );
+        assert!(head.len() >= dims, "head of {} elements is shorter than rope_dims {dims}", head.len());
         let isa = Isa::current();
         match mode {
             RopeMode::Normal => rotate_adjacent(isa, &mut head[..dims], &self.cos, &self.sin),
@@ -111,15 +104,8 @@ pub fn rope_in_place(
     freq_scale: f32,
     mode: RopeMode,
 ) {
-    assert!(
-        rope_dims.is_multiple_of(2),
-        "rope_dims must be even, got {rope_dims}"
-    );
-    assert!(
-        head.len() >= rope_dims,
-        "head of {} elements is shorter than rope_dims {rope_dims}",
-        head.len()
-    );
+    assert!(rope_dims.is_multiple_of(2), "rope_dims must be even, got {rope_dims}");
+    assert!(head.len() >= rope_dims, "head of {} elements is shorter than rope_dims {rope_dims}", head.len());
     let pairs = rope_dims / 2;
     let base_angle = position as f64 * f64::from(freq_scale);
     for i in 0..pairs {

@@ -43,9 +43,7 @@ unsafe impl<T: Send> Send for DisjointWrites<T> {}
 
 impl<T> DisjointWrites<T> {
     pub(crate) fn new(data: &mut [T]) -> Self {
-        DisjointWrites {
-            ptr: data.as_mut_ptr(),
-        }
+        DisjointWrites { ptr: data.as_mut_ptr() }
     }
 
     /// The start of the buffer (a method, so closures capture the whole
@@ -58,12 +56,7 @@ impl<T> DisjointWrites<T> {
 /// One tile of dot products: `out[i][j] = x[m0 + i] · W[n0 + j]`.
 pub(crate) trait TileKernel: Sync {
     /// Computes the `MR x NR` tile at activation row `m0`, weight row `n0`.
-    fn tile<const MR: usize, const NR: usize>(
-        &self,
-        m0: usize,
-        n0: usize,
-        out: &mut [[f32; NR]; MR],
-    );
+    fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]);
 }
 
 /// Activation rows per L2 block.

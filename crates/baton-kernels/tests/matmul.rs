@@ -9,14 +9,7 @@ use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
 use common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
 
 /// The types a matmul accepts as weights.
-const WEIGHT_TYPES: [DType; 6] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-];
+const WEIGHT_TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
 
 /// NMSE bound per weight type, against the decoded weights. Float types:
 /// f32 rounding only. Quantized types: dominated by rounding the activations
@@ -62,35 +55,15 @@ impl Problem {
         }
         let x_stride = k + 3;
         let x = rng.vec(m * x_stride, 1.0);
-        Problem {
-            w_bytes,
-            w_stride,
-            w_decoded,
-            x,
-            x_stride,
-            m,
-            n,
-            k,
-        }
+        Problem { w_bytes, w_stride, w_decoded, x, x_stride, m, n, k }
     }
 
     fn weights(&self, dtype: DType) -> WeightMatrix<'_> {
-        WeightMatrix {
-            dtype,
-            data: &self.w_bytes,
-            rows: self.n,
-            cols: self.k,
-            row_stride_bytes: self.w_stride,
-        }
+        WeightMatrix { dtype, data: &self.w_bytes, rows: self.n, cols: self.k, row_stride_bytes: self.w_stride }
     }
 
     fn x(&self) -> MatRef<'_> {
-        MatRef {
-            data: &self.x,
-            rows: self.m,
-            cols: self.k,
-            row_stride: self.x_stride,
-        }
+        MatRef { data: &self.x, rows: self.m, cols: self.k, row_stride: self.x_stride }
     }
 
     fn y_stride(&self) -> usize {
@@ -116,12 +89,7 @@ impl Problem {
         let len = (self.m - 1) * stride + self.n;
         let mut buf = Guarded::new(len);
         {
-            let mut y = MatMut {
-                data: buf.inner(),
-                rows: self.m,
-                cols: self.n,
-                row_stride: stride,
-            };
+            let mut y = MatMut { data: buf.inner(), rows: self.m, cols: self.n, row_stride: stride };
             f(&mut y);
         }
         buf.check_guards("y");
@@ -130,15 +98,8 @@ impl Problem {
         for i in 0..self.m {
             out.extend_from_slice(&view[i * stride..][..self.n]);
             if i + 1 < self.m {
-                for (g, &v) in view[i * stride + self.n..(i + 1) * stride]
-                    .iter()
-                    .enumerate()
-                {
-                    assert_eq!(
-                        v.to_bits(),
-                        SENTINEL.to_bits(),
-                        "gap element {g} after y row {i} overwritten"
-                    );
+                for (g, &v) in view[i * stride + self.n..(i + 1) * stride].iter().enumerate() {
+                    assert_eq!(v.to_bits(), SENTINEL.to_bits(), "gap element {g} after y row {i} overwritten");
                 }
             }
         }
@@ -161,44 +122,22 @@ fn matmul_matches_dequantized_reference_for_every_type() {
             let mut scratch = Scratch::new();
             let (mut all, mut all_reference) = (Vec::new(), Vec::new());
             for &k in k_values(dtype) {
-                for (m, n) in [
-                    (1, 1),
-                    (1, 13),
-                    (2, 8),
-                    (3, 37),
-                    (4, 9),
-                    (5, 70),
-                    (9, 3),
-                    (70, 21),
-                ] {
+                for (m, n) in [(1, 1), (1, 13), (2, 8), (3, 37), (4, 9), (5, 70), (9, 3), (70, 21)] {
                     let p = Problem::new(dtype, m, n, k, (m * 1000 + n * 10 + k) as u64);
-                    let y = p.run(|y| {
-                        matmul(&SingleThread, &p.weights(dtype), &p.x(), y, &mut scratch).unwrap()
-                    });
+                    let y = p.run(|y| matmul(&SingleThread, &p.weights(dtype), &p.x(), y, &mut scratch).unwrap());
                     let reference = p.reference();
                     // One small case is a noisy sample of the quantization
                     // error; it only has to be in the right ballpark (a wrong
                     // tile gives NMSE near 1). The total below is held to the bound.
-                    let case_bound = if dtype.is_quantized() {
-                        50.0 * bound(dtype)
-                    } else {
-                        bound(dtype)
-                    };
+                    let case_bound = if dtype.is_quantized() { 50.0 * bound(dtype) } else { bound(dtype) };
                     let e = nmse(&y, &reference);
-                    assert!(
-                        e <= case_bound,
-                        "{dtype} {isa:?} m {m} n {n} k {k}: nmse {e:e} > {case_bound:e}"
-                    );
+                    assert!(e <= case_bound, "{dtype} {isa:?} m {m} n {n} k {k}: nmse {e:e} > {case_bound:e}");
                     all.extend(y);
                     all_reference.extend(reference);
                 }
             }
             let e = nmse(&all, &all_reference);
-            assert!(
-                e <= bound(dtype),
-                "{dtype} {isa:?} all shapes: nmse {e:e} > {:e}",
-                bound(dtype)
-            );
+            assert!(e <= bound(dtype), "{dtype} {isa:?} all shapes: nmse {e:e} > {:e}", bound(dtype));
         });
     }
 }
@@ -213,24 +152,15 @@ fn threaded_and_column_range_results_are_bit_identical() {
                 let w = p.weights(dtype);
                 let mut scratch = Scratch::new();
                 let single = p.run(|y| matmul(&SingleThread, &w, &p.x(), y, &mut scratch).unwrap());
-                let threaded =
-                    p.run(|y| matmul(&ScopedThreads(3), &w, &p.x(), y, &mut scratch).unwrap());
+                let threaded = p.run(|y| matmul(&ScopedThreads(3), &w, &p.x(), y, &mut scratch).unwrap());
                 let pieces = p.run(|y| {
                     for range in [0..10, 10..11, 11..40, 40..53] {
                         matmul_columns(&w, &p.x(), y, range, &mut scratch).unwrap();
                     }
                 });
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&single),
-                    bits(&threaded),
-                    "{dtype} {isa:?} m {m}: 3 threads differ from 1"
-                );
-                assert_eq!(
-                    bits(&single),
-                    bits(&pieces),
-                    "{dtype} {isa:?} m {m}: column ranges differ"
-                );
+                assert_eq!(bits(&single), bits(&threaded), "{dtype} {isa:?} m {m}: 3 threads differ from 1");
+                assert_eq!(bits(&single), bits(&pieces), "{dtype} {isa:?} m {m}: column ranges differ");
             }
         });
     }
@@ -239,16 +169,7 @@ fn threaded_and_column_range_results_are_bit_identical() {
 #[test]
 fn matmul_columns_touches_only_its_columns() {
     let p = Problem::new(DType::Q4_0, 3, 20, 64, 5);
-    let y = p.run(|y| {
-        matmul_columns(
-            &p.weights(DType::Q4_0),
-            &p.x(),
-            y,
-            5..9,
-            &mut Scratch::new(),
-        )
-        .unwrap()
-    });
+    let y = p.run(|y| matmul_columns(&p.weights(DType::Q4_0), &p.x(), y, 5..9, &mut Scratch::new()).unwrap());
     for i in 0..3 {
         for j in 0..20 {
             let untouched = y[i * 20 + j].to_bits() == SENTINEL.to_bits();
@@ -264,21 +185,9 @@ fn measured_quantized_error_is_within_bounds() {
     for dtype in WEIGHT_TYPES {
         for_each_isa(|isa| {
             let p = Problem::new(dtype, 16, 64, 576, 99);
-            let y = p.run(|y| {
-                matmul(
-                    &SingleThread,
-                    &p.weights(dtype),
-                    &p.x(),
-                    y,
-                    &mut Scratch::new(),
-                )
-                .unwrap()
-            });
+            let y = p.run(|y| matmul(&SingleThread, &p.weights(dtype), &p.x(), y, &mut Scratch::new()).unwrap());
             let e = nmse(&y, &p.reference());
-            println!(
-                "measured nmse {dtype:>5} {isa:?}: {e:.3e} (bound {:.0e})",
-                bound(dtype)
-            );
+            println!("measured nmse {dtype:>5} {isa:?}: {e:.3e} (bound {:.0e})", bound(dtype));
             assert!(e <= bound(dtype), "{dtype} {isa:?}: nmse {e:e}");
         });
     }
@@ -291,56 +200,23 @@ fn bad_shapes_are_errors_not_panics() {
     let mut scratch = Scratch::new();
     let mut y = MatMut::contiguous(&mut y_data, 2, 4);
 
-    let w = WeightMatrix {
-        cols: 48,
-        ..p.weights(DType::Q8_0)
-    };
+    let w = WeightMatrix { cols: 48, ..p.weights(DType::Q8_0) };
     let x = MatRef { cols: 48, ..p.x() };
-    assert!(matches!(
-        matmul(&SingleThread, &w, &x, &mut y, &mut scratch),
-        Err(KernelError::PartialBlock { .. })
-    ));
+    assert!(matches!(matmul(&SingleThread, &w, &x, &mut y, &mut scratch), Err(KernelError::PartialBlock { .. })));
 
-    let short = WeightMatrix {
-        data: &p.w_bytes[..100],
-        ..p.weights(DType::Q8_0)
-    };
+    let short = WeightMatrix { data: &p.w_bytes[..100], ..p.weights(DType::Q8_0) };
     let err = matmul(&SingleThread, &short, &p.x(), &mut y, &mut scratch);
-    assert!(
-        matches!(err, Err(KernelError::BufferTooSmall { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })), "{err:?}");
 
-    let narrow = WeightMatrix {
-        row_stride_bytes: 10,
-        ..p.weights(DType::Q8_0)
-    };
+    let narrow = WeightMatrix { row_stride_bytes: 10, ..p.weights(DType::Q8_0) };
     let err = matmul(&SingleThread, &narrow, &p.x(), &mut y, &mut scratch);
-    assert!(
-        matches!(err, Err(KernelError::StrideTooSmall { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Err(KernelError::StrideTooSmall { .. })), "{err:?}");
 
     let x_wrong = MatRef { cols: 32, ..p.x() };
-    let err = matmul(
-        &SingleThread,
-        &p.weights(DType::Q8_0),
-        &x_wrong,
-        &mut y,
-        &mut scratch,
-    );
-    assert!(
-        matches!(err, Err(KernelError::LengthMismatch { .. })),
-        "{err:?}"
-    );
+    let err = matmul(&SingleThread, &p.weights(DType::Q8_0), &x_wrong, &mut y, &mut scratch);
+    assert!(matches!(err, Err(KernelError::LengthMismatch { .. })), "{err:?}");
 
     let err = matmul_columns(&p.weights(DType::Q8_0), &p.x(), &mut y, 2..5, &mut scratch);
-    assert!(
-        matches!(err, Err(KernelError::RangeOutOfBounds { .. })),
-        "{err:?}"
-    );
-    assert!(
-        y_data.iter().all(|&v| v == 0.0),
-        "a failed call wrote output"
-    );
+    assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{err:?}");
+    assert!(y_data.iter().all(|&v| v == 0.0), "a failed call wrote output");
 }

@@ -14,12 +14,7 @@ fn f64s(v: &[f32]) -> Vec<f64> {
 }
 
 /// Checks an out-of-place unary kernel against `reference` on all lengths.
-fn check_unary(
-    name: &str,
-    kernel: impl Fn(&[f32], &mut [f32]),
-    reference: impl Fn(f64) -> f64,
-    scale: f32,
-) {
+fn check_unary(name: &str, kernel: impl Fn(&[f32], &mut [f32]), reference: impl Fn(f64) -> f64, scale: f32) {
     for_each_isa(|isa| {
         let mut rng = Rng::new(11);
         for len in LENGTHS {
@@ -46,12 +41,7 @@ fn silu_matches_f64_reference() {
 
 #[test]
 fn scale_matches_f64_reference() {
-    check_unary(
-        "scale",
-        |x, out| ops::scale(x, -0.37, out),
-        |v| v * f64::from(-0.37f32),
-        1.0,
-    );
+    check_unary("scale", |x, out| ops::scale(x, -0.37, out), |v| v * f64::from(-0.37f32), 1.0);
     for_each_isa(|_| {
         let mut x = vec![1.0, 2.0, 3.0];
         ops::scale_in_place(&mut x, 2.0);
@@ -80,16 +70,9 @@ fn rms_norm_matches_f64_reference() {
 
 #[test]
 fn binary_ops_match_f64_reference() {
-    type Binary = (
-        &'static str,
-        fn(&[f32], &[f32], &mut [f32]),
-        fn(&mut [f32], &[f32]),
-        fn(f64, f64) -> f64,
-    );
-    let cases: [Binary; 2] = [
-        ("add", ops::add, ops::add_in_place, |a, b| a + b),
-        ("mul", ops::mul, ops::mul_in_place, |a, b| a * b),
-    ];
+    type Binary = (&'static str, fn(&[f32], &[f32], &mut [f32]), fn(&mut [f32], &[f32]), fn(f64, f64) -> f64);
+    let cases: [Binary; 2] =
+        [("add", ops::add, ops::add_in_place, |a, b| a + b), ("mul", ops::mul, ops::mul_in_place, |a, b| a * b)];
     for (name, kernel, in_place, reference) in cases {
         for_each_isa(|isa| {
             let mut rng = Rng::new(5);
@@ -98,11 +81,8 @@ fn binary_ops_match_f64_reference() {
                 let mut out = Guarded::new(len);
                 kernel(&a, &b, out.inner());
                 out.check_guards(name);
-                let expected: Vec<f64> = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(&x, &y)| reference(f64::from(x), f64::from(y)))
-                    .collect();
+                let expected: Vec<f64> =
+                    a.iter().zip(&b).map(|(&x, &y)| reference(f64::from(x), f64::from(y))).collect();
                 let e = nmse(out.view(), &expected);
                 assert!(e <= F32_BOUND, "{name} {isa:?} len {len}: nmse {e:e}");
                 let mut acc = a.clone();
@@ -122,11 +102,7 @@ fn swiglu_matches_f64_reference() {
             let mut out = Guarded::new(len);
             ops::swiglu(&gate, &up, out.inner());
             out.check_guards("swiglu");
-            let expected: Vec<f64> = gate
-                .iter()
-                .zip(&up)
-                .map(|(&g, &u)| silu64(f64::from(g)) * f64::from(u))
-                .collect();
+            let expected: Vec<f64> = gate.iter().zip(&up).map(|(&g, &u)| silu64(f64::from(g)) * f64::from(u)).collect();
             let e = nmse(out.view(), &expected);
             assert!(e <= F32_BOUND, "swiglu {isa:?} len {len}: nmse {e:e}");
         }
@@ -139,23 +115,12 @@ fn dot_matches_f64_reference() {
         let mut rng = Rng::new(13);
         for len in LENGTHS {
             let (a, b) = (rng.vec(len, 1.0), rng.vec(len, 1.0));
-            let expected: f64 = a
-                .iter()
-                .zip(&b)
-                .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                .sum();
+            let expected: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
             // Relative to the magnitude of the terms (the sum may cancel).
-            let magnitude: f64 = a
-                .iter()
-                .zip(&b)
-                .map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs())
-                .sum();
+            let magnitude: f64 = a.iter().zip(&b).map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs()).sum();
             let got = f64::from(ops::dot_f32(&a, &b));
             let e = ((got - expected) / magnitude).powi(2);
-            assert!(
-                e <= F32_BOUND,
-                "dot {isa:?} len {len}: got {got}, expected {expected}"
-            );
+            assert!(e <= F32_BOUND, "dot {isa:?} len {len}: got {got}, expected {expected}");
         }
     });
 }
@@ -171,9 +136,7 @@ fn softmax_matches_f64_reference_and_masks_to_zero() {
                     *v = f32::NEG_INFINITY;
                 }
             }
-            let max = row
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
             let exps: Vec<f64> = row.iter().map(|&v| (f64::from(v) - max).exp()).collect();
             let sum: f64 = exps.iter().sum();
             let expected: Vec<f64> = exps.iter().map(|e| e / sum).collect();
@@ -200,19 +163,10 @@ fn softmax_of_all_masked_row_is_zeros_not_nan() {
     });
 }
 
-fn rope_reference(
-    head: &[f32],
-    position: usize,
-    dims: usize,
-    base: f32,
-    scale: f32,
-    mode: RopeMode,
-) -> Vec<f64> {
+fn rope_reference(head: &[f32], position: usize, dims: usize, base: f32, scale: f32, mode: RopeMode) -> Vec<f64> {
     let mut out = f64s(head);
     for i in 0..dims / 2 {
-        let theta = position as f64
-            * f64::from(scale)
-            * f64::from(base).powf(-2.0 * i as f64 / dims as f64);
+        let theta = position as f64 * f64::from(scale) * f64::from(base).powf(-2.0 * i as f64 / dims as f64);
         let (ia, ib) = match mode {
             RopeMode::Normal => (2 * i, 2 * i + 1),
             RopeMode::NeoX => (i, i + dims / 2),
@@ -236,21 +190,14 @@ fn rope_matches_f64_reference_in_both_modes() {
                     let mut direct = head.clone();
                     rope_in_place(&mut direct, position, dims, 10000.0, 0.5, mode);
                     let e = nmse(&direct, &expected);
-                    assert!(
-                        e <= F32_BOUND,
-                        "rope {mode:?} {isa:?} dims {dims} pos {position}: nmse {e:e}"
-                    );
+                    assert!(e <= F32_BOUND, "rope {mode:?} {isa:?} dims {dims} pos {position}: nmse {e:e}");
                     let mut angles = RopeAngles::new();
                     angles.compute(position, dims, 10000.0, 0.5);
                     let mut cached = head.clone();
                     angles.apply(&mut cached, mode);
                     let e = nmse(&cached, &expected);
                     assert!(e <= F32_BOUND, "cached rope {mode:?} {isa:?}: nmse {e:e}");
-                    assert_eq!(
-                        cached[dims..],
-                        head[dims..],
-                        "elements past rope_dims must not move"
-                    );
+                    assert_eq!(cached[dims..], head[dims..], "elements past rope_dims must not move");
                 }
             }
         }

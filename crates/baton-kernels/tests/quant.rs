@@ -16,9 +16,7 @@ use proptest::prelude::*;
 /// whole step at the clamped end (`+max` maps to level 16, stored as 15).
 fn element_bound(dtype: DType, block: &[f32]) -> f32 {
     let amax = block.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-    let (min, max) = block
-        .iter()
-        .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (min, max) = block.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let f16_rel = 1.0 / 1024.0;
     match dtype {
         DType::Q8_0 => amax / 127.0 * (0.5 + 127.0 * f16_rel) + 1e-6,
@@ -39,14 +37,7 @@ fn round_trip(dtype: DType, src: &[f32]) -> Vec<f32> {
     out.view().to_vec()
 }
 
-const TYPES: [DType; 6] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-];
+const TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
 
 #[test]
 fn round_trip_errors_are_within_the_format_step() {
@@ -58,17 +49,11 @@ fn round_trip_errors_are_within_the_format_step() {
             for (b, (got, want)) in out.chunks(32).zip(src.chunks(32)).enumerate() {
                 let bound = element_bound(dtype, want);
                 for (g, w) in got.iter().zip(want) {
-                    assert!(
-                        (g - w).abs() <= bound,
-                        "{dtype} {isa:?} block {b}: {g} vs {w} (bound {bound})"
-                    );
+                    assert!((g - w).abs() <= bound, "{dtype} {isa:?} block {b}: {g} vs {w} (bound {bound})");
                 }
             }
             let expected: Vec<f64> = src.iter().map(|&v| f64::from(v)).collect();
-            println!(
-                "round-trip nmse {dtype:>5} {isa:?}: {:.3e}",
-                nmse(&out, &expected)
-            );
+            println!("round-trip nmse {dtype:>5} {isa:?}: {:.3e}", nmse(&out, &expected));
         }
     });
 }
@@ -79,17 +64,10 @@ fn q8_0_bytes_match_ggml_reference_quantizer() {
     let src: Vec<f32> = (0..32).map(|j| j as f32).collect();
     let mut bytes = [0u8; 34];
     quantize_row(DType::Q8_0, &src, &mut bytes).unwrap();
-    assert_eq!(
-        bytes[..2],
-        f16::from_f32(31.0 / 127.0).to_bits().to_le_bytes()
-    );
+    assert_eq!(bytes[..2], f16::from_f32(31.0 / 127.0).to_bits().to_le_bytes());
     let id = 127.0f32 / 31.0;
     for j in 0..32 {
-        assert_eq!(
-            bytes[2 + j] as i8,
-            (j as f32 * id).round() as i8,
-            "element {j}"
-        );
+        assert_eq!(bytes[2 + j] as i8, (j as f32 * id).round() as i8, "element {j}");
     }
 }
 
@@ -103,33 +81,19 @@ fn q4_0_uses_the_signed_maximum() {
     quantize_row(DType::Q4_0, &src, &mut bytes).unwrap();
     assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5);
     assert_eq!(bytes[2 + 3] & 0x0f, 0, "-4 is level 0");
-    assert_eq!(
-        bytes[2 + 4] >> 4,
-        14,
-        "element 20 (3.0 = 0.5 * (14 - 8)) in the high nibble of byte 4"
-    );
+    assert_eq!(bytes[2 + 4] >> 4, 14, "element 20 (3.0 = 0.5 * (14 - 8)) in the high nibble of byte 4");
 }
 
 #[test]
 fn lengths_are_checked() {
     let mut bytes = [0u8; 34];
-    assert!(matches!(
-        quantize_row(DType::Q8_0, &[0.0; 31], &mut bytes),
-        Err(KernelError::PartialBlock { .. })
-    ));
+    assert!(matches!(quantize_row(DType::Q8_0, &[0.0; 31], &mut bytes), Err(KernelError::PartialBlock { .. })));
     assert!(matches!(
         quantize_row(DType::Q8_0, &[0.0; 32], &mut bytes[..33]),
-        Err(KernelError::LengthMismatch {
-            expected: 34,
-            actual: 33,
-            ..
-        })
+        Err(KernelError::LengthMismatch { expected: 34, actual: 33, .. })
     ));
     let mut out = [0.0f32; 3];
-    assert!(matches!(
-        dequantize_row(DType::F16, &[0u8; 5], &mut out),
-        Err(KernelError::LengthMismatch { .. })
-    ));
+    assert!(matches!(dequantize_row(DType::F16, &[0u8; 5], &mut out), Err(KernelError::LengthMismatch { .. })));
 }
 
 #[test]
@@ -160,34 +124,18 @@ fn half_conversions_match_half_crate_bit_for_bit() {
             let mut b = vec![bf16::ZERO; len];
             f32_to_bf16_row(src, &mut b);
             for (i, &v) in src.iter().enumerate() {
-                assert_eq!(
-                    h[i].to_bits(),
-                    f16::from_f32(v).to_bits(),
-                    "f16 of {v} ({isa:?})"
-                );
-                assert_eq!(
-                    b[i].to_bits(),
-                    bf16::from_f32(v).to_bits(),
-                    "bf16 of {v} ({isa:?})"
-                );
+                assert_eq!(h[i].to_bits(), f16::from_f32(v).to_bits(), "f16 of {v} ({isa:?})");
+                assert_eq!(b[i].to_bits(), bf16::from_f32(v).to_bits(), "bf16 of {v} ({isa:?})");
             }
             let mut back = Guarded::new(len);
             f16_to_f32_row(&h, back.inner());
             back.check_guards("f16_to_f32_row");
             for (i, got) in back.view().iter().enumerate() {
-                assert_eq!(
-                    got.to_bits(),
-                    h[i].to_f32().to_bits(),
-                    "widen f16 ({isa:?})"
-                );
+                assert_eq!(got.to_bits(), h[i].to_f32().to_bits(), "widen f16 ({isa:?})");
             }
             bf16_to_f32_row(&b, back.inner());
             for (i, got) in back.view().iter().enumerate() {
-                assert_eq!(
-                    got.to_bits(),
-                    b[i].to_f32().to_bits(),
-                    "widen bf16 ({isa:?})"
-                );
+                assert_eq!(got.to_bits(), b[i].to_f32().to_bits(), "widen bf16 ({isa:?})");
             }
         }
     });

@@ -39,27 +39,18 @@ impl BpeModel {
             let first_len = merge.chars().next().map_or(0, char::len_utf8);
             let split = merge[first_len..].find(' ').map(|k| k + first_len);
             let Some(split) = split else {
-                return Err(TokenizerError::MalformedMerge {
-                    index,
-                    merge: merge.clone(),
-                });
+                return Err(TokenizerError::MalformedMerge { index, merge: merge.clone() });
             };
             let (left, right) = (&merge[..split], &merge[split + 1..]);
             if left.is_empty() || right.is_empty() {
-                return Err(TokenizerError::MalformedMerge {
-                    index,
-                    merge: merge.clone(),
-                });
+                return Err(TokenizerError::MalformedMerge { index, merge: merge.clone() });
             }
             let lookup = |text: &str| {
-                token_to_id
-                    .get(text)
-                    .copied()
-                    .ok_or_else(|| TokenizerError::MergeTokenMissing {
-                        index,
-                        merge: merge.clone(),
-                        token: text.to_owned(),
-                    })
+                token_to_id.get(text).copied().ok_or_else(|| TokenizerError::MergeTokenMissing {
+                    index,
+                    merge: merge.clone(),
+                    token: text.to_owned(),
+                })
             };
             let pair = (lookup(left)?, lookup(right)?);
             let merged = lookup(&format!("{left}{right}"))?;
@@ -71,33 +62,19 @@ impl BpeModel {
         let mut byte_ids = [None; 256];
         for (byte, slot) in byte_ids.iter_mut().enumerate() {
             let c = map.char_of(byte as u8);
-            *slot = token_to_id
-                .get(c.encode_utf8(&mut [0u8; 4]) as &str)
-                .copied();
+            *slot = token_to_id.get(c.encode_utf8(&mut [0u8; 4]) as &str).copied();
         }
-        Ok(Self {
-            merges: table,
-            byte_ids,
-        })
+        Ok(Self { merges: table, byte_ids })
     }
 
     /// Encodes one pre-tokenized word, appending its ids to `out`.
     /// `unk` stands for bytes without a byte token.
-    pub(crate) fn encode_word(
-        &self,
-        word: &[u8],
-        unk: Option<u32>,
-        out: &mut Vec<u32>,
-    ) -> Result<()> {
+    pub(crate) fn encode_word(&self, word: &[u8], unk: Option<u32>, out: &mut Vec<u32>) -> Result<()> {
         let mut symbols = Vec::with_capacity(word.len());
         for (i, &byte) in word.iter().enumerate() {
             let id = match (self.byte_ids[usize::from(byte)], unk) {
                 (Some(id), _) | (None, Some(id)) => id,
-                (None, None) => {
-                    return Err(TokenizerError::Unencodable {
-                        text: format!("byte 0x{byte:02X}"),
-                    })
-                }
+                (None, None) => return Err(TokenizerError::Unencodable { text: format!("byte 0x{byte:02X}") }),
             };
             let next = if i + 1 < word.len() { i + 1 } else { NONE };
             let prev = if i == 0 { NONE } else { i - 1 };

@@ -68,10 +68,7 @@ impl ModelKind {
         match model {
             "llama" => Ok(Self::SentencePiece),
             "gpt2" => Ok(Self::BytePairEncoding),
-            _ => Err(TokenizerError::UnknownModel {
-                model: model.to_owned(),
-                supported: SUPPORTED_MODELS,
-            }),
+            _ => Err(TokenizerError::UnknownModel { model: model.to_owned(), supported: SUPPORTED_MODELS }),
         }
     }
 }

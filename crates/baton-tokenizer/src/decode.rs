@@ -40,12 +40,7 @@ impl Tokenizer {
 
     /// A decoder for ids that arrive one at a time (generation).
     pub fn stream_decoder(&self, render_special: bool) -> StreamDecoder<'_> {
-        StreamDecoder {
-            tokenizer: self,
-            render_special,
-            pending: Vec::new(),
-            strip_space: self.strips_space(),
-        }
+        StreamDecoder { tokenizer: self, render_special, pending: Vec::new(), strip_space: self.strips_space() }
     }
 
     fn strips_space(&self) -> bool {
@@ -95,10 +90,7 @@ impl StreamDecoder<'_> {
         let tokenizer = self.tokenizer;
         let kind = tokenizer.token_type(id)?;
         let mut bytes = tokenizer.token_bytes(id, self.render_special)?;
-        if matches!(
-            kind,
-            TokenType::Control | TokenType::UserDefined | TokenType::Unknown
-        ) {
+        if matches!(kind, TokenType::Control | TokenType::UserDefined | TokenType::Unknown) {
             self.strip_space = tokenizer.strips_space();
         } else if !bytes.is_empty() && self.strip_space {
             if let Some(rest) = bytes.strip_prefix(b" ") {
@@ -113,8 +105,7 @@ impl StreamDecoder<'_> {
     /// Ends the stream: returns held-back bytes of an unfinished character
     /// (as U+FFFD) and resets the decoder for a new sequence.
     pub fn finish(&mut self) -> Option<String> {
-        let rest =
-            (!self.pending.is_empty()).then(|| String::from_utf8_lossy(&self.pending).into_owned());
+        let rest = (!self.pending.is_empty()).then(|| String::from_utf8_lossy(&self.pending).into_owned());
         self.pending.clear();
         self.strip_space = self.tokenizer.strips_space();
         rest

@@ -43,10 +43,7 @@ impl PreTokenizer {
             "llama-bpe" => Ok(Self::Llama3),
             "qwen2" => Ok(Self::Qwen2),
             "smollm" => Ok(Self::SmolLm),
-            other => Err(TokenizerError::UnknownPre {
-                pre: other.to_owned(),
-                supported: SUPPORTED_PRE,
-            }),
+            other => Err(TokenizerError::UnknownPre { pre: other.to_owned(), supported: SUPPORTED_PRE }),
         }
     }
 
@@ -85,11 +82,7 @@ fn split_with<'a>(text: &'a str, words: &mut Vec<&'a str>, matcher: impl Fn(&str
         let end = matcher(text, i);
         // Every matcher consumes at least one character; guard anyway so a
         // bug can never loop forever.
-        let end = if end > i {
-            end
-        } else {
-            i + char_at(text, i).map_or(1, char::len_utf8)
-        };
+        let end = if end > i { end } else { i + char_at(text, i).map_or(1, char::len_utf8) };
         words.push(&text[i..end]);
         i = end;
     }
@@ -118,15 +111,7 @@ fn contraction(s: &str, i: usize, ignore_case: bool) -> Option<usize> {
     if ignore_case && rest.starts_with("\u{17F}".as_bytes()) {
         return Some(2);
     }
-    let lower = |k: usize| {
-        rest.get(k).map(|&b| {
-            if ignore_case {
-                b.to_ascii_lowercase()
-            } else {
-                b
-            }
-        })
-    };
+    let lower = |k: usize| rest.get(k).map(|&b| if ignore_case { b.to_ascii_lowercase() } else { b });
     match (lower(0)?, lower(1)) {
         (b's' | b't' | b'm' | b'd', _) => Some(1),
         (b'r', Some(b'e')) | (b'v', Some(b'e')) | (b'l', Some(b'l')) => Some(2),
@@ -198,11 +183,7 @@ fn llama3_match(s: &str, i: usize, max_digits: usize) -> usize {
         return run_end(s, i, max_digits, is_number);
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-    let start = if c == ' ' && next.is_some_and(is_other) {
-        i + 1
-    } else {
-        i
-    };
+    let start = if c == ' ' && next.is_some_and(is_other) { i + 1 } else { i };
     if char_at(s, start).is_some_and(is_other) {
         let end = run_end(s, start, usize::MAX, is_other);
         return run_end(s, end, usize::MAX, |c| c == '\r' || c == '\n');
@@ -238,10 +219,7 @@ mod tests {
 
     #[test]
     fn smollm_isolates_every_digit_before_the_gpt2_pattern() {
-        assert_eq!(
-            words(PreTokenizer::SmolLm, "a  12 b٣"),
-            ["a", "  ", "1", "2", " b", "٣"]
-        );
+        assert_eq!(words(PreTokenizer::SmolLm, "a  12 b٣"), ["a", "  ", "1", "2", " b", "٣"]);
     }
 
     #[test]
@@ -251,10 +229,7 @@ mod tests {
             ["I", "'VE", " ", "123", "456", "7", " x", "\n\n", " ", " y", "\tz", " ..\n"]
         );
         assert_eq!(words(PreTokenizer::Qwen2, "x 12"), ["x", " ", "1", "2"]);
-        assert_eq!(
-            words(PreTokenizer::Llama3, "x'\u{17F} x'K"),
-            ["x", "'\u{17F}", " x", "'K"]
-        );
+        assert_eq!(words(PreTokenizer::Llama3, "x'\u{17F} x'K"), ["x", "'\u{17F}", " x", "'K"]);
     }
 
     #[test]

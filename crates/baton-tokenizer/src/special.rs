@@ -42,11 +42,7 @@ impl SpecialMatcher {
                 continue;
             };
             any = true;
-            by_first_byte[usize::from(first)].push(Candidate {
-                text: text.as_str().into(),
-                id,
-                always,
-            });
+            by_first_byte[usize::from(first)].push(Candidate { text: text.as_str().into(), id, always });
         }
         for list in &mut by_first_byte {
             // Longest first; among equal lengths the lower id, so the
@@ -58,12 +54,7 @@ impl SpecialMatcher {
 
     /// Splits `text` into fragments; `parse_control` also matches control
     /// and unknown tokens.
-    pub(crate) fn split<'a>(
-        &self,
-        text: &'a str,
-        parse_control: bool,
-        out: &mut Vec<Fragment<'a>>,
-    ) {
+    pub(crate) fn split<'a>(&self, text: &'a str, parse_control: bool, out: &mut Vec<Fragment<'a>>) {
         if !self.any {
             if !text.is_empty() {
                 out.push(Fragment::Text(text));
@@ -102,24 +93,11 @@ mod tests {
     #[test]
     fn longest_special_wins_and_control_needs_parse_special() {
         let tokens: Vec<String> = ["<|a|>", "<|a|>x", "<u>", "hi"].map(String::from).to_vec();
-        let types = [
-            TokenType::Control,
-            TokenType::Control,
-            TokenType::UserDefined,
-            TokenType::Normal,
-        ];
+        let types = [TokenType::Control, TokenType::Control, TokenType::UserDefined, TokenType::Normal];
         let m = SpecialMatcher::new(&tokens, &types);
         let mut out = Vec::new();
         m.split("hi<|a|>xy<u>", true, &mut out);
-        assert_eq!(
-            out,
-            [
-                Fragment::Text("hi"),
-                Fragment::Special(1),
-                Fragment::Text("y"),
-                Fragment::Special(2)
-            ]
-        );
+        assert_eq!(out, [Fragment::Text("hi"), Fragment::Special(1), Fragment::Text("y"), Fragment::Special(2)]);
         out.clear();
         m.split("hi<|a|>xy<u>", false, &mut out);
         assert_eq!(out, [Fragment::Text("hi<|a|>xy"), Fragment::Special(2)]);

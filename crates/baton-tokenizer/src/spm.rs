@@ -57,9 +57,7 @@ impl PartialOrd for Bigram {
 impl Ord for Bigram {
     /// Max-heap order: higher score first, then the leftmost pair.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .total_cmp(&other.score)
-            .then(other.left.cmp(&self.left))
+        self.score.total_cmp(&other.score).then(other.left.cmp(&self.left))
     }
 }
 
@@ -90,32 +88,24 @@ impl SpmModel<'_> {
         last.next = NONE;
 
         let mut heap = BinaryHeap::new();
-        let try_add =
-            |heap: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: usize, right: usize| {
-                if left == NONE || right == NONE {
-                    return;
-                }
-                let start = symbols[left].start;
-                let len = symbols[left].len + symbols[right].len;
-                if let Some(id) = self.mergeable(&text[start..start + len]) {
-                    let score = self.scores.get(id as usize).copied().unwrap_or(0.0);
-                    heap.push(Bigram {
-                        score,
-                        left,
-                        right,
-                        len,
-                    });
-                }
-            };
+        let try_add = |heap: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: usize, right: usize| {
+            if left == NONE || right == NONE {
+                return;
+            }
+            let start = symbols[left].start;
+            let len = symbols[left].len + symbols[right].len;
+            if let Some(id) = self.mergeable(&text[start..start + len]) {
+                let score = self.scores.get(id as usize).copied().unwrap_or(0.0);
+                heap.push(Bigram { score, left, right, len });
+            }
+        };
         for left in 1..symbols.len() {
             try_add(&mut heap, &symbols, left - 1, left);
         }
         while let Some(bigram) = heap.pop() {
             let (left, right) = (bigram.left, bigram.right);
             // Stale: one side was merged since this pair was queued.
-            if symbols[left].len == 0
-                || symbols[right].len == 0
-                || symbols[left].len + symbols[right].len != bigram.len
+            if symbols[left].len == 0 || symbols[right].len == 0 || symbols[left].len + symbols[right].len != bigram.len
             {
                 continue;
             }
@@ -147,17 +137,13 @@ impl SpmModel<'_> {
     /// since merged symbols are tokens): its bytes as byte tokens, or one
     /// unknown token when the vocabulary has no byte tokens.
     fn fallback(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
-        let unencodable = || TokenizerError::Unencodable {
-            text: piece.to_owned(),
-        };
+        let unencodable = || TokenizerError::Unencodable { text: piece.to_owned() };
         if self.byte_ids.iter().all(Option::is_none) {
             out.push(self.unk.ok_or_else(unencodable)?);
             return Ok(());
         }
         for &byte in piece.as_bytes() {
-            let id = self.byte_ids[usize::from(byte)]
-                .or(self.unk)
-                .ok_or_else(unencodable)?;
+            let id = self.byte_ids[usize::from(byte)].or(self.unk).ok_or_else(unencodable)?;
             out.push(id);
         }
         Ok(())

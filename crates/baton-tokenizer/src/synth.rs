@@ -48,11 +48,7 @@ pub fn synthetic_bpe(vocab_size: usize) -> TokenizerConfig {
         tokens.push(map.char_of(byte).to_string());
         types.push(TokenType::Normal.to_gguf());
     }
-    let mut ids: HashMap<String, u32> = tokens
-        .iter()
-        .enumerate()
-        .map(|(id, t)| (t.clone(), id as u32))
-        .collect();
+    let mut ids: HashMap<String, u32> = tokens.iter().enumerate().map(|(id, t)| (t.clone(), id as u32)).collect();
 
     // Distinct words with their counts, in a fixed order.
     let mut split = Vec::new();
@@ -63,12 +59,7 @@ pub fn synthetic_bpe(vocab_size: usize) -> TokenizerConfig {
     }
     let mut words: Vec<(Vec<u32>, usize)> = counts
         .into_iter()
-        .map(|(word, count)| {
-            (
-                word.bytes().map(|b| first_byte_id + u32::from(b)).collect(),
-                count,
-            )
-        })
+        .map(|(word, count)| (word.bytes().map(|b| first_byte_id + u32::from(b)).collect(), count))
         .collect();
 
     let mut merges = Vec::new();
@@ -80,8 +71,7 @@ pub fn synthetic_bpe(vocab_size: usize) -> TokenizerConfig {
             }
         }
         // Most frequent, then smallest ids: independent of hash order.
-        let Some((&(left, right), _)) = pairs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-        else {
+        let Some((&(left, right), _)) = pairs.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))) else {
             break;
         };
         let (left_text, right_text) = (&tokens[left as usize], &tokens[right as usize]);

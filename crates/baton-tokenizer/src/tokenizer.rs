@@ -54,11 +54,7 @@ fn check_len(field: &'static str, found: usize, expected: usize) -> Result<()> {
     if found == expected {
         Ok(())
     } else {
-        Err(TokenizerError::LengthMismatch {
-            field,
-            found,
-            expected,
-        })
+        Err(TokenizerError::LengthMismatch { field, found, expected })
     }
 }
 
@@ -97,30 +93,18 @@ impl Tokenizer {
             None => vec![TokenType::Normal; n],
         };
         // Last id wins for duplicate texts, as in llama.cpp and HF.
-        let token_to_id: HashMap<String, u32> = config
-            .tokens
-            .iter()
-            .enumerate()
-            .map(|(id, t)| (t.clone(), id as u32))
-            .collect();
+        let token_to_id: HashMap<String, u32> =
+            config.tokens.iter().enumerate().map(|(id, t)| (t.clone(), id as u32)).collect();
 
         let check_id = |field: &'static str, id: Option<u32>| match id {
-            Some(id) if id as usize >= n => Err(TokenizerError::SpecialIdOutOfRange {
-                field,
-                id,
-                vocab_size: n,
-            }),
+            Some(id) if id as usize >= n => Err(TokenizerError::SpecialIdOutOfRange { field, id, vocab_size: n }),
             _ => Ok(id),
         };
         let bos = check_id("tokenizer.ggml.bos_token_id", config.bos_id)?;
         let eos = check_id("tokenizer.ggml.eos_token_id", config.eos_id)?;
         let pad = check_id("tokenizer.ggml.padding_token_id", config.pad_id)?;
-        let unk = check_id("tokenizer.ggml.unknown_token_id", config.unk_id)?.or_else(|| {
-            types
-                .iter()
-                .position(|&t| t == TokenType::Unknown)
-                .map(|i| i as u32)
-        });
+        let unk = check_id("tokenizer.ggml.unknown_token_id", config.unk_id)?
+            .or_else(|| types.iter().position(|&t| t == TokenType::Unknown).map(|i| i as u32));
 
         let is_spm = kind == ModelKind::SentencePiece;
         let add_bos = config.add_bos.unwrap_or(is_spm);
@@ -157,13 +141,10 @@ impl Tokenizer {
             }
             ModelKind::BytePairEncoding => {
                 let pre = PreTokenizer::from_gguf_name(config.pre.as_deref())?;
-                let merges =
-                    config
-                        .merges
-                        .as_ref()
-                        .ok_or_else(|| TokenizerError::MissingMerges {
-                            model: config.model.clone(),
-                        })?;
+                let merges = config
+                    .merges
+                    .as_ref()
+                    .ok_or_else(|| TokenizerError::MissingMerges { model: config.model.clone() })?;
                 Some((BpeModel::new(merges, &token_to_id)?, pre))
             }
         };
@@ -180,9 +161,7 @@ impl Tokenizer {
                     out
                 }
                 (TokenType::Normal, None) => text.replace(SPACE_MARKER, " ").into_bytes(),
-                (TokenType::Byte, None) => {
-                    parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b])
-                }
+                (TokenType::Byte, None) => parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b]),
                 _ => text.as_bytes().to_vec(),
             })
             .collect();
@@ -259,13 +238,7 @@ impl Tokenizer {
                             if self.add_space_prefix && after_special {
                                 escaped.push(SPACE_MARKER);
                             }
-                            escaped.extend(text.chars().map(|c| {
-                                if c == ' ' {
-                                    SPACE_MARKER
-                                } else {
-                                    c
-                                }
-                            }));
+                            escaped.extend(text.chars().map(|c| if c == ' ' { SPACE_MARKER } else { c }));
                             model.encode(&escaped, &mut out)?;
                             after_special = false;
                         }
@@ -279,13 +252,7 @@ impl Tokenizer {
         Ok(out)
     }
 
-    fn encode_bpe_word(
-        &self,
-        model: &BpeModel,
-        pre: PreTokenizer,
-        word: &str,
-        out: &mut Vec<u32>,
-    ) -> Result<()> {
+    fn encode_bpe_word(&self, model: &BpeModel, pre: PreTokenizer, word: &str, out: &mut Vec<u32>) -> Result<()> {
         if pre.ignores_merges() {
             let mapped = byte_map().encode_str(word.as_bytes());
             if let Some(&id) = self.token_to_id.get(&mapped) {
@@ -311,10 +278,7 @@ impl Tokenizer {
         if index < self.tokens.len() {
             Ok(index)
         } else {
-            Err(TokenizerError::TokenIdOutOfRange {
-                id,
-                vocab_size: self.tokens.len(),
-            })
+            Err(TokenizerError::TokenIdOutOfRange { id, vocab_size: self.tokens.len() })
         }
     }
 

@@ -42,11 +42,9 @@ fn letter_ranges() -> Vec<(u32, u32)> {
         return Vec::new();
     };
     match hir.kind() {
-        HirKind::Class(Class::Unicode(class)) => class
-            .ranges()
-            .iter()
-            .map(|r| (r.start() as u32, r.end() as u32))
-            .collect(),
+        HirKind::Class(Class::Unicode(class)) => {
+            class.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect()
+        }
         _ => Vec::new(),
     }
 }

@@ -8,9 +8,7 @@ fn byte_char(b: u8) -> char {
     if keeps {
         char::from(b)
     } else {
-        let shifted = (0..b)
-            .filter(|&x| !matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF))
-            .count();
+        let shifted = (0..b).filter(|&x| !matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF)).count();
         char::from_u32(0x100 + shifted as u32).expect("valid")
     }
 }
@@ -44,9 +42,7 @@ fn bpe(merges: &[&str], pre: &str) -> Tokenizer {
 }
 
 fn texts(t: &Tokenizer, ids: &[u32]) -> Vec<String> {
-    ids.iter()
-        .map(|&id| t.token_text(id).expect("id in range").to_owned())
-        .collect()
+    ids.iter().map(|&id| t.token_text(id).expect("id in range").to_owned()).collect()
 }
 
 const MERGES: [&str; 7] = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or"];
@@ -54,38 +50,23 @@ const MERGES: [&str; 7] = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw 
 #[test]
 fn merges_apply_by_rank_within_words() {
     let t = bpe(&MERGES, "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("hello world", false, false).unwrap()),
-        ["hello", "Ġwor", "l", "d"]
-    );
+    assert_eq!(texts(&t, &t.encode("hello world", false, false).unwrap()), ["hello", "Ġwor", "l", "d"]);
     let t = bpe(&["a b", "b c"], "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("abc", false, false).unwrap()),
-        ["ab", "c"]
-    );
+    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["ab", "c"]);
     let t = bpe(&["b c", "a b"], "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("abc", false, false).unwrap()),
-        ["a", "bc"]
-    );
+    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["a", "bc"]);
 }
 
 #[test]
 fn repeated_pairs_merge_leftmost_first() {
     let t = bpe(&["a a"], "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("aaaaa", false, false).unwrap()),
-        ["aa", "aa", "a"]
-    );
+    assert_eq!(texts(&t, &t.encode("aaaaa", false, false).unwrap()), ["aa", "aa", "a"]);
 }
 
 #[test]
 fn merges_never_cross_pre_tokenizer_words() {
     let t = bpe(&["o Ġ", "oĠ w"], "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("o w", false, false).unwrap()),
-        ["o", "Ġ", "w"]
-    );
+    assert_eq!(texts(&t, &t.encode("o w", false, false).unwrap()), ["o", "Ġ", "w"]);
 }
 
 #[test]
@@ -120,39 +101,21 @@ fn unicode_becomes_byte_tokens_and_decodes_back() {
 #[test]
 fn whitespace_runs_keep_the_last_space_for_the_next_word() {
     let t = bpe(&["Ġ Ġ", "ĠĠ Ġ"], "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode("a    b", false, false).unwrap()),
-        ["a", "ĠĠĠ", "Ġ", "b"]
-    );
-    assert_eq!(
-        texts(&t, &t.encode("a   ", false, false).unwrap()),
-        ["a", "ĠĠĠ"]
-    );
+    assert_eq!(texts(&t, &t.encode("a    b", false, false).unwrap()), ["a", "ĠĠĠ", "Ġ", "b"]);
+    assert_eq!(texts(&t, &t.encode("a   ", false, false).unwrap()), ["a", "ĠĠĠ"]);
 }
 
 #[test]
 fn digits_split_by_pre_tokenizer() {
     let merges = ["1 2", "12 3", "Ġ 1"];
     let t = bpe(&merges, "gpt-2");
-    assert_eq!(
-        texts(&t, &t.encode(" 123", false, false).unwrap()),
-        ["Ġ", "123"]
-    );
+    assert_eq!(texts(&t, &t.encode(" 123", false, false).unwrap()), ["Ġ", "123"]);
     let t = bpe(&merges, "smollm");
-    assert_eq!(
-        texts(&t, &t.encode(" 123", false, false).unwrap()),
-        ["Ġ", "1", "2", "3"]
-    );
+    assert_eq!(texts(&t, &t.encode(" 123", false, false).unwrap()), ["Ġ", "1", "2", "3"]);
     let t = bpe(&merges, "llama-bpe");
-    assert_eq!(
-        texts(&t, &t.encode("1231", false, false).unwrap()),
-        ["123", "1"]
-    );
+    assert_eq!(texts(&t, &t.encode("1231", false, false).unwrap()), ["123", "1"]);
     let t = bpe(&merges, "qwen2");
-    assert_eq!(
-        texts(&t, &t.encode("1231", false, false).unwrap()),
-        ["1", "2", "3", "1"]
-    );
+    assert_eq!(texts(&t, &t.encode("1231", false, false).unwrap()), ["1", "2", "3", "1"]);
 }
 
 const CORPUS: &[&str] = &[
@@ -174,11 +137,7 @@ fn synthetic_vocab_round_trips_the_corpus_under_every_pre_tokenizer() {
             let t = Tokenizer::from_config(&config).unwrap();
             for text in CORPUS {
                 let ids = t.encode(text, false, true).unwrap();
-                assert_eq!(
-                    t.decode_with(&ids, true).unwrap(),
-                    *text,
-                    "{pre} {vocab_size}"
-                );
+                assert_eq!(t.decode_with(&ids, true).unwrap(), *text, "{pre} {vocab_size}");
             }
         }
     }
@@ -191,10 +150,7 @@ fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
     let t = Tokenizer::from_config(&config).unwrap();
     assert_eq!(t.vocab_size(), 32000);
     assert_eq!(t.token_type(31999).unwrap(), TokenType::Unused);
-    for (id, name) in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        .iter()
-        .enumerate()
-    {
+    for (id, name) in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"].iter().enumerate() {
         assert_eq!(t.token_id(name), Some(id as u32));
         assert_eq!(t.token_type(id as u32).unwrap(), TokenType::Control);
     }
@@ -204,12 +160,7 @@ fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
     assert_eq!(small.vocab_size(), 512);
     let text = "The robot and the gardener walked along the fence.";
     let ids = small.encode(text, false, false).unwrap();
-    assert!(
-        ids.len() * 2 < text.len(),
-        "{} tokens for {} bytes",
-        ids.len(),
-        text.len()
-    );
+    assert!(ids.len() * 2 < text.len(), "{} tokens for {} bytes", ids.len(), text.len());
     // Tiny sizes are raised to the 3 specials + 256 bytes.
     assert_eq!(synthetic_bpe(10).tokens.len(), 259);
     assert_eq!(synthetic_bpe(512), synthetic_bpe(512), "deterministic");

@@ -25,17 +25,12 @@ fn load() -> Value {
              tests/reference/tokenizer_ref.py (see this file's docs)"
         )
     });
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read BATON_TOKENIZER_REF={path}: {e}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read BATON_TOKENIZER_REF={path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not valid JSON: {e}"))
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .expect("an array of strings")
-        .iter()
-        .map(|s| s.as_str().expect("a string").to_owned())
-        .collect()
+    v.as_array().expect("an array of strings").iter().map(|s| s.as_str().expect("a string").to_owned()).collect()
 }
 
 fn id(v: &Value) -> Option<u32> {
@@ -77,19 +72,10 @@ fn ids_and_round_trips_match_hf_tokenizers() {
             .unwrap_or_else(|e| panic!("building the {pre} tokenizer: {e}"));
         for case in variant["cases"].as_array().expect("cases") {
             let text = case["text"].as_str().expect("text");
-            let expected: Vec<u32> = case["ids"]
-                .as_array()
-                .expect("ids")
-                .iter()
-                .map(|v| id(v).expect("id"))
-                .collect();
+            let expected: Vec<u32> = case["ids"].as_array().expect("ids").iter().map(|v| id(v).expect("id")).collect();
             let actual = tokenizer.encode(text, false, true).expect("encode");
             if actual != expected {
-                let at = actual
-                    .iter()
-                    .zip(&expected)
-                    .take_while(|(a, e)| a == e)
-                    .count();
+                let at = actual.iter().zip(&expected).take_while(|(a, e)| a == e).count();
                 let show = |ids: &[u32]| {
                     ids.iter()
                         .skip(at.saturating_sub(2))
@@ -116,10 +102,7 @@ fn ids_and_round_trips_match_hf_tokenizers() {
 #[test]
 fn encode_speed_on_the_reference_vocabulary() {
     let json = load();
-    let config = config(
-        &json["config"],
-        json["config"]["pre"].as_str().expect("pre"),
-    );
+    let config = config(&json["config"], json["config"]["pre"].as_str().expect("pre"));
     let tokenizer = Tokenizer::from_config(&config).expect("tokenizer");
     let corpus: String = json["variants"][0]["cases"]
         .as_array()

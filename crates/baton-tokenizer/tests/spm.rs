@@ -35,31 +35,18 @@ fn spm(normal: &[(&str, f32)], byte_tokens: bool, space_prefix: bool) -> Tokeniz
 }
 
 fn texts(t: &Tokenizer, ids: &[u32]) -> Vec<String> {
-    ids.iter()
-        .map(|&id| t.token_text(id).expect("id in range").to_owned())
-        .collect()
+    ids.iter().map(|&id| t.token_text(id).expect("id in range").to_owned()).collect()
 }
 
-const LETTERS: [(&str, f32); 8] = [
-    ("a", -5.0),
-    ("b", -5.0),
-    ("c", -5.0),
-    ("▁", -5.0),
-    ("h", -5.0),
-    ("i", -5.0),
-    ("x", -5.0),
-    ("!", -5.0),
-];
+const LETTERS: [(&str, f32); 8] =
+    [("a", -5.0), ("b", -5.0), ("c", -5.0), ("▁", -5.0), ("h", -5.0), ("i", -5.0), ("x", -5.0), ("!", -5.0)];
 
 #[test]
 fn merges_take_the_best_scoring_pair_first() {
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("ab", -2.0), ("bc", -1.0)]);
     let t = spm(&vocab, true, false);
-    assert_eq!(
-        texts(&t, &t.encode("abc", false, false).unwrap()),
-        ["a", "bc"]
-    );
+    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["a", "bc"]);
 
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("ab", -1.0), ("bc", -2.0), ("abc", -3.0)]);
@@ -73,10 +60,7 @@ fn equal_scores_merge_leftmost_first() {
     let mut vocab = LETTERS.to_vec();
     vocab.push(("aa", -1.0));
     let t = spm(&vocab, true, false);
-    assert_eq!(
-        texts(&t, &t.encode("aaa", false, false).unwrap()),
-        ["aa", "a"]
-    );
+    assert_eq!(texts(&t, &t.encode("aaa", false, false).unwrap()), ["aa", "a"]);
 }
 
 #[test]
@@ -90,10 +74,7 @@ fn space_prefix_and_bos_are_added_and_stripped_again() {
     assert_eq!(t.decode_with(&ids, true).unwrap(), "<s>hi x!");
     // Without the prefix flag nothing is added.
     let t = spm(&vocab, true, false);
-    assert_eq!(
-        texts(&t, &t.encode("hi", false, false).unwrap()),
-        ["h", "i"]
-    );
+    assert_eq!(texts(&t, &t.encode("hi", false, false).unwrap()), ["h", "i"]);
 }
 
 #[test]
@@ -107,10 +88,7 @@ fn unknown_characters_fall_back_to_byte_tokens() {
 #[test]
 fn without_byte_tokens_each_unknown_character_is_unk() {
     let t = spm(&LETTERS, false, false);
-    assert_eq!(
-        texts(&t, &t.encode("a€🙂b", false, false).unwrap()),
-        ["a", "<unk>", "<unk>", "b"]
-    );
+    assert_eq!(texts(&t, &t.encode("a€🙂b", false, false).unwrap()), ["a", "<unk>", "<unk>", "b"]);
 }
 
 #[test]
@@ -140,14 +118,7 @@ fn round_trips_unicode_whitespace_and_newlines() {
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("▁▁", -1.0), ("▁a", -1.0), ("ab", -2.0)]);
     let t = spm(&vocab, true, true);
-    for text in [
-        "abc",
-        " a  b\tc\n\nx ",
-        "naïve 中文 🙂 Привет",
-        "",
-        "  ",
-        "\n",
-    ] {
+    for text in ["abc", " a  b\tc\n\nx ", "naïve 中文 🙂 Привет", "", "  ", "\n"] {
         let ids = t.encode(text, false, false).unwrap();
         assert_eq!(t.decode(&ids).unwrap(), text, "ids {ids:?}");
     }
@@ -155,14 +126,7 @@ fn round_trips_unicode_whitespace_and_newlines() {
 
 #[test]
 fn add_bos_defaults_on_for_llama_and_needs_a_bos_id() {
-    let config = TokenizerConfig {
-        model: "llama".into(),
-        tokens: vec!["a".into()],
-        ..TokenizerConfig::default()
-    };
+    let config = TokenizerConfig { model: "llama".into(), tokens: vec!["a".into()], ..TokenizerConfig::default() };
     let err = Tokenizer::from_config(&config).unwrap_err();
-    assert!(
-        matches!(err, TokenizerError::MissingSpecialToken { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, TokenizerError::MissingSpecialToken { .. }), "{err}");
 }

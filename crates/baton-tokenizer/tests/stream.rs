@@ -18,10 +18,7 @@ fn multi_byte_characters_split_across_byte_level_tokens_wait_until_whole() {
         let (parts, joined) = collect(&t, &ids);
         assert_eq!(joined, text);
         for part in parts.iter().flatten() {
-            assert!(
-                !part.contains('\u{FFFD}'),
-                "half a character emitted: {part:?}"
-            );
+            assert!(!part.contains('\u{FFFD}'), "half a character emitted: {part:?}");
         }
     }
     // The emoji is four byte tokens: nothing comes out until the fourth.
@@ -53,17 +50,7 @@ fn spm_byte_tokens_are_reassembled_and_the_first_space_is_dropped() {
     assert_eq!(ids.len(), 1 + 1 + 1 + 3, "bos, ▁a, ▁, three byte tokens");
     let (parts, text) = collect(&t, &ids);
     assert_eq!(text, "a 中");
-    assert_eq!(
-        parts,
-        [
-            None,
-            Some("a".into()),
-            Some(" ".into()),
-            None,
-            None,
-            Some("中".into())
-        ]
-    );
+    assert_eq!(parts, [None, Some("a".into()), Some(" ".into()), None, None, Some("中".into())]);
 }
 
 #[test]

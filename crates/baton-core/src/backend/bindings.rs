@@ -13,9 +13,7 @@ pub struct Bindings {
 impl Bindings {
     /// Empty bindings for `graph`.
     pub fn new(graph: &Graph) -> Self {
-        Bindings {
-            tensors: vec![None; graph.nodes().len()],
-        }
+        Bindings { tensors: vec![None; graph.nodes().len()] }
     }
 
     fn node_label(graph: &Graph, node: NodeId) -> String {
@@ -27,23 +25,11 @@ impl Bindings {
 
     /// Binds `tensor` to `node`, which must be a leaf or an output, with the
     /// same type and shape.
-    pub fn bind(
-        &mut self,
-        graph: &Graph,
-        node: NodeId,
-        tensor: TensorRef,
-    ) -> Result<&mut Self, StreamError> {
+    pub fn bind(&mut self, graph: &Graph, node: NodeId, tensor: TensorRef) -> Result<&mut Self, StreamError> {
         let label = Self::node_label(graph, node);
-        let fail = |reason: String| StreamError::Binding {
-            node: label.clone(),
-            reason,
-        };
-        let n = graph
-            .nodes()
-            .get(node.0)
-            .ok_or_else(|| fail("no such node".into()))?;
-        let bindable =
-            matches!(n.op, Op::Leaf) || (n.flags.contains(Flags::OUTPUT) && !n.op.aliases_input());
+        let fail = |reason: String| StreamError::Binding { node: label.clone(), reason };
+        let n = graph.nodes().get(node.0).ok_or_else(|| fail("no such node".into()))?;
+        let bindable = matches!(n.op, Op::Leaf) || (n.flags.contains(Flags::OUTPUT) && !n.op.aliases_input());
         if !bindable {
             return Err(fail("only leaves and outputs are bound".into()));
         }
@@ -64,12 +50,7 @@ impl Bindings {
     }
 
     /// Binds by the node's name.
-    pub fn bind_name(
-        &mut self,
-        graph: &Graph,
-        name: &str,
-        tensor: TensorRef,
-    ) -> Result<&mut Self, StreamError> {
+    pub fn bind_name(&mut self, graph: &Graph, name: &str, tensor: TensorRef) -> Result<&mut Self, StreamError> {
         let node = graph.find(name).ok_or_else(|| StreamError::Binding {
             node: name.into(),
             reason: "the graph has no tensor of this name".into(),
@@ -92,23 +73,14 @@ impl Bindings {
         }
         for node in graph.bound_nodes() {
             if self.tensors[node.0].is_none() {
-                return Err(StreamError::Binding {
-                    node: Self::node_label(graph, node),
-                    reason: "not bound".into(),
-                });
+                return Err(StreamError::Binding { node: Self::node_label(graph, node), reason: "not bound".into() });
             }
         }
         // A written tensor may share no byte with any other binding: the
         // computation reads and writes them at once.
-        let (reads, writes) = self.accesses(graph);
+        let (reads, writes) = self.split_accesses(graph);
         for (i, w) in writes.iter().enumerate() {
-            let others = reads.iter().chain(
-                writes
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != i)
-                    .map(|(_, r)| r),
-            );
+            let others = reads.iter().chain(writes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, r)| r));
             for other in others {
                 let overlap = w.buffer.same_as(&other.buffer)
                     && w.range.start < other.range.end
@@ -128,8 +100,16 @@ impl Bindings {
     }
 
     /// The byte ranges a computation reads and writes: leaves are read,
-    /// written leaves (copy targets) and outputs are written.
+    /// written leaves (copy targets) and outputs are written. Ranges of one
+    /// buffer that touch are merged (a model's weights in one buffer become
+    /// one range), so tracking costs per buffer, not per tensor.
     pub fn accesses(&self, graph: &Graph) -> (Vec<BufferRange>, Vec<BufferRange>) {
+        let (reads, writes) = self.split_accesses(graph);
+        (coalesce(reads), coalesce(writes))
+    }
+
+    /// Reads and writes, one range per bound tensor.
+    fn split_accesses(&self, graph: &Graph) -> (Vec<BufferRange>, Vec<BufferRange>) {
         let written = graph.written_leaves();
         let mut reads = Vec::new();
         let mut writes = Vec::new();
@@ -144,4 +124,19 @@ impl Bindings {
         }
         (reads, writes)
     }
+}
+
+/// Merges ranges of the same buffer that overlap or touch.
+fn coalesce(mut ranges: Vec<BufferRange>) -> Vec<BufferRange> {
+    ranges.sort_by_key(|r| (r.buffer.id(), r.range.start));
+    let mut out: Vec<BufferRange> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.buffer.same_as(&r.buffer) && r.range.start <= last.range.end => {
+                last.range.end = last.range.end.max(r.range.end);
+            }
+            _ => out.push(r),
+        }
+    }
+    out
 }

@@ -106,44 +106,27 @@ impl Buffer {
 
     /// A byte range of this buffer, checked.
     pub fn range(&self, offset: usize, len: usize) -> Result<BufferRange, StreamError> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.len()).ok_or(
-            StreamError::OutOfBounds {
-                offset,
-                end: offset.saturating_add(len),
-                len: self.len(),
-            },
-        )?;
-        Ok(BufferRange {
-            buffer: self.clone(),
-            range: offset..end,
-        })
+        let end = offset.checked_add(len).filter(|&e| e <= self.len()).ok_or(StreamError::OutOfBounds {
+            offset,
+            end: offset.saturating_add(len),
+            len: self.len(),
+        })?;
+        Ok(BufferRange { buffer: self.clone(), range: offset..end })
     }
 
     /// The whole buffer as a range.
     pub fn all(&self) -> BufferRange {
-        BufferRange {
-            buffer: self.clone(),
-            range: 0..self.len(),
-        }
+        BufferRange { buffer: self.clone(), range: 0..self.len() }
     }
 
     pub(crate) fn accesses(&self) -> std::sync::MutexGuard<'_, Vec<Access>> {
-        self.inner
-            .accesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.accesses.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl fmt::Debug for Buffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Buffer#{}({}, {} bytes)",
-            self.id(),
-            self.device(),
-            self.len()
-        )
+        write!(f, "Buffer#{}({}, {} bytes)", self.id(), self.device(), self.len())
     }
 }
 
@@ -180,25 +163,12 @@ pub struct TensorRef {
 impl TensorRef {
     /// A tensor of `dtype` and `dims` at byte `offset` of `buffer`, checked
     /// to fit.
-    pub fn new(
-        buffer: &Buffer,
-        offset: usize,
-        dtype: DType,
-        dims: &[usize],
-    ) -> Result<TensorRef, StreamError> {
-        let bad = |reason: String| StreamError::Binding {
-            node: "tensor".into(),
-            reason,
-        };
+    pub fn new(buffer: &Buffer, offset: usize, dtype: DType, dims: &[usize]) -> Result<TensorRef, StreamError> {
+        let bad = |reason: String| StreamError::Binding { node: "tensor".into(), reason };
         let shape = Shape::new(dims).map_err(|e| bad(e.to_string()))?;
         let layout = Layout::contiguous(dtype, shape).map_err(|e| bad(e.to_string()))?;
         buffer.range(offset, layout.end_byte(dtype))?;
-        Ok(TensorRef {
-            buffer: buffer.clone(),
-            offset,
-            dtype,
-            shape,
-        })
+        Ok(TensorRef { buffer: buffer.clone(), offset, dtype, shape })
     }
 
     /// The buffer.
@@ -229,9 +199,6 @@ impl TensorRef {
 
     /// The bytes as a range of the buffer.
     pub fn byte_range(&self) -> BufferRange {
-        BufferRange {
-            buffer: self.buffer.clone(),
-            range: self.offset..self.offset + self.bytes(),
-        }
+        BufferRange { buffer: self.buffer.clone(), range: self.offset..self.offset + self.bytes() }
     }
 }

@@ -20,7 +20,9 @@ pub enum StreamError {
     Wait(#[from] WaitError),
     /// The stream cannot wait on this kind of point without help
     /// (contract rule `W-FOREIGN`); bridge it with a relay.
-    #[error("stream {stream} cannot wait natively on {point} (its timeline lives in {domain}); bridge it with a relay")]
+    #[error(
+        "stream {stream} cannot wait natively on {point} (its timeline lives in {domain}); bridge it with a relay"
+    )]
     ForeignPoint {
         /// The stream's label.
         stream: String,

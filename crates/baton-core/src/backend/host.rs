@@ -51,12 +51,7 @@ pub fn as_bytes_mut<T: Element>(slice: &mut [T]) -> &mut [u8] {
     // SAFETY: as `as_bytes`; additionally every byte pattern written through
     // the view is a valid `T` (`Element`'s contract), and the borrow is
     // exclusive for the output's lifetime.
-    unsafe {
-        std::slice::from_raw_parts_mut(
-            slice.as_mut_ptr().cast::<u8>(),
-            std::mem::size_of_val(slice),
-        )
-    }
+    unsafe { std::slice::from_raw_parts_mut(slice.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(slice)) }
 }
 
 /// Owned host memory that asynchronous work may read or fill.
@@ -149,11 +144,7 @@ impl<B> std::error::Error for PendingError<B> {}
 
 impl<B: HostBytes> Pending<B> {
     pub(crate) fn new(point: SyncPoint, stream: String, slot: Arc<Slot<B>>) -> Self {
-        Pending {
-            point,
-            stream,
-            slot,
-        }
+        Pending { point, stream, slot }
     }
 
     /// The point that completes the transfer.
@@ -183,14 +174,8 @@ impl<B: HostBytes> Pending<B> {
         let buffer = self.slot.0.lock().unwrap_or_else(|p| p.into_inner()).take();
         match (result, buffer) {
             (Ok(()), Some(b)) => Ok(b),
-            (Ok(()), None) => Err(PendingError {
-                error: StreamError::Closed(self.stream),
-                buffer: None,
-            }),
-            (Err(e), buffer) => Err(PendingError {
-                error: StreamError::Wait(e),
-                buffer,
-            }),
+            (Ok(()), None) => Err(PendingError { error: StreamError::Closed(self.stream), buffer: None }),
+            (Err(e), buffer) => Err(PendingError { error: StreamError::Wait(e), buffer }),
         }
     }
 }

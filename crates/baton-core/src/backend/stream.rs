@@ -129,10 +129,7 @@ pub struct Stream {
 impl Stream {
     /// Wraps a backend's stream.
     pub fn new(raw: Arc<dyn RawStream>) -> Stream {
-        Stream {
-            raw,
-            knowledge: Arc::new(Mutex::new(Knowledge::default())),
-        }
+        Stream { raw, knowledge: Arc::new(Mutex::new(Knowledge::default())) }
     }
 
     /// `device/stream-N`.
@@ -161,10 +158,7 @@ impl Stream {
     }
 
     fn failed(&self) -> Option<StreamError> {
-        self.timeline().failure().map(|cause| StreamError::Failed {
-            stream: self.label().to_string(),
-            cause,
-        })
+        self.timeline().failure().map(|cause| StreamError::Failed { stream: self.label().to_string(), cause })
     }
 
     /// Makes later work on this stream start after `point`, without blocking
@@ -212,20 +206,14 @@ impl Stream {
 
     fn raw_submitted(&self) -> u64 {
         // The front records the value of every submission it makes.
-        self.knowledge()
-            .waited
-            .get(&self.timeline().id())
-            .copied()
-            .unwrap_or(0)
+        self.knowledge().waited.get(&self.timeline().id()).copied().unwrap_or(0)
     }
 
     /// Whether `access` by earlier work is ordered before new work here.
     fn ordered(&self, k: &Knowledge, access: &Access) -> bool {
         let tl = access.point.timeline();
         tl.same_as(self.timeline())
-            || k.waited
-                .get(&tl.id())
-                .is_some_and(|&v| v >= access.point.value())
+            || k.waited.get(&tl.id()).is_some_and(|&v| v >= access.point.value())
             || matches!(access.point.status(), PointStatus::Reached)
     }
 
@@ -251,16 +239,12 @@ impl Stream {
         let mut needed: Vec<SyncPoint> = Vec::new();
         {
             let k = self.knowledge();
-            let accesses = reads
-                .iter()
-                .map(|r| (r, false))
-                .chain(writes.iter().map(|w| (w, true)));
+            let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
             for (range, write) in accesses {
                 let mut recorded = range.buffer.accesses();
                 recorded.retain(|a| !matches!(a.point.status(), PointStatus::Reached));
                 for a in recorded.iter() {
-                    let overlaps =
-                        a.range.start < range.range.end && range.range.start < a.range.end;
+                    let overlaps = a.range.start < range.range.end && range.range.start < a.range.end;
                     if overlaps
                         && (write || a.write)
                         && !self.ordered(&k, a)
@@ -286,16 +270,9 @@ impl Stream {
             let id = self.timeline().id();
             k.waited.insert(id, value);
         }
-        let accesses = reads
-            .iter()
-            .map(|r| (r, false))
-            .chain(writes.iter().map(|w| (w, true)));
+        let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
         for (range, write) in accesses {
-            range.buffer.accesses().push(Access {
-                range: range.range.clone(),
-                write,
-                point: point.clone(),
-            });
+            range.buffer.accesses().push(Access { range: range.range.clone(), write, point: point.clone() });
         }
         Ok(point)
     }
@@ -304,49 +281,34 @@ impl Stream {
     /// `src` until the copy is done; [`Pending::wait`] gives it back, so a
     /// decode loop allocates nothing (`H-OWN`). `src` must be owned
     /// (`'static`): a borrowed buffer does not compile.
-    pub fn write_async<B: HostBytes>(
-        &self,
-        dst: &TensorRef,
-        src: B,
-    ) -> Result<Pending<B>, StreamError> {
+    pub fn write_async<B: HostBytes>(&self, dst: &TensorRef, src: B) -> Result<Pending<B>, StreamError> {
+        self.write_range_async(&dst.byte_range(), src)
+    }
+
+    /// As [`write_async`](Self::write_async), into a raw byte range (bulk
+    /// uploads such as a model's weights).
+    pub fn write_range_async<B: HostBytes>(&self, dst: &BufferRange, src: B) -> Result<Pending<B>, StreamError> {
         let host = src.bytes().len();
-        if host != dst.bytes() {
-            return Err(StreamError::SizeMismatch {
-                host,
-                tensor: dst.bytes(),
-            });
+        if host != dst.len() {
+            return Err(StreamError::SizeMismatch { host, tensor: dst.len() });
         }
         let slot = Arc::new(Slot(Mutex::new(Some(src))));
-        let range = dst.byte_range();
-        let op = StreamOp::Write {
-            dst: range.clone(),
-            src: slot.clone(),
-        };
-        let point = self.submit_tracked(op, &[], &[range])?;
+        let op = StreamOp::Write { dst: dst.clone(), src: slot.clone() };
+        let point = self.submit_tracked(op, &[], std::slice::from_ref(dst))?;
         Ok(Pending::new(point, self.label().into(), slot))
     }
 
     /// Reads `src` into the host buffer `dst` asynchronously; the handle
     /// waits only for this read's own point (`R-OWN`) and gives `dst` back
     /// filled.
-    pub fn read_into_async<B: HostBytes>(
-        &self,
-        src: &TensorRef,
-        dst: B,
-    ) -> Result<Pending<B>, StreamError> {
+    pub fn read_into_async<B: HostBytes>(&self, src: &TensorRef, dst: B) -> Result<Pending<B>, StreamError> {
         let host = dst.bytes().len();
         if host != src.bytes() {
-            return Err(StreamError::SizeMismatch {
-                host,
-                tensor: src.bytes(),
-            });
+            return Err(StreamError::SizeMismatch { host, tensor: src.bytes() });
         }
         let slot = Arc::new(Slot(Mutex::new(Some(dst))));
         let range = src.byte_range();
-        let op = StreamOp::Read {
-            src: range.clone(),
-            dst: slot.clone(),
-        };
+        let op = StreamOp::Read { src: range.clone(), dst: slot.clone() };
         let point = self.submit_tracked(op, &[range], &[])?;
         Ok(Pending::new(point, self.label().into(), slot))
     }
@@ -367,35 +329,22 @@ impl Stream {
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, StreamError> {
         if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
-            return Err(StreamError::SizeMismatch {
-                host: src.bytes(),
-                tensor: dst.bytes(),
-            });
+            return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
         }
         if let Some(p) = producer {
             self.wait(p)?;
         }
         let (s, d) = (src.byte_range(), dst.byte_range());
-        let op = StreamOp::Copy {
-            src: s.clone(),
-            dst: d.clone(),
-        };
+        let op = StreamOp::Copy { src: s.clone(), dst: d.clone() };
         self.submit_tracked(op, &[s], &[d])
     }
 
     /// Computes `graph` asynchronously with `bindings`; outputs land in
     /// their bound tensors once the returned point is reached (`G-ASYNC`).
-    pub fn compute(
-        &self,
-        graph: &Arc<Graph>,
-        bindings: Bindings,
-    ) -> Result<SyncPoint, StreamError> {
+    pub fn compute(&self, graph: &Arc<Graph>, bindings: Bindings) -> Result<SyncPoint, StreamError> {
         bindings.check_complete(graph)?;
         let (reads, writes) = bindings.accesses(graph);
-        let op = StreamOp::Compute {
-            graph: graph.clone(),
-            bindings: Arc::new(bindings),
-        };
+        let op = StreamOp::Compute { graph: graph.clone(), bindings: Arc::new(bindings) };
         self.submit_tracked(op, &reads, &writes)
     }
 
@@ -403,10 +352,7 @@ impl Stream {
     /// sticky error if it failed (`E-STICKY`).
     pub fn synchronize(&self) -> Result<(), StreamError> {
         self.last_point().wait().map_err(|e| match e.cause() {
-            Some(cause) => StreamError::Failed {
-                stream: self.label().into(),
-                cause: cause.clone(),
-            },
+            Some(cause) => StreamError::Failed { stream: self.label().into(), cause: cause.clone() },
             None => StreamError::Wait(e),
         })
     }

@@ -9,69 +9,32 @@ fn shape_err(op: &'static str) -> impl Fn(ShapeError) -> GraphError {
 }
 
 fn mismatch(op: &'static str, what: &'static str, a: Shape, b: Shape) -> GraphError {
-    GraphError::Shape {
-        op,
-        source: ShapeError::Mismatch {
-            what,
-            left: a.dims().to_vec(),
-            right: b.dims().to_vec(),
-        },
-    }
+    GraphError::Shape { op, source: ShapeError::Mismatch { what, left: a.dims().to_vec(), right: b.dims().to_vec() } }
 }
 
 impl Graph {
-    fn computed(
-        &mut self,
-        op: Op,
-        inputs: Vec<NodeId>,
-        dtype: DType,
-        shape: Shape,
-    ) -> Result<NodeId, GraphError> {
+    fn computed(&mut self, op: Op, inputs: Vec<NodeId>, dtype: DType, shape: Shape) -> Result<NodeId, GraphError> {
         let name = op.name();
         let layout = Layout::contiguous(dtype, shape).map_err(shape_err(name))?;
-        Ok(self.push(Node {
-            op,
-            inputs,
-            dtype,
-            layout,
-            name: None,
-            flags: Flags::NONE,
-        }))
+        Ok(self.push(Node { op, inputs, dtype, layout, name: None, flags: Flags::NONE }))
     }
 
     fn require_f32(&self, op: &'static str, id: NodeId, input: usize) -> Result<&Node, GraphError> {
         let node = self.check(id)?;
         if node.dtype != DType::F32 {
-            return Err(GraphError::Type {
-                op,
-                dtype: node.dtype,
-                input,
-            });
+            return Err(GraphError::Type { op, dtype: node.dtype, input });
         }
         Ok(node)
     }
 
     /// A leaf (input, weight or state) of `dtype` and `dims`, named.
-    pub fn leaf(
-        &mut self,
-        name: &str,
-        dtype: DType,
-        dims: &[usize],
-        flags: Flags,
-    ) -> Result<NodeId, GraphError> {
+    pub fn leaf(&mut self, name: &str, dtype: DType, dims: &[usize], flags: Flags) -> Result<NodeId, GraphError> {
         let shape = Shape::new(dims).map_err(shape_err("leaf"))?;
         let layout = Layout::contiguous(dtype, shape).map_err(shape_err("leaf"))?;
         if self.names.contains_key(name) {
             return Err(GraphError::DuplicateName(name.into()));
         }
-        let id = self.push(Node {
-            op: Op::Leaf,
-            inputs: vec![],
-            dtype,
-            layout,
-            name: None,
-            flags,
-        });
+        let id = self.push(Node { op: Op::Leaf, inputs: vec![], dtype, layout, name: None, flags });
         self.set_name(id, name)
     }
 
@@ -93,10 +56,7 @@ impl Graph {
         let wn = self.check(w)?;
         let ws = wn.layout.shape;
         if !wn.layout.rows_contiguous(wn.dtype) {
-            return Err(GraphError::Shape {
-                op: "matmul",
-                source: ShapeError::NotContiguous,
-            });
+            return Err(GraphError::Shape { op: "matmul", source: ShapeError::NotContiguous });
         }
         let (x4, w4) = (xs.dims4(), ws.dims4());
         let batch_ok = (0..2).all(|d| w4[d] != 0 && x4[d] % w4[d] == 0);
@@ -181,19 +141,9 @@ impl Graph {
             || dims > xs.last()
             || !dims.is_multiple_of(2)
         {
-            return Err(mismatch(
-                "rope",
-                "x [T, H, D], positions [T], even dims <= D",
-                xs,
-                ps,
-            ));
+            return Err(mismatch("rope", "x [T, H, D], positions [T], even dims <= D", xs, ps));
         }
-        let op = Op::Rope {
-            mode,
-            dims,
-            freq_base,
-            freq_scale,
-        };
+        let op = Op::Rope { mode, dims, freq_base, freq_scale };
         self.computed(op, vec![x, positions], DType::F32, xs)
     }
 
@@ -206,12 +156,7 @@ impl Graph {
             return Err(GraphError::CopyTargetNotLeaf);
         }
         if s.elems() != d.layout.shape.elems() || d.dtype.is_quantized() {
-            return Err(mismatch(
-                "copy_into",
-                "same element count, float target",
-                d.layout.shape,
-                s,
-            ));
+            return Err(mismatch("copy_into", "same element count, float target", d.layout.shape, s));
         }
         Ok(self.push(Node {
             op: Op::CopyInto,
@@ -225,13 +170,7 @@ impl Graph {
 
     /// A view of `x` with an explicit layout (offset relative to `x`'s own
     /// offset); checked to stay inside `x`'s storage extent.
-    pub fn view(
-        &mut self,
-        x: NodeId,
-        dims: &[usize],
-        strides: &[usize],
-        offset: usize,
-    ) -> Result<NodeId, GraphError> {
+    pub fn view(&mut self, x: NodeId, dims: &[usize], strides: &[usize], offset: usize) -> Result<NodeId, GraphError> {
         let node = self.check(x)?.clone();
         let shape = Shape::new(dims).map_err(shape_err("view"))?;
         if strides.len() != shape.rank() {
@@ -239,57 +178,31 @@ impl Graph {
         }
         let mut all = [0; MAX_DIMS];
         all[..strides.len()].copy_from_slice(strides);
-        let layout = Layout {
-            shape,
-            strides: all,
-            offset: node.layout.offset + offset,
-        };
+        let layout = Layout { shape, strides: all, offset: node.layout.offset + offset };
         let root = self.node(self.storage_root(x));
         let root_end = root.layout.end_byte(root.dtype);
         let end = layout.end_byte(node.dtype);
         if end > root_end {
             return Err(GraphError::Shape {
                 op: "view",
-                source: ShapeError::OutOfBounds {
-                    view: dims.to_vec(),
-                    end,
-                    len: root_end,
-                },
+                source: ShapeError::OutOfBounds { view: dims.to_vec(), end, len: root_end },
             });
         }
         if node.dtype.is_quantized() && !layout.rows_contiguous(node.dtype) {
-            return Err(GraphError::Shape {
-                op: "view",
-                source: ShapeError::NotContiguous,
-            });
+            return Err(GraphError::Shape { op: "view", source: ShapeError::NotContiguous });
         }
-        Ok(self.push(Node {
-            op: Op::View,
-            inputs: vec![x],
-            dtype: node.dtype,
-            layout,
-            name: None,
-            flags: Flags::NONE,
-        }))
+        Ok(self.push(Node { op: Op::View, inputs: vec![x], dtype: node.dtype, layout, name: None, flags: Flags::NONE }))
     }
 
     /// `x` with new dimensions (same element count; `x` must be contiguous).
     pub fn reshape(&mut self, x: NodeId, dims: &[usize]) -> Result<NodeId, GraphError> {
         let node = self.check(x)?.clone();
         if !node.layout.is_contiguous(node.dtype) {
-            return Err(GraphError::Shape {
-                op: "reshape",
-                source: ShapeError::NotContiguous,
-            });
+            return Err(GraphError::Shape { op: "reshape", source: ShapeError::NotContiguous });
         }
         let shape = Shape::new(dims).map_err(shape_err("reshape"))?;
         if shape.elems() != node.layout.shape.elems() {
-            return Err(mismatch(
-                "reshape",
-                "same element count",
-                node.layout.shape,
-                shape,
-            ));
+            return Err(mismatch("reshape", "same element count", node.layout.shape, shape));
         }
         let layout = Layout::contiguous(node.dtype, shape).map_err(shape_err("reshape"))?;
         self.view(x, dims, layout.strides(), 0)
@@ -300,15 +213,8 @@ impl Graph {
         let node = self.check(x)?.clone();
         let rank = node.layout.shape.rank();
         let mut seen = [false; MAX_DIMS];
-        if perm.len() != rank
-            || perm
-                .iter()
-                .any(|&p| p >= rank || std::mem::replace(&mut seen[p], true))
-        {
-            return Err(GraphError::Shape {
-                op: "permute",
-                source: ShapeError::BadPermutation(perm.to_vec()),
-            });
+        if perm.len() != rank || perm.iter().any(|&p| p >= rank || std::mem::replace(&mut seen[p], true)) {
+            return Err(GraphError::Shape { op: "permute", source: ShapeError::BadPermutation(perm.to_vec()) });
         }
         let dims: Vec<usize> = perm.iter().map(|&p| node.layout.shape.dims()[p]).collect();
         let strides: Vec<usize> = perm.iter().map(|&p| node.layout.strides[p]).collect();
@@ -316,34 +222,15 @@ impl Graph {
     }
 
     /// The sub-range `start..start + len` of dimension `dim` of `x`.
-    pub fn narrow(
-        &mut self,
-        x: NodeId,
-        dim: usize,
-        start: usize,
-        len: usize,
-    ) -> Result<NodeId, GraphError> {
+    pub fn narrow(&mut self, x: NodeId, dim: usize, start: usize, len: usize) -> Result<NodeId, GraphError> {
         let node = self.check(x)?.clone();
         let shape = node.layout.shape;
-        let fits = dim < shape.rank()
-            && start
-                .checked_add(len)
-                .is_some_and(|e| e <= shape.dims()[dim]);
+        let fits = dim < shape.rank() && start.checked_add(len).is_some_and(|e| e <= shape.dims()[dim]);
         if !fits || (dim + 1 == shape.rank() && node.dtype.is_quantized()) {
-            return Err(mismatch(
-                "narrow",
-                "a range inside the dimension",
-                shape,
-                shape,
-            ));
+            return Err(mismatch("narrow", "a range inside the dimension", shape, shape));
         }
         let mut dims = shape.dims().to_vec();
         dims[dim] = len;
-        self.view(
-            x,
-            &dims,
-            node.layout.strides(),
-            start * node.layout.strides[dim],
-        )
+        self.view(x, &dims, node.layout.strides(), start * node.layout.strides[dim])
     }
 }

@@ -34,11 +34,7 @@ struct FailureInner {
 impl Failure {
     /// A new first cause.
     pub fn new(kind: FailureKind, origin: impl Into<String>, message: impl Into<String>) -> Self {
-        Failure(Arc::new(FailureInner {
-            kind,
-            origin: origin.into(),
-            message: message.into(),
-        }))
+        Failure(Arc::new(FailureInner { kind, origin: origin.into(), message: message.into() }))
     }
 
     /// What happened first.

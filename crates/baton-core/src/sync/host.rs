@@ -27,12 +27,7 @@ impl HostTimeline {
     /// A new host timeline at 0.
     pub fn new(label: impl Into<String>) -> Self {
         let (timeline, writer) = Timeline::new(label);
-        HostTimeline {
-            inner: Arc::new(HostInner {
-                timeline,
-                writer: Mutex::new((writer, 0)),
-            }),
-        }
+        HostTimeline { inner: Arc::new(HostInner { timeline, writer: Mutex::new((writer, 0)) }) }
     }
 
     /// The read side, to make points and wait.
@@ -44,11 +39,7 @@ impl HostTimeline {
     pub fn reserve(&self) -> Release {
         let mut guard = lock(&self.inner.writer);
         guard.1 += 1;
-        Release {
-            host: self.inner.clone(),
-            value: guard.1,
-            done: false,
-        }
+        Release { host: self.inner.clone(), value: guard.1, done: false }
     }
 }
 
@@ -83,19 +74,14 @@ impl Release {
     fn abandon(&self, kind: FailureKind, message: String) {
         let guard = lock(&self.host.writer);
         let origin = format!("{}@{}", self.host.timeline.label(), self.value);
-        guard
-            .0
-            .fail(self.value, Failure::new(kind, origin, message));
+        guard.0.fail(self.value, Failure::new(kind, origin, message));
     }
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
         if !self.done {
-            self.abandon(
-                FailureKind::Abandoned,
-                "its Release was dropped without being signalled".into(),
-            );
+            self.abandon(FailureKind::Abandoned, "its Release was dropped without being signalled".into());
         }
     }
 }

@@ -57,11 +57,7 @@ impl SyncPoint {
     }
 
     /// Waits with an explicit policy and optional timeout.
-    pub fn wait_with(
-        &self,
-        policy: WaitPolicy,
-        timeout: Option<Duration>,
-    ) -> Result<(), WaitError> {
+    pub fn wait_with(&self, policy: WaitPolicy, timeout: Option<Duration>) -> Result<(), WaitError> {
         policy.wait(&self.timeline, self.value, timeout)
     }
 

@@ -50,12 +50,7 @@ impl WaitPolicy {
 
     /// Waits until `value` of `timeline` is reached, fails, or `timeout`
     /// (and, for `Poll`, the policy's own bound) runs out.
-    pub fn wait(
-        &self,
-        timeline: &Timeline,
-        value: u64,
-        timeout: Option<Duration>,
-    ) -> Result<(), WaitError> {
+    pub fn wait(&self, timeline: &Timeline, value: u64, timeout: Option<Duration>) -> Result<(), WaitError> {
         let started = Instant::now();
         if let Some(done) = check(timeline, value) {
             return done;

@@ -108,12 +108,7 @@ impl Timeline {
             failure: Mutex::new(None),
             wake: Condvar::new(),
         });
-        (
-            Timeline {
-                shared: shared.clone(),
-            },
-            TimelineWriter { shared },
-        )
+        (Timeline { shared: shared.clone() }, TimelineWriter { shared })
     }
 
     /// The process-unique id.
@@ -211,10 +206,7 @@ impl Timeline {
     }
 
     pub(crate) fn failed_error(&self, value: u64, cause: Failure) -> WaitError {
-        WaitError::Failed {
-            point: format!("{}@{}", self.label(), value),
-            cause,
-        }
+        WaitError::Failed { point: format!("{}@{}", self.label(), value), cause }
     }
 
     pub(crate) fn timeout_error(&self, value: u64, started: Instant) -> WaitError {
@@ -235,9 +227,7 @@ impl fmt::Debug for Timeline {
 impl TimelineWriter {
     /// A reader of the same timeline.
     pub fn timeline(&self) -> Timeline {
-        Timeline {
-            shared: self.shared.clone(),
-        }
+        Timeline { shared: self.shared.clone() }
     }
 
     /// The value reached so far.
@@ -257,9 +247,7 @@ impl TimelineWriter {
         let shared = &*self.shared;
         // Only this writer stores `reached` and `failed_from`, so these loads
         // see its own latest stores.
-        if value <= shared.reached.load(Ordering::Relaxed)
-            || value >= shared.failed_from.load(Ordering::Relaxed)
-        {
+        if value <= shared.reached.load(Ordering::Relaxed) || value >= shared.failed_from.load(Ordering::Relaxed) {
             return;
         }
         shared.reached.swap(value, Ordering::SeqCst);

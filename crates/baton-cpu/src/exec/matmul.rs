@@ -20,24 +20,14 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
     let batches = x4[0] * x4[1];
     let (g0, g1) = (x4[0] / w4[0], x4[1] / w4[1]);
     let row_bytes = w_node.dtype.row_bytes(k).unwrap_or(0);
-    let w_extent = if nn == 0 {
-        0
-    } else {
-        (nn - 1) * ws4[2] + row_bytes
-    };
+    let w_extent = if nn == 0 { 0 } else { (nn - 1) * ws4[2] + row_bytes };
     let weight = |b: usize| -> Result<WeightMatrix<'_>, StreamError> {
         let (b0, b1) = (b / x4[1], b % x4[1]);
         let start = (b0 / g0) * ws4[0] + (b1 / g1) * ws4[1];
         let data = w_bytes
             .get(start..start + w_extent)
             .ok_or_else(|| node_error(ctx.graph, id, "weight batch outside its storage"))?;
-        Ok(WeightMatrix {
-            dtype: w_node.dtype,
-            data,
-            rows: nn,
-            cols: k,
-            row_stride_bytes: ws4[2],
-        })
+        Ok(WeightMatrix { dtype: w_node.dtype, data, rows: nn, cols: k, row_stride_bytes: ws4[2] })
     };
     // SAFETY: the op takes its output once, here.
     let out = unsafe { ctx.out_f32(id)? };
@@ -61,9 +51,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
                 let xm = MatRef::contiguous(&x[b * m * k..(b + 1) * m * k], m, k);
                 // SAFETY: batch `b`'s output block of `m * nn` elements lies
                 // inside the output, and batch ranges of threads are disjoint.
-                let y = unsafe {
-                    std::slice::from_raw_parts_mut(out_ptr.get().add(b * m * nn), m * nn)
-                };
+                let y = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(b * m * nn), m * nn) };
                 let mut ym = MatMut::contiguous(y, m, nn);
                 matmul_columns(&w, &xm, &mut ym, 0..nn, &mut scratch).map_err(kernel_err)
             });

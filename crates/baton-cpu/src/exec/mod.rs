@@ -94,9 +94,11 @@ impl Executor {
 
     fn plan_for(&mut self, graph: &Arc<Graph>) -> Plan {
         let key = Arc::as_ptr(graph) as usize;
-        if let Some(i) = self.plans.iter().position(|(weak, k, _)| {
-            *k == key && weak.upgrade().is_some_and(|g| Arc::ptr_eq(&g, graph))
-        }) {
+        if let Some(i) = self
+            .plans
+            .iter()
+            .position(|(weak, k, _)| *k == key && weak.upgrade().is_some_and(|g| Arc::ptr_eq(&g, graph)))
+        {
             return self.plans[i].2.clone();
         }
         let new = plan(graph);
@@ -109,70 +111,47 @@ impl Executor {
     }
 
     /// Computes `graph` with `bindings` (validated by the safe stream).
-    pub(crate) fn compute(
-        &mut self,
-        graph: &Arc<Graph>,
-        bindings: &Bindings,
-    ) -> Result<(), StreamError> {
+    pub(crate) fn compute(&mut self, graph: &Arc<Graph>, bindings: &Bindings) -> Result<(), StreamError> {
         let plan = self.plan_for(graph);
-        if self
-            .arena
-            .as_ref()
-            .map_or(0, baton_core::backend::RawBuffer::len)
-            < plan.arena_bytes
-        {
-            self.arena = Some(
-                CpuBuffer::new(plan.arena_bytes, &self.device.info.name).ok_or_else(|| {
-                    StreamError::Kernel {
-                        device: self.device.info.name.clone(),
-                        op: "arena".into(),
-                        message: format!("could not allocate {} bytes", plan.arena_bytes),
-                    }
-                })?,
-            );
+        if self.arena.as_ref().map_or(0, baton_core::backend::RawBuffer::len) < plan.arena_bytes {
+            self.arena =
+                Some(CpuBuffer::new(plan.arena_bytes, &self.device.info.name).ok_or_else(|| StreamError::Kernel {
+                    device: self.device.info.name.clone(),
+                    op: "arena".into(),
+                    message: format!("could not allocate {} bytes", plan.arena_bytes),
+                })?);
         }
         let arena = match &self.arena {
             Some(a) => Storage {
-                ptr: baton_core::backend::RawBuffer::host_ptr(a)
-                    .map_or(std::ptr::null_mut(), |p| p.as_ptr()),
+                ptr: baton_core::backend::RawBuffer::host_ptr(a).map_or(std::ptr::null_mut(), |p| p.as_ptr()),
                 len: baton_core::backend::RawBuffer::len(a),
             },
-            None => Storage {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-            },
+            None => Storage { ptr: std::ptr::null_mut(), len: 0 },
         };
         let mut roots: Vec<Option<Storage>> = vec![None; graph.nodes().len()];
         for (i, place) in plan.places.iter().enumerate() {
             roots[i] = match place {
                 Place::Bound => {
-                    let t = bindings
-                        .get(NodeId(i))
-                        .ok_or_else(|| node_error(graph, NodeId(i), "not bound"))?;
+                    let t = bindings.get(NodeId(i)).ok_or_else(|| node_error(graph, NodeId(i), "not bound"))?;
                     let range = t.byte_range();
-                    let base = t.buffer().raw().host_ptr().ok_or_else(|| {
-                        node_error(graph, NodeId(i), "bound to memory the CPU cannot address")
-                    })?;
+                    let base = t
+                        .buffer()
+                        .raw()
+                        .host_ptr()
+                        .ok_or_else(|| node_error(graph, NodeId(i), "bound to memory the CPU cannot address"))?;
                     // SAFETY: the range lies inside the buffer (TensorRef::new).
                     let ptr = unsafe { base.as_ptr().add(range.range.start) };
-                    Some(Storage {
-                        ptr,
-                        len: range.len(),
-                    })
+                    Some(Storage { ptr, len: range.len() })
                 }
                 // SAFETY: the plan places the block inside `arena_bytes`,
                 // which the arena has at least.
-                Place::Arena(offset) => Some(Storage {
-                    ptr: unsafe { arena.ptr.add(*offset) },
-                    len: arena.len - offset,
-                }),
+                Place::Arena(offset) => {
+                    Some(Storage { ptr: unsafe { arena.ptr.add(*offset) }, len: arena.len - offset })
+                }
                 Place::Alias => None,
             };
         }
-        let ctx = Context {
-            graph,
-            roots: &roots,
-        };
+        let ctx = Context { graph, roots: &roots };
         for (i, node) in graph.nodes().iter().enumerate() {
             self.run_node(&ctx, NodeId(i), node)?;
         }
@@ -207,10 +186,7 @@ impl Context<'_> {
             return Err(node_error(self.graph, id, "view outside its storage"));
         }
         // SAFETY: `offset + need <= base.len`, checked just above.
-        Ok(Storage {
-            ptr: unsafe { base.ptr.add(offset) },
-            len: base.len - offset,
-        })
+        Ok(Storage { ptr: unsafe { base.ptr.add(offset) }, len: base.len - offset })
     }
 
     /// The bytes of `id`'s extent (from its first to one past its last byte).
@@ -227,11 +203,7 @@ impl Context<'_> {
     pub(crate) fn f32s(&self, id: NodeId) -> Result<&[f32], StreamError> {
         let node = self.graph.node(id);
         if node.dtype != DType::F32 || !node.layout.is_contiguous(node.dtype) {
-            return Err(node_error(
-                self.graph,
-                id,
-                "needs a contiguous f32 tensor; add contiguous()",
-            ));
+            return Err(node_error(self.graph, id, "needs a contiguous f32 tensor; add contiguous()"));
         }
         let bytes = self.bytes(id)?;
         if !aligned::<f32>(bytes.as_ptr()) {
@@ -291,20 +263,13 @@ fn aligned<T>(ptr: *const u8) -> bool {
 }
 
 /// Maps contiguous row ranges over the pool when there is enough work.
-pub(crate) fn for_rows(
-    exec: &Executor,
-    rows: usize,
-    row_elems: usize,
-    task: &(dyn Fn(std::ops::Range<usize>) + Sync),
-) {
+pub(crate) fn for_rows(exec: &Executor, rows: usize, row_elems: usize, task: &(dyn Fn(std::ops::Range<usize>) + Sync)) {
     let threads = exec.device.pool_threads();
     if threads == 1 || rows < 2 || rows * row_elems < 16 * 1024 {
         task(0..rows);
         return;
     }
-    exec.device
-        .pool
-        .run(&|t| task(baton_core::parallel::split_range(rows, threads, t, 1)));
+    exec.device.pool.run(&|t| task(baton_core::parallel::split_range(rows, threads, t, 1)));
 }
 
 /// A lookup of a node's data type and layout, shorter at call sites.

@@ -17,12 +17,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
         Op::Silu => unary(exec, ctx, id, &|x, out| k::silu(x, out)),
         Op::RmsNorm { eps } => unary(exec, ctx, id, &|x, out| k::rms_norm(x, eps, out)),
         Op::Softmax { scale, causal } => softmax(exec, ctx, id, scale, causal),
-        Op::Rope {
-            mode,
-            dims,
-            freq_base,
-            freq_scale,
-        } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
+        Op::Rope { mode, dims, freq_base, freq_scale } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
         Op::CopyInto => copy_into(exec, ctx, id),
         Op::Contiguous => contiguous(exec, ctx, id),
         Op::Leaf | Op::View | Op::MatMul => Ok(()),
@@ -88,13 +83,7 @@ fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
     Ok(())
 }
 
-fn softmax(
-    exec: &Executor,
-    ctx: &Context<'_>,
-    id: NodeId,
-    scale: f32,
-    causal: bool,
-) -> Result<(), StreamError> {
+fn softmax(exec: &Executor, ctx: &Context<'_>, id: NodeId, scale: f32, causal: bool) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let x = ctx.f32s(n.inputs[0])?;
     let d4 = n.layout.shape.dims4();
@@ -133,11 +122,7 @@ fn rope(
     let d3 = n.layout.shape.dims();
     let (tokens, heads, head_dim) = (d3[0], d3[1], d3[2]);
     if let Some(&bad) = positions.iter().find(|&&p| p < 0) {
-        return Err(node_error(
-            ctx.graph,
-            id,
-            format!("negative position {bad}"),
-        ));
+        return Err(node_error(ctx.graph, id, format!("negative position {bad}")));
     }
     let mode = match mode {
         RopeMode::Normal => baton_kernels::RopeMode::Normal,
@@ -175,9 +160,7 @@ fn get_rows(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
         let row = usize::try_from(row)
             .ok()
             .filter(|&r| r < vocab)
-            .ok_or_else(|| {
-                node_error(ctx.graph, id, format!("token id {row} outside 0..{vocab}"))
-            })?;
+            .ok_or_else(|| node_error(ctx.graph, id, format!("token id {row} outside 0..{vocab}")))?;
         let src = &bytes[row * stride..row * stride + row_bytes];
         dequantize_row(table.dtype, src, &mut out[t * width..(t + 1) * width])
             .map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
@@ -190,9 +173,8 @@ fn get_rows(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
 fn row_offsets(layout: &baton_core::Layout) -> impl Iterator<Item = usize> + '_ {
     let d4 = layout.shape.dims4();
     let s4 = layout.strides4();
-    (0..d4[0]).flat_map(move |a| {
-        (0..d4[1]).flat_map(move |b| (0..d4[2]).map(move |c| a * s4[0] + b * s4[1] + c * s4[2]))
-    })
+    (0..d4[0])
+        .flat_map(move |a| (0..d4[1]).flat_map(move |b| (0..d4[2]).map(move |c| a * s4[0] + b * s4[1] + c * s4[2])))
 }
 
 fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
@@ -201,10 +183,7 @@ fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), S
     let dst = ctx.raw(id)?;
     let (dtype, layout) = (n.dtype, n.layout);
     let extent = layout.end_byte(dtype) - layout.offset;
-    let (s0, s1) = (
-        src.as_ptr() as usize,
-        src.as_ptr() as usize + std::mem::size_of_val(src),
-    );
+    let (s0, s1) = (src.as_ptr() as usize, src.as_ptr() as usize + std::mem::size_of_val(src));
     let (d0, d1) = (dst.ptr() as usize, dst.ptr() as usize + extent);
     if s0 < d1 && d0 < s1 {
         return Err(node_error(ctx.graph, id, "source and target overlap"));
@@ -248,21 +227,13 @@ fn contiguous(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Str
             let row = &src[at..at + row_bytes];
             // SAFETY: the output is contiguous, row `r` of `row_bytes` lies
             // inside it, and it does not overlap the input (module doc).
-            unsafe {
-                std::ptr::copy_nonoverlapping(row.as_ptr(), dst.ptr().add(r * row_bytes), row_bytes)
-            };
+            unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst.ptr().add(r * row_bytes), row_bytes) };
         } else {
             let elem = dtype.block_bytes();
             for c in 0..cols {
                 let e = &src[at + c * inner..at + c * inner + elem];
                 // SAFETY: as above, element `c` of row `r`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        e.as_ptr(),
-                        dst.ptr().add(r * row_bytes + c * elem),
-                        elem,
-                    )
-                };
+                unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), dst.ptr().add(r * row_bytes + c * elem), elem) };
             }
         }
     }

@@ -81,9 +81,7 @@ pub(crate) fn plan(graph: &Graph) -> Plan {
     let mut dying: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut list = FreeList::default();
     for (j, node) in nodes.iter().enumerate() {
-        places[j] = if matches!(node.op, Op::Leaf)
-            || (node.flags.contains(Flags::OUTPUT) && !node.op.aliases_input())
-        {
+        places[j] = if matches!(node.op, Op::Leaf) || (node.flags.contains(Flags::OUTPUT) && !node.op.aliases_input()) {
             Place::Bound
         } else if node.op.aliases_input() {
             Place::Alias
@@ -99,10 +97,7 @@ pub(crate) fn plan(graph: &Graph) -> Plan {
             }
         }
     }
-    Plan {
-        places,
-        arena_bytes: list.end,
-    }
+    Plan { places, arena_bytes: list.end }
 }
 
 #[cfg(test)]

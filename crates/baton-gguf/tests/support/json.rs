@@ -13,10 +13,7 @@ pub enum Json {
 
 impl Json {
     pub fn parse(text: &str) -> Json {
-        let mut p = Parser {
-            s: text.as_bytes(),
-            i: 0,
-        };
+        let mut p = Parser { s: text.as_bytes(), i: 0 };
         let v = p.value();
         p.ws();
         assert_eq!(p.i, p.s.len(), "trailing characters in JSON");
@@ -46,9 +43,7 @@ impl Json {
     }
     pub fn int(&self) -> i128 {
         match self {
-            Json::Number(n) => n
-                .parse()
-                .unwrap_or_else(|_| panic!("{n} is not an integer")),
+            Json::Number(n) => n.parse().unwrap_or_else(|_| panic!("{n} is not an integer")),
             Json::Bool(b) => i128::from(*b),
             other => panic!("expected a JSON integer, got {other:?}"),
         }

@@ -85,17 +85,9 @@ pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
 
 /// Tensor payloads of [`sample_file`]: an F32 3x2, an F16 4, a Q4_0 32x2.
 pub fn sample_tensors() -> Vec<(&'static str, Vec<u64>, GgmlType, Vec<u8>)> {
-    let f16: Vec<u8> = [1.0f32, -2.0, 0.5, 0.0]
-        .iter()
-        .flat_map(|&v| f16_bits(v).to_le_bytes())
-        .collect();
+    let f16: Vec<u8> = [1.0f32, -2.0, 0.5, 0.0].iter().flat_map(|&v| f16_bits(v).to_le_bytes()).collect();
     vec![
-        (
-            "a.f32",
-            vec![3, 2],
-            GgmlType::F32,
-            f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-        ),
+        ("a.f32", vec![3, 2], GgmlType::F32, f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])),
         ("b.f16", vec![4], GgmlType::F16, f16),
         ("c.q4_0", vec![32, 2], GgmlType::Q4_0, (0..36u8).collect()),
     ]
@@ -118,13 +110,7 @@ pub fn sample_metadata() -> Vec<(&'static str, Value)> {
         ("t.f64", Value::F64(-1e300)),
         ("t.strings", vec!["<s>", "é", ""].into()),
         ("t.scores", vec![0.5f32, -1.5].into()),
-        (
-            "t.nested",
-            Value::Array(Array::Array(vec![
-                Array::I32(vec![1, -2]),
-                Array::Bool(vec![]),
-            ])),
-        ),
+        ("t.nested", Value::Array(Array::Array(vec![Array::I32(vec![1, -2]), Array::Bool(vec![])]))),
     ]
 }
 
@@ -133,19 +119,13 @@ pub fn sample_file() -> Vec<u8> {
     let tensors = sample_tensors();
     let mut writer = GgufWriter::new();
     for (key, value) in sample_metadata() {
-        writer
-            .add_metadata(key, value)
-            .expect("sample metadata is valid");
+        writer.add_metadata(key, value).expect("sample metadata is valid");
     }
     for (name, dims, ty, data) in &tensors {
-        writer
-            .add_tensor(*name, dims, *ty, data)
-            .expect("sample tensors are valid");
+        writer.add_tensor(*name, dims, *ty, data).expect("sample tensors are valid");
     }
     let mut out = Vec::new();
-    writer
-        .write_to(&mut out)
-        .expect("writing to a Vec cannot fail");
+    writer.write_to(&mut out).expect("writing to a Vec cannot fail");
     out
 }
 
@@ -161,10 +141,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     };
     let two_tensors = |name2: &str, offset2: u64| {
         let mut r = Raw::header(3, 2, 0);
-        r.tensor_info("a", &[16], 0, 0)
-            .tensor_info(name2, &[16], 0, offset2)
-            .pad(32)
-            .zeros(128);
+        r.tensor_info("a", &[16], 0, 0).tensor_info(name2, &[16], 0, offset2).pad(32).zeros(128);
         r.build()
     };
     let mut nested = Raw::header(3, 0, 1);
@@ -185,19 +162,9 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
             },
             |e| matches!(e, ReadError::BadMagic { offset: 0, found } if found == b"GGML"),
         ),
-        (
-            "unsupported_version_1.gguf",
-            Raw::header(1, 0, 0).build(),
-            |e| {
-                matches!(
-                    e,
-                    ReadError::UnsupportedVersion {
-                        offset: 4,
-                        found: 1
-                    }
-                )
-            },
-        ),
+        ("unsupported_version_1.gguf", Raw::header(1, 0, 0).build(), |e| {
+            matches!(e, ReadError::UnsupportedVersion { offset: 4, found: 1 })
+        }),
         (
             "big_endian_version.gguf",
             {
@@ -205,59 +172,17 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.bytes(&3u32.to_be_bytes()).u64(0).u64(0);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::UnsupportedVersion {
-                        found: 0x0300_0000,
-                        ..
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::UnsupportedVersion { found: 0x0300_0000, .. }),
         ),
-        (
-            "truncated_header.gguf",
-            Raw::header(3, 0, 0).0[..12].to_vec(),
-            |e| {
-                matches!(
-                    e,
-                    ReadError::Truncated {
-                        offset: 8,
-                        what: "tensor count",
-                        needed: 8,
-                        remaining: 4
-                    }
-                )
-            },
-        ),
-        (
-            "huge_tensor_count.gguf",
-            Raw::header(3, u64::MAX / 2, 0).build(),
-            |e| {
-                matches!(
-                    e,
-                    ReadError::CountTooLarge {
-                        offset: 8,
-                        what: "tensor count",
-                        ..
-                    }
-                )
-            },
-        ),
-        (
-            "huge_metadata_count.gguf",
-            Raw::header(3, 0, 1 << 40).build(),
-            |e| {
-                matches!(
-                    e,
-                    ReadError::CountTooLarge {
-                        offset: 16,
-                        what: "metadata count",
-                        ..
-                    }
-                )
-            },
-        ),
+        ("truncated_header.gguf", Raw::header(3, 0, 0).0[..12].to_vec(), |e| {
+            matches!(e, ReadError::Truncated { offset: 8, what: "tensor count", needed: 8, remaining: 4 })
+        }),
+        ("huge_tensor_count.gguf", Raw::header(3, u64::MAX / 2, 0).build(), |e| {
+            matches!(e, ReadError::CountTooLarge { offset: 8, what: "tensor count", .. })
+        }),
+        ("huge_metadata_count.gguf", Raw::header(3, 0, 1 << 40).build(), |e| {
+            matches!(e, ReadError::CountTooLarge { offset: 16, what: "metadata count", .. })
+        }),
         (
             "huge_key_length.gguf",
             {
@@ -265,17 +190,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.u64(u64::MAX).bytes(b"key").u32(4).u32(0);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::LengthTooLarge {
-                        offset: 24,
-                        what: "metadata key",
-                        len: u64::MAX,
-                        ..
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::LengthTooLarge { offset: 24, what: "metadata key", len: u64::MAX, .. }),
         ),
         (
             "huge_array_length.gguf",
@@ -284,16 +199,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.string(b"arr").u32(9).u32(8).u64(1 << 50).zeros(64);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::LengthTooLarge {
-                        what: "array",
-                        len: 0x4_0000_0000_0000,
-                        ..
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::LengthTooLarge { what: "array", len: 0x4_0000_0000_0000, .. }),
         ),
         (
             "invalid_utf8_key.gguf",
@@ -302,15 +208,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.string(&[0x66, 0xff, 0xfe]).u32(4).u32(0);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::InvalidUtf8 {
-                        offset: 32,
-                        what: "metadata key"
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::InvalidUtf8 { offset: 32, what: "metadata key" }),
         ),
         (
             "invalid_utf8_string_value.gguf",
@@ -319,15 +217,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.string(b"k").u32(8).string(&[0xc3]);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::InvalidUtf8 {
-                        what: "string value",
-                        ..
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::InvalidUtf8 { what: "string value", .. }),
         ),
         (
             "unknown_value_type.gguf",
@@ -336,15 +226,7 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.kv_raw("k", 13, &[0; 8]);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::UnknownValueType {
-                        offset: 33,
-                        found: 13
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::UnknownValueType { offset: 33, found: 13 }),
         ),
         (
             "invalid_bool.gguf",
@@ -353,19 +235,9 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 r.kv_raw("k", 7, &[2]);
                 r.build()
             },
-            |e| {
-                matches!(
-                    e,
-                    ReadError::InvalidBool {
-                        offset: 37,
-                        found: 2
-                    }
-                )
-            },
+            |e| matches!(e, ReadError::InvalidBool { offset: 37, found: 2 }),
         ),
-        ("deeply_nested_array.gguf", nested.build(), |e| {
-            matches!(e, ReadError::NestingTooDeep { max_depth: 8, .. })
-        }),
+        ("deeply_nested_array.gguf", nested.build(), |e| matches!(e, ReadError::NestingTooDeep { max_depth: 8, .. })),
         (
             "duplicate_key.gguf",
             {
@@ -389,30 +261,19 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
             one_tensor(&[], 0, 0, 0),
             |e| matches!(e, ReadError::BadDimCount { n_dims: 0, tensor, .. } if tensor == "t"),
         ),
-        (
-            "too_many_dims.gguf",
-            one_tensor(&[1, 1, 1, 1, 1], 0, 0, 4),
-            |e| matches!(e, ReadError::BadDimCount { n_dims: 5, .. }),
-        ),
-        (
-            "dims_overflow.gguf",
-            one_tensor(&[1 << 32, 1 << 32], 0, 0, 0),
-            |e| matches!(e, ReadError::DimsOverflow { .. }),
-        ),
+        ("too_many_dims.gguf", one_tensor(&[1, 1, 1, 1, 1], 0, 0, 4), |e| {
+            matches!(e, ReadError::BadDimCount { n_dims: 5, .. })
+        }),
+        ("dims_overflow.gguf", one_tensor(&[1 << 32, 1 << 32], 0, 0, 0), |e| {
+            matches!(e, ReadError::DimsOverflow { .. })
+        }),
         (
             "unknown_ggml_type.gguf",
             one_tensor(&[32], 4, 0, 32),
             |e| matches!(e, ReadError::UnknownGgmlType { id: 4, tensor, .. } if tensor == "t"),
         ),
         ("not_block_aligned.gguf", one_tensor(&[31], 2, 0, 32), |e| {
-            matches!(
-                e,
-                ReadError::NotBlockAligned {
-                    dim0: 31,
-                    block_elems: 32,
-                    ..
-                }
-            )
+            matches!(e, ReadError::NotBlockAligned { dim0: 31, block_elems: 32, .. })
         }),
         (
             "duplicate_tensor_name.gguf",
@@ -420,30 +281,17 @@ pub fn malformed_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
             |e| matches!(e, ReadError::DuplicateTensor { name, .. } if name == "a"),
         ),
         ("misaligned_offset.gguf", one_tensor(&[4], 0, 8, 64), |e| {
-            matches!(
-                e,
-                ReadError::MisalignedTensor {
-                    data_offset: 8,
-                    alignment: 32,
-                    ..
-                }
-            )
+            matches!(e, ReadError::MisalignedTensor { data_offset: 8, alignment: 32, .. })
         }),
-        (
-            "offset_past_end.gguf",
-            one_tensor(&[4], 0, 1 << 20, 64),
-            |e| matches!(e, ReadError::TensorOutOfBounds { .. }),
-        ),
-        (
-            "offset_overflows.gguf",
-            one_tensor(&[4], 0, u64::MAX - 31, 64),
-            |e| matches!(e, ReadError::TensorOutOfBounds { end: u64::MAX, .. }),
-        ),
-        (
-            "tensor_data_truncated.gguf",
-            one_tensor(&[16], 0, 0, 63),
-            |e| matches!(e, ReadError::TensorOutOfBounds { .. }),
-        ),
+        ("offset_past_end.gguf", one_tensor(&[4], 0, 1 << 20, 64), |e| {
+            matches!(e, ReadError::TensorOutOfBounds { .. })
+        }),
+        ("offset_overflows.gguf", one_tensor(&[4], 0, u64::MAX - 31, 64), |e| {
+            matches!(e, ReadError::TensorOutOfBounds { end: u64::MAX, .. })
+        }),
+        ("tensor_data_truncated.gguf", one_tensor(&[16], 0, 0, 63), |e| {
+            matches!(e, ReadError::TensorOutOfBounds { .. })
+        }),
         (
             "overlapping_tensors.gguf",
             two_tensors("b", 32),

@@ -37,11 +37,7 @@ impl Rng {
 /// Normalised mean squared error: `Σ (a - b)² / Σ b²` (0 when both are 0).
 pub fn nmse(actual: &[f32], expected: &[f64]) -> f64 {
     assert_eq!(actual.len(), expected.len());
-    let err: f64 = actual
-        .iter()
-        .zip(expected)
-        .map(|(&a, &b)| (f64::from(a) - b).powi(2))
-        .sum();
+    let err: f64 = actual.iter().zip(expected).map(|(&a, &b)| (f64::from(a) - b).powi(2)).sum();
     let norm: f64 = expected.iter().map(|b| b * b).sum();
     if norm == 0.0 {
         err
@@ -72,16 +68,8 @@ impl Guarded {
     /// Panics unless both guard regions still hold the sentinel.
     pub fn check_guards(&self, what: &str) {
         let n = self.0.len();
-        for (i, &v) in self.0[..GUARD]
-            .iter()
-            .chain(&self.0[n - GUARD..])
-            .enumerate()
-        {
-            assert_eq!(
-                v.to_bits(),
-                SENTINEL.to_bits(),
-                "{what}: guard element {i} overwritten with {v}"
-            );
+        for (i, &v) in self.0[..GUARD].iter().chain(&self.0[n - GUARD..]).enumerate() {
+            assert_eq!(v.to_bits(), SENTINEL.to_bits(), "{what}: guard element {i} overwritten with {v}");
         }
     }
 }

@@ -1,0 +1,140 @@
+//! `baton bench`: llama-bench's table: prompt processing (`pp`, one batch of
+//! `-p` tokens) and generation (`tg`, `-n` tokens one at a time, each
+//! waiting for its logits), as mean ± standard deviation over `-r` runs.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use baton_llama::{Logits, Model};
+use clap::Args;
+
+use crate::run::ModelArgs;
+use crate::stats::mean_std;
+
+/// Arguments of `baton bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Prompt tokens of the pp test (0 = skip).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Generated tokens of the tg test (0 = skip).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    repetitions: usize,
+    /// Print one JSON object per test instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+struct TestResult {
+    name: String,
+    n_prompt: usize,
+    n_gen: usize,
+    samples: Vec<f64>,
+}
+
+fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut state = seed | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn prompt_run(model: &mut Model, prompt: &[u32]) -> Result<f64> {
+    let start = Instant::now();
+    model.eval_prompt(prompt, 0)?;
+    Ok(prompt.len() as f64 / start.elapsed().as_secs_f64())
+}
+
+fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
+    let vocab = model.config().vocab;
+    let start = Instant::now();
+    let mut token = first;
+    for past in 0..n {
+        let logits = model.eval(&[token], past, Logits::Last)?;
+        // Greedy, so the run depends on the model like a real decode.
+        token = logits.iter().enumerate().fold((0, f32::MIN), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0 as u32;
+        token = token.min(vocab as u32 - 1);
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Runs `baton bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    let mut margs = args.model.clone();
+    let needed = args.n_prompt.max(args.n_gen).max(1);
+    margs.context = Some(margs.context.unwrap_or(0).max(needed));
+    margs.batch = margs.batch.max(args.n_prompt).max(1);
+    let mut model = margs.load()?;
+    let vocab = model.config().vocab;
+    let mut results = Vec::new();
+    let reps = args.repetitions.max(1);
+    if args.n_prompt > 0 {
+        let prompt = tokens(args.n_prompt, vocab, 7);
+        prompt_run(&mut model, &prompt)?; // warm-up
+        let samples = (0..reps).map(|_| prompt_run(&mut model, &prompt)).collect::<Result<Vec<_>>>()?;
+        results.push(TestResult { name: format!("pp{}", args.n_prompt), n_prompt: args.n_prompt, n_gen: 0, samples });
+    }
+    if args.n_gen > 0 {
+        gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
+        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>()?;
+        results.push(TestResult { name: format!("tg{}", args.n_gen), n_prompt: 0, n_gen: args.n_gen, samples });
+    }
+    let config = model.config().clone();
+    let model_name = format!(
+        "{} {} {}",
+        config.architecture,
+        human_params(config.n_params()),
+        margs.model.as_ref().map_or("SmolLM2-135M-Instruct Q4_1".to_string(), |p| p
+            .file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned()))
+    );
+    let threads = model.device().info().threads;
+    let backend = model.device().info().backend.to_uppercase();
+    let size = model.file_bytes();
+    if args.json {
+        for r in &results {
+            let (mean, std) = mean_std(&r.samples);
+            let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
+            println!(
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":1}}",
+                config.n_params(),
+                margs.devices,
+                r.name,
+                r.n_prompt,
+                r.n_gen,
+                samples.join(",")
+            );
+        }
+        return Ok(());
+    }
+    println!("| model | size | params | backend | threads | test | t/s |");
+    println!("| --- | ---: | ---: | --- | ---: | ---: | ---: |");
+    for r in &results {
+        let (mean, std) = mean_std(&r.samples);
+        println!(
+            "| {model_name} | {:.2} MiB | {:.2} M | {backend} | {threads} | {} | {mean:.2} ± {std:.2} |",
+            size as f64 / (1 << 20) as f64,
+            config.n_params() as f64 / 1e6,
+            r.name
+        );
+    }
+    Ok(())
+}
+
+fn human_params(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.1}B", n as f64 / 1e9)
+    } else {
+        format!("{}M", (n as f64 / 1e6).round())
+    }
+}

@@ -1,0 +1,107 @@
+//! `baton devices`, and opening the devices a `--devices` list names.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use baton_core::backend::{Device, DeviceKind};
+use clap::Args;
+
+/// Arguments of `baton devices`.
+#[derive(Args)]
+pub struct DevicesArgs {
+    /// Devices to describe (default: `cpu`, and the per-core split `cpu:0,...`).
+    #[arg(long)]
+    devices: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`).
+/// `threads` sets the threads of a `cpu` device (`-t`).
+pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
+    let names: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if names.is_empty() {
+        bail!("--devices is empty");
+    }
+    if let Some(bad) = names.iter().find(|n| **n != "cpu" && !n.starts_with("cpu:")) {
+        bail!("unknown device {bad:?}: this build has CPU devices only (`cpu`, or `cpu:0,cpu:1,...`)");
+    }
+    let devices = baton_cpu::open(&names, threads).with_context(|| format!("opening {list}"))?;
+    Ok(devices.into_iter().map(|d| d as Arc<dyn Device>).collect())
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Runs `baton devices`.
+pub fn run(args: DevicesArgs) -> Result<()> {
+    let lists: Vec<String> = match args.devices {
+        Some(list) => vec![list],
+        None => {
+            let cores = baton_cpu::topology::usable_cores().len();
+            let split: Vec<String> = (0..cores).map(|i| format!("cpu:{i}")).collect();
+            vec!["cpu".into(), split.join(",")]
+        }
+    };
+    let mut rows = Vec::new();
+    for list in &lists {
+        for d in open(list, None)? {
+            rows.push(d.info().clone());
+        }
+    }
+    if args.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|i| {
+                format!(
+                    "{{\"name\":{},\"backend\":{},\"kind\":\"{}\",\"description\":{},\"threads\":{},\"cores\":{:?},\"memory_bytes\":{},\"features\":[{}],\"weight_types\":[{}],\"waits_on_host_points\":{}}}",
+                    json_str(&i.name),
+                    json_str(i.backend),
+                    if i.kind == DeviceKind::Cpu { "cpu" } else { "gpu" },
+                    json_str(&i.description),
+                    i.threads,
+                    i.cores,
+                    i.memory_bytes,
+                    i.features.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(","),
+                    i.weight_types.iter().map(|t| json_str(t.name())).collect::<Vec<_>>().join(","),
+                    i.waits_on_host_points
+                )
+            })
+            .collect();
+        println!("[{}]", items.join(","));
+        return Ok(());
+    }
+    println!(
+        "{:<8} {:<7} {:>7} {:<12} {:>10} {:<10} {:<34} description",
+        "device", "backend", "threads", "cores", "memory", "features", "weight types"
+    );
+    for i in rows {
+        let cores = if i.cores.is_empty() { "any".to_string() } else { format!("{:?}", i.cores) };
+        let types: Vec<&str> = i.weight_types.iter().map(|t| t.name()).collect();
+        println!(
+            "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<10} {:<34} {}",
+            i.name,
+            i.backend,
+            i.threads,
+            cores,
+            i.memory_bytes as f64 / (1u64 << 30) as f64,
+            i.features.join(","),
+            types.join(","),
+            i.description
+        );
+    }
+    println!("\nStreams of every device wait natively on host-memory points (CPU streams and host timelines).");
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `baton`: run, benchmark and inspect llama-family models on Baton.
+
+mod bench;
+mod devices;
+mod model_cmd;
+mod perplexity;
+mod run;
+mod stats;
+
+use clap::{Parser, Subcommand};
+
+/// Baton: an asynchronous multi-device runtime for tensor graphs, proven on
+/// llama-family GGUF models.
+#[derive(Parser)]
+#[command(name = "baton", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate text from a prompt.
+    ///
+    /// Examples:
+    ///   baton run -p "Once upon a time"            (default model: SmolLM2-135M-Instruct Q4_1)
+    ///   baton run -m model.gguf -p "Hello" -n 64 --temp 0.7 --seed 42 -t 2
+    Run(run::RunArgs),
+    /// Measure prompt processing and generation speed (llama-bench style).
+    ///
+    /// Examples:
+    ///   baton bench -p 512 -n 128 -r 5
+    ///   baton bench -m model.gguf -p 64 -n 64 --json
+    Bench(bench::BenchArgs),
+    /// Perplexity of a model on a text file (llama.cpp's method).
+    ///
+    /// Example:
+    ///   baton perplexity -f /usr/share/common-licenses/GPL-3 -c 256 --chunks 4
+    Perplexity(perplexity::PerplexityArgs),
+    /// List the devices of this machine and what they offer.
+    Devices(devices::DevicesArgs),
+    /// Make, fetch or inspect model files.
+    #[command(subcommand)]
+    Model(model_cmd::ModelCommand),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Perplexity(args) => perplexity::run(args),
+        Command::Devices(args) => devices::run(args),
+        Command::Model(cmd) => model_cmd::run(cmd),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,83 @@
+//! `baton model`: synthesize, fetch and inspect model files.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use baton_core::DType;
+use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use clap::Subcommand;
+
+/// `baton model` verbs.
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Write a random-weight llama GGUF with a valid tokenizer.
+    ///
+    /// Example: baton model synth --shape tiny --type q4_1 -o tiny-q4_1.gguf
+    Synth {
+        /// tiny, stories15M or smol135M.
+        #[arg(long, default_value = "tiny")]
+        shape: String,
+        /// f32, f16, q8_0, q4_0 or q4_1.
+        #[arg(long = "type", default_value = "f32")]
+        dtype: String,
+        /// Seed of the weights.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+    },
+    /// Fetch the default model (SmolLM2-135M-Instruct Q4_1) into the cache and print its path.
+    Fetch,
+    /// Print a model's hyper-parameters and tensor types.
+    Info {
+        /// GGUF file (default: the default model).
+        #[arg(short = 'm', long)]
+        model: Option<PathBuf>,
+    },
+}
+
+/// Runs `baton model ...`.
+pub fn run(cmd: ModelCommand) -> Result<()> {
+    match cmd {
+        ModelCommand::Synth { shape, dtype, seed, output } => {
+            let shape = SynthShape::from_name(&shape)
+                .with_context(|| format!("unknown shape {shape:?}: use tiny, stories15M or smol135M"))?;
+            let dtype = DType::from_name(&dtype)
+                .filter(|t| SynthSpec::SUPPORTED_DTYPES.contains(t))
+                .with_context(|| format!("unknown type {dtype:?}: use f32, f16, q8_0, q4_0 or q4_1"))?;
+            let summary = write_synth_model(&SynthSpec { shape, dtype, seed }, &output)?;
+            println!(
+                "wrote {} ({} parameters, {:.1} MiB)",
+                summary.path.display(),
+                summary.n_params,
+                summary.bytes as f64 / (1 << 20) as f64
+            );
+            for (name, t) in summary.fallbacks {
+                println!("  {name} stored as {t} (its rows are not whole {dtype} blocks)");
+            }
+        }
+        ModelCommand::Fetch => {
+            let path = baton_llama::fetch::default_model(&mut |line| eprintln!("{line}"))?;
+            println!("{}", path.display());
+        }
+        ModelCommand::Info { model } => {
+            let path = match model {
+                Some(p) => p,
+                None => baton_llama::fetch::default_model(&mut |line| eprintln!("{line}"))?,
+            };
+            let file = baton_gguf_open(&path)?;
+            let config = baton_llama::LlamaConfig::from_gguf(&file)?;
+            println!("{config:#?}");
+            println!("parameters: {}", config.n_params());
+        }
+    }
+    Ok(())
+}
+
+fn baton_gguf_open(path: &std::path::Path) -> Result<baton_llama::baton_gguf::GgufFile> {
+    if !path.exists() {
+        bail!("{} does not exist", path.display());
+    }
+    Ok(baton_llama::baton_gguf::GgufFile::open(path)?)
+}

@@ -1,0 +1,169 @@
+//! `baton run`: generate text, streaming tokens as they come.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use baton_llama::baton_tokenizer::TokenType;
+use baton_llama::sampling::{Sampler, SamplingParams};
+use baton_llama::{LoadOptions, Model};
+use clap::Args;
+
+/// Where the model comes from and how it is placed (shared by the verbs).
+#[derive(Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    /// Devices to run on: `cpu`, or `cpu:0,cpu:1` (cores split evenly).
+    #[arg(long, default_value = "cpu")]
+    pub devices: String,
+    /// Threads of a `cpu` device (default: all usable cores).
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<usize>,
+    /// Context size (positions of the KV cache; default: the model's, at most 4096).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub context: Option<usize>,
+    /// Most tokens evaluated at once (prompt batch).
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    pub batch: usize,
+    /// KV cache type: f16 or f32.
+    #[arg(long = "cache-type", default_value = "f16")]
+    pub cache_type: String,
+}
+
+impl ModelArgs {
+    /// The model path, fetching the default model if none was given.
+    pub fn path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(p) => Ok(p.clone()),
+            None => {
+                let quiet = !std::io::stderr().is_terminal();
+                Ok(baton_llama::fetch::default_model(&mut |line| {
+                    if !quiet {
+                        eprintln!("{line}");
+                    }
+                })?)
+            }
+        }
+    }
+
+    /// Loads the model on the first device of the list.
+    pub fn load(&self) -> Result<Model> {
+        let path = self.path()?;
+        let devices = crate::devices::open(&self.devices, self.threads)?;
+        let cache_type = baton_core::DType::from_name(&self.cache_type)
+            .filter(|t| matches!(t, baton_core::DType::F16 | baton_core::DType::F32))
+            .with_context(|| format!("--cache-type {:?}: use f16 or f32", self.cache_type))?;
+        let options = LoadOptions { context: self.context, cache_type, batch: self.batch };
+        let device = devices.into_iter().next().context("no device")?;
+        Model::load(&path, device, &options).with_context(|| format!("loading {}", path.display()))
+    }
+}
+
+/// Arguments of `baton run`.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt.
+    #[arg(short = 'p', long = "prompt")]
+    prompt: String,
+    /// Tokens to generate (stops early at end-of-generation tokens).
+    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
+    n_predict: usize,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.8)]
+    temp: f32,
+    /// Top-k filter (0 = off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Top-p (nucleus) filter (1 = off).
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Min-p filter (0 = off).
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    min_p: f32,
+    /// Repetition penalty (1 = off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Tokens the repetition penalty looks back on.
+    #[arg(long = "repeat-last-n", default_value_t = 64)]
+    repeat_last_n: usize,
+    /// Random seed of sampling.
+    #[arg(short = 's', long, default_value_t = baton_llama::sampling::DEFAULT_SEED)]
+    seed: u64,
+    /// Also print special tokens.
+    #[arg(long)]
+    special: bool,
+}
+
+/// Runs `baton run`.
+pub fn run(args: RunArgs) -> Result<()> {
+    let load_start = Instant::now();
+    let mut model = args.model.load()?;
+    let load_s = load_start.elapsed().as_secs_f64();
+    let params = SamplingParams {
+        temperature: args.temp,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        repeat_last_n: args.repeat_last_n,
+        seed: args.seed,
+    };
+    params.validate()?;
+    let mut sampler = Sampler::new(params);
+    let prompt = model.tokenizer().encode(&args.prompt, true, true)?;
+    if prompt.is_empty() {
+        anyhow::bail!("the prompt gives no tokens");
+    }
+    let budget = model.context().saturating_sub(prompt.len());
+    let n_predict = args.n_predict.min(budget);
+    for &t in &prompt {
+        sampler.accept(t);
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    write!(out, "{}", args.prompt)?;
+    out.flush()?;
+    let prompt_start = Instant::now();
+    let mut token = sampler.sample(model.eval_prompt(&prompt, 0)?)?;
+    let prompt_s = prompt_start.elapsed().as_secs_f64();
+    let gen_start = Instant::now();
+    let mut generated = 0usize;
+    let eos = model.tokenizer().eos_id();
+    let tokenizer = model.shared_tokenizer();
+    let mut decoder = tokenizer.stream_decoder(args.special);
+    let mut past = prompt.len();
+    while generated < n_predict {
+        if Some(token) == eos || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
+            break;
+        }
+        sampler.accept(token);
+        generated += 1;
+        if let Some(text) = decoder.push(token)? {
+            write!(out, "{text}")?;
+            out.flush()?;
+        }
+        if generated == n_predict {
+            break;
+        }
+        let logits = model.eval(&[token], past, baton_llama::Logits::Last)?;
+        past += 1;
+        token = sampler.sample(logits)?;
+    }
+    if let Some(rest) = decoder.finish() {
+        write!(out, "{rest}")?;
+    }
+    writeln!(out)?;
+    let gen_s = gen_start.elapsed().as_secs_f64();
+    eprintln!(
+        "\nload: {load_s:.2} s | prompt: {} tokens, {:.1} t/s | generation: {generated} tokens, {:.1} t/s",
+        prompt.len(),
+        prompt.len() as f64 / prompt_s.max(1e-9),
+        generated as f64 / gen_s.max(1e-9)
+    );
+    Ok(())
+}

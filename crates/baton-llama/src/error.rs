@@ -1,0 +1,68 @@
+//! Errors of loading and running a model.
+
+use baton_core::backend::{DeviceError, StreamError};
+use baton_core::graph::GraphError;
+
+/// What went wrong with a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The GGUF file could not be read.
+    #[error(transparent)]
+    Read(#[from] baton_gguf::ReadError),
+    /// A metadata key is missing or has the wrong type.
+    #[error(transparent)]
+    Metadata(#[from] baton_gguf::MetadataError),
+    /// The tokenizer metadata is invalid.
+    #[error(transparent)]
+    Tokenizer(#[from] baton_tokenizer::TokenizerError),
+    /// The architecture is not one Baton runs.
+    #[error("architecture {0:?} is not supported (supported: llama)")]
+    Architecture(String),
+    /// A hyper-parameter is inconsistent.
+    #[error("bad hyper-parameters: {0}")]
+    Config(String),
+    /// A tensor the architecture needs is absent.
+    #[error("the model has no tensor {0:?}")]
+    MissingTensor(String),
+    /// A tensor has the wrong shape.
+    #[error("tensor {name:?} has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        /// The tensor.
+        name: String,
+        /// Its shape (outermost first).
+        found: Vec<usize>,
+        /// What the hyper-parameters imply.
+        expected: Vec<usize>,
+    },
+    /// A tensor's type is not supported yet.
+    #[error("tensor {name:?} has type {type_name}, which Baton does not support yet (supported: f32, f16, bf16, q8_0, q4_0, q4_1)")]
+    UnsupportedType {
+        /// The tensor.
+        name: String,
+        /// The GGUF type's name.
+        type_name: String,
+    },
+    /// The request does not fit the context.
+    #[error("{needed} positions do not fit the context of {context}")]
+    ContextFull {
+        /// Positions the request needs.
+        needed: usize,
+        /// The context size.
+        context: usize,
+    },
+    /// A bad argument (empty prompt, token id out of range…).
+    #[error("{0}")]
+    Input(String),
+    /// The device failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A stream failed.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// The graph could not be built.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// The default model could not be fetched.
+    #[error("could not fetch the default model: {0}")]
+    Fetch(String),
+}

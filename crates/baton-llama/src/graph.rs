@@ -1,0 +1,148 @@
+//! The llama decoder as a Baton graph.
+//!
+//! One graph evaluates `tokens` new tokens after `past` cached positions.
+//! Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
+//! name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
+//! The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
+//! token only.
+//!
+//! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
+//! as `[kv_heads, head_dim, context]`, so both attention products read
+//! contiguous rows; the new keys and values are written into their windows
+//! with `copy_into` (later nodes that read the cache see the write, by node
+//! order).
+
+use baton_core::graph::{Flags, Graph, GraphError, NodeId};
+use baton_core::DType;
+
+use crate::config::LlamaConfig;
+
+/// Which logits a graph produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Logits {
+    /// Only the last token's (generation).
+    Last,
+    /// Every token's (perplexity, teacher-forced checks).
+    All,
+}
+
+/// The key under which a graph is cached: its shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GraphShape {
+    /// New tokens.
+    pub tokens: usize,
+    /// Cached positions before them.
+    pub past: usize,
+    /// Which logits.
+    pub logits: Logits,
+}
+
+/// Name of layer `l`'s key cache leaf.
+pub fn key_cache_name(l: usize) -> String {
+    format!("cache.k.{l}")
+}
+
+/// Name of layer `l`'s value cache leaf.
+pub fn value_cache_name(l: usize) -> String {
+    format!("cache.v.{l}")
+}
+
+/// The types of the weights, by name (from the loaded model).
+pub trait WeightTypes {
+    /// The type of weight `name`.
+    fn weight_type(&self, name: &str) -> DType;
+}
+
+struct Builder<'a> {
+    g: Graph,
+    config: &'a LlamaConfig,
+    types: &'a dyn WeightTypes,
+}
+
+impl Builder<'_> {
+    fn weight(&mut self, name: &str, dims: &[usize]) -> Result<NodeId, GraphError> {
+        let dtype = self.types.weight_type(name);
+        self.g.leaf(name, dtype, dims, Flags::WEIGHT)
+    }
+
+    fn norm(&mut self, x: NodeId, weight: &str) -> Result<NodeId, GraphError> {
+        let w = self.weight(weight, &[self.config.dim])?;
+        let n = self.g.rms_norm(x, self.config.rms_eps)?;
+        self.g.mul(n, w)
+    }
+
+    fn linear(&mut self, x: NodeId, weight: &str, out: usize, input: usize) -> Result<NodeId, GraphError> {
+        let w = self.weight(weight, &[out, input])?;
+        self.g.matmul(x, w)
+    }
+}
+
+/// Builds the graph of one evaluation step.
+pub fn build(
+    config: &LlamaConfig,
+    types: &dyn WeightTypes,
+    shape: GraphShape,
+    cache_dtype: DType,
+    cache_context: usize,
+) -> Result<Graph, GraphError> {
+    let c = config;
+    let (t, past) = (shape.tokens, shape.past);
+    let seen = past + t;
+    let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
+    let mut b = Builder { g: Graph::new(), config, types };
+    let tokens = b.g.leaf("tokens", DType::I32, &[t], Flags::INPUT)?;
+    let positions = b.g.leaf("positions", DType::I32, &[t], Flags::INPUT)?;
+    let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
+    let mut x = b.g.get_rows(embd, tokens)?;
+    let scale = 1.0 / (hd as f32).sqrt();
+    for l in 0..c.layers {
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        // Attention.
+        let h = b.norm(x, &p("attn_norm"))?;
+        let q = b.linear(h, &p("attn_q"), heads * hd, c.dim)?;
+        let k = b.linear(h, &p("attn_k"), kvh * hd, c.dim)?;
+        let v = b.linear(h, &p("attn_v"), kvh * hd, c.dim)?;
+        let q = b.g.reshape(q, &[t, heads, hd])?;
+        let k = b.g.reshape(k, &[t, kvh, hd])?;
+        let v = b.g.reshape(v, &[t, kvh, hd])?;
+        let q = b.g.rope(q, positions, c.rope_mode, c.rope_dims, c.rope_base, c.rope_scale)?;
+        let k = b.g.rope(k, positions, c.rope_mode, c.rope_dims, c.rope_base, c.rope_scale)?;
+        let kc = b.g.leaf(&key_cache_name(l), cache_dtype, &[kvh, cache_context, hd], Flags::STATE)?;
+        let vc = b.g.leaf(&value_cache_name(l), cache_dtype, &[kvh, hd, cache_context], Flags::STATE)?;
+        let k_window = b.g.narrow(kc, 1, past, t)?;
+        let k_dst = b.g.permute(k_window, &[1, 0, 2])?;
+        b.g.copy_into(k_dst, k)?;
+        let v_window = b.g.narrow(vc, 2, past, t)?;
+        let v_dst = b.g.permute(v_window, &[2, 0, 1])?;
+        b.g.copy_into(v_dst, v)?;
+        let keys = b.g.narrow(kc, 1, 0, seen)?;
+        let values = b.g.narrow(vc, 2, 0, seen)?;
+        let qh = b.g.permute(q, &[1, 0, 2])?;
+        let qh = b.g.contiguous(qh)?;
+        let scores = b.g.matmul(qh, keys)?;
+        let probs = b.g.softmax(scores, scale, true)?;
+        let o = b.g.matmul(probs, values)?;
+        let o = b.g.permute(o, &[1, 0, 2])?;
+        let o = b.g.contiguous(o)?;
+        let o = b.g.reshape(o, &[t, heads * hd])?;
+        let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
+        x = b.g.add(x, attn)?;
+        // Feed-forward (SwiGLU).
+        let h = b.norm(x, &p("ffn_norm"))?;
+        let gate = b.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
+        let up = b.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
+        let gate = b.g.silu(gate)?;
+        let act = b.g.mul(gate, up)?;
+        let down = b.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
+        x = b.g.add(x, down)?;
+    }
+    let mut x = b.norm(x, "output_norm.weight")?;
+    if shape.logits == Logits::Last && t > 1 {
+        x = b.g.narrow(x, 0, t - 1, 1)?;
+    }
+    let output = if c.tied_output { "token_embd.weight" } else { "output.weight" };
+    let logits = if c.tied_output { b.g.matmul(x, embd)? } else { b.linear(x, output, c.vocab, c.dim)? };
+    b.g.mark(logits, Flags::OUTPUT)?;
+    b.g.set_name(logits, "logits")?;
+    Ok(b.g)
+}

@@ -1,0 +1,280 @@
+//! Random-weight llama GGUF files for tests and benchmarks.
+//!
+//! [`write_synth_model`] writes a GGUF v3 file that any GGUF reader
+//! (llama.cpp, the Python `gguf` package, [`baton_gguf`]) loads as an
+//! ordinary `llama` model: the standard `general.*`, `llama.*` and
+//! `tokenizer.ggml.*` keys, the standard tensor names in llama.cpp's order,
+//! ggml-order dims. Three shapes ([`SynthShape`]) mirror models Baton is
+//! measured on, from a 5-layer toy to SmolLM2-135M.
+//!
+//! # What the file holds
+//!
+//! - The tokenizer is [`baton_tokenizer::synthetic_bpe`] at the shape's
+//!   vocabulary size (byte-level BPE, `tokenizer.ggml.model = gpt2`,
+//!   pre-tokenizer `smollm`, BOS = EOS = 0, no BOS added).
+//! - Weight matrices hold normal-ish noise (see the PRNG notes below) with
+//!   standard deviation `1/sqrt(d)`, `d` the row length (the input width):
+//!   against RMS-normalised activations every projection, attention score and
+//!   logit is then of order one, so a forward pass is finite, its softmaxes
+//!   are neither one-hot nor uniform, and greedy decoding depends on the
+//!   prompt.
+//! - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
+//!   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
+//! - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1,
+//!   32 values a block) needs rows of whole blocks; a matrix whose rows are
+//!   not falls back to F16, as llama.cpp's quantizer does. Only `tiny`
+//!   has such a matrix: `ffn_down`, whose rows have 172 values. The
+//!   [`SynthSummary`] lists every fallback.
+//!
+//! # Determinism and speed
+//!
+//! The bytes depend only on the [`SynthSpec`]: each tensor draws from its own
+//! SplitMix64 stream seeded by the model seed and the tensor's name (see
+//! `synth/rng.rs`). Tensors are generated a row at a time while the file is
+//! written (through [`baton_gguf::GgufWriter::add_tensor_from_reader`]), so
+//! memory use is a few rows whatever the model's size.
+//!
+//! ```no_run
+//! use baton_core::DType;
+//! use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+//!
+//! let spec = SynthSpec { shape: SynthShape::Tiny, dtype: DType::Q4_1, seed: 42 };
+//! let summary = write_synth_model(&spec, "/tmp/tiny-q4_1.gguf")?;
+//! println!("{} parameters, {} bytes", summary.n_params, summary.bytes);
+//! # Ok::<(), baton_llama::synth::SynthError>(())
+//! ```
+
+mod metadata;
+mod rng;
+mod tensors;
+
+use std::path::{Path, PathBuf};
+
+use baton_core::DType;
+use baton_gguf::{GgmlType, GgufWriter, WriteError};
+
+/// The model shapes [`write_synth_model`] can generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SynthShape {
+    /// A toy for unit tests: dim 64, 5 layers, 8 heads (4 KV heads, so
+    /// grouped-query attention), FFN 172 (not a multiple of 32, so quantized
+    /// files exercise the F16 fallback), vocabulary 512, context 512.
+    Tiny,
+    /// llama2.c's `stories15M`: dim 288, 6 layers, 6 heads, FFN 768,
+    /// vocabulary 32000, context 256; untied output.
+    Stories15M,
+    /// SmolLM2-135M: dim 576, 30 layers, 9 heads, 3 KV heads, FFN 1536,
+    /// vocabulary 49152, context 8192 (as in its GGUF), RoPE base 100000,
+    /// output tied to the token embedding.
+    Smol135M,
+}
+
+/// The hyper-parameters of a [`SynthShape`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShapeParams {
+    /// Embedding width (`llama.embedding_length`).
+    pub dim: usize,
+    /// Transformer blocks (`llama.block_count`).
+    pub n_layers: usize,
+    /// Query heads (`llama.attention.head_count`).
+    pub n_heads: usize,
+    /// Key/value heads (`llama.attention.head_count_kv`).
+    pub n_kv_heads: usize,
+    /// FFN hidden width (`llama.feed_forward_length`).
+    pub ffn: usize,
+    /// Vocabulary size (`llama.vocab_size`).
+    pub vocab: usize,
+    /// Training context (`llama.context_length`).
+    pub context: usize,
+    /// RoPE base frequency (`llama.rope.freq_base`).
+    pub rope_freq_base: f32,
+    /// RMS-norm epsilon (`llama.attention.layer_norm_rms_epsilon`).
+    pub rms_eps: f32,
+    /// Whether the output projection reuses `token_embd.weight` (the file
+    /// then has no `output.weight`).
+    pub tied_embeddings: bool,
+}
+
+impl ShapeParams {
+    /// Width of one attention head (`dim / n_heads`), also the RoPE
+    /// dimension count.
+    pub fn head_dim(&self) -> usize {
+        self.dim / self.n_heads
+    }
+
+    /// The number of tensors in the file: the embedding, nine per block,
+    /// the output norm and, unless tied, the output projection.
+    pub fn tensor_count(&self) -> usize {
+        2 + 9 * self.n_layers + usize::from(!self.tied_embeddings)
+    }
+
+    /// The number of weights in the file (every tensor's element count).
+    pub fn n_params(&self) -> u64 {
+        tensors::plan(self, DType::F32).iter().map(tensors::TensorPlan::elements).sum()
+    }
+}
+
+impl SynthShape {
+    /// Every shape, smallest first.
+    pub const ALL: [SynthShape; 3] = [Self::Tiny, Self::Stories15M, Self::Smol135M];
+
+    /// The shape's name: `tiny`, `stories15M` or `smol135M`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Tiny => "tiny",
+            Self::Stories15M => "stories15M",
+            Self::Smol135M => "smol135M",
+        }
+    }
+
+    /// Parses a name as printed by [`SynthShape::name`], ignoring case.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|shape| shape.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The shape's hyper-parameters.
+    pub const fn params(self) -> ShapeParams {
+        match self {
+            Self::Tiny => ShapeParams {
+                dim: 64,
+                n_layers: 5,
+                n_heads: 8,
+                n_kv_heads: 4,
+                ffn: 172,
+                vocab: 512,
+                context: 512,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Stories15M => ShapeParams {
+                dim: 288,
+                n_layers: 6,
+                n_heads: 6,
+                n_kv_heads: 6,
+                ffn: 768,
+                vocab: 32_000,
+                context: 256,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Smol135M => ShapeParams {
+                dim: 576,
+                n_layers: 30,
+                n_heads: 9,
+                n_kv_heads: 3,
+                ffn: 1536,
+                vocab: 49_152,
+                context: 8192,
+                rope_freq_base: 100_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: true,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SynthShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to generate: a shape, the storage type of its matrices and the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SynthSpec {
+    /// The model's shape.
+    pub shape: SynthShape,
+    /// The matrices' type: F32, F16, Q8_0, Q4_0 or Q4_1 (see
+    /// [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
+    pub dtype: DType,
+    /// The seed of every weight; the same spec always gives the same bytes.
+    pub seed: u64,
+}
+
+impl SynthSpec {
+    /// The matrix types synthetic models can be written in.
+    pub const SUPPORTED_DTYPES: [DType; 5] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+}
+
+/// What [`write_synth_model`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SynthSummary {
+    /// The file written.
+    pub path: PathBuf,
+    /// The number of weights (every tensor's element count).
+    pub n_params: u64,
+    /// The file's size in bytes.
+    pub bytes: u64,
+    /// The matrices stored in another type than the requested one, with the
+    /// type used (F16), because their rows are not whole blocks of the
+    /// requested type. Empty for F32 and F16 files.
+    pub fallbacks: Vec<(String, DType)>,
+}
+
+/// Why a synthetic model could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// The requested matrix type is not one synthetic models offer.
+    #[error("synthetic models are written in f32, f16, q8_0, q4_0 or q4_1, not {dtype}")]
+    UnsupportedDType {
+        /// The type asked for.
+        dtype: DType,
+    },
+    /// Building or writing the GGUF file failed (the file may be left partly
+    /// written).
+    #[error("cannot write synthetic model {path}")]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What the GGUF writer reported.
+        #[source]
+        source: WriteError,
+    },
+}
+
+/// Writes the model `spec` describes to `path` (created or truncated) as a
+/// GGUF v3 file; see the module docs for its contents.
+///
+/// # Errors
+/// [`SynthError::UnsupportedDType`] for a type outside
+/// [`SynthSpec::SUPPORTED_DTYPES`]; [`SynthError::Write`] when the file cannot
+/// be created or written.
+pub fn write_synth_model(spec: &SynthSpec, path: impl AsRef<Path>) -> Result<SynthSummary, SynthError> {
+    let path = path.as_ref();
+    let file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;
+    let write_error = |source| SynthError::Write { path: path.to_path_buf(), source };
+    let params = spec.shape.params();
+    let plan = tensors::plan(&params, spec.dtype);
+
+    let mut writer = GgufWriter::new();
+    metadata::add_model_keys(&mut writer, spec, file_type).map_err(write_error)?;
+    let tokenizer = baton_tokenizer::synthetic_bpe(params.vocab);
+    metadata::add_tokenizer_keys(&mut writer, tokenizer).map_err(write_error)?;
+    for tensor in &plan {
+        let ggml_type = GgmlType::from_id(tensor.dtype.ggml_id());
+        writer
+            .add_tensor_from_reader(tensor.name.as_str(), &tensor.dims, ggml_type, tensor.source(spec.seed))
+            .map_err(write_error)?;
+    }
+    let bytes = writer.write_to_path(path).map_err(write_error)?;
+
+    let summary = SynthSummary {
+        path: path.to_path_buf(),
+        n_params: plan.iter().map(tensors::TensorPlan::elements).sum(),
+        bytes,
+        fallbacks: plan.iter().filter(|t| t.fell_back).map(|t| (t.name.clone(), t.dtype)).collect(),
+    };
+    tracing::debug!(
+        path = %path.display(),
+        shape = %spec.shape,
+        dtype = %spec.dtype,
+        seed = spec.seed,
+        n_params = summary.n_params,
+        bytes,
+        fallbacks = summary.fallbacks.len(),
+        "wrote synthetic model"
+    );
+    Ok(summary)
+}

@@ -1,0 +1,89 @@
+//! The metadata of a synthetic model: llama hyper-parameters and the
+//! synthetic BPE tokenizer, under the keys llama.cpp writes.
+
+use baton_core::DType;
+use baton_gguf::{GgufWriter, WriteError};
+use baton_tokenizer::TokenizerConfig;
+
+use super::{ShapeParams, SynthSpec};
+
+/// llama.cpp's `general.file_type` (`enum llama_ftype`) of a file whose
+/// matrices are mostly `dtype`; `None` for types synthetic models do not
+/// offer.
+pub(crate) fn file_type(dtype: DType) -> Option<u32> {
+    match dtype {
+        DType::F32 => Some(0),
+        DType::F16 => Some(1),
+        DType::Q4_0 => Some(2),
+        DType::Q4_1 => Some(3),
+        DType::Q8_0 => Some(7),
+        DType::BF16 | DType::I32 => None,
+    }
+}
+
+/// Adds the `general.*` and `llama.*` keys.
+pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file_type: u32) -> Result<(), WriteError> {
+    let p: ShapeParams = spec.shape.params();
+    let name = format!("baton synthetic {} {} (seed {})", spec.shape.name(), spec.dtype, spec.seed);
+    // The shapes are built-in constants, all far below u32::MAX.
+    let as_u32 = |n: usize| n as u32;
+    writer.add_metadata("general.architecture", "llama")?;
+    writer.add_metadata("general.type", "model")?;
+    writer.add_metadata("general.name", name)?;
+    writer.add_metadata("general.file_type", file_type)?;
+    if spec.dtype.is_quantized() {
+        // ggml's GGML_QNT_VERSION, written by llama.cpp for quantized files.
+        writer.add_metadata("general.quantization_version", 2u32)?;
+    }
+    writer.add_metadata("llama.context_length", as_u32(p.context))?;
+    writer.add_metadata("llama.embedding_length", as_u32(p.dim))?;
+    writer.add_metadata("llama.block_count", as_u32(p.n_layers))?;
+    writer.add_metadata("llama.feed_forward_length", as_u32(p.ffn))?;
+    writer.add_metadata("llama.attention.head_count", as_u32(p.n_heads))?;
+    writer.add_metadata("llama.attention.head_count_kv", as_u32(p.n_kv_heads))?;
+    writer.add_metadata("llama.attention.layer_norm_rms_epsilon", p.rms_eps)?;
+    writer.add_metadata("llama.rope.freq_base", p.rope_freq_base)?;
+    writer.add_metadata("llama.rope.dimension_count", as_u32(p.head_dim()))?;
+    writer.add_metadata("llama.vocab_size", as_u32(p.vocab))?;
+    Ok(())
+}
+
+/// Adds the `tokenizer.ggml.*` keys of `config`: every field that is set.
+pub(crate) fn add_tokenizer_keys(writer: &mut GgufWriter<'_>, config: TokenizerConfig) -> Result<(), WriteError> {
+    writer.add_metadata("tokenizer.ggml.model", config.model)?;
+    if let Some(pre) = config.pre {
+        writer.add_metadata("tokenizer.ggml.pre", pre)?;
+    }
+    writer.add_metadata("tokenizer.ggml.tokens", config.tokens)?;
+    if let Some(scores) = config.scores {
+        writer.add_metadata("tokenizer.ggml.scores", scores)?;
+    }
+    if let Some(types) = config.token_types {
+        writer.add_metadata("tokenizer.ggml.token_type", types)?;
+    }
+    if let Some(merges) = config.merges {
+        writer.add_metadata("tokenizer.ggml.merges", merges)?;
+    }
+    let ids = [
+        ("tokenizer.ggml.bos_token_id", config.bos_id),
+        ("tokenizer.ggml.eos_token_id", config.eos_id),
+        ("tokenizer.ggml.unknown_token_id", config.unk_id),
+        ("tokenizer.ggml.padding_token_id", config.pad_id),
+    ];
+    for (key, id) in ids {
+        if let Some(id) = id {
+            writer.add_metadata(key, id)?;
+        }
+    }
+    let flags = [
+        ("tokenizer.ggml.add_bos_token", config.add_bos),
+        ("tokenizer.ggml.add_eos_token", config.add_eos),
+        ("tokenizer.ggml.add_space_prefix", config.add_space_prefix),
+    ];
+    for (key, flag) in flags {
+        if let Some(flag) = flag {
+            writer.add_metadata(key, flag)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The tensors of a synthetic llama model and the sources that generate
+//! their bytes row by row while the file is written.
+
+use std::io::{self, Read};
+
+use baton_core::DType;
+use baton_kernels::quantize_row;
+
+use super::rng::SplitMix64;
+use super::ShapeParams;
+
+/// How a tensor's values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Init {
+    /// Normal-ish noise with this standard deviation (weight matrices).
+    Noise {
+        /// The standard deviation.
+        std: f32,
+    },
+    /// `1 + 0.1 · noise`: RMS-norm weights near one.
+    NearOne,
+}
+
+/// One tensor of the file: name, ggml-order dims, storage type and values.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TensorPlan {
+    pub(crate) name: String,
+    /// ggml order: `dims[0]` is the innermost (row) length.
+    pub(crate) dims: Vec<u64>,
+    pub(crate) dtype: DType,
+    pub(crate) init: Init,
+    /// Whether `dtype` differs from the requested one because the rows are
+    /// not whole blocks of it.
+    pub(crate) fell_back: bool,
+}
+
+impl TensorPlan {
+    /// A weight matrix `[cols, rows]` (ggml order), stored in `requested`
+    /// when its rows are whole blocks of it, else in F16 (llama.cpp's
+    /// fallback for tensors a block type cannot hold). The noise has standard
+    /// deviation `1/sqrt(cols)`: a row dotted with an RMS-normalised input
+    /// (entries of size ~1) then yields values of size ~1, so attention
+    /// scores, FFN activations and logits all stay of order one.
+    fn matrix(name: String, cols: usize, rows: usize, requested: DType) -> Self {
+        let fits = cols.is_multiple_of(requested.block_elems());
+        Self {
+            name,
+            dims: vec![cols as u64, rows as u64],
+            dtype: if fits { requested } else { DType::F16 },
+            init: Init::Noise { std: 1.0 / (cols as f32).sqrt() },
+            fell_back: !fits,
+        }
+    }
+
+    /// An RMS-norm weight of `len` values, always F32 (as llama.cpp stores
+    /// norms whatever the file type).
+    fn norm(name: String, len: usize) -> Self {
+        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::NearOne, fell_back: false }
+    }
+
+    /// The number of values.
+    pub(crate) fn elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// The generator of this tensor's bytes for a model seed.
+    pub(crate) fn source(&self, seed: u64) -> RowSource {
+        let row_elems = self.dims.first().copied().unwrap_or(1) as usize;
+        let rows = self.dims.iter().skip(1).product::<u64>() as usize;
+        // Plans only hold dtypes whose rows are whole blocks (see `matrix`),
+        // so this is `Some`; an empty row makes `read` fail rather than panic.
+        let row_bytes = self.dtype.row_bytes(row_elems).unwrap_or(0);
+        RowSource {
+            rng: SplitMix64::for_tensor(seed, &self.name),
+            init: self.init,
+            dtype: self.dtype,
+            rows_left: rows,
+            values: vec![0.0; row_elems],
+            encoded: vec![0; row_bytes],
+            position: row_bytes,
+        }
+    }
+}
+
+/// Every tensor of a model of this shape, in llama.cpp's file order:
+/// `token_embd`, the blocks, `output_norm`, then `output` unless tied.
+pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
+    let dim = params.dim;
+    let q_width = params.n_heads * params.head_dim();
+    let kv_width = params.n_kv_heads * params.head_dim();
+    let ffn = params.ffn;
+    let mut tensors = vec![TensorPlan::matrix("token_embd.weight".into(), dim, params.vocab, requested)];
+    for layer in 0..params.n_layers {
+        let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+        tensors.extend([
+            TensorPlan::norm(name("attn_norm"), dim),
+            TensorPlan::matrix(name("attn_q"), dim, q_width, requested),
+            TensorPlan::matrix(name("attn_k"), dim, kv_width, requested),
+            TensorPlan::matrix(name("attn_v"), dim, kv_width, requested),
+            TensorPlan::matrix(name("attn_output"), q_width, dim, requested),
+            TensorPlan::norm(name("ffn_norm"), dim),
+            TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
+        ]);
+    }
+    tensors.push(TensorPlan::norm("output_norm.weight".into(), dim));
+    if !params.tied_embeddings {
+        tensors.push(TensorPlan::matrix("output.weight".into(), dim, params.vocab, requested));
+    }
+    tensors
+}
+
+/// A [`Read`] that generates a tensor's bytes one row at a time, so only one
+/// row of values and one encoded row are ever in memory.
+pub(crate) struct RowSource {
+    rng: SplitMix64,
+    init: Init,
+    dtype: DType,
+    rows_left: usize,
+    values: Vec<f32>,
+    encoded: Vec<u8>,
+    /// How much of `encoded` has been handed out.
+    position: usize,
+}
+
+impl RowSource {
+    fn next_row(&mut self) -> io::Result<()> {
+        for value in &mut self.values {
+            let noise = self.rng.next_normal();
+            *value = match self.init {
+                Init::Noise { std } => std * noise,
+                Init::NearOne => 1.0 + 0.1 * noise,
+            };
+        }
+        quantize_row(self.dtype, &self.values, &mut self.encoded).map_err(io::Error::other)?;
+        self.rows_left -= 1;
+        self.position = 0;
+        Ok(())
+    }
+}
+
+impl Read for RowSource {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut written = 0;
+        while written < buf.len() {
+            if self.position == self.encoded.len() {
+                if self.rows_left == 0 {
+                    break;
+                }
+                if self.encoded.is_empty() {
+                    return Err(io::Error::other(format!(
+                        "synthetic tensor rows of {} {} values are not whole blocks",
+                        self.values.len(),
+                        self.dtype
+                    )));
+                }
+                self.next_row()?;
+            }
+            let available = &self.encoded[self.position..];
+            let n = available.len().min(buf.len() - written);
+            buf[written..written + n].copy_from_slice(&available[..n]);
+            self.position += n;
+            written += n;
+        }
+        Ok(written)
+    }
+}
