@@ -28,9 +28,9 @@ pub struct ModelArgs {
     /// Most tokens evaluated at once (prompt batch).
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     pub batch: usize,
-    /// KV cache type: f16 or f32.
-    #[arg(long = "cache-type", default_value = "f16")]
-    pub cache_type: String,
+    /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
+    #[arg(long = "cache-type")]
+    pub cache_type: Option<String>,
 }
 
 impl ModelArgs {
@@ -53,9 +53,10 @@ impl ModelArgs {
     pub fn load(&self) -> Result<Model> {
         let path = self.path()?;
         let devices = crate::devices::open(&self.devices, self.threads)?;
-        let cache_type = baton_core::DType::from_name(&self.cache_type)
+        let name = self.cache_type.as_deref().unwrap_or("f16");
+        let cache_type = baton_core::DType::from_name(name)
             .filter(|t| matches!(t, baton_core::DType::F16 | baton_core::DType::F32))
-            .with_context(|| format!("--cache-type {:?}: use f16 or f32", self.cache_type))?;
+            .with_context(|| format!("--cache-type {name:?}: use f16 or f32"))?;
         let options = LoadOptions { context: self.context, cache_type, batch: self.batch };
         let device = devices.into_iter().next().context("no device")?;
         Model::load(&path, device, &options).with_context(|| format!("loading {}", path.display()))

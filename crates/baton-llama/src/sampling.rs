@@ -288,7 +288,7 @@ impl Sampler {
     fn load_candidates(&mut self, logits: &[f32]) {
         self.candidates.clear();
         // `check_logits` bounded the length by u32::MAX + 1, so the ids fit.
-        self.candidates.extend((0..=u32::MAX).zip(logits).map(|(id, &logit)| Candidate { id, logit }));
+        self.candidates.extend(logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit }));
 
         let penalty = self.params.repeat_penalty;
         if penalty == 1.0 || self.history.is_empty() {

@@ -280,7 +280,24 @@ impl Stream {
     /// Copies the host buffer `src` into `dst` asynchronously. The stream owns
     /// `src` until the copy is done; [`Pending::wait`] gives it back, so a
     /// decode loop allocates nothing (`H-OWN`). `src` must be owned
-    /// (`'static`): a borrowed buffer does not compile.
+    /// (`'static`): a borrowed buffer does not compile (rule `H-BORROW`):
+    ///
+    /// ```compile_fail,E0277
+    /// use baton_core::backend::{Stream, TensorRef};
+    /// fn lend(stream: &Stream, tensor: &TensorRef, data: &Vec<f32>) {
+    ///     // A borrow could be changed while the copy is queued: rejected.
+    ///     let _ = stream.write_async(tensor, data);
+    /// }
+    /// ```
+    ///
+    /// while an owned buffer is lent and comes back:
+    ///
+    /// ```
+    /// use baton_core::backend::{Stream, TensorRef};
+    /// fn lend(stream: &Stream, tensor: &TensorRef, data: Vec<f32>) -> Vec<f32> {
+    ///     stream.write_async(tensor, data).unwrap().wait().unwrap()
+    /// }
+    /// ```
     pub fn write_async<B: HostBytes>(&self, dst: &TensorRef, src: B) -> Result<Pending<B>, StreamError> {
         self.write_range_async(&dst.byte_range(), src)
     }

@@ -2,9 +2,9 @@
 //!
 //! The workspace has no `rand` crate, and test weights need neither
 //! cryptographic quality nor a long period: they need to be deterministic in
-//! the seed, independent between tensors, cheap (a model of 135M parameters
-//! is generated in well under a second) and spread out enough that a forward
-//! pass is not degenerate. SplitMix64 (Steele, Lea and Flood, "Fast
+//! the seed, independent between tensors, cheap (one generator step per
+//! weight; writing the 135M-parameter shape is dominated by quantization and
+//! disk I/O) and spread out enough that a forward pass is not degenerate. SplitMix64 (Steele, Lea and Flood, "Fast
 //! splittable pseudorandom number generators", OOPSLA 2014; the seeding
 //! generator of Java's `SplittableRandom` and of the xoshiro family) gives
 //! all of that in a dozen lines and passes BigCrush.

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Baton's test suite: the workspace's unit, contract, op and property tests,
+# plus the checks against independent references (NumPy llama forward pass,
+# the PyPI gguf and tokenizers packages), which this script prepares:
+# a Python environment (scripts/setup-python.sh) and the SmolLM2 model
+# (scripts/fetch-smollm2.sh). Extra arguments go to cargo nextest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+  echo "installing cargo-nextest..." >&2
+  cargo install --locked cargo-nextest >&2
+fi
+
+BATON_PYTHON=$(bash scripts/setup-python.sh | tail -n 1)
+BATON_SMOLLM2=$(bash scripts/fetch-smollm2.sh | tail -n 1)
+export BATON_PYTHON BATON_SMOLLM2
+
+# The tokenizer reference: HF tokenizers built from the GGUF's vocabulary.
+mkdir -p target/reference
+BATON_TOKENIZER_REF=target/reference/tokenizer-smollm2.json
+if [ ! -s "$BATON_TOKENIZER_REF" ] || [ tests/reference/tokenizer_ref.py -nt "$BATON_TOKENIZER_REF" ]; then
+  "$BATON_PYTHON" tests/reference/tokenizer_ref.py "$BATON_SMOLLM2" "$BATON_TOKENIZER_REF" >&2
+fi
+export BATON_TOKENIZER_REF=$PWD/$BATON_TOKENIZER_REF
+
+features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests
+cargo nextest run --workspace --release --features "$features" --no-fail-fast "$@"
+# Doc tests (nextest does not run them): API examples and the compile-fail
+# check that a borrowed buffer cannot be lent to write_async.
+cargo test --workspace --release --doc --features "$features"
