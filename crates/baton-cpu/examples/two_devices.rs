@@ -33,6 +33,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let result = read.wait()?; // waits for its own point only
     assert_eq!(result, vec![2.0, 4.0, 6.0, 8.0]);
     let _reused = write.wait()?; // the buffer comes back
-    println!("{} -> {} -> {}: {result:?}", s0.label(), s1.label(), "host");
+    println!("{} -> {} -> host: {result:?}", s0.label(), s1.label());
     Ok(())
 }
