@@ -255,3 +255,30 @@ fn smollm2_greedy_is_deterministic_and_follows_the_reference() {
         .collect();
     assert_eq!(one, reference, "greedy tokens differ from the reference's");
 }
+
+/// Synthetic models load in another GGUF reader (the PyPI `gguf` package)
+/// with the same tensors, shapes and types Baton wrote.
+#[test]
+fn synth_models_load_in_the_gguf_package() {
+    for dtype in [DType::F32, DType::Q4_1] {
+        let (_dir, path) = synth(dtype);
+        let out = Command::new(python())
+            .arg(repo().join("tests/reference/gguf_check.py"))
+            .arg(&path)
+            .output()
+            .expect("run gguf_check.py");
+        assert!(out.status.success(), "gguf_check.py failed: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let file = baton_gguf::GgufFile::open(&path).expect("open");
+        let theirs = json["tensors"].as_array().expect("tensors");
+        assert_eq!(theirs.len(), file.tensor_count());
+        for (t, info) in theirs.iter().zip(file.tensor_infos()) {
+            assert_eq!(t["name"].as_str(), Some(info.name()));
+            let dims: Vec<u64> = t["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+            assert_eq!(dims, info.dims(), "{}", info.name());
+            assert_eq!(t["type_id"].as_u64(), Some(u64::from(info.ggml_type().id())), "{}", info.name());
+        }
+        let arch = json["metadata"].as_array().expect("metadata").iter().find(|m| m["key"] == "general.architecture");
+        assert_eq!(arch.and_then(|m| m["value"].as_str()), Some("llama"));
+    }
+}

@@ -1,0 +1,87 @@
+//! Bad input gets a clear error, never a panic: damaged files, a foreign
+//! architecture, out-of-range tokens, a full context.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use baton_core::backend::Device;
+use baton_core::DType;
+use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{LoadOptions, Logits, Model, ModelError};
+
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(tag: &str) -> Temp {
+        let dir = std::env::temp_dir().join(format!("baton-bad-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Temp(dir)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn device() -> Arc<dyn Device> {
+    baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0)
+}
+
+fn tiny(dir: &Temp) -> PathBuf {
+    let path = dir.0.join("tiny.gguf");
+    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype: DType::Q8_0, seed: 3 }, &path).expect("synth");
+    path
+}
+
+fn load(path: &std::path::Path) -> Result<Model, ModelError> {
+    Model::load(path, device(), &LoadOptions { context: Some(32), batch: 16, ..LoadOptions::default() })
+}
+
+#[test]
+fn a_missing_file_is_a_read_error() {
+    let err = load("/nonexistent/model.gguf".as_ref()).err().expect("must fail");
+    assert!(matches!(err, ModelError::Read(_)), "{err}");
+    assert!(err.to_string().contains("/nonexistent/model.gguf"), "the error names the file: {err}");
+}
+
+#[test]
+fn truncated_models_are_errors_at_every_cut() {
+    let dir = Temp::new("truncated");
+    let bytes = std::fs::read(tiny(&dir)).expect("read");
+    let cut = dir.0.join("cut.gguf");
+    for len in [0, 3, 4, 24, 100, 1000, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&cut, &bytes[..len]).expect("write");
+        assert!(load(&cut).is_err(), "a file cut at {len} of {} bytes loaded", bytes.len());
+    }
+}
+
+#[test]
+fn a_foreign_architecture_is_named_in_the_error() {
+    let dir = Temp::new("arch");
+    let mut bytes = std::fs::read(tiny(&dir)).expect("read");
+    // Rename "llama" in general.architecture to "lxama" (same length).
+    let at = bytes.windows(5).position(|w| w == b"llama").expect("the architecture string");
+    bytes[at + 1] = b'x';
+    let path = dir.0.join("other.gguf");
+    std::fs::write(&path, &bytes).expect("write");
+    match load(&path) {
+        Err(ModelError::Architecture(a)) => assert_eq!(a, "lxama"),
+        Err(other) => panic!("expected an architecture error, got {other}"),
+        Ok(_) => panic!("loaded a non-llama model"),
+    }
+}
+
+#[test]
+fn bad_evaluations_are_errors_and_the_model_stays_usable() {
+    let dir = Temp::new("eval");
+    let mut model = load(&tiny(&dir)).expect("load");
+    let vocab = model.config().vocab as u32;
+    assert!(matches!(model.eval(&[vocab], 0, Logits::Last), Err(ModelError::Input(_))), "token out of range");
+    assert!(matches!(model.eval(&[], 0, Logits::Last), Err(ModelError::Input(_))), "no tokens");
+    assert!(matches!(model.eval(&[1; 17], 0, Logits::Last), Err(ModelError::Input(_))), "more than a batch");
+    assert!(matches!(model.eval(&[1], 32, Logits::Last), Err(ModelError::ContextFull { .. })), "past the context");
+    let logits = model.eval(&[1, 2, 3], 0, Logits::Last).expect("a good evaluation still works");
+    assert!(logits.iter().all(|l| l.is_finite()));
+}
