@@ -496,3 +496,40 @@ pub fn d_cancel(f: &Fixture) {
     assert!(w.wait().is_err());
     assert!(s0.synchronize().is_err() && s1.synchronize().is_err());
 }
+
+/// W-BOUND: a bounded wait on a peer that never releases fails the stream
+/// with a timeout within the bound; an abandoned point wakes a poller at
+/// once, long before its bound.
+pub fn w_bound(f: &Fixture) {
+    use baton_core::sync::WaitPolicy;
+    let s = f.stream(0);
+    let (_host, release) = gate();
+    let bound = Duration::from_millis(50);
+    s.wait_with(&release.point(), WaitPolicy::Poll { bound }).expect("wait");
+    let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
+    let start = Instant::now();
+    let err = after.wait().expect_err("the dead peer's wait times out");
+    let waited = start.elapsed();
+    match s.synchronize() {
+        Err(StreamError::Failed { cause, .. }) => {
+            assert_eq!(cause.kind(), FailureKind::TimedOut, "{cause}");
+            assert!(cause.message().contains("test-gate"), "the failure names the point: {cause}");
+        }
+        other => panic!("expected a timed-out stream, got {other:?}"),
+    }
+    assert!(waited < RULE_TIMEOUT, "the bound of {bound:?} ended the wait: {}", err.error);
+    drop(release);
+
+    let host = HostTimeline::new("w-bound-poller");
+    let release = host.reserve();
+    let point = release.point();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let poll = WaitPolicy::Poll { bound: Duration::from_secs(3600) };
+        tx.send(point.wait_with(poll, None)).expect("send")
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    drop(release);
+    let woke = rx.recv_timeout(RULE_TIMEOUT).expect("the poller woke at once, not after its bound");
+    assert!(matches!(woke, Err(WaitError::Failed { .. })), "{woke:?}");
+}

@@ -29,7 +29,7 @@ macro_rules! contract_tests {
     ($open:path) => {
         $crate::contract_tests!(@each $open;
             p_mono, p_visible, p_wait, p_timeout, p_fail, h_release, h_abandon,
-            q_fifo, q_nonblock, w_order, w_fail, w_foreign, m_order,
+            q_fifo, q_nonblock, w_order, w_fail, w_foreign, w_bound, m_order,
             h_own, r_own, d_return, c_order, c_cross, g_async,
             e_sticky, e_nopanic, d_noblock, d_defer, d_cancel);
     };

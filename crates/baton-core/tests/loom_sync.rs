@@ -110,8 +110,37 @@ fn a_bounded_wait_on_a_point_that_never_comes_times_out() {
 fn spin_then_block_waiter_wakes() {
     model(|| {
         let (timeline, writer) = Timeline::new("loom");
-        let waiter = thread::spawn(move || timeline.point(1).wait_with(WaitPolicy::SpinThenBlock { spins: 2 }, None));
+        let waiter = thread::spawn(move || {
+            timeline.point(1).wait_with(WaitPolicy::SpinThenBlock { spin: Duration::ZERO }, None)
+        });
         writer.advance(1);
         waiter.join().expect("waiter").expect("reached");
+    });
+}
+
+/// A poller sees the payload complete at the first poll that sees the point,
+/// and an abandoned point wakes it at once (no bound needed).
+#[test]
+fn poller_sees_the_payload_and_wakes_on_abandonment() {
+    model(|| {
+        let (timeline, writer) = Timeline::new("loom");
+        let payload = Arc::new(AtomicUsize::new(0));
+        let p = payload.clone();
+        let producer = thread::spawn(move || {
+            p.store(7, Ordering::Relaxed);
+            writer.advance(1);
+        });
+        let poll = WaitPolicy::Poll { bound: Duration::from_secs(3600) };
+        timeline.point(1).wait_with(poll, None).expect("reached");
+        assert_eq!(payload.load(Ordering::Relaxed), 7);
+        producer.join().expect("producer");
+
+        let host = HostTimeline::new("loom-host");
+        let release = host.reserve();
+        let point = release.point();
+        let abandoner = thread::spawn(move || drop(release));
+        let r = point.wait_with(poll, None);
+        assert!(matches!(r, Err(WaitError::Failed { .. })), "{r:?}");
+        abandoner.join().expect("abandoner");
     });
 }

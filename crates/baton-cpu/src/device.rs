@@ -83,11 +83,13 @@ impl CpuDevice {
         Ok(CpuDevice {
             shared: Arc::new(CpuDeviceShared { info, pool, allocated: AtomicU64::new(0) }),
             next_stream: AtomicUsize::new(0),
-            policy: WaitPolicy::default(),
+            policy: WaitPolicy::process_default(),
         })
     }
 
-    /// Sets the wait policy of streams created from now on.
+    /// Sets the wait policy of streams created from now on: how their
+    /// workers wait on foreign points and for new work, and the default
+    /// policy of their edges.
     pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
         self.policy = policy;
     }
@@ -121,7 +123,7 @@ impl Device for CpuDevice {
             device: self.shared.info.name.clone(),
             message: format!("could not start a stream thread: {e}"),
         })?;
-        Ok(Stream::new(Arc::new(stream)))
+        Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }
 
     fn supports(&self, op: &Op, dtype: DType) -> bool {

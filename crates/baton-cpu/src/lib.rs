@@ -22,6 +22,7 @@ pub mod topology;
 use std::sync::Arc;
 
 use baton_core::backend::DeviceError;
+use baton_core::sync::WaitPolicy;
 
 pub use buffer::{CpuBuffer, ALIGN};
 pub use device::{CpuDevice, WEIGHT_TYPES};
@@ -31,6 +32,15 @@ pub use pool::ThreadPool;
 /// `threads` caps the threads of a `cpu` device (`-t`); `cpu:N` devices
 /// run one thread per core they own.
 pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    open_with_policy(names, threads, WaitPolicy::process_default())
+}
+
+/// As [`open`], with the wait policy of the devices' streams.
+pub fn open_with_policy(
+    names: &[&str],
+    threads: Option<usize>,
+    policy: WaitPolicy,
+) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
     let cores = topology::usable_cores();
     let slices = topology::split_cores(names, &cores)?;
     let n = slices.len() as f64;
@@ -46,7 +56,9 @@ pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>
                 _ => slice.cores.len(),
             };
             let pinned = if slice.index.is_some() { slice.cores } else { Vec::new() };
-            CpuDevice::new(&name, pinned, count, 1.0 / n).map(Arc::new)
+            let mut device = CpuDevice::new(&name, pinned, count, 1.0 / n)?;
+            device.set_wait_policy(policy);
+            Ok(Arc::new(device))
         })
         .collect()
 }

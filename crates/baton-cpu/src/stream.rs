@@ -9,7 +9,9 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
 use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
@@ -21,13 +23,21 @@ struct Queue {
     items: VecDeque<(u64, StreamOp)>,
     next_value: u64,
     closing: bool,
+    /// The worker is parked on `wake` (so `submit` must notify).
+    parked: bool,
 }
+
+/// How long an idle worker with the `poll` policy polls its queue before it
+/// parks: an idle device does not burn its core for the whole poll bound.
+const IDLE_POLL: Duration = Duration::from_micros(200);
 
 struct StreamShared {
     label: String,
     timeline: Timeline,
     queue: Mutex<Queue>,
     wake: Condvar,
+    /// Items pushed so far; an idle worker polls it before parking.
+    pushed: AtomicU64,
 }
 
 /// A CPU stream; its worker thread lives until the stream is dropped and its
@@ -48,8 +58,9 @@ impl CpuStream {
         let shared = Arc::new(StreamShared {
             label: label.clone(),
             timeline,
-            queue: Mutex::new(Queue { items: VecDeque::new(), next_value: 1, closing: false }),
+            queue: Mutex::new(Queue { items: VecDeque::new(), next_value: 1, closing: false, parked: false }),
             wake: Condvar::new(),
+            pushed: AtomicU64::new(0),
         });
         let worker_shared = shared.clone();
         let worker_device = device.clone();
@@ -71,9 +82,40 @@ struct Worker {
 }
 
 impl Worker {
+    /// How long the idle worker polls for new work before parking.
+    fn idle_spin(&self) -> Duration {
+        match self.policy {
+            WaitPolicy::Block => Duration::ZERO,
+            WaitPolicy::SpinThenBlock { spin } => spin,
+            WaitPolicy::Poll { bound } => bound.min(IDLE_POLL),
+        }
+    }
+
+    /// Polls `pushed` until it passes `taken` or `spin` runs out.
+    fn poll_for_work(&self, taken: u64, spin: Duration) {
+        if spin.is_zero() {
+            return;
+        }
+        let until = Instant::now() + spin;
+        let mut polls = 0u32;
+        while self.shared.pushed.load(Ordering::Acquire) == taken {
+            std::hint::spin_loop();
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(64) {
+                if Instant::now() >= until {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
     fn run(self) {
         let mut executor = Executor::new(self.device.clone());
+        let spin = self.idle_spin();
+        let mut taken = 0u64;
         loop {
+            self.poll_for_work(taken, spin);
             let next = {
                 let mut queue = lock(&self.shared.queue);
                 loop {
@@ -83,9 +125,12 @@ impl Worker {
                     if queue.closing {
                         break None;
                     }
+                    queue.parked = true;
                     queue = self.shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                    queue.parked = false;
                 }
             };
+            taken += 1;
             let Some((value, op)) = next else { return };
             if self.writer.is_failed() {
                 // Its value failed with the stream; drop it unrun.
@@ -116,7 +161,10 @@ impl Worker {
     fn execute(&self, op: StreamOp, executor: &mut Executor) -> Result<(), Failure> {
         let origin = || format!("{}@{}", self.shared.label, self.writer.reached() + 1);
         match op {
-            StreamOp::Wait(point) => point.wait_with(self.policy, None).map_err(|e| match e.cause() {
+            StreamOp::HostFn(f) => f().map_err(|message| {
+                Failure::new(FailureKind::WorkFailed, origin(), format!("host function: {message}"))
+            }),
+            StreamOp::Wait { point, policy } => point.wait_with(policy, None).map_err(|e| match e.cause() {
                 Some(cause) => cause.clone(),
                 None => Failure::new(FailureKind::TimedOut, origin(), e.to_string()),
             }),
@@ -220,9 +268,14 @@ unsafe impl RawStream for CpuStream {
             let value = queue.next_value;
             queue.next_value += 1;
             queue.items.push_back((value, op));
+            self.shared.pushed.fetch_add(1, Ordering::Release);
+            // The worker sets `parked` under this lock before it waits, so a
+            // worker that is not parked will see the item without a wake.
+            if queue.parked {
+                self.shared.wake.notify_one();
+            }
             value
         };
-        self.shared.wake.notify_one();
         Ok(value)
     }
 }
@@ -231,7 +284,9 @@ impl Drop for CpuStream {
     fn drop(&mut self) {
         // The worker drains what is queued, then exits; nobody waits here
         // (rule D-NOBLOCK).
-        lock(&self.shared.queue).closing = true;
+        let mut queue = lock(&self.shared.queue);
+        queue.closing = true;
         self.shared.wake.notify_one();
+        drop(queue);
     }
 }

@@ -274,7 +274,8 @@ fn synth_models_load_in_the_gguf_package() {
         assert_eq!(theirs.len(), file.tensor_count());
         for (t, info) in theirs.iter().zip(file.tensor_infos()) {
             assert_eq!(t["name"].as_str(), Some(info.name()));
-            let dims: Vec<u64> = t["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+            let dims: Vec<u64> =
+                t["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
             assert_eq!(dims, info.dims(), "{}", info.name());
             assert_eq!(t["type_id"].as_u64(), Some(u64::from(info.ggml_type().id())), "{}", info.name());
         }

@@ -9,13 +9,23 @@ use crate::backend::buffer::{Access, BufferRange, TensorRef};
 use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
 use crate::backend::StreamError;
 use crate::graph::Graph;
-use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId};
+use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId, WaitPolicy};
 
 /// One item of a stream's in-order queue.
 pub enum StreamOp {
     /// Later items start only once `point` is reached; if it fails, the
-    /// stream fails with the same first cause (`W-FAIL`).
-    Wait(SyncPoint),
+    /// stream fails with the same first cause (`W-FAIL`). `policy` is the
+    /// edge's wait policy, fixed when the edge was set up.
+    Wait {
+        /// The point to wait for.
+        point: SyncPoint,
+        /// How the stream's worker waits.
+        policy: WaitPolicy,
+    },
+    /// Runs a host function in stream order (after everything before it,
+    /// before everything after it); it touches no device memory. An `Err`
+    /// fails the stream with its message.
+    HostFn(Box<dyn FnOnce() -> Result<(), String> + Send>),
     /// Copies the host bytes into `dst` (same length).
     Write {
         /// Device memory written.
@@ -51,7 +61,8 @@ impl StreamOp {
     /// Short name for traces and errors.
     pub fn name(&self) -> &'static str {
         match self {
-            StreamOp::Wait(_) => "wait",
+            StreamOp::Wait { .. } => "wait",
+            StreamOp::HostFn(_) => "host_fn",
             StreamOp::Write { .. } => "write",
             StreamOp::Read { .. } => "read",
             StreamOp::Copy { .. } => "copy",
@@ -124,12 +135,24 @@ static SUBMIT_ORDER: Mutex<()> = Mutex::new(());
 pub struct Stream {
     raw: Arc<dyn RawStream>,
     knowledge: Arc<Mutex<Knowledge>>,
+    policy: WaitPolicy,
 }
 
 impl Stream {
-    /// Wraps a backend's stream.
+    /// Wraps a backend's stream; its edges use
+    /// [`WaitPolicy::process_default`].
     pub fn new(raw: Arc<dyn RawStream>) -> Stream {
-        Stream { raw, knowledge: Arc::new(Mutex::new(Knowledge::default())) }
+        Stream::with_policy(raw, WaitPolicy::process_default())
+    }
+
+    /// Wraps a backend's stream whose edges wait with `policy`.
+    pub fn with_policy(raw: Arc<dyn RawStream>, policy: WaitPolicy) -> Stream {
+        Stream { raw, knowledge: Arc::new(Mutex::new(Knowledge::default())), policy }
+    }
+
+    /// The wait policy of this stream's edges ([`wait`](Self::wait)).
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.policy
     }
 
     /// `device/stream-N`.
@@ -166,15 +189,27 @@ impl Stream {
     /// cause (`W-FAIL`). A point this backend cannot wait on natively is an
     /// error (`W-FOREIGN`); a relay bridges it.
     pub fn wait(&self, point: &SyncPoint) -> Result<SyncPoint, StreamError> {
+        self.wait_with(point, self.policy)
+    }
+
+    /// As [`wait`](Self::wait), with this edge's own wait policy.
+    pub fn wait_with(&self, point: &SyncPoint, policy: WaitPolicy) -> Result<SyncPoint, StreamError> {
         if point.timeline().same_as(self.timeline()) {
             return Ok(self.last_point());
         }
         let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
-        self.queue_wait(point, false)?;
+        self.queue_wait(point, policy, false)?;
         Ok(self.last_point())
     }
 
-    fn queue_wait(&self, point: &SyncPoint, implicit: bool) -> Result<(), StreamError> {
+    /// Runs `f` on the host in stream order (after the work queued before
+    /// it); it must not touch device memory. Its point is reached when `f`
+    /// has returned; an `Err` fails the stream (`E-STICKY`).
+    pub fn host_fn(&self, f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<SyncPoint, StreamError> {
+        self.submit_tracked(StreamOp::HostFn(Box::new(f)), &[], &[])
+    }
+
+    fn queue_wait(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<(), StreamError> {
         if !self.raw.can_wait_on(point) {
             return Err(StreamError::ForeignPoint {
                 stream: self.label().into(),
@@ -183,7 +218,7 @@ impl Stream {
             });
         }
         // SAFETY: a wait accesses no memory.
-        let value = unsafe { self.raw.submit(StreamOp::Wait(point.clone()))? };
+        let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy })? };
         let mut k = self.knowledge();
         k.waited.insert(self.timeline().id(), value);
         let seen = k.waited.entry(point.timeline().id()).or_insert(0);
@@ -257,7 +292,7 @@ impl Stream {
             }
         }
         for point in &needed {
-            self.queue_wait(point, true)?;
+            self.queue_wait(point, self.policy, true)?;
         }
         // SAFETY: every conflicting access recorded by other streams is now
         // ordered before `op` (same stream, waited on, reached, or waited on

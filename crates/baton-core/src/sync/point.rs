@@ -45,15 +45,15 @@ impl SyncPoint {
     }
 
     /// Blocks the calling thread until the point is reached or fails
-    /// (contract rule `P-WAIT`).
+    /// (contract rule `P-WAIT`), with [`WaitPolicy::process_default`].
     pub fn wait(&self) -> Result<(), WaitError> {
-        WaitPolicy::default().wait(&self.timeline, self.value, None)
+        WaitPolicy::process_default().wait(&self.timeline, self.value, None)
     }
 
     /// As [`wait`](Self::wait), but gives up after `timeout` with
     /// [`WaitError::Timeout`] (`P-TIMEOUT`); the point itself is unaffected.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(), WaitError> {
-        WaitPolicy::default().wait(&self.timeline, self.value, Some(timeout))
+        WaitPolicy::process_default().wait(&self.timeline, self.value, Some(timeout))
     }
 
     /// Waits with an explicit policy and optional timeout.

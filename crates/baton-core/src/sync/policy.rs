@@ -11,8 +11,15 @@ use crate::loom::{spin_loop, yield_now};
 use crate::sync::failure::WaitError;
 use crate::sync::timeline::{PointStatus, Timeline};
 
-/// Spins of the backoff ladder before a spinning waiter yields its core.
-const SPIN_STEPS: u32 = 6;
+/// Pause instructions between two polls, at most (the backoff ladder).
+const MAX_PAUSES: u32 = 64;
+/// Polls between two clock reads or yields.
+const POLLS_PER_CHECK: u32 = if cfg!(loom) { 1 } else { 64 };
+
+/// The default bound of a polling wait.
+pub const DEFAULT_POLL_BOUND: Duration = Duration::from_secs(10);
+/// The default spin time of a spin-then-block wait.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
 /// The strategy of one waiter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,17 +28,19 @@ pub enum WaitPolicy {
     /// (a few microseconds on Linux) and no CPU while waiting.
     #[default]
     Block,
-    /// Spin with exponential backoff for `spins` rounds (each up to 64 pause
-    /// instructions, then `yield` so an oversubscribed core lets the producer
-    /// run), then block.
+    /// Poll with exponential backoff (1 to 64 pause instructions between
+    /// polls) for at most `spin`, yielding the core every 64 polls so an
+    /// oversubscribed producer can run, then block. A hand-off that comes
+    /// within `spin` costs no wake-up; a long wait costs `spin` of CPU.
     SpinThenBlock {
-        /// Backoff rounds before parking.
-        spins: u32,
+        /// How long to poll before parking.
+        spin: Duration,
     },
-    /// Poll the counter only: `spin_loop` hints, yielding every 64 polls
-    /// so the producer can run on an oversubscribed core. Never parks; a wait
-    /// that lasts longer than `bound` ends in [`WaitError::Timeout`] even when
-    /// the caller gave no timeout, so a dead peer can never hang a poller.
+    /// Poll the counter only (the fast fence): a pause between polls,
+    /// yielding every 64 polls so the producer can run on an oversubscribed
+    /// core. Never parks; a wait that lasts longer than `bound` ends in
+    /// [`WaitError::Timeout`] even when the caller gave no timeout, so a dead
+    /// peer can never hang a poller.
     Poll {
         /// Upper bound of one wait.
         bound: Duration,
@@ -48,6 +57,29 @@ impl WaitPolicy {
         }
     }
 
+    /// Parses `block`, `spin` or `poll` (with their default times).
+    pub fn from_name(name: &str) -> Option<WaitPolicy> {
+        match name {
+            "block" => Some(WaitPolicy::Block),
+            "spin" => Some(WaitPolicy::SpinThenBlock { spin: DEFAULT_SPIN }),
+            "poll" => Some(WaitPolicy::Poll { bound: DEFAULT_POLL_BOUND }),
+            _ => None,
+        }
+    }
+
+    /// The process-wide default: `poll` when `BATON_FAST_SYNC=1`, else
+    /// `BATON_WAIT_POLICY` (`block`, `spin`, `poll`) if set, else `block`.
+    /// Read once.
+    pub fn process_default() -> WaitPolicy {
+        static DEFAULT: std::sync::OnceLock<WaitPolicy> = std::sync::OnceLock::new();
+        *DEFAULT.get_or_init(|| {
+            if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1") {
+                return WaitPolicy::Poll { bound: DEFAULT_POLL_BOUND };
+            }
+            std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).unwrap_or_default()
+        })
+    }
+
     /// Waits until `value` of `timeline` is reached, fails, or `timeout`
     /// (and, for `Poll`, the policy's own bound) runs out.
     pub fn wait(&self, timeline: &Timeline, value: u64, timeout: Option<Duration>) -> Result<(), WaitError> {
@@ -58,42 +90,46 @@ impl WaitPolicy {
         let deadline = timeout.map(|t| started + t);
         match *self {
             WaitPolicy::Block => timeline.wait_blocking(value, started, deadline),
-            WaitPolicy::SpinThenBlock { spins } => {
-                for round in 0..spins {
-                    if round < SPIN_STEPS {
-                        for _ in 0..(1u32 << round) {
-                            spin_loop();
-                        }
-                    } else {
-                        yield_now();
-                    }
-                    if let Some(done) = check(timeline, value) {
-                        return done;
-                    }
+            WaitPolicy::SpinThenBlock { spin } => {
+                let spin_until = started + spin;
+                let spin_until = deadline.map_or(spin_until, |d| d.min(spin_until));
+                if let Some(done) = poll(timeline, value, spin_until, true) {
+                    return done;
                 }
                 timeline.wait_blocking(value, started, deadline)
             }
             WaitPolicy::Poll { bound } => {
-                let poll_deadline = match deadline {
-                    Some(d) => d.min(started + bound),
-                    None => started + bound,
-                };
-                let mut polls: u32 = 0;
-                loop {
-                    if let Some(done) = check(timeline, value) {
-                        return done;
-                    }
-                    polls = polls.wrapping_add(1);
-                    if polls.is_multiple_of(64) {
-                        if Instant::now() >= poll_deadline {
-                            return Err(timeline.timeout_error(value, started));
-                        }
-                        yield_now();
-                    } else {
-                        spin_loop();
-                    }
+                let until = deadline.map_or(started + bound, |d| d.min(started + bound));
+                match poll(timeline, value, until, false) {
+                    Some(done) => done,
+                    None => Err(timeline.timeout_error(value, started)),
                 }
             }
+        }
+    }
+}
+
+/// Polls until the point is settled or `until` passes (then `None`).
+/// `backoff` grows the pause between polls from 1 to 64 instructions.
+fn poll(timeline: &Timeline, value: u64, until: Instant, backoff: bool) -> Option<Result<(), WaitError>> {
+    let mut pauses = 1u32;
+    let mut polls = 0u32;
+    loop {
+        if let Some(done) = check(timeline, value) {
+            return Some(done);
+        }
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(POLLS_PER_CHECK) {
+            if Instant::now() >= until {
+                return None;
+            }
+            yield_now();
+        }
+        for _ in 0..pauses {
+            spin_loop();
+        }
+        if backoff && pauses < MAX_PAUSES {
+            pauses *= 2;
         }
     }
 }
