@@ -284,27 +284,3 @@ fn stories15m_quantizes_every_matrix_without_fallback() {
     assert_eq!(output.ggml_type(), GgmlType::Q4_0);
     assert_eq!(file.metadata().get_str_array("tokenizer.ggml.tokens").unwrap().len(), 32_000);
 }
-
-/// Prints the write time, size and fallbacks of every shape in f32 and q4_1.
-/// Run by hand in release mode:
-/// `cargo test --release -p baton-llama --test synth -- --ignored --nocapture`.
-/// Set `BATON_SYNTH_OUT` to a directory to keep the files.
-#[test]
-#[ignore = "timing report, run by hand in release mode"]
-fn report_write_time_per_shape() {
-    let temp = TempDir::new("report");
-    let out = std::env::var_os("BATON_SYNTH_OUT").map_or_else(|| temp.0.clone(), PathBuf::from);
-    for shape in SynthShape::ALL {
-        for dtype in [DType::F32, DType::Q4_1] {
-            let spec = SynthSpec { shape, dtype, seed: 1 };
-            let path = out.join(format!("{shape}-{dtype}.gguf"));
-            let start = std::time::Instant::now();
-            let summary = write_synth_model(&spec, &path).unwrap();
-            let seconds = start.elapsed().as_secs_f64();
-            println!(
-                "{shape:>10} {dtype:>4}: {:>11} params, {:>11} bytes, {seconds:.3} s, fallbacks {:?}",
-                summary.n_params, summary.bytes, summary.fallbacks
-            );
-        }
-    }
-}
