@@ -13,7 +13,11 @@ use crate::stats::mean_std;
 
 /// Arguments of `baton bench`.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// A synchronisation benchmark instead of a model one.
+    #[command(subcommand)]
+    kind: Option<crate::bench_sync::BenchKind>,
     #[command(flatten)]
     model: ModelArgs,
     /// Prompt tokens of the pp test (0 = skip).
@@ -35,6 +39,10 @@ struct TestResult {
     n_prompt: usize,
     n_gen: usize,
     samples: Vec<f64>,
+    /// Host blocking waits per generated token (tg only).
+    host_waits_per_token: Option<f64>,
+    /// Host microseconds per token spent submitting (tg only).
+    sched_us_per_token: Option<f64>,
 }
 
 fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
@@ -70,10 +78,12 @@ fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
 
 /// Runs `baton bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
+    if let Some(kind) = args.kind {
+        return crate::bench_sync::run(kind);
+    }
     let mut margs = args.model.clone();
     let needed = args.n_prompt.max(args.n_gen).max(1);
     margs.context = Some(margs.context.unwrap_or(0).max(needed));
-    margs.batch = margs.batch.max(args.n_prompt).max(1);
     let mut model = margs.load()?;
     let vocab = model.config().vocab;
     let mut results = Vec::new();
@@ -82,13 +92,30 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let prompt = tokens(args.n_prompt, vocab, 7);
         prompt_run(&mut model, &prompt)?; // warm-up
         let samples = (0..reps).map(|_| prompt_run(&mut model, &prompt)).collect::<Result<Vec<_>>>()?;
-        results.push(TestResult { name: format!("pp{}", args.n_prompt), n_prompt: args.n_prompt, n_gen: 0, samples });
+        results.push(TestResult {
+            name: format!("pp{}", args.n_prompt),
+            n_prompt: args.n_prompt,
+            n_gen: 0,
+            samples,
+            host_waits_per_token: None,
+            sched_us_per_token: None,
+        });
     }
     if args.n_gen > 0 {
         gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
+        let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
         let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>()?;
-        results.push(TestResult { name: format!("tg{}", args.n_gen), n_prompt: 0, n_gen: args.n_gen, samples });
+        let tokens = (reps * args.n_gen) as f64;
+        results.push(TestResult {
+            name: format!("tg{}", args.n_gen),
+            n_prompt: 0,
+            n_gen: args.n_gen,
+            samples,
+            host_waits_per_token: Some((model.host_waits() - waits0) as f64 / tokens),
+            sched_us_per_token: Some((model.host_submit_time() - submit0).as_secs_f64() * 1e6 / tokens),
+        });
     }
+    margs.finish_trace(&model)?;
     let config = model.config().clone();
     let model_name = format!(
         "{} {} {}",
@@ -98,21 +125,29 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned()))
     );
-    let threads = model.device().info().threads;
+    let (devices, _) = model.placement();
+    let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
     if args.json {
         for r in &results {
             let (mean, std) = mean_std(&r.samples);
             let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
+            let opt = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
             println!(
-                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":1}}",
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{}}}",
                 config.n_params(),
                 margs.devices,
+                margs.split_mode,
+                margs.n_copies,
+                margs.sync_copies,
+                margs.batch,
                 r.name,
                 r.n_prompt,
                 r.n_gen,
-                samples.join(",")
+                samples.join(","),
+                opt(r.host_waits_per_token),
+                opt(r.sched_us_per_token)
             );
         }
         return Ok(());

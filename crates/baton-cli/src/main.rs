@@ -1,9 +1,12 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 
 mod bench;
+mod bench_gates;
+mod bench_sync;
 mod devices;
 mod model_cmd;
 mod perplexity;
+mod plan_cmd;
 mod run;
 mod stats;
 
@@ -26,17 +29,26 @@ enum Command {
     ///   baton run -p "Once upon a time"            (default model: SmolLM2-135M-Instruct Q4_1)
     ///   baton run -m model.gguf -p "Hello" -n 64 --temp 0.7 --seed 42 -t 2
     Run(run::RunArgs),
-    /// Measure prompt processing and generation speed (llama-bench style).
+    /// Measure prompt processing and generation speed (llama-bench style),
+    /// or the hand-offs of the wait policies (`bench sync`, `bench gates`).
     ///
     /// Examples:
     ///   baton bench -p 512 -n 128 -r 5
     ///   baton bench -m model.gguf -p 64 -n 64 --json
+    ///   baton bench --devices cpu:0,cpu:1 -p 512 -ub 64 --n-copies 2
+    ///   baton bench sync --json
+    ///   baton bench gates
     Bench(bench::BenchArgs),
     /// Perplexity of a model on a text file (llama.cpp's method).
     ///
     /// Example:
     ///   baton perplexity -f /usr/share/common-licenses/GPL-3 -c 256 --chunks 4
     Perplexity(perplexity::PerplexityArgs),
+    /// Show how a model is split over devices: splits, copies, sync paths.
+    ///
+    /// Example:
+    ///   baton plan --devices cpu:0,cpu:1 --split-mode layer -p 64
+    Plan(plan_cmd::PlanArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),
     /// Make, fetch or inspect model files.
@@ -50,11 +62,28 @@ fn main() {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Plan(args) => plan_cmd::run(args),
         Command::Devices(args) => devices::run(args),
         Command::Model(cmd) => model_cmd::run(cmd),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, each once (library errors often repeat their
+/// source in their own message).
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }

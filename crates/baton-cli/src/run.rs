@@ -25,9 +25,32 @@ pub struct ModelArgs {
     /// Context size (positions of the KV cache; default: the model's, at most 4096).
     #[arg(short = 'c', long = "ctx-size")]
     pub context: Option<usize>,
-    /// Most tokens evaluated at once (prompt batch).
-    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    /// Most tokens evaluated at once: the prompt's micro-batch (`-ub`, `-b`).
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        visible_alias = "ubatch-size",
+        visible_short_alias = 'u',
+        default_value_t = 512
+    )]
     pub batch: usize,
+    /// How the model is spread over several devices: `none` (the first
+    /// device only) or `layer` (contiguous layers per device).
+    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
+    pub split_mode: String,
+    /// Share of the layers of each device, e.g. `1,1` or `3,1`.
+    #[arg(long = "tensor-split", value_delimiter = ',')]
+    pub tensor_split: Vec<f32>,
+    /// Runs in flight at most (pipelined prompt micro-batches).
+    #[arg(long = "n-copies", default_value_t = 2)]
+    pub n_copies: usize,
+    /// Wait for every split on the host before submitting the next (the
+    /// old, synchronous behaviour, for comparison).
+    #[arg(long = "sync-copies")]
+    pub sync_copies: bool,
+    /// Write a Chrome trace-event / Perfetto JSON file of every stream.
+    #[arg(long = "trace")]
+    pub trace: Option<PathBuf>,
     /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
     #[arg(long = "cache-type")]
     pub cache_type: Option<String>,
@@ -57,9 +80,40 @@ impl ModelArgs {
         let cache_type = baton_core::DType::from_name(name)
             .filter(|t| matches!(t, baton_core::DType::F16 | baton_core::DType::F32))
             .with_context(|| format!("--cache-type {name:?}: use f16 or f32"))?;
-        let options = LoadOptions { context: self.context, cache_type, batch: self.batch };
-        let device = devices.into_iter().next().context("no device")?;
-        Model::load(&path, device, &options).with_context(|| format!("loading {}", path.display()))
+        let options = LoadOptions {
+            context: self.context,
+            cache_type,
+            batch: self.batch,
+            tensor_split: self.tensor_split.clone(),
+            n_copies: self.n_copies.max(1),
+            sync_copies: self.sync_copies,
+        };
+        let devices = match self.split_mode.as_str() {
+            "layer" => devices,
+            "none" => devices.into_iter().take(1).collect(),
+            other => anyhow::bail!("--split-mode {other:?}: use none or layer (tensor comes with tensor parallelism)"),
+        };
+        if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
+            anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
+        }
+        let mut model =
+            Model::load_split(&path, devices, &options).with_context(|| format!("loading {}", path.display()))?;
+        if self.trace.is_some() {
+            model.set_trace(Some(baton_sched::Trace::new()));
+        }
+        Ok(model)
+    }
+
+    /// Writes the trace (if `--trace` was given) and prints each stream's
+    /// busy share.
+    pub fn finish_trace(&self, model: &Model) -> Result<()> {
+        let (Some(path), Some(trace)) = (&self.trace, model.trace()) else { return Ok(()) };
+        std::fs::write(path, trace.to_json()).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("trace written to {} (open in https://ui.perfetto.dev or chrome://tracing)", path.display());
+        for (track, share) in trace.busy_shares() {
+            eprintln!("  {track}: busy {:.0}% of the traced span", share * 100.0);
+        }
+        Ok(())
     }
 }
 
@@ -160,6 +214,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     writeln!(out)?;
     let gen_s = gen_start.elapsed().as_secs_f64();
+    args.model.finish_trace(&model)?;
     eprintln!(
         "\nload: {load_s:.2} s | prompt: {} tokens, {:.1} t/s | generation: {generated} tokens, {:.1} t/s",
         prompt.len(),

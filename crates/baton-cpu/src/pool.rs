@@ -82,12 +82,23 @@ impl ThreadPool {
     }
 }
 
+/// One poll's pause: a spin hint, and every 64th poll a yield, so that a
+/// spinning thread gives its core to the thread it waits for when the
+/// machine is oversubscribed (more runnable threads than cores).
+fn relax(polls: u32) {
+    if polls % 64 == 63 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
 fn worker_loop(shared: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
         let mut polls = 0;
         while shared.generation.load(Ordering::Acquire) == seen && polls < SPIN_POLLS {
-            std::hint::spin_loop();
+            relax(polls);
             polls += 1;
         }
         let job = {
@@ -142,7 +153,7 @@ impl Parallel for ThreadPool {
         let own = catch_unwind(AssertUnwindSafe(|| task(0)));
         let mut polls = 0;
         while self.shared.pending.load(Ordering::Acquire) != 0 && polls < SPIN_POLLS {
-            std::hint::spin_loop();
+            relax(polls);
             polls += 1;
         }
         {

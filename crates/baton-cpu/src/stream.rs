@@ -93,7 +93,7 @@ impl Worker {
 
     /// Polls `pushed` until it passes `taken` or `spin` runs out.
     fn poll_for_work(&self, taken: u64, spin: Duration) {
-        if spin.is_zero() {
+        if spin.is_zero() || self.shared.pushed.load(Ordering::Acquire) != taken {
             return;
         }
         let until = Instant::now() + spin;

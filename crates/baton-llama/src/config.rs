@@ -132,4 +132,19 @@ impl LlamaConfig {
         }
         out
     }
+
+    /// The layer whose device holds a weight (the embedding goes with the
+    /// first layer, the output norm and projection with the last).
+    pub fn weight_layer(&self, name: &str) -> usize {
+        if let Some(rest) = name.strip_prefix("blk.") {
+            if let Some(l) = rest.split('.').next().and_then(|l| l.parse::<usize>().ok()) {
+                return l.min(self.layers - 1);
+            }
+        }
+        if name.starts_with("token_embd") {
+            0
+        } else {
+            self.layers - 1
+        }
+    }
 }

@@ -62,6 +62,9 @@ pub enum ModelError {
     /// The graph could not be built.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// The scheduler could not plan or run the graph.
+    #[error("scheduling: {0}")]
+    Schedule(String),
     /// The default model could not be fetched.
     #[error("could not fetch the default model: {0}")]
     Fetch(String),

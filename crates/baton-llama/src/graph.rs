@@ -47,6 +47,12 @@ pub fn value_cache_name(l: usize) -> String {
     format!("cache.v.{l}")
 }
 
+/// The layer whose device runs a placement group: the embedding (group 0)
+/// goes with the first layer, the output (the last group) with the last.
+pub fn group_layer(config: &LlamaConfig, group: u32) -> usize {
+    (group as usize).saturating_sub(1).min(config.layers - 1)
+}
+
 /// The types of the weights, by name (from the loaded model).
 pub trait WeightTypes {
     /// The type of weight `name`.
@@ -90,12 +96,16 @@ pub fn build(
     let seen = past + t;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
     let mut b = Builder { g: Graph::new(), config, types };
+    // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
+    // output (see `group_layer`).
+    b.g.set_group(Some(0));
     let tokens = b.g.leaf("tokens", DType::I32, &[t], Flags::INPUT)?;
     let positions = b.g.leaf("positions", DType::I32, &[t], Flags::INPUT)?;
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
     let scale = 1.0 / (hd as f32).sqrt();
     for l in 0..c.layers {
+        b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         // Attention.
         let h = b.norm(x, &p("attn_norm"))?;
@@ -136,12 +146,13 @@ pub fn build(
         let down = b.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
         x = b.g.add(x, down)?;
     }
+    b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight")?;
     if shape.logits == Logits::Last && t > 1 {
         x = b.g.narrow(x, 0, t - 1, 1)?;
     }
-    let output = if c.tied_output { "token_embd.weight" } else { "output.weight" };
-    let logits = if c.tied_output { b.g.matmul(x, embd)? } else { b.linear(x, output, c.vocab, c.dim)? };
+    // A tied model binds `output.weight` to the token embedding's data.
+    let logits = b.linear(x, "output.weight", c.vocab, c.dim)?;
     b.g.mark(logits, Flags::OUTPUT)?;
     b.g.set_name(logits, "logits")?;
     Ok(b.g)

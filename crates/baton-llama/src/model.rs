@@ -1,13 +1,20 @@
-//! A loaded model on one device: evaluate tokens, get logits.
+//! A loaded model on one or more devices: evaluate tokens, get logits.
+//!
+//! With several devices the layers are split between them (`--split-mode
+//! layer`, in proportion to `--tensor-split`); each layer's weights and KV
+//! cache live on its device, and the scheduler runs the graph's splits with
+//! asynchronous copies of the activations between devices.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Buffer, Device, Stream, TensorRef};
+use baton_core::backend::{Buffer, Device, Pending, TensorRef};
 use baton_core::graph::Graph;
+use baton_core::sync::SyncPoint;
 use baton_core::DType;
 use baton_gguf::GgufFile;
+use baton_sched::{Plan, RunPoints, Runner, RunnerStats, Trace};
 use baton_tokenizer::Tokenizer;
 
 use crate::config::LlamaConfig;
@@ -25,32 +32,70 @@ pub struct LoadOptions {
     pub cache_type: DType,
     /// Most tokens one evaluation takes (`-b`/`-ub`).
     pub batch: usize,
+    /// Share of the layers of each device (`--tensor-split`); empty = even.
+    pub tensor_split: Vec<f32>,
+    /// Runs in flight at most (`--n-copies`), each with its own copies of
+    /// the activations that cross devices.
+    pub n_copies: usize,
+    /// The host waits for every split before submitting the next
+    /// (`--sync-copies`, for comparison).
+    pub sync_copies: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { context: None, cache_type: DType::F16, batch: 512 }
+        LoadOptions {
+            context: None,
+            cache_type: DType::F16,
+            batch: 512,
+            tensor_split: Vec::new(),
+            n_copies: 1,
+            sync_copies: false,
+        }
     }
 }
 
-/// Graphs kept per model (one per shape seen recently).
-const GRAPH_CACHE: usize = 16;
+/// Plans and graphs kept per model (one per evaluation shape seen recently).
+const PLAN_CACHE: usize = 16;
 
-/// A llama model loaded on one device.
+/// The device of each layer: contiguous ranges in proportion to `split`.
+pub fn layer_devices(layers: usize, devices: usize, split: &[f32]) -> Vec<usize> {
+    let weights: Vec<f64> =
+        if split.len() == devices && split.iter().all(|w| *w >= 0.0) && split.iter().sum::<f32>() > 0.0 {
+            split.iter().map(|&w| f64::from(w)).collect()
+        } else {
+            vec![1.0; devices]
+        };
+    let total: f64 = weights.iter().sum();
+    let mut bounds = Vec::with_capacity(devices);
+    let mut acc = 0.0;
+    for w in &weights {
+        acc += w;
+        bounds.push((acc / total * layers as f64).round() as usize);
+    }
+    (0..layers).map(|l| bounds.iter().position(|&b| l < b).unwrap_or(devices - 1)).collect()
+}
+
+/// A llama model loaded on one or more devices.
 pub struct Model {
     config: LlamaConfig,
     tokenizer: Arc<Tokenizer>,
-    device: Arc<dyn Device>,
-    stream: Stream,
+    devices: Vec<Arc<dyn Device>>,
+    layer_device: Vec<usize>,
+    runner: Runner,
     weights: Weights,
     cache: KvCache,
+    /// Leaves by name (weights and caches).
+    bound: HashMap<String, TensorRef>,
     batch: usize,
-    io: Buffer,
-    logits_offset: usize,
-    graphs: Vec<(GraphShape, Arc<Graph>)>,
+    input_io: Buffer,
+    logits_io: Buffer,
+    plans: Vec<(GraphShape, Arc<Plan>)>,
     host_ids: Option<Vec<i32>>,
     host_positions: Option<Vec<i32>>,
     host_logits: Option<Vec<f32>>,
+    host_waits: u64,
+    host_submit: std::time::Duration,
     file_bytes: u64,
 }
 
@@ -63,8 +108,16 @@ impl WeightTypes for Types<'_> {
 }
 
 impl Model {
-    /// Loads the GGUF file at `path` onto `device`.
+    /// Loads the GGUF file at `path` onto one device.
     pub fn load(path: &Path, device: Arc<dyn Device>, options: &LoadOptions) -> Result<Model, ModelError> {
+        Self::load_split(path, vec![device], options)
+    }
+
+    /// Loads the GGUF file at `path` with its layers split over `devices`.
+    pub fn load_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions) -> Result<Model, ModelError> {
+        if devices.is_empty() {
+            return Err(ModelError::Input("no device to load the model on".into()));
+        }
         let file = GgufFile::open(path)?;
         let config = LlamaConfig::from_gguf(&file)?;
         let tokenizer = crate::vocab::tokenizer(&file)?;
@@ -75,29 +128,42 @@ impl Model {
                 config.vocab
             )));
         }
-        let tokenizer = Arc::new(tokenizer);
-        let stream = device.new_stream()?;
-        let weights = Weights::load(&file, &config, device.as_ref(), &stream)?;
+        let layer_device = layer_devices(config.layers, devices.len(), &options.tensor_split);
+        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1)).map_err(sched)?;
+        runner.set_sync_copies(options.sync_copies);
+        let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
+        let weights = Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l])?;
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
-        let cache = KvCache::new(&config, context, options.cache_type, device.as_ref())?;
+        let cache = KvCache::new(&config, context, options.cache_type, &devices, &|l| layer_device[l])?;
         let batch = options.batch.clamp(1, context);
-        let logits_offset = (2 * batch * 4).div_ceil(64) * 64;
-        let io = device.alloc(logits_offset + batch * config.vocab * 4)?;
+        let first = layer_device[0];
+        let last = layer_device[config.layers - 1];
+        let input_io = devices[first].alloc(2 * batch * 4 + 64)?;
+        let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
+        let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (l, (k, v)) in cache.layers.iter().enumerate() {
+            bound.insert(graph::key_cache_name(l), k.clone());
+            bound.insert(graph::value_cache_name(l), v.clone());
+        }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         Ok(Model {
             config,
-            tokenizer,
-            device,
-            stream,
+            tokenizer: Arc::new(tokenizer),
+            devices,
+            layer_device,
+            runner,
             weights,
             cache,
+            bound,
             batch,
-            io,
-            logits_offset,
-            graphs: Vec::new(),
+            input_io,
+            logits_io,
+            plans: Vec::new(),
             host_ids: Some(Vec::new()),
             host_positions: Some(Vec::new()),
             host_logits: Some(Vec::new()),
+            host_waits: 0,
+            host_submit: std::time::Duration::ZERO,
             file_bytes,
         })
     }
@@ -117,9 +183,14 @@ impl Model {
         self.tokenizer.clone()
     }
 
-    /// The device it runs on.
+    /// The first device (the embedding's).
     pub fn device(&self) -> &Arc<dyn Device> {
-        &self.device
+        &self.devices[self.layer_device[0]]
+    }
+
+    /// Every device, and the device index of each layer.
+    pub fn placement(&self) -> (&[Arc<dyn Device>], &[usize]) {
+        (&self.devices, &self.layer_device)
     }
 
     /// Positions the KV cache holds.
@@ -137,30 +208,69 @@ impl Model {
         self.file_bytes
     }
 
-    /// Bytes of weights on the device.
+    /// Bytes of weights on the devices.
     pub fn weight_bytes(&self) -> usize {
         self.weights.bytes()
     }
 
-    fn graph(&mut self, shape: GraphShape) -> Result<Arc<Graph>, ModelError> {
-        if let Some((_, g)) = self.graphs.iter().find(|(s, _)| *s == shape) {
-            return Ok(g.clone());
-        }
-        let g =
-            Arc::new(graph::build(&self.config, &Types(&self.weights), shape, self.cache.dtype, self.cache.context)?);
-        if self.graphs.len() == GRAPH_CACHE {
-            self.graphs.remove(0);
-        }
-        self.graphs.push((shape, g.clone()));
-        Ok(g)
+    /// Times the host blocked so far: logits reads, and the scheduler's own
+    /// waits (backpressure, `--sync-copies`).
+    pub fn host_waits(&self) -> u64 {
+        self.host_waits + self.runner.stats().host_waits
     }
 
-    /// Evaluates `tokens` at positions `past..past + tokens.len()` (at most
-    /// [`batch`](Self::batch) tokens), writing their keys and values into the
-    /// cache, and returns the logits: one row of `vocab` for the last token,
-    /// or one per token with [`Logits::All`]. The host waits once, for the
-    /// logits.
-    pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
+    /// Host time spent preparing and submitting evaluations (graph and plan
+    /// lookup or build, bindings, queueing), without waiting.
+    pub fn host_submit_time(&self) -> std::time::Duration {
+        self.host_submit
+    }
+
+    /// The scheduler's counters.
+    pub fn runner_stats(&self) -> RunnerStats {
+        self.runner.stats()
+    }
+
+    /// Records a trace of every stream from now on (`--trace`).
+    pub fn set_trace(&mut self, trace: Option<Trace>) {
+        self.runner.set_trace(trace);
+    }
+
+    /// The trace being recorded.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.runner.trace()
+    }
+
+    /// The plan of one evaluation shape (cached).
+    pub fn plan(&mut self, shape: GraphShape) -> Result<Arc<Plan>, ModelError> {
+        if let Some((_, p)) = self.plans.iter().find(|(s, _)| *s == shape) {
+            return Ok(p.clone());
+        }
+        let graph: Arc<Graph> =
+            Arc::new(graph::build(&self.config, &Types(&self.weights), shape, self.cache.dtype, self.cache.context)?);
+        let names: Vec<String> = self.devices.iter().map(|d| d.info().name.clone()).collect();
+        let (config, layer_device) = (&self.config, &self.layer_device);
+        let group_device = |g: u32| Some(layer_device[graph::group_layer(config, g)]);
+        let first = layer_device[0];
+        let g2 = graph.clone();
+        let bound = &self.bound;
+        let leaf_device = |id: baton_core::graph::NodeId| {
+            let name = g2.node(id).name.as_deref()?;
+            match name {
+                "tokens" | "positions" => Some(first),
+                _ => {
+                    bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
+                }
+            }
+        };
+        let plan = Arc::new(Plan::new(graph.clone(), names, &group_device, &leaf_device).map_err(sched)?);
+        if self.plans.len() == PLAN_CACHE {
+            self.plans.remove(0);
+        }
+        self.plans.push((shape, plan.clone()));
+        Ok(plan)
+    }
+
+    fn check(&self, tokens: &[u32], past: usize) -> Result<(), ModelError> {
         let t = tokens.len();
         if t == 0 || t > self.batch {
             return Err(ModelError::Input(format!("an evaluation takes 1 to {} tokens, not {t}", self.batch)));
@@ -174,69 +284,108 @@ impl Model {
                 self.config.vocab
             )));
         }
+        Ok(())
+    }
+
+    /// Queues the evaluation of `tokens` at `past..` without waiting for it;
+    /// returns its points and the logits tensor it fills.
+    fn submit(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
+        let start = std::time::Instant::now();
+        let result = self.submit_inner(tokens, past, logits);
+        self.host_submit += start.elapsed();
+        result
+    }
+
+    fn submit_inner(
+        &mut self,
+        tokens: &[u32],
+        past: usize,
+        logits: Logits,
+    ) -> Result<(RunPoints, TensorRef), ModelError> {
+        self.check(tokens, past)?;
+        let t = tokens.len();
         let shape = GraphShape { tokens: t, past, logits };
-        let graph = self.graph(shape)?;
+        let plan = self.plan(shape)?;
         let rows = if logits == Logits::All { t } else { 1 };
-        let ids_t = TensorRef::new(&self.io, 0, DType::I32, &[t])?;
-        let pos_t = TensorRef::new(&self.io, t * 4, DType::I32, &[t])?;
-        let logits_t = TensorRef::new(&self.io, self.logits_offset, DType::F32, &[rows, self.config.vocab])?;
-        let mut bindings = Bindings::new(&graph);
-        bindings.bind_name(&graph, "tokens", ids_t.clone())?;
-        bindings.bind_name(&graph, "positions", pos_t.clone())?;
-        bindings.bind_name(&graph, "logits", logits_t.clone())?;
-        for (name, tensor) in self.weights.iter() {
-            if graph.find(name).is_some() {
-                bindings.bind_name(&graph, name, tensor.clone())?;
-            }
-        }
-        for (l, (k, v)) in self.cache.layers.iter().enumerate() {
-            bindings.bind_name(&graph, &graph::key_cache_name(l), k.clone())?;
-            bindings.bind_name(&graph, &graph::value_cache_name(l), v.clone())?;
-        }
+        let ids_t = TensorRef::new(&self.input_io, 0, DType::I32, &[t])?;
+        let pos_t = TensorRef::new(&self.input_io, t * 4, DType::I32, &[t])?;
+        let logits_t = TensorRef::new(&self.logits_io, 0, DType::F32, &[rows, self.config.vocab])?;
         let mut ids = self.host_ids.take().unwrap_or_default();
         ids.clear();
         ids.extend(tokens.iter().map(|&id| id as i32));
         let mut positions = self.host_positions.take().unwrap_or_default();
         positions.clear();
         positions.extend((past..past + t).map(|p| p as i32));
-        let ids_w = self.stream.write_async(&ids_t, ids)?;
-        let pos_w = self.stream.write_async(&pos_t, positions)?;
-        self.stream.compute(&graph, bindings)?;
-        let mut host_logits = self.host_logits.take().unwrap_or_default();
-        host_logits.resize(rows * self.config.vocab, 0.0);
-        let read = self.stream.read_into_async(&logits_t, host_logits)?;
-        let host_logits = read.wait().map_err(|e| ModelError::Stream(e.error))?;
-        // Reached already (earlier on the stream): these do not block.
+        let stream = self.runner.stream(self.layer_device[0]).clone();
+        let ids_w: Pending<Vec<i32>> = stream.write_async(&ids_t, ids)?;
+        let pos_w = stream.write_async(&pos_t, positions)?;
+        let ready: SyncPoint = pos_w.point().clone();
+        let graph = plan.graph.clone();
+        let bound = &self.bound;
+        let bind = |id: baton_core::graph::NodeId| -> Option<TensorRef> {
+            match graph.node(id).name.as_deref()? {
+                "tokens" => Some(ids_t.clone()),
+                "positions" => Some(pos_t.clone()),
+                "logits" => Some(logits_t.clone()),
+                name => bound.get(name).cloned(),
+            }
+        };
+        let points = self.runner.submit(&plan, &bind, Some(&ready)).map_err(sched)?;
+        // Both writes are ordered before the run's first split on the same
+        // stream; their buffers come back once they are done (not waited
+        // here unless already reached).
         self.host_ids = Some(ids_w.wait().map_err(|e| ModelError::Stream(e.error))?);
         self.host_positions = Some(pos_w.wait().map_err(|e| ModelError::Stream(e.error))?);
-        self.host_logits = Some(host_logits);
+        Ok((points, logits_t))
+    }
+
+    /// Evaluates `tokens` at positions `past..past + tokens.len()` (at most
+    /// [`batch`](Self::batch) tokens), writing their keys and values into the
+    /// cache, and returns the logits: one row of `vocab` for the last token,
+    /// or one per token with [`Logits::All`]. The host waits once, for the
+    /// logits (their read waits for its own point only).
+    pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
+        let (_, logits_t) = self.submit(tokens, past, logits)?;
+        let rows = logits_t.shape().dims()[0];
+        let mut host_logits = self.host_logits.take().unwrap_or_default();
+        host_logits.resize(rows * self.config.vocab, 0.0);
+        let last = self.layer_device[self.config.layers - 1];
+        let read = self.runner.stream(last).read_into_async(&logits_t, host_logits)?;
+        if !read.is_ready() {
+            self.host_waits += 1;
+        }
+        self.host_logits = Some(read.wait().map_err(|e| ModelError::Stream(e.error))?);
         Ok(self.host_logits.as_deref().unwrap_or(&[]))
     }
 
-    /// Evaluates a prompt of any length in batches, from position `past`;
-    /// returns the last token's logits.
+    /// Evaluates a prompt of any length from position `past` in batches of
+    /// [`batch`](Self::batch) (`-ub`), which flow through the devices as a
+    /// pipeline (up to `n_copies` in flight); returns the last token's
+    /// logits.
     pub fn eval_prompt(&mut self, tokens: &[u32], past: usize) -> Result<&[f32], ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::Input("the prompt is empty".into()));
         }
         let batch = self.batch;
         let chunks = tokens.len().div_ceil(batch);
-        for (i, chunk) in tokens.chunks(batch).enumerate() {
-            if i + 1 < chunks {
-                self.eval(chunk, past + i * batch, Logits::Last)?;
-            }
+        for (i, chunk) in tokens.chunks(batch).enumerate().take(chunks - 1) {
+            self.submit(chunk, past + i * batch, Logits::Last)?;
         }
         let last = chunks - 1;
         self.eval(&tokens[last * batch..], past + last * batch, Logits::Last)
     }
 
-    /// Graph shapes built so far (for tests of graph reuse).
-    pub fn cached_graphs(&self) -> usize {
-        self.graphs.len()
+    /// Plans built so far (for tests of plan reuse).
+    pub fn cached_plans(&self) -> usize {
+        self.plans.len()
     }
+}
 
-    /// The weights' tensors by name.
-    pub fn weight_tensors(&self) -> HashMap<String, TensorRef> {
-        self.weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+fn sched(e: baton_sched::SchedError) -> ModelError {
+    match e {
+        baton_sched::SchedError::Stream(s) => ModelError::Stream(s),
+        baton_sched::SchedError::Device(d) => ModelError::Device(d),
+        baton_sched::SchedError::Graph(g) => ModelError::Graph(g),
+        other => ModelError::Schedule(other.to_string()),
     }
 }

@@ -1,6 +1,7 @@
 //! Model weights and KV cache in device memory.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use baton_core::backend::{Buffer, Device, Stream, TensorRef};
 use baton_core::DType;
@@ -12,25 +13,45 @@ use crate::error::ModelError;
 /// Alignment of each tensor inside the weight buffer.
 const ALIGN: usize = 64;
 
-/// Every weight of a model, in one device buffer.
+/// Every weight of a model: each in the buffer of the device that runs its
+/// layer (one buffer per device).
 pub struct Weights {
     tensors: HashMap<String, TensorRef>,
     bytes: usize,
 }
 
+struct Placed<'a> {
+    name: String,
+    device: usize,
+    offset: usize,
+    dtype: DType,
+    dims: Vec<usize>,
+    data: &'a [u8],
+}
+
 impl Weights {
     /// Checks every weight's shape and type against `config` and uploads
-    /// them to `device` through `stream` (one buffer, one host wait).
+    /// each to the device `device_of(layer)` of its layer, through that
+    /// device's stream (one buffer and one host wait per device). A tied
+    /// output projection is bound as `output.weight` to the embedding's data
+    /// (uploaded once more if the output's device differs).
     pub fn load(
         file: &GgufFile,
         config: &LlamaConfig,
-        device: &dyn Device,
-        stream: &Stream,
+        devices: &[Arc<dyn Device>],
+        streams: &[Stream],
+        device_of: &dyn Fn(usize) -> usize,
     ) -> Result<Weights, ModelError> {
-        let mut layout = Vec::new();
-        let mut total = 0usize;
-        for (name, expected) in config.weight_shapes() {
-            let tensor = file.tensor(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
+        let mut placed: Vec<Placed<'_>> = Vec::new();
+        let mut totals = vec![0usize; devices.len()];
+        let mut names = config.weight_shapes();
+        if config.tied_output {
+            names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
+        }
+        for (name, expected) in names {
+            let source =
+                if config.tied_output && name == "output.weight" { "token_embd.weight" } else { name.as_str() };
+            let tensor = file.tensor(source).ok_or_else(|| ModelError::MissingTensor(source.to_string()))?;
             let found: Vec<usize> = tensor.dims().iter().rev().map(|&d| d as usize).collect();
             if found != expected {
                 return Err(ModelError::TensorShape { name, found, expected });
@@ -42,30 +63,34 @@ impl Weights {
                     type_name: gtype.name().unwrap_or("unknown").to_string(),
                 }
             })?;
-            let is_norm = expected.len() == 1;
-            if is_norm && dtype != DType::F32 {
+            if expected.len() == 1 && dtype != DType::F32 {
                 return Err(ModelError::UnsupportedType {
                     name,
                     type_name: format!("{dtype} (norm weights must be f32)"),
                 });
             }
-            let offset = total.div_ceil(ALIGN) * ALIGN;
-            total = offset + tensor.data().len();
-            layout.push((name, offset, dtype, expected, tensor.data()));
+            let device = device_of(config.weight_layer(&name));
+            let offset = totals[device].div_ceil(ALIGN) * ALIGN;
+            totals[device] = offset + tensor.data().len();
+            placed.push(Placed { name, device, offset, dtype, dims: expected, data: tensor.data() });
         }
-        let mut host = vec![0u8; total];
-        for (_, offset, _, _, data) in &layout {
-            host[*offset..*offset + data.len()].copy_from_slice(data);
-        }
-        let buffer: Buffer = device.alloc(total)?;
-        stream.write_range_async(&buffer.all(), host)?.wait().map_err(|e| ModelError::Stream(e.error))?;
         let mut tensors = HashMap::new();
-        for (name, offset, dtype, dims, _) in layout {
-            tensors.insert(name, TensorRef::new(&buffer, offset, dtype, &dims)?);
+        for (d, device) in devices.iter().enumerate() {
+            if totals[d] == 0 {
+                continue;
+            }
+            let mut host = vec![0u8; totals[d]];
+            for p in placed.iter().filter(|p| p.device == d) {
+                host[p.offset..p.offset + p.data.len()].copy_from_slice(p.data);
+            }
+            let buffer: Buffer = device.alloc(totals[d])?;
+            streams[d].write_range_async(&buffer.all(), host)?.wait().map_err(|e| ModelError::Stream(e.error))?;
+            for p in placed.iter().filter(|p| p.device == d) {
+                tensors.insert(p.name.clone(), TensorRef::new(&buffer, p.offset, p.dtype, &p.dims)?);
+            }
         }
-        Ok(Weights { tensors, bytes: total })
+        Ok(Weights { tensors, bytes: totals.iter().sum() })
     }
-
     /// A weight by GGUF name.
     pub fn get(&self, name: &str) -> Option<&TensorRef> {
         self.tensors.get(name)
@@ -95,15 +120,32 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// Allocates a zeroed cache for `context` positions on `device`.
-    pub fn new(config: &LlamaConfig, context: usize, dtype: DType, device: &dyn Device) -> Result<KvCache, ModelError> {
+    /// Allocates a zeroed cache for `context` positions, each layer's on the
+    /// device `device_of(layer)`.
+    pub fn new(
+        config: &LlamaConfig,
+        context: usize,
+        dtype: DType,
+        devices: &[Arc<dyn Device>],
+        device_of: &dyn Fn(usize) -> usize,
+    ) -> Result<KvCache, ModelError> {
         let per = config.kv_heads * context * config.head_dim;
         let bytes = per * dtype.block_bytes();
-        let buffer = device.alloc(2 * bytes * config.layers)?;
         let mut layers = Vec::with_capacity(config.layers);
+        let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
+        for (d, device) in devices.iter().enumerate() {
+            let count = (0..config.layers).filter(|&l| device_of(l) == d).count();
+            if count > 0 {
+                buffers.insert(d, (device.alloc(2 * bytes * count)?, 0));
+            }
+        }
         for l in 0..config.layers {
-            let k = TensorRef::new(&buffer, 2 * l * bytes, dtype, &[config.kv_heads, context, config.head_dim])?;
-            let v = TensorRef::new(&buffer, (2 * l + 1) * bytes, dtype, &[config.kv_heads, config.head_dim, context])?;
+            let entry =
+                buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
+            let (buffer, next) = (&entry.0, entry.1);
+            let k = TensorRef::new(buffer, next * bytes, dtype, &[config.kv_heads, context, config.head_dim])?;
+            let v = TensorRef::new(buffer, (next + 1) * bytes, dtype, &[config.kv_heads, config.head_dim, context])?;
+            entry.1 += 2;
             layers.push((k, v));
         }
         Ok(KvCache { layers, dtype, context })

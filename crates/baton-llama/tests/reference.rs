@@ -73,7 +73,7 @@ struct Comparison {
 }
 
 fn compare(model_path: &Path, tokens: &[u32], cache: DType) -> Comparison {
-    let options = LoadOptions { context: Some(64), cache_type: cache, batch: 64 };
+    let options = LoadOptions { context: Some(64), cache_type: cache, batch: 64, ..LoadOptions::default() };
     let mut model = Model::load(model_path, device(), &options).expect("load");
     let vocab = model.config().vocab;
     let ours = model.eval(tokens, 0, Logits::All).expect("eval").to_vec();
@@ -96,8 +96,8 @@ fn compare(model_path: &Path, tokens: &[u32], cache: DType) -> Comparison {
     Comparison { nmse: err / norm, argmax_agree: agree, positions: tokens.len() }
 }
 
-fn synth(dtype: DType) -> (tempdir::Dir, PathBuf) {
-    let dir = tempdir::Dir::new(&format!("ref-{dtype}"));
+fn synth(tag: &str, dtype: DType) -> (tempdir::Dir, PathBuf) {
+    let dir = tempdir::Dir::new(&format!("ref-{tag}-{dtype}"));
     let path = dir.path().join(format!("tiny-{dtype}.gguf"));
     write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype, seed: 5 }, &path).expect("synth");
     (dir, path)
@@ -130,7 +130,7 @@ mod tempdir {
 const PROMPT: [u32; 12] = [1, 17, 300, 42, 7, 99, 256, 3, 480, 12, 77, 5];
 
 fn synth_case(dtype: DType, bound: f64, min_agree: usize) {
-    let (_dir, path) = synth(dtype);
+    let (_dir, path) = synth("logits", dtype);
     let c = compare(&path, &PROMPT, DType::F32);
     println!("tiny {dtype}: NMSE {:.3e}, argmax agrees at {}/{}", c.nmse, c.argmax_agree, c.positions);
     assert!(c.nmse <= bound, "tiny {dtype}: logits NMSE {:.3e} above {bound:e}", c.nmse);
@@ -185,7 +185,7 @@ fn smollm2_perplexity_matches_the_reference() {
     let text = std::fs::read_to_string(&text_path).expect("the license text (Debian base-files)");
     let chunks: usize = std::env::var("BATON_PPL_CHUNKS").ok().and_then(|c| c.parse().ok()).unwrap_or(4);
     let path = smollm2();
-    let options = LoadOptions { context: Some(256), batch: 256, cache_type: DType::F32 };
+    let options = LoadOptions { context: Some(256), batch: 256, cache_type: DType::F32, ..LoadOptions::default() };
     let mut model = Model::load(&path, device(), &options).expect("load");
     let ours = perplexity(&mut model, &text, &PerplexityOptions { context: 256, chunks: Some(chunks) }, &mut |_, _| {})
         .expect("perplexity");
@@ -261,7 +261,7 @@ fn smollm2_greedy_is_deterministic_and_follows_the_reference() {
 #[test]
 fn synth_models_load_in_the_gguf_package() {
     for dtype in [DType::F32, DType::Q4_1] {
-        let (_dir, path) = synth(dtype);
+        let (_dir, path) = synth("gguf", dtype);
         let out = Command::new(python())
             .arg(repo().join("tests/reference/gguf_check.py"))
             .arg(&path)

@@ -16,7 +16,7 @@ impl Graph {
     fn computed(&mut self, op: Op, inputs: Vec<NodeId>, dtype: DType, shape: Shape) -> Result<NodeId, GraphError> {
         let name = op.name();
         let layout = Layout::contiguous(dtype, shape).map_err(shape_err(name))?;
-        Ok(self.push(Node { op, inputs, dtype, layout, name: None, flags: Flags::NONE }))
+        Ok(self.push(Node { op, inputs, dtype, layout, name: None, flags: Flags::NONE, group: None }))
     }
 
     fn require_f32(&self, op: &'static str, id: NodeId, input: usize) -> Result<&Node, GraphError> {
@@ -34,7 +34,7 @@ impl Graph {
         if self.names.contains_key(name) {
             return Err(GraphError::DuplicateName(name.into()));
         }
-        let id = self.push(Node { op: Op::Leaf, inputs: vec![], dtype, layout, name: None, flags });
+        let id = self.push(Node { op: Op::Leaf, inputs: vec![], dtype, layout, name: None, flags, group: None });
         self.set_name(id, name)
     }
 
@@ -165,6 +165,7 @@ impl Graph {
             layout: d.layout,
             name: None,
             flags: Flags::NONE,
+            group: None,
         }))
     }
 
@@ -191,7 +192,15 @@ impl Graph {
         if node.dtype.is_quantized() && !layout.rows_contiguous(node.dtype) {
             return Err(GraphError::Shape { op: "view", source: ShapeError::NotContiguous });
         }
-        Ok(self.push(Node { op: Op::View, inputs: vec![x], dtype: node.dtype, layout, name: None, flags: Flags::NONE }))
+        Ok(self.push(Node {
+            op: Op::View,
+            inputs: vec![x],
+            dtype: node.dtype,
+            layout,
+            name: None,
+            flags: Flags::NONE,
+            group: None,
+        }))
     }
 
     /// `x` with new dimensions (same element count; `x` must be contiguous).

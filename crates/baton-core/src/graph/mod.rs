@@ -66,6 +66,10 @@ pub struct Node {
     pub name: Option<String>,
     /// Role flags.
     pub flags: Flags,
+    /// The placement group the builder put it in (for example a model's
+    /// layer), which a scheduler maps to a device; `None` leaves placement
+    /// to the scheduler's rules.
+    pub group: Option<u32>,
 }
 
 /// Errors of graph construction.
@@ -105,6 +109,7 @@ pub enum GraphError {
 pub struct Graph {
     nodes: Vec<Node>,
     names: HashMap<String, NodeId>,
+    group: Option<u32>,
 }
 
 impl Graph {
@@ -177,11 +182,57 @@ impl Graph {
         out
     }
 
+    /// Adds a copy of `node` (from another graph) reading `inputs` of this
+    /// graph, for graph transformations such as cutting a graph into
+    /// per-device splits. The inputs must have the types and layouts the
+    /// node was built with: checked here, so a transformation cannot build
+    /// an op the builder would have refused. The copy keeps the node's flags
+    /// but not its name; its group is this graph's current one.
+    pub fn push_like(&mut self, node: &Node, inputs: Vec<NodeId>, originals: &[&Node]) -> Result<NodeId, GraphError> {
+        if inputs.len() != node.inputs.len() || originals.len() != inputs.len() {
+            return Err(GraphError::Shape {
+                op: node.op.name(),
+                source: crate::shape::ShapeError::Mismatch {
+                    what: "inputs of a copied node",
+                    left: vec![node.inputs.len()],
+                    right: vec![inputs.len()],
+                },
+            });
+        }
+        for (&id, original) in inputs.iter().zip(originals) {
+            let mine = self.check(id)?;
+            if mine.dtype != original.dtype || mine.layout != original.layout {
+                return Err(GraphError::Shape {
+                    op: node.op.name(),
+                    source: crate::shape::ShapeError::Mismatch {
+                        what: "a copied node's input layout",
+                        left: original.layout.shape.dims().to_vec(),
+                        right: mine.layout.shape.dims().to_vec(),
+                    },
+                });
+            }
+        }
+        let mut copy = node.clone();
+        copy.inputs = inputs;
+        copy.name = None;
+        copy.group = None;
+        Ok(self.push(copy))
+    }
+
     fn check(&self, id: NodeId) -> Result<&Node, GraphError> {
         self.nodes.get(id.0).ok_or(GraphError::UnknownNode(id))
     }
 
-    fn push(&mut self, node: Node) -> NodeId {
+    /// Puts the nodes added from now on in placement group `group` (see
+    /// [`Node::group`]).
+    pub fn set_group(&mut self, group: Option<u32>) {
+        self.group = group;
+    }
+
+    fn push(&mut self, mut node: Node) -> NodeId {
+        if node.group.is_none() {
+            node.group = self.group;
+        }
         self.nodes.push(node);
         NodeId(self.nodes.len() - 1)
     }

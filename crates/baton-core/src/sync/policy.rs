@@ -11,10 +11,11 @@ use crate::loom::{spin_loop, yield_now};
 use crate::sync::failure::WaitError;
 use crate::sync::timeline::{PointStatus, Timeline};
 
-/// Pause instructions between two polls, at most (the backoff ladder).
-const MAX_PAUSES: u32 = 64;
-/// Polls between two clock reads or yields.
-const POLLS_PER_CHECK: u32 = if cfg!(loom) { 1 } else { 64 };
+/// Pause instructions between two polls, at most (the backoff ladder; more
+/// would delay the wake-up by the time of the pauses).
+const MAX_PAUSES: u32 = 8;
+/// Pause instructions between two clock reads and yields (about 2 µs).
+const PAUSES_PER_CHECK: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// The default bound of a polling wait.
 pub const DEFAULT_POLL_BOUND: Duration = Duration::from_secs(10);
@@ -28,8 +29,8 @@ pub enum WaitPolicy {
     /// (a few microseconds on Linux) and no CPU while waiting.
     #[default]
     Block,
-    /// Poll with exponential backoff (1 to 64 pause instructions between
-    /// polls) for at most `spin`, yielding the core every 64 polls so an
+    /// Poll with exponential backoff (1 to 8 pause instructions between
+    /// polls) for at most `spin`, yielding the core about every 2 µs so an
     /// oversubscribed producer can run, then block. A hand-off that comes
     /// within `spin` costs no wake-up; a long wait costs `spin` of CPU.
     SpinThenBlock {
@@ -37,8 +38,8 @@ pub enum WaitPolicy {
         spin: Duration,
     },
     /// Poll the counter only (the fast fence): a pause between polls,
-    /// yielding every 64 polls so the producer can run on an oversubscribed
-    /// core. Never parks; a wait that lasts longer than `bound` ends in
+    /// yielding about every 2 µs so the producer can run on an
+    /// oversubscribed core. Never parks; a wait that lasts longer than `bound` ends in
     /// [`WaitError::Timeout`] even when the caller gave no timeout, so a dead
     /// peer can never hang a poller.
     Poll {
@@ -113,13 +114,16 @@ impl WaitPolicy {
 /// `backoff` grows the pause between polls from 1 to 64 instructions.
 fn poll(timeline: &Timeline, value: u64, until: Instant, backoff: bool) -> Option<Result<(), WaitError>> {
     let mut pauses = 1u32;
-    let mut polls = 0u32;
+    let mut since_check = 0u32;
     loop {
         if let Some(done) = check(timeline, value) {
             return Some(done);
         }
-        polls = polls.wrapping_add(1);
-        if polls.is_multiple_of(POLLS_PER_CHECK) {
+        // The clock and the yield come after a budget of pauses (about two
+        // microseconds), not of polls, so backoff never delays them.
+        since_check += pauses;
+        if since_check >= PAUSES_PER_CHECK {
+            since_check = 0;
             if Instant::now() >= until {
                 return None;
             }

@@ -1,0 +1,395 @@
+//! `baton bench sync` and `baton bench gates`: what each wait policy costs.
+//!
+//! `sync` measures single hand-offs (wake latency) between the host and CPU
+//! streams under each policy; `gates` (in `bench_gates.rs`) measures
+//! collectives over two CPU devices and what a spinning waiter costs a
+//! compute-bound core.
+//!
+//! Method of `sync`: every iteration measures exactly one hand-off, with
+//! nothing else queued, so queueing never inflates a latency. The waiting
+//! side first announces that it is about to wait (an `armed` counter); the
+//! releasing side sees that, busy-waits a further `--settle-us` (default 20
+//! µs, long enough for a blocking waiter to be parked in the kernel and
+//! shorter than the 50 µs spin of `spin`, so `spin` is measured in its fast
+//! path), then takes t0 just before it releases. t1 is taken by the woken
+//! side as its first action. Both are `Instant`s (CLOCK_MONOTONIC, one clock
+//! for all threads). The host thread is pinned to a core that no device
+//! stream runs on when the machine has one (else to cpu:1's core), and the
+//! devices are opened with the measured policy, so their workers' idle
+//! waits use it too.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use baton_core::backend::{Device, Stream};
+use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
+use baton_cpu::CpuDevice;
+use clap::{Args, Subcommand};
+
+use crate::bench_gates::GatesArgs;
+
+/// The bound of every host wait of these benches: a longer one is a hang.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which synchronisation benchmark to run.
+#[derive(Subcommand)]
+pub enum BenchKind {
+    /// Hand-off latency (p50/p99) host<->stream and stream<->stream per wait policy.
+    ///
+    /// Example: baton bench sync --iterations 2000 --json
+    Sync(SyncArgs),
+    /// All-reduce and all-gather over cpu:0,cpu:1, and the price of spinning.
+    ///
+    /// Example: baton bench gates --iterations 500 --elements 4096
+    Gates(GatesArgs),
+}
+
+/// Arguments of `baton bench sync`.
+#[derive(Args)]
+pub struct SyncArgs {
+    /// Measured hand-offs per measurement and policy (after a warm-up).
+    #[arg(long, default_value_t = 2000)]
+    iterations: usize,
+    /// Microseconds the releasing side waits after the waiter is armed.
+    #[arg(long, default_value_t = 20)]
+    settle_us: u64,
+    /// Print one JSON object per (measurement, policy) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a synchronisation benchmark.
+pub fn run(kind: BenchKind) -> Result<()> {
+    match kind {
+        BenchKind::Sync(args) => run_sync(args),
+        BenchKind::Gates(args) => crate::bench_gates::run(args),
+    }
+}
+
+/// The three policies measured, block first (the ratios' baseline).
+pub(crate) fn policies() -> [WaitPolicy; 3] {
+    [
+        WaitPolicy::Block,
+        WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) },
+        WaitPolicy::Poll { bound: Duration::from_secs(10) },
+    ]
+}
+
+/// Opens cpu:0 and cpu:1 (one core each on a two-core machine) whose
+/// streams wait with `policy`.
+pub(crate) fn open_pair(policy: WaitPolicy) -> Result<Vec<Arc<CpuDevice>>> {
+    let devices = baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy).context("opening cpu:0,cpu:1")?;
+    if devices.len() != 2 {
+        bail!("expected two CPU devices, got {}", devices.len());
+    }
+    Ok(devices)
+}
+
+/// The core for the host thread: a usable core that no device's stream
+/// workers are pinned to (their first core), else cpu:1's first core.
+pub(crate) fn host_core(devices: &[Arc<CpuDevice>]) -> Option<usize> {
+    let firsts: Vec<usize> = devices.iter().filter_map(|d| d.info().cores.first().copied()).collect();
+    baton_cpu::topology::usable_cores()
+        .into_iter()
+        .rev()
+        .find(|c| !firsts.contains(c))
+        .or_else(|| devices.last().and_then(|d| d.info().cores.first().copied()))
+}
+
+/// Runs `f` on a new host thread pinned to `core` and returns its result.
+pub(crate) fn on_host_thread<T: Send>(core: Option<usize>, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(move || {
+            if let Some(core) = core {
+                baton_cpu::topology::pin_current_thread(core);
+            }
+            f()
+        });
+        handle.join().map_err(|_| anyhow::anyhow!("the benchmark's host thread panicked"))?
+    })
+}
+
+/// Timestamps shared by the host and stream workers: nanoseconds since one
+/// base `Instant`, plus the counter a waiter sets when it is about to wait.
+pub(crate) struct Probe {
+    base: Instant,
+    /// The last iteration whose waiter announced it is about to wait.
+    pub(crate) armed: AtomicU64,
+    /// A start time recorded by a stream (stream-to-stream hand-offs).
+    start: AtomicU64,
+    stamp: AtomicU64,
+}
+
+impl Probe {
+    /// A probe whose clock starts now.
+    pub(crate) fn new() -> Arc<Probe> {
+        Arc::new(Probe {
+            base: Instant::now(),
+            armed: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            stamp: AtomicU64::new(0),
+        })
+    }
+
+    /// Nanoseconds since the base.
+    pub(crate) fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Records the time now as the stamp (always `Ok`: it ends host functions).
+    fn stamp(&self) -> Result<(), String> {
+        self.stamp.store(self.now(), Ordering::Release);
+        Ok(())
+    }
+
+    /// The last stamp.
+    fn stamped(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
+    }
+
+    /// Spins until `armed` reaches `value`; an error after [`TIMEOUT`].
+    pub(crate) fn until_armed(&self, value: u64) -> Result<(), String> {
+        let start = Instant::now();
+        let mut polls = 0u32;
+        while self.armed.load(Ordering::Acquire) < value {
+            std::hint::spin_loop();
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(1024) && start.elapsed() > TIMEOUT {
+                return Err(format!("the waiter of iteration {value} never armed"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Busy-waits for `d` (a sleep would add the timer's slack).
+pub(crate) fn spin_for(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// Waits for `point` by sleeping between checks, for a host wait that is
+/// not measured: a blocking waiter would count as a sleeper of the stream's
+/// timeline, and the stream's worker would then pay a futex wake (a
+/// syscall) inside the measured hand-off when it advances an earlier value.
+fn nap_until(point: &SyncPoint) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        match point.status() {
+            PointStatus::Reached => return Ok(()),
+            PointStatus::Failed(cause) => bail!("{point} failed: {cause}"),
+            PointStatus::Pending if start.elapsed() > TIMEOUT => bail!("{point} not reached after {TIMEOUT:?}"),
+            PointStatus::Pending => std::thread::sleep(Duration::from_micros(50)),
+        }
+    }
+}
+
+/// The `q` quantile (nearest rank) of sorted samples.
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The four hand-offs measured.
+#[derive(Clone, Copy)]
+enum Measure {
+    HostToStream,
+    StreamToHost,
+    StreamToStream,
+    RoundTrip,
+}
+
+impl Measure {
+    const ALL: [Measure; 4] =
+        [Measure::HostToStream, Measure::StreamToHost, Measure::StreamToStream, Measure::RoundTrip];
+
+    /// The JSON name and the table row's title.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Measure::HostToStream => ("host_to_stream", "host releases cpu:0 stream"),
+            Measure::StreamToHost => ("stream_to_host", "cpu:0 stream signals host"),
+            Measure::StreamToStream => ("stream_to_stream", "cpu:0 stream releases cpu:1 stream"),
+            Measure::RoundTrip => ("round_trip", "round trip host->cpu:0->host"),
+        }
+    }
+}
+
+/// One policy's devices, streams and probe.
+struct Rig {
+    _devices: Vec<Arc<CpuDevice>>,
+    s0: Stream,
+    s1: Stream,
+    policy: WaitPolicy,
+    probe: Arc<Probe>,
+    settle: Duration,
+}
+
+impl Rig {
+    /// Queues on `stream` a host function that runs `f` on the probe.
+    fn probe_fn(
+        &self,
+        stream: &Stream,
+        f: impl FnOnce(&Probe) -> Result<(), String> + Send + 'static,
+    ) -> Result<SyncPoint> {
+        let probe = self.probe.clone();
+        Ok(stream.host_fn(move || f(&probe))?)
+    }
+
+    /// Queues on `stream` a host function that announces iteration `i`.
+    fn arm(&self, stream: &Stream, i: u64) -> Result<SyncPoint> {
+        self.probe_fn(stream, move |p| {
+            p.armed.store(i, Ordering::Release);
+            Ok(())
+        })
+    }
+
+    /// Spins until iteration `i` is armed, then for the settle time.
+    fn until_waiting(&self, i: u64) -> Result<()> {
+        self.probe.until_armed(i).map_err(anyhow::Error::msg)?;
+        spin_for(self.settle);
+        Ok(())
+    }
+
+    /// One hand-off of `measure` in iteration `i`, in nanoseconds.
+    fn once(&self, measure: Measure, i: u64, release: Release) -> Result<u64> {
+        match measure {
+            Measure::HostToStream => {
+                self.arm(&self.s0, i)?;
+                self.s0.wait_with(&release.point(), self.policy)?;
+                let done = self.probe_fn(&self.s0, Probe::stamp)?;
+                self.until_waiting(i)?;
+                let t0 = self.probe.now();
+                release.signal();
+                nap_until(&done).context("waiting for the released stream")?;
+                Ok(self.probe.stamped().saturating_sub(t0))
+            }
+            Measure::StreamToHost => {
+                release.signal(); // unused here; dropping it would abandon it
+                let settle = self.settle;
+                let point = self.probe_fn(&self.s0, move |p| {
+                    p.until_armed(i)?;
+                    spin_for(settle);
+                    p.stamp()
+                })?;
+                self.probe.armed.store(i, Ordering::Release);
+                point.wait_with(self.policy, None).context("waiting for the signalling stream")?;
+                let t1 = self.probe.now();
+                Ok(t1.saturating_sub(self.probe.stamped()))
+            }
+            Measure::StreamToStream => {
+                // cpu:1 holds at a host gate until everything is queued, so
+                // the host is parked before cpu:1 arms and cpu:0 stamps.
+                let settle = self.settle;
+                self.s1.wait_with(&release.point(), WaitPolicy::Block)?;
+                self.arm(&self.s1, i)?;
+                let from = self.probe_fn(&self.s0, move |p| {
+                    p.until_armed(i)?;
+                    spin_for(settle);
+                    p.start.store(p.now(), Ordering::Release);
+                    Ok(())
+                })?;
+                self.s1.wait_with(&from, self.policy)?;
+                let done = self.probe_fn(&self.s1, Probe::stamp)?;
+                release.signal();
+                nap_until(&done).context("waiting for the released stream")?;
+                Ok(self.probe.stamped().saturating_sub(self.probe.start.load(Ordering::Acquire)))
+            }
+            Measure::RoundTrip => {
+                self.arm(&self.s0, i)?;
+                let waited = self.s0.wait_with(&release.point(), self.policy)?;
+                self.until_waiting(i)?;
+                let t0 = self.probe.now();
+                release.signal();
+                waited.wait_with(self.policy, Some(TIMEOUT)).context("waiting for the stream's wait")?;
+                Ok(self.probe.now().saturating_sub(t0))
+            }
+        }
+    }
+
+    /// Warms up, then measures `iterations` hand-offs; sorted µs.
+    fn measure(&self, measure: Measure, iterations: usize) -> Result<Vec<f64>> {
+        let warmup = (iterations / 10).max(20);
+        let host = HostTimeline::new(format!("bench-{}", measure.names().0));
+        let releases: Vec<Release> = (0..warmup + iterations).map(|_| host.reserve()).collect();
+        let base = self.probe.armed.load(Ordering::Acquire);
+        let mut samples = Vec::with_capacity(iterations);
+        for (n, release) in releases.into_iter().enumerate() {
+            let ns = self.once(measure, base + n as u64 + 1, release).with_context(|| measure.names().1)?;
+            if n >= warmup {
+                samples.push(ns as f64 / 1000.0);
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        Ok(samples)
+    }
+}
+
+/// (p50, p99) of one (measurement, policy), in µs.
+type Quantiles = (f64, f64);
+
+/// Measures every hand-off under `policy`, on a pinned host thread:
+/// (p50, p99) in µs per measurement, and the host's core.
+fn measure_policy(policy: WaitPolicy, args: &SyncArgs) -> Result<(Vec<Quantiles>, Option<usize>)> {
+    let devices = open_pair(policy)?;
+    let core = host_core(&devices);
+    let rig = Rig {
+        s0: devices[0].new_stream().context("stream on cpu:0")?,
+        s1: devices[1].new_stream().context("stream on cpu:1")?,
+        _devices: devices,
+        policy,
+        probe: Probe::new(),
+        settle: Duration::from_micros(args.settle_us),
+    };
+    let iterations = args.iterations.max(1);
+    let rows = on_host_thread(core, || {
+        Measure::ALL
+            .iter()
+            .map(|&m| {
+                let s = rig.measure(m, iterations)?;
+                Ok((percentile(&s, 0.5), percentile(&s, 0.99)))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok((rows, core))
+}
+
+/// Runs `baton bench sync`.
+fn run_sync(args: SyncArgs) -> Result<()> {
+    let mut results = Vec::new();
+    let mut core = None;
+    for policy in policies() {
+        let (rows, c) = measure_policy(policy, &args).with_context(|| format!("policy {}", policy.name()))?;
+        results.push((policy, rows));
+        core = c;
+    }
+    let block: Vec<f64> = results[0].1.iter().map(|l| l.0).collect();
+    if args.json {
+        for (policy, rows) in &results {
+            for ((m, l), b) in Measure::ALL.iter().zip(rows).zip(&block) {
+                let (key, name, ratio) = (m.names().0, policy.name(), l.0 / b);
+                let (n, settle) = (args.iterations, args.settle_us);
+                println!("{{\"bench\":\"sync\",\"measurement\":\"{key}\",\"policy\":\"{name}\",\"p50_us\":{:.3},\"p99_us\":{:.3},\"ratio_to_block\":{ratio:.3},\"iterations\":{n},\"settle_us\":{settle}}}", l.0, l.1);
+            }
+        }
+        return Ok(());
+    }
+    let host = core.map_or("unpinned".to_string(), |c| format!("core {c}"));
+    println!("hand-off latency, µs (p50 / p99, p50 ratio to block); {} iterations, host on {host}", args.iterations);
+    println!("| hand-off | block | spin (50 µs) | poll |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (i, m) in Measure::ALL.iter().enumerate() {
+        let cells: Vec<String> = results
+            .iter()
+            .map(|(_, rows)| format!("{:.2} / {:.2} ({:.2}x)", rows[i].0, rows[i].1, rows[i].0 / block[i]))
+            .collect();
+        println!("| {} | {} |", m.names().1, cells.join(" | "));
+    }
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! Running plans: every split on its device's stream, copies on the
+//! consumer's stream after a wait on the producer's point, the host blocking
+//! only where it asks (or under backpressure), and up to `copies` runs in
+//! flight, each with its own crossing buffers.
+//!
+//! Slot `k = run % copies` owns one buffer per device for crossing tensors.
+//! Before a split overwrites its slot's crossing outputs, its stream waits
+//! for the copies of the run that used the slot last (they read those bytes
+//! on other devices); inputs of the slot are rewritten only by the same
+//! stream that read them, so stream order covers them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use baton_core::backend::{Bindings, Buffer, Device, Stream, TensorRef};
+use baton_core::graph::NodeId;
+use baton_core::sync::SyncPoint;
+
+use crate::error::SchedError;
+use crate::plan::Plan;
+use crate::split::LeafSource;
+use crate::trace::Trace;
+
+/// The caller's tensors for the original graph's leaves and outputs.
+pub type CallerBindings<'a> = &'a dyn Fn(NodeId) -> Option<TensorRef>;
+
+/// Counters of a runner's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunnerStats {
+    /// Runs submitted.
+    pub runs: u64,
+    /// Times the host blocked inside the runner (backpressure, sync copies).
+    pub host_waits: u64,
+    /// Copies queued.
+    pub copies: u64,
+    /// Bytes those copies moved.
+    pub bytes_copied: u64,
+}
+
+/// The points of one submitted run.
+#[derive(Clone, Debug)]
+pub struct RunPoints {
+    /// The point of each split's computation.
+    pub splits: Vec<SyncPoint>,
+    /// Reached when the whole run is done (its last split).
+    pub done: SyncPoint,
+}
+
+struct Slot {
+    buffers: Vec<Option<Buffer>>,
+    /// Points of copies (on any stream) that read this slot's buffers, by the
+    /// device whose buffer they read.
+    readers: Vec<Vec<SyncPoint>>,
+}
+
+/// Runs plans over a fixed set of devices.
+pub struct Runner {
+    devices: Vec<Arc<dyn Device>>,
+    streams: Vec<Stream>,
+    slots: Vec<Slot>,
+    in_flight: VecDeque<SyncPoint>,
+    sync_copies: bool,
+    stats: RunnerStats,
+    trace: Option<Trace>,
+}
+
+impl Runner {
+    /// A runner over `devices` with one stream each and `copies` runs in
+    /// flight at most (`--n-copies`).
+    pub fn new(devices: Vec<Arc<dyn Device>>, copies: usize) -> Result<Runner, SchedError> {
+        let streams = devices.iter().map(|d| d.new_stream()).collect::<Result<Vec<_>, _>>()?;
+        let n = devices.len();
+        let slots = (0..copies.max(1)).map(|_| Slot { buffers: vec![None; n], readers: vec![Vec::new(); n] }).collect();
+        Ok(Runner {
+            devices,
+            streams,
+            slots,
+            in_flight: VecDeque::new(),
+            sync_copies: false,
+            stats: RunnerStats::default(),
+            trace: None,
+        })
+    }
+
+    /// Keeps the old, fully synchronous behaviour: the host waits for each
+    /// split before it submits the next (`--sync-copies`).
+    pub fn set_sync_copies(&mut self, on: bool) {
+        self.sync_copies = on;
+    }
+
+    /// Records a Chrome trace of every stream from now on.
+    pub fn set_trace(&mut self, trace: Option<Trace>) {
+        self.trace = trace;
+    }
+
+    /// The trace being recorded.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+
+    /// The stream of device `d` (callers queue their input writes and output
+    /// reads there, so stream order covers them).
+    pub fn stream(&self, d: usize) -> &Stream {
+        &self.streams[d]
+    }
+
+    /// The devices.
+    pub fn devices(&self) -> &[Arc<dyn Device>] {
+        &self.devices
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> RunnerStats {
+        self.stats
+    }
+
+    fn host_wait(&mut self, point: &SyncPoint) -> Result<(), SchedError> {
+        if !point.is_reached() {
+            self.stats.host_waits += 1;
+            point.wait().map_err(baton_core::backend::StreamError::from)?;
+        }
+        Ok(())
+    }
+
+    fn slot_buffer(&mut self, k: usize, d: usize, bytes: usize) -> Result<Buffer, SchedError> {
+        match &self.slots[k].buffers[d] {
+            Some(b) if b.len() >= bytes => Ok(b.clone()),
+            _ => {
+                // Work still using an old, smaller buffer holds its own handle.
+                let b = self.devices[d].alloc(bytes.max(64))?;
+                self.slots[k].buffers[d] = Some(b.clone());
+                Ok(b)
+            }
+        }
+    }
+
+    /// Submits one run of `plan` and returns at once with its points (unless
+    /// `copies` runs are in flight: then the host waits for the oldest).
+    /// `inputs_ready` is the point after which the caller's input tensors
+    /// hold this run's data (when it wrote them on another stream).
+    pub fn submit(
+        &mut self,
+        plan: &Plan,
+        bind: CallerBindings<'_>,
+        inputs_ready: Option<&SyncPoint>,
+    ) -> Result<RunPoints, SchedError> {
+        if self.in_flight.len() >= self.slots.len() {
+            if let Some(oldest) = self.in_flight.pop_front() {
+                self.host_wait(&oldest)?;
+            }
+        }
+        let k = (self.stats.runs % self.slots.len() as u64) as usize;
+        self.stats.runs += 1;
+        let mut buffers = Vec::with_capacity(plan.devices.len());
+        for d in 0..plan.devices.len() {
+            buffers.push(self.slot_buffer(k, d, plan.arenas[d].bytes)?);
+        }
+        let previous_readers: Vec<Vec<SyncPoint>> = std::mem::take(&mut self.slots[k].readers);
+        self.slots[k].readers = vec![Vec::new(); plan.devices.len()];
+        let mut waited_readers = vec![false; plan.devices.len()];
+        let mut split_points: Vec<SyncPoint> = Vec::with_capacity(plan.splits.len());
+        for split in &plan.splits {
+            let d = split.device;
+            let stream = self.streams[d].clone();
+            let region = |dev: usize, s: usize, original: NodeId| -> Result<TensorRef, SchedError> {
+                let node = plan.graph.node(original);
+                let offset = plan.arenas[dev].offsets.get(&(s, original)).copied().ok_or_else(|| {
+                    SchedError::Binding { node: format!("node {}", original.0), reason: "no region in the plan".into() }
+                })?;
+                Ok(TensorRef::new(&buffers[dev], offset, node.dtype, node.layout.shape.dims())?)
+            };
+            // Outputs of this slot on device d are read by other devices'
+            // copies of the previous run that used the slot.
+            if !waited_readers[d] {
+                waited_readers[d] = true;
+                for p in &previous_readers[d] {
+                    self.traced_wait(&stream, p)?;
+                }
+            }
+            let mut bindings = Bindings::new(&split.graph);
+            for leaf in &split.leaves {
+                let tensor = match leaf.source {
+                    LeafSource::Bound(original) => bind(original).ok_or_else(|| SchedError::Binding {
+                        node: plan.graph.node(original).name.clone().unwrap_or_else(|| format!("node {}", original.0)),
+                        reason: "not bound".into(),
+                    })?,
+                    LeafSource::Crossing { original, from: Some(from) } if plan.splits[from].device == d => {
+                        region(d, from, original)?
+                    }
+                    LeafSource::Crossing { original, from } => {
+                        let dst = region(d, split.index, original)?;
+                        let (src, producer) = match from {
+                            Some(f) => (region(plan.splits[f].device, f, original)?, Some(split_points[f].clone())),
+                            None => (
+                                bind(original).ok_or_else(|| SchedError::Binding {
+                                    node: format!("node {}", original.0),
+                                    reason: "a crossing leaf is not bound".into(),
+                                })?,
+                                inputs_ready.cloned(),
+                            ),
+                        };
+                        let src_device = from.map(|f| plan.splits[f].device);
+                        let point = self.traced_copy(&stream, &src, &dst, producer.as_ref())?;
+                        if let Some(sd) = src_device {
+                            self.slots[k].readers[sd].push(point);
+                        }
+                        self.stats.copies += 1;
+                        self.stats.bytes_copied += dst.bytes() as u64;
+                        dst
+                    }
+                };
+                bindings.bind(&split.graph, leaf.sub, tensor).map_err(SchedError::Stream)?;
+            }
+            for &(original, sub) in &split.crossings_out {
+                if !split.outputs.iter().any(|&(o, _)| o == original) {
+                    bindings.bind(&split.graph, sub, region(d, split.index, original)?).map_err(SchedError::Stream)?;
+                }
+            }
+            for &(original, sub) in &split.outputs {
+                let t = bind(original).ok_or_else(|| SchedError::Binding {
+                    node: plan.graph.node(original).name.clone().unwrap_or_else(|| format!("node {}", original.0)),
+                    reason: "an output is not bound".into(),
+                })?;
+                if t.buffer().device() != self.devices[d].info().name {
+                    return Err(SchedError::Binding {
+                        node: format!("node {}", original.0),
+                        reason: format!(
+                            "bound on {}, but computed on {}",
+                            t.buffer().device(),
+                            self.devices[d].info().name
+                        ),
+                    });
+                }
+                bindings.bind(&split.graph, sub, t).map_err(SchedError::Stream)?;
+            }
+            let point = self.traced_compute(&stream, split, bindings)?;
+            if self.sync_copies {
+                self.host_wait(&point)?;
+            }
+            split_points.push(point);
+        }
+        let done = split_points
+            .last()
+            .cloned()
+            .ok_or_else(|| SchedError::Binding { node: "graph".into(), reason: "the plan has no split".into() })?;
+        self.in_flight.push_back(done.clone());
+        Ok(RunPoints { splits: split_points, done })
+    }
+
+    fn traced_wait(&self, stream: &Stream, point: &SyncPoint) -> Result<(), SchedError> {
+        match &self.trace {
+            Some(t) => t.around(stream, "wait", || stream.wait(point).map(|_| ()).map_err(SchedError::from)),
+            None => stream.wait(point).map(|_| ()).map_err(SchedError::from),
+        }
+    }
+
+    fn traced_copy(
+        &self,
+        stream: &Stream,
+        src: &TensorRef,
+        dst: &TensorRef,
+        producer: Option<&SyncPoint>,
+    ) -> Result<SyncPoint, SchedError> {
+        if let (Some(t), Some(p)) = (&self.trace, producer) {
+            t.around(stream, "wait", || stream.wait(p).map(|_| ()).map_err(SchedError::from))?;
+        }
+        match &self.trace {
+            Some(t) => t.around(stream, "copy", || stream.copy(src, dst, producer).map_err(SchedError::from)),
+            None => Ok(stream.copy(src, dst, producer)?),
+        }
+    }
+
+    fn traced_compute(
+        &self,
+        stream: &Stream,
+        split: &crate::split::Split,
+        bindings: Bindings,
+    ) -> Result<SyncPoint, SchedError> {
+        let name = format!("split {}", split.index);
+        match &self.trace {
+            Some(t) => t.around(stream, &name, || stream.compute(&split.graph, bindings).map_err(SchedError::from)),
+            None => Ok(stream.compute(&split.graph, bindings)?),
+        }
+    }
+}
