@@ -88,7 +88,10 @@ pub struct Model {
     /// Leaves by name (weights and caches).
     bound: HashMap<String, TensorRef>,
     batch: usize,
-    input_io: Buffer,
+    /// Token and position buffers, one per run in flight, and the points of
+    /// the work that last read each (waited before it is rewritten).
+    input_io: Vec<(Buffer, Vec<SyncPoint>)>,
+    next_input: usize,
     logits_io: Buffer,
     plans: Vec<(GraphShape, Arc<Plan>)>,
     host_ids: Option<Vec<i32>>,
@@ -138,7 +141,9 @@ impl Model {
         let batch = options.batch.clamp(1, context);
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
-        let input_io = devices[first].alloc(2 * batch * 4 + 64)?;
+        let input_io = (0..options.n_copies.max(1))
+            .map(|_| Ok((devices[first].alloc(2 * batch * 4 + 64)?, Vec::new())))
+            .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
         let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (l, (k, v)) in cache.layers.iter().enumerate() {
@@ -157,6 +162,7 @@ impl Model {
             bound,
             batch,
             input_io,
+            next_input: 0,
             logits_io,
             plans: Vec::new(),
             host_ids: Some(Vec::new()),
@@ -223,6 +229,12 @@ impl Model {
     /// lookup or build, bindings, queueing), without waiting.
     pub fn host_submit_time(&self) -> std::time::Duration {
         self.host_submit
+    }
+
+    /// Waits the streams' hazard tracking had to insert because the
+    /// scheduler had not ordered an access itself (0 when it orders all).
+    pub fn implicit_waits(&self) -> u64 {
+        (0..self.devices.len()).map(|d| self.runner.stream(d).implicit_waits()).sum()
     }
 
     /// The scheduler's counters.
@@ -307,8 +319,11 @@ impl Model {
         let shape = GraphShape { tokens: t, past, logits };
         let plan = self.plan(shape)?;
         let rows = if logits == Logits::All { t } else { 1 };
-        let ids_t = TensorRef::new(&self.input_io, 0, DType::I32, &[t])?;
-        let pos_t = TensorRef::new(&self.input_io, t * 4, DType::I32, &[t])?;
+        let slot = self.next_input;
+        self.next_input = (slot + 1) % self.input_io.len();
+        let io = self.input_io[slot].0.clone();
+        let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
+        let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let logits_t = TensorRef::new(&self.logits_io, 0, DType::F32, &[rows, self.config.vocab])?;
         let mut ids = self.host_ids.take().unwrap_or_default();
         ids.clear();
@@ -317,6 +332,11 @@ impl Model {
         positions.clear();
         positions.extend((past..past + t).map(|p| p as i32));
         let stream = self.runner.stream(self.layer_device[0]).clone();
+        // The run that used this buffer last may still read it on another
+        // device: this stream waits for that (no host wait).
+        for p in std::mem::take(&mut self.input_io[slot].1) {
+            stream.wait(&p)?;
+        }
         let ids_w: Pending<Vec<i32>> = stream.write_async(&ids_t, ids)?;
         let pos_w = stream.write_async(&pos_t, positions)?;
         let ready: SyncPoint = pos_w.point().clone();
@@ -331,6 +351,7 @@ impl Model {
             }
         };
         let points = self.runner.submit(&plan, &bind, Some(&ready)).map_err(sched)?;
+        self.input_io[slot].1 = points.inputs_read.clone();
         // Both writes are ordered before the run's first split on the same
         // stream; their buffers come back once they are done (not waited
         // here unless already reached).

@@ -81,6 +81,7 @@ fn layer_split_matches_one_device_bit_for_bit() {
             let got = transcript(&mut two);
             assert_eq!(got, reference, "{dtype}: batch {batch}, {copies} copies, sync {sync}, split {split:?}");
             assert_eq!(two.runner_stats().runs as usize, 7 + PROMPT.len().div_ceil(batch) - 1);
+            assert_eq!(two.implicit_waits(), 0, "the scheduler ordered every access itself");
         }
     }
 }

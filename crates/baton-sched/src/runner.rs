@@ -44,6 +44,10 @@ pub struct RunPoints {
     pub splits: Vec<SyncPoint>,
     /// Reached when the whole run is done (its last split).
     pub done: SyncPoint,
+    /// Points of the work that reads the caller's tensors (inputs, and
+    /// weights): the caller may rewrite an input once these are reached, by
+    /// having the rewriting stream wait on them.
+    pub inputs_read: Vec<SyncPoint>,
 }
 
 struct Slot {
@@ -159,6 +163,7 @@ impl Runner {
         self.slots[k].readers = vec![Vec::new(); plan.devices.len()];
         let mut waited_readers = vec![false; plan.devices.len()];
         let mut split_points: Vec<SyncPoint> = Vec::with_capacity(plan.splits.len());
+        let mut inputs_read: Vec<SyncPoint> = Vec::new();
         for split in &plan.splits {
             let d = split.device;
             let stream = self.streams[d].clone();
@@ -201,8 +206,9 @@ impl Runner {
                         };
                         let src_device = from.map(|f| plan.splits[f].device);
                         let point = self.traced_copy(&stream, &src, &dst, producer.as_ref())?;
-                        if let Some(sd) = src_device {
-                            self.slots[k].readers[sd].push(point);
+                        match src_device {
+                            Some(sd) => self.slots[k].readers[sd].push(point),
+                            None => inputs_read.push(point),
                         }
                         self.stats.copies += 1;
                         self.stats.bytes_copied += dst.bytes() as u64;
@@ -234,6 +240,9 @@ impl Runner {
                 bindings.bind(&split.graph, sub, t).map_err(SchedError::Stream)?;
             }
             let point = self.traced_compute(&stream, split, bindings)?;
+            if split.leaves.iter().any(|l| matches!(l.source, LeafSource::Bound(_))) {
+                inputs_read.push(point.clone());
+            }
             if self.sync_copies {
                 self.host_wait(&point)?;
             }
@@ -244,7 +253,10 @@ impl Runner {
             .cloned()
             .ok_or_else(|| SchedError::Binding { node: "graph".into(), reason: "the plan has no split".into() })?;
         self.in_flight.push_back(done.clone());
-        Ok(RunPoints { splits: split_points, done })
+        // One point per stream is enough: the last one covers the earlier.
+        inputs_read.sort_by_key(|p| (p.timeline().id(), std::cmp::Reverse(p.value())));
+        inputs_read.dedup_by(|a, b| a.timeline().same_as(b.timeline()));
+        Ok(RunPoints { splits: split_points, done, inputs_read })
     }
 
     fn traced_wait(&self, stream: &Stream, point: &SyncPoint) -> Result<(), SchedError> {
