@@ -3,6 +3,7 @@
 mod bench;
 mod bench_gates;
 mod bench_sync;
+mod conformance_cmd;
 mod devices;
 mod model_cmd;
 mod perplexity;
@@ -49,6 +50,12 @@ enum Command {
     /// Example:
     ///   baton plan --devices cpu:0,cpu:1 --split-mode layer -p 64
     Plan(plan_cmd::PlanArgs),
+    /// Run the conformance suite (the async contract and op numerics)
+    /// against this machine's devices.
+    ///
+    /// Example:
+    ///   baton conformance --devices cpu:0,cpu:1
+    Conformance(conformance_cmd::ConformanceArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),
     /// Make, fetch or inspect model files.
@@ -63,6 +70,7 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Plan(args) => plan_cmd::run(args),
+        Command::Conformance(args) => conformance_cmd::run(args),
         Command::Devices(args) => devices::run(args),
         Command::Model(cmd) => model_cmd::run(cmd),
     };

@@ -20,7 +20,8 @@ mod util;
 
 pub use util::{Fixture, RULE_TIMEOUT};
 
-/// Expands every contract rule into a `#[test]` for a backend.
+/// Expands every contract rule into a `#[test]` for a backend (the same
+/// rules as [`CONTRACT_RULES`]).
 ///
 /// `$open` is a path to a `fn() -> Vec<std::sync::Arc<dyn Device>>`
 /// returning at least two devices.
@@ -65,3 +66,58 @@ macro_rules! op_tests {
         )*
     };
 }
+
+/// Every contract rule, by its test name (the rule ID in lower case), for
+/// running the suite outside `cargo test` (`baton conformance`).
+pub const CONTRACT_RULES: &[(&str, fn(&Fixture))] = &[
+    ("p_mono", contract::p_mono),
+    ("p_visible", contract::p_visible),
+    ("p_wait", contract::p_wait),
+    ("p_timeout", contract::p_timeout),
+    ("p_fail", contract::p_fail),
+    ("h_release", contract::h_release),
+    ("h_abandon", contract::h_abandon),
+    ("q_fifo", contract::q_fifo),
+    ("q_nonblock", contract::q_nonblock),
+    ("w_order", contract::w_order),
+    ("w_fail", contract::w_fail),
+    ("w_foreign", contract::w_foreign),
+    ("w_bound", contract::w_bound),
+    ("m_order", contract::m_order),
+    ("h_own", contract::h_own),
+    ("r_own", contract::r_own),
+    ("d_return", contract::d_return),
+    ("c_order", contract::c_order),
+    ("c_cross", contract::c_cross),
+    ("g_async", contract::g_async),
+    ("e_sticky", contract::e_sticky),
+    ("e_nopanic", contract::e_nopanic),
+    ("d_noblock", contract::d_noblock),
+    ("d_defer", contract::d_defer),
+    ("d_cancel", contract::d_cancel),
+];
+
+/// Every op case, by its test name.
+pub const OP_CASES: &[(&str, fn(&Fixture))] = &[
+    ("op_get_rows", ops::op_get_rows),
+    ("op_matmul_f32", ops::op_matmul_f32),
+    ("op_matmul_f16", ops::op_matmul_f16),
+    ("op_matmul_bf16", ops::op_matmul_bf16),
+    ("op_matmul_q8_0", ops::op_matmul_q8_0),
+    ("op_matmul_q4_0", ops::op_matmul_q4_0),
+    ("op_matmul_q4_1", ops::op_matmul_q4_1),
+    ("op_matmul_batched_broadcast", ops::op_matmul_batched_broadcast),
+    ("op_matmul_strided_weight", ops::op_matmul_strided_weight),
+    ("op_add_broadcast", ops::op_add_broadcast),
+    ("op_mul_broadcast", ops::op_mul_broadcast),
+    ("op_scale", ops::op_scale),
+    ("op_rms_norm", ops::op_rms_norm),
+    ("op_rope_normal", ops::op_rope_normal),
+    ("op_rope_neox", ops::op_rope_neox),
+    ("op_softmax_causal", ops::op_softmax_causal),
+    ("op_softmax_plain", ops::op_softmax_plain),
+    ("op_silu", ops::op_silu),
+    ("op_copy_into_f16_strided", ops::op_copy_into_f16_strided),
+    ("op_copy_into_f32", ops::op_copy_into_f32),
+    ("op_contiguous_permuted", ops::op_contiguous_permuted),
+];
