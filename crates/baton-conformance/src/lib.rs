@@ -67,9 +67,12 @@ macro_rules! op_tests {
     };
 }
 
+/// A named check of the suite.
+pub type Case = (&'static str, fn(&Fixture));
+
 /// Every contract rule, by its test name (the rule ID in lower case), for
 /// running the suite outside `cargo test` (`baton conformance`).
-pub const CONTRACT_RULES: &[(&str, fn(&Fixture))] = &[
+pub const CONTRACT_RULES: &[Case] = &[
     ("p_mono", contract::p_mono),
     ("p_visible", contract::p_visible),
     ("p_wait", contract::p_wait),
@@ -98,7 +101,7 @@ pub const CONTRACT_RULES: &[(&str, fn(&Fixture))] = &[
 ];
 
 /// Every op case, by its test name.
-pub const OP_CASES: &[(&str, fn(&Fixture))] = &[
+pub const OP_CASES: &[Case] = &[
     ("op_get_rows", ops::op_get_rows),
     ("op_matmul_f32", ops::op_matmul_f32),
     ("op_matmul_f16", ops::op_matmul_f16),
