@@ -63,8 +63,15 @@ enum Command {
     Model(model_cmd::ModelCommand),
 }
 
+/// llama.cpp's multi-letter short flags, spelled as clap's long ones.
+const LLAMA_SHORTS: [(&str, &str); 3] = [("-ub", "--ubatch-size"), ("-sm", "--split-mode"), ("-ts", "--tensor-split")];
+
 fn main() {
-    let cli = Cli::parse();
+    let args = std::env::args().map(|a| match LLAMA_SHORTS.iter().find(|(short, _)| *short == a) {
+        Some((_, long)) => long.to_string(),
+        None => a,
+    });
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),

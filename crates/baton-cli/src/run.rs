@@ -25,7 +25,7 @@ pub struct ModelArgs {
     /// Context size (positions of the KV cache; default: the model's, at most 4096).
     #[arg(short = 'c', long = "ctx-size")]
     pub context: Option<usize>,
-    /// Most tokens evaluated at once: the prompt's micro-batch (`-ub`, `-b`).
+    /// Most tokens evaluated at once: the prompt's micro-batch (`-b`, `-ub`).
     #[arg(
         short = 'b',
         long = "batch-size",
@@ -34,11 +34,11 @@ pub struct ModelArgs {
         default_value_t = 512
     )]
     pub batch: usize,
-    /// How the model is spread over several devices: `none` (the first
-    /// device only) or `layer` (contiguous layers per device).
+    /// How the model is spread over several devices (`-sm`): `none` (the
+    /// first device only) or `layer` (contiguous layers per device).
     #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
     pub split_mode: String,
-    /// Share of the layers of each device, e.g. `1,1` or `3,1`.
+    /// Share of the layers of each device (`-ts`), e.g. `1,1` or `3,1`.
     #[arg(long = "tensor-split", value_delimiter = ',')]
     pub tensor_split: Vec<f32>,
     /// Runs in flight at most (pipelined prompt micro-batches).
