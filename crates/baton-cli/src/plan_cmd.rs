@@ -34,7 +34,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
             println!("  {name}: layers {first}..={last} ({} layers)", mine.len());
         }
     }
-    let plan = model.plan(GraphShape { tokens: args.tokens, past: args.past, logits: Logits::Last })?;
+    let plan = model.plan(GraphShape::new(args.tokens, args.past, Logits::Last, model.context()))?;
     print!("{plan}");
     Ok(())
 }

@@ -54,7 +54,7 @@ macro_rules! op_tests {
             op_matmul_q4_0, op_matmul_q4_1, op_matmul_batched_broadcast, op_matmul_strided_weight,
             op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
             op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
-            op_copy_into_f32, op_contiguous_permuted);
+            op_copy_into_f32, op_contiguous_permuted, op_scatter_rows, op_softmax_at_positions);
     };
     (@each $open:path; $($case:ident),*) => {
         $(
@@ -123,4 +123,6 @@ pub const OP_CASES: &[Case] = &[
     ("op_copy_into_f16_strided", ops::op_copy_into_f16_strided),
     ("op_copy_into_f32", ops::op_copy_into_f32),
     ("op_contiguous_permuted", ops::op_contiguous_permuted),
+    ("op_scatter_rows", ops::op_scatter_rows),
+    ("op_softmax_at_positions", ops::op_softmax_at_positions),
 ];

@@ -400,3 +400,67 @@ pub fn op_contiguous_permuted(f: &Fixture) {
     }
     check("contiguous", &f32s(&out["y"]), &expected, 0.0);
 }
+
+/// Rows scattered into a transposed f16 cache at positions given as input.
+pub fn op_scatter_rows(f: &Fixture) {
+    let (heads, head_dim, cap) = (2, 4, 9);
+    let rows = [7, 2, 5];
+    let src = random(rows.len() * heads * head_dim, 16);
+    let cache: Vec<f32> = (0..heads * head_dim * cap).map(|i| i as f32).collect();
+    let mut g = Graph::new();
+    // The value cache [heads, head_dim, cap], seen as [cap, heads, head_dim].
+    let c = g.leaf("cache", DType::F16, &[heads, head_dim, cap], Flags::STATE).expect("leaf");
+    let s = g.leaf("src", DType::F32, &[rows.len(), heads, head_dim], Flags::INPUT).expect("leaf");
+    let r = g.leaf("rows", DType::I32, &[rows.len()], Flags::INPUT).expect("leaf");
+    let by_position = g.permute(c, &[2, 0, 1]).expect("permute");
+    g.scatter_rows(by_position, s, r).expect("scatter_rows");
+    let out = run(
+        f,
+        g,
+        vec![
+            input_f32("src", &src),
+            input_i32("rows", &rows),
+            Input { name: "cache", bytes: r::encode_float_row(DType::F16, &cache) },
+        ],
+    );
+    let got = r::decode_row(DType::F16, &out["cache"], heads * head_dim * cap);
+    for h in 0..heads {
+        for d in 0..head_dim {
+            for p in 0..cap {
+                let at = (h * head_dim + d) * cap + p;
+                let expected = match rows.iter().position(|&x| x as usize == p) {
+                    Some(t) => f64::from(half::f16::from_f32(src[(t * heads + h) * head_dim + d]).to_f32()),
+                    None => at as f64,
+                };
+                assert_eq!(got[at], expected, "cache[{h}][{d}][{p}]");
+            }
+        }
+    }
+}
+
+/// Softmax masked by positions over a padded window.
+pub fn op_softmax_at_positions(f: &Fixture) {
+    let (h, t, s) = (2, 3, 8);
+    let positions = [3, 4, 5];
+    let x = random(h * t * s, 17);
+    let mut g = Graph::new();
+    let xl = g.leaf("x", DType::F32, &[h, t, s], Flags::INPUT).expect("leaf");
+    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+    let y = g.softmax_at(xl, 0.5, pl).expect("softmax");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = run(f, g, vec![input_f32("x", &x), input_i32("pos", &positions)]);
+    let xd = f64s(&x);
+    let expected: Vec<f64> = xd
+        .chunks(s)
+        .enumerate()
+        .flat_map(|(row, vals)| {
+            let visible = positions[row % t] as usize + 1;
+            let max = vals[..visible].iter().map(|v| v * 0.5).fold(f64::MIN, f64::max);
+            let e: Vec<f64> = (0..s).map(|j| if j < visible { (vals[j] * 0.5 - max).exp() } else { 0.0 }).collect();
+            let sum: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / sum)
+        })
+        .collect();
+    check("softmax_at", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}

@@ -8,9 +8,11 @@
 //!
 //! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
 //! as `[kv_heads, head_dim, context]`, so both attention products read
-//! contiguous rows; the new keys and values are written into their windows
-//! with `copy_into` (later nodes that read the cache see the write, by node
-//! order).
+//! contiguous rows; the new keys and values are scattered to their positions
+//! (later nodes that read the cache see the write, by node order).
+//! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
+//! and masks by position, so one graph serves every decode step in the
+//! window: its plan is reused and the host's cost per token stays small.
 
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
@@ -26,15 +28,29 @@ pub enum Logits {
     All,
 }
 
+/// Positions the attention window grows by: decode steps within one
+/// window share one graph (and so one plan).
+pub const WINDOW_STEP: usize = 256;
+
 /// The key under which a graph is cached: its shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GraphShape {
     /// New tokens.
     pub tokens: usize,
-    /// Cached positions before them.
-    pub past: usize,
+    /// Cache positions attention reads (a multiple of [`WINDOW_STEP`] or the
+    /// whole cache); positions past the tokens' own are masked.
+    pub window: usize,
     /// Which logits.
     pub logits: Logits,
+}
+
+impl GraphShape {
+    /// The shape evaluating `tokens` after `past` cached positions, with a
+    /// cache of `context` positions.
+    pub fn new(tokens: usize, past: usize, logits: Logits, context: usize) -> GraphShape {
+        let window = (past + tokens).div_ceil(WINDOW_STEP).max(1) * WINDOW_STEP;
+        GraphShape { tokens, window: window.min(context), logits }
+    }
 }
 
 /// Name of layer `l`'s key cache leaf.
@@ -92,8 +108,7 @@ pub fn build(
     cache_context: usize,
 ) -> Result<Graph, GraphError> {
     let c = config;
-    let (t, past) = (shape.tokens, shape.past);
-    let seen = past + t;
+    let (t, seen) = (shape.tokens, shape.window);
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
     let mut b = Builder { g: Graph::new(), config, types };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
@@ -119,18 +134,18 @@ pub fn build(
         let k = b.g.rope(k, positions, c.rope_mode, c.rope_dims, c.rope_base, c.rope_scale)?;
         let kc = b.g.leaf(&key_cache_name(l), cache_dtype, &[kvh, cache_context, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache_dtype, &[kvh, hd, cache_context], Flags::STATE)?;
-        let k_window = b.g.narrow(kc, 1, past, t)?;
-        let k_dst = b.g.permute(k_window, &[1, 0, 2])?;
-        b.g.copy_into(k_dst, k)?;
-        let v_window = b.g.narrow(vc, 2, past, t)?;
-        let v_dst = b.g.permute(v_window, &[2, 0, 1])?;
-        b.g.copy_into(v_dst, v)?;
+        // The new keys and values go to their positions (an input), so the
+        // graph is the same for every step within the window.
+        let k_rows = b.g.permute(kc, &[1, 0, 2])?;
+        b.g.scatter_rows(k_rows, k, positions)?;
+        let v_rows = b.g.permute(vc, &[2, 0, 1])?;
+        b.g.scatter_rows(v_rows, v, positions)?;
         let keys = b.g.narrow(kc, 1, 0, seen)?;
         let values = b.g.narrow(vc, 2, 0, seen)?;
         let qh = b.g.permute(q, &[1, 0, 2])?;
         let qh = b.g.contiguous(qh)?;
         let scores = b.g.matmul(qh, keys)?;
-        let probs = b.g.softmax(scores, scale, true)?;
+        let probs = b.g.softmax_at(scores, scale, positions)?;
         let o = b.g.matmul(probs, values)?;
         let o = b.g.permute(o, &[1, 0, 2])?;
         let o = b.g.contiguous(o)?;

@@ -98,27 +98,3 @@ fn ids_and_round_trips_match_hf_tokenizers() {
     assert!(checked > 0, "the reference file holds no cases");
     println!("{checked} reference cases equal");
 }
-
-#[test]
-fn encode_speed_on_the_reference_vocabulary() {
-    let json = load();
-    let config = config(&json["config"], json["config"]["pre"].as_str().expect("pre"));
-    let tokenizer = Tokenizer::from_config(&config).expect("tokenizer");
-    let corpus: String = json["variants"][0]["cases"]
-        .as_array()
-        .expect("cases")
-        .iter()
-        .map(|c| c["text"].as_str().expect("text"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let text = corpus.repeat((2 << 20) / corpus.len().max(1) + 1);
-    let start = std::time::Instant::now();
-    let ids = tokenizer.encode(&text, false, true).expect("encode");
-    let seconds = start.elapsed().as_secs_f64();
-    println!(
-        "encoded {:.1} MB into {} tokens at {:.1} MB/s",
-        text.len() as f64 / 1e6,
-        ids.len(),
-        text.len() as f64 / 1e6 / seconds
-    );
-}

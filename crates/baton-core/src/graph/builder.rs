@@ -169,6 +169,47 @@ impl Graph {
         }))
     }
 
+    /// Writes row `t` of `src [T, ..]` into row `rows[t]` of `dst [N, ..]`
+    /// (a leaf or a view of one) and returns `dst`; see [`Op::ScatterRows`].
+    pub fn scatter_rows(&mut self, dst: NodeId, src: NodeId, rows: NodeId) -> Result<NodeId, GraphError> {
+        let s = self.require_f32("scatter_rows", src, 1)?.layout.shape;
+        let r = self.check(rows)?.clone();
+        let d = self.check(dst)?.clone();
+        if !matches!(self.node(self.storage_root(dst)).op, Op::Leaf) {
+            return Err(GraphError::CopyTargetNotLeaf);
+        }
+        if r.dtype != DType::I32 {
+            return Err(GraphError::Type { op: "scatter_rows", dtype: r.dtype, input: 2 });
+        }
+        let (sd, dd) = (s.dims(), d.layout.shape.dims());
+        if sd.len() != dd.len() || sd[1..] != dd[1..] || r.layout.shape.dims() != [sd[0]] || d.dtype.is_quantized() {
+            return Err(mismatch("scatter_rows", "src [T, ..], dst [N, ..], rows [T]", d.layout.shape, s));
+        }
+        Ok(self.push(Node {
+            op: Op::ScatterRows,
+            inputs: vec![dst, src, rows],
+            dtype: d.dtype,
+            layout: d.layout,
+            name: None,
+            flags: Flags::NONE,
+            group: None,
+        }))
+    }
+
+    /// Softmax over the last dimension of `x [.., T, S]`, row `t` seeing keys
+    /// `0..=positions[t]` only; see [`Op::Softmax`].
+    pub fn softmax_at(&mut self, x: NodeId, scale: f32, positions: NodeId) -> Result<NodeId, GraphError> {
+        let xs = self.require_f32("softmax", x, 0)?.layout.shape;
+        let p = self.check(positions)?.clone();
+        if p.dtype != DType::I32 {
+            return Err(GraphError::Type { op: "softmax", dtype: p.dtype, input: 1 });
+        }
+        if xs.rank() < 2 || p.layout.shape.dims() != [xs.dims()[xs.rank() - 2]] {
+            return Err(mismatch("softmax", "x [.., T, S] and positions [T]", xs, p.layout.shape));
+        }
+        self.computed(Op::Softmax { scale, causal: true }, vec![x, positions], DType::F32, xs)
+    }
+
     /// A view of `x` with an explicit layout (offset relative to `x`'s own
     /// offset); checked to stay inside `x`'s storage extent.
     pub fn view(&mut self, x: NodeId, dims: &[usize], strides: &[usize], offset: usize) -> Result<NodeId, GraphError> {

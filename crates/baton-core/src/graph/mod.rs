@@ -99,8 +99,8 @@ pub enum GraphError {
     /// Two tensors with one name.
     #[error("the name {0:?} is used twice")]
     DuplicateName(String),
-    /// `CopyInto` into something that is not a view of a leaf.
-    #[error("copy_into must write into a leaf or a view of one")]
+    /// `CopyInto` or `ScatterRows` into something that is not a view of a leaf.
+    #[error("copy_into and scatter_rows must write into a leaf or a view of one")]
     CopyTargetNotLeaf,
 }
 
@@ -174,7 +174,7 @@ impl Graph {
         let mut out: Vec<NodeId> = self
             .nodes
             .iter()
-            .filter(|n| matches!(n.op, Op::CopyInto))
+            .filter(|n| matches!(n.op, Op::CopyInto | Op::ScatterRows))
             .map(|n| self.storage_root(n.inputs[0]))
             .collect();
         out.sort();

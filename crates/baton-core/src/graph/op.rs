@@ -49,6 +49,9 @@ pub enum Op {
     /// `(x [.., T, S]) -> softmax(x * scale)` over the last dimension. With
     /// `causal`, query row `t` may attend key `s` only if `s <= t + (S - T)`
     /// (queries are the last `T` of `S` positions); masked entries are 0.
+    /// With a second input `positions [T]` (i32), row `t` may attend key `s`
+    /// only if `s <= positions[t]` instead, so `S` can be a padded window
+    /// and the graph stays the same from one decode step to the next.
     Softmax {
         /// Multiplies the logits first.
         scale: f32,
@@ -57,6 +60,12 @@ pub enum Op {
     },
     /// `(x) -> x * sigmoid(x)`.
     Silu,
+    /// `(dst [N, ..], src [T, ..], rows [T] i32) -> dst`: writes row `t` of
+    /// `src` into row `rows[t]` of `dst` (a view of a leaf, e.g. the KV cache
+    /// seen as `[positions, ..]`), converting the type; the node aliases
+    /// `dst`. A row index outside `0..N` is an error. With the indices an
+    /// input, the graph does not change from one decode step to the next.
+    ScatterRows,
     /// `(dst, src) -> dst`: writes `src` into `dst` (a view of a leaf, e.g.
     /// the KV cache), converting the type; the node aliases `dst`.
     CopyInto,
@@ -82,6 +91,7 @@ impl Op {
             Op::Softmax { .. } => "softmax",
             Op::Silu => "silu",
             Op::CopyInto => "copy_into",
+            Op::ScatterRows => "scatter_rows",
             Op::Contiguous => "contiguous",
             Op::View => "view",
         }
@@ -90,6 +100,6 @@ impl Op {
     /// Whether the node aliases its first input's storage instead of
     /// owning its own.
     pub fn aliases_input(&self) -> bool {
-        matches!(self, Op::View | Op::CopyInto)
+        matches!(self, Op::View | Op::CopyInto | Op::ScatterRows)
     }
 }

@@ -113,13 +113,17 @@ impl Executor {
     /// Computes `graph` with `bindings` (validated by the safe stream).
     pub(crate) fn compute(&mut self, graph: &Arc<Graph>, bindings: &Bindings) -> Result<(), StreamError> {
         let plan = self.plan_for(graph);
-        if self.arena.as_ref().map_or(0, baton_core::backend::RawBuffer::len) < plan.arena_bytes {
-            self.arena =
-                Some(CpuBuffer::new(plan.arena_bytes, &self.device.info.name).ok_or_else(|| StreamError::Kernel {
-                    device: self.device.info.name.clone(),
-                    op: "arena".into(),
-                    message: format!("could not allocate {} bytes", plan.arena_bytes),
-                })?);
+        let have = self.arena.as_ref().map_or(0, baton_core::backend::RawBuffer::len);
+        if have < plan.arena_bytes {
+            // Grow by half at least: decode steps need a little more each
+            // token (attention over one more position), and a fresh zeroed
+            // allocation per token costs page faults.
+            let bytes = plan.arena_bytes.max(have + have / 2);
+            self.arena = Some(CpuBuffer::new(bytes, &self.device.info.name).ok_or_else(|| StreamError::Kernel {
+                device: self.device.info.name.clone(),
+                op: "arena".into(),
+                message: format!("could not allocate {bytes} bytes"),
+            })?);
         }
         let arena = match &self.arena {
             Some(a) => Storage {

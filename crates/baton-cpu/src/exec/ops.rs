@@ -19,6 +19,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
         Op::Softmax { scale, causal } => softmax(exec, ctx, id, scale, causal),
         Op::Rope { mode, dims, freq_base, freq_scale } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
         Op::CopyInto => copy_into(exec, ctx, id),
+        Op::ScatterRows => scatter_rows(exec, ctx, id),
         Op::Contiguous => contiguous(exec, ctx, id),
         Op::Leaf | Op::View | Op::MatMul => Ok(()),
     }
@@ -86,6 +87,10 @@ fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
 fn softmax(exec: &Executor, ctx: &Context<'_>, id: NodeId, scale: f32, causal: bool) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let x = ctx.f32s(n.inputs[0])?;
+    let positions = match n.inputs.get(1) {
+        Some(&p) => Some(ctx.indices(p)?),
+        None => None,
+    };
     let d4 = n.layout.shape.dims4();
     let (t_len, s_len) = (d4[2], d4[3]);
     // SAFETY: the op takes its output once, here.
@@ -97,8 +102,13 @@ fn softmax(exec: &Executor, ctx: &Context<'_>, id: NodeId, scale: f32, causal: b
             let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * s_len), s_len) };
             k::scale(&x[r * s_len..(r + 1) * s_len], scale, o);
             if causal {
-                // Query t sits at position t + (S - T); later keys are masked.
-                let visible = (r % t_len + 1 + s_len).saturating_sub(t_len).min(s_len);
+                // Query t sits at positions[t], or else at t + (S - T); later
+                // keys are masked.
+                let t = r % t_len;
+                let visible = match positions {
+                    Some(p) => usize::try_from(p[t]).map_or(0, |p| p + 1).min(s_len),
+                    None => (t + 1 + s_len).saturating_sub(t_len).min(s_len),
+                };
                 o[visible..].fill(f32::NEG_INFINITY);
             }
             k::softmax_in_place(o);
@@ -179,6 +189,37 @@ fn row_offsets(layout: &baton_core::Layout) -> impl Iterator<Item = usize> + '_ 
 
 fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
+    let rows = row_offsets(&n.layout).count();
+    write_rows(exec, ctx, id, &mut (0..rows).map(Ok))
+}
+
+fn scatter_rows(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let indices = ctx.indices(n.inputs[2])?;
+    let d4 = n.layout.shape.dims4();
+    // Destination row `i` of the outer dimension spans `per` inner rows.
+    let (outer, per) =
+        (n.layout.shape.dims()[0], d4.iter().product::<usize>() / d4[3] / n.layout.shape.dims()[0].max(1));
+    let mut rows = indices.iter().flat_map(|&i| {
+        let ok = usize::try_from(i).ok().filter(|&i| i < outer);
+        (0..per).map(move |j| {
+            ok.map(|i| i * per + j)
+                .ok_or_else(|| node_error(ctx.graph, id, format!("row index {i} outside 0..{outer}")))
+        })
+    });
+    write_rows(exec, ctx, id, &mut rows)
+}
+
+/// Writes the source's inner rows, in order, to the destination's inner
+/// rows `targets` (indices into the destination's rows in row-major order),
+/// converting f32 to the destination's type.
+fn write_rows(
+    exec: &mut Executor,
+    ctx: &Context<'_>,
+    id: NodeId,
+    targets: &mut dyn Iterator<Item = Result<usize, StreamError>>,
+) -> Result<(), StreamError> {
+    let n = node(ctx, id);
     let src = ctx.f32s(n.inputs[1])?;
     let dst = ctx.raw(id)?;
     let (dtype, layout) = (n.dtype, n.layout);
@@ -188,16 +229,20 @@ fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), S
     if s0 < d1 && d0 < s1 {
         return Err(node_error(ctx.graph, id, "source and target overlap"));
     }
+    let offsets: Vec<usize> = row_offsets(&layout).collect();
     let cols = layout.shape.last();
     let elem = dtype.block_bytes();
     let inner = layout.strides4()[3];
     exec.convert.resize(cols * elem, 0);
-    for (r, offset) in row_offsets(&layout).enumerate() {
-        quantize_row(dtype, &src[r * cols..(r + 1) * cols], &mut exec.convert)
-            .map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
+    for (r, target) in targets.enumerate() {
+        let offset = *offsets.get(target?).ok_or_else(|| node_error(ctx.graph, id, "row outside the target"))?;
+        let row =
+            src.get(r * cols..(r + 1) * cols).ok_or_else(|| node_error(ctx.graph, id, "more rows than the source"))?;
+        quantize_row(dtype, row, &mut exec.convert).map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
         for c in 0..cols {
-            // SAFETY: `offset + c * inner + elem <= extent` because the layout's
-            // end byte bounds every element, and `storage` checked the extent;
+            // SAFETY: `offset` is one of the layout's row offsets and
+            // `offset + c * inner + elem <= extent` because the layout's end
+            // byte bounds every element, and `storage` checked the extent;
             // the source does not overlap (checked above); the converted row
             // is a separate host vector.
             unsafe {
