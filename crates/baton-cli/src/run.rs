@@ -51,6 +51,10 @@ pub struct ModelArgs {
     /// Write a Chrome trace-event / Perfetto JSON file of every stream.
     #[arg(long = "trace")]
     pub trace: Option<PathBuf>,
+    /// Print, per stream, the time spent in cross-device gates (waits on
+    /// another device's point) against the time spent working.
+    #[arg(long = "sync-profile")]
+    pub sync_profile: bool,
     /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
     #[arg(long = "cache-type")]
     pub cache_type: Option<String>,
@@ -98,7 +102,7 @@ impl ModelArgs {
         }
         let mut model =
             Model::load_split(&path, devices, &options).with_context(|| format!("loading {}", path.display()))?;
-        if self.trace.is_some() {
+        if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }
         Ok(model)
@@ -107,7 +111,23 @@ impl ModelArgs {
     /// Writes the trace (if `--trace` was given) and prints each stream's
     /// busy share.
     pub fn finish_trace(&self, model: &Model) -> Result<()> {
-        let (Some(path), Some(trace)) = (&self.trace, model.trace()) else { return Ok(()) };
+        let Some(trace) = model.trace() else { return Ok(()) };
+        if self.sync_profile {
+            eprintln!("sync profile (waits on other devices' points against work, over the traced span):");
+            for p in trace.gate_profile() {
+                eprintln!(
+                    "  {}: {} gates, waiting {:.2} ms ({:.1}% of the span, median {:.1} us), working {:.2} ms ({:.1}%)",
+                    p.stream,
+                    p.gates,
+                    p.wait_us / 1e3,
+                    100.0 * p.wait_us / p.span_us,
+                    p.wait_p50_us,
+                    p.work_us / 1e3,
+                    100.0 * p.work_us / p.span_us
+                );
+            }
+        }
+        let Some(path) = &self.trace else { return Ok(()) };
         std::fs::write(path, trace.to_json()).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("trace written to {} (open in https://ui.perfetto.dev or chrome://tracing)", path.display());
         for (track, share) in trace.busy_shares() {

@@ -25,4 +25,4 @@ pub use placement::place;
 pub use plan::{DeviceArena, Plan, PlannedCopy, SyncPath};
 pub use runner::{CallerBindings, RunPoints, Runner, RunnerStats};
 pub use split::{cut, LeafSource, Split, SplitLeaf};
-pub use trace::Trace;
+pub use trace::{GateProfile, Trace};

@@ -17,6 +17,23 @@ struct Event {
     end_us: f64,
 }
 
+/// Waiting against working on one stream (`--sync-profile`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateProfile {
+    /// The stream.
+    pub stream: String,
+    /// Cross-stream waits it ran.
+    pub gates: usize,
+    /// Time in them, µs.
+    pub wait_us: f64,
+    /// Median time of one, µs.
+    pub wait_p50_us: f64,
+    /// Time computing and copying, µs.
+    pub work_us: f64,
+    /// The traced span, µs.
+    pub span_us: f64,
+}
+
 /// A shared recorder of trace events.
 #[derive(Clone)]
 pub struct Trace {
@@ -67,6 +84,36 @@ impl Trace {
             end_us: host_end,
         });
         result
+    }
+
+    /// The gate profile of each stream: how many cross-stream waits (gates)
+    /// it ran, the time spent in them against the time spent working, over
+    /// the traced span.
+    pub fn gate_profile(&self) -> Vec<GateProfile> {
+        let events = self.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (lo, hi) = events.iter().fold((f64::MAX, 0f64), |(lo, hi), e| (lo.min(e.start_us), hi.max(e.end_us)));
+        let span_us = (hi - lo).max(1e-9);
+        let mut tracks: Vec<String> = events.iter().filter(|e| e.track != "host").map(|e| e.track.clone()).collect();
+        tracks.sort();
+        tracks.dedup();
+        tracks
+            .into_iter()
+            .map(|t| {
+                let mine = || events.iter().filter(|e| e.track == t);
+                let mut waits: Vec<f64> = mine().filter(|e| e.name == "wait").map(|e| e.end_us - e.start_us).collect();
+                waits.sort_by(f64::total_cmp);
+                let work_us: f64 = mine().filter(|e| e.name != "wait").map(|e| e.end_us - e.start_us).sum();
+                let wait_us: f64 = waits.iter().sum();
+                GateProfile {
+                    stream: t,
+                    gates: waits.len(),
+                    wait_us,
+                    wait_p50_us: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
+                    work_us,
+                    span_us,
+                }
+            })
+            .collect()
     }
 
     /// Each track's busy share of the traced span: (track, busy fraction).
