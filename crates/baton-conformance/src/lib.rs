@@ -13,6 +13,7 @@
 //! unsupported; nothing is skipped silently.
 #![deny(missing_docs)]
 
+pub mod chaos;
 pub mod contract;
 pub mod ops;
 pub mod reference;
@@ -40,6 +41,31 @@ macro_rules! contract_tests {
             fn $rule() {
                 let fixture = $crate::Fixture::new($open());
                 $crate::contract::$rule(&fixture);
+            }
+        )*
+    };
+}
+
+/// Expands every contract rule into a `#[test]` that runs it under the
+/// chaos wrapper for `$seeds` seeds (`BATON_CHAOS_SEEDS` overrides), each
+/// item delayed by up to 200 µs; a failure names its seed.
+#[macro_export]
+macro_rules! chaos_contract_tests {
+    ($open:path, $seeds:expr) => {
+        $crate::chaos_contract_tests!(@each $open, $seeds;
+            p_visible, h_release, q_fifo, q_nonblock, w_order, w_fail, w_bound, m_order,
+            h_own, r_own, d_return, c_order, c_cross, g_async, e_sticky, d_noblock, d_defer, d_cancel);
+    };
+    (@each $open:path, $seeds:expr; $($rule:ident),*) => {
+        $(
+            #[test]
+            fn $rule() {
+                $crate::chaos::for_seeds(
+                    0..$crate::chaos::seed_count($seeds),
+                    &$open,
+                    std::time::Duration::from_micros(200),
+                    &|devices| $crate::contract::$rule(&$crate::Fixture::new(devices)),
+                );
             }
         )*
     };

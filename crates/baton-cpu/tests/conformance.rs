@@ -43,3 +43,9 @@ mod contract_poll {
 mod ops {
     baton_conformance::op_tests!(super::block);
 }
+
+/// The contract under the chaos wrapper: every queued item delayed by a
+/// seeded random amount (8 seeds per rule in CI; `BATON_CHAOS_SEEDS` for more).
+mod contract_chaos {
+    baton_conformance::chaos_contract_tests!(super::block, 8);
+}

@@ -109,7 +109,17 @@ fn scheduled(
     groups: &[usize],
     copies: usize,
 ) -> (Vec<Vec<f32>>, usize) {
-    let devices = open(&["cpu:0", "cpu:1"]);
+    scheduled_on(open(&["cpu:0", "cpu:1"]), graph, weights, inputs, groups, copies)
+}
+
+fn scheduled_on(
+    devices: Vec<Arc<dyn Device>>,
+    graph: &Arc<Graph>,
+    weights: &HashMap<String, Vec<f32>>,
+    inputs: &[Vec<f32>],
+    groups: &[usize],
+    copies: usize,
+) -> (Vec<Vec<f32>>, usize) {
     let mut runner = Runner::new(devices.clone(), copies).expect("runner");
     let names = vec!["cpu:0".to_string(), "cpu:1".to_string()];
     // Weights live on the device of their group.
@@ -221,5 +231,29 @@ fn several_splits_per_device_with_prefetched_inputs() {
         let (got, implicit) = scheduled(&graph, &weights, &inputs, &[0, 1, 0, 1], copies);
         assert_eq!(got, expected, "{copies} copies");
         assert_eq!(implicit, 0);
+    }
+}
+
+/// The same random graphs with every queued item delayed by a seeded random
+/// amount (the chaos wrapper): results stay bit-exact and the scheduler
+/// still orders every access itself. A failure names its seed.
+#[test]
+fn random_graphs_under_chaos_match_sequential_execution() {
+    let seeds = baton_conformance::chaos::seed_count(6);
+    for seed in 0..seeds {
+        let mut rng = Rng(0xc4a0_5eed ^ (seed + 1));
+        let groups_n = 2 + rng.below(3) as u32;
+        let (graph, weights) = random_graph(&mut rng, groups_n);
+        let graph = Arc::new(graph);
+        let groups: Vec<usize> = (0..groups_n).map(|_| rng.below(2)).collect();
+        let inputs: Vec<Vec<f32>> = (0..5).map(|_| rng.values(ROWS * WIDTH)).collect();
+        let expected = sequential(&graph, &weights, &inputs);
+        for copies in [1, 2] {
+            let devices =
+                baton_conformance::chaos::wrap(open(&["cpu:0", "cpu:1"]), seed, std::time::Duration::from_micros(300));
+            let (got, implicit) = scheduled_on(devices, &graph, &weights, &inputs, &groups, copies);
+            assert_eq!(got, expected, "chaos seed {seed}: groups {groups:?}, {copies} copies");
+            assert_eq!(implicit, 0, "chaos seed {seed}: the scheduler left an access unordered");
+        }
     }
 }
