@@ -92,7 +92,7 @@ unsafe impl RawStream for ChaosStream {
             *r = splitmix(*r);
             let nanos = self.max_delay.as_nanos().max(1) as u64;
             // A third of the items run at once, so that orders vary too.
-            if *r % 3 == 0 {
+            if (*r).is_multiple_of(3) {
                 Duration::ZERO
             } else {
                 Duration::from_nanos(*r % nanos)
