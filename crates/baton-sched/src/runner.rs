@@ -35,6 +35,8 @@ pub struct RunnerStats {
     pub copies: u64,
     /// Bytes those copies moved.
     pub bytes_copied: u64,
+    /// Waits on other streams' points the runner queued in its last run.
+    pub last_run_waits: u64,
 }
 
 /// The points of one submitted run.
@@ -66,6 +68,11 @@ pub struct Runner {
     sync_copies: bool,
     stats: RunnerStats,
     trace: Option<Trace>,
+    /// Runs in flight before `submit` blocks (at least the slots).
+    max_in_flight: usize,
+    /// Test-only mutation: the index of the wait to leave out of each run.
+    mutation: Option<u64>,
+    waits_this_run: u64,
 }
 
 impl Runner {
@@ -83,13 +90,38 @@ impl Runner {
             sync_copies: false,
             stats: RunnerStats::default(),
             trace: None,
+            max_in_flight: copies.max(1),
+            mutation: None,
+            waits_this_run: 0,
         })
+    }
+
+    /// Lets up to `runs` runs be in flight before `submit` blocks (never
+    /// fewer than the slots). With more runs than slots, a slot's next run
+    /// waits, on the devices, for the copies of its previous one.
+    pub fn set_max_in_flight(&mut self, runs: usize) {
+        self.max_in_flight = runs.max(self.slots.len());
     }
 
     /// Keeps the old, fully synchronous behaviour: the host waits for each
     /// split before it submits the next (`--sync-copies`).
     pub fn set_sync_copies(&mut self, on: bool) {
         self.sync_copies = on;
+    }
+
+    /// For the mutation check of the hazard tracking: leave out wait number
+    /// `index` (counting from 0 in each run: the slot-reuse waits and the
+    /// producer waits of copies, in submission order). Never use it outside
+    /// tests: the streams' hazard tracking then has to insert the wait.
+    pub fn leave_out_wait(&mut self, index: Option<u64>) {
+        self.mutation = index;
+    }
+
+    /// Whether the next wait is the one left out (and counts it).
+    fn keep_next_wait(&mut self) -> bool {
+        let index = self.waits_this_run;
+        self.waits_this_run += 1;
+        self.mutation != Some(index)
     }
 
     /// Records a Chrome trace of every stream from now on.
@@ -148,13 +180,14 @@ impl Runner {
         bind: CallerBindings<'_>,
         inputs_ready: Option<&SyncPoint>,
     ) -> Result<RunPoints, SchedError> {
-        if self.in_flight.len() >= self.slots.len() {
+        if self.in_flight.len() >= self.max_in_flight {
             if let Some(oldest) = self.in_flight.pop_front() {
                 self.host_wait(&oldest)?;
             }
         }
         let k = (self.stats.runs % self.slots.len() as u64) as usize;
         self.stats.runs += 1;
+        self.waits_this_run = 0;
         let mut buffers = Vec::with_capacity(plan.devices.len());
         for d in 0..plan.devices.len() {
             buffers.push(self.slot_buffer(k, d, plan.arenas[d].bytes)?);
@@ -179,7 +212,9 @@ impl Runner {
             if !waited_readers[d] {
                 waited_readers[d] = true;
                 for p in &previous_readers[d] {
-                    self.traced_wait(&stream, p)?;
+                    if self.keep_next_wait() {
+                        self.traced_wait(&stream, p)?;
+                    }
                 }
             }
             let mut bindings = Bindings::new(&split.graph);
@@ -194,7 +229,7 @@ impl Runner {
                     }
                     LeafSource::Crossing { original, from } => {
                         let dst = region(d, split.index, original)?;
-                        let (src, producer) = match from {
+                        let (src, mut producer) = match from {
                             Some(f) => (region(plan.splits[f].device, f, original)?, Some(split_points[f].clone())),
                             None => (
                                 bind(original).ok_or_else(|| SchedError::Binding {
@@ -204,6 +239,9 @@ impl Runner {
                                 inputs_ready.cloned(),
                             ),
                         };
+                        if producer.is_some() && !self.keep_next_wait() {
+                            producer = None;
+                        }
                         let src_device = from.map(|f| plan.splits[f].device);
                         let point = self.traced_copy(&stream, &src, &dst, producer.as_ref())?;
                         match src_device {
@@ -253,6 +291,7 @@ impl Runner {
             .cloned()
             .ok_or_else(|| SchedError::Binding { node: "graph".into(), reason: "the plan has no split".into() })?;
         self.in_flight.push_back(done.clone());
+        self.stats.last_run_waits = self.waits_this_run;
         // One point per stream is enough: the last one covers the earlier.
         inputs_read.sort_by_key(|p| (p.timeline().id(), std::cmp::Reverse(p.value())));
         inputs_read.dedup_by(|a, b| a.timeline().same_as(b.timeline()));

@@ -257,3 +257,108 @@ fn random_graphs_under_chaos_match_sequential_execution() {
         }
     }
 }
+
+/// The mutation check of issue 5: leave out, one at a time, each wait the
+/// scheduler queues, and count how many removals the streams' hazard
+/// tracking (the always-on sanitizer) catches. All streams are held at a
+/// host gate until every run is submitted, so no point is reached early and
+/// a missing order cannot hide behind timing.
+#[test]
+fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
+    use baton_core::sync::HostTimeline;
+    let mut rng = Rng(7);
+    let mut g = Graph::new();
+    let mut weights = HashMap::new();
+    g.set_group(Some(0));
+    let x = g.leaf("x", DType::F32, &[ROWS, WIDTH], Flags::INPUT).expect("leaf");
+    let mut cur = x;
+    for i in 0..4u32 {
+        g.set_group(Some(i));
+        let name = format!("w{i}");
+        weights.insert(name.clone(), rng.values(WIDTH * WIDTH));
+        let w = g.leaf(&name, DType::F32, &[WIDTH, WIDTH], Flags::WEIGHT).expect("leaf");
+        let m = g.matmul(cur, w).expect("matmul");
+        cur = g.add(m, cur).expect("residual");
+    }
+    g.mark(cur, Flags::OUTPUT).expect("mark");
+    g.set_name(cur, "y").expect("name");
+    let graph = Arc::new(g);
+    let groups = [0usize, 1, 0, 1];
+    let runs = 3;
+    let inputs: Vec<Vec<f32>> = (0..runs).map(|_| rng.values(ROWS * WIDTH)).collect();
+    let expected = sequential(&graph, &weights, &inputs);
+    // Returns (outputs, implicit waits, waits per run).
+    let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, u64, u64) {
+        let devices = open(&["cpu:0", "cpu:1"]);
+        let mut runner = Runner::new(devices.clone(), copies).expect("runner");
+        runner.set_max_in_flight(runs);
+        runner.leave_out_wait(leave_out);
+        let mut bound: HashMap<String, TensorRef> = HashMap::new();
+        for (i, name) in ["w0", "w1", "w2", "w3"].iter().enumerate() {
+            let d = groups[i];
+            bound.insert(name.to_string(), upload(runner.stream(d), &devices[d], &weights[*name], &[WIDTH, WIDTH]));
+        }
+        let xs: Vec<TensorRef> =
+            inputs.iter().map(|x| upload(runner.stream(0), &devices[0], x, &[ROWS, WIDTH])).collect();
+        let plan = Plan::new(
+            graph.clone(),
+            vec!["cpu:0".into(), "cpu:1".into()],
+            &|g| Some(groups[g as usize]),
+            &|id: NodeId| match graph.node(id).name.as_deref()? {
+                "x" => Some(0),
+                name => bound.get(name).map(|t| usize::from(t.buffer().device() == "cpu:1")),
+            },
+        )
+        .expect("plan");
+        let y_device = plan.splits.last().expect("splits").device;
+        let ys: Vec<TensorRef> = (0..runs)
+            .map(|_| {
+                TensorRef::new(
+                    &devices[y_device].alloc(ROWS * WIDTH * 4).expect("alloc"),
+                    0,
+                    DType::F32,
+                    &[ROWS, WIDTH],
+                )
+                .expect("y")
+            })
+            .collect();
+        let host = HostTimeline::new("mutation-gate");
+        let gate = host.reserve();
+        for d in 0..2 {
+            runner.stream(d).wait(&gate.point()).expect("gate");
+        }
+        let mut reads = Vec::new();
+        for r in 0..runs {
+            let (xt, yt) = (xs[r].clone(), ys[r].clone());
+            let bind = |id: NodeId| -> Option<TensorRef> {
+                match graph.node(id).name.as_deref()? {
+                    "x" => Some(xt.clone()),
+                    "y" => Some(yt.clone()),
+                    name => bound.get(name).cloned(),
+                }
+            };
+            runner.submit(&plan, &bind, None).expect("submit");
+            reads.push(runner.stream(y_device).read_into_async(&ys[r], vec![0f32; ROWS * WIDTH]).expect("read"));
+        }
+        let waits = runner.stats().last_run_waits;
+        let implicit = (0..2).map(|d| runner.stream(d).implicit_waits()).sum();
+        gate.signal();
+        (reads.into_iter().map(|r| r.wait().expect("read")).collect(), implicit, waits)
+    };
+    for copies in [1, 2] {
+        let (got, implicit, waits) = attempt(copies, None);
+        assert_eq!(got, expected);
+        assert_eq!(implicit, 0, "{copies} copies: the scheduler orders everything itself");
+        assert!(waits > 0, "the plan crosses devices, so the scheduler waits");
+        let mut caught = 0;
+        for i in 0..waits {
+            let (got, implicit, _) = attempt(copies, Some(i));
+            assert_eq!(got, expected, "{copies} copies, wait {i} removed: the tracking kept the results right");
+            if implicit > 0 {
+                caught += 1;
+            }
+        }
+        println!("{copies} copies: {caught} of {waits} removed waits caught by the hazard tracking");
+        assert_eq!(caught, waits, "{copies} copies: a removed wait went unnoticed (a redundant wait or a blind spot)");
+    }
+}
