@@ -16,6 +16,7 @@
 mod error;
 mod placement;
 mod plan;
+mod run;
 mod runner;
 mod split;
 mod trace;
@@ -23,6 +24,7 @@ mod trace;
 pub use error::SchedError;
 pub use placement::place;
 pub use plan::{DeviceArena, Plan, PlannedCopy, SyncPath};
+pub use run::Run;
 pub use runner::{CallerBindings, RunPoints, Runner, RunnerStats};
 pub use split::{cut, LeafSource, Split, SplitLeaf};
 pub use trace::{GateProfile, Trace};

@@ -170,6 +170,19 @@ impl Runner {
         }
     }
 
+    /// As [`submit`](Self::submit), returning a [`Run`](crate::Run) the
+    /// caller can wait on or cancel.
+    pub fn submit_run(
+        &mut self,
+        plan: &Plan,
+        bind: CallerBindings<'_>,
+        inputs_ready: Option<&SyncPoint>,
+    ) -> Result<crate::Run, SchedError> {
+        let points = self.submit(plan, bind, inputs_ready)?;
+        let last = plan.splits.last().map_or(0, |s| s.device);
+        Ok(crate::Run::new(points, &self.streams[last])?)
+    }
+
     /// Submits one run of `plan` and returns at once with its points (unless
     /// `copies` runs are in flight: then the host waits for the oldest).
     /// `inputs_ready` is the point after which the caller's input tensors

@@ -258,15 +258,8 @@ fn random_graphs_under_chaos_match_sequential_execution() {
     }
 }
 
-/// The mutation check of issue 5: leave out, one at a time, each wait the
-/// scheduler queues, and count how many removals the streams' hazard
-/// tracking (the always-on sanitizer) catches. All streams are held at a
-/// host gate until every run is submitted, so no point is reached early and
-/// a missing order cannot hide behind timing.
-#[test]
-fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
-    use baton_core::sync::HostTimeline;
-    let mut rng = Rng(7);
+/// A residual chain whose four steps alternate devices (groups 0, 1, 0, 1).
+fn alternating_graph(rng: &mut Rng) -> (Arc<Graph>, HashMap<String, Vec<f32>>) {
     let mut g = Graph::new();
     let mut weights = HashMap::new();
     g.set_group(Some(0));
@@ -282,28 +275,40 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
     }
     g.mark(cur, Flags::OUTPUT).expect("mark");
     g.set_name(cur, "y").expect("name");
-    let graph = Arc::new(g);
-    let groups = [0usize, 1, 0, 1];
-    let runs = 3;
-    let inputs: Vec<Vec<f32>> = (0..runs).map(|_| rng.values(ROWS * WIDTH)).collect();
-    let expected = sequential(&graph, &weights, &inputs);
-    // Returns (outputs, implicit waits, waits per run).
-    let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, u64, u64) {
+    (Arc::new(g), weights)
+}
+
+const ALTERNATING: [usize; 4] = [0, 1, 0, 1];
+
+/// A runner on cpu:0,cpu:1 with the alternating graph's weights, a plan,
+/// one input and output buffer per run, and every stream held at a host
+/// gate (signal it to start).
+struct Rig {
+    runner: Runner,
+    plan: Plan,
+    bound: HashMap<String, TensorRef>,
+    xs: Vec<TensorRef>,
+    ys: Vec<TensorRef>,
+    y_device: usize,
+    gate: Option<baton_core::sync::Release>,
+}
+
+impl Rig {
+    fn new(graph: &Arc<Graph>, weights: &HashMap<String, Vec<f32>>, inputs: &[Vec<f32>], copies: usize) -> Rig {
         let devices = open(&["cpu:0", "cpu:1"]);
         let mut runner = Runner::new(devices.clone(), copies).expect("runner");
-        runner.set_max_in_flight(runs);
-        runner.leave_out_wait(leave_out);
+        runner.set_max_in_flight(inputs.len());
         let mut bound: HashMap<String, TensorRef> = HashMap::new();
-        for (i, name) in ["w0", "w1", "w2", "w3"].iter().enumerate() {
-            let d = groups[i];
-            bound.insert(name.to_string(), upload(runner.stream(d), &devices[d], &weights[*name], &[WIDTH, WIDTH]));
+        for (i, d) in ALTERNATING.iter().enumerate() {
+            let name = format!("w{i}");
+            bound.insert(name.clone(), upload(runner.stream(*d), &devices[*d], &weights[&name], &[WIDTH, WIDTH]));
         }
         let xs: Vec<TensorRef> =
             inputs.iter().map(|x| upload(runner.stream(0), &devices[0], x, &[ROWS, WIDTH])).collect();
         let plan = Plan::new(
             graph.clone(),
             vec!["cpu:0".into(), "cpu:1".into()],
-            &|g| Some(groups[g as usize]),
+            &|g| Some(ALTERNATING[g as usize]),
             &|id: NodeId| match graph.node(id).name.as_deref()? {
                 "x" => Some(0),
                 name => bound.get(name).map(|t| usize::from(t.buffer().device() == "cpu:1")),
@@ -311,38 +316,73 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
         )
         .expect("plan");
         let y_device = plan.splits.last().expect("splits").device;
-        let ys: Vec<TensorRef> = (0..runs)
+        let ys = (0..inputs.len())
             .map(|_| {
-                TensorRef::new(
-                    &devices[y_device].alloc(ROWS * WIDTH * 4).expect("alloc"),
-                    0,
-                    DType::F32,
-                    &[ROWS, WIDTH],
-                )
-                .expect("y")
+                let buffer = devices[y_device].alloc(ROWS * WIDTH * 4).expect("alloc");
+                TensorRef::new(&buffer, 0, DType::F32, &[ROWS, WIDTH]).expect("y")
             })
             .collect();
-        let host = HostTimeline::new("mutation-gate");
+        let host = baton_core::sync::HostTimeline::new("rig-gate");
         let gate = host.reserve();
         for d in 0..2 {
             runner.stream(d).wait(&gate.point()).expect("gate");
         }
-        let mut reads = Vec::new();
-        for r in 0..runs {
-            let (xt, yt) = (xs[r].clone(), ys[r].clone());
-            let bind = |id: NodeId| -> Option<TensorRef> {
-                match graph.node(id).name.as_deref()? {
-                    "x" => Some(xt.clone()),
-                    "y" => Some(yt.clone()),
-                    name => bound.get(name).cloned(),
-                }
-            };
-            runner.submit(&plan, &bind, None).expect("submit");
-            reads.push(runner.stream(y_device).read_into_async(&ys[r], vec![0f32; ROWS * WIDTH]).expect("read"));
+        Rig { runner, plan, bound, xs, ys, y_device, gate: Some(gate) }
+    }
+
+    fn submit(&mut self, r: usize) -> baton_sched::Run {
+        let graph = self.plan.graph.clone();
+        let (xt, yt, bound) = (self.xs[r].clone(), self.ys[r].clone(), &self.bound);
+        let bind = |id: NodeId| -> Option<TensorRef> {
+            match graph.node(id).name.as_deref()? {
+                "x" => Some(xt.clone()),
+                "y" => Some(yt.clone()),
+                name => bound.get(name).cloned(),
+            }
+        };
+        self.runner.submit_run(&self.plan, &bind, None).expect("submit")
+    }
+
+    fn read(&self, r: usize) -> baton_core::backend::Pending<Vec<f32>> {
+        self.runner.stream(self.y_device).read_into_async(&self.ys[r], vec![0f32; ROWS * WIDTH]).expect("read")
+    }
+
+    /// Lets the streams start.
+    fn open_gate(&mut self) {
+        if let Some(g) = self.gate.take() {
+            g.signal();
         }
-        let waits = runner.stats().last_run_waits;
-        let implicit = (0..2).map(|d| runner.stream(d).implicit_waits()).sum();
-        gate.signal();
+    }
+
+    fn implicit_waits(&self) -> u64 {
+        (0..2).map(|d| self.runner.stream(d).implicit_waits()).sum()
+    }
+}
+
+/// The mutation check of issue 5: leave out, one at a time, each wait the
+/// scheduler queues, and count how many removals the streams' hazard
+/// tracking (the always-on sanitizer) catches. All streams are held at a
+/// host gate until every run is submitted, so no point is reached early and
+/// a missing order cannot hide behind timing.
+#[test]
+fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
+    let mut rng = Rng(7);
+    let (graph, weights) = alternating_graph(&mut rng);
+    let inputs: Vec<Vec<f32>> = (0..3).map(|_| rng.values(ROWS * WIDTH)).collect();
+    let expected = sequential(&graph, &weights, &inputs);
+    // Returns (outputs, implicit waits, waits per run).
+    let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, u64, u64) {
+        let mut rig = Rig::new(&graph, &weights, &inputs, copies);
+        rig.runner.leave_out_wait(leave_out);
+        let mut reads = Vec::new();
+        let mut runs = Vec::new();
+        for r in 0..inputs.len() {
+            runs.push(rig.submit(r));
+            reads.push(rig.read(r));
+        }
+        let waits = rig.runner.stats().last_run_waits;
+        let implicit = rig.implicit_waits();
+        rig.open_gate();
         (reads.into_iter().map(|r| r.wait().expect("read")).collect(), implicit, waits)
     };
     for copies in [1, 2] {
@@ -361,4 +401,36 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
         println!("{copies} copies: {caught} of {waits} removed waits caught by the hazard tracking");
         assert_eq!(caught, waits, "{copies} copies: a removed wait went unnoticed (a redundant wait or a blind spot)");
     }
+}
+
+/// A run cancelled while K runs are in flight fails its waiters at once;
+/// the others, and a run submitted after, finish with the right results.
+#[test]
+fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
+    use baton_core::sync::{FailureKind, WaitError};
+    let mut rng = Rng(9);
+    let (graph, weights) = alternating_graph(&mut rng);
+    let inputs: Vec<Vec<f32>> = (0..5).map(|_| rng.values(ROWS * WIDTH)).collect();
+    let expected = sequential(&graph, &weights, &inputs);
+    let mut rig = Rig::new(&graph, &weights, &inputs, 4);
+    let mut runs: Vec<Option<baton_sched::Run>> = (0..4).map(|r| Some(rig.submit(r))).collect();
+    let cancelled_point = runs[1].as_ref().expect("run 1").point().clone();
+    if let Some(run) = runs[1].take() {
+        run.cancel();
+    }
+    match cancelled_point.wait_timeout(std::time::Duration::from_secs(20)) {
+        Err(WaitError::Failed { cause, .. }) => assert_eq!(cause.kind(), FailureKind::Abandoned),
+        other => panic!("a waiter of the cancelled run must fail at once, got {other:?}"),
+    }
+    rig.open_gate();
+    for (r, run) in runs.iter().enumerate() {
+        if let Some(run) = run {
+            run.wait().expect("an uncancelled run finishes");
+            assert_eq!(rig.read(r).wait().expect("read"), expected[r], "run {r}");
+        }
+    }
+    let later = rig.submit(4);
+    later.wait().expect("a later run is unaffected");
+    assert_eq!(rig.read(4).wait().expect("read"), expected[4]);
+    assert_eq!(rig.implicit_waits(), 0);
 }

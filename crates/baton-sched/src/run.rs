@@ -1,0 +1,77 @@
+//! A submitted run as the caller holds it: its points, and a completion
+//! point the caller can cancel.
+//!
+//! Cancelling (or dropping) a run that has not finished abandons its
+//! completion point at once: everyone waiting on the run fails with
+//! `FailureKind::Abandoned` instead of waiting. Work already queued on the
+//! devices is not taken back (a device queue cannot be edited); it runs to
+//! its end, so the streams, the crossing buffers and later runs are
+//! unaffected and nothing leaks, but the cancelled run's outputs must not be
+//! read.
+
+use std::sync::{Arc, Mutex};
+
+use baton_core::sync::{HostTimeline, Release, SyncPoint, WaitError};
+
+use crate::runner::RunPoints;
+
+/// A run of a plan, submitted.
+pub struct Run {
+    points: RunPoints,
+    finished: SyncPoint,
+    release: Arc<Mutex<Option<Release>>>,
+}
+
+impl Run {
+    /// Wraps `points` with a completion that the stream of the run's last
+    /// split signals through `signal_on` (a host function queued after it).
+    pub(crate) fn new(
+        points: RunPoints,
+        signal_on: &baton_core::backend::Stream,
+    ) -> Result<Run, baton_core::backend::StreamError> {
+        // One host timeline per run: releases of one timeline reach every
+        // earlier value, and runs may finish out of order.
+        let host = HostTimeline::new("run");
+        let release = host.reserve();
+        let finished = release.point();
+        let release = Arc::new(Mutex::new(Some(release)));
+        let shared = release.clone();
+        signal_on.host_fn(move || {
+            if let Some(r) = shared.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                r.signal();
+            }
+            Ok(())
+        })?;
+        Ok(Run { points, finished, release })
+    }
+
+    /// The points of the run's splits and reads.
+    pub fn points(&self) -> &RunPoints {
+        &self.points
+    }
+
+    /// Reached when the run is done; fails at once if it is cancelled.
+    pub fn point(&self) -> &SyncPoint {
+        &self.finished
+    }
+
+    /// Waits until the run is done (an error if it was cancelled or failed).
+    pub fn wait(&self) -> Result<(), WaitError> {
+        self.points.done.wait()?;
+        self.finished.wait()
+    }
+
+    /// Cancels the run if it has not finished: see the module docs.
+    pub fn cancel(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // Dropping the release unsignalled abandons the completion point;
+        // once the run finished, the slot is empty and this does nothing.
+        let abandoned = self.release.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(abandoned);
+    }
+}
