@@ -17,12 +17,26 @@ pub struct ChaosDevice {
     inner: Arc<dyn Device>,
     seed: Mutex<u64>,
     max_delay: Duration,
+    native_waits: bool,
 }
 
 impl ChaosDevice {
     /// Wraps `inner`; `seed` makes the delays reproducible.
     pub fn new(inner: Arc<dyn Device>, seed: u64, max_delay: Duration) -> ChaosDevice {
-        ChaosDevice { inner, seed: Mutex::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1), max_delay }
+        ChaosDevice {
+            inner,
+            seed: Mutex::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            max_delay,
+            native_waits: true,
+        }
+    }
+
+    /// Forces the fallback path: the streams refuse to wait natively on any
+    /// other stream's point, so every cross-stream wait goes through the
+    /// core's relay.
+    pub fn without_native_waits(mut self) -> ChaosDevice {
+        self.native_waits = false;
+        self
     }
 
     fn next_seed(&self) -> u64 {
@@ -50,8 +64,12 @@ impl Device for ChaosDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let inner = self.inner.new_stream()?;
-        let raw =
-            ChaosStream { inner: inner.raw().clone(), rng: Mutex::new(self.next_seed()), max_delay: self.max_delay };
+        let raw = ChaosStream {
+            inner: inner.raw().clone(),
+            rng: Mutex::new(self.next_seed()),
+            max_delay: self.max_delay,
+            native_waits: self.native_waits,
+        };
         Ok(Stream::with_policy(Arc::new(raw), inner.wait_policy()))
     }
 
@@ -64,6 +82,7 @@ struct ChaosStream {
     inner: Arc<dyn RawStream>,
     rng: Mutex<u64>,
     max_delay: Duration,
+    native_waits: bool,
 }
 
 // SAFETY: every item is forwarded unchanged to the inner stream, whose
@@ -79,7 +98,7 @@ unsafe impl RawStream for ChaosStream {
     }
 
     fn can_wait_on(&self, point: &SyncPoint) -> bool {
-        self.inner.can_wait_on(point)
+        self.native_waits && self.inner.can_wait_on(point)
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
@@ -113,10 +132,25 @@ unsafe impl RawStream for ChaosStream {
 
 /// Wraps every device of a list, each with its own seed derived from `seed`.
 pub fn wrap(devices: Vec<Arc<dyn Device>>, seed: u64, max_delay: Duration) -> Vec<Arc<dyn Device>> {
+    wrap_with(devices, seed, max_delay, true)
+}
+
+/// As [`wrap`]; `native_waits: false` forces every cross-stream wait
+/// through the relay.
+pub fn wrap_with(
+    devices: Vec<Arc<dyn Device>>,
+    seed: u64,
+    max_delay: Duration,
+    native_waits: bool,
+) -> Vec<Arc<dyn Device>> {
     devices
         .into_iter()
         .enumerate()
-        .map(|(i, d)| Arc::new(ChaosDevice::new(d, seed ^ (i as u64 + 1) << 32, max_delay)) as Arc<dyn Device>)
+        .map(|(i, d)| {
+            let chaos = ChaosDevice::new(d, seed ^ (i as u64 + 1) << 32, max_delay);
+            let chaos = if native_waits { chaos } else { chaos.without_native_waits() };
+            Arc::new(chaos) as Arc<dyn Device>
+        })
         .collect()
 }
 

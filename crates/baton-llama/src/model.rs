@@ -350,7 +350,7 @@ impl Model {
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
         for p in std::mem::take(&mut self.input_io[slot].1) {
-            stream.wait(&p)?;
+            stream.wait_or_relay(&p, stream.wait_policy())?;
         }
         let ids_w: Pending<Vec<i32>> = stream.write_async(&ids_t, ids)?;
         let pos_w = stream.write_async(&pos_t, positions)?;

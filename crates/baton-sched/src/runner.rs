@@ -312,9 +312,11 @@ impl Runner {
     }
 
     fn traced_wait(&self, stream: &Stream, point: &SyncPoint) -> Result<(), SchedError> {
+        let policy = stream.wait_policy();
+        let wait = || stream.wait_or_relay(point, policy).map(|_| ()).map_err(SchedError::from);
         match &self.trace {
-            Some(t) => t.around(stream, "wait", || stream.wait(point).map(|_| ()).map_err(SchedError::from)),
-            None => stream.wait(point).map(|_| ()).map_err(SchedError::from),
+            Some(t) => t.around(stream, "wait", wait),
+            None => wait(),
         }
     }
 
@@ -326,7 +328,8 @@ impl Runner {
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, SchedError> {
         if let (Some(t), Some(p)) = (&self.trace, producer) {
-            t.around(stream, "wait", || stream.wait(p).map(|_| ()).map_err(SchedError::from))?;
+            let policy = stream.wait_policy();
+            t.around(stream, "wait", || stream.wait_or_relay(p, policy).map(|_| ()).map_err(SchedError::from))?;
         }
         match &self.trace {
             Some(t) => t.around(stream, "copy", || stream.copy(src, dst, producer).map_err(SchedError::from)),

@@ -164,7 +164,7 @@ fn scheduled_on(
         host.copy_from_slice(x);
         // The previous run that used this input buffer may still read it.
         for p in &last_readers[slot] {
-            runner.stream(0).wait(p).expect("wait");
+            runner.stream(0).wait_or_relay(p, runner.stream(0).wait_policy()).expect("wait");
         }
         let write = runner.stream(0).write_async(&xs[slot], host).expect("write");
         let (xt, yt) = (xs[slot].clone(), ys[slot].clone());
@@ -433,4 +433,36 @@ fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
     later.wait().expect("a later run is unaffected");
     assert_eq!(rig.read(4).wait().expect("read"), expected[4]);
     assert_eq!(rig.implicit_waits(), 0);
+}
+
+/// The fallback path: streams that cannot wait natively on other streams'
+/// points (forced by the chaos wrapper) are bridged by the core's relay with
+/// the same results.
+#[test]
+fn random_graphs_through_the_relay_match_sequential_execution() {
+    // The wrapper really refuses native waits, and the relay bridges them.
+    let devices = baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, false);
+    let (s0, s1) = (devices[0].new_stream().expect("stream"), devices[1].new_stream().expect("stream"));
+    let p = s0.host_fn(|| Ok(())).expect("host fn");
+    assert!(matches!(s1.wait(&p), Err(baton_core::StreamError::ForeignPoint { .. })));
+    assert!(s1.wait_or_relay(&p, s1.wait_policy()).expect("relay"), "the relay was used");
+    s1.synchronize().expect("the relayed wait completes");
+    for seed in 0..baton_conformance::chaos::seed_count(4) {
+        let mut rng = Rng(0x7e1a_0000 ^ (seed + 1));
+        let groups_n = 2 + rng.below(3) as u32;
+        let (graph, weights) = random_graph(&mut rng, groups_n);
+        let graph = Arc::new(graph);
+        let groups: Vec<usize> = (0..groups_n).map(|_| rng.below(2)).collect();
+        let inputs: Vec<Vec<f32>> = (0..4).map(|_| rng.values(ROWS * WIDTH)).collect();
+        let expected = sequential(&graph, &weights, &inputs);
+        let devices = baton_conformance::chaos::wrap_with(
+            open(&["cpu:0", "cpu:1"]),
+            seed,
+            std::time::Duration::from_micros(100),
+            false,
+        );
+        let (got, implicit) = scheduled_on(devices, &graph, &weights, &inputs, &groups, 2);
+        assert_eq!(got, expected, "relay, seed {seed}: groups {groups:?}");
+        assert_eq!(implicit, 0, "relay, seed {seed}");
+    }
 }

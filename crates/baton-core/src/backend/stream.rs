@@ -117,6 +117,8 @@ struct Knowledge {
     waited: HashMap<TimelineId, u64>,
     /// Waits the front inserted because the caller had not ordered an access.
     implicit_waits: u64,
+    /// Waits bridged by the relay (the stream could not wait natively).
+    relayed_waits: u64,
 }
 
 /// Serialises the check-then-submit-then-record of every stream, so that two
@@ -209,6 +211,49 @@ impl Stream {
         self.submit_tracked(StreamOp::HostFn(Box::new(f)), &[], &[])
     }
 
+    /// As [`wait_with`](Self::wait_with), but a point this stream cannot
+    /// wait on natively is bridged by the core's relay instead of refused: a
+    /// host function in the stream's order waits for the point on the host
+    /// (with `policy`), so later work still starts after it; if the point
+    /// fails, the stream fails with the cause's text. Returns whether the
+    /// relay was used.
+    pub fn wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy) -> Result<bool, StreamError> {
+        if point.timeline().same_as(self.timeline()) {
+            return Ok(false);
+        }
+        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        self.queue_wait_or_relay(point, policy, false)
+    }
+
+    /// Waits the relay bridged so far.
+    pub fn relayed_waits(&self) -> u64 {
+        self.knowledge().relayed_waits
+    }
+
+    fn queue_wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<bool, StreamError> {
+        if self.raw.can_wait_on(point) {
+            return self.queue_wait(point, policy, implicit).map(|()| false);
+        }
+        let relayed = point.clone();
+        let relay: Box<dyn FnOnce() -> Result<(), String> + Send> =
+            Box::new(move || relayed.wait_with(policy, None).map_err(|e| format!("relayed wait: {e}")));
+        // SAFETY: the relay only waits on the host; it accesses no memory.
+        let value = unsafe { self.raw.submit(StreamOp::HostFn(relay))? };
+        self.record_wait(point, value, implicit);
+        self.knowledge().relayed_waits += 1;
+        Ok(true)
+    }
+
+    fn record_wait(&self, point: &SyncPoint, value: u64, implicit: bool) {
+        let mut k = self.knowledge();
+        k.waited.insert(self.timeline().id(), value);
+        let seen = k.waited.entry(point.timeline().id()).or_insert(0);
+        *seen = (*seen).max(point.value());
+        if implicit {
+            k.implicit_waits += 1;
+        }
+    }
+
     fn queue_wait(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<(), StreamError> {
         if !self.raw.can_wait_on(point) {
             return Err(StreamError::ForeignPoint {
@@ -219,13 +264,7 @@ impl Stream {
         }
         // SAFETY: a wait accesses no memory.
         let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy })? };
-        let mut k = self.knowledge();
-        k.waited.insert(self.timeline().id(), value);
-        let seen = k.waited.entry(point.timeline().id()).or_insert(0);
-        *seen = (*seen).max(point.value());
-        if implicit {
-            k.implicit_waits += 1;
-        }
+        self.record_wait(point, value, implicit);
         Ok(())
     }
 
@@ -292,7 +331,7 @@ impl Stream {
             }
         }
         for point in &needed {
-            self.queue_wait(point, self.policy, true)?;
+            self.queue_wait_or_relay(point, self.policy, true)?;
         }
         // SAFETY: every conflicting access recorded by other streams is now
         // ordered before `op` (same stream, waited on, reached, or waited on
@@ -384,7 +423,7 @@ impl Stream {
             return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
         }
         if let Some(p) = producer {
-            self.wait(p)?;
+            self.wait_or_relay(p, self.policy)?;
         }
         let (s, d) = (src.byte_range(), dst.byte_range());
         let op = StreamOp::Copy { src: s.clone(), dst: d.clone() };
