@@ -18,6 +18,9 @@ use crate::runner::RunPoints;
 /// A run of a plan, submitted.
 pub struct Run {
     points: RunPoints,
+    /// Each named output of the graph and the point of the split that
+    /// computes it.
+    outputs: Vec<(String, SyncPoint)>,
     finished: SyncPoint,
     release: Arc<Mutex<Option<Release>>>,
 }
@@ -42,12 +45,20 @@ impl Run {
             }
             Ok(())
         })?;
-        Ok(Run { points, finished, release })
+        Ok(Run { points, outputs, finished, release })
     }
 
     /// The points of the run's splits and reads.
     pub fn points(&self) -> &RunPoints {
         &self.points
+    }
+
+    /// The point after which output `name` holds this run's result: the
+    /// point of the split that computes it, not of the whole run, so a
+    /// caller reading it waits only for what it needs. `None` for a name
+    /// that is not an output.
+    pub fn output(&self, name: &str) -> Option<&SyncPoint> {
+        self.outputs.iter().find(|(n, _)| n == name).map(|(_, p)| p)
     }
 
     /// Reached when the run is done; fails at once if it is cancelled.

@@ -180,7 +180,17 @@ impl Runner {
     ) -> Result<crate::Run, SchedError> {
         let points = self.submit(plan, bind, inputs_ready)?;
         let last = plan.splits.last().map_or(0, |s| s.device);
-        Ok(crate::Run::new(points, &self.streams[last])?)
+        let outputs = plan
+            .splits
+            .iter()
+            .flat_map(|split| {
+                split.outputs.iter().filter_map(|&(original, _)| {
+                    let name = plan.graph.node(original).name.clone()?;
+                    Some((name, points.splits[split.index].clone()))
+                })
+            })
+            .collect();
+        Ok(crate::Run::new(points, outputs, &self.streams[last])?)
     }
 
     /// Submits one run of `plan` and returns at once with its points (unless

@@ -430,6 +430,9 @@ fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
         }
     }
     let later = rig.submit(4);
+    let y = later.output("y").expect("y is an output").clone();
+    assert!(later.output("x").is_none(), "x is not an output");
+    y.wait().expect("the output's own point");
     later.wait().expect("a later run is unaffected");
     assert_eq!(rig.read(4).wait().expect("read"), expected[4]);
     assert_eq!(rig.implicit_waits(), 0);
