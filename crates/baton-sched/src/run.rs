@@ -30,6 +30,7 @@ impl Run {
     /// split signals through `signal_on` (a host function queued after it).
     pub(crate) fn new(
         points: RunPoints,
+        outputs: Vec<(String, SyncPoint)>,
         signal_on: &baton_core::backend::Stream,
     ) -> Result<Run, baton_core::backend::StreamError> {
         // One host timeline per run: releases of one timeline reach every
