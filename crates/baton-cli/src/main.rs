@@ -5,6 +5,7 @@ mod bench_gates;
 mod bench_sync;
 mod conformance_cmd;
 mod devices;
+mod interrupt;
 mod model_cmd;
 mod perplexity;
 mod plan_cmd;
@@ -72,6 +73,7 @@ fn main() {
         None => a,
     });
     let cli = Cli::parse_from(args);
+    interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),

@@ -212,7 +212,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let tokenizer = model.shared_tokenizer();
     let mut decoder = tokenizer.stream_decoder(args.special);
     let mut past = prompt.len();
-    while generated < n_predict {
+    while generated < n_predict && !crate::interrupt::requested() {
         if Some(token) == eos || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
             break;
         }
@@ -234,6 +234,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     writeln!(out)?;
     let gen_s = gen_start.elapsed().as_secs_f64();
+    if crate::interrupt::requested() {
+        eprintln!("\ninterrupted: generation stopped after {generated} tokens");
+    }
     args.model.finish_trace(&model)?;
     eprintln!(
         "\nload: {load_s:.2} s | prompt: {} tokens, {:.1} t/s | generation: {generated} tokens, {:.1} t/s",

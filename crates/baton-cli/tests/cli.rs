@@ -1,0 +1,89 @@
+//! The `baton` binary end to end on a synthetic model: the verbs work, print
+//! what scripts read, and bad input is an error message with exit code 1,
+//! never a panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn baton(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("run baton")
+}
+
+struct Temp(PathBuf);
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tiny(tag: &str) -> (Temp, String) {
+    let dir = std::env::temp_dir().join(format!("baton-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tiny.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q8_0", "-o", &path]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    (Temp(dir), path)
+}
+
+fn assert_clean_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit code; stderr: {stderr}");
+    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
+}
+
+#[test]
+fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
+    let (_dir, model) = tiny("verbs");
+    let out = baton(&["run", "-m", &model, "-p", "hello world", "-n", "8", "--temp", "0", "--devices", "cpu:0,cpu:1"]);
+    assert!(out.status.success(), "run: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("hello world"), "the prompt is echoed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("generation:"), "speed line");
+
+    let out = baton(&["bench", "-m", &model, "-p", "16", "-n", "8", "-r", "2", "--json"]);
+    assert!(out.status.success(), "bench: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "one JSON object per test: {stdout}");
+    assert!(lines[0].contains("\"test\":\"pp16\"") && lines[1].contains("\"test\":\"tg8\""), "{stdout}");
+    assert!(lines[1].contains("\"host_waits_per_token\":1.000"), "one host wait per token: {}", lines[1]);
+
+    let text = std::env::temp_dir().join(format!("baton-cli-text-{}.txt", std::process::id()));
+    std::fs::write(&text, "the quick brown fox jumps over the lazy dog. ".repeat(200)).expect("text");
+    let text_arg = text.to_string_lossy().into_owned();
+    let out = baton(&["perplexity", "-m", &model, "-f", &text_arg, "-c", "64", "--chunks", "2", "--json"]);
+    let _ = std::fs::remove_file(&text);
+    assert!(out.status.success(), "perplexity: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"chunks\":2"), "{}", String::from_utf8_lossy(&out.stdout));
+
+    let out = baton(&["plan", "-m", &model, "--devices", "cpu:0,cpu:1", "-p", "4"]);
+    assert!(out.status.success(), "plan: {}", String::from_utf8_lossy(&out.stderr));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains("2 splits") && plan.contains("bytes"), "{plan}");
+}
+
+#[test]
+fn devices_and_conformance_report_on_this_machine() {
+    let out = baton(&["devices", "--json"]);
+    assert!(out.status.success());
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.starts_with('[') && json.contains("\"name\":\"cpu\""), "{json}");
+    let out = baton(&["conformance", "--filter", "q_fifo"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed, 0 failed"));
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    assert_clean_error(&baton(&["run", "-m", "/nonexistent.gguf", "-p", "x"]), "/nonexistent.gguf");
+    assert_clean_error(&baton(&["run", "-m", "/nonexistent.gguf", "-p", "x", "--devices", "gpu:7"]), "unknown device");
+    let (_dir, model) = tiny("bad");
+    assert_clean_error(
+        &baton(&["run", "-m", &model, "-p", "x", "--devices", "cpu:0,cpu:1", "-ts", "1,1,1"]),
+        "--tensor-split",
+    );
+    assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--cache-type", "q4_0"]), "--cache-type");
+    assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--top-p", "0"]), "top");
+    assert_clean_error(&baton(&["model", "synth", "--shape", "huge", "-o", "/tmp/x.gguf"]), "unknown shape");
+}
