@@ -205,30 +205,14 @@ fn random_graphs_over_random_devices_match_sequential_execution() {
 
 #[test]
 fn several_splits_per_device_with_prefetched_inputs() {
-    // Groups alternate devices: 0, 1, 0, 1 -> at least four splits, two per
-    // device, each reading crossings from the other.
+    // Groups alternate devices: 0, 1, 0, 1 -> four splits, two per device,
+    // each reading crossings from the other.
     let mut rng = Rng(42);
-    let mut g = Graph::new();
-    let mut weights = HashMap::new();
-    g.set_group(Some(0));
-    let x = g.leaf("x", DType::F32, &[ROWS, WIDTH], Flags::INPUT).expect("leaf");
-    let mut cur = x;
-    for i in 0..4u32 {
-        g.set_group(Some(i));
-        let name = format!("w{i}");
-        weights.insert(name.clone(), rng.values(WIDTH * WIDTH));
-        let w = g.leaf(&name, DType::F32, &[WIDTH, WIDTH], Flags::WEIGHT).expect("leaf");
-        let m = g.matmul(cur, w).expect("matmul");
-        let n = g.rms_norm(m, 1e-5).expect("norm");
-        cur = g.add(n, cur).expect("residual");
-    }
-    g.mark(cur, Flags::OUTPUT).expect("mark");
-    g.set_name(cur, "y").expect("name");
-    let graph = Arc::new(g);
+    let (graph, weights) = alternating_graph(&mut rng);
     let inputs: Vec<Vec<f32>> = (0..8).map(|_| rng.values(ROWS * WIDTH)).collect();
     let expected = sequential(&graph, &weights, &inputs);
     for copies in [1, 2, 4] {
-        let (got, implicit) = scheduled(&graph, &weights, &inputs, &[0, 1, 0, 1], copies);
+        let (got, implicit) = scheduled(&graph, &weights, &inputs, &ALTERNATING, copies);
         assert_eq!(got, expected, "{copies} copies");
         assert_eq!(implicit, 0);
     }
