@@ -283,6 +283,13 @@ pub fn m_order(f: &Fixture) {
     // No explicit wait: the safe stream must order the read after the write.
     let read = s1.read_into_async(&t, vec![0f32; 32]).expect("read");
     assert_eq!(s1.implicit_waits(), 1, "one wait inserted");
+    let reports = s1.hazard_reports();
+    assert_eq!(reports.len(), 1, "the race is reported: {reports:?}");
+    let r = &reports[0];
+    assert!(r.earlier.write && r.earlier.op == "write" && r.earlier.stream == s0.label(), "{r}");
+    assert!(!r.later.write && r.later.op == "read" && r.later.stream == s1.label(), "{r}");
+    assert!(r.to_string().contains("missing edge"), "{r}");
+    assert!(s0.hazard_reports().is_empty(), "the writer did nothing wrong");
     assert!(!read.is_ready(), "the read waits for the unsignalled write");
     release.signal();
     write.wait().expect("write");

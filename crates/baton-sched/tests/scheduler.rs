@@ -341,6 +341,11 @@ impl Rig {
     fn implicit_waits(&self) -> u64 {
         (0..2).map(|d| self.runner.stream(d).implicit_waits()).sum()
     }
+
+    /// The sanitizer's reports of both streams.
+    fn reports(&self) -> Vec<baton_core::backend::HazardReport> {
+        (0..2).flat_map(|d| self.runner.stream(d).hazard_reports()).collect()
+    }
 }
 
 /// The mutation check of issue 5: leave out, one at a time, each wait the
@@ -354,8 +359,8 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
     let (graph, weights) = alternating_graph(&mut rng);
     let inputs: Vec<Vec<f32>> = (0..3).map(|_| rng.values(ROWS * WIDTH)).collect();
     let expected = sequential(&graph, &weights, &inputs);
-    // Returns (outputs, implicit waits, waits per run).
-    let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, u64, u64) {
+    // Returns (outputs, sanitizer reports, waits per run).
+    let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, usize, u64) {
         let mut rig = Rig::new(&graph, &weights, &inputs, copies);
         rig.runner.leave_out_wait(leave_out);
         let mut reads = Vec::new();
@@ -365,7 +370,12 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
             reads.push(rig.read(r));
         }
         let waits = rig.runner.stats().last_run_waits;
-        let implicit = rig.implicit_waits();
+        let reports = rig.reports();
+        assert_eq!(reports.is_empty(), rig.implicit_waits() == 0, "a wait is inserted exactly when a race is reported");
+        for r in &reports {
+            assert_ne!(r.earlier.stream, r.later.stream, "a report names two streams: {r}");
+        }
+        let implicit = reports.len();
         rig.open_gate();
         (reads.into_iter().map(|r| r.wait().expect("read")).collect(), implicit, waits)
     };
@@ -382,7 +392,7 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
                 caught += 1;
             }
         }
-        println!("{copies} copies: {caught} of {waits} removed waits caught by the hazard tracking");
+        println!("{copies} copies: {caught} of {waits} removed waits reported by the sanitizer");
         assert_eq!(caught, waits, "{copies} copies: a removed wait went unnoticed (a redundant wait or a blind spot)");
     }
 }

@@ -45,6 +45,7 @@ pub(crate) struct Access {
     pub(crate) range: Range<usize>,
     pub(crate) write: bool,
     pub(crate) point: SyncPoint,
+    pub(crate) op: &'static str,
 }
 
 struct BufferInner {

@@ -9,6 +9,7 @@ mod bindings;
 mod buffer;
 mod device;
 mod error;
+mod hazard;
 mod host;
 mod stream;
 
@@ -16,5 +17,6 @@ pub use bindings::Bindings;
 pub use buffer::{Buffer, BufferRange, RawBuffer, TensorRef};
 pub use device::{Device, DeviceInfo, DeviceKind};
 pub use error::{DeviceError, StreamError};
+pub use hazard::{HazardReport, RacingAccess};
 pub use host::{as_bytes, as_bytes_mut, Element, HostBytes, HostSlot, Pending, PendingError};
 pub use stream::{RawStream, Stream, StreamOp};

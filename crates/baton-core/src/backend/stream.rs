@@ -119,6 +119,8 @@ struct Knowledge {
     implicit_waits: u64,
     /// Waits bridged by the relay (the stream could not wait natively).
     relayed_waits: u64,
+    /// Races the caller left open (each closed by an inserted wait).
+    reports: Vec<crate::backend::HazardReport>,
 }
 
 /// Serialises the check-then-submit-then-record of every stream, so that two
@@ -225,6 +227,14 @@ impl Stream {
         self.queue_wait_or_relay(point, policy, false)
     }
 
+    /// The races this stream found so far: accesses the caller queued here
+    /// that were not ordered after a conflicting access of another stream
+    /// (each was closed by an inserted wait, see
+    /// [`implicit_waits`](Self::implicit_waits)). Empty on correct code.
+    pub fn hazard_reports(&self) -> Vec<crate::backend::HazardReport> {
+        self.knowledge().reports.clone()
+    }
+
     /// Waits the relay bridged so far.
     pub fn relayed_waits(&self) -> u64 {
         self.knowledge().relayed_waits
@@ -311,6 +321,8 @@ impl Stream {
         }
         let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
         let mut needed: Vec<SyncPoint> = Vec::new();
+        let op_name = op.name();
+        let mut reports = Vec::new();
         {
             let k = self.knowledge();
             let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
@@ -319,16 +331,38 @@ impl Stream {
                 recorded.retain(|a| !matches!(a.point.status(), PointStatus::Reached));
                 for a in recorded.iter() {
                     let overlaps = a.range.start < range.range.end && range.range.start < a.range.end;
-                    if overlaps
-                        && (write || a.write)
-                        && !self.ordered(&k, a)
-                        && !needed.iter().any(|p| p.covers(&a.point))
-                    {
-                        needed.retain(|p| !a.point.covers(p));
-                        needed.push(a.point.clone());
+                    if overlaps && (write || a.write) && !self.ordered(&k, a) {
+                        reports.push(crate::backend::HazardReport {
+                            buffer: range.buffer.id(),
+                            earlier: crate::backend::RacingAccess {
+                                stream: a.point.timeline().label().to_string(),
+                                op: a.op,
+                                write: a.write,
+                                range: a.range.clone(),
+                            },
+                            earlier_point: a.point.to_string(),
+                            later: crate::backend::RacingAccess {
+                                stream: self.label().to_string(),
+                                op: op_name,
+                                write,
+                                range: range.range.clone(),
+                            },
+                        });
+                        if !needed.iter().any(|p| p.covers(&a.point)) {
+                            needed.retain(|p| !a.point.covers(p));
+                            needed.push(a.point.clone());
+                        }
                     }
                 }
             }
+        }
+        if !reports.is_empty() {
+            if crate::backend::hazard::printing() {
+                for r in &reports {
+                    eprintln!("baton sanitizer: {r}");
+                }
+            }
+            self.knowledge().reports.extend(reports);
         }
         for point in &needed {
             self.queue_wait_or_relay(point, self.policy, true)?;
@@ -346,7 +380,12 @@ impl Stream {
         }
         let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
         for (range, write) in accesses {
-            range.buffer.accesses().push(Access { range: range.range.clone(), write, point: point.clone() });
+            range.buffer.accesses().push(Access {
+                range: range.range.clone(),
+                write,
+                point: point.clone(),
+                op: op_name,
+            });
         }
         Ok(point)
     }
