@@ -18,6 +18,7 @@ pub struct ChaosDevice {
     seed: Mutex<u64>,
     max_delay: Duration,
     native_waits: bool,
+    foreign_access: bool,
 }
 
 impl ChaosDevice {
@@ -28,6 +29,7 @@ impl ChaosDevice {
             seed: Mutex::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             max_delay,
             native_waits: true,
+            foreign_access: true,
         }
     }
 
@@ -36,6 +38,14 @@ impl ChaosDevice {
     /// core's relay.
     pub fn without_native_waits(mut self) -> ChaosDevice {
         self.native_waits = false;
+        self
+    }
+
+    /// Forces the other fallback path: the streams refuse to address
+    /// another device's memory, so copies between devices go through host
+    /// memory (`Stream::copy_staged`).
+    pub fn without_foreign_access(mut self) -> ChaosDevice {
+        self.foreign_access = false;
         self
     }
 
@@ -69,6 +79,8 @@ impl Device for ChaosDevice {
             rng: Mutex::new(self.next_seed()),
             max_delay: self.max_delay,
             native_waits: self.native_waits,
+            device: self.inner.info().name.clone(),
+            foreign_access: self.foreign_access,
         };
         Ok(Stream::with_policy(Arc::new(raw), inner.wait_policy()))
     }
@@ -83,6 +95,8 @@ struct ChaosStream {
     rng: Mutex<u64>,
     max_delay: Duration,
     native_waits: bool,
+    device: String,
+    foreign_access: bool,
 }
 
 // SAFETY: every item is forwarded unchanged to the inner stream, whose
@@ -102,7 +116,7 @@ unsafe impl RawStream for ChaosStream {
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
-        self.inner.can_access(range)
+        (self.foreign_access || range.buffer.device() == self.device) && self.inner.can_access(range)
     }
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
@@ -132,23 +146,36 @@ unsafe impl RawStream for ChaosStream {
 
 /// Wraps every device of a list, each with its own seed derived from `seed`.
 pub fn wrap(devices: Vec<Arc<dyn Device>>, seed: u64, max_delay: Duration) -> Vec<Arc<dyn Device>> {
-    wrap_with(devices, seed, max_delay, true)
+    wrap_with(devices, seed, max_delay, Fallbacks::default())
 }
 
-/// As [`wrap`]; `native_waits: false` forces every cross-stream wait
-/// through the relay.
+/// The fallback paths a chaos run forces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fallbacks {
+    /// Refuse native waits on other streams' points (the relay bridges).
+    pub no_native_waits: bool,
+    /// Refuse access to other devices' memory (copies stage through host).
+    pub no_foreign_access: bool,
+}
+
+/// As [`wrap`], forcing the given fallback paths.
 pub fn wrap_with(
     devices: Vec<Arc<dyn Device>>,
     seed: u64,
     max_delay: Duration,
-    native_waits: bool,
+    fallbacks: Fallbacks,
 ) -> Vec<Arc<dyn Device>> {
     devices
         .into_iter()
         .enumerate()
         .map(|(i, d)| {
-            let chaos = ChaosDevice::new(d, seed ^ (i as u64 + 1) << 32, max_delay);
-            let chaos = if native_waits { chaos } else { chaos.without_native_waits() };
+            let mut chaos = ChaosDevice::new(d, seed ^ (i as u64 + 1) << 32, max_delay);
+            if fallbacks.no_native_waits {
+                chaos = chaos.without_native_waits();
+            }
+            if fallbacks.no_foreign_access {
+                chaos = chaos.without_foreign_access();
+            }
             Arc::new(chaos) as Arc<dyn Device>
         })
         .collect()

@@ -330,6 +330,11 @@ impl Runner {
         }
     }
 
+    /// The stream of the device that owns `tensor`'s memory.
+    fn owner(&self, tensor: &TensorRef) -> Option<&Stream> {
+        self.devices.iter().position(|d| d.info().name == tensor.buffer().device()).map(|i| &self.streams[i])
+    }
+
     fn traced_copy(
         &self,
         stream: &Stream,
@@ -337,6 +342,18 @@ impl Runner {
         dst: &TensorRef,
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, SchedError> {
+        if !stream.raw().can_access(&src.byte_range()) {
+            // Host-staged fallback: the source's own stream reads it.
+            let src_stream = self.owner(src).ok_or_else(|| SchedError::Binding {
+                node: "copy".into(),
+                reason: format!("no stream of this runner owns {}", src.buffer().device()),
+            })?;
+            let copy = || stream.copy_staged(src_stream, src, dst, producer).map_err(SchedError::from);
+            return match &self.trace {
+                Some(t) => t.around(stream, "staged copy", copy),
+                None => copy(),
+            };
+        }
         if let (Some(t), Some(p)) = (&self.trace, producer) {
             let policy = stream.wait_policy();
             t.around(stream, "wait", || stream.wait_or_relay(p, policy).map(|_| ()).map_err(SchedError::from))?;

@@ -432,18 +432,29 @@ fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
     assert_eq!(rig.implicit_waits(), 0);
 }
 
-/// The fallback path: streams that cannot wait natively on other streams'
-/// points (forced by the chaos wrapper) are bridged by the core's relay with
-/// the same results.
+/// The fallback paths, forced by the chaos wrapper: streams that cannot wait
+/// natively on other streams' points are bridged by the core's relay, and
+/// devices that cannot address each other's memory copy through host memory,
+/// with the same results.
 #[test]
-fn random_graphs_through_the_relay_match_sequential_execution() {
+fn random_graphs_through_the_fallback_paths_match_sequential_execution() {
     // The wrapper really refuses native waits, and the relay bridges them.
-    let devices = baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, false);
+    let relay = baton_conformance::chaos::Fallbacks { no_native_waits: true, no_foreign_access: false };
+    let devices = baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, relay);
     let (s0, s1) = (devices[0].new_stream().expect("stream"), devices[1].new_stream().expect("stream"));
     let p = s0.host_fn(|| Ok(())).expect("host fn");
     assert!(matches!(s1.wait(&p), Err(baton_core::StreamError::ForeignPoint { .. })));
     assert!(s1.wait_or_relay(&p, s1.wait_policy()).expect("relay"), "the relay was used");
     s1.synchronize().expect("the relayed wait completes");
+    // ... and without foreign access, copies stage through host memory.
+    let staged = baton_conformance::chaos::Fallbacks { no_native_waits: false, no_foreign_access: true };
+    let devices = baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, staged);
+    let (s0, s1) = (devices[0].new_stream().expect("stream"), devices[1].new_stream().expect("stream"));
+    let src = upload(&s0, &devices[0], &[1.0, 2.0, 3.0, 4.0], &[4]);
+    let dst = TensorRef::new(&devices[1].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("dst");
+    assert!(matches!(s1.copy(&src, &dst, None), Err(baton_core::StreamError::InaccessibleBuffer { .. })));
+    s1.copy_staged(&s0, &src, &dst, None).expect("staged copy");
+    assert_eq!(s1.read_into_async(&dst, vec![0f32; 4]).expect("read").wait().expect("read"), vec![1.0, 2.0, 3.0, 4.0]);
     for seed in 0..baton_conformance::chaos::seed_count(4) {
         let mut rng = Rng(0x7e1a_0000 ^ (seed + 1));
         let groups_n = 2 + rng.below(3) as u32;
@@ -452,11 +463,14 @@ fn random_graphs_through_the_relay_match_sequential_execution() {
         let groups: Vec<usize> = (0..groups_n).map(|_| rng.below(2)).collect();
         let inputs: Vec<Vec<f32>> = (0..4).map(|_| rng.values(ROWS * WIDTH)).collect();
         let expected = sequential(&graph, &weights, &inputs);
+        // Both fallbacks at once on odd seeds: relayed waits and copies
+        // staged through host memory.
+        let fallbacks = baton_conformance::chaos::Fallbacks { no_native_waits: true, no_foreign_access: seed % 2 == 1 };
         let devices = baton_conformance::chaos::wrap_with(
             open(&["cpu:0", "cpu:1"]),
             seed,
             std::time::Duration::from_micros(100),
-            false,
+            fallbacks,
         );
         let (got, implicit) = scheduled_on(devices, &graph, &weights, &inputs, &groups, 2);
         assert_eq!(got, expected, "relay, seed {seed}: groups {groups:?}");

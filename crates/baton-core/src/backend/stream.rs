@@ -443,6 +443,34 @@ impl Stream {
         Ok(Pending::new(point, self.label().into(), slot))
     }
 
+    /// Copies `src` to `dst` through host memory, for devices that cannot
+    /// address each other's buffers (`C-CROSS`'s fallback): `src_stream`
+    /// (which can read `src`) reads it into a host buffer after `producer`,
+    /// and this stream writes that buffer into `dst` after the read's point,
+    /// both in stream order. Same semantics as [`copy`](Self::copy): other
+    /// streams consume `dst` by waiting on the returned point.
+    pub fn copy_staged(
+        &self,
+        src_stream: &Stream,
+        src: &TensorRef,
+        dst: &TensorRef,
+        producer: Option<&SyncPoint>,
+    ) -> Result<SyncPoint, StreamError> {
+        if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
+            return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
+        }
+        if let Some(p) = producer {
+            src_stream.wait_or_relay(p, src_stream.policy)?;
+        }
+        // One host buffer, shared by the read (which fills it) and the write
+        // (which runs after the read's point and drains it).
+        let slot: Arc<Slot<Vec<u8>>> = Arc::new(Slot(Mutex::new(Some(vec![0u8; src.bytes()]))));
+        let (s, d) = (src.byte_range(), dst.byte_range());
+        let read = src_stream.submit_tracked(StreamOp::Read { src: s.clone(), dst: slot.clone() }, &[s], &[])?;
+        self.wait_or_relay(&read, self.policy)?;
+        self.submit_tracked(StreamOp::Write { dst: d.clone(), src: slot }, &[], &[d])
+    }
+
     /// Reads `src` into a new host vector of its bytes.
     pub fn read_async(&self, src: &TensorRef) -> Result<Pending<Vec<u8>>, StreamError> {
         self.read_into_async(src, vec![0u8; src.bytes()])
