@@ -273,7 +273,8 @@ pub fn w_foreign(f: &Fixture) {
     writer.advance(1);
 }
 
-/// M-ORDER: an unordered conflicting access gets a wait inserted.
+/// M-ORDER: an unordered conflicting access gets a wait inserted and is
+/// reported; an order through a third stream counts.
 pub fn m_order(f: &Fixture) {
     let (s0, s1) = (f.stream(0), f.stream(1));
     let t = f.tensor(0, &[32]);
@@ -294,6 +295,23 @@ pub fn m_order(f: &Fixture) {
     release.signal();
     write.wait().expect("write");
     assert_eq!(read.wait().expect("read"), random(32, 3));
+
+    // Order through a third stream counts (vector clocks): cpu:0 writes,
+    // another cpu:0 stream waits on it, cpu:1 waits on that stream and reads.
+    let (a, b, c) = (f.stream(0), f.stream(0), f.stream(1));
+    let u = f.tensor(0, &[32]);
+    let (_host2, gate2) = gate();
+    a.wait(&gate2.point()).expect("wait");
+    let w = a.write_async(&u, random(32, 4)).expect("write");
+    b.wait(w.point()).expect("b after a");
+    let relay_point = b.host_fn(|| Ok(())).expect("b's own work");
+    c.wait(&relay_point).expect("c after b");
+    let r = c.read_into_async(&u, vec![0f32; 32]).expect("read");
+    assert!(c.hazard_reports().is_empty(), "ordered through b: {:?}", c.hazard_reports());
+    assert_eq!(c.implicit_waits(), 0);
+    gate2.signal();
+    w.wait().expect("write");
+    assert_eq!(r.wait().expect("read"), random(32, 4));
 }
 
 /// H-OWN: the host buffer comes back, the same allocation.

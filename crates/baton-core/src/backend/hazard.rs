@@ -9,10 +9,10 @@
 //! closes it by queuing the missing wait, so safe code never races on device
 //! memory. `BATON_SANITIZE=1` also prints every report to stderr.
 //!
-//! The check is direct, not transitive: an order established only through a
-//! third stream (A waited by B, B waited by C) is reported for C and a
-//! (redundant) wait is queued. The scheduler always waits directly, so on
-//! correct code it reports nothing.
+//! Order is transitive: each stream keeps a vector clock (for every
+//! timeline, the highest value it knows complete), merges the clock of every
+//! point it waits on, and publishes a snapshot after each wait, so an order
+//! established through a third stream (A waited on by B, B by C) counts.
 
 use std::fmt;
 use std::ops::Range;

@@ -254,14 +254,25 @@ impl Stream {
         Ok(true)
     }
 
+    /// After a wait on `point` (queued as this stream's item `value`), this
+    /// stream knows everything the point's stream knew at that point
+    /// (vector clocks, so order through a third stream counts), and it
+    /// publishes what it knows now for streams that will wait on it.
     fn record_wait(&self, point: &SyncPoint, value: u64, implicit: bool) {
         let mut k = self.knowledge();
+        if let Some(theirs) = point.timeline().clock_at(point.value()) {
+            for (&id, &v) in theirs.iter() {
+                let mine = k.waited.entry(id).or_insert(0);
+                *mine = (*mine).max(v);
+            }
+        }
         k.waited.insert(self.timeline().id(), value);
         let seen = k.waited.entry(point.timeline().id()).or_insert(0);
         *seen = (*seen).max(point.value());
         if implicit {
             k.implicit_waits += 1;
         }
+        self.timeline().publish_clock(value, Arc::new(k.waited.clone()));
     }
 
     fn queue_wait(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<(), StreamError> {

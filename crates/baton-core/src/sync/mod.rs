@@ -16,4 +16,4 @@ pub use failure::{Failure, FailureKind, WaitError};
 pub use host::{HostTimeline, Release};
 pub use point::SyncPoint;
 pub use policy::WaitPolicy;
-pub use timeline::{Domain, PointStatus, Timeline, TimelineId, TimelineWriter};
+pub use timeline::{Clock, Domain, PointStatus, Timeline, TimelineId, TimelineWriter};

@@ -77,7 +77,16 @@ pub(crate) struct Shared {
     sleepers: AtomicUsize,
     failure: Mutex<Option<Failure>>,
     wake: Condvar,
+    /// What the owning stream knew of other timelines after some of its
+    /// values (vector-clock snapshots, for transitive ordering checks).
+    clocks: Mutex<Vec<(u64, std::sync::Arc<Clock>)>>,
 }
+
+/// For each timeline, the highest value known complete: a vector clock.
+pub type Clock = std::collections::HashMap<TimelineId, u64>;
+
+/// Snapshots kept per timeline before old ones are pruned.
+const CLOCK_HISTORY: usize = 256;
 
 /// The read side of a timeline: observe and wait; cheap to clone.
 #[derive(Clone)]
@@ -107,6 +116,7 @@ impl Timeline {
             sleepers: AtomicUsize::new(0),
             failure: Mutex::new(None),
             wake: Condvar::new(),
+            clocks: Mutex::new(Vec::new()),
         });
         (Timeline { shared: shared.clone() }, TimelineWriter { shared })
     }
@@ -134,6 +144,27 @@ impl Timeline {
     /// The point `value` of this timeline. Value 0 is reached from the start.
     pub fn point(&self, value: u64) -> crate::sync::SyncPoint {
         crate::sync::SyncPoint::new(self.clone(), value)
+    }
+
+    /// Records that after value `value` of this timeline its owner knew
+    /// `clock` (values only grow, so snapshots come in order).
+    pub fn publish_clock(&self, value: u64, clock: std::sync::Arc<Clock>) {
+        let mut clocks = lock(&self.shared.clocks);
+        clocks.push((value, clock));
+        if clocks.len() > CLOCK_HISTORY {
+            // Points at or below `reached` are ordered by being reached;
+            // keep the newest of those snapshots and everything after.
+            let reached = self.reached();
+            let keep_from = clocks.iter().rposition(|(v, _)| *v <= reached).unwrap_or(0);
+            clocks.drain(..keep_from);
+        }
+    }
+
+    /// What this timeline's owner knew after value `value`: the newest
+    /// snapshot at or before it.
+    pub fn clock_at(&self, value: u64) -> Option<std::sync::Arc<Clock>> {
+        let clocks = lock(&self.shared.clocks);
+        clocks.iter().rev().find(|(v, _)| *v <= value).map(|(_, c)| c.clone())
     }
 
     /// The first failure of this timeline, if any.
