@@ -15,7 +15,9 @@
 mod buffer;
 mod device;
 mod exec;
+mod loom;
 mod pool;
+pub mod queue;
 mod stream;
 pub mod topology;
 

@@ -7,25 +7,16 @@
 //! After a failure the timeline fails from the failed item's value; the
 //! worker drops later items unrun, and their values are failed already.
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
 use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
 
 use crate::device::CpuDeviceShared;
 use crate::exec::Executor;
-
-struct Queue {
-    items: VecDeque<(u64, StreamOp)>,
-    next_value: u64,
-    closing: bool,
-    /// The worker is parked on `wake` (so `submit` must notify).
-    parked: bool,
-}
+use crate::queue::WorkQueue;
 
 /// How long an idle worker with the `poll` policy polls its queue before it
 /// parks: an idle device does not burn its core for the whole poll bound.
@@ -34,10 +25,7 @@ const IDLE_POLL: Duration = Duration::from_micros(200);
 struct StreamShared {
     label: String,
     timeline: Timeline,
-    queue: Mutex<Queue>,
-    wake: Condvar,
-    /// Items pushed so far; an idle worker polls it before parking.
-    pushed: AtomicU64,
+    queue: WorkQueue<StreamOp>,
 }
 
 /// A CPU stream; its worker thread lives until the stream is dropped and its
@@ -47,21 +35,11 @@ pub struct CpuStream {
     device: Arc<CpuDeviceShared>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl CpuStream {
     pub(crate) fn spawn(device: Arc<CpuDeviceShared>, index: usize, policy: WaitPolicy) -> std::io::Result<CpuStream> {
         let label = format!("{}/stream-{index}", device.info.name);
         let (timeline, writer) = Timeline::new(label.clone());
-        let shared = Arc::new(StreamShared {
-            label: label.clone(),
-            timeline,
-            queue: Mutex::new(Queue { items: VecDeque::new(), next_value: 1, closing: false, parked: false }),
-            wake: Condvar::new(),
-            pushed: AtomicU64::new(0),
-        });
+        let shared = Arc::new(StreamShared { label: label.clone(), timeline, queue: WorkQueue::new() });
         let worker_shared = shared.clone();
         let worker_device = device.clone();
         std::thread::Builder::new().name(label).spawn(move || {
@@ -91,47 +69,12 @@ impl Worker {
         }
     }
 
-    /// Polls `pushed` until it passes `taken` or `spin` runs out.
-    fn poll_for_work(&self, taken: u64, spin: Duration) {
-        if spin.is_zero() || self.shared.pushed.load(Ordering::Acquire) != taken {
-            return;
-        }
-        let until = Instant::now() + spin;
-        let mut polls = 0u32;
-        while self.shared.pushed.load(Ordering::Acquire) == taken {
-            std::hint::spin_loop();
-            polls = polls.wrapping_add(1);
-            if polls.is_multiple_of(64) {
-                if Instant::now() >= until {
-                    return;
-                }
-                std::thread::yield_now();
-            }
-        }
-    }
-
     fn run(self) {
         let mut executor = Executor::new(self.device.clone());
         let spin = self.idle_spin();
         let mut taken = 0u64;
         loop {
-            self.poll_for_work(taken, spin);
-            let next = {
-                let mut queue = lock(&self.shared.queue);
-                loop {
-                    if let Some(item) = queue.items.pop_front() {
-                        break Some(item);
-                    }
-                    if queue.closing {
-                        break None;
-                    }
-                    queue.parked = true;
-                    queue = self.shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
-                    queue.parked = false;
-                }
-            };
-            taken += 1;
-            let Some((value, op)) = next else { return };
+            let Some((value, op)) = self.shared.queue.pop(&mut taken, spin) else { return };
             if self.writer.is_failed() {
                 // Its value failed with the stream; drop it unrun.
                 drop(op);
@@ -260,23 +203,7 @@ unsafe impl RawStream for CpuStream {
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
         let _ = &self.device;
-        let value = {
-            let mut queue = lock(&self.shared.queue);
-            if queue.closing {
-                return Err(StreamError::Closed(self.shared.label.clone()));
-            }
-            let value = queue.next_value;
-            queue.next_value += 1;
-            queue.items.push_back((value, op));
-            self.shared.pushed.fetch_add(1, Ordering::Release);
-            // The worker sets `parked` under this lock before it waits, so a
-            // worker that is not parked will see the item without a wake.
-            if queue.parked {
-                self.shared.wake.notify_one();
-            }
-            value
-        };
-        Ok(value)
+        self.shared.queue.push(op).map_err(|_| StreamError::Closed(self.shared.label.clone()))
     }
 }
 
@@ -284,9 +211,6 @@ impl Drop for CpuStream {
     fn drop(&mut self) {
         // The worker drains what is queued, then exits; nobody waits here
         // (rule D-NOBLOCK).
-        let mut queue = lock(&self.shared.queue);
-        queue.closing = true;
-        self.shared.wake.notify_one();
-        drop(queue);
+        self.shared.queue.close();
     }
 }
