@@ -6,11 +6,13 @@
 //! - [`ops`]: every op against a plain f64 reference, with an NMSE bound per
 //!   type and guard bytes around every output that must stay untouched.
 //!
-//! A backend crate expands them into `#[test]`s with [`contract_tests!`] and
-//! [`op_tests!`], giving a function that opens two devices. A backend that
-//! does not support a rule lists it in the macro's `unsupported` list, which
-//! turns the test into a check that the backend really reports the feature as
-//! unsupported; nothing is skipped silently.
+//! A backend crate expands them into `#[test]`s with [`contract_tests!`],
+//! [`op_tests!`] and [`chaos_contract_tests!`] (the rules again under the
+//! [`chaos`] wrapper), giving a function that opens two devices; `baton
+//! conformance` runs the same lists ([`CONTRACT_RULES`], [`OP_CASES`])
+//! against the devices of the machine. Every backend runs every rule: there
+//! is no skip list, so a backend that lacks a feature fails the rule that
+//! needs it (the CPU backend passes all).
 #![deny(missing_docs)]
 
 pub mod chaos;
