@@ -25,3 +25,17 @@ fn every_contract_rule_has_a_test_and_every_test_a_rule() {
     assert!(missing.is_empty(), "rules without a test: {missing:?}");
     assert!(orphans.is_empty(), "tests without a rule: {orphans:?}");
 }
+
+#[test]
+fn an_unsupported_rule_must_fail_and_a_listed_rule_that_passes_is_an_error() {
+    // Listed and failing: fine (an expected failure).
+    baton_conformance::run_rule("w_foreign", &["w_foreign"], &|| panic!("not supported here"));
+    // Listed but passing: an error.
+    let passing = std::panic::catch_unwind(|| baton_conformance::run_rule("w_foreign", &["w_foreign"], &|| {}));
+    assert!(passing.is_err(), "a listed rule that passes must fail the test");
+    // Not listed: runs as is.
+    baton_conformance::run_rule("q_fifo", &["w_foreign"], &|| {});
+    // A list naming no rule is an error.
+    let unknown = std::panic::catch_unwind(|| baton_conformance::run_rule("q_fifo", &["no_such_rule"], &|| {}));
+    assert!(unknown.is_err());
+}
