@@ -467,9 +467,7 @@ impl Stream {
         dst: &TensorRef,
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, StreamError> {
-        if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
-            return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
-        }
+        same_size(src, dst)?;
         if let Some(p) = producer {
             src_stream.wait_or_relay(p, src_stream.policy)?;
         }
@@ -497,9 +495,7 @@ impl Stream {
         dst: &TensorRef,
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, StreamError> {
-        if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
-            return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
-        }
+        same_size(src, dst)?;
         if let Some(p) = producer {
             self.wait_or_relay(p, self.policy)?;
         }
@@ -525,4 +521,12 @@ impl Stream {
             None => StreamError::Wait(e),
         })
     }
+}
+
+/// A copy moves whole tensors of one type and size.
+fn same_size(src: &TensorRef, dst: &TensorRef) -> Result<(), StreamError> {
+    if src.bytes() != dst.bytes() || src.dtype() != dst.dtype() {
+        return Err(StreamError::SizeMismatch { host: src.bytes(), tensor: dst.bytes() });
+    }
+    Ok(())
 }
