@@ -207,10 +207,7 @@ fn random_graphs_over_random_devices_match_sequential_execution() {
 fn several_splits_per_device_with_prefetched_inputs() {
     // Groups alternate devices: 0, 1, 0, 1 -> four splits, two per device,
     // each reading crossings from the other.
-    let mut rng = Rng(42);
-    let (graph, weights) = alternating_graph(&mut rng);
-    let inputs: Vec<Vec<f32>> = (0..8).map(|_| rng.values(ROWS * WIDTH)).collect();
-    let expected = sequential(&graph, &weights, &inputs);
+    let (graph, weights, inputs, expected) = alternating_case(42, 8);
     for copies in [1, 2, 4] {
         let (got, implicit) = scheduled(&graph, &weights, &inputs, &ALTERNATING, copies);
         assert_eq!(got, expected, "{copies} copies");
@@ -263,6 +260,17 @@ fn alternating_graph(rng: &mut Rng) -> (Arc<Graph>, HashMap<String, Vec<f32>>) {
 }
 
 const ALTERNATING: [usize; 4] = [0, 1, 0, 1];
+
+/// The alternating graph, `runs` random inputs, and their results by
+/// sequential execution on one device.
+#[allow(clippy::type_complexity)]
+fn alternating_case(seed: u64, runs: usize) -> (Arc<Graph>, HashMap<String, Vec<f32>>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut rng = Rng(seed);
+    let (graph, weights) = alternating_graph(&mut rng);
+    let inputs: Vec<Vec<f32>> = (0..runs).map(|_| rng.values(ROWS * WIDTH)).collect();
+    let expected = sequential(&graph, &weights, &inputs);
+    (graph, weights, inputs, expected)
+}
 
 /// A runner on cpu:0,cpu:1 with the alternating graph's weights, a plan,
 /// one input and output buffer per run, and every stream held at a host
@@ -355,10 +363,7 @@ impl Rig {
 /// a missing order cannot hide behind timing.
 #[test]
 fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
-    let mut rng = Rng(7);
-    let (graph, weights) = alternating_graph(&mut rng);
-    let inputs: Vec<Vec<f32>> = (0..3).map(|_| rng.values(ROWS * WIDTH)).collect();
-    let expected = sequential(&graph, &weights, &inputs);
+    let (graph, weights, inputs, expected) = alternating_case(7, 3);
     // Returns (outputs, sanitizer reports, waits per run).
     let attempt = |copies: usize, leave_out: Option<u64>| -> (Vec<Vec<f32>>, usize, u64) {
         let mut rig = Rig::new(&graph, &weights, &inputs, copies);
@@ -402,10 +407,7 @@ fn every_wait_the_scheduler_inserts_is_needed_and_caught_when_removed() {
 #[test]
 fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
     use baton_core::sync::{FailureKind, WaitError};
-    let mut rng = Rng(9);
-    let (graph, weights) = alternating_graph(&mut rng);
-    let inputs: Vec<Vec<f32>> = (0..5).map(|_| rng.values(ROWS * WIDTH)).collect();
-    let expected = sequential(&graph, &weights, &inputs);
+    let (graph, weights, inputs, expected) = alternating_case(9, 5);
     let mut rig = Rig::new(&graph, &weights, &inputs, 4);
     let mut runs: Vec<Option<baton_sched::Run>> = (0..4).map(|r| Some(rig.submit(r))).collect();
     let cancelled_point = runs[1].as_ref().expect("run 1").point().clone();
