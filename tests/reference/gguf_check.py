@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise a GGUF file with the independent `gguf` package, as JSON.
 
-Usage: gguf_check.py FILE.gguf
+Usage: gguf_check.py FILE.gguf [--dequantize-to DIR]
 
 Prints one JSON object:
   {"version": 3,
@@ -13,13 +13,21 @@ Prints one JSON object:
 Metadata values are given for scalars, strings and flat arrays (null for
 nested arrays). `checksum` is the float64 sum of all elements of F32 and F16
 tensors (null for other types). Used by baton-gguf's `reference-tests`.
+
+With `--dequantize-to DIR`, every tensor is also decoded to float32 with
+`gguf.quants.dequantize` (which knows every block format, K-quants
+included) and written to `DIR/<tensor name>.f32` as raw little-endian
+float32 in file order, for bit-exact comparison with Baton's decoders.
 """
 
+import argparse
 import json
+import os
 import sys
 
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGMLQuantizationType
+from gguf.quants import dequantize
 
 
 def field_summary(field):
@@ -57,10 +65,21 @@ def tensor_summary(tensor):
     }
 
 
+def dump_dequantized(reader, directory):
+    os.makedirs(directory, exist_ok=True)
+    for tensor in reader.tensors:
+        values = dequantize(tensor.data, tensor.tensor_type)
+        np.ascontiguousarray(values, dtype="<f4").tofile(os.path.join(directory, tensor.name + ".f32"))
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gguf_check.py FILE.gguf")
-    reader = GGUFReader(sys.argv[1])
+    parser = argparse.ArgumentParser(description="Summarise a GGUF file as JSON.")
+    parser.add_argument("file")
+    parser.add_argument("--dequantize-to", metavar="DIR")
+    args = parser.parse_args()
+    reader = GGUFReader(args.file)
+    if args.dequantize_to:
+        dump_dequantized(reader, args.dequantize_to)
     fields = [f for f in reader.fields.values() if not f.name.startswith("GGUF.")]
     version_field = reader.fields["GGUF.version"]
     summary = {

@@ -4,7 +4,8 @@
 //! Bounds (NMSE = Σ(a-b)²/Σb²): plain float types `<= 1e-7` (f32 sums of
 //! f32 products; f16 and bf16 weights decode exactly), quantized weights
 //! `<= 2e-4`, because the CPU backend quantizes activations to 8 bits per
-//! block of 32 before its integer dot products (measured about 1e-5).
+//! block of 32 (256 for K-quants) before its integer dot products (measured
+//! about 1e-5; 5e-5 for K-quants).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -122,10 +123,14 @@ fn unary_case(
     check("unary", &f32s(&out["y"]), &reference(&f64s(&x)), FLOAT_NMSE);
 }
 
+/// The weight types every backend's MatMul and GetRows take.
+pub const WEIGHT_TYPES: [DType; 9] =
+    [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+
 /// Row lookup from tables of every type.
 pub fn op_get_rows(f: &Fixture) {
-    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1] {
-        let (vocab, width) = (7, 64);
+    for dtype in WEIGHT_TYPES {
+        let (vocab, width) = (7, if dtype.is_k_quant() { 512 } else { 64 });
         let table = encode(dtype, &random(vocab * width, 3));
         let ids = [6, 0, 3, 3, 1];
         let mut g = Graph::new();
@@ -146,7 +151,13 @@ pub fn op_get_rows(f: &Fixture) {
 
 fn matmul_case(f: &Fixture, dtype: DType) {
     let bound = if dtype.is_quantized() { QUANT_NMSE } else { FLOAT_NMSE };
-    let ks: &[usize] = if dtype.is_quantized() { &[32, 96, 256] } else { &[1, 37, 64, 301] };
+    let ks: &[usize] = if dtype.is_k_quant() {
+        &[256, 768]
+    } else if dtype.is_quantized() {
+        &[32, 96, 256]
+    } else {
+        &[1, 37, 64, 301]
+    };
     for &k in ks {
         for (m, n) in [(1, 19), (5, 16), (8, 33), (13, 8)] {
             let x = random(m * k, (k * 31 + m) as u64);
@@ -189,6 +200,18 @@ pub fn op_matmul_q4_0(f: &Fixture) {
 /// Matmul with Q4_1 weights.
 pub fn op_matmul_q4_1(f: &Fixture) {
     matmul_case(f, DType::Q4_1)
+}
+/// Matmul with Q4_K weights.
+pub fn op_matmul_q4_k(f: &Fixture) {
+    matmul_case(f, DType::Q4_K)
+}
+/// Matmul with Q5_K weights.
+pub fn op_matmul_q5_k(f: &Fixture) {
+    matmul_case(f, DType::Q5_K)
+}
+/// Matmul with Q6_K weights.
+pub fn op_matmul_q6_k(f: &Fixture) {
+    matmul_case(f, DType::Q6_K)
 }
 
 /// Batched matmul whose weight batches are shared by groups of x batches.

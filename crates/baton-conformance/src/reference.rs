@@ -5,6 +5,8 @@
 use baton_core::DType;
 use half::{bf16, f16};
 
+pub mod kquant;
+
 fn f16_at(bytes: &[u8], at: usize) -> f64 {
     f64::from(f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32())
 }
@@ -27,6 +29,7 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
                 out.extend(block[2..34].iter().map(|&q| d * f64::from(q as i8)));
             }
         }
+        DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => out.extend(kquant::decode(dtype, bytes, elems)),
         DType::Q4_0 | DType::Q4_1 => {
             let (size, qs) = if dtype == DType::Q4_0 { (18, 2) } else { (20, 4) };
             for block in bytes.chunks_exact(size).take(elems / 32) {
@@ -60,6 +63,9 @@ pub fn encode_float_row(dtype: DType, values: &[f32]) -> Vec<u8> {
 /// Quantizes f32 values to a block type with a simple, valid encoder (the
 /// test needs valid blocks, not the best ones).
 pub fn encode_blocks(dtype: DType, values: &[f32]) -> Vec<u8> {
+    if dtype.is_k_quant() {
+        return kquant::encode(dtype, values);
+    }
     let mut out = Vec::new();
     for block in values.chunks_exact(32) {
         let (min, max) = block.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));

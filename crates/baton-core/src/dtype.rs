@@ -3,12 +3,15 @@
 //! A tensor row of a block-quantized type is a sequence of fixed-size blocks,
 //! each encoding `block_elems()` values in `block_bytes()` bytes. Plain types
 //! are the special case of one element per block. Every size computation goes
-//! through [`DType::row_bytes`], so new formats (K-quants) only add a variant
-//! and its two numbers.
+//! through [`DType::row_bytes`], so a new format only adds a variant and its
+//! two numbers. The K-quants (`Q4_K`, `Q5_K`, `Q6_K`, `Q8_K`) use super-blocks
+//! of 256 values, so their rows must be multiples of 256.
 
 use std::fmt;
 
 /// The element type of a tensor.
+// GGML's names (`Q4_K`), kept so the variants read as in every GGUF tool.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
     /// IEEE 754 binary32.
@@ -23,20 +26,46 @@ pub enum DType {
     Q4_0,
     /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 32 4-bit values; `x = d * q + m`.
     Q4_1,
+    /// Super-blocks of 256: f16 `d` and `dmin`, 12 bytes of 6-bit scales and
+    /// mins for 8 sub-blocks of 32, 128 bytes of 4-bit values;
+    /// `x = d * sc * q - dmin * m`.
+    Q4_K,
+    /// As [`DType::Q4_K`] plus 32 bytes holding a fifth (high) bit per value.
+    Q5_K,
+    /// Super-blocks of 256: 128 bytes of low 4 bits, 64 bytes of high 2 bits,
+    /// 16 signed 8-bit scales (sub-blocks of 16), f16 `d`;
+    /// `x = d * sc * (q - 32)`.
+    Q6_K,
+    /// Super-blocks of 256: f32 `d`, 256 signed bytes, 16 i16 sums of 16
+    /// values each; `x = d * q`. GGML's activation format for K-quant dot
+    /// products.
+    Q8_K,
     /// 32-bit signed integers (token ids, positions).
     I32,
 }
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 7] =
-        [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::I32];
+    pub const ALL: [DType; 11] = [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::Q8_K,
+        DType::I32,
+        DType::BF16,
+    ];
 
     /// Elements per block (1 for plain types).
     pub const fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
             DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => 32,
+            DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
         }
     }
 
@@ -48,6 +77,10 @@ impl DType {
             DType::Q8_0 => 34,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,
+            DType::Q4_K => 144,
+            DType::Q5_K => 176,
+            DType::Q6_K => 210,
+            DType::Q8_K => 292,
         }
     }
 
@@ -59,6 +92,12 @@ impl DType {
     /// Whether the type is block-quantized (rows must be whole blocks).
     pub const fn is_quantized(self) -> bool {
         self.block_elems() > 1
+    }
+
+    /// Whether the type is a K-quant (super-blocks of 256 values with
+    /// per-sub-block scales).
+    pub const fn is_k_quant(self) -> bool {
+        self.block_elems() == 256
     }
 
     /// Bytes of a row of `elems` elements, or `None` when `elems` is not a
@@ -78,6 +117,10 @@ impl DType {
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
             DType::Q8_0 => 8,
+            DType::Q4_K => 12,
+            DType::Q5_K => 13,
+            DType::Q6_K => 14,
+            DType::Q8_K => 15,
             DType::BF16 => 30,
             DType::I32 => 26,
         }
@@ -97,6 +140,10 @@ impl DType {
             DType::Q8_0 => "q8_0",
             DType::Q4_0 => "q4_0",
             DType::Q4_1 => "q4_1",
+            DType::Q4_K => "q4_k",
+            DType::Q5_K => "q5_k",
+            DType::Q6_K => "q6_k",
+            DType::Q8_K => "q8_k",
             DType::I32 => "i32",
         }
     }
@@ -132,5 +179,18 @@ mod tests {
         assert_eq!(DType::Q4_1.row_bytes(33), None);
         assert_eq!(DType::F16.row_bytes(3), Some(6));
         assert_eq!(DType::F32.row_bytes(usize::MAX), None);
+        assert_eq!(DType::Q4_K.row_bytes(512), Some(288));
+        assert_eq!(DType::Q6_K.row_bytes(288), None);
+    }
+
+    #[test]
+    fn k_quant_sizes_match_ggml() {
+        // (id, bytes per 256 values) as in ggml's block structs.
+        let expected = [(DType::Q4_K, 12, 144), (DType::Q5_K, 13, 176), (DType::Q6_K, 14, 210), (DType::Q8_K, 15, 292)];
+        for (t, id, bytes) in expected {
+            assert_eq!((t.ggml_id(), t.block_elems(), t.block_bytes()), (id, 256, bytes), "{t}");
+            assert!(t.is_k_quant() && t.is_quantized());
+        }
+        assert_eq!(DType::from_name("Q4_K"), Some(DType::Q4_K));
     }
 }

@@ -32,7 +32,18 @@ pub struct CpuDevice {
 }
 
 /// Weight types the CPU matmul accepts.
-pub const WEIGHT_TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+pub const WEIGHT_TYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+];
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

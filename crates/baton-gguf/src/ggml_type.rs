@@ -208,6 +208,13 @@ mod tests {
         assert_eq!(GgmlType::F32.tensor_bytes(&[3, 5]), Ok(60));
         assert_eq!(GgmlType::Q4_1.tensor_bytes(&[64, 2]), Ok(4 * 20));
         assert_eq!(GgmlType::Q6_K.tensor_bytes(&[256]), Ok(210));
+        assert_eq!(GgmlType::Q4_K.tensor_bytes(&[512, 3]), Ok(6 * 144));
+        assert_eq!(GgmlType::Q5_K.tensor_bytes(&[256, 2]), Ok(2 * 176));
+        assert_eq!(GgmlType::Q8_K.tensor_bytes(&[256]), Ok(292));
+        assert!(matches!(
+            GgmlType::Q4_K.tensor_bytes(&[288, 1]),
+            Err(ShapeError::NotBlockAligned { dim0: 288, block_elems: 256, .. })
+        ));
         assert_eq!(GgmlType::F16.tensor_bytes(&[0, 7]), Ok(0));
     }
 

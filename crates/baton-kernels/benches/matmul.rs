@@ -1,10 +1,13 @@
 //! Matmul throughput (GFLOP/s = 2 m n k / time) at the shapes of a 135M
 //! llama (hidden 576, FFN 1536, vocabulary 49152), for every weight type,
 //! on 1 thread and on 2 threads (a persistent spinning pool, and
-//! `ScopedThreads(2)` whose per-call spawn cost shows at m = 1).
+//! `ScopedThreads(2)` whose per-call spawn cost shows at m = 1). Then the
+//! K-quants against Q8_0 and Q4_1 at the shapes of stories110M (hidden 768,
+//! FFN 2048: K-quant rows must be multiples of 256), with each type's
+//! single-thread speed as a ratio to Q4_1's in the same run.
 //!
 //! Run with `cargo bench -p baton-kernels`; set `BATON_BENCH_QUICK=1` to skip
-//! m = 512.
+//! m = 512, `BATON_BENCH_KQUANT=1` to run the K-quant table only.
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -140,13 +143,24 @@ fn time(mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let quick = std::env::var_os("BATON_BENCH_QUICK").is_some();
-    let shapes = [(1536usize, 576usize), (576, 1536), (49152, 576)];
+    let kquant_only = std::env::var_os("BATON_BENCH_KQUANT").is_some();
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
-    let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
     println!("isa: {:?}; GFLOP/s = 2 m n k / median time", baton_kernels::Isa::detected());
+    if !kquant_only {
+        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+        bench_table(&[(1536, 576), (576, 1536), (49152, 576)], &types, ms);
+    }
+    let types = [DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+    bench_table(&[(2048, 768), (768, 2048)], &types, ms);
+}
+
+/// Times every type at every shape `(n, k)` and activation count `m`; the
+/// last column is the single-thread speed relative to Q4_1's at the same
+/// shape and `m`, measured in this run (NaN until Q4_1 has run).
+fn bench_table(shapes: &[(usize, usize)], types: &[DType], ms: &[usize]) {
     println!(
-        "{:<6} {:>6} {:>5} {:>4} | {:>9} {:>9} {:>9} | {:>8} {:>10}",
-        "type", "n", "k", "m", "1 thread", "2 (pool)", "2 (scoped)", "pool/1T", "us/call 2T"
+        "{:<6} {:>6} {:>5} {:>4} | {:>9} {:>9} {:>9} | {:>8} {:>10} | {:>7}",
+        "type", "n", "k", "m", "1 thread", "2 (pool)", "2 (scoped)", "pool/1T", "us/call 2T", "vs q4_1"
     );
     let mut seed = 1u32;
     let mut rand = move || {
@@ -155,12 +169,14 @@ fn main() {
         seed ^= seed << 5;
         (seed as f32 / u32::MAX as f32) - 0.5
     };
-    for &(n, k) in &shapes {
+    for &(n, k) in shapes {
         let w_f32: Vec<f32> = (0..n * k).map(|_| rand()).collect();
         let max_m = *ms.last().expect("at least one m");
         let x: Vec<f32> = (0..max_m * k).map(|_| rand()).collect();
         let mut y = vec![0.0f32; max_m * n];
-        for dtype in types {
+        // Single-thread seconds of Q4_1 per m, the baseline of the ratios.
+        let mut baseline = vec![f64::NAN; ms.len()];
+        for &dtype in types {
             let row_bytes = dtype.row_bytes(k).expect("k is whole blocks");
             let mut w_bytes = vec![0u8; n * row_bytes];
             for (row, out) in w_f32.chunks_exact(k).zip(w_bytes.chunks_exact_mut(row_bytes)) {
@@ -168,7 +184,7 @@ fn main() {
             }
             let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");
             let mut scratch = Scratch::new();
-            for &m in ms {
+            for (mi, &m) in ms.iter().enumerate() {
                 let x = MatRef::contiguous(&x[..m * k], m, k);
                 let mut run = |parallel: &dyn Parallel| {
                     let mut y = MatMut::contiguous(&mut y[..m * n], m, n);
@@ -182,9 +198,12 @@ fn main() {
                 let pooled = run(&pool);
                 drop(pool);
                 let scoped = run(&ScopedThreads(2));
+                if dtype == DType::Q4_1 {
+                    baseline[mi] = single;
+                }
                 let gflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
                 println!(
-                    "{:<6} {:>6} {:>5} {:>4} | {:>9.1} {:>9.1} {:>9.1} | {:>7.2}x {:>10.1}",
+                    "{:<6} {:>6} {:>5} {:>4} | {:>9.1} {:>9.1} {:>9.1} | {:>7.2}x {:>10.1} | {:>6.2}x",
                     dtype.name(),
                     n,
                     k,
@@ -193,7 +212,8 @@ fn main() {
                     gflops(pooled),
                     gflops(scoped),
                     single / pooled,
-                    pooled * 1e6
+                    pooled * 1e6,
+                    baseline[mi] / single,
                 );
             }
         }

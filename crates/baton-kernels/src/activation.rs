@@ -1,4 +1,5 @@
-//! Activations quantized once per matmul call: Q8 blocks with an f32 scale and
+//! Activations quantized once per matmul call: Q8_K super-blocks for K-quant
+//! weights ([`SuperActBlock`]), and for the 32-value formats Q8 blocks with an f32 scale and
 //! the sum of the block's quantized values, so that a weight block's integers
 //! multiply against bytes and its offset term (`-8 d` or `m`) costs one
 //! multiply.
@@ -9,6 +10,7 @@
 //! uncentred nibbles (measured: 5x larger error for Q4_0).
 
 use crate::isa::multiversion;
+use crate::quant::kquant::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};
 use crate::quant::BLOCK_ELEMS;
 
 /// 32 activations as `d * q` (`q` in -127..=127) plus `d * Σ q`.
@@ -47,6 +49,52 @@ multiversion! {
             }
             block.d = d;
             block.sum = d * sum as f32;
+        }
+    }
+}
+
+/// 256 activations in GGML's Q8_K layout (`#[repr(C)]`: f32 `d`, 256 `i8`,
+/// 16 `i16` sums of 16), the partner of K-quant weights. `d = amax / 127`,
+/// so `q` stays in -127..=127 (the sign trick of Q8_K weights needs that),
+/// and the sums are exact, so a weight group's offset costs one multiply.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SuperActBlock {
+    /// Scale: `amax / 127`.
+    pub d: f32,
+    /// Rounded `x / d`.
+    pub q: [i8; SUPER_ELEMS],
+    /// `Σ q` over each group of 16.
+    pub sums: [i16; GROUPS],
+}
+
+impl Default for SuperActBlock {
+    fn default() -> Self {
+        SuperActBlock { d: 0.0, q: [0; SUPER_ELEMS], sums: [0; GROUPS] }
+    }
+}
+
+multiversion! {
+    /// Quantizes `src` (whole super-blocks) into `dst` (`src.len() / 256` blocks).
+    pub(crate) fn quantize_super_activations(src: &[f32], dst: &mut [SuperActBlock]) {
+        debug_assert_eq!(src.len(), dst.len() * SUPER_ELEMS);
+        for (x, block) in src.chunks_exact(SUPER_ELEMS).zip(dst.iter_mut()) {
+            let mut amax = [0.0f32; 8];
+            for lanes in x.chunks_exact(8) {
+                for l in 0..8 {
+                    amax[l] = amax[l].max(lanes[l].abs());
+                }
+            }
+            let amax = amax.iter().fold(0.0f32, |a, &b| a.max(b));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            for (q, &v) in block.q.iter_mut().zip(x) {
+                *q = crate::ops::round_small(v * id) as i8;
+            }
+            for (sum, q) in block.sums.iter_mut().zip(block.q.chunks_exact(GROUP_ELEMS)) {
+                *sum = q.iter().map(|&v| i16::from(v)).sum();
+            }
+            block.d = d;
         }
     }
 }

@@ -2,8 +2,9 @@
 //! the hot paths, no global state beyond CPU feature detection.
 //!
 //! # Modules
-//! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1) byte-exact with GGUF,
-//!   the reference quantizers, and row encode/decode for every [`DType`].
+//! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1 and the K-quants Q4_K,
+//!   Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
+//!   row encode/decode for every [`DType`].
 //! - [`mod@matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over
 //!   a column range or split across a [`Parallel`]'s threads.
 //! - [`ops`]: f32 row kernels of a llama decoder (RMS norm, softmax, SiLU,
@@ -16,8 +17,9 @@
 //! GGUF file); a weight matrix is `rows` such rows at a byte stride. f32
 //! matrices are row-major with an element stride. Quantized weights multiply
 //! against activations quantized once per call into Q8 blocks kept in a
-//! caller-owned [`Scratch`] (f32 scale and exact block sum; an internal
-//! layout, not a GGUF one).
+//! caller-owned [`Scratch`]: for the 32-value formats, an f32 scale and the
+//! block sum (an internal layout, not a GGUF one); for the K-quants, GGML's
+//! Q8_K super-blocks (f32 scale, 256 bytes, sums of 16).
 //!
 //! # Instruction sets
 //! Every kernel has a portable path and, on x86_64, an AVX2+FMA+F16C path
@@ -53,6 +55,7 @@ pub mod rope;
 
 mod activation;
 mod float_tile;
+mod kquant_tile;
 mod matrix;
 mod quant_tile;
 #[cfg(target_arch = "x86_64")]

@@ -2,8 +2,9 @@
 //!
 //! Shapes: `W` is `n x k` (`n` encoded rows of `k` elements), `x` is `m x k`,
 //! `y` is `m x n`. Quantized weights first quantize every activation row once
-//! into the caller's [`Scratch`] (Q8 blocks, see `activation`), then run
-//! integer tiles; float weights run f32 FMA tiles straight on `x`.
+//! into the caller's [`Scratch`] (Q8 blocks of 32 for Q8_0/Q4_0/Q4_1, Q8_K
+//! super-blocks of 256 for the K-quants; see `activation`), then run integer
+//! tiles; float weights run f32 FMA tiles straight on `x`.
 //!
 //! Blocking: rows of `x` are taken 64 at a time (they stay in L2); within
 //! that, weight rows are taken in chunks of about 32 KiB (they stay in L1/L2)
@@ -19,12 +20,14 @@ use std::ops::Range;
 use baton_core::parallel::split_range;
 use baton_core::Parallel;
 
-use crate::activation::{quantize_activations, ActBlock};
+use baton_core::DType;
+
+use crate::activation::{quantize_activations, quantize_super_activations, ActBlock, SuperActBlock};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::matrix::validate;
 pub use crate::matrix::{MatMut, MatRef, WeightMatrix};
-use crate::quant::BLOCK_ELEMS;
+use crate::quant::{BLOCK_ELEMS, SUPER_ELEMS};
 use crate::tiling::{compute, Activations, DisjointWrites};
 
 /// Reusable memory for quantized activations, so that a decode loop that
@@ -32,6 +35,7 @@ use crate::tiling::{compute, Activations, DisjointWrites};
 #[derive(Debug, Default)]
 pub struct Scratch {
     blocks: Vec<ActBlock>,
+    super_blocks: Vec<SuperActBlock>,
 }
 
 impl Scratch {
@@ -41,12 +45,19 @@ impl Scratch {
     }
 
     /// Grows the scratch now for `rows` activation rows of `cols` elements,
-    /// so that later calls of that size do not allocate.
+    /// so that later calls of that size do not allocate (Q8_K room only when
+    /// `cols` is a whole number of K-quant super-blocks).
     pub fn reserve(&mut self, rows: usize, cols: usize) {
-        let blocks = rows * cols.div_ceil(BLOCK_ELEMS);
-        if self.blocks.len() < blocks {
-            self.blocks.resize(blocks, ActBlock::default());
+        grow(&mut self.blocks, rows * cols.div_ceil(BLOCK_ELEMS));
+        if cols.is_multiple_of(SUPER_ELEMS) {
+            grow(&mut self.super_blocks, rows * cols / SUPER_ELEMS);
         }
+    }
+}
+
+fn grow<B: Clone + Default>(buffer: &mut Vec<B>, len: usize) {
+    if buffer.len() < len {
+        buffer.resize(len, B::default());
     }
 }
 
@@ -76,17 +87,11 @@ pub fn matmul_columns(
     }
     let isa = Isa::current();
     let out = DisjointWrites::new(y.data);
-    if w.dtype.is_quantized() {
-        let blocks = scratch.quantize(isa, x, &SingleThreadQuantize);
-        // SAFETY: `validate` checked y holds `m` rows of `w.rows` columns at
-        // its stride and `n_range` is inside `0..w.rows`; this thread is the
-        // only writer (it holds `y` mutably).
-        unsafe { compute(isa, w, row_bytes, Activations::Blocks(blocks), x.rows, n_range, out, y.row_stride) };
-    } else {
-        let acts = Activations::Float { x: x.data, stride: x.row_stride };
-        // SAFETY: as above.
-        unsafe { compute(isa, w, row_bytes, acts, x.rows, n_range, out, y.row_stride) };
-    }
+    let acts = scratch.activations(isa, w.dtype, x, &SingleThreadQuantize);
+    // SAFETY: `validate` checked y holds `m` rows of `w.rows` columns at its
+    // stride and `n_range` is inside `0..w.rows`; this thread is the only
+    // writer (it holds `y` mutably).
+    unsafe { compute(isa, w, row_bytes, acts, x.rows, n_range, out, y.row_stride) };
     Ok(())
 }
 
@@ -108,16 +113,10 @@ pub fn matmul(
     let threads = parallel.threads();
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
-    let blocks;
-    let acts = if w.dtype.is_quantized() {
-        blocks = if m >= 8 && threads > 1 {
-            scratch.quantize(isa, x, &ParallelQuantize(parallel))
-        } else {
-            scratch.quantize(isa, x, &SingleThreadQuantize)
-        };
-        Activations::Blocks(blocks)
+    let acts = if m >= 8 && threads > 1 {
+        scratch.activations(isa, w.dtype, x, &ParallelQuantize(parallel))
     } else {
-        Activations::Float { x: x.data, stride: x.row_stride }
+        scratch.activations(isa, w.dtype, x, &SingleThreadQuantize)
     };
     let task = |t: usize| {
         let cols = split_range(n, threads, t, 8);
@@ -155,24 +154,67 @@ impl RowSplit for ParallelQuantize<'_> {
     }
 }
 
+/// A block of quantized activations, and where a [`Scratch`] keeps them.
+trait ActivationBlock: Copy + Default + Send + Sync {
+    /// Values per block.
+    const ELEMS: usize;
+    /// Quantizes `src` (whole blocks) into `dst`.
+    fn quantize(isa: Isa, src: &[f32], dst: &mut [Self]);
+    /// The scratch buffer of this block type.
+    fn buffer(scratch: &mut Scratch) -> &mut Vec<Self>;
+}
+
+impl ActivationBlock for ActBlock {
+    const ELEMS: usize = BLOCK_ELEMS;
+    fn quantize(isa: Isa, src: &[f32], dst: &mut [Self]) {
+        quantize_activations(isa, src, dst)
+    }
+    fn buffer(scratch: &mut Scratch) -> &mut Vec<Self> {
+        &mut scratch.blocks
+    }
+}
+
+impl ActivationBlock for SuperActBlock {
+    const ELEMS: usize = SUPER_ELEMS;
+    fn quantize(isa: Isa, src: &[f32], dst: &mut [Self]) {
+        quantize_super_activations(isa, src, dst)
+    }
+    fn buffer(scratch: &mut Scratch) -> &mut Vec<Self> {
+        &mut scratch.super_blocks
+    }
+}
+
 impl Scratch {
+    /// The activations in the form weights of `dtype` multiply against:
+    /// `x` itself for float weights, else `x` quantized into this scratch.
+    fn activations<'a>(&'a mut self, isa: Isa, dtype: DType, x: &MatRef<'a>, split: &dyn RowSplit) -> Activations<'a> {
+        if dtype.is_k_quant() {
+            Activations::SuperBlocks(self.quantize(isa, x, split))
+        } else if dtype.is_quantized() {
+            Activations::Blocks(self.quantize(isa, x, split))
+        } else {
+            Activations::Float { x: x.data, stride: x.row_stride }
+        }
+    }
+
     /// Quantizes every row of `x` (whole blocks, checked by the caller) and
     /// returns the blocks, row after row.
-    fn quantize(&mut self, isa: Isa, x: &MatRef<'_>, split: &dyn RowSplit) -> &[ActBlock] {
-        let blocks_per_row = x.cols / BLOCK_ELEMS;
-        self.reserve(x.rows, x.cols);
-        let dst = DisjointWrites::new(&mut self.blocks[..x.rows * blocks_per_row]);
+    fn quantize<B: ActivationBlock>(&mut self, isa: Isa, x: &MatRef<'_>, split: &dyn RowSplit) -> &[B] {
+        let blocks_per_row = x.cols / B::ELEMS;
+        let buffer = B::buffer(self);
+        grow(buffer, x.rows * blocks_per_row);
+        let dst = DisjointWrites::new(&mut buffer[..x.rows * blocks_per_row]);
         split.for_each_part(x.rows, &|rows| {
             for r in rows {
                 let src = &x.data[r * x.row_stride..][..x.cols];
-                // SAFETY: `reserve` sized the buffer for `x.rows` rows, and
-                // the parts are disjoint row ranges, so this row's blocks are
-                // written by this call only; `self.blocks` is borrowed
-                // mutably for the whole call.
+                // SAFETY: `grow` sized the buffer for `x.rows` rows, and the
+                // parts are disjoint row ranges, so this row's blocks are
+                // written by this call only; the buffer is borrowed mutably
+                // for the whole call.
                 let out = unsafe { std::slice::from_raw_parts_mut(dst.ptr().add(r * blocks_per_row), blocks_per_row) };
-                quantize_activations(isa, src, out);
+                B::quantize(isa, src, out);
             }
         });
-        &self.blocks[..x.rows * blocks_per_row]
+        &buffer[..x.rows * blocks_per_row]
     }
 }

@@ -1,5 +1,6 @@
-//! GGML block formats (Q8_0, Q4_0, Q4_1) exactly as GGUF stores them, with the
-//! reference quantizers, and whole-row encode/decode for every [`DType`].
+//! GGML block formats exactly as GGUF stores them, with the reference
+//! quantizers, and whole-row encode/decode for every [`DType`]: the 32-value
+//! formats (Q8_0, Q4_0, Q4_1) here, the 256-value K-quants in [`kquant`].
 //!
 //! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
 //! integers", and a value decodes as `d * q + offset`, where the offset is 0
@@ -14,6 +15,12 @@ use half::{bf16, f16};
 use crate::convert::{narrow_bytes, widen_bytes};
 use crate::error::{expect_len, KernelError};
 use crate::isa::Isa;
+
+mod kfit;
+pub(crate) mod kquant;
+
+use kquant::KFormat;
+pub use kquant::SUPER_ELEMS;
 
 /// Elements per block of every quantized format here.
 pub const BLOCK_ELEMS: usize = 32;
@@ -170,10 +177,11 @@ impl BlockFormat for Q4_1 {
     }
 }
 
-/// Runs `$body` with `$format` bound to the [`BlockFormat`] of a quantized
-/// `$dtype`, or evaluates `$plain` for the plain float types.
+/// Runs `$body` with `$format` bound to the [`BlockFormat`] of a 32-value
+/// `$dtype`, `$kbody` with `$kformat` bound to the [`KFormat`](kquant::KFormat)
+/// of a K-quant, or evaluates `$plain` for the plain float types.
 macro_rules! match_format {
-    ($dtype:expr, $format:ident => $body:expr, plain => $plain:expr) => {
+    ($dtype:expr, $format:ident => $body:expr, $kformat:ident => $kbody:expr, plain => $plain:expr) => {
         match $dtype {
             DType::Q8_0 => {
                 type $format = $crate::quant::Q8_0;
@@ -186,6 +194,22 @@ macro_rules! match_format {
             DType::Q4_1 => {
                 type $format = $crate::quant::Q4_1;
                 $body
+            }
+            DType::Q4_K => {
+                type $kformat = $crate::quant::kquant::Q4K;
+                $kbody
+            }
+            DType::Q5_K => {
+                type $kformat = $crate::quant::kquant::Q5K;
+                $kbody
+            }
+            DType::Q6_K => {
+                type $kformat = $crate::quant::kquant::Q6K;
+                $kbody
+            }
+            DType::Q8_K => {
+                type $kformat = $crate::quant::kquant::Q8K;
+                $kbody
             }
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => $plain,
         }
@@ -203,10 +227,26 @@ pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), 
     expect_len("encoded row bytes", expected, bytes)
 }
 
+/// Encodes whole blocks of `N` values, `bytes` each, with `encode`.
+fn encode_blocks<const N: usize>(src: &[f32], dst: &mut [u8], bytes: usize, encode: fn(&[f32; N], &mut [u8])) {
+    for (block, out) in src.chunks_exact(N).zip(dst.chunks_exact_mut(bytes)) {
+        encode(block.try_into().expect("chunks_exact yields whole blocks"), out);
+    }
+}
+
+/// Decodes whole blocks of `N` values, `bytes` each, with `decode`.
+fn decode_blocks<const N: usize>(src: &[u8], dst: &mut [f32], bytes: usize, decode: fn(&[u8], &mut [f32; N])) {
+    for (block, out) in src.chunks_exact(bytes).zip(dst.chunks_exact_mut(N)) {
+        decode(block, out.try_into().expect("chunks_exact yields whole blocks"));
+    }
+}
+
 /// Encodes `src` as one row of `dtype` into `dst`.
 ///
 /// Plain types are stored little-endian (f16 and bf16 rounded to nearest
-/// even); block types use GGML's reference quantizers.
+/// even); 32-value block types use GGML's reference quantizers, K-quants a
+/// least-squares fit of every sub-block's scale (and minimum) in the same
+/// spirit (see `quant/kfit.rs`).
 ///
 /// # Errors
 /// [`KernelError::PartialBlock`] if `src` is not whole blocks,
@@ -214,12 +254,10 @@ pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), 
 pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
     check_row(dtype, src.len(), dst.len())?;
     let isa = Isa::current();
-    match_format!(dtype, F => {
-        for (block, out) in src.chunks_exact(BLOCK_ELEMS).zip(dst.chunks_exact_mut(F::BYTES)) {
-            let block: &[f32; BLOCK_ELEMS] = block.try_into().expect("chunks_exact yields whole blocks");
-            F::quantize_block(block, out);
-        }
-    }, plain => match dtype {
+    match_format!(dtype,
+        F => encode_blocks(src, dst, F::BYTES, F::quantize_block),
+        K => encode_blocks(src, dst, K::BYTES, K::quantize_block),
+        plain => match dtype {
         DType::F16 => narrow_bytes::<f16>(isa, src, dst),
         DType::BF16 => narrow_bytes::<bf16>(isa, src, dst),
         _ => {
@@ -240,12 +278,10 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
 pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), KernelError> {
     check_row(dtype, dst.len(), src.len())?;
     let isa = Isa::current();
-    match_format!(dtype, F => {
-        for (block, out) in src.chunks_exact(F::BYTES).zip(dst.chunks_exact_mut(BLOCK_ELEMS)) {
-            let out: &mut [f32; BLOCK_ELEMS] = out.try_into().expect("chunks_exact yields whole blocks");
-            F::dequantize_block(block, out);
-        }
-    }, plain => match dtype {
+    match_format!(dtype,
+        F => decode_blocks(src, dst, F::BYTES, F::dequantize_block),
+        K => decode_blocks(src, dst, K::BYTES, K::dequantize_block),
+        plain => match dtype {
         DType::F16 => widen_bytes::<f16>(isa, src, dst),
         DType::BF16 => widen_bytes::<bf16>(isa, src, dst),
         _ => {

@@ -6,11 +6,12 @@ use std::ops::Range;
 use baton_core::DType;
 use half::{bf16, f16};
 
-use crate::activation::ActBlock;
+use crate::activation::{ActBlock, SuperActBlock};
 use crate::float_tile::FloatTiles;
 use crate::isa::Isa;
+use crate::kquant_tile::KQuantTiles;
 use crate::matrix::WeightMatrix;
-use crate::quant::{match_format, BLOCK_ELEMS};
+use crate::quant::{match_format, BLOCK_ELEMS, SUPER_ELEMS};
 use crate::quant_tile::QuantTiles;
 
 /// The activations in the form the weight type's tiles read.
@@ -18,8 +19,10 @@ use crate::quant_tile::QuantTiles;
 pub(crate) enum Activations<'a> {
     /// f32 rows at a stride (float weights).
     Float { x: &'a [f32], stride: usize },
-    /// `m * k / 32` blocks, row after row (quantized weights).
+    /// `m * k / 32` blocks, row after row (32-value quantized weights).
     Blocks(&'a [ActBlock]),
+    /// `m * k / 256` Q8_K super-blocks, row after row (K-quant weights).
+    SuperBlocks(&'a [SuperActBlock]),
 }
 
 /// A mutable buffer that several threads write to at disjoint indices.
@@ -109,17 +112,30 @@ pub(crate) unsafe fn compute(
                 _ => run!(float_tiles!(f32)),
             }
         }
-        (dtype, Activations::Blocks(acts)) => match_format!(dtype, F => run!(QuantTiles::<F> {
-            isa,
-            acts,
-            blocks: w.cols / BLOCK_ELEMS,
-            w: w.data,
-            w_stride: w.row_stride_bytes,
-            format: std::marker::PhantomData,
-        }), plain => unreachable!("float weights always get float activations")),
-        (dtype, Activations::Float { .. }) => {
-            unreachable!("{dtype} weights always get quantized activations")
-        }
+        (dtype, acts) => match_format!(dtype,
+            F => {
+                let Activations::Blocks(acts) = acts else { unreachable!("{dtype} weights get Q8 blocks") };
+                run!(QuantTiles::<F> {
+                    isa,
+                    acts,
+                    blocks: w.cols / BLOCK_ELEMS,
+                    w: w.data,
+                    w_stride: w.row_stride_bytes,
+                    format: std::marker::PhantomData,
+                })
+            },
+            K => {
+                let Activations::SuperBlocks(acts) = acts else { unreachable!("{dtype} weights get Q8_K blocks") };
+                run!(KQuantTiles::<K> {
+                    isa,
+                    acts,
+                    blocks: w.cols / SUPER_ELEMS,
+                    w: w.data,
+                    w_stride: w.row_stride_bytes,
+                    format: std::marker::PhantomData,
+                })
+            },
+            plain => unreachable!("float weights always get float activations")),
     }
 }
 

@@ -9,14 +9,29 @@ use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
 use common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
 
 /// The types a matmul accepts as weights.
-const WEIGHT_TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+const WEIGHT_TYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+];
 
 /// NMSE bound per weight type, against the decoded weights. Float types:
 /// f32 rounding only. Quantized types: dominated by rounding the activations
 /// to 8 bits (measured about 2.5e-5 on normal data, see
 /// `measured_quantized_error_is_within_bounds`), bounded with 4x margin.
+/// K-quants round the activations per 256 values (Q8_K), so a larger
+/// block maximum sets the step: measured about 5e-5, bounded at 2e-4.
 fn bound(dtype: DType) -> f64 {
-    if dtype.is_quantized() {
+    if dtype.is_k_quant() {
+        2e-4
+    } else if dtype.is_quantized() {
         1e-4
     } else {
         1e-7
@@ -108,7 +123,9 @@ impl Problem {
 }
 
 fn k_values(dtype: DType) -> &'static [usize] {
-    if dtype.is_quantized() {
+    if dtype.is_k_quant() {
+        &[256, 512, 768]
+    } else if dtype.is_quantized() {
         &[32, 64, 96, 576]
     } else {
         &[1, 7, 8, 9, 33, 64, 100, 257]
@@ -146,7 +163,13 @@ fn matmul_matches_dequantized_reference_for_every_type() {
 fn threaded_and_column_range_results_are_bit_identical() {
     for dtype in WEIGHT_TYPES {
         for_each_isa(|isa| {
-            let k = if dtype.is_quantized() { 96 } else { 67 };
+            let k = if dtype.is_k_quant() {
+                512
+            } else if dtype.is_quantized() {
+                96
+            } else {
+                67
+            };
             for m in [1, 6, 13] {
                 let p = Problem::new(dtype, m, 53, k, 77);
                 let w = p.weights(dtype);
@@ -184,7 +207,8 @@ fn matmul_columns_touches_only_its_columns() {
 fn measured_quantized_error_is_within_bounds() {
     for dtype in WEIGHT_TYPES {
         for_each_isa(|isa| {
-            let p = Problem::new(dtype, 16, 64, 576, 99);
+            let k = if dtype.is_k_quant() { 768 } else { 576 };
+            let p = Problem::new(dtype, 16, 64, k, 99);
             let y = p.run(|y| matmul(&SingleThread, &p.weights(dtype), &p.x(), y, &mut Scratch::new()).unwrap());
             let e = nmse(&y, &p.reference());
             println!("measured nmse {dtype:>5} {isa:?}: {e:.3e} (bound {:.0e})", bound(dtype));

@@ -4,8 +4,9 @@
 //! (llama.cpp, the Python `gguf` package, [`baton_gguf`]) loads as an
 //! ordinary `llama` model: the standard `general.*`, `llama.*` and
 //! `tokenizer.ggml.*` keys, the standard tensor names in llama.cpp's order,
-//! ggml-order dims. Three shapes ([`SynthShape`]) mirror models Baton is
-//! measured on, from a 5-layer toy to SmolLM2-135M.
+//! ggml-order dims. The shapes ([`SynthShape`]) mirror models Baton is
+//! measured on, from a 5-layer toy to SmolLM2-135M, plus two whose rows are
+//! all multiples of 256 for the K-quants (`tiny256`, `stories110M`).
 //!
 //! # What the file holds
 //!
@@ -20,10 +21,13 @@
 //!   prompt.
 //! - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
 //!   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
-//! - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1,
-//!   32 values a block) needs rows of whole blocks; a matrix whose rows are
-//!   not falls back to F16, as llama.cpp's quantizer does. Only `tiny`
-//!   has such a matrix: `ffn_down`, whose rows have 172 values. The
+//! - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1:
+//!   32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
+//!   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
+//!   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
+//!   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every
+//!   quantized file; in `tiny`, `stories15M` and `smol135M` every K-quant
+//!   matrix falls back (their widths are not multiples of 256). The
 //!   [`SynthSummary`] lists every fallback.
 //!
 //! # Determinism and speed
@@ -60,9 +64,18 @@ pub enum SynthShape {
     /// grouped-query attention), FFN 172 (not a multiple of 32, so quantized
     /// files exercise the F16 fallback), vocabulary 512, context 512.
     Tiny,
+    /// A toy whose rows are all multiples of 256, for K-quant tests: dim
+    /// 256, 2 layers, 4 heads (2 KV heads), FFN 512, vocabulary 512,
+    /// context 512.
+    Tiny256,
     /// llama2.c's `stories15M`: dim 288, 6 layers, 6 heads, FFN 768,
     /// vocabulary 32000, context 256; untied output.
     Stories15M,
+    /// llama2.c's `stories110M`: dim 768, 12 layers, 12 heads, FFN 2048,
+    /// vocabulary 32000, context 1024; output tied to the token embedding,
+    /// as in llama2.c (109.5M weights). Every row is a multiple of 256, so
+    /// K-quant files hold no fallback.
+    Stories110M,
     /// SmolLM2-135M: dim 576, 30 layers, 9 heads, 3 KV heads, FFN 1536,
     /// vocabulary 49152, context 8192 (as in its GGUF), RoPE base 100000,
     /// output tied to the token embedding.
@@ -116,13 +129,16 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 3] = [Self::Tiny, Self::Stories15M, Self::Smol135M];
+    pub const ALL: [SynthShape; 5] = [Self::Tiny, Self::Tiny256, Self::Stories15M, Self::Stories110M, Self::Smol135M];
 
-    /// The shape's name: `tiny`, `stories15M` or `smol135M`.
+    /// The shape's name: `tiny`, `tiny256`, `stories15M`, `stories110M` or
+    /// `smol135M`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Tiny => "tiny",
+            Self::Tiny256 => "tiny256",
             Self::Stories15M => "stories15M",
+            Self::Stories110M => "stories110M",
             Self::Smol135M => "smol135M",
         }
     }
@@ -146,6 +162,30 @@ impl SynthShape {
                 rope_freq_base: 10_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
+            },
+            Self::Tiny256 => ShapeParams {
+                dim: 256,
+                n_layers: 2,
+                n_heads: 4,
+                n_kv_heads: 2,
+                ffn: 512,
+                vocab: 512,
+                context: 512,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Stories110M => ShapeParams {
+                dim: 768,
+                n_layers: 12,
+                n_heads: 12,
+                n_kv_heads: 12,
+                ffn: 2048,
+                vocab: 32_000,
+                context: 1024,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: true,
             },
             Self::Stories15M => ShapeParams {
                 dim: 288,
@@ -186,8 +226,8 @@ impl std::fmt::Display for SynthShape {
 pub struct SynthSpec {
     /// The model's shape.
     pub shape: SynthShape,
-    /// The matrices' type: F32, F16, Q8_0, Q4_0 or Q4_1 (see
-    /// [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
+    /// The matrices' type: F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K
+    /// (see [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
     pub dtype: DType,
     /// The seed of every weight; the same spec always gives the same bytes.
     pub seed: u64,
@@ -195,7 +235,8 @@ pub struct SynthSpec {
 
 impl SynthSpec {
     /// The matrix types synthetic models can be written in.
-    pub const SUPPORTED_DTYPES: [DType; 5] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+    pub const SUPPORTED_DTYPES: [DType; 8] =
+        [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 }
 
 /// What [`write_synth_model`] wrote.
@@ -208,8 +249,8 @@ pub struct SynthSummary {
     /// The file's size in bytes.
     pub bytes: u64,
     /// The matrices stored in another type than the requested one, with the
-    /// type used (F16), because their rows are not whole blocks of the
-    /// requested type. Empty for F32 and F16 files.
+    /// type used (Q8_0 or F16), because their rows are not whole blocks of
+    /// the requested type. Empty for F32 and F16 files.
     pub fallbacks: Vec<(String, DType)>,
 }
 
@@ -217,7 +258,7 @@ pub struct SynthSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     /// The requested matrix type is not one synthetic models offer.
-    #[error("synthetic models are written in f32, f16, q8_0, q4_0 or q4_1, not {dtype}")]
+    #[error("synthetic models are written in f32, f16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k, not {dtype}")]
     UnsupportedDType {
         /// The type asked for.
         dtype: DType,

@@ -79,6 +79,9 @@ fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
             DType::F16 => 1,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
+            DType::Q4_K => 15,
+            DType::Q5_K => 17,
+            DType::Q6_K => 18,
             _ => 7,
         };
         assert_eq!(meta.get_u32("general.file_type").unwrap(), file_type);
@@ -115,13 +118,19 @@ fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
             } else if dtype.is_quantized() && dims[0] % 32 != 0 {
                 expected_fallbacks.push((name.clone(), DType::F16));
                 DType::F16
+            } else if dtype.is_k_quant() && dims[0] % 256 != 0 {
+                // tiny's rows (64 values) are whole Q8_0 blocks, not K-quant ones.
+                expected_fallbacks.push((name.clone(), DType::Q8_0));
+                DType::Q8_0
             } else {
                 dtype
             };
             assert_eq!(info.ggml_type(), GgmlType::from_id(stored.ggml_id()), "{name} in a {dtype} file");
         }
         assert_eq!(summary.fallbacks, expected_fallbacks, "{dtype}");
-        if dtype.is_quantized() {
+        if dtype.is_k_quant() {
+            assert_eq!(summary.fallbacks.len(), 37, "every matrix: 7 per layer, the embedding and the output");
+        } else if dtype.is_quantized() {
             assert_eq!(summary.fallbacks.len(), 5, "the five ffn_down matrices");
         }
         let elements: u64 = file.tensor_infos().iter().map(|t| t.element_count()).sum();
@@ -231,7 +240,7 @@ fn dequantized_weights_are_finite_with_plausible_std() {
 #[test]
 fn unsupported_dtypes_are_rejected_before_writing() {
     let dir = TempDir::new("unsupported");
-    for dtype in [DType::BF16, DType::I32] {
+    for dtype in [DType::BF16, DType::Q8_K, DType::I32] {
         let path = dir.file("never.gguf");
         match write_synth_model(&tiny(dtype, 0), &path) {
             Err(SynthError::UnsupportedDType { dtype: found }) => assert_eq!(found, dtype),
@@ -270,6 +279,53 @@ fn shapes_parse_by_name_and_match_their_reference_models() {
     assert_eq!(smol.n_params(), 134_515_008, "SmolLM2-135M's weight count");
     assert_eq!(SynthShape::Stories15M.params().tensor_count(), 57);
     assert_eq!(SynthShape::Tiny.params().tensor_count(), 48);
+    let stories = SynthShape::Stories110M.params();
+    assert_eq!(stories.n_params(), 109_529_856, "llama2.c's stories110M (tied output)");
+    assert_eq!(stories.tensor_count(), 110);
+    assert_eq!(SynthShape::from_name("stories110m"), Some(SynthShape::Stories110M));
+    let tiny256 = SynthShape::Tiny256.params();
+    assert_eq!((tiny256.tensor_count(), tiny256.n_params()), (21, 1_443_072));
+    for shape in [SynthShape::Tiny256, SynthShape::Stories110M] {
+        let p = shape.params();
+        // Row lengths (input widths) of every matrix: the embedding, Q/K/V,
+        // gate and up read `dim`; the attention output reads the heads; down reads the FFN.
+        for width in [p.dim, p.ffn, p.n_heads * p.head_dim()] {
+            assert_eq!(width % 256, 0, "{shape}: every row a whole K-quant super-block");
+        }
+    }
+}
+
+/// Every Baton type has the size the GGUF reader's table gives its ggml id,
+/// so files of any type Baton writes or reads agree on tensor sizes.
+#[test]
+fn every_dtype_has_the_gguf_table_size() {
+    for dtype in DType::ALL {
+        let ggml = GgmlType::from_id(dtype.ggml_id());
+        assert_eq!(ggml.block_elems(), Some(dtype.block_elems() as u64), "{dtype}");
+        assert_eq!(ggml.block_bytes(), Some(dtype.block_bytes() as u64), "{dtype}");
+        assert!(ggml.name().is_some_and(|n| n.eq_ignore_ascii_case(dtype.name())), "{dtype} is {ggml}");
+    }
+}
+
+#[test]
+fn tiny256_k_quant_files_hold_every_matrix_in_the_k_quant() {
+    let dir = TempDir::new("tiny256");
+    for dtype in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+        let spec = SynthSpec { shape: SynthShape::Tiny256, dtype, seed: 4 };
+        let (summary, file) = write(&spec, &dir.file(&format!("tiny256-{dtype}.gguf")));
+        assert!(summary.fallbacks.is_empty(), "{dtype}: {:?}", summary.fallbacks);
+        for tensor in file.tensors() {
+            let expected = if tensor.name().ends_with("norm.weight") { DType::F32 } else { dtype };
+            assert_eq!(tensor.ggml_type(), GgmlType::from_id(expected.ggml_id()), "{}", tensor.name());
+            let values = dequantize(&tensor);
+            let (mean, std) = mean_std(&values);
+            if !tensor.name().ends_with("norm.weight") {
+                let want = 1.0 / (tensor.dims()[0] as f64).sqrt();
+                assert!(mean.abs() < 0.1 * want, "{} ({dtype}) mean {mean}", tensor.name());
+                assert!((std / want - 1.0).abs() < 0.1, "{} ({dtype}) std {std}, expected {want}", tensor.name());
+            }
+        }
+    }
 }
 
 #[test]

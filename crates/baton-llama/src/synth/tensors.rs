@@ -36,8 +36,8 @@ pub(crate) struct TensorPlan {
 
 impl TensorPlan {
     /// A weight matrix `[cols, rows]` (ggml order), stored in `requested`
-    /// when its rows are whole blocks of it, else in F16 (llama.cpp's
-    /// fallback for tensors a block type cannot hold). The noise has standard
+    /// when its rows are whole blocks of it, else in its fallback (see
+    /// [`fallback`]). The noise has standard
     /// deviation `1/sqrt(cols)`: a row dotted with an RMS-normalised input
     /// (entries of size ~1) then yields values of size ~1, so attention
     /// scores, FFN activations and logits all stay of order one.
@@ -46,7 +46,7 @@ impl TensorPlan {
         Self {
             name,
             dims: vec![cols as u64, rows as u64],
-            dtype: if fits { requested } else { DType::F16 },
+            dtype: if fits { requested } else { fallback(requested, cols) },
             init: Init::Noise { std: 1.0 / (cols as f32).sqrt() },
             fell_back: !fits,
         }
@@ -79,6 +79,18 @@ impl TensorPlan {
             encoded: vec![0; row_bytes],
             position: row_bytes,
         }
+    }
+}
+
+/// The type a matrix with rows of `cols` values is stored in when they are
+/// not whole blocks of `requested`: Q8_0 for a K-quant when the rows are
+/// whole blocks of 32 (the reference engine also keeps such matrices in an
+/// 8-bit or 5-bit 32-value format), F16 otherwise (as llama.cpp's quantizer).
+fn fallback(requested: DType, cols: usize) -> DType {
+    if requested.is_k_quant() && cols.is_multiple_of(DType::Q8_0.block_elems()) {
+        DType::Q8_0
+    } else {
+        DType::F16
     }
 }
 

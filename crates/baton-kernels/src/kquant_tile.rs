@@ -1,0 +1,218 @@
+//! Micro-kernels for K-quant weights against activations quantized to Q8_K
+//! ([`SuperActBlock`]): an `MR x NR` tile of dot products over whole rows,
+//! written once for every [`KFormat`] through its common form (unsigned
+//! integers per 32-value chunk, an integer scale and offset per group of 16).
+//!
+//! Per super-block and group `g`, the integer dot product `Σ q_w q_x` is
+//! exact; it is multiplied by the group's integer scale and summed in i32
+//! (AVX2: `maddubs` multiplies the unsigned weights by the signed
+//! activations into pairs of i16, `madd` against the broadcast scales sums
+//! pairs into i32). The offsets meet the activations' exact group sums:
+//! `Σ_g min[g] · sum[g]`, subtracted in i32 when it shares the scale `d`
+//! (Q6_K's `q - 32`) or scaled by `dmin` otherwise. The i32 totals are
+//! scaled by `d_w d_x` into f32 accumulators once per super-block, as in
+//! GGML. Q8_K weights (signed) use the `|w| · sign(x, w)` identity.
+//!
+//! No i16 intermediate saturates: `maddubs` pairs stay below
+//! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15.
+
+use std::marker::PhantomData;
+
+use crate::activation::SuperActBlock;
+use crate::isa::Isa;
+use crate::quant::kquant::{KFormat, KOffset, CHUNKS, GROUPS, GROUP_ELEMS, SUPER_ELEMS};
+use crate::tiling::TileKernel;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Tiles of `x · Wᵀ` for Q8_K activations and weights of K-quant `F`.
+pub(crate) struct KQuantTiles<'a, F> {
+    pub isa: Isa,
+    /// Activation super-blocks; row `i` is `acts[i * blocks .. (i + 1) * blocks]`.
+    /// Checked by the caller to hold every row used.
+    pub acts: &'a [SuperActBlock],
+    /// Super-blocks per row (`k / 256`).
+    pub blocks: usize,
+    /// Weights; row `j` starts at byte `j * w_stride` and holds `blocks`
+    /// super-blocks. Checked by the caller for every row used.
+    pub w: &'a [u8],
+    pub w_stride: usize,
+    pub format: PhantomData<F>,
+}
+
+impl<F: KFormat + Sync> TileKernel for KQuantTiles<'_, F> {
+    #[inline]
+    fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
+        let acts = &self.acts[m0 * self.blocks..(m0 + MR) * self.blocks];
+        assert!((n0 + NR - 1) * self.w_stride + self.blocks * F::BYTES <= self.w.len());
+        // SAFETY: the assert above keeps rows n0..n0+NR inside `w`.
+        let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 comes from `Isa::current`; `acts` holds MR rows
+            // (slicing above) and `w` NR rows (assert above).
+            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
+            // SAFETY: as above.
+            _ => unsafe { tile_scalar::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
+        }
+    }
+}
+
+/// The weight integers of a super-block as i32, in element order.
+fn integers<F: KFormat>(block: &[u8]) -> [i32; SUPER_ELEMS] {
+    let mut q = [0i32; SUPER_ELEMS];
+    for (c, q) in q.chunks_exact_mut(32).enumerate() {
+        for (q, &byte) in q.iter_mut().zip(&F::chunk(block, c)) {
+            *q = if F::OFFSET == KOffset::Zero { i32::from(byte as i8) } else { i32::from(byte) };
+        }
+    }
+    q
+}
+
+/// # Safety
+/// `acts` holds `MR * blocks` super-blocks; `w` rows `0..NR` (stride
+/// `w_stride` bytes) hold `blocks` readable super-blocks of `F`.
+unsafe fn tile_scalar<F: KFormat, const MR: usize, const NR: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    w: *const u8,
+    w_stride: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    *out = [[0.0; NR]; MR];
+    for b in 0..blocks {
+        for j in 0..NR {
+            // SAFETY: super-block b of row j is inside `w` (caller's guarantee).
+            let block = unsafe { std::slice::from_raw_parts(w.add(j * w_stride + b * F::BYTES), F::BYTES) };
+            let s = F::scales(block);
+            let q = integers::<F>(block);
+            for (i, out_row) in out.iter_mut().enumerate() {
+                let a = &acts[i * blocks + b];
+                let (mut dot, mut offset) = (0i32, 0i32);
+                for g in 0..GROUPS {
+                    let range = g * GROUP_ELEMS..(g + 1) * GROUP_ELEMS;
+                    let group: i32 = q[range.clone()].iter().zip(&a.q[range]).map(|(&w, &x)| w * i32::from(x)).sum();
+                    dot += i32::from(s.scales[g]) * group;
+                    offset += i32::from(s.mins[g]) * i32::from(a.sums[g]);
+                }
+                out_row[j] += match F::OFFSET {
+                    KOffset::CentredOn32 => (s.d * a.d) * (dot - offset) as f32,
+                    KOffset::StoredMin => (s.d * a.d) * dot as f32 - (s.dmin * a.d) * offset as f32,
+                    KOffset::Zero => (s.d * a.d) * dot as f32,
+                };
+            }
+        }
+    }
+}
+
+/// `shuffle_epi8` controls that turn 8 i16 scales (groups `8h..8h+8`,
+/// repeated in both 128-bit lanes) into the scales of chunk `c`: group
+/// `2c` in the low lane (elements 0..16 of the chunk), `2c + 1` in the high.
+static SCALE_SHUFFLE: [[u8; 32]; CHUNKS] = scale_shuffle();
+
+const fn scale_shuffle() -> [[u8; 32]; CHUNKS] {
+    let mut table = [[0u8; 32]; CHUNKS];
+    let mut c = 0;
+    while c < CHUNKS {
+        let mut k = 0;
+        while k < 32 {
+            let group = if k < 16 { (2 * c) % 8 } else { (2 * c + 1) % 8 };
+            table[c][k] = (2 * group + k % 2) as u8;
+            k += 1;
+        }
+        c += 1;
+    }
+    table
+}
+
+/// # Safety
+/// As [`tile_scalar`], and the CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<F: KFormat, const MR: usize, const NR: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    w: *const u8,
+    w_stride: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    use crate::simd::hsum;
+    let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+    for b in 0..blocks {
+        let mut rows = [w; NR];
+        let (mut scales_low, mut scales_high) = ([_mm256_setzero_si256(); NR], [_mm256_setzero_si256(); NR]);
+        let mut mins = [_mm256_setzero_si256(); NR];
+        let (mut d, mut dmin) = ([0.0f32; NR], [0.0f32; NR]);
+        for j in 0..NR {
+            // SAFETY: super-block b of row j is inside `w` (caller's guarantee).
+            rows[j] = unsafe { w.add(j * w_stride + b * F::BYTES) };
+            // SAFETY: as above, `F::BYTES` readable bytes.
+            let s = unsafe { F::scales_avx2(rows[j]) };
+            scales_low[j] = _mm256_permute2x128_si256::<0x00>(s.scales, s.scales);
+            scales_high[j] = _mm256_permute2x128_si256::<0x11>(s.scales, s.scales);
+            mins[j] = s.mins;
+            (d[j], dmin[j]) = (s.d, s.dmin);
+        }
+        let mut sums = [[_mm256_setzero_si256(); NR]; MR];
+        // One chunk of 32 values; expanded for each constant `c` so that the
+        // formats' shifts and offsets fold to immediates.
+        macro_rules! chunk {
+            ($c:expr) => {{
+                const C: usize = $c;
+                // SAFETY: each table row is 32 bytes.
+                let control = unsafe { _mm256_loadu_si256(SCALE_SHUFFLE[C].as_ptr().cast()) };
+                let mut quants = [_mm256_setzero_si256(); NR];
+                let mut unsigned = [_mm256_setzero_si256(); NR];
+                let mut scales = [_mm256_setzero_si256(); NR];
+                for j in 0..NR {
+                    // SAFETY: `rows[j]` is a whole super-block of `F`, `C < CHUNKS`.
+                    quants[j] = unsafe { F::chunk_avx2(rows[j], C) };
+                    unsigned[j] = if F::OFFSET == KOffset::Zero { _mm256_abs_epi8(quants[j]) } else { quants[j] };
+                    scales[j] = _mm256_shuffle_epi8(if C < 4 { scales_low[j] } else { scales_high[j] }, control);
+                }
+                for i in 0..MR {
+                    // SAFETY: `q` is 256 bytes and `C < 8`.
+                    let x = unsafe { _mm256_loadu_si256(acts[i * blocks + b].q.as_ptr().add(32 * C).cast()) };
+                    for j in 0..NR {
+                        let signed = if F::OFFSET == KOffset::Zero { _mm256_sign_epi8(x, quants[j]) } else { x };
+                        let pairs = _mm256_maddubs_epi16(unsigned[j], signed);
+                        sums[i][j] = _mm256_add_epi32(sums[i][j], _mm256_madd_epi16(pairs, scales[j]));
+                    }
+                }
+            }};
+        }
+        chunk!(0);
+        chunk!(1);
+        chunk!(2);
+        chunk!(3);
+        chunk!(4);
+        chunk!(5);
+        chunk!(6);
+        chunk!(7);
+        for i in 0..MR {
+            let a = &acts[i * blocks + b];
+            // SAFETY: `sums` is 16 i16 (32 bytes).
+            let group_sums = unsafe { _mm256_loadu_si256(a.sums.as_ptr().cast()) };
+            for j in 0..NR {
+                let offsets = _mm256_madd_epi16(mins[j], group_sums);
+                let scale = _mm256_set1_ps(d[j] * a.d);
+                acc[i][j] = match F::OFFSET {
+                    KOffset::CentredOn32 => {
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sums[i][j], offsets)), scale, acc[i][j])
+                    }
+                    KOffset::StoredMin => {
+                        let scaled = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i][j]), scale, acc[i][j]);
+                        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_set1_ps(dmin[j] * a.d), scaled)
+                    }
+                    KOffset::Zero => _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i][j]), scale, acc[i][j]),
+                };
+            }
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            out[i][j] = hsum(acc[i][j]);
+        }
+    }
+}
