@@ -1,6 +1,7 @@
 //! Ctrl-C: the first press asks the running command to stop cleanly (the
 //! generation loop ends, queued work drains, the statistics are printed);
-//! a second press exits at once.
+//! a second press exits at once. `baton run --chat` clears the request
+//! before each answer, so Ctrl-C stops one answer, not the conversation.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -25,4 +26,9 @@ pub fn install() {
 /// Whether Ctrl-C was pressed.
 pub fn requested() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Forgets an earlier Ctrl-C (before the next answer of a conversation).
+pub fn clear() {
+    INTERRUPTED.store(false, Ordering::SeqCst);
 }

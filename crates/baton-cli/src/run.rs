@@ -141,13 +141,32 @@ impl ModelArgs {
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    model: ModelArgs,
-    /// The prompt.
-    #[arg(short = 'p', long = "prompt")]
-    prompt: String,
-    /// Tokens to generate (stops early at end-of-generation tokens).
-    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
-    n_predict: usize,
+    pub(crate) model: ModelArgs,
+    /// The prompt (with --chat: one user message, answered once).
+    #[arg(short = 'p', long = "prompt", required_unless_present = "chat")]
+    pub(crate) prompt: Option<String>,
+    /// Chat with an instruct model through its chat template (`-cnv`):
+    /// user turns from stdin (EOF or /exit ends), or one answer to -p.
+    #[arg(long = "chat", visible_alias = "conversation")]
+    pub(crate) chat: bool,
+    /// A system message opening the conversation (`-sys`, with --chat).
+    #[arg(long = "system-prompt", requires = "chat")]
+    pub(crate) system_prompt: Option<String>,
+    /// Tokens to generate (default 128; with --chat, per answer, default
+    /// 512). Stops early at end-of-generation tokens (with --chat, at the
+    /// end of the turn).
+    #[arg(short = 'n', long = "n-predict")]
+    pub(crate) n_predict: Option<usize>,
+    #[command(flatten)]
+    pub(crate) sampling: SamplingArgs,
+    /// Also print special tokens.
+    #[arg(long)]
+    pub(crate) special: bool,
+}
+
+/// Sampling flags (llama.cpp's names).
+#[derive(Args, Clone, Debug)]
+pub struct SamplingArgs {
     /// Sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.8)]
     temp: f32,
@@ -169,39 +188,50 @@ pub struct RunArgs {
     /// Random seed of sampling.
     #[arg(short = 's', long, default_value_t = baton_llama::sampling::DEFAULT_SEED)]
     seed: u64,
-    /// Also print special tokens.
-    #[arg(long)]
-    special: bool,
 }
+
+impl SamplingArgs {
+    /// A sampler with these parameters (checked).
+    pub fn sampler(&self) -> Result<Sampler> {
+        let params = SamplingParams {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed,
+        };
+        params.validate()?;
+        Ok(Sampler::new(params))
+    }
+}
+
+/// Tokens `baton run` generates when `-n` is not given.
+const DEFAULT_N_PREDICT: usize = 128;
 
 /// Runs `baton run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    if args.chat {
+        return crate::chat::run(args);
+    }
+    let text = args.prompt.as_deref().context("-p is required (or --chat)")?;
     let load_start = Instant::now();
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
-    let params = SamplingParams {
-        temperature: args.temp,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        repeat_penalty: args.repeat_penalty,
-        repeat_last_n: args.repeat_last_n,
-        seed: args.seed,
-    };
-    params.validate()?;
-    let mut sampler = Sampler::new(params);
-    let prompt = model.tokenizer().encode(&args.prompt, true, true)?;
+    let mut sampler = args.sampling.sampler()?;
+    let prompt = model.tokenizer().encode(text, true, true)?;
     if prompt.is_empty() {
         anyhow::bail!("the prompt gives no tokens");
     }
     let budget = model.context().saturating_sub(prompt.len());
-    let n_predict = args.n_predict.min(budget);
+    let n_predict = args.n_predict.unwrap_or(DEFAULT_N_PREDICT).min(budget);
     for &t in &prompt {
         sampler.accept(t);
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    write!(out, "{}", args.prompt)?;
+    write!(out, "{text}")?;
     out.flush()?;
     let prompt_start = Instant::now();
     let mut token = sampler.sample(model.eval_prompt(&prompt, 0)?)?;

@@ -1,5 +1,6 @@
 //! Llama-family models on Baton: GGUF loading, tokenizers, the llama graph
-//! with its KV cache, sampling, perplexity, and synthetic models.
+//! with its KV cache, sampling, chat templates and conversations,
+//! perplexity, and synthetic models.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -15,7 +16,9 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod chat;
 pub mod config;
+pub mod conversation;
 pub mod error;
 pub mod fetch;
 pub mod graph;
@@ -28,7 +31,9 @@ pub mod weights;
 
 pub use baton_gguf;
 pub use baton_tokenizer;
+pub use chat::{ChatTemplate, Message};
 pub use config::LlamaConfig;
+pub use conversation::Conversation;
 pub use error::ModelError;
 pub use graph::Logits;
 pub use model::{LoadOptions, Model};

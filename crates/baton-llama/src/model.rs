@@ -13,7 +13,7 @@ use baton_core::backend::{Buffer, Device, Pending, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
-use baton_gguf::GgufFile;
+use baton_gguf::{GgufFile, OptionalKey};
 use baton_sched::{Plan, RunPoints, Runner, RunnerStats, Trace};
 use baton_tokenizer::Tokenizer;
 
@@ -105,6 +105,10 @@ pub struct Model {
     host_waits: u64,
     host_submit: std::time::Duration,
     file_bytes: u64,
+    /// The file's `tokenizer.chat_template`, if any.
+    chat_template: Option<String>,
+    /// Tokens evaluated so far (every position written to the cache).
+    evaluated_tokens: u64,
 }
 
 struct Types<'a>(&'a Weights);
@@ -129,6 +133,7 @@ impl Model {
         let file = GgufFile::open(path)?;
         let config = LlamaConfig::from_gguf(&file)?;
         let tokenizer = crate::vocab::tokenizer(&file)?;
+        let chat_template = file.metadata().get_str(crate::chat::TEMPLATE_KEY).optional()?.map(str::to_string);
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::Config(format!(
                 "the vocabulary has {} tokens, the model {}",
@@ -177,6 +182,8 @@ impl Model {
             host_waits: 0,
             host_submit: std::time::Duration::ZERO,
             file_bytes,
+            chat_template,
+            evaluated_tokens: 0,
         })
     }
 
@@ -203,6 +210,18 @@ impl Model {
     /// Every device, and the device index of each layer.
     pub fn placement(&self) -> (&[Arc<dyn Device>], &[usize]) {
         (&self.devices, &self.layer_device)
+    }
+
+    /// The Jinja chat template of the file (`tokenizer.chat_template`), if
+    /// it has one; see [`crate::chat`].
+    pub fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+
+    /// Tokens evaluated so far: each evaluation adds its tokens (positions
+    /// written to the KV cache).
+    pub fn evaluated_tokens(&self) -> u64 {
+        self.evaluated_tokens
     }
 
     /// Positions the KV cache holds.
@@ -370,6 +389,7 @@ impl Model {
         // Both writes are ordered before the run's first split on the same
         // stream; their buffers come back at the next submit.
         self.pending_inputs = Some((ids_w, pos_w));
+        self.evaluated_tokens += t as u64;
         Ok((points, logits_t))
     }
 

@@ -1,0 +1,133 @@
+//! Conversations on a synthetic model: each turn evaluates only the tokens
+//! the cache does not hold, the reused cache gives the logits a fresh
+//! evaluation gives, and a conversation that outgrows the context says so.
+
+use std::path::{Path, PathBuf};
+
+use baton_core::DType;
+use baton_llama::chat::{Message, TemplateOrigin};
+use baton_llama::conversation::{Conversation, ConversationError};
+use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{LoadOptions, Model};
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("baton-chat-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tiny_model(test: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(test);
+    let path = dir.0.join("tiny.gguf");
+    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype: DType::F32, seed: 3 }, &path).expect("synth");
+    (dir, path)
+}
+
+fn load(path: &Path, context: usize) -> Model {
+    let device = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let options = LoadOptions { context: Some(context), cache_type: DType::F32, ..LoadOptions::default() };
+    Model::load(path, device, &options).expect("load")
+}
+
+#[test]
+fn the_second_turn_evaluates_only_the_tokens_the_cache_lacks() {
+    let (_dir, path) = tiny_model("reuse");
+    let mut model = load(&path, 256);
+    let mut chat = Conversation::for_model(&model).expect("template");
+    assert_eq!(chat.template().origin(), TemplateOrigin::ChatMlFallback, "synthetic models carry no template");
+    chat.push(Message::system("the people who sailed"));
+    chat.push(Message::user("islands"));
+
+    let (_, first) = chat.prompt(&mut model).expect("first turn");
+    assert_eq!((first.reused, first.evaluated), (0, first.tokens), "the first turn evaluates everything");
+    assert_eq!(model.evaluated_tokens(), first.tokens as u64);
+
+    // The answer, evaluated token by token as generation does.
+    let answer = "a long time ago";
+    let answer_tokens = model.tokenizer().encode(answer, false, false).expect("encode");
+    for &t in &answer_tokens {
+        chat.advance(&mut model, t).expect("advance");
+    }
+    assert_eq!(chat.past(), first.tokens + answer_tokens.len());
+    chat.push(Message::assistant(answer));
+    chat.push(Message::user("between them"));
+
+    let before = model.evaluated_tokens();
+    let second_logits = {
+        let (logits, second) = chat.prompt(&mut model).expect("second turn");
+        let logits = logits.to_vec();
+        assert_eq!(second.reused, first.tokens + answer_tokens.len(), "the first prompt and the answer are reused");
+        assert_eq!(second.evaluated, second.tokens - second.reused);
+        assert!(second.evaluated < second.tokens / 2, "most of the conversation comes from the cache: {second:?}");
+        assert_eq!(model.evaluated_tokens() - before, second.evaluated as u64, "the model evaluated only the suffix");
+        logits
+    };
+
+    // The same conversation evaluated from scratch gives the same logits.
+    let all = chat.tokens(model.tokenizer()).expect("tokens");
+    let mut fresh = load(&path, 256);
+    let fresh_logits = fresh.eval_prompt(&all, 0).expect("fresh").to_vec();
+    let worst = second_logits.iter().zip(&fresh_logits).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-3, "reused-cache logits differ from a fresh evaluation by {worst}");
+}
+
+#[test]
+fn an_unchanged_conversation_reevaluates_only_its_last_token() {
+    let (_dir, path) = tiny_model("unchanged");
+    let mut model = load(&path, 128);
+    let mut chat = Conversation::for_model(&model).expect("template");
+    chat.push(Message::user("islands"));
+    let (_, first) = chat.prompt(&mut model).expect("first");
+    let (_, again) = chat.prompt(&mut model).expect("again");
+    assert_eq!((again.tokens, again.reused, again.evaluated), (first.tokens, first.tokens - 1, 1));
+}
+
+#[test]
+fn an_edited_history_drops_the_cache_from_the_first_difference() {
+    let (_dir, path) = tiny_model("edited");
+    let mut model = load(&path, 128);
+    let mut chat = Conversation::for_model(&model).expect("template");
+    chat.push(Message::user("islands"));
+    let (_, first) = chat.prompt(&mut model).expect("first");
+    chat.pop();
+    chat.push(Message::user("people"));
+    let (_, second) = chat.prompt(&mut model).expect("second");
+    let prefix = "<|im_start|>user\n";
+    let shared = model.tokenizer().encode(prefix, false, true).expect("encode").len();
+    assert_eq!(second.reused, shared, "only the shared opening is reused (first turn: {first:?})");
+}
+
+#[test]
+fn a_conversation_longer_than_the_context_is_a_clear_error() {
+    let (_dir, path) = tiny_model("full");
+    let mut model = load(&path, 16);
+    let mut chat = Conversation::for_model(&model).expect("template");
+    chat.push(Message::user("islands and the people who sailed between them a long time ago"));
+    let err = chat.prompt(&mut model).expect_err("does not fit");
+    assert!(matches!(err, ConversationError::ContextFull { context: 16, .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("context is full") && text.contains("holds 16"), "message: {text}");
+}
+
+#[test]
+fn generation_stops_at_the_end_of_turn_token() {
+    let (_dir, path) = tiny_model("stops");
+    let model = load(&path, 32);
+    let chat = Conversation::for_model(&model).expect("template");
+    let im_end = model.tokenizer().token_id("<|im_end|>").expect("<|im_end|>");
+    let eos = model.tokenizer().eos_id().expect("eos");
+    assert!(chat.ends_turn(im_end) && chat.ends_turn(eos), "stops: {:?}", chat.stop_tokens());
+    let word = model.tokenizer().encode("islands", false, false).expect("encode")[0];
+    assert!(!chat.ends_turn(word));
+}
