@@ -3,7 +3,9 @@
 # plus the checks against independent references (NumPy llama forward pass,
 # the PyPI gguf and tokenizers packages), which this script prepares:
 # a Python environment (scripts/setup-python.sh) and the SmolLM2 model
-# (scripts/fetch-smollm2.sh). Extra arguments go to cargo nextest.
+# (scripts/fetch-smollm2.sh), and the Vulkan backend's conformance suite on
+# Mesa's lavapipe (scripts/setup-vulkan.sh installs it). Extra arguments go
+# to cargo nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,12 @@ if [ ! -s "$BATON_TOKENIZER_REF" ] || [ tests/reference/tokenizer_ref.py -nt "$B
   "$BATON_PYTHON" tests/reference/tokenizer_ref.py "$BATON_SMOLLM2" "$BATON_TOKENIZER_REF" >&2
 fi
 export BATON_TOKENIZER_REF=$PWD/$BATON_TOKENIZER_REF
+
+# The Vulkan backend's driver: Mesa's lavapipe, with the validation layer
+# (synchronization checks included) as an oracle: any error it reports fails
+# the test that caused it. A missing driver fails the run, never skips it.
+VK_ICD_FILENAMES=$(bash scripts/setup-vulkan.sh | tail -n 1)
+export VK_ICD_FILENAMES BATON_VK_VALIDATION=1 BATON_REQUIRE_VULKAN=1
 
 features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests
 cargo nextest run --workspace --release --features "$features" --no-fail-fast "$@"

@@ -9,7 +9,8 @@ use clap::Args;
 /// Arguments of `baton devices`.
 #[derive(Args)]
 pub struct DevicesArgs {
-    /// Devices to describe (default: `cpu`, and the per-core split `cpu:0,...`).
+    /// Devices to describe (default: `cpu`, the per-core split `cpu:0,...`,
+    /// and every Vulkan device).
     #[arg(long)]
     devices: Option<String>,
     /// Print JSON.
@@ -17,18 +18,40 @@ pub struct DevicesArgs {
     json: bool,
 }
 
-/// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`).
+/// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`,
+/// `vulkan:0`, `vulkan:0,vulkan:0`, or a mix), in the list's order.
 /// `threads` sets the threads of a `cpu` device (`-t`).
 pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
     let names: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if names.is_empty() {
         bail!("--devices is empty");
     }
-    if let Some(bad) = names.iter().find(|n| **n != "cpu" && !n.starts_with("cpu:")) {
-        bail!("unknown device {bad:?}: this build has CPU devices only (`cpu`, or `cpu:0,cpu:1,...`)");
+    let is_cpu = |n: &str| n == "cpu" || n.starts_with("cpu:");
+    let is_vulkan = |n: &str| n == "vulkan" || n.starts_with("vulkan:");
+    if let Some(bad) = names.iter().find(|n| !is_cpu(n) && !is_vulkan(n)) {
+        bail!("unknown device {bad:?}: devices are `cpu`, `cpu:0,cpu:1,...` and `vulkan:N` (see `baton devices`)");
     }
-    let devices = baton_cpu::open(&names, threads).with_context(|| format!("opening {list}"))?;
-    Ok(devices.into_iter().map(|d| d as Arc<dyn Device>).collect())
+    let cpu_names: Vec<&str> = names.iter().copied().filter(|n| is_cpu(n)).collect();
+    let vulkan_names: Vec<&str> = names.iter().copied().filter(|n| is_vulkan(n)).collect();
+    let mut cpus = if cpu_names.is_empty() {
+        Vec::new()
+    } else {
+        baton_cpu::open(&cpu_names, threads).with_context(|| format!("opening {}", cpu_names.join(",")))?
+    }
+    .into_iter();
+    let mut gpus = if vulkan_names.is_empty() {
+        Vec::new()
+    } else {
+        baton_vulkan::open(&vulkan_names).with_context(|| format!("opening {}", vulkan_names.join(",")))?
+    }
+    .into_iter();
+    let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
+    for name in names {
+        let next: Option<Arc<dyn Device>> =
+            if is_cpu(name) { cpus.next().map(|d| d as _) } else { gpus.next().map(|d| d as _) };
+        devices.push(next.with_context(|| format!("opening {name}"))?);
+    }
+    Ok(devices)
 }
 
 fn json_str(s: &str) -> String {
@@ -47,6 +70,7 @@ fn json_str(s: &str) -> String {
 
 /// Runs `baton devices`.
 pub fn run(args: DevicesArgs) -> Result<()> {
+    let listed = args.devices.is_some();
     let lists: Vec<String> = match args.devices {
         Some(list) => vec![list],
         None => {
@@ -59,6 +83,14 @@ pub fn run(args: DevicesArgs) -> Result<()> {
     for list in &lists {
         for d in open(list, None)? {
             rows.push(d.info().clone());
+        }
+    }
+    // Without a list: every Vulkan device too, when this machine has a driver.
+    let mut vulkan_note = None;
+    if !listed {
+        match baton_vulkan::list() {
+            Ok(infos) => rows.extend(infos),
+            Err(e) => vulkan_note = Some(format!("No Vulkan devices: {e}")),
         }
     }
     if args.json {
@@ -103,5 +135,9 @@ pub fn run(args: DevicesArgs) -> Result<()> {
         );
     }
     println!("\nStreams of every device wait natively on host-memory points (CPU streams and host timelines).");
+    println!("Vulkan streams wait natively on points of their own device; other devices' points go through the relay.");
+    if let Some(note) = vulkan_note {
+        println!("{note}");
+    }
     Ok(())
 }

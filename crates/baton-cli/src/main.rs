@@ -3,6 +3,7 @@
 mod bench;
 mod bench_gates;
 mod bench_sync;
+mod chat;
 mod conformance_cmd;
 mod devices;
 mod interrupt;
@@ -25,11 +26,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Generate text from a prompt.
+    /// Generate text from a prompt, or chat with an instruct model.
     ///
     /// Examples:
     ///   baton run -p "Once upon a time"            (default model: SmolLM2-135M-Instruct Q4_1)
     ///   baton run -m model.gguf -p "Hello" -n 64 --temp 0.7 --seed 42 -t 2
+    ///   baton run --chat                           (a conversation on stdin; /exit or EOF ends)
+    ///   baton run -cnv -sys "Answer briefly." -p "What is the capital of France?"
     Run(run::RunArgs),
     /// Measure prompt processing and generation speed (llama-bench style),
     /// or the hand-offs of the wait policies (`bench sync`, `bench gates`).
@@ -56,6 +59,7 @@ enum Command {
     ///
     /// Example:
     ///   baton conformance --devices cpu:0,cpu:1
+    ///   baton conformance --devices vulkan:0
     Conformance(conformance_cmd::ConformanceArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),
@@ -65,7 +69,13 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 3] = [("-ub", "--ubatch-size"), ("-sm", "--split-mode"), ("-ts", "--tensor-split")];
+const LLAMA_SHORTS: [(&str, &str); 5] = [
+    ("-ub", "--ubatch-size"),
+    ("-sm", "--split-mode"),
+    ("-ts", "--tensor-split"),
+    ("-cnv", "--conversation"),
+    ("-sys", "--system-prompt"),
+];
 
 fn main() {
     let args = std::env::args().map(|a| match LLAMA_SHORTS.iter().find(|(short, _)| *short == a) {
@@ -83,6 +93,9 @@ fn main() {
         Command::Devices(args) => devices::run(args),
         Command::Model(cmd) => model_cmd::run(cmd),
     };
+    // Vulkan devices may still be tearing down on their streams' threads;
+    // exiting under them can crash the driver's own teardown.
+    baton_vulkan::wait_for_teardown(std::time::Duration::from_secs(5));
     if let Err(e) = result {
         eprintln!("error: {}", describe(&e));
         std::process::exit(1);

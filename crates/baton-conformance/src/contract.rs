@@ -273,6 +273,41 @@ pub fn w_foreign(f: &Fixture) {
     writer.advance(1);
 }
 
+/// W-HOLD: a stream that waits on a point whose signal is not submitted
+/// yet (its producer is still gated on the host) holds up only itself:
+/// another stream of the same device runs on meanwhile (on a device with one
+/// queue the wait is held back on the host until its signal is submitted,
+/// never queued before it), and the wait ends once the point is reached.
+pub fn w_hold(f: &Fixture) {
+    let (producer, waiter, bystander) = (f.stream(0), f.stream(0), f.stream(0));
+    let (t, u) = (f.tensor(0, &[64]), f.tensor(0, &[64]));
+    let (x, y) = (f.tensor(0, &[64]), f.tensor(0, &[64]));
+    let (_host, release) = gate();
+    producer.wait(&release.point()).expect("wait");
+    let produced = producer.write_async(&t, random(64, 31)).expect("write");
+    // The producer's write is not even submitted to the device yet.
+    waiter.wait(produced.point()).expect("a wait on a stream of the same device");
+    let copied = waiter.copy(&t, &u, None).expect("copy");
+    // Independent work of the same device must not be stuck behind it.
+    let graph = scale_graph(64, 2.0);
+    let written = bystander.write_async(&x, random(64, 32)).expect("write");
+    let done = bystander.compute(&graph, bind(&graph, &x, &y)).expect("compute");
+    let read = bystander.read_into_async(&y, vec![0f32; 64]).expect("read");
+    read.wait_timeout(RULE_TIMEOUT).expect("work of another stream runs while the wait is pending");
+    assert!(done.is_reached());
+    written.wait().expect("write");
+    let expected: Vec<f32> = random(64, 32).iter().map(|v| v * 2.0).collect();
+    assert_eq!(read.wait().expect("read"), expected);
+    assert_pending(copied.status(), "the waiting stream waits for the gated producer");
+    release.signal();
+    produced.wait_timeout(RULE_TIMEOUT).expect("produced");
+    copied.wait_timeout(RULE_TIMEOUT).expect("the held-back wait ends once its signal comes");
+    let got = waiter.read_into_async(&u, vec![0f32; 64]).expect("read");
+    got.wait_timeout(RULE_TIMEOUT).expect("read");
+    assert_eq!(got.wait().expect("read"), random(64, 31));
+    assert_eq!(waiter.implicit_waits(), 0, "the explicit wait ordered the copy");
+}
+
 /// M-ORDER: an unordered conflicting access gets a wait inserted and is
 /// reported; an order through a third stream counts.
 pub fn m_order(f: &Fixture) {

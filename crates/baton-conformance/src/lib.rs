@@ -14,7 +14,15 @@
 //! backend that lacks a feature lists the rule in
 //! `contract_tests!(open, unsupported: ["w_foreign"])`, which turns it into
 //! an expected failure (it must still fail, never silently skipped, see
-//! [`run_rule`]). The CPU backend lists none.
+//! [`run_rule`]). The CPU backend lists none; the Vulkan backend lists
+//! W-ORDER and M-ORDER for two logical devices, whose streams cannot wait
+//! natively on each other (the relay bridges them).
+//!
+//! The open function may return `Option` (see [`Devices`]): `None` runs
+//! nothing, for a backend whose hardware this machine lacks (the backend
+//! prints why, and fails instead where the hardware is required). An
+//! `after:` function runs after each case, once its devices are dropped:
+//! the Vulkan tests check the validation layer's verdict there.
 #![deny(missing_docs)]
 
 pub mod chaos;
@@ -28,32 +36,65 @@ pub use util::{Fixture, RULE_TIMEOUT};
 /// Expands every contract rule into a `#[test]` for a backend (the same
 /// rules as [`CONTRACT_RULES`]).
 ///
-/// `$open` is a path to a `fn() -> Vec<std::sync::Arc<dyn Device>>`
-/// returning at least two devices.
+/// `$open` is a path to a function returning the devices under test (at
+/// least two; see [`Devices`]). `after: $check` names a function run after
+/// each rule, once its devices are dropped (a backend's own oracle, such as
+/// the Vulkan validation layer's error count).
 #[macro_export]
 macro_rules! contract_tests {
     ($open:path) => {
         $crate::contract_tests!($open, unsupported: []);
     };
     ($open:path, unsupported: [$($unsupported:literal),*]) => {
-        $crate::contract_tests!(@each $open, &[$($unsupported),*];
+        $crate::contract_tests!($open, unsupported: [$($unsupported),*], after: $crate::nothing_after);
+    };
+    ($open:path, unsupported: [$($unsupported:literal),*], after: $after:path) => {
+        $crate::contract_tests!(@each $open, $after, &[$($unsupported),*];
             p_mono, p_visible, p_wait, p_timeout, p_fail, h_release, h_abandon,
-            q_fifo, q_nonblock, w_order, w_fail, w_foreign, w_bound, m_order,
+            q_fifo, q_nonblock, w_order, w_fail, w_foreign, w_bound, w_hold, m_order,
             h_own, r_own, d_return, c_order, c_cross, g_async,
             e_sticky, e_nopanic, d_noblock, d_defer, d_cancel);
     };
-    (@each $open:path, $unsupported:expr; $($rule:ident),*) => {
+    (@each $open:path, $after:path, $unsupported:expr; $($rule:ident),*) => {
         $(
             #[test]
             fn $rule() {
+                let Some(devices) = $crate::Devices::into_devices($open()) else { return };
+                let devices = std::sync::Mutex::new(Some(devices));
                 $crate::run_rule(stringify!($rule), $unsupported, &|| {
-                    let fixture = $crate::Fixture::new($open());
+                    let devices = devices.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let fixture = $crate::Fixture::new(devices.expect("each rule runs once"));
                     $crate::contract::$rule(&fixture);
                 });
+                $after();
             }
         )*
     };
 }
+
+/// What a backend's open function returns to the test macros: its devices,
+/// or (`Option`) `None` when the machine has none of its kind, which the
+/// backend decides and reports itself (the Vulkan tests skip with a printed
+/// notice on a machine without a driver, and fail where one is required).
+pub trait Devices {
+    /// The devices, or `None` to run nothing.
+    fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>>;
+}
+
+impl Devices for Vec<std::sync::Arc<dyn baton_core::backend::Device>> {
+    fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
+        Some(self)
+    }
+}
+
+impl Devices for Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
+    fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
+        self
+    }
+}
+
+/// The default `after:` check of the test macros: nothing.
+pub fn nothing_after() {}
 
 /// Runs one rule. A rule the backend lists as unsupported is an expected
 /// failure: it must fail (an unsupported feature that starts to pass, or a
@@ -77,7 +118,7 @@ pub fn run_rule(name: &str, unsupported: &[&str], check: &dyn Fn()) {
 macro_rules! chaos_contract_tests {
     ($open:path, $seeds:expr) => {
         $crate::chaos_contract_tests!(@each $open, $seeds;
-            p_visible, h_release, q_fifo, q_nonblock, w_order, w_fail, w_bound, m_order,
+            p_visible, h_release, q_fifo, q_nonblock, w_order, w_fail, w_bound, w_hold, m_order,
             h_own, r_own, d_return, c_order, c_cross, g_async, e_sticky, d_noblock, d_defer, d_cancel);
     };
     (@each $open:path, $seeds:expr; $($rule:ident),*) => {
@@ -95,23 +136,29 @@ macro_rules! chaos_contract_tests {
     };
 }
 
-/// Expands every op case into a `#[test]` for a backend.
+/// Expands every op case into a `#[test]` for a backend; `after:` as for
+/// [`contract_tests!`].
 #[macro_export]
 macro_rules! op_tests {
     ($open:path) => {
-        $crate::op_tests!(@each $open;
+        $crate::op_tests!($open, after: $crate::nothing_after);
+    };
+    ($open:path, after: $after:path) => {
+        $crate::op_tests!(@each $open, $after;
             op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
-            op_matmul_q4_0, op_matmul_q4_1, op_matmul_batched_broadcast, op_matmul_strided_weight,
+            op_matmul_q4_0, op_matmul_q4_1, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k,
+            op_matmul_batched_broadcast, op_matmul_strided_weight,
             op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
             op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
             op_copy_into_f32, op_contiguous_permuted, op_scatter_rows, op_softmax_at_positions);
     };
-    (@each $open:path; $($case:ident),*) => {
+    (@each $open:path, $after:path; $($case:ident),*) => {
         $(
             #[test]
             fn $case() {
-                let fixture = $crate::Fixture::new($open());
-                $crate::ops::$case(&fixture);
+                let Some(devices) = $crate::Devices::into_devices($open()) else { return };
+                $crate::ops::$case(&$crate::Fixture::new(devices));
+                $after();
             }
         )*
     };
@@ -136,6 +183,7 @@ pub const CONTRACT_RULES: &[Case] = &[
     ("w_fail", contract::w_fail),
     ("w_foreign", contract::w_foreign),
     ("w_bound", contract::w_bound),
+    ("w_hold", contract::w_hold),
     ("m_order", contract::m_order),
     ("h_own", contract::h_own),
     ("r_own", contract::r_own),
@@ -159,6 +207,9 @@ pub const OP_CASES: &[Case] = &[
     ("op_matmul_q8_0", ops::op_matmul_q8_0),
     ("op_matmul_q4_0", ops::op_matmul_q4_0),
     ("op_matmul_q4_1", ops::op_matmul_q4_1),
+    ("op_matmul_q4_k", ops::op_matmul_q4_k),
+    ("op_matmul_q5_k", ops::op_matmul_q5_k),
+    ("op_matmul_q6_k", ops::op_matmul_q6_k),
     ("op_matmul_batched_broadcast", ops::op_matmul_batched_broadcast),
     ("op_matmul_strided_weight", ops::op_matmul_strided_weight),
     ("op_add_broadcast", ops::op_add_broadcast),

@@ -1,0 +1,55 @@
+//! `--devices vulkan:N` end to end: listed by `baton devices`, tested by
+//! `baton conformance`, and a model runs on it, alone and split with a CPU
+//! device. On a machine without a Vulkan driver these print a notice and
+//! pass, unless `CI` or `BATON_REQUIRE_VULKAN=1` is set.
+
+use std::process::{Command, Output};
+
+fn baton(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("run baton")
+}
+
+fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
+        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
+}
+
+/// Whether `vulkan:0` opens here (a missing driver is a failure where one
+/// is required).
+fn have_vulkan() -> bool {
+    let out = baton(&["devices", "--devices", "vulkan:0", "--json"]);
+    if out.status.success() {
+        return true;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!required(), "vulkan:0 does not open: {stderr}");
+    eprintln!("skipped: vulkan:0 does not open: {stderr}");
+    false
+}
+
+#[test]
+fn vulkan_devices_are_listed_tested_and_run_models() {
+    if !have_vulkan() {
+        return;
+    }
+    let out = baton(&["devices", "--json"]);
+    assert!(out.status.success());
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"name\":\"vulkan:0\"") && json.contains("\"backend\":\"vulkan\""), "{json}");
+
+    let out = baton(&["conformance", "--devices", "vulkan:0", "--filter", "w_"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("w_hold") && stdout.contains(" 0 failed"), "{stdout}");
+
+    let dir = std::env::temp_dir().join(format!("baton-cli-vulkan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let model = dir.join("tiny.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q8_0", "-o", &model]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    for devices in ["vulkan:0", "cpu,vulkan:0"] {
+        let out = baton(&["run", "-m", &model, "-p", "hello world", "-n", "4", "--temp", "0", "--devices", devices]);
+        assert!(out.status.success(), "run on {devices}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,139 @@
+//! Vulkan devices: a logical device with its pipelines and the registry of
+//! its streams' timelines (so a stream can find the semaphore behind a point
+//! of the same device and wait on it natively).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, Stream};
+use baton_core::graph::Op;
+use baton_core::sync::{TimelineId, WaitPolicy};
+use baton_core::DType;
+
+use crate::context::Context;
+use crate::memory::{Kind, VulkanBuffer};
+use crate::pipelines::Pipelines;
+use crate::stream::VulkanStream;
+use crate::timeline::StreamTimeline;
+
+/// Weight types the Vulkan matmul and row lookup accept.
+pub const WEIGHT_TYPES: [DType; 9] =
+    [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+
+/// What a device's streams share.
+pub(crate) struct DeviceShared {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) info: DeviceInfo,
+    pub(crate) pipelines: Pipelines,
+    /// Every stream timeline of this device, for native waits. Timelines
+    /// live as long as the device (a point may outlive its stream).
+    timelines: Mutex<HashMap<TimelineId, Arc<StreamTimeline>>>,
+}
+
+impl DeviceShared {
+    /// The timeline behind a point's timeline id, if it is this device's.
+    pub(crate) fn timeline(&self, id: TimelineId) -> Option<Arc<StreamTimeline>> {
+        self.timelines.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+    }
+
+    pub(crate) fn register(&self, timeline: &Arc<StreamTimeline>) {
+        let mut all = self.timelines.lock().unwrap_or_else(|p| p.into_inner());
+        all.insert(timeline.mirror.id(), timeline.clone());
+    }
+}
+
+/// One Vulkan logical device.
+pub struct VulkanDevice {
+    shared: Arc<DeviceShared>,
+    next_stream: AtomicUsize,
+    allocated: AtomicU64,
+    policy: WaitPolicy,
+}
+
+fn info_of(ctx: &Context) -> DeviceInfo {
+    let p = &ctx.physical;
+    let heaps = &p.memory.memory_heaps[..p.memory.memory_heap_count as usize];
+    let memory_bytes =
+        heaps.iter().filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL)).map(|h| h.size).sum();
+    let version = p.properties.api_version;
+    let mut features = vec![format!("vk{}.{}", vk::api_version_major(version), vk::api_version_minor(version))];
+    if ctx.external_fd.is_some() {
+        features.push("extmem-fd".into());
+    }
+    if !ctx.memory.device_mapped {
+        features.push("staging".into());
+    }
+    DeviceInfo {
+        name: ctx.name.clone(),
+        backend: "vulkan",
+        kind: DeviceKind::Gpu,
+        description: format!("{} ({:?})", p.name, p.properties.device_type),
+        threads: 0,
+        cores: Vec::new(),
+        memory_bytes,
+        features,
+        weight_types: WEIGHT_TYPES.to_vec(),
+        waits_on_host_points: true,
+    }
+}
+
+impl VulkanDevice {
+    pub(crate) fn new(ctx: Arc<Context>, policy: WaitPolicy) -> Result<VulkanDevice, crate::VulkanError> {
+        let pipelines = Pipelines::new(&ctx)?;
+        let shared = DeviceShared { info: info_of(&ctx), ctx, pipelines, timelines: Mutex::new(HashMap::new()) };
+        Ok(VulkanDevice {
+            shared: Arc::new(shared),
+            next_stream: AtomicUsize::new(0),
+            allocated: AtomicU64::new(0),
+            policy,
+        })
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.shared.ctx
+    }
+
+    pub(crate) fn pipelines(&self) -> &Pipelines {
+        &self.shared.pipelines
+    }
+
+    /// Bytes allocated on this device so far (not decreased by frees).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+}
+
+impl Device for VulkanDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
+        let buffer = VulkanBuffer::new(&self.shared.ctx, bytes, Kind::Device).map_err(|e| {
+            tracing::debug!("allocating {bytes} bytes: {e}");
+            DeviceError::OutOfMemory { device: self.shared.info.name.clone(), bytes }
+        })?;
+        self.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
+        Ok(Buffer::new(Box::new(buffer)))
+    }
+
+    fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Os {
+            device: self.shared.info.name.clone(),
+            message: format!("could not start a stream: {e}"),
+        })?;
+        Ok(Stream::with_policy(Arc::new(stream), self.policy))
+    }
+
+    fn supports(&self, op: &Op, dtype: DType) -> bool {
+        match op {
+            Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
+            Op::CopyInto | Op::ScatterRows => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
+            Op::Contiguous | Op::View | Op::Leaf => true,
+            _ => dtype == DType::F32,
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Graph execution on a Vulkan device: one command buffer per computation,
+//! one dispatch per op (nodes in order, a barrier between dispatches), the
+//! intermediates in the stream's arena, bound tensors where the caller put
+//! them. Ops that can fail on their data (an id outside a table) record the
+//! error in the stream's status words; the worker reads them once the batch
+//! has run and fails the stream with the node's message.
+
+mod descriptors;
+mod ops;
+mod plan;
+mod recorder;
+
+use std::sync::{Arc, Weak};
+
+use ash::vk;
+use baton_core::backend::{Bindings, RawBuffer, StreamError};
+use baton_core::graph::{Graph, NodeId, Op};
+use baton_core::sync::{Failure, FailureKind};
+
+use crate::context::Context;
+use crate::memory::{Kind, VulkanBuffer};
+use crate::pipelines::Pipelines;
+use crate::stream::Worker;
+use plan::{plan, Place, Plan};
+
+/// Plans kept per stream (graphs reused across decode steps hit the cache).
+const PLAN_CACHE: usize = 8;
+/// Words of the status record: [errors, value, limit, node].
+const STATUS_WORDS: usize = 4;
+
+/// Memory a node's bytes live in: a buffer this device binds, the byte of
+/// the node's first element, and the buffer's size.
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    buffer: vk::Buffer,
+    offset: u64,
+    buffer_bytes: u64,
+}
+
+/// Runs graphs for one stream; owns the stream's arena, plans and status.
+pub(crate) struct Executor {
+    plans: Vec<(Weak<Graph>, usize, Plan)>,
+    descriptors: std::cell::RefCell<descriptors::Descriptors>,
+    arena: Option<VulkanBuffer>,
+    status: VulkanBuffer,
+}
+
+/// An error of one node.
+pub(crate) fn node_error(graph: &Graph, device: &str, id: NodeId, message: impl Into<String>) -> StreamError {
+    let node = graph.node(id);
+    StreamError::Kernel {
+        device: device.into(),
+        op: match &node.name {
+            Some(name) => format!("{} ({name})", node.op.name()),
+            None => format!("{} (node {})", node.op.name(), id.0),
+        },
+        message: message.into(),
+    }
+}
+
+impl Executor {
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Executor, crate::VulkanError> {
+        Ok(Executor {
+            plans: Vec::new(),
+            descriptors: std::cell::RefCell::new(descriptors::Descriptors::new(ctx)),
+            arena: None,
+            status: VulkanBuffer::new(ctx, STATUS_WORDS * 4, Kind::Host)?,
+        })
+    }
+
+    fn plan_for(&mut self, graph: &Arc<Graph>) -> Plan {
+        let key = Arc::as_ptr(graph) as usize;
+        if let Some(i) = self
+            .plans
+            .iter()
+            .position(|(weak, k, _)| *k == key && weak.upgrade().is_some_and(|g| Arc::ptr_eq(&g, graph)))
+        {
+            return self.plans[i].2.clone();
+        }
+        let new = plan(graph);
+        if self.plans.len() == PLAN_CACHE {
+            self.plans.remove(0);
+        }
+        self.plans.retain(|(weak, _, _)| weak.strong_count() > 0);
+        self.plans.push((Arc::downgrade(graph), key, new.clone()));
+        new
+    }
+
+    fn status_words(&mut self) -> &mut [u32] {
+        let ptr = self.status.mapped().map_or(std::ptr::null_mut(), |p| p.as_ptr());
+        // SAFETY: the status buffer is host memory, mapped, of STATUS_WORDS
+        // aligned words; the worker touches it only between its batches
+        // (before recording and after the batch completed), so no shader
+        // writes it meanwhile, and `&mut self` rules out another slice.
+        unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u32>(), STATUS_WORDS) }
+    }
+
+    /// Records `graph` with `bindings` into `cmd`.
+    fn record(
+        &mut self,
+        ctx: &Arc<Context>,
+        pipelines: &Pipelines,
+        cmd: vk::CommandBuffer,
+        graph: &Arc<Graph>,
+        bindings: &Bindings,
+    ) -> Result<(), StreamError> {
+        let plan = self.plan_for(graph);
+        let have = self.arena.as_ref().map_or(0, RawBuffer::len);
+        if have < plan.arena_bytes {
+            let bytes = plan.arena_bytes.max(have + have / 2);
+            self.arena = None;
+            self.arena = Some(VulkanBuffer::new(ctx, bytes, Kind::Device).map_err(|e| StreamError::Kernel {
+                device: ctx.name.clone(),
+                op: "arena".into(),
+                message: e.to_string(),
+            })?);
+        }
+        let arena = match &self.arena {
+            Some(a) => Some(Span {
+                buffer: a.handle_on(ctx).ok_or_else(|| node_error(graph, &ctx.name, NodeId(0), "arena handle"))?,
+                offset: 0,
+                buffer_bytes: (a.len().max(1) as u64).div_ceil(4) * 4,
+            }),
+            None => None,
+        };
+        let mut roots: Vec<Option<Span>> = vec![None; graph.nodes().len()];
+        for (i, place) in plan.places.iter().enumerate() {
+            let id = NodeId(i);
+            roots[i] = match place {
+                Place::Bound => {
+                    let t = bindings.get(id).ok_or_else(|| node_error(graph, &ctx.name, id, "not bound"))?;
+                    let range = t.byte_range();
+                    let (buffer, offset) = crate::transfer::gpu_side(ctx, &range).ok_or_else(|| {
+                        node_error(
+                            graph,
+                            &ctx.name,
+                            id,
+                            format!(
+                                "bound to memory of {} that {} cannot bind; copy it first",
+                                t.buffer().device(),
+                                ctx.name
+                            ),
+                        )
+                    })?;
+                    Some(Span { buffer, offset, buffer_bytes: (t.buffer().len().max(1) as u64).div_ceil(4) * 4 })
+                }
+                Place::Arena(at) => arena.map(|a| Span { offset: *at as u64, ..a }),
+                Place::Alias => None,
+            };
+        }
+        let status = Span {
+            buffer: self
+                .status
+                .handle_on(ctx)
+                .ok_or_else(|| node_error(graph, &ctx.name, NodeId(0), "status handle"))?,
+            offset: 0,
+            buffer_bytes: (STATUS_WORDS * 4) as u64,
+        };
+        self.descriptors
+            .borrow_mut()
+            .reset()
+            .map_err(|r| node_error(graph, &ctx.name, NodeId(0), format!("resetting descriptor pools: {r}")))?;
+        let recorder =
+            recorder::Recorder { ctx, pipelines, cmd, graph, roots: &roots, status, descriptors: &self.descriptors };
+        for (i, node) in graph.nodes().iter().enumerate() {
+            if matches!(node.op, Op::Leaf | Op::View) {
+                continue;
+            }
+            recorder.record(NodeId(i))?;
+        }
+        Ok(())
+    }
+
+    /// The error the shaders recorded, if any (after the batch has run).
+    fn take_error(&mut self, graph: &Graph, device: &str) -> Option<StreamError> {
+        let words = self.status_words();
+        if words[0] == 0 {
+            return None;
+        }
+        let (value, limit, node) = (words[1] as i32, words[2], words[3] as usize);
+        words.fill(0);
+        let id = NodeId(node.min(graph.nodes().len().saturating_sub(1)));
+        let message = match graph.node(id).op {
+            Op::GetRows => format!("token id {value} outside 0..{limit}"),
+            Op::ScatterRows => format!("row index {value} outside 0..{limit}"),
+            Op::Rope { .. } => format!("negative position {value}"),
+            _ => format!("value {value} outside 0..{limit}"),
+        };
+        Some(node_error(graph, device, id, message))
+    }
+}
+
+impl Worker {
+    /// Computes `graph` as item `value`: records, runs, checks the status.
+    pub(crate) fn compute(&mut self, graph: &Arc<Graph>, bindings: &Bindings, value: u64) -> Result<(), Failure> {
+        let ctx = self.device.ctx.clone();
+        let origin = self.origin(value);
+        let as_failure = |e: StreamError| Failure::new(FailureKind::WorkFailed, origin.clone(), e.to_string());
+        self.executor.status_words().fill(0);
+        let cmd = self.commands.begin().map_err(|r| self.vk_failure(value, "recording a computation", r))?;
+        let device = self.device.clone();
+        self.executor.record(&ctx, &device.pipelines, cmd, graph, bindings).map_err(as_failure)?;
+        let cmd = self.commands.end().map_err(|r| self.vk_failure(value, "recording a computation", r))?;
+        self.run_on_device(Some(cmd), &[], value)?;
+        match self.executor.take_error(graph, &ctx.name) {
+            Some(e) => Err(as_failure(e)),
+            None => Ok(()),
+        }
+    }
+}

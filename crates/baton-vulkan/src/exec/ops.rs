@@ -1,0 +1,308 @@
+//! Each op as one dispatch: its tensors, its parameters in the order of its
+//! shader's `Params` (see `src/shaders/`), and its workgroup count.
+
+use baton_core::backend::StreamError;
+use baton_core::graph::{NodeId, RopeMode};
+use baton_core::DType;
+
+use super::recorder::{type_suffix, u32_of, Dispatch, Recorder, GROUP};
+
+/// Workgroups of one invocation per item.
+fn groups_for(items: usize) -> u32 {
+    u32_of(items.div_ceil(GROUP as usize))
+}
+
+impl Recorder<'_> {
+    fn elems(&self, id: NodeId) -> usize {
+        self.node(id).layout.shape.elems()
+    }
+
+    pub(super) fn unary(&self, id: NodeId, mode: u32, factor: f32) -> Result<(), StreamError> {
+        let x = self.node(id).inputs[0];
+        let (xb, xw) = self.contiguous_words(x, DType::F32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let n = self.elems(id);
+        let push = [xw, yw, u32_of(n), mode, factor.to_bits()];
+        self.dispatch(
+            id,
+            Dispatch { shader: "unary", a: Some(&xb), b: None, out: &yb, push: &push, groups: groups_for(n) },
+        )
+    }
+
+    pub(super) fn broadcast(&self, id: NodeId, mode: u32) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let (a, b) = (node.inputs[0], node.inputs[1]);
+        let (ab, aw) = self.contiguous_words(a, DType::F32)?;
+        let (bb, bw) = self.contiguous_words(b, DType::F32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let a4 = node.layout.shape.dims4().map(u32_of);
+        let b4 = self.node(b).layout.shape.dims4().map(u32_of);
+        let n = self.elems(id);
+        let push = [aw, bw, yw, u32_of(n), a4[1], a4[2], a4[3], b4[0], b4[1], b4[2], b4[3], mode];
+        self.dispatch(
+            id,
+            Dispatch { shader: "broadcast", a: Some(&ab), b: Some(&bb), out: &yb, push: &push, groups: groups_for(n) },
+        )
+    }
+
+    pub(super) fn rms_norm(&self, id: NodeId, eps: f32) -> Result<(), StreamError> {
+        let x = self.node(id).inputs[0];
+        let (xb, xw) = self.contiguous_words(x, DType::F32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let shape = self.node(id).layout.shape;
+        let rows = u32_of(shape.rows());
+        let push = [xw, yw, rows, u32_of(shape.last()), eps.to_bits()];
+        self.dispatch(id, Dispatch { shader: "rms_norm", a: Some(&xb), b: None, out: &yb, push: &push, groups: rows })
+    }
+
+    pub(super) fn softmax(&self, id: NodeId, scale: f32, causal: bool) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let (xb, xw) = self.contiguous_words(node.inputs[0], DType::F32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let positions = match node.inputs.get(1) {
+            Some(&p) => Some(self.contiguous_words(p, DType::I32)?),
+            None => None,
+        };
+        let d4 = node.layout.shape.dims4();
+        let rows = u32_of(node.layout.shape.rows());
+        let push = [
+            xw,
+            yw,
+            rows,
+            u32_of(d4[3]),
+            u32_of(d4[2]),
+            scale.to_bits(),
+            u32::from(causal),
+            u32::from(positions.is_some()),
+            positions.as_ref().map_or(0, |p| p.1),
+        ];
+        self.dispatch(
+            id,
+            Dispatch {
+                shader: "softmax",
+                a: Some(&xb),
+                b: positions.as_ref().map(|p| &p.0),
+                out: &yb,
+                push: &push,
+                groups: rows,
+            },
+        )
+    }
+
+    pub(super) fn rope(
+        &self,
+        id: NodeId,
+        mode: RopeMode,
+        dims: usize,
+        base: f32,
+        scale: f32,
+    ) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let (xb, xw) = self.contiguous_words(node.inputs[0], DType::F32)?;
+        let (pb, pw) = self.contiguous_words(node.inputs[1], DType::I32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let d = node.layout.shape.dims();
+        let n = self.elems(id);
+        let push = [
+            xw,
+            yw,
+            pw,
+            u32_of(n),
+            u32_of(d[1]),
+            u32_of(d[2]),
+            u32_of(dims),
+            u32::from(mode == RopeMode::Neox),
+            base.to_bits(),
+            scale.to_bits(),
+            u32_of(id.0),
+        ];
+        self.dispatch(
+            id,
+            Dispatch { shader: "rope", a: Some(&xb), b: Some(&pb), out: &yb, push: &push, groups: groups_for(n) },
+        )
+    }
+
+    pub(super) fn get_rows(&self, id: NodeId) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let (table, ids) = (node.inputs[0], node.inputs[1]);
+        let t = self.node(table);
+        let suffix = type_suffix(t.dtype).ok_or_else(|| self.err(id, format!("no row lookup for {}", t.dtype)))?;
+        if !t.layout.rows_contiguous(t.dtype) {
+            return Err(self.err(id, "table rows must be contiguous"));
+        }
+        let tb = self.bind(table)?;
+        let (ib, iw) = self.contiguous_words(ids, DType::I32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let (vocab, width) = (t.layout.shape.dims()[0], t.layout.shape.dims()[1]);
+        let tokens = self.node(ids).layout.shape.elems();
+        let push =
+            [tb.byte, iw, yw, u32_of(tokens), u32_of(width), u32_of(vocab), u32_of(t.layout.strides[0]), u32_of(id.0)];
+        let shader = shader_name("get_rows", suffix);
+        self.dispatch(
+            id,
+            Dispatch { shader, a: Some(&tb), b: Some(&ib), out: &yb, push: &push, groups: groups_for(tokens * width) },
+        )
+    }
+
+    pub(super) fn matmul(&self, id: NodeId) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let (x, w) = (node.inputs[0], node.inputs[1]);
+        let wn = self.node(w);
+        let suffix = type_suffix(wn.dtype).ok_or_else(|| self.err(id, format!("no matmul for {}", wn.dtype)))?;
+        let (xb, xw) = self.contiguous_words(x, DType::F32)?;
+        let wb = self.bind(w)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let x4 = self.node(x).layout.shape.dims4();
+        let w4 = wn.layout.shape.dims4();
+        let ws4 = wn.layout.strides4();
+        let (m, k, n) = (x4[2], x4[3], w4[2]);
+        let outputs = x4[0] * x4[1] * m * n;
+        let push = [
+            xw,
+            wb.byte,
+            yw,
+            u32_of(m),
+            u32_of(n),
+            u32_of(k),
+            u32_of(k / wn.dtype.block_elems()),
+            u32_of(x4[1]),
+            u32_of(x4[0] / w4[0].max(1)),
+            u32_of(x4[1] / w4[1].max(1)),
+            u32_of(ws4[0]),
+            u32_of(ws4[1]),
+            u32_of(ws4[2]),
+            u32_of(outputs),
+        ];
+        let shader = shader_name("matmul", suffix);
+        self.dispatch(
+            id,
+            // Eight outputs per workgroup (see matmul.wgsl).
+            Dispatch { shader, a: Some(&wb), b: Some(&xb), out: &yb, push: &push, groups: u32_of(outputs.div_ceil(8)) },
+        )
+    }
+
+    /// A store into a float view: its type's shader, or an error.
+    fn store_suffix(&self, id: NodeId) -> Result<&'static str, StreamError> {
+        let dtype = self.node(id).dtype;
+        match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => Ok(type_suffix(dtype).unwrap_or("f32")),
+            other => Err(self.err(id, format!("cannot write {other} elements"))),
+        }
+    }
+
+    /// Dimensions 1..3 and the four byte strides of a node's view.
+    fn view_params(&self, id: NodeId) -> Result<[u32; 7], StreamError> {
+        let layout = self.node(id).layout;
+        let d4 = layout.shape.dims4().map(u32_of);
+        let s4 = layout.strides4().map(u32_of);
+        Ok([d4[1], d4[2], d4[3], s4[0], s4[1], s4[2], s4[3]])
+    }
+
+    pub(super) fn copy_into(&self, id: NodeId) -> Result<(), StreamError> {
+        let suffix = self.store_suffix(id)?;
+        let src = self.node(id).inputs[1];
+        let (sb, sw) = self.contiguous_words(src, DType::F32)?;
+        let db = self.bind(id)?;
+        let n = self.elems(id);
+        let v = self.view_params(id)?;
+        let push = [sw, db.byte, u32_of(n), v[0], v[1], v[2], v[3], v[4], v[5], v[6]];
+        self.dispatch(
+            id,
+            Dispatch {
+                shader: shader_name("copy_into", suffix),
+                a: Some(&sb),
+                b: None,
+                out: &db,
+                push: &push,
+                groups: groups_for(n),
+            },
+        )
+    }
+
+    pub(super) fn scatter_rows(&self, id: NodeId) -> Result<(), StreamError> {
+        let suffix = self.store_suffix(id)?;
+        let node = self.node(id);
+        let (src, rows) = (node.inputs[1], node.inputs[2]);
+        let (sb, sw) = self.contiguous_words(src, DType::F32)?;
+        let (rb, rw) = self.contiguous_words(rows, DType::I32)?;
+        let db = self.bind(id)?;
+        let outer = node.layout.shape.dims()[0];
+        let per_row = self.elems(id) / outer.max(1);
+        let n = self.elems(src);
+        let v = self.view_params(id)?;
+        let push = [
+            sw,
+            db.byte,
+            rw,
+            u32_of(n),
+            u32_of(outer),
+            u32_of(per_row.max(1)),
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            v[6],
+            u32_of(id.0),
+        ];
+        self.dispatch(
+            id,
+            Dispatch {
+                shader: shader_name("scatter_rows", suffix),
+                a: Some(&sb),
+                b: Some(&rb),
+                out: &db,
+                push: &push,
+                groups: groups_for(n),
+            },
+        )
+    }
+
+    pub(super) fn contiguous(&self, id: NodeId) -> Result<(), StreamError> {
+        let src = self.node(id).inputs[0];
+        let s = self.node(src);
+        let sb = self.bind(src)?;
+        let db = self.bind(id)?;
+        if db.byte % 4 != 0 {
+            return Err(self.err(id, "the output must start on a 4-byte boundary"));
+        }
+        let layout = s.layout;
+        let bytes = layout.shape.rows() * s.dtype.row_bytes(layout.shape.last()).unwrap_or(0);
+        let d4 = layout.shape.dims4().map(u32_of);
+        let s4 = layout.strides4().map(u32_of);
+        let push = [
+            sb.byte,
+            db.byte,
+            u32_of(bytes),
+            u32_of(s.dtype.row_bytes(layout.shape.last()).unwrap_or(0).max(1)),
+            u32_of(s.dtype.block_bytes()),
+            s4[3],
+            u32::from(layout.rows_contiguous(s.dtype) || s.dtype.is_quantized()),
+            d4[1],
+            d4[2],
+            s4[0],
+            s4[1],
+            s4[2],
+        ];
+        self.dispatch(
+            id,
+            Dispatch {
+                shader: "contiguous",
+                a: Some(&sb),
+                b: None,
+                out: &db,
+                push: &push,
+                groups: groups_for(bytes.div_ceil(4)),
+            },
+        )
+    }
+}
+
+/// The name of an op's shader for a type (`matmul_q4_1`), as a static str
+/// from the compiled table.
+fn shader_name(op: &str, suffix: &str) -> &'static str {
+    crate::pipelines::shader_names()
+        .find(|n| n.strip_prefix(op).and_then(|r| r.strip_prefix('_')) == Some(suffix))
+        .unwrap_or("missing")
+}

@@ -1,0 +1,143 @@
+//! Baton's Vulkan backend.
+//!
+//! A Vulkan device is a logical device on one physical device (`vulkan:N`
+//! is the loader's N-th; `vulkan` is `vulkan:0`), with its one queue. Each
+//! stream's timeline is one timeline semaphore, mirrored into the core's
+//! timeline machinery so that host waits, other backends and the core's
+//! relay work on its points; waits between streams of one device are
+//! native semaphore waits, held back on the host until their signal is
+//! submitted (one queue: contract rule `W-HOLD`). Graphs run as compute
+//! shaders written in WGSL and compiled to SPIR-V by naga at build time
+//! (`src/shaders/`). See `docs/contract.md` for the rules every stream
+//! keeps.
+//!
+//! The same physical device can be opened twice (`vulkan:0,vulkan:0`): two
+//! logical devices, named `vulkan:0` and `vulkan:0#2`, whose copies import
+//! each other's memory through opaque fds where the driver offers them, or
+//! go through the host otherwise.
+//!
+//! The loader is loaded at run time: a machine without Vulkan gets a typed
+//! error ([`VulkanError::NoLoader`], [`VulkanError::NoDevice`]), never a
+//! panic. `BATON_VK_VALIDATION=1` enables the Khronos validation layer with
+//! synchronization validation ([`validation`]).
+#![deny(missing_docs)]
+
+mod commands;
+mod context;
+mod device;
+mod error;
+mod exec;
+mod fence;
+mod instance;
+pub mod latency;
+mod memory;
+mod pipelines;
+mod queue;
+mod stream;
+mod timeline;
+mod transfer;
+pub mod validation;
+
+use std::sync::Arc;
+
+use baton_core::backend::DeviceInfo;
+use baton_core::sync::WaitPolicy;
+
+pub use device::{VulkanDevice, WEIGHT_TYPES};
+pub use error::VulkanError;
+pub use fence::FenceResult;
+pub use memory::VulkanBuffer;
+pub use pipelines::shader_names;
+pub use stream::VulkanStream;
+
+/// How devices are opened.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// The wait policy of the devices' streams.
+    pub policy: WaitPolicy,
+    /// Share memory between logical devices through opaque fds when the
+    /// driver offers it (otherwise copies between them go through the
+    /// host).
+    pub external_memory: bool,
+    /// Never map device memory, even when it is host-visible: every write
+    /// and read goes through staging memory, as on a discrete GPU.
+    pub staging: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { policy: WaitPolicy::process_default(), external_memory: true, staging: false }
+    }
+}
+
+/// Parses `vulkan` or `vulkan:N` into the physical device index.
+pub fn parse_name(name: &str) -> Result<usize, VulkanError> {
+    let bad = || VulkanError::BadName { name: name.to_string() };
+    match name.strip_prefix("vulkan") {
+        Some("") => Ok(0),
+        Some(rest) => rest.strip_prefix(':').and_then(|n| n.parse().ok()).ok_or_else(bad),
+        None => Err(bad()),
+    }
+}
+
+/// Opens the Vulkan devices of a device list (`vulkan`, `vulkan:0`,
+/// `vulkan:0,vulkan:1`, or the same index twice for two logical devices).
+pub fn open(names: &[&str]) -> Result<Vec<Arc<VulkanDevice>>, VulkanError> {
+    open_with(names, &OpenOptions::default())
+}
+
+/// As [`open`], with options.
+pub fn open_with(names: &[&str], options: &OpenOptions) -> Result<Vec<Arc<VulkanDevice>>, VulkanError> {
+    let indices = names.iter().map(|n| parse_name(n)).collect::<Result<Vec<usize>, VulkanError>>()?;
+    let instance = instance::Instance::shared()?;
+    let physical = instance.physical_devices()?;
+    if physical.is_empty() {
+        return Err(VulkanError::NoDevice);
+    }
+    let available = || (0..physical.len()).map(|i| format!("vulkan:{i}")).collect::<Vec<_>>().join(", ");
+    let mut opened = Vec::new();
+    for (k, &index) in indices.iter().enumerate() {
+        let p = physical
+            .get(index)
+            .ok_or_else(|| VulkanError::Unknown { name: names[k].to_string(), available: available() })?;
+        let earlier = indices[..k].iter().filter(|&&i| i == index).count();
+        let name = if earlier == 0 { format!("vulkan:{index}") } else { format!("vulkan:{index}#{}", earlier + 1) };
+        let ctx = context::Context::new(instance.clone(), p.clone(), name, options)?;
+        opened.push(Arc::new(VulkanDevice::new(ctx, options.policy)?));
+    }
+    Ok(opened)
+}
+
+/// Blocks until every Vulkan device of the process is torn down (its
+/// streams drained their queues and the last handles are gone), for at most
+/// `timeout`; returns whether they are. Call it before the process exits
+/// once the devices are dropped: a device torn down on a stream's thread
+/// while the process exits can crash the driver's own teardown.
+pub fn wait_for_teardown(timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if instance::live_instances() == 0 {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// What every usable Vulkan device of this machine offers, for `baton
+/// devices` (opens each one briefly).
+pub fn list() -> Result<Vec<DeviceInfo>, VulkanError> {
+    let instance = instance::Instance::shared()?;
+    let count = instance.physical_devices()?.len();
+    let mut infos = Vec::new();
+    for i in 0..count {
+        let name = format!("vulkan:{i}");
+        match open(&[name.as_str()]) {
+            Ok(devices) => infos.extend(devices.iter().map(|d| baton_core::backend::Device::info(&**d).clone())),
+            Err(e) => tracing::debug!("{name} is not usable: {e}"),
+        }
+    }
+    Ok(infos)
+}

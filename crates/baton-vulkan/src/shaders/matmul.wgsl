@@ -1,0 +1,63 @@
+// y = x · wᵀ: x [B, M, K] contiguous f32 (words of `b`), w [Bw, N, K] in the
+// type's blocks (bytes of `a`, rows contiguous, any strides between rows and
+// batches), y [B, M, N] contiguous f32. Weight batches are shared by groups
+// of x batches (grouped-query attention).
+//
+// Each workgroup computes 8 outputs with 8 invocations each: an invocation
+// takes every 8th block of the row, and the 8 partial sums meet through
+// subgroup shuffles, without workgroup barriers. Lanes 8i..8i+7 of a
+// subgroup share an output (subgroups hold a multiple of 8 invocations on
+// every device Baton opens, which the host checks).
+
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+const LANES: u32 = 8u;
+
+struct Params {
+    x: u32,
+    w: u32,
+    y: u32,
+    m: u32,
+    n: u32,
+    k: u32,
+    k_blocks: u32,
+    // x's second batch dimension, and the x batches per weight batch.
+    x_b1: u32,
+    group0: u32,
+    group1: u32,
+    // Weight strides in bytes: batch 0, batch 1, row.
+    w_s0: u32,
+    w_s1: u32,
+    w_row: u32,
+    outputs: u32,
+}
+var<immediate> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(subgroup_id) subgroup: u32, @builtin(num_subgroups) subgroups: u32,
+        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    let o = (group_id(wg, groups) * subgroups + subgroup) * (subgroup_size / LANES) + lane / LANES;
+    let part = lane % LANES;
+    var sum = 0.0;
+    if o < p.outputs {
+        let j = o % p.n;
+        let bi = o / p.n;
+        let i = bi % p.m;
+        let batch = bi / p.m;
+        let b0 = batch / p.x_b1;
+        let b1 = batch % p.x_b1;
+        let w_row = p.w + (b0 / p.group0) * p.w_s0 + (b1 / p.group1) * p.w_s1 + j * p.w_row;
+        let x_row = p.x + (batch * p.m + i) * p.k;
+        for (var kb = part; kb < p.k_blocks; kb += LANES) {
+            sum += block_dot(w_row + kb * BLOCK_BYTES, x_row + kb * BLOCK_ELEMS);
+        }
+    }
+    // Every lane takes part in the shuffles (control flow is uniform here).
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    sum += subgroupShuffleXor(sum, 4u);
+    if o < p.outputs && part == 0u {
+        out[p.y + o] = bitcast<u32>(sum);
+    }
+}

@@ -1,0 +1,247 @@
+//! Vulkan streams: one worker thread per stream runs its queue in order.
+//!
+//! Each item completes value n of the stream's timeline semaphore: device
+//! work (copies, computations, native waits) as one batch that waits on the
+//! stream's previous value and signals n; host work (mapped writes and
+//! reads, host functions, waits on host points) on the worker, which then
+//! signals n from the host. The worker waits for each item to complete
+//! before it starts the next, so a failed item stops the stream before
+//! anything after it runs (`E-STICKY`), and then, with the item dropped
+//! (`D-RETURN`), advances the mirror of the timeline that users wait on.
+//!
+//! Waits on points of this device's other streams are native: a batch that
+//! waits on their semaphore. Because the device has one queue, such a wait
+//! is held back on the host until its signal is submitted (see
+//! `timeline`). Waits on host-memory points (host timelines, CPU streams)
+//! block the worker; points of other devices go through the core's relay.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ash::vk;
+use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
+use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
+
+use crate::commands::Commands;
+use crate::device::DeviceShared;
+use crate::error::VulkanError;
+use crate::exec::Executor;
+use crate::memory::VulkanBuffer;
+use crate::queue::WorkQueue;
+use crate::timeline::{HoldBack, StreamTimeline};
+
+struct StreamShared {
+    label: String,
+    timeline: Arc<StreamTimeline>,
+    queue: WorkQueue<StreamOp>,
+}
+
+/// A Vulkan stream; its worker thread lives until the stream is dropped and
+/// its queue is drained.
+pub struct VulkanStream {
+    shared: Arc<StreamShared>,
+    device: Arc<DeviceShared>,
+}
+
+impl VulkanStream {
+    pub(crate) fn spawn(device: Arc<DeviceShared>, index: usize) -> Result<VulkanStream, VulkanError> {
+        let label = format!("{}/stream-{index}", device.info.name);
+        let (timeline, writer) = StreamTimeline::new(&device.ctx, label.clone())?;
+        device.register(&timeline);
+        let shared = Arc::new(StreamShared { label: label.clone(), timeline, queue: WorkQueue::new() });
+        let worker = Worker {
+            shared: shared.clone(),
+            device: device.clone(),
+            writer,
+            commands: Commands::new(&device.ctx)?,
+            staging: None,
+            executor: Executor::new(&device.ctx)?,
+        };
+        std::thread::Builder::new().name(label).spawn(move || worker.run()).map_err(|e| VulkanError::Unsuitable {
+            device: device.info.name.clone(),
+            missing: format!("a thread: {e}"),
+        })?;
+        Ok(VulkanStream { shared, device })
+    }
+}
+
+/// The worker's state: its stream, its command buffer and its memory.
+pub(crate) struct Worker {
+    shared: Arc<StreamShared>,
+    pub(crate) device: Arc<DeviceShared>,
+    writer: TimelineWriter,
+    pub(crate) commands: Commands,
+    /// Host-visible memory for transfers to and from unmapped buffers.
+    pub(crate) staging: Option<VulkanBuffer>,
+    pub(crate) executor: Executor,
+}
+
+impl Worker {
+    fn run(mut self) {
+        while let Some((value, op)) = self.shared.queue.pop() {
+            if self.writer.is_failed() {
+                // Its value failed with the stream; drop it unrun.
+                drop(op);
+                continue;
+            }
+            let op_name = op.name();
+            let result = catch_unwind(AssertUnwindSafe(|| self.execute(op, value)));
+            // `op` was moved into `execute` and is dropped by now, so its host
+            // slots and buffers are released before the point (`D-RETURN`).
+            let failure = match result {
+                Ok(Ok(())) => {
+                    self.writer.advance(value);
+                    continue;
+                }
+                Ok(Err(failure)) => failure,
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    Failure::new(FailureKind::WorkFailed, self.origin(value), format!("{op_name}: {message}"))
+                }
+            };
+            self.shared.timeline.failed(value, failure.clone());
+            self.writer.fail(value, failure);
+        }
+    }
+
+    pub(crate) fn origin(&self, value: u64) -> String {
+        format!("{}@{value}", self.shared.label)
+    }
+
+    /// A failure of item `value` with `message`.
+    pub(crate) fn failure(&self, value: u64, message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::WorkFailed, self.origin(value), message)
+    }
+
+    /// A failed Vulkan call of item `value`.
+    pub(crate) fn vk_failure(&self, value: u64, what: &str, result: vk::Result) -> Failure {
+        match self.device.ctx.lost() {
+            Some(lost) => lost,
+            None => self.failure(value, format!("{what}: {result}")),
+        }
+    }
+
+    fn execute(&mut self, op: StreamOp, value: u64) -> Result<(), Failure> {
+        if let Some(lost) = self.device.ctx.lost() {
+            return Err(lost);
+        }
+        match op {
+            StreamOp::Wait { point, policy } => self.wait(&point, policy, value),
+            StreamOp::HostFn(f) => {
+                f().map_err(|m| self.failure(value, format!("host function: {m}")))?;
+                self.finish_on_host(value)
+            }
+            StreamOp::Write { dst, src } => self.write(&dst, &*src, value),
+            StreamOp::Read { src, dst } => self.read(&src, &*dst, value),
+            StreamOp::Copy { src, dst } => self.copy(&src, &dst, value),
+            StreamOp::Compute { graph, bindings } => self.compute(&graph, &bindings, value),
+        }
+    }
+
+    /// Completes host work: signals `value` from the host. Every earlier
+    /// value is reached (each item completes before the next starts).
+    pub(crate) fn finish_on_host(&self, value: u64) -> Result<(), Failure> {
+        self.shared.timeline.signal_host(value).map_err(|r| self.vk_failure(value, "vkSignalSemaphore", r))
+    }
+
+    /// Submits `command` (and `waits`) as item `value`'s batch and blocks
+    /// until it has run.
+    pub(crate) fn run_on_device(
+        &self,
+        command: Option<vk::CommandBuffer>,
+        waits: &[(vk::Semaphore, u64)],
+        value: u64,
+    ) -> Result<(), Failure> {
+        let own = self.shared.timeline.semaphore;
+        let mut all = vec![(own, value - 1)];
+        all.extend_from_slice(waits);
+        self.device.ctx.submit(command, &all, (own, value)).map_err(|r| self.vk_failure(value, "vkQueueSubmit2", r))?;
+        self.shared.timeline.submitted(value);
+        self.shared.timeline.wait_reached(value).map_err(|r| self.vk_failure(value, "vkWaitSemaphores", r))
+    }
+
+    fn wait(&self, point: &SyncPoint, policy: WaitPolicy, value: u64) -> Result<(), Failure> {
+        let bound = match policy {
+            WaitPolicy::Poll { bound } => Some(Instant::now() + bound),
+            _ => None,
+        };
+        let timed_out = |e: baton_core::sync::WaitError| match e.cause() {
+            Some(cause) => cause.clone(),
+            None => Failure::new(FailureKind::TimedOut, self.origin(value), e.to_string()),
+        };
+        let native = (*point.timeline().domain() == self.device.ctx.domain)
+            .then(|| self.device.timeline(point.timeline().id()))
+            .flatten();
+        let Some(other) = native else {
+            // A host-memory point: the worker waits for it.
+            point.wait_with(policy, None).map_err(timed_out)?;
+            return self.finish_on_host(value);
+        };
+        // The single-queue rule: hold the wait back until its signal is in
+        // the queue.
+        match other.wait_submitted(point.value(), bound) {
+            Ok(()) => {}
+            Err(HoldBack::Failed(cause)) => return Err(cause),
+            Err(HoldBack::TimedOut) => {
+                return Err(Failure::new(
+                    FailureKind::TimedOut,
+                    self.origin(value),
+                    format!("the signal of {point} was not submitted within the wait's bound"),
+                ))
+            }
+        }
+        self.run_on_device(None, &[(other.semaphore, point.value())], value)?;
+        // The semaphore is reached; the point may still have failed (an
+        // error found after its batch ran), which fails this stream too.
+        point.wait_with(policy, None).map_err(timed_out)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        tracing::trace!("{} worker exits", self.shared.label);
+    }
+}
+
+// SAFETY: the worker runs items in FIFO order, each to completion, and
+// advances value n only after item n ran and was dropped, with the
+// timeline's release store (after observing the semaphore, whose batches end
+// with a barrier to the host); `Wait` items complete only after their point;
+// failures fail the timeline from the failed value on and later items are
+// dropped unrun; `submit` only pushes.
+unsafe impl RawStream for VulkanStream {
+    fn label(&self) -> &str {
+        &self.shared.label
+    }
+
+    fn timeline(&self) -> &Timeline {
+        &self.shared.timeline.mirror
+    }
+
+    fn can_wait_on(&self, point: &SyncPoint) -> bool {
+        let domain = point.timeline().domain();
+        *domain == Domain::HostMemory
+            || (*domain == self.device.ctx.domain && self.device.timeline(point.timeline().id()).is_some())
+    }
+
+    fn can_access(&self, range: &BufferRange) -> bool {
+        crate::transfer::gpu_side(&self.device.ctx, range).is_some() || range.buffer.raw().host_ptr().is_some()
+    }
+
+    unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
+        self.shared.queue.push(op).map_err(|_| StreamError::Closed(self.shared.label.clone()))
+    }
+}
+
+impl Drop for VulkanStream {
+    fn drop(&mut self) {
+        // The worker drains what is queued, then exits; nobody waits here
+        // (`D-NOBLOCK`).
+        self.shared.queue.close();
+    }
+}

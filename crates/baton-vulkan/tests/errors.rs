@@ -1,0 +1,77 @@
+//! Errors are typed values, never panics: bad names, memory the device
+//! cannot give, and work the device cannot do fail the stream (sticky).
+
+use std::sync::Arc;
+
+use baton_core::backend::{Bindings, Device, DeviceError, StreamError, TensorRef};
+use baton_core::graph::{Flags, Graph};
+use baton_core::DType;
+use baton_vulkan::VulkanError;
+
+fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
+        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
+}
+
+fn device() -> Option<Arc<baton_vulkan::VulkanDevice>> {
+    match baton_vulkan::open(&["vulkan:0"]) {
+        Ok(mut d) => Some(d.remove(0)),
+        Err(e) if e.is_unavailable() && !required() => {
+            eprintln!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn bad_device_names_are_typed_errors() {
+    assert!(matches!(baton_vulkan::parse_name("vulkan:x"), Err(VulkanError::BadName { .. })));
+    assert!(matches!(baton_vulkan::parse_name("cpu:0"), Err(VulkanError::BadName { .. })));
+    assert_eq!(baton_vulkan::parse_name("vulkan").ok(), Some(0));
+    assert_eq!(baton_vulkan::parse_name("vulkan:3").ok(), Some(3));
+    if device().is_none() {
+        return;
+    }
+    match baton_vulkan::open(&["vulkan:999"]) {
+        Err(VulkanError::Unknown { available, .. }) => assert!(available.contains("vulkan:0"), "{available}"),
+        Err(e) => panic!("expected Unknown, got {e}"),
+        Ok(_) => panic!("vulkan:999 opened"),
+    }
+    baton_vulkan::validation::assert_clean();
+}
+
+#[test]
+fn memory_the_device_cannot_give_is_an_error() {
+    let Some(d) = device() else { return };
+    match d.alloc(1 << 42) {
+        Err(DeviceError::OutOfMemory { bytes, .. }) => assert_eq!(bytes, 1 << 42),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    drop(d);
+    baton_vulkan::validation::assert_clean();
+}
+
+/// A graph bound to CPU memory cannot run on the device: the computation
+/// fails with a message that says so, and the stream stays failed.
+#[test]
+fn a_computation_on_memory_the_device_cannot_bind_fails_the_stream() {
+    let Some(d) = device() else { return };
+    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let s = d.new_stream().expect("stream");
+    let mut g = Graph::new();
+    let x = g.leaf("x", DType::F32, &[4], Flags::INPUT).expect("leaf");
+    let y = g.scale(x, 2.0).expect("scale");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let g = Arc::new(g);
+    let on_cpu = TensorRef::new(&cpu.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let on_gpu = TensorRef::new(&d.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let mut b = Bindings::new(&g);
+    b.bind_name(&g, "x", on_cpu).expect("x").bind_name(&g, "y", on_gpu.clone()).expect("y");
+    let failed = s.compute(&g, b).expect("queued").wait().expect_err("the computation fails");
+    assert!(failed.to_string().contains("cannot bind"), "{failed}");
+    assert!(matches!(s.write_async(&on_gpu, vec![0f32; 4]), Err(StreamError::Failed { .. })), "sticky");
+    drop((s, d, on_gpu));
+    baton_vulkan::validation::assert_clean();
+}
