@@ -12,6 +12,7 @@
 //! rules every stream keeps.
 #![deny(missing_docs)]
 
+pub mod bell;
 mod buffer;
 mod device;
 mod exec;
