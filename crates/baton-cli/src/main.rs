@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_gates;
+mod bench_memory;
 mod bench_sync;
 mod conformance_cmd;
 mod devices;

@@ -225,6 +225,13 @@ impl Model {
         self.weights.bytes()
     }
 
+    /// Bytes of weights one decode step reads: every matrix but the token
+    /// embedding, of which it reads one row (a tied output is bound as its
+    /// own `output.weight` and counts).
+    pub fn decode_weight_bytes(&self) -> usize {
+        self.weights.iter().filter(|(name, _)| name.as_str() != "token_embd.weight").map(|(_, t)| t.bytes()).sum()
+    }
+
     /// Times the host blocked so far: logits reads, and the scheduler's own
     /// waits (backpressure, `--sync-copies`).
     pub fn host_waits(&self) -> u64 {
