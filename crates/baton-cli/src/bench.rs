@@ -40,6 +40,10 @@ pub struct BenchArgs {
     /// the model's devices) and give tg as a share of the roofline.
     #[arg(long)]
     roofline: bool,
+    /// Time every op of the tg runs on the CPU devices and print where a
+    /// decoded token's time goes (op, weight type: µs per token, share).
+    #[arg(long)]
+    op_profile: bool,
 }
 
 struct TestResult {
@@ -112,7 +116,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.n_gen > 0 {
         gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
-        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>()?;
+        baton_cpu::profile::reset();
+        baton_cpu::profile::set_enabled(args.op_profile);
+        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>();
+        baton_cpu::profile::set_enabled(false);
+        let samples = samples?;
         let tokens = (reps * args.n_gen) as f64;
         results.push(TestResult {
             name: format!("tg{}", args.n_gen),
@@ -187,6 +195,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             r.name
         );
     }
+    if args.op_profile && args.n_gen > 0 {
+        let tokens = (reps * args.n_gen) as f64;
+        // The mean time per token over all tg runs (not 1 / mean rate).
+        let samples = &results[results.len() - 1].samples;
+        let token_us = 1e6 * samples.iter().map(|ts| 1.0 / ts).sum::<f64>() / samples.len() as f64;
+        print_op_profile(tokens, token_us);
+    }
     if let Some(bw) = bandwidth {
         println!(
             "\nroofline: {:.1} MB of weights per token; STREAM triad {:.2} GB/s ({threads} threads): at most {:.0} t/s",
@@ -196,6 +211,24 @@ pub fn run(args: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The op table of the tg runs: per op kind, calls and µs per token and the
+/// share of the token's wall time (`token_us`); the rest is time outside
+/// the ops (scheduling, synchronisation, sampling, the host).
+fn print_op_profile(tokens: f64, token_us: f64) {
+    let rows = baton_cpu::profile::snapshot();
+    println!("\nwhere a decoded token's {token_us:.0} µs go (CPU ops, wall time on the stream):");
+    println!("| op | calls/token | µs/token | share |");
+    println!("| --- | ---: | ---: | ---: |");
+    let mut total = 0.0;
+    for (key, time) in &rows {
+        let us = time.time.as_secs_f64() * 1e6 / tokens;
+        total += us;
+        println!("| {key} | {:.1} | {us:.1} | {:.1}% |", time.calls as f64 / tokens, 100.0 * us / token_us);
+    }
+    let rest = token_us - total;
+    println!("| outside ops (scheduling, sync, sampling) | | {rest:.1} | {:.1}% |", 100.0 * rest / token_us);
 }
 
 fn human_params(n: u64) -> String {

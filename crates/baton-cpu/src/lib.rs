@@ -18,6 +18,7 @@ mod device;
 mod exec;
 mod loom;
 mod pool;
+pub mod profile;
 pub mod queue;
 mod stream;
 pub mod topology;

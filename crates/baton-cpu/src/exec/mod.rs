@@ -156,8 +156,15 @@ impl Executor {
             };
         }
         let ctx = Context { graph, roots: &roots };
+        let profiling = crate::profile::enabled();
         for (i, node) in graph.nodes().iter().enumerate() {
-            self.run_node(&ctx, NodeId(i), node)?;
+            if profiling && !matches!(node.op, Op::Leaf | Op::View) {
+                let start = std::time::Instant::now();
+                self.run_node(&ctx, NodeId(i), node)?;
+                crate::profile::record(crate::profile::key(graph, node), start.elapsed());
+            } else {
+                self.run_node(&ctx, NodeId(i), node)?;
+            }
         }
         Ok(())
     }
