@@ -69,9 +69,10 @@ fn bench_profiles_ops_and_puts_tg_against_the_bandwidth_roofline() {
     let out = baton(&["bench", "-m", &model, "-p", "0", "-n", "8", "-r", "1", "--op-profile", "--roofline"]);
     assert!(out.status.success(), "bench: {}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // tiny has 5 layers: 5 layers x 7 linear matmuls + the output = 36 per token.
+    // tiny has 5 layers of 7 linear matmuls, one of them (ffn_down, rows of
+    // 172) in f32 for want of whole q8_0 blocks, and the output: 31 q8_0.
     let linear = stdout.lines().find(|l| l.starts_with("| matmul linear (q8_0 weights)")).expect(&stdout);
-    assert_eq!(linear.split('|').nth(2).map(str::trim), Some("36.0"), "{linear}");
+    assert_eq!(linear.split('|').nth(2).map(str::trim), Some("31.0"), "{linear}");
     assert!(stdout.contains("| outside ops"), "{stdout}");
     let roof = stdout.lines().find(|l| l.starts_with("roofline:")).expect(&stdout);
     assert!(roof.contains("GB/s") && roof.contains("MB of weights per token"), "{roof}");
