@@ -9,6 +9,7 @@ mod interrupt;
 mod model_cmd;
 mod perplexity;
 mod plan_cmd;
+mod plan_tensor;
 mod run;
 mod stats;
 

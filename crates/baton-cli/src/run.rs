@@ -4,7 +4,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
+use baton_composite::CompositeDevice;
+use baton_core::sync::WaitPolicy;
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::sampling::{Sampler, SamplingParams};
 use baton_llama::{LoadOptions, Model};
@@ -35,10 +39,12 @@ pub struct ModelArgs {
     )]
     pub batch: usize,
     /// How the model is spread over several devices (`-sm`): `none` (the
-    /// first device only) or `layer` (contiguous layers per device).
+    /// first device only), `layer` (contiguous layers per device) or
+    /// `tensor` (every weight split over the devices, all-reduce gates).
     #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
     pub split_mode: String,
-    /// Share of the layers of each device (`-ts`), e.g. `1,1` or `3,1`.
+    /// Share of each device (`-ts`), e.g. `1,1` or `3,1`: of the layers
+    /// (`layer`), of the heads, FFN rows and vocabulary (`tensor`).
     #[arg(long = "tensor-split", value_delimiter = ',')]
     pub tensor_split: Vec<f32>,
     /// Runs in flight at most (pipelined prompt micro-batches).
@@ -55,6 +61,10 @@ pub struct ModelArgs {
     /// another device's point) against the time spent working.
     #[arg(long = "sync-profile")]
     pub sync_profile: bool,
+    /// How the gates of `--split-mode tensor` wait: block, spin or poll
+    /// (default: `BATON_WAIT_POLICY`, else block).
+    #[arg(long = "gate-policy")]
+    pub gate_policy: Option<String>,
     /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
     #[arg(long = "cache-type")]
     pub cache_type: Option<String>,
@@ -93,15 +103,24 @@ impl ModelArgs {
             sync_copies: self.sync_copies,
         };
         let devices = match self.split_mode.as_str() {
-            "layer" => devices,
+            "layer" | "tensor" => devices,
             "none" => devices.into_iter().take(1).collect(),
-            other => anyhow::bail!("--split-mode {other:?}: use none or layer (tensor comes with tensor parallelism)"),
+            other => anyhow::bail!("--split-mode {other:?}: use none, layer or tensor"),
         };
         if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
             anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
         }
-        let mut model =
-            Model::load_split(&path, devices, &options).with_context(|| format!("loading {}", path.display()))?;
+        let mut model = if self.split_mode == "tensor" {
+            let policy = match &self.gate_policy {
+                Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,
+                None => WaitPolicy::process_default(),
+            };
+            let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
+            Model::load_tensor_parallel(&path, Arc::new(composite), &options)
+        } else {
+            Model::load_split(&path, devices, &options)
+        }
+        .with_context(|| format!("loading {}", path.display()))?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }
