@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream};
 use baton_core::graph::Op;
-use baton_core::sync::WaitPolicy;
+use baton_core::sync::{Failure, WaitPolicy};
 use baton_core::DType;
 
 use crate::buffer::{CompositeBuffer, SplitTensor};
@@ -69,6 +69,13 @@ impl CompositeDevice {
     /// The races the inner streams found so far (empty on correct gates).
     pub fn inner_hazard_reports(&self) -> Vec<HazardReport> {
         self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().flat_map(Stream::hazard_reports).collect()
+    }
+
+    /// Each inner stream made so far: its label and its first failure, if
+    /// it failed.
+    pub fn inner_failures(&self) -> Vec<(String, Option<Failure>)> {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.iter().map(|s| (s.label().to_string(), s.timeline().failure())).collect()
     }
 
     /// The inner devices.
