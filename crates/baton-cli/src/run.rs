@@ -61,6 +61,11 @@ pub struct ModelArgs {
     /// another device's point) against the time spent working.
     #[arg(long = "sync-profile")]
     pub sync_profile: bool,
+    /// With `--split-mode tensor`: no partial sums (`attn_output` and
+    /// `ffn_down` whole on every device, their inputs gathered), so the
+    /// logits are bit for bit one device's; slower.
+    #[arg(long = "tensor-exact")]
+    pub tensor_exact: bool,
     /// How the gates of `--split-mode tensor` wait: block, spin or poll
     /// (default: `BATON_WAIT_POLICY`, else block).
     #[arg(long = "gate-policy")]
@@ -101,6 +106,7 @@ impl ModelArgs {
             tensor_split: self.tensor_split.clone(),
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
+            tensor_exact: self.tensor_exact,
         };
         let devices = match self.split_mode.as_str() {
             "layer" | "tensor" => devices,
@@ -124,6 +130,9 @@ impl ModelArgs {
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            device.gate_profile().enable(true);
+        }
         Ok(model)
     }
 
@@ -143,6 +152,21 @@ impl ModelArgs {
                     p.wait_p50_us,
                     p.work_us / 1e3,
                     100.0 * p.work_us / p.span_us
+                );
+            }
+        }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            let span = device.gate_profile().span().as_secs_f64();
+            eprintln!("gates of --split-mode tensor, per inner device (reaching a gate to leaving it: waiting for the others, copies, adds), over {:.2} ms:", span * 1e3);
+            for (inner, time) in device.inner().iter().zip(device.gate_profile().times()) {
+                let total = time.total.as_secs_f64();
+                eprintln!(
+                    "  {}: {} gates, {:.2} ms ({:.1}% of the span, mean {:.1} us per gate)",
+                    inner.info().name,
+                    time.gates,
+                    total * 1e3,
+                    100.0 * total / span.max(1e-9),
+                    total * 1e6 / time.gates.max(1) as f64
                 );
             }
         }

@@ -10,6 +10,7 @@ use baton_core::DType;
 use crate::buffer::{CompositeBuffer, SplitTensor};
 use crate::collective::{Butterfly, Collective};
 use crate::error::CompositeError;
+use crate::profile::GateProfile;
 use crate::split::TensorSplit;
 use crate::stream::CompositeStream;
 
@@ -23,6 +24,7 @@ pub struct CompositeDevice {
     collective: Arc<dyn Collective>,
     /// Every inner stream made so far (handles), for the sanitizer's counts.
     streams: Mutex<Vec<Stream>>,
+    profile: Arc<GateProfile>,
 }
 
 impl CompositeDevice {
@@ -57,7 +59,8 @@ impl CompositeDevice {
             weight_types,
             waits_on_host_points: inner.iter().all(|d| d.info().waits_on_host_points),
         };
-        Ok(CompositeDevice { info, inner, policy, collective, streams: Mutex::new(Vec::new()) })
+        let profile = GateProfile::new(inner.len());
+        Ok(CompositeDevice { info, inner, policy, collective, streams: Mutex::new(Vec::new()), profile })
     }
 
     /// Waits the inner streams' hazard tracking inserted so far (0 when every
@@ -76,6 +79,11 @@ impl CompositeDevice {
     pub fn inner_failures(&self) -> Vec<(String, Option<Failure>)> {
         let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         streams.iter().map(|s| (s.label().to_string(), s.timeline().failure())).collect()
+    }
+
+    /// Time each inner device spends in gates (off until enabled).
+    pub fn gate_profile(&self) -> &GateProfile {
+        &self.profile
     }
 
     /// The inner devices.
@@ -127,8 +135,14 @@ impl Device for CompositeDevice {
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let inner = self.inner.iter().map(|d| d.new_stream()).collect::<Result<Vec<_>, _>>()?;
         self.streams.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.iter().cloned());
-        let raw =
-            CompositeStream::new(&self.info.name, self.inner.clone(), inner, self.policy, self.collective.clone());
+        let raw = CompositeStream::new(
+            &self.info.name,
+            self.inner.clone(),
+            inner,
+            self.policy,
+            self.collective.clone(),
+            self.profile.clone(),
+        );
         Ok(Stream::with_policy(Arc::new(raw), self.policy))
     }
 

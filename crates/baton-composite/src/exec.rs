@@ -11,6 +11,7 @@ use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateIo};
 use crate::error::CompositeError;
 use crate::partition::{Partition, Source, Step};
+use crate::profile::GateProfile;
 use crate::split::TensorSplit;
 
 /// Partitions kept per stream (the graphs of recent shapes).
@@ -88,6 +89,7 @@ impl Partition {
         bindings: &Bindings,
         collective: &dyn Collective,
         policy: WaitPolicy,
+        profile: &Arc<GateProfile>,
     ) -> Result<(), CompositeError> {
         for step in &self.steps {
             match step {
@@ -112,7 +114,18 @@ impl Partition {
                     let scratch: Vec<Vec<TensorRef>> =
                         (0..n).map(|d| gate.scratch[d].iter().map(|&k| self.scratch[d][k].clone()).collect()).collect();
                     let io = GateIo { inputs: &inputs, outputs: &outputs, scratch: &scratch };
+                    let profiled = profile.enabled();
+                    if profiled {
+                        for (d, s) in streams.iter().enumerate() {
+                            s.host_fn(profile.enter(d))?;
+                        }
+                    }
                     collective.run(streams, &gate.spec, &io, policy)?;
+                    if profiled {
+                        for (d, s) in streams.iter().enumerate() {
+                            s.host_fn(profile.leave(d))?;
+                        }
+                    }
                 }
             }
         }

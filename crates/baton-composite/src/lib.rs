@@ -46,6 +46,7 @@ mod device;
 mod error;
 mod exec;
 pub mod partition;
+mod profile;
 mod split;
 mod stream;
 
@@ -54,4 +55,5 @@ pub use collective::{exchange, Butterfly, Collective, GateIo, GateKind, GateSpec
 pub use device::CompositeDevice;
 pub use error::CompositeError;
 pub use partition::Partition;
+pub use profile::{GateProfile, GateTime};
 pub use split::{gather_bytes, scatter_bytes, TensorSplit};

@@ -19,6 +19,7 @@ use crate::buffer::{byte_tensor, CompositeBuffer};
 use crate::collective::Collective;
 use crate::error::CompositeError;
 use crate::exec::PartitionCache;
+use crate::profile::GateProfile;
 use crate::split::{gather_bytes, scatter_bytes};
 
 static NEXT_STREAM: AtomicUsize = AtomicUsize::new(0);
@@ -41,6 +42,7 @@ pub(crate) struct CompositeStream {
     writer: Arc<TimelineWriter>,
     policy: WaitPolicy,
     collective: Arc<dyn Collective>,
+    profile: Arc<GateProfile>,
     state: Mutex<State>,
 }
 
@@ -79,6 +81,7 @@ impl CompositeStream {
         inner: Vec<Stream>,
         policy: WaitPolicy,
         collective: Arc<dyn Collective>,
+        profile: Arc<GateProfile>,
     ) -> Self {
         let label = format!("{device}/stream-{}", NEXT_STREAM.fetch_add(1, Ordering::Relaxed));
         let (timeline, writer) = Timeline::new(label.clone());
@@ -91,6 +94,7 @@ impl CompositeStream {
             writer: Arc::new(writer),
             policy,
             collective,
+            profile,
             state: Mutex::new(State {
                 submitted: 0,
                 last_join: None,
@@ -190,7 +194,7 @@ impl CompositeStream {
             }
             StreamOp::Compute { graph, bindings } => {
                 let partition = st.partitions.get(&graph, &bindings, &self.devices, &*self.collective)?;
-                partition.run(&self.inner, &bindings, &*self.collective, self.policy)?;
+                partition.run(&self.inner, &bindings, &*self.collective, self.policy, &self.profile)?;
             }
         }
         Ok(())

@@ -52,9 +52,8 @@ fn graph() -> Arc<Graph> {
 fn reference(x: &[f32], w1: &[f32], w2: &[f32]) -> Vec<f32> {
     let mut y = x.to_vec();
     for t in 0..T {
-        let h: Vec<f64> = (0..F)
-            .map(|i| (0..D).map(|k| f64::from(x[t * D + k]) * f64::from(w1[i * D + k])).sum())
-            .collect();
+        let h: Vec<f64> =
+            (0..F).map(|i| (0..D).map(|k| f64::from(x[t * D + k]) * f64::from(w1[i * D + k])).sum()).collect();
         for j in 0..D {
             y[t * D + j] += (0..F).map(|i| h[i] * f64::from(w2[j * F + i])).sum::<f64>() as f32;
         }

@@ -42,6 +42,11 @@ pub struct LoadOptions {
     /// The host waits for every split before submitting the next
     /// (`--sync-copies`, for comparison).
     pub sync_copies: bool,
+    /// Under tensor parallelism, hold whole every weight whose split would
+    /// give partial sums (`attn_output`, `ffn_down`) and gather its input
+    /// instead (`--tensor-exact`): the logits are then bit for bit one
+    /// device's, at the price of computing those products on every device.
+    pub tensor_exact: bool,
 }
 
 impl Default for LoadOptions {
@@ -53,6 +58,7 @@ impl Default for LoadOptions {
             tensor_split: Vec::new(),
             n_copies: 1,
             sync_copies: false,
+            tensor_exact: false,
         }
     }
 }
@@ -171,7 +177,8 @@ impl Model {
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
         let (weights, cache, tensor) = match tensor {
             Some(c) => {
-                let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?;
+                let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
+                    .with_exact_sums(options.tensor_exact);
                 let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
                 let cache = KvCache::new_tensor_parallel(&config, context, options.cache_type, &c, &shares)?;
                 (weights, cache, Some((c, shares)))
