@@ -271,6 +271,12 @@ unsafe impl RawStream for CompositeStream {
         let before: Vec<u64> = self.inner.iter().map(|s| s.last_point().value()).collect();
         match self.run(&mut st, op, value) {
             Ok(()) => Ok(value),
+            Err(CompositeError::Stream(StreamError::Failed { cause, .. })) => {
+                // An inner stream failed while the item was being queued:
+                // the failure is the item's (asynchronous) result.
+                self.writer.fail(value, cause);
+                Ok(value)
+            }
             Err(e) if self.inner.iter().zip(&before).all(|(s, &b)| s.last_point().value() == b) => {
                 // Refused before anything was queued: the value is not used.
                 st.submitted -= 1;
@@ -278,13 +284,8 @@ unsafe impl RawStream for CompositeStream {
             }
             Err(e) => {
                 let e = e.into_stream_error(&self.label);
-                let cause = match &e {
-                    StreamError::Failed { cause, .. } => cause.clone(),
-                    other => {
-                        Failure::new(FailureKind::WorkFailed, format!("{}@{value}", self.label), other.to_string())
-                    }
-                };
-                self.writer.fail(value, cause);
+                let origin = format!("{}@{value}", self.label);
+                self.writer.fail(value, Failure::new(FailureKind::WorkFailed, origin, e.to_string()));
                 Err(e)
             }
         }

@@ -79,7 +79,14 @@ pub struct Partition {
     /// Per node of the original graph, its state (mirrored, split, partial).
     pub states: Vec<TensorSplit>,
     pub(crate) scratch: Vec<Vec<TensorRef>>,
+    /// The segments' bindings of the last run, and where its bound tensors
+    /// were (reused while they stay).
+    pub(crate) bindings: BindingsCache,
 }
+
+/// Prepared per-device bindings of every segment, keyed by where the bound
+/// tensors are.
+pub(crate) type BindingsCache = std::sync::Mutex<Option<(Vec<(u64, usize)>, Arc<Vec<Vec<Bindings>>>)>>;
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound
@@ -524,6 +531,12 @@ impl<'a> Builder<'a> {
                 }
             })
             .collect();
-        Ok(Partition { steps, scratch_specs: self.scratch, states: self.state, scratch: Vec::new() })
+        Ok(Partition {
+            steps,
+            scratch_specs: self.scratch,
+            states: self.state,
+            scratch: Vec::new(),
+            bindings: std::sync::Mutex::new(None),
+        })
     }
 }
