@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use baton_core::backend::{Bindings, Stream, TensorRef};
-use baton_core::graph::{Flags, Graph};
+use baton_core::graph::{Flags, Graph, NodeId};
 use baton_core::sync::{SyncPoint, WaitPolicy};
 use baton_core::DType;
 
@@ -115,6 +115,9 @@ pub fn exchange(
 #[derive(Default)]
 pub struct Butterfly {
     graphs: Mutex<HashMap<String, Arc<Graph>>>,
+    /// The add graphs by shape (looked up on every gate, without building
+    /// a key).
+    adds: Mutex<HashMap<Vec<usize>, Arc<Graph>>>,
 }
 
 impl Butterfly {
@@ -139,22 +142,27 @@ impl Butterfly {
 
     /// `out = a + b` on `stream`.
     fn add(&self, stream: &Stream, a: &TensorRef, b: &TensorRef, out: &TensorRef) -> Result<(), CompositeError> {
-        let dims = a.shape().dims().to_vec();
-        let graph = self.graph(format!("add{dims:?}"), || {
-            let mut g = Graph::new();
-            let x = g.leaf("a", DType::F32, &dims, Flags::INPUT)?;
-            let y = g.leaf("b", DType::F32, &dims, Flags::INPUT)?;
-            let sum = g.add(x, y)?;
-            g.mark(sum, Flags::OUTPUT)?;
-            g.set_name(sum, "out")?;
-            Ok(g)
-        })?;
+        let shape = a.shape();
+        let dims = shape.dims();
+        let cached = self.adds.lock().unwrap_or_else(|p| p.into_inner()).get(dims).cloned();
+        let graph = match cached {
+            Some(g) => g,
+            None => {
+                let mut g = Graph::new();
+                let x = g.leaf("a", DType::F32, dims, Flags::INPUT)?;
+                let y = g.leaf("b", DType::F32, dims, Flags::INPUT)?;
+                let sum = g.add(x, y)?;
+                g.mark(sum, Flags::OUTPUT)?;
+                let g = Arc::new(g);
+                self.adds.lock().unwrap_or_else(|p| p.into_inner()).insert(dims.to_vec(), g.clone());
+                g
+            }
+        };
+        // Leaves 0 and 1, the sum 2 (as built above).
         let mut bindings = Bindings::new(&graph);
-        bindings.bind_name(&graph, "a", a.clone())?.bind_name(&graph, "b", b.clone())?.bind_name(
-            &graph,
-            "out",
-            out.clone(),
-        )?;
+        bindings.bind(&graph, NodeId(0), a.clone())?;
+        bindings.bind(&graph, NodeId(1), b.clone())?;
+        bindings.bind(&graph, NodeId(2), out.clone())?;
         stream.compute(&graph, bindings)?;
         Ok(())
     }

@@ -14,6 +14,25 @@ use crate::partition::{Partition, Source, Step};
 use crate::profile::GateProfile;
 use crate::split::TensorSplit;
 
+/// One step's memory, resolved once per partition and bound tensors.
+pub(crate) enum Prepared {
+    /// Per device, a segment's bindings.
+    Segment(Vec<Bindings>),
+    /// A gate's memory.
+    Gate(GateMemory),
+}
+
+/// A gate's inputs, outputs and scratch, per device.
+pub(crate) struct GateMemory {
+    inputs: Vec<TensorRef>,
+    outputs: Vec<TensorRef>,
+    scratch: Vec<Vec<TensorRef>>,
+}
+
+/// Prepared memory kept per partition: one per set of bound tensors in use
+/// (a model rotates its input buffers over the runs in flight).
+const PREPARED_KEPT: usize = 4;
+
 /// Partitions kept per stream (the graphs of recent shapes).
 const KEPT: usize = 16;
 
@@ -86,31 +105,47 @@ impl Partition {
     fn signature(bindings: &Bindings, steps: &[Step]) -> Vec<(u64, usize)> {
         let mut out = Vec::new();
         for step in steps {
-            if let Step::Segment(seg) = step {
-                for (_, source) in seg.binds.iter().flatten() {
-                    if let Source::Bound(id) = source {
-                        out.push(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset())));
-                    }
+            let sources: Vec<&Source> = match step {
+                Step::Segment(seg) => seg.binds.iter().flatten().map(|(_, s)| s).collect(),
+                Step::Gate(gate) => gate.inputs.iter().chain(&gate.outputs).collect(),
+            };
+            for source in sources {
+                if let Source::Bound(id) = source {
+                    out.push(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset())));
                 }
             }
         }
         out
     }
 
-    /// Every segment's bindings on every device.
-    fn segment_bindings(&self, bindings: &Bindings) -> Result<Vec<Vec<Bindings>>, CompositeError> {
-        let mut out = Vec::new();
+    /// Every step's memory on every device: a segment's bindings, a gate's
+    /// inputs, outputs and scratch.
+    fn prepare(&self, bindings: &Bindings) -> Result<Vec<Prepared>, CompositeError> {
+        let mut out = Vec::with_capacity(self.steps.len());
         for step in &self.steps {
-            let Step::Segment(seg) = step else { continue };
-            let mut per_device = Vec::with_capacity(seg.graphs.len());
-            for (d, graph) in seg.graphs.iter().enumerate() {
-                let mut local = Bindings::new(graph);
-                for (node, source) in &seg.binds[d] {
-                    local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
+            match step {
+                Step::Segment(seg) => {
+                    let mut per_device = Vec::with_capacity(seg.graphs.len());
+                    for (d, graph) in seg.graphs.iter().enumerate() {
+                        let mut local = Bindings::new(graph);
+                        for (node, source) in &seg.binds[d] {
+                            local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
+                        }
+                        per_device.push(local);
+                    }
+                    out.push(Prepared::Segment(per_device));
                 }
-                per_device.push(local);
+                Step::Gate(gate) => {
+                    let n = gate.inputs.len();
+                    let mut io = GateMemory { inputs: Vec::new(), outputs: Vec::new(), scratch: Vec::new() };
+                    for d in 0..n {
+                        io.inputs.push(self.resolve(&gate.inputs[d], d, bindings)?);
+                        io.outputs.push(self.resolve(&gate.outputs[d], d, bindings)?);
+                        io.scratch.push(gate.scratch[d].iter().map(|&k| self.scratch[d][k].clone()).collect());
+                    }
+                    out.push(Prepared::Gate(io));
+                }
             }
-            out.push(per_device);
         }
         Ok(out)
     }
@@ -128,38 +163,27 @@ impl Partition {
         let signature = Self::signature(bindings, &self.steps);
         let prepared = {
             let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
-            match cached.as_ref() {
-                Some((s, b)) if *s == signature => b.clone(),
-                _ => {
-                    let b = Arc::new(self.segment_bindings(bindings)?);
-                    *cached = Some((signature, b.clone()));
+            match cached.iter().find(|(s, _)| *s == signature) {
+                Some((_, b)) => b.clone(),
+                None => {
+                    let b = Arc::new(self.prepare(bindings)?);
+                    if cached.len() == PREPARED_KEPT {
+                        cached.remove(0);
+                    }
+                    cached.push((signature, b.clone()));
                     b
                 }
             }
         };
-        let mut segments = prepared.iter();
-        for step in &self.steps {
-            match step {
-                Step::Segment(seg) => {
-                    let locals = segments.next().ok_or_else(|| CompositeError::Unsupported {
-                        op: "compute",
-                        reason: "fewer prepared bindings than segments".into(),
-                    })?;
+        for (step, memory) in self.steps.iter().zip(prepared.iter()) {
+            match (step, memory) {
+                (Step::Segment(seg), Prepared::Segment(locals)) => {
                     for (d, stream) in streams.iter().enumerate() {
                         stream.compute(&seg.graphs[d], locals[d].clone())?;
                     }
                 }
-                Step::Gate(gate) => {
-                    let n = streams.len();
-                    let mut inputs = Vec::with_capacity(n);
-                    let mut outputs = Vec::with_capacity(n);
-                    for d in 0..n {
-                        inputs.push(self.resolve(&gate.inputs[d], d, bindings)?);
-                        outputs.push(self.resolve(&gate.outputs[d], d, bindings)?);
-                    }
-                    let scratch: Vec<Vec<TensorRef>> =
-                        (0..n).map(|d| gate.scratch[d].iter().map(|&k| self.scratch[d][k].clone()).collect()).collect();
-                    let io = GateIo { inputs: &inputs, outputs: &outputs, scratch: &scratch };
+                (Step::Gate(gate), Prepared::Gate(m)) => {
+                    let io = GateIo { inputs: &m.inputs, outputs: &m.outputs, scratch: &m.scratch };
                     let profiled = profile.enabled();
                     if profiled {
                         for (d, s) in streams.iter().enumerate() {
@@ -172,6 +196,12 @@ impl Partition {
                             s.host_fn(profile.leave(d))?;
                         }
                     }
+                }
+                _ => {
+                    return Err(CompositeError::Unsupported {
+                        op: "compute",
+                        reason: "prepared memory does not match the steps".into(),
+                    })
                 }
             }
         }

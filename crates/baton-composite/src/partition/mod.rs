@@ -79,14 +79,14 @@ pub struct Partition {
     /// Per node of the original graph, its state (mirrored, split, partial).
     pub states: Vec<TensorSplit>,
     pub(crate) scratch: Vec<Vec<TensorRef>>,
-    /// The segments' bindings of the last run, and where its bound tensors
-    /// were (reused while they stay).
+    /// The memory of recent runs' steps, by where their bound tensors were
+    /// (reused while they stay).
     pub(crate) bindings: BindingsCache,
 }
 
 /// Prepared per-device bindings of every segment, keyed by where the bound
 /// tensors are.
-pub(crate) type BindingsCache = std::sync::Mutex<Option<(Vec<(u64, usize)>, Arc<Vec<Vec<Bindings>>>)>>;
+pub(crate) type BindingsCache = std::sync::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound
@@ -536,7 +536,7 @@ impl<'a> Builder<'a> {
             scratch_specs: self.scratch,
             states: self.state,
             scratch: Vec::new(),
-            bindings: std::sync::Mutex::new(None),
+            bindings: std::sync::Mutex::new(Vec::new()),
         })
     }
 }
