@@ -115,6 +115,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if args.n_gen > 0 {
         gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
+        if let (true, Some((device, _))) = (margs.sync_profile, model.tensor_parallel()) {
+            device.gate_profile().enable(true); // the gates of the measured tokens only
+        }
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
         baton_cpu::profile::reset();
         baton_cpu::profile::set_enabled(args.op_profile);

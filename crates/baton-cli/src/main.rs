@@ -10,6 +10,7 @@ mod interrupt;
 mod model_cmd;
 mod perplexity;
 mod plan_cmd;
+mod plan_tensor;
 mod run;
 mod stats;
 

@@ -30,8 +30,10 @@ use crate::buffer::CpuBuffer;
 use crate::device::CpuDeviceShared;
 use plan::{plan, Place, Plan};
 
-/// Plans kept per stream (graphs reused across decode steps hit the cache).
-const PLAN_CACHE: usize = 8;
+/// Plans kept per stream (graphs reused across decode steps hit the cache;
+/// a tensor-parallel decode step runs a few hundred graphs per stream:
+/// its segments and its gates' adds).
+const PLAN_CACHE: usize = 512;
 
 /// A raw pointer that may cross to pool threads; every use states why the
 /// accesses of different threads are disjoint.
