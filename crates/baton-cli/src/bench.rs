@@ -1,6 +1,10 @@
 //! `baton bench`: llama-bench's table: prompt processing (`pp`, one batch of
 //! `-p` tokens) and generation (`tg`, `-n` tokens one at a time, each
 //! waiting for its logits), as mean ± standard deviation over `-r` runs.
+//! With `--roofline`, the machine's STREAM triad bandwidth is measured in
+//! the same run and each tg row also says what share of the bandwidth
+//! roofline it reaches: weight bytes read per token times tokens per second,
+//! over the bandwidth.
 
 use std::time::Instant;
 
@@ -32,6 +36,14 @@ pub struct BenchArgs {
     /// Print one JSON object per test instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also measure the memory bandwidth (STREAM triad, as many threads as
+    /// the model's devices) and give tg as a share of the roofline.
+    #[arg(long)]
+    roofline: bool,
+    /// Time every op of the tg runs on the CPU devices and print where a
+    /// decoded token's time goes (op, weight type: µs per token, share).
+    #[arg(long)]
+    op_profile: bool,
 }
 
 struct TestResult {
@@ -103,8 +115,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if args.n_gen > 0 {
         gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
+        if let (true, Some((device, _))) = (margs.sync_profile, model.tensor_parallel()) {
+            device.gate_profile().enable(true); // the gates of the measured tokens only
+        }
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
-        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>()?;
+        baton_cpu::profile::reset();
+        baton_cpu::profile::set_enabled(args.op_profile);
+        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>();
+        baton_cpu::profile::set_enabled(false);
+        let samples = samples?;
         let tokens = (reps * args.n_gen) as f64;
         results.push(TestResult {
             name: format!("tg{}", args.n_gen),
@@ -129,13 +148,21 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
+    let bandwidth = args.roofline.then(|| crate::bench_memory::measure(threads, 256, 5));
+    let token_bytes = model.decode_weight_bytes() as f64;
+    // Share of the roofline: bytes a token reads times tokens per second,
+    // over the bandwidth (tg rows only).
+    let roofline = |r: &TestResult| -> Option<f64> {
+        let bw = bandwidth?;
+        (r.n_gen > 0).then(|| token_bytes * mean_std(&r.samples).0 / (bw.triad * 1e9))
+    };
     if args.json {
         for r in &results {
             let (mean, std) = mean_std(&r.samples);
             let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
             let opt = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
             println!(
-                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{}}}",
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
                 config.n_params(),
                 margs.devices,
                 margs.split_mode,
@@ -147,23 +174,64 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 r.n_gen,
                 samples.join(","),
                 opt(r.host_waits_per_token),
-                opt(r.sched_us_per_token)
+                opt(r.sched_us_per_token),
+                opt(bandwidth.map(|b| b.triad)),
+                opt(roofline(r))
             );
         }
         return Ok(());
     }
-    println!("| model | size | params | backend | threads | test | t/s |");
-    println!("| --- | ---: | ---: | --- | ---: | ---: | ---: |");
+    let extra = if bandwidth.is_some() { " roofline |" } else { "" };
+    println!("| model | size | params | backend | threads | test | t/s |{extra}");
+    println!("| --- | ---: | ---: | --- | ---: | ---: | ---: |{}", if bandwidth.is_some() { " ---: |" } else { "" });
     for r in &results {
         let (mean, std) = mean_std(&r.samples);
+        let share = match (bandwidth, roofline(r)) {
+            (Some(_), Some(share)) => format!(" {:.0}% |", share * 100.0),
+            (Some(_), None) => " |".to_string(),
+            _ => String::new(),
+        };
         println!(
-            "| {model_name} | {:.2} MiB | {:.2} M | {backend} | {threads} | {} | {mean:.2} ± {std:.2} |",
+            "| {model_name} | {:.2} MiB | {:.2} M | {backend} | {threads} | {} | {mean:.2} ± {std:.2} |{share}",
             size as f64 / (1 << 20) as f64,
             config.n_params() as f64 / 1e6,
             r.name
         );
     }
+    if args.op_profile && args.n_gen > 0 {
+        let tokens = (reps * args.n_gen) as f64;
+        // The mean time per token over all tg runs (not 1 / mean rate).
+        let samples = &results[results.len() - 1].samples;
+        let token_us = 1e6 * samples.iter().map(|ts| 1.0 / ts).sum::<f64>() / samples.len() as f64;
+        print_op_profile(tokens, token_us);
+    }
+    if let Some(bw) = bandwidth {
+        println!(
+            "\nroofline: {:.1} MB of weights per token; STREAM triad {:.2} GB/s ({threads} threads): at most {:.0} t/s",
+            token_bytes / 1e6,
+            bw.triad,
+            bw.triad * 1e9 / token_bytes
+        );
+    }
     Ok(())
+}
+
+/// The op table of the tg runs: per op kind, calls and µs per token and the
+/// share of the token's wall time (`token_us`); the rest is time outside
+/// the ops (scheduling, synchronisation, sampling, the host).
+fn print_op_profile(tokens: f64, token_us: f64) {
+    let rows = baton_cpu::profile::snapshot();
+    println!("\nwhere a decoded token's {token_us:.0} µs go (CPU ops, wall time on the stream):");
+    println!("| op | calls/token | µs/token | share |");
+    println!("| --- | ---: | ---: | ---: |");
+    let mut total = 0.0;
+    for (key, time) in &rows {
+        let us = time.time.as_secs_f64() * 1e6 / tokens;
+        total += us;
+        println!("| {key} | {:.1} | {us:.1} | {:.1}% |", time.calls as f64 / tokens, 100.0 * us / token_us);
+    }
+    let rest = token_us - total;
+    println!("| outside ops (scheduling, sync, sampling) | | {rest:.1} | {:.1}% |", 100.0 * rest / token_us);
 }
 
 fn human_params(n: u64) -> String {

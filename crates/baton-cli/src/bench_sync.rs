@@ -44,6 +44,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench gates --iterations 500 --elements 4096
     Gates(GatesArgs),
+    /// Memory bandwidth: STREAM triad and a read-only sum, 1 and N threads.
+    ///
+    /// Example: baton bench memory --mib 256
+    Memory(crate::bench_memory::MemoryArgs),
 }
 
 /// Arguments of `baton bench sync`.
@@ -65,6 +69,7 @@ pub fn run(kind: BenchKind) -> Result<()> {
     match kind {
         BenchKind::Sync(args) => run_sync(args),
         BenchKind::Gates(args) => crate::bench_gates::run(args),
+        BenchKind::Memory(args) => crate::bench_memory::run(args),
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_gates;
+mod bench_memory;
 mod bench_sync;
 mod chat;
 mod conformance_cmd;
@@ -10,6 +11,7 @@ mod interrupt;
 mod model_cmd;
 mod perplexity;
 mod plan_cmd;
+mod plan_tensor;
 mod run;
 mod stats;
 

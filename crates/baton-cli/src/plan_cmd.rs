@@ -34,7 +34,17 @@ pub fn run(args: PlanArgs) -> Result<()> {
             println!("  {name}: layers {first}..={last} ({} layers)", mine.len());
         }
     }
-    let plan = model.plan(GraphShape::new(args.tokens, args.past, Logits::Last, model.context()))?;
+    let shape = GraphShape::new(args.tokens, args.past, Logits::Last, model.context());
+    if let Some(partition) = model.tensor_partition(shape)? {
+        let inner: Vec<String> = match model.tensor_parallel() {
+            Some((device, _)) => device.inner().iter().map(|d| d.info().name.clone()).collect(),
+            None => names,
+        };
+        let plan = model.plan(shape)?;
+        print!("{}", crate::plan_tensor::describe(&plan.graph, &partition, &inner));
+        return Ok(());
+    }
+    let plan = model.plan(shape)?;
     print!("{plan}");
     Ok(())
 }

@@ -4,7 +4,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
+use baton_composite::CompositeDevice;
+use baton_core::sync::WaitPolicy;
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::sampling::{Sampler, SamplingParams};
 use baton_llama::{LoadOptions, Model};
@@ -35,10 +39,12 @@ pub struct ModelArgs {
     )]
     pub batch: usize,
     /// How the model is spread over several devices (`-sm`): `none` (the
-    /// first device only) or `layer` (contiguous layers per device).
+    /// first device only), `layer` (contiguous layers per device) or
+    /// `tensor` (every weight split over the devices, all-reduce gates).
     #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
     pub split_mode: String,
-    /// Share of the layers of each device (`-ts`), e.g. `1,1` or `3,1`.
+    /// Share of each device (`-ts`), e.g. `1,1` or `3,1`: of the layers
+    /// (`layer`), of the heads, FFN rows and vocabulary (`tensor`).
     #[arg(long = "tensor-split", value_delimiter = ',')]
     pub tensor_split: Vec<f32>,
     /// Runs in flight at most (pipelined prompt micro-batches).
@@ -55,6 +61,15 @@ pub struct ModelArgs {
     /// another device's point) against the time spent working.
     #[arg(long = "sync-profile")]
     pub sync_profile: bool,
+    /// With `--split-mode tensor`: no partial sums (`attn_output` and
+    /// `ffn_down` whole on every device, their inputs gathered), so the
+    /// logits are bit for bit one device's; slower.
+    #[arg(long = "tensor-exact")]
+    pub tensor_exact: bool,
+    /// How the gates of `--split-mode tensor` wait: block, spin or poll
+    /// (default: `BATON_WAIT_POLICY`, else block).
+    #[arg(long = "gate-policy")]
+    pub gate_policy: Option<String>,
     /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
     #[arg(long = "cache-type")]
     pub cache_type: Option<String>,
@@ -91,19 +106,32 @@ impl ModelArgs {
             tensor_split: self.tensor_split.clone(),
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
+            tensor_exact: self.tensor_exact,
         };
         let devices = match self.split_mode.as_str() {
-            "layer" => devices,
+            "layer" | "tensor" => devices,
             "none" => devices.into_iter().take(1).collect(),
-            other => anyhow::bail!("--split-mode {other:?}: use none or layer (tensor comes with tensor parallelism)"),
+            other => anyhow::bail!("--split-mode {other:?}: use none, layer or tensor"),
         };
         if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
             anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
         }
-        let mut model =
-            Model::load_split(&path, devices, &options).with_context(|| format!("loading {}", path.display()))?;
+        let mut model = if self.split_mode == "tensor" {
+            let policy = match &self.gate_policy {
+                Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,
+                None => WaitPolicy::process_default(),
+            };
+            let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
+            Model::load_tensor_parallel(&path, Arc::new(composite), &options)
+        } else {
+            Model::load_split(&path, devices, &options)
+        }
+        .with_context(|| format!("loading {}", path.display()))?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
+        }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            device.gate_profile().enable(true);
         }
         Ok(model)
     }
@@ -124,6 +152,21 @@ impl ModelArgs {
                     p.wait_p50_us,
                     p.work_us / 1e3,
                     100.0 * p.work_us / p.span_us
+                );
+            }
+        }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            let span = device.gate_profile().span().as_secs_f64();
+            eprintln!("gates of --split-mode tensor, per inner device (reaching a gate to leaving it: waiting for the others, copies, adds), over {:.2} ms:", span * 1e3);
+            for (inner, time) in device.inner().iter().zip(device.gate_profile().times()) {
+                let total = time.total.as_secs_f64();
+                eprintln!(
+                    "  {}: {} gates, {:.2} ms ({:.1}% of the span, mean {:.1} us per gate)",
+                    inner.info().name,
+                    time.gates,
+                    total * 1e3,
+                    100.0 * total / span.max(1e-9),
+                    total * 1e6 / time.gates.max(1) as f64
                 );
             }
         }

@@ -64,6 +64,28 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
 }
 
 #[test]
+fn bench_profiles_ops_and_puts_tg_against_the_bandwidth_roofline() {
+    let (_dir, model) = tiny("profile");
+    let out = baton(&["bench", "-m", &model, "-p", "0", "-n", "8", "-r", "1", "--op-profile", "--roofline"]);
+    assert!(out.status.success(), "bench: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // tiny has 5 layers of 7 linear matmuls, one of them (ffn_down, rows of
+    // 172) in f32 for want of whole q8_0 blocks, and the output: 31 q8_0.
+    let linear = stdout.lines().find(|l| l.starts_with("| matmul linear (q8_0 weights)")).expect(&stdout);
+    assert_eq!(linear.split('|').nth(2).map(str::trim), Some("31.0"), "{linear}");
+    assert!(stdout.contains("| outside ops"), "{stdout}");
+    let roof = stdout.lines().find(|l| l.starts_with("roofline:")).expect(&stdout);
+    assert!(roof.contains("GB/s") && roof.contains("MB of weights per token"), "{roof}");
+    let tg = stdout.lines().find(|l| l.contains("| tg8 |")).expect(&stdout);
+    assert!(tg.trim_end().ends_with("% |"), "a roofline share: {tg}");
+
+    let out = baton(&["bench", "memory", "--mib", "8", "--passes", "2", "-t", "2", "--json"]);
+    assert!(out.status.success(), "bench memory: {}", String::from_utf8_lossy(&out.stderr));
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"triad_gbs\":") && json.contains("\"read_gbs_1t\":"), "{json}");
+}
+
+#[test]
 fn devices_and_conformance_report_on_this_machine() {
     let out = baton(&["devices", "--json"]);
     assert!(out.status.success());

@@ -2,44 +2,56 @@
 //!
 //! The thread that calls [`ThreadPool::run`] takes part as worker 0, so a
 //! device of `n` cores has `n - 1` pool threads and a one-core device has
-//! none. Jobs are serialised (one `run` at a time per device). Workers spin
-//! briefly on a generation counter before parking, so back-to-back ops of a
-//! graph do not pay a futex wake each.
+//! none. Jobs are serialised (one `run` at a time per device).
+//!
+//! Dispatch is two [`Bell`]s: workers wait for the job generation to change,
+//! the caller waits for the busy count to reach zero. Both spin before they
+//! sleep and neither update makes a system call unless someone sleeps, so
+//! the back-to-back ops of a graph cost a few cache-line transfers each, not
+//! a futex wake (the reference CPU engines get the same with a spinning
+//! barrier between ops).
 
 use std::any::Any;
+use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use baton_core::Parallel;
 
-/// Polls of the generation counter before a worker parks.
+use crate::bell::Bell;
+
+/// Polls of a bell before a waiting thread sleeps (about 100 µs to 1 ms:
+/// longer than the gap between two ops, shorter than a human notices).
 const SPIN_POLLS: u32 = 20_000;
 
 /// A job as the workers see it: a lifetime-erased pointer to the closure.
 #[derive(Clone, Copy)]
 struct JobPtr(*const (dyn Fn(usize) + Sync + 'static));
 
-// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker
-// has finished with it (see `ThreadPool::run`), so sharing the pointer with
-// the workers is sound.
-unsafe impl Send for JobPtr {}
-
-struct JobState {
-    job: Option<JobPtr>,
-    shutdown: bool,
-    panic: Option<Box<dyn Any + Send>>,
-}
-
 struct Shared {
-    state: Mutex<JobState>,
-    wake: Condvar,
-    generation: AtomicU64,
-    pending: AtomicUsize,
-    done: Mutex<()>,
-    done_wake: Condvar,
+    /// The current job. Written by `run` only while no worker is busy (the
+    /// busy count is zero) and before the generation it belongs to is
+    /// published; read by workers only after they see that generation.
+    job: UnsafeCell<Option<JobPtr>>,
+    shutdown: AtomicBool,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Bumped once per job (and once at shutdown).
+    generation: Bell,
+    /// Workers that have not finished the current job.
+    busy: Bell,
 }
+
+// SAFETY: `job` is the only field that is not `Sync`. It is written only by
+// `run`, which holds the pool's run lock and has seen the busy count at
+// zero (every worker is done reading it), before publishing the next
+// generation with a release; workers read it only after acquiring that
+// generation and before they decrement the busy count. The pointee is
+// `Sync` and outlives every read (see `run`).
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the pointer is only dereferenced under that protocol.
+unsafe impl Send for Shared {}
 
 /// The worker threads of one CPU device.
 pub struct ThreadPool {
@@ -59,12 +71,11 @@ impl ThreadPool {
     pub fn new(name: &str, threads: usize, cores: &[usize]) -> std::io::Result<ThreadPool> {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
-            state: Mutex::new(JobState { job: None, shutdown: false, panic: None }),
-            wake: Condvar::new(),
-            generation: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
-            done: Mutex::new(()),
-            done_wake: Condvar::new(),
+            job: UnsafeCell::new(None),
+            shutdown: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            generation: Bell::new(0),
+            busy: Bell::new(0),
         });
         let mut handles = Vec::new();
         for index in 1..threads {
@@ -82,49 +93,26 @@ impl ThreadPool {
     }
 }
 
-/// One poll's pause: a spin hint, and every 64th poll a yield, so that a
-/// spinning thread gives its core to the thread it waits for when the
-/// machine is oversubscribed (more runnable threads than cores).
-fn relax(polls: u32) {
-    if polls % 64 == 63 {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
-    }
-}
-
 fn worker_loop(shared: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
-        let mut polls = 0;
-        while shared.generation.load(Ordering::Acquire) == seen && polls < SPIN_POLLS {
-            relax(polls);
-            polls += 1;
+        seen = shared.generation.wait_until(SPIN_POLLS, |g| g != seen);
+        if shared.shutdown.load(Ordering::Acquire) {
+            return;
         }
-        let job = {
-            let mut state = lock(&shared.state);
-            while shared.generation.load(Ordering::Acquire) == seen && !state.shutdown {
-                state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-            }
-            if state.shutdown {
-                return;
-            }
-            seen = shared.generation.load(Ordering::Acquire);
-            state.job
-        };
+        // SAFETY: generation `seen` was published after the job was written
+        // (acquired by `wait_until`), and `run` does not touch the cell again
+        // until this worker has decremented the busy count below.
+        let job = unsafe { *shared.job.get() };
         if let Some(JobPtr(ptr)) = job {
-            // SAFETY: `run` published this pointer for generation `seen` and
-            // does not return (so the closure stays alive) until `pending`
-            // reaches zero, which happens only after this call returns.
+            // SAFETY: `run` keeps the closure alive until the busy count is
+            // zero, which happens only after this call returns.
             let task = unsafe { &*ptr };
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(index))) {
-                lock(&shared.state).panic = Some(payload);
+                *lock(&shared.panic) = Some(payload);
             }
         }
-        if shared.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            drop(lock(&shared.done));
-            shared.done_wake.notify_all();
-        }
+        shared.busy.add(u64::MAX);
     }
 }
 
@@ -140,33 +128,18 @@ impl Parallel for ThreadPool {
         }
         let _one_job = lock(&self.run_lock);
         // SAFETY: only the lifetime is erased. This function does not return
-        // before `pending` is zero, i.e. before every worker is done with the
-        // pointer (a worker decrements `pending` after its last use of it).
+        // before the busy count is zero, i.e. before every worker is done
+        // with the pointer (a worker decrements it after its last use).
         let ptr: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(task) };
-        self.shared.pending.store(self.threads - 1, Ordering::Release);
-        {
-            let mut state = lock(&self.shared.state);
-            state.job = Some(JobPtr(ptr));
-            self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        }
-        self.shared.wake.notify_all();
+        // SAFETY: the run lock is held and the previous `run` returned only
+        // after the busy count reached zero, so no worker reads the cell now
+        // (they read it only after the generation bump below).
+        unsafe { *self.shared.job.get() = Some(JobPtr(ptr)) };
+        self.shared.busy.set_quietly(self.threads as u64 - 1);
+        self.shared.generation.add(1);
         let own = catch_unwind(AssertUnwindSafe(|| task(0)));
-        let mut polls = 0;
-        while self.shared.pending.load(Ordering::Acquire) != 0 && polls < SPIN_POLLS {
-            relax(polls);
-            polls += 1;
-        }
-        {
-            let mut done = lock(&self.shared.done);
-            while self.shared.pending.load(Ordering::Acquire) != 0 {
-                done = self.shared.done_wake.wait(done).unwrap_or_else(|p| p.into_inner());
-            }
-        }
-        let worker_panic = {
-            let mut state = lock(&self.shared.state);
-            state.job = None;
-            state.panic.take()
-        };
+        self.shared.busy.wait_until(SPIN_POLLS, |busy| busy == 0);
+        let worker_panic = lock(&self.shared.panic).take();
         if let Err(payload) = own {
             std::panic::resume_unwind(payload);
         }
@@ -178,8 +151,9 @@ impl Parallel for ThreadPool {
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        lock(&self.shared.state).shutdown = true;
-        self.shared.wake.notify_all();
+        let _one_job = lock(&self.run_lock);
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.generation.add(1);
         for handle in self.handles.drain(..) {
             // A worker only exits through the shutdown flag; joining is quick.
             if handle.join().is_err() {

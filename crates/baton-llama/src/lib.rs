@@ -26,6 +26,7 @@ pub mod model;
 pub mod perplexity;
 pub mod sampling;
 pub mod synth;
+pub mod tensor_parallel;
 pub mod vocab;
 pub mod weights;
 

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::backend::{Buffer, Device, Pending, TensorRef};
+use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
+use baton_core::backend::{Bindings, Buffer, Device, Pending, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
@@ -20,6 +21,7 @@ use baton_tokenizer::Tokenizer;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::graph::{self, GraphShape, Logits, WeightTypes};
+use crate::tensor_parallel::TensorShares;
 use crate::weights::{KvCache, Weights};
 
 /// Options of loading a model.
@@ -40,6 +42,11 @@ pub struct LoadOptions {
     /// The host waits for every split before submitting the next
     /// (`--sync-copies`, for comparison).
     pub sync_copies: bool,
+    /// Under tensor parallelism, hold whole every weight whose split would
+    /// give partial sums (`attn_output`, `ffn_down`) and gather its input
+    /// instead (`--tensor-exact`): the logits are then bit for bit one
+    /// device's, at the price of computing those products on every device.
+    pub tensor_exact: bool,
 }
 
 impl Default for LoadOptions {
@@ -51,6 +58,7 @@ impl Default for LoadOptions {
             tensor_split: Vec::new(),
             n_copies: 1,
             sync_copies: false,
+            tensor_exact: false,
         }
     }
 }
@@ -81,6 +89,8 @@ pub fn layer_devices(layers: usize, devices: usize, split: &[f32]) -> Vec<usize>
 
 /// A llama model loaded on one or more devices.
 pub struct Model {
+    /// The composite device and the shares, under tensor parallelism.
+    tensor: Option<(Arc<CompositeDevice>, TensorShares)>,
     config: LlamaConfig,
     tokenizer: Arc<Tokenizer>,
     devices: Vec<Arc<dyn Device>>,
@@ -127,6 +137,27 @@ impl Model {
 
     /// Loads the GGUF file at `path` with its layers split over `devices`.
     pub fn load_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions) -> Result<Model, ModelError> {
+        Self::load_with(path, devices, options, None)
+    }
+
+    /// Loads the GGUF file at `path` with every layer's weights split over
+    /// the inner devices of `device` (tensor parallelism, `--split-mode
+    /// tensor`), in proportion to `options.tensor_split`; see
+    /// [`crate::tensor_parallel`].
+    pub fn load_tensor_parallel(
+        path: &Path,
+        device: Arc<CompositeDevice>,
+        options: &LoadOptions,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path, vec![device.clone() as Arc<dyn Device>], options, Some(device))
+    }
+
+    fn load_with(
+        path: &Path,
+        devices: Vec<Arc<dyn Device>>,
+        options: &LoadOptions,
+        tensor: Option<Arc<CompositeDevice>>,
+    ) -> Result<Model, ModelError> {
         if devices.is_empty() {
             return Err(ModelError::Input("no device to load the model on".into()));
         }
@@ -141,13 +172,28 @@ impl Model {
                 config.vocab
             )));
         }
-        let layer_device = layer_devices(config.layers, devices.len(), &options.tensor_split);
+        let layer_device = match tensor {
+            Some(_) => vec![0; config.layers],
+            None => layer_devices(config.layers, devices.len(), &options.tensor_split),
+        };
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1)).map_err(sched)?;
         runner.set_sync_copies(options.sync_copies);
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
-        let weights = Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l])?;
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
-        let cache = KvCache::new(&config, context, options.cache_type, &devices, &|l| layer_device[l])?;
+        let (weights, cache, tensor) = match tensor {
+            Some(c) => {
+                let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
+                    .with_exact_sums(options.tensor_exact);
+                let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
+                let cache = KvCache::new_tensor_parallel(&config, context, options.cache_type, &c, &shares)?;
+                (weights, cache, Some((c, shares)))
+            }
+            None => {
+                let weights = Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l])?;
+                let cache = KvCache::new(&config, context, options.cache_type, &devices, &|l| layer_device[l])?;
+                (weights, cache, None)
+            }
+        };
         let batch = options.batch.clamp(1, context);
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
@@ -162,6 +208,7 @@ impl Model {
         }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         Ok(Model {
+            tensor,
             config,
             tokenizer: Arc::new(tokenizer),
             devices,
@@ -244,6 +291,13 @@ impl Model {
         self.weights.bytes()
     }
 
+    /// Bytes of weights one decode step reads: every matrix but the token
+    /// embedding, of which it reads one row (a tied output is bound as its
+    /// own `output.weight` and counts).
+    pub fn decode_weight_bytes(&self) -> usize {
+        self.weights.iter().filter(|(name, _)| name.as_str() != "token_embd.weight").map(|(_, t)| t.bytes()).sum()
+    }
+
     /// Times the host blocked so far: logits reads, and the scheduler's own
     /// waits (backpressure, `--sync-copies`).
     pub fn host_waits(&self) -> u64 {
@@ -259,7 +313,31 @@ impl Model {
     /// Waits the streams' hazard tracking had to insert because the
     /// scheduler had not ordered an access itself (0 when it orders all).
     pub fn implicit_waits(&self) -> u64 {
-        (0..self.devices.len()).map(|d| self.runner.stream(d).implicit_waits()).sum()
+        let inner = self.tensor.as_ref().map_or(0, |(c, _)| c.inner_implicit_waits());
+        inner + (0..self.devices.len()).map(|d| self.runner.stream(d).implicit_waits()).sum::<u64>()
+    }
+
+    /// Under tensor parallelism: the composite device and the shares.
+    pub fn tensor_parallel(&self) -> Option<(&Arc<CompositeDevice>, &TensorShares)> {
+        self.tensor.as_ref().map(|(c, s)| (c, s))
+    }
+
+    /// Under tensor parallelism: the partition of one evaluation shape over
+    /// the inner devices (each weight's split and each gate), as the
+    /// composite stream builds it.
+    pub fn tensor_partition(&mut self, shape: GraphShape) -> Result<Option<Partition>, ModelError> {
+        let Some((device, _)) = self.tensor.clone() else { return Ok(None) };
+        let plan = self.plan(shape)?;
+        let graph = plan.graph.clone();
+        let mut bound = Partition::bound_splits(&graph, &Bindings::new(&graph));
+        for id in graph.bound_nodes() {
+            let name = graph.node(id).name.as_deref().unwrap_or("");
+            let split = self.bound.get(name).and_then(|t| CompositeBuffer::of(t.buffer())).map(|b| b.split());
+            bound[id.0] = split;
+        }
+        let partition = Partition::build(&graph, bound, device.inner().len(), &**device.collective())
+            .map_err(|e| ModelError::Config(format!("tensor parallel: {e}")))?;
+        Ok(Some(partition))
     }
 
     /// The scheduler's counters.

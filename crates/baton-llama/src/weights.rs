@@ -7,8 +7,11 @@ use baton_core::backend::{Buffer, Device, Stream, TensorRef};
 use baton_core::DType;
 use baton_gguf::GgufFile;
 
+use baton_composite::CompositeDevice;
+
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
+use crate::tensor_parallel::TensorShares;
 
 /// Alignment of each tensor inside the weight buffer.
 const ALIGN: usize = 64;
@@ -91,6 +94,53 @@ impl Weights {
         }
         Ok(Weights { tensors, bytes: totals.iter().sum() })
     }
+    /// Checks every weight as [`load`](Self::load) does and uploads each
+    /// into its own buffer of the composite `device`, held as `shares` says
+    /// (split, or mirrored where a split would cut a quantization block).
+    pub fn load_tensor_parallel(
+        file: &GgufFile,
+        config: &LlamaConfig,
+        device: &CompositeDevice,
+        stream: &Stream,
+        shares: &TensorShares,
+    ) -> Result<Weights, ModelError> {
+        let mut tensors = HashMap::new();
+        let mut pending = Vec::new();
+        let mut bytes = 0;
+        let mut names = config.weight_shapes();
+        if config.tied_output {
+            names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
+        }
+        for (name, expected) in names {
+            let source =
+                if config.tied_output && name == "output.weight" { "token_embd.weight" } else { name.as_str() };
+            let tensor = file.tensor(source).ok_or_else(|| ModelError::MissingTensor(source.to_string()))?;
+            let found: Vec<usize> = tensor.dims().iter().rev().map(|&d| d as usize).collect();
+            if found != expected {
+                return Err(ModelError::TensorShape { name, found, expected });
+            }
+            let gtype = tensor.ggml_type();
+            let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
+                ModelError::UnsupportedType {
+                    name: name.clone(),
+                    type_name: gtype.name().unwrap_or("unknown").to_string(),
+                }
+            })?;
+            let mut split = shares.weight(&name);
+            if !TensorShares::fits(&split, dtype, &expected) {
+                split = baton_composite::TensorSplit::Mirror;
+            }
+            let buffer = device.alloc_tensor(dtype, &expected, split).map_err(composite)?;
+            pending.push(stream.write_range_async(&buffer.all(), tensor.data().to_vec())?);
+            bytes += tensor.data().len();
+            tensors.insert(name, TensorRef::new(&buffer, 0, dtype, &expected)?);
+        }
+        for p in pending {
+            p.wait().map_err(|e| ModelError::Stream(e.error))?;
+        }
+        Ok(Weights { tensors, bytes })
+    }
+
     /// A weight by GGUF name.
     pub fn get(&self, name: &str) -> Option<&TensorRef> {
         self.tensors.get(name)
@@ -150,4 +200,28 @@ impl KvCache {
         }
         Ok(KvCache { layers, dtype, context })
     }
+
+    /// A zeroed cache on the composite `device`, each layer's keys and values
+    /// split by KV heads as `shares` says.
+    pub fn new_tensor_parallel(
+        config: &LlamaConfig,
+        context: usize,
+        dtype: DType,
+        device: &CompositeDevice,
+        shares: &TensorShares,
+    ) -> Result<KvCache, ModelError> {
+        let (kvh, hd) = (config.kv_heads, config.head_dim);
+        let mut layers = Vec::with_capacity(config.layers);
+        for _ in 0..config.layers {
+            let (kd, vd) = ([kvh, context, hd], [kvh, hd, context]);
+            let k = device.alloc_tensor(dtype, &kd, shares.cache()).map_err(composite)?;
+            let v = device.alloc_tensor(dtype, &vd, shares.cache()).map_err(composite)?;
+            layers.push((TensorRef::new(&k, 0, dtype, &kd)?, TensorRef::new(&v, 0, dtype, &vd)?));
+        }
+        Ok(KvCache { layers, dtype, context })
+    }
+}
+
+fn composite(e: baton_composite::CompositeError) -> ModelError {
+    ModelError::Config(format!("tensor parallel: {e}"))
 }

@@ -127,6 +127,33 @@ struct Knowledge {
 /// streams never both pass their hazard check against the same old state.
 static SUBMIT_ORDER: Mutex<()> = Mutex::new(());
 
+std::thread_local! {
+    /// Whether this thread holds `SUBMIT_ORDER` (a backend whose raw stream
+    /// submits to inner safe streams, like the composite device, re-enters
+    /// while its own front holds it).
+    static HOLDS_ORDER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Holds `SUBMIT_ORDER` for this thread, unless it already does.
+struct OrderGuard(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for OrderGuard {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDS_ORDER.with(|h| h.set(false));
+        }
+    }
+}
+
+fn submit_order() -> OrderGuard {
+    if HOLDS_ORDER.with(|h| h.get()) {
+        return OrderGuard(None);
+    }
+    let guard = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+    HOLDS_ORDER.with(|h| h.set(true));
+    OrderGuard(Some(guard))
+}
+
 /// The safe stream: an in-order queue on one device.
 ///
 /// Every method queues work and returns at once with the work's point; the
@@ -201,7 +228,7 @@ impl Stream {
         if point.timeline().same_as(self.timeline()) {
             return Ok(self.last_point());
         }
-        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        let _order = submit_order();
         self.queue_wait(point, policy, false)?;
         Ok(self.last_point())
     }
@@ -223,7 +250,7 @@ impl Stream {
         if point.timeline().same_as(self.timeline()) {
             return Ok(false);
         }
-        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        let _order = submit_order();
         self.queue_wait_or_relay(point, policy, false)
     }
 
@@ -330,7 +357,7 @@ impl Stream {
                 });
             }
         }
-        let _order = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
+        let _order = submit_order();
         let mut needed: Vec<SyncPoint> = Vec::new();
         let op_name = op.name();
         let mut reports = Vec::new();

@@ -30,8 +30,10 @@ use crate::buffer::CpuBuffer;
 use crate::device::CpuDeviceShared;
 use plan::{plan, Place, Plan};
 
-/// Plans kept per stream (graphs reused across decode steps hit the cache).
-const PLAN_CACHE: usize = 8;
+/// Plans kept per stream (graphs reused across decode steps hit the cache;
+/// a tensor-parallel decode step runs a few hundred graphs per stream:
+/// its segments and its gates' adds).
+const PLAN_CACHE: usize = 512;
 
 /// A raw pointer that may cross to pool threads; every use states why the
 /// accesses of different threads are disjoint.
@@ -156,8 +158,15 @@ impl Executor {
             };
         }
         let ctx = Context { graph, roots: &roots };
+        let profiling = crate::profile::enabled();
         for (i, node) in graph.nodes().iter().enumerate() {
-            self.run_node(&ctx, NodeId(i), node)?;
+            if profiling && !matches!(node.op, Op::Leaf | Op::View) {
+                let start = std::time::Instant::now();
+                self.run_node(&ctx, NodeId(i), node)?;
+                crate::profile::record(crate::profile::key(graph, node), start.elapsed());
+            } else {
+                self.run_node(&ctx, NodeId(i), node)?;
+            }
         }
         Ok(())
     }

@@ -1,0 +1,152 @@
+//! The composite device: N inner devices presented as one.
+
+use std::sync::{Arc, Mutex};
+
+use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream};
+use baton_core::graph::Op;
+use baton_core::sync::{Failure, WaitPolicy};
+use baton_core::DType;
+
+use crate::buffer::{CompositeBuffer, SplitTensor};
+use crate::collective::{Butterfly, Collective};
+use crate::error::CompositeError;
+use crate::profile::GateProfile;
+use crate::split::TensorSplit;
+use crate::stream::CompositeStream;
+
+/// A device made of `N` inner devices: memory is mirrored, split or held as
+/// partial sums over them, and a stream runs every graph on all of them,
+/// with gates (collectives) where one device needs the others' results.
+pub struct CompositeDevice {
+    info: DeviceInfo,
+    inner: Vec<Arc<dyn Device>>,
+    policy: WaitPolicy,
+    collective: Arc<dyn Collective>,
+    /// Every inner stream made so far (handles), for the sanitizer's counts.
+    streams: Mutex<Vec<Stream>>,
+    profile: Arc<GateProfile>,
+}
+
+impl CompositeDevice {
+    /// A composite over `inner` (at least one device) whose gates wait with
+    /// `policy`, using the built-in [`Butterfly`] collective.
+    pub fn new(inner: Vec<Arc<dyn Device>>, policy: WaitPolicy) -> Result<CompositeDevice, CompositeError> {
+        Self::with_collective(inner, policy, Arc::new(Butterfly::new()))
+    }
+
+    /// As [`new`](Self::new), with another collective (a native library).
+    pub fn with_collective(
+        inner: Vec<Arc<dyn Device>>,
+        policy: WaitPolicy,
+        collective: Arc<dyn Collective>,
+    ) -> Result<CompositeDevice, CompositeError> {
+        let first = inner.first().ok_or_else(|| CompositeError::Unsupported {
+            op: "composite device",
+            reason: "needs at least one inner device".into(),
+        })?;
+        let names: Vec<&str> = inner.iter().map(|d| d.info().name.as_str()).collect();
+        let mut weight_types = first.info().weight_types.clone();
+        weight_types.retain(|t| inner.iter().all(|d| d.info().weight_types.contains(t)));
+        let info = DeviceInfo {
+            name: format!("tensor({})", names.join(",")),
+            backend: "composite",
+            kind: first.info().kind,
+            description: format!("tensor parallel over {} devices, gates by {}", inner.len(), collective.name()),
+            threads: inner.iter().map(|d| d.info().threads).sum(),
+            cores: inner.iter().flat_map(|d| d.info().cores.clone()).collect(),
+            memory_bytes: inner.iter().map(|d| d.info().memory_bytes).sum(),
+            features: first.info().features.clone(),
+            weight_types,
+            waits_on_host_points: inner.iter().all(|d| d.info().waits_on_host_points),
+        };
+        let profile = GateProfile::new(inner.len());
+        Ok(CompositeDevice { info, inner, policy, collective, streams: Mutex::new(Vec::new()), profile })
+    }
+
+    /// Waits the inner streams' hazard tracking inserted so far (0 when every
+    /// gate orders its cross-device accesses itself).
+    pub fn inner_implicit_waits(&self) -> u64 {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Stream::implicit_waits).sum()
+    }
+
+    /// The races the inner streams found so far (empty on correct gates).
+    pub fn inner_hazard_reports(&self) -> Vec<HazardReport> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().flat_map(Stream::hazard_reports).collect()
+    }
+
+    /// Each inner stream made so far: its label and its first failure, if
+    /// it failed.
+    pub fn inner_failures(&self) -> Vec<(String, Option<Failure>)> {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.iter().map(|s| (s.label().to_string(), s.timeline().failure())).collect()
+    }
+
+    /// Time each inner device spends in gates (off until enabled).
+    pub fn gate_profile(&self) -> &GateProfile {
+        &self.profile
+    }
+
+    /// The inner devices.
+    pub fn inner(&self) -> &[Arc<dyn Device>] {
+        &self.inner
+    }
+
+    /// The wait policy of the gates.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// The collective the gates use.
+    pub fn collective(&self) -> &Arc<dyn Collective> {
+        &self.collective
+    }
+
+    /// A buffer holding one tensor of `dtype` and `dims` as `split` says
+    /// (checked); write and read it whole, bind it whole.
+    pub fn alloc_tensor(&self, dtype: DType, dims: &[usize], split: TensorSplit) -> Result<Buffer, CompositeError> {
+        split.check(dtype, dims, self.inner.len())?;
+        let bytes = |dims: &[usize]| -> Result<usize, CompositeError> {
+            let rows: usize = dims[..dims.len() - 1].iter().product();
+            dtype.row_bytes(dims[dims.len() - 1]).map(|r| r * rows).ok_or_else(|| CompositeError::BadSplit {
+                dims: dims.to_vec(),
+                reason: format!("rows are not whole blocks of {dtype}"),
+            })
+        };
+        let len = bytes(dims)?;
+        let parts = (0..self.inner.len())
+            .map(|d| Ok(self.inner[d].alloc(bytes(&split.local_dims(dims, d))?)?))
+            .collect::<Result<Vec<_>, CompositeError>>()?;
+        let tensor = SplitTensor { dtype, dims: dims.to_vec(), split };
+        Ok(Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor)))))
+    }
+}
+
+impl Device for CompositeDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Mirrored memory: `bytes` on every inner device.
+    fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
+        let parts = self.inner.iter().map(|d| d.alloc(bytes)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), bytes, parts, None))))
+    }
+
+    fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let inner = self.inner.iter().map(|d| d.new_stream()).collect::<Result<Vec<_>, _>>()?;
+        self.streams.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.iter().cloned());
+        let raw = CompositeStream::new(
+            &self.info.name,
+            self.inner.clone(),
+            inner,
+            self.policy,
+            self.collective.clone(),
+            self.profile.clone(),
+        );
+        Ok(Stream::with_policy(Arc::new(raw), self.policy))
+    }
+
+    fn supports(&self, op: &Op, dtype: DType) -> bool {
+        self.inner.iter().all(|d| d.supports(op, dtype))
+    }
+}

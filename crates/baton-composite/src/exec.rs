@@ -1,0 +1,210 @@
+//! Running a partition on the inner streams, and the partitions kept per
+//! graph.
+
+use std::sync::Arc;
+
+use baton_core::backend::{Bindings, Device, Stream, TensorRef};
+use baton_core::graph::Graph;
+use baton_core::sync::WaitPolicy;
+
+use crate::buffer::CompositeBuffer;
+use crate::collective::{Collective, GateIo};
+use crate::error::CompositeError;
+use crate::partition::{Partition, Source, Step};
+use crate::profile::GateProfile;
+use crate::split::TensorSplit;
+
+/// One step's memory, resolved once per partition and bound tensors.
+pub(crate) enum Prepared {
+    /// Per device, a segment's bindings.
+    Segment(Vec<Bindings>),
+    /// A gate's memory.
+    Gate(GateMemory),
+}
+
+/// A gate's inputs, outputs and scratch, per device.
+pub(crate) struct GateMemory {
+    inputs: Vec<TensorRef>,
+    outputs: Vec<TensorRef>,
+    scratch: Vec<Vec<TensorRef>>,
+}
+
+/// Prepared memory kept per partition: one per set of bound tensors in use
+/// (a model rotates its input buffers over the runs in flight).
+const PREPARED_KEPT: usize = 4;
+
+/// Partitions kept per stream (the graphs of recent shapes).
+const KEPT: usize = 16;
+
+/// The partitions of recent graphs, keyed by the graph and the splits of
+/// its bindings: a graph whose shape does not change is partitioned once.
+#[derive(Default)]
+pub(crate) struct PartitionCache {
+    entries: Vec<(Arc<Graph>, Vec<u64>, Arc<Partition>)>,
+}
+
+/// What a binding's split contributes to the key: 0 for mirrored memory,
+/// the buffer for a split or partial tensor.
+fn key(graph: &Graph, bindings: &Bindings) -> Vec<u64> {
+    graph
+        .bound_nodes()
+        .map(|id| {
+            bindings
+                .get(id)
+                .and_then(|t| CompositeBuffer::of(t.buffer()).map(|b| (t, b)))
+                .filter(|(_, b)| b.split() != TensorSplit::Mirror)
+                .map_or(0, |(t, _)| t.buffer().id())
+        })
+        .collect()
+}
+
+impl PartitionCache {
+    pub(crate) fn get(
+        &mut self,
+        graph: &Arc<Graph>,
+        bindings: &Bindings,
+        devices: &[Arc<dyn Device>],
+        collective: &dyn Collective,
+    ) -> Result<Arc<Partition>, CompositeError> {
+        let key = key(graph, bindings);
+        if let Some((_, _, p)) = self.entries.iter().find(|(g, k, _)| Arc::ptr_eq(g, graph) && *k == key) {
+            return Ok(p.clone());
+        }
+        let bound = Partition::bound_splits(graph, bindings);
+        let mut partition = Partition::build(graph, bound, devices.len(), collective)?;
+        partition.allocate(devices)?;
+        let partition = Arc::new(partition);
+        if self.entries.len() == KEPT {
+            self.entries.remove(0);
+        }
+        self.entries.push((graph.clone(), key, partition.clone()));
+        Ok(partition)
+    }
+}
+
+impl Partition {
+    fn resolve(&self, source: &Source, d: usize, bindings: &Bindings) -> Result<TensorRef, CompositeError> {
+        match source {
+            Source::Scratch(k) => Ok(self.scratch[d][*k].clone()),
+            Source::Bound(id) => {
+                let t = bindings.get(*id).ok_or_else(|| CompositeError::Unsupported {
+                    op: "compute",
+                    reason: format!("node {} is not bound", id.0),
+                })?;
+                let buffer = CompositeBuffer::of(t.buffer()).ok_or_else(|| CompositeError::Unsupported {
+                    op: "compute",
+                    reason: format!("node {} is bound to {:?}, not composite memory", id.0, t.buffer()),
+                })?;
+                Ok(buffer.part_tensor(t, d)?)
+            }
+        }
+    }
+
+    /// Where each bound node's tensor is (buffer and offset): while it does
+    /// not change, the segments' bindings are reused.
+    fn signature(bindings: &Bindings, steps: &[Step]) -> Vec<(u64, usize)> {
+        let mut out = Vec::new();
+        for step in steps {
+            let sources: Vec<&Source> = match step {
+                Step::Segment(seg) => seg.binds.iter().flatten().map(|(_, s)| s).collect(),
+                Step::Gate(gate) => gate.inputs.iter().chain(&gate.outputs).collect(),
+            };
+            for source in sources {
+                if let Source::Bound(id) = source {
+                    out.push(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset())));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every step's memory on every device: a segment's bindings, a gate's
+    /// inputs, outputs and scratch.
+    fn prepare(&self, bindings: &Bindings) -> Result<Vec<Prepared>, CompositeError> {
+        let mut out = Vec::with_capacity(self.steps.len());
+        for step in &self.steps {
+            match step {
+                Step::Segment(seg) => {
+                    let mut per_device = Vec::with_capacity(seg.graphs.len());
+                    for (d, graph) in seg.graphs.iter().enumerate() {
+                        let mut local = Bindings::new(graph);
+                        for (node, source) in &seg.binds[d] {
+                            local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
+                        }
+                        per_device.push(local);
+                    }
+                    out.push(Prepared::Segment(per_device));
+                }
+                Step::Gate(gate) => {
+                    let n = gate.inputs.len();
+                    let mut io = GateMemory { inputs: Vec::new(), outputs: Vec::new(), scratch: Vec::new() };
+                    for d in 0..n {
+                        io.inputs.push(self.resolve(&gate.inputs[d], d, bindings)?);
+                        io.outputs.push(self.resolve(&gate.outputs[d], d, bindings)?);
+                        io.scratch.push(gate.scratch[d].iter().map(|&k| self.scratch[d][k].clone()).collect());
+                    }
+                    out.push(Prepared::Gate(io));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Queues every step on `streams` (one per inner device); returns at
+    /// once.
+    pub(crate) fn run(
+        &self,
+        streams: &[Stream],
+        bindings: &Bindings,
+        collective: &dyn Collective,
+        policy: WaitPolicy,
+        profile: &Arc<GateProfile>,
+    ) -> Result<(), CompositeError> {
+        let signature = Self::signature(bindings, &self.steps);
+        let prepared = {
+            let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            match cached.iter().find(|(s, _)| *s == signature) {
+                Some((_, b)) => b.clone(),
+                None => {
+                    let b = Arc::new(self.prepare(bindings)?);
+                    if cached.len() == PREPARED_KEPT {
+                        cached.remove(0);
+                    }
+                    cached.push((signature, b.clone()));
+                    b
+                }
+            }
+        };
+        for (step, memory) in self.steps.iter().zip(prepared.iter()) {
+            match (step, memory) {
+                (Step::Segment(seg), Prepared::Segment(locals)) => {
+                    for (d, stream) in streams.iter().enumerate() {
+                        stream.compute(&seg.graphs[d], locals[d].clone())?;
+                    }
+                }
+                (Step::Gate(gate), Prepared::Gate(m)) => {
+                    let io = GateIo { inputs: &m.inputs, outputs: &m.outputs, scratch: &m.scratch };
+                    let profiled = profile.enabled();
+                    if profiled {
+                        for (d, s) in streams.iter().enumerate() {
+                            s.host_fn(profile.enter(d))?;
+                        }
+                    }
+                    collective.run(streams, &gate.spec, &io, policy)?;
+                    if profiled {
+                        for (d, s) in streams.iter().enumerate() {
+                            s.host_fn(profile.leave(d))?;
+                        }
+                    }
+                }
+                _ => {
+                    return Err(CompositeError::Unsupported {
+                        op: "compute",
+                        reason: "prepared memory does not match the steps".into(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,41 @@
+//! Rebuilding one node of the original graph in a device's subgraph, from
+//! that device's inputs (the builder checks every shape again).
+
+use baton_core::graph::{Graph, GraphError, Node, NodeId, Op};
+use baton_core::shape::{Layout, ShapeError};
+
+/// Adds `node`'s op to `g` over the local `inputs`; a view takes `layout`
+/// (absolute over its storage).
+pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layout) -> Result<NodeId, GraphError> {
+    let i = inputs;
+    match node.op {
+        Op::GetRows => g.get_rows(i[0], i[1]),
+        Op::MatMul => g.matmul(i[0], i[1]),
+        Op::Add => g.add(i[0], i[1]),
+        Op::Mul => g.mul(i[0], i[1]),
+        Op::Scale(factor) => g.scale(i[0], factor),
+        Op::RmsNorm { eps } => g.rms_norm(i[0], eps),
+        Op::Rope { mode, dims, freq_base, freq_scale } => g.rope(i[0], i[1], mode, dims, freq_base, freq_scale),
+        Op::Softmax { scale, causal } => match i {
+            [x, positions] => g.softmax_at(*x, scale, *positions),
+            _ => g.softmax(i[0], scale, causal),
+        },
+        Op::Silu => g.silu(i[0]),
+        Op::ScatterRows => g.scatter_rows(i[0], i[1], i[2]),
+        Op::CopyInto => g.copy_into(i[0], i[1]),
+        Op::Contiguous => g.contiguous(i[0]),
+        Op::View => {
+            let base = g.node(i[0]).layout.offset;
+            let offset = layout.offset.checked_sub(base).ok_or(GraphError::Shape {
+                op: "view",
+                source: ShapeError::Mismatch {
+                    what: "a view before its input's offset",
+                    left: vec![layout.offset],
+                    right: vec![base],
+                },
+            })?;
+            g.view(i[0], layout.shape.dims(), layout.strides(), offset)
+        }
+        Op::Leaf => Err(GraphError::UnknownNode(NodeId(usize::MAX))),
+    }
+}

@@ -1,0 +1,111 @@
+//! Views of split tensors: which dimension of a view carries the split, and
+//! each device's layout of it.
+//!
+//! A root tensor of dimensions `D`, split along `axis`, is seen as
+//! `[outer, A, inner]` elements; device `d` holds `[outer, c_d, inner]`. A
+//! view (any reshape, permute or narrow, given by element strides) keeps the
+//! split if exactly one of its dimensions steps over the whole split axis
+//! (its stride times its extent is `A * inner`, the "top" dimension), every
+//! dimension stepping within the axis lies below the top one, and it does
+//! not narrow the split axis. The top dimension becomes the view's split
+//! axis; on each device it is shorter, strides over `outer` shrink, and the
+//! others stay.
+
+use std::ops::Range;
+
+use baton_core::shape::{Layout, Shape};
+use baton_core::DType;
+
+/// A view of a split root, per device.
+pub struct SplitView {
+    /// The view's dimension that carries the split.
+    pub axis: usize,
+    /// Per device, its segments of that dimension.
+    pub parts: Vec<Vec<Range<usize>>>,
+    /// Per device, the view's layout over its part of the root.
+    pub layouts: Vec<Layout>,
+}
+
+/// The split of `view` (an absolute layout over the storage of a contiguous
+/// root of `root_dims`, split along `axis` into `parts`), or `None` when the
+/// view cuts across the split.
+pub fn split_view(
+    dtype: DType,
+    root_dims: &[usize],
+    axis: usize,
+    parts: &[Vec<Range<usize>>],
+    view: &Layout,
+) -> Option<SplitView> {
+    if dtype.is_quantized() {
+        let whole = view.offset == 0 && view.shape.dims() == root_dims;
+        return whole.then(|| identity(dtype, root_dims, axis, parts));
+    }
+    let e = dtype.block_bytes();
+    let a = root_dims[axis];
+    let inner: usize = root_dims[axis + 1..].iter().product();
+    let outer_stride = a * inner;
+    let offset = view.offset / e;
+    let (outer_index, rest) = (offset / outer_stride, offset % outer_stride);
+    if rest / inner != 0 {
+        return None;
+    }
+    let dims = view.shape.dims();
+    let strides: Vec<usize> = view.strides().iter().map(|s| s / e).collect();
+    let top =
+        (0..dims.len()).find(|&i| dims[i] > 1 && strides[i] < outer_stride && strides[i] * dims[i] == outer_stride)?;
+    let step = strides[top];
+    // Units of the top dimension per index of the split axis, or the reverse.
+    let scale = |i: usize| -> Option<usize> {
+        if step <= inner {
+            inner.is_multiple_of(step).then_some(i * (inner / step))
+        } else {
+            (step.is_multiple_of(inner) && i.is_multiple_of(step / inner)).then_some(i / (step / inner))
+        }
+    };
+    for i in (0..dims.len()).filter(|&i| i != top && dims[i] > 1) {
+        let (s, n) = (strides[i], dims[i]);
+        // Over whole outer rows, or within one step of the top dimension.
+        let fine = if s >= outer_stride { s % outer_stride == 0 } else { s * n <= step };
+        if !fine {
+            return None;
+        }
+    }
+    let mut view_parts = Vec::with_capacity(parts.len());
+    for segments in parts {
+        let mapped: Option<Vec<Range<usize>>> = segments.iter().map(|r| Some(scale(r.start)?..scale(r.end)?)).collect();
+        view_parts.push(mapped?);
+    }
+    let layouts = parts
+        .iter()
+        .enumerate()
+        .map(|(d, segments)| {
+            let local_a: usize = segments.iter().map(|r| r.len()).sum();
+            let local_outer = local_a * inner;
+            let mut local_dims = dims.to_vec();
+            local_dims[top] = view_parts[d].iter().map(|r| r.len()).sum();
+            let mut local = *view;
+            for i in 0..dims.len() {
+                if i != top && dims[i] > 1 && strides[i] >= outer_stride {
+                    local.strides[i] = strides[i] / outer_stride * local_outer * e;
+                }
+            }
+            local.shape = Shape::new(&local_dims).ok()?;
+            local.offset = (outer_index * local_outer + rest % inner) * e;
+            Some(local)
+        })
+        .collect::<Option<Vec<Layout>>>()?;
+    Some(SplitView { axis: top, parts: view_parts, layouts })
+}
+
+/// The whole root, seen as itself.
+fn identity(dtype: DType, root_dims: &[usize], axis: usize, parts: &[Vec<Range<usize>>]) -> SplitView {
+    let layouts = parts
+        .iter()
+        .map(|segments| {
+            let mut dims = root_dims.to_vec();
+            dims[axis] = segments.iter().map(|r| r.len()).sum();
+            Shape::new(&dims).ok().and_then(|s| Layout::contiguous(dtype, s).ok())
+        })
+        .collect::<Option<Vec<Layout>>>();
+    SplitView { axis, parts: parts.to_vec(), layouts: layouts.unwrap_or_default() }
+}

@@ -1,0 +1,229 @@
+//! Split computation with gates: `y = (x · w1ᵀ) · w2ᵀ + x` with `w1` split
+//! by rows and `w2` by columns, so the second product is partial sums that
+//! an all-reduce gate brings together before the residual add. Checked
+//! against a host reference on 2 and 3 devices, uneven shares, block and
+//! poll gates, under the chaos wrapper (inner devices delayed at random),
+//! with no access left for the streams' hazard tracking to order; and a
+//! device failing in the middle of a gate fails the computation on every
+//! device with its error, without a hang.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_composite::{CompositeDevice, TensorSplit};
+use baton_conformance::chaos;
+use baton_core::backend::{
+    Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp, TensorRef,
+};
+use baton_core::graph::{Flags, Graph, Op};
+use baton_core::sync::{SyncPoint, Timeline, WaitPolicy};
+use baton_core::DType;
+
+const T: usize = 2;
+const D: usize = 64;
+const F: usize = 96;
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+fn graph() -> Arc<Graph> {
+    let mut g = Graph::new();
+    let x = g.leaf("x", DType::F32, &[T, D], Flags::INPUT).expect("x");
+    let w1 = g.leaf("w1", DType::F32, &[F, D], Flags::WEIGHT).expect("w1");
+    let w2 = g.leaf("w2", DType::F32, &[D, F], Flags::WEIGHT).expect("w2");
+    let h = g.matmul(x, w1).expect("h");
+    let p = g.matmul(h, w2).expect("p");
+    let y = g.add(x, p).expect("y");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    Arc::new(g)
+}
+
+fn reference(x: &[f32], w1: &[f32], w2: &[f32]) -> Vec<f32> {
+    let mut y = x.to_vec();
+    for t in 0..T {
+        let h: Vec<f64> =
+            (0..F).map(|i| (0..D).map(|k| f64::from(x[t * D + k]) * f64::from(w1[i * D + k])).sum()).collect();
+        for j in 0..D {
+            y[t * D + j] += (0..F).map(|i| h[i] * f64::from(w2[j * F + i])).sum::<f64>() as f32;
+        }
+    }
+    y
+}
+
+fn cpus(n: usize, policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
+    let names: Vec<String> = (0..n).map(|i| format!("cpu:{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    baton_cpu::open_with_policy(&names, None, policy).expect("cpus").into_iter().map(|d| d as Arc<dyn Device>).collect()
+}
+
+/// Computes the graph on a composite over `inner`; returns y and the
+/// composite's stream.
+fn compute(inner: Vec<Arc<dyn Device>>, shares: &[f32], policy: WaitPolicy) -> Result<Vec<f32>, StreamError> {
+    let device = CompositeDevice::new(inner, policy).expect("composite");
+    let n = device.inner().len();
+    let rows = TensorSplit::proportional(0, F, n, shares, 1).expect("shares");
+    let TensorSplit::Split { parts, .. } = rows.clone() else { unreachable!("proportional splits") };
+    let cols = TensorSplit::Split { axis: 1, parts };
+    let s = device.new_stream().expect("stream");
+    let x = TensorRef::new(&device.alloc(T * D * 4).expect("x"), 0, DType::F32, &[T, D])?;
+    let y = TensorRef::new(&device.alloc(T * D * 4).expect("y"), 0, DType::F32, &[T, D])?;
+    let w1 = TensorRef::new(&device.alloc_tensor(DType::F32, &[F, D], rows).expect("w1"), 0, DType::F32, &[F, D])?;
+    let w2 = TensorRef::new(&device.alloc_tensor(DType::F32, &[D, F], cols).expect("w2"), 0, DType::F32, &[D, F])?;
+    let (xv, w1v, w2v) = (random(T * D, 1), random(F * D, 2), random(D * F, 3));
+    drop(s.write_async(&x, xv.clone())?);
+    drop(s.write_async(&w1, w1v.clone())?);
+    drop(s.write_async(&w2, w2v.clone())?);
+    let g = graph();
+    let mut b = Bindings::new(&g);
+    for (name, t) in [("x", &x), ("w1", &w1), ("w2", &w2), ("y", &y)] {
+        b.bind_name(&g, name, t.clone())?;
+    }
+    s.compute(&g, b)?;
+    let got = s.read_into_async(&y, vec![0f32; T * D])?.wait().map_err(|e| e.error)?;
+    let want = reference(&xv, &w1v, &w2v);
+    let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-4, "largest error {worst} against the host reference");
+    assert_eq!(device.inner_implicit_waits(), 0, "{:?}", device.inner_hazard_reports());
+    Ok(got)
+}
+
+#[test]
+fn partial_sums_meet_an_all_reduce_gate() {
+    let poll = WaitPolicy::Poll { bound: Duration::from_secs(30) };
+    for policy in [WaitPolicy::Block, poll] {
+        for (n, shares) in [(2, &[][..]), (2, &[1.0, 3.0][..]), (3, &[][..]), (3, &[2.0, 1.0, 1.0][..])] {
+            compute(cpus(n, policy), shares, policy).expect("computes");
+        }
+    }
+}
+
+#[test]
+fn the_partition_has_one_gate_and_two_segments() {
+    let g = graph();
+    let mut bound = vec![None; g.nodes().len()];
+    let rows = TensorSplit::proportional(0, F, 2, &[], 1).expect("rows");
+    let TensorSplit::Split { parts, .. } = rows.clone() else { unreachable!("split") };
+    bound[g.find("w1").expect("w1").0] = Some(rows);
+    bound[g.find("w2").expect("w2").0] = Some(TensorSplit::Split { axis: 1, parts });
+    let collective = baton_composite::Butterfly::new();
+    let p = baton_composite::Partition::build(&g, bound, 2, &collective).expect("partition");
+    assert_eq!((p.segments(), p.gates().count()), (2, 1));
+    let gate = p.gates().next().expect("gate");
+    assert_eq!(gate.spec.kind, baton_composite::GateKind::AllReduce);
+    assert!(matches!(g.node(gate.node).op, Op::MatMul), "the gate reduces the second product");
+}
+
+#[test]
+fn gates_hold_under_chaos() {
+    for seed in 0..chaos::seed_count(6) {
+        for n in [2, 3] {
+            let inner = chaos::wrap(cpus(n, WaitPolicy::Block), seed, Duration::from_micros(200));
+            compute(inner, &[], WaitPolicy::Block).unwrap_or_else(|e| panic!("seed {seed}, {n} devices: {e}"));
+        }
+    }
+}
+
+/// A device whose streams fail their `fail_at`-th copy (copies happen only
+/// in gates): a device lost in the middle of a gate.
+struct Failing {
+    inner: Arc<dyn Device>,
+    fail_at: usize,
+}
+
+struct FailingStream {
+    inner: Arc<dyn RawStream>,
+    copies: AtomicUsize,
+    fail_at: usize,
+}
+
+// SAFETY: every item goes to the inner stream, which keeps the contract; a
+// copy is replaced by a host function that fails, which touches no memory.
+unsafe impl RawStream for FailingStream {
+    fn label(&self) -> &str {
+        self.inner.label()
+    }
+    fn timeline(&self) -> &Timeline {
+        self.inner.timeline()
+    }
+    fn can_wait_on(&self, point: &SyncPoint) -> bool {
+        self.inner.can_wait_on(point)
+    }
+    fn can_access(&self, range: &BufferRange) -> bool {
+        self.inner.can_access(range)
+    }
+    unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
+        let op = match op {
+            StreamOp::Copy { .. } if self.copies.fetch_add(1, Ordering::Relaxed) + 1 == self.fail_at => {
+                StreamOp::HostFn(Box::new(|| Err("device lost in the middle of a gate".to_string())))
+            }
+            other => other,
+        };
+        // SAFETY: the caller's guarantees pass through unchanged.
+        unsafe { self.inner.submit(op) }
+    }
+}
+
+impl Device for Failing {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
+        self.inner.alloc(bytes)
+    }
+    fn new_stream(&self) -> Result<Stream, DeviceError> {
+        let s = self.inner.new_stream()?;
+        let raw = FailingStream { inner: s.raw().clone(), copies: AtomicUsize::new(0), fail_at: self.fail_at };
+        Ok(Stream::with_policy(Arc::new(raw), s.wait_policy()))
+    }
+    fn supports(&self, op: &Op, dtype: DType) -> bool {
+        self.inner.supports(op, dtype)
+    }
+}
+
+#[test]
+fn a_device_failing_mid_gate_fails_the_run_on_every_device() {
+    let poll = WaitPolicy::Poll { bound: Duration::from_secs(3600) };
+    for policy in [WaitPolicy::Block, poll] {
+        let mut inner = cpus(2, policy);
+        inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1 });
+        let start = Instant::now();
+        let err = compute(inner, &[], policy).expect_err("the lost device fails the computation");
+        let text = err.to_string();
+        assert!(text.contains("device lost in the middle of a gate"), "{policy:?}: {text}");
+        assert!(start.elapsed() < Duration::from_secs(20), "{policy:?}: took {:?}", start.elapsed());
+        eprintln!("{policy:?}: failed in {:?}: {text}", start.elapsed());
+    }
+}
+
+#[test]
+fn every_inner_stream_reports_the_failure() {
+    let mut inner = cpus(2, WaitPolicy::Block);
+    inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1 });
+    let device = CompositeDevice::new(inner, WaitPolicy::Block).expect("composite");
+    let s = device.new_stream().expect("stream");
+    let a = TensorRef::new(&device.alloc(64).expect("a"), 0, DType::F32, &[16]).expect("a");
+    let b = TensorRef::new(&device.alloc(64).expect("b"), 0, DType::F32, &[16]).expect("b");
+    // A mirrored copy: every device copies its part; device 1's copy fails.
+    let done = s.copy(&a, &b, None).expect("queued");
+    let failure = done.wait_timeout(Duration::from_secs(20)).expect_err("fails");
+    assert!(failure.to_string().contains("device lost"), "{failure}");
+    let later = s.write_async(&a, vec![0f32; 16]);
+    assert!(later.is_err(), "the composite stream is failed for later work");
+    let failures = device.inner_failures();
+    assert_eq!(failures.len(), 2);
+    for (stream, failure) in failures {
+        let cause = failure.unwrap_or_else(|| panic!("{stream} did not fail"));
+        assert!(cause.message().contains("device lost"), "{stream}: {cause}");
+    }
+}

@@ -1,0 +1,136 @@
+//! How a llama model is split for tensor parallelism (`--split-mode
+//! tensor`).
+//!
+//! Attention is split by whole key-value heads, each device taking its
+//! query heads' groups with them, in proportion to `--tensor-split` (with
+//! SmolLM2's 3 KV heads over 2 devices: 2 and 1, so 6 and 3 query heads).
+//! `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), and the
+//! KV cache by KV heads; `attn_output` is split by columns, giving partial
+//! sums. The FFN's `ffn_gate` and `ffn_up` are split by rows and
+//! `ffn_down` by columns (partial sums again), on quantization-block
+//! boundaries, in shares that even out the work whole heads leave uneven. The output projection is split by vocabulary rows and
+//! gathered; norms and the token embedding are mirrored. The composite
+//! device's partitioner derives the rest and puts an all-reduce after the
+//! attention and after the FFN of every layer.
+
+use std::ops::Range;
+
+use baton_composite::TensorSplit;
+use baton_core::DType;
+
+use crate::config::LlamaConfig;
+use crate::error::ModelError;
+
+/// The shares of a model over the devices of a composite device.
+#[derive(Clone, Debug)]
+pub struct TensorShares {
+    /// Per device, its KV heads.
+    pub kv_heads: Vec<Range<usize>>,
+    /// Per device, its FFN rows.
+    pub ffn_rows: Vec<Range<usize>>,
+    /// Per device, its vocabulary rows of the output projection.
+    pub vocab_rows: Vec<Range<usize>>,
+    head_dim: usize,
+    group: usize,
+    exact: bool,
+}
+
+fn single(split: TensorSplit) -> Vec<Range<usize>> {
+    match split {
+        TensorSplit::Split { parts, .. } => parts.into_iter().map(|p| p[0].clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn scaled(ranges: &[Range<usize>], factor: usize) -> Vec<Vec<Range<usize>>> {
+    ranges.iter().map(|r| std::iter::once(r.start * factor..r.end * factor).collect()).collect()
+}
+
+impl TensorShares {
+    /// Shares for `devices` devices in proportion to `weights` (empty =
+    /// even); FFN rows in whole blocks of 32 (quantized `ffn_down` columns).
+    pub fn new(config: &LlamaConfig, devices: usize, weights: &[f32]) -> Result<TensorShares, ModelError> {
+        let bad = |e: baton_composite::CompositeError| ModelError::Config(format!("tensor split: {e}"));
+        let kv = TensorSplit::proportional(0, config.kv_heads, devices, weights, 1).map_err(bad)?;
+        let kv_heads = single(kv.clone());
+        // Whole heads rarely divide as asked (3 KV heads over 2 devices):
+        // the FFN rows even the work out, so that each device's share of a
+        // layer's weights is what `weights` asks.
+        let share: Vec<f64> = if weights.len() == devices && weights.iter().all(|w| *w > 0.0) {
+            weights.iter().map(|&w| f64::from(w)).collect()
+        } else {
+            vec![1.0; devices]
+        };
+        let total_share: f64 = share.iter().sum();
+        let group = config.heads / config.kv_heads.max(1);
+        let attention_per_kv = (2 * group + 2) * config.head_dim * config.dim;
+        let layer = (config.kv_heads * attention_per_kv + 3 * config.ffn_dim * config.dim) as f64;
+        let ffn_weights: Vec<f32> = kv_heads
+            .iter()
+            .zip(&share)
+            .map(|(heads, s)| {
+                let target = layer * s / total_share;
+                let attention = (heads.len() * attention_per_kv) as f64;
+                (target - attention).max(0.05 * target) as f32
+            })
+            .collect();
+        let block = if config.ffn_dim.is_multiple_of(32 * devices) { 32 } else { 1 };
+        let ffn = TensorSplit::proportional(0, config.ffn_dim, devices, &ffn_weights, block).map_err(bad)?;
+        let vocab = TensorSplit::proportional(0, config.vocab, devices, weights, 1).map_err(bad)?;
+        Ok(TensorShares {
+            kv_heads,
+            ffn_rows: single(ffn),
+            vocab_rows: single(vocab),
+            head_dim: config.head_dim,
+            group: config.heads / config.kv_heads.max(1),
+            exact: false,
+        })
+    }
+
+    /// With `exact`, the weights whose split gives partial sums
+    /// (`attn_output`, `ffn_down`) are mirrored instead: their inputs are
+    /// gathered and every device computes the whole product, so the result
+    /// is bit for bit one device's. (Partial sums add in another order than
+    /// one device's matmul; with quantized weights the matmul quantizes its
+    /// activations, so a last-bit difference can move a value by a step.)
+    pub fn with_exact_sums(mut self, exact: bool) -> TensorShares {
+        self.exact = exact;
+        self
+    }
+
+    fn split(axis: usize, parts: Vec<Vec<Range<usize>>>) -> TensorSplit {
+        TensorSplit::Split { axis, parts }
+    }
+
+    /// How the weight `name` is held.
+    pub fn weight(&self, name: &str) -> TensorSplit {
+        let hd = self.head_dim;
+        let role = name.strip_prefix("blk.").and_then(|r| r.split_once('.')).map_or(name, |(_, r)| r);
+        match role {
+            "attn_output.weight" | "ffn_down.weight" if self.exact => TensorSplit::Mirror,
+            "attn_q.weight" => Self::split(0, scaled(&self.kv_heads, self.group * hd)),
+            "attn_k.weight" | "attn_v.weight" => Self::split(0, scaled(&self.kv_heads, hd)),
+            "attn_output.weight" => Self::split(1, scaled(&self.kv_heads, self.group * hd)),
+            "ffn_gate.weight" | "ffn_up.weight" => Self::split(0, scaled(&self.ffn_rows, 1)),
+            "ffn_down.weight" => Self::split(1, scaled(&self.ffn_rows, 1)),
+            "output.weight" => Self::split(0, scaled(&self.vocab_rows, 1)),
+            _ => TensorSplit::Mirror,
+        }
+    }
+
+    /// How each layer's key and value caches are held: by KV heads.
+    pub fn cache(&self) -> TensorSplit {
+        Self::split(0, scaled(&self.kv_heads, 1))
+    }
+
+    /// Whether `split` cuts `dims` of `dtype` on whole blocks (quantized
+    /// columns split by heads need whole blocks per head).
+    pub fn fits(split: &TensorSplit, dtype: DType, dims: &[usize]) -> bool {
+        match split {
+            TensorSplit::Split { axis, parts } if axis + 1 == dims.len() => {
+                parts.iter().flatten().all(|r| dtype.row_bytes(r.start).is_some() && dtype.row_bytes(r.end).is_some())
+            }
+            _ => true,
+        }
+    }
+}
