@@ -81,6 +81,26 @@ pub(crate) struct FloatTiles<'a, W> {
 
 impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
     #[inline]
+    fn row(&self, m0: usize, n0: usize) -> f32 {
+        assert!(m0 * self.x_stride + self.k <= self.x.len());
+        assert!(n0 * self.w_stride + self.k * W::BYTES <= self.w.len());
+        // SAFETY: the asserts above keep row m0 of x and row n0 of W inside
+        // their slices.
+        let (x, w) = unsafe { (self.x.as_ptr().add(m0 * self.x_stride), self.w.as_ptr().add(n0 * self.w_stride)) };
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
+            Isa::Avx2 => unsafe { row_avx2::<W>(x, w, self.k) },
+            _ => {
+                let mut out = [[0.0; 1]; 1];
+                // SAFETY: pointers checked above.
+                unsafe { tile_scalar::<W, 1, 1>(x, self.x_stride, w, self.w_stride, self.k, &mut out) };
+                out[0][0]
+            }
+        }
+    }
+
+    #[inline]
     fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
         assert!((m0 + MR - 1) * self.x_stride + self.k <= self.x.len());
         assert!((n0 + NR - 1) * self.w_stride + self.k * W::BYTES <= self.w.len());
@@ -172,4 +192,38 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
             out[i][j] = sum;
         }
     }
+}
+
+/// One weight row against one activation row, streamed: four independent
+/// accumulator chains over 32 elements a step, so neither the FMA latency
+/// nor the prefetcher (which follows one sequential stream far better than
+/// several interleaved rows) holds it back.
+///
+/// # Safety
+/// `x` and `w` hold `k` readable elements; the CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_avx2<W: FloatElem>(x: *const f32, w: *const u8, k: usize) -> f32 {
+    use crate::simd::hsum;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut p = 0;
+    while p + 32 <= k {
+        for (c, a) in acc.iter_mut().enumerate() {
+            let q = p + 8 * c;
+            // SAFETY: q + 8 <= k, inside both rows.
+            *a = unsafe { _mm256_fmadd_ps(_mm256_loadu_ps(x.add(q)), W::load8(w, q), *a) };
+        }
+        p += 32;
+    }
+    while p + 8 <= k {
+        // SAFETY: p + 8 <= k, inside both rows.
+        acc[0] = unsafe { _mm256_fmadd_ps(_mm256_loadu_ps(x.add(p)), W::load8(w, p), acc[0]) };
+        p += 8;
+    }
+    let mut sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for q in p..k {
+        // SAFETY: q < k, inside both rows.
+        unsafe { sum += *x.add(q) * W::load(w, q) };
+    }
+    sum
 }

@@ -9,8 +9,10 @@
 //! Blocking: rows of `x` are taken 64 at a time (they stay in L2); within
 //! that, weight rows are taken in chunks of about 32 KiB (they stay in L1/L2)
 //! and, for each chunk, every 4-row tile of `x` is multiplied against it
-//! 2 weight rows at a time (a 4 x 2 micro-kernel; 1 x 4 for a lone row), so
-//! each weight vector loaded serves 4 activation rows.
+//! 2 weight rows at a time (a 4 x 2 micro-kernel), so each weight vector
+//! loaded serves 4 activation rows. A lone activation row (decode) takes the
+//! weight rows one at a time with several accumulator chains: one
+//! sequential stream, which the hardware prefetcher follows best.
 //!
 //! Threads: [`matmul`] splits the output columns (weight rows) into one
 //! contiguous range per thread; each thread writes only its columns of `y`.

@@ -189,6 +189,35 @@ fn threaded_and_column_range_results_are_bit_identical() {
     }
 }
 
+/// A lone activation row against a matrix larger than the streaming
+/// threshold (256 KiB) takes the weight rows one at a time (float and Q8_0):
+/// still within the bound, and still the same bits for any thread count or
+/// column ranges.
+#[test]
+fn streamed_single_rows_match_the_reference_and_any_split() {
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0] {
+        for_each_isa(|isa| {
+            let (n, k) = (1100, 160 + 32 * usize::from(dtype == DType::Q8_0) * 10);
+            let p = Problem::new(dtype, 1, n, k, 99);
+            assert!(n * dtype.row_bytes(k).unwrap() > 256 * 1024, "the case must stream");
+            let w = p.weights(dtype);
+            let mut scratch = Scratch::new();
+            let single = p.run(|y| matmul(&SingleThread, &w, &p.x(), y, &mut scratch).unwrap());
+            let e = nmse(&single, &p.reference());
+            assert!(e <= bound(dtype), "{dtype} {isa:?}: nmse {e:e} > {:e}", bound(dtype));
+            let threaded = p.run(|y| matmul(&ScopedThreads(3), &w, &p.x(), y, &mut scratch).unwrap());
+            let pieces = p.run(|y| {
+                for range in [0..5, 5..6, 6..700, 700..n] {
+                    matmul_columns(&w, &p.x(), y, range, &mut scratch).unwrap();
+                }
+            });
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&single), bits(&threaded), "{dtype} {isa:?}: 3 threads differ from 1");
+            assert_eq!(bits(&single), bits(&pieces), "{dtype} {isa:?}: column ranges differ");
+        });
+    }
+}
+
 #[test]
 fn matmul_columns_touches_only_its_columns() {
     let p = Problem::new(DType::Q4_0, 3, 20, 64, 5);

@@ -187,9 +187,23 @@ fn row_offsets(layout: &baton_core::Layout) -> impl Iterator<Item = usize> + '_ 
         .flat_map(move |a| (0..d4[1]).flat_map(move |b| (0..d4[2]).map(move |c| a * s4[0] + b * s4[1] + c * s4[2])))
 }
 
+/// The byte offset of outer row `r` (row-major order of its shape), or
+/// `None` past the last row: [`row_offsets`] without walking the rows.
+fn row_offset(layout: &baton_core::Layout, r: usize) -> Option<usize> {
+    let d4 = layout.shape.dims4();
+    let s4 = layout.strides4();
+    if r >= d4[0] * d4[1] * d4[2] {
+        return None;
+    }
+    let (c, rest) = (r % d4[2], r / d4[2]);
+    let (b, a) = (rest % d4[1], rest / d4[1]);
+    Some(a * s4[0] + b * s4[1] + c * s4[2])
+}
+
 fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
-    let rows = row_offsets(&n.layout).count();
+    let d4 = n.layout.shape.dims4();
+    let rows = d4[0] * d4[1] * d4[2];
     write_rows(exec, ctx, id, &mut (0..rows).map(Ok))
 }
 
@@ -229,13 +243,12 @@ fn write_rows(
     if s0 < d1 && d0 < s1 {
         return Err(node_error(ctx.graph, id, "source and target overlap"));
     }
-    let offsets: Vec<usize> = row_offsets(&layout).collect();
     let cols = layout.shape.last();
     let elem = dtype.block_bytes();
     let inner = layout.strides4()[3];
     exec.convert.resize(cols * elem, 0);
     for (r, target) in targets.enumerate() {
-        let offset = *offsets.get(target?).ok_or_else(|| node_error(ctx.graph, id, "row outside the target"))?;
+        let offset = row_offset(&layout, target?).ok_or_else(|| node_error(ctx.graph, id, "row outside the target"))?;
         let row =
             src.get(r * cols..(r + 1) * cols).ok_or_else(|| node_error(ctx.graph, id, "more rows than the source"))?;
         quantize_row(dtype, row, &mut exec.convert).map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
@@ -283,4 +296,27 @@ fn contiguous(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::{DType, Layout, Shape};
+
+    #[test]
+    fn row_offset_agrees_with_walking_the_rows() {
+        for dims in [&[7][..], &[3, 5], &[2, 3, 4], &[2, 3, 4, 8]] {
+            let mut layout = Layout::contiguous(DType::F16, Shape::new(dims).unwrap()).unwrap();
+            // A permuted, padded view: strides that are not row-major.
+            let rank = dims.len();
+            if rank > 2 {
+                layout.strides.swap(0, 1);
+                layout.strides[0] += 6;
+            }
+            let walked: Vec<usize> = row_offsets(&layout).collect();
+            let direct: Vec<usize> = (0..walked.len()).map(|r| row_offset(&layout, r).unwrap()).collect();
+            assert_eq!(walked, direct, "{dims:?}");
+            assert_eq!(row_offset(&layout, walked.len()), None);
+        }
+    }
 }
