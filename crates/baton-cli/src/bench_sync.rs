@@ -17,6 +17,17 @@
 //! stream runs on when the machine has one (else to cpu:1's core), and the
 //! devices are opened with the measured policy, so their workers' idle
 //! waits use it too.
+//!
+//! With `--devices vulkan:N` (Vulkan devices only; the CPU rows always run
+//! on cpu:0,cpu:1) each Vulkan device adds a row: one host->device->host
+//! hand-off through timeline semaphores (a batch waits on a value the host
+//! signals, then signals one the host waits for) beside the same hand-off
+//! through the fence shader (a batch spins on a word the host writes). The
+//! host submits the batch, busy-waits the settle time, takes t0 just before
+//! it releases, and t1 when its `vkWaitSemaphores` returns. On a driver
+//! that runs on the CPU (lavapipe) the rows measure at most
+//! [`CPU_DRIVER_ITERATIONS`] hand-offs: its shaders spin on the host's
+//! cores.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,7 +49,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 pub enum BenchKind {
     /// Hand-off latency (p50/p99) host<->stream and stream<->stream per wait policy.
     ///
-    /// Example: baton bench sync --iterations 2000 --json
+    /// Example: baton bench sync --iterations 2000 --json --devices vulkan:0
     Sync(SyncArgs),
     /// All-reduce and all-gather over cpu:0,cpu:1, and the price of spinning.
     ///
@@ -62,6 +73,66 @@ pub struct SyncArgs {
     /// Print one JSON object per (measurement, policy) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Vulkan devices whose host->device->host hand-offs to add (timeline
+    /// semaphore and fence shader), e.g. `vulkan:0`.
+    #[arg(long)]
+    devices: Option<String>,
+}
+
+/// Most hand-offs of a Vulkan row on a driver that runs on the CPU.
+pub(crate) const CPU_DRIVER_ITERATIONS: usize = 200;
+
+/// Most polls of one fence wait: a dead producer costs a bounded spin (on
+/// lavapipe, llvmpipe's loop limit ends a wait after about a million polls
+/// anyway).
+const FENCE_POLLS: u32 = 1 << 22;
+
+/// One Vulkan device's row: its name, description, hand-offs measured, and
+/// (p50, p99) in µs of the semaphore and fence hand-offs, and the fence
+/// waits that timed out.
+struct VulkanRow {
+    name: String,
+    description: String,
+    iterations: usize,
+    semaphore: Quantiles,
+    fence: Quantiles,
+    fence_timeouts: usize,
+}
+
+/// Measures the hand-offs of the Vulkan devices of `list`.
+fn measure_vulkan(list: &str, args: &SyncArgs) -> Result<Vec<VulkanRow>> {
+    let names: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if let Some(bad) = names.iter().find(|n| baton_vulkan::parse_name(n).is_err()) {
+        bail!(
+            "--devices {bad:?}: bench sync takes Vulkan devices (`vulkan:N`); its CPU rows always run on cpu:0,cpu:1"
+        );
+    }
+    let devices = baton_vulkan::open(&names).with_context(|| format!("opening {}", names.join(",")))?;
+    let quantiles = |ns: &[u64]| {
+        let mut us: Vec<f64> = ns.iter().map(|&n| n as f64 / 1000.0).collect();
+        us.sort_by(f64::total_cmp);
+        (percentile(&us, 0.5), percentile(&us, 0.99))
+    };
+    let mut rows = Vec::new();
+    for device in &devices {
+        let info = device.info();
+        let mut iterations = args.iterations.max(1);
+        if device.is_cpu_implementation() {
+            iterations = iterations.min(CPU_DRIVER_ITERATIONS);
+        }
+        let settle = Duration::from_micros(args.settle_us);
+        let h = baton_vulkan::latency::hand_offs(device, iterations, settle, FENCE_POLLS)
+            .with_context(|| format!("hand-offs on {}", info.name))?;
+        rows.push(VulkanRow {
+            name: info.name.clone(),
+            description: info.description.clone(),
+            iterations,
+            semaphore: quantiles(&h.semaphore_ns),
+            fence: quantiles(&h.fence_ns),
+            fence_timeouts: h.fence_timeouts,
+        });
+    }
+    Ok(rows)
 }
 
 /// Runs a synchronisation benchmark.
@@ -365,8 +436,23 @@ fn measure_policy(policy: WaitPolicy, args: &SyncArgs) -> Result<(Vec<Quantiles>
     Ok((rows, core))
 }
 
+/// A number for JSON: `null` when there is none (every fence wait timed
+/// out).
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3}")
+    } else {
+        "null".into()
+    }
+}
+
 /// Runs `baton bench sync`.
 fn run_sync(args: SyncArgs) -> Result<()> {
+    // The Vulkan rows first: a device that does not open fails at once.
+    let vulkan = match &args.devices {
+        Some(list) => measure_vulkan(list, &args)?,
+        None => Vec::new(),
+    };
     let mut results = Vec::new();
     let mut core = None;
     for policy in policies() {
@@ -383,6 +469,13 @@ fn run_sync(args: SyncArgs) -> Result<()> {
                 println!("{{\"bench\":\"sync\",\"measurement\":\"{key}\",\"policy\":\"{name}\",\"p50_us\":{:.3},\"p99_us\":{:.3},\"ratio_to_block\":{ratio:.3},\"iterations\":{n},\"settle_us\":{settle}}}", l.0, l.1);
             }
         }
+        for r in &vulkan {
+            for (mechanism, l) in [("timeline_semaphore", r.semaphore), ("fence_shader", r.fence)] {
+                let (name, ratio, settle, n) = (&r.name, l.0 / r.semaphore.0, args.settle_us, r.iterations);
+                let (p50, p99, ratio) = (json_num(l.0), json_num(l.1), json_num(ratio));
+                println!("{{\"bench\":\"sync\",\"measurement\":\"host_device_host\",\"device\":\"{name}\",\"mechanism\":\"{mechanism}\",\"p50_us\":{p50},\"p99_us\":{p99},\"ratio_to_semaphore\":{ratio},\"iterations\":{n},\"settle_us\":{settle},\"fence_timeouts\":{}}}", r.fence_timeouts);
+            }
+        }
         return Ok(());
     }
     let host = core.map_or("unpinned".to_string(), |c| format!("core {c}"));
@@ -395,6 +488,20 @@ fn run_sync(args: SyncArgs) -> Result<()> {
             .map(|(_, rows)| format!("{:.2} / {:.2} ({:.2}x)", rows[i].0, rows[i].1, rows[i].0 / block[i]))
             .collect();
         println!("| {} | {} |", m.names().1, cells.join(" | "));
+    }
+    for r in &vulkan {
+        println!();
+        println!(
+            "{} ({}): host->device->host hand-off, µs (p50 / p99, p50 ratio to the semaphore); {} iterations",
+            r.name, r.description, r.iterations
+        );
+        println!("| hand-off | timeline semaphore | fence shader |");
+        println!("| --- | ---: | ---: |");
+        let cell = |l: Quantiles| format!("{:.2} / {:.2} ({:.2}x)", l.0, l.1, l.0 / r.semaphore.0);
+        println!("| round trip host->{}->host | {} | {} |", r.name, cell(r.semaphore), cell(r.fence));
+        if r.fence_timeouts > 0 {
+            println!("({} fence waits ran out of polls before the release and are left out)", r.fence_timeouts);
+        }
     }
     Ok(())
 }

@@ -53,3 +53,41 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `baton bench sync --devices vulkan:0` adds the device's host->device->host
+/// row: timeline semaphore beside fence shader, p50/p99, as table and JSON.
+#[test]
+fn bench_sync_measures_vulkan_hand_offs() {
+    let out = baton(&["bench", "sync", "--iterations", "20", "--devices", "cpu:0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("Vulkan devices"), "{stderr}");
+    if !have_vulkan() {
+        return;
+    }
+    let out = baton(&["bench", "sync", "--iterations", "40", "--devices", "vulkan:0", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(rows.iter().filter(|r| r["policy"].is_string()).count(), 12, "{stdout}");
+    for mechanism in ["timeline_semaphore", "fence_shader"] {
+        let row = rows
+            .iter()
+            .find(|r| r["device"] == "vulkan:0" && r["mechanism"] == mechanism)
+            .unwrap_or_else(|| panic!("no {mechanism} row: {stdout}"));
+        assert_eq!(row["measurement"], "host_device_host");
+        let (p50, p99) = (row["p50_us"].as_f64(), row["p99_us"].as_f64());
+        assert!(
+            matches!((p50, p99), (Some(a), Some(b)) if a > 0.0 && b >= a && b < 1e6),
+            "{mechanism}: p50 {p50:?}, p99 {p99:?}"
+        );
+        assert!(row["fence_timeouts"].as_u64().is_some_and(|t| t < 40), "{row}");
+    }
+    let out = baton(&["bench", "sync", "--iterations", "20", "--devices", "vulkan:0"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("| hand-off | timeline semaphore | fence shader |")
+            && stdout.contains("| round trip host->vulkan:0->host | "),
+        "{stdout}"
+    );
+}

@@ -99,6 +99,12 @@ impl VulkanDevice {
         &self.shared.pipelines
     }
 
+    /// Whether the driver runs on the host's CPU (lavapipe, SwiftShader):
+    /// its shaders spin on host cores, so benches bound their work there.
+    pub fn is_cpu_implementation(&self) -> bool {
+        self.shared.ctx.physical.properties.device_type == vk::PhysicalDeviceType::CPU
+    }
+
     /// Bytes allocated on this device so far (not decreased by frees).
     pub fn allocated_bytes(&self) -> u64 {
         self.allocated.load(Ordering::Relaxed)

@@ -143,3 +143,84 @@ pub fn measure(device: &Arc<VulkanDevice>, rounds: usize) -> Result<Latency, Vul
         fence_release_to_done_ns: median(fences),
     })
 }
+
+/// Samples of the two host->device->host hand-offs of `baton bench sync`,
+/// in nanoseconds, in measurement order.
+#[derive(Clone, Debug, Default)]
+pub struct HandOffs {
+    /// Timeline semaphores: a batch waits on a value the host signals
+    /// (`vkSignalSemaphore`) and signals a second semaphore; from the host's
+    /// signal to its `vkWaitSemaphores` on the second one returning.
+    pub semaphore_ns: Vec<u64>,
+    /// The fence shader: a batch spins on the word the host writes and then
+    /// signals a semaphore; from the host's write to its `vkWaitSemaphores`
+    /// returning. Waits that ran out of polls are left out (counted in
+    /// [`fence_timeouts`](Self::fence_timeouts)).
+    pub fence_ns: Vec<u64>,
+    /// Fence waits that ran out of polls before the host's write.
+    pub fence_timeouts: usize,
+}
+
+/// Busy-waits for `d`: with a shader spinning on a CPU device (lavapipe), a
+/// sleeping host could wait a scheduler tick for a core.
+fn spin_for(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// Measures `rounds` hand-offs of each kind on `device`, after a warm-up of
+/// a tenth as many (at least 5). Every round has exactly one batch in the
+/// queue; the host waits `settle` after submitting it before it releases
+/// (time for the batch to reach its wait), then takes the start time just
+/// before the release. A fence wait polls at most `max_polls` times.
+pub fn hand_offs(
+    device: &Arc<VulkanDevice>,
+    rounds: usize,
+    settle: Duration,
+    max_polls: u32,
+) -> Result<HandOffs, VulkanError> {
+    let fail = vk(device);
+    let ctx = device.context().clone();
+    let (gate, _gate_writer) = StreamTimeline::new(&ctx, "bench-gate".into())?;
+    let (done, _done_writer) = StreamTimeline::new(&ctx, "bench-done".into())?;
+    let fence = crate::fence::DeviceFence::new(&ctx, device.pipelines())?;
+    let mut commands = crate::commands::Commands::new(&ctx)?;
+    let warmup = (rounds / 10).max(5);
+    let mut out = HandOffs::default();
+    let mut value = 0u64;
+    for n in 0..warmup + rounds {
+        // Timeline semaphores.
+        value += 1;
+        ctx.submit(None, &[(gate.semaphore, value)], (done.semaphore, value)).map_err(|r| fail(&r.to_string()))?;
+        spin_for(settle);
+        let start = Instant::now();
+        gate.signal_host(value).map_err(|r| fail(&r.to_string()))?;
+        done.wait_reached(value).map_err(|r| fail(&r.to_string()))?;
+        let semaphore = start.elapsed().as_nanos() as u64;
+        // The fence shader.
+        value += 1;
+        gate.signal_host(value).map_err(|r| fail(&r.to_string()))?;
+        fence.reset();
+        let cmd = commands.begin().map_err(|r| fail(&r.to_string()))?;
+        fence.record_wait(cmd, 1, max_polls);
+        let cmd = commands.end().map_err(|r| fail(&r.to_string()))?;
+        ctx.submit(Some(cmd), &[], (done.semaphore, value)).map_err(|r| fail(&r.to_string()))?;
+        spin_for(settle);
+        let start = Instant::now();
+        fence.release(1);
+        done.wait_reached(value).map_err(|r| fail(&r.to_string()))?;
+        let fenced = start.elapsed().as_nanos() as u64;
+        if n < warmup {
+            continue;
+        }
+        out.semaphore_ns.push(semaphore);
+        if fence.result().timed_out {
+            out.fence_timeouts += 1;
+        } else {
+            out.fence_ns.push(fenced);
+        }
+    }
+    Ok(out)
+}
