@@ -6,12 +6,14 @@
 # found afterwards: the Vulkan tests must run, not skip.
 set -euo pipefail
 
+# (No `grep -q` after a pipe: under pipefail its early exit would fail the
+# writer with SIGPIPE and make an installed driver look missing.)
 find_icd() { ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n 1 || true; }
 have_all() {
   [ -n "$(find_icd)" ] \
     && [ -e /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] \
     && command -v glslc >/dev/null 2>&1 \
-    && ldconfig -p | grep -q 'libvulkan\.so\.1'
+    && ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null
 }
 
 if ! have_all; then
