@@ -252,22 +252,49 @@ fn write_rows(
         let row =
             src.get(r * cols..(r + 1) * cols).ok_or_else(|| node_error(ctx.graph, id, "more rows than the source"))?;
         quantize_row(dtype, row, &mut exec.convert).map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
+        // SAFETY: `offset` is one of the layout's row offsets and
+        // `offset + c * inner + elem <= extent` for every element `c` because
+        // the layout's end byte bounds every element, and `storage` checked
+        // the extent; the source does not overlap (checked above); the
+        // converted row is a separate host vector of `cols` elements.
+        unsafe { scatter_elems(exec.convert.as_ptr(), dst.ptr().add(offset), cols, elem, inner) };
+    }
+    Ok(())
+}
+
+/// Copies `cols` elements of `elem` bytes, packed at `src`, to `dst` at a
+/// stride of `inner` bytes: one copy when the target is packed too, and
+/// fixed-size moves for the common element sizes (a KV cache row of f16 or
+/// f32), not a `memcpy` call per element.
+///
+/// # Safety
+/// `src` is readable for `cols * elem` bytes; `dst + c * inner` is writable
+/// for `elem` bytes for every `c < cols`; the two do not overlap.
+unsafe fn scatter_elems(src: *const u8, dst: *mut u8, cols: usize, elem: usize, inner: usize) {
+    /// # Safety
+    /// As [`scatter_elems`] with `elem == N`.
+    unsafe fn fixed<const N: usize>(src: *const u8, dst: *mut u8, cols: usize, inner: usize) {
         for c in 0..cols {
-            // SAFETY: `offset` is one of the layout's row offsets and
-            // `offset + c * inner + elem <= extent` because the layout's end
-            // byte bounds every element, and `storage` checked the extent;
-            // the source does not overlap (checked above); the converted row
-            // is a separate host vector.
+            // SAFETY: element `c` of the packed source and of the strided
+            // target (the caller's contract).
             unsafe {
-                std::ptr::copy_nonoverlapping(
-                    exec.convert.as_ptr().add(c * elem),
-                    dst.ptr().add(offset + c * inner),
-                    elem,
-                )
+                dst.add(c * inner).cast::<[u8; N]>().write_unaligned(src.add(c * N).cast::<[u8; N]>().read_unaligned())
             };
         }
     }
-    Ok(())
+    // SAFETY (all arms): forwarded from this function's contract.
+    unsafe {
+        match elem {
+            _ if inner == elem => std::ptr::copy_nonoverlapping(src, dst, cols * elem),
+            2 => fixed::<2>(src, dst, cols, inner),
+            4 => fixed::<4>(src, dst, cols, inner),
+            _ => {
+                for c in 0..cols {
+                    std::ptr::copy_nonoverlapping(src.add(c * elem), dst.add(c * inner), elem);
+                }
+            }
+        }
+    }
 }
 
 fn contiguous(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
