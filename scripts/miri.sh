@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 export CARGO_TARGET_DIR=target/miri
 cargo +nightly miri test -p baton-core --lib
-cargo +nightly miri test -p baton-cpu -- pool:: bell:: exec::plan \
+cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
   contract::h_own contract::c_order contract::m_order contract::d_defer contract::d_return \
   contract::e_sticky contract::q_fifo contract::r_own \
   ops::op_copy_into ops::op_matmul_batched ops::op_matmul_strided ops::op_get_rows \

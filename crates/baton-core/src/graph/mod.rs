@@ -7,6 +7,7 @@
 //! except nodes flagged [`Flags::OUTPUT`], which are bound too so that their
 //! results land where the caller reads them.
 
+pub mod arena;
 mod builder;
 mod op;
 

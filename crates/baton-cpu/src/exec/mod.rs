@@ -17,7 +17,6 @@
 
 mod matmul;
 mod ops;
-mod plan;
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -28,7 +27,7 @@ use baton_kernels::Scratch;
 
 use crate::buffer::CpuBuffer;
 use crate::device::CpuDeviceShared;
-use plan::{plan, Place, Plan};
+use baton_core::graph::arena::{plan_arena, ArenaPlan as Plan, Place};
 
 /// Plans kept per stream (graphs reused across decode steps hit the cache;
 /// a tensor-parallel decode step runs a few hundred graphs per stream:
@@ -103,7 +102,7 @@ impl Executor {
         {
             return self.plans[i].2.clone();
         }
-        let new = plan(graph);
+        let new = plan_arena(graph, crate::buffer::ALIGN);
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }

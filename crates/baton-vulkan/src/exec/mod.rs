@@ -7,7 +7,6 @@
 
 mod descriptors;
 mod ops;
-mod plan;
 mod recorder;
 
 use std::sync::{Arc, Weak};
@@ -21,7 +20,10 @@ use crate::context::Context;
 use crate::memory::{Kind, VulkanBuffer};
 use crate::pipelines::Pipelines;
 use crate::stream::Worker;
-use plan::{plan, Place, Plan};
+use baton_core::graph::arena::{plan_arena, ArenaPlan as Plan, Place};
+
+/// Alignment of arena blocks (a whole number of words for every shader).
+const ARENA_ALIGN: usize = 64;
 
 /// Plans kept per stream (graphs reused across decode steps hit the cache).
 const PLAN_CACHE: usize = 8;
@@ -77,7 +79,7 @@ impl Executor {
         {
             return self.plans[i].2.clone();
         }
-        let new = plan(graph);
+        let new = plan_arena(graph, ARENA_ALIGN);
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }

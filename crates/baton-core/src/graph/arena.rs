@@ -1,16 +1,16 @@
-//! Memory plan of a graph's intermediates: offsets in one arena, reused once
-//! a tensor's last reader has run.
+//! Memory plan of a graph's intermediates for a backend's executor: offsets
+//! in one arena per stream, reused once a tensor's last reader has run
+//! (first fit). Every backend that keeps intermediates in an arena (the CPU
+//! and Vulkan executors) plans with this.
 //!
 //! A node's block is allocated before its inputs' blocks are freed, so an
 //! op's output never overlaps the inputs it reads.
 
-use baton_core::graph::{Flags, Graph, Op};
-
-use crate::buffer::ALIGN;
+use super::{Flags, Graph, Op};
 
 /// Where a node's data lives during a computation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Place {
+pub enum Place {
     /// In memory the caller bound (leaves, outputs).
     Bound,
     /// At this byte offset of the stream's arena.
@@ -21,21 +21,23 @@ pub(crate) enum Place {
 
 /// The places of every node and the arena size they need.
 #[derive(Clone, Debug)]
-pub(crate) struct Plan {
-    pub(crate) places: Vec<Place>,
-    pub(crate) arena_bytes: usize,
+pub struct ArenaPlan {
+    /// The place of each node, by node index.
+    pub places: Vec<Place>,
+    /// Bytes of arena the plan needs.
+    pub arena_bytes: usize,
 }
 
 /// First-fit allocator over a growing arena.
-#[derive(Default)]
 struct FreeList {
     free: Vec<(usize, usize)>,
     end: usize,
+    align: usize,
 }
 
 impl FreeList {
     fn alloc(&mut self, bytes: usize) -> usize {
-        let bytes = bytes.div_ceil(ALIGN).max(1) * ALIGN;
+        let bytes = bytes.div_ceil(self.align).max(1) * self.align;
         if let Some(i) = self.free.iter().position(|&(_, len)| len >= bytes) {
             let (offset, len) = self.free[i];
             if len == bytes {
@@ -51,7 +53,7 @@ impl FreeList {
     }
 
     fn release(&mut self, offset: usize, bytes: usize) {
-        let bytes = bytes.div_ceil(ALIGN).max(1) * ALIGN;
+        let bytes = bytes.div_ceil(self.align).max(1) * self.align;
         let at = self.free.partition_point(|&(o, _)| o < offset);
         self.free.insert(at, (offset, bytes));
         // Merge with the neighbours.
@@ -66,8 +68,8 @@ impl FreeList {
     }
 }
 
-/// Plans `graph`.
-pub(crate) fn plan(graph: &Graph) -> Plan {
+/// Plans `graph`, every arena block aligned to `align` bytes (at least 1).
+pub fn plan_arena(graph: &Graph, align: usize) -> ArenaPlan {
     let nodes = graph.nodes();
     let mut last_use: Vec<usize> = (0..nodes.len()).collect();
     for (j, node) in nodes.iter().enumerate() {
@@ -79,7 +81,7 @@ pub(crate) fn plan(graph: &Graph) -> Plan {
     let mut places = vec![Place::Alias; nodes.len()];
     let mut sizes = vec![0usize; nodes.len()];
     let mut dying: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut list = FreeList::default();
+    let mut list = FreeList { free: Vec::new(), end: 0, align: align.max(1) };
     for (j, node) in nodes.iter().enumerate() {
         places[j] = if matches!(node.op, Op::Leaf) || (node.flags.contains(Flags::OUTPUT) && !node.op.aliases_input()) {
             Place::Bound
@@ -97,13 +99,15 @@ pub(crate) fn plan(graph: &Graph) -> Plan {
             }
         }
     }
-    Plan { places, arena_bytes: list.end }
+    ArenaPlan { places, arena_bytes: list.end }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::DType;
+    use crate::DType;
+
+    const ALIGN: usize = 64;
 
     #[test]
     fn dead_intermediates_are_reused_but_never_overlap_live_inputs() {
@@ -114,8 +118,8 @@ mod tests {
         let c = g.scale(b, 2.0).unwrap();
         let d = g.add(c, b).unwrap();
         g.mark(d, Flags::OUTPUT).unwrap();
-        let p = plan(&g);
-        let at = |n: baton_core::NodeId| match p.places[n.0] {
+        let p = plan_arena(&g, ALIGN);
+        let at = |n: crate::graph::NodeId| match p.places[n.0] {
             Place::Arena(o) => o,
             other => panic!("{other:?}"),
         };
