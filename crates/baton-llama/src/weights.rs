@@ -47,35 +47,11 @@ impl Weights {
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
-        let mut names = config.weight_shapes();
-        if config.tied_output {
-            names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
-        }
-        for (name, expected) in names {
-            let source =
-                if config.tied_output && name == "output.weight" { "token_embd.weight" } else { name.as_str() };
-            let tensor = file.tensor(source).ok_or_else(|| ModelError::MissingTensor(source.to_string()))?;
-            let found: Vec<usize> = tensor.dims().iter().rev().map(|&d| d as usize).collect();
-            if found != expected {
-                return Err(ModelError::TensorShape { name, found, expected });
-            }
-            let gtype = tensor.ggml_type();
-            let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
-                ModelError::UnsupportedType {
-                    name: name.clone(),
-                    type_name: gtype.name().unwrap_or("unknown").to_string(),
-                }
-            })?;
-            if expected.len() == 1 && dtype != DType::F32 {
-                return Err(ModelError::UnsupportedType {
-                    name,
-                    type_name: format!("{dtype} (norm weights must be f32)"),
-                });
-            }
+        for Checked { name, dims: expected, dtype, data } in checked_weights(file, config)? {
             let device = device_of(config.weight_layer(&name));
             let offset = totals[device].div_ceil(ALIGN) * ALIGN;
-            totals[device] = offset + tensor.data().len();
-            placed.push(Placed { name, device, offset, dtype, dims: expected, data: tensor.data() });
+            totals[device] = offset + data.len();
+            placed.push(Placed { name, device, offset, dtype, dims: expected, data });
         }
         let mut tensors = HashMap::new();
         for (d, device) in devices.iter().enumerate() {
@@ -107,32 +83,14 @@ impl Weights {
         let mut tensors = HashMap::new();
         let mut pending = Vec::new();
         let mut bytes = 0;
-        let mut names = config.weight_shapes();
-        if config.tied_output {
-            names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
-        }
-        for (name, expected) in names {
-            let source =
-                if config.tied_output && name == "output.weight" { "token_embd.weight" } else { name.as_str() };
-            let tensor = file.tensor(source).ok_or_else(|| ModelError::MissingTensor(source.to_string()))?;
-            let found: Vec<usize> = tensor.dims().iter().rev().map(|&d| d as usize).collect();
-            if found != expected {
-                return Err(ModelError::TensorShape { name, found, expected });
-            }
-            let gtype = tensor.ggml_type();
-            let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
-                ModelError::UnsupportedType {
-                    name: name.clone(),
-                    type_name: gtype.name().unwrap_or("unknown").to_string(),
-                }
-            })?;
+        for Checked { name, dims: expected, dtype, data } in checked_weights(file, config)? {
             let mut split = shares.weight(&name);
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
             }
             let buffer = device.alloc_tensor(dtype, &expected, split).map_err(composite)?;
-            pending.push(stream.write_range_async(&buffer.all(), tensor.data().to_vec())?);
-            bytes += tensor.data().len();
+            pending.push(stream.write_range_async(&buffer.all(), data.to_vec())?);
+            bytes += data.len();
             tensors.insert(name, TensorRef::new(&buffer, 0, dtype, &expected)?);
         }
         for p in pending {
@@ -155,6 +113,42 @@ impl Weights {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+}
+
+/// A weight of the file whose shape and type were checked against the
+/// config.
+struct Checked<'a> {
+    name: String,
+    dims: Vec<usize>,
+    dtype: DType,
+    data: &'a [u8],
+}
+
+/// Every weight `config` needs, checked: present (a tied output reads the
+/// embedding), of the expected shape, of a supported type, norms in f32.
+fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<Checked<'a>>, ModelError> {
+    let mut names = config.weight_shapes();
+    if config.tied_output {
+        names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
+    }
+    let mut checked = Vec::with_capacity(names.len());
+    for (name, expected) in names {
+        let source = if config.tied_output && name == "output.weight" { "token_embd.weight" } else { name.as_str() };
+        let tensor = file.tensor(source).ok_or_else(|| ModelError::MissingTensor(source.to_string()))?;
+        let found: Vec<usize> = tensor.dims().iter().rev().map(|&d| d as usize).collect();
+        if found != expected {
+            return Err(ModelError::TensorShape { name, found, expected });
+        }
+        let gtype = tensor.ggml_type();
+        let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
+            ModelError::UnsupportedType { name: name.clone(), type_name: gtype.name().unwrap_or("unknown").to_string() }
+        })?;
+        if expected.len() == 1 && dtype != DType::F32 {
+            return Err(ModelError::UnsupportedType { name, type_name: format!("{dtype} (norm weights must be f32)") });
+        }
+        checked.push(Checked { name, dims: expected, dtype, data: tensor.data() });
+    }
+    Ok(checked)
 }
 
 /// The KV cache of every layer: keys `[kv_heads, context, head_dim]` and
