@@ -10,6 +10,7 @@
 pub mod arena;
 mod builder;
 mod op;
+pub mod plan_cache;
 
 use std::collections::HashMap;
 

@@ -18,7 +18,7 @@
 mod matmul;
 mod ops;
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use baton_core::backend::{Bindings, StreamError};
 use baton_core::graph::{Graph, Node, NodeId, Op};
@@ -27,11 +27,12 @@ use baton_kernels::Scratch;
 
 use crate::buffer::CpuBuffer;
 use crate::device::CpuDeviceShared;
-use baton_core::graph::arena::{plan_arena, ArenaPlan as Plan, Place};
+use baton_core::graph::arena::{ArenaPlan as Plan, Place};
+use baton_core::graph::plan_cache::PlanCache;
 
 /// Plans kept per stream (graphs reused across decode steps hit the cache;
 /// a tensor-parallel decode step runs a few hundred graphs per stream:
-/// its segments and its gates' adds).
+/// its segments and its gates' adds; the cache is a hash map).
 const PLAN_CACHE: usize = 512;
 
 /// A raw pointer that may cross to pool threads; every use states why the
@@ -62,7 +63,7 @@ pub(crate) struct Storage {
 /// Runs graphs for one stream; owns the stream's arena and plans.
 pub(crate) struct Executor {
     pub(crate) device: Arc<CpuDeviceShared>,
-    plans: Vec<(Weak<Graph>, usize, Plan)>,
+    plans: PlanCache,
     arena: Option<CpuBuffer>,
     pub(crate) scratch: Vec<Mutex<Scratch>>,
     pub(crate) convert: Vec<u8>,
@@ -86,29 +87,15 @@ impl Executor {
         let threads = device.pool_threads();
         Executor {
             device,
-            plans: Vec::new(),
+            plans: PlanCache::new(crate::buffer::ALIGN, PLAN_CACHE),
             arena: None,
             scratch: (0..threads).map(|_| Mutex::new(Scratch::new())).collect(),
             convert: Vec::new(),
         }
     }
 
-    fn plan_for(&mut self, graph: &Arc<Graph>) -> Plan {
-        let key = Arc::as_ptr(graph) as usize;
-        if let Some(i) = self
-            .plans
-            .iter()
-            .position(|(weak, k, _)| *k == key && weak.upgrade().is_some_and(|g| Arc::ptr_eq(&g, graph)))
-        {
-            return self.plans[i].2.clone();
-        }
-        let new = plan_arena(graph, crate::buffer::ALIGN);
-        if self.plans.len() == PLAN_CACHE {
-            self.plans.remove(0);
-        }
-        self.plans.retain(|(weak, _, _)| weak.strong_count() > 0);
-        self.plans.push((Arc::downgrade(graph), key, new.clone()));
-        new
+    fn plan_for(&mut self, graph: &Arc<Graph>) -> Arc<Plan> {
+        self.plans.plan(graph)
     }
 
     /// Computes `graph` with `bindings` (validated by the safe stream).

@@ -9,7 +9,7 @@ mod descriptors;
 mod ops;
 mod recorder;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use ash::vk;
 use baton_core::backend::{Bindings, RawBuffer, StreamError};
@@ -20,7 +20,8 @@ use crate::context::Context;
 use crate::memory::{Kind, VulkanBuffer};
 use crate::pipelines::Pipelines;
 use crate::stream::Worker;
-use baton_core::graph::arena::{plan_arena, ArenaPlan as Plan, Place};
+use baton_core::graph::arena::{ArenaPlan as Plan, Place};
+use baton_core::graph::plan_cache::PlanCache;
 
 /// Alignment of arena blocks (a whole number of words for every shader).
 const ARENA_ALIGN: usize = 64;
@@ -41,7 +42,7 @@ pub(crate) struct Span {
 
 /// Runs graphs for one stream; owns the stream's arena, plans and status.
 pub(crate) struct Executor {
-    plans: Vec<(Weak<Graph>, usize, Plan)>,
+    plans: PlanCache,
     descriptors: std::cell::RefCell<descriptors::Descriptors>,
     arena: Option<VulkanBuffer>,
     status: VulkanBuffer,
@@ -63,29 +64,15 @@ pub(crate) fn node_error(graph: &Graph, device: &str, id: NodeId, message: impl 
 impl Executor {
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<Executor, crate::VulkanError> {
         Ok(Executor {
-            plans: Vec::new(),
+            plans: PlanCache::new(ARENA_ALIGN, PLAN_CACHE),
             descriptors: std::cell::RefCell::new(descriptors::Descriptors::new(ctx)),
             arena: None,
             status: VulkanBuffer::new(ctx, STATUS_WORDS * 4, Kind::Host)?,
         })
     }
 
-    fn plan_for(&mut self, graph: &Arc<Graph>) -> Plan {
-        let key = Arc::as_ptr(graph) as usize;
-        if let Some(i) = self
-            .plans
-            .iter()
-            .position(|(weak, k, _)| *k == key && weak.upgrade().is_some_and(|g| Arc::ptr_eq(&g, graph)))
-        {
-            return self.plans[i].2.clone();
-        }
-        let new = plan_arena(graph, ARENA_ALIGN);
-        if self.plans.len() == PLAN_CACHE {
-            self.plans.remove(0);
-        }
-        self.plans.retain(|(weak, _, _)| weak.strong_count() > 0);
-        self.plans.push((Arc::downgrade(graph), key, new.clone()));
-        new
+    fn plan_for(&mut self, graph: &Arc<Graph>) -> Arc<Plan> {
+        self.plans.plan(graph)
     }
 
     fn status_words(&mut self) -> &mut [u32] {
