@@ -4,8 +4,10 @@
 //! Each op has one shader source; ops that read or write several element
 //! types are instantiated once per type by putting that type's file (its
 //! block size and decode or store function) next to the op's source:
-//! `matmul` + `types/q4_1.wgsl` is `matmul_q4_1`. Every shader starts with
-//! `common.wgsl` (bindings, indexing, conversions, the error word).
+//! `matmul` + `types/q4_1.wgsl` is `matmul_q4_1`; quantized types also get
+//! `act_q8.wgsl` (their dot products round activations to 8 bits, as the
+//! CPU backend does). Every shader starts with `common.wgsl` (bindings,
+//! indexing, conversions, the error word).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -72,7 +74,10 @@ fn main() {
     for op in PER_LOAD_TYPE {
         let body = read(dir, &format!("{op}.wgsl"));
         for ty in LOAD_TYPES {
-            let types = read(dir, &format!("types/{ty}.wgsl"));
+            let mut types = read(dir, &format!("types/{ty}.wgsl"));
+            if ty.starts_with('q') {
+                types = format!("{types}\n{}", read(dir, "act_q8.wgsl"));
+            }
             shaders.push((format!("{op}_{ty}"), format!("{common}\n{types}\n{body}")));
         }
     }

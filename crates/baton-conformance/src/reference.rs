@@ -117,6 +117,25 @@ pub fn matmul(x: &[f64], w: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
     y
 }
 
+/// `x` (rows of `k`) as a matmul with `dtype` weights sees it: for
+/// block-quantized types rounded to 8 bits per weight block in f32, as
+/// `Op::MatMul` states; other types unchanged.
+pub fn matmul_activations(dtype: DType, x: &[f32], k: usize) -> Vec<f64> {
+    if !dtype.is_quantized() {
+        return x.iter().map(|&v| f64::from(v)).collect();
+    }
+    let block = if dtype.is_k_quant() { 256 } else { 32 };
+    assert_eq!(k % block, 0, "rows of {k} are not whole blocks of {block}");
+    x.chunks_exact(block)
+        .flat_map(|values| {
+            let amax = values.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            values.iter().map(move |&v| f64::from(d) * f64::from((v * id).round_ties_even()))
+        })
+        .collect()
+}
+
 /// RMS norm of each row of `cols`.
 pub fn rms_norm(x: &[f64], cols: usize, eps: f64) -> Vec<f64> {
     x.chunks(cols)

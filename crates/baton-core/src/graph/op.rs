@@ -21,6 +21,12 @@ pub enum Op {
     /// `y = x · wᵀ`, the GGUF weight layout. Batch dimensions of `w` divide
     /// those of `x` and are broadcast (grouped-query attention: x batch `b`
     /// uses w batch `b / (B / Bw)`). Rows of `w` must be contiguous.
+    ///
+    /// With block-quantized `w`, `x` is first rounded to 8 bits per weight
+    /// block (32 values, 256 for K-quants), in f32: `d = amax / 127`,
+    /// `q = round_half_even(x * (1 / d))` (`q = 0` where `d = 0`), and the
+    /// product uses `d * q`. Every backend rounds the same way, so backends
+    /// differ only in the order of their f32 sums.
     MatMul,
     /// `(a, b) -> a + b`, `b` broadcast over `a` (each dim equal or 1).
     Add,

@@ -13,12 +13,13 @@ fn block_elem(at: u32, j: u32) -> f32 {
 }
 
 fn block_dot(at: u32, x: u32) -> f32 {
+    let s = act_scale(x);
     var sum = 0.0;
-    var xs = 0.0;
+    var qs = 0.0;
     for (var j = 0u; j < 32u; j++) {
-        let v = bitcast<f32>(b[x + j]);
-        sum += q4(at, j) * v;
-        xs += v;
+        let q = act_q(x, j, s.y);
+        sum += q4(at, j) * q;
+        qs += q;
     }
-    return half_to_f32(a_u16(at)) * sum + half_to_f32(a_u16(at + 2u)) * xs;
+    return sum * (half_to_f32(a_u16(at)) * s.x) + half_to_f32(a_u16(at + 2u)) * (s.x * qs);
 }

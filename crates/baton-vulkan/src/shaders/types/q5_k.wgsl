@@ -13,9 +13,10 @@ fn block_elem(at: u32, e: u32) -> f32 {
 }
 
 fn block_dot(at: u32, x: u32) -> f32 {
+    let s = act_scale(x);
     var sum = 0.0;
     for (var e = 0u; e < 256u; e++) {
-        sum += block_elem(at, e) * bitcast<f32>(b[x + e]);
+        sum += block_elem(at, e) * act_q(x, e, s.y);
     }
-    return sum;
+    return sum * s.x;
 }

@@ -11,9 +11,10 @@ fn block_elem(at: u32, j: u32) -> f32 {
 }
 
 fn block_dot(at: u32, x: u32) -> f32 {
+    let s = act_scale(x);
     var sum = 0.0;
     for (var j = 0u; j < 32u; j++) {
-        sum += q8(at, j) * bitcast<f32>(b[x + j]);
+        sum += q8(at, j) * act_q(x, j, s.y);
     }
-    return half_to_f32(a_u16(at)) * sum;
+    return sum * (half_to_f32(a_u16(at)) * s.x);
 }
