@@ -347,6 +347,27 @@ pub fn m_order(f: &Fixture) {
     gate2.signal();
     w.wait().expect("write");
     assert_eq!(r.wait().expect("read"), random(32, 4));
+
+    // A write after another stream's queued read conflicts too; two reads
+    // do not.
+    let (p, q) = (f.stream(0), f.stream(1));
+    let v = f.tensor(0, &[32]);
+    upload(&p, &v, random(32, 5));
+    let (_host3, gate3) = gate();
+    p.wait(&gate3.point()).expect("wait");
+    let first = p.read_into_async(&v, vec![0f32; 32]).expect("read");
+    let second = q.read_into_async(&v, vec![0f32; 32]).expect("read");
+    assert_eq!(q.implicit_waits(), 0, "two reads do not conflict");
+    let overwrite = q.write_async(&v, random(32, 6)).expect("write");
+    assert_eq!(q.implicit_waits(), 1, "the write waits for the other stream's read");
+    let reports = q.hazard_reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(!reports[0].earlier.write && reports[0].earlier.stream == p.label() && reports[0].later.write);
+    assert!(!overwrite.is_ready(), "the write waits for the gated read");
+    gate3.signal();
+    assert_eq!(first.wait().expect("read"), random(32, 5), "the read saw the old values");
+    assert_eq!(second.wait().expect("read"), random(32, 5));
+    overwrite.wait().expect("write");
 }
 
 /// H-OWN: the host buffer comes back, the same allocation.

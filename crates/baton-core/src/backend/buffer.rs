@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::StreamError;
 use crate::shape::{Layout, Shape};
-use crate::sync::SyncPoint;
+use crate::sync::{PointStatus, SyncPoint};
 use crate::DType;
 
 /// Memory of one device, as a backend provides it.
@@ -48,11 +48,55 @@ pub(crate) struct Access {
     pub(crate) op: &'static str,
 }
 
+/// Accesses of one buffer by work that may still be in flight (hazard
+/// tracking), writes apart from reads: a read conflicts only with writes,
+/// so reading weights that nothing writes costs nothing however many reads
+/// are queued.
+#[derive(Default)]
+pub(crate) struct AccessLog {
+    writes: Vec<Access>,
+    reads: Vec<Access>,
+    /// Length of `reads` after it was last pruned; pruned again at twice
+    /// that (reads are otherwise pruned only when a write checks them).
+    reads_pruned: usize,
+}
+
+fn in_flight(a: &Access) -> bool {
+    !matches!(a.point.status(), PointStatus::Reached)
+}
+
+impl AccessLog {
+    /// The accesses still in flight that an access (a write or a read) of
+    /// this buffer conflicts with if the ranges overlap: every one for a
+    /// write, the writes for a read.
+    pub(crate) fn conflicting(&mut self, write: bool) -> impl Iterator<Item = &Access> {
+        self.writes.retain(in_flight);
+        if write {
+            self.reads.retain(in_flight);
+            self.reads_pruned = self.reads.len();
+        }
+        let reads = if write { &self.reads[..] } else { &[] };
+        self.writes.iter().chain(reads)
+    }
+
+    /// Records an access of queued work.
+    pub(crate) fn record(&mut self, access: Access) {
+        if access.write {
+            self.writes.push(access);
+        } else {
+            if self.reads.len() >= (2 * self.reads_pruned).max(64) {
+                self.reads.retain(in_flight);
+                self.reads_pruned = self.reads.len();
+            }
+            self.reads.push(access);
+        }
+    }
+}
+
 struct BufferInner {
     id: u64,
     raw: Box<dyn RawBuffer>,
-    /// Accesses by work that may still be in flight (hazard tracking).
-    accesses: Mutex<Vec<Access>>,
+    accesses: Mutex<AccessLog>,
 }
 
 /// A handle to device memory; cheap to clone. The memory is freed when the
@@ -70,7 +114,7 @@ impl Buffer {
             inner: Arc::new(BufferInner {
                 id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
                 raw,
-                accesses: Mutex::new(Vec::new()),
+                accesses: Mutex::new(AccessLog::default()),
             }),
         }
     }
@@ -120,7 +164,7 @@ impl Buffer {
         BufferRange { buffer: self.clone(), range: 0..self.len() }
     }
 
-    pub(crate) fn accesses(&self) -> std::sync::MutexGuard<'_, Vec<Access>> {
+    pub(crate) fn accesses(&self) -> std::sync::MutexGuard<'_, AccessLog> {
         self.inner.accesses.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

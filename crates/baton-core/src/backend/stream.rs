@@ -365,9 +365,8 @@ impl Stream {
             let k = self.knowledge();
             let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
             for (range, write) in accesses {
-                let mut recorded = range.buffer.accesses();
-                recorded.retain(|a| !matches!(a.point.status(), PointStatus::Reached));
-                for a in recorded.iter() {
+                let mut log = range.buffer.accesses();
+                for a in log.conflicting(write) {
                     let overlaps = a.range.start < range.range.end && range.range.start < a.range.end;
                     if overlaps && (write || a.write) && !self.ordered(&k, a) {
                         reports.push(crate::backend::HazardReport {
@@ -418,7 +417,7 @@ impl Stream {
         }
         let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
         for (range, write) in accesses {
-            range.buffer.accesses().push(Access {
+            range.buffer.accesses().record(Access {
                 range: range.range.clone(),
                 write,
                 point: point.clone(),
