@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on a machine WITH network, from a checkout, before scripts/gpu-check.sh
-# runs on a GPU machine without one: downloads the Vulkan loader's Debian
-# package (libvulkan1) into shared/debs/ (or $BATON_DEBS), which
+# runs on a GPU machine without one: copies SmolLM2 into shared/models/ and
+# downloads the Vulkan loader's Debian package (libvulkan1) into
+# shared/debs/ (or $BATON_DEBS), which
 # gpu-check.sh unpacks when the GPU machine has no libvulkan.so.1. The
 # packages are for this machine's Debian/Ubuntu release and architecture:
 # prepare on the same release as the GPU machine. Prints the folder.
@@ -25,4 +26,7 @@ if [ -z "$found" ]; then
   exit 1
 fi
 echo "downloaded: $(basename "$found") ($(dpkg-deb -f "$found" Version 2>/dev/null || echo '?'))" >&2
+# SmolLM2 for the mixed-device perplexity step.
+mkdir -p shared/models
+cp "$(bash scripts/fetch-smollm2.sh | tail -n1)" shared/models/
 echo "$debs"
