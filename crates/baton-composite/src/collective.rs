@@ -198,14 +198,30 @@ impl Butterfly {
         }
         let mut mask = 1;
         while mask < p {
-            for d in (0..p).filter(|&d| d < d ^ mask) {
+            // Per device, where its peer's sum is read from.
+            let mut theirs: Vec<TensorRef> = Vec::with_capacity(p);
+            for d in 0..p {
                 let peer = d ^ mask;
-                let (a, b) = (&io.scratch[d][0], &io.scratch[peer][0]);
-                exchange((&streams[d], &cur[d], a), (&streams[peer], &cur[peer], b), policy)?;
+                let direct = streams[d].raw().can_access(&cur[peer].byte_range())
+                    && streams[peer].raw().can_access(&cur[d].byte_range());
+                if d < peer && direct {
+                    // Each side reads the other's sum in place (memory both
+                    // address, such as CPU devices'), after the other's
+                    // last work. The peer writes that sum's memory again
+                    // only after a later gate's wait on this side's
+                    // points, which come after this add.
+                    let (a_ready, b_ready) = (streams[d].last_point(), streams[peer].last_point());
+                    streams[d].wait_or_relay(&b_ready, policy)?;
+                    streams[peer].wait_or_relay(&a_ready, policy)?;
+                } else if d < peer {
+                    let (a, b) = (&io.scratch[d][0], &io.scratch[peer][0]);
+                    exchange((&streams[d], &cur[d], a), (&streams[peer], &cur[peer], b), policy)?;
+                }
+                theirs.push(if direct { cur[peer].clone() } else { io.scratch[d][0].clone() });
             }
             for d in 0..p {
                 let out = next(d);
-                self.add(&streams[d], &cur[d], &io.scratch[d][0], &out)?;
+                self.add(&streams[d], &cur[d], &theirs[d], &out)?;
                 cur[d] = out;
             }
             mask <<= 1;

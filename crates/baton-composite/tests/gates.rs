@@ -134,8 +134,10 @@ fn gates_hold_under_chaos() {
     }
 }
 
-/// A device whose streams fail their `fail_at`-th copy (copies happen only
-/// in gates): a device lost in the middle of a gate.
+/// A device whose streams fail their `fail_at`-th gate item: a copy, or a
+/// computation right after a wait on another device (a gate's add, which
+/// reads the peer's sum in place where memory is shared). A device lost in
+/// the middle of a gate.
 struct Failing {
     inner: Arc<dyn Device>,
     fail_at: usize,
@@ -145,10 +147,12 @@ struct FailingStream {
     inner: Arc<dyn RawStream>,
     copies: AtomicUsize,
     fail_at: usize,
+    after_wait: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: every item goes to the inner stream, which keeps the contract; a
-// copy is replaced by a host function that fails, which touches no memory.
+// gate item is replaced by a host function that fails, which touches no
+// memory.
 unsafe impl RawStream for FailingStream {
     fn label(&self) -> &str {
         self.inner.label()
@@ -163,8 +167,10 @@ unsafe impl RawStream for FailingStream {
         self.inner.can_access(range)
     }
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
+        let after_wait = self.after_wait.swap(matches!(op, StreamOp::Wait { .. }), Ordering::Relaxed);
+        let gate_item = matches!(op, StreamOp::Copy { .. }) || (after_wait && matches!(op, StreamOp::Compute { .. }));
         let op = match op {
-            StreamOp::Copy { .. } if self.copies.fetch_add(1, Ordering::Relaxed) + 1 == self.fail_at => {
+            _ if gate_item && self.copies.fetch_add(1, Ordering::Relaxed) + 1 == self.fail_at => {
                 StreamOp::HostFn(Box::new(|| Err("device lost in the middle of a gate".to_string())))
             }
             other => other,
@@ -183,7 +189,12 @@ impl Device for Failing {
     }
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let s = self.inner.new_stream()?;
-        let raw = FailingStream { inner: s.raw().clone(), copies: AtomicUsize::new(0), fail_at: self.fail_at };
+        let raw = FailingStream {
+            inner: s.raw().clone(),
+            copies: AtomicUsize::new(0),
+            fail_at: self.fail_at,
+            after_wait: Default::default(),
+        };
         Ok(Stream::with_policy(Arc::new(raw), s.wait_policy()))
     }
     fn supports(&self, op: &Op, dtype: DType) -> bool {
