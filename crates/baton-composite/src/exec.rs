@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, Stream, TensorRef};
+use baton_core::backend::{Bindings, BoundGraph, Device, Stream, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::WaitPolicy;
 
@@ -16,8 +16,8 @@ use crate::split::TensorSplit;
 
 /// One step's memory, resolved once per partition and bound tensors.
 pub(crate) enum Prepared {
-    /// Per device, a segment's bindings.
-    Segment(Vec<Bindings>),
+    /// Per device, a segment's graph with its bindings, checked once.
+    Segment(Vec<BoundGraph>),
     /// A gate's memory.
     Gate(GateMemory),
 }
@@ -131,7 +131,7 @@ impl Partition {
                         for (node, source) in &seg.binds[d] {
                             local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
                         }
-                        per_device.push(local);
+                        per_device.push(BoundGraph::new(graph, local)?);
                     }
                     out.push(Prepared::Segment(per_device));
                 }
@@ -177,9 +177,9 @@ impl Partition {
         };
         for (step, memory) in self.steps.iter().zip(prepared.iter()) {
             match (step, memory) {
-                (Step::Segment(seg), Prepared::Segment(locals)) => {
-                    for (d, stream) in streams.iter().enumerate() {
-                        stream.compute(&seg.graphs[d], locals[d].clone())?;
+                (Step::Segment(_), Prepared::Segment(locals)) => {
+                    for (stream, bound) in streams.iter().zip(locals) {
+                        stream.compute_bound(bound)?;
                     }
                 }
                 (Step::Gate(gate), Prepared::Gate(m)) => {

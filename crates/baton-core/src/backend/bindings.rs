@@ -1,5 +1,7 @@
 //! Memory for the leaves and outputs of a graph computation.
 
+use std::sync::Arc;
+
 use crate::backend::buffer::{BufferRange, TensorRef};
 use crate::backend::StreamError;
 use crate::graph::{Flags, Graph, NodeId, Op};
@@ -123,6 +125,37 @@ impl Bindings {
             }
         }
         (reads, writes)
+    }
+}
+
+/// A graph with complete bindings, checked once and computed any number of
+/// times ([`Stream::compute_bound`](crate::backend::Stream::compute_bound)):
+/// what a decode loop runs every step without cloning or checking its
+/// bindings again, and without collecting their byte ranges again.
+#[derive(Clone, Debug)]
+pub struct BoundGraph {
+    pub(crate) graph: Arc<Graph>,
+    pub(crate) bindings: Arc<Bindings>,
+    pub(crate) reads: Vec<BufferRange>,
+    pub(crate) writes: Vec<BufferRange>,
+}
+
+impl BoundGraph {
+    /// Checks that `bindings` binds every leaf and output of `graph`.
+    pub fn new(graph: &Arc<Graph>, bindings: Bindings) -> Result<BoundGraph, StreamError> {
+        bindings.check_complete(graph)?;
+        let (reads, writes) = bindings.accesses(graph);
+        Ok(BoundGraph { graph: graph.clone(), bindings: Arc::new(bindings), reads, writes })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// Its bindings.
+    pub fn bindings(&self) -> &Bindings {
+        &self.bindings
     }
 }
 

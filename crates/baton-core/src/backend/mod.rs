@@ -13,7 +13,7 @@ mod hazard;
 mod host;
 mod stream;
 
-pub use bindings::Bindings;
+pub use bindings::{Bindings, BoundGraph};
 pub use buffer::{Buffer, BufferRange, RawBuffer, TensorRef};
 pub use device::{Device, DeviceInfo, DeviceKind};
 pub use error::{DeviceError, StreamError};

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::backend::bindings::Bindings;
+use crate::backend::bindings::{Bindings, BoundGraph};
 use crate::backend::buffer::{Access, BufferRange, TensorRef};
 use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
 use crate::backend::StreamError;
@@ -533,10 +533,14 @@ impl Stream {
     /// Computes `graph` asynchronously with `bindings`; outputs land in
     /// their bound tensors once the returned point is reached (`G-ASYNC`).
     pub fn compute(&self, graph: &Arc<Graph>, bindings: Bindings) -> Result<SyncPoint, StreamError> {
-        bindings.check_complete(graph)?;
-        let (reads, writes) = bindings.accesses(graph);
-        let op = StreamOp::Compute { graph: graph.clone(), bindings: Arc::new(bindings) };
-        self.submit_tracked(op, &reads, &writes)
+        self.compute_bound(&BoundGraph::new(graph, bindings)?)
+    }
+
+    /// As [`compute`](Self::compute), for bindings checked once
+    /// ([`BoundGraph::new`]) and run again.
+    pub fn compute_bound(&self, bound: &BoundGraph) -> Result<SyncPoint, StreamError> {
+        let op = StreamOp::Compute { graph: bound.graph.clone(), bindings: bound.bindings.clone() };
+        self.submit_tracked(op, &bound.reads, &bound.writes)
     }
 
     /// Blocks until everything queued so far is done; returns the stream's
