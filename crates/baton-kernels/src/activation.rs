@@ -13,6 +13,27 @@ use crate::isa::multiversion;
 use crate::quant::kquant::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};
 use crate::quant::BLOCK_ELEMS;
 
+/// Rounds the block `x` (a multiple of 8 values) to `q = round(x / d)` with
+/// `d = amax / 127` (as `Op::MatMul` states: `x * (1 / d)`, halves to
+/// even; `q = 0` where `d = 0`) and returns `d`. Inlined into each
+/// multiversioned caller, so the lanes of `amax` vectorize there.
+#[inline(always)]
+fn round_block(x: &[f32], q: &mut [i8]) -> f32 {
+    let mut amax = [0.0f32; 8];
+    for lanes in x.chunks_exact(8) {
+        for l in 0..8 {
+            amax[l] = amax[l].max(lanes[l].abs());
+        }
+    }
+    let amax = amax.iter().fold(0.0f32, |a, &b| a.max(b));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = crate::ops::round_small(v * id) as i8;
+    }
+    d
+}
+
 /// 32 activations as `d * q` (`q` in -127..=127) plus `d * Σ q`.
 ///
 /// An internal layout (not a GGUF one): the scale stays f32 to lose nothing
@@ -33,22 +54,8 @@ multiversion! {
     pub(crate) fn quantize_activations(src: &[f32], dst: &mut [ActBlock]) {
         debug_assert_eq!(src.len(), dst.len() * BLOCK_ELEMS);
         for (x, block) in src.chunks_exact(BLOCK_ELEMS).zip(dst.iter_mut()) {
-            let mut amax = [0.0f32; 8];
-            for lanes in x.chunks_exact(8) {
-                for l in 0..8 {
-                    amax[l] = amax[l].max(lanes[l].abs());
-                }
-            }
-            let amax = amax.iter().fold(0.0f32, |a, &b| a.max(b));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let mut sum = 0i32;
-            for (q, &v) in block.q.iter_mut().zip(x) {
-                *q = crate::ops::round_small(v * id) as i8;
-                sum += i32::from(*q);
-            }
-            block.d = d;
-            block.sum = d * sum as f32;
+            block.d = round_block(x, &mut block.q);
+            block.sum = block.d * block.q.iter().map(|&q| i32::from(q)).sum::<i32>() as f32;
         }
     }
 }
@@ -79,22 +86,10 @@ multiversion! {
     pub(crate) fn quantize_super_activations(src: &[f32], dst: &mut [SuperActBlock]) {
         debug_assert_eq!(src.len(), dst.len() * SUPER_ELEMS);
         for (x, block) in src.chunks_exact(SUPER_ELEMS).zip(dst.iter_mut()) {
-            let mut amax = [0.0f32; 8];
-            for lanes in x.chunks_exact(8) {
-                for l in 0..8 {
-                    amax[l] = amax[l].max(lanes[l].abs());
-                }
-            }
-            let amax = amax.iter().fold(0.0f32, |a, &b| a.max(b));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            for (q, &v) in block.q.iter_mut().zip(x) {
-                *q = crate::ops::round_small(v * id) as i8;
-            }
+            block.d = round_block(x, &mut block.q);
             for (sum, q) in block.sums.iter_mut().zip(block.q.chunks_exact(GROUP_ELEMS)) {
                 *sum = q.iter().map(|&v| i16::from(v)).sum();
             }
-            block.d = d;
         }
     }
 }
