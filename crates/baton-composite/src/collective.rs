@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use baton_core::backend::{Bindings, Stream, TensorRef};
+use baton_core::backend::{Bindings, BoundGraph, Stream, TensorRef};
 use baton_core::graph::{Flags, Graph, NodeId};
 use baton_core::sync::{SyncPoint, WaitPolicy};
 use baton_core::DType;
@@ -118,7 +118,18 @@ pub struct Butterfly {
     /// The add graphs by shape (looked up on every gate, without building
     /// a key).
     adds: Mutex<HashMap<Vec<usize>, Arc<Graph>>>,
+    /// Adds with their bindings checked, by where their three tensors are:
+    /// a gate's memory stays put from run to run, so each add is bound once.
+    bound_adds: Mutex<HashMap<AddKey, BoundGraph>>,
 }
+
+/// Where an add's tensors are: buffer and offset of `a`, `b` and the sum,
+/// and the add graph (one per shape).
+type AddKey = ([(u64, usize); 3], usize);
+
+/// Bound adds kept; past this the cache starts over (partitions that were
+/// dropped leave entries that hold their memory).
+const BOUND_ADDS_KEPT: usize = 4096;
 
 impl Butterfly {
     /// A butterfly collective.
@@ -158,12 +169,27 @@ impl Butterfly {
                 g
             }
         };
-        // Leaves 0 and 1, the sum 2 (as built above).
-        let mut bindings = Bindings::new(&graph);
-        bindings.bind(&graph, NodeId(0), a.clone())?;
-        bindings.bind(&graph, NodeId(1), b.clone())?;
-        bindings.bind(&graph, NodeId(2), out.clone())?;
-        stream.compute(&graph, bindings)?;
+        let at = |t: &TensorRef| (t.buffer().id(), t.offset());
+        let key = ([at(a), at(b), at(out)], Arc::as_ptr(&graph) as usize);
+        let cached = self.bound_adds.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        let bound = match cached {
+            Some(bound) => bound,
+            None => {
+                // Leaves 0 and 1, the sum 2 (as built above).
+                let mut bindings = Bindings::new(&graph);
+                bindings.bind(&graph, NodeId(0), a.clone())?;
+                bindings.bind(&graph, NodeId(1), b.clone())?;
+                bindings.bind(&graph, NodeId(2), out.clone())?;
+                let bound = BoundGraph::new(&graph, bindings)?;
+                let mut kept = self.bound_adds.lock().unwrap_or_else(|p| p.into_inner());
+                if kept.len() >= BOUND_ADDS_KEPT {
+                    kept.clear();
+                }
+                kept.insert(key, bound.clone());
+                bound
+            }
+        };
+        stream.compute_bound(&bound)?;
         Ok(())
     }
 
