@@ -6,8 +6,9 @@
 //! block size and decode or store function) next to the op's source:
 //! `matmul` + `types/q4_1.wgsl` is `matmul_q4_1`; quantized types also get
 //! `act_q8.wgsl` (their dot products round activations to 8 bits, as the
-//! CPU backend does). Every shader starts with `common.wgsl` (bindings,
-//! indexing, conversions, the error word).
+//! CPU backend does), float types `act_f32.wgsl` (activations as they
+//! are). Every shader starts with `common.wgsl` (bindings, indexing,
+//! conversions, the error word).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,7 +20,7 @@ const STORE_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
 /// Ops of plain f32 (or raw bytes), one shader each.
 const PLAIN: [&str; 6] = ["unary", "broadcast", "rms_norm", "softmax", "rope", "contiguous"];
 /// Ops instantiated per read type.
-const PER_LOAD_TYPE: [&str; 2] = ["get_rows", "matmul"];
+const PER_LOAD_TYPE: [&str; 3] = ["get_rows", "matmul", "matmul_rows"];
 /// Ops instantiated per written type.
 const PER_STORE_TYPE: [&str; 2] = ["copy_into", "scatter_rows"];
 
@@ -75,9 +76,8 @@ fn main() {
         let body = read(dir, &format!("{op}.wgsl"));
         for ty in LOAD_TYPES {
             let mut types = read(dir, &format!("types/{ty}.wgsl"));
-            if ty.starts_with('q') {
-                types = format!("{types}\n{}", read(dir, "act_q8.wgsl"));
-            }
+            let act = if ty.starts_with('q') { "act_q8.wgsl" } else { "act_f32.wgsl" };
+            types = format!("{types}\n{}", read(dir, act));
             shaders.push((format!("{op}_{ty}"), format!("{common}\n{types}\n{body}")));
         }
     }

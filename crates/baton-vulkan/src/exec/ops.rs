@@ -156,7 +156,9 @@ impl Recorder<'_> {
         let w4 = wn.layout.shape.dims4();
         let ws4 = wn.layout.strides4();
         let (m, k, n) = (x4[2], x4[3], w4[2]);
-        let outputs = x4[0] * x4[1] * m * n;
+        // Prompts take four rows of x per weight row (matmul_rows.wgsl).
+        let (op, tiles) = if m >= MATMUL_ROWS { ("matmul_rows", m.div_ceil(MATMUL_ROWS)) } else { ("matmul", m) };
+        let outputs = x4[0] * x4[1] * tiles * n;
         let push = [
             xw,
             wb.byte,
@@ -173,7 +175,7 @@ impl Recorder<'_> {
             u32_of(ws4[2]),
             u32_of(outputs),
         ];
-        let shader = shader_name("matmul", suffix);
+        let shader = shader_name(op, suffix);
         self.dispatch(
             id,
             // Eight outputs per workgroup (see matmul.wgsl).
@@ -298,6 +300,10 @@ impl Recorder<'_> {
         )
     }
 }
+
+/// Rows of x that `matmul_rows` takes per weight row; prompts of at least
+/// this many rows use it.
+const MATMUL_ROWS: usize = 4;
 
 /// The name of an op's shader for a type (`matmul_q4_1`), as a static str
 /// from the compiled table.

@@ -18,3 +18,8 @@ fn act_scale(x: u32) -> vec2<f32> {
 fn act_q(x: u32, e: u32, id: f32) -> f32 {
     return round(bitcast<f32>(b[x + e]) * id);
 }
+
+// The value a dot product multiplies: the 8-bit integer (times d later).
+fn act_value(x: u32, e: u32, id: f32) -> f32 {
+    return act_q(x, e, id);
+}
