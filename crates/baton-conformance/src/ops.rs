@@ -218,44 +218,49 @@ pub fn op_matmul_q6_k(f: &Fixture) {
 
 /// Batched matmul whose weight batches are shared by groups of x batches.
 pub fn op_matmul_batched_broadcast(f: &Fixture) {
-    let (heads, kv, m, n, k) = (6, 2, 3, 5, 16);
-    let x = random(heads * m * k, 1);
-    let w = random(kv * n * k, 2);
-    let mut g = Graph::new();
-    let xl = g.leaf("x", DType::F32, &[heads, m, k], Flags::INPUT).expect("leaf");
-    let wl = g.leaf("w", DType::F32, &[kv, n, k], Flags::WEIGHT).expect("leaf");
-    let y = g.matmul(xl, wl).expect("matmul");
-    g.mark(y, Flags::OUTPUT).expect("mark");
-    g.set_name(y, "y").expect("name");
-    let out = run(f, g, vec![input_f32("x", &x), input_f32("w", &w)]);
-    let (xd, wd) = (f64s(&x), f64s(&w));
-    let expected: Vec<f64> = (0..heads)
-        .flat_map(|h| {
-            let wb = h / (heads / kv);
-            r::matmul(&xd[h * m * k..][..m * k], &wd[wb * n * k..][..n * k], m, n, k)
-        })
-        .collect();
-    check("batched matmul", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    // Three rows, and six (a backend may take rows in groups: one whole, one partial).
+    for m in [3, 6] {
+        let (heads, kv, n, k) = (6, 2, 5, 16);
+        let x = random(heads * m * k, 1);
+        let w = random(kv * n * k, 2);
+        let mut g = Graph::new();
+        let xl = g.leaf("x", DType::F32, &[heads, m, k], Flags::INPUT).expect("leaf");
+        let wl = g.leaf("w", DType::F32, &[kv, n, k], Flags::WEIGHT).expect("leaf");
+        let y = g.matmul(xl, wl).expect("matmul");
+        g.mark(y, Flags::OUTPUT).expect("mark");
+        g.set_name(y, "y").expect("name");
+        let out = run(f, g, vec![input_f32("x", &x), input_f32("w", &w)]);
+        let (xd, wd) = (f64s(&x), f64s(&w));
+        let expected: Vec<f64> = (0..heads)
+            .flat_map(|h| {
+                let wb = h / (heads / kv);
+                r::matmul(&xd[h * m * k..][..m * k], &wd[wb * n * k..][..n * k], m, n, k)
+            })
+            .collect();
+        check(&format!("batched matmul m={m}"), &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    }
 }
 
 /// Matmul against a strided view of a larger weight (a KV cache window).
 pub fn op_matmul_strided_weight(f: &Fixture) {
-    let (batches, cap, used, m, k) = (2, 10, 7, 3, 16);
-    let cache = random(batches * cap * k, 4);
-    let x = random(batches * m * k, 5);
-    let mut g = Graph::new();
-    let xl = g.leaf("x", DType::F32, &[batches, m, k], Flags::INPUT).expect("leaf");
-    let cl = g.leaf("cache", DType::F32, &[batches, cap, k], Flags::STATE).expect("leaf");
-    let window = g.narrow(cl, 1, 0, used).expect("narrow");
-    let y = g.matmul(xl, window).expect("matmul");
-    g.mark(y, Flags::OUTPUT).expect("mark");
-    g.set_name(y, "y").expect("name");
-    let out = run(f, g, vec![input_f32("x", &x), input_f32("cache", &cache)]);
-    let (xd, cd) = (f64s(&x), f64s(&cache));
-    let expected: Vec<f64> = (0..batches)
-        .flat_map(|b| r::matmul(&xd[b * m * k..][..m * k], &cd[b * cap * k..][..used * k], m, used, k))
-        .collect();
-    check("strided matmul", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    for m in [3, 6] {
+        let (batches, cap, used, k) = (2, 10, 7, 16);
+        let cache = random(batches * cap * k, 4);
+        let x = random(batches * m * k, 5);
+        let mut g = Graph::new();
+        let xl = g.leaf("x", DType::F32, &[batches, m, k], Flags::INPUT).expect("leaf");
+        let cl = g.leaf("cache", DType::F32, &[batches, cap, k], Flags::STATE).expect("leaf");
+        let window = g.narrow(cl, 1, 0, used).expect("narrow");
+        let y = g.matmul(xl, window).expect("matmul");
+        g.mark(y, Flags::OUTPUT).expect("mark");
+        g.set_name(y, "y").expect("name");
+        let out = run(f, g, vec![input_f32("x", &x), input_f32("cache", &cache)]);
+        let (xd, cd) = (f64s(&x), f64s(&cache));
+        let expected: Vec<f64> = (0..batches)
+            .flat_map(|b| r::matmul(&xd[b * m * k..][..m * k], &cd[b * cap * k..][..used * k], m, used, k))
+            .collect();
+        check(&format!("strided matmul m={m}"), &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    }
 }
 
 fn broadcast_case(f: &Fixture, a_dims: &[usize], b_dims: &[usize], add: bool) {
