@@ -81,6 +81,12 @@ fn main() {
             shaders.push((format!("{op}_{ty}"), format!("{common}\n{types}\n{body}")));
         }
     }
+    // Activation rounding for quantized matmuls, per block size.
+    let quantize = read(dir, "quantize_act.wgsl");
+    for block in [32, 256] {
+        let source = format!("{common}\nconst BLOCK_ELEMS: u32 = {block}u;\n{quantize}");
+        shaders.push((format!("quantize_act_{block}"), source));
+    }
     for op in PER_STORE_TYPE {
         let body = read(dir, &format!("{op}.wgsl"));
         for ty in STORE_TYPES {

@@ -45,6 +45,8 @@ pub(crate) struct Executor {
     plans: PlanCache,
     descriptors: std::cell::RefCell<descriptors::Descriptors>,
     arena: Option<VulkanBuffer>,
+    /// Activations rounded for quantized matmuls (see `ops::act_words`).
+    acts: Option<VulkanBuffer>,
     status: VulkanBuffer,
 }
 
@@ -67,6 +69,7 @@ impl Executor {
             plans: PlanCache::new(ARENA_ALIGN, PLAN_CACHE),
             descriptors: std::cell::RefCell::new(descriptors::Descriptors::new(ctx)),
             arena: None,
+            acts: None,
             status: VulkanBuffer::new(ctx, STATUS_WORDS * 4, Kind::Host)?,
         })
     }
@@ -112,6 +115,32 @@ impl Executor {
             }),
             None => None,
         };
+        // The largest activation scratch a quantized matmul of the graph needs.
+        let act_bytes = graph
+            .nodes()
+            .iter()
+            .filter(|n| matches!(n.op, Op::MatMul))
+            .filter_map(|n| ops::act_words(graph.node(n.inputs[0]).layout.shape.elems(), graph.node(n.inputs[1]).dtype))
+            .max()
+            .map_or(0, |words| words * 4);
+        let have = self.acts.as_ref().map_or(0, RawBuffer::len);
+        if have < act_bytes {
+            let bytes = act_bytes.max(have + have / 2);
+            self.acts = None;
+            self.acts = Some(VulkanBuffer::new(ctx, bytes, Kind::Device).map_err(|e| StreamError::Kernel {
+                device: ctx.name.clone(),
+                op: "activation scratch".into(),
+                message: e.to_string(),
+            })?);
+        }
+        let acts = match (&self.acts, act_bytes) {
+            (Some(a), 1..) => Some(Span {
+                buffer: a.handle_on(ctx).ok_or_else(|| node_error(graph, &ctx.name, NodeId(0), "scratch handle"))?,
+                offset: 0,
+                buffer_bytes: (a.len() as u64).div_ceil(4) * 4,
+            }),
+            _ => None,
+        };
         let mut roots: Vec<Option<Span>> = vec![None; graph.nodes().len()];
         for (i, place) in plan.places.iter().enumerate() {
             let id = NodeId(i);
@@ -149,8 +178,16 @@ impl Executor {
             .borrow_mut()
             .reset()
             .map_err(|r| node_error(graph, &ctx.name, NodeId(0), format!("resetting descriptor pools: {r}")))?;
-        let recorder =
-            recorder::Recorder { ctx, pipelines, cmd, graph, roots: &roots, status, descriptors: &self.descriptors };
+        let recorder = recorder::Recorder {
+            ctx,
+            pipelines,
+            cmd,
+            graph,
+            roots: &roots,
+            status,
+            acts,
+            descriptors: &self.descriptors,
+        };
         for (i, node) in graph.nodes().iter().enumerate() {
             if matches!(node.op, Op::Leaf | Op::View) {
                 continue;

@@ -150,6 +150,25 @@ impl Recorder<'_> {
         let wn = self.node(w);
         let suffix = type_suffix(wn.dtype).ok_or_else(|| self.err(id, format!("no matmul for {}", wn.dtype)))?;
         let (xb, xw) = self.contiguous_words(x, DType::F32)?;
+        // Quantized weights: x rounded to 8 bits per block first, into the
+        // stream's activation scratch, which the matmul then reads.
+        let (xb, xw) = match act_words(self.node(x).layout.shape.elems(), wn.dtype) {
+            Some(words) => {
+                let acts = self.acts.ok_or_else(|| self.err(id, "no memory for quantized activations"))?;
+                let ab = self.bind_span(acts, (words * 4) as u64);
+                let block = wn.dtype.block_elems();
+                let blocks = self.node(x).layout.shape.elems() / block;
+                let push = [xw, ab.byte / 4, u32_of(blocks)];
+                let shader = if block == 32 { "quantize_act_32" } else { "quantize_act_256" };
+                self.dispatch(
+                    id,
+                    Dispatch { shader, a: None, b: Some(&xb), out: &ab, push: &push, groups: groups_for(blocks) },
+                )?;
+                let word = ab.byte / 4;
+                (ab, word)
+            }
+            None => (xb, xw),
+        };
         let wb = self.bind(w)?;
         let (yb, yw) = self.contiguous_words(id, DType::F32)?;
         let x4 = self.node(x).layout.shape.dims4();
@@ -299,6 +318,13 @@ impl Recorder<'_> {
             },
         )
     }
+}
+
+/// Words of `elems` activations rounded for a matmul with `dtype` weights
+/// (act_q8.wgsl's blocks), or `None` for float weights (no rounding).
+pub(super) fn act_words(elems: usize, dtype: DType) -> Option<usize> {
+    let block = dtype.block_elems();
+    dtype.is_quantized().then(|| elems / block * (1 + block / 4))
 }
 
 /// Rows of x that `matmul_rows` takes per weight row; prompts of at least

@@ -44,6 +44,9 @@ pub(super) struct Recorder<'a> {
     pub(super) graph: &'a Graph,
     pub(super) roots: &'a [Option<Span>],
     pub(super) status: Span,
+    /// Scratch for activations rounded for quantized matmuls (large enough
+    /// for any matmul of the graph), if the graph has any.
+    pub(super) acts: Option<Span>,
     pub(super) descriptors: &'a std::cell::RefCell<super::descriptors::Descriptors>,
 }
 
@@ -88,7 +91,7 @@ impl Recorder<'_> {
         Ok(self.bind_span(Span { offset: start, ..root }, end))
     }
 
-    fn bind_span(&self, span: Span, end: u64) -> Bound {
+    pub(super) fn bind_span(&self, span: Span, end: u64) -> Bound {
         let align = self.ctx.storage_align;
         let base = span.offset - span.offset % align;
         let range = (end.div_ceil(4) * 4).min(span.buffer_bytes).max(base + 4) - base;

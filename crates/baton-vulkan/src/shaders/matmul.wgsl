@@ -1,4 +1,5 @@
-// y = x · wᵀ: x [B, M, K] contiguous f32 (words of `b`), w [Bw, N, K] in the
+// y = x · wᵀ: x [B, M, K] contiguous f32 (words of `b`; for quantized
+// weights, rounded to 8 bits first: act_q8.wgsl), w [Bw, N, K] in the
 // type's blocks (bytes of `a`, rows contiguous, any strides between rows and
 // batches), y [B, M, N] contiguous f32. Weight batches are shared by groups
 // of x batches (grouped-query attention).
@@ -48,9 +49,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         let b0 = batch / p.x_b1;
         let b1 = batch % p.x_b1;
         let w_row = p.w + (b0 / p.group0) * p.w_s0 + (b1 / p.group1) * p.w_s1 + j * p.w_row;
-        let x_row = p.x + (batch * p.m + i) * p.k;
+        let x_row = act_row(p.x, batch * p.m + i, p.k, p.k_blocks);
         for (var kb = part; kb < p.k_blocks; kb += LANES) {
-            sum += block_dot(w_row + kb * BLOCK_BYTES, x_row + kb * BLOCK_ELEMS);
+            sum += block_dot(w_row + kb * BLOCK_BYTES, act_block(x_row, kb));
         }
     }
     // Every lane takes part in the shuffles (control flow is uniform here).

@@ -1,9 +1,9 @@
 // y = x · wᵀ as matmul.wgsl, for several rows of x (prompts): an output
 // invocation group takes four rows of x against one weight row, so each
 // weight value is decoded once (`block_elem`) for four activation rows.
-// Activations go through the type's act file (`act_scale`, `act_value`):
-// rounded to 8 bits per block for quantized weights, as the CPU does; as
-// they are for float weights. Rows past m repeat row m - 1 and are not
+// Activations go through the type's act file (`act_row`, `act_scale`,
+// `act_value`): rounded to 8 bits per block beforehand for quantized
+// weights (quantize_act.wgsl), as the CPU does; as they are for floats. Rows past m repeat row m - 1 and are not
 // written.
 
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
@@ -50,9 +50,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         let b1 = batch % p.x_b1;
         let w_row = p.w + (b0 / p.group0) * p.w_s0 + (b1 / p.group1) * p.w_s1 + j * p.w_row;
         let last = p.m - 1u;
-        let rows = (batch * p.m + min(vec4<u32>(i0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last))) * p.k + p.x;
+        let r = batch * p.m + min(vec4<u32>(i0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
+        let rows = vec4<u32>(act_row(p.x, r.x, p.k, p.k_blocks), act_row(p.x, r.y, p.k, p.k_blocks),
+                             act_row(p.x, r.z, p.k, p.k_blocks), act_row(p.x, r.w, p.k, p.k_blocks));
         for (var kb = part; kb < p.k_blocks; kb += LANES) {
-            let xb = rows + vec4<u32>(kb * BLOCK_ELEMS);
+            let xb = vec4<u32>(act_block(rows.x, kb), act_block(rows.y, kb), act_block(rows.z, kb),
+                               act_block(rows.w, kb));
             let s0 = act_scale(xb.x);
             let s1 = act_scale(xb.y);
             let s2 = act_scale(xb.z);

@@ -17,7 +17,7 @@ fn block_dot(at: u32, x: u32) -> f32 {
     var sum = 0.0;
     var qs = 0.0;
     for (var j = 0u; j < 32u; j++) {
-        let q = act_q(x, j, s.y);
+        let q = act_value(x, j, s.y);
         sum += q4(at, j) * q;
         qs += q;
     }

@@ -16,7 +16,7 @@ fn block_dot(at: u32, x: u32) -> f32 {
     let s = act_scale(x);
     var sum = 0.0;
     for (var e = 0u; e < 256u; e++) {
-        sum += block_elem(at, e) * act_q(x, e, s.y);
+        sum += block_elem(at, e) * act_value(x, e, s.y);
     }
     return sum * s.x;
 }

@@ -14,7 +14,7 @@ fn block_dot(at: u32, x: u32) -> f32 {
     let s = act_scale(x);
     var sum = 0.0;
     for (var j = 0u; j < 32u; j++) {
-        sum += q8(at, j) * act_q(x, j, s.y);
+        sum += q8(at, j) * act_value(x, j, s.y);
     }
     return sum * (half_to_f32(a_u16(at)) * s.x);
 }
