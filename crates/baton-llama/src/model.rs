@@ -106,7 +106,9 @@ pub struct Model {
     input_io: Vec<(Buffer, Vec<SyncPoint>)>,
     next_input: usize,
     logits_io: Buffer,
-    plans: Vec<(GraphShape, Arc<Plan>)>,
+    /// Plans by shape, with the tensors bound to their graph's weights and
+    /// caches by node (so a step binds by index, not by name).
+    plans: Vec<(GraphShape, Arc<Plan>, Arc<Vec<Option<TensorRef>>>)>,
     host_ids: Option<Vec<i32>>,
     host_positions: Option<Vec<i32>>,
     /// The last input writes, whose buffers come back at the next submit.
@@ -357,8 +359,13 @@ impl Model {
 
     /// The plan of one evaluation shape (cached).
     pub fn plan(&mut self, shape: GraphShape) -> Result<Arc<Plan>, ModelError> {
-        if let Some((_, p)) = self.plans.iter().find(|(s, _)| *s == shape) {
-            return Ok(p.clone());
+        self.plan_and_bound(shape).map(|(plan, _)| plan)
+    }
+
+    /// The plan of `shape` and the tensors bound to its graph's nodes.
+    fn plan_and_bound(&mut self, shape: GraphShape) -> Result<(Arc<Plan>, Arc<Vec<Option<TensorRef>>>), ModelError> {
+        if let Some((_, p, b)) = self.plans.iter().find(|(s, _, _)| *s == shape) {
+            return Ok((p.clone(), b.clone()));
         }
         let graph: Arc<Graph> =
             Arc::new(graph::build(&self.config, &Types(&self.weights), shape, self.cache.dtype, self.cache.context)?);
@@ -381,8 +388,18 @@ impl Model {
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }
-        self.plans.push((shape, plan.clone()));
-        Ok(plan)
+        let by_node: Vec<Option<TensorRef>> = graph
+            .nodes()
+            .iter()
+            .map(|n| match n.name.as_deref() {
+                // Bound per step (submit_inner).
+                Some("tokens" | "positions" | "logits") | None => None,
+                Some(name) => self.bound.get(name).cloned(),
+            })
+            .collect();
+        let by_node = Arc::new(by_node);
+        self.plans.push((shape, plan.clone(), by_node.clone()));
+        Ok((plan, by_node))
     }
 
     fn check(&self, tokens: &[u32], past: usize) -> Result<(), ModelError> {
@@ -420,7 +437,7 @@ impl Model {
         self.check(tokens, past)?;
         let t = tokens.len();
         let shape = GraphShape::new(t, past, logits, self.cache.context);
-        let plan = self.plan(shape)?;
+        let (plan, by_node) = self.plan_and_bound(shape)?;
         let rows = if logits == Logits::All { t } else { 1 };
         let slot = self.next_input;
         self.next_input = (slot + 1) % self.input_io.len();
@@ -453,13 +470,15 @@ impl Model {
         let pos_w = stream.write_async(&pos_t, positions)?;
         let ready: SyncPoint = pos_w.point().clone();
         let graph = plan.graph.clone();
-        let bound = &self.bound;
         let bind = |id: baton_core::graph::NodeId| -> Option<TensorRef> {
+            if let Some(t) = by_node.get(id.0).and_then(Option::as_ref) {
+                return Some(t.clone());
+            }
             match graph.node(id).name.as_deref()? {
                 "tokens" => Some(ids_t.clone()),
                 "positions" => Some(pos_t.clone()),
                 "logits" => Some(logits_t.clone()),
-                name => bound.get(name).cloned(),
+                _ => None,
             }
         };
         let points = self.runner.submit(&plan, &bind, Some(&ready)).map_err(sched)?;
