@@ -87,6 +87,9 @@ pub fn layer_devices(layers: usize, devices: usize, split: &[f32]) -> Vec<usize>
     (0..layers).map(|l| bounds.iter().position(|&b| l < b).unwrap_or(devices - 1)).collect()
 }
 
+/// The tensors bound to a graph's nodes, by node index.
+type BoundByNode = Arc<Vec<Option<TensorRef>>>;
+
 /// A llama model loaded on one or more devices.
 pub struct Model {
     /// The composite device and the shares, under tensor parallelism.
@@ -108,7 +111,7 @@ pub struct Model {
     logits_io: Buffer,
     /// Plans by shape, with the tensors bound to their graph's weights and
     /// caches by node (so a step binds by index, not by name).
-    plans: Vec<(GraphShape, Arc<Plan>, Arc<Vec<Option<TensorRef>>>)>,
+    plans: Vec<(GraphShape, Arc<Plan>, BoundByNode)>,
     host_ids: Option<Vec<i32>>,
     host_positions: Option<Vec<i32>>,
     /// The last input writes, whose buffers come back at the next submit.
@@ -363,7 +366,7 @@ impl Model {
     }
 
     /// The plan of `shape` and the tensors bound to its graph's nodes.
-    fn plan_and_bound(&mut self, shape: GraphShape) -> Result<(Arc<Plan>, Arc<Vec<Option<TensorRef>>>), ModelError> {
+    fn plan_and_bound(&mut self, shape: GraphShape) -> Result<(Arc<Plan>, BoundByNode), ModelError> {
         if let Some((_, p, b)) = self.plans.iter().find(|(s, _, _)| *s == shape) {
             return Ok((p.clone(), b.clone()));
         }
