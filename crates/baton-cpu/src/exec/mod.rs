@@ -125,15 +125,18 @@ impl Executor {
             roots[i] = match place {
                 Place::Bound => {
                     let t = bindings.get(NodeId(i)).ok_or_else(|| node_error(graph, NodeId(i), "not bound"))?;
-                    let range = t.byte_range();
+                    // No BufferRange here: cloning the buffer handle would
+                    // bounce its reference count between this worker and the
+                    // host thread, once per bound tensor and computation.
                     let base = t
                         .buffer()
                         .raw()
                         .host_ptr()
                         .ok_or_else(|| node_error(graph, NodeId(i), "bound to memory the CPU cannot address"))?;
-                    // SAFETY: the range lies inside the buffer (TensorRef::new).
-                    let ptr = unsafe { base.as_ptr().add(range.range.start) };
-                    Some(Storage { ptr, len: range.len() })
+                    // SAFETY: the tensor's bytes lie inside the buffer
+                    // (TensorRef::new checks offset + bytes against its length).
+                    let ptr = unsafe { base.as_ptr().add(t.offset()) };
+                    Some(Storage { ptr, len: t.bytes() })
                 }
                 // SAFETY: the plan places the block inside `arena_bytes`,
                 // which the arena has at least.
