@@ -41,6 +41,16 @@ const KEPT: usize = 16;
 #[derive(Default)]
 pub(crate) struct PartitionCache {
     entries: Vec<(Arc<Graph>, Vec<u64>, Arc<Partition>)>,
+    /// The last partition handed out, its graph and the buffer bound to
+    /// each bound node then: a decode step binds the same buffers again, and
+    /// a buffer's split never changes, so matching them is a hit without
+    /// building a key.
+    last: Option<(Arc<Graph>, Vec<u64>, Arc<Partition>)>,
+}
+
+/// The buffer bound to each bound node of `graph` (0 where none is).
+fn bound_buffers<'a>(graph: &'a Graph, bindings: &'a Bindings) -> impl Iterator<Item = u64> + 'a {
+    graph.bound_nodes().map(|id| bindings.get(id).map_or(0, |t| t.buffer().id()))
 }
 
 /// What a binding's split contributes to the key: 0 for mirrored memory,
@@ -66,9 +76,16 @@ impl PartitionCache {
         devices: &[Arc<dyn Device>],
         collective: &dyn Collective,
     ) -> Result<Arc<Partition>, CompositeError> {
+        if let Some((g, buffers, p)) = &self.last {
+            if Arc::ptr_eq(g, graph) && bound_buffers(graph, bindings).eq(buffers.iter().copied()) {
+                return Ok(p.clone());
+            }
+        }
         let key = key(graph, bindings);
         if let Some((_, _, p)) = self.entries.iter().find(|(g, k, _)| Arc::ptr_eq(g, graph) && *k == key) {
-            return Ok(p.clone());
+            let p = p.clone();
+            self.last = Some((graph.clone(), bound_buffers(graph, bindings).collect(), p.clone()));
+            return Ok(p);
         }
         let bound = Partition::bound_splits(graph, bindings);
         let mut partition = Partition::build(graph, bound, devices.len(), collective)?;
@@ -78,6 +95,7 @@ impl PartitionCache {
             self.entries.remove(0);
         }
         self.entries.push((graph.clone(), key, partition.clone()));
+        self.last = Some((graph.clone(), bound_buffers(graph, bindings).collect(), partition.clone()));
         Ok(partition)
     }
 }
@@ -102,20 +120,22 @@ impl Partition {
 
     /// Where each bound node's tensor is (buffer and offset): while it does
     /// not change, the segments' bindings are reused.
-    fn signature(bindings: &Bindings, steps: &[Step]) -> Vec<(u64, usize)> {
-        let mut out = Vec::new();
-        for step in steps {
-            let sources: Vec<&Source> = match step {
-                Step::Segment(seg) => seg.binds.iter().flatten().map(|(_, s)| s).collect(),
-                Step::Gate(gate) => gate.inputs.iter().chain(&gate.outputs).collect(),
-            };
-            for source in sources {
-                if let Source::Bound(id) = source {
-                    out.push(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset())));
-                }
-            }
-        }
-        out
+    fn signature<'a>(bindings: &'a Bindings, steps: &'a [Step]) -> impl Iterator<Item = (u64, usize)> + 'a {
+        steps
+            .iter()
+            .flat_map(|step| {
+                let (seg, gate) = match step {
+                    Step::Segment(seg) => (Some(seg), None),
+                    Step::Gate(gate) => (None, Some(gate)),
+                };
+                let segment_sources = seg.into_iter().flat_map(|seg| seg.binds.iter().flatten().map(|(_, s)| s));
+                let gate_sources = gate.into_iter().flat_map(|gate| gate.inputs.iter().chain(&gate.outputs));
+                segment_sources.chain(gate_sources)
+            })
+            .filter_map(|source| match source {
+                Source::Bound(id) => Some(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset()))),
+                Source::Scratch(_) => None,
+            })
     }
 
     /// Every step's memory on every device: a segment's bindings, a gate's
@@ -160,12 +180,14 @@ impl Partition {
         policy: WaitPolicy,
         profile: &Arc<GateProfile>,
     ) -> Result<(), CompositeError> {
-        let signature = Self::signature(bindings, &self.steps);
         let prepared = {
             let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
-            match cached.iter().find(|(s, _)| *s == signature) {
+            // Compared in place (no key is built on a hit).
+            let hit = cached.iter().rev().find(|(s, _)| Self::signature(bindings, &self.steps).eq(s.iter().copied()));
+            match hit {
                 Some((_, b)) => b.clone(),
                 None => {
+                    let signature: Vec<(u64, usize)> = Self::signature(bindings, &self.steps).collect();
                     let b = Arc::new(self.prepare(bindings)?);
                     if cached.len() == PREPARED_KEPT {
                         cached.remove(0);
