@@ -210,6 +210,14 @@ fn q4_k_model_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
 /// the GPL-3 (teacher-forced logits of 32 positions, perplexity over 2
 /// chunks of 64). Minutes on lavapipe, so run by `scripts/vulkan-smollm2.sh`
 /// rather than CI; the model comes from `BATON_SMOLLM2`.
+///
+/// It fails today, on the perplexity: measured NMSE 7.7e-4 (every position
+/// has tipped a rounding step somewhere in 30 layers) and +6.4% perplexity.
+/// Two CPU computations that differ only in the order of their sums (one
+/// device against `-sm tensor`) differ by -1.9% to +1.1% on the same two
+/// chunks, so no backend that does not match the CPU bit for bit passes
+/// this on a short text; over 8 chunks of 64 vulkan:0 was +0.027% (chunk
+/// noise 3.95%). `scripts/gpu-check.sh` compares over the whole GPL-3.
 #[test]
 #[ignore = "minutes on lavapipe: scripts/vulkan-smollm2.sh runs it"]
 fn smollm2_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
