@@ -16,45 +16,33 @@
 //! No i16 intermediate saturates: `maddubs` pairs stay below
 //! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15.
 
-use std::marker::PhantomData;
-
 use crate::activation::SuperActBlock;
+use crate::block_tiles::BlockKernel;
 use crate::isa::Isa;
 use crate::quant::kquant::{KFormat, KOffset, CHUNKS, GROUPS, GROUP_ELEMS, SUPER_ELEMS};
-use crate::tiling::TileKernel;
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Tiles of `x · Wᵀ` for Q8_K activations and weights of K-quant `F`.
-pub(crate) struct KQuantTiles<'a, F> {
-    pub isa: Isa,
-    /// Activation super-blocks; row `i` is `acts[i * blocks .. (i + 1) * blocks]`.
-    /// Checked by the caller to hold every row used.
-    pub acts: &'a [SuperActBlock],
-    /// Super-blocks per row (`k / 256`).
-    pub blocks: usize,
-    /// Weights; row `j` starts at byte `j * w_stride` and holds `blocks`
-    /// super-blocks. Checked by the caller for every row used.
-    pub w: &'a [u8],
-    pub w_stride: usize,
-    pub format: PhantomData<F>,
-}
+impl<F: KFormat> BlockKernel<SuperActBlock> for F {
+    const BLOCK_BYTES: usize = F::BYTES;
 
-impl<F: KFormat + Sync> TileKernel for KQuantTiles<'_, F> {
     #[inline]
-    fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
-        let acts = &self.acts[m0 * self.blocks..(m0 + MR) * self.blocks];
-        assert!((n0 + NR - 1) * self.w_stride + self.blocks * F::BYTES <= self.w.len());
-        // SAFETY: the assert above keeps rows n0..n0+NR inside `w`.
-        let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
-        match self.isa {
+    unsafe fn tile<const MR: usize, const NR: usize>(
+        isa: Isa,
+        acts: &[SuperActBlock],
+        blocks: usize,
+        w: *const u8,
+        w_stride: usize,
+        out: &mut [[f32; NR]; MR],
+    ) {
+        match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 comes from `Isa::current`; `acts` holds MR rows
-            // (slicing above) and `w` NR rows (assert above).
-            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
+            // SAFETY: the caller's guarantees (BlockKernel::tile), Avx2
+            // included.
+            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
             // SAFETY: as above.
-            _ => unsafe { tile_scalar::<F, MR, NR>(acts, self.blocks, w, self.w_stride, out) },
+            _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },
         }
     }
 }

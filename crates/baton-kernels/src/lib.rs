@@ -54,6 +54,7 @@ pub mod quant;
 pub mod rope;
 
 mod activation;
+mod block_tiles;
 mod float_tile;
 mod kquant_tile;
 mod matrix;

@@ -7,12 +7,11 @@ use baton_core::DType;
 use half::{bf16, f16};
 
 use crate::activation::{ActBlock, SuperActBlock};
+use crate::block_tiles::BlockTiles;
 use crate::float_tile::FloatTiles;
 use crate::isa::Isa;
-use crate::kquant_tile::KQuantTiles;
 use crate::matrix::WeightMatrix;
 use crate::quant::{match_format, BLOCK_ELEMS, SUPER_ELEMS};
-use crate::quant_tile::QuantTiles;
 
 /// The activations in the form the weight type's tiles read.
 #[derive(Clone, Copy)]
@@ -135,7 +134,7 @@ pub(crate) unsafe fn compute(
         (dtype, acts) => match_format!(dtype,
             F => {
                 let Activations::Blocks(acts) = acts else { unreachable!("{dtype} weights get Q8 blocks") };
-                run!(QuantTiles::<F> {
+                run!(BlockTiles::<ActBlock, F> {
                     isa,
                     acts,
                     blocks: w.cols / BLOCK_ELEMS,
@@ -146,7 +145,7 @@ pub(crate) unsafe fn compute(
             },
             K => {
                 let Activations::SuperBlocks(acts) = acts else { unreachable!("{dtype} weights get Q8_K blocks") };
-                run!(KQuantTiles::<K> {
+                run!(BlockTiles::<SuperActBlock, K> {
                     isa,
                     acts,
                     blocks: w.cols / SUPER_ELEMS,
