@@ -28,13 +28,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     if i >= p.n {
         return;
     }
-    let c3 = i % p.a3;
-    let r = i / p.a3;
-    let c2 = r % p.a2;
-    let r2 = r / p.a2;
-    let c1 = r2 % p.a1;
-    let c0 = r2 / p.a1;
-    let bi = (((c0 % p.b0) * p.b1 + c1 % p.b1) * p.b2 + c2 % p.b2) * p.b3 + c3 % p.b3;
+    let c = coords4(i, p.a1, p.a2, p.a3) % vec4<u32>(p.b0, p.b1, p.b2, p.b3);
+    let bi = ((c.x * p.b1 + c.y) * p.b2 + c.z) * p.b3 + c.w;
     let x = bitcast<f32>(a[p.a + i]);
     let y = bitcast<f32>(b[p.b + bi]);
     out[p.y + i] = bitcast<u32>(select(x * y, x + y, p.mode == 0u));

@@ -109,3 +109,18 @@ fn k_scale_min(at: u32, s: u32) -> vec2<f32> {
     let min = (a_byte(p + s + 4u) >> 4u) | ((a_byte(p + s) >> 6u) << 4u);
     return vec2<f32>(f32(scale), f32(min));
 }
+
+// Coordinates (c0, c1, c2, c3) of element i in row-major order over four
+// dimensions, given dimensions 1..3 (dimension 0 follows).
+fn coords4(i: u32, d1: u32, d2: u32, d3: u32) -> vec4<u32> {
+    let c3 = i % d3;
+    let r = i / d3;
+    let c2 = r % d2;
+    let r2 = r / d2;
+    return vec4<u32>(r2 / d1, r2 % d1, c2, c3);
+}
+
+// The byte offset of coordinates c in a view with byte strides s.
+fn strided(c: vec4<u32>, s: vec4<u32>) -> u32 {
+    return c.x * s.x + c.y * s.y + c.z * s.z + c.w * s.w;
+}

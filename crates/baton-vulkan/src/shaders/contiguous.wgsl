@@ -24,11 +24,7 @@ var<immediate> p: Params;
 fn source_byte(o: u32) -> u32 {
     let r = o / p.row_bytes;
     let c = o % p.row_bytes;
-    let c2 = r % p.d2;
-    let r2 = r / p.d2;
-    let c1 = r2 % p.d1;
-    let c0 = r2 / p.d1;
-    var at = p.src + c0 * p.s0 + c1 * p.s1 + c2 * p.s2;
+    var at = p.src + strided(coords4(r, p.d1, p.d2, 1u), vec4<u32>(p.s0, p.s1, p.s2, 0u));
     if p.rows_contiguous == 1u {
         at += c;
     } else {

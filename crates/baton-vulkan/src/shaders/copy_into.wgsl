@@ -25,11 +25,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     if i >= p.n {
         return;
     }
-    let c3 = i % p.d3;
-    let r = i / p.d3;
-    let c2 = r % p.d2;
-    let r2 = r / p.d2;
-    let c1 = r2 % p.d1;
-    let c0 = r2 / p.d1;
-    store_elem(p.dst + c0 * p.s0 + c1 * p.s1 + c2 * p.s2 + c3 * p.s3, bitcast<f32>(a[p.src + i]));
+    let c = coords4(i, p.d1, p.d2, p.d3);
+    store_elem(p.dst + strided(c, vec4<u32>(p.s0, p.s1, p.s2, p.s3)), bitcast<f32>(a[p.src + i]));
 }

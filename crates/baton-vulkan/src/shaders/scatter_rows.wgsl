@@ -37,11 +37,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         return;
     }
     let e = u32(target_row) * p.per_row + i % p.per_row;
-    let c3 = e % p.d3;
-    let r = e / p.d3;
-    let c2 = r % p.d2;
-    let r2 = r / p.d2;
-    let c1 = r2 % p.d1;
-    let c0 = r2 / p.d1;
-    store_elem(p.dst + c0 * p.s0 + c1 * p.s1 + c2 * p.s2 + c3 * p.s3, bitcast<f32>(a[p.src + i]));
+    let c = coords4(e, p.d1, p.d2, p.d3);
+    store_elem(p.dst + strided(c, vec4<u32>(p.s0, p.s1, p.s2, p.s3)), bitcast<f32>(a[p.src + i]));
 }
