@@ -72,8 +72,12 @@ fn main() {
     for op in PLAIN {
         shaders.push((op.into(), format!("{common}\n{}", read(dir, &format!("{op}.wgsl")))));
     }
+    let matmul_params = read(dir, "matmul_params.wgsl");
     for op in PER_LOAD_TYPE {
-        let body = read(dir, &format!("{op}.wgsl"));
+        let mut body = read(dir, &format!("{op}.wgsl"));
+        if op.starts_with("matmul") {
+            body = format!("{matmul_params}\n{body}");
+        }
         for ty in LOAD_TYPES {
             let mut types = read(dir, &format!("types/{ty}.wgsl"));
             let act = if ty.starts_with('q') { "act_q8.wgsl" } else { "act_f32.wgsl" };

@@ -10,30 +10,6 @@
 // subgroup share an output (subgroups hold a multiple of 8 invocations on
 // every device Baton opens, which the host checks).
 
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-
-const LANES: u32 = 8u;
-
-struct Params {
-    x: u32,
-    w: u32,
-    y: u32,
-    m: u32,
-    n: u32,
-    k: u32,
-    k_blocks: u32,
-    // x's second batch dimension, and the x batches per weight batch.
-    x_b1: u32,
-    group0: u32,
-    group1: u32,
-    // Weight strides in bytes: batch 0, batch 1, row.
-    w_s0: u32,
-    w_s1: u32,
-    w_row: u32,
-    outputs: u32,
-}
-var<immediate> p: Params;
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(subgroup_id) subgroup: u32, @builtin(num_subgroups) subgroups: u32,
@@ -46,9 +22,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         let bi = o / p.n;
         let i = bi % p.m;
         let batch = bi / p.m;
-        let b0 = batch / p.x_b1;
-        let b1 = batch % p.x_b1;
-        let w_row = p.w + (b0 / p.group0) * p.w_s0 + (b1 / p.group1) * p.w_s1 + j * p.w_row;
+        let w_row = weight_row(batch, j);
         let x_row = act_row(p.x, batch * p.m + i, p.k, p.k_blocks);
         for (var kb = part; kb < p.k_blocks; kb += LANES) {
             sum += block_dot(w_row + kb * BLOCK_BYTES, act_block(x_row, kb));

@@ -6,29 +6,7 @@
 // weights (quantize_act.wgsl), as the CPU does; as they are for floats. Rows past m repeat row m - 1 and are not
 // written.
 
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-
-const LANES: u32 = 8u;
 const ROWS: u32 = 4u;
-
-struct Params {
-    x: u32,
-    w: u32,
-    y: u32,
-    m: u32,
-    n: u32,
-    k: u32,
-    k_blocks: u32,
-    x_b1: u32,
-    group0: u32,
-    group1: u32,
-    w_s0: u32,
-    w_s1: u32,
-    w_row: u32,
-    // Batches * ceil(m / 4) * n.
-    outputs: u32,
-}
-var<immediate> p: Params;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
@@ -46,9 +24,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         let bi = o / p.n;
         i0 = (bi % tiles) * ROWS;
         batch = bi / tiles;
-        let b0 = batch / p.x_b1;
-        let b1 = batch % p.x_b1;
-        let w_row = p.w + (b0 / p.group0) * p.w_s0 + (b1 / p.group1) * p.w_s1 + j * p.w_row;
+        let w_row = weight_row(batch, j);
         let last = p.m - 1u;
         let r = batch * p.m + min(vec4<u32>(i0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
         let rows = vec4<u32>(act_row(p.x, r.x, p.k, p.k_blocks), act_row(p.x, r.y, p.k, p.k_blocks),
