@@ -31,6 +31,37 @@ pub(crate) trait BlockKernel<A> {
     );
 }
 
+/// Implements [`BlockKernel`] for every format of `$format` against
+/// activation blocks `$act`, dispatching to the calling module's
+/// `tile_avx2` and `tile_scalar` (same signature, `F` the format).
+macro_rules! block_kernel {
+    ($format:ident, $act:ty) => {
+        impl<F: $format> $crate::block_tiles::BlockKernel<$act> for F {
+            const BLOCK_BYTES: usize = F::BYTES;
+
+            #[inline]
+            unsafe fn tile<const MR: usize, const NR: usize>(
+                isa: $crate::isa::Isa,
+                acts: &[$act],
+                blocks: usize,
+                w: *const u8,
+                w_stride: usize,
+                out: &mut [[f32; NR]; MR],
+            ) {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the caller's guarantees (BlockKernel::tile),
+                    // Avx2 included.
+                    $crate::isa::Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
+                    // SAFETY: as above.
+                    _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },
+                }
+            }
+        }
+    };
+}
+pub(crate) use block_kernel;
+
 /// Tiles of `x · Wᵀ` for activation blocks `A` and weights of format `F`.
 pub(crate) struct BlockTiles<'a, A, F> {
     pub isa: Isa,

@@ -17,35 +17,13 @@
 //! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15.
 
 use crate::activation::SuperActBlock;
-use crate::block_tiles::BlockKernel;
-use crate::isa::Isa;
+use crate::block_tiles::block_kernel;
 use crate::quant::kquant::{KFormat, KOffset, CHUNKS, GROUPS, GROUP_ELEMS, SUPER_ELEMS};
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-impl<F: KFormat> BlockKernel<SuperActBlock> for F {
-    const BLOCK_BYTES: usize = F::BYTES;
-
-    #[inline]
-    unsafe fn tile<const MR: usize, const NR: usize>(
-        isa: Isa,
-        acts: &[SuperActBlock],
-        blocks: usize,
-        w: *const u8,
-        w_stride: usize,
-        out: &mut [[f32; NR]; MR],
-    ) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the caller's guarantees (BlockKernel::tile), Avx2
-            // included.
-            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
-            // SAFETY: as above.
-            _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },
-        }
-    }
-}
+block_kernel!(KFormat, SuperActBlock);
 
 /// The weight integers of a super-block as i32, in element order.
 fn integers<F: KFormat>(block: &[u8]) -> [i32; SUPER_ELEMS] {

@@ -9,35 +9,13 @@
 //! `|w| · sign(x, w)` identity so `maddubs` sees an unsigned operand.
 
 use crate::activation::ActBlock;
-use crate::block_tiles::BlockKernel;
-use crate::isa::Isa;
+use crate::block_tiles::block_kernel;
 use crate::quant::{BlockFormat, Offset, BLOCK_ELEMS};
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-impl<F: BlockFormat> BlockKernel<ActBlock> for F {
-    const BLOCK_BYTES: usize = F::BYTES;
-
-    #[inline]
-    unsafe fn tile<const MR: usize, const NR: usize>(
-        isa: Isa,
-        acts: &[ActBlock],
-        blocks: usize,
-        w: *const u8,
-        w_stride: usize,
-        out: &mut [[f32; NR]; MR],
-    ) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the caller's guarantees (BlockKernel::tile), Avx2
-            // included.
-            Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
-            // SAFETY: as above.
-            _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },
-        }
-    }
-}
+block_kernel!(BlockFormat, ActBlock);
 
 /// # Safety
 /// `acts` holds `MR * blocks` blocks; `w` rows `0..NR` (stride `w_stride`
