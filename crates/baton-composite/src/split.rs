@@ -13,7 +13,11 @@ pub enum TensorSplit {
     Mirror,
     /// Device `d` holds the indices `parts[d]` of dimension `axis`: one or
     /// more segments (a fused tensor gives each device a piece of each),
-    /// concatenated in order. Shares may be uneven (9 heads over 2 devices).
+    /// concatenated in order. Shares may be uneven (9 heads over 2 devices)
+    /// and may overlap: an index held by several devices is replicated, each
+    /// copy holding the same value (written from the same host data, or
+    /// computed by each device from the same inputs, like the key head of a
+    /// query-head group that two devices share).
     Split {
         /// The dimension cut.
         axis: usize,
@@ -82,8 +86,9 @@ impl TensorSplit {
     }
 
     /// Checks that the split fits a tensor of `dtype` and `dims` over
-    /// `devices` devices: segments inside the dimension, disjoint, covering
-    /// it, and whole quantization blocks when the last dimension is cut.
+    /// `devices` devices: segments inside the dimension, disjoint within
+    /// each device (devices may share indices), together covering it, and
+    /// whole quantization blocks when the last dimension is cut.
     pub fn check(&self, dtype: DType, dims: &[usize], devices: usize) -> Result<(), CompositeError> {
         let bad = |reason: String| CompositeError::BadSplit { dims: dims.to_vec(), reason };
         let TensorSplit::Split { axis, parts } = self else { return Ok(()) };
@@ -92,6 +97,9 @@ impl TensorSplit {
         }
         let mut covered = vec![false; dims[*axis]];
         for (d, segments) in parts.iter().enumerate() {
+            // Overlaps between devices are replicas; within one device an
+            // index would be held twice.
+            let mut mine = vec![false; dims[*axis]];
             if segments.is_empty() || segments.iter().all(|r| r.is_empty()) {
                 return Err(bad(format!("device {d} holds nothing")));
             }
@@ -102,11 +110,12 @@ impl TensorSplit {
                 if *axis + 1 == dims.len() && dtype.row_bytes(r.start).zip(dtype.row_bytes(r.len())).is_none() {
                     return Err(bad(format!("segment {r:?} cuts a block of {}", dtype)));
                 }
-                for c in &mut covered[r.clone()] {
+                for c in &mut mine[r.clone()] {
                     if std::mem::replace(c, true) {
-                        return Err(bad(format!("segment {r:?} overlaps another")));
+                        return Err(bad(format!("segment {r:?} of device {d} overlaps another of its own")));
                     }
                 }
+                covered[r.clone()].fill(true);
             }
         }
         if covered.iter().any(|c| !c) {

@@ -28,6 +28,7 @@ use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateKind, GateSpec};
 use crate::error::CompositeError;
 use crate::split::TensorSplit;
+use rules::{GroupedHeads, Rule};
 
 /// Where a subgraph's leaf or output lives on one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -455,6 +456,49 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Device `d`'s share of the grouped-query product `id`: the op itself
+    /// when its query heads start and end on group boundaries; else each
+    /// group's heads against their key head, copied into one tensor of the
+    /// device's heads (scratch memory) that a copy then reads, after the
+    /// copies by node order.
+    fn grouped_product(
+        &mut self,
+        id: NodeId,
+        d: usize,
+        ins: &[NodeId],
+        rule: &Rule,
+        grouped: GroupedHeads,
+    ) -> Result<NodeId, CompositeError> {
+        let graph = self.graph;
+        let node = graph.node(id);
+        let (x, w) = match (&rule.inputs[..], ins) {
+            ([TensorSplit::Split { parts: xp, .. }, TensorSplit::Split { parts: wp, .. }], [_, _]) => {
+                (xp[d][0].clone(), wp[d][0].clone())
+            }
+            _ => return Err(self.fail(id, "a grouped product needs split query and key heads")),
+        };
+        let GroupedHeads { axis, group } = grouped;
+        if x.start.is_multiple_of(group) && x.end.is_multiple_of(group) {
+            return Ok(local::apply(&mut self.cur.graphs[d], node, ins, &node.layout)?);
+        }
+        let dims = rule.output.local_dims(&self.dims(id), d);
+        let k = self.new_scratch(d, node.dtype, dims.clone());
+        self.leaves += 1;
+        let g = &mut self.cur.graphs[d];
+        let whole = g.leaf(&format!("grouped.{}.{}", id.0, self.leaves), node.dtype, &dims, Flags::STATE)?;
+        self.cur.binds[d].push((whole, Source::Scratch(k)));
+        for kv in w.clone() {
+            let heads = x.start.max(kv * group)..x.end.min((kv + 1) * group);
+            let at = heads.start - x.start;
+            let queries = g.narrow(ins[0], axis, at, heads.len())?;
+            let key = g.narrow(ins[1], axis, kv - w.start, 1)?;
+            let product = g.matmul(queries, key)?;
+            let into = g.narrow(whole, axis, at, heads.len())?;
+            g.copy_into(into, product)?;
+        }
+        Ok(g.contiguous(whole)?)
+    }
+
     fn run(mut self) -> Result<Partition, CompositeError> {
         let mut late_outputs = Vec::new();
         for (i, node) in self.graph.nodes().iter().enumerate() {
@@ -491,7 +535,10 @@ impl<'a> Builder<'a> {
             let mut out = Vec::with_capacity(self.n);
             for d in 0..self.n {
                 let ins: Vec<NodeId> = inputs.iter().map(|v| v[d]).collect();
-                out.push(local::apply(&mut self.cur.graphs[d], node, &ins, &node.layout)?);
+                out.push(match rule.grouped {
+                    Some(grouped) => self.grouped_product(id, d, &ins, &rule, grouped)?,
+                    None => local::apply(&mut self.cur.graphs[d], node, &ins, &node.layout)?,
+                });
             }
             self.cur.computed += 1;
             self.state[i] = rule.output.clone();

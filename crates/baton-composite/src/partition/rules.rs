@@ -15,10 +15,35 @@ use crate::split::TensorSplit::{self, Mirror, Partial, Split};
 pub(crate) struct Rule {
     pub(crate) inputs: Vec<TensorSplit>,
     pub(crate) output: TensorSplit,
+    /// A grouped-query product whose devices' query heads need not start or
+    /// end on a group boundary: `group` query heads (x's split axis) share
+    /// one key head (w's). A device whose heads do is built as the one op;
+    /// one whose heads do not, group by group ([`GroupedHeads`]).
+    pub(crate) grouped: Option<GroupedHeads>,
+}
+
+/// How a device computes its query heads of a grouped-query product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupedHeads {
+    /// The batch axis of x and w.
+    pub(crate) axis: usize,
+    /// Query heads per key head.
+    pub(crate) group: usize,
 }
 
 fn rule(inputs: Vec<TensorSplit>, output: TensorSplit) -> Rule {
-    Rule { inputs, output }
+    Rule { inputs, output, grouped: None }
+}
+
+/// Whether each device's key heads `wp` are exactly the groups of its query
+/// heads `xp` (one segment each): a group split between two devices is held
+/// by both.
+fn holds_its_groups(xp: &[Vec<Range<usize>>], wp: &[Vec<Range<usize>>], group: usize) -> bool {
+    xp.len() == wp.len()
+        && xp.iter().zip(wp).all(|(x, w)| match (x.as_slice(), w.as_slice()) {
+            ([x], [w]) => !x.is_empty() && w.start == x.start / group && w.end == x.end.div_ceil(group),
+            _ => false,
+        })
 }
 
 /// Every input mirrored, the output mirrored.
@@ -76,12 +101,16 @@ fn matmul(x_dims: &[usize], w_dims: &[usize], x: &TensorSplit, w: &TensorSplit) 
             rule(vec![x.clone(), w.clone()], Partial)
         }
         // A batch dimension on both (grouped-query attention: each device
-        // holds whole groups of query heads with their key heads).
+        // holds its query heads with the key heads of their groups).
         (Split { axis: xa, parts: xp }, Split { axis: wa, parts: wp })
             if xr == wr && xa == wa && xa + 2 < xr && x_dims[*xa].is_multiple_of(w_dims[*wa]) =>
         {
-            if *xp == scaled(wp, x_dims[*xa] / w_dims[*wa]) {
+            let group = x_dims[*xa] / w_dims[*wa];
+            if *xp == scaled(wp, group) {
                 rule(vec![x.clone(), w.clone()], x.clone())
+            } else if holds_its_groups(xp, wp, group) {
+                let grouped = Some(GroupedHeads { axis: *xa, group });
+                Rule { inputs: vec![x.clone(), w.clone()], output: x.clone(), grouped }
             } else {
                 mirrored(2)
             }
