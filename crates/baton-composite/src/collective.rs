@@ -64,6 +64,66 @@ pub struct GateIo<'a> {
     pub outputs: &'a [TensorRef],
     /// Device `d`'s scratch, as [`Collective::scratch`] asked.
     pub scratch: &'a [Vec<TensorRef>],
+    /// What the collective keeps for this gate and memory from one run to
+    /// the next (empty at the first run).
+    pub kept: &'a GateKept,
+}
+
+/// What a collective keeps for one gate and its memory between runs, such
+/// as the graphs it binds once and submits again: any type of its own,
+/// made by `Default` at the first run.
+#[derive(Default)]
+pub struct GateKept(Mutex<Option<Box<dyn std::any::Any + Send>>>);
+
+impl GateKept {
+    /// Runs `f` on the kept `T` (a new one if none, or another type, is
+    /// kept).
+    pub fn with<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kept) = slot.as_mut().and_then(|b| b.downcast_mut::<T>()) {
+            return f(kept);
+        }
+        let mut fresh = T::default();
+        let out = f(&mut fresh);
+        *slot = Some(Box::new(fresh));
+        out
+    }
+}
+
+/// Where a bound graph's tensors are (buffer and offset of each).
+type Placed = Vec<(u64, usize)>;
+
+fn placed<'a>(tensors: impl IntoIterator<Item = &'a TensorRef>) -> Placed {
+    tensors.into_iter().map(|t| (t.buffer().id(), t.offset())).collect()
+}
+
+/// The butterfly's graphs of one gate, bound at its first run, in the order
+/// it submits them (the same every run of the same memory).
+#[derive(Default)]
+struct BoundSteps {
+    graphs: Vec<(Placed, BoundGraph)>,
+    next: usize,
+}
+
+impl BoundSteps {
+    /// Submits the next graph on `stream`: the kept one if its tensors are
+    /// where `tensors` are, else `bind`'s (kept from then on).
+    fn submit(
+        &mut self,
+        stream: &Stream,
+        tensors: &[&TensorRef],
+        bind: impl FnOnce() -> Result<BoundGraph, CompositeError>,
+    ) -> Result<(), CompositeError> {
+        let at = self.next;
+        self.next += 1;
+        let fits = self.graphs.get(at).is_some_and(|(p, _)| p.iter().copied().eq(placed(tensors.iter().copied())));
+        if !fits {
+            self.graphs.truncate(at);
+            self.graphs.push((placed(tensors.iter().copied()), bind()?));
+        }
+        stream.compute_bound(&self.graphs[at].1)?;
+        Ok(())
+    }
 }
 
 /// A collective: all-reduce and all-gather over one stream per device.
@@ -115,21 +175,9 @@ pub fn exchange(
 #[derive(Default)]
 pub struct Butterfly {
     graphs: Mutex<HashMap<String, Arc<Graph>>>,
-    /// The add graphs by shape (looked up on every gate, without building
-    /// a key).
+    /// The add graphs by shape.
     adds: Mutex<HashMap<Vec<usize>, Arc<Graph>>>,
-    /// Adds with their bindings checked, by where their three tensors are:
-    /// a gate's memory stays put from run to run, so each add is bound once.
-    bound_adds: Mutex<HashMap<AddKey, BoundGraph>>,
 }
-
-/// Where an add's tensors are: buffer and offset of `a`, `b` and the sum,
-/// and the add graph (one per shape).
-type AddKey = ([(u64, usize); 3], usize);
-
-/// Bound adds kept; past this the cache starts over (partitions that were
-/// dropped leave entries that hold their memory).
-const BOUND_ADDS_KEPT: usize = 4096;
 
 impl Butterfly {
     /// A butterfly collective.
@@ -151,49 +199,49 @@ impl Butterfly {
         Ok(g)
     }
 
-    /// `out = a + b` on `stream`.
-    fn add(&self, stream: &Stream, a: &TensorRef, b: &TensorRef, out: &TensorRef) -> Result<(), CompositeError> {
-        let shape = a.shape();
-        let dims = shape.dims();
-        let cached = self.adds.lock().unwrap_or_else(|p| p.into_inner()).get(dims).cloned();
-        let graph = match cached {
-            Some(g) => g,
-            None => {
-                let mut g = Graph::new();
-                let x = g.leaf("a", DType::F32, dims, Flags::INPUT)?;
-                let y = g.leaf("b", DType::F32, dims, Flags::INPUT)?;
-                let sum = g.add(x, y)?;
-                g.mark(sum, Flags::OUTPUT)?;
-                let g = Arc::new(g);
-                self.adds.lock().unwrap_or_else(|p| p.into_inner()).insert(dims.to_vec(), g.clone());
-                g
-            }
-        };
-        let at = |t: &TensorRef| (t.buffer().id(), t.offset());
-        let key = ([at(a), at(b), at(out)], Arc::as_ptr(&graph) as usize);
-        let cached = self.bound_adds.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        let bound = match cached {
-            Some(bound) => bound,
-            None => {
-                // Leaves 0 and 1, the sum 2 (as built above).
-                let mut bindings = Bindings::new(&graph);
-                bindings.bind(&graph, NodeId(0), a.clone())?;
-                bindings.bind(&graph, NodeId(1), b.clone())?;
-                bindings.bind(&graph, NodeId(2), out.clone())?;
-                let bound = BoundGraph::new(&graph, bindings)?;
-                let mut kept = self.bound_adds.lock().unwrap_or_else(|p| p.into_inner());
-                if kept.len() >= BOUND_ADDS_KEPT {
-                    kept.clear();
-                }
-                kept.insert(key, bound.clone());
-                bound
-            }
-        };
-        stream.compute_bound(&bound)?;
-        Ok(())
+    /// The add graph of tensors of `dims`: leaves 0 and 1, the sum 2.
+    fn add_graph(&self, dims: &[usize]) -> Result<Arc<Graph>, CompositeError> {
+        let mut adds = self.adds.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = adds.get(dims) {
+            return Ok(g.clone());
+        }
+        let mut g = Graph::new();
+        let x = g.leaf("a", DType::F32, dims, Flags::INPUT)?;
+        let y = g.leaf("b", DType::F32, dims, Flags::INPUT)?;
+        let sum = g.add(x, y)?;
+        g.mark(sum, Flags::OUTPUT)?;
+        let g = Arc::new(g);
+        adds.insert(dims.to_vec(), g.clone());
+        Ok(g)
     }
 
-    fn all_reduce(&self, streams: &[Stream], io: &GateIo<'_>, policy: WaitPolicy) -> Result<(), CompositeError> {
+    /// `out = a + b` on `stream`, bound at the gate's first run.
+    fn add(
+        &self,
+        steps: &mut BoundSteps,
+        stream: &Stream,
+        a: &TensorRef,
+        b: &TensorRef,
+        out: &TensorRef,
+    ) -> Result<(), CompositeError> {
+        steps.submit(stream, &[a, b, out], || {
+            let graph = self.add_graph(a.shape().dims())?;
+            let mut bindings = Bindings::new(&graph);
+            bindings.bind(&graph, NodeId(0), a.clone())?;
+            bindings.bind(&graph, NodeId(1), b.clone())?;
+            bindings.bind(&graph, NodeId(2), out.clone())?;
+            Ok(BoundGraph::new(&graph, bindings)?)
+        })
+    }
+
+    fn all_reduce(
+        &self,
+        streams: &[Stream],
+        io: &GateIo<'_>,
+        policy: WaitPolicy,
+        bound: &mut BoundSteps,
+    ) -> Result<(), CompositeError> {
+        bound.next = 0;
         let n = streams.len();
         let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
         let steps = p.trailing_zeros() as usize;
@@ -219,7 +267,7 @@ impl Butterfly {
             streams[i].wait_or_relay(&streams[p + i].last_point(), policy)?;
             streams[i].copy(&io.inputs[p + i], &io.scratch[i][0], None)?;
             let out = next(i);
-            self.add(&streams[i], &cur[i], &io.scratch[i][0], &out)?;
+            self.add(bound, &streams[i], &cur[i], &io.scratch[i][0], &out)?;
             cur[i] = out;
         }
         let mut mask = 1;
@@ -247,7 +295,7 @@ impl Butterfly {
             }
             for d in 0..p {
                 let out = next(d);
-                self.add(&streams[d], &cur[d], &theirs[d], &out)?;
+                self.add(bound, &streams[d], &cur[d], &theirs[d], &out)?;
                 cur[d] = out;
             }
             mask <<= 1;
@@ -264,46 +312,53 @@ impl Butterfly {
         &self,
         streams: &[Stream],
         spec: &GateSpec,
-        axis: usize,
-        parts: &[Vec<Range<usize>>],
         io: &GateIo<'_>,
         policy: WaitPolicy,
+        bound: &mut BoundSteps,
     ) -> Result<(), CompositeError> {
+        let GateKind::AllGather { axis, parts } = &spec.kind else {
+            return Err(CompositeError::Unsupported { op: "all-gather", reason: "the gate is an all-reduce".into() });
+        };
+        let axis = *axis;
+        bound.next = 0;
         let n = streams.len();
         let ready: Vec<SyncPoint> = streams.iter().map(|s| s.last_point()).collect();
         for (d, stream) in streams.iter().enumerate() {
-            let mut slices: Vec<TensorRef> = Vec::with_capacity(n);
+            let mut slices: Vec<&TensorRef> = Vec::with_capacity(n + 1);
             for (peer, peer_ready) in ready.iter().enumerate() {
                 if peer == d {
-                    slices.push(io.inputs[d].clone());
+                    slices.push(&io.inputs[d]);
                     continue;
                 }
                 let recv = &io.scratch[d][peer - usize::from(peer > d)];
                 stream.wait_or_relay(peer_ready, policy)?;
                 stream.copy(&io.inputs[peer], recv, None)?;
-                slices.push(recv.clone());
+                slices.push(recv);
             }
-            let graph = self.graph(format!("gather{d}:{:?}:{axis}:{parts:?}", spec.dims), || {
-                let mut g = Graph::new();
-                let out = g.leaf("out", DType::F32, &spec.dims, Flags::OUTPUT)?;
-                for (peer, segments) in parts.iter().enumerate() {
-                    let input = g.leaf(&format!("in{peer}"), DType::F32, &spec.input_dims(peer), Flags::INPUT)?;
-                    let mut at = 0;
-                    for r in segments {
-                        let src = g.narrow(input, axis, at, r.len())?;
-                        let dst = g.narrow(out, axis, r.start, r.len())?;
-                        g.copy_into(dst, src)?;
-                        at += r.len();
+            slices.push(&io.outputs[d]);
+            bound.submit(stream, &slices, || {
+                let graph = self.graph(format!("gather{d}:{:?}:{axis}:{parts:?}", spec.dims), || {
+                    let mut g = Graph::new();
+                    let out = g.leaf("out", DType::F32, &spec.dims, Flags::OUTPUT)?;
+                    for (peer, segments) in parts.iter().enumerate() {
+                        let input = g.leaf(&format!("in{peer}"), DType::F32, &spec.input_dims(peer), Flags::INPUT)?;
+                        let mut at = 0;
+                        for r in segments {
+                            let src = g.narrow(input, axis, at, r.len())?;
+                            let dst = g.narrow(out, axis, r.start, r.len())?;
+                            g.copy_into(dst, src)?;
+                            at += r.len();
+                        }
                     }
+                    Ok(g)
+                })?;
+                let mut bindings = Bindings::new(&graph);
+                bindings.bind_name(&graph, "out", io.outputs[d].clone())?;
+                for (peer, slice) in slices[..n].iter().enumerate() {
+                    bindings.bind_name(&graph, &format!("in{peer}"), (*slice).clone())?;
                 }
-                Ok(g)
+                Ok(BoundGraph::new(&graph, bindings)?)
             })?;
-            let mut bindings = Bindings::new(&graph);
-            bindings.bind_name(&graph, "out", io.outputs[d].clone())?;
-            for (peer, slice) in slices.iter().enumerate() {
-                bindings.bind_name(&graph, &format!("in{peer}"), slice.clone())?;
-            }
-            stream.compute(&graph, bindings)?;
         }
         Ok(())
     }
@@ -337,8 +392,29 @@ impl Collective for Butterfly {
         policy: WaitPolicy,
     ) -> Result<(), CompositeError> {
         match &spec.kind {
-            GateKind::AllReduce => self.all_reduce(streams, io, policy),
-            GateKind::AllGather { axis, parts } => self.all_gather(streams, spec, *axis, parts, io, policy),
+            GateKind::AllReduce => io.kept.with(|bound| self.all_reduce(streams, io, policy, bound)),
+            GateKind::AllGather { .. } => io.kept.with(|bound| self.all_gather(streams, spec, io, policy, bound)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GateKept;
+
+    #[test]
+    fn a_gate_keeps_its_value_from_run_to_run_and_starts_over_for_another_type() {
+        let kept = GateKept::default();
+        for run in 1..=3 {
+            assert_eq!(
+                kept.with(|v: &mut Vec<u32>| {
+                    v.push(run);
+                    v.len()
+                }),
+                run as usize
+            );
+        }
+        assert_eq!(kept.with(|s: &mut String| s.len()), 0, "another type starts from its default");
+        assert_eq!(kept.with(|v: &mut Vec<u32>| v.len()), 0, "and replaced the first");
     }
 }

@@ -8,7 +8,7 @@ use baton_core::graph::Graph;
 use baton_core::sync::WaitPolicy;
 
 use crate::buffer::CompositeBuffer;
-use crate::collective::{Collective, GateIo};
+use crate::collective::{Collective, GateIo, GateKept};
 use crate::error::CompositeError;
 use crate::partition::{Partition, Source, Step};
 use crate::profile::GateProfile;
@@ -22,11 +22,13 @@ pub(crate) enum Prepared {
     Gate(GateMemory),
 }
 
-/// A gate's inputs, outputs and scratch, per device.
+/// A gate's inputs, outputs and scratch, per device, and what the
+/// collective keeps for them.
 pub(crate) struct GateMemory {
     inputs: Vec<TensorRef>,
     outputs: Vec<TensorRef>,
     scratch: Vec<Vec<TensorRef>>,
+    kept: GateKept,
 }
 
 /// Prepared memory kept per partition: one per set of bound tensors in use
@@ -36,16 +38,23 @@ const PREPARED_KEPT: usize = 4;
 /// Partitions kept per stream (the graphs of recent shapes).
 const KEPT: usize = 16;
 
+/// Binding sets remembered for the fast hit: a model rotates its input
+/// buffers over the runs it keeps in flight (two, by default).
+const RECENT: usize = 4;
+
+/// A partition handed out, its graph and the buffer bound to each bound
+/// node then.
+type Recent = (Arc<Graph>, Vec<u64>, Arc<Partition>);
+
 /// The partitions of recent graphs, keyed by the graph and the splits of
 /// its bindings: a graph whose shape does not change is partitioned once.
 #[derive(Default)]
 pub(crate) struct PartitionCache {
     entries: Vec<(Arc<Graph>, Vec<u64>, Arc<Partition>)>,
-    /// The last partition handed out, its graph and the buffer bound to
-    /// each bound node then: a decode step binds the same buffers again, and
-    /// a buffer's split never changes, so matching them is a hit without
-    /// building a key.
-    last: Option<(Arc<Graph>, Vec<u64>, Arc<Partition>)>,
+    /// The last partitions handed out, newest first: a decode step binds
+    /// the buffers of a recent step again, and a buffer's split never
+    /// changes, so matching them is a hit without building a key.
+    recent: std::collections::VecDeque<Recent>,
 }
 
 /// The buffer bound to each bound node of `graph` (0 where none is).
@@ -61,9 +70,12 @@ fn key(graph: &Graph, bindings: &Bindings) -> Vec<u64> {
         .map(|id| {
             bindings
                 .get(id)
-                .and_then(|t| CompositeBuffer::of(t.buffer()).map(|b| (t, b)))
-                .filter(|(_, b)| b.split() != TensorSplit::Mirror)
-                .map_or(0, |(t, _)| t.buffer().id())
+                .filter(|t| {
+                    CompositeBuffer::of(t.buffer())
+                        .and_then(|b| b.tensor())
+                        .is_some_and(|t| t.split != TensorSplit::Mirror)
+                })
+                .map_or(0, |t| t.buffer().id())
         })
         .collect()
 }
@@ -76,26 +88,31 @@ impl PartitionCache {
         devices: &[Arc<dyn Device>],
         collective: &dyn Collective,
     ) -> Result<Arc<Partition>, CompositeError> {
-        if let Some((g, buffers, p)) = &self.last {
-            if Arc::ptr_eq(g, graph) && bound_buffers(graph, bindings).eq(buffers.iter().copied()) {
-                return Ok(p.clone());
-            }
+        let seen = self.recent.iter().find(|(g, buffers, _)| {
+            Arc::ptr_eq(g, graph) && bound_buffers(graph, bindings).eq(buffers.iter().copied())
+        });
+        if let Some((_, _, p)) = seen {
+            return Ok(p.clone());
         }
         let key = key(graph, bindings);
-        if let Some((_, _, p)) = self.entries.iter().find(|(g, k, _)| Arc::ptr_eq(g, graph) && *k == key) {
-            let p = p.clone();
-            self.last = Some((graph.clone(), bound_buffers(graph, bindings).collect(), p.clone()));
-            return Ok(p);
+        let partition = match self.entries.iter().find(|(g, k, _)| Arc::ptr_eq(g, graph) && *k == key) {
+            Some((_, _, p)) => p.clone(),
+            None => {
+                let bound = Partition::bound_splits(graph, bindings);
+                let mut partition = Partition::build(graph, bound, devices.len(), collective)?;
+                partition.allocate(devices)?;
+                let partition = Arc::new(partition);
+                if self.entries.len() == KEPT {
+                    self.entries.remove(0);
+                }
+                self.entries.push((graph.clone(), key, partition.clone()));
+                partition
+            }
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_back();
         }
-        let bound = Partition::bound_splits(graph, bindings);
-        let mut partition = Partition::build(graph, bound, devices.len(), collective)?;
-        partition.allocate(devices)?;
-        let partition = Arc::new(partition);
-        if self.entries.len() == KEPT {
-            self.entries.remove(0);
-        }
-        self.entries.push((graph.clone(), key, partition.clone()));
-        self.last = Some((graph.clone(), bound_buffers(graph, bindings).collect(), partition.clone()));
+        self.recent.push_front((graph.clone(), bound_buffers(graph, bindings).collect(), partition.clone()));
         Ok(partition)
     }
 }
@@ -157,7 +174,12 @@ impl Partition {
                 }
                 Step::Gate(gate) => {
                     let n = gate.inputs.len();
-                    let mut io = GateMemory { inputs: Vec::new(), outputs: Vec::new(), scratch: Vec::new() };
+                    let mut io = GateMemory {
+                        inputs: Vec::new(),
+                        outputs: Vec::new(),
+                        scratch: Vec::new(),
+                        kept: GateKept::default(),
+                    };
                     for d in 0..n {
                         io.inputs.push(self.resolve(&gate.inputs[d], d, bindings)?);
                         io.outputs.push(self.resolve(&gate.outputs[d], d, bindings)?);
@@ -205,7 +227,7 @@ impl Partition {
                     }
                 }
                 (Step::Gate(gate), Prepared::Gate(m)) => {
-                    let io = GateIo { inputs: &m.inputs, outputs: &m.outputs, scratch: &m.scratch };
+                    let io = GateIo { inputs: &m.inputs, outputs: &m.outputs, scratch: &m.scratch, kept: &m.kept };
                     let profiled = profile.enabled();
                     if profiled {
                         for (d, s) in streams.iter().enumerate() {

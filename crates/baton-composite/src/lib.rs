@@ -51,7 +51,7 @@ mod split;
 mod stream;
 
 pub use buffer::{CompositeBuffer, SplitTensor};
-pub use collective::{exchange, Butterfly, Collective, GateIo, GateKind, GateSpec};
+pub use collective::{exchange, Butterfly, Collective, GateIo, GateKept, GateKind, GateSpec};
 pub use device::CompositeDevice;
 pub use error::CompositeError;
 pub use partition::Partition;
