@@ -57,6 +57,7 @@ pub fn describe(graph: &Graph, partition: &Partition, devices: &[String]) -> Str
             Step::Segment(_) => segment += 1,
             Step::Gate(g) => {
                 let what = match &g.spec.kind {
+                    GateKind::AllReduce if g.folded => "all-reduce (each device adds the partial sums in place)".into(),
                     GateKind::AllReduce => "all-reduce".to_string(),
                     GateKind::AllGather { axis, .. } => format!("all-gather on axis {axis}"),
                 };

@@ -145,6 +145,17 @@ pub trait Collective: Send + Sync {
         io: &GateIo<'_>,
         policy: WaitPolicy,
     ) -> Result<(), CompositeError>;
+
+    /// Whether the partitioner may leave an all-reduce's sum to its
+    /// consumers between devices that address each other's memory: each
+    /// device waits for the others, then adds every device's partial in
+    /// device order at the start of the segment that reads the sum, and
+    /// this collective runs nothing for it. The built-in butterfly allows
+    /// it (it would read the peers' sums in place there too); a native
+    /// library with its own transport should not.
+    fn sums_in_consumers(&self) -> bool {
+        false
+    }
 }
 
 /// Exchanges two tensors between two devices as one operation: `a.recv`
@@ -367,6 +378,10 @@ impl Butterfly {
 impl Collective for Butterfly {
     fn name(&self) -> &'static str {
         "butterfly"
+    }
+
+    fn sums_in_consumers(&self) -> bool {
+        true
     }
 
     fn scratch(&self, spec: &GateSpec, devices: usize) -> Vec<Vec<Vec<usize>>> {

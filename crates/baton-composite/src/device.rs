@@ -25,6 +25,8 @@ pub struct CompositeDevice {
     /// Every inner stream made so far (handles), for the sanitizer's counts.
     streams: Mutex<Vec<Stream>>,
     profile: Arc<GateProfile>,
+    /// Whether its streams fold all-reduces (known once one exists).
+    folds: std::sync::OnceLock<bool>,
 }
 
 impl CompositeDevice {
@@ -60,7 +62,16 @@ impl CompositeDevice {
             waits_on_host_points: inner.iter().all(|d| d.info().waits_on_host_points),
         };
         let profile = GateProfile::new(inner.len());
-        Ok(CompositeDevice { info, inner, policy, collective, streams: Mutex::new(Vec::new()), profile })
+        let streams = Mutex::new(Vec::new());
+        Ok(CompositeDevice { info, inner, policy, collective, streams, profile, folds: std::sync::OnceLock::new() })
+    }
+
+    /// Whether its streams leave all-reduces to their consumers
+    /// ([`Partition::build_with`](crate::Partition::build_with)): when the
+    /// collective allows it and the inner devices address each other's
+    /// memory. `None` until a stream exists (it is probed then).
+    pub fn folds_gates(&self) -> Option<bool> {
+        self.folds.get().copied()
     }
 
     /// Waits the inner streams' hazard tracking inserted so far (0 when every
@@ -143,6 +154,7 @@ impl Device for CompositeDevice {
             self.collective.clone(),
             self.profile.clone(),
         );
+        let _ = self.folds.set(raw.folds());
         Ok(Stream::with_policy(Arc::new(raw), self.policy))
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use baton_core::backend::{Bindings, BoundGraph, Device, Stream, TensorRef};
 use baton_core::graph::Graph;
-use baton_core::sync::WaitPolicy;
+use baton_core::sync::{SyncPoint, WaitPolicy};
 
 use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateIo, GateKept};
@@ -55,6 +55,9 @@ pub(crate) struct PartitionCache {
     /// the buffers of a recent step again, and a buffer's split never
     /// changes, so matching them is a hit without building a key.
     recent: std::collections::VecDeque<Recent>,
+    /// Whether all-reduces are left to their consumers
+    /// ([`Partition::build_with`]).
+    fold: bool,
 }
 
 /// The buffer bound to each bound node of `graph` (0 where none is).
@@ -81,6 +84,16 @@ fn key(graph: &Graph, bindings: &Bindings) -> Vec<u64> {
 }
 
 impl PartitionCache {
+    /// Whether its partitions fold their all-reduces.
+    pub(crate) fn folds(&self) -> bool {
+        self.fold
+    }
+
+    /// An empty cache whose partitions fold their all-reduces if `fold`.
+    pub(crate) fn new(fold: bool) -> PartitionCache {
+        PartitionCache { fold, ..Default::default() }
+    }
+
     pub(crate) fn get(
         &mut self,
         graph: &Arc<Graph>,
@@ -99,7 +112,7 @@ impl PartitionCache {
             Some((_, _, p)) => p.clone(),
             None => {
                 let bound = Partition::bound_splits(graph, bindings);
-                let mut partition = Partition::build(graph, bound, devices.len(), collective)?;
+                let mut partition = Partition::build_with(graph, bound, devices.len(), collective, self.fold)?;
                 partition.allocate(devices)?;
                 let partition = Arc::new(partition);
                 if self.entries.len() == KEPT {
@@ -121,6 +134,7 @@ impl Partition {
     fn resolve(&self, source: &Source, d: usize, bindings: &Bindings) -> Result<TensorRef, CompositeError> {
         match source {
             Source::Scratch(k) => Ok(self.scratch[d][*k].clone()),
+            Source::Peer { device, index } => Ok(self.scratch[*device][*index].clone()),
             Source::Bound(id) => {
                 let t = bindings.get(*id).ok_or_else(|| CompositeError::Unsupported {
                     op: "compute",
@@ -151,7 +165,7 @@ impl Partition {
             })
             .filter_map(|source| match source {
                 Source::Bound(id) => Some(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset()))),
-                Source::Scratch(_) => None,
+                Source::Scratch(_) | Source::Peer { .. } => None,
             })
     }
 
@@ -171,6 +185,10 @@ impl Partition {
                         per_device.push(BoundGraph::new(graph, local)?);
                     }
                     out.push(Prepared::Segment(per_device));
+                }
+                Step::Gate(gate) if gate.folded => {
+                    let (inputs, outputs, scratch) = (Vec::new(), Vec::new(), Vec::new());
+                    out.push(Prepared::Gate(GateMemory { inputs, outputs, scratch, kept: GateKept::default() }));
                 }
                 Step::Gate(gate) => {
                     let n = gate.inputs.len();
@@ -234,7 +252,19 @@ impl Partition {
                             s.host_fn(profile.enter(d))?;
                         }
                     }
-                    collective.run(streams, &gate.spec, &io, policy)?;
+                    if gate.folded {
+                        // Each device waits for every other's partial; the
+                        // next segment adds them (points taken first, so
+                        // no wait follows another's wait).
+                        let points: Vec<SyncPoint> = streams.iter().map(Stream::last_point).collect();
+                        for (d, stream) in streams.iter().enumerate() {
+                            for (_, point) in points.iter().enumerate().filter(|&(peer, _)| peer != d) {
+                                stream.wait_or_relay(point, policy)?;
+                            }
+                        }
+                    } else {
+                        collective.run(streams, &gate.spec, &io, policy)?;
+                    }
                     if profiled {
                         for (d, s) in streams.iter().enumerate() {
                             s.host_fn(profile.leave(d))?;

@@ -86,6 +86,7 @@ impl CompositeStream {
         let label = format!("{device}/stream-{}", NEXT_STREAM.fetch_add(1, Ordering::Relaxed));
         let (timeline, writer) = Timeline::new(label.clone());
         let n = inner.len();
+        let fold = collective.sums_in_consumers() && addresses_each_other(&devices, &inner);
         CompositeStream {
             label,
             devices,
@@ -99,9 +100,15 @@ impl CompositeStream {
                 submitted: 0,
                 last_join: None,
                 caught_up: vec![0; n],
-                partitions: PartitionCache::default(),
+                partitions: PartitionCache::new(fold),
             }),
         }
+    }
+
+    /// Whether this stream's partitions leave all-reduces to their
+    /// consumers ([`Partition::build_with`](crate::Partition::build_with)).
+    pub(crate) fn folds(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).partitions.folds()
     }
 
     /// Whether `op` runs on inner stream 0 only.
@@ -290,4 +297,13 @@ unsafe impl RawStream for CompositeStream {
             }
         }
     }
+}
+
+/// Whether every inner stream can access every other device's memory
+/// (probed with a small allocation on each device; a failed one says no).
+fn addresses_each_other(devices: &[Arc<dyn Device>], streams: &[Stream]) -> bool {
+    devices.iter().enumerate().all(|(j, device)| match device.alloc(16) {
+        Ok(probe) => streams.iter().enumerate().all(|(i, s)| i == j || s.raw().can_access(&probe.all())),
+        Err(_) => false,
+    })
 }

@@ -2,7 +2,8 @@
 //! by rows and `w2` by columns, so the second product is partial sums that
 //! an all-reduce gate brings together before the residual add. Checked
 //! against a host reference on 2 and 3 devices, uneven shares, block and
-//! poll gates, under the chaos wrapper (inner devices delayed at random),
+//! poll gates, folded all-reduces (CPU devices add each other's partials in
+//! place) and the butterfly's, under the chaos wrapper (inner devices delayed at random),
 //! with no access left for the streams' hazard tracking to order; and a
 //! device failing in the middle of a gate fails the computation on every
 //! device with its error, without a hang.
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_composite::{CompositeDevice, TensorSplit};
+use baton_composite::{Butterfly, Collective, CompositeDevice, CompositeError, GateIo, GateSpec, TensorSplit};
 use baton_conformance::chaos;
 use baton_core::backend::{
     Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp, TensorRef,
@@ -69,13 +70,40 @@ fn cpus(n: usize, policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
 
 /// Computes the graph on a composite over `inner`; returns y and the
 /// composite's stream.
+/// The butterfly, but leaving no all-reduce to its consumers: every gate
+/// runs its exchanges and adds.
+struct Unfolded(Butterfly);
+
+impl Collective for Unfolded {
+    fn name(&self) -> &'static str {
+        "butterfly, unfolded"
+    }
+    fn scratch(&self, spec: &GateSpec, devices: usize) -> Vec<Vec<Vec<usize>>> {
+        self.0.scratch(spec, devices)
+    }
+    fn run(
+        &self,
+        streams: &[Stream],
+        spec: &GateSpec,
+        io: &GateIo<'_>,
+        policy: WaitPolicy,
+    ) -> Result<(), CompositeError> {
+        self.0.run(streams, spec, io, policy)
+    }
+}
+
 fn compute(inner: Vec<Arc<dyn Device>>, shares: &[f32], policy: WaitPolicy) -> Result<Vec<f32>, StreamError> {
-    let device = CompositeDevice::new(inner, policy).expect("composite");
+    compute_with(CompositeDevice::new(inner, policy).expect("composite"), shares)
+}
+
+fn compute_with(device: CompositeDevice, shares: &[f32]) -> Result<Vec<f32>, StreamError> {
     let n = device.inner().len();
     let rows = TensorSplit::proportional(0, F, n, shares, 1).expect("shares");
     let TensorSplit::Split { parts, .. } = rows.clone() else { unreachable!("proportional splits") };
     let cols = TensorSplit::Split { axis: 1, parts };
     let s = device.new_stream().expect("stream");
+    // CPU devices address each other's memory: the collective decides.
+    assert_eq!(device.folds_gates(), Some(device.collective().sums_in_consumers()));
     let x = TensorRef::new(&device.alloc(T * D * 4).expect("x"), 0, DType::F32, &[T, D])?;
     let y = TensorRef::new(&device.alloc(T * D * 4).expect("y"), 0, DType::F32, &[T, D])?;
     let w1 = TensorRef::new(&device.alloc_tensor(DType::F32, &[F, D], rows).expect("w1"), 0, DType::F32, &[F, D])?;
@@ -104,6 +132,9 @@ fn partial_sums_meet_an_all_reduce_gate() {
     for policy in [WaitPolicy::Block, poll] {
         for (n, shares) in [(2, &[][..]), (2, &[1.0, 3.0][..]), (3, &[][..]), (3, &[2.0, 1.0, 1.0][..])] {
             compute(cpus(n, policy), shares, policy).expect("computes");
+            let butterfly = Arc::new(Unfolded(Butterfly::new()));
+            let device = CompositeDevice::with_collective(cpus(n, policy), policy, butterfly).expect("composite");
+            compute_with(device, shares).expect("computes");
         }
     }
 }
@@ -117,11 +148,15 @@ fn the_partition_has_one_gate_and_two_segments() {
     bound[g.find("w1").expect("w1").0] = Some(rows);
     bound[g.find("w2").expect("w2").0] = Some(TensorSplit::Split { axis: 1, parts });
     let collective = baton_composite::Butterfly::new();
-    let p = baton_composite::Partition::build(&g, bound, 2, &collective).expect("partition");
-    assert_eq!((p.segments(), p.gates().count()), (2, 1));
-    let gate = p.gates().next().expect("gate");
-    assert_eq!(gate.spec.kind, baton_composite::GateKind::AllReduce);
-    assert!(matches!(g.node(gate.node).op, Op::MatMul), "the gate reduces the second product");
+    for fold in [false, true] {
+        let p = baton_composite::Partition::build_with(&g, bound.clone(), 2, &collective, fold).expect("partition");
+        assert_eq!((p.segments(), p.gates().count()), (2, 1));
+        let gate = p.gates().next().expect("gate");
+        assert_eq!(gate.spec.kind, baton_composite::GateKind::AllReduce);
+        assert!(matches!(g.node(gate.node).op, Op::MatMul), "the gate reduces the second product");
+        assert_eq!(gate.folded, fold);
+        assert_eq!(gate.outputs.is_empty(), fold, "a folded gate has no memory of its own");
+    }
 }
 
 #[test]

@@ -340,7 +340,8 @@ impl Model {
             let split = self.bound.get(name).and_then(|t| CompositeBuffer::of(t.buffer())).map(|b| b.split());
             bound[id.0] = split;
         }
-        let partition = Partition::build(&graph, bound, device.inner().len(), &**device.collective())
+        let fold = device.folds_gates().unwrap_or(false);
+        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)
             .map_err(|e| ModelError::Config(format!("tensor parallel: {e}")))?;
         Ok(Some(partition))
     }

@@ -12,6 +12,7 @@
 //! gates, built once per graph and bindings' splits, and run again for
 //! every computation of that graph.
 
+mod fold;
 pub(crate) mod local;
 mod rules;
 pub mod view;
@@ -38,6 +39,15 @@ pub enum Source {
     Bound(NodeId),
     /// The partition's own memory on that device (an index into it).
     Scratch(usize),
+    /// The partition's memory on another device, which this one addresses
+    /// directly: a peer's partial sum that a folded all-reduce leaves to
+    /// its consumers.
+    Peer {
+        /// The device whose memory it is.
+        device: usize,
+        /// The index into that device's scratch.
+        index: usize,
+    },
 }
 
 /// A run of nodes that needs nothing from other devices: one subgraph per
@@ -61,6 +71,13 @@ pub struct Gate {
     pub outputs: Vec<Source>,
     /// Per device, the collective's scratch (indices into the partition's).
     pub scratch: Vec<Vec<usize>>,
+    /// An all-reduce whose sum is left to its consumers (devices that
+    /// address each other's memory, a collective that allows it): here each
+    /// device only waits for the others, and the segment that reads the sum
+    /// adds every device's partial itself, in device order, so every device
+    /// gets the same bits. No outputs, no scratch, no items of the
+    /// collective.
+    pub folded: bool,
 }
 
 /// One step of a partition.
@@ -91,14 +108,31 @@ pub(crate) type BindingsCache = std::sync::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound
-    /// nodes are held as `bound` says (`None`: mirrored).
+    /// nodes are held as `bound` says (`None`: mirrored), every gate run by
+    /// `collective`.
     pub fn build(
         graph: &Graph,
         bound: Vec<Option<TensorSplit>>,
         devices: usize,
         collective: &dyn Collective,
     ) -> Result<Partition, CompositeError> {
-        Builder::new(graph, bound, devices, collective).run()
+        Self::build_with(graph, bound, devices, collective, false)
+    }
+
+    /// As [`build`](Self::build); with `fold`, all-reduces are left to
+    /// their consumers ([`Gate::folded`]): for devices that address each
+    /// other's memory, under a collective that
+    /// [allows it](Collective::sums_in_consumers).
+    pub fn build_with(
+        graph: &Graph,
+        bound: Vec<Option<TensorSplit>>,
+        devices: usize,
+        collective: &dyn Collective,
+        fold: bool,
+    ) -> Result<Partition, CompositeError> {
+        let mut builder = Builder::new(graph, bound, devices, collective);
+        builder.fold = fold && devices > 1;
+        builder.run()
     }
 
     /// The splits of the tensors bound to `bindings`' nodes (for
@@ -188,6 +222,10 @@ struct Builder<'a> {
     scratch: Vec<Vec<(DType, Vec<usize>)>>,
     /// Leaves made so far (their names).
     leaves: usize,
+    /// Whether all-reduces are left to their consumers.
+    fold: bool,
+    /// Per folded all-reduce, each device's partial (a scratch index).
+    folded: HashMap<NodeId, Vec<usize>>,
 }
 
 impl<'a> Builder<'a> {
@@ -206,6 +244,8 @@ impl<'a> Builder<'a> {
             gathered: HashMap::new(),
             scratch: vec![Vec::new(); n],
             leaves: 0,
+            fold: false,
+            folded: HashMap::new(),
         }
     }
 
@@ -356,6 +396,10 @@ impl<'a> Builder<'a> {
         if let (Some(g), None) = (self.gathered.get(&id), &outputs) {
             return Ok(g.clone());
         }
+        if outputs.is_none() && self.folded.contains_key(&id) {
+            // Summed by its consumers (`folded_sum`).
+            return Ok(Vec::new());
+        }
         let node = self.graph.node(id);
         if node.dtype != DType::F32 {
             return Err(self.fail(id, format!("a gate needs f32, not {}", node.dtype)));
@@ -368,6 +412,9 @@ impl<'a> Builder<'a> {
         let inputs = self.gate_input(id)?;
         self.close();
         let spec = GateSpec { kind, dims: self.dims(id) };
+        if outputs.is_none() && self.fold_gate(id, &spec, &inputs) {
+            return Ok(Vec::new());
+        }
         let outputs = match outputs {
             Some(o) => o,
             None => (0..self.n).map(|d| Source::Scratch(self.new_scratch(d, DType::F32, spec.dims.clone()))).collect(),
@@ -378,7 +425,14 @@ impl<'a> Builder<'a> {
             .enumerate()
             .map(|(d, list)| list.into_iter().map(|dims| self.new_scratch(d, DType::F32, dims)).collect())
             .collect();
-        self.steps.push(StepBuild::Gate(Gate { spec, node: id, inputs, outputs: outputs.clone(), scratch }));
+        self.steps.push(StepBuild::Gate(Gate {
+            spec,
+            node: id,
+            inputs,
+            outputs: outputs.clone(),
+            scratch,
+            folded: false,
+        }));
         self.gathered.entry(id).or_insert(outputs.clone());
         Ok(outputs)
     }
@@ -388,6 +442,10 @@ impl<'a> Builder<'a> {
         let key = (id, TensorSplit::Mirror);
         if let Some(v) = self.cur.converted.get(&key) {
             return Ok(v.clone());
+        }
+        if let Some(v) = self.folded_sum(id)? {
+            self.cur.converted.insert(key, v.clone());
+            return Ok(v);
         }
         let sources = self.gather(id, None)?;
         let v = self.import(id, &sources, &TensorSplit::Mirror)?;
