@@ -13,6 +13,7 @@
 //! - [`Trace`]: a Chrome trace-event file with a track per stream.
 #![deny(missing_docs)]
 
+mod bound;
 mod error;
 mod placement;
 mod plan;

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Buffer, Device, Stream, TensorRef};
+use baton_core::backend::{BoundGraph, Buffer, Device, Stream, TensorRef};
 use baton_core::graph::NodeId;
 use baton_core::sync::SyncPoint;
 
@@ -73,6 +73,8 @@ pub struct Runner {
     /// Test-only mutation: the index of the wait to leave out of each run.
     mutation: Option<u64>,
     waits_this_run: u64,
+    /// The splits' bound graphs by the tensors bound.
+    bound: crate::bound::BoundCache,
 }
 
 impl Runner {
@@ -93,6 +95,7 @@ impl Runner {
             max_in_flight: copies.max(1),
             mutation: None,
             waits_this_run: 0,
+            bound: crate::bound::BoundCache::default(),
         })
     }
 
@@ -240,7 +243,7 @@ impl Runner {
                     }
                 }
             }
-            let mut bindings = Bindings::new(&split.graph);
+            let mut binds: Vec<(NodeId, TensorRef)> = Vec::with_capacity(split.leaves.len() + split.outputs.len());
             for leaf in &split.leaves {
                 let tensor = match leaf.source {
                     LeafSource::Bound(original) => bind(original).ok_or_else(|| SchedError::Binding {
@@ -276,11 +279,11 @@ impl Runner {
                         dst
                     }
                 };
-                bindings.bind(&split.graph, leaf.sub, tensor).map_err(SchedError::Stream)?;
+                binds.push((leaf.sub, tensor));
             }
             for &(original, sub) in &split.crossings_out {
                 if !split.outputs.iter().any(|&(o, _)| o == original) {
-                    bindings.bind(&split.graph, sub, region(d, split.index, original)?).map_err(SchedError::Stream)?;
+                    binds.push((sub, region(d, split.index, original)?));
                 }
             }
             for &(original, sub) in &split.outputs {
@@ -298,9 +301,10 @@ impl Runner {
                         ),
                     });
                 }
-                bindings.bind(&split.graph, sub, t).map_err(SchedError::Stream)?;
+                binds.push((sub, t));
             }
-            let point = self.traced_compute(&stream, split, bindings)?;
+            let bound = self.bound.bound(&split.graph, binds)?;
+            let point = traced_compute(&self.trace, &stream, split, bound)?;
             if split.leaves.iter().any(|l| matches!(l.source, LeafSource::Bound(_))) {
                 inputs_read.push(point.clone());
             }
@@ -363,17 +367,20 @@ impl Runner {
             None => Ok(stream.copy(src, dst, producer)?),
         }
     }
+}
 
-    fn traced_compute(
-        &self,
-        stream: &Stream,
-        split: &crate::split::Split,
-        bindings: Bindings,
-    ) -> Result<SyncPoint, SchedError> {
-        let name = format!("split {}", split.index);
-        match &self.trace {
-            Some(t) => t.around(stream, &name, || stream.compute(&split.graph, bindings).map_err(SchedError::from)),
-            None => Ok(stream.compute(&split.graph, bindings)?),
-        }
+/// Computes `bound` on `stream` (traced as split `split.index` when
+/// tracing).
+fn traced_compute(
+    trace: &Option<Trace>,
+    stream: &Stream,
+    split: &crate::split::Split,
+    bound: &BoundGraph,
+) -> Result<SyncPoint, SchedError> {
+    match trace {
+        Some(t) => t.around(stream, &format!("split {}", split.index), || {
+            stream.compute_bound(bound).map_err(SchedError::from)
+        }),
+        None => Ok(stream.compute_bound(bound)?),
     }
 }
