@@ -67,7 +67,8 @@ pub struct ModelArgs {
     #[arg(long = "tensor-exact")]
     pub tensor_exact: bool,
     /// How the gates of `--split-mode tensor` wait: block, spin or poll
-    /// (default: `BATON_WAIT_POLICY`, else block).
+    /// (default: `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else
+    /// spin: poll for 50 µs, then block, so a long wait frees the core).
     #[arg(long = "gate-policy")]
     pub gate_policy: Option<String>,
     /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
@@ -119,7 +120,12 @@ impl ModelArgs {
         let mut model = if self.split_mode == "tensor" {
             let policy = match &self.gate_policy {
                 Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,
-                None => WaitPolicy::process_default(),
+                None if std::env::var_os("BATON_WAIT_POLICY").is_some()
+                    || std::env::var_os("BATON_FAST_SYNC").is_some() =>
+                {
+                    WaitPolicy::process_default()
+                }
+                None => WaitPolicy::from_name("spin").context("the spin policy")?,
             };
             let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
             Model::load_tensor_parallel(&path, Arc::new(composite), &options)
