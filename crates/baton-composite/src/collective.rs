@@ -90,18 +90,19 @@ impl GateKept {
     }
 }
 
-/// Where a bound graph's tensors are (buffer and offset of each).
-type Placed = Vec<(u64, usize)>;
+/// Where a bound graph's tensors are and what they are (buffer, offset,
+/// type and shape of each): equal places bind equally.
+type Place = (u64, usize, DType, baton_core::shape::Shape);
 
-fn placed<'a>(tensors: impl IntoIterator<Item = &'a TensorRef>) -> Placed {
-    tensors.into_iter().map(|t| (t.buffer().id(), t.offset())).collect()
+fn place(t: &TensorRef) -> Place {
+    (t.buffer().id(), t.offset(), t.dtype(), t.shape())
 }
 
 /// The butterfly's graphs of one gate, bound at its first run, in the order
 /// it submits them (the same every run of the same memory).
 #[derive(Default)]
 struct BoundSteps {
-    graphs: Vec<(Placed, BoundGraph)>,
+    graphs: Vec<(Vec<Place>, BoundGraph)>,
     next: usize,
 }
 
@@ -116,10 +117,10 @@ impl BoundSteps {
     ) -> Result<(), CompositeError> {
         let at = self.next;
         self.next += 1;
-        let fits = self.graphs.get(at).is_some_and(|(p, _)| p.iter().copied().eq(placed(tensors.iter().copied())));
+        let fits = self.graphs.get(at).is_some_and(|(p, _)| p.iter().copied().eq(tensors.iter().map(|t| place(t))));
         if !fits {
             self.graphs.truncate(at);
-            self.graphs.push((placed(tensors.iter().copied()), bind()?));
+            self.graphs.push((tensors.iter().map(|t| place(t)).collect(), bind()?));
         }
         stream.compute_bound(&self.graphs[at].1)?;
         Ok(())

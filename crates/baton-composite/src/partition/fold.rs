@@ -7,9 +7,11 @@
 //!
 //! Ordering: a device reads a peer's partial only after the gate's wait on
 //! that peer's point, which follows the peer's write of it. The peer writes
-//! that memory again only in a later run, after later gates that wait on
-//! this device's points, which follow the read; the inner streams' hazard
-//! tracking checks this (the tests assert it inserts no wait).
+//! that memory again only in a later run (each partial has its own
+//! scratch), after the composite stream's join between items, which waits
+//! for every inner stream's share of this one, the read included. The
+//! inner streams' hazard tracking checks both (the tests assert it inserts
+//! no wait).
 
 use baton_core::graph::{Flags, NodeId};
 use baton_core::DType;
