@@ -151,22 +151,8 @@ impl Partition {
 
     /// Where each bound node's tensor is (buffer and offset): while it does
     /// not change, the segments' bindings are reused.
-    fn signature<'a>(bindings: &'a Bindings, steps: &'a [Step]) -> impl Iterator<Item = (u64, usize)> + 'a {
-        steps
-            .iter()
-            .flat_map(|step| {
-                let (seg, gate) = match step {
-                    Step::Segment(seg) => (Some(seg), None),
-                    Step::Gate(gate) => (None, Some(gate)),
-                };
-                let segment_sources = seg.into_iter().flat_map(|seg| seg.binds.iter().flatten().map(|(_, s)| s));
-                let gate_sources = gate.into_iter().flat_map(|gate| gate.inputs.iter().chain(&gate.outputs));
-                segment_sources.chain(gate_sources)
-            })
-            .filter_map(|source| match source {
-                Source::Bound(id) => Some(bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset()))),
-                Source::Scratch(_) | Source::Peer { .. } => None,
-            })
+    fn signature<'a>(&'a self, bindings: &'a Bindings) -> impl Iterator<Item = (u64, usize)> + 'a {
+        self.bound_sources.iter().map(|id| bindings.get(*id).map_or((0, 0), |t| (t.buffer().id(), t.offset())))
     }
 
     /// Every step's memory on every device: a segment's bindings, a gate's
@@ -223,11 +209,11 @@ impl Partition {
         let prepared = {
             let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
             // Compared in place (no key is built on a hit).
-            let hit = cached.iter().rev().find(|(s, _)| Self::signature(bindings, &self.steps).eq(s.iter().copied()));
+            let hit = cached.iter().rev().find(|(s, _)| self.signature(bindings).eq(s.iter().copied()));
             match hit {
                 Some((_, b)) => b.clone(),
                 None => {
-                    let signature: Vec<(u64, usize)> = Self::signature(bindings, &self.steps).collect();
+                    let signature: Vec<(u64, usize)> = self.signature(bindings).collect();
                     let b = Arc::new(self.prepare(bindings)?);
                     if cached.len() == PREPARED_KEPT {
                         cached.remove(0);

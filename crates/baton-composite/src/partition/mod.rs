@@ -13,6 +13,7 @@
 //! every computation of that graph.
 
 mod fold;
+mod grouped;
 pub(crate) mod local;
 mod rules;
 pub mod view;
@@ -29,7 +30,6 @@ use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateKind, GateSpec};
 use crate::error::CompositeError;
 use crate::split::TensorSplit;
-use rules::{GroupedHeads, Rule};
 
 /// Where a subgraph's leaf or output lives on one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +97,9 @@ pub struct Partition {
     /// Per node of the original graph, its state (mirrored, split, partial).
     pub states: Vec<TensorSplit>,
     pub(crate) scratch: Vec<Vec<TensorRef>>,
+    /// The bound nodes the steps read or write, each once: where their
+    /// tensors are decides whether prepared memory can be reused.
+    pub(crate) bound_sources: Vec<NodeId>,
     /// The memory of recent runs' steps, by where their bound tensors were
     /// (reused while they stay).
     pub(crate) bindings: BindingsCache,
@@ -514,49 +517,6 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// Device `d`'s share of the grouped-query product `id`: the op itself
-    /// when its query heads start and end on group boundaries; else each
-    /// group's heads against their key head, copied into one tensor of the
-    /// device's heads (scratch memory) that a copy then reads, after the
-    /// copies by node order.
-    fn grouped_product(
-        &mut self,
-        id: NodeId,
-        d: usize,
-        ins: &[NodeId],
-        rule: &Rule,
-        grouped: GroupedHeads,
-    ) -> Result<NodeId, CompositeError> {
-        let graph = self.graph;
-        let node = graph.node(id);
-        let (x, w) = match (&rule.inputs[..], ins) {
-            ([TensorSplit::Split { parts: xp, .. }, TensorSplit::Split { parts: wp, .. }], [_, _]) => {
-                (xp[d][0].clone(), wp[d][0].clone())
-            }
-            _ => return Err(self.fail(id, "a grouped product needs split query and key heads")),
-        };
-        let GroupedHeads { axis, group } = grouped;
-        if x.start.is_multiple_of(group) && x.end.is_multiple_of(group) {
-            return Ok(local::apply(&mut self.cur.graphs[d], node, ins, &node.layout)?);
-        }
-        let dims = rule.output.local_dims(&self.dims(id), d);
-        let k = self.new_scratch(d, node.dtype, dims.clone());
-        self.leaves += 1;
-        let g = &mut self.cur.graphs[d];
-        let whole = g.leaf(&format!("grouped.{}.{}", id.0, self.leaves), node.dtype, &dims, Flags::STATE)?;
-        self.cur.binds[d].push((whole, Source::Scratch(k)));
-        for kv in w.clone() {
-            let heads = x.start.max(kv * group)..x.end.min((kv + 1) * group);
-            let at = heads.start - x.start;
-            let queries = g.narrow(ins[0], axis, at, heads.len())?;
-            let key = g.narrow(ins[1], axis, kv - w.start, 1)?;
-            let product = g.matmul(queries, key)?;
-            let into = g.narrow(whole, axis, at, heads.len())?;
-            g.copy_into(into, product)?;
-        }
-        Ok(g.contiguous(whole)?)
-    }
-
     fn run(mut self) -> Result<Partition, CompositeError> {
         let mut late_outputs = Vec::new();
         for (i, node) in self.graph.nodes().iter().enumerate() {
@@ -626,7 +586,7 @@ impl<'a> Builder<'a> {
             self.gather(id, Some(vec![Source::Bound(id); self.n]))?;
         }
         self.close();
-        let steps = self
+        let steps: Vec<Step> = self
             .steps
             .into_iter()
             .map(|s| match s {
@@ -636,12 +596,35 @@ impl<'a> Builder<'a> {
                 }
             })
             .collect();
+        let bound_sources = bound_sources(&steps);
         Ok(Partition {
             steps,
             scratch_specs: self.scratch,
             states: self.state,
             scratch: Vec::new(),
+            bound_sources,
             bindings: std::sync::Mutex::new(Vec::new()),
         })
     }
+}
+
+/// Every bound node the steps name (segments' bindings, gates' memory),
+/// once each, in step order.
+fn bound_sources(steps: &[Step]) -> Vec<NodeId> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for step in steps {
+        let sources: Vec<&Source> = match step {
+            Step::Segment(seg) => seg.binds.iter().flatten().map(|(_, s)| s).collect(),
+            Step::Gate(gate) => gate.inputs.iter().chain(&gate.outputs).collect(),
+        };
+        for source in sources {
+            if let Source::Bound(id) = source {
+                if seen.insert(*id) {
+                    out.push(*id);
+                }
+            }
+        }
+    }
+    out
 }
