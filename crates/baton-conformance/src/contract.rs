@@ -13,7 +13,7 @@ use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{Domain, Failure, FailureKind, HostTimeline, PointStatus, Timeline, WaitError};
 use baton_core::DType;
 
-use crate::util::{cross_wait, download, gate, random, upload, Fixture, RULE_TIMEOUT};
+use crate::util::{download, gate, random, upload, Fixture, RULE_TIMEOUT};
 
 /// `y = x * factor` over `n` elements, with `x` and `y` named.
 fn scale_graph(n: usize, factor: f32) -> Arc<Graph> {
@@ -218,8 +218,7 @@ pub fn q_nonblock(f: &Fixture) {
     assert_eq!(download(&s, &t), vec![99.0; 16]);
 }
 
-/// W-ORDER: a stream's later work starts after a point of another device
-/// (through the relay where the stream cannot wait on it natively).
+/// W-ORDER: a stream's later work starts after a point of another device.
 pub fn w_order(f: &Fixture) {
     let (s0, s1) = (f.stream(0), f.stream(1));
     let t0 = f.tensor(0, &[64]);
@@ -227,7 +226,7 @@ pub fn w_order(f: &Fixture) {
     let (_host, release) = gate();
     s0.wait(&release.point()).expect("wait");
     let produced = s0.write_async(&t0, random(64, 7)).expect("write");
-    cross_wait(&s1, produced.point(), "cross-device wait");
+    s1.wait(produced.point()).expect("cross-device wait");
     let copied = s1.copy(&t0, &t1, None).expect("copy");
     assert_pending(copied.status(), "the consumer waits for the producer");
     release.signal();
@@ -341,7 +340,7 @@ pub fn m_order(f: &Fixture) {
     let w = a.write_async(&u, random(32, 4)).expect("write");
     b.wait(w.point()).expect("b after a");
     let relay_point = b.host_fn(|| Ok(())).expect("b's own work");
-    cross_wait(&c, &relay_point, "c after b");
+    c.wait(&relay_point).expect("c after b");
     let r = c.read_into_async(&u, vec![0f32; 32]).expect("read");
     assert!(c.hazard_reports().is_empty(), "ordered through b: {:?}", c.hazard_reports());
     assert_eq!(c.implicit_waits(), 0);

@@ -14,10 +14,9 @@
 //! backend that lacks a feature lists the rule in
 //! `contract_tests!(open, unsupported: ["w_foreign"])`, which turns it into
 //! an expected failure (it must still fail, never silently skipped, see
-//! [`run_rule`]). No backend lists any today: where two devices' streams
-//! cannot wait natively on each other (two Vulkan logical devices without
-//! shared semaphores), W-ORDER and M-ORDER check that the wait is refused
-//! (W-FOREIGN) and that the relay orders the work instead.
+//! [`run_rule`]). The CPU backend lists none; the Vulkan backend lists
+//! W-ORDER and M-ORDER for two logical devices, whose streams cannot wait
+//! natively on each other (the relay bridges them).
 //!
 //! The open function may return `Option` (see [`Devices`]): `None` runs
 //! nothing, for a backend whose hardware this machine lacks (the backend

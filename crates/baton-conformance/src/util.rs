@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::{Buffer, Device, Stream, StreamError, TensorRef};
-use baton_core::sync::{HostTimeline, Release, SyncPoint};
+use baton_core::backend::{Buffer, Device, Stream, TensorRef};
+use baton_core::sync::{HostTimeline, Release};
 use baton_core::DType;
 
 /// The bound of every wait in the suite: a wait that takes longer is a hang.
@@ -77,21 +77,4 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
-}
-
-/// `s` waits on another device's `point` (`W-ORDER`): natively where the
-/// backend can; where it cannot (two Vulkan devices without shared
-/// semaphores), the wait must be refused at submission with `ForeignPoint`
-/// (`W-FOREIGN`), and the core's relay orders it instead, with the same
-/// semantics. Returns whether the relay was used.
-pub fn cross_wait(s: &Stream, point: &SyncPoint, what: &str) -> bool {
-    if s.raw().can_wait_on(point) {
-        s.wait(point).unwrap_or_else(|e| panic!("{what}: {e}"));
-        return false;
-    }
-    match s.wait(point) {
-        Err(StreamError::ForeignPoint { .. }) => {}
-        other => panic!("{what}: a point the stream cannot wait on natively must be refused, got {other:?}"),
-    }
-    s.wait_or_relay(point, s.wait_policy()).unwrap_or_else(|e| panic!("{what}: relay: {e}"))
 }
