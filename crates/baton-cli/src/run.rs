@@ -120,8 +120,8 @@ impl ModelArgs {
         let mut model = if self.split_mode == "tensor" {
             let policy = match &self.gate_policy {
                 Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,
-                None if std::env::var_os("BATON_WAIT_POLICY").is_some()
-                    || std::env::var_os("BATON_FAST_SYNC").is_some() =>
+                None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
+                    || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
                 {
                     WaitPolicy::process_default()
                 }

@@ -288,8 +288,8 @@ impl Butterfly {
             let mut theirs: Vec<TensorRef> = Vec::with_capacity(p);
             for d in 0..p {
                 let peer = d ^ mask;
-                let direct = streams[d].raw().can_access(&cur[peer].byte_range())
-                    && streams[peer].raw().can_access(&cur[d].byte_range());
+                let direct = streams[d].raw().can_compute_on(&cur[peer].byte_range())
+                    && streams[peer].raw().can_compute_on(&cur[d].byte_range());
                 if d < peer && direct {
                     // Each side reads the other's sum in place (memory both
                     // address, such as CPU devices'), after the other's

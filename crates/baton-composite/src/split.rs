@@ -85,6 +85,13 @@ impl TensorSplit {
         local
     }
 
+    /// Whether no index is held by two devices (`parts` of a split).
+    pub fn disjoint(parts: &[Vec<Range<usize>>]) -> bool {
+        let mut all: Vec<&Range<usize>> = parts.iter().flatten().filter(|r| !r.is_empty()).collect();
+        all.sort_by_key(|r| r.start);
+        all.windows(2).all(|w| w[0].end <= w[1].start)
+    }
+
     /// Checks that the split fits a tensor of `dtype` and `dims` over
     /// `devices` devices: segments inside the dimension, disjoint within
     /// each device (devices may share indices), together covering it, and

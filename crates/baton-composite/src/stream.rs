@@ -299,11 +299,11 @@ unsafe impl RawStream for CompositeStream {
     }
 }
 
-/// Whether every inner stream can access every other device's memory
+/// Whether every inner stream can compute on every other device's memory
 /// (probed with a small allocation on each device; a failed one says no).
 fn addresses_each_other(devices: &[Arc<dyn Device>], streams: &[Stream]) -> bool {
     devices.iter().enumerate().all(|(j, device)| match device.alloc(16) {
-        Ok(probe) => streams.iter().enumerate().all(|(i, s)| i == j || s.raw().can_access(&probe.all())),
+        Ok(probe) => streams.iter().enumerate().all(|(i, s)| i == j || s.raw().can_compute_on(&probe.all())),
         Err(_) => false,
     })
 }

@@ -150,3 +150,25 @@ fn a_device_holding_an_index_twice_is_rejected() {
     let gap = TensorSplit::Split { axis: 0, parts: parts(&[&[(0, 1)], &[(2, 3)]]) };
     assert!(gap.check(DType::F32, &[KV, N, K], 2).is_err());
 }
+
+#[test]
+fn overlapping_inner_parts_are_never_summed() {
+    // y = (x · w1ᵀ) · w2ᵀ with w1's rows (so h's columns) and w2's columns
+    // held with an overlap: partial sums would add indices 4..6 twice.
+    let mut g = Graph::new();
+    let x = g.leaf("x", DType::F32, &[2, 8], Flags::INPUT).expect("x");
+    let w1 = g.leaf("w1", DType::F32, &[10, 8], Flags::WEIGHT).expect("w1");
+    let w2 = g.leaf("w2", DType::F32, &[8, 10], Flags::WEIGHT).expect("w2");
+    let h = g.matmul(x, w1).expect("h");
+    let y = g.matmul(h, w2).expect("y");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    let overlapping: Vec<Vec<Range<usize>>> =
+        [(0, 6), (4, 10)].iter().map(|&(a, b)| std::iter::once(a..b).collect()).collect();
+    assert!(!TensorSplit::disjoint(&overlapping));
+    let mut bound = vec![None; g.nodes().len()];
+    bound[w1.0] = Some(TensorSplit::Split { axis: 0, parts: overlapping.clone() });
+    bound[w2.0] = Some(TensorSplit::Split { axis: 1, parts: overlapping });
+    let p = Partition::build(&g, bound, 2, &baton_composite::Butterfly::new()).expect("partition");
+    assert!(p.gates().all(|gate| gate.spec.kind != GateKind::AllReduce), "no partial sums over replicas");
+    assert_ne!(p.states[y.0], TensorSplit::Partial);
+}

@@ -119,6 +119,10 @@ unsafe impl RawStream for ChaosStream {
         (self.foreign_access || range.buffer.device() == self.device) && self.inner.can_access(range)
     }
 
+    fn can_compute_on(&self, range: &BufferRange) -> bool {
+        (self.foreign_access || range.buffer.device() == self.device) && self.inner.can_compute_on(range)
+    }
+
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
         let delay = {
             let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());

@@ -41,9 +41,9 @@ impl BoundCache {
     ) -> Result<&BoundGraph, SchedError> {
         // The kept bound graphs hold their graph, so the address is not
         // reused while an entry names it.
-        let kept = self.by_graph.entry(Arc::as_ptr(graph) as usize).or_default();
-        let hit = kept.iter().position(|(places, _)| places.iter().copied().eq(binds.iter().map(|(_, t)| place(t))));
-        match hit {
+        let at = Arc::as_ptr(graph) as usize;
+        let kept = self.by_graph.entry(at).or_default();
+        match kept.iter().position(|(places, _)| places.iter().copied().eq(binds.iter().map(|(_, t)| place(t)))) {
             Some(i) => {
                 let entry = kept.remove(i);
                 kept.insert(0, entry);
@@ -57,9 +57,16 @@ impl BoundCache {
                 let bound = BoundGraph::new(graph, bindings)?;
                 kept.truncate(KEPT - 1);
                 kept.insert(0, (places, bound));
+                // Graphs only this cache still holds (their plans were
+                // dropped) are forgotten, with the memory their bindings
+                // hold.
+                self.by_graph.retain(|&g, kept| {
+                    g == at || kept.first().is_some_and(|(_, b)| Arc::strong_count(b.graph()) > kept.len())
+                });
             }
         }
-        Ok(&kept[0].1)
+        let kept = self.by_graph.get(&at).and_then(|k| k.first());
+        kept.map(|(_, bound)| bound).ok_or(SchedError::Binding { node: "graph".into(), reason: "not kept".into() })
     }
 }
 
@@ -93,5 +100,12 @@ mod tests {
         let back: *const Bindings = cache.bound(&g, binds(at(0, &[4]))).expect("bound").bindings();
         assert_eq!(first, back, "both stay kept");
         assert!(cache.bound(&g, binds(at(0, &[2, 2]))).is_err(), "a tensor of another shape is checked, and refused");
+        // A graph whose plan is gone is forgotten at the next miss.
+        let other = graph();
+        cache.bound(&other, binds(at(0, &[4]))).expect("bound");
+        assert_eq!(cache.by_graph.len(), 2);
+        drop(g);
+        cache.bound(&other, binds(at(16, &[4]))).expect("bound");
+        assert_eq!(cache.by_graph.len(), 1, "only the cache held the first graph");
     }
 }

@@ -233,6 +233,11 @@ unsafe impl RawStream for VulkanStream {
         crate::transfer::gpu_side(&self.device.ctx, range).is_some() || range.buffer.raw().host_ptr().is_some()
     }
 
+    fn can_compute_on(&self, range: &BufferRange) -> bool {
+        // Shaders bind buffers of (or imported into) this device only.
+        crate::transfer::gpu_side(&self.device.ctx, range).is_some()
+    }
+
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
         self.shared.queue.push(op).map_err(|_| StreamError::Closed(self.shared.label.clone()))
     }

@@ -1,6 +1,8 @@
 //! Mixed devices give the CPU's results: synthetic models (tiny: f32, q8_0,
-//! q4_1; tiny256: q4_k) on `vulkan:0` alone and layer-split over
-//! `cpu:0,vulkan:0` against the same model on one CPU device, in
+//! q4_1; tiny256: q4_k) on `vulkan:0` alone, layer-split over
+//! `cpu:0,vulkan:0`, and (f32, q4_1) tensor-split over `cpu:0,vulkan:0`
+//! (gates that copy: the GPU cannot bind the CPU's memory), against the
+//! same model on one CPU device, in
 //! teacher-forced logits (every position of a 48-token text), perplexity
 //! (12 chunks of 32 tokens) and greedy tokens.
 //!
@@ -29,7 +31,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
+use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
 use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
@@ -95,6 +99,15 @@ fn argmax(v: &[f32]) -> u32 {
     v.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32
 }
 
+/// `path` layer-split over `devices` (each holds layers).
+fn layer_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions) -> Model {
+    let n = devices.len();
+    let model = Model::load_split(path, devices, options).expect("load");
+    let (_, layers) = model.placement();
+    assert!(layers.contains(&(n - 1)) && layers.contains(&0), "every device holds layers: {layers:?}");
+    model
+}
+
 fn score(model: &mut Model, text: &str, teacher: usize, ppl: PerplexityOptions, steps: usize) -> Scores {
     let ids = model.tokenizer().encode(text, true, false).expect("encode");
     assert!(ids.len() >= teacher, "the text has {} tokens, fewer than {teacher}", ids.len());
@@ -110,6 +123,17 @@ fn score(model: &mut Model, text: &str, teacher: usize, ppl: PerplexityOptions, 
     Scores { logits, ppl, greedy }
 }
 
+/// What a comparison checks besides the logits and perplexity.
+struct Also {
+    /// Greedy tokens equal to the CPU's.
+    same_greedy: bool,
+    /// A tensor split over `cpu:0,vulkan:0` too.
+    tensor: bool,
+}
+
+/// Loads the model on one set-up.
+type Loader<'a> = Box<dyn FnOnce() -> Model + 'a>;
+
 fn compare(
     path: &Path,
     what: &str,
@@ -117,20 +141,29 @@ fn compare(
     text: &str,
     (teacher, ppl): (usize, PerplexityOptions),
     bound: f64,
-    same_greedy: bool,
+    also: Also,
 ) {
     let Some(gpu) = vulkan() else { return };
     let steps = 12;
     let mut alone = Model::load(path, cpu("cpu"), options).expect("load on cpu");
     let want = score(&mut alone, text, teacher, ppl, steps);
     drop(alone);
-    let runs: [(&str, Vec<Arc<dyn Device>>); 2] =
-        [("vulkan:0", vec![gpu]), ("cpu:0,vulkan:0", vec![cpu("cpu:0"), vulkan().expect("vulkan:0 again")])];
-    for (names, devices) in runs {
-        let n = devices.len();
-        let mut model = Model::load_split(path, devices, options).expect("load");
-        let (_, layers) = model.placement();
-        assert!(layers.contains(&(n - 1)) && layers.contains(&0), "{names}: every device holds layers: {layers:?}");
+    let mut runs: Vec<(&str, Loader<'_>)> = vec![
+        ("vulkan:0", Box::new(move || layer_split(path, vec![gpu], options))),
+        ("cpu:0,vulkan:0", Box::new(|| layer_split(path, vec![cpu("cpu:0"), vulkan().expect("vulkan:0")], options))),
+    ];
+    if also.tensor {
+        runs.push((
+            "cpu:0,vulkan:0 -sm tensor",
+            Box::new(|| {
+                let devices = vec![cpu("cpu:0"), vulkan().expect("vulkan:0")];
+                let composite = CompositeDevice::new(devices, WaitPolicy::Block).expect("composite");
+                Model::load_tensor_parallel(path, Arc::new(composite), options).expect("load tensor parallel")
+            }),
+        ));
+    }
+    for (names, load) in runs {
+        let mut model = load();
         let got = score(&mut model, text, teacher, ppl, steps);
         drop(model);
         let e = nmse(&got.logits, &want.logits);
@@ -147,7 +180,7 @@ fn compare(
         assert!(e <= bound, "{what} on {names}: NMSE {e:e} (bound {bound:e})");
         assert!(closest <= ROUNDING, "{what} on {names}: closest position NMSE {closest:e} (bound {ROUNDING:e})");
         assert!(delta.abs() < 1e-3, "{what} on {names}: perplexity {} against {}", got.ppl, want.ppl);
-        if same_greedy {
+        if also.same_greedy {
             assert_eq!(got.greedy, want.greedy, "{what} on {names}: greedy tokens");
         }
     }
@@ -183,7 +216,19 @@ fn synth(shape: SynthShape, dtype: DType) {
     let text = TEXT.repeat(40);
     let ppl = PerplexityOptions { context: 32, chunks: Some(12) };
     let bound = if dtype.is_quantized() { BOUND } else { ROUNDING };
-    compare(&file.0, &format!("{} {dtype}", shape.name()), &options(), &text, (48, ppl), bound, true);
+    // Tensor parallelism over the CPU and the GPU too, for the float and a
+    // block-quantized type (the gates copy between the devices: the GPU
+    // cannot bind the CPU's memory).
+    let tensor = matches!(dtype, DType::F32 | DType::Q4_1);
+    compare(
+        &file.0,
+        &format!("{} {dtype}", shape.name()),
+        &options(),
+        &text,
+        (48, ppl),
+        bound,
+        Also { same_greedy: true, tensor },
+    );
 }
 
 #[test]
@@ -226,5 +271,5 @@ fn smollm2_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
     let text = &text[..3000];
     let options = LoadOptions { context: Some(64), batch: 64, ..Default::default() };
     let ppl = PerplexityOptions { context: 64, chunks: Some(2) };
-    compare(&path, "SmolLM2-135M Q4_1", &options, text, (32, ppl), BOUND, false);
+    compare(&path, "SmolLM2-135M Q4_1", &options, text, (32, ppl), BOUND, Also { same_greedy: false, tensor: false });
 }

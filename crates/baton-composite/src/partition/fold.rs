@@ -2,8 +2,11 @@
 //! an all-reduce needs no items of its own. At the gate each device only
 //! waits for the others' points; the segment that reads the sum then adds
 //! every device's partial (its own, and its peers' in place) at its start,
-//! in device order, so every device gets the same bits. Two items fewer
-//! per gate and device than a butterfly's wait, add and (for a copy) copy.
+//! in device order, so every device gets the same bits. Between such
+//! devices the butterfly queues a wait and an add graph per device and
+//! gate; folded, the gate is the waits (one per peer) and the adds run
+//! inside the consumer's graph, which also keeps the sum in scratch for
+//! later segments.
 //!
 //! Ordering: a device reads a peer's partial only after the gate's wait on
 //! that peer's point, which follows the peer's write of it. The peer writes

@@ -286,8 +286,12 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// New leaves in the current segment over `sources`.
+    /// New leaves in the current segment over `sources` (one per device).
     fn import(&mut self, id: NodeId, sources: &[Source], state: &TensorSplit) -> Result<Vec<NodeId>, CompositeError> {
+        if sources.len() != self.n {
+            // A folded gate has no memory: its sum comes from `folded_sum`.
+            return Err(self.fail(id, "no memory to import (a folded all-reduce)"));
+        }
         let node = self.graph.node(id);
         let full = self.dims(id);
         self.leaves += 1;
@@ -394,7 +398,9 @@ impl<'a> Builder<'a> {
     }
 
     /// Brings `id` together on every device with a gate (once per node),
-    /// into `outputs` (new scratch when `None`).
+    /// into `outputs` (new scratch when `None`), and returns where. A folded
+    /// all-reduce has no such memory: the list is empty, and its consumers
+    /// add the partials (`folded_sum`; `import` refuses an empty list).
     fn gather(&mut self, id: NodeId, outputs: Option<Vec<Source>>) -> Result<Vec<Source>, CompositeError> {
         if let (Some(g), None) = (self.gathered.get(&id), &outputs) {
             return Ok(g.clone());

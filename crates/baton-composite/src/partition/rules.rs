@@ -96,8 +96,11 @@ fn matmul(x_dims: &[usize], w_dims: &[usize], x: &TensorSplit, w: &TensorSplit) 
         (Mirror, Mirror) => mirrored(2),
         // Rows of the weight: columns of the output.
         (Mirror, Split { axis, parts }) if *axis + 2 == wr => rule(vec![Mirror, w.clone()], split(xr - 1, parts)),
-        // The inner dimension on both: partial sums.
-        (Split { axis: xa, parts: xp }, Split { axis: wa, parts: wp }) if xa + 1 == xr && wa + 1 == wr && xp == wp => {
+        // The inner dimension on both: partial sums (of disjoint parts; an
+        // index two devices held would be added twice).
+        (Split { axis: xa, parts: xp }, Split { axis: wa, parts: wp })
+            if xa + 1 == xr && wa + 1 == wr && xp == wp && TensorSplit::disjoint(xp) =>
+        {
             rule(vec![x.clone(), w.clone()], Partial)
         }
         // A batch dimension on both (grouped-query attention: each device

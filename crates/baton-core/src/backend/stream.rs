@@ -94,8 +94,16 @@ pub unsafe trait RawStream: Send + Sync {
     fn timeline(&self) -> &Timeline;
     /// Whether a `Wait` on `point` can be queued natively.
     fn can_wait_on(&self, point: &SyncPoint) -> bool;
-    /// Whether the stream's device can read and write the range.
+    /// Whether the stream's device can read and write the range (copies,
+    /// reads and writes).
     fn can_access(&self, range: &BufferRange) -> bool;
+    /// Whether a computation on this stream can bind the range (a graph's
+    /// leaf or output there). By default, what it can access; a GPU stream
+    /// that copies host memory through staging but binds only device
+    /// memory says less.
+    fn can_compute_on(&self, range: &BufferRange) -> bool {
+        self.can_access(range)
+    }
     /// Queues `op` and returns the timeline value that completes it.
     ///
     /// # Safety
