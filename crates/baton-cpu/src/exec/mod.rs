@@ -17,6 +17,7 @@
 
 mod matmul;
 mod ops;
+mod rope_cache;
 
 use std::sync::{Arc, Mutex};
 
@@ -67,6 +68,8 @@ pub(crate) struct Executor {
     arena: Option<CpuBuffer>,
     pub(crate) scratch: Vec<Mutex<Scratch>>,
     pub(crate) convert: Vec<u8>,
+    /// Rotary angles of recent positions (`rope_cache`).
+    pub(crate) rope: Mutex<rope_cache::RopeCache>,
 }
 
 /// An error of one node, before it is given the stream's context.
@@ -91,6 +94,7 @@ impl Executor {
             arena: None,
             scratch: (0..threads).map(|_| Mutex::new(Scratch::new())).collect(),
             convert: Vec::new(),
+            rope: Mutex::new(rope_cache::RopeCache::default()),
         }
     }
 

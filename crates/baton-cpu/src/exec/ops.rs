@@ -3,7 +3,7 @@
 
 use baton_core::graph::{NodeId, Op, RopeMode};
 use baton_kernels::ops as k;
-use baton_kernels::{dequantize_row, quantize_row, RopeAngles};
+use baton_kernels::{dequantize_row, quantize_row};
 
 use super::{for_rows, node, node_error, Context, Executor, SharedPtr};
 use baton_core::backend::StreamError;
@@ -141,15 +141,17 @@ fn rope(
     // SAFETY: the op takes its output once, here.
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
     let row = heads * head_dim;
+    let angles = {
+        let mut cache = exec.rope.lock().unwrap_or_else(|p| p.into_inner());
+        cache.angles(positions.iter().map(|&p| p as usize), dims, freq_base, freq_scale)
+    };
     for_rows(exec, tokens, row, &|range| {
-        let mut angles = RopeAngles::new();
         for t in range {
-            angles.compute(positions[t] as usize, dims, freq_base, freq_scale);
             // SAFETY: disjoint token rows per thread, inside the output.
             let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
             o.copy_from_slice(&x[t * row..(t + 1) * row]);
             for head in o.chunks_exact_mut(head_dim) {
-                angles.apply(head, mode);
+                angles[t].apply(head, mode);
             }
         }
     });
