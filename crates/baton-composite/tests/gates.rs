@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_composite::{Butterfly, Collective, CompositeDevice, CompositeError, GateIo, GateSpec, TensorSplit};
-use baton_conformance::chaos;
+use baton_conformance::{chaos, random};
 use baton_core::backend::{
     Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp, TensorRef,
 };
@@ -24,18 +24,6 @@ use baton_core::DType;
 const T: usize = 2;
 const D: usize = 64;
 const F: usize = 96;
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
 
 fn graph() -> Arc<Graph> {
     let mut g = Graph::new();

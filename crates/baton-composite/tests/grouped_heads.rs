@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_composite::{CompositeDevice, GateKind, Partition, TensorSplit};
+use baton_conformance::random;
 use baton_core::backend::{Bindings, Device, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::WaitPolicy;
@@ -24,18 +25,6 @@ const T: usize = 2;
 const N: usize = 5;
 const K: usize = 8;
 const DV: usize = 4;
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
 
 /// `scores = q · kᵀ` ([HEADS, T, N]), `o = scores · vᵀ` ([HEADS, T, DV]).
 fn graph() -> Arc<Graph> {

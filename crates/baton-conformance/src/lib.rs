@@ -31,7 +31,7 @@ pub mod ops;
 pub mod reference;
 mod util;
 
-pub use util::{Fixture, RULE_TIMEOUT};
+pub use util::{random, Fixture, RULE_TIMEOUT};
 
 /// Expands every contract rule into a `#[test]` for a backend (the same
 /// rules as [`CONTRACT_RULES`]).
