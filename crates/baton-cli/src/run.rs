@@ -117,6 +117,11 @@ impl ModelArgs {
         if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
             anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
         }
+        if self.tensor_split.iter().any(|w| !w.is_finite() || *w < 0.0)
+            || (!self.tensor_split.is_empty() && self.tensor_split.iter().all(|w| *w == 0.0))
+        {
+            anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
+        }
         let mut model = if self.split_mode == "tensor" {
             let policy = match &self.gate_policy {
                 Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,

@@ -105,6 +105,14 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &baton(&["run", "-m", &model, "-p", "x", "--devices", "cpu:0,cpu:1", "-ts", "1,1,1"]),
         "--tensor-split",
     );
+    let split = |mode: &str, shares: &str| {
+        baton(&["run", "-m", &model, "-p", "x", "-n", "1", "--devices", "cpu:0,cpu:1", "-sm", mode, "-ts", shares])
+    };
+    assert_clean_error(&split("layer", "1,nan"), "--tensor-split");
+    assert_clean_error(&split("layer", "0,0"), "--tensor-split");
+    // A layer split may leave a device out; a tensor split may not.
+    assert!(split("layer", "0,1").status.success(), "a zero share holds no layers");
+    assert_clean_error(&split("tensor", "0,1"), "one positive share per device");
     assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--cache-type", "q4_0"]), "--cache-type");
     assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--top-p", "0"]), "top");
     assert_clean_error(&baton(&["model", "synth", "--shape", "huge", "-o", "/tmp/x.gguf"]), "unknown shape");

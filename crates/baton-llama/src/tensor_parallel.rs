@@ -59,6 +59,11 @@ impl TensorShares {
     /// even); FFN rows in whole blocks of 32 (quantized `ffn_down` columns).
     pub fn new(config: &LlamaConfig, devices: usize, weights: &[f32]) -> Result<TensorShares, ModelError> {
         let bad = |e: baton_composite::CompositeError| ModelError::Config(format!("tensor split: {e}"));
+        if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
+            return Err(ModelError::Config(format!(
+                "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"
+            )));
+        }
         let heads = single(TensorSplit::proportional(0, config.heads, devices, weights, 1).map_err(bad)?);
         let group = config.heads / config.kv_heads.max(1);
         let kv_heads = heads.iter().map(|h| h.start / group..h.end.div_ceil(group)).collect();
