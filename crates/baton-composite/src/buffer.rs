@@ -124,5 +124,5 @@ pub(crate) fn byte_tensor(range: &BufferRange) -> Result<TensorRef, StreamError>
     if !len.is_multiple_of(2) || n == 0 {
         return Err(StreamError::SizeMismatch { host: len, tensor: len & !1 });
     }
-    TensorRef::new(&range.buffer, range.range.start, dtype, &[n])
+    TensorRef::new(range.buffer(), range.start(), dtype, &[n])
 }

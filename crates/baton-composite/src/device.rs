@@ -4,7 +4,9 @@ use std::sync::{Arc, Mutex};
 
 use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream};
 use baton_core::graph::Op;
-use baton_core::sync::{Failure, WaitPolicy};
+use std::time::Duration;
+
+use baton_core::sync::{default_wait_deadline, Failure, WaitPolicy};
 use baton_core::DType;
 
 use crate::buffer::{CompositeBuffer, SplitTensor};
@@ -27,6 +29,8 @@ pub struct CompositeDevice {
     profile: Arc<GateProfile>,
     /// Whether its streams fold all-reduces (known once one exists).
     folds: std::sync::OnceLock<bool>,
+    /// How long a gate (any wait of an inner stream) waits for a peer.
+    deadline: Option<Duration>,
 }
 
 impl CompositeDevice {
@@ -63,7 +67,18 @@ impl CompositeDevice {
         };
         let profile = GateProfile::new(inner.len());
         let streams = Mutex::new(Vec::new());
-        Ok(CompositeDevice { info, inner, policy, collective, streams, profile, folds: std::sync::OnceLock::new() })
+        let folds = std::sync::OnceLock::new();
+        let deadline = default_wait_deadline();
+        Ok(CompositeDevice { info, inner, policy, collective, streams, profile, folds, deadline })
+    }
+
+    /// This device with another deadline for the waits of its streams, the
+    /// gates included (default: [`default_wait_deadline`]): a peer that
+    /// goes silent fails the gate with `TimedOut` naming its point after
+    /// this long, instead of holding every other device for good.
+    pub fn with_wait_deadline(mut self, deadline: Option<Duration>) -> CompositeDevice {
+        self.deadline = deadline;
+        self
     }
 
     /// Whether its streams leave all-reduces to their consumers
@@ -144,7 +159,11 @@ impl Device for CompositeDevice {
     }
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
-        let inner = self.inner.iter().map(|d| d.new_stream()).collect::<Result<Vec<_>, _>>()?;
+        let inner = self
+            .inner
+            .iter()
+            .map(|d| d.new_stream().map(|s| s.with_deadline(self.deadline)))
+            .collect::<Result<Vec<_>, _>>()?;
         self.streams.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.iter().cloned());
         let raw = CompositeStream::new(
             &self.info.name,
@@ -155,7 +174,7 @@ impl Device for CompositeDevice {
             self.profile.clone(),
         );
         let _ = self.folds.set(raw.folds());
-        Ok(Stream::with_policy(Arc::new(raw), self.policy))
+        Ok(Stream::with_policy(Arc::new(raw), self.policy).with_deadline(self.deadline))
     }
 
     fn supports(&self, op: &Op, dtype: DType) -> bool {

@@ -115,14 +115,14 @@ impl CompositeStream {
     fn first_only(op: &StreamOp) -> bool {
         match op {
             StreamOp::HostFn(_) => true,
-            StreamOp::Read { src, .. } => CompositeBuffer::of(&src.buffer).is_some_and(|b| b.tensor().is_none()),
+            StreamOp::Read { src, .. } => CompositeBuffer::of(src.buffer()).is_some_and(|b| b.tensor().is_none()),
             _ => false,
         }
     }
 
     fn composite<'a>(&self, range: &'a BufferRange, op: &'static str) -> Result<&'a CompositeBuffer, CompositeError> {
-        CompositeBuffer::of(&range.buffer).filter(|b| b.parts().len() == self.inner.len()).ok_or_else(|| {
-            CompositeError::Unsupported { op, reason: format!("{:?} is no buffer of this device", range.buffer) }
+        CompositeBuffer::of(range.buffer()).filter(|b| b.parts().len() == self.inner.len()).ok_or_else(|| {
+            CompositeError::Unsupported { op, reason: format!("{:?} is no buffer of this device", range.buffer()) }
         })
     }
 
@@ -156,9 +156,9 @@ impl CompositeStream {
 
     fn dispatch(&self, st: &mut State, op: StreamOp) -> Result<(), CompositeError> {
         match op {
-            StreamOp::Wait { point, policy } => {
+            StreamOp::Wait { point, policy, deadline } => {
                 for s in &self.inner {
-                    s.wait_with(&point, policy)?;
+                    s.wait_bounded(&point, policy, deadline)?;
                 }
             }
             StreamOp::HostFn(f) => {
@@ -176,7 +176,7 @@ impl CompositeStream {
                         .collect();
                 });
                 for (d, bytes) in parts.into_iter().enumerate() {
-                    drop(self.inner[d].write_range_async(&buffer.part_range(&dst.range, d)?, bytes)?);
+                    drop(self.inner[d].write_range_async(&buffer.part_range(&dst.range(), d)?, bytes)?);
                 }
             }
             StreamOp::Read { src, dst } => self.read(&src, dst)?,
@@ -194,8 +194,8 @@ impl CompositeStream {
                     });
                 }
                 for (d, s) in self.inner.iter().enumerate() {
-                    let a = byte_tensor(&from.part_range(&src.range, d)?)?;
-                    let b = byte_tensor(&to.part_range(&dst.range, d)?)?;
+                    let a = byte_tensor(&from.part_range(&src.range(), d)?)?;
+                    let b = byte_tensor(&to.part_range(&dst.range(), d)?)?;
                     s.copy(&a, &b, None)?;
                 }
             }
@@ -210,7 +210,7 @@ impl CompositeStream {
     fn read(&self, src: &BufferRange, dst: Arc<dyn HostSlot>) -> Result<(), CompositeError> {
         let buffer = self.composite(src, "read")?;
         let Some(tensor) = buffer.tensor().cloned() else {
-            let pending = self.inner[0].read_async(&byte_tensor(&buffer.part_range(&src.range, 0)?)?)?;
+            let pending = self.inner[0].read_async(&byte_tensor(&buffer.part_range(&src.range(), 0)?)?)?;
             self.inner[0].host_fn(move || {
                 let bytes = pending.wait().map_err(|e| e.to_string())?;
                 dst.with_bytes_mut(&mut |out| out.copy_from_slice(&bytes));
@@ -265,7 +265,7 @@ unsafe impl RawStream for CompositeStream {
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
-        CompositeBuffer::of(&range.buffer).is_some_and(|b| b.parts().len() == self.inner.len())
+        CompositeBuffer::of(range.buffer()).is_some_and(|b| b.parts().len() == self.inner.len())
     }
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {

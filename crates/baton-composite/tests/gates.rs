@@ -181,6 +181,8 @@ fn gates_hold_under_chaos() {
 struct Failing {
     inner: Arc<dyn Device>,
     fail_at: usize,
+    /// Instead of failing, go silent: block (no error) until this point.
+    silent_until: Option<SyncPoint>,
 }
 
 struct FailingStream {
@@ -188,6 +190,7 @@ struct FailingStream {
     copies: AtomicUsize,
     fail_at: usize,
     after_wait: std::sync::atomic::AtomicBool,
+    silent_until: Option<SyncPoint>,
 }
 
 // SAFETY: every item goes to the inner stream, which keeps the contract; a
@@ -214,7 +217,14 @@ unsafe impl RawStream for FailingStream {
         let gate_item = matches!(op, StreamOp::Copy { .. }) || (after_wait && matches!(op, StreamOp::Compute { .. }));
         let op = match op {
             _ if gate_item && self.copies.fetch_add(1, Ordering::Relaxed) + 1 == self.fail_at => {
-                StreamOp::HostFn(Box::new(|| Err("device lost in the middle of a gate".to_string())))
+                match self.silent_until.clone() {
+                    // Silent: no error, no progress, until the test resumes
+                    // it (bounded, so a broken test cannot hang the suite).
+                    Some(resume) => StreamOp::HostFn(Box::new(move || {
+                        resume.wait_timeout(Duration::from_secs(60)).map_err(|e| e.to_string())
+                    })),
+                    None => StreamOp::HostFn(Box::new(|| Err("device lost in the middle of a gate".to_string()))),
+                }
             }
             other => other,
         };
@@ -237,6 +247,7 @@ impl Device for Failing {
             copies: AtomicUsize::new(0),
             fail_at: self.fail_at,
             after_wait: Default::default(),
+            silent_until: self.silent_until.clone(),
         };
         Ok(Stream::with_policy(Arc::new(raw), s.wait_policy()))
     }
@@ -250,7 +261,7 @@ fn a_device_failing_mid_gate_fails_the_run_on_every_device() {
     let poll = WaitPolicy::Poll { bound: Duration::from_secs(3600) };
     for policy in [WaitPolicy::Block, poll] {
         let mut inner = cpus(2, policy);
-        inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1 });
+        inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1, silent_until: None });
         let start = Instant::now();
         let err = compute(inner, &[], policy).expect_err("the lost device fails the computation");
         let text = err.to_string();
@@ -260,10 +271,37 @@ fn a_device_failing_mid_gate_fails_the_run_on_every_device() {
     }
 }
 
+/// A device that goes silent in the middle of a gate (it stops, with no
+/// error) fails the gate on the other devices with `TimedOut`, naming the
+/// point they waited on, once the composite's wait deadline has passed:
+/// under the policies that never time out by themselves too.
+#[test]
+fn a_device_going_silent_mid_gate_times_out_the_gate() {
+    let spin = WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) };
+    for policy in [WaitPolicy::Block, spin] {
+        let host = baton_core::sync::HostTimeline::new("resume");
+        let resume = host.reserve();
+        let mut inner = cpus(2, policy);
+        let silent = Failing { inner: inner[1].clone(), fail_at: 1, silent_until: Some(resume.point()) };
+        inner[1] = Arc::new(silent);
+        let deadline = Duration::from_millis(300);
+        let device = CompositeDevice::new(inner, policy).expect("composite").with_wait_deadline(Some(deadline));
+        let start = Instant::now();
+        let err = compute_with(device, &[]).expect_err("a silent peer fails the gate");
+        let took = start.elapsed();
+        let text = err.to_string();
+        assert!(text.contains("timed out"), "{policy:?}: expected a timeout, got {text}");
+        assert!(text.contains("cpu:1/stream-"), "{policy:?}: the point of the silent device is named: {text}");
+        assert!(took >= deadline && took < Duration::from_secs(20), "{policy:?}: failed after {took:?}");
+        eprintln!("{policy:?}: failed in {took:?}: {text}");
+        resume.signal();
+    }
+}
+
 #[test]
 fn every_inner_stream_reports_the_failure() {
     let mut inner = cpus(2, WaitPolicy::Block);
-    inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1 });
+    inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1, silent_until: None });
     let device = CompositeDevice::new(inner, WaitPolicy::Block).expect("composite");
     let s = device.new_stream().expect("stream");
     let a = TensorRef::new(&device.alloc(64).expect("a"), 0, DType::F32, &[16]).expect("a");

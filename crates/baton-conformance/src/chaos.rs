@@ -116,11 +116,11 @@ unsafe impl RawStream for ChaosStream {
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
-        (self.foreign_access || range.buffer.device() == self.device) && self.inner.can_access(range)
+        (self.foreign_access || range.buffer().device() == self.device) && self.inner.can_access(range)
     }
 
     fn can_compute_on(&self, range: &BufferRange) -> bool {
-        (self.foreign_access || range.buffer.device() == self.device) && self.inner.can_compute_on(range)
+        (self.foreign_access || range.buffer().device() == self.device) && self.inner.can_compute_on(range)
     }
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {

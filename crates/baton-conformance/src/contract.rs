@@ -158,7 +158,7 @@ pub fn h_release(f: &Fixture) {
 }
 
 /// H-ABANDON: dropping a release wakes every waiter at once with an error.
-pub fn h_abandon(_f: &Fixture) {
+pub fn h_abandon(f: &Fixture) {
     let host = HostTimeline::new("h-abandon");
     let release = host.reserve();
     let point = release.point();
@@ -177,6 +177,29 @@ pub fn h_abandon(_f: &Fixture) {
             other => panic!("expected abandonment, got {other:?}"),
         }
     }
+    // Out of order: the later release dropped first, then the earlier one.
+    // Each point fails with its own cause, and a stream waiting on the
+    // earlier point fails with it (a later failure at a lower value is not
+    // hidden by the first one).
+    let host = HostTimeline::new("h-abandon-order");
+    let (first, second) = (host.reserve(), host.reserve());
+    let (p1, p2) = (first.point(), second.point());
+    let s = f.stream(0);
+    s.wait(&p1).expect("wait");
+    let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
+    drop(second);
+    drop(first);
+    for (name, point) in [("the later point", &p2), ("the earlier point", &p1)] {
+        match point.wait_timeout(RULE_TIMEOUT) {
+            Err(WaitError::Failed { cause, .. }) => {
+                assert_eq!(cause.kind(), FailureKind::Abandoned, "{name}: {cause}");
+                assert!(cause.origin().ends_with(&format!("@{}", point.value())), "{name}: its own cause: {cause}");
+            }
+            other => panic!("{name} must fail at once when its release is dropped out of order, got {other:?}"),
+        }
+    }
+    let err = after.wait_within(RULE_TIMEOUT).expect_err("the stream waiting on the earlier point fails");
+    assert!(!err.is_timeout(), "the stream's work must fail, not hang: {}", err.error);
 }
 
 /// Q-FIFO: work runs in submission order.
@@ -383,6 +406,19 @@ pub fn h_own(f: &Fixture) {
         assert_eq!(buf.as_ptr(), ptr, "the same allocation comes back");
         assert!(buf.iter().all(|&v| v == i as f32));
     }
+    // A wait that times out leaves the transfer and its buffer alone: it
+    // still runs when its gate opens, the stream does not fail, and the
+    // buffer comes back from a later wait.
+    let (_host, release) = gate();
+    s.wait(&release.point()).expect("wait");
+    let pending = s.write_async(&t, vec![9f32; 256]).expect("write");
+    let err = pending.wait_within(Duration::from_millis(20)).expect_err("the write is gated");
+    assert!(err.is_timeout(), "a timeout, not a failure: {}", err.error);
+    let pending = err.into_pending().expect("the transfer comes back intact after a timeout");
+    release.signal();
+    let back = pending.wait_within(RULE_TIMEOUT).expect("the write runs once the gate opens");
+    assert_eq!(back, vec![9f32; 256], "the same buffer comes back");
+    assert_eq!(download(&s, &t), vec![9f32; 256], "the stream did not fail and the write landed");
 }
 
 /// R-OWN: a read completes while later work on its stream is still blocked.
@@ -449,6 +485,15 @@ pub fn c_cross(f: &Fixture) {
     let got = download(&s1, &whole);
     assert_eq!(&got[4..8], &[1.0, 2.0, 3.0, 4.0]);
     assert!(got[..4].iter().chain(&got[8..]).all(|&v| v == 0.0), "bytes outside the window: {got:?}");
+    // Ranges and tensors outside a buffer cannot be made, so no transfer,
+    // copy or binding can reach past one.
+    for (offset, len) in [(64, 4096), (60, 8), (usize::MAX, 2), (65, 0)] {
+        assert!(big.range(offset, len).is_err(), "bytes {offset}+{len} of a 64-byte buffer");
+    }
+    assert!(TensorRef::new(&big, 60, DType::F32, &[2]).is_err(), "a tensor past the end");
+    assert!(TensorRef::new(&big, usize::MAX - 3, DType::F32, &[2]).is_err(), "an offset that overflows");
+    let last = big.range(60, 4).expect("the last four bytes");
+    s1.write_range_async(&last, vec![7u8; 4]).expect("write").wait().expect("write the last bytes");
 }
 
 /// G-ASYNC: compute returns at once; results are there at its point.
@@ -505,6 +550,12 @@ pub fn e_sticky(f: &Fixture) {
         Err(other) => panic!("{other:?}"),
     }
     assert!(s.synchronize().is_err());
+    // The failed stream's accesses hold nothing up: another stream writes
+    // and reads the same buffer after it, without failing.
+    let other = f.stream(0);
+    other.write_async(&table, vec![5f32; 32]).expect("another stream writes").wait().expect("and is not failed");
+    let read = other.read_into_async(&rows, vec![0f32; 8]).expect("reads");
+    read.wait_within(RULE_TIMEOUT).expect("a failed stream's access does not fail later users of the buffer");
 }
 
 /// E-NOPANIC: a failing stream never panics the host, and its device works on.
@@ -613,4 +664,28 @@ pub fn w_bound(f: &Fixture) {
     drop(release);
     let woke = rx.recv_timeout(RULE_TIMEOUT).expect("the poller woke at once, not after its bound");
     assert!(matches!(woke, Err(WaitError::Failed { .. })), "{woke:?}");
+
+    // Policies without a bound of their own (block, spin) end at the
+    // stream's deadline: a peer that goes silent fails the waiting stream
+    // with `TimedOut` naming the point, it does not hang it.
+    for policy in [WaitPolicy::Block, WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) }] {
+        let deadline = Duration::from_millis(100);
+        let s = f.stream(0).with_deadline(Some(deadline));
+        let silent = HostTimeline::new("w-bound-silent");
+        let held = silent.reserve();
+        s.wait_with(&held.point(), policy).expect("wait");
+        let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
+        let start = Instant::now();
+        let err = after.wait_within(RULE_TIMEOUT).expect_err("the silent peer's wait ends at the deadline");
+        assert!(!err.is_timeout(), "{policy:?}: the stream failed, the host did not time out: {}", err.error);
+        match s.synchronize() {
+            Err(StreamError::Failed { cause, .. }) => {
+                assert_eq!(cause.kind(), FailureKind::TimedOut, "{policy:?}: {cause}");
+                assert!(cause.message().contains("w-bound-silent@1"), "{policy:?}: names the point: {cause}");
+            }
+            other => panic!("{policy:?}: expected a timed-out stream, got {other:?}"),
+        }
+        assert!(start.elapsed() >= deadline, "{policy:?}: failed before the deadline");
+        held.signal();
+    }
 }

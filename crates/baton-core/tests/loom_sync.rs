@@ -144,3 +144,44 @@ fn poller_sees_the_payload_and_wakes_on_abandonment() {
         abandoner.join().expect("abandoner");
     });
 }
+
+/// Two releases dropped from two threads in either order: both points fail
+/// and a blocked waiter of the earlier one wakes, whichever failure came
+/// first (the timeline fails from the lowest failed value).
+#[test]
+fn releases_abandoned_out_of_order_fail_both_points() {
+    model(|| {
+        let host = HostTimeline::new("loom-host");
+        let (first, second) = (host.reserve(), host.reserve());
+        let (p1, p2) = (first.point(), second.point());
+        let waiter = thread::spawn(move || p1.wait_with(WaitPolicy::Block, None));
+        let dropper = thread::spawn(move || drop(second));
+        drop(first);
+        dropper.join().expect("dropper");
+        assert!(matches!(waiter.join().expect("waiter"), Err(WaitError::Failed { .. })), "the earlier point fails");
+        assert!(matches!(p2.status(), PointStatus::Failed(_)), "the later point fails");
+    });
+}
+
+/// A writer shared between threads (as the composite device shares one):
+/// advancing and failing the same value race, and whatever an observer saw
+/// first, the point never changes state afterwards.
+#[test]
+fn advance_and_fail_from_two_threads_never_both_hold() {
+    model(|| {
+        let (timeline, writer) = Timeline::new("loom");
+        let writer = Arc::new(writer);
+        let w = writer.clone();
+        let failer = thread::spawn(move || {
+            w.fail(1, baton_core::sync::Failure::new(FailureKind::WorkFailed, "loom@1", "x"));
+        });
+        writer.advance(1);
+        let seen = timeline.status(1);
+        failer.join().expect("failer");
+        let last = timeline.status(1);
+        match (seen, last) {
+            (PointStatus::Reached, PointStatus::Reached) | (PointStatus::Failed(_), PointStatus::Failed(_)) => {}
+            (a, b) => panic!("the point moved from {a:?} to {b:?}"),
+        }
+    });
+}

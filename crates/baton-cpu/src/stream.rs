@@ -107,10 +107,7 @@ impl Worker {
             StreamOp::HostFn(f) => f().map_err(|message| {
                 Failure::new(FailureKind::WorkFailed, origin(), format!("host function: {message}"))
             }),
-            StreamOp::Wait { point, policy } => point.wait_with(policy, None).map_err(|e| match e.cause() {
-                Some(cause) => cause.clone(),
-                None => Failure::new(FailureKind::TimedOut, origin(), e.to_string()),
-            }),
+            StreamOp::Wait { point, policy, deadline } => policy.wait_in_stream(&point, deadline, &origin()),
             StreamOp::Write { dst, src } => {
                 let mut copied = false;
                 src.with_bytes(&mut |bytes| {
@@ -173,9 +170,9 @@ impl Worker {
 /// The range's buffer must be host-addressable (CPU streams only accept such
 /// ranges, see `can_access`).
 pub(crate) unsafe fn host_ptr(range: &BufferRange) -> *mut u8 {
-    match range.buffer.raw().host_ptr() {
+    match range.buffer().raw().host_ptr() {
         // SAFETY: the range was checked to lie inside the buffer.
-        Some(base) => unsafe { base.as_ptr().add(range.range.start) },
+        Some(base) => unsafe { base.as_ptr().add(range.start()) },
         None => std::ptr::null_mut(),
     }
 }
@@ -198,7 +195,7 @@ unsafe impl RawStream for CpuStream {
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
-        range.buffer.raw().host_ptr().is_some()
+        range.buffer().raw().host_ptr().is_some()
     }
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {

@@ -43,13 +43,15 @@ impl Half16 for f16 {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn widen8(src: *const u16) -> __m256 {
-        _mm256_cvtph_ps(_mm_loadu_si128(src.cast()))
+        // SAFETY: 16 readable bytes at `src` (the trait method's contract).
+        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(src.cast()) })
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn narrow8(v: __m256, dst: *mut u16) {
-        _mm_storeu_si128(dst.cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
+        // SAFETY: 16 writable bytes at `dst` (the trait method's contract).
+        unsafe { _mm_storeu_si128(dst.cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)) };
     }
 }
 
@@ -66,7 +68,8 @@ impl Half16 for bf16 {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn widen8(src: *const u16) -> __m256 {
-        let wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(src.cast()));
+        // SAFETY: 16 readable bytes at `src` (the trait method's contract).
+        let wide = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(src.cast()) });
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
     }
     #[cfg(target_arch = "x86_64")]
@@ -86,7 +89,8 @@ impl Half16 for bf16 {
         // Pack 8 x u32 (< 2^16) into 8 x u16 in the low 128 bits.
         let packed = _mm256_packus_epi32(halves, halves);
         let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(packed);
-        _mm_storeu_si128(dst.cast(), _mm256_castsi256_si128(ordered));
+        // SAFETY: 16 writable bytes at `dst` (the trait method's contract).
+        unsafe { _mm_storeu_si128(dst.cast(), _mm256_castsi256_si128(ordered)) };
     }
 }
 

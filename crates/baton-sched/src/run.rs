@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use baton_core::sync::{HostTimeline, Release, SyncPoint, WaitError};
+use baton_core::sync::{HostTimeline, Release, SyncPoint, Timeline, WaitError};
 
 use crate::runner::RunPoints;
 
@@ -39,11 +39,9 @@ impl Run {
         let release = host.reserve();
         let finished = release.point();
         let release = Arc::new(Mutex::new(Some(release)));
-        let shared = release.clone();
+        let completion = Completion { release: release.clone(), stream: signal_on.timeline().clone() };
         signal_on.host_fn(move || {
-            if let Some(r) = shared.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                r.signal();
-            }
+            completion.signal();
             Ok(())
         })?;
         Ok(Run { points, outputs, finished, release })
@@ -76,6 +74,41 @@ impl Run {
     /// Cancels the run if it has not finished: see the module docs.
     pub fn cancel(self) {
         drop(self);
+    }
+}
+
+/// The run's completion, queued on the stream of its last split: reaches
+/// the run's point when it runs; when the stream fails and drops it unrun,
+/// fails the point at once with the stream's first cause, so every waiter
+/// on a failed run fails with it (not only once the `Run` is dropped).
+struct Completion {
+    release: Arc<Mutex<Option<Release>>>,
+    stream: Timeline,
+}
+
+impl Completion {
+    fn take(&self) -> Option<Release> {
+        self.release.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn signal(self) {
+        if let Some(r) = self.take() {
+            r.signal();
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        // After `signal` the slot is empty; otherwise the stream dropped
+        // this unrun, which it does only once it has failed (or it was
+        // closed, which drops the release below as abandoned).
+        if let Some(r) = self.take() {
+            match self.stream.failure() {
+                Some(cause) => r.fail_with(cause),
+                None => drop(r),
+            }
+        }
     }
 }
 

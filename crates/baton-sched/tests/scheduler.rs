@@ -346,6 +346,13 @@ impl Rig {
         }
     }
 
+    /// Fails the gate: both streams fail with its cause.
+    fn fail_gate(&mut self, message: &str) {
+        if let Some(g) = self.gate.take() {
+            g.fail(message);
+        }
+    }
+
     fn implicit_waits(&self) -> u64 {
         (0..2).map(|d| self.runner.stream(d).implicit_waits()).sum()
     }
@@ -432,6 +439,30 @@ fn a_cancelled_run_fails_at_once_and_the_others_finish_right() {
     later.wait().expect("a later run is unaffected");
     assert_eq!(rig.read(4).wait().expect("read"), expected[4]);
     assert_eq!(rig.implicit_waits(), 0);
+}
+
+/// A run whose streams fail fails its own point at once, with the streams'
+/// first cause, while the caller still holds the `Run` (not only once it is
+/// dropped).
+#[test]
+fn a_failed_run_fails_its_point_at_once_with_the_first_cause() {
+    use baton_core::sync::{FailureKind, WaitError};
+    let (graph, weights, inputs, _) = alternating_case(11, 2);
+    let mut rig = Rig::new(&graph, &weights, &inputs, 2);
+    let run = rig.submit(0);
+    rig.fail_gate("the device stopped");
+    for (what, point) in
+        [("run.point()", run.point().clone()), ("the output's point", run.output("y").expect("y").clone())]
+    {
+        match point.wait_timeout(std::time::Duration::from_secs(20)) {
+            Err(WaitError::Failed { cause, .. }) => {
+                assert_eq!(cause.kind(), FailureKind::WorkFailed, "{what}: {cause}");
+                assert!(cause.message().contains("the device stopped"), "{what}: the first cause, got {cause}");
+            }
+            other => panic!("{what} of a failed run must fail at once, got {other:?}"),
+        }
+    }
+    assert!(run.wait().is_err(), "waiting on a failed run is an error");
 }
 
 /// The fallback paths, forced by the chaos wrapper: streams that cannot wait

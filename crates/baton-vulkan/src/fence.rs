@@ -196,7 +196,8 @@ mod tests {
                 reached
             })
         });
-        timeline.wait_reached(1).expect("the batch ends");
+        let bound = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        assert_eq!(timeline.wait_reached(1, Some(bound)), Ok(true), "the batch ends");
         if let Some(r) = releaser {
             let reached = r.join().expect("releaser");
             assert_eq!(reached, 0, "the batch ended before the fence was released: {:?}", fence.result());
@@ -220,7 +221,8 @@ mod tests {
         fence.record_wait(cmd, 2, 1000);
         let cmd = commands.end().expect("end");
         ctx.submit(Some(cmd), &[], (timeline.semaphore, 1)).expect("submit");
-        timeline.wait_reached(1).expect("the batch ends");
+        let bound = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        assert_eq!(timeline.wait_reached(1, Some(bound)), Ok(true), "the batch ends");
         assert_eq!(fence.result(), FenceResult { timed_out: false, polls: 0 });
         drop((commands, fence, timeline, device));
         crate::validation::assert_clean();

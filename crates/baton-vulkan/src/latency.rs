@@ -58,7 +58,7 @@ pub fn measure(device: &Arc<VulkanDevice>, rounds: usize) -> Result<Latency, Vul
     let waiter = timeline.clone();
     let thread = std::thread::spawn(move || {
         for v in 1..=rounds as u64 {
-            if waiter.wait_reached(v).is_err() {
+            if reached(&waiter, v).is_err() {
                 return;
             }
             if tx.send(Instant::now()).is_err() {
@@ -80,7 +80,7 @@ pub fn measure(device: &Arc<VulkanDevice>, rounds: usize) -> Result<Latency, Vul
         let v = rounds as u64 + i;
         let start = Instant::now();
         ctx.submit(None, &[], (timeline.semaphore, v)).map_err(|r| fail(&r.to_string()))?;
-        timeline.wait_reached(v).map_err(|r| fail(&r.to_string()))?;
+        reached(&timeline, v).map_err(|m| fail(&m))?;
         submits.push(start.elapsed().as_nanos() as u64);
     }
     // The device-side fence.
@@ -102,7 +102,7 @@ pub fn measure(device: &Arc<VulkanDevice>, rounds: usize) -> Result<Latency, Vul
         }
         let start = Instant::now();
         fence.release(1);
-        timeline.wait_reached(v).map_err(|r| fail(&r.to_string()))?;
+        reached(&timeline, v).map_err(|m| fail(&m))?;
         if !fence.result().timed_out {
             fences.push(start.elapsed().as_nanos() as u64);
         }
@@ -197,7 +197,7 @@ pub fn hand_offs(
         spin_for(settle);
         let start = Instant::now();
         gate.signal_host(value).map_err(|r| fail(&r.to_string()))?;
-        done.wait_reached(value).map_err(|r| fail(&r.to_string()))?;
+        reached(&done, value).map_err(|m| fail(&m))?;
         let semaphore = start.elapsed().as_nanos() as u64;
         // The fence shader.
         value += 1;
@@ -210,7 +210,7 @@ pub fn hand_offs(
         spin_for(settle);
         let start = Instant::now();
         fence.release(1);
-        done.wait_reached(value).map_err(|r| fail(&r.to_string()))?;
+        reached(&done, value).map_err(|m| fail(&m))?;
         let fenced = start.elapsed().as_nanos() as u64;
         if n < warmup {
             continue;
@@ -223,4 +223,14 @@ pub fn hand_offs(
         }
     }
     Ok(out)
+}
+
+/// Waits until `timeline` reaches `value`, for at most 10 s (a measurement
+/// on a hung device ends in an error, not a hang).
+fn reached(timeline: &StreamTimeline, value: u64) -> Result<(), String> {
+    match timeline.wait_reached(value, Some(Instant::now() + Duration::from_secs(10))) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("the device did not reach value {value} within 10 s")),
+        Err(r) => Err(r.to_string()),
+    }
 }

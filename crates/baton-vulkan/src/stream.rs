@@ -17,11 +17,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
-use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
+use baton_core::sync::{
+    default_wait_deadline, Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy,
+};
 
 use crate::commands::Commands;
 use crate::device::DeviceShared;
@@ -131,7 +133,7 @@ impl Worker {
             return Err(lost);
         }
         match op {
-            StreamOp::Wait { point, policy } => self.wait(&point, policy, value),
+            StreamOp::Wait { point, policy, deadline } => self.wait(&point, policy, deadline, value),
             StreamOp::HostFn(f) => {
                 f().map_err(|m| self.failure(value, format!("host function: {m}")))?;
                 self.finish_on_host(value)
@@ -150,55 +152,110 @@ impl Worker {
     }
 
     /// Submits `command` (and `waits`) as item `value`'s batch and blocks
-    /// until it has run.
+    /// until it has run, or until the stream's wait deadline
+    /// ([`default_wait_deadline`]) passes: a hung device fails the stream
+    /// with `TimedOut` (`W-BOUND`).
     pub(crate) fn run_on_device(
         &self,
         command: Option<vk::CommandBuffer>,
         waits: &[(vk::Semaphore, u64)],
         value: u64,
     ) -> Result<(), Failure> {
+        let until = default_wait_deadline().map(|d| Instant::now() + d);
+        self.run_batch(command, waits, value, until).map_err(|e| {
+            e.unwrap_or_else(|| {
+                let message = format!("the device did not complete the batch within {:?}", default_wait_deadline());
+                Failure::new(FailureKind::TimedOut, self.origin(value), message)
+            })
+        })
+    }
+
+    /// As [`run_on_device`](Self::run_on_device) with the deadline `until`;
+    /// `Err(None)` when it passed.
+    ///
+    /// When it passes, the stream's timeline fails at once (so nobody
+    /// waits on it any longer), but the worker still waits for the batch
+    /// without a bound before it returns: the item's buffers must stay
+    /// alive while the device may still use them, and the semaphore the
+    /// batch signals may not be destroyed before it. A device that never
+    /// finishes holds this worker (and its memory) for good, which is a
+    /// leak, never a use after free.
+    fn run_batch(
+        &self,
+        command: Option<vk::CommandBuffer>,
+        waits: &[(vk::Semaphore, u64)],
+        value: u64,
+        until: Option<Instant>,
+    ) -> Result<(), Option<Failure>> {
         let own = self.shared.timeline.semaphore;
         let mut all = vec![(own, value - 1)];
         all.extend_from_slice(waits);
-        self.device.ctx.submit(command, &all, (own, value)).map_err(|r| self.vk_failure(value, "vkQueueSubmit2", r))?;
+        let vk_failure = |what, r| Some(self.vk_failure(value, what, r));
+        self.device.ctx.submit(command, &all, (own, value)).map_err(|r| vk_failure("vkQueueSubmit2", r))?;
         self.shared.timeline.submitted(value);
-        self.shared.timeline.wait_reached(value).map_err(|r| self.vk_failure(value, "vkWaitSemaphores", r))
+        match self.shared.timeline.wait_reached(value, until) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(r) => return Err(vk_failure("vkWaitSemaphores", r)),
+        }
+        let message = format!("{}@{value} did not complete within its deadline", self.shared.label);
+        let failure = Failure::new(FailureKind::TimedOut, self.origin(value), message.clone());
+        // The device is hung (a batch's waits are on signals already
+        // submitted): every stream of it fails from its next item on.
+        self.device.ctx.lose(&message);
+        self.shared.timeline.failed(value, failure.clone());
+        self.writer.fail(value, failure);
+        match self.shared.timeline.wait_reached(value, None) {
+            Ok(_) => Err(None),
+            Err(r) => Err(vk_failure("vkWaitSemaphores", r)),
+        }
     }
 
-    fn wait(&self, point: &SyncPoint, policy: WaitPolicy, value: u64) -> Result<(), Failure> {
-        let bound = match policy {
-            WaitPolicy::Poll { bound } => Some(Instant::now() + bound),
+    fn wait(
+        &self,
+        point: &SyncPoint,
+        policy: WaitPolicy,
+        deadline: Option<Duration>,
+        value: u64,
+    ) -> Result<(), Failure> {
+        let started = Instant::now();
+        let poll_bound = match policy {
+            WaitPolicy::Poll { bound } => Some(bound),
             _ => None,
         };
-        let timed_out = |e: baton_core::sync::WaitError| match e.cause() {
-            Some(cause) => cause.clone(),
-            None => Failure::new(FailureKind::TimedOut, self.origin(value), e.to_string()),
+        let bound = match (poll_bound, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
+        let until = bound.map(|b| started + b);
         let native = (*point.timeline().domain() == self.device.ctx.domain)
             .then(|| self.device.timeline(point.timeline().id()))
             .flatten();
         let Some(other) = native else {
             // A host-memory point: the worker waits for it.
-            point.wait_with(policy, None).map_err(timed_out)?;
+            policy.wait_in_stream(point, deadline, &self.origin(value))?;
             return self.finish_on_host(value);
+        };
+        let timed_out = |what: &str| {
+            Failure::new(
+                FailureKind::TimedOut,
+                self.origin(value),
+                format!("{what} {point} within the wait's bound ({:?})", bound.unwrap_or_default()),
+            )
         };
         // The single-queue rule: hold the wait back until its signal is in
         // the queue.
-        match other.wait_submitted(point.value(), bound) {
+        match other.wait_submitted(point.value(), until) {
             Ok(()) => {}
             Err(HoldBack::Failed(cause)) => return Err(cause),
-            Err(HoldBack::TimedOut) => {
-                return Err(Failure::new(
-                    FailureKind::TimedOut,
-                    self.origin(value),
-                    format!("the signal of {point} was not submitted within the wait's bound"),
-                ))
-            }
+            Err(HoldBack::TimedOut) => return Err(timed_out("the signal was not submitted for")),
         }
-        self.run_on_device(None, &[(other.semaphore, point.value())], value)?;
+        self.run_batch(None, &[(other.semaphore, point.value())], value, until)
+            .map_err(|e| e.unwrap_or_else(|| timed_out("the device did not reach")))?;
         // The semaphore is reached; the point may still have failed (an
         // error found after its batch ran), which fails this stream too.
-        point.wait_with(policy, None).map_err(timed_out)
+        let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+        policy.wait_in_stream(point, left, &self.origin(value))
     }
 }
 
@@ -230,7 +287,7 @@ unsafe impl RawStream for VulkanStream {
     }
 
     fn can_access(&self, range: &BufferRange) -> bool {
-        crate::transfer::gpu_side(&self.device.ctx, range).is_some() || range.buffer.raw().host_ptr().is_some()
+        crate::transfer::gpu_side(&self.device.ctx, range).is_some() || range.buffer().raw().host_ptr().is_some()
     }
 
     fn can_compute_on(&self, range: &BufferRange) -> bool {

@@ -84,10 +84,11 @@ impl StreamTimeline {
     }
 
     /// Records that the stream failed at `value`: values from it on are
-    /// signalled only if they were submitted already.
+    /// signalled only if they were submitted already. The lowest failed
+    /// value counts, as on the mirror.
     pub(crate) fn failed(&self, value: u64, failure: Failure) {
         let mut s = self.signals();
-        if s.failed.is_none() {
+        if s.failed.as_ref().is_none_or(|(from, _)| value < *from) {
             s.failed = Some((value, failure));
         }
         drop(s);
@@ -122,19 +123,28 @@ impl StreamTimeline {
     }
 
     /// Blocks until the semaphore reaches `value` (its signal must be
-    /// submitted).
-    pub(crate) fn wait_reached(&self, value: u64) -> Result<(), vk::Result> {
+    /// submitted) or `deadline` passes: `Ok(true)` when reached, `Ok(false)`
+    /// at the deadline (the batch is still pending: the device is hung or
+    /// waits on a peer that went silent).
+    pub(crate) fn wait_reached(&self, value: u64, deadline: Option<Instant>) -> Result<bool, vk::Result> {
+        /// One call's slice, so a deadline is checked at least this often.
+        const SLICE: Duration = Duration::from_secs(1);
         let semaphores = [self.semaphore];
         let values = [value];
         let info = vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values);
         loop {
+            let slice = match deadline {
+                None => SLICE,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) => left.min(SLICE),
+                    None => return Ok(false),
+                },
+            };
             // SAFETY: the semaphore is alive (we hold it) and its signal of
-            // `value` is submitted, so the wait ends.
-            match self
-                .ctx
-                .check(unsafe { self.ctx.raw.wait_semaphores(&info, Duration::from_secs(1).as_nanos() as u64) })
-            {
-                Ok(()) => return Ok(()),
+            // `value` is submitted, so the wait is valid; it is bounded by
+            // `slice`.
+            match self.ctx.check(unsafe { self.ctx.raw.wait_semaphores(&info, slice.as_nanos() as u64) }) {
+                Ok(()) => return Ok(true),
                 Err(vk::Result::TIMEOUT) => continue,
                 Err(e) => return Err(e),
             }

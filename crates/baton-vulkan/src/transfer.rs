@@ -19,15 +19,15 @@ use crate::stream::Worker;
 
 /// The range as a buffer `ctx` can bind, and its byte offset.
 pub(crate) fn gpu_side(ctx: &Arc<Context>, range: &BufferRange) -> Option<(vk::Buffer, u64)> {
-    let buffer = range.buffer.raw().as_any().downcast_ref::<VulkanBuffer>()?;
-    buffer.handle_on(ctx).map(|b| (b, range.range.start as u64))
+    let buffer = range.buffer().raw().as_any().downcast_ref::<VulkanBuffer>()?;
+    buffer.handle_on(ctx).map(|b| (b, range.start() as u64))
 }
 
 /// The host address of the range's first byte, when it has one.
 fn host_side(range: &BufferRange) -> Option<*mut u8> {
     // SAFETY: the range lies inside its buffer (checked when it was built),
     // whose host mapping covers all of it.
-    range.buffer.raw().host_ptr().map(|p| unsafe { p.as_ptr().add(range.range.start) })
+    range.buffer().raw().host_ptr().map(|p| unsafe { p.as_ptr().add(range.start()) })
 }
 
 impl Worker {
@@ -141,8 +141,7 @@ impl Worker {
         }
         let bytes = src.len();
         let ctx = self.device.ctx.clone();
-        let overlapping =
-            src.buffer.same_as(&dst.buffer) && src.range.start < dst.range.end && dst.range.start < src.range.end;
+        let overlapping = src.overlaps(dst);
         if let (Some(s), Some(d), false) = (gpu_side(&ctx, src), gpu_side(&ctx, dst), overlapping) {
             return self.copy_on_device(s, d, bytes, value);
         }

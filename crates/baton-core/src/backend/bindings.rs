@@ -84,15 +84,13 @@ impl Bindings {
         for (i, w) in writes.iter().enumerate() {
             let others = reads.iter().chain(writes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, r)| r));
             for other in others {
-                let overlap = w.buffer.same_as(&other.buffer)
-                    && w.range.start < other.range.end
-                    && other.range.start < w.range.end;
-                if overlap {
+                if w.overlaps(other) {
                     return Err(StreamError::Binding {
                         node: "graph".into(),
                         reason: format!(
                             "a written tensor (bytes {:?}) overlaps another binding (bytes {:?}) of the same buffer",
-                            w.range, other.range
+                            w.range(),
+                            other.range()
                         ),
                     });
                 }
@@ -161,12 +159,12 @@ impl BoundGraph {
 
 /// Merges ranges of the same buffer that overlap or touch.
 fn coalesce(mut ranges: Vec<BufferRange>) -> Vec<BufferRange> {
-    ranges.sort_by_key(|r| (r.buffer.id(), r.range.start));
+    ranges.sort_by_key(|r| (r.buffer().id(), r.start()));
     let mut out: Vec<BufferRange> = Vec::with_capacity(ranges.len());
     for r in ranges {
         match out.last_mut() {
-            Some(last) if last.buffer.same_as(&r.buffer) && r.range.start <= last.range.end => {
-                last.range.end = last.range.end.max(r.range.end);
+            Some(last) if last.buffer().same_as(r.buffer()) && r.start() <= last.end() => {
+                *last = last.spanning(last.end().max(r.end()));
             }
             _ => out.push(r),
         }

@@ -61,8 +61,12 @@ pub(crate) struct AccessLog {
     reads_pruned: usize,
 }
 
+/// Whether the access's work may still run: its point is pending. A
+/// reached point's work is done; a failed point's work ended in its error
+/// or was dropped unrun (`RawStream`'s contract), so neither is kept: a
+/// failed stream does not hold up, or fail, later users of the buffer.
 fn in_flight(a: &Access) -> bool {
-    !matches!(a.point.status(), PointStatus::Reached)
+    matches!(a.point.status(), PointStatus::Pending)
 }
 
 impl AccessLog {
@@ -175,16 +179,60 @@ impl fmt::Debug for Buffer {
     }
 }
 
-/// A checked byte range of a buffer.
+/// A byte range of a buffer, checked to lie inside it.
+///
+/// The fields are private and every constructor ([`Buffer::range`],
+/// [`Buffer::all`], [`TensorRef::byte_range`]) checks the bounds, and a
+/// buffer's length never changes ([`RawBuffer`]'s contract), so a
+/// `BufferRange` that exists lies inside its buffer: backends rely on this
+/// when they turn it into an address. A range cannot be forged from safe
+/// code:
+///
+/// ```compile_fail,E0451
+/// use baton_core::backend::{Buffer, BufferRange};
+/// fn forge(buffer: Buffer) -> BufferRange {
+///     BufferRange { buffer, range: 64..4160 }
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub struct BufferRange {
-    /// The buffer.
-    pub buffer: Buffer,
-    /// The bytes, inside the buffer.
-    pub range: Range<usize>,
+    buffer: Buffer,
+    range: Range<usize>,
 }
 
 impl BufferRange {
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    /// The bytes, inside the buffer.
+    pub fn range(&self) -> Range<usize> {
+        self.range.clone()
+    }
+
+    /// The first byte.
+    pub fn start(&self) -> usize {
+        self.range.start
+    }
+
+    /// One past the last byte (at most the buffer's length).
+    pub fn end(&self) -> usize {
+        self.range.end
+    }
+
+    /// Whether the two ranges share a byte of the same buffer.
+    pub fn overlaps(&self, other: &BufferRange) -> bool {
+        self.buffer.same_as(&other.buffer) && self.range.start < other.range.end && other.range.start < self.range.end
+    }
+
+    /// The range from `start` to `end` of the same buffer, whether or not
+    /// they touch (used to merge ranges).
+    pub(crate) fn spanning(&self, end: usize) -> BufferRange {
+        debug_assert!(end <= self.buffer.len(), "a span stays inside its buffer");
+        BufferRange { buffer: self.buffer.clone(), range: self.range.start..end.min(self.buffer.len()) }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.range.len()
@@ -242,7 +290,8 @@ impl TensorRef {
         self.shape.rows() * self.dtype.row_bytes(self.shape.last()).unwrap_or(0)
     }
 
-    /// The bytes as a range of the buffer.
+    /// The bytes as a range of the buffer (inside it: checked at
+    /// construction).
     pub fn byte_range(&self) -> BufferRange {
         BufferRange { buffer: self.buffer.clone(), range: self.offset..self.offset + self.bytes() }
     }

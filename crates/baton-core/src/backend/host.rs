@@ -113,18 +113,35 @@ pub struct Pending<B> {
     slot: Arc<Slot<B>>,
 }
 
-/// A pending transfer whose point failed: the error, and the buffer back.
+/// A pending transfer that did not complete: the error, and either the
+/// buffer back (its point failed) or the transfer itself (the wait timed
+/// out, the transfer is still queued).
 pub struct PendingError<B> {
     /// Why the transfer did not complete.
     pub error: StreamError,
     buffer: Option<B>,
+    pending: Option<Box<Pending<B>>>,
 }
 
 impl<B> PendingError<B> {
-    /// The host buffer, returned unchanged or partly filled; `None` only if
-    /// the backend broke its contract by still holding it.
+    /// The host buffer, returned unchanged or partly filled when the point
+    /// failed; `None` when the wait timed out (the transfer still owns it:
+    /// see [`into_pending`](Self::into_pending)), or if the backend broke
+    /// its contract by still holding it.
     pub fn into_buffer(self) -> Option<B> {
         self.buffer
+    }
+
+    /// The transfer, intact, when the wait ended in a timeout: it is still
+    /// queued and owns the buffer; wait on it again, or drop it (the buffer
+    /// is then freed once the transfer has run).
+    pub fn into_pending(self) -> Option<Pending<B>> {
+        self.pending.map(|p| *p)
+    }
+
+    /// Whether the wait ran out of time with the transfer still queued.
+    pub fn is_timeout(&self) -> bool {
+        self.pending.is_some()
     }
 }
 
@@ -165,17 +182,37 @@ impl<B: HostBytes> Pending<B> {
 
     /// Waits for this transfer's own point only (not for later work on the
     /// stream) and returns the buffer: for a read, filled with the tensor's
-    /// bytes.
+    /// bytes. If the wait times out (the `poll` policy's bound), the
+    /// transfer is left intact and comes back in the error
+    /// ([`PendingError::into_pending`]); if the point failed, the buffer
+    /// does ([`PendingError::into_buffer`], rule `D-RETURN`).
     pub fn wait(self) -> Result<B, PendingError<B>> {
-        let result = self.point.wait();
-        // The worker drops its handle of the slot before it advances or fails
-        // the point (contract rule `D-RETURN`), so after the wait ends the
-        // buffer is ours alone.
+        let waited = self.point.wait();
+        self.settle(waited)
+    }
+
+    /// As [`wait`](Self::wait), giving up after `timeout`.
+    pub fn wait_within(self, timeout: Duration) -> Result<B, PendingError<B>> {
+        let waited = self.point.wait_timeout(timeout);
+        self.settle(waited)
+    }
+
+    fn settle(self, waited: Result<(), crate::sync::WaitError>) -> Result<B, PendingError<B>> {
+        if let Err(e @ crate::sync::WaitError::Timeout { .. }) = waited {
+            // The transfer is still queued and its worker will use the
+            // buffer: leave it in the slot.
+            return Err(PendingError { error: StreamError::Wait(e), buffer: None, pending: Some(Box::new(self)) });
+        }
+        // The point is settled, and the worker drops its handle of the slot
+        // before it advances or fails the point (contract rule `D-RETURN`),
+        // so the buffer is ours alone now.
         let buffer = self.slot.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match (result, buffer) {
+        match (waited, buffer) {
             (Ok(()), Some(b)) => Ok(b),
-            (Ok(()), None) => Err(PendingError { error: StreamError::Closed(self.stream), buffer: None }),
-            (Err(e), buffer) => Err(PendingError { error: StreamError::Wait(e), buffer }),
+            (Ok(()), None) => {
+                Err(PendingError { error: StreamError::Closed(self.stream), buffer: None, pending: None })
+            }
+            (Err(e), buffer) => Err(PendingError { error: StreamError::Wait(e), buffer, pending: None }),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::backend::bindings::{Bindings, BoundGraph};
 use crate::backend::buffer::{Access, BufferRange, TensorRef};
@@ -14,13 +15,18 @@ use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId, WaitPolicy};
 /// One item of a stream's in-order queue.
 pub enum StreamOp {
     /// Later items start only once `point` is reached; if it fails, the
-    /// stream fails with the same first cause (`W-FAIL`). `policy` is the
-    /// edge's wait policy, fixed when the edge was set up.
+    /// stream fails with the same first cause (`W-FAIL`); if it is still
+    /// pending after `deadline`, the stream fails with
+    /// `FailureKind::TimedOut` naming the point (`W-BOUND`). `policy` and
+    /// `deadline` are the edge's, fixed when the edge was set up.
     Wait {
         /// The point to wait for.
         point: SyncPoint,
         /// How the stream's worker waits.
         policy: WaitPolicy,
+        /// How long the worker waits at most (`None`: no bound but the
+        /// policy's own).
+        deadline: Option<Duration>,
     },
     /// Runs a host function in stream order (after everything before it,
     /// before everything after it); it touches no device memory. An `Err`
@@ -83,7 +89,10 @@ impl StreamOp {
 /// - a `Wait` item lets no later item start before its point is reached; a
 ///   failed point fails the stream with the same first cause;
 /// - after an item fails, the timeline fails from that item's value on, and
-///   later items are dropped without running;
+///   later items are dropped without running; a value fails only once its
+///   item has ended or will never run (the safe front stops tracking a
+///   failed item's memory accesses), except on a device that did not finish
+///   an item by its deadline, which the backend marks lost;
 /// - every item is dropped (releasing its buffers and host slots) before its
 ///   value is advanced or failed;
 /// - `submit` never blocks on queued work.
@@ -175,6 +184,7 @@ pub struct Stream {
     raw: Arc<dyn RawStream>,
     knowledge: Arc<Mutex<Knowledge>>,
     policy: WaitPolicy,
+    deadline: Option<Duration>,
 }
 
 impl Stream {
@@ -184,14 +194,34 @@ impl Stream {
         Stream::with_policy(raw, WaitPolicy::process_default())
     }
 
-    /// Wraps a backend's stream whose edges wait with `policy`.
+    /// Wraps a backend's stream whose edges wait with `policy`, each for
+    /// at most [`default_wait_deadline`](crate::sync::default_wait_deadline).
     pub fn with_policy(raw: Arc<dyn RawStream>, policy: WaitPolicy) -> Stream {
-        Stream { raw, knowledge: Arc::new(Mutex::new(Knowledge::default())), policy }
+        Stream {
+            raw,
+            knowledge: Arc::new(Mutex::new(Knowledge::default())),
+            policy,
+            deadline: crate::sync::default_wait_deadline(),
+        }
+    }
+
+    /// This stream with another deadline for its edges (`None`: no bound
+    /// but the policy's own). Clones made after share it; the stream's
+    /// queue and knowledge are shared as before.
+    pub fn with_deadline(mut self, deadline: Option<Duration>) -> Stream {
+        self.deadline = deadline;
+        self
     }
 
     /// The wait policy of this stream's edges ([`wait`](Self::wait)).
     pub fn wait_policy(&self) -> WaitPolicy {
         self.policy
+    }
+
+    /// How long this stream's edges wait for another timeline's point
+    /// before the stream fails with `TimedOut` (`W-BOUND`).
+    pub fn wait_deadline(&self) -> Option<Duration> {
+        self.deadline
     }
 
     /// `device/stream-N`.
@@ -225,8 +255,10 @@ impl Stream {
 
     /// Makes later work on this stream start after `point`, without blocking
     /// the host (`W-ORDER`). If `point` fails, the stream fails with its first
-    /// cause (`W-FAIL`). A point this backend cannot wait on natively is an
-    /// error (`W-FOREIGN`); a relay bridges it.
+    /// cause (`W-FAIL`); if it is still pending after the stream's
+    /// [`wait_deadline`](Self::wait_deadline), the stream fails with
+    /// `TimedOut` naming it (`W-BOUND`). A point this backend cannot wait on
+    /// natively is an error (`W-FOREIGN`); a relay bridges it.
     pub fn wait(&self, point: &SyncPoint) -> Result<SyncPoint, StreamError> {
         self.wait_with(point, self.policy)
     }
@@ -237,7 +269,23 @@ impl Stream {
             return Ok(self.last_point());
         }
         let _order = submit_order();
-        self.queue_wait(point, policy, false)?;
+        self.queue_wait(point, policy, self.deadline, false)?;
+        Ok(self.last_point())
+    }
+
+    /// As [`wait_with`](Self::wait_with), with this edge's own deadline
+    /// instead of the stream's.
+    pub fn wait_bounded(
+        &self,
+        point: &SyncPoint,
+        policy: WaitPolicy,
+        deadline: Option<Duration>,
+    ) -> Result<SyncPoint, StreamError> {
+        if point.timeline().same_as(self.timeline()) {
+            return Ok(self.last_point());
+        }
+        let _order = submit_order();
+        self.queue_wait(point, policy, deadline, false)?;
         Ok(self.last_point())
     }
 
@@ -277,11 +325,12 @@ impl Stream {
 
     fn queue_wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<bool, StreamError> {
         if self.raw.can_wait_on(point) {
-            return self.queue_wait(point, policy, implicit).map(|()| false);
+            return self.queue_wait(point, policy, self.deadline, implicit).map(|()| false);
         }
         let relayed = point.clone();
+        let deadline = self.deadline;
         let relay: Box<dyn FnOnce() -> Result<(), String> + Send> =
-            Box::new(move || relayed.wait_with(policy, None).map_err(|e| format!("relayed wait: {e}")));
+            Box::new(move || relayed.wait_with(policy, deadline).map_err(|e| format!("relayed wait: {e}")));
         // SAFETY: the relay only waits on the host; it accesses no memory.
         let value = unsafe { self.raw.submit(StreamOp::HostFn(relay))? };
         self.record_wait(point, value, implicit);
@@ -310,7 +359,13 @@ impl Stream {
         self.timeline().publish_clock(value, Arc::new(k.waited.clone()));
     }
 
-    fn queue_wait(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<(), StreamError> {
+    fn queue_wait(
+        &self,
+        point: &SyncPoint,
+        policy: WaitPolicy,
+        deadline: Option<Duration>,
+        implicit: bool,
+    ) -> Result<(), StreamError> {
         if !self.raw.can_wait_on(point) {
             return Err(StreamError::ForeignPoint {
                 stream: self.label().into(),
@@ -319,7 +374,7 @@ impl Stream {
             });
         }
         // SAFETY: a wait accesses no memory.
-        let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy })? };
+        let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy, deadline })? };
         self.record_wait(point, value, implicit);
         Ok(())
     }
@@ -339,12 +394,14 @@ impl Stream {
         self.knowledge().waited.get(&self.timeline().id()).copied().unwrap_or(0)
     }
 
-    /// Whether `access` by earlier work is ordered before new work here.
+    /// Whether `access` by earlier work is ordered before new work here: on
+    /// this stream, waited on, or settled (a failed access's work ended in
+    /// its error or never ran, so it holds nothing up).
     fn ordered(&self, k: &Knowledge, access: &Access) -> bool {
         let tl = access.point.timeline();
         tl.same_as(self.timeline())
             || k.waited.get(&tl.id()).is_some_and(|&v| v >= access.point.value())
-            || matches!(access.point.status(), PointStatus::Reached)
+            || !matches!(access.point.status(), PointStatus::Pending)
     }
 
     /// Checks ranges, orders conflicting accesses, submits, records.
@@ -357,11 +414,15 @@ impl Stream {
         if let Some(e) = self.failed() {
             return Err(e);
         }
+        // A computation binds its memory (`can_compute_on`); transfers and
+        // copies only need to address it (`can_access`).
+        let computes = matches!(op, StreamOp::Compute { .. });
         for r in reads.iter().chain(writes) {
-            if !self.raw.can_access(r) {
+            let usable = if computes { self.raw.can_compute_on(r) } else { self.raw.can_access(r) };
+            if !usable {
                 return Err(StreamError::InaccessibleBuffer {
                     stream: self.label().into(),
-                    device: r.buffer.device().into(),
+                    device: r.buffer().device().into(),
                 });
             }
         }
@@ -373,12 +434,12 @@ impl Stream {
             let k = self.knowledge();
             let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
             for (range, write) in accesses {
-                let mut log = range.buffer.accesses();
+                let mut log = range.buffer().accesses();
                 for a in log.conflicting(write) {
-                    let overlaps = a.range.start < range.range.end && range.range.start < a.range.end;
+                    let overlaps = a.range.start < range.end() && range.start() < a.range.end;
                     if overlaps && (write || a.write) && !self.ordered(&k, a) {
                         reports.push(crate::backend::HazardReport {
-                            buffer: range.buffer.id(),
+                            buffer: range.buffer().id(),
                             earlier: crate::backend::RacingAccess {
                                 stream: a.point.timeline().label().to_string(),
                                 op: a.op,
@@ -390,7 +451,7 @@ impl Stream {
                                 stream: self.label().to_string(),
                                 op: op_name,
                                 write,
-                                range: range.range.clone(),
+                                range: range.range(),
                             },
                         });
                         if !needed.iter().any(|p| p.covers(&a.point)) {
@@ -425,12 +486,7 @@ impl Stream {
         }
         let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
         for (range, write) in accesses {
-            range.buffer.accesses().record(Access {
-                range: range.range.clone(),
-                write,
-                point: point.clone(),
-                op: op_name,
-            });
+            range.buffer().accesses().record(Access { range: range.range(), write, point: point.clone(), op: op_name });
         }
         Ok(point)
     }

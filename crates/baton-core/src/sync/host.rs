@@ -71,10 +71,18 @@ impl Release {
         self.abandon(FailureKind::WorkFailed, message.into());
     }
 
+    /// Fails the point (and every later one) with `cause`, another
+    /// point's first cause, so that whoever waits here sees that cause
+    /// (`Failure::same_cause`), as a stream that waited on it would.
+    pub fn fail_with(mut self, cause: Failure) {
+        self.done = true;
+        lock(&self.host.writer).0.fail(self.value, cause);
+    }
+
     fn abandon(&self, kind: FailureKind, message: String) {
-        let guard = lock(&self.host.writer);
         let origin = format!("{}@{}", self.host.timeline.label(), self.value);
-        guard.0.fail(self.value, Failure::new(kind, origin, message));
+        let cause = Failure::new(kind, origin, message);
+        lock(&self.host.writer).0.fail(self.value, cause);
     }
 }
 

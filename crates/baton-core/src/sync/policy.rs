@@ -22,6 +22,40 @@ pub const DEFAULT_POLL_BOUND: Duration = Duration::from_secs(10);
 /// The default spin time of a spin-then-block wait.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
+/// The default deadline of a stream's wait on another timeline's point
+/// ([`default_wait_deadline`]): as PyTorch's NCCL watchdog, long enough for
+/// any one step of real work, short enough that a silent peer surfaces.
+pub const DEFAULT_WAIT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// How long a stream waits on another timeline's point before it fails with
+/// `FailureKind::TimedOut` naming the point (contract rule `W-BOUND`):
+/// `BATON_WAIT_DEADLINE` in seconds (`30`, `0.5`; `off` for none), else
+/// [`DEFAULT_WAIT_DEADLINE`]. Read once; a value that does not parse is
+/// reported through `tracing` and the default is used.
+pub fn default_wait_deadline() -> Option<Duration> {
+    static DEFAULT: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(|| match std::env::var("BATON_WAIT_DEADLINE") {
+        Err(_) => Some(DEFAULT_WAIT_DEADLINE),
+        Ok(text) => parse_deadline(&text).unwrap_or_else(|| {
+            tracing::warn!(
+                "BATON_WAIT_DEADLINE={text:?} is not a number of seconds or `off`; using {DEFAULT_WAIT_DEADLINE:?}"
+            );
+            Some(DEFAULT_WAIT_DEADLINE)
+        }),
+    })
+}
+
+/// Parses a deadline: seconds (a positive finite number), or `off`/`none`
+/// for no deadline. `None` when it does not parse.
+pub fn parse_deadline(text: &str) -> Option<Option<Duration>> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("off") || text.eq_ignore_ascii_case("none") {
+        return Some(None);
+    }
+    let seconds: f64 = text.parse().ok()?;
+    (seconds.is_finite() && seconds > 0.0 && seconds < 1e9).then(|| Some(Duration::from_secs_f64(seconds)))
+}
+
 /// The strategy of one waiter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitPolicy {
@@ -78,6 +112,25 @@ impl WaitPolicy {
                 return WaitPolicy::Poll { bound: DEFAULT_POLL_BOUND };
             }
             std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).unwrap_or_default()
+        })
+    }
+
+    /// As [`wait`](Self::wait), for a stream's worker waiting on another
+    /// timeline's point with the edge's `deadline`: a point still pending
+    /// when it passes becomes a `FailureKind::TimedOut` failure naming the
+    /// point (`W-BOUND`); a failed point gives its own first cause
+    /// (`W-FAIL`).
+    pub fn wait_in_stream(
+        &self,
+        point: &crate::sync::SyncPoint,
+        deadline: Option<Duration>,
+        waiter: &str,
+    ) -> Result<(), crate::sync::Failure> {
+        self.wait(point.timeline(), point.value(), deadline).map_err(|e| match e {
+            WaitError::Failed { cause, .. } => cause,
+            timeout @ WaitError::Timeout { .. } => {
+                crate::sync::Failure::new(crate::sync::FailureKind::TimedOut, waiter, timeout.to_string())
+            }
         })
     }
 

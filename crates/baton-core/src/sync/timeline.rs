@@ -2,32 +2,34 @@
 //!
 //! # Protocol
 //!
-//! A timeline has exactly one writer ([`TimelineWriter`], not `Clone`): the
+//! A timeline has one write side ([`TimelineWriter`], not `Clone`): the
 //! worker of the stream that owns it, or the mutex of a [`HostTimeline`]
-//! (crate::sync::HostTimeline). Readers ([`Timeline`], cheap to clone) only
-//! observe it. The writer either advances the counter (`reached`) or fails the
-//! timeline from some value on; once failed, it never advances past the
-//! failure, so a point's fate, reached or failed, never changes once seen.
+//! (crate::sync::HostTimeline). A backend may share it between threads (the
+//! composite device advances from one thread and fails from another), so
+//! both writes, `advance` and `fail`, take the timeline's lock and check and
+//! change the state under it. Readers ([`Timeline`], cheap to clone) only
+//! observe it, without the lock on the fast path.
 //!
-//! Waking sleepers without losing a wake-up is a Dekker handshake: the writer
-//! swaps `reached` then reads `sleepers`; a sleeper increments `sleepers`
-//! (holding the lock) then reads `reached`. Every one of these four accesses
-//! is a read-modify-write (reads are `fetch_add(0)`): an RMW reads the value
-//! just before it in its variable's modification order and, being acq-rel,
-//! synchronises with the RMW it reads from. So whichever side comes second
-//! on either variable sees the other's first access, even under
-//! acquire/release alone (which is all loom models of `SeqCst`). When the
-//! writer sees a sleeper it takes the lock before notifying, which it can
-//! only get once the sleeper is inside `Condvar::wait`. The store of
-//! `reached` is also the release that publishes everything the completed
-//! work wrote; every load that can observe it is an acquire, so data is
-//! visible at the first moment a point is seen.
+//! The state keeps one invariant: `reached < failed_from`. `advance` only
+//! reaches values below the lowest failure, and `fail` only fails values
+//! above the counter; so a point seen reached stays reached, and a point
+//! seen failed (`failed_from <= value`) can never be reached. A later
+//! failure at a lower value lowers `failed_from` (the failed-from value is
+//! the minimum of every failure): every value from it on fails, and a point
+//! that had already failed keeps the cause it was first seen with (causes
+//! are kept per value range, in the order they were recorded).
+//!
+//! Sleepers count themselves and check the state under the lock, and the
+//! writers change it under the lock and notify after, so no wake-up is lost.
+//! The store of `reached` is also the release that publishes everything the
+//! completed work wrote; every load that can observe it is an acquire, so
+//! data is visible at the first moment a point is seen, by pollers too.
 
 use std::fmt;
 use std::time::Instant;
 
 use crate::loom::{lock, Arc, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
-use crate::sync::failure::{Failure, WaitError};
+use crate::sync::failure::{Failure, FailureKind, WaitError};
 
 /// No failure recorded.
 const NOT_FAILED: u64 = u64::MAX;
@@ -74,12 +76,26 @@ pub(crate) struct Shared {
     domain: Domain,
     reached: AtomicU64,
     failed_from: AtomicU64,
+    /// Waiters parked on `wake` (changed and read under `failures`' lock).
     sleepers: AtomicUsize,
-    failure: Mutex<Option<Failure>>,
+    failures: Mutex<Failures>,
     wake: Condvar,
     /// What the owning stream knew of other timelines after some of its
     /// values (vector-clock snapshots, for transitive ordering checks).
     clocks: Mutex<Vec<(u64, std::sync::Arc<Clock>)>>,
+}
+
+/// Every failure of a timeline, in the order recorded. Each one's first
+/// value is lower than every earlier one's (a failure at or above the
+/// lowest so far changes nothing), so the cause of value `v` is that of the
+/// first failure recorded whose first value is at or below `v`.
+#[derive(Default)]
+struct Failures(Vec<(u64, Failure)>);
+
+impl Failures {
+    fn cause_of(&self, value: u64) -> Option<&Failure> {
+        self.0.iter().find(|(from, _)| *from <= value).map(|(_, cause)| cause)
+    }
 }
 
 /// For each timeline, the highest value known complete: a vector clock.
@@ -114,7 +130,7 @@ impl Timeline {
             reached: AtomicU64::new(0),
             failed_from: AtomicU64::new(NOT_FAILED),
             sleepers: AtomicUsize::new(0),
-            failure: Mutex::new(None),
+            failures: Mutex::new(Failures::default()),
             wake: Condvar::new(),
             clocks: Mutex::new(Vec::new()),
         });
@@ -167,12 +183,19 @@ impl Timeline {
         clocks.iter().rev().find(|(v, _)| *v <= value).map(|(_, c)| c.clone())
     }
 
-    /// The first failure of this timeline, if any.
+    /// The first failure recorded on this timeline, if any: the cause of
+    /// every value past the last one reached (a later failure at a lower
+    /// value fails the values below too, with its own cause).
     pub fn failure(&self) -> Option<Failure> {
         if self.shared.failed_from.load(Ordering::Acquire) == NOT_FAILED {
             return None;
         }
-        lock(&self.shared.failure).clone()
+        lock(&self.shared.failures).0.first().map(|(_, cause)| cause.clone())
+    }
+
+    /// The lowest value that failed, if any: every value from it on fails.
+    pub fn failed_from(&self) -> Option<u64> {
+        Some(self.shared.failed_from.load(Ordering::Acquire)).filter(|&v| v != NOT_FAILED)
     }
 
     /// Whether both handles name the same timeline.
@@ -186,8 +209,8 @@ impl Timeline {
             return PointStatus::Reached;
         }
         if self.shared.failed_from.load(Ordering::Acquire) <= value {
-            if let Some(failure) = lock(&self.shared.failure).clone() {
-                return PointStatus::Failed(failure);
+            if let Some(failure) = lock(&self.shared.failures).cause_of(value) {
+                return PointStatus::Failed(failure.clone());
             }
         }
         PointStatus::Pending
@@ -202,20 +225,20 @@ impl Timeline {
         deadline: Option<Instant>,
     ) -> Result<(), WaitError> {
         let shared = &*self.shared;
-        let mut failure = lock(&shared.failure);
-        shared.sleepers.fetch_add(1, Ordering::SeqCst);
+        let mut failures = lock(&shared.failures);
+        shared.sleepers.fetch_add(1, Ordering::Relaxed);
         let result = loop {
-            if shared.reached.fetch_add(0, Ordering::SeqCst) >= value {
+            // Under the lock the writers cannot change the state, and they
+            // notify after they change it, so no wake-up is lost.
+            if shared.reached.load(Ordering::Acquire) >= value {
                 break Ok(());
             }
-            if shared.failed_from.load(Ordering::SeqCst) <= value {
-                if let Some(cause) = failure.clone() {
-                    break Err(self.failed_error(value, cause));
-                }
+            if let Some(cause) = failures.cause_of(value) {
+                break Err(self.failed_error(value, cause.clone()));
             }
             match deadline {
                 None => {
-                    failure = match shared.wake.wait(failure) {
+                    failures = match shared.wake.wait(failures) {
                         Ok(guard) => guard,
                         Err(poisoned) => poisoned.into_inner(),
                     };
@@ -225,14 +248,14 @@ impl Timeline {
                     if now >= deadline {
                         break Err(self.timeout_error(value, started));
                     }
-                    failure = match shared.wake.wait_timeout(failure, deadline - now) {
+                    failures = match shared.wake.wait_timeout(failures, deadline - now) {
                         Ok((guard, _)) => guard,
                         Err(poisoned) => poisoned.into_inner().0,
                     };
                 }
             }
         };
-        shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+        shared.sleepers.fetch_sub(1, Ordering::Relaxed);
         result
     }
 
@@ -263,12 +286,12 @@ impl TimelineWriter {
 
     /// The value reached so far.
     pub fn reached(&self) -> u64 {
-        self.shared.reached.load(Ordering::Relaxed)
+        self.shared.reached.load(Ordering::Acquire)
     }
 
-    /// Whether the timeline has failed.
+    /// Whether the timeline has failed (from some value on).
     pub fn is_failed(&self) -> bool {
-        self.shared.failed_from.load(Ordering::Relaxed) != NOT_FAILED
+        self.shared.failed_from.load(Ordering::Acquire) != NOT_FAILED
     }
 
     /// Reaches `value` (and so every value below it), publishing every write
@@ -276,37 +299,54 @@ impl TimelineWriter {
     /// at or past a recorded failure, changes nothing.
     pub fn advance(&self, value: u64) {
         let shared = &*self.shared;
-        // Only this writer stores `reached` and `failed_from`, so these loads
-        // see its own latest stores.
+        let failures = lock(&shared.failures);
         if value <= shared.reached.load(Ordering::Relaxed) || value >= shared.failed_from.load(Ordering::Relaxed) {
             return;
         }
-        shared.reached.swap(value, Ordering::SeqCst);
-        if shared.sleepers.fetch_add(0, Ordering::SeqCst) > 0 {
-            // Taking the lock orders this notify after any sleeper that
-            // counted itself has entered `wait` (see the module protocol).
-            drop(lock(&shared.failure));
+        shared.reached.store(value, Ordering::Release);
+        let wake = shared.sleepers.load(Ordering::Relaxed) > 0;
+        drop(failures);
+        if wake {
             shared.wake.notify_all();
         }
     }
 
     /// Fails every point from `value` on with `cause`, unless `value` is
-    /// already reached. Only the first failure is kept; every waiter of a
-    /// failed point wakes at once.
+    /// already reached or already failed. A failure below the lowest one so
+    /// far fails the values between them too, with its own cause; values
+    /// that had failed keep theirs. Every waiter of a failed point wakes at
+    /// once.
     pub fn fail(&self, value: u64, cause: Failure) {
         let shared = &*self.shared;
-        if value <= shared.reached.load(Ordering::Relaxed) {
+        let mut failures = lock(&shared.failures);
+        if value <= shared.reached.load(Ordering::Relaxed) || value >= shared.failed_from.load(Ordering::Relaxed) {
             return;
         }
-        {
-            let mut failure = lock(&shared.failure);
-            if failure.is_some() {
-                return;
-            }
-            *failure = Some(cause);
-            shared.failed_from.store(value, Ordering::SeqCst);
+        failures.0.push((value, cause));
+        shared.failed_from.store(value, Ordering::Release);
+        let wake = shared.sleepers.load(Ordering::Relaxed) > 0;
+        drop(failures);
+        if wake {
+            shared.wake.notify_all();
         }
-        shared.wake.notify_all();
+    }
+}
+
+impl Drop for TimelineWriter {
+    /// A timeline whose writer is gone can never move again: every value
+    /// not reached by now fails (`Abandoned`), so no point of it stays
+    /// pending forever.
+    fn drop(&mut self) {
+        let next = self.reached().saturating_add(1);
+        let origin = format!("{}@{next}", self.shared.label);
+        self.fail(
+            next,
+            Failure::new(
+                FailureKind::Abandoned,
+                origin,
+                "the timeline's writer was dropped before this value was reached",
+            ),
+        );
     }
 }
 

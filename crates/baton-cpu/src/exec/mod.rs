@@ -142,10 +142,11 @@ impl Executor {
                     let ptr = unsafe { base.as_ptr().add(t.offset()) };
                     Some(Storage { ptr, len: t.bytes() })
                 }
-                // SAFETY: the plan places the block inside `arena_bytes`,
-                // which the arena has at least.
                 Place::Arena(offset) => {
-                    Some(Storage { ptr: unsafe { arena.ptr.add(*offset) }, len: arena.len - offset })
+                    // SAFETY: the plan places the block inside `arena_bytes`,
+                    // which the arena has at least.
+                    let ptr = unsafe { arena.ptr.add(*offset) };
+                    Some(Storage { ptr, len: arena.len - offset })
                 }
                 Place::Alias => None,
             };

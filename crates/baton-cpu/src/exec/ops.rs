@@ -284,7 +284,9 @@ unsafe fn scatter_elems(src: *const u8, dst: *mut u8, cols: usize, elem: usize, 
             };
         }
     }
-    // SAFETY (all arms): forwarded from this function's contract.
+    // SAFETY: every arm reads `cols` packed elements at `src` and writes
+    // them `inner` bytes apart at `dst`, which this function's contract
+    // makes valid.
     unsafe {
         match elem {
             _ if inner == elem => std::ptr::copy_nonoverlapping(src, dst, cols * elem),
