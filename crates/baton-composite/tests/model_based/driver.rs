@@ -21,7 +21,7 @@ use crate::ops::{data, Case, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, B
 use crate::{Known, CALLS};
 
 /// The bound of a wait on a point that must settle: longer is a hang.
-pub const SETTLE: Duration = Duration::from_secs(5);
+pub const SETTLE: Duration = Duration::from_secs(2);
 /// The bound of a wait on a point that must stay pending.
 pub const SHORT: Duration = Duration::from_millis(20);
 /// The poll bound of a stream wait on a point that never comes.
