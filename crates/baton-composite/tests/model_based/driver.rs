@@ -245,6 +245,21 @@ impl Run {
         }
     }
 
+    /// Whether the case must steer around known defect (f): a submission
+    /// to a composite stream that may have failed.
+    fn avoid_composite_failure(&mut self, slot: usize) -> bool {
+        let s = &self.streams[slot % STREAMS];
+        let avoid = self.known.f
+            && self.setup == Setup::Composite
+            && s.device == 0
+            && s.stream.is_some()
+            && self.maybe_failed(s.uid).is_some();
+        if avoid {
+            self.skipped += 1;
+        }
+        avoid
+    }
+
     /// The stream of a slot (a new one if it was dropped) and its uid.
     fn stream(&mut self, slot: usize) -> (Stream, usize) {
         let slot = slot % STREAMS;
@@ -366,6 +381,23 @@ impl Run {
     }
 
     pub fn exec(&mut self, op: &Op) {
+        let target = match *op {
+            Op::Write { stream, .. }
+            | Op::WriteRange { stream, .. }
+            | Op::Read { stream, .. }
+            | Op::Copy { stream, .. }
+            | Op::CopyStaged { stream, .. }
+            | Op::Scale { stream, .. }
+            | Op::Add { stream, .. }
+            | Op::WaitStream { stream, .. }
+            | Op::WaitRelease { stream, .. }
+            | Op::WaitNever { stream, .. }
+            | Op::HostFn { stream, .. } => Some(stream),
+            _ => None,
+        };
+        if target.is_some_and(|s| self.avoid_composite_failure(s)) {
+            return;
+        }
         match *op {
             Op::Realloc { buffer } => {
                 let slot = buffer % BUFFERS;
@@ -556,6 +588,8 @@ impl Run {
             return;
         }
         let usable = self.accessible(rdevice, src_device) && self.accessible(device, dst_device);
+        // Known defect (s): into a composite buffer the copy moves zeros.
+        let usable = usable && !(self.known.s && self.setup == Setup::Composite && device == 0);
         if !usable || self.maybe_failed(uid).is_some() || self.maybe_failed(ruid).is_some() {
             self.skipped += 1; // which of its calls is refused would be a race
             return;

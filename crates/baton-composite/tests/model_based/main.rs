@@ -8,7 +8,7 @@
 //! `BATON_MODEL_CASES` (default 64), `BATON_MODEL_OPS` (longest sequence,
 //! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
 //! and `BATON_MODEL_TOLERATE` (known defects whose sequences the driver
-//! steers around, e.g. `a,c`) tune a run; `scripts/model-test.sh` runs many.
+//! steers around, e.g. `a,c,f,s`) tune a run; `scripts/model-test.sh` runs many.
 
 mod api;
 mod checks;
@@ -36,13 +36,18 @@ pub struct Known {
     pub a: bool,
     /// (c): failed accesses stay in a buffer's hazard log.
     pub c: bool,
+    /// (f): a composite stream loses the failure of an earlier item when a
+    /// later submission fails first.
+    pub f: bool,
+    /// (s): `copy_staged` into a composite buffer moves zeros.
+    pub s: bool,
 }
 
 impl Known {
     fn from_env() -> Known {
         let list = std::env::var("BATON_MODEL_TOLERATE").unwrap_or_default();
         let has = |d: &str| list.split(',').any(|x| x.trim() == d);
-        Known { a: has("a"), c: has("c") }
+        Known { a: has("a"), c: has("c"), f: has("f"), s: has("s") }
     }
 }
 

@@ -169,3 +169,29 @@ fn pending_wait_timeout_child() {
     gate.signal();
     assert_reached(&point, "the write, once the gate opens after a timed-out Pending::wait");
 }
+
+/// C-CROSS: `copy_staged` moves the bytes intact. Into a composite buffer
+/// it moves zeros: `CompositeStream::dispatch` scatters a `Write`'s host
+/// bytes when the item is submitted (`src.with_bytes` in `dispatch`), not
+/// when it runs; `copy_staged`'s host buffer is only filled later, by the
+/// source stream's read, in stream order.
+#[test]
+fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
+    let cpu = cpus();
+    let device = composite();
+    let (reader, writer) = (cpu[0].new_stream().expect("stream"), device.new_stream().expect("stream"));
+    let src = TensorRef::new(&cpu[0].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let dst = TensorRef::new(&device.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let data = vec![1.5f32, 2.5, 3.5, 4.5];
+    reader.write_async(&src, data.clone()).expect("write").wait_timeout(Duration::from_secs(2)).expect("written");
+    let host = HostTimeline::new("gate");
+    let gate = host.reserve();
+    reader.wait(&gate.point()).expect("wait"); // the read runs after the copy is queued
+    let copied = writer.copy_staged(&reader, &src, &dst, None).expect("copy_staged");
+    gate.signal();
+    assert_reached(&copied, "the staged copy");
+    let read = writer.read_into_async(&dst, vec![0f32; 4]).expect("read");
+    read.wait_timeout(Duration::from_secs(2)).expect("read back");
+    let got = read.wait().expect("read back");
+    assert_eq!(got, data, "bytes a staged copy moved into a composite buffer");
+}
