@@ -145,13 +145,12 @@ impl Run {
         let fates = self.model.fates();
         let deadline = Instant::now() + SETTLE;
         let before = self.problems.len();
-        for uid in 0..self.points.len() {
-            for item in 0..self.points[uid].len() {
-                if let Some(point) = self.points[uid][item].clone() {
-                    let what = format!("stream {uid} item {item} ({:?})", self.model.streams[uid][item]);
-                    self.check_point(&what, &point, &fates[uid][item], deadline);
-                }
-            }
+        let points: Vec<(usize, usize, SyncPoint)> = (self.points.iter().enumerate())
+            .flat_map(|(uid, items)| items.iter().enumerate().filter_map(move |(i, p)| Some((uid, i, p.clone()?))))
+            .collect();
+        for (uid, item, point) in points {
+            let what = format!("stream {uid} item {item} ({:?})", self.model.streams[uid][item]);
+            self.check_point(&what, &point, &fates[uid][item], deadline);
         }
         for i in 0..self.releases.len() {
             let (host, point) = (self.releases[i].host, self.releases[i].point.clone());

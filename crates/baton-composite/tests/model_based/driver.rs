@@ -165,6 +165,11 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// Whether reaching `a` implies reaching `b` (a later item of one stream).
+fn covers(a: &Target, b: &Target) -> bool {
+    matches!((a, b), (Target::Stream { stream: s, item: i }, Target::Stream { stream: t, item: j }) if s == t && i >= j)
+}
+
 fn overlaps(a: &View, b: &View) -> bool {
     a.buffer % BUFFERS == b.buffer % BUFFERS && a.start < b.start + b.len && b.start < a.start + a.len
 }
@@ -334,8 +339,14 @@ impl Run {
                     r.earlier_point
                 ));
             }
-            match self.by_label.get(&r.earlier_point) {
-                Some(t) if !targets.contains(t) => targets.push(t.clone()),
+            // The stream waits on each racing access's point once, a later
+            // point of the same stream standing for the earlier ones (in the
+            // order `Stream::submit_tracked` queues them).
+            match self.by_label.get(&r.earlier_point).cloned() {
+                Some(t) if !targets.iter().any(|n| covers(n, &t)) => {
+                    targets.retain(|n| !covers(&t, n));
+                    targets.push(t);
+                }
                 Some(_) => {}
                 None => self.problem(format!("a hazard report names a point the model does not know: {r}")),
             }

@@ -5,7 +5,7 @@
 //! wrapper with and without native waits and foreign access, a composite),
 //! checked against a plain sequential model.
 //!
-//! `BATON_MODEL_CASES` (default 64), `BATON_MODEL_OPS` (longest sequence,
+//! `BATON_MODEL_CASES` (default 128), `BATON_MODEL_OPS` (longest sequence,
 //! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
 //! and `BATON_MODEL_TOLERATE` (known defects whose sequences the driver
 //! steers around, e.g. `a,c,f,s`) tune a run; `scripts/model-test.sh` runs many.
@@ -67,9 +67,9 @@ pub fn run_case(case: &Case, known: Known) -> Vec<String> {
 
 #[test]
 fn random_sequences_keep_the_contract() {
-    let cases: u32 = env_or("BATON_MODEL_CASES", 64);
+    let cases: u32 = env_or("BATON_MODEL_CASES", 128);
     let max_ops: usize = env_or("BATON_MODEL_OPS", 24);
-    let seed: u64 = env_or("BATON_MODEL_SEED", 0x6261_746f_6e);
+    let seed: u64 = env_or("BATON_MODEL_SEED", 0x0062_6174_6f6e);
     let known = Known::from_env();
     let config = Config {
         cases,
