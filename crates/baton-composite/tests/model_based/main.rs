@@ -74,7 +74,7 @@ fn random_sequences_keep_the_contract() {
     let config = Config {
         cases,
         failure_persistence: None,
-        max_shrink_time: env_or("BATON_MODEL_SHRINK_MS", 120_000),
+        max_shrink_time: env_or("BATON_MODEL_SHRINK_MS", 30_000),
         ..Config::default()
     };
     let mut seed_bytes = [0u8; 32];
