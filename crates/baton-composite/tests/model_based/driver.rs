@@ -1,0 +1,623 @@
+//! Runs a case against the real devices, call by call, keeping the model in
+//! step: every queued item (including the waits the safe stream inserts,
+//! read from its hazard reports) gets a model item, and every refusal is
+//! checked against what the model expects.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use baton_composite::CompositeDevice;
+use baton_conformance::chaos::ChaosDevice;
+use baton_core::backend::{Buffer, Device, Pending, PendingError, Stream, StreamError, TensorRef};
+use baton_core::graph::{Flags, Graph};
+use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
+use baton_core::DType;
+
+use crate::api;
+use crate::model::{Cause, Effect, Fate, Item, Model, Place, Target};
+use crate::ops::{Case, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
+use crate::{Known, CALLS};
+
+#[path = "transfers.rs"]
+mod transfers;
+
+/// The bound of a wait on a point that must settle: longer is a hang.
+pub const SETTLE: Duration = Duration::from_secs(2);
+/// The bound of a wait on a point that must stay pending.
+pub const SHORT: Duration = Duration::from_millis(20);
+/// The poll bound of a stream wait on a point that never comes.
+pub const NEVER_BOUND: Duration = Duration::from_millis(30);
+
+pub struct StreamSlot {
+    pub stream: Option<Stream>,
+    pub uid: usize,
+    pub device: usize,
+}
+
+pub struct BufferSlot {
+    pub buffer: Buffer,
+    pub uid: usize,
+    pub device: usize,
+}
+
+/// A host buffer lent to a stream, and what it must come back as.
+pub enum Lent {
+    WriteF32(Pending<Vec<f32>>, Vec<f32>),
+    WriteBytes(Pending<Vec<u8>>, Vec<u8>),
+    ReadF32(Pending<Vec<f32>>, usize),
+    ReadBytes(Pending<Vec<u8>>, usize),
+}
+
+/// What came back from a lent buffer: the bytes, or the failure and
+/// whether the buffer came back with it.
+pub enum Returned {
+    Ok(Vec<u8>),
+    Failed(StreamError, bool),
+}
+
+pub struct LentEntry {
+    pub target: Target,
+    pub lent: Option<Lent>,
+    pub returned: Option<Returned>,
+}
+
+pub struct ReleaseEntry {
+    pub host: usize,
+    pub point: SyncPoint,
+    pub release: Option<Release>,
+}
+
+pub struct Run {
+    pub model: Model,
+    pub known: Known,
+    pub setup: Setup,
+    pub devices: Vec<Arc<dyn Device>>,
+    pub streams: Vec<StreamSlot>,
+    /// Device of every model stream, by uid.
+    pub stream_devices: Vec<usize>,
+    /// The actual point of every model item, where the API returned one.
+    pub points: Vec<Vec<Option<SyncPoint>>>,
+    pub buffers: Vec<BufferSlot>,
+    pub hosts: Vec<HostTimeline>,
+    pub releases: Vec<ReleaseEntry>,
+    pub never: Option<Release>,
+    pub gates: Vec<Option<mpsc::Sender<()>>>,
+    pub lent: Vec<LentEntry>,
+    /// Memory items by their point's name, to read hazard reports.
+    by_label: HashMap<String, Target>,
+    reports_seen: Vec<usize>,
+    /// Last memory item writing each buffer uid (a copy's producer).
+    last_writer: HashMap<usize, (Target, SyncPoint)>,
+    pub causes: Vec<(Cause, baton_core::sync::Failure)>,
+    pub problems: Vec<String>,
+    pub skipped: u64,
+}
+
+fn call<T>(result: T) -> T {
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    result
+}
+
+/// The CPU devices, opened once per process.
+fn cpus() -> Vec<Arc<dyn Device>> {
+    static CPUS: std::sync::OnceLock<Vec<Arc<dyn Device>>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+            .expect("two CPU devices")
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect()
+    })
+    .clone()
+}
+
+fn open(setup: Setup) -> Vec<Arc<dyn Device>> {
+    let cpu = cpus();
+    match setup {
+        Setup::Cpu { three } => {
+            let mut d = cpu.clone();
+            if three {
+                d.push(cpu[0].clone());
+            }
+            d
+        }
+        Setup::Chaos { three, seed, native_waits, foreign_access } => {
+            let n = if three { 3 } else { 2 };
+            (0..n)
+                .map(|i| {
+                    let mut c = ChaosDevice::new(cpu[i % 2].clone(), seed ^ i as u64, Duration::from_micros(300));
+                    if !native_waits {
+                        c = c.without_native_waits();
+                    }
+                    if !foreign_access {
+                        c = c.without_foreign_access();
+                    }
+                    Arc::new(c) as Arc<dyn Device>
+                })
+                .collect()
+        }
+        Setup::Composite => {
+            let composite = CompositeDevice::new(cpu.clone(), WaitPolicy::process_default()).expect("composite");
+            vec![Arc::new(composite) as Arc<dyn Device>, cpu[0].clone(), cpu[1].clone()]
+        }
+    }
+}
+
+fn scale_graph(elems: usize, factor: f32) -> Arc<Graph> {
+    let mut g = Graph::new();
+    let x = g.leaf("x", DType::F32, &[elems], Flags::INPUT).expect("leaf");
+    let y = g.scale(x, factor).expect("scale");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    Arc::new(g)
+}
+
+fn add_graph(elems: usize) -> Arc<Graph> {
+    let mut g = Graph::new();
+    let a = g.leaf("a", DType::F32, &[elems], Flags::INPUT).expect("leaf");
+    let b = g.leaf("b", DType::F32, &[elems], Flags::INPUT).expect("leaf");
+    let out = g.add(a, b).expect("add");
+    g.mark(out, Flags::OUTPUT).expect("mark");
+    g.set_name(out, "out").expect("name");
+    Arc::new(g)
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Whether reaching `a` implies reaching `b` (a later item of one stream).
+fn covers(a: &Target, b: &Target) -> bool {
+    matches!((a, b), (Target::Stream { stream: s, item: i }, Target::Stream { stream: t, item: j }) if s == t && i >= j)
+}
+
+fn overlaps(a: &View, b: &View) -> bool {
+    a.buffer % BUFFERS == b.buffer % BUFFERS && a.start < b.start + b.len && b.start < a.start + a.len
+}
+
+impl Run {
+    pub fn new(case: &Case, known: Known) -> Run {
+        let devices = open(case.setup);
+        let mut model = Model::default();
+        model.hosts = (0..HOSTS).map(|_| Default::default()).collect();
+        let mut run = Run {
+            model,
+            known,
+            setup: case.setup,
+            streams: Vec::new(),
+            stream_devices: Vec::new(),
+            points: Vec::new(),
+            buffers: Vec::new(),
+            hosts: (0..HOSTS).map(|h| HostTimeline::new(format!("host-{h}"))).collect(),
+            releases: Vec::new(),
+            never: Some(HostTimeline::new("never").reserve()),
+            gates: Vec::new(),
+            lent: Vec::new(),
+            by_label: HashMap::new(),
+            reports_seen: Vec::new(),
+            last_writer: HashMap::new(),
+            causes: Vec::new(),
+            problems: Vec::new(),
+            skipped: 0,
+            devices,
+        };
+        for s in 0..STREAMS {
+            let device = s % run.devices.len();
+            let uid = run.new_stream(device);
+            run.streams.push(StreamSlot { stream: None, uid, device });
+            run.open_stream(s);
+        }
+        for b in 0..BUFFERS {
+            let device = b % run.devices.len();
+            let (buffer, uid) = run.alloc(device);
+            run.buffers.push(BufferSlot { buffer, uid, device });
+        }
+        run
+    }
+
+    fn new_stream(&mut self, device: usize) -> usize {
+        self.stream_devices.push(device);
+        self.points.push(Vec::new());
+        self.reports_seen.push(0);
+        self.model.new_stream()
+    }
+
+    fn open_stream(&mut self, slot: usize) {
+        let device = self.streams[slot].device;
+        let stream = call(self.devices[device].new_stream()).expect("new stream");
+        self.streams[slot].stream = Some(stream);
+    }
+
+    fn alloc(&mut self, device: usize) -> (Buffer, usize) {
+        let buffer = call(self.devices[device].alloc(BUFFER_BYTES)).expect("alloc");
+        (buffer, self.model.new_buffer(BUFFER_BYTES))
+    }
+
+    fn problem(&mut self, message: String) {
+        self.problems.push(message);
+    }
+
+    /// Whether a stream of device `s` waits natively on host-memory points.
+    fn native(&self, _device: usize) -> bool {
+        !matches!(self.setup, Setup::Chaos { native_waits: false, .. })
+    }
+
+    /// Whether a stream of device `s` can address a buffer of device `b`.
+    fn accessible(&self, s: usize, b: usize) -> bool {
+        match self.setup {
+            Setup::Composite => (s == 0) == (b == 0),
+            Setup::Chaos { foreign_access: false, .. } => s % 2 == b % 2,
+            _ => true,
+        }
+    }
+
+    /// Whether the case must steer around known defect (f): a submission
+    /// to a composite stream that may have failed.
+    fn avoid_composite_failure(&mut self, slot: usize) -> bool {
+        let s = &self.streams[slot % STREAMS];
+        let avoid = self.known.f
+            && self.setup == Setup::Composite
+            && s.device == 0
+            && s.stream.is_some()
+            && self.maybe_failed(s.uid).is_some();
+        if avoid {
+            self.skipped += 1;
+        }
+        avoid
+    }
+
+    /// The stream of a slot (a new one if it was dropped) and its uid.
+    fn stream(&mut self, slot: usize) -> (Stream, usize) {
+        let slot = slot % STREAMS;
+        if self.streams[slot].stream.is_none() {
+            let uid = self.new_stream(self.streams[slot].device);
+            self.streams[slot].uid = uid;
+            self.open_stream(slot);
+        }
+        let s = &self.streams[slot];
+        (s.stream.clone().expect("opened"), s.uid)
+    }
+
+    fn tensor(&self, view: &View) -> (TensorRef, Place, usize) {
+        let slot = &self.buffers[view.buffer % BUFFERS];
+        let tensor = call(TensorRef::new(&slot.buffer, view.offset(), DType::F32, &[view.len])).expect("tensor");
+        (tensor, Place { buffer: slot.uid, offset: view.offset() }, slot.device)
+    }
+
+    /// The model's fate of stream `uid`'s last item now.
+    fn last_fate(&self, uid: usize) -> Fate {
+        self.model.fates()[uid].last().cloned().unwrap_or(Fate::Reached)
+    }
+
+    fn maybe_failed(&self, uid: usize) -> Option<Cause> {
+        match self.last_fate(uid) {
+            Fate::Failed(cause) => Some(cause),
+            _ => None,
+        }
+    }
+
+    fn record(&mut self, uid: usize, item: Item, point: Option<SyncPoint>) -> usize {
+        let index = match item {
+            Item::Mem { effect, .. } => self.model.push_mem(uid, effect),
+            other => self.model.push(uid, other),
+        };
+        if let (Some(p), Item::Mem { .. }) = (&point, &self.model.streams[uid][index]) {
+            self.by_label.insert(p.to_string(), Target::Stream { stream: uid, item: index });
+        }
+        self.points[uid].push(point);
+        index
+    }
+
+    /// Names of the memory items' points that have failed by now.
+    fn failed_accesses(&self) -> HashSet<String> {
+        let mut failed = HashSet::new();
+        for (uid, points) in self.points.iter().enumerate() {
+            for (i, p) in points.iter().enumerate() {
+                if let (Some(p), Item::Mem { .. }) = (p, &self.model.streams[uid][i]) {
+                    if matches!(p.status(), PointStatus::Failed(_)) {
+                        failed.insert(p.to_string());
+                    }
+                }
+            }
+        }
+        failed
+    }
+
+    /// Adds the waits the safe stream inserted (its new hazard reports) as
+    /// model items; `failed` are accesses that had failed before the call.
+    fn inserted_waits(&mut self, stream: &Stream, uid: usize, failed: &HashSet<String>) {
+        let reports = stream.hazard_reports();
+        let new = reports[self.reports_seen[uid].min(reports.len())..].to_vec();
+        self.reports_seen[uid] = reports.len();
+        let relayed = !self.native(self.stream_devices[uid]);
+        let mut targets: Vec<Target> = Vec::new();
+        for r in new {
+            if failed.contains(&r.earlier_point) && !self.known.c {
+                self.problem(format!(
+                    "known defect (c): {} waited on {}, an access that had already failed (M-ORDER: a failed access \
+                     orders nothing, it must not fail later users of the buffer): {r}",
+                    stream.label(),
+                    r.earlier_point
+                ));
+            }
+            // The stream waits on each racing access's point once, a later
+            // point of the same stream standing for the earlier ones (in the
+            // order `Stream::submit_tracked` queues them).
+            match self.by_label.get(&r.earlier_point).cloned() {
+                Some(t) if !targets.iter().any(|n| covers(n, &t)) => {
+                    targets.retain(|n| !covers(&t, n));
+                    targets.push(t);
+                }
+                Some(_) => {}
+                None => self.problem(format!("a hazard report names a point the model does not know: {r}")),
+            }
+        }
+        for target in targets {
+            self.record(uid, Item::Wait { target, bounded: false, relayed }, None);
+        }
+    }
+
+    /// Checks a submission's result. `refusal` is the error the model
+    /// expects (`None`: accepted); `prechecked` refusals come before the
+    /// stream's failure is looked at. Returns whether the call queued work.
+    fn submitted<T>(
+        &mut self,
+        what: &str,
+        uid: usize,
+        result: &Result<T, StreamError>,
+        refusal: Option<&str>,
+        prechecked: bool,
+    ) -> bool {
+        let maybe_failed = self.maybe_failed(uid);
+        match result {
+            Ok(_) if refusal.is_none() => true,
+            Ok(_) => {
+                self.problem(format!("{what}: accepted, expected {refusal:?}"));
+                true
+            }
+            Err(StreamError::Failed { cause, .. }) if !prechecked || refusal.is_none() => {
+                match maybe_failed {
+                    Some(expected) => self.check_cause(what, &expected, cause),
+                    None => self.problem(format!("{what}: refused with Failed({cause}) but the stream has not failed")),
+                }
+                false
+            }
+            Err(e) => {
+                let name = api::error_name(e);
+                if refusal != Some(name) {
+                    self.problem(format!("{what}: refused with {e} ({name}), expected {refusal:?}"));
+                }
+                false
+            }
+        }
+    }
+
+    pub fn exec(&mut self, op: &Op) {
+        let target = match *op {
+            Op::Write { stream, .. }
+            | Op::WriteRange { stream, .. }
+            | Op::Read { stream, .. }
+            | Op::Copy { stream, .. }
+            | Op::CopyStaged { stream, .. }
+            | Op::Scale { stream, .. }
+            | Op::Add { stream, .. }
+            | Op::WaitStream { stream, .. }
+            | Op::WaitRelease { stream, .. }
+            | Op::WaitNever { stream, .. }
+            | Op::HostFn { stream, .. } => Some(stream),
+            _ => None,
+        };
+        if target.is_some_and(|s| self.avoid_composite_failure(s)) {
+            return;
+        }
+        match *op {
+            Op::Realloc { buffer } => {
+                let slot = buffer % BUFFERS;
+                let (b, uid) = self.alloc(self.buffers[slot].device);
+                self.buffers[slot].buffer = b;
+                self.buffers[slot].uid = uid;
+            }
+            Op::Write { stream, dst, seed, wrong_len } => self.write(stream, dst, seed, wrong_len),
+            Op::WriteRange { stream, buffer, offset, len, seed, past_end } => {
+                self.write_range(stream, buffer, offset, len, seed, past_end)
+            }
+            Op::Read { stream, src, into } => self.read(stream, src, into),
+            Op::Copy { stream, src, dst, with_producer } => self.copy(stream, src, dst, with_producer),
+            Op::CopyStaged { stream, src_stream, src, dst } => self.copy_staged(stream, src_stream, src, dst),
+            Op::Scale { stream, x, y, factor } => {
+                let graph = scale_graph(x.len, factor);
+                let effect = |p: &[Place]| Effect::Scale { x: p[0], y: p[1], elems: x.len, factor };
+                self.compute(stream, &graph, &[("x", x), ("y", y)], overlaps(&x, &y), &effect);
+            }
+            Op::Add { stream, a, b, out } => {
+                let graph = add_graph(a.len);
+                let effect = |p: &[Place]| Effect::Add { a: p[0], b: p[1], out: p[2], elems: a.len };
+                let bad = overlaps(&out, &a) || overlaps(&out, &b);
+                self.compute(stream, &graph, &[("a", a), ("b", b), ("out", out)], bad, &effect);
+            }
+            Op::WaitStream { stream, on, relay, bounded } => self.wait_stream(stream, on, relay, bounded),
+            Op::WaitRelease { stream, release, relay, bounded } => self.wait_release(stream, release, relay, bounded),
+            Op::WaitNever { stream, relay } => self.wait_never(stream, relay),
+            Op::Reserve { host } => {
+                let release = call(self.hosts[host].reserve());
+                let value = self.model.hosts[host].reserve();
+                if release.point().value() != value {
+                    self.problem(format!("reserve gave {} for value {value}", release.point()));
+                }
+                self.releases.push(ReleaseEntry { host, point: release.point(), release: Some(release) });
+            }
+            Op::EndRelease { release, end } => self.end_release(release, end),
+            Op::HostFn { stream, kind } => self.host_fn(stream, kind),
+            Op::HostWait { stream } => self.host_wait(stream),
+            Op::PendingWait { pending } => self.pending_wait(pending),
+            Op::DropStream { stream } => {
+                let slot = stream % STREAMS;
+                let started = std::time::Instant::now();
+                drop(self.streams[slot].stream.take());
+                if started.elapsed() > Duration::from_secs(1) {
+                    self.problem(format!("dropping a stream blocked for {:?} (D-NOBLOCK)", started.elapsed()));
+                }
+            }
+        }
+    }
+
+    /// Queues a wait on `point` (the model's `target`) with the API call the
+    /// op asks for, and checks the outcome.
+    fn queue_wait(&mut self, stream: usize, target: Target, point: SyncPoint, relay: bool, bound: Option<Duration>) {
+        let (s, uid) = self.stream(stream);
+        let device = self.streams[stream % STREAMS].device;
+        if point.timeline().same_as(s.timeline()) {
+            let last = s.last_point();
+            if let Ok(p) = call(s.wait(&point)) {
+                if p.value() != last.value() {
+                    self.problem(format!("a wait on the stream's own point queued an item: {p}"));
+                }
+            }
+            return;
+        }
+        let policy = match bound {
+            Some(bound) => WaitPolicy::Poll { bound },
+            None => s.wait_policy(),
+        };
+        let native = self.native(device);
+        let (result, refusal) = if relay {
+            (call(s.wait_or_relay(&point, policy)).map(|_| ()), None)
+        } else {
+            (call(api::wait(&s, &point, policy)).map(|_| ()), (!native).then_some("ForeignPoint"))
+        };
+        if self.submitted("wait", uid, &result, refusal, !native && !relay) {
+            let item = Item::Wait { target, bounded: bound.is_some(), relayed: !native };
+            self.record(uid, item, Some(s.last_point()));
+        }
+    }
+
+    /// A bound for a wait on `target`, if the op asks for one and the
+    /// target settles by itself (a bound on a point the test will settle
+    /// later would race the test).
+    fn bound_for(&self, target: &Target, bounded: bool) -> Option<Duration> {
+        let settles = match target {
+            Target::Stream { stream, item } => self.model.fates()[*stream][*item] != Fate::Pending,
+            Target::Host { host, value } => self.model.hosts[*host].fate(*value) != Fate::Pending,
+            Target::Never => false,
+        };
+        (bounded && settles).then_some(SETTLE * 2)
+    }
+
+    fn wait_stream(&mut self, stream: usize, on: usize, relay: bool, bounded: bool) {
+        let (o, ouid) = self.stream(on);
+        let Some(item) = self.model.streams[ouid].len().checked_sub(1) else {
+            self.skipped += 1;
+            return;
+        };
+        let target = Target::Stream { stream: ouid, item };
+        let bound = self.bound_for(&target, bounded);
+        self.queue_wait(stream, target, o.last_point(), relay, bound);
+    }
+
+    fn wait_release(&mut self, stream: usize, release: usize, relay: bool, bounded: bool) {
+        if self.releases.is_empty() {
+            self.skipped += 1;
+            return;
+        }
+        let r = &self.releases[release % self.releases.len()];
+        let target = Target::Host { host: r.host, value: r.point.value() };
+        let point = r.point.clone();
+        let bound = self.bound_for(&target, bounded);
+        self.queue_wait(stream, target, point, relay, bound);
+    }
+
+    fn wait_never(&mut self, stream: usize, relay: bool) {
+        let point = self.never.as_ref().expect("held until the end").point();
+        self.queue_wait(stream, Target::Never, point, relay, Some(NEVER_BOUND));
+    }
+
+    fn end_release(&mut self, release: usize, end: ReleaseEnd) {
+        let held: Vec<usize> = (0..self.releases.len()).filter(|&i| self.releases[i].release.is_some()).collect();
+        if held.is_empty() {
+            self.skipped += 1;
+            return;
+        }
+        self.end(held[release % held.len()], end);
+    }
+
+    pub fn end(&mut self, index: usize, mut end: ReleaseEnd) {
+        let entry = &mut self.releases[index];
+        let (host, value) = (entry.host, entry.point.value());
+        let release = entry.release.take().expect("held");
+        if end != ReleaseEnd::Signal && self.known.a && self.model.hosts[host].fail_after_later_failure(value) {
+            end = ReleaseEnd::Signal; // known defect (a): the failure would be lost
+            self.skipped += 1;
+        }
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        match end {
+            ReleaseEnd::Signal => {
+                release.signal();
+                self.model.hosts[host].signal(value);
+            }
+            ReleaseEnd::Drop => {
+                drop(release);
+                self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: true });
+            }
+            ReleaseEnd::Fail => {
+                release.fail(format!("fail-{host}-{value}"));
+                self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: false });
+            }
+        }
+    }
+
+    fn host_fn(&mut self, stream: usize, kind: HostFnKind) {
+        let (s, uid) = self.stream(stream);
+        let item_index = self.model.streams[uid].len();
+        let (item, result) = match kind {
+            HostFnKind::Ok => (Item::HostOk, call(s.host_fn(|| Ok(())))),
+            HostFnKind::Err => {
+                let message = format!("boom-{uid}-{item_index}");
+                (Item::HostErr, call(s.host_fn(move || Err(message))))
+            }
+            HostFnKind::Silent => {
+                let (tx, rx) = mpsc::channel::<()>();
+                let result = call(s.host_fn(move || {
+                    // Bounded, so a test that panics before opening the gate
+                    // does not leave the worker blocked forever.
+                    rx.recv_timeout(Duration::from_secs(120)).map_err(|e| format!("silent peer: {e}"))
+                }));
+                let gate = self.model.new_gate();
+                self.gates.push(Some(tx));
+                (Item::Silent { gate }, result)
+            }
+        };
+        if self.submitted("host_fn", uid, &result, None, false) {
+            self.record(uid, item, result.ok());
+        } else if let Item::Silent { gate } = item {
+            self.model.gates[gate] = true;
+        }
+    }
+}
+
+/// The point of a lent buffer's transfer.
+pub fn point_of(lent: &Lent) -> &SyncPoint {
+    match lent {
+        Lent::WriteF32(p, _) | Lent::ReadF32(p, _) => p.point(),
+        Lent::WriteBytes(p, _) | Lent::ReadBytes(p, _) => p.point(),
+    }
+}
+
+/// Takes the buffer back from a settled pending transfer.
+pub fn take_back(lent: Lent) -> Returned {
+    fn back<B: baton_core::backend::HostBytes>(r: Result<B, PendingError<B>>) -> Returned {
+        match r {
+            Ok(b) => Returned::Ok(b.bytes().to_vec()),
+            Err(e) => {
+                let error = e.error.clone();
+                Returned::Failed(error, e.into_buffer().is_some())
+            }
+        }
+    }
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    match lent {
+        Lent::WriteF32(p, _) | Lent::ReadF32(p, _) => back(p.wait()),
+        Lent::WriteBytes(p, _) | Lent::ReadBytes(p, _) => back(p.wait()),
+    }
+}

@@ -1,0 +1,197 @@
+//! The smallest sequences of the defects the model test found, one test
+//! each, named by what must hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_composite::CompositeDevice;
+use baton_core::backend::{Device, TensorRef};
+use baton_core::sync::{HostTimeline, WaitError, WaitPolicy};
+use baton_core::DType;
+
+fn cpus() -> Vec<Arc<dyn Device>> {
+    baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+        .expect("two CPU devices")
+        .into_iter()
+        .map(|d| d as Arc<dyn Device>)
+        .collect()
+}
+
+fn composite() -> Arc<dyn Device> {
+    Arc::new(CompositeDevice::new(cpus(), WaitPolicy::Block).expect("composite"))
+}
+
+/// P-FAIL / E-STICKY: when a stream fails at an item, every point from it
+/// on fails. A composite stream fails its timeline from two threads: the
+/// worker of inner stream 0 (dropping an item's `Completion` unrun fails
+/// that item's value) and the submitting thread (`CompositeStream::submit`
+/// fails the new value when an inner stream refuses it as failed). When the
+/// submitting thread comes first, it records the failure at the later value;
+/// `TimelineWriter::fail` keeps only the first failure, so the earlier
+/// value's failure is dropped and its point stays pending forever.
+#[test]
+fn composite_points_before_a_failure_settle_when_a_later_submission_fails_first() {
+    let device = composite();
+    let buffer = device.alloc(64).expect("alloc");
+    let t = TensorRef::new(&buffer, 0, DType::F32, &[2]).expect("tensor");
+    for round in 0..200 {
+        let stream = device.new_stream().expect("stream");
+        let host = HostTimeline::new("gate");
+        let release = host.reserve();
+        let point = release.point();
+        release.fail("gone");
+        let waited = stream.wait(&point).expect("wait");
+        // Accepted or refused as failed, depending on timing.
+        let written = stream.write_async(&t, vec![1f32, 2.0]).map(|p| p.point().clone());
+        for (what, p) in [("wait", Ok(waited)), ("write", written)] {
+            let Ok(p) = p else { continue };
+            match p.wait_timeout(Duration::from_secs(2)) {
+                Err(WaitError::Failed { .. }) => {}
+                other => panic!(
+                    "round {round}: the composite's {what} after a wait on a failed point: {other:?}, expected Failed"
+                ),
+            }
+        }
+    }
+}
+
+fn assert_fails(point: &baton_core::sync::SyncPoint, what: &str) {
+    match point.wait_timeout(Duration::from_secs(2)) {
+        Err(WaitError::Failed { .. }) => {}
+        other => panic!("{what} ({point}): {other:?}, expected Failed"),
+    }
+}
+
+fn assert_reached(point: &baton_core::sync::SyncPoint, what: &str) {
+    if let Err(e) = point.wait_timeout(Duration::from_secs(2)) {
+        panic!("{what} ({point}): {e}, expected reached");
+    }
+}
+
+/// Known defect (a), H-ABANDON: dropping a release fails its point, even
+/// when a later release of the timeline was dropped first.
+#[test]
+fn release_dropped_out_of_order_settles_every_point() {
+    let host = HostTimeline::new("host");
+    let (first, second) = (host.reserve(), host.reserve());
+    let (p1, p2) = (first.point(), second.point());
+    drop(second);
+    drop(first);
+    assert_fails(&p2, "the second release, dropped");
+    assert_fails(&p1, "the first release, dropped after the second");
+}
+
+/// Known defect (c), M-ORDER: a failed access ran nothing, so it orders
+/// nothing; another stream's later write of the same bytes runs.
+#[test]
+fn failed_access_does_not_fail_later_users_of_the_buffer() {
+    let cpu = cpus();
+    let (s0, s1) = (cpu[0].new_stream().expect("stream"), cpu[1].new_stream().expect("stream"));
+    let buffer = cpu[0].alloc(64).expect("alloc");
+    let t = TensorRef::new(&buffer, 0, DType::F32, &[4]).expect("tensor");
+    let failed = s0.host_fn(|| Err("boom".into())).expect("host_fn");
+    let write = s0.write_async(&t, vec![1f32; 4]).expect("queued before the failure is seen");
+    assert_fails(write.point(), "a write after a failed host function");
+    assert_fails(&failed, "the failed host function");
+    let later = s1.write_async(&t, vec![2f32; 4]).expect("write");
+    assert_reached(later.point(), "another stream's write of the same bytes, after the failed one");
+}
+
+/// Known defect (e), W-BOUND: a stream wait with a deadline on a point
+/// that never comes ends, failing the stream `TimedOut`, under the
+/// blocking policy too (see `api::wait_with_deadline`).
+#[test]
+fn stream_wait_with_a_deadline_on_a_silent_peer_ends() {
+    let cpu = cpus();
+    let stream = cpu[0].new_stream().expect("stream");
+    let host = HostTimeline::new("silent");
+    let release = host.reserve();
+    let deadline = Duration::from_millis(100);
+    let waited = crate::api::wait_with_deadline(&stream, &release.point(), WaitPolicy::Block, deadline).expect("wait");
+    let result = waited.wait_timeout(Duration::from_secs(2));
+    drop(release); // ends the wait on today's code, so nothing is left blocked
+    match result {
+        Err(WaitError::Failed { cause, .. }) if cause.kind() == baton_core::sync::FailureKind::TimedOut => {}
+        other => panic!("a stream wait past its deadline: {other:?}, expected Failed(TimedOut)"),
+    }
+}
+
+const CHILD: &str = "BATON_MODEL_CHILD";
+
+/// Known defect (b), H-OWN / P-TIMEOUT: `Pending::wait` under the poll
+/// policy ends in a timeout when the bound passes; the transfer is still
+/// queued and must still run (the stream must not fail for lack of its host
+/// buffer). Runs in a child process whose default wait policy is `poll`
+/// (read once per process); takes the poll bound (10 s).
+#[test]
+fn pending_wait_timeout_under_poll_keeps_the_transfer() {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", "regressions::pending_wait_timeout_child", "--ignored", "--nocapture"])
+        .env(CHILD, "1")
+        .env("BATON_WAIT_POLICY", "poll")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("child");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("child status") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the child test hung for 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().expect("output");
+    let text = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
+    assert!(status.success() && text.contains("1 passed"), "the child test failed:\n{text}");
+}
+
+#[test]
+#[ignore = "run by pending_wait_timeout_under_poll_keeps_the_transfer in a child process"]
+fn pending_wait_timeout_child() {
+    assert_eq!(std::env::var(CHILD).as_deref(), Ok("1"), "run only as a child");
+    assert_eq!(WaitPolicy::process_default().name(), "poll");
+    let cpu = cpus();
+    let stream = cpu[0].new_stream().expect("stream");
+    let buffer = cpu[0].alloc(64).expect("alloc");
+    let t = TensorRef::new(&buffer, 0, DType::F32, &[4]).expect("tensor");
+    let host = HostTimeline::new("gate");
+    let gate = host.reserve();
+    stream.wait(&gate.point()).expect("wait");
+    let pending = stream.write_async(&t, vec![3f32; 4]).expect("write");
+    let point = pending.point().clone();
+    let timed_out = pending.wait(); // the poll bound passes: a timeout
+    assert!(timed_out.is_err(), "the gate is closed, the write cannot be done");
+    gate.signal();
+    assert_reached(&point, "the write, once the gate opens after a timed-out Pending::wait");
+}
+
+/// C-CROSS: `copy_staged` moves the bytes intact. Into a composite buffer
+/// it moves zeros: `CompositeStream::dispatch` scatters a `Write`'s host
+/// bytes when the item is submitted (`src.with_bytes` in `dispatch`), not
+/// when it runs; `copy_staged`'s host buffer is only filled later, by the
+/// source stream's read, in stream order.
+#[test]
+fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
+    let cpu = cpus();
+    let device = composite();
+    let (reader, writer) = (cpu[0].new_stream().expect("stream"), device.new_stream().expect("stream"));
+    let src = TensorRef::new(&cpu[0].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let dst = TensorRef::new(&device.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let data = vec![1.5f32, 2.5, 3.5, 4.5];
+    reader.write_async(&src, data.clone()).expect("write").wait_timeout(Duration::from_secs(2)).expect("written");
+    let host = HostTimeline::new("gate");
+    let gate = host.reserve();
+    reader.wait(&gate.point()).expect("wait"); // the read runs after the copy is queued
+    let copied = writer.copy_staged(&reader, &src, &dst, None).expect("copy_staged");
+    gate.signal();
+    assert_reached(&copied, "the staged copy");
+    let read = writer.read_into_async(&dst, vec![0f32; 4]).expect("read");
+    read.wait_timeout(Duration::from_secs(2)).expect("read back");
+    let got = read.wait().expect("read back");
+    assert_eq!(got, data, "bytes a staged copy moved into a composite buffer");
+}
