@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use baton_core::backend::{BufferRange, Device, HostSlot, RawStream, Stream, StreamError, StreamOp};
 use baton_core::sync::{Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
 
-use crate::buffer::{byte_tensor, CompositeBuffer};
+use crate::buffer::{byte_tensor, CompositeBuffer, SplitTensor};
 use crate::collective::Collective;
 use crate::error::CompositeError;
 use crate::exec::PartitionCache;
@@ -165,18 +165,13 @@ impl CompositeStream {
                 self.inner[0].host_fn(f)?;
             }
             StreamOp::Write { dst, src } => {
+                // Each part reads the host bytes when it runs, in stream
+                // order: they may be filled by an item queued before this
+                // one (`copy_staged`'s read), not yet run now.
                 let buffer = self.composite(&dst, "write")?;
-                let mut parts = Vec::new();
-                src.with_bytes(&mut |bytes| {
-                    parts = (0..self.inner.len())
-                        .map(|d| match buffer.tensor() {
-                            None => bytes.to_vec(),
-                            Some(t) => scatter_bytes(&t.split, t.dtype, &t.dims, d, bytes),
-                        })
-                        .collect();
-                });
-                for (d, bytes) in parts.into_iter().enumerate() {
-                    drop(self.inner[d].write_range_async(&buffer.part_range(&dst.range(), d)?, bytes)?);
+                for d in 0..self.inner.len() {
+                    let part = PartSlot { whole: src.clone(), tensor: buffer.tensor().cloned(), device: d };
+                    self.inner[d].write_slot_async(&buffer.part_range(&dst.range(), d)?, Arc::new(part))?;
                 }
             }
             StreamOp::Read { src, dst } => self.read(&src, dst)?,
@@ -235,6 +230,27 @@ impl CompositeStream {
         })?;
         Ok(())
     }
+}
+
+/// Device `device`'s part of a composite write's host bytes, cut from the
+/// whole when the inner write runs.
+struct PartSlot {
+    whole: Arc<dyn HostSlot>,
+    tensor: Option<SplitTensor>,
+    device: usize,
+}
+
+impl HostSlot for PartSlot {
+    fn with_bytes(&self, f: &mut dyn FnMut(&[u8])) {
+        self.whole.with_bytes(&mut |bytes| match &self.tensor {
+            None => f(bytes),
+            Some(t) => f(&scatter_bytes(&t.split, t.dtype, &t.dims, self.device, bytes)),
+        });
+    }
+
+    /// A part is only ever written from: it lends nothing to fill (a read
+    /// into it would find no buffer and fail its stream).
+    fn with_bytes_mut(&self, _f: &mut dyn FnMut(&mut [u8])) {}
 }
 
 // SAFETY: items run in submission order: item `n` is queued on the inner

@@ -1,6 +1,5 @@
-//! The few calls of the API that are about to change (private
-//! `BufferRange` fields, a deadline on `StreamOp::Wait`, a `PendingError`
-//! that hands the `Pending` back on timeout), in one place.
+//! The few calls of the API the model wraps (checked ranges, bounded
+//! stream waits, the names of refusals), in one place.
 
 use baton_core::backend::{Buffer, BufferRange, Stream, StreamError};
 use baton_core::sync::{SyncPoint, WaitPolicy};
@@ -33,13 +32,12 @@ pub fn error_name(e: &StreamError) -> &'static str {
 }
 
 /// A stream wait that must end by `deadline` (failing the stream
-/// `TimedOut`) even under a blocking policy. `StreamOp::Wait` has no
-/// deadline yet (known defect (e)), so today this is a plain wait.
+/// `TimedOut`) even under a blocking policy.
 pub fn wait_with_deadline(
     stream: &Stream,
     point: &SyncPoint,
     policy: WaitPolicy,
-    _deadline: std::time::Duration,
+    deadline: std::time::Duration,
 ) -> Result<SyncPoint, StreamError> {
-    stream.wait_with(point, policy)
+    stream.wait_bounded(point, policy, Some(deadline))
 }

@@ -529,6 +529,15 @@ impl Stream {
         Ok(Pending::new(point, self.label().into(), slot))
     }
 
+    /// As [`write_range_async`](Self::write_range_async), from a host slot
+    /// the caller shares with other work: the bytes are read from `src`
+    /// when the write runs, not when it is queued (a backend that forwards
+    /// a write whose bytes another queued item fills first). A slot whose
+    /// length then differs from `dst`'s fails the stream.
+    pub fn write_slot_async(&self, dst: &BufferRange, src: Arc<dyn HostSlot>) -> Result<SyncPoint, StreamError> {
+        self.submit_tracked(StreamOp::Write { dst: dst.clone(), src }, &[], std::slice::from_ref(dst))
+    }
+
     /// Reads `src` into the host buffer `dst` asynchronously; the handle
     /// waits only for this read's own point (`R-OWN`) and gives `dst` back
     /// filled.
