@@ -61,6 +61,10 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     assert!(out.status.success(), "plan: {}", String::from_utf8_lossy(&out.stderr));
     let plan = String::from_utf8_lossy(&out.stdout);
     assert!(plan.contains("2 splits") && plan.contains("bytes"), "{plan}");
+    // CPU streams wait natively on each other's host-memory timelines and
+    // address each other's memory: no relay, no staging.
+    assert!(plan.contains("native wait") && plan.contains("direct copy"), "{plan}");
+    assert!(!plan.contains("relay") && !plan.contains("host-staged"), "{plan}");
 }
 
 #[test]

@@ -51,6 +51,20 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
         let out = baton(&["run", "-m", &model, "-p", "hello world", "-n", "4", "--temp", "0", "--devices", devices]);
         assert!(out.status.success(), "run on {devices}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // A consumer that cannot wait natively on the producer's timeline (a
+    // CPU stream on a Vulkan semaphore, one Vulkan device on another's) is
+    // served by the relay, and the plan says so; a Vulkan stream waits
+    // natively on a CPU device's host-memory timeline.
+    for devices in ["vulkan:0,cpu", "vulkan:0,vulkan:0"] {
+        let out = baton(&["plan", "-m", &model, "--devices", devices, "-p", "4"]);
+        let plan = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "plan on {devices}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(plan.contains("relay wait") && !plan.contains("native wait"), "plan on {devices}: {plan}");
+    }
+    let out = baton(&["plan", "-m", &model, "--devices", "cpu,vulkan:0", "-p", "4"]);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "plan on cpu,vulkan:0: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(plan.contains("native wait") && !plan.contains("relay wait"), "plan on cpu,vulkan:0: {plan}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
