@@ -54,7 +54,8 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     Ok(devices)
 }
 
-fn json_str(s: &str) -> String {
+/// `s` as a JSON string.
+pub fn json_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
