@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use baton_composite::CompositeDevice;
 use baton_conformance::{judge, ExpectedFailure, Fixture, Outcome, CONTRACT_RULES, OP_CASES};
 use baton_core::backend::Device;
 use clap::Args;
@@ -18,6 +19,15 @@ pub struct ConformanceArgs {
     /// (`vulkan:0`) is tested as both.
     #[arg(long, default_value = "cpu:0,cpu:1")]
     devices: String,
+    /// Which backend runs the suite (`-sm`, as for `baton run`): `layer`
+    /// (the devices themselves) or `tensor` (two composite devices over all
+    /// of `--devices`, the backend of `--split-mode tensor`).
+    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
+    split_mode: String,
+    /// With `--split-mode tensor`: how the composites' gates wait (block,
+    /// spin or poll; default as for `baton run`).
+    #[arg(long = "gate-policy")]
+    gate_policy: Option<String>,
     /// Only rules or cases whose name contains this.
     #[arg(long)]
     filter: Option<String>,
@@ -37,11 +47,22 @@ struct Row {
 /// The devices the suite runs on, and their name for the header.
 fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, String)> {
     let mut devices = crate::devices::open(&args.devices, None)?;
-    if devices.len() == 1 {
-        // One device plays both parts: its streams wait on each other.
-        devices.push(devices[0].clone());
+    match args.split_mode.as_str() {
+        "layer" => {
+            if devices.len() == 1 {
+                // One device plays both parts: its streams wait on each other.
+                devices.push(devices[0].clone());
+            }
+            Ok((devices, args.devices.clone()))
+        }
+        "tensor" => {
+            let policy = crate::devices::gate_policy(args.gate_policy.as_deref())?;
+            let pair = CompositeDevice::conformance_pair(devices, policy).context("building the composite devices")?;
+            let name = format!("two composite devices {}", pair[0].info().name);
+            Ok((pair, name))
+        }
+        other => bail!("--split-mode {other:?}: use layer (the devices themselves) or tensor (composite devices)"),
     }
-    Ok((devices, args.devices.clone()))
 }
 
 /// Runs `baton conformance`.
