@@ -1,11 +1,15 @@
 //! `baton conformance`: the conformance suite against this machine's
-//! devices, with a pass/fail table per rule.
+//! devices, with a verdict per rule: pass, FAIL, an expected failure (with
+//! the reason the suite gives, `baton_conformance::expected_failures`) or
+//! an expected failure that unexpectedly passed.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
-use baton_conformance::{Fixture, CONTRACT_RULES, OP_CASES};
+use anyhow::{bail, Context, Result};
+use baton_composite::CompositeDevice;
+use baton_conformance::{judge, ExpectedFailure, Fixture, Outcome, CONTRACT_RULES, OP_CASES};
+use baton_core::backend::Device;
 use clap::Args;
 
 /// Arguments of `baton conformance`.
@@ -15,6 +19,15 @@ pub struct ConformanceArgs {
     /// (`vulkan:0`) is tested as both.
     #[arg(long, default_value = "cpu:0,cpu:1")]
     devices: String,
+    /// Which backend runs the suite (`-sm`, as for `baton run`): `layer`
+    /// (the devices themselves) or `tensor` (two composite devices over all
+    /// of `--devices`, the backend of `--split-mode tensor`).
+    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
+    split_mode: String,
+    /// With `--split-mode tensor`: how the composites' gates wait (block,
+    /// spin or poll; default as for `baton run`).
+    #[arg(long = "gate-policy")]
+    gate_policy: Option<String>,
     /// Only rules or cases whose name contains this.
     #[arg(long)]
     filter: Option<String>,
@@ -23,57 +36,103 @@ pub struct ConformanceArgs {
     json: bool,
 }
 
+/// One check's verdict.
+struct Row {
+    kind: &'static str,
+    name: &'static str,
+    outcome: Outcome,
+    ms: f64,
+}
+
+/// The devices the suite runs on, and their name for the header.
+fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, String)> {
+    let mut devices = crate::devices::open(&args.devices, None)?;
+    match args.split_mode.as_str() {
+        "layer" => {
+            if devices.len() == 1 {
+                // One device plays both parts: its streams wait on each other.
+                devices.push(devices[0].clone());
+            }
+            Ok((devices, args.devices.clone()))
+        }
+        "tensor" => {
+            let policy = crate::devices::gate_policy(args.gate_policy.as_deref())?;
+            let pair = CompositeDevice::conformance_pair(devices, policy).context("building the composite devices")?;
+            let name = format!("two composite devices {}", pair[0].info().name);
+            Ok((pair, name))
+        }
+        other => bail!("--split-mode {other:?}: use layer (the devices themselves) or tensor (composite devices)"),
+    }
+}
+
 /// Runs `baton conformance`.
 pub fn run(args: ConformanceArgs) -> Result<()> {
-    let mut devices = crate::devices::open(&args.devices, None)?;
-    if devices.len() == 1 {
-        // One device plays both parts: its streams wait on each other.
-        devices.push(devices[0].clone());
-    }
+    let (devices, name) = devices_under_test(&args)?;
+    let expected = baton_conformance::expected_failures(&devices).context("probing the devices' streams")?;
     // Failures are reported in the table, not as panic messages.
     std::panic::set_hook(Box::new(|_| {}));
     let mut rows = Vec::new();
     for (kind, list) in [("contract", CONTRACT_RULES), ("op", OP_CASES)] {
-        for (name, case) in list.iter().filter(|(n, _)| args.filter.as_deref().is_none_or(|f| n.contains(f))) {
+        for (case_name, case) in list.iter().filter(|(n, _)| args.filter.as_deref().is_none_or(|f| n.contains(f))) {
             let fixture = Fixture::new(devices.clone());
             let start = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(|| case(&fixture)));
-            let message = outcome.err().map(|p| {
-                p.downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default()
-            });
-            rows.push((kind, *name, message, start.elapsed().as_secs_f64() * 1e3));
+            let expectation: Option<&ExpectedFailure> = expected.iter().find(|e| e.rule == *case_name);
+            let outcome = judge(expectation, &|| case(&fixture));
+            rows.push(Row { kind, name: case_name, outcome, ms: start.elapsed().as_secs_f64() * 1e3 });
         }
     }
     let _ = std::panic::take_hook();
-    let failed = rows.iter().filter(|r| r.2.is_some()).count();
+    let count = |f: fn(&Outcome) -> bool| rows.iter().filter(|r| f(&r.outcome)).count();
+    let passed = count(|o| *o == Outcome::Passed);
+    let expected_failures = count(|o| matches!(o, Outcome::Expected { .. }));
+    let unexpected_passes = count(|o| matches!(o, Outcome::UnexpectedPass { .. }));
+    let failed = count(|o| !o.is_ok());
     if args.json {
-        let items: Vec<String> = rows
-            .iter()
-            .map(|(kind, name, msg, ms)| {
-                let m = msg.as_deref().unwrap_or("").replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-                format!(
-                    "{{\"kind\":\"{kind}\",\"name\":\"{name}\",\"passed\":{},\"ms\":{ms:.1},\"message\":\"{m}\"}}",
-                    msg.is_none()
-                )
-            })
-            .collect();
-        println!("[{}]", items.join(","));
+        println!("[{}]", rows.iter().map(json_row).collect::<Vec<_>>().join(","));
     } else {
-        println!("conformance on {}:", args.devices);
-        for (kind, name, msg, ms) in &rows {
-            let verdict = if msg.is_none() { "pass" } else { "FAIL" };
-            println!("  {verdict}  {kind:<8} {name:<30} {ms:>8.1} ms");
-            if let Some(m) = msg {
-                println!("        {}", m.lines().next().unwrap_or(""));
+        println!("conformance on {name}:");
+        for row in &rows {
+            println!("  {:<8}  {:<8} {:<30} {:>8.1} ms", row.outcome.word(), row.kind, row.name, row.ms);
+            match &row.outcome {
+                Outcome::Passed => {}
+                Outcome::Failed(message) => println!("        {}", first_line(message)),
+                Outcome::Expected { why, message } => {
+                    println!("        why: {why}");
+                    println!("        got: {}", first_line(message));
+                }
+                Outcome::UnexpectedPass { why } => println!("        expected to fail ({why}), but passed"),
             }
         }
-        println!("{} passed, {} failed", rows.len() - failed, failed);
+        let unexpected =
+            if unexpected_passes > 0 { format!(" ({unexpected_passes} unexpected passes)") } else { String::new() };
+        println!("{passed} passed, {expected_failures} expected failures, {failed} failed{unexpected}");
     }
     if failed > 0 {
         bail!("{failed} conformance checks failed");
     }
     Ok(())
+}
+
+fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or("")
+}
+
+/// One row as a JSON object: `outcome` is `pass`, `fail`, `expected` or
+/// `unexpected_pass`; `why` says why a failure is expected.
+fn json_row(row: &Row) -> String {
+    let (outcome, message, why) = match &row.outcome {
+        Outcome::Passed => ("pass", "", ""),
+        Outcome::Failed(m) => ("fail", m.as_str(), ""),
+        Outcome::Expected { why, message } => ("expected", message.as_str(), why.as_str()),
+        Outcome::UnexpectedPass { why } => ("unexpected_pass", "", why.as_str()),
+    };
+    format!(
+        "{{\"kind\":\"{}\",\"name\":\"{}\",\"outcome\":\"{outcome}\",\"passed\":{},\"ms\":{:.1},\"message\":{},\"why\":{}}}",
+        row.kind,
+        row.name,
+        row.outcome == Outcome::Passed,
+        row.ms,
+        crate::devices::json_str(message),
+        crate::devices::json_str(why)
+    )
 }

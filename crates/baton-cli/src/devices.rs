@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use baton_core::backend::{Device, DeviceKind};
+use baton_core::sync::WaitPolicy;
 use clap::Args;
 
 /// Arguments of `baton devices`.
@@ -54,7 +55,23 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     Ok(devices)
 }
 
-fn json_str(s: &str) -> String {
+/// How the gates of a composite device (`--split-mode tensor`) wait:
+/// `--gate-policy` where given, else `BATON_WAIT_POLICY` or
+/// `BATON_FAST_SYNC` where set, else spin (poll for 50 µs, then block).
+pub fn gate_policy(name: Option<&str>) -> Result<WaitPolicy> {
+    match name {
+        Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}")),
+        None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
+            || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
+        {
+            Ok(WaitPolicy::process_default())
+        }
+        None => WaitPolicy::from_name("spin").context("the spin policy"),
+    }
+}
+
+/// `s` as a JSON string.
+pub fn json_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

@@ -59,9 +59,11 @@ enum Command {
     /// Run the conformance suite (the async contract and op numerics)
     /// against this machine's devices.
     ///
-    /// Example:
+    /// Examples:
     ///   baton conformance --devices cpu:0,cpu:1
     ///   baton conformance --devices vulkan:0
+    ///   baton conformance --devices vulkan:0,vulkan:0   (W-ORDER, M-ORDER: expected failures)
+    ///   baton conformance --devices cpu:0,cpu:1 -sm tensor   (the composite backend)
     Conformance(conformance_cmd::ConformanceArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use baton_composite::CompositeDevice;
-use baton_core::sync::WaitPolicy;
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::sampling::{Sampler, SamplingParams};
 use baton_llama::{LoadOptions, Model};
@@ -123,15 +122,7 @@ impl ModelArgs {
             anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
         }
         let mut model = if self.split_mode == "tensor" {
-            let policy = match &self.gate_policy {
-                Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}"))?,
-                None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
-                    || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
-                {
-                    WaitPolicy::process_default()
-                }
-                None => WaitPolicy::from_name("spin").context("the spin policy")?,
-            };
+            let policy = crate::devices::gate_policy(self.gate_policy.as_deref())?;
             let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
             Model::load_tensor_parallel(&path, Arc::new(composite), &options)
         } else {

@@ -61,6 +61,10 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     assert!(out.status.success(), "plan: {}", String::from_utf8_lossy(&out.stderr));
     let plan = String::from_utf8_lossy(&out.stdout);
     assert!(plan.contains("2 splits") && plan.contains("bytes"), "{plan}");
+    // CPU streams wait natively on each other's host-memory timelines and
+    // address each other's memory: no relay, no staging.
+    assert!(plan.contains("native wait") && plan.contains("direct copy"), "{plan}");
+    assert!(!plan.contains("relay") && !plan.contains("host-staged"), "{plan}");
 }
 
 #[test]
@@ -93,7 +97,28 @@ fn devices_and_conformance_report_on_this_machine() {
     assert!(json.starts_with('[') && json.contains("\"name\":\"cpu\""), "{json}");
     let out = baton(&["conformance", "--filter", "q_fifo"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed, 0 failed"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 passed, 0 expected failures, 0 failed"), "{stdout}");
+}
+
+/// The composite backend (`--split-mode tensor`) is a backend like any
+/// other: `baton conformance -sm tensor` runs the suite on two composites
+/// over the given devices.
+#[test]
+fn conformance_runs_the_composite_backend_with_split_mode_tensor() {
+    let out = baton(&["conformance", "--devices", "cpu:0,cpu:1", "-sm", "tensor", "--filter", "c_", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON array");
+    let names: Vec<&str> = rows.as_array().expect("rows").iter().filter_map(|r| r["name"].as_str()).collect();
+    assert!(names.contains(&"c_order") && names.contains(&"c_cross"), "{stdout}");
+    assert!(rows.as_array().expect("rows").iter().all(|r| r["outcome"] == "pass"), "{stdout}");
+    let out = baton(&["conformance", "--devices", "cpu:0,cpu:1", "-sm", "tensor", "--filter", "w_order"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("two composite devices tensor(cpu:0,cpu:1)"), "the header names the composites: {stdout}");
+    assert!(stdout.contains("1 passed, 0 expected failures, 0 failed"), "{stdout}");
+    assert_clean_error(&baton(&["conformance", "-sm", "row", "--filter", "q_fifo"]), "--split-mode");
 }
 
 #[test]

@@ -42,6 +42,24 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("w_hold") && stdout.contains(" 0 failed"), "{stdout}");
 
+    // Two logical devices cannot wait natively on each other's timelines
+    // (W-FOREIGN): the suite's expected failures, each with its reason.
+    let out = baton(&["conformance", "--devices", "vulkan:0,vulkan:0", "--filter", "_order"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for rule in ["w_order", "m_order"] {
+        let line = stdout.lines().find(|l| l.contains(rule)).unwrap_or_else(|| panic!("no {rule}: {stdout}"));
+        assert!(line.trim_start().starts_with("expected"), "{line}");
+    }
+    assert!(stdout.contains("why: streams of vulkan:0#2 cannot wait natively"), "{stdout}");
+    assert!(stdout.contains("1 passed, 2 expected failures, 0 failed"), "{stdout}");
+    let out = baton(&["conformance", "--devices", "vulkan:0,vulkan:0", "--filter", "w_order", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON array");
+    assert_eq!(rows[0]["outcome"], "expected", "{stdout}");
+    assert!(rows[0]["why"].as_str().is_some_and(|w| w.contains("W-FOREIGN")), "{stdout}");
+
     let dir = std::env::temp_dir().join(format!("baton-cli-vulkan-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let model = dir.join("tiny.gguf").to_string_lossy().into_owned();
@@ -51,6 +69,20 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
         let out = baton(&["run", "-m", &model, "-p", "hello world", "-n", "4", "--temp", "0", "--devices", devices]);
         assert!(out.status.success(), "run on {devices}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // A consumer that cannot wait natively on the producer's timeline (a
+    // CPU stream on a Vulkan semaphore, one Vulkan device on another's) is
+    // served by the relay, and the plan says so; a Vulkan stream waits
+    // natively on a CPU device's host-memory timeline.
+    for devices in ["vulkan:0,cpu", "vulkan:0,vulkan:0"] {
+        let out = baton(&["plan", "-m", &model, "--devices", devices, "-p", "4"]);
+        let plan = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "plan on {devices}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(plan.contains("relay wait") && !plan.contains("native wait"), "plan on {devices}: {plan}");
+    }
+    let out = baton(&["plan", "-m", &model, "--devices", "cpu,vulkan:0", "-p", "4"]);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "plan on cpu,vulkan:0: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(plan.contains("native wait") && !plan.contains("relay wait"), "plan on cpu,vulkan:0: {plan}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -40,6 +40,17 @@ impl CompositeDevice {
         Self::with_collective(inner, policy, Arc::new(Butterfly::new()))
     }
 
+    /// The devices the conformance suite runs composites as: the suite
+    /// moves data between two devices, so two composites over the same
+    /// `inner` devices (like ggml's `MTL0,MTL0`). The composite's own tests
+    /// and `baton conformance -sm tensor` both use it.
+    pub fn conformance_pair(
+        inner: Vec<Arc<dyn Device>>,
+        policy: WaitPolicy,
+    ) -> Result<Vec<Arc<dyn Device>>, CompositeError> {
+        (0..2).map(|_| Ok(Arc::new(Self::new(inner.clone(), policy)?) as Arc<dyn Device>)).collect()
+    }
+
     /// As [`new`](Self::new), with another collective (a native library).
     pub fn with_collective(
         inner: Vec<Arc<dyn Device>>,

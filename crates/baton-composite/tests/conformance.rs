@@ -1,6 +1,6 @@
 //! The conformance suite on composite devices: two composites, each over
-//! `cpu:0,cpu:1` (the suite needs two devices; like ggml's `MTL0,MTL0`
-//! trick, both wrap the same inner devices). Every contract rule under each
+//! `cpu:0,cpu:1` (`CompositeDevice::conformance_pair`, as `baton
+//! conformance -sm tensor` builds them). Every contract rule under each
 //! wait policy, every op case, and the rules under the chaos wrapper.
 
 use std::sync::Arc;
@@ -16,9 +16,7 @@ fn composites_with(policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
         .into_iter()
         .map(|d| d as Arc<dyn Device>)
         .collect();
-    (0..2)
-        .map(|_| Arc::new(CompositeDevice::new(inner.clone(), policy).expect("composite")) as Arc<dyn Device>)
-        .collect()
+    CompositeDevice::conformance_pair(inner, policy).expect("composites")
 }
 
 fn block() -> Vec<Arc<dyn Device>> {

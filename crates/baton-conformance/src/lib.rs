@@ -11,12 +11,14 @@
 //! [`chaos`] wrapper), giving a function that opens two devices; `baton
 //! conformance` runs the same lists ([`CONTRACT_RULES`], [`OP_CASES`])
 //! against the devices of the machine. Every backend runs every rule; a
-//! backend that lacks a feature lists the rule in
-//! `contract_tests!(open, unsupported: ["w_foreign"])`, which turns it into
-//! an expected failure (it must still fail, never silently skipped, see
-//! [`run_rule`]). The CPU backend lists none; the Vulkan backend lists
-//! W-ORDER and M-ORDER for two logical devices, whose streams cannot wait
-//! natively on each other (the relay bridges them).
+//! rule the devices may fail is an expected failure (it must still fail,
+//! never silently skipped, see [`run_rule`] and [`expected`]):
+//! [`expected_failures`] derives them from what the backends declare (two
+//! logical Vulkan devices, whose streams cannot wait natively on each
+//! other, may fail W-ORDER and M-ORDER: the relay bridges such waits), for
+//! the test macros and `baton conformance` alike; a backend that lacks a
+//! feature lists the rule in `contract_tests!(open, unsupported:
+//! ["w_foreign"])`. The CPU backend has none.
 //!
 //! The open function may return `Option` (see [`Devices`]): `None` runs
 //! nothing, for a backend whose hardware this machine lacks (the backend
@@ -27,10 +29,12 @@
 
 pub mod chaos;
 pub mod contract;
+pub mod expected;
 pub mod ops;
 pub mod reference;
 mod util;
 
+pub use expected::{expected_failures, judge, ExpectedFailure, Outcome};
 pub use util::{random, Fixture, RULE_TIMEOUT};
 
 /// Expands every contract rule into a `#[test]` for a backend (the same
@@ -44,6 +48,9 @@ pub use util::{random, Fixture, RULE_TIMEOUT};
 macro_rules! contract_tests {
     ($open:path) => {
         $crate::contract_tests!($open, unsupported: []);
+    };
+    ($open:path, after: $after:path) => {
+        $crate::contract_tests!($open, unsupported: [], after: $after);
     };
     ($open:path, unsupported: [$($unsupported:literal),*]) => {
         $crate::contract_tests!($open, unsupported: [$($unsupported),*], after: $crate::nothing_after);
@@ -60,8 +67,10 @@ macro_rules! contract_tests {
             #[test]
             fn $rule() {
                 let Some(devices) = $crate::Devices::into_devices($open()) else { return };
+                let mut expected = $crate::expected::listed_unsupported($unsupported);
+                expected.extend($crate::expected_failures(&devices).expect("probing the devices' streams"));
                 let devices = std::sync::Mutex::new(Some(devices));
-                $crate::run_rule(stringify!($rule), $unsupported, &|| {
+                $crate::run_rule(stringify!($rule), &expected, &|| {
                     let devices = devices.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let fixture = $crate::Fixture::new(devices.expect("each rule runs once"));
                     $crate::contract::$rule(&fixture);
@@ -96,18 +105,17 @@ impl Devices for Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
 /// The default `after:` check of the test macros: nothing.
 pub fn nothing_after() {}
 
-/// Runs one rule. A rule the backend lists as unsupported is an expected
-/// failure: it must fail (an unsupported feature that starts to pass, or a
-/// list that names no rule, is an error), and it is never skipped.
-pub fn run_rule(name: &str, unsupported: &[&str], check: &dyn Fn()) {
-    if let Some(unknown) = unsupported.iter().find(|u| !CONTRACT_RULES.iter().any(|(n, _)| n == *u)) {
-        panic!("the unsupported list names {unknown:?}, which is no contract rule");
-    }
-    if unsupported.contains(&name) {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check));
-        assert!(outcome.is_err(), "{name} is listed as unsupported but passes: take it off the list");
-    } else {
-        check();
+/// Runs one rule. A rule listed in `expected` is an expected failure: it
+/// must fail (one that passes is an error: take it off the list), and it
+/// is never skipped.
+pub fn run_rule(name: &str, expected: &[ExpectedFailure], check: &dyn Fn()) {
+    match expected.iter().find(|e| e.rule == name) {
+        None => check(),
+        Some(e) => {
+            if let Outcome::UnexpectedPass { why } = judge(Some(e), check) {
+                panic!("{name} is an expected failure ({why}) but passes: take it off the list");
+            }
+        }
     }
 }
 

@@ -373,7 +373,6 @@ impl Model {
         }
         let graph: Arc<Graph> =
             Arc::new(graph::build(&self.config, &Types(&self.weights), shape, self.cache.dtype, self.cache.context)?);
-        let names: Vec<String> = self.devices.iter().map(|d| d.info().name.clone()).collect();
         let (config, layer_device) = (&self.config, &self.layer_device);
         let group_device = |g: u32| Some(layer_device[graph::group_layer(config, g)]);
         let first = layer_device[0];
@@ -388,7 +387,7 @@ impl Model {
                 }
             }
         };
-        let plan = Arc::new(Plan::new(graph.clone(), names, &group_device, &leaf_device).map_err(sched)?);
+        let plan = Arc::new(Plan::new(graph.clone(), &self.runner, &group_device, &leaf_device).map_err(sched)?);
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }

@@ -24,7 +24,7 @@ mod trace;
 
 pub use error::SchedError;
 pub use placement::place;
-pub use plan::{DeviceArena, Plan, PlannedCopy, SyncPath};
+pub use plan::{DeviceArena, EdgePath, Plan, PlannedCopy, SyncPath};
 pub use run::Run;
 pub use runner::{CallerBindings, RunPoints, Runner, RunnerStats};
 pub use split::{cut, LeafSource, Split, SplitLeaf};

@@ -5,21 +5,34 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use baton_core::backend::{CopyPath, WaitPath};
 use baton_core::graph::{Graph, NodeId};
 
 use crate::error::SchedError;
 use crate::placement::place;
+use crate::runner::Runner;
 use crate::split::{cut, LeafSource, Split};
 
 /// Alignment of crossing tensors in the scheduler's buffers.
 const ALIGN: usize = 64;
 
-/// How a cross-device edge is synchronised.
+/// How a cross-device edge goes: how the consumer's stream waits on the
+/// producer's point, and how it copies the tensor
+/// ([`Runner::edge_path`](crate::Runner::edge_path) decides both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgePath {
+    /// Native wait or relay.
+    pub wait: WaitPath,
+    /// Direct or host-staged copy.
+    pub copy: CopyPath,
+}
+
+/// How an edge between two splits is synchronised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncPath {
-    /// The consumer's stream waits on the producer's point natively (both
-    /// timelines in host memory, as for CPU devices).
-    NativeWait,
+    /// Another device: a copy on the consumer's stream after a wait on the
+    /// producer's point, each by the path its streams take.
+    CrossDevice(EdgePath),
     /// Same device: stream order alone (no copy, no wait).
     StreamOrder,
 }
@@ -31,6 +44,9 @@ pub struct PlannedCopy {
     pub original: NodeId,
     /// Producing split (`None`: a caller's leaf on another device).
     pub from_split: Option<usize>,
+    /// The device of the tensor copied (the producing split's, or where a
+    /// caller's leaf is bound).
+    pub from_device: usize,
     /// Consuming split.
     pub to_split: usize,
     /// Bytes moved.
@@ -73,17 +89,21 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Places, cuts and lays out `graph` over `devices`.
+    /// Places, cuts and lays out `graph` over the devices of `runner`, and
+    /// asks its streams how each cross-device edge goes
+    /// ([`Runner::edge_path`]).
     ///
     /// `group_device` maps the builder's placement groups (layers) to device
     /// indices; `leaf_device` gives the device of each bound leaf.
     pub fn new(
         graph: Arc<Graph>,
-        devices: Vec<String>,
+        runner: &Runner,
         group_device: &dyn Fn(u32) -> Option<usize>,
         leaf_device: &dyn Fn(NodeId) -> Option<usize>,
     ) -> Result<Plan, SchedError> {
+        let devices: Vec<String> = runner.devices().iter().map(|d| d.info().name.clone()).collect();
         let placement = place(&graph, group_device, leaf_device)?;
+        let mut edges: HashMap<(usize, usize), EdgePath> = HashMap::new();
         let splits = cut(&graph, &placement)?;
         let mut arenas = vec![DeviceArena::default(); devices.len()];
         let mut copies = Vec::new();
@@ -97,16 +117,31 @@ impl Plan {
         for split in &splits {
             for leaf in &split.leaves {
                 if let LeafSource::Crossing { original, from } = leaf.source {
-                    let same_device = from.is_some_and(|f| splits[f].device == split.device);
-                    if !same_device {
+                    // A caller's tensor lives where it was placed.
+                    let from_device = from.map_or(placement[original.0], |f| splits[f].device);
+                    let same_device = from.is_some() && from_device == split.device;
+                    let path = if same_device {
+                        SyncPath::StreamOrder
+                    } else {
                         arenas[split.device].place((split.index, original), leaf.bytes);
-                    }
+                        let key = (from_device, split.device);
+                        let edge = match edges.get(&key) {
+                            Some(edge) => *edge,
+                            None => {
+                                let edge = runner.edge_path(from_device, split.device)?;
+                                edges.insert(key, edge);
+                                edge
+                            }
+                        };
+                        SyncPath::CrossDevice(edge)
+                    };
                     copies.push(PlannedCopy {
                         original,
                         from_split: from,
+                        from_device,
                         to_split: split.index,
                         bytes: if same_device { 0 } else { leaf.bytes },
-                        path: if same_device { SyncPath::StreamOrder } else { SyncPath::NativeWait },
+                        path,
                     });
                 }
             }
@@ -147,15 +182,40 @@ impl fmt::Display for Plan {
             for copy in self.copies.iter().filter(|c| c.to_split == split.index) {
                 let from = match copy.from_split {
                     Some(s) => format!("split {} on {}", s, self.devices[self.splits[s].device]),
-                    None => "a caller's tensor on another device".into(),
+                    None => format!("a caller's tensor on {}", self.devices[copy.from_device]),
                 };
+                let to = &self.devices[split.device];
+                let producer = &self.devices[copy.from_device];
                 let how = match copy.path {
-                    SyncPath::NativeWait => "copy on the consumer's stream after a native wait on the producer's point (both timelines in host memory)",
-                    SyncPath::StreamOrder => "same device: no copy, stream order",
+                    SyncPath::CrossDevice(edge) => {
+                        format!("{}; {}", wait_reason(edge.wait, to, producer), copy_reason(edge.copy, to, producer))
+                    }
+                    SyncPath::StreamOrder => "same device: no copy, stream order".into(),
                 };
                 writeln!(f, "  <- {} ({} bytes) from {from}: {how}", self.label(copy.original), copy.bytes)?;
             }
         }
         Ok(())
+    }
+}
+
+/// Why the consumer's stream waits as it does, in words.
+fn wait_reason(wait: WaitPath, consumer: &str, producer: &str) -> String {
+    match wait {
+        WaitPath::Native => format!("native wait on the producer's point ({consumer} streams wait on {producer} timelines)"),
+        WaitPath::Relay => format!(
+            "relay wait: a host thread waits for the producer's point ({consumer} streams cannot wait natively on {producer} timelines)"
+        ),
+        WaitPath::StreamOrder => "stream order".into(),
+    }
+}
+
+/// Why the consumer's stream copies as it does, in words.
+fn copy_reason(copy: CopyPath, consumer: &str, producer: &str) -> String {
+    match copy {
+        CopyPath::Direct => format!("direct copy on the consumer's stream ({consumer} addresses {producer} memory)"),
+        CopyPath::HostStaged => format!(
+            "host-staged copy: {producer} reads into host memory, {consumer} writes it ({consumer} cannot address {producer} memory)"
+        ),
     }
 }

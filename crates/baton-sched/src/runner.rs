@@ -12,12 +12,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use baton_core::backend::{BoundGraph, Buffer, Device, Stream, TensorRef};
+use baton_core::backend::{BoundGraph, Buffer, CopyPath, Device, Stream, TensorRef};
 use baton_core::graph::NodeId;
 use baton_core::sync::SyncPoint;
 
 use crate::error::SchedError;
-use crate::plan::Plan;
+use crate::plan::{EdgePath, Plan};
 use crate::split::LeafSource;
 use crate::trace::Trace;
 
@@ -146,6 +146,22 @@ impl Runner {
     /// The devices.
     pub fn devices(&self) -> &[Arc<dyn Device>] {
         &self.devices
+    }
+
+    /// How an edge from device `from` to device `to` goes, decided by the
+    /// calls [`submit`](Self::submit) makes: the consumer's stream waits on
+    /// the producer's point by [`Stream::wait_path`] (through
+    /// `Stream::wait_or_relay`) and copies by [`Stream::copy_path`], asked
+    /// of a buffer allocated on `from` as the crossing buffers are.
+    pub fn edge_path(&self, from: usize, to: usize) -> Result<EdgePath, SchedError> {
+        let (Some(producer), Some(consumer)) = (self.streams.get(from), self.streams.get(to)) else {
+            return Err(SchedError::Binding {
+                node: "edge".into(),
+                reason: format!("no device {from} or {to} among {}", self.streams.len()),
+            });
+        };
+        let probe = self.devices[from].alloc(64)?;
+        Ok(EdgePath { wait: consumer.wait_path(&producer.last_point()), copy: consumer.copy_path(&probe.all()) })
     }
 
     /// Counters so far.
@@ -346,7 +362,7 @@ impl Runner {
         dst: &TensorRef,
         producer: Option<&SyncPoint>,
     ) -> Result<SyncPoint, SchedError> {
-        if !stream.raw().can_access(&src.byte_range()) {
+        if stream.copy_path(&src.byte_range()) == CopyPath::HostStaged {
             // Host-staged fallback: the source's own stream reads it.
             let src_stream = self.owner(src).ok_or_else(|| SchedError::Binding {
                 node: "copy".into(),

@@ -121,7 +121,6 @@ fn scheduled_on(
     copies: usize,
 ) -> (Vec<Vec<f32>>, usize) {
     let mut runner = Runner::new(devices.clone(), copies).expect("runner");
-    let names = vec!["cpu:0".to_string(), "cpu:1".to_string()];
     // Weights live on the device of their group.
     let mut bound: HashMap<String, TensorRef> = HashMap::new();
     for node in graph.nodes() {
@@ -133,7 +132,7 @@ fn scheduled_on(
         }
     }
     let group_of_y = graph.node(graph.find("y").expect("y")).group;
-    let plan = Plan::new(graph.clone(), names, &|g| Some(groups[g as usize]), &|id: NodeId| {
+    let plan = Plan::new(graph.clone(), &runner, &|g| Some(groups[g as usize]), &|id: NodeId| {
         let name = graph.node(id).name.as_deref()?;
         if name == "x" {
             return Some(0);
@@ -297,15 +296,14 @@ impl Rig {
         }
         let xs: Vec<TensorRef> =
             inputs.iter().map(|x| upload(runner.stream(0), &devices[0], x, &[ROWS, WIDTH])).collect();
-        let plan = Plan::new(
-            graph.clone(),
-            vec!["cpu:0".into(), "cpu:1".into()],
-            &|g| Some(ALTERNATING[g as usize]),
-            &|id: NodeId| match graph.node(id).name.as_deref()? {
-                "x" => Some(0),
-                name => bound.get(name).map(|t| usize::from(t.buffer().device() == "cpu:1")),
-            },
-        )
+        let plan = Plan::new(graph.clone(), &runner, &|g| Some(ALTERNATING[g as usize]), &|id: NodeId| match graph
+            .node(id)
+            .name
+            .as_deref()?
+        {
+            "x" => Some(0),
+            name => bound.get(name).map(|t| usize::from(t.buffer().device() == "cpu:1")),
+        })
         .expect("plan");
         let y_device = plan.splits.last().expect("splits").device;
         let ys = (0..inputs.len())
@@ -508,5 +506,42 @@ fn random_graphs_through_the_fallback_paths_match_sequential_execution() {
         let (got, implicit) = scheduled_on(devices, &graph, &weights, &inputs, &groups, 2);
         assert_eq!(got, expected, "relay, seed {seed}: groups {groups:?}");
         assert_eq!(implicit, 0, "relay, seed {seed}");
+    }
+}
+
+/// The plan names the path each cross-device edge takes, as the streams
+/// decide it (`Stream::wait_path`, `Stream::copy_path`): a native wait and a
+/// direct copy between CPU devices; the relay and host staging where the
+/// chaos wrapper refuses native waits and foreign memory.
+#[test]
+fn the_plan_names_the_path_each_cross_device_edge_takes() {
+    use baton_core::backend::{CopyPath, WaitPath};
+    use baton_sched::{EdgePath, SyncPath};
+    let (graph, _) = alternating_graph(&mut Rng(7));
+    for (no_native_waits, no_foreign_access) in [(false, false), (true, false), (false, true), (true, true)] {
+        let fallbacks = baton_conformance::chaos::Fallbacks { no_native_waits, no_foreign_access };
+        let devices =
+            baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, fallbacks);
+        let runner = Runner::new(devices, 1).expect("runner");
+        let plan = Plan::new(graph.clone(), &runner, &|g| Some(ALTERNATING[g as usize]), &|id: NodeId| match graph
+            .node(id)
+            .name
+            .as_deref()?
+        {
+            "x" => Some(0),
+            name => name.strip_prefix('w')?.parse::<usize>().ok().map(|i| ALTERNATING[i]),
+        })
+        .expect("plan");
+        let expected = EdgePath {
+            wait: if no_native_waits { WaitPath::Relay } else { WaitPath::Native },
+            copy: if no_foreign_access { CopyPath::HostStaged } else { CopyPath::Direct },
+        };
+        let crossing: Vec<SyncPath> =
+            plan.copies.iter().map(|c| c.path).filter(|p| *p != SyncPath::StreamOrder).collect();
+        assert_eq!(crossing.len(), 3, "the alternating chain crosses three times: {plan}");
+        assert!(crossing.iter().all(|p| *p == SyncPath::CrossDevice(expected)), "{fallbacks:?}: {crossing:?}");
+        let text = plan.to_string();
+        let (wait, copy) = (expected.wait.to_string(), expected.copy.to_string());
+        assert!(text.contains(&wait) && text.contains(&copy), "{fallbacks:?}: {wait}, {copy} in\n{text}");
     }
 }

@@ -64,24 +64,39 @@ fn the_driver_is_there_where_it_is_required() {
 }
 
 mod contract_one_device {
-    baton_conformance::contract_tests!(super::one_device, unsupported: [], after: baton_vulkan::validation::assert_clean);
+    baton_conformance::contract_tests!(super::one_device, after: baton_vulkan::validation::assert_clean);
 }
 
 mod contract_staging {
-    baton_conformance::contract_tests!(super::one_device_staging, unsupported: [], after: baton_vulkan::validation::assert_clean);
+    baton_conformance::contract_tests!(super::one_device_staging, after: baton_vulkan::validation::assert_clean);
 }
 
 // Two logical devices cannot wait natively on each other's semaphores: the
 // driver exports no semaphore fds, so `Stream::wait` refuses a point of the
 // other device (W-FOREIGN) and the core's relay bridges it
 // (`Stream::wait_or_relay`, which copies, the hazard tracking and the
-// scheduler use). W-ORDER and M-ORDER call `Stream::wait` on such a point.
+// scheduler use). W-ORDER and M-ORDER call `Stream::wait` on such a point:
+// `baton_conformance::expected_failures` lists them for such a pair (the
+// test below checks that it does), so they must fail here.
 mod contract_two_devices {
-    baton_conformance::contract_tests!(super::two_devices, unsupported: ["w_order", "m_order"], after: baton_vulkan::validation::assert_clean);
+    baton_conformance::contract_tests!(super::two_devices, after: baton_vulkan::validation::assert_clean);
 }
 
 mod contract_two_devices_host_bounce {
-    baton_conformance::contract_tests!(super::two_devices_host_bounce, unsupported: ["w_order", "m_order"], after: baton_vulkan::validation::assert_clean);
+    baton_conformance::contract_tests!(super::two_devices_host_bounce, after: baton_vulkan::validation::assert_clean);
+}
+
+#[test]
+fn two_logical_devices_may_fail_w_order_and_m_order_and_one_device_fails_none() {
+    let rules = |devices: Vec<Arc<dyn Device>>| -> Vec<&'static str> {
+        let expected = baton_conformance::expected_failures(&devices).expect("probing streams");
+        expected.iter().map(|e| e.rule).collect()
+    };
+    let Some(two) = two_devices() else { return };
+    assert_eq!(rules(two), ["w_order", "m_order"]);
+    let Some(one) = one_device() else { return };
+    assert_eq!(rules(one), Vec::<&str>::new());
+    baton_vulkan::validation::assert_clean();
 }
 
 mod ops {

@@ -11,6 +11,7 @@ mod device;
 mod error;
 mod hazard;
 mod host;
+mod path;
 mod stream;
 
 pub use bindings::{Bindings, BoundGraph};
@@ -19,4 +20,5 @@ pub use device::{Device, DeviceInfo, DeviceKind};
 pub use error::{DeviceError, StreamError};
 pub use hazard::{HazardReport, RacingAccess};
 pub use host::{as_bytes, as_bytes_mut, Element, HostBytes, HostSlot, Pending, PendingError};
+pub use path::{CopyPath, WaitPath};
 pub use stream::{RawStream, Stream, StreamOp};

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::backend::bindings::{Bindings, BoundGraph};
 use crate::backend::buffer::{Access, BufferRange, TensorRef};
 use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
+use crate::backend::path::{CopyPath, WaitPath};
 use crate::backend::StreamError;
 use crate::graph::Graph;
 use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId, WaitPolicy};
@@ -303,7 +304,7 @@ impl Stream {
     /// fails, the stream fails with the cause's text. Returns whether the
     /// relay was used.
     pub fn wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy) -> Result<bool, StreamError> {
-        if point.timeline().same_as(self.timeline()) {
+        if self.wait_path(point) == WaitPath::StreamOrder {
             return Ok(false);
         }
         let _order = submit_order();
@@ -323,8 +324,40 @@ impl Stream {
         self.knowledge().relayed_waits
     }
 
-    fn queue_wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<bool, StreamError> {
+    /// How [`wait_or_relay`](Self::wait_or_relay) orders this stream after
+    /// `point`: by stream order (a point of its own timeline), a native
+    /// wait, or the relay (W-FOREIGN).
+    pub fn wait_path(&self, point: &SyncPoint) -> WaitPath {
+        if point.timeline().same_as(self.timeline()) {
+            WaitPath::StreamOrder
+        } else {
+            self.foreign_wait_path(point)
+        }
+    }
+
+    /// Native or relay, for a point of another timeline.
+    fn foreign_wait_path(&self, point: &SyncPoint) -> WaitPath {
         if self.raw.can_wait_on(point) {
+            WaitPath::Native
+        } else {
+            WaitPath::Relay
+        }
+    }
+
+    /// How this stream copies from `src`: directly where its device
+    /// addresses the memory, else through host memory
+    /// ([`copy_staged`](Self::copy_staged); C-CROSS). The scheduler chooses
+    /// by it.
+    pub fn copy_path(&self, src: &BufferRange) -> CopyPath {
+        if self.raw.can_access(src) {
+            CopyPath::Direct
+        } else {
+            CopyPath::HostStaged
+        }
+    }
+
+    fn queue_wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<bool, StreamError> {
+        if self.foreign_wait_path(point) == WaitPath::Native {
             return self.queue_wait(point, policy, self.deadline, implicit).map(|()| false);
         }
         let relayed = point.clone();
