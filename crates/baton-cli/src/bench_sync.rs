@@ -59,6 +59,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench memory --mib 256
     Memory(crate::bench_memory::MemoryArgs),
+    /// What a submission costs the host, with one and two submitting threads.
+    ///
+    /// Example: baton bench submit --items 20000
+    Submit(crate::bench_submit::SubmitArgs),
 }
 
 /// Arguments of `baton bench sync`.
@@ -141,6 +145,7 @@ pub fn run(kind: BenchKind) -> Result<()> {
         BenchKind::Sync(args) => run_sync(args),
         BenchKind::Gates(args) => crate::bench_gates::run(args),
         BenchKind::Memory(args) => crate::bench_memory::run(args),
+        BenchKind::Submit(args) => crate::bench_submit::run(args),
     }
 }
 

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_gates;
 mod bench_memory;
+mod bench_submit;
 mod bench_sync;
 mod chat;
 mod conformance_cmd;

@@ -156,9 +156,9 @@ impl CompositeStream {
 
     fn dispatch(&self, st: &mut State, op: StreamOp) -> Result<(), CompositeError> {
         match op {
-            StreamOp::Wait { point, policy, deadline } => {
+            StreamOp::Wait { point, policy, deadline, until } => {
                 for s in &self.inner {
-                    s.wait_bounded(&point, policy, deadline)?;
+                    s.wait_until(&point, policy, deadline, until)?;
                 }
             }
             StreamOp::HostFn(f) => {

@@ -107,7 +107,9 @@ impl Worker {
             StreamOp::HostFn(f) => f().map_err(|message| {
                 Failure::new(FailureKind::WorkFailed, origin(), format!("host function: {message}"))
             }),
-            StreamOp::Wait { point, policy, deadline } => policy.wait_in_stream(&point, deadline, &origin()),
+            StreamOp::Wait { point, policy, deadline, until } => {
+                policy.wait_in_stream(&point, deadline, until, &origin())
+            }
             StreamOp::Write { dst, src } => {
                 let mut copied = false;
                 src.with_bytes(&mut |bytes| {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
 use baton_core::sync::{
-    default_wait_deadline, Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy,
+    default_wait_deadline, Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy, WaitUntil,
 };
 
 use crate::commands::Commands;
@@ -133,7 +133,7 @@ impl Worker {
             return Err(lost);
         }
         match op {
-            StreamOp::Wait { point, policy, deadline } => self.wait(&point, policy, deadline, value),
+            StreamOp::Wait { point, policy, deadline, until } => self.wait(&point, policy, deadline, until, value),
             StreamOp::HostFn(f) => {
                 f().map_err(|m| self.failure(value, format!("host function: {m}")))?;
                 self.finish_on_host(value)
@@ -216,6 +216,7 @@ impl Worker {
         point: &SyncPoint,
         policy: WaitPolicy,
         deadline: Option<Duration>,
+        until: WaitUntil,
         value: u64,
     ) -> Result<(), Failure> {
         let started = Instant::now();
@@ -227,13 +228,13 @@ impl Worker {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let until = bound.map(|b| started + b);
+        let ends = bound.map(|b| started + b);
         let native = (*point.timeline().domain() == self.device.ctx.domain)
             .then(|| self.device.timeline(point.timeline().id()))
             .flatten();
         let Some(other) = native else {
             // A host-memory point: the worker waits for it.
-            policy.wait_in_stream(point, deadline, &self.origin(value))?;
+            policy.wait_in_stream(point, deadline, until, &self.origin(value))?;
             return self.finish_on_host(value);
         };
         let timed_out = |what: &str| {
@@ -245,17 +246,19 @@ impl Worker {
         };
         // The single-queue rule: hold the wait back until its signal is in
         // the queue.
-        match other.wait_submitted(point.value(), until) {
+        match other.wait_submitted(point.value(), ends) {
             Ok(()) => {}
+            // Its signal will never come: the wait is over, or it fails.
+            Err(HoldBack::Failed(_)) if until == WaitUntil::Settled => return self.finish_on_host(value),
             Err(HoldBack::Failed(cause)) => return Err(cause),
             Err(HoldBack::TimedOut) => return Err(timed_out("the signal was not submitted for")),
         }
-        self.run_batch(None, &[(other.semaphore, point.value())], value, until)
+        self.run_batch(None, &[(other.semaphore, point.value())], value, ends)
             .map_err(|e| e.unwrap_or_else(|| timed_out("the device did not reach")))?;
         // The semaphore is reached; the point may still have failed (an
         // error found after its batch ran), which fails this stream too.
-        let left = until.map(|u| u.saturating_duration_since(Instant::now()));
-        policy.wait_in_stream(point, left, &self.origin(value))
+        let left = ends.map(|u| u.saturating_duration_since(Instant::now()));
+        policy.wait_in_stream(point, left, until, &self.origin(value))
     }
 }
 

@@ -13,6 +13,7 @@ mod hazard;
 mod host;
 mod path;
 mod stream;
+mod tracking;
 
 pub use bindings::{Bindings, BoundGraph};
 pub use buffer::{Buffer, BufferRange, RawBuffer, TensorRef};

@@ -1,17 +1,17 @@
 //! Streams: the raw, unsafe queue a backend implements, and the safe front
 //! that owns host buffers and orders every access to device memory.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::backend::bindings::{Bindings, BoundGraph};
-use crate::backend::buffer::{Access, BufferRange, TensorRef};
+use crate::backend::buffer::{BufferRange, TensorRef};
 use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
 use crate::backend::path::{CopyPath, WaitPath};
+use crate::backend::tracking::{Knowledge, LockedLogs, Submitter};
 use crate::backend::StreamError;
 use crate::graph::Graph;
-use crate::sync::{PointStatus, SyncPoint, Timeline, TimelineId, WaitPolicy};
+use crate::sync::{SyncPoint, Timeline, WaitError, WaitPolicy, WaitUntil};
 
 /// One item of a stream's in-order queue.
 pub enum StreamOp {
@@ -28,6 +28,9 @@ pub enum StreamOp {
         /// How long the worker waits at most (`None`: no bound but the
         /// policy's own).
         deadline: Option<Duration>,
+        /// Whether a failed point fails the stream (`Reached`, `W-FAIL`)
+        /// or only ends the wait (`Settled`, the hazard tracking's waits).
+        until: WaitUntil,
     },
     /// Runs a host function in stream order (after everything before it,
     /// before everything after it); it touches no device memory. An `Err`
@@ -128,50 +131,6 @@ pub unsafe trait RawStream: Send + Sync {
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError>;
 }
 
-/// What the safe front knows about the order of its stream's work.
-#[derive(Default)]
-struct Knowledge {
-    /// For each foreign timeline, the highest value this stream has waited on.
-    waited: HashMap<TimelineId, u64>,
-    /// Waits the front inserted because the caller had not ordered an access.
-    implicit_waits: u64,
-    /// Waits bridged by the relay (the stream could not wait natively).
-    relayed_waits: u64,
-    /// Races the caller left open (each closed by an inserted wait).
-    reports: Vec<crate::backend::HazardReport>,
-}
-
-/// Serialises the check-then-submit-then-record of every stream, so that two
-/// streams never both pass their hazard check against the same old state.
-static SUBMIT_ORDER: Mutex<()> = Mutex::new(());
-
-std::thread_local! {
-    /// Whether this thread holds `SUBMIT_ORDER` (a backend whose raw stream
-    /// submits to inner safe streams, like the composite device, re-enters
-    /// while its own front holds it).
-    static HOLDS_ORDER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Holds `SUBMIT_ORDER` for this thread, unless it already does.
-struct OrderGuard(Option<std::sync::MutexGuard<'static, ()>>);
-
-impl Drop for OrderGuard {
-    fn drop(&mut self) {
-        if self.0.is_some() {
-            HOLDS_ORDER.with(|h| h.set(false));
-        }
-    }
-}
-
-fn submit_order() -> OrderGuard {
-    if HOLDS_ORDER.with(|h| h.get()) {
-        return OrderGuard(None);
-    }
-    let guard = SUBMIT_ORDER.lock().unwrap_or_else(|p| p.into_inner());
-    HOLDS_ORDER.with(|h| h.set(true));
-    OrderGuard(Some(guard))
-}
-
 /// The safe stream: an in-order queue on one device.
 ///
 /// Every method queues work and returns at once with the work's point; the
@@ -184,6 +143,12 @@ fn submit_order() -> OrderGuard {
 pub struct Stream {
     raw: Arc<dyn RawStream>,
     knowledge: Arc<Mutex<Knowledge>>,
+    /// Held for the whole of each submission of this stream (its clones
+    /// included), so its items, their recorded order and its published
+    /// clocks follow one sequence. Submissions of different streams run in
+    /// parallel; they meet only in the access logs of the buffers both
+    /// touch (`LockedLogs`).
+    submitting: Arc<Mutex<()>>,
     policy: WaitPolicy,
     deadline: Option<Duration>,
 }
@@ -201,6 +166,7 @@ impl Stream {
         Stream {
             raw,
             knowledge: Arc::new(Mutex::new(Knowledge::default())),
+            submitting: Arc::new(Mutex::new(())),
             policy,
             deadline: crate::sync::default_wait_deadline(),
         }
@@ -250,6 +216,10 @@ impl Stream {
         self.knowledge.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn submitting(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.submitting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn failed(&self) -> Option<StreamError> {
         self.timeline().failure().map(|cause| StreamError::Failed { stream: self.label().to_string(), cause })
     }
@@ -269,8 +239,8 @@ impl Stream {
         if point.timeline().same_as(self.timeline()) {
             return Ok(self.last_point());
         }
-        let _order = submit_order();
-        self.queue_wait(point, policy, self.deadline, false)?;
+        let _submitting = self.submitting();
+        self.queue_wait(point, policy, self.deadline, WaitUntil::Reached, false)?;
         Ok(self.last_point())
     }
 
@@ -285,8 +255,25 @@ impl Stream {
         if point.timeline().same_as(self.timeline()) {
             return Ok(self.last_point());
         }
-        let _order = submit_order();
-        self.queue_wait(point, policy, deadline, false)?;
+        self.wait_until(point, policy, deadline, WaitUntil::Reached)
+    }
+
+    /// As [`wait_bounded`](Self::wait_bounded), saying whether a failed
+    /// point fails this stream ([`WaitUntil::Reached`], `W-FAIL`) or only
+    /// ends the wait ([`WaitUntil::Settled`]: what the hazard tracking's
+    /// own waits do; a backend forwarding them to inner streams uses it).
+    pub fn wait_until(
+        &self,
+        point: &SyncPoint,
+        policy: WaitPolicy,
+        deadline: Option<Duration>,
+        until: WaitUntil,
+    ) -> Result<SyncPoint, StreamError> {
+        if point.timeline().same_as(self.timeline()) {
+            return Ok(self.last_point());
+        }
+        let _submitting = self.submitting();
+        self.queue_wait(point, policy, deadline, until, false)?;
         Ok(self.last_point())
     }
 
@@ -307,7 +294,7 @@ impl Stream {
         if self.wait_path(point) == WaitPath::StreamOrder {
             return Ok(false);
         }
-        let _order = submit_order();
+        let _submitting = self.submitting();
         self.queue_wait_or_relay(point, policy, false)
     }
 
@@ -358,12 +345,17 @@ impl Stream {
 
     fn queue_wait_or_relay(&self, point: &SyncPoint, policy: WaitPolicy, implicit: bool) -> Result<bool, StreamError> {
         if self.foreign_wait_path(point) == WaitPath::Native {
-            return self.queue_wait(point, policy, self.deadline, implicit).map(|()| false);
+            return self.queue_wait(point, policy, self.deadline, settled(implicit), implicit).map(|()| false);
         }
         let relayed = point.clone();
         let deadline = self.deadline;
-        let relay: Box<dyn FnOnce() -> Result<(), String> + Send> =
-            Box::new(move || relayed.wait_with(policy, deadline).map_err(|e| format!("relayed wait: {e}")));
+        let relay: Box<dyn FnOnce() -> Result<(), String> + Send> = Box::new(move || {
+            match relayed.wait_with(policy, deadline) {
+                // The hazard tracking's waits end when the point settles.
+                Err(WaitError::Failed { .. }) if implicit => Ok(()),
+                other => other.map_err(|e| format!("relayed wait: {e}")),
+            }
+        });
         // SAFETY: the relay only waits on the host; it accesses no memory.
         let value = unsafe { self.raw.submit(StreamOp::HostFn(relay))? };
         self.record_wait(point, value, implicit);
@@ -383,7 +375,7 @@ impl Stream {
                 *mine = (*mine).max(v);
             }
         }
-        k.waited.insert(self.timeline().id(), value);
+        k.note_own(self.timeline().id(), value);
         let seen = k.waited.entry(point.timeline().id()).or_insert(0);
         *seen = (*seen).max(point.value());
         if implicit {
@@ -397,6 +389,7 @@ impl Stream {
         point: &SyncPoint,
         policy: WaitPolicy,
         deadline: Option<Duration>,
+        until: WaitUntil,
         implicit: bool,
     ) -> Result<(), StreamError> {
         if !self.raw.can_wait_on(point) {
@@ -407,7 +400,7 @@ impl Stream {
             });
         }
         // SAFETY: a wait accesses no memory.
-        let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy, deadline })? };
+        let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy, deadline, until })? };
         self.record_wait(point, value, implicit);
         Ok(())
     }
@@ -425,16 +418,6 @@ impl Stream {
     fn raw_submitted(&self) -> u64 {
         // The front records the value of every submission it makes.
         self.knowledge().waited.get(&self.timeline().id()).copied().unwrap_or(0)
-    }
-
-    /// Whether `access` by earlier work is ordered before new work here: on
-    /// this stream, waited on, or settled (a failed access's work ended in
-    /// its error or never ran, so it holds nothing up).
-    fn ordered(&self, k: &Knowledge, access: &Access) -> bool {
-        let tl = access.point.timeline();
-        tl.same_as(self.timeline())
-            || k.waited.get(&tl.id()).is_some_and(|&v| v >= access.point.value())
-            || !matches!(access.point.status(), PointStatus::Pending)
     }
 
     /// Checks ranges, orders conflicting accesses, submits, records.
@@ -459,42 +442,17 @@ impl Stream {
                 });
             }
         }
-        let _order = submit_order();
-        let mut needed: Vec<SyncPoint> = Vec::new();
+        let _submitting = self.submitting();
+        // The logs of every buffer the op touches stay locked from the check
+        // to the record, so no other stream's submission can slip in between
+        // against the same memory.
+        let mut logs = LockedLogs::lock(reads.iter().chain(writes));
         let op_name = op.name();
-        let mut reports = Vec::new();
-        {
+        let (needed, reports) = {
             let k = self.knowledge();
-            let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
-            for (range, write) in accesses {
-                let mut log = range.buffer().accesses();
-                for a in log.conflicting(write) {
-                    let overlaps = a.range.start < range.end() && range.start() < a.range.end;
-                    if overlaps && (write || a.write) && !self.ordered(&k, a) {
-                        reports.push(crate::backend::HazardReport {
-                            buffer: range.buffer().id(),
-                            earlier: crate::backend::RacingAccess {
-                                stream: a.point.timeline().label().to_string(),
-                                op: a.op,
-                                write: a.write,
-                                range: a.range.clone(),
-                            },
-                            earlier_point: a.point.to_string(),
-                            later: crate::backend::RacingAccess {
-                                stream: self.label().to_string(),
-                                op: op_name,
-                                write,
-                                range: range.range(),
-                            },
-                        });
-                        if !needed.iter().any(|p| p.covers(&a.point)) {
-                            needed.retain(|p| !a.point.covers(p));
-                            needed.push(a.point.clone());
-                        }
-                    }
-                }
-            }
-        }
+            let me = Submitter { label: self.label(), timeline: self.timeline(), knowledge: &k, op: op_name };
+            logs.unordered(&me, reads, writes)
+        };
         if !reports.is_empty() {
             if crate::backend::hazard::printing() {
                 for r in &reports {
@@ -507,20 +465,15 @@ impl Stream {
             self.queue_wait_or_relay(point, self.policy, true)?;
         }
         // SAFETY: every conflicting access recorded by other streams is now
-        // ordered before `op` (same stream, waited on, reached, or waited on
-        // just above), ranges were checked accessible above and in bounds
-        // when built, and bindings are validated by `Bindings::bind`.
+        // ordered before `op` (same stream, waited on, settled, or waited on
+        // just above), and none can be recorded before `op`'s own (the logs
+        // stay locked); ranges were checked accessible above and lie inside
+        // their buffers (`BufferRange` is only made checked), and bindings
+        // are validated by `Bindings::bind`.
         let value = unsafe { self.raw.submit(op)? };
         let point = self.timeline().point(value);
-        {
-            let mut k = self.knowledge();
-            let id = self.timeline().id();
-            k.waited.insert(id, value);
-        }
-        let accesses = reads.iter().map(|r| (r, false)).chain(writes.iter().map(|w| (w, true)));
-        for (range, write) in accesses {
-            range.buffer().accesses().record(Access { range: range.range(), write, point: point.clone(), op: op_name });
-        }
+        self.knowledge().note_own(self.timeline().id(), value);
+        logs.record(reads, writes, &point, op_name);
         Ok(point)
     }
 
@@ -656,6 +609,16 @@ impl Stream {
             Some(cause) => StreamError::Failed { stream: self.label().into(), cause: cause.clone() },
             None => StreamError::Wait(e),
         })
+    }
+}
+
+/// The hazard tracking's own waits end when their point settles; every
+/// other wait needs it reached.
+fn settled(implicit: bool) -> WaitUntil {
+    if implicit {
+        WaitUntil::Settled
+    } else {
+        WaitUntil::Reached
     }
 }
 

@@ -15,7 +15,7 @@ mod timeline;
 pub use failure::{Failure, FailureKind, WaitError};
 pub use host::{HostTimeline, Release};
 pub use point::SyncPoint;
-pub use policy::{default_wait_deadline, parse_deadline, WaitPolicy, DEFAULT_WAIT_DEADLINE};
+pub use policy::{default_wait_deadline, parse_deadline, WaitPolicy, WaitUntil, DEFAULT_WAIT_DEADLINE};
 pub use timeline::{Clock, Domain, PointStatus, Timeline, TimelineId, TimelineWriter};
 
 #[cfg(all(test, not(loom)))]

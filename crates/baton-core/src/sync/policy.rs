@@ -56,6 +56,21 @@ pub fn parse_deadline(text: &str) -> Option<Option<Duration>> {
     (seconds.is_finite() && seconds > 0.0 && seconds < 1e9).then(|| Some(Duration::from_secs_f64(seconds)))
 }
 
+/// What ends a stream's wait besides its deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WaitUntil {
+    /// The point is reached; a failed point fails the waiting stream with
+    /// its first cause (`W-FAIL`). Every wait a caller asks for.
+    #[default]
+    Reached,
+    /// The point is settled, reached or failed: the waiting stream goes on
+    /// either way. The hazard tracking's own waits (`M-ORDER`): they order
+    /// memory accesses after earlier work, which is over once its point is
+    /// settled, and a stream the caller did not tie to that work must not
+    /// fail with it.
+    Settled,
+}
+
 /// The strategy of one waiter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitPolicy {
@@ -120,18 +135,22 @@ impl WaitPolicy {
     /// when it passes becomes a `FailureKind::TimedOut` failure naming the
     /// point (`W-BOUND`); a failed point gives its own first cause
     /// (`W-FAIL`).
+    /// A failed point is no error when `until` is [`WaitUntil::Settled`].
     pub fn wait_in_stream(
         &self,
         point: &crate::sync::SyncPoint,
         deadline: Option<Duration>,
+        until: WaitUntil,
         waiter: &str,
     ) -> Result<(), crate::sync::Failure> {
-        self.wait(point.timeline(), point.value(), deadline).map_err(|e| match e {
-            WaitError::Failed { cause, .. } => cause,
-            timeout @ WaitError::Timeout { .. } => {
-                crate::sync::Failure::new(crate::sync::FailureKind::TimedOut, waiter, timeout.to_string())
+        match self.wait(point.timeline(), point.value(), deadline) {
+            Ok(()) => Ok(()),
+            Err(WaitError::Failed { .. }) if until == WaitUntil::Settled => Ok(()),
+            Err(WaitError::Failed { cause, .. }) => Err(cause),
+            Err(timeout @ WaitError::Timeout { .. }) => {
+                Err(crate::sync::Failure::new(crate::sync::FailureKind::TimedOut, waiter, timeout.to_string()))
             }
-        })
+        }
     }
 
     /// Waits until `value` of `timeline` is reached, fails, or `timeout`
