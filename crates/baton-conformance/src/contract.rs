@@ -391,6 +391,21 @@ pub fn m_order(f: &Fixture) {
     assert_eq!(first.wait().expect("read"), random(32, 5), "the read saw the old values");
     assert_eq!(second.wait().expect("read"), random(32, 5));
     overwrite.wait().expect("write");
+
+    // An inserted wait ends when the earlier access settles: if that work
+    // fails, the stream that only shared its memory goes on, unfailed.
+    let (p, q) = (f.stream(0), f.stream(1));
+    let w = f.tensor(0, &[16]);
+    let (_host4, gate4) = gate();
+    p.wait(&gate4.point()).expect("wait");
+    let doomed = p.write_async(&w, vec![1f32; 16]).expect("write");
+    let after = q.write_async(&w, vec![2f32; 16]).expect("write");
+    assert_eq!(q.implicit_waits(), 1, "the write waits for the other stream's pending write");
+    drop(gate4);
+    assert!(doomed.wait_within(RULE_TIMEOUT).is_err(), "the gated stream fails");
+    let back = after.wait_within(RULE_TIMEOUT).expect("the other stream's write runs, unfailed");
+    assert_eq!(back, vec![2f32; 16]);
+    assert_eq!(download(&q, &w), vec![2f32; 16], "the write that ran is in memory");
 }
 
 /// H-OWN: the host buffer comes back, the same allocation.

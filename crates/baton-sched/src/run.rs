@@ -60,7 +60,8 @@ impl Run {
         self.outputs.iter().find(|(n, _)| n == name).map(|(_, p)| p)
     }
 
-    /// Reached when the run is done; fails at once if it is cancelled.
+    /// Reached when the run is done; fails at once if it is cancelled, or
+    /// with the first cause of the stream of its last split if that fails.
     pub fn point(&self) -> &SyncPoint {
         &self.finished
     }
