@@ -39,17 +39,41 @@ pub(crate) struct CompositeStream {
     devices: Vec<Arc<dyn Device>>,
     inner: Vec<Stream>,
     timeline: Timeline,
-    writer: Arc<TimelineWriter>,
+    writer: Arc<CompositeWriter>,
     policy: WaitPolicy,
     collective: Arc<dyn Collective>,
     profile: Arc<GateProfile>,
     state: Mutex<State>,
 }
 
+/// The composite timeline's write side, shared by the submitting thread
+/// and inner stream 0's worker. Inner streams fail each with a cause of
+/// their own (a wait forwarded to every inner stream times out on each),
+/// and the two threads may record failures of different values in either
+/// order; so the first cause recorded is the composite's one first cause,
+/// and every later failure of its timeline carries it (`E-STICKY`: every
+/// failed point of one stream reports the same first cause).
+struct CompositeWriter {
+    writer: TimelineWriter,
+    cause: Mutex<Option<Failure>>,
+}
+
+impl CompositeWriter {
+    fn advance(&self, value: u64) {
+        self.writer.advance(value);
+    }
+
+    fn fail(&self, value: u64, cause: Failure) {
+        let mut first = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        let cause = first.get_or_insert(cause).clone();
+        self.writer.fail(value, cause);
+    }
+}
+
 /// Reaches the composite value when run; fails it with the inner stream's
 /// first cause when dropped unrun (the inner stream failed before it).
 struct Completion {
-    writer: Arc<TimelineWriter>,
+    writer: Arc<CompositeWriter>,
     value: u64,
     inner: Timeline,
     origin: String,
@@ -92,7 +116,7 @@ impl CompositeStream {
             devices,
             inner,
             timeline,
-            writer: Arc::new(writer),
+            writer: Arc::new(CompositeWriter { writer, cause: Mutex::new(None) }),
             policy,
             collective,
             profile,
