@@ -688,9 +688,9 @@ pub fn w_bound(f: &Fixture) {
         let s = f.stream(0).with_deadline(Some(deadline));
         let silent = HostTimeline::new("w-bound-silent");
         let held = silent.reserve();
+        let start = Instant::now();
         s.wait_with(&held.point(), policy).expect("wait");
         let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
-        let start = Instant::now();
         let err = after.wait_within(RULE_TIMEOUT).expect_err("the silent peer's wait ends at the deadline");
         assert!(!err.is_timeout(), "{policy:?}: the stream failed, the host did not time out: {}", err.error);
         match s.synchronize() {
