@@ -3,8 +3,7 @@
 # model_based), run long: many cases of longer sequences, under each wait
 # policy, one seed per round. CI runs 128 cases with one fixed seed.
 # Usage: scripts/model-test.sh ; CASES=5000 OPS=40 ROUNDS=3 by default.
-# TOLERATE=a,c,f,s steers around known defects (see main.rs) to look for
-# others; SEED=n starts from that seed (the default is the date).
+# SEED=n starts from that seed (the default is the date).
 set -euo pipefail
 CASES=${CASES:-5000}
 OPS=${OPS:-40}
@@ -17,7 +16,6 @@ for round in $(seq 0 $((ROUNDS - 1))); do
     seed=$((SEED + round))
     echo "== round $round, policy $policy, seed $seed"
     BATON_WAIT_POLICY=$policy BATON_MODEL_CASES=$CASES BATON_MODEL_OPS=$OPS BATON_MODEL_SEED=$seed \
-      BATON_MODEL_TOLERATE=${TOLERATE:-} \
       cargo test -p baton-composite --test model_based random_sequences -- --nocapture
   done
 done

@@ -18,7 +18,7 @@ use baton_core::DType;
 use crate::api;
 use crate::model::{Cause, Effect, Fate, Item, Model, Place, Target};
 use crate::ops::{Case, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
-use crate::{Known, CALLS};
+use crate::CALLS;
 
 #[path = "transfers.rs"]
 mod transfers;
@@ -71,7 +71,6 @@ pub struct ReleaseEntry {
 
 pub struct Run {
     pub model: Model,
-    pub known: Known,
     pub setup: Setup,
     pub devices: Vec<Arc<dyn Device>>,
     pub streams: Vec<StreamSlot>,
@@ -178,13 +177,12 @@ fn overlaps(a: &View, b: &View) -> bool {
 }
 
 impl Run {
-    pub fn new(case: &Case, known: Known) -> Run {
+    pub fn new(case: &Case) -> Run {
         let devices = open(case.setup);
         let mut model = Model::default();
         model.hosts = (0..HOSTS).map(|_| Default::default()).collect();
         let mut run = Run {
             model,
-            known,
             setup: case.setup,
             streams: Vec::new(),
             stream_devices: Vec::new(),
@@ -253,21 +251,6 @@ impl Run {
         }
     }
 
-    /// Whether the case must steer around known defect (f): a submission
-    /// to a composite stream that may have failed.
-    fn avoid_composite_failure(&mut self, slot: usize) -> bool {
-        let s = &self.streams[slot % STREAMS];
-        let avoid = self.known.f
-            && self.setup == Setup::Composite
-            && s.device == 0
-            && s.stream.is_some()
-            && self.maybe_failed(s.uid).is_some();
-        if avoid {
-            self.skipped += 1;
-        }
-        avoid
-    }
-
     /// The stream of a slot (a new one if it was dropped) and its uid.
     fn stream(&mut self, slot: usize) -> (Stream, usize) {
         let slot = slot % STREAMS;
@@ -334,10 +317,10 @@ impl Run {
         let relayed = !self.native(self.stream_devices[uid]);
         let mut targets: Vec<Target> = Vec::new();
         for r in new {
-            if failed.contains(&r.earlier_point) && !self.known.c {
+            if failed.contains(&r.earlier_point) {
                 self.problem(format!(
-                    "known defect (c): {} waited on {}, an access that had already failed (M-ORDER: a failed access \
-                     orders nothing, it must not fail later users of the buffer): {r}",
+                    "{} waited on {}, an access that had already failed (M-ORDER: a failed access orders nothing, \
+                     it must not fail later users of the buffer): {r}",
                     stream.label(),
                     r.earlier_point
                 ));
@@ -395,23 +378,6 @@ impl Run {
     }
 
     pub fn exec(&mut self, op: &Op) {
-        let target = match *op {
-            Op::Write { stream, .. }
-            | Op::WriteRange { stream, .. }
-            | Op::Read { stream, .. }
-            | Op::Copy { stream, .. }
-            | Op::CopyStaged { stream, .. }
-            | Op::Scale { stream, .. }
-            | Op::Add { stream, .. }
-            | Op::WaitStream { stream, .. }
-            | Op::WaitRelease { stream, .. }
-            | Op::WaitNever { stream, .. }
-            | Op::HostFn { stream, .. } => Some(stream),
-            _ => None,
-        };
-        if target.is_some_and(|s| self.avoid_composite_failure(s)) {
-            return;
-        }
         match *op {
             Op::Realloc { buffer } => {
                 let slot = buffer % BUFFERS;
@@ -542,14 +508,10 @@ impl Run {
         self.end(held[release % held.len()], end);
     }
 
-    pub fn end(&mut self, index: usize, mut end: ReleaseEnd) {
+    pub fn end(&mut self, index: usize, end: ReleaseEnd) {
         let entry = &mut self.releases[index];
         let (host, value) = (entry.host, entry.point.value());
         let release = entry.release.take().expect("held");
-        if end != ReleaseEnd::Signal && self.known.a && self.model.hosts[host].fail_after_later_failure(value) {
-            end = ReleaseEnd::Signal; // known defect (a): the failure would be lost
-            self.skipped += 1;
-        }
         CALLS.fetch_add(1, Ordering::Relaxed);
         match end {
             ReleaseEnd::Signal => {

@@ -6,9 +6,8 @@
 //! checked against a plain sequential model.
 //!
 //! `BATON_MODEL_CASES` (default 128), `BATON_MODEL_OPS` (longest sequence,
-//! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
-//! and `BATON_MODEL_TOLERATE` (known defects whose sequences the driver
-//! steers around, e.g. `a,c,f,s`) tune a run; `scripts/model-test.sh` runs many.
+//! default 24) and `BATON_MODEL_SEED` (default fixed, so CI is
+//! reproducible) tune a run; `scripts/model-test.sh` runs many.
 
 mod api;
 mod checks;
@@ -28,36 +27,13 @@ use crate::ops::{case, Case};
 /// API calls made, over all cases.
 pub static CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// Known defects (see the report of the model test) whose sequences the
-/// driver avoids, so a run can look for others.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Known {
-    /// (a): a release failed after a later one failed is lost.
-    pub a: bool,
-    /// (c): failed accesses stay in a buffer's hazard log.
-    pub c: bool,
-    /// (f): a composite stream loses the failure of an earlier item when a
-    /// later submission fails first.
-    pub f: bool,
-    /// (s): `copy_staged` into a composite buffer moves zeros.
-    pub s: bool,
-}
-
-impl Known {
-    fn from_env() -> Known {
-        let list = std::env::var("BATON_MODEL_TOLERATE").unwrap_or_default();
-        let has = |d: &str| list.split(',').any(|x| x.trim() == d);
-        Known { a: has("a"), c: has("c"), f: has("f"), s: has("s") }
-    }
-}
-
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Runs one case; the problems found, empty when it keeps the contract.
-pub fn run_case(case: &Case, known: Known) -> Vec<String> {
-    let mut run = Run::new(case, known);
+pub fn run_case(case: &Case) -> Vec<String> {
+    let mut run = Run::new(case);
     for op in &case.ops {
         run.exec(op);
     }
@@ -70,7 +46,6 @@ fn random_sequences_keep_the_contract() {
     let cases: u32 = env_or("BATON_MODEL_CASES", 128);
     let max_ops: usize = env_or("BATON_MODEL_OPS", 24);
     let seed: u64 = env_or("BATON_MODEL_SEED", 0x0062_6174_6f6e);
-    let known = Known::from_env();
     let config = Config {
         cases,
         failure_persistence: None,
@@ -84,7 +59,7 @@ fn random_sequences_keep_the_contract() {
     let started = Instant::now();
     let result = runner.run(&case(max_ops), |case| {
         ran.fetch_add(1, Ordering::Relaxed);
-        let problems = run_case(&case, known);
+        let problems = run_case(&case);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -92,7 +67,7 @@ fn random_sequences_keep_the_contract() {
         }
     });
     println!(
-        "model test: {} cases run ({cases} passing required, seed {seed:#x}, tolerating {known:?}), {} API calls, {:?}",
+        "model test: {} cases run ({cases} passing required, seed {seed:#x}), {} API calls, {:?}",
         ran.load(Ordering::Relaxed),
         CALLS.load(Ordering::Relaxed),
         started.elapsed()

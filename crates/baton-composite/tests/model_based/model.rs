@@ -150,13 +150,6 @@ impl HostModel {
         }
     }
 
-    /// Whether failing `value` now is the out-of-order failure of known
-    /// defect (a): a later value failed already and `value` is not reached.
-    pub fn fail_after_later_failure(&self, value: u64) -> bool {
-        let (reached, failures) = self.state();
-        value > reached && failures.iter().any(|(w, _)| *w > value)
-    }
-
     pub fn signal(&mut self, value: u64) {
         self.events.push((value, None));
     }
