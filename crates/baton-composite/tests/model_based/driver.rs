@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use baton_composite::CompositeDevice;
 use baton_conformance::chaos::ChaosDevice;
-use baton_core::backend::{Buffer, Device, Pending, PendingError, Stream, StreamError, TensorRef};
+use baton_core::backend::{Buffer, Device, Pending, Stream, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
 use baton_core::DType;
 
 use crate::api;
 use crate::model::{Cause, Effect, Fate, Item, Model, Place, Target};
-use crate::ops::{Case, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
-use crate::CALLS;
+use crate::ops::{Case, Deadline, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
+use crate::{BUSY_DROPS, CALLS, DEADLINE_WAITS, SILENT_STREAM_WAITS};
 
 #[path = "transfers.rs"]
 mod transfers;
@@ -29,6 +29,8 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 pub const SHORT: Duration = Duration::from_millis(20);
 /// The poll bound of a stream wait on a point that never comes.
 pub const NEVER_BOUND: Duration = Duration::from_millis(30);
+/// The deadline of a stream wait on a silent peer.
+pub const DEADLINE: Duration = Duration::from_millis(50);
 
 pub struct StreamSlot {
     pub stream: Option<Stream>,
@@ -90,6 +92,12 @@ pub struct Run {
     /// Last memory item writing each buffer uid (a copy's producer).
     last_writer: HashMap<usize, (Target, SyncPoint)>,
     pub causes: Vec<(Cause, baton_core::sync::Failure)>,
+    /// The point each wait that must time out waits on: its failure names
+    /// it (`W-BOUND`).
+    pub awaited: HashMap<Cause, String>,
+    /// Deadline waits on silent streams: they end before the end of the
+    /// case opens the silent gates (model stream uid, item).
+    pub expiring: Vec<(usize, usize)>,
     pub problems: Vec<String>,
     pub skipped: u64,
 }
@@ -197,6 +205,8 @@ impl Run {
             reports_seen: Vec::new(),
             last_writer: HashMap::new(),
             causes: Vec::new(),
+            awaited: HashMap::new(),
+            expiring: Vec::new(),
             problems: Vec::new(),
             skipped: 0,
             devices,
@@ -338,7 +348,7 @@ impl Run {
             }
         }
         for target in targets {
-            self.record(uid, Item::Wait { target, bounded: false, relayed }, None);
+            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
         }
     }
 
@@ -406,6 +416,7 @@ impl Run {
             Op::WaitStream { stream, on, relay, bounded } => self.wait_stream(stream, on, relay, bounded),
             Op::WaitRelease { stream, release, relay, bounded } => self.wait_release(stream, release, relay, bounded),
             Op::WaitNever { stream, relay } => self.wait_never(stream, relay),
+            Op::WaitSilent { stream, on, never, deadline } => self.wait_silent(stream, on, never, deadline),
             Op::Reserve { host } => {
                 let release = call(self.hosts[host].reserve());
                 let value = self.model.hosts[host].reserve();
@@ -418,8 +429,21 @@ impl Run {
             Op::HostFn { stream, kind } => self.host_fn(stream, kind),
             Op::HostWait { stream } => self.host_wait(stream),
             Op::PendingWait { pending } => self.pending_wait(pending),
-            Op::DropStream { stream } => {
-                let slot = stream % STREAMS;
+            Op::PendingWithin { pending, again } => self.pending_within(pending, again),
+            Op::DropStream { stream, busy } => {
+                let busy_slots: Vec<usize> = (0..STREAMS)
+                    .filter(|&i| {
+                        self.streams[i].stream.is_some() && self.last_fate(self.streams[i].uid) == Fate::Pending
+                    })
+                    .collect();
+                let slot = if busy && !busy_slots.is_empty() {
+                    busy_slots[stream % busy_slots.len()]
+                } else {
+                    stream % STREAMS
+                };
+                if busy_slots.contains(&slot) {
+                    BUSY_DROPS.fetch_add(1, Ordering::Relaxed);
+                }
                 let started = std::time::Instant::now();
                 drop(self.streams[slot].stream.take());
                 if started.elapsed() > Duration::from_secs(1) {
@@ -454,8 +478,78 @@ impl Run {
             (call(api::wait(&s, &point, policy)).map(|_| ()), (!native).then_some("ForeignPoint"))
         };
         if self.submitted("wait", uid, &result, refusal, !native && !relay) {
-            let item = Item::Wait { target, bounded: bound.is_some(), relayed: !native };
-            self.record(uid, item, Some(s.last_point()));
+            let item =
+                Item::Wait { target: target.clone(), bounded: bound.is_some(), expires: false, relayed: !native };
+            let index = self.record(uid, item, Some(s.last_point()));
+            if target == Target::Never {
+                self.awaits(uid, index, &point);
+            }
+        }
+    }
+
+    /// Item `item` of stream `uid` waits on `point` until it times out.
+    fn awaits(&mut self, uid: usize, item: usize, point: &SyncPoint) {
+        for cause in [Cause::TimedOut { stream: uid, item }, Cause::Relay { stream: uid, item }] {
+            self.awaited.insert(cause, point.to_string());
+        }
+    }
+
+    /// The last point of every stream that stays pending until the end of
+    /// the case (model stream uid, item).
+    fn silent_streams(&self) -> Vec<(usize, usize)> {
+        let fates = self.model.fates();
+        (0..self.points.len())
+            .filter_map(|uid| {
+                let item = self.points[uid].iter().rposition(Option::is_some)?;
+                self.model.silent(&fates, &Target::Stream { stream: uid, item }).then_some((uid, item))
+            })
+            .collect()
+    }
+
+    /// `WaitSilent`: a stream wait with a short deadline on a peer that
+    /// stays silent past it. Its outcome cannot depend on timing: the
+    /// never-released point is held until the checks are done; a silent
+    /// stream's point stays pending until the end of the case opens the
+    /// gates, which waits for these waits first, and the waiting stream's
+    /// earlier work settles by itself, so the wait starts before that.
+    fn wait_silent(&mut self, stream: usize, on: usize, never: bool, deadline: Deadline) {
+        if !never && self.silent_streams().is_empty() {
+            // Silences a peer first: a host function that blocks until the
+            // end of the case.
+            let peer = if on % STREAMS == stream % STREAMS { on + 1 } else { on };
+            self.host_fn(peer, HostFnKind::Silent);
+        }
+        let fates = self.model.fates();
+        let silent = self.silent_streams();
+        let (target, point) = match silent.get(on % silent.len().max(1)) {
+            Some(&(uid, item)) if !never => {
+                (Target::Stream { stream: uid, item }, self.points[uid][item].clone().expect("a point"))
+            }
+            _ => (Target::Never, self.never.as_ref().expect("held until the end").point()),
+        };
+        let (s, uid) = self.stream(stream);
+        if target != Target::Never && fates.get(uid).and_then(|f| f.last()) == Some(&Fate::Pending) {
+            self.skipped += 1; // the wait could start after the gates open
+            return;
+        }
+        let native = self.native(self.streams[stream % STREAMS].device);
+        let policy = s.wait_policy();
+        let short = s.clone().with_deadline(Some(DEADLINE));
+        let (result, refusal) = match deadline {
+            Deadline::Edge => (call(api::wait_with_deadline(&s, &point, policy, DEADLINE)).map(|_| ()), !native),
+            Deadline::Stream => (call(short.wait(&point)).map(|_| ()), !native),
+            Deadline::StreamRelay => (call(short.wait_or_relay(&point, policy)).map(|_| ()), false),
+        };
+        drop(short);
+        if self.submitted("deadline wait", uid, &result, refusal.then_some("ForeignPoint"), refusal) {
+            DEADLINE_WAITS.fetch_add(1, Ordering::Relaxed);
+            let item = Item::Wait { target: target.clone(), bounded: true, expires: true, relayed: !native };
+            let index = self.record(uid, item, Some(s.last_point()));
+            self.awaits(uid, index, &point);
+            if target != Target::Never {
+                SILENT_STREAM_WAITS.fetch_add(1, Ordering::Relaxed);
+                self.expiring.push((uid, index));
+            }
         }
     }
 
@@ -566,20 +660,43 @@ pub fn point_of(lent: &Lent) -> &SyncPoint {
     }
 }
 
-/// Takes the buffer back from a settled pending transfer.
-pub fn take_back(lent: Lent) -> Returned {
-    fn back<B: baton_core::backend::HostBytes>(r: Result<B, PendingError<B>>) -> Returned {
-        match r {
-            Ok(b) => Returned::Ok(b.bytes().to_vec()),
+/// What a bounded `Pending::wait_within` gave.
+pub enum Within {
+    /// The point settled: the buffer came back (or the failure did).
+    Settled(Returned),
+    /// The bound ran out: the transfer came back whole, still queued.
+    TimedOut(Lent),
+    /// The bound ran out and the transfer did not come back.
+    Lost(StreamError),
+}
+
+/// `Pending::wait_within(timeout)` on a lent buffer.
+pub fn wait_within(lent: Lent, timeout: Duration) -> Within {
+    fn within<B: baton_core::backend::HostBytes>(
+        pending: Pending<B>,
+        timeout: Duration,
+        lend: impl FnOnce(Pending<B>) -> Lent,
+    ) -> Within {
+        match pending.wait_within(timeout) {
+            Ok(b) => Within::Settled(Returned::Ok(b.bytes().to_vec())),
+            Err(e) if matches!(e.error, StreamError::Wait(baton_core::sync::WaitError::Timeout { .. })) => {
+                let error = e.error.clone();
+                match (e.is_timeout(), e.into_pending()) {
+                    (true, Some(p)) => Within::TimedOut(lend(p)),
+                    _ => Within::Lost(error),
+                }
+            }
             Err(e) => {
                 let error = e.error.clone();
-                Returned::Failed(error, e.into_buffer().is_some())
+                Within::Settled(Returned::Failed(error, e.into_buffer().is_some()))
             }
         }
     }
     CALLS.fetch_add(1, Ordering::Relaxed);
     match lent {
-        Lent::WriteF32(p, _) | Lent::ReadF32(p, _) => back(p.wait()),
-        Lent::WriteBytes(p, _) | Lent::ReadBytes(p, _) => back(p.wait()),
+        Lent::WriteF32(p, sent) => within(p, timeout, |p| Lent::WriteF32(p, sent)),
+        Lent::WriteBytes(p, sent) => within(p, timeout, |p| Lent::WriteBytes(p, sent)),
+        Lent::ReadF32(p, read) => within(p, timeout, |p| Lent::ReadF32(p, read)),
+        Lent::ReadBytes(p, read) => within(p, timeout, |p| Lent::ReadBytes(p, read)),
     }
 }

@@ -26,6 +26,14 @@ use crate::ops::{case, Case};
 
 /// API calls made, over all cases.
 pub static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Stream waits with a short deadline on a silent peer, queued.
+pub static DEADLINE_WAITS: AtomicU64 = AtomicU64::new(0);
+/// Those of them on a silent stream (the others: on a held release).
+pub static SILENT_STREAM_WAITS: AtomicU64 = AtomicU64::new(0);
+/// Bounded waits on a transfer that timed out and handed it back.
+pub static PENDING_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// Streams whose last handle was dropped with work queued.
+pub static BUSY_DROPS: AtomicU64 = AtomicU64::new(0);
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -67,10 +75,15 @@ fn random_sequences_keep_the_contract() {
         }
     });
     println!(
-        "model test: {} cases run ({cases} passing required, seed {seed:#x}), {} API calls, {:?}",
+        "model test: {} cases run ({cases} passing required, seed {seed:#x}), {} API calls, {:?} ({} deadline \
+         waits on silent peers ({} on streams), {} transfers handed back by a timed-out wait, {} streams dropped busy)",
         ran.load(Ordering::Relaxed),
         CALLS.load(Ordering::Relaxed),
-        started.elapsed()
+        started.elapsed(),
+        DEADLINE_WAITS.load(Ordering::Relaxed),
+        SILENT_STREAM_WAITS.load(Ordering::Relaxed),
+        PENDING_TIMEOUTS.load(Ordering::Relaxed),
+        BUSY_DROPS.load(Ordering::Relaxed),
     );
     if let Err(e) = result {
         panic!("{e}");
