@@ -172,3 +172,50 @@ fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
     let got = read.wait_within(Duration::from_secs(2)).expect("read back");
     assert_eq!(got, data, "bytes a staged copy moved into a composite buffer");
 }
+
+/// Defect (g), E-STICKY / P-FAIL: when a stream fails at an item, every
+/// later point fails with the same first cause. A composite stream's wait
+/// with a deadline is queued on every inner stream, so on a silent peer
+/// each inner stream times out with a cause of its own. When a later
+/// submission finds inner stream 1 failed before inner stream 0 has
+/// dropped the wait's `Completion`, `CompositeStream::submit` fails the
+/// later value with inner stream 1's cause, and the wait's value then
+/// fails with inner stream 0's: the timeline keeps both (per value range),
+/// so the later points report another cause than the first failed one.
+#[test]
+fn composite_points_after_a_timed_out_wait_fail_with_its_cause() {
+    let device = composite();
+    let buffer = device.alloc(64).expect("alloc");
+    let t = TensorRef::new(&buffer, 0, DType::F32, &[2]).expect("tensor");
+    let silent = HostTimeline::new("silent");
+    let held = silent.reserve();
+    let deadline = Duration::from_millis(20);
+    for round in 0..100 {
+        let stream = device.new_stream().expect("stream");
+        let waited = stream.wait_bounded(&held.point(), WaitPolicy::Block, Some(deadline)).expect("wait");
+        // Submits across the moment the inner streams time out, until the
+        // stream refuses as failed.
+        let mut later = Vec::new();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(200) {
+            match stream.write_async(&t, vec![1f32, 2.0]) {
+                Ok(p) => later.push(p.point().clone()),
+                Err(_) => break,
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let cause = match waited.wait_timeout(Duration::from_secs(2)) {
+            Err(WaitError::Failed { cause, .. }) => cause,
+            other => panic!("round {round}: a composite wait past its deadline: {other:?}, expected Failed"),
+        };
+        for p in later {
+            match p.wait_timeout(Duration::from_secs(2)) {
+                Err(WaitError::Failed { cause: c, .. }) if c.same_cause(&cause) => {}
+                other => {
+                    panic!("round {round}: {p} after the wait failed with {cause}: {other:?}, expected that cause")
+                }
+            }
+        }
+    }
+    drop(held);
+}
