@@ -24,7 +24,11 @@ use crate::{BUSY_DROPS, CALLS, DEADLINE_WAITS, SILENT_STREAM_WAITS};
 mod transfers;
 
 /// The bound of a wait on a point that must settle: longer is a hang.
+#[cfg(not(miri))]
 pub const SETTLE: Duration = Duration::from_secs(2);
+/// Under Miri, which runs the workers some hundred times slower.
+#[cfg(miri)]
+pub const SETTLE: Duration = Duration::from_secs(120);
 /// The bound of a wait on a point that must stay pending.
 pub const SHORT: Duration = Duration::from_millis(20);
 /// The poll bound of a stream wait on a point that never comes.
