@@ -6,8 +6,9 @@
 //! checked against a plain sequential model.
 //!
 //! `BATON_MODEL_CASES` (default 128), `BATON_MODEL_OPS` (longest sequence,
-//! default 24) and `BATON_MODEL_SEED` (default fixed, so CI is
-//! reproducible) tune a run; `scripts/model-test.sh` runs many.
+//! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
+//! and `BATON_MODEL_SETUP` (`cpu`, `chaos` or `composite`; default all)
+//! tune a run; `scripts/model-test.sh` runs many.
 
 mod api;
 mod checks;
@@ -65,7 +66,8 @@ fn random_sequences_keep_the_contract() {
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let ran = AtomicU64::new(0);
     let started = Instant::now();
-    let result = runner.run(&case(max_ops), |case| {
+    let setup = std::env::var("BATON_MODEL_SETUP").ok().filter(|s| !s.is_empty());
+    let result = runner.run(&case(max_ops, setup.as_deref()), |case| {
         ran.fetch_add(1, Ordering::Relaxed);
         let problems = run_case(&case);
         if problems.is_empty() {
@@ -75,9 +77,10 @@ fn random_sequences_keep_the_contract() {
         }
     });
     println!(
-        "model test: {} cases run ({cases} passing required, seed {seed:#x}), {} API calls, {:?} ({} deadline \
+        "model test: {} cases run ({cases} passing required, seed {seed:#x}, setups {}), {} API calls, {:?} ({} deadline \
          waits on silent peers ({} on streams), {} transfers handed back by a timed-out wait, {} streams dropped busy)",
         ran.load(Ordering::Relaxed),
+        setup.as_deref().unwrap_or("all"),
         CALLS.load(Ordering::Relaxed),
         started.elapsed(),
         DEADLINE_WAITS.load(Ordering::Relaxed),

@@ -142,14 +142,19 @@ pub struct Case {
     pub signal_at_end: bool,
 }
 
-fn setup() -> impl Strategy<Value = Setup> {
-    prop_oneof![
-        any::<bool>().prop_map(|three| Setup::Cpu { three }),
-        (any::<bool>(), any::<u64>(), any::<bool>(), any::<bool>()).prop_map(
-            |(three, seed, native_waits, foreign_access)| Setup::Chaos { three, seed, native_waits, foreign_access }
-        ),
-        Just(Setup::Composite),
-    ]
+/// The setups of a kind (`cpu`, `chaos`, `composite`), or of every kind.
+fn setup(kind: Option<&str>) -> BoxedStrategy<Setup> {
+    let cpu = any::<bool>().prop_map(|three| Setup::Cpu { three });
+    let chaos = (any::<bool>(), any::<u64>(), any::<bool>(), any::<bool>()).prop_map(
+        |(three, seed, native_waits, foreign_access)| Setup::Chaos { three, seed, native_waits, foreign_access },
+    );
+    match kind {
+        Some("cpu") => cpu.boxed(),
+        Some("chaos") => chaos.boxed(),
+        Some("composite") => Just(Setup::Composite).boxed(),
+        None => prop_oneof![cpu, chaos, Just(Setup::Composite)].boxed(),
+        Some(other) => panic!("BATON_MODEL_SETUP={other}: expected cpu, chaos or composite"),
+    }
 }
 
 fn view() -> impl Strategy<Value = View> {
@@ -223,13 +228,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Cases of up to `max_ops` calls.
-pub fn case(max_ops: usize) -> impl Strategy<Value = Case> {
-    (setup(), prop::collection::vec(op(), 1..=max_ops), any::<bool>()).prop_map(|(setup, ops, signal_at_end)| Case {
-        setup,
-        ops,
-        signal_at_end,
-    })
+/// Cases of up to `max_ops` calls, on setups of `kind` (every kind if
+/// `None`).
+pub fn case(max_ops: usize, kind: Option<&str>) -> impl Strategy<Value = Case> {
+    (setup(kind), prop::collection::vec(op(), 1..=max_ops), any::<bool>())
+        .prop_map(|(setup, ops, signal_at_end)| Case { setup, ops, signal_at_end })
 }
 
 /// Host data of `bytes` bytes for a seed. Every byte is below 0x40, so any
