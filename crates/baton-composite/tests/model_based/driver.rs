@@ -624,6 +624,41 @@ impl Run {
                 release.fail(format!("fail-{host}-{value}"));
                 self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: false });
             }
+            ReleaseEnd::FailWith(n) => match self.failed_cause(n) {
+                Some((cause, failure)) => {
+                    release.fail_with(failure);
+                    self.model.hosts[host].fail(value, cause);
+                }
+                None => {
+                    release.fail(format!("fail-{host}-{value}"));
+                    self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: false });
+                }
+            },
+        }
+    }
+
+    /// The `n`-th failed point of the case (as the model says), once it
+    /// has failed: its model cause and its actual first cause.
+    fn failed_cause(&mut self, n: usize) -> Option<(Cause, baton_core::sync::Failure)> {
+        let fates = self.model.fates();
+        let failed: Vec<(SyncPoint, Cause)> = (self.points.iter().enumerate())
+            .flat_map(|(uid, items)| items.iter().enumerate().map(move |(i, p)| (uid, i, p)))
+            .filter_map(|(uid, i, p)| match (p, &fates[uid][i]) {
+                (Some(p), Fate::Failed(cause)) => Some((p.clone(), cause.clone())),
+                _ => None,
+            })
+            .collect();
+        let (point, cause) = failed.get(n % failed.len().max(1))?.clone();
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        match point.wait_timeout(SETTLE) {
+            Err(baton_core::sync::WaitError::Failed { cause: failure, .. }) => {
+                self.check_cause(&format!("{point}, whose cause a release takes"), &cause, &failure);
+                Some((cause, failure))
+            }
+            other => {
+                self.problem(format!("{point}: {other:?}, expected {cause:?}"));
+                None
+            }
         }
     }
 

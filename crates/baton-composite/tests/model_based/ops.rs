@@ -66,6 +66,9 @@ pub enum ReleaseEnd {
     Signal,
     Drop,
     Fail,
+    /// `Release::fail_with` the first cause of a failed point of the case
+    /// (the `n`-th, when there is one; else `fail`).
+    FailWith(usize),
 }
 
 /// How a stream wait gets its short deadline (`W-BOUND`).
@@ -165,7 +168,12 @@ fn view() -> impl Strategy<Value = View> {
 }
 
 fn release_end() -> impl Strategy<Value = ReleaseEnd> {
-    prop_oneof![Just(ReleaseEnd::Signal), Just(ReleaseEnd::Drop), Just(ReleaseEnd::Fail)]
+    prop_oneof![
+        Just(ReleaseEnd::Signal),
+        Just(ReleaseEnd::Drop),
+        Just(ReleaseEnd::Fail),
+        (0..8usize).prop_map(ReleaseEnd::FailWith),
+    ]
 }
 
 fn deadline() -> impl Strategy<Value = Deadline> {
