@@ -23,7 +23,7 @@ use std::time::Instant;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 use crate::driver::Run;
-use crate::ops::{case, Case};
+use crate::ops::{case, Case, Setup};
 
 /// API calls made, over all cases.
 pub static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -35,6 +35,8 @@ pub static SILENT_STREAM_WAITS: AtomicU64 = AtomicU64::new(0);
 pub static PENDING_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 /// Streams whose last handle was dropped with work queued.
 pub static BUSY_DROPS: AtomicU64 = AtomicU64::new(0);
+/// Cases run on CPU, chaos and composite setups.
+static SETUPS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -42,6 +44,12 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 /// Runs one case; the problems found, empty when it keeps the contract.
 pub fn run_case(case: &Case) -> Vec<String> {
+    let kind = match case.setup {
+        Setup::Cpu { .. } => 0,
+        Setup::Chaos { .. } => 1,
+        Setup::Composite => 2,
+    };
+    SETUPS[kind].fetch_add(1, Ordering::Relaxed);
     let mut run = Run::new(case);
     for op in &case.ops {
         run.exec(op);
@@ -77,10 +85,13 @@ fn random_sequences_keep_the_contract() {
         }
     });
     println!(
-        "model test: {} cases run ({cases} passing required, seed {seed:#x}, setups {}), {} API calls, {:?} ({} deadline \
+        "model test: {} cases run ({cases} passing required, seed {seed:#x}, setups {}: {} cpu, {} chaos, {} composite), {} API calls, {:?} ({} deadline \
          waits on silent peers ({} on streams), {} transfers handed back by a timed-out wait, {} streams dropped busy)",
         ran.load(Ordering::Relaxed),
         setup.as_deref().unwrap_or("all"),
+        SETUPS[0].load(Ordering::Relaxed),
+        SETUPS[1].load(Ordering::Relaxed),
+        SETUPS[2].load(Ordering::Relaxed),
         CALLS.load(Ordering::Relaxed),
         started.elapsed(),
         DEADLINE_WAITS.load(Ordering::Relaxed),
