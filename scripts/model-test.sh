@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The model-based test of the async contract (crates/baton-composite/tests/
 # model_based), run long: many cases of longer sequences, under each wait
-# policy, one seed per round. CI runs 128 cases with one fixed seed.
+# policy, one seed per round. CI runs 512 cases with one fixed seed (about 11 s).
 # Usage: scripts/model-test.sh ; CASES=5000 OPS=40 ROUNDS=3 by default.
 # SEED=n starts from that seed (the default is the date); SETUP=cpu, chaos
 # or composite runs only cases on those devices (default: all).

@@ -5,7 +5,7 @@
 //! wrapper with and without native waits and foreign access, a composite),
 //! checked against a plain sequential model.
 //!
-//! `BATON_MODEL_CASES` (default 128), `BATON_MODEL_OPS` (longest sequence,
+//! `BATON_MODEL_CASES` (default 512), `BATON_MODEL_OPS` (longest sequence,
 //! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
 //! and `BATON_MODEL_SETUP` (`cpu`, `chaos` or `composite`; default all)
 //! tune a run; `scripts/model-test.sh` runs many.
@@ -60,7 +60,7 @@ pub fn run_case(case: &Case) -> Vec<String> {
 
 #[test]
 fn random_sequences_keep_the_contract() {
-    let cases: u32 = env_or("BATON_MODEL_CASES", 128);
+    let cases: u32 = env_or("BATON_MODEL_CASES", 512);
     let max_ops: usize = env_or("BATON_MODEL_OPS", 24);
     let seed: u64 = env_or("BATON_MODEL_SEED", 0x0062_6174_6f6e);
     let config = Config {
