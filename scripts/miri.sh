@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs the unsafe core under Miri: the pool, the memory planner, and the
+# Runs the unsafe core under Miri: the pool, the memory planner, the
 # contract and op tests that exercise every unsafe path of the CPU backend
-# (raw buffer access, copies, executor slices, host slots). Kernels run
-# their portable scalar path under Miri (no runtime-detected AVX2 there).
+# (raw buffer access, copies, executor slices, host slots), and a sample of
+# the model-based test of the safe async API (four short random cases over
+# CPU, chaos and composite devices, about a minute). Kernels run their
+# portable scalar path under Miri (no runtime-detected AVX2 there).
 # Needs: rustup component add miri rust-src --toolchain nightly
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,3 +16,5 @@ cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
   contract::e_sticky contract::q_fifo contract::r_own \
   ops::op_copy_into ops::op_matmul_batched ops::op_matmul_strided ops::op_get_rows \
   ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast
+BATON_MODEL_CASES=4 BATON_MODEL_OPS=12 cargo +nightly miri test -p baton-composite --test model_based \
+  random_sequences_keep_the_contract

@@ -10,10 +10,10 @@ use baton_composite::CompositeBuffer;
 use baton_core::backend::{Buffer, StreamError};
 use baton_core::sync::{Failure, FailureKind, PointStatus, SyncPoint, WaitError};
 
-use crate::driver::{point_of, take_back, Lent, Returned, Run, SETTLE, SHORT};
+use crate::driver::{point_of, wait_within, Lent, Returned, Run, Within, SETTLE, SHORT};
 use crate::model::{Cause, Fate, Target};
 use crate::ops::{ReleaseEnd, STREAMS};
-use crate::CALLS;
+use crate::{CALLS, PENDING_TIMEOUTS};
 
 fn expected_kind(cause: &Cause) -> (FailureKind, String) {
     match cause {
@@ -37,7 +37,10 @@ impl Run {
             }
             return;
         }
-        let (kind, message) = expected_kind(expected);
+        let (kind, mut message) = expected_kind(expected);
+        if let Some(point) = self.awaited.get(expected) {
+            message = point.clone(); // a timeout names the point (W-BOUND)
+        }
         if actual.kind() != kind || !actual.message().contains(&message) {
             self.problems
                 .push(format!("{what}: failed with {actual}, expected {kind:?} containing {message:?} ({expected:?})"));
@@ -112,10 +115,66 @@ impl Run {
             }
             (_, Fate::Pending) => {
                 self.problems.push(format!("Pending::wait_timeout on {}: settled, expected pending", point_of(&lent)));
-                self.lent[index].returned = Some(take_back(lent));
+                self.take_back(index, lent);
             }
-            _ => self.lent[index].returned = Some(take_back(lent)),
+            _ => self.take_back(index, lent),
         }
+    }
+
+    /// Takes the buffer of a settled transfer back (`Pending::wait_within`).
+    fn take_back(&mut self, index: usize, lent: Lent) {
+        let point = point_of(&lent).clone();
+        match wait_within(lent, SETTLE) {
+            Within::Settled(returned) => self.lent[index].returned = Some(returned),
+            Within::TimedOut(lent) => {
+                self.problems.push(format!("hang: Pending::wait_within on settled {point} timed out"));
+                self.lent[index].lent = Some(lent);
+            }
+            Within::Lost(e) => self.problems.push(format!("Pending::wait_within on {point}: {e}, transfer lost")),
+        }
+    }
+
+    /// `PendingWithin`: `Pending::wait_within`. A transfer the model holds
+    /// pending times out and comes back whole, still queued (`P-TIMEOUT`,
+    /// `H-OWN`): it runs later and its buffer comes back at the end (checked
+    /// there); a settled one returns its buffer.
+    pub fn pending_within(&mut self, pending: usize, again: bool) {
+        let open: Vec<usize> = (0..self.lent.len()).filter(|&i| self.lent[i].lent.is_some()).collect();
+        if open.is_empty() {
+            self.skipped += 1;
+            return;
+        }
+        // A gated transfer if there is one: the case a timeout is about.
+        let gated: Vec<usize> =
+            open.iter().copied().filter(|&i| self.fate_of(&self.lent[i].target) == Fate::Pending).collect();
+        let index = if gated.is_empty() { open[pending % open.len()] } else { gated[pending % gated.len()] };
+        let fate = self.fate_of(&self.lent[index].target.clone());
+        let lent = self.lent[index].lent.take().expect("open");
+        if fate != Fate::Pending {
+            return self.take_back(index, lent);
+        }
+        let point = point_of(&lent).clone();
+        let mut lent = Some(lent);
+        for _ in 0..if again { 2 } else { 1 } {
+            match wait_within(lent.take().expect("lent"), SHORT) {
+                Within::TimedOut(back) => {
+                    PENDING_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+                    lent = Some(back);
+                }
+                Within::Settled(returned) => {
+                    self.problems.push(format!("Pending::wait_within on {point}: settled, expected pending"));
+                    self.lent[index].returned = Some(returned);
+                    return;
+                }
+                Within::Lost(e) => {
+                    self.problems.push(format!(
+                        "Pending::wait_within on {point}: {e} and the transfer did not come back (P-TIMEOUT, H-OWN)"
+                    ));
+                    return;
+                }
+            }
+        }
+        self.lent[index].lent = lent;
     }
 
     fn fate_of(&self, target: &Target) -> Fate {
@@ -135,6 +194,14 @@ impl Run {
             if self.releases[i].release.is_some() {
                 self.end(i, end);
             }
+        }
+        // Deadline waits on silent streams end before the gates open (those
+        // streams stay silent until then).
+        let fates = self.model.fates();
+        let deadline = Instant::now() + SETTLE;
+        for (uid, item) in self.expiring.clone() {
+            let point = self.points[uid][item].clone().expect("a deadline wait has a point");
+            self.check_point(&format!("deadline wait {uid}/{item}"), &point, &fates[uid][item], deadline);
         }
         for (gate, tx) in self.gates.iter_mut().enumerate() {
             if let Some(tx) = tx.take() {
@@ -173,19 +240,17 @@ impl Run {
             let fate = self.fate_of(&self.lent[i].target.clone());
             if let Some(lent) = self.lent[i].lent.take() {
                 let point = point_of(&lent).clone();
-                CALLS.fetch_add(1, Ordering::Relaxed);
-                if point.wait_timeout(deadline.saturating_duration_since(Instant::now()).max(SHORT)).is_ok()
-                    || matches!(point.status(), PointStatus::Failed(_))
-                {
-                    let expected = match &lent {
-                        Lent::WriteF32(_, sent) => Some(sent.iter().flat_map(|v| v.to_ne_bytes()).collect()),
-                        Lent::WriteBytes(_, sent) => Some(sent.clone()),
-                        Lent::ReadF32(_, read) | Lent::ReadBytes(_, read) => reads.get(read).cloned(),
-                    };
-                    let returned = take_back(lent);
-                    self.check_returned(&point, &fate, returned, expected);
-                } else {
-                    self.problems.push(format!("hang: the host buffer lent to {point} never came back"));
+                let expected = match &lent {
+                    Lent::WriteF32(_, sent) => Some(sent.iter().flat_map(|v| v.to_ne_bytes()).collect()),
+                    Lent::WriteBytes(_, sent) => Some(sent.clone()),
+                    Lent::ReadF32(_, read) | Lent::ReadBytes(_, read) => reads.get(read).cloned(),
+                };
+                match wait_within(lent, deadline.saturating_duration_since(Instant::now()).max(SHORT)) {
+                    Within::Settled(returned) => self.check_returned(&point, &fate, returned, expected),
+                    Within::TimedOut(_) => {
+                        self.problems.push(format!("hang: the host buffer lent to {point} never came back"))
+                    }
+                    Within::Lost(e) => self.problems.push(format!("Pending of {point}: {e}, transfer lost")),
                 }
             } else if let Some(returned) = self.lent[i].returned.take() {
                 let point = self.points_of(&self.lent[i].target);

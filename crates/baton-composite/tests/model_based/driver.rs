@@ -10,25 +10,33 @@ use std::time::Duration;
 
 use baton_composite::CompositeDevice;
 use baton_conformance::chaos::ChaosDevice;
-use baton_core::backend::{Buffer, Device, Pending, PendingError, Stream, StreamError, TensorRef};
+use baton_core::backend::{Buffer, Device, Pending, Stream, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
 use baton_core::DType;
 
 use crate::api;
 use crate::model::{Cause, Effect, Fate, Item, Model, Place, Target};
-use crate::ops::{Case, HostFnKind, Op, ReleaseEnd, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
-use crate::{Known, CALLS};
+use crate::ops::{Case, Op, Setup, View, BUFFERS, BUFFER_BYTES, HOSTS, STREAMS};
+use crate::{BUSY_DROPS, CALLS};
 
 #[path = "transfers.rs"]
 mod transfers;
+#[path = "waits.rs"]
+mod waits;
 
 /// The bound of a wait on a point that must settle: longer is a hang.
+#[cfg(not(miri))]
 pub const SETTLE: Duration = Duration::from_secs(2);
+/// Under Miri, which runs the workers some hundred times slower.
+#[cfg(miri)]
+pub const SETTLE: Duration = Duration::from_secs(120);
 /// The bound of a wait on a point that must stay pending.
 pub const SHORT: Duration = Duration::from_millis(20);
 /// The poll bound of a stream wait on a point that never comes.
 pub const NEVER_BOUND: Duration = Duration::from_millis(30);
+/// The deadline of a stream wait on a silent peer.
+pub const DEADLINE: Duration = Duration::from_millis(50);
 
 pub struct StreamSlot {
     pub stream: Option<Stream>,
@@ -71,7 +79,6 @@ pub struct ReleaseEntry {
 
 pub struct Run {
     pub model: Model,
-    pub known: Known,
     pub setup: Setup,
     pub devices: Vec<Arc<dyn Device>>,
     pub streams: Vec<StreamSlot>,
@@ -91,6 +98,12 @@ pub struct Run {
     /// Last memory item writing each buffer uid (a copy's producer).
     last_writer: HashMap<usize, (Target, SyncPoint)>,
     pub causes: Vec<(Cause, baton_core::sync::Failure)>,
+    /// The point each wait that must time out waits on: its failure names
+    /// it (`W-BOUND`).
+    pub awaited: HashMap<Cause, String>,
+    /// Deadline waits on silent streams: they end before the end of the
+    /// case opens the silent gates (model stream uid, item).
+    pub expiring: Vec<(usize, usize)>,
     pub problems: Vec<String>,
     pub skipped: u64,
 }
@@ -178,13 +191,12 @@ fn overlaps(a: &View, b: &View) -> bool {
 }
 
 impl Run {
-    pub fn new(case: &Case, known: Known) -> Run {
+    pub fn new(case: &Case) -> Run {
         let devices = open(case.setup);
         let mut model = Model::default();
         model.hosts = (0..HOSTS).map(|_| Default::default()).collect();
         let mut run = Run {
             model,
-            known,
             setup: case.setup,
             streams: Vec::new(),
             stream_devices: Vec::new(),
@@ -199,6 +211,8 @@ impl Run {
             reports_seen: Vec::new(),
             last_writer: HashMap::new(),
             causes: Vec::new(),
+            awaited: HashMap::new(),
+            expiring: Vec::new(),
             problems: Vec::new(),
             skipped: 0,
             devices,
@@ -251,21 +265,6 @@ impl Run {
             Setup::Chaos { foreign_access: false, .. } => s % 2 == b % 2,
             _ => true,
         }
-    }
-
-    /// Whether the case must steer around known defect (f): a submission
-    /// to a composite stream that may have failed.
-    fn avoid_composite_failure(&mut self, slot: usize) -> bool {
-        let s = &self.streams[slot % STREAMS];
-        let avoid = self.known.f
-            && self.setup == Setup::Composite
-            && s.device == 0
-            && s.stream.is_some()
-            && self.maybe_failed(s.uid).is_some();
-        if avoid {
-            self.skipped += 1;
-        }
-        avoid
     }
 
     /// The stream of a slot (a new one if it was dropped) and its uid.
@@ -334,10 +333,10 @@ impl Run {
         let relayed = !self.native(self.stream_devices[uid]);
         let mut targets: Vec<Target> = Vec::new();
         for r in new {
-            if failed.contains(&r.earlier_point) && !self.known.c {
+            if failed.contains(&r.earlier_point) {
                 self.problem(format!(
-                    "known defect (c): {} waited on {}, an access that had already failed (M-ORDER: a failed access \
-                     orders nothing, it must not fail later users of the buffer): {r}",
+                    "{} waited on {}, an access that had already failed (M-ORDER: a failed access orders nothing, \
+                     it must not fail later users of the buffer): {r}",
                     stream.label(),
                     r.earlier_point
                 ));
@@ -355,7 +354,7 @@ impl Run {
             }
         }
         for target in targets {
-            self.record(uid, Item::Wait { target, bounded: false, relayed }, None);
+            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
         }
     }
 
@@ -395,23 +394,6 @@ impl Run {
     }
 
     pub fn exec(&mut self, op: &Op) {
-        let target = match *op {
-            Op::Write { stream, .. }
-            | Op::WriteRange { stream, .. }
-            | Op::Read { stream, .. }
-            | Op::Copy { stream, .. }
-            | Op::CopyStaged { stream, .. }
-            | Op::Scale { stream, .. }
-            | Op::Add { stream, .. }
-            | Op::WaitStream { stream, .. }
-            | Op::WaitRelease { stream, .. }
-            | Op::WaitNever { stream, .. }
-            | Op::HostFn { stream, .. } => Some(stream),
-            _ => None,
-        };
-        if target.is_some_and(|s| self.avoid_composite_failure(s)) {
-            return;
-        }
         match *op {
             Op::Realloc { buffer } => {
                 let slot = buffer % BUFFERS;
@@ -440,6 +422,7 @@ impl Run {
             Op::WaitStream { stream, on, relay, bounded } => self.wait_stream(stream, on, relay, bounded),
             Op::WaitRelease { stream, release, relay, bounded } => self.wait_release(stream, release, relay, bounded),
             Op::WaitNever { stream, relay } => self.wait_never(stream, relay),
+            Op::WaitSilent { stream, on, never, deadline } => self.wait_silent(stream, on, never, deadline),
             Op::Reserve { host } => {
                 let release = call(self.hosts[host].reserve());
                 let value = self.model.hosts[host].reserve();
@@ -452,146 +435,27 @@ impl Run {
             Op::HostFn { stream, kind } => self.host_fn(stream, kind),
             Op::HostWait { stream } => self.host_wait(stream),
             Op::PendingWait { pending } => self.pending_wait(pending),
-            Op::DropStream { stream } => {
-                let slot = stream % STREAMS;
+            Op::PendingWithin { pending, again } => self.pending_within(pending, again),
+            Op::DropStream { stream, busy } => {
+                let busy_slots: Vec<usize> = (0..STREAMS)
+                    .filter(|&i| {
+                        self.streams[i].stream.is_some() && self.last_fate(self.streams[i].uid) == Fate::Pending
+                    })
+                    .collect();
+                let slot = if busy && !busy_slots.is_empty() {
+                    busy_slots[stream % busy_slots.len()]
+                } else {
+                    stream % STREAMS
+                };
+                if busy_slots.contains(&slot) {
+                    BUSY_DROPS.fetch_add(1, Ordering::Relaxed);
+                }
                 let started = std::time::Instant::now();
                 drop(self.streams[slot].stream.take());
                 if started.elapsed() > Duration::from_secs(1) {
                     self.problem(format!("dropping a stream blocked for {:?} (D-NOBLOCK)", started.elapsed()));
                 }
             }
-        }
-    }
-
-    /// Queues a wait on `point` (the model's `target`) with the API call the
-    /// op asks for, and checks the outcome.
-    fn queue_wait(&mut self, stream: usize, target: Target, point: SyncPoint, relay: bool, bound: Option<Duration>) {
-        let (s, uid) = self.stream(stream);
-        let device = self.streams[stream % STREAMS].device;
-        if point.timeline().same_as(s.timeline()) {
-            let last = s.last_point();
-            if let Ok(p) = call(s.wait(&point)) {
-                if p.value() != last.value() {
-                    self.problem(format!("a wait on the stream's own point queued an item: {p}"));
-                }
-            }
-            return;
-        }
-        let policy = match bound {
-            Some(bound) => WaitPolicy::Poll { bound },
-            None => s.wait_policy(),
-        };
-        let native = self.native(device);
-        let (result, refusal) = if relay {
-            (call(s.wait_or_relay(&point, policy)).map(|_| ()), None)
-        } else {
-            (call(api::wait(&s, &point, policy)).map(|_| ()), (!native).then_some("ForeignPoint"))
-        };
-        if self.submitted("wait", uid, &result, refusal, !native && !relay) {
-            let item = Item::Wait { target, bounded: bound.is_some(), relayed: !native };
-            self.record(uid, item, Some(s.last_point()));
-        }
-    }
-
-    /// A bound for a wait on `target`, if the op asks for one and the
-    /// target settles by itself (a bound on a point the test will settle
-    /// later would race the test).
-    fn bound_for(&self, target: &Target, bounded: bool) -> Option<Duration> {
-        let settles = match target {
-            Target::Stream { stream, item } => self.model.fates()[*stream][*item] != Fate::Pending,
-            Target::Host { host, value } => self.model.hosts[*host].fate(*value) != Fate::Pending,
-            Target::Never => false,
-        };
-        (bounded && settles).then_some(SETTLE * 2)
-    }
-
-    fn wait_stream(&mut self, stream: usize, on: usize, relay: bool, bounded: bool) {
-        let (o, ouid) = self.stream(on);
-        let Some(item) = self.model.streams[ouid].len().checked_sub(1) else {
-            self.skipped += 1;
-            return;
-        };
-        let target = Target::Stream { stream: ouid, item };
-        let bound = self.bound_for(&target, bounded);
-        self.queue_wait(stream, target, o.last_point(), relay, bound);
-    }
-
-    fn wait_release(&mut self, stream: usize, release: usize, relay: bool, bounded: bool) {
-        if self.releases.is_empty() {
-            self.skipped += 1;
-            return;
-        }
-        let r = &self.releases[release % self.releases.len()];
-        let target = Target::Host { host: r.host, value: r.point.value() };
-        let point = r.point.clone();
-        let bound = self.bound_for(&target, bounded);
-        self.queue_wait(stream, target, point, relay, bound);
-    }
-
-    fn wait_never(&mut self, stream: usize, relay: bool) {
-        let point = self.never.as_ref().expect("held until the end").point();
-        self.queue_wait(stream, Target::Never, point, relay, Some(NEVER_BOUND));
-    }
-
-    fn end_release(&mut self, release: usize, end: ReleaseEnd) {
-        let held: Vec<usize> = (0..self.releases.len()).filter(|&i| self.releases[i].release.is_some()).collect();
-        if held.is_empty() {
-            self.skipped += 1;
-            return;
-        }
-        self.end(held[release % held.len()], end);
-    }
-
-    pub fn end(&mut self, index: usize, mut end: ReleaseEnd) {
-        let entry = &mut self.releases[index];
-        let (host, value) = (entry.host, entry.point.value());
-        let release = entry.release.take().expect("held");
-        if end != ReleaseEnd::Signal && self.known.a && self.model.hosts[host].fail_after_later_failure(value) {
-            end = ReleaseEnd::Signal; // known defect (a): the failure would be lost
-            self.skipped += 1;
-        }
-        CALLS.fetch_add(1, Ordering::Relaxed);
-        match end {
-            ReleaseEnd::Signal => {
-                release.signal();
-                self.model.hosts[host].signal(value);
-            }
-            ReleaseEnd::Drop => {
-                drop(release);
-                self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: true });
-            }
-            ReleaseEnd::Fail => {
-                release.fail(format!("fail-{host}-{value}"));
-                self.model.hosts[host].fail(value, Cause::Host { host, value, abandoned: false });
-            }
-        }
-    }
-
-    fn host_fn(&mut self, stream: usize, kind: HostFnKind) {
-        let (s, uid) = self.stream(stream);
-        let item_index = self.model.streams[uid].len();
-        let (item, result) = match kind {
-            HostFnKind::Ok => (Item::HostOk, call(s.host_fn(|| Ok(())))),
-            HostFnKind::Err => {
-                let message = format!("boom-{uid}-{item_index}");
-                (Item::HostErr, call(s.host_fn(move || Err(message))))
-            }
-            HostFnKind::Silent => {
-                let (tx, rx) = mpsc::channel::<()>();
-                let result = call(s.host_fn(move || {
-                    // Bounded, so a test that panics before opening the gate
-                    // does not leave the worker blocked forever.
-                    rx.recv_timeout(Duration::from_secs(120)).map_err(|e| format!("silent peer: {e}"))
-                }));
-                let gate = self.model.new_gate();
-                self.gates.push(Some(tx));
-                (Item::Silent { gate }, result)
-            }
-        };
-        if self.submitted("host_fn", uid, &result, None, false) {
-            self.record(uid, item, result.ok());
-        } else if let Item::Silent { gate } = item {
-            self.model.gates[gate] = true;
         }
     }
 }
@@ -604,20 +468,43 @@ pub fn point_of(lent: &Lent) -> &SyncPoint {
     }
 }
 
-/// Takes the buffer back from a settled pending transfer.
-pub fn take_back(lent: Lent) -> Returned {
-    fn back<B: baton_core::backend::HostBytes>(r: Result<B, PendingError<B>>) -> Returned {
-        match r {
-            Ok(b) => Returned::Ok(b.bytes().to_vec()),
+/// What a bounded `Pending::wait_within` gave.
+pub enum Within {
+    /// The point settled: the buffer came back (or the failure did).
+    Settled(Returned),
+    /// The bound ran out: the transfer came back whole, still queued.
+    TimedOut(Lent),
+    /// The bound ran out and the transfer did not come back.
+    Lost(StreamError),
+}
+
+/// `Pending::wait_within(timeout)` on a lent buffer.
+pub fn wait_within(lent: Lent, timeout: Duration) -> Within {
+    fn within<B: baton_core::backend::HostBytes>(
+        pending: Pending<B>,
+        timeout: Duration,
+        lend: impl FnOnce(Pending<B>) -> Lent,
+    ) -> Within {
+        match pending.wait_within(timeout) {
+            Ok(b) => Within::Settled(Returned::Ok(b.bytes().to_vec())),
+            Err(e) if matches!(e.error, StreamError::Wait(baton_core::sync::WaitError::Timeout { .. })) => {
+                let error = e.error.clone();
+                match (e.is_timeout(), e.into_pending()) {
+                    (true, Some(p)) => Within::TimedOut(lend(p)),
+                    _ => Within::Lost(error),
+                }
+            }
             Err(e) => {
                 let error = e.error.clone();
-                Returned::Failed(error, e.into_buffer().is_some())
+                Within::Settled(Returned::Failed(error, e.into_buffer().is_some()))
             }
         }
     }
     CALLS.fetch_add(1, Ordering::Relaxed);
     match lent {
-        Lent::WriteF32(p, _) | Lent::ReadF32(p, _) => back(p.wait()),
-        Lent::WriteBytes(p, _) | Lent::ReadBytes(p, _) => back(p.wait()),
+        Lent::WriteF32(p, sent) => within(p, timeout, |p| Lent::WriteF32(p, sent)),
+        Lent::WriteBytes(p, sent) => within(p, timeout, |p| Lent::WriteBytes(p, sent)),
+        Lent::ReadF32(p, read) => within(p, timeout, |p| Lent::ReadF32(p, read)),
+        Lent::ReadBytes(p, read) => within(p, timeout, |p| Lent::ReadBytes(p, read)),
     }
 }

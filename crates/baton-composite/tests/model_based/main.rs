@@ -5,10 +5,10 @@
 //! wrapper with and without native waits and foreign access, a composite),
 //! checked against a plain sequential model.
 //!
-//! `BATON_MODEL_CASES` (default 128), `BATON_MODEL_OPS` (longest sequence,
+//! `BATON_MODEL_CASES` (default 512), `BATON_MODEL_OPS` (longest sequence,
 //! default 24), `BATON_MODEL_SEED` (default fixed, so CI is reproducible)
-//! and `BATON_MODEL_TOLERATE` (known defects whose sequences the driver
-//! steers around, e.g. `a,c,f,s`) tune a run; `scripts/model-test.sh` runs many.
+//! and `BATON_MODEL_SETUP` (`cpu`, `chaos` or `composite`; default all)
+//! tune a run; `scripts/model-test.sh` runs many.
 
 mod api;
 mod checks;
@@ -23,41 +23,34 @@ use std::time::Instant;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 use crate::driver::Run;
-use crate::ops::{case, Case};
+use crate::ops::{case, Case, Setup};
 
 /// API calls made, over all cases.
 pub static CALLS: AtomicU64 = AtomicU64::new(0);
-
-/// Known defects (see the report of the model test) whose sequences the
-/// driver avoids, so a run can look for others.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Known {
-    /// (a): a release failed after a later one failed is lost.
-    pub a: bool,
-    /// (c): failed accesses stay in a buffer's hazard log.
-    pub c: bool,
-    /// (f): a composite stream loses the failure of an earlier item when a
-    /// later submission fails first.
-    pub f: bool,
-    /// (s): `copy_staged` into a composite buffer moves zeros.
-    pub s: bool,
-}
-
-impl Known {
-    fn from_env() -> Known {
-        let list = std::env::var("BATON_MODEL_TOLERATE").unwrap_or_default();
-        let has = |d: &str| list.split(',').any(|x| x.trim() == d);
-        Known { a: has("a"), c: has("c"), f: has("f"), s: has("s") }
-    }
-}
+/// Stream waits with a short deadline on a silent peer, queued.
+pub static DEADLINE_WAITS: AtomicU64 = AtomicU64::new(0);
+/// Those of them on a silent stream (the others: on a held release).
+pub static SILENT_STREAM_WAITS: AtomicU64 = AtomicU64::new(0);
+/// Bounded waits on a transfer that timed out and handed it back.
+pub static PENDING_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// Streams whose last handle was dropped with work queued.
+pub static BUSY_DROPS: AtomicU64 = AtomicU64::new(0);
+/// Cases run on CPU, chaos and composite setups.
+static SETUPS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Runs one case; the problems found, empty when it keeps the contract.
-pub fn run_case(case: &Case, known: Known) -> Vec<String> {
-    let mut run = Run::new(case, known);
+pub fn run_case(case: &Case) -> Vec<String> {
+    let kind = match case.setup {
+        Setup::Cpu { .. } => 0,
+        Setup::Chaos { .. } => 1,
+        Setup::Composite => 2,
+    };
+    SETUPS[kind].fetch_add(1, Ordering::Relaxed);
+    let mut run = Run::new(case);
     for op in &case.ops {
         run.exec(op);
     }
@@ -67,10 +60,9 @@ pub fn run_case(case: &Case, known: Known) -> Vec<String> {
 
 #[test]
 fn random_sequences_keep_the_contract() {
-    let cases: u32 = env_or("BATON_MODEL_CASES", 128);
+    let cases: u32 = env_or("BATON_MODEL_CASES", 512);
     let max_ops: usize = env_or("BATON_MODEL_OPS", 24);
     let seed: u64 = env_or("BATON_MODEL_SEED", 0x0062_6174_6f6e);
-    let known = Known::from_env();
     let config = Config {
         cases,
         failure_persistence: None,
@@ -82,9 +74,10 @@ fn random_sequences_keep_the_contract() {
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let ran = AtomicU64::new(0);
     let started = Instant::now();
-    let result = runner.run(&case(max_ops), |case| {
+    let setup = std::env::var("BATON_MODEL_SETUP").ok().filter(|s| !s.is_empty());
+    let result = runner.run(&case(max_ops, setup.as_deref()), |case| {
         ran.fetch_add(1, Ordering::Relaxed);
-        let problems = run_case(&case, known);
+        let problems = run_case(&case);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -92,10 +85,19 @@ fn random_sequences_keep_the_contract() {
         }
     });
     println!(
-        "model test: {} cases run ({cases} passing required, seed {seed:#x}, tolerating {known:?}), {} API calls, {:?}",
+        "model test: {} cases run ({cases} passing required, seed {seed:#x}, setups {}: {} cpu, {} chaos, {} composite), {} API calls, {:?} ({} deadline \
+         waits on silent peers ({} on streams), {} transfers handed back by a timed-out wait, {} streams dropped busy)",
         ran.load(Ordering::Relaxed),
+        setup.as_deref().unwrap_or("all"),
+        SETUPS[0].load(Ordering::Relaxed),
+        SETUPS[1].load(Ordering::Relaxed),
+        SETUPS[2].load(Ordering::Relaxed),
         CALLS.load(Ordering::Relaxed),
-        started.elapsed()
+        started.elapsed(),
+        DEADLINE_WAITS.load(Ordering::Relaxed),
+        SILENT_STREAM_WAITS.load(Ordering::Relaxed),
+        PENDING_TIMEOUTS.load(Ordering::Relaxed),
+        BUSY_DROPS.load(Ordering::Relaxed),
     );
     if let Err(e) = result {
         panic!("{e}");

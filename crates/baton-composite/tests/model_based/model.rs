@@ -6,10 +6,11 @@
 //! failed item fails every later one with the same first cause
 //! (`E-STICKY`); a wait fails with the point's first cause (`W-FAIL`), with
 //! a new cause carrying its text when relayed (`W-FOREIGN`), and a bounded
-//! wait on a point that never comes fails `TimedOut` (`W-BOUND`); host
-//! timelines follow `H-RELEASE`/`H-ABANDON`. Bytes: conflicting accesses are
-//! ordered in submission order (`M-ORDER`), so the memory is what applying
-//! every reached item in submission order gives.
+//! wait on a point that never comes, or a wait with a short deadline on a
+//! silent peer, fails `TimedOut` (`W-BOUND`); host timelines follow
+//! `H-RELEASE`/`H-ABANDON`. Bytes: conflicting accesses are ordered in
+//! submission order (`M-ORDER`), so the memory is what applying every
+//! reached item in submission order gives.
 
 use std::collections::HashMap;
 
@@ -91,6 +92,10 @@ pub enum Item {
     Wait {
         target: Target,
         bounded: bool,
+        /// A short deadline on a target that stays pending past it (the
+        /// driver queues one only there): the wait fails `TimedOut`, or
+        /// its relay fails, whatever the target becomes later.
+        expires: bool,
         relayed: bool,
     },
     HostOk,
@@ -148,13 +153,6 @@ impl HostModel {
             Some((_, cause)) => Fate::Failed(cause),
             None => Fate::Pending,
         }
-    }
-
-    /// Whether failing `value` now is the out-of-order failure of known
-    /// defect (a): a later value failed already and `value` is not reached.
-    pub fn fail_after_later_failure(&self, value: u64) -> bool {
-        let (reached, failures) = self.state();
-        value > reached && failures.iter().any(|(w, _)| *w > value)
     }
 
     pub fn signal(&mut self, value: u64) {
@@ -261,7 +259,12 @@ impl Model {
             }
         }
         Some(match &self.streams[s][i] {
-            Item::Wait { target, bounded, relayed } => match (self.target_fate(fates, target)?, relayed) {
+            Item::Wait { expires: true, relayed, .. } => Fate::Failed(if *relayed {
+                Cause::Relay { stream: s, item: i }
+            } else {
+                Cause::TimedOut { stream: s, item: i }
+            }),
+            Item::Wait { target, bounded, relayed, .. } => match (self.target_fate(fates, target)?, relayed) {
                 (Fate::Reached, _) => Fate::Reached,
                 (Fate::Failed(_), true) => Fate::Failed(Cause::Relay { stream: s, item: i }),
                 (Fate::Failed(cause), false) => Fate::Failed(cause),
@@ -279,6 +282,29 @@ impl Model {
                 }
             }
         })
+    }
+
+    /// Whether `target` stays pending until the silent gates open at the
+    /// end of the case, whatever happens before: the first item up to it
+    /// on its stream that is not reached is a closed silent gate, or an
+    /// unbounded wait on such a target (a release could still end, a bound
+    /// run out).
+    pub fn silent(&self, fates: &[Vec<Fate>], target: &Target) -> bool {
+        match target {
+            Target::Never => true,
+            Target::Host { .. } => false,
+            Target::Stream { stream, item } => {
+                let Some(first) = (0..=*item).find(|&j| fates[*stream][j] != Fate::Reached) else { return false };
+                if fates[*stream][first] != Fate::Pending {
+                    return false;
+                }
+                match &self.streams[*stream][first] {
+                    Item::Silent { gate } => !self.gates[*gate],
+                    Item::Wait { target, bounded: false, expires: false, .. } => self.silent(fates, target),
+                    _ => false,
+                }
+            }
+        }
     }
 
     /// Applies every reached memory item in submission order. Returns the

@@ -66,6 +66,21 @@ pub enum ReleaseEnd {
     Signal,
     Drop,
     Fail,
+    /// `Release::fail_with` the first cause of a failed point of the case
+    /// (the `n`-th, when there is one; else `fail`).
+    FailWith(usize),
+}
+
+/// How a stream wait gets its short deadline (`W-BOUND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// `Stream::wait_bounded`: this edge's own deadline.
+    Edge,
+    /// `Stream::with_deadline` on a clone, then `wait`.
+    Stream,
+    /// `Stream::with_deadline` on a clone, then `wait_or_relay` (the relay
+    /// waits with the stream's deadline too).
+    StreamRelay,
 }
 
 /// One call (or a few calls that belong together) of the safe API.
@@ -96,6 +111,11 @@ pub enum Op {
     /// A bounded stream wait (short poll bound) on a point that is held
     /// until the case's checks are done: the stream fails `TimedOut`.
     WaitNever { stream: usize, relay: bool },
+    /// A stream wait with a short deadline on a silent peer: the point held
+    /// until the checks are done (`never`, or when no stream is silent),
+    /// or the last point of a stream that stays pending until the case
+    /// ends (the `on`-th such). It fails `TimedOut` naming the point.
+    WaitSilent { stream: usize, on: usize, never: bool, deadline: Deadline },
     /// `HostTimeline::reserve`.
     Reserve { host: usize },
     /// Signals, drops or fails a reserved release.
@@ -106,9 +126,14 @@ pub enum Op {
     HostWait { stream: usize },
     /// `Pending::wait_timeout`, then `Pending::wait` once settled.
     PendingWait { pending: usize },
-    /// Drops the stream handle of the slot (queued work still runs); the
-    /// slot gets a new stream.
-    DropStream { stream: usize },
+    /// `Pending::wait_within`: a transfer still gated times out and comes
+    /// back whole through `PendingError::into_pending`, still queued (with
+    /// `again`, waited on once more at once); a settled one returns.
+    PendingWithin { pending: usize, again: bool },
+    /// Drops the stream handle of the slot, its last (queued work still
+    /// runs); the slot gets a new stream. `busy` picks a slot whose stream
+    /// has work still gated, if there is one.
+    DropStream { stream: usize, busy: bool },
 }
 
 /// A case: devices, a sequence, and how remaining releases end.
@@ -120,14 +145,19 @@ pub struct Case {
     pub signal_at_end: bool,
 }
 
-fn setup() -> impl Strategy<Value = Setup> {
-    prop_oneof![
-        any::<bool>().prop_map(|three| Setup::Cpu { three }),
-        (any::<bool>(), any::<u64>(), any::<bool>(), any::<bool>()).prop_map(
-            |(three, seed, native_waits, foreign_access)| Setup::Chaos { three, seed, native_waits, foreign_access }
-        ),
-        Just(Setup::Composite),
-    ]
+/// The setups of a kind (`cpu`, `chaos`, `composite`), or of every kind.
+fn setup(kind: Option<&str>) -> BoxedStrategy<Setup> {
+    let cpu = any::<bool>().prop_map(|three| Setup::Cpu { three });
+    let chaos = (any::<bool>(), any::<u64>(), any::<bool>(), any::<bool>()).prop_map(
+        |(three, seed, native_waits, foreign_access)| Setup::Chaos { three, seed, native_waits, foreign_access },
+    );
+    match kind {
+        Some("cpu") => cpu.boxed(),
+        Some("chaos") => chaos.boxed(),
+        Some("composite") => Just(Setup::Composite).boxed(),
+        None => prop_oneof![cpu, chaos, Just(Setup::Composite)].boxed(),
+        Some(other) => panic!("BATON_MODEL_SETUP={other}: expected cpu, chaos or composite"),
+    }
 }
 
 fn view() -> impl Strategy<Value = View> {
@@ -138,7 +168,16 @@ fn view() -> impl Strategy<Value = View> {
 }
 
 fn release_end() -> impl Strategy<Value = ReleaseEnd> {
-    prop_oneof![Just(ReleaseEnd::Signal), Just(ReleaseEnd::Drop), Just(ReleaseEnd::Fail)]
+    prop_oneof![
+        Just(ReleaseEnd::Signal),
+        Just(ReleaseEnd::Drop),
+        Just(ReleaseEnd::Fail),
+        (0..8usize).prop_map(ReleaseEnd::FailWith),
+    ]
+}
+
+fn deadline() -> impl Strategy<Value = Deadline> {
+    prop_oneof![Just(Deadline::Edge), Just(Deadline::Stream), Just(Deadline::StreamRelay)]
 }
 
 fn host_fn_kind() -> impl Strategy<Value = HostFnKind> {
@@ -185,22 +224,23 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (s(), 0..8usize, any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(stream, release, relay, bounded)| Op::WaitRelease { stream, release, relay, bounded }),
         1 => (s(), any::<bool>()).prop_map(|(stream, relay)| Op::WaitNever { stream, relay }),
+        2 => (s(), 0..STREAMS, prop::bool::weighted(0.3), deadline())
+            .prop_map(|(stream, on, never, deadline)| Op::WaitSilent { stream, on, never, deadline }),
         4 => (0..HOSTS).prop_map(|host| Op::Reserve { host }),
         4 => (0..8usize, release_end()).prop_map(|(release, end)| Op::EndRelease { release, end }),
         3 => (s(), host_fn_kind()).prop_map(|(stream, kind)| Op::HostFn { stream, kind }),
         2 => s().prop_map(|stream| Op::HostWait { stream }),
         2 => (0..8usize).prop_map(|pending| Op::PendingWait { pending }),
-        1 => s().prop_map(|stream| Op::DropStream { stream }),
+        2 => (0..8usize, any::<bool>()).prop_map(|(pending, again)| Op::PendingWithin { pending, again }),
+        2 => (s(), any::<bool>()).prop_map(|(stream, busy)| Op::DropStream { stream, busy }),
     ]
 }
 
-/// Cases of up to `max_ops` calls.
-pub fn case(max_ops: usize) -> impl Strategy<Value = Case> {
-    (setup(), prop::collection::vec(op(), 1..=max_ops), any::<bool>()).prop_map(|(setup, ops, signal_at_end)| Case {
-        setup,
-        ops,
-        signal_at_end,
-    })
+/// Cases of up to `max_ops` calls, on setups of `kind` (every kind if
+/// `None`).
+pub fn case(max_ops: usize, kind: Option<&str>) -> impl Strategy<Value = Case> {
+    (setup(kind), prop::collection::vec(op(), 1..=max_ops), any::<bool>())
+        .prop_map(|(setup, ops, signal_at_end)| Case { setup, ops, signal_at_end })
 }
 
 /// Host data of `bytes` bytes for a seed. Every byte is below 0x40, so any

@@ -27,8 +27,9 @@ fn composite() -> Arc<dyn Device> {
 /// that item's value) and the submitting thread (`CompositeStream::submit`
 /// fails the new value when an inner stream refuses it as failed). When the
 /// submitting thread comes first, it records the failure at the later value;
-/// `TimelineWriter::fail` keeps only the first failure, so the earlier
-/// value's failure is dropped and its point stays pending forever.
+/// `TimelineWriter::fail` kept only the first failure, so the earlier
+/// value's failure was dropped and its point stayed pending forever
+/// (defect (f)).
 #[test]
 fn composite_points_before_a_failure_settle_when_a_later_submission_fails_first() {
     let device = composite();
@@ -68,7 +69,7 @@ fn assert_reached(point: &baton_core::sync::SyncPoint, what: &str) {
     }
 }
 
-/// Known defect (a), H-ABANDON: dropping a release fails its point, even
+/// Defect (a), H-ABANDON: dropping a release fails its point, even
 /// when a later release of the timeline was dropped first.
 #[test]
 fn release_dropped_out_of_order_settles_every_point() {
@@ -81,7 +82,7 @@ fn release_dropped_out_of_order_settles_every_point() {
     assert_fails(&p1, "the first release, dropped after the second");
 }
 
-/// Known defect (c), M-ORDER: a failed access ran nothing, so it orders
+/// Defect (c), M-ORDER: a failed access ran nothing, so it orders
 /// nothing; another stream's later write of the same bytes runs.
 #[test]
 fn failed_access_does_not_fail_later_users_of_the_buffer() {
@@ -97,7 +98,7 @@ fn failed_access_does_not_fail_later_users_of_the_buffer() {
     assert_reached(later.point(), "another stream's write of the same bytes, after the failed one");
 }
 
-/// Known defect (e), W-BOUND: a stream wait with a deadline on a point
+/// Defect (e), W-BOUND: a stream wait with a deadline on a point
 /// that never comes ends, failing the stream `TimedOut`, under the
 /// blocking policy too (see `api::wait_with_deadline`).
 #[test]
@@ -109,52 +110,20 @@ fn stream_wait_with_a_deadline_on_a_silent_peer_ends() {
     let deadline = Duration::from_millis(100);
     let waited = crate::api::wait_with_deadline(&stream, &release.point(), WaitPolicy::Block, deadline).expect("wait");
     let result = waited.wait_timeout(Duration::from_secs(2));
-    drop(release); // ends the wait on today's code, so nothing is left blocked
+    drop(release);
     match result {
         Err(WaitError::Failed { cause, .. }) if cause.kind() == baton_core::sync::FailureKind::TimedOut => {}
         other => panic!("a stream wait past its deadline: {other:?}, expected Failed(TimedOut)"),
     }
 }
 
-const CHILD: &str = "BATON_MODEL_CHILD";
-
-/// Known defect (b), H-OWN / P-TIMEOUT: `Pending::wait` under the poll
-/// policy ends in a timeout when the bound passes; the transfer is still
-/// queued and must still run (the stream must not fail for lack of its host
-/// buffer). Runs in a child process whose default wait policy is `poll`
-/// (read once per process); takes the poll bound (10 s).
+/// Defect (b), H-OWN / P-TIMEOUT: a bounded host wait on a transfer that
+/// times out leaves the transfer queued and intact: it still runs once its
+/// gate opens (the stream does not fail for lack of its host buffer), and
+/// the buffer comes back through `PendingError::into_pending`. (`wait()`
+/// under the poll policy ends in the same timeout, through the same path.)
 #[test]
-fn pending_wait_timeout_under_poll_keeps_the_transfer() {
-    let exe = std::env::current_exe().expect("test binary");
-    let mut child = std::process::Command::new(exe)
-        .args(["--exact", "regressions::pending_wait_timeout_child", "--ignored", "--nocapture"])
-        .env(CHILD, "1")
-        .env("BATON_WAIT_POLICY", "poll")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("child");
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("child status") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the child test hung for 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = child.wait_with_output().expect("output");
-    let text = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
-    assert!(status.success() && text.contains("1 passed"), "the child test failed:\n{text}");
-}
-
-#[test]
-#[ignore = "run by pending_wait_timeout_under_poll_keeps_the_transfer in a child process"]
-fn pending_wait_timeout_child() {
-    assert_eq!(std::env::var(CHILD).as_deref(), Ok("1"), "run only as a child");
-    assert_eq!(WaitPolicy::process_default().name(), "poll");
+fn pending_wait_timeout_keeps_the_transfer() {
     let cpu = cpus();
     let stream = cpu[0].new_stream().expect("stream");
     let buffer = cpu[0].alloc(64).expect("alloc");
@@ -164,17 +133,26 @@ fn pending_wait_timeout_child() {
     stream.wait(&gate.point()).expect("wait");
     let pending = stream.write_async(&t, vec![3f32; 4]).expect("write");
     let point = pending.point().clone();
-    let timed_out = pending.wait(); // the poll bound passes: a timeout
-    assert!(timed_out.is_err(), "the gate is closed, the write cannot be done");
+    let timed_out = match pending.wait_within(Duration::from_millis(50)) {
+        Ok(_) => panic!("the gate is closed, yet the write behind it came back done"),
+        Err(e) => e,
+    };
+    assert!(timed_out.is_timeout(), "a bounded wait on a gated write: {timed_out}, expected a timeout");
+    let pending = timed_out.into_pending().expect("a timed-out wait hands the transfer back");
     gate.signal();
-    assert_reached(&point, "the write, once the gate opens after a timed-out Pending::wait");
+    assert_reached(&point, "the write, once the gate opens after a timed-out wait");
+    let sent = pending.wait_within(Duration::from_secs(2)).expect("the host buffer back");
+    assert_eq!(sent, vec![3f32; 4], "the host buffer of a write comes back unchanged");
+    let read = stream.read_into_async(&t, vec![0f32; 4]).expect("read");
+    let got = read.wait_within(Duration::from_secs(2)).expect("read back");
+    assert_eq!(got, vec![3f32; 4], "the bytes of a write whose first wait timed out");
 }
 
-/// C-CROSS: `copy_staged` moves the bytes intact. Into a composite buffer
-/// it moves zeros: `CompositeStream::dispatch` scatters a `Write`'s host
-/// bytes when the item is submitted (`src.with_bytes` in `dispatch`), not
-/// when it runs; `copy_staged`'s host buffer is only filled later, by the
-/// source stream's read, in stream order.
+/// Defect (s), C-CROSS: `copy_staged` moves the bytes intact. Into a
+/// composite buffer it moved zeros: `CompositeStream::dispatch` scattered a
+/// `Write`'s host bytes when the item was submitted, not when it ran;
+/// `copy_staged`'s host buffer is only filled later, by the source stream's
+/// read, in stream order.
 #[test]
 fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
     let cpu = cpus();
@@ -191,7 +169,53 @@ fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
     gate.signal();
     assert_reached(&copied, "the staged copy");
     let read = writer.read_into_async(&dst, vec![0f32; 4]).expect("read");
-    read.wait_timeout(Duration::from_secs(2)).expect("read back");
-    let got = read.wait().expect("read back");
+    let got = read.wait_within(Duration::from_secs(2)).expect("read back");
     assert_eq!(got, data, "bytes a staged copy moved into a composite buffer");
+}
+
+/// Defect (g), E-STICKY / P-FAIL: when a stream fails at an item, every
+/// later point fails with the same first cause. A composite stream's wait
+/// with a deadline is queued on every inner stream, so on a silent peer
+/// each inner stream times out with a cause of its own. When a later
+/// submission finds inner stream 1 failed before inner stream 0 has
+/// dropped the wait's `Completion`, `CompositeStream::submit` fails the
+/// later value with inner stream 1's cause, and the wait's value then
+/// fails with inner stream 0's: the timeline keeps both (per value range),
+/// so the later points report another cause than the first failed one.
+#[test]
+fn composite_points_after_a_timed_out_wait_fail_with_its_cause() {
+    let device = composite();
+    let buffer = device.alloc(64).expect("alloc");
+    let t = TensorRef::new(&buffer, 0, DType::F32, &[2]).expect("tensor");
+    let silent = HostTimeline::new("silent");
+    let held = silent.reserve();
+    let deadline = Duration::from_millis(20);
+    for round in 0..100 {
+        let stream = device.new_stream().expect("stream");
+        let waited = stream.wait_bounded(&held.point(), WaitPolicy::Block, Some(deadline)).expect("wait");
+        // Submits across the moment the inner streams time out, until the
+        // stream refuses as failed.
+        let mut later = Vec::new();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(200) {
+            match stream.write_async(&t, vec![1f32, 2.0]) {
+                Ok(p) => later.push(p.point().clone()),
+                Err(_) => break,
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let cause = match waited.wait_timeout(Duration::from_secs(2)) {
+            Err(WaitError::Failed { cause, .. }) => cause,
+            other => panic!("round {round}: a composite wait past its deadline: {other:?}, expected Failed"),
+        };
+        for p in later {
+            match p.wait_timeout(Duration::from_secs(2)) {
+                Err(WaitError::Failed { cause: c, .. }) if c.same_cause(&cause) => {}
+                other => {
+                    panic!("round {round}: {p} after the wait failed with {cause}: {other:?}, expected that cause")
+                }
+            }
+        }
+    }
+    drop(held);
 }

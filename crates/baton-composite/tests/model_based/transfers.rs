@@ -9,7 +9,7 @@ use baton_core::graph::Graph;
 use super::{call, floats, Lent, LentEntry, Run};
 use crate::api;
 use crate::model::{Effect, Item, Place, Target};
-use crate::ops::{data, Setup, View, BUFFERS, BUFFER_BYTES, GUARD, STREAMS};
+use crate::ops::{data, View, BUFFERS, BUFFER_BYTES, GUARD, STREAMS};
 
 impl Run {
     pub(super) fn write(&mut self, stream: usize, dst: View, seed: u64, wrong_len: bool) {
@@ -53,8 +53,8 @@ impl Run {
         let slot = &self.buffers[buffer % BUFFERS];
         let (b, device, buffer_uid) = (slot.buffer.clone(), slot.device, slot.uid);
         if past_end {
-            // Known defect (d): BufferRange's fields are public, so safe code
-            // could build this range without the check; the model never does.
+            // A range is only made through the check (its fields are
+            // private), so bytes past the end are never written.
             if let Ok(r) = call(api::range(&b, BUFFER_BYTES - 2, 8)) {
                 self.problem(format!("Buffer::range accepted bytes past the end: {r:?}"));
             }
@@ -136,7 +136,7 @@ impl Run {
         let result = call(s.copy(&from, &to, producer.as_ref().map(|(_, p)| p)));
         if let Some((target, _)) = producer {
             let relayed = !self.native(device);
-            self.record(uid, Item::Wait { target, bounded: false, relayed }, None);
+            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
         }
         if self.submitted("copy", uid, &result, refusal, false) {
             self.inserted_waits(&s, uid, &failed);
@@ -159,8 +159,6 @@ impl Run {
             return;
         }
         let usable = self.accessible(rdevice, src_device) && self.accessible(device, dst_device);
-        // Known defect (s): into a composite buffer the copy moves zeros.
-        let usable = usable && !(self.known.s && self.setup == Setup::Composite && device == 0);
         if !usable || self.maybe_failed(uid).is_some() || self.maybe_failed(ruid).is_some() {
             self.skipped += 1; // which of its calls is refused would be a race
             return;
@@ -176,7 +174,7 @@ impl Run {
         let read_item = self.record(ruid, Item::Mem { effect, seq: 0 }, Some(r.last_point()));
         let relayed = !self.native(device);
         let target = Target::Stream { stream: ruid, item: read_item };
-        self.record(uid, Item::Wait { target, bounded: false, relayed }, None);
+        self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
         self.inserted_waits(&s, uid, &failed);
         let effect = Effect::Copy { src: src_place, dst: dst_place, len: src.bytes() };
         let item = self.record(uid, Item::Mem { effect, seq: 0 }, result.ok());
