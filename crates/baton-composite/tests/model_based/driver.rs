@@ -354,7 +354,7 @@ impl Run {
             }
         }
         for target in targets {
-            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
+            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed, settles: true }, None);
         }
     }
 

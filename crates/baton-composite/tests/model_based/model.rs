@@ -97,6 +97,10 @@ pub enum Item {
         /// its relay fails, whatever the target becomes later.
         expires: bool,
         relayed: bool,
+        /// One of the hazard tracking's own waits (`WaitUntil::Settled`):
+        /// it ends when its target settles, failed or not, and a failed
+        /// target does not fail the stream (M-ORDER).
+        settles: bool,
     },
     HostOk,
     HostErr,
@@ -264,8 +268,9 @@ impl Model {
             } else {
                 Cause::TimedOut { stream: s, item: i }
             }),
-            Item::Wait { target, bounded, relayed, .. } => match (self.target_fate(fates, target)?, relayed) {
+            Item::Wait { target, bounded, relayed, settles, .. } => match (self.target_fate(fates, target)?, relayed) {
                 (Fate::Reached, _) => Fate::Reached,
+                (Fate::Failed(_), _) if *settles => Fate::Reached,
                 (Fate::Failed(_), true) => Fate::Failed(Cause::Relay { stream: s, item: i }),
                 (Fate::Failed(cause), false) => Fate::Failed(cause),
                 (Fate::Pending, _) if !bounded => Fate::Pending,

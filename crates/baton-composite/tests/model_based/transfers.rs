@@ -136,7 +136,7 @@ impl Run {
         let result = call(s.copy(&from, &to, producer.as_ref().map(|(_, p)| p)));
         if let Some((target, _)) = producer {
             let relayed = !self.native(device);
-            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
+            self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed, settles: false }, None);
         }
         if self.submitted("copy", uid, &result, refusal, false) {
             self.inserted_waits(&s, uid, &failed);
@@ -174,7 +174,7 @@ impl Run {
         let read_item = self.record(ruid, Item::Mem { effect, seq: 0 }, Some(r.last_point()));
         let relayed = !self.native(device);
         let target = Target::Stream { stream: ruid, item: read_item };
-        self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed }, None);
+        self.record(uid, Item::Wait { target, bounded: false, expires: false, relayed, settles: false }, None);
         self.inserted_waits(&s, uid, &failed);
         let effect = Effect::Copy { src: src_place, dst: dst_place, len: src.bytes() };
         let item = self.record(uid, Item::Mem { effect, seq: 0 }, result.ok());

@@ -47,8 +47,13 @@ impl Run {
             (call(api::wait(&s, &point, policy)).map(|_| ()), (!native).then_some("ForeignPoint"))
         };
         if self.submitted("wait", uid, &result, refusal, !native && !relay) {
-            let item =
-                Item::Wait { target: target.clone(), bounded: bound.is_some(), expires: false, relayed: !native };
+            let item = Item::Wait {
+                target: target.clone(),
+                bounded: bound.is_some(),
+                expires: false,
+                relayed: !native,
+                settles: false,
+            };
             let index = self.record(uid, item, Some(s.last_point()));
             if target == Target::Never {
                 self.awaits(uid, index, &point);
@@ -112,7 +117,8 @@ impl Run {
         drop(short);
         if self.submitted("deadline wait", uid, &result, refusal.then_some("ForeignPoint"), refusal) {
             DEADLINE_WAITS.fetch_add(1, Ordering::Relaxed);
-            let item = Item::Wait { target: target.clone(), bounded: true, expires: true, relayed: !native };
+            let item =
+                Item::Wait { target: target.clone(), bounded: true, expires: true, relayed: !native, settles: false };
             let index = self.record(uid, item, Some(s.last_point()));
             self.awaits(uid, index, &point);
             if target != Target::Never {
