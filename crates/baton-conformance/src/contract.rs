@@ -15,8 +15,9 @@ use baton_core::DType;
 
 use crate::util::{download, gate, random, upload, Fixture, RULE_TIMEOUT};
 
-/// `y = x * factor` over `n` elements, with `x` and `y` named.
-fn scale_graph(n: usize, factor: f32) -> Arc<Graph> {
+/// `y = x * factor` over `n` f32 elements, with `x` and `y` named: the
+/// small computation the rules (and other test suites) queue.
+pub fn scale_graph(n: usize, factor: f32) -> Arc<Graph> {
     let mut g = Graph::new();
     let x = g.leaf("x", DType::F32, &[n], Flags::INPUT).expect("leaf");
     let y = g.scale(x, factor).expect("scale");

@@ -158,15 +158,6 @@ fn open(setup: Setup) -> Vec<Arc<dyn Device>> {
     }
 }
 
-fn scale_graph(elems: usize, factor: f32) -> Arc<Graph> {
-    let mut g = Graph::new();
-    let x = g.leaf("x", DType::F32, &[elems], Flags::INPUT).expect("leaf");
-    let y = g.scale(x, factor).expect("scale");
-    g.mark(y, Flags::OUTPUT).expect("mark");
-    g.set_name(y, "y").expect("name");
-    Arc::new(g)
-}
-
 fn add_graph(elems: usize) -> Arc<Graph> {
     let mut g = Graph::new();
     let a = g.leaf("a", DType::F32, &[elems], Flags::INPUT).expect("leaf");
@@ -409,7 +400,7 @@ impl Run {
             Op::Copy { stream, src, dst, with_producer } => self.copy(stream, src, dst, with_producer),
             Op::CopyStaged { stream, src_stream, src, dst } => self.copy_staged(stream, src_stream, src, dst),
             Op::Scale { stream, x, y, factor } => {
-                let graph = scale_graph(x.len, factor);
+                let graph = baton_conformance::contract::scale_graph(x.len, factor);
                 let effect = |p: &[Place]| Effect::Scale { x: p[0], y: p[1], elems: x.len, factor };
                 self.compute(stream, &graph, &[("x", x), ("y", y)], overlaps(&x, &y), &effect);
             }
