@@ -219,3 +219,44 @@ fn composite_points_after_a_timed_out_wait_fail_with_its_cause() {
     }
     drop(held);
 }
+
+/// Defect (h), M-ORDER: a wait the hazard tracking inserts ends when its
+/// point settles, so it must not pass on the order its point's stream had
+/// learnt: stream 1 failed (its wait on a silent stream timed out) before
+/// its own inserted wait on stream 2's read ran, so stream 0, which waited
+/// for stream 1's later access to settle, does not know that read is over.
+/// Stream 0's write of the bytes stream 2 reads must still wait for that
+/// read; the read sees the old bytes.
+#[test]
+fn an_inserted_wait_on_failed_work_inherits_no_order() {
+    let cpu = cpus();
+    let (s0, s1, s2) = (
+        cpu[0].new_stream().expect("stream"),
+        cpu[1].new_stream().expect("stream"),
+        cpu[0].new_stream().expect("stream"),
+    );
+    let tensor = |d: usize| {
+        let buffer = cpu[d].alloc(64).expect("alloc");
+        TensorRef::new(&buffer, 0, DType::F32, &[16]).expect("tensor")
+    };
+    let (x, y, z) = (tensor(0), tensor(1), tensor(0));
+    let host = HostTimeline::new("silent");
+    let held = host.reserve();
+    s2.wait(&held.point()).expect("stream 2 goes silent");
+    let read = s2.read_into_async(&y, vec![9f32; 16]).expect("stream 2 reads y, held");
+    s1.wait_bounded(&s2.last_point(), WaitPolicy::Block, Some(Duration::from_millis(30))).expect("wait");
+    let graph = baton_conformance::contract::scale_graph(16, 2.0);
+    let mut b = baton_core::backend::Bindings::new(&graph);
+    b.bind_name(&graph, "x", x.clone()).expect("x").bind_name(&graph, "y", y.clone()).expect("y");
+    s1.compute(&graph, b).expect("stream 1 computes y from x after its (doomed) wait");
+    s0.copy(&z, &x, None).expect("stream 0 overwrites x, after stream 1's read of it settles");
+    let write = s0.write_async(&y, vec![5f32; 16]).expect("stream 0 overwrites y");
+    let write = match write.wait_within(Duration::from_millis(300)) {
+        Err(e) if e.is_timeout() => e.into_pending().expect("the transfer"),
+        other => panic!("the write of y ran before stream 2's held read of it: {other:?}"),
+    };
+    held.signal();
+    let old = read.wait_within(Duration::from_secs(2)).expect("the read runs once its stream resumes");
+    assert_eq!(old, vec![0f32; 16], "the read saw the bytes from before the later write");
+    write.wait_within(Duration::from_secs(2)).expect("then the write runs");
+}

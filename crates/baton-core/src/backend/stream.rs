@@ -358,7 +358,7 @@ impl Stream {
         });
         // SAFETY: the relay only waits on the host; it accesses no memory.
         let value = unsafe { self.raw.submit(StreamOp::HostFn(relay))? };
-        self.record_wait(point, value, implicit);
+        self.record_wait(point, value, settled(implicit), implicit);
         self.knowledge().relayed_waits += 1;
         Ok(true)
     }
@@ -367,9 +367,17 @@ impl Stream {
     /// stream knows everything the point's stream knew at that point
     /// (vector clocks, so order through a third stream counts), and it
     /// publishes what it knows now for streams that will wait on it.
-    fn record_wait(&self, point: &SyncPoint, value: u64, implicit: bool) {
+    ///
+    /// A wait that ends when the point settles ([`WaitUntil::Settled`])
+    /// inherits less: a failed point says only that its own stream's work
+    /// up to it is over (it ran or never will), not that the waits its
+    /// stream queued before it ran, so their order is not inherited, only
+    /// the point's own timeline up to it.
+    fn record_wait(&self, point: &SyncPoint, value: u64, until: WaitUntil, implicit: bool) {
         let mut k = self.knowledge();
-        if let Some(theirs) = point.timeline().clock_at(point.value()) {
+        let inherits = until == WaitUntil::Reached;
+        let theirs = if inherits { point.timeline().clock_at(point.value()) } else { None };
+        if let Some(theirs) = theirs {
             for (&id, &v) in theirs.iter() {
                 let mine = k.waited.entry(id).or_insert(0);
                 *mine = (*mine).max(v);
@@ -401,7 +409,7 @@ impl Stream {
         }
         // SAFETY: a wait accesses no memory.
         let value = unsafe { self.raw.submit(StreamOp::Wait { point: point.clone(), policy, deadline, until })? };
-        self.record_wait(point, value, implicit);
+        self.record_wait(point, value, until, implicit);
         Ok(())
     }
 
