@@ -8,7 +8,8 @@
 # of running into cargo-mutants' timeout. Not part of CI: a full run takes
 # hours on a 2-core machine.
 #
-# Usage: scripts/mutants.sh [extra cargo-mutants args, e.g. -f 'crates/baton-core/src/sync/*.rs' or --iterate]
+# Usage: scripts/mutants.sh [extra cargo-mutants args, e.g. --iterate, or -F REGEX]
+# FILES (default: baton-core's src/sync/*.rs and src/backend/*.rs) narrows the files.
 # Needs cargo-mutants 27 (`cargo install --locked cargo-mutants`).
 # Output: target/mutants/mutants.out (outcomes.json, caught.txt, missed.txt,
 # timeout.txt, unviable.txt, logs/; OUT overrides the folder). JOBS (default 1) and TIMEOUT (seconds
@@ -18,7 +19,13 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-target/mutants}
 mkdir -p "$OUT"
 status=0
-cargo mutants --output "$OUT" --jobs "${JOBS:-1}" --timeout "${TIMEOUT:-60}" "$@" || status=$?
+FILES=${FILES:-crates/baton-core/src/sync/*.rs crates/baton-core/src/backend/*.rs}
+file_args=()
+for f in $FILES; do file_args+=(-f "$f"); done
+# One job builds in one shared target folder, so later runs reuse the
+# dependencies (several jobs would overwrite each other's test binaries).
+if [ "${JOBS:-1}" = 1 ]; then export CARGO_TARGET_DIR=$PWD/target/mutants/cargo-target; fi
+cargo mutants --output "$OUT" --jobs "${JOBS:-1}" --timeout "${TIMEOUT:-60}" "${file_args[@]}" "$@" || status=$?
 dir=$OUT/mutants.out
 count() { [ -f "$dir/$1.txt" ] && wc -l <"$dir/$1.txt" || echo 0; }
 echo "caught $(count caught), timeout $(count timeout), missed $(count missed), unviable $(count unviable)"
