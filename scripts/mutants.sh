@@ -25,6 +25,10 @@ for f in $FILES; do file_args+=(-f "$f"); done
 # One job builds in one shared target folder, so later runs reuse the
 # dependencies (several jobs would overwrite each other's test binaries).
 if [ "${JOBS:-1}" = 1 ]; then export CARGO_TARGET_DIR=$PWD/target/mutants/cargo-target; fi
+# No debug info, and the workspace's crates unoptimised: each mutant
+# rebuilds baton-core and everything above it, and that build, not the
+# tests (seconds), is most of a mutant's time.
+export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_DEV_OPT_LEVEL=0
 cargo mutants --output "$OUT" --jobs "${JOBS:-1}" --timeout "${TIMEOUT:-60}" "${file_args[@]}" "$@" || status=$?
 dir=$OUT/mutants.out
 count() { [ -f "$dir/$1.txt" ] && wc -l <"$dir/$1.txt" || echo 0; }
