@@ -203,7 +203,8 @@ fn the_process_defaults_follow_the_environment() {
     let poll = WaitPolicy::Poll { bound: policy::DEFAULT_POLL_BOUND };
     let spin = WaitPolicy::SpinThenBlock { spin: policy::DEFAULT_SPIN };
     let default_deadline = Some(DEFAULT_WAIT_DEADLINE);
-    let cases: [(&str, &[(&str, &str)], (WaitPolicy, Option<Duration>)); 6] = [
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], (WaitPolicy, Option<Duration>));
+    let cases: [Case; 6] = [
         ("unset", &[], (WaitPolicy::Block, default_deadline)),
         ("fast", &[("BATON_FAST_SYNC", "1"), ("BATON_WAIT_POLICY", "spin")], (poll, default_deadline)),
         ("named", &[("BATON_FAST_SYNC", "0"), ("BATON_WAIT_POLICY", "spin")], (spin, default_deadline)),
