@@ -3,17 +3,21 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::host::Slot;
 use super::{
-    as_bytes, as_bytes_mut, Bindings, BoundGraph, Buffer, CopyPath, HostBytes, Pending, RawBuffer, StreamError,
-    TensorRef, WaitPath,
+    as_bytes, as_bytes_mut, Bindings, BoundGraph, Buffer, BufferRange, CopyPath, HostBytes, Pending, RawBuffer,
+    RawStream, Stream, StreamError, StreamOp, TensorRef, WaitPath,
 };
 use crate::graph::{Flags, Graph};
-use crate::sync::HostTimeline;
+use crate::sync::{default_wait_deadline, Domain, HostTimeline, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
 use crate::DType;
+
+/// The bound of every wait in these tests.
+const BOUND: Duration = Duration::from_secs(10);
 
 /// Memory that is never addressed: only its length and device matter here.
 struct FakeBuffer {
@@ -270,4 +274,201 @@ fn the_sanitizer_prints_under_baton_sanitize_1() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && stdout.contains("1 passed"), "case {case}: {stdout}");
     }
+}
+
+/// A stream that runs nothing: it records the names of the items queued
+/// and hands out their values, which stay pending unless a test advances
+/// them, so the safe front's decisions (which waits it inserts, what it
+/// refuses) can be checked one by one.
+struct FakeStream {
+    label: String,
+    timeline: Timeline,
+    /// Held so the values stay pending (a dropped writer fails them).
+    _writer: TimelineWriter,
+    queued: Mutex<Vec<&'static str>>,
+    /// Whether it waits natively on host-memory points.
+    native: bool,
+    /// When set, the next `submit` says so on the first channel and then
+    /// waits for the second before it returns.
+    hold: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+}
+
+impl FakeStream {
+    fn new(label: &str, native: bool) -> Arc<FakeStream> {
+        let (timeline, writer) = Timeline::new(label);
+        Arc::new(FakeStream {
+            label: label.into(),
+            timeline,
+            _writer: writer,
+            queued: Mutex::new(Vec::new()),
+            native,
+            hold: Mutex::new(None),
+        })
+    }
+
+    fn queued(&self) -> Vec<&'static str> {
+        self.queued.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+// SAFETY: it runs no item, so it never touches memory (its buffers are
+// fake and never addressed) and no value is reached unless a test advances
+// it after the item would have run; `submit` blocks only when a test holds
+// it on purpose.
+unsafe impl RawStream for FakeStream {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+    fn can_wait_on(&self, point: &SyncPoint) -> bool {
+        self.native && *point.timeline().domain() == Domain::HostMemory
+    }
+    fn can_access(&self, range: &BufferRange) -> bool {
+        range.buffer().len() < 1000
+    }
+    unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
+        let held = self.hold.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((entered, leave)) = held {
+            entered.send(()).expect("the test listens");
+            leave.recv_timeout(BOUND).expect("the test lets the submission end");
+        }
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        queued.push(op.name());
+        Ok(queued.len() as u64)
+    }
+}
+
+fn fake_stream(label: &str) -> (Arc<FakeStream>, Stream) {
+    let raw = FakeStream::new(label, true);
+    (raw.clone(), Stream::with_policy(raw, WaitPolicy::Block))
+}
+
+#[test]
+fn a_stream_reports_its_policy_deadline_and_paths() {
+    let raw = FakeStream::new("fake:0/stream-0", true);
+    let poll = WaitPolicy::Poll { bound: Duration::from_secs(3) };
+    let s = Stream::with_policy(raw.clone(), poll);
+    assert_eq!((s.wait_policy(), s.wait_deadline()), (poll, default_wait_deadline()));
+    let s = s.with_deadline(Some(Duration::from_secs(7)));
+    assert_eq!(s.wait_deadline(), Some(Duration::from_secs(7)));
+    assert_eq!(s.with_deadline(None).wait_deadline(), None);
+    let (small, big) = (buffer(64).all(), buffer(4096).all());
+    assert_eq!((raw.can_compute_on(&small), raw.can_compute_on(&big)), (true, false), "by default, what it can access");
+    let s = Stream::with_policy(raw.clone(), poll);
+    assert_eq!((s.copy_path(&small), s.copy_path(&big)), (CopyPath::Direct, CopyPath::HostStaged));
+    let host = HostTimeline::new("h");
+    let release = host.reserve();
+    assert_eq!(s.wait_path(&s.last_point()), WaitPath::StreamOrder);
+    assert_eq!(s.wait_path(&release.point()), WaitPath::Native);
+    let relaying = Stream::with_policy(FakeStream::new("fake:1/stream-0", false), poll);
+    assert_eq!(relaying.wait_path(&release.point()), WaitPath::Relay);
+    release.signal();
+}
+
+#[test]
+fn the_relay_bridges_a_point_the_stream_cannot_wait_on() {
+    let raw = FakeStream::new("fake:1/stream-0", false);
+    let s = Stream::with_policy(raw.clone(), WaitPolicy::Block);
+    let host = HostTimeline::new("h");
+    let (first, second) = (host.reserve(), host.reserve());
+    assert!(matches!(s.wait(&first.point()), Err(StreamError::ForeignPoint { .. })), "Stream::wait refuses it");
+    let points = [first.point(), second.point(), s.last_point()];
+    let relayed: Vec<bool> = points.iter().map(|p| s.wait_or_relay(p, WaitPolicy::Block).expect("queued")).collect();
+    assert_eq!(relayed, [true, true, false], "two host points relayed, its own point in stream order");
+    assert_eq!((s.relayed_waits(), raw.queued()), (2, vec!["host_fn", "host_fn"]));
+    let native = FakeStream::new("fake:0/stream-0", true);
+    let n = Stream::with_policy(native.clone(), WaitPolicy::Block);
+    assert!(!n.wait_or_relay(&first.point(), WaitPolicy::Block).expect("native"), "a native wait, no relay");
+    assert_eq!((n.relayed_waits(), native.queued()), (0, vec!["wait"]));
+    first.signal();
+    second.signal();
+}
+
+#[test]
+fn copies_move_whole_tensors_of_one_type_and_size() {
+    let (_raw, s) = fake_stream("fake:0/stream-0");
+    let b = buffer(64);
+    let t = |offset, dtype, dims: &[usize]| TensorRef::new(&b, offset, dtype, dims).expect("tensor");
+    let f32x4 = t(0, DType::F32, &[4]);
+    for (dst, what) in [(t(16, DType::F32, &[3]), "fewer elements"), (t(32, DType::I32, &[4]), "another type")] {
+        assert!(matches!(s.copy(&f32x4, &dst, None), Err(StreamError::SizeMismatch { .. })), "{what}");
+    }
+    s.copy(&f32x4, &t(16, DType::F32, &[4]), None).expect("same type and size");
+}
+
+#[test]
+fn only_overlapping_unordered_accesses_get_a_wait() {
+    let (writer_raw, writer) = fake_stream("fake:0/stream-0");
+    let (reader_raw, reader) = fake_stream("fake:0/stream-1");
+    let b = buffer(64);
+    let _transfer = writer.write_range_async(&b.range(0, 16).expect("range"), vec![0u8; 16]).expect("write");
+    let floats = |offset, n| TensorRef::new(&b, offset, DType::F32, &[n]).expect("tensor");
+    for (offset, n) in [(16, 4), (32, 2)] {
+        let _transfer = reader.read_into_async(&floats(offset, n), vec![0f32; n]).expect("read");
+        assert_eq!(
+            reader.implicit_waits(),
+            0,
+            "bytes {:?} do not overlap 0..16",
+            floats(offset, n).byte_range().range()
+        );
+    }
+    let _transfer = reader.read_into_async(&floats(8, 4), vec![0f32; 4]).expect("read");
+    assert_eq!(reader.implicit_waits(), 1, "bytes 8..24 overlap the write of 0..16");
+    assert_eq!(reader_raw.queued(), ["read", "read", "wait", "read"]);
+    assert_eq!(writer_raw.queued(), ["write"]);
+    let report = &reader.hazard_reports()[0];
+    assert_eq!((report.earlier.op, report.earlier.write, report.later.op), ("write", true, "read"));
+    assert!(report.to_string().contains("fake:0/stream-1 must wait on fake:0/stream-0@1"), "{report}");
+}
+
+#[test]
+fn a_wait_on_a_later_point_covers_the_earlier_ones_of_its_stream() {
+    let (_a_raw, a) = fake_stream("fake:0/stream-0");
+    let (_b_raw, b) = fake_stream("fake:0/stream-1");
+    let (c_raw, c) = fake_stream("fake:0/stream-2");
+    let (x, y) = (buffer(64), buffer(64));
+    let tensor = |buf: &Buffer| TensorRef::new(buf, 0, DType::F32, &[16]).expect("tensor");
+    let _transfer = a.write_async(&tensor(&x), vec![0f32; 16]).expect("write");
+    let _transfer = a.write_async(&tensor(&x), vec![0f32; 16]).expect("write");
+    let _transfer = b.write_async(&tensor(&y), vec![0f32; 16]).expect("write");
+    // The copy reads x (two writes of a) and writes y (a write of b): one
+    // wait on a's later point covers both of a's writes, one on b's.
+    c.copy(&tensor(&x), &tensor(&y), None).expect("copy");
+    assert_eq!(c.hazard_reports().len(), 3, "{:?}", c.hazard_reports());
+    assert_eq!((c.implicit_waits(), c_raw.queued()), (2, vec!["wait", "wait", "copy"]));
+}
+
+#[test]
+fn submissions_of_all_streams_are_serialised() {
+    let (held_raw, held) = fake_stream("fake:0/stream-0");
+    let (_other_raw, other) = fake_stream("fake:0/stream-1");
+    // `other` submits once from its thread first, so that thread has held
+    // the submit order and let it go before.
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel();
+    let submitter = std::thread::spawn(move || {
+        other.host_fn(|| Ok(())).expect("first submission");
+        ready_tx.send(()).expect("send");
+        go_rx.recv_timeout(BOUND).expect("go");
+        other.host_fn(|| Ok(())).expect("second submission");
+        done_tx.send(()).expect("send");
+    });
+    ready_rx.recv_timeout(BOUND).expect("the first submission ended");
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (leave_tx, leave_rx) = mpsc::channel();
+    *held_raw.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some((entered_tx, leave_rx));
+    let holder = std::thread::spawn(move || held.host_fn(|| Ok(())).map(|_| ()));
+    entered_rx.recv_timeout(BOUND).expect("the held submission started");
+    go_tx.send(()).expect("go");
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(100)).is_err(),
+        "another stream submitted while a submission held the submit order"
+    );
+    leave_tx.send(()).expect("leave");
+    done_rx.recv_timeout(BOUND).expect("the other stream submits once the held one ends");
+    holder.join().expect("holder").expect("held submission");
+    submitter.join().expect("submitter");
 }
