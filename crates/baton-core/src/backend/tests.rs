@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::buffer::Access;
 use super::host::Slot;
 use super::{
     as_bytes, as_bytes_mut, Bindings, BoundGraph, Buffer, BufferRange, CopyPath, HostBytes, Pending, RawBuffer,
@@ -471,4 +472,23 @@ fn submissions_of_all_streams_are_serialised() {
     done_rx.recv_timeout(BOUND).expect("the other stream submits once the held one ends");
     holder.join().expect("holder").expect("held submission");
     submitter.join().expect("submitter");
+}
+
+#[test]
+fn a_buffer_forgets_the_accesses_that_settled() {
+    let b = buffer(64);
+    let host = HostTimeline::new("h");
+    let (write, read) = (host.reserve(), host.reserve());
+    let mut log = b.accesses();
+    log.record(Access { range: 0..8, write: true, point: write.point(), op: "write" });
+    log.record(Access { range: 8..16, write: false, point: read.point(), op: "read" });
+    let ops = |log: &mut super::buffer::AccessLog, write| log.conflicting(write).map(|a| a.op).collect::<Vec<_>>();
+    assert_eq!(ops(&mut log, true), ["write", "read"], "a write conflicts with every access in flight");
+    assert_eq!(ops(&mut log, false), ["write"], "a read with the writes only");
+    write.signal();
+    assert_eq!(ops(&mut log, false), Vec::<&str>::new(), "a reached write is settled");
+    assert_eq!(log.kept(), (0, 1));
+    drop(read);
+    assert_eq!(ops(&mut log, true), Vec::<&str>::new(), "a failed read is settled too");
+    assert_eq!(log.kept(), (0, 0));
 }
