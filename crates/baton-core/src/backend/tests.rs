@@ -42,6 +42,16 @@ unsafe impl RawBuffer for FakeBuffer {
     }
 }
 
+/// Runs `f`, a wait under test that has no bound of its own, on a thread,
+/// and fails the test if it has not returned within [`BOUND`].
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(BOUND).expect("the wait returned within the bound")
+}
+
 fn buffer(len: usize) -> Buffer {
     Buffer::new(Box::new(FakeBuffer { len }))
 }
@@ -222,7 +232,7 @@ fn a_pending_transfer_gives_its_buffer_back_or_itself_on_a_timeout() {
 
     let (release, p) = pending(&host, vec![3]);
     release.fail("gone");
-    let err = p.wait().expect_err("failed");
+    let err = within(move || p.wait()).expect_err("failed");
     assert!(!err.is_timeout() && err.to_string().contains("gone"), "{err}");
     assert_eq!(err.into_buffer(), Some(vec![3]), "a failed transfer returns its buffer (D-RETURN)");
 
@@ -239,7 +249,7 @@ fn a_pending_transfer_whose_buffer_is_gone_reports_the_stream_closed() {
     let slot: Arc<Slot<Vec<u8>>> = Arc::new(Slot(Mutex::new(None)));
     let p = Pending::new(release.point(), "fake:0/stream-0".into(), slot);
     release.signal();
-    match p.wait() {
+    match within(move || p.wait()) {
         Err(e) => assert!(matches!(&e.error, StreamError::Closed(s) if s == "fake:0/stream-0"), "{e}"),
         Ok(b) => panic!("expected Closed, got a buffer {b:?}"),
     }
