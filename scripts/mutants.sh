@@ -13,7 +13,11 @@
 # Needs cargo-mutants 27 (`cargo install --locked cargo-mutants`).
 # Output: target/mutants/mutants.out (outcomes.json, caught.txt, missed.txt,
 # timeout.txt, unviable.txt, logs/; OUT overrides the folder). JOBS (default 1) and TIMEOUT (seconds
-# per mutant's tests, default 60) override.
+# per mutant's tests, default 300) override. The suite passes in seconds,
+# but a mutant that breaks one wait policy fails some 30 rules, each at its
+# first bounded wait (RULE_TIMEOUT, 10 s), two tests at a time on two
+# cores: they fail by name within a few minutes, and a shorter TIMEOUT
+# would count them as hangs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-target/mutants}
@@ -29,7 +33,7 @@ if [ "${JOBS:-1}" = 1 ]; then export CARGO_TARGET_DIR=$PWD/target/mutants/cargo-
 # rebuilds baton-core and everything above it, and that build, not the
 # tests (seconds), is most of a mutant's time.
 export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_DEV_OPT_LEVEL=0
-cargo mutants --output "$OUT" --jobs "${JOBS:-1}" --timeout "${TIMEOUT:-60}" "${file_args[@]}" "$@" || status=$?
+cargo mutants --output "$OUT" --jobs "${JOBS:-1}" --timeout "${TIMEOUT:-300}" "${file_args[@]}" "$@" || status=$?
 dir=$OUT/mutants.out
 count() { [ -f "$dir/$1.txt" ] && wc -l <"$dir/$1.txt" || echo 0; }
 echo "caught $(count caught), timeout $(count timeout), missed $(count missed), unviable $(count unviable)"
