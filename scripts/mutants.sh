@@ -14,10 +14,9 @@
 # Output: target/mutants/mutants.out (outcomes.json, caught.txt, missed.txt,
 # timeout.txt, unviable.txt, logs/; OUT overrides the folder). JOBS (default 1) and TIMEOUT (seconds
 # per mutant's tests, default 300) override. The suite passes in seconds,
-# but a mutant that breaks one wait policy fails some 30 rules, each at its
-# first bounded wait (RULE_TIMEOUT, 10 s), two tests at a time on two
-# cores: they fail by name within a few minutes, and a shorter TIMEOUT
-# would count them as hangs.
+# but a mutant that breaks signalling fails up to every rule at its first
+# bounded wait (RULE_TIMEOUT, 10 s), 16 tests at a time: they fail by name
+# within a few minutes, and a shorter TIMEOUT would count them as hangs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-target/mutants}
