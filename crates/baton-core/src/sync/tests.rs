@@ -238,3 +238,17 @@ fn the_process_defaults_follow_the_environment() {
         assert!(out.status.success() && stdout.contains("1 passed"), "case {case}: {stdout}");
     }
 }
+
+#[test]
+fn an_earlier_release_dropped_after_a_later_one_was_signalled_changes_nothing() {
+    let host = HostTimeline::new("h");
+    let (first, second, third) = (host.reserve(), host.reserve(), host.reserve());
+    let (p1, p3) = (first.point(), third.point());
+    second.signal();
+    drop(first);
+    assert_eq!(host.timeline().failed_from(), None, "value 1 was reached: dropping its release fails nothing");
+    assert!(p1.is_reached(), "expected h@1 reached, got {:?}", p1.status());
+    assert!(matches!(p3.status(), PointStatus::Pending), "expected h@3 pending, got {:?}", p3.status());
+    third.signal();
+    assert!(p3.is_reached(), "expected h@3 reached after its signal, got {:?}", p3.status());
+}
