@@ -252,3 +252,48 @@ fn an_earlier_release_dropped_after_a_later_one_was_signalled_changes_nothing() 
     third.signal();
     assert!(p3.is_reached(), "expected h@3 reached after its signal, got {:?}", p3.status());
 }
+
+/// Starts a thread that waits on `point` with `policy` for at most 10 s,
+/// and returns what the wait gives, or `None` if it has not returned 2 s
+/// after `act` ran: a waiter that is not woken at once only notices at
+/// its bound (10 s).
+fn woken_by(point: super::SyncPoint, policy: WaitPolicy, act: impl FnOnce()) -> Option<Result<(), WaitError>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(point.wait_with(policy, Some(Duration::from_secs(10))));
+    });
+    // Time to park, so that the wake-up is what ends the wait.
+    std::thread::sleep(Duration::from_millis(50));
+    act();
+    rx.recv_timeout(Duration::from_secs(2)).ok()
+}
+
+#[test]
+fn a_blocked_waiter_wakes_at_once_when_its_point_is_reached_or_fails() {
+    for policy in [WaitPolicy::Block, WaitPolicy::SpinThenBlock { spin: policy::DEFAULT_SPIN }] {
+        let (timeline, writer) = Timeline::new("t");
+        let reached = woken_by(timeline.point(1), policy, || writer.advance(1));
+        assert!(matches!(reached, Some(Ok(()))), "{policy:?}: expected a waiter woken by the advance, got {reached:?}");
+        let failed = woken_by(timeline.point(2), policy, || {
+            writer.fail(2, Failure::new(FailureKind::WorkFailed, "t@2", "boom"))
+        });
+        assert!(
+            matches!(failed, Some(Err(WaitError::Failed { .. }))),
+            "{policy:?}: expected a waiter woken by the failure, got {failed:?}"
+        );
+    }
+}
+
+#[test]
+fn a_poller_sees_its_point_reached_or_failed_at_once() {
+    let poll = WaitPolicy::Poll { bound: Duration::from_secs(10) };
+    let (timeline, writer) = Timeline::new("t");
+    let reached = woken_by(timeline.point(1), poll, || writer.advance(1));
+    assert!(matches!(reached, Some(Ok(()))), "expected the poller to see the advance, got {reached:?}");
+    let failed =
+        woken_by(timeline.point(2), poll, || writer.fail(2, Failure::new(FailureKind::WorkFailed, "t@2", "boom")));
+    assert!(
+        matches!(failed, Some(Err(WaitError::Failed { .. }))),
+        "expected the poller to see the failure, got {failed:?}"
+    );
+}
