@@ -13,7 +13,7 @@ use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{Domain, Failure, FailureKind, HostTimeline, PointStatus, Timeline, WaitError};
 use baton_core::DType;
 
-use crate::util::{download, gate, random, upload, Fixture, RULE_TIMEOUT};
+use crate::util::{download, expect_failure, gate, random, synchronize, upload, within, Fixture, RULE_TIMEOUT};
 
 /// `y = x * factor` over `n` f32 elements, with `x` and `y` named: the
 /// small computation the rules (and other test suites) queue.
@@ -73,16 +73,18 @@ pub fn p_visible(f: &Fixture) {
     for round in 0..20u32 {
         let data: Vec<f32> = (0..n).map(|i| (i as u32 ^ round) as f32).collect();
         let expected = data.clone();
-        s0.write_async(&t0, data).expect("write").wait().expect("write");
+        s0.write_async(&t0, data).expect("write").wait_within(RULE_TIMEOUT).expect("write");
         // Device side: another device's stream copies right after the point.
         let copied = s1.copy(&t0, &t1, Some(&s0.last_point())).expect("copy");
         // Host side: spin until the read's point is seen, then look at once.
         let read = s1.read_into_async(&t1, vec![0f32; n]).expect("read");
+        let start = Instant::now();
         while !read.is_ready() {
+            assert!(start.elapsed() < RULE_TIMEOUT, "round {round}: the read's point never came");
             std::hint::spin_loop();
         }
         assert!(copied.is_reached());
-        let got = read.wait().expect("read");
+        let got = read.wait_within(RULE_TIMEOUT).expect("read");
         let bad = got.iter().zip(&expected).position(|(a, b)| a != b);
         assert_eq!(bad, None, "round {round}: first stale element");
     }
@@ -103,7 +105,7 @@ pub fn p_wait(_f: &Fixture) {
     let failing = host.reserve();
     let p = failing.point();
     failing.fail("the producer crashed");
-    match p.wait() {
+    match within("wait on a failed point", move || p.wait()) {
         Err(WaitError::Failed { cause, .. }) => assert_eq!(cause.message(), "the producer crashed"),
         other => panic!("expected the first cause, got {other:?}"),
     }
@@ -135,7 +137,8 @@ pub fn p_fail(_f: &Fixture) {
     writer.advance(9);
     assert!(timeline.point(2).is_reached());
     for v in [3, 4, 10] {
-        match timeline.point(v).wait() {
+        let point = timeline.point(v);
+        match within("wait on a failed point", move || point.wait()) {
             Err(WaitError::Failed { cause, .. }) => {
                 assert_eq!(cause.message(), "boom", "point {v}")
             }
@@ -154,7 +157,7 @@ pub fn h_release(f: &Fixture) {
     let write = s.write_async(&t, vec![1f32, 2.0, 3.0, 4.0]).expect("write");
     assert_pending(write.point().status(), "write behind an unsignalled release");
     release.signal();
-    write.wait().expect("write");
+    write.wait_within(RULE_TIMEOUT).expect("write");
     assert_eq!(download(&s, &t), vec![1.0, 2.0, 3.0, 4.0]);
 }
 
@@ -218,8 +221,8 @@ pub fn q_fifo(f: &Fixture) {
     release.signal();
     last.wait_timeout(RULE_TIMEOUT).expect("done");
     assert!(first.point().value() < second.point().value() && second.point().value() < last.value());
-    first.wait().expect("first");
-    second.wait().expect("second");
+    first.wait_within(RULE_TIMEOUT).expect("first");
+    second.wait_within(RULE_TIMEOUT).expect("second");
     assert_eq!(download(&s, &y1), vec![2.0; 8], "the first compute saw the first write");
     assert_eq!(download(&s, &y2), vec![10.0; 8], "the second compute saw the second write");
 }
@@ -237,7 +240,7 @@ pub fn q_nonblock(f: &Fixture) {
     assert!(pending.iter().all(|p| !p.is_ready()), "nothing ran behind the gate");
     release.signal();
     for p in pending {
-        p.wait().expect("write");
+        p.wait_within(RULE_TIMEOUT).expect("write");
     }
     assert_eq!(download(&s, &t), vec![99.0; 16]);
 }
@@ -254,7 +257,7 @@ pub fn w_order(f: &Fixture) {
     let copied = s1.copy(&t0, &t1, None).expect("copy");
     assert_pending(copied.status(), "the consumer waits for the producer");
     release.signal();
-    produced.wait().expect("produced");
+    produced.wait_within(RULE_TIMEOUT).expect("produced");
     copied.wait_timeout(RULE_TIMEOUT).expect("copied");
     assert_eq!(download(&s1, &t1), random(64, 7));
     assert_eq!(s1.implicit_waits(), 0, "the explicit wait ordered the copy");
@@ -270,14 +273,14 @@ pub fn w_fail(f: &Fixture) {
     s.wait(&gate_point).expect("wait");
     let write = s.write_async(&t, vec![1f32; 4]).expect("write");
     release.fail("upstream died");
-    let err = write.wait().expect_err("the write must not run");
+    let err = expect_failure(write, "the write must not run");
     let cause = err.error.to_string();
     assert!(cause.contains("upstream died"), "{cause}");
     let upstream = match gate_point.status() {
         PointStatus::Failed(c) => c,
         other => panic!("{other:?}"),
     };
-    match s.synchronize() {
+    match synchronize(&s) {
         Err(StreamError::Failed { cause, .. }) => {
             assert!(cause.same_cause(&upstream), "same first cause")
         }
@@ -319,16 +322,16 @@ pub fn w_hold(f: &Fixture) {
     let read = bystander.read_into_async(&y, vec![0f32; 64]).expect("read");
     read.wait_timeout(RULE_TIMEOUT).expect("work of another stream runs while the wait is pending");
     assert!(done.is_reached());
-    written.wait().expect("write");
+    written.wait_within(RULE_TIMEOUT).expect("write");
     let expected: Vec<f32> = random(64, 32).iter().map(|v| v * 2.0).collect();
-    assert_eq!(read.wait().expect("read"), expected);
+    assert_eq!(read.wait_within(RULE_TIMEOUT).expect("read"), expected);
     assert_pending(copied.status(), "the waiting stream waits for the gated producer");
     release.signal();
     produced.wait_timeout(RULE_TIMEOUT).expect("produced");
     copied.wait_timeout(RULE_TIMEOUT).expect("the held-back wait ends once its signal comes");
     let got = waiter.read_into_async(&u, vec![0f32; 64]).expect("read");
     got.wait_timeout(RULE_TIMEOUT).expect("read");
-    assert_eq!(got.wait().expect("read"), random(64, 31));
+    assert_eq!(got.wait_within(RULE_TIMEOUT).expect("read"), random(64, 31));
     assert_eq!(waiter.implicit_waits(), 0, "the explicit wait ordered the copy");
 }
 
@@ -352,8 +355,8 @@ pub fn m_order(f: &Fixture) {
     assert!(s0.hazard_reports().is_empty(), "the writer did nothing wrong");
     assert!(!read.is_ready(), "the read waits for the unsignalled write");
     release.signal();
-    write.wait().expect("write");
-    assert_eq!(read.wait().expect("read"), random(32, 3));
+    write.wait_within(RULE_TIMEOUT).expect("write");
+    assert_eq!(read.wait_within(RULE_TIMEOUT).expect("read"), random(32, 3));
 
     // Order through a third stream counts (vector clocks): cpu:0 writes,
     // another cpu:0 stream waits on it, cpu:1 waits on that stream and reads.
@@ -369,8 +372,8 @@ pub fn m_order(f: &Fixture) {
     assert!(c.hazard_reports().is_empty(), "ordered through b: {:?}", c.hazard_reports());
     assert_eq!(c.implicit_waits(), 0);
     gate2.signal();
-    w.wait().expect("write");
-    assert_eq!(r.wait().expect("read"), random(32, 4));
+    w.wait_within(RULE_TIMEOUT).expect("write");
+    assert_eq!(r.wait_within(RULE_TIMEOUT).expect("read"), random(32, 4));
 
     // A write after another stream's queued read conflicts too; two reads
     // do not.
@@ -389,9 +392,9 @@ pub fn m_order(f: &Fixture) {
     assert!(!reports[0].earlier.write && reports[0].earlier.stream == p.label() && reports[0].later.write);
     assert!(!overwrite.is_ready(), "the write waits for the gated read");
     gate3.signal();
-    assert_eq!(first.wait().expect("read"), random(32, 5), "the read saw the old values");
-    assert_eq!(second.wait().expect("read"), random(32, 5));
-    overwrite.wait().expect("write");
+    assert_eq!(first.wait_within(RULE_TIMEOUT).expect("read"), random(32, 5), "the read saw the old values");
+    assert_eq!(second.wait_within(RULE_TIMEOUT).expect("read"), random(32, 5));
+    overwrite.wait_within(RULE_TIMEOUT).expect("write");
 
     // An inserted wait ends when the earlier access settles: if that work
     // fails, the stream that only shared its memory goes on, unfailed.
@@ -417,8 +420,8 @@ pub fn h_own(f: &Fixture) {
     let ptr = buf.as_ptr();
     for i in 0..10 {
         buf.fill(i as f32);
-        buf = s.write_async(&t, buf).expect("write").wait().expect("back");
-        buf = s.read_into_async(&t, buf).expect("read").wait().expect("back");
+        buf = s.write_async(&t, buf).expect("write").wait_within(RULE_TIMEOUT).expect("back");
+        buf = s.read_into_async(&t, buf).expect("read").wait_within(RULE_TIMEOUT).expect("back");
         assert_eq!(buf.as_ptr(), ptr, "the same allocation comes back");
         assert!(buf.iter().all(|&v| v == i as f32));
     }
@@ -448,9 +451,9 @@ pub fn r_own(f: &Fixture) {
     let later = s.write_async(&t, vec![0f32; 16]).expect("write");
     read.wait_timeout(RULE_TIMEOUT).expect("the read needs only its own point");
     assert!(!later.is_ready(), "later work is still gated");
-    assert_eq!(read.wait().expect("read"), vec![7.0; 16]);
+    assert_eq!(read.wait_within(RULE_TIMEOUT).expect("read"), vec![7.0; 16]);
     release.signal();
-    later.wait().expect("later");
+    later.wait_within(RULE_TIMEOUT).expect("later");
 }
 
 /// D-RETURN: a failed transfer returns its buffer with the error.
@@ -462,7 +465,7 @@ pub fn d_return(f: &Fixture) {
     let buf = vec![42f32; 8];
     let pending = s.write_async(&t, buf).expect("write");
     drop(release);
-    let err = pending.wait().expect_err("the write's point fails");
+    let err = expect_failure(pending, "the write's point fails");
     assert_eq!(err.into_buffer(), Some(vec![42f32; 8]), "nothing is lost");
 }
 
@@ -477,8 +480,8 @@ pub fn c_order(f: &Fixture) {
     let read = s1.read_into_async(&dst, vec![0f32; 128]).expect("read");
     assert_pending(copied.status(), "copy waits for its producer");
     release.signal();
-    write.wait().expect("write");
-    assert_eq!(read.wait().expect("read"), random(128, 11));
+    write.wait_within(RULE_TIMEOUT).expect("write");
+    assert_eq!(read.wait_within(RULE_TIMEOUT).expect("read"), random(128, 11));
 }
 
 /// C-CROSS: copies between devices move the bytes intact, both ways.
@@ -497,7 +500,7 @@ pub fn c_cross(f: &Fixture) {
     let whole = TensorRef::new(&big, 0, DType::F32, &[16]).expect("whole");
     let small = f.tensor(0, &[4]);
     upload(&s0, &small, vec![1.0, 2.0, 3.0, 4.0]);
-    s1.copy(&small, &window, Some(&s0.last_point())).expect("copy").wait().expect("copy");
+    s1.copy(&small, &window, Some(&s0.last_point())).expect("copy").wait_timeout(RULE_TIMEOUT).expect("copy");
     let got = download(&s1, &whole);
     assert_eq!(&got[4..8], &[1.0, 2.0, 3.0, 4.0]);
     assert!(got[..4].iter().chain(&got[8..]).all(|&v| v == 0.0), "bytes outside the window: {got:?}");
@@ -509,7 +512,7 @@ pub fn c_cross(f: &Fixture) {
     assert!(TensorRef::new(&big, 60, DType::F32, &[2]).is_err(), "a tensor past the end");
     assert!(TensorRef::new(&big, usize::MAX - 3, DType::F32, &[2]).is_err(), "an offset that overflows");
     let last = big.range(60, 4).expect("the last four bytes");
-    s1.write_range_async(&last, vec![7u8; 4]).expect("write").wait().expect("write the last bytes");
+    s1.write_range_async(&last, vec![7u8; 4]).expect("write").wait_within(RULE_TIMEOUT).expect("write the last bytes");
 }
 
 /// G-ASYNC: compute returns at once; results are there at its point.
@@ -558,18 +561,22 @@ pub fn e_sticky(f: &Fixture) {
         other => panic!("expected the compute to fail, got {other:?}"),
     };
     assert!(first.message().contains("1000"), "the error names the bad id: {first}");
-    let later = after.wait().expect_err("work after a failure does not run");
+    let later = expect_failure(after, "work after a failure does not run");
     assert!(later.error.to_string().contains("1000"), "{}", later.error);
     match s.write_async(&table, vec![0f32; 32]) {
         Err(StreamError::Failed { cause, .. }) => assert!(cause.same_cause(&first)),
         Ok(_) => panic!("a failed stream accepted work"),
         Err(other) => panic!("{other:?}"),
     }
-    assert!(s.synchronize().is_err());
+    assert!(synchronize(&s).is_err());
     // The failed stream's accesses hold nothing up: another stream writes
     // and reads the same buffer after it, without failing.
     let other = f.stream(0);
-    other.write_async(&table, vec![5f32; 32]).expect("another stream writes").wait().expect("and is not failed");
+    other
+        .write_async(&table, vec![5f32; 32])
+        .expect("another stream writes")
+        .wait_within(RULE_TIMEOUT)
+        .expect("and is not failed");
     let read = other.read_into_async(&rows, vec![0f32; 8]).expect("reads");
     read.wait_within(RULE_TIMEOUT).expect("a failed stream's access does not fail later users of the buffer");
 }
@@ -579,7 +586,7 @@ pub fn e_nopanic(f: &Fixture) {
     let broken = f.stream(0);
     let (graph, bad_ids) = failing_graph();
     let ids = f.typed_tensor(0, DType::I32, &[1]);
-    broken.write_async(&ids, bad_ids).expect("write").wait().expect("write");
+    broken.write_async(&ids, bad_ids).expect("write").wait_within(RULE_TIMEOUT).expect("write");
     let mut b = Bindings::new(&graph);
     b.bind_name(&graph, "table", f.tensor(0, &[4, 8])).expect("table");
     b.bind_name(&graph, "ids", ids).expect("ids");
@@ -592,7 +599,7 @@ pub fn e_nopanic(f: &Fixture) {
     let (x, y) = (f.tensor(0, &[8]), f.tensor(0, &[8]));
     upload(&healthy, &x, vec![1.0; 8]);
     let g = scale_graph(8, 4.0);
-    healthy.compute(&g, bind(&g, &x, &y)).expect("compute").wait().expect("the device still works");
+    healthy.compute(&g, bind(&g, &x, &y)).expect("compute").wait_timeout(RULE_TIMEOUT).expect("the device still works");
     assert_eq!(download(&healthy, &y), vec![4.0; 8]);
 }
 
@@ -610,7 +617,7 @@ pub fn d_noblock(f: &Fixture) {
     });
     rx.recv_timeout(RULE_TIMEOUT).expect("drop returned while work was gated");
     release.signal();
-    write.wait().expect("queued work still runs after the drop");
+    write.wait_within(RULE_TIMEOUT).expect("queued work still runs after the drop");
     assert_eq!(download(&f.stream(0), &t), vec![6.0; 8]);
 }
 
@@ -627,7 +634,7 @@ pub fn d_defer(f: &Fixture) {
     };
     let start = Instant::now();
     release.signal();
-    assert_eq!(read.wait().expect("read"), random(64, 21));
+    assert_eq!(read.wait_within(RULE_TIMEOUT).expect("read"), random(64, 21));
     assert!(start.elapsed() < RULE_TIMEOUT);
 }
 
@@ -641,8 +648,8 @@ pub fn d_cancel(f: &Fixture) {
     let copy = s1.copy(&a, &b, Some(w.point())).expect("copy");
     drop(release); // cancel
     assert!(matches!(copy.wait_timeout(RULE_TIMEOUT), Err(WaitError::Failed { .. })), "the dependent copy fails");
-    assert!(w.wait().is_err());
-    assert!(s0.synchronize().is_err() && s1.synchronize().is_err());
+    expect_failure(w, "the cancelled write");
+    assert!(synchronize(&s0).is_err() && synchronize(&s1).is_err());
 }
 
 /// W-BOUND: a bounded wait on a peer that never releases fails the stream
@@ -656,9 +663,9 @@ pub fn w_bound(f: &Fixture) {
     s.wait_with(&release.point(), WaitPolicy::Poll { bound }).expect("wait");
     let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
     let start = Instant::now();
-    let err = after.wait().expect_err("the dead peer's wait times out");
+    let err = expect_failure(after, "the dead peer's wait times out");
     let waited = start.elapsed();
-    match s.synchronize() {
+    match synchronize(&s) {
         Err(StreamError::Failed { cause, .. }) => {
             assert_eq!(cause.kind(), FailureKind::TimedOut, "{cause}");
             assert!(cause.message().contains("test-gate"), "the failure names the point: {cause}");
@@ -694,7 +701,7 @@ pub fn w_bound(f: &Fixture) {
         let after = s.write_async(&f.tensor(0, &[4]), vec![0f32; 4]).expect("write");
         let err = after.wait_within(RULE_TIMEOUT).expect_err("the silent peer's wait ends at the deadline");
         assert!(!err.is_timeout(), "{policy:?}: the stream failed, the host did not time out: {}", err.error);
-        match s.synchronize() {
+        match synchronize(&s) {
             Err(StreamError::Failed { cause, .. }) => {
                 assert_eq!(cause.kind(), FailureKind::TimedOut, "{policy:?}: {cause}");
                 assert!(cause.message().contains("w-bound-silent@1"), "{policy:?}: names the point: {cause}");

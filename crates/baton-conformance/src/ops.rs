@@ -62,7 +62,7 @@ fn run(f: &Fixture, graph: Graph, inputs: Vec<Input>) -> HashMap<String, Vec<u8>
             fill[GUARD..GUARD + bytes].copy_from_slice(&data);
         }
         let whole = TensorRef::new(&buffer, 0, DType::I32, &[total / 4]).expect("whole");
-        s.write_async(&whole, fill).expect("write").wait().expect("fill");
+        s.write_async(&whole, fill).expect("write").wait_within(RULE_TIMEOUT).expect("fill");
         let t = TensorRef::new(&buffer, GUARD, node.dtype, node.layout.shape.dims()).expect("tensor");
         bindings.bind(&graph, id, t).expect("bind");
         bound.push((name, whole, bytes));
@@ -71,7 +71,7 @@ fn run(f: &Fixture, graph: Graph, inputs: Vec<Input>) -> HashMap<String, Vec<u8>
     s.compute(&graph, bindings).expect("compute").wait_timeout(RULE_TIMEOUT).expect("compute ran");
     let mut out = HashMap::new();
     for (name, whole, bytes) in bound {
-        let all = s.read_async(&whole).expect("read").wait().expect("read");
+        let all = s.read_async(&whole).expect("read").wait_within(RULE_TIMEOUT).expect("read");
         let (before, rest) = all.split_at(GUARD);
         let (data, after) = rest.split_at(bytes);
         assert!(before.iter().all(|&b| b == SENTINEL), "{name}: a byte before the tensor was written");

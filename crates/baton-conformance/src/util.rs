@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::{Buffer, Device, Stream, TensorRef};
-use baton_core::sync::{HostTimeline, Release};
+use baton_core::backend::{Buffer, Device, HostBytes, Pending, PendingError, Stream, StreamError, TensorRef};
+use baton_core::sync::{HostTimeline, Release, WaitError};
 use baton_core::DType;
 
-/// The bound of every wait in the suite: a wait that takes longer is a hang.
-pub const RULE_TIMEOUT: Duration = Duration::from_secs(20);
+/// The bound of every wait in the suite: a wait that takes longer is a hang,
+/// and the rule fails by name instead of hanging the suite. Generous for a
+/// loaded two-core machine running the chaos wrapper's delays.
+pub const RULE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The devices under test.
 pub struct Fixture {
@@ -47,15 +49,51 @@ impl Fixture {
     }
 }
 
-/// Writes `data` into `t` on `stream` and waits for it.
+/// Writes `data` into `t` on `stream` and waits for it (at most
+/// [`RULE_TIMEOUT`]).
 pub fn upload(stream: &Stream, t: &TensorRef, data: Vec<f32>) {
-    stream.write_async(t, data).expect("write").wait().expect("write completes");
+    stream.write_async(t, data).expect("write").wait_within(RULE_TIMEOUT).expect("write completes");
 }
 
-/// Reads `t` back as f32 values.
+/// Reads `t` back as f32 values (waiting at most [`RULE_TIMEOUT`]).
 pub fn download(stream: &Stream, t: &TensorRef) -> Vec<f32> {
     let n = t.bytes() / 4;
-    stream.read_into_async(t, vec![0f32; n]).expect("read").wait().expect("read completes")
+    stream.read_into_async(t, vec![0f32; n]).expect("read").wait_within(RULE_TIMEOUT).expect("read completes")
+}
+
+/// Waits at most [`RULE_TIMEOUT`] for a transfer that must fail, and
+/// returns its error: a transfer that completes, or is still pending at
+/// the bound, fails the rule (`what` says which transfer).
+pub fn expect_failure<B: HostBytes>(pending: Pending<B>, what: &str) -> PendingError<B> {
+    match pending.wait_within(RULE_TIMEOUT) {
+        Ok(_) => panic!("{what}: expected the transfer to fail, it completed"),
+        Err(e) if e.is_timeout() => panic!("{what}: expected the transfer to fail, it still hangs: {}", e.error),
+        Err(e) => e,
+    }
+}
+
+/// [`Stream::synchronize`], bounded: a stream whose last point is still
+/// pending after [`RULE_TIMEOUT`] fails the rule instead of hanging it.
+pub fn synchronize(stream: &Stream) -> Result<(), StreamError> {
+    if let Err(e @ WaitError::Timeout { .. }) = stream.last_point().wait_timeout(RULE_TIMEOUT) {
+        panic!("synchronize on {} would hang: {e}", stream.label());
+    }
+    stream.synchronize()
+}
+
+/// Runs `f` (a wait under test that has no bound of its own) on a thread
+/// and returns its result, or fails the rule if it has not returned after
+/// [`RULE_TIMEOUT`] (the thread is left behind).
+pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(RULE_TIMEOUT) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: still blocked after {RULE_TIMEOUT:?}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
 }
 
 /// A host gate: a stream that waits on it holds all later work until

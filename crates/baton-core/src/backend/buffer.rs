@@ -83,6 +83,12 @@ impl AccessLog {
         self.writes.iter().chain(reads)
     }
 
+    /// How many writes and reads are kept (tests check what is forgotten).
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize) {
+        (self.writes.len(), self.reads.len())
+    }
+
     /// Records an access of queued work.
     pub(crate) fn record(&mut self, access: Access) {
         if access.write {

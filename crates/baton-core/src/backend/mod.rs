@@ -23,3 +23,6 @@ pub use hazard::{HazardReport, RacingAccess};
 pub use host::{as_bytes, as_bytes_mut, Element, HostBytes, HostSlot, Pending, PendingError};
 pub use path::{CopyPath, WaitPath};
 pub use stream::{RawStream, Stream, StreamOp};
+
+#[cfg(all(test, not(loom)))]
+mod tests;

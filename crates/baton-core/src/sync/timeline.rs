@@ -176,6 +176,12 @@ impl Timeline {
         }
     }
 
+    /// How many clock snapshots are kept (the history's bound is tested).
+    #[cfg(test)]
+    pub(crate) fn clock_history(&self) -> usize {
+        lock(&self.shared.clocks).len()
+    }
+
     /// What this timeline's owner knew after value `value`: the newest
     /// snapshot at or before it.
     pub fn clock_at(&self, value: u64) -> Option<std::sync::Arc<Clock>> {
