@@ -267,6 +267,7 @@ fn paths_print_their_names() {
 const SANITIZE_CASE: &str = "BATON_TEST_SANITIZE_PRINTING";
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri cannot spawn the child processes that read their own environment")]
 fn the_sanitizer_prints_under_baton_sanitize_1() {
     let cases = [("unset", None, false), ("on", Some("1"), true), ("other", Some("yes"), false)];
     if let Ok(case) = std::env::var(SANITIZE_CASE) {

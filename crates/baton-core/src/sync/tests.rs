@@ -199,6 +199,7 @@ fn wait_policies_are_named_and_found_by_name() {
 const DEFAULTS_CASE: &str = "BATON_TEST_PROCESS_DEFAULTS";
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri cannot spawn the child processes that read their own environment")]
 fn the_process_defaults_follow_the_environment() {
     let poll = WaitPolicy::Poll { bound: policy::DEFAULT_POLL_BOUND };
     let spin = WaitPolicy::SpinThenBlock { spin: policy::DEFAULT_SPIN };
