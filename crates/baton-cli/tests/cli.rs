@@ -142,3 +142,31 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--top-p", "0"]), "top");
     assert_clean_error(&baton(&["model", "synth", "--shape", "huge", "-o", "/tmp/x.gguf"]), "unknown shape");
 }
+
+/// The README's crate tree ("How it is built") names exactly the
+/// workspace's members, so a newcomer's map of the system stays true.
+#[test]
+fn the_readme_lists_every_crate_of_the_workspace() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let read = |file: &str| std::fs::read_to_string(format!("{root}/{file}")).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let manifest = read("Cargo.toml");
+    let members: std::collections::BTreeSet<String> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("\"crates/"))
+        .filter_map(|l| l.split('"').next())
+        .map(str::to_string)
+        .collect();
+    let readme = read("README.md");
+    let built = readme.split("## How it is built").nth(1).expect("a section \"How it is built\"");
+    let listed: std::collections::BTreeSet<String> = built
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|name| name.strip_suffix('/'))
+        .filter(|name| name.starts_with("baton-"))
+        .map(str::to_string)
+        .collect();
+    assert!(members.len() >= 10, "found only {members:?} in Cargo.toml");
+    assert_eq!(listed, members, "README's crate tree against the workspace members");
+}
