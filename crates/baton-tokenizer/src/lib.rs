@@ -29,7 +29,7 @@
 //! ```
 //!
 //! The reference check against HF `tokenizers` (feature `reference-tests`)
-//! is described in `tests/reference.rs`.
+//! is described in `tests/it/reference.rs`.
 #![deny(missing_docs)]
 
 mod bpe;

@@ -3,8 +3,9 @@
 //! stdout holds the answers only, and bad use is a clear error.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+
+use crate::tiny;
 
 /// Runs `baton` with `stdin` piped in.
 fn baton(args: &[&str], stdin: &str) -> Output {
@@ -17,23 +18,6 @@ fn baton(args: &[&str], stdin: &str) -> Output {
         .expect("run baton");
     child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
     child.wait_with_output().expect("baton output")
-}
-
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny(tag: &str) -> (Temp, String) {
-    let dir = std::env::temp_dir().join(format!("baton-cli-chat-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("tiny.gguf").to_string_lossy().into_owned();
-    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q8_0", "-o", &path], "");
-    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
-    (Temp(dir), path)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -2,29 +2,9 @@
 //! what scripts read, and bad input is an error message with exit code 1,
 //! never a panic.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn baton(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("run baton")
-}
-
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny(tag: &str) -> (Temp, String) {
-    let dir = std::env::temp_dir().join(format!("baton-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("tiny.gguf").to_string_lossy().into_owned();
-    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q8_0", "-o", &path]);
-    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
-    (Temp(dir), path)
-}
+use crate::{baton, tiny};
 
 fn assert_clean_error(out: &Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);

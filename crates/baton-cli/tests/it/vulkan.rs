@@ -3,16 +3,9 @@
 //! device. On a machine without a Vulkan driver these print a notice and
 //! pass, unless `CI` or `BATON_REQUIRE_VULKAN=1` is set.
 
-use std::process::{Command, Output};
+use baton_testkit::env::vulkan_required;
 
-fn baton(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("run baton")
-}
-
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
-        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
-}
+use crate::{baton, tiny};
 
 /// Whether `vulkan:0` opens here (a missing driver is a failure where one
 /// is required).
@@ -22,7 +15,7 @@ fn have_vulkan() -> bool {
         return true;
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!required(), "vulkan:0 does not open: {stderr}");
+    assert!(!vulkan_required(), "vulkan:0 does not open: {stderr}");
     eprintln!("skipped: vulkan:0 does not open: {stderr}");
     false
 }
@@ -60,11 +53,7 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
     assert_eq!(rows[0]["outcome"], "expected", "{stdout}");
     assert!(rows[0]["why"].as_str().is_some_and(|w| w.contains("W-FOREIGN")), "{stdout}");
 
-    let dir = std::env::temp_dir().join(format!("baton-cli-vulkan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let model = dir.join("tiny.gguf").to_string_lossy().into_owned();
-    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q8_0", "-o", &model]);
-    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let (_dir, model) = tiny("vulkan");
     for devices in ["vulkan:0", "cpu,vulkan:0"] {
         let out = baton(&["run", "-m", &model, "-p", "hello world", "-n", "4", "--temp", "0", "--devices", devices]);
         assert!(out.status.success(), "run on {devices}: {}", String::from_utf8_lossy(&out.stderr));
@@ -83,7 +72,6 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
     let plan = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "plan on cpu,vulkan:0: {}", String::from_utf8_lossy(&out.stderr));
     assert!(plan.contains("native wait") && !plan.contains("relay wait"), "plan on cpu,vulkan:0: {plan}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `baton bench sync --devices vulkan:0` adds the device's host->device->host

@@ -3,50 +3,12 @@
 //! conformance -sm tensor` builds them). Every contract rule under each
 //! wait policy, every op case, and the rules under the chaos wrapper.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use baton_composite::CompositeDevice;
-use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
+use baton_testkit::devices::{cpus, Devices};
 
-fn composites_with(policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    let inner: Vec<Arc<dyn Device>> = baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy)
-        .expect("two CPU devices")
-        .into_iter()
-        .map(|d| d as Arc<dyn Device>)
-        .collect();
-    CompositeDevice::conformance_pair(inner, policy).expect("composites")
+fn composites_with(policy: WaitPolicy) -> Devices {
+    CompositeDevice::conformance_pair(cpus(&["cpu:0", "cpu:1"], policy), policy).expect("composites")
 }
 
-fn block() -> Vec<Arc<dyn Device>> {
-    composites_with(WaitPolicy::Block)
-}
-
-fn spin() -> Vec<Arc<dyn Device>> {
-    composites_with(WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) })
-}
-
-fn poll() -> Vec<Arc<dyn Device>> {
-    composites_with(WaitPolicy::Poll { bound: Duration::from_secs(30) })
-}
-
-mod contract_block {
-    baton_conformance::contract_tests!(super::block);
-}
-
-mod contract_spin {
-    baton_conformance::contract_tests!(super::spin);
-}
-
-mod contract_poll {
-    baton_conformance::contract_tests!(super::poll);
-}
-
-mod ops {
-    baton_conformance::op_tests!(super::block);
-}
-
-mod contract_chaos {
-    baton_conformance::chaos_contract_tests!(super::block, 4);
-}
+baton_testkit::conformance_under_every_policy!(composites_with, chaos_seeds: 4);

@@ -1,10 +1,11 @@
 //! Reading each value type and tensor type, and the writer's output format
 //! and validation.
 
-mod support;
-
 use baton_gguf::{Array, GgmlType, GgufFile, GgufWriter, MetadataError, ReadError, ShapeError, Value, WriteError};
-use support::Raw;
+use baton_testkit::TempDir;
+
+use crate::support;
+use crate::support::Raw;
 
 fn single_kv(tag: u32, value: &[u8]) -> Vec<u8> {
     let mut raw = Raw::header(3, 0, 1);
@@ -113,9 +114,8 @@ fn sample_file_reads_back_metadata_and_tensors_in_order() {
 
 #[test]
 fn open_memory_maps_and_writer_writes_to_path() {
-    let dir = std::env::temp_dir().join(format!("baton-gguf-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("sample.gguf");
+    let dir = TempDir::new("gguf-test");
+    let path = dir.file("sample.gguf");
     let data = support::f32_bytes(&[1.0; 8]);
     let mut writer = GgufWriter::new();
     writer.set_alignment(64).expect("64 is a power of two");
@@ -130,8 +130,6 @@ fn open_memory_maps_and_writer_writes_to_path() {
     assert_eq!(file.alignment(), 64);
     assert_eq!(file.tensor("b").map(|t| t.data()), Some(&data[..]));
     assert_eq!(file.tensor("b").map(|t| t.info().file_offset() % 64), Some(0));
-    drop(file);
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
 #[test]

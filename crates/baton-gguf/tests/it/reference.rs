@@ -4,22 +4,14 @@
 //! Needs `BATON_PYTHON`: the interpreter `bash scripts/setup-python.sh` prints.
 #![cfg(feature = "reference-tests")]
 
-mod support;
-
-use std::path::PathBuf;
 use std::process::Command;
 
 use baton_gguf::{Array, GgmlType, GgufFile, GgufWriter, Value};
-use support::json::Json;
+use baton_testkit::env::{python, reference_script};
+use baton_testkit::TempDir;
 
-fn python() -> String {
-    std::env::var("BATON_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "BATON_PYTHON is unset: set it to the interpreter printed by \
-             `bash scripts/setup-python.sh` (a venv with the gguf and numpy packages)"
-        )
-    })
-}
+use crate::support;
+use crate::support::json::Json;
 
 /// gguf-py's name of a value type.
 fn py_type_name(ty: baton_gguf::ValueType) -> &'static str {
@@ -126,13 +118,12 @@ fn python_gguf_reads_what_the_writer_wrote() {
         writer.add_tensor(*name, dims, *ty, data).expect("k-quant tensor");
     }
 
-    let dir = std::env::temp_dir().join(format!("baton-gguf-ref-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("reference.gguf");
+    let dir = TempDir::new("gguf-ref");
+    let path = dir.file("reference.gguf");
     writer.write_to_path(&path).expect("write file");
     let ours = GgufFile::open(&path).expect("our reader reads our file");
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/gguf_check.py");
+    let script = reference_script("gguf_check.py");
     let output = Command::new(&python)
         .arg(&script)
         .arg(&path)
@@ -176,5 +167,4 @@ fn python_gguf_reads_what_the_writer_wrote() {
     assert!((checksum("token_embd.weight") - f32_sum).abs() < 1e-9, "f32 checksum");
     assert!((checksum("blk.0.attn_norm.weight") - f16_sum).abs() < 1e-9, "f16 checksum");
     assert_eq!(tensors.iter().find(|t| t.get("type").str() == "Q8_0").map(|t| t.get("checksum")), Some(&Json::Null));
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }

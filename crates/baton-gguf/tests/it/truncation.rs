@@ -1,9 +1,9 @@
 //! Truncating a valid file anywhere before the end of its tensor data gives
 //! an error; corrupting any byte never panics.
 
-mod support;
-
 use baton_gguf::GgufFile;
+
+use crate::support;
 
 #[test]
 fn truncating_at_every_offset_gives_an_error() {

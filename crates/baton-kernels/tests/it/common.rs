@@ -1,6 +1,5 @@
 //! Shared helpers of the integration tests: a deterministic generator,
 //! the NMSE measure, guarded output buffers and the ISA loop.
-#![allow(dead_code)]
 
 use baton_kernels::{with_isa, Isa};
 

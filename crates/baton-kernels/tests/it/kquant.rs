@@ -3,14 +3,13 @@
 //! activations, on both instruction sets, against dequantize-then-multiply
 //! in f64 with an error bound derived from the activation rounding.
 
-mod common;
-
 use baton_core::parallel::SingleThread;
 use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError};
 use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
-use common::{for_each_isa, isas, Rng};
 use half::f16;
 use proptest::prelude::*;
+
+use crate::common::{for_each_isa, isas, Rng};
 
 const K_TYPES: [DType; 4] = [DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
 

@@ -1,12 +1,11 @@
 //! `y = x · Wᵀ` for every weight type against dequantize-then-multiply in f64,
 //! on both instruction sets, with guard regions and padded strides.
 
-mod common;
-
 use baton_core::parallel::{ScopedThreads, SingleThread};
 use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError};
 use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
-use common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
+
+use crate::common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
 
 /// The types a matmul accepts as weights.
 const WEIGHT_TYPES: [DType; 10] = [

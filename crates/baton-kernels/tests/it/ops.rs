@@ -1,10 +1,9 @@
 //! Row kernels against plain f64 references, on both instruction sets.
 
-mod common;
-
 use baton_kernels::ops;
 use baton_kernels::{rope_in_place, RopeAngles, RopeMode};
-use common::{for_each_isa, nmse, Guarded, Rng};
+
+use crate::common::{for_each_isa, nmse, Guarded, Rng};
 
 const LENGTHS: [usize; 12] = [1, 2, 7, 8, 15, 16, 17, 31, 33, 100, 576, 1537];
 const F32_BOUND: f64 = 1e-7;

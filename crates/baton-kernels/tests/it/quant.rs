@@ -1,14 +1,13 @@
 //! Quantize/dequantize round trips, GGML byte layout, and the f16/bf16 row
 //! conversions, on both instruction sets.
 
-mod common;
-
 use baton_kernels::convert::{bf16_to_f32_row, f16_to_f32_row, f32_to_bf16_row, f32_to_f16_row};
 use baton_kernels::with_isa;
 use baton_kernels::{dequantize_row, quantize_row, DType, KernelError};
-use common::{for_each_isa, isas, nmse, Guarded, Rng};
 use half::{bf16, f16};
 use proptest::prelude::*;
+
+use crate::common::{for_each_isa, isas, nmse, Guarded, Rng};
 
 /// Largest round-trip error allowed for one element of a block, from the
 /// format's step size: half a step for rounding, plus the f16 rounding of the

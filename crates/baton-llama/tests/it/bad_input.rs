@@ -1,38 +1,15 @@
 //! Bad input gets a clear error, never a panic: damaged files, a foreign
 //! architecture, out-of-range tokens, a full context.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model, ModelError};
-
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(tag: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("baton-bad-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Temp(dir)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use baton_testkit::synth::tiny_model;
 
 fn device() -> Arc<dyn Device> {
     baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0)
-}
-
-fn tiny(dir: &Temp) -> PathBuf {
-    let path = dir.0.join("tiny.gguf");
-    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype: DType::Q8_0, seed: 3 }, &path).expect("synth");
-    path
 }
 
 fn load(path: &std::path::Path) -> Result<Model, ModelError> {
@@ -48,9 +25,9 @@ fn a_missing_file_is_a_read_error() {
 
 #[test]
 fn truncated_models_are_errors_at_every_cut() {
-    let dir = Temp::new("truncated");
-    let bytes = std::fs::read(tiny(&dir)).expect("read");
-    let cut = dir.0.join("cut.gguf");
+    let (dir, tiny) = tiny_model("bad-truncated", DType::Q8_0, 3);
+    let bytes = std::fs::read(tiny).expect("read");
+    let cut = dir.file("cut.gguf");
     for len in [0, 3, 4, 24, 100, 1000, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&cut, &bytes[..len]).expect("write");
         assert!(load(&cut).is_err(), "a file cut at {len} of {} bytes loaded", bytes.len());
@@ -59,12 +36,12 @@ fn truncated_models_are_errors_at_every_cut() {
 
 #[test]
 fn a_foreign_architecture_is_named_in_the_error() {
-    let dir = Temp::new("arch");
-    let mut bytes = std::fs::read(tiny(&dir)).expect("read");
+    let (dir, tiny) = tiny_model("bad-arch", DType::Q8_0, 3);
+    let mut bytes = std::fs::read(tiny).expect("read");
     // Rename "llama" in general.architecture to "lxama" (same length).
     let at = bytes.windows(5).position(|w| w == b"llama").expect("the architecture string");
     bytes[at + 1] = b'x';
-    let path = dir.0.join("other.gguf");
+    let path = dir.file("other.gguf");
     std::fs::write(&path, &bytes).expect("write");
     match load(&path) {
         Err(ModelError::Architecture(a)) => assert_eq!(a, "lxama"),
@@ -75,8 +52,8 @@ fn a_foreign_architecture_is_named_in_the_error() {
 
 #[test]
 fn bad_evaluations_are_errors_and_the_model_stays_usable() {
-    let dir = Temp::new("eval");
-    let mut model = load(&tiny(&dir)).expect("load");
+    let (_dir, tiny) = tiny_model("bad-eval", DType::Q8_0, 3);
+    let mut model = load(&tiny).expect("load");
     let vocab = model.config().vocab as u32;
     assert!(matches!(model.eval(&[vocab], 0, Logits::Last), Err(ModelError::Input(_))), "token out of range");
     assert!(matches!(model.eval(&[], 0, Logits::Last), Err(ModelError::Input(_))), "no tokens");

@@ -2,36 +2,17 @@
 //! the cache does not hold, the reused cache gives the logits a fresh
 //! evaluation gives, and a conversation that outgrows the context says so.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use baton_core::DType;
 use baton_llama::chat::{Message, TemplateOrigin};
 use baton_llama::conversation::{Conversation, ConversationError};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Model};
+use baton_testkit::synth;
 
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("baton-chat-{}-{test}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny_model(test: &str) -> (TempDir, PathBuf) {
-    let dir = TempDir::new(test);
-    let path = dir.0.join("tiny.gguf");
-    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype: DType::F32, seed: 3 }, &path).expect("synth");
-    (dir, path)
+/// The tiny synthetic model in f32 (seed 3), in a temp dir tagged `test`.
+fn tiny_model(test: &str) -> (baton_testkit::TempDir, std::path::PathBuf) {
+    synth::tiny_model(&format!("chat-{test}"), DType::F32, 3)
 }
 
 fn load(path: &Path, context: usize) -> Model {

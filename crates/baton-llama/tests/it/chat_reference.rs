@@ -10,28 +10,14 @@
 #![cfg(feature = "reference-tests")]
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use baton_gguf::GgufFile;
 use baton_llama::chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
 use baton_llama::conversation::Conversation;
 use baton_llama::{LoadOptions, Model};
+use baton_testkit::env::{python, reference_script, smollm2};
 use serde_json::{json, Value};
-
-fn python() -> String {
-    std::env::var("BATON_PYTHON").expect("BATON_PYTHON is not set: run the tests through scripts/test.sh")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn smollm2() -> PathBuf {
-    let path = PathBuf::from(std::env::var("BATON_SMOLLM2").expect("BATON_SMOLLM2 is not set: run scripts/test.sh"));
-    assert!(path.exists(), "{} is missing: run scripts/fetch-smollm2.sh", path.display());
-    path
-}
 
 fn smollm2_template() -> ChatTemplate {
     let file = GgufFile::open(smollm2()).expect("open SmolLM2");
@@ -76,7 +62,7 @@ fn conversations() -> Vec<Case> {
 /// The renderings of the Python reference: Ok(text) or Err(refusal).
 fn reference(request: Value) -> (Value, Vec<Result<String, String>>) {
     let mut child = Command::new(python())
-        .arg(repo().join("tests/reference/chat_template_ref.py"))
+        .arg(reference_script("chat_template_ref.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -29,22 +29,11 @@ use std::sync::Arc;
 use baton_core::backend::Device;
 use baton_core::DType;
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::synth::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model};
-
-fn python() -> String {
-    std::env::var("BATON_PYTHON").expect("BATON_PYTHON is not set: run the tests through scripts/test.sh")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn smollm2() -> PathBuf {
-    let path = PathBuf::from(std::env::var("BATON_SMOLLM2").expect("BATON_SMOLLM2 is not set: run scripts/test.sh"));
-    assert!(path.exists(), "{} is missing: run scripts/fetch-smollm2.sh", path.display());
-    path
-}
+use baton_testkit::env::{python, reference_script, smollm2};
+use baton_testkit::synth::synth_model;
+use baton_testkit::TempDir;
 
 fn device() -> Arc<dyn Device> {
     baton_cpu::open(&["cpu"], None).expect("cpu").remove(0)
@@ -54,7 +43,7 @@ fn device() -> Arc<dyn Device> {
 fn reference_logits(model: &Path, tokens: &[u32]) -> Vec<Vec<f64>> {
     let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
     let out = Command::new(python())
-        .arg(repo().join("tests/reference/llama_ref.py"))
+        .arg(reference_script("llama_ref.py"))
         .args(["logits"])
         .arg(model)
         .args(["--tokens", &ids.join(",")])
@@ -111,35 +100,8 @@ fn compare(model_path: &Path, tokens: &[u32], cache: DType) -> Comparison {
     Comparison { nmse: err / norm, argmax_agree: agree, positions: tokens.len(), disagreement_margins }
 }
 
-fn synth_shape(tag: &str, shape: SynthShape, dtype: DType) -> (tempdir::Dir, PathBuf) {
-    let dir = tempdir::Dir::new(&format!("ref-{tag}-{shape}-{dtype}"));
-    let path = dir.path().join(format!("{shape}-{dtype}.gguf"));
-    write_synth_model(&SynthSpec { shape, dtype, seed: 5 }, &path).expect("synth");
-    (dir, path)
-}
-
-mod tempdir {
-    use std::path::{Path, PathBuf};
-
-    /// A directory removed on drop.
-    pub struct Dir(PathBuf);
-
-    impl Dir {
-        pub fn new(tag: &str) -> Dir {
-            let p = std::env::temp_dir().join(format!("baton-{tag}-{}", std::process::id()));
-            std::fs::create_dir_all(&p).expect("temp dir");
-            Dir(p)
-        }
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+fn synth_shape(tag: &str, shape: SynthShape, dtype: DType) -> (TempDir, PathBuf) {
+    synth_model(&format!("ref-{tag}"), shape, dtype, 5)
 }
 
 const PROMPT: [u32; 12] = [1, 17, 300, 42, 7, 99, 256, 3, 480, 12, 77, 5];
@@ -240,7 +202,7 @@ fn smollm2_perplexity_matches_the_reference() {
     let ids_file = std::env::temp_dir().join(format!("baton-ppl-ids-{}.json", std::process::id()));
     std::fs::write(&ids_file, serde_json::to_string(&ids).expect("json")).expect("write ids");
     let out = Command::new(python())
-        .arg(repo().join("tests/reference/llama_ref.py"))
+        .arg(reference_script("llama_ref.py"))
         .arg("perplexity")
         .arg(&path)
         .arg("--tokens-file")
@@ -286,7 +248,7 @@ fn smollm2_greedy_is_deterministic_and_follows_the_reference() {
     assert_eq!(one, two, "1 thread vs 2 threads");
     assert_eq!(two, again, "two runs");
     let out = Command::new(python())
-        .arg(repo().join("tests/reference/llama_ref.py"))
+        .arg(reference_script("llama_ref.py"))
         .arg("generate")
         .arg(&path)
         .args(["--prompt", "Once upon a time", "--n", "12", "--no-stop"])
@@ -323,7 +285,7 @@ fn synth_models_load_in_the_gguf_package() {
         let (dir, path) = synth_shape("gguf", shape, dtype);
         let values_dir = dir.path().join("values");
         let out = Command::new(python())
-            .arg(repo().join("tests/reference/gguf_check.py"))
+            .arg(reference_script("gguf_check.py"))
             .arg(&path)
             .arg("--dequantize-to")
             .arg(&values_dir)

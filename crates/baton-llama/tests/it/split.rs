@@ -4,29 +4,12 @@
 //! and 4 runs in flight, synchronous copies, uneven splits. (Each is compared
 //! with one device evaluating the same micro-batches.)
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
-
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny(tag: &str, dtype: DType) -> (Temp, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("baton-split-{tag}-{dtype}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("tiny.gguf");
-    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype, seed: 11 }, &path).expect("synth");
-    (Temp(dir), path)
-}
+use baton_testkit::synth::tiny_model;
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
     baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
@@ -60,7 +43,7 @@ fn transcript(model: &mut Model) -> Vec<Vec<f32>> {
 #[test]
 fn layer_split_matches_one_device_bit_for_bit() {
     for dtype in [DType::F32, DType::Q4_1] {
-        let (_dir, path) = tiny("bits", dtype);
+        let (_dir, path) = tiny_model("split-bits", dtype, 11);
         let cases: [(usize, usize, bool, &[f32]); 6] = [
             (64, 1, false, &[]),
             (4, 1, false, &[]),
@@ -89,7 +72,7 @@ fn layer_split_matches_one_device_bit_for_bit() {
 
 #[test]
 fn decode_needs_one_host_wait_per_token_and_reuses_plans() {
-    let (_dir, path) = tiny("waits", DType::F32);
+    let (_dir, path) = tiny_model("split-waits", DType::F32, 11);
     let mut model = Model::load_split(&path, devices(&["cpu:0", "cpu:1"]), &options(16, 2, false, &[])).expect("load");
     model.eval_prompt(&PROMPT, 0).expect("prompt");
     let before = model.host_waits();

@@ -2,34 +2,14 @@
 //! llama keys, tensors and tokenizer, are deterministic in the seed and hold
 //! sane weights.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use baton_core::DType;
 use baton_gguf::{GgmlType, GgufFile, Metadata};
 use baton_kernels::dequantize_row;
 use baton_llama::synth::{write_synth_model, SynthError, SynthShape, SynthSpec, SynthSummary};
+use baton_testkit::TempDir;
 use baton_tokenizer::{Tokenizer, TokenizerConfig};
-
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("baton-synth-{}-{test}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn tiny(dtype: DType, seed: u64) -> SynthSpec {
     SynthSpec { shape: SynthShape::Tiny, dtype, seed }
@@ -66,7 +46,7 @@ fn expected_tiny_tensors() -> Vec<(String, Vec<u64>, bool)> {
 
 #[test]
 fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
-    let dir = TempDir::new("keys");
+    let dir = TempDir::new("synth-keys");
     for dtype in SynthSpec::SUPPORTED_DTYPES {
         let path = dir.file(&format!("tiny-{dtype}.gguf"));
         let (summary, file) = write(&tiny(dtype, 1), &path);
@@ -164,7 +144,7 @@ fn tokenizer_config(meta: &Metadata) -> TokenizerConfig {
 
 #[test]
 fn tokenizer_metadata_builds_a_tokenizer_that_round_trips() {
-    let dir = TempDir::new("tokenizer");
+    let dir = TempDir::new("synth-tokenizer");
     let (_, file) = write(&tiny(DType::Q8_0, 3), &dir.file("tiny.gguf"));
     let config = tokenizer_config(file.metadata());
     assert_eq!(config, baton_tokenizer::synthetic_bpe(512));
@@ -178,7 +158,7 @@ fn tokenizer_metadata_builds_a_tokenizer_that_round_trips() {
 
 #[test]
 fn same_seed_gives_identical_bytes_and_another_seed_differs() {
-    let dir = TempDir::new("determinism");
+    let dir = TempDir::new("synth-determinism");
     for dtype in [DType::F32, DType::Q4_1] {
         let a = dir.file("a.gguf");
         let b = dir.file("b.gguf");
@@ -217,7 +197,7 @@ fn mean_std(values: &[f32]) -> (f64, f64) {
 
 #[test]
 fn dequantized_weights_are_finite_with_plausible_std() {
-    let dir = TempDir::new("weights");
+    let dir = TempDir::new("synth-weights");
     for dtype in SynthSpec::SUPPORTED_DTYPES {
         let (_, file) = write(&tiny(dtype, 5), &dir.file(&format!("{dtype}.gguf")));
         for tensor in file.tensors() {
@@ -239,7 +219,7 @@ fn dequantized_weights_are_finite_with_plausible_std() {
 
 #[test]
 fn unsupported_dtypes_are_rejected_before_writing() {
-    let dir = TempDir::new("unsupported");
+    let dir = TempDir::new("synth-unsupported");
     for dtype in [DType::BF16, DType::Q8_K, DType::I32] {
         let path = dir.file("never.gguf");
         match write_synth_model(&tiny(dtype, 0), &path) {
@@ -252,7 +232,7 @@ fn unsupported_dtypes_are_rejected_before_writing() {
 
 #[test]
 fn unwritable_path_reports_the_path() {
-    let dir = TempDir::new("unwritable");
+    let dir = TempDir::new("synth-unwritable");
     let path = dir.file("missing-dir/model.gguf");
     match write_synth_model(&tiny(DType::F32, 0), &path) {
         Err(SynthError::Write { path: found, .. }) => assert_eq!(found, path),
@@ -309,7 +289,7 @@ fn every_dtype_has_the_gguf_table_size() {
 
 #[test]
 fn tiny256_k_quant_files_hold_every_matrix_in_the_k_quant() {
-    let dir = TempDir::new("tiny256");
+    let dir = TempDir::new("synth-tiny256");
     for dtype in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
         let spec = SynthSpec { shape: SynthShape::Tiny256, dtype, seed: 4 };
         let (summary, file) = write(&spec, &dir.file(&format!("tiny256-{dtype}.gguf")));
@@ -330,7 +310,7 @@ fn tiny256_k_quant_files_hold_every_matrix_in_the_k_quant() {
 
 #[test]
 fn stories15m_quantizes_every_matrix_without_fallback() {
-    let dir = TempDir::new("stories");
+    let dir = TempDir::new("synth-stories");
     let spec = SynthSpec { shape: SynthShape::Stories15M, dtype: DType::Q4_0, seed: 9 };
     let (summary, file) = write(&spec, &dir.file("stories15M-q4_0.gguf"));
     assert!(summary.fallbacks.is_empty(), "{:?}", summary.fallbacks);

@@ -8,7 +8,7 @@
 //! tiny head width makes `attn_output` mirrored: the all-gather path), and
 //! with every cross-device access ordered by the gates themselves.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,32 +16,9 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
-
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny(tag: &str, dtype: DType) -> (Temp, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("baton-tp-{tag}-{dtype}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("tiny.gguf");
-    write_synth_model(&SynthSpec { shape: SynthShape::Tiny, dtype, seed: 5 }, &path).expect("synth");
-    (Temp(dir), path)
-}
-
-fn cpus(names: &[&str], policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open_with_policy(names, None, policy)
-        .expect("devices")
-        .into_iter()
-        .map(|d| d as Arc<dyn Device>)
-        .collect()
-}
+use baton_testkit::devices::cpus;
+use baton_testkit::synth::tiny_model;
 
 fn options(batch: usize, split: &[f32]) -> LoadOptions {
     LoadOptions { context: Some(64), cache_type: DType::F32, batch, tensor_split: split.to_vec(), ..Default::default() }
@@ -83,7 +60,7 @@ fn nmse_bound(dtype: DType) -> f64 {
 #[test]
 fn tensor_split_matches_one_device_on_two_and_three_devices() {
     for dtype in [DType::F32, DType::Q4_1] {
-        let (_dir, path) = tiny("logits", dtype);
+        let (_dir, path) = tiny_model("tp-logits", dtype, 5);
         let mut one =
             Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &options(16, &[])).expect("one device");
         let reference = transcript(&mut one);
@@ -114,7 +91,7 @@ fn tensor_split_matches_one_device_on_two_and_three_devices() {
 #[test]
 fn tensor_split_perplexity_matches_one_device() {
     for dtype in [DType::F32, DType::Q4_1] {
-        let (_dir, path) = tiny("ppl", dtype);
+        let (_dir, path) = tiny_model("tp-ppl", dtype, 5);
         let text = "the quick brown fox jumps over the lazy dog; ".repeat(120);
         let ppl = |model: &mut Model| {
             let opts = baton_llama::perplexity::PerplexityOptions { context: 32, chunks: Some(12) };
@@ -139,7 +116,7 @@ fn tensor_split_perplexity_matches_one_device() {
 
 #[test]
 fn poll_gates_match_too() {
-    let (_dir, path) = tiny("poll", DType::F32);
+    let (_dir, path) = tiny_model("tp-poll", DType::F32, 5);
     let poll = WaitPolicy::Poll { bound: Duration::from_secs(30) };
     let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &options(16, &[])).expect("one");
     let reference = transcript(&mut one);
@@ -163,7 +140,7 @@ fn poll_gates_match_too() {
 #[cfg(feature = "reference-tests")]
 #[test]
 fn smollm2_tensor_split_matches_one_device() {
-    let path = PathBuf::from(std::env::var("BATON_SMOLLM2").expect("BATON_SMOLLM2 is not set: run scripts/test.sh"));
+    let path = baton_testkit::env::smollm2();
     let text = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").expect("the license text");
     let opts = LoadOptions { context: Some(128), cache_type: DType::F32, batch: 128, ..Default::default() };
     let score = |model: &mut Model| {

@@ -8,7 +8,7 @@
 //! $py tests/reference/tokenizer_ref.py \
 //!     ~/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf target/tokenizer-ref.json
 //! BATON_TOKENIZER_REF=target/tokenizer-ref.json \
-//!     cargo test -p baton-tokenizer --features reference-tests --test reference
+//!     cargo test -p baton-tokenizer --features reference-tests --test it reference
 //! ```
 //!
 //! For every pre-tokenizer variant and every corpus text, the ids must equal

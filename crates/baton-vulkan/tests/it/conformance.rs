@@ -12,18 +12,13 @@
 use std::sync::Arc;
 
 use baton_core::backend::Device;
+use baton_testkit::env::vulkan_required;
 use baton_vulkan::OpenOptions;
-
-/// Whether a missing driver is a failure (CI, or asked for).
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
-        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
-}
 
 fn open(names: &[&str], options: &OpenOptions) -> Option<Vec<Arc<dyn Device>>> {
     match baton_vulkan::open_with(names, options) {
         Ok(devices) => Some(devices.into_iter().map(|d| d as Arc<dyn Device>).collect()),
-        Err(e) if e.is_unavailable() && !required() => {
+        Err(e) if e.is_unavailable() && !vulkan_required() => {
             eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
             None
         }
@@ -55,7 +50,7 @@ fn one_device_staging() -> Option<Vec<Arc<dyn Device>>> {
 
 #[test]
 fn the_driver_is_there_where_it_is_required() {
-    if required() {
+    if vulkan_required() {
         let devices = baton_vulkan::open(&["vulkan:0"]).expect("a Vulkan driver (CI installs Mesa's lavapipe)");
         assert_eq!(devices[0].info().name, "vulkan:0");
         drop(devices);

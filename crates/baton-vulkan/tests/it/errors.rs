@@ -6,17 +6,13 @@ use std::sync::Arc;
 use baton_core::backend::{Bindings, Device, DeviceError, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::DType;
+use baton_testkit::env::vulkan_required;
 use baton_vulkan::VulkanError;
-
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
-        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
-}
 
 fn device() -> Option<Arc<baton_vulkan::VulkanDevice>> {
     match baton_vulkan::open(&["vulkan:0"]) {
         Ok(mut d) => Some(d.remove(0)),
-        Err(e) if e.is_unavailable() && !required() => {
+        Err(e) if e.is_unavailable() && !vulkan_required() => {
             eprintln!("skipped: {e}");
             None
         }

@@ -3,35 +3,15 @@
 //! the decode steps after it (every op of the llama graph, the KV cache
 //! written in place, weights of each type).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::synth::SynthShape;
 use baton_llama::Model;
+use baton_testkit::synth::synth_model;
 
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
-        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
-}
-
-fn vulkan() -> Option<Arc<dyn Device>> {
-    match baton_vulkan::open(&["vulkan:0"]) {
-        Ok(mut d) => Some(d.remove(0) as Arc<dyn Device>),
-        Err(e) if e.is_unavailable() && !required() => {
-            eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("opening vulkan:0: {e}"),
-    }
-}
-
-fn model_file(shape: SynthShape, dtype: DType) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("baton-vulkan-llama-{}-{dtype}.gguf", std::process::id()));
-    write_synth_model(&SynthSpec { shape, dtype, seed: 7 }, &path).expect("synthetic model");
-    path
-}
+use crate::vulkan;
 
 /// Relative RMS difference of two logit vectors.
 fn relative_rms(a: &[f32], b: &[f32]) -> f64 {
@@ -43,11 +23,10 @@ fn relative_rms(a: &[f32], b: &[f32]) -> f64 {
 
 fn same_logits(shape: SynthShape, dtype: DType, bound: f64) {
     let Some(gpu) = vulkan() else { return };
-    let path = model_file(shape, dtype);
+    let (_dir, path) = synth_model("vulkan-llama", shape, dtype, 7);
     let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>;
     let mut on_cpu = Model::load(&path, cpu, &Default::default()).expect("load on cpu");
     let mut on_gpu = Model::load(&path, gpu, &Default::default()).expect("load on vulkan");
-    let _ = std::fs::remove_file(&path);
     let prompt: Vec<u32> = vec![1, 17, 42, 99, 7, 256, 3];
     let expected = on_cpu.eval_prompt(&prompt, 0).expect("cpu prompt").to_vec();
     let got = on_gpu.eval_prompt(&prompt, 0).expect("vulkan prompt").to_vec();

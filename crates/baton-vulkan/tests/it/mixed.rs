@@ -28,7 +28,7 @@
 //! 3.8e-4 and SmolLM2-135M -2.4% perplexity over 2 chunks of 32. SmolLM2 is
 //! checked by `scripts/vulkan-smollm2.sh` (about 5 minutes on lavapipe).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::CompositeDevice;
@@ -36,41 +36,14 @@ use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::synth::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model};
+use baton_testkit::synth::synth_model;
 
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
-        || std::env::var("BATON_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
-}
-
-fn vulkan() -> Option<Arc<dyn Device>> {
-    match baton_vulkan::open(&["vulkan:0"]) {
-        Ok(mut d) => Some(d.remove(0) as Arc<dyn Device>),
-        Err(e) if e.is_unavailable() && !required() => {
-            eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("opening vulkan:0: {e}"),
-    }
-}
+use crate::vulkan;
 
 fn cpu(name: &str) -> Arc<dyn Device> {
     baton_cpu::open(&[name], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>
-}
-
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn model_file(shape: SynthShape, dtype: DType) -> Temp {
-    let path = std::env::temp_dir().join(format!("baton-vulkan-mixed-{}-{dtype}.gguf", std::process::id()));
-    write_synth_model(&SynthSpec { shape, dtype, seed: 7 }, &path).expect("synthetic model");
-    Temp(path)
 }
 
 fn options() -> LoadOptions {
@@ -212,7 +185,7 @@ fn positions_apart(got: &[f32], want: &[f32], positions: usize) -> usize {
 }
 
 fn synth(shape: SynthShape, dtype: DType) {
-    let file = model_file(shape, dtype);
+    let (_dir, file) = synth_model("vulkan-mixed", shape, dtype, 7);
     let text = TEXT.repeat(40);
     let ppl = PerplexityOptions { context: 32, chunks: Some(12) };
     let bound = if dtype.is_quantized() { BOUND } else { ROUNDING };
@@ -221,7 +194,7 @@ fn synth(shape: SynthShape, dtype: DType) {
     // cannot bind the CPU's memory).
     let tensor = matches!(dtype, DType::F32 | DType::Q4_1);
     compare(
-        &file.0,
+        &file,
         &format!("{} {dtype}", shape.name()),
         &options(),
         &text,
@@ -266,7 +239,7 @@ fn q4_k_model_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
 #[test]
 #[ignore = "minutes on lavapipe: scripts/vulkan-smollm2.sh runs it"]
 fn smollm2_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
-    let path = PathBuf::from(std::env::var("BATON_SMOLLM2").expect("BATON_SMOLLM2 (scripts/fetch-smollm2.sh)"));
+    let path = baton_testkit::env::smollm2();
     let text = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").expect("the GPL-3 text");
     let text = &text[..3000];
     let options = LoadOptions { context: Some(64), batch: 64, ..Default::default() };

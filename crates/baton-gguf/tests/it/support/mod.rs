@@ -1,8 +1,8 @@
 //! Shared helpers of the integration tests: a hand-byte GGUF builder (which
 //! does not use the crate's writer, so it checks the format independently),
 //! a sample valid file, and the malformed-file corpus with expected errors.
-#![allow(dead_code)] // each test binary uses a different subset
 
+#[cfg(feature = "reference-tests")]
 pub mod json;
 
 use baton_gguf::{Array, GgmlType, GgufWriter, ReadError, Value};
@@ -21,9 +21,6 @@ impl Raw {
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
         self.0.extend_from_slice(b);
         self
-    }
-    pub fn u8(&mut self, v: u8) -> &mut Self {
-        self.bytes(&[v])
     }
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.bytes(&v.to_le_bytes())

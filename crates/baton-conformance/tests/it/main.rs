@@ -1,0 +1,3 @@
+//! The conformance crate's own tests, one test binary (`--test it`).
+
+mod rules_cover_the_contract;

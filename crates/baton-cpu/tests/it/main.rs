@@ -1,0 +1,5 @@
+//! The CPU backend's integration tests, one test binary (`--test it`): the
+//! conformance suite. (The loom models are binaries of their own: they
+//! build only under `--cfg loom`.)
+
+mod conformance;

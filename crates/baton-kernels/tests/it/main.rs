@@ -1,0 +1,8 @@
+//! The kernels' tests, one test binary (`--test it`): quantization, K-quants,
+//! matmul and row ops, each on every instruction set against f64 references.
+
+mod common;
+mod kquant;
+mod matmul;
+mod ops;
+mod quant;

@@ -1,0 +1,12 @@
+//! The llama crate's tests, one test binary (`--test it`): synthetic models,
+//! bad input, chat, layer and tensor split, and, behind `reference-tests`,
+//! the NumPy and jinja2 references. Sampling is a binary of its own
+//! (`tests/sampling.rs`): it installs a counting global allocator.
+
+mod bad_input;
+mod chat;
+mod chat_reference;
+mod reference;
+mod split;
+mod synth;
+mod tensor_parallel;

@@ -1,0 +1,3 @@
+//! The scheduler's tests, one test binary (`--test it`).
+
+mod scheduler;
