@@ -21,7 +21,7 @@ Usage (python: the one `bash scripts/setup-python.sh` prints):
 FILE holds cases separated by lines of exactly "----"; without it a
 built-in corpus is used. Then:
     BATON_TOKENIZER_REF=OUT.json cargo test -p baton-tokenizer \
-        --features reference-tests --test reference
+        --features reference-tests --test it reference
 """
 
 import argparse
