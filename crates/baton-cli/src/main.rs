@@ -1,22 +1,12 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 
-mod bench;
-mod bench_gates;
-mod bench_memory;
-mod bench_submit;
-mod bench_sync;
-mod chat;
-mod conformance_cmd;
-mod devices;
-mod interrupt;
-mod model_cmd;
-mod perplexity;
-mod plan_cmd;
-mod plan_tensor;
-mod run;
-mod stats;
+mod cmd;
+mod util;
 
 use clap::{Parser, Subcommand};
+
+use crate::cmd::{bench, conformance, devices, model, perplexity, plan, run};
+use crate::util::interrupt;
 
 /// Baton: an asynchronous multi-device runtime for tensor graphs, proven on
 /// llama-family GGUF models.
@@ -46,7 +36,7 @@ enum Command {
     ///   baton bench --devices cpu:0,cpu:1 -p 512 -ub 64 --n-copies 2
     ///   baton bench sync --json
     ///   baton bench gates
-    Bench(bench::BenchArgs),
+    Bench(bench::model::BenchArgs),
     /// Perplexity of a model on a text file (llama.cpp's method).
     ///
     /// Example:
@@ -56,7 +46,7 @@ enum Command {
     ///
     /// Example:
     ///   baton plan --devices cpu:0,cpu:1 --split-mode layer -p 64
-    Plan(plan_cmd::PlanArgs),
+    Plan(plan::PlanArgs),
     /// Run the conformance suite (the async contract and op numerics)
     /// against this machine's devices.
     ///
@@ -65,12 +55,12 @@ enum Command {
     ///   baton conformance --devices vulkan:0
     ///   baton conformance --devices vulkan:0,vulkan:0   (W-ORDER, M-ORDER: expected failures)
     ///   baton conformance --devices cpu:0,cpu:1 -sm tensor   (the composite backend)
-    Conformance(conformance_cmd::ConformanceArgs),
+    Conformance(conformance::ConformanceArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),
     /// Make, fetch or inspect model files.
     #[command(subcommand)]
-    Model(model_cmd::ModelCommand),
+    Model(model::ModelCommand),
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
@@ -91,12 +81,12 @@ fn main() {
     interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::model::run(args),
         Command::Perplexity(args) => perplexity::run(args),
-        Command::Plan(args) => plan_cmd::run(args),
-        Command::Conformance(args) => conformance_cmd::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Conformance(args) => conformance::run(args),
         Command::Devices(args) => devices::run(args),
-        Command::Model(cmd) => model_cmd::run(cmd),
+        Command::Model(cmd) => model::run(cmd),
     };
     // Vulkan devices may still be tearing down on their streams' threads;
     // exiting under them can crash the driver's own teardown.

@@ -39,7 +39,7 @@ use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy
 use baton_cpu::CpuDevice;
 use clap::{Args, Subcommand};
 
-use crate::bench_gates::GatesArgs;
+use crate::cmd::bench::gates::GatesArgs;
 
 /// The bound of every host wait of these benches: a longer one is a hang.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,11 +58,11 @@ pub enum BenchKind {
     /// Memory bandwidth: STREAM triad and a read-only sum, 1 and N threads.
     ///
     /// Example: baton bench memory --mib 256
-    Memory(crate::bench_memory::MemoryArgs),
+    Memory(crate::cmd::bench::memory::MemoryArgs),
     /// What a submission costs the host, with one and two submitting threads.
     ///
     /// Example: baton bench submit --items 20000
-    Submit(crate::bench_submit::SubmitArgs),
+    Submit(crate::cmd::bench::submit::SubmitArgs),
 }
 
 /// Arguments of `baton bench sync`.
@@ -143,9 +143,9 @@ fn measure_vulkan(list: &str, args: &SyncArgs) -> Result<Vec<VulkanRow>> {
 pub fn run(kind: BenchKind) -> Result<()> {
     match kind {
         BenchKind::Sync(args) => run_sync(args),
-        BenchKind::Gates(args) => crate::bench_gates::run(args),
-        BenchKind::Memory(args) => crate::bench_memory::run(args),
-        BenchKind::Submit(args) => crate::bench_submit::run(args),
+        BenchKind::Gates(args) => crate::cmd::bench::gates::run(args),
+        BenchKind::Memory(args) => crate::cmd::bench::memory::run(args),
+        BenchKind::Submit(args) => crate::cmd::bench::submit::run(args),
     }
 }
 

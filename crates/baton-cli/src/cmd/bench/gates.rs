@@ -25,7 +25,7 @@ use baton_core::DType;
 use baton_cpu::CpuDevice;
 use clap::Args;
 
-use crate::bench_sync::{host_core, on_host_thread, open_pair, percentile, policies, Probe, TIMEOUT};
+use crate::cmd::bench::sync::{host_core, on_host_thread, open_pair, percentile, policies, Probe, TIMEOUT};
 
 /// Arguments of `baton bench gates`.
 #[derive(Args)]

@@ -94,7 +94,7 @@ impl ModelArgs {
     /// Loads the model on the first device of the list.
     pub fn load(&self) -> Result<Model> {
         let path = self.path()?;
-        let devices = crate::devices::open(&self.devices, self.threads)?;
+        let devices = crate::cmd::devices::open(&self.devices, self.threads)?;
         let name = self.cache_type.as_deref().unwrap_or("f16");
         let cache_type = baton_core::DType::from_name(name)
             .filter(|t| matches!(t, baton_core::DType::F16 | baton_core::DType::F32))
@@ -122,7 +122,7 @@ impl ModelArgs {
             anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
         }
         let mut model = if self.split_mode == "tensor" {
-            let policy = crate::devices::gate_policy(self.gate_policy.as_deref())?;
+            let policy = crate::cmd::devices::gate_policy(self.gate_policy.as_deref())?;
             let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
             Model::load_tensor_parallel(&path, Arc::new(composite), &options)
         } else {
@@ -258,7 +258,7 @@ const DEFAULT_N_PREDICT: usize = 128;
 /// Runs `baton run`.
 pub fn run(args: RunArgs) -> Result<()> {
     if args.chat {
-        return crate::chat::run(args);
+        return crate::cmd::chat::run(args);
     }
     let text = args.prompt.as_deref().context("-p is required (or --chat)")?;
     let load_start = Instant::now();
@@ -287,7 +287,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let tokenizer = model.shared_tokenizer();
     let mut decoder = tokenizer.stream_decoder(args.special);
     let mut past = prompt.len();
-    while generated < n_predict && !crate::interrupt::requested() {
+    while generated < n_predict && !crate::util::interrupt::requested() {
         if Some(token) == eos || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
             break;
         }
@@ -309,7 +309,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     writeln!(out)?;
     let gen_s = gen_start.elapsed().as_secs_f64();
-    if crate::interrupt::requested() {
+    if crate::util::interrupt::requested() {
         eprintln!("\ninterrupted: generation stopped after {generated} tokens");
     }
     args.model.finish_trace(&model)?;

@@ -12,8 +12,8 @@ use anyhow::Result;
 use baton_llama::{Logits, Model};
 use clap::Args;
 
-use crate::run::ModelArgs;
-use crate::stats::mean_std;
+use crate::cmd::run::ModelArgs;
+use crate::util::stats::mean_std;
 
 /// Arguments of `baton bench`.
 #[derive(Args)]
@@ -21,7 +21,7 @@ use crate::stats::mean_std;
 pub struct BenchArgs {
     /// A synchronisation benchmark instead of a model one.
     #[command(subcommand)]
-    kind: Option<crate::bench_sync::BenchKind>,
+    kind: Option<crate::cmd::bench::sync::BenchKind>,
     #[command(flatten)]
     model: ModelArgs,
     /// Prompt tokens of the pp test (0 = skip).
@@ -91,7 +91,7 @@ fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
 /// Runs `baton bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(kind) = args.kind {
-        return crate::bench_sync::run(kind);
+        return crate::cmd::bench::sync::run(kind);
     }
     let mut margs = args.model.clone();
     let needed = args.n_prompt.max(args.n_gen).max(1);
@@ -148,7 +148,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
-    let bandwidth = args.roofline.then(|| crate::bench_memory::measure(threads, 256, 5));
+    let bandwidth = args.roofline.then(|| crate::cmd::bench::memory::measure(threads, 256, 5));
     let token_bytes = model.decode_weight_bytes() as f64;
     // Share of the roofline: bytes a token reads times tokens per second,
     // over the bandwidth (tg rows only).

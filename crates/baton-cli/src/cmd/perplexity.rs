@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
 use clap::Args;
 
-use crate::run::ModelArgs;
+use crate::cmd::run::ModelArgs;
 
 /// Arguments of `baton perplexity`.
 #[derive(Args)]

@@ -17,7 +17,7 @@ use baton_llama::conversation::Conversation;
 use baton_llama::sampling::Sampler;
 use baton_llama::Model;
 
-use crate::run::RunArgs;
+use crate::cmd::run::RunArgs;
 
 /// Most tokens of an answer when `-n` is not given (a safety net against
 /// answers that never end their turn; `-n` raises it).
@@ -112,7 +112,7 @@ fn answer(
     out: &mut impl Write,
     totals: &mut Totals,
 ) -> Result<()> {
-    crate::interrupt::clear();
+    crate::util::interrupt::clear();
     let prompt_start = Instant::now();
     let (logits, stats) = chat.prompt(model)?;
     for &t in &chat.cached_tokens()[stats.reused..] {
@@ -132,7 +132,7 @@ fn answer(
         if chat.ends_turn(token) || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
             break;
         }
-        if crate::interrupt::requested() {
+        if crate::util::interrupt::requested() {
             eprintln!("\ninterrupted: the answer stopped after {generated} tokens");
             break;
         }

@@ -1,0 +1,7 @@
+//! `baton bench` and its sub-commands.
+
+pub mod gates;
+pub mod memory;
+pub mod model;
+pub mod submit;
+pub mod sync;

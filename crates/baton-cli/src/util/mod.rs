@@ -1,0 +1,4 @@
+//! Helpers of every command: statistics, Ctrl-C.
+
+pub mod interrupt;
+pub mod stats;
