@@ -1,5 +1,6 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 
+mod cli;
 mod cmd;
 mod util;
 
@@ -36,7 +37,7 @@ enum Command {
     ///   baton bench --devices cpu:0,cpu:1 -p 512 -ub 64 --n-copies 2
     ///   baton bench sync --json
     ///   baton bench gates
-    Bench(bench::model::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Perplexity of a model on a text file (llama.cpp's method).
     ///
     /// Example:
@@ -81,7 +82,7 @@ fn main() {
     interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Bench(args) => bench::model::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Conformance(args) => conformance::run(args),

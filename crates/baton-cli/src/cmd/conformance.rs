@@ -46,7 +46,7 @@ struct Row {
 
 /// The devices the suite runs on, and their name for the header.
 fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, String)> {
-    let mut devices = crate::cmd::devices::open(&args.devices, None)?;
+    let mut devices = crate::cli::devices::open(&args.devices, None)?;
     match args.split_mode.as_str() {
         "layer" => {
             if devices.len() == 1 {
@@ -56,7 +56,7 @@ fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, S
             Ok((devices, args.devices.clone()))
         }
         "tensor" => {
-            let policy = crate::cmd::devices::gate_policy(args.gate_policy.as_deref())?;
+            let policy = crate::cli::devices::gate_policy(args.gate_policy.as_deref())?;
             let pair = CompositeDevice::conformance_pair(devices, policy).context("building the composite devices")?;
             let name = format!("two composite devices {}", pair[0].info().name);
             Ok((pair, name))
@@ -132,7 +132,7 @@ fn json_row(row: &Row) -> String {
         row.name,
         row.outcome == Outcome::Passed,
         row.ms,
-        crate::cmd::devices::json_str(message),
-        crate::cmd::devices::json_str(why)
+        crate::util::json::json_str(message),
+        crate::util::json::json_str(why)
     )
 }

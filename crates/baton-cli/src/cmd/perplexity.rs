@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
 use clap::Args;
 
-use crate::cmd::run::ModelArgs;
+use crate::cli::args::ModelArgs;
 
 /// Arguments of `baton perplexity`.
 #[derive(Args)]

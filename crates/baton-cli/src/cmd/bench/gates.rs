@@ -25,7 +25,8 @@ use baton_core::DType;
 use baton_cpu::CpuDevice;
 use clap::Args;
 
-use crate::cmd::bench::sync::{host_core, on_host_thread, open_pair, percentile, policies, Probe, TIMEOUT};
+use super::pair::{host_core, on_host_thread, open_pair, policies, Probe, TIMEOUT};
+use crate::util::stats::percentile;
 
 /// Arguments of `baton bench gates`.
 #[derive(Args)]

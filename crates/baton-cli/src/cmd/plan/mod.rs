@@ -6,7 +6,7 @@ use anyhow::Result;
 use baton_llama::graph::{GraphShape, Logits};
 use clap::Args;
 
-use crate::cmd::run::ModelArgs;
+use crate::cli::args::ModelArgs;
 
 /// Arguments of `baton plan`.
 #[derive(Args)]
