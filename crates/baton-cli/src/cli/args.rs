@@ -9,6 +9,8 @@ use anyhow::Result;
 use baton_llama::sampling::{Sampler, SamplingParams};
 use clap::Args;
 
+use super::choices::{CacheType, GatePolicy, SplitMode};
+
 /// Where the model comes from and how it is placed (shared by the verbs).
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
@@ -33,11 +35,9 @@ pub struct ModelArgs {
         default_value_t = 512
     )]
     pub batch: usize,
-    /// How the model is spread over several devices (`-sm`): `none` (the
-    /// first device only), `layer` (contiguous layers per device) or
-    /// `tensor` (every weight split over the devices, all-reduce gates).
-    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
-    pub split_mode: String,
+    /// How the model is spread over several devices (`-sm`).
+    #[arg(long = "split-mode", visible_alias = "sm", value_enum, default_value_t = SplitMode::Layer)]
+    pub split_mode: SplitMode,
     /// Share of each device (`-ts`), e.g. `1,1` or `3,1`: of the layers
     /// (`layer`), of the heads, FFN rows and vocabulary (`tensor`).
     #[arg(long = "tensor-split", value_delimiter = ',')]
@@ -61,14 +61,13 @@ pub struct ModelArgs {
     /// logits are bit for bit one device's; slower.
     #[arg(long = "tensor-exact")]
     pub tensor_exact: bool,
-    /// How the gates of `--split-mode tensor` wait: block, spin or poll
-    /// (default: `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else
-    /// spin: poll for 50 µs, then block, so a long wait frees the core).
-    #[arg(long = "gate-policy")]
-    pub gate_policy: Option<String>,
-    /// KV cache type: f16 or f32 (default: f16; f32 for perplexity).
-    #[arg(long = "cache-type")]
-    pub cache_type: Option<String>,
+    /// How the gates of `--split-mode tensor` wait (default:
+    /// `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else spin).
+    #[arg(long = "gate-policy", value_enum)]
+    pub gate_policy: Option<GatePolicy>,
+    /// KV cache type (default: f16; f32 for perplexity).
+    #[arg(long = "cache-type", value_enum, ignore_case = true)]
+    pub cache_type: Option<CacheType>,
 }
 
 impl ModelArgs {
@@ -128,5 +127,65 @@ impl SamplingArgs {
         };
         params.validate()?;
         Ok(Sampler::new(params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::DType;
+    use clap::Parser;
+
+    /// `ModelArgs` on a command line of their own.
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        model: ModelArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ModelArgs, clap::Error> {
+        Line::try_parse_from(std::iter::once("baton").chain(args.iter().copied())).map(|l| l.model)
+    }
+
+    #[test]
+    fn every_split_mode_spelling_parses() {
+        for (name, mode) in [("none", SplitMode::None), ("layer", SplitMode::Layer), ("tensor", SplitMode::Tensor)] {
+            for flag in ["--split-mode", "--sm"] {
+                let args = parse(&[flag, name]).unwrap_or_else(|e| panic!("{flag} {name}: {e}"));
+                assert_eq!(args.split_mode, mode, "{flag} {name}");
+            }
+        }
+        assert_eq!(parse(&[]).map(|a| a.split_mode).ok(), Some(SplitMode::Layer), "the default");
+    }
+
+    #[test]
+    fn every_gate_policy_spelling_parses() {
+        for (name, policy) in [("block", GatePolicy::Block), ("spin", GatePolicy::Spin), ("poll", GatePolicy::Poll)] {
+            let args = parse(&["--gate-policy", name]).unwrap_or_else(|e| panic!("--gate-policy {name}: {e}"));
+            assert_eq!(args.gate_policy, Some(policy), "--gate-policy {name}");
+        }
+        assert_eq!(parse(&[]).map(|a| a.gate_policy).ok(), Some(None), "none given: the environment decides");
+    }
+
+    #[test]
+    fn cache_types_parse_in_any_letter_case() {
+        for (name, dtype) in [("f16", DType::F16), ("F16", DType::F16), ("f32", DType::F32), ("F32", DType::F32)] {
+            let args = parse(&["--cache-type", name]).unwrap_or_else(|e| panic!("--cache-type {name}: {e}"));
+            assert_eq!(args.cache_type.map(CacheType::dtype), Some(dtype), "--cache-type {name}");
+        }
+    }
+
+    #[test]
+    fn a_bad_choice_is_clap_error_listing_the_choices() {
+        for (args, choices) in [
+            (["--split-mode", "row"], "[possible values: none, layer, tensor]"),
+            (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
+            (["--cache-type", "q4_0"], "[possible values: f16, f32]"),
+        ] {
+            let error = parse(&args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{args:?}");
+            let text = error.to_string();
+            assert!(text.contains(args[0]) && text.contains(choices), "{args:?}: {text}");
+        }
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use baton_core::backend::Device;
-use baton_core::sync::WaitPolicy;
 
 /// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`,
 /// `vulkan:0`, `vulkan:0,vulkan:0`, or a mix), in the list's order.
@@ -41,19 +40,4 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
         devices.push(next.with_context(|| format!("opening {name}"))?);
     }
     Ok(devices)
-}
-
-/// How the gates of a composite device (`--split-mode tensor`) wait:
-/// `--gate-policy` where given, else `BATON_WAIT_POLICY` or
-/// `BATON_FAST_SYNC` where set, else spin (poll for 50 µs, then block).
-pub fn gate_policy(name: Option<&str>) -> Result<WaitPolicy> {
-    match name {
-        Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}")),
-        None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
-            || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
-        {
-            Ok(WaitPolicy::process_default())
-        }
-        None => WaitPolicy::from_name("spin").context("the spin policy"),
-    }
 }

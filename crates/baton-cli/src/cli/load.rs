@@ -8,29 +8,25 @@ use baton_composite::CompositeDevice;
 use baton_llama::{LoadOptions, Model};
 
 use super::args::ModelArgs;
+use super::choices::{gate_policy, CacheType, SplitMode};
 
 impl ModelArgs {
     /// Loads the model on the first device of the list.
     pub fn load(&self) -> Result<Model> {
         let path = self.path()?;
-        let devices = crate::cli::devices::open(&self.devices, self.threads)?;
-        let name = self.cache_type.as_deref().unwrap_or("f16");
-        let cache_type = baton_core::DType::from_name(name)
-            .filter(|t| matches!(t, baton_core::DType::F16 | baton_core::DType::F32))
-            .with_context(|| format!("--cache-type {name:?}: use f16 or f32"))?;
+        let devices = super::devices::open(&self.devices, self.threads)?;
         let options = LoadOptions {
             context: self.context,
-            cache_type,
+            cache_type: self.cache_type.unwrap_or(CacheType::F16).dtype(),
             batch: self.batch,
             tensor_split: self.tensor_split.clone(),
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
             tensor_exact: self.tensor_exact,
         };
-        let devices = match self.split_mode.as_str() {
-            "layer" | "tensor" => devices,
-            "none" => devices.into_iter().take(1).collect(),
-            other => anyhow::bail!("--split-mode {other:?}: use none, layer or tensor"),
+        let devices = match self.split_mode {
+            SplitMode::Layer | SplitMode::Tensor => devices,
+            SplitMode::None => devices.into_iter().take(1).collect(),
         };
         if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
             anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
@@ -40,8 +36,8 @@ impl ModelArgs {
         {
             anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
         }
-        let mut model = if self.split_mode == "tensor" {
-            let policy = crate::cli::devices::gate_policy(self.gate_policy.as_deref())?;
+        let mut model = if self.split_mode == SplitMode::Tensor {
+            let policy = gate_policy(self.gate_policy);
             let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
             Model::load_tensor_parallel(&path, Arc::new(composite), &options)
         } else {

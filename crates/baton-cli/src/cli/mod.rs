@@ -2,5 +2,6 @@
 //! the devices a `--devices` list names, and the model they load.
 
 pub mod args;
+pub mod choices;
 pub mod devices;
 pub mod load;

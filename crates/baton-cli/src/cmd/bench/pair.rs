@@ -12,16 +12,15 @@ use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 use baton_cpu::CpuDevice;
 
+use crate::cli::choices::GatePolicy;
+
 /// The bound of every host wait of these benches: a longer one is a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The three policies measured, block first (the ratios' baseline).
+/// The three policies measured, block first (the ratios' baseline): those
+/// of `--gate-policy`.
 pub fn policies() -> [WaitPolicy; 3] {
-    [
-        WaitPolicy::Block,
-        WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) },
-        WaitPolicy::Poll { bound: Duration::from_secs(10) },
-    ]
+    [GatePolicy::Block, GatePolicy::Spin, GatePolicy::Poll].map(GatePolicy::wait_policy)
 }
 
 /// Opens cpu:0 and cpu:1 (one core each on a two-core machine) whose
