@@ -133,44 +133,39 @@ impl SamplingArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::parse_alone;
     use baton_core::DType;
-    use clap::Parser;
-
-    /// `ModelArgs` on a command line of their own.
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        model: ModelArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<ModelArgs, clap::Error> {
-        Line::try_parse_from(std::iter::once("baton").chain(args.iter().copied())).map(|l| l.model)
-    }
 
     #[test]
     fn every_split_mode_spelling_parses() {
         for (name, mode) in [("none", SplitMode::None), ("layer", SplitMode::Layer), ("tensor", SplitMode::Tensor)] {
             for flag in ["--split-mode", "--sm"] {
-                let args = parse(&[flag, name]).unwrap_or_else(|e| panic!("{flag} {name}: {e}"));
+                let args = parse_alone::<ModelArgs>(&[flag, name]).unwrap_or_else(|e| panic!("{flag} {name}: {e}"));
                 assert_eq!(args.split_mode, mode, "{flag} {name}");
             }
         }
-        assert_eq!(parse(&[]).map(|a| a.split_mode).ok(), Some(SplitMode::Layer), "the default");
+        assert_eq!(parse_alone::<ModelArgs>(&[]).map(|a| a.split_mode).ok(), Some(SplitMode::Layer), "the default");
     }
 
     #[test]
     fn every_gate_policy_spelling_parses() {
         for (name, policy) in [("block", GatePolicy::Block), ("spin", GatePolicy::Spin), ("poll", GatePolicy::Poll)] {
-            let args = parse(&["--gate-policy", name]).unwrap_or_else(|e| panic!("--gate-policy {name}: {e}"));
+            let args = parse_alone::<ModelArgs>(&["--gate-policy", name])
+                .unwrap_or_else(|e| panic!("--gate-policy {name}: {e}"));
             assert_eq!(args.gate_policy, Some(policy), "--gate-policy {name}");
         }
-        assert_eq!(parse(&[]).map(|a| a.gate_policy).ok(), Some(None), "none given: the environment decides");
+        assert_eq!(
+            parse_alone::<ModelArgs>(&[]).map(|a| a.gate_policy).ok(),
+            Some(None),
+            "none given: the environment decides"
+        );
     }
 
     #[test]
     fn cache_types_parse_in_any_letter_case() {
         for (name, dtype) in [("f16", DType::F16), ("F16", DType::F16), ("f32", DType::F32), ("F32", DType::F32)] {
-            let args = parse(&["--cache-type", name]).unwrap_or_else(|e| panic!("--cache-type {name}: {e}"));
+            let args = parse_alone::<ModelArgs>(&["--cache-type", name])
+                .unwrap_or_else(|e| panic!("--cache-type {name}: {e}"));
             assert_eq!(args.cache_type.map(CacheType::dtype), Some(dtype), "--cache-type {name}");
         }
     }
@@ -182,7 +177,7 @@ mod tests {
             (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
             (["--cache-type", "q4_0"], "[possible values: f16, f32]"),
         ] {
-            let error = parse(&args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
+            let error = parse_alone::<ModelArgs>(&args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
             assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{args:?}");
             let text = error.to_string();
             assert!(text.contains(args[0]) && text.contains(choices), "{args:?}: {text}");

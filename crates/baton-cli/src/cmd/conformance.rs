@@ -149,27 +149,24 @@ fn json_row(row: &Row) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        args: ConformanceArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<ConformanceArgs, clap::Error> {
-        Line::try_parse_from(std::iter::once("conformance").chain(args.iter().copied())).map(|l| l.args)
-    }
+    use crate::cli::parse_alone;
 
     #[test]
     fn the_suite_runs_on_layer_or_tensor_only() {
-        assert_eq!(parse(&[]).map(|a| a.split_mode).ok(), Some(SuiteSplitMode::Layer), "the default");
+        assert_eq!(
+            parse_alone::<ConformanceArgs>(&[]).map(|a| a.split_mode).ok(),
+            Some(SuiteSplitMode::Layer),
+            "the default"
+        );
         for (name, mode) in [("layer", SuiteSplitMode::Layer), ("tensor", SuiteSplitMode::Tensor)] {
-            let args = parse(&["--split-mode", name]).unwrap_or_else(|e| panic!("--split-mode {name}: {e}"));
+            let args = parse_alone::<ConformanceArgs>(&["--split-mode", name])
+                .unwrap_or_else(|e| panic!("--split-mode {name}: {e}"));
             assert_eq!(args.split_mode, mode, "--split-mode {name}");
         }
         for bad in ["none", "row"] {
-            let error = parse(&["--split-mode", bad]).err().unwrap_or_else(|| panic!("--split-mode {bad} parsed"));
+            let error = parse_alone::<ConformanceArgs>(&["--split-mode", bad])
+                .err()
+                .unwrap_or_else(|| panic!("--split-mode {bad} parsed"));
             assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "--split-mode {bad}");
             assert!(error.to_string().contains("[possible values: layer, tensor]"), "{error}");
         }
