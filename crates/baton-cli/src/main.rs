@@ -133,3 +133,15 @@ fn describe(e: &anyhow::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own check of the whole command line: no two arguments share a
+    /// flag, every default is one of its choices, every reference resolves.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}
