@@ -115,9 +115,9 @@ fn compute_with(device: CompositeDevice, shares: &[f32]) -> Result<Vec<f32>, Str
     for (input, values) in [(&x, &xv), (&x, &xv), (&moved, &xv2)] {
         let mut b = Bindings::new(&g);
         for (name, t) in [("x", input), ("w1", &w1), ("w2", &w2), ("y", &y)] {
-            b.bind_name(&g, name, t.clone())?;
+            b.bind_name(name, t.clone())?;
         }
-        s.compute(&g, b)?;
+        s.compute(b)?;
         pending.push((s.read_into_async(&y, vec![0f32; T * D])?, values));
     }
     let mut got = Vec::new();

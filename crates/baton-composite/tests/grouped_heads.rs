@@ -89,9 +89,9 @@ fn compute(devices: usize, shares: &[f32], policy: WaitPolicy) {
     let g = graph();
     let mut b = Bindings::new(&g);
     for (name, t) in [("q", &q), ("k", &k), ("v", &v), ("o", &o)] {
-        b.bind_name(&g, name, t.clone()).expect("bind");
+        b.bind_name(name, t.clone()).expect("bind");
     }
-    s.compute(&g, b).expect("compute");
+    s.compute(b).expect("compute");
     let got = s.read_into_async(&o, vec![0f32; HEADS * T * DV]).expect("read").wait().expect("done");
     let want = reference(&qv, &kv_, &vv);
     let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

@@ -21,9 +21,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let xt = TensorRef::new(&devices[0].alloc(16)?, 0, DType::F32, &[4])?;
     let yt = TensorRef::new(&devices[0].alloc(16)?, 0, DType::F32, &[4])?;
     let mut b = Bindings::new(&g);
-    b.bind_name(&g, "x", xt.clone())?.bind_name(&g, "y", yt.clone())?;
+    b.bind_name("x", xt.clone())?.bind_name("y", yt.clone())?;
     let write = s0.write_async(&xt, vec![1f32, 2.0, 3.0, 4.0])?; // the stream owns the Vec now
-    let done = s0.compute(&g, b)?; // returns at once: a SyncPoint
+    let done = s0.compute(b)?; // returns at once: a SyncPoint
 
     // ... then copied to device 1, which waits on device 0's point without
     // blocking the host.

@@ -52,9 +52,9 @@ impl BoundCache {
                 let places = binds.iter().map(|(_, t)| place(t)).collect();
                 let mut bindings = Bindings::new(graph);
                 for (node, tensor) in binds {
-                    bindings.bind(graph, node, tensor)?;
+                    bindings.bind(node, tensor)?;
                 }
-                let bound = BoundGraph::new(graph, bindings)?;
+                let bound = BoundGraph::new(bindings)?;
                 kept.truncate(KEPT - 1);
                 kept.insert(0, (places, bound));
                 // Graphs only this cache still holds (their plans were

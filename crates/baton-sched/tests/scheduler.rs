@@ -86,13 +86,13 @@ fn sequential(graph: &Arc<Graph>, weights: &HashMap<String, Vec<f32>>, inputs: &
     for x in inputs {
         let mut b = Bindings::new(graph);
         for (name, w) in weights {
-            b.bind_name(graph, name, upload(&s, &device, w, &[WIDTH, WIDTH])).expect("bind");
+            b.bind_name(name, upload(&s, &device, w, &[WIDTH, WIDTH])).expect("bind");
         }
-        b.bind_name(graph, "x", upload(&s, &device, x, &[ROWS, WIDTH])).expect("bind");
+        b.bind_name("x", upload(&s, &device, x, &[ROWS, WIDTH])).expect("bind");
         let y =
             TensorRef::new(&device.alloc(ROWS * WIDTH * 4).expect("alloc"), 0, DType::F32, &[ROWS, WIDTH]).expect("y");
-        b.bind_name(graph, "y", y.clone()).expect("bind");
-        s.compute(graph, b).expect("compute");
+        b.bind_name("y", y.clone()).expect("bind");
+        s.compute(b).expect("compute");
         out.push(s.read_into_async(&y, vec![0f32; ROWS * WIDTH]).expect("read").wait().expect("read"));
     }
     out

@@ -70,8 +70,8 @@ fn a_computation_on_memory_the_device_cannot_bind_is_refused_at_submission() {
     let on_cpu = TensorRef::new(&cpu.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
     let on_gpu = TensorRef::new(&d.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
     let mut b = Bindings::new(&g);
-    b.bind_name(&g, "x", on_cpu).expect("x").bind_name(&g, "y", on_gpu.clone()).expect("y");
-    match s.compute(&g, b) {
+    b.bind_name("x", on_cpu).expect("x").bind_name("y", on_gpu.clone()).expect("y");
+    match s.compute(b) {
         Err(StreamError::InaccessibleBuffer { device, .. }) => assert_eq!(device, "cpu"),
         Err(other) => panic!("expected InaccessibleBuffer, got {other}"),
         Ok(point) => panic!("a computation bound to CPU memory was queued ({point})"),

@@ -247,8 +247,8 @@ fn an_inserted_wait_on_failed_work_inherits_no_order() {
     s1.wait_bounded(&s2.last_point(), WaitPolicy::Block, Some(Duration::from_millis(30))).expect("wait");
     let graph = baton_conformance::contract::scale_graph(16, 2.0);
     let mut b = baton_core::backend::Bindings::new(&graph);
-    b.bind_name(&graph, "x", x.clone()).expect("x").bind_name(&graph, "y", y.clone()).expect("y");
-    s1.compute(&graph, b).expect("stream 1 computes y from x after its (doomed) wait");
+    b.bind_name("x", x.clone()).expect("x").bind_name("y", y.clone()).expect("y");
+    s1.compute(b).expect("stream 1 computes y from x after its (doomed) wait");
     s0.copy(&z, &x, None).expect("stream 0 overwrites x, after stream 1's read of it settles");
     let write = s0.write_async(&y, vec![5f32; 16]).expect("stream 0 overwrites y");
     let write = match write.wait_within(Duration::from_millis(300)) {
