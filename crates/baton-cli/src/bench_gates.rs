@@ -65,8 +65,7 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 
 /// A zeroed f32 tensor of `dims` alone in a new buffer of `device`.
 fn tensor(device: &CpuDevice, dims: &[usize]) -> Result<TensorRef> {
-    let buffer = device.alloc(dims.iter().product::<usize>() * 4)?;
-    Ok(TensorRef::new(&buffer, 0, DType::F32, dims)?)
+    Ok(device.alloc_tensor(DType::F32, dims)?)
 }
 
 /// Writes `values` into `t` on `stream` and waits.

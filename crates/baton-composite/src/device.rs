@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream};
+use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream, TensorRef};
 use baton_core::graph::Op;
 use std::time::Duration;
 
@@ -138,9 +138,9 @@ impl CompositeDevice {
         &self.collective
     }
 
-    /// A buffer holding one tensor of `dtype` and `dims` as `split` says
-    /// (checked); write and read it whole, bind it whole.
-    pub fn alloc_tensor(&self, dtype: DType, dims: &[usize], split: TensorSplit) -> Result<Buffer, CompositeError> {
+    /// One tensor of `dtype` and `dims` in a buffer of its own, held as
+    /// `split` says (checked); write and read it whole, bind it whole.
+    pub fn alloc_split(&self, dtype: DType, dims: &[usize], split: TensorSplit) -> Result<TensorRef, CompositeError> {
         split.check(dtype, dims, self.inner.len())?;
         let bytes = |dims: &[usize]| -> Result<usize, CompositeError> {
             let rows: usize = dims[..dims.len() - 1].iter().product();
@@ -154,7 +154,8 @@ impl CompositeDevice {
             .map(|d| Ok(self.inner[d].alloc(bytes(&split.local_dims(dims, d))?)?))
             .collect::<Result<Vec<_>, CompositeError>>()?;
         let tensor = SplitTensor { dtype, dims: dims.to_vec(), split };
-        Ok(Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor)))))
+        let buffer = Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor))));
+        Ok(TensorRef::new(&buffer, 0, dtype, dims)?)
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use baton_composite::{CompositeDevice, GateKind, Partition, TensorSplit};
 use baton_conformance::random;
-use baton_core::backend::{Bindings, Device, TensorRef};
+use baton_core::backend::{Bindings, Device};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
@@ -74,10 +74,7 @@ fn compute(devices: usize, shares: &[f32], policy: WaitPolicy) {
         CompositeDevice::new(inner.into_iter().map(|d| d as Arc<dyn Device>).collect(), policy).expect("composite");
     let (heads, kv) = splits(devices, shares);
     let s = device.new_stream().expect("stream");
-    let tensor = |dims: &[usize], split: TensorSplit| {
-        let buffer = device.alloc_tensor(DType::F32, dims, split).expect("alloc");
-        TensorRef::new(&buffer, 0, DType::F32, dims).expect("tensor")
-    };
+    let tensor = |dims: &[usize], split: TensorSplit| device.alloc_split(DType::F32, dims, split).expect("alloc");
     let q = tensor(&[HEADS, T, K], heads);
     let k = tensor(&[KV, N, K], kv.clone());
     let v = tensor(&[KV, DV, N], kv);

@@ -37,10 +37,7 @@ impl Fixture {
 
     /// A zeroed tensor of any type on device `d`, alone in its buffer.
     pub fn typed_tensor(&self, d: usize, dtype: DType, dims: &[usize]) -> TensorRef {
-        let elems: usize = dims.iter().product();
-        let bytes = elems / dtype.block_elems() * dtype.block_bytes();
-        let buffer = self.devices[d].alloc(bytes).expect("alloc");
-        TensorRef::new(&buffer, 0, dtype, dims).expect("tensor")
+        self.devices[d].alloc_tensor(dtype, dims).expect("alloc")
     }
 
     /// A buffer of `bytes` on device `d`.

@@ -2,7 +2,7 @@
 //! the README's library example. `cargo run --release --example two_devices -p baton-cpu`
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, TensorRef};
+use baton_core::backend::{Bindings, Device};
 use baton_core::graph::{Flags, Graph};
 use baton_core::DType;
 
@@ -18,8 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     g.mark(y, Flags::OUTPUT)?;
     g.set_name(y, "y")?;
     let g = Arc::new(g);
-    let xt = TensorRef::new(&devices[0].alloc(16)?, 0, DType::F32, &[4])?;
-    let yt = TensorRef::new(&devices[0].alloc(16)?, 0, DType::F32, &[4])?;
+    let xt = devices[0].alloc_tensor(DType::F32, &[4])?;
+    let yt = devices[0].alloc_tensor(DType::F32, &[4])?;
     let mut b = Bindings::new(&g);
     b.bind_name("x", xt.clone())?.bind_name("y", yt.clone())?;
     let write = s0.write_async(&xt, vec![1f32, 2.0, 3.0, 4.0])?; // the stream owns the Vec now
@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ... then copied to device 1, which waits on device 0's point without
     // blocking the host.
-    let zt = TensorRef::new(&devices[1].alloc(16)?, 0, DType::F32, &[4])?;
+    let zt = devices[1].alloc_tensor(DType::F32, &[4])?;
     s1.copy(&yt, &zt, Some(&done))?;
     let read = s1.read_into_async(&zt, vec![0f32; 4])?;
     let result = read.wait()?; // waits for its own point only

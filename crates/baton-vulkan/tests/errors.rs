@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, DeviceError, StreamError, TensorRef};
+use baton_core::backend::{Bindings, Device, DeviceError, StreamError};
 use baton_core::graph::{Flags, Graph};
 use baton_core::DType;
 use baton_vulkan::VulkanError;
@@ -67,8 +67,8 @@ fn a_computation_on_memory_the_device_cannot_bind_is_refused_at_submission() {
     g.mark(y, Flags::OUTPUT).expect("mark");
     g.set_name(y, "y").expect("name");
     let g = Arc::new(g);
-    let on_cpu = TensorRef::new(&cpu.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
-    let on_gpu = TensorRef::new(&d.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let on_cpu = cpu.alloc_tensor(DType::F32, &[4]).expect("alloc");
+    let on_gpu = d.alloc_tensor(DType::F32, &[4]).expect("alloc");
     let mut b = Bindings::new(&g);
     b.bind_name("x", on_cpu).expect("x").bind_name("y", on_gpu.clone()).expect("y");
     match s.compute(b) {

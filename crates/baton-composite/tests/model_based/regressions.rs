@@ -158,8 +158,8 @@ fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
     let cpu = cpus();
     let device = composite();
     let (reader, writer) = (cpu[0].new_stream().expect("stream"), device.new_stream().expect("stream"));
-    let src = TensorRef::new(&cpu[0].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
-    let dst = TensorRef::new(&device.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let src = cpu[0].alloc_tensor(DType::F32, &[4]).expect("alloc");
+    let dst = device.alloc_tensor(DType::F32, &[4]).expect("alloc");
     let data = vec![1.5f32, 2.5, 3.5, 4.5];
     reader.write_async(&src, data.clone()).expect("write").wait_timeout(Duration::from_secs(2)).expect("written");
     let host = HostTimeline::new("gate");

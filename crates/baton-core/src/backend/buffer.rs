@@ -270,6 +270,11 @@ impl TensorRef {
         Ok(TensorRef { buffer: buffer.clone(), offset, dtype, shape })
     }
 
+    /// A tensor at the start of `buffer`, which the caller sized for it.
+    pub(crate) fn whole(buffer: Buffer, dtype: DType, shape: Shape) -> TensorRef {
+        TensorRef { buffer, offset: 0, dtype, shape }
+    }
+
     /// The buffer.
     pub fn buffer(&self) -> &Buffer {
         &self.buffer

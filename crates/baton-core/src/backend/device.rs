@@ -1,8 +1,9 @@
 //! Devices: what they are, what they can do, and how to get memory and
 //! streams from them.
 
-use crate::backend::{Buffer, DeviceError, Stream};
+use crate::backend::{Buffer, DeviceError, Stream, TensorRef};
 use crate::graph::Op;
+use crate::shape::{Layout, Shape};
 use crate::DType;
 
 /// The kind of a device.
@@ -46,6 +47,15 @@ pub trait Device: Send + Sync {
 
     /// Allocates `bytes` of device memory (zeroed).
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError>;
+
+    /// Allocates a contiguous tensor of `dtype` and `dims` in a buffer of
+    /// its own (zeroed), sized by the type: quantized types by whole blocks
+    /// per row.
+    fn alloc_tensor(&self, dtype: DType, dims: &[usize]) -> Result<TensorRef, DeviceError> {
+        let shape = Shape::new(dims)?;
+        let bytes = Layout::contiguous(dtype, shape)?.end_byte(dtype);
+        Ok(TensorRef::whole(self.alloc(bytes)?, dtype, shape))
+    }
 
     /// Creates a new in-order stream.
     fn new_stream(&self) -> Result<Stream, DeviceError>;

@@ -1,6 +1,7 @@
 //! Errors of devices and streams.
 
 use crate::graph::GraphError;
+use crate::shape::ShapeError;
 use crate::sync::{Failure, WaitError};
 
 /// An error of submitting to, or waiting on, a stream.
@@ -128,4 +129,7 @@ pub enum DeviceError {
         /// What failed.
         message: String,
     },
+    /// A tensor to allocate has no valid shape.
+    #[error("tensor to allocate: {0}")]
+    Shape(#[from] ShapeError),
 }

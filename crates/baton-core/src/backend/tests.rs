@@ -56,6 +56,47 @@ fn buffer(len: usize) -> Buffer {
     Buffer::new(Box::new(FakeBuffer { len }))
 }
 
+/// A device that only allocates fake buffers.
+struct FakeDevice(super::DeviceInfo);
+
+impl super::Device for FakeDevice {
+    fn info(&self) -> &super::DeviceInfo {
+        &self.0
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer, super::DeviceError> {
+        Ok(buffer(bytes))
+    }
+    fn new_stream(&self) -> Result<Stream, super::DeviceError> {
+        Err(super::DeviceError::Os { device: "fake:0".into(), message: "no streams".into() })
+    }
+    fn supports(&self, _: &crate::graph::Op, _: DType) -> bool {
+        false
+    }
+}
+
+#[test]
+fn tensors_are_allocated_by_type_and_shape() {
+    use super::Device;
+    let device = FakeDevice(super::DeviceInfo {
+        name: "fake:0".into(),
+        backend: "fake",
+        kind: super::DeviceKind::Cpu,
+        description: String::new(),
+        threads: 0,
+        cores: Vec::new(),
+        memory_bytes: 0,
+        features: Vec::new(),
+        weight_types: Vec::new(),
+        waits_on_host_points: false,
+    });
+    let f32s = device.alloc_tensor(DType::F32, &[3, 4]).expect("f32");
+    assert_eq!((f32s.offset(), f32s.bytes(), f32s.buffer().len()), (0, 48, 48));
+    let q8 = device.alloc_tensor(DType::Q8_0, &[2, 64]).expect("q8_0");
+    let row = DType::Q8_0.row_bytes(64).expect("whole blocks");
+    assert_eq!((q8.bytes(), q8.buffer().len(), q8.dtype()), (2 * row, 2 * row, DType::Q8_0));
+    assert!(matches!(device.alloc_tensor(DType::Q8_0, &[2, 33]), Err(super::DeviceError::Shape(_))), "a partial block");
+}
+
 #[test]
 fn buffers_and_ranges_report_their_bytes() {
     let (b, empty) = (buffer(64), buffer(0));
