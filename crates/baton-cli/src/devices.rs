@@ -37,7 +37,9 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     let mut cpus = if cpu_names.is_empty() {
         Vec::new()
     } else {
-        baton_cpu::open(&cpu_names, threads).with_context(|| format!("opening {}", cpu_names.join(",")))?
+        let mut options = baton_cpu::OpenOptions::default();
+        options.threads = threads;
+        baton_cpu::open_with(&cpu_names, &options).with_context(|| format!("opening {}", cpu_names.join(",")))?
     }
     .into_iter();
     let mut gpus = if vulkan_names.is_empty() {

@@ -11,11 +11,12 @@ use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 
 fn composites_with(policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    let inner: Vec<Arc<dyn Device>> = baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy)
-        .expect("two CPU devices")
-        .into_iter()
-        .map(|d| d as Arc<dyn Device>)
-        .collect();
+    let inner: Vec<Arc<dyn Device>> =
+        baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_policy(policy))
+            .expect("two CPU devices")
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect();
     CompositeDevice::conformance_pair(inner, policy).expect("composites")
 }
 

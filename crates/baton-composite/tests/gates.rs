@@ -53,7 +53,11 @@ fn reference(x: &[f32], w1: &[f32], w2: &[f32]) -> Vec<f32> {
 fn cpus(n: usize, policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
     let names: Vec<String> = (0..n).map(|i| format!("cpu:{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    baton_cpu::open_with_policy(&names, None, policy).expect("cpus").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open_with(&names, &baton_cpu::OpenOptions::default().with_policy(policy))
+        .expect("cpus")
+        .into_iter()
+        .map(|d| d as Arc<dyn Device>)
+        .collect()
 }
 
 /// The butterfly, but leaving no all-reduce to its consumers: every gate

@@ -8,7 +8,7 @@ use baton_core::DType;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Two CPU devices, each with its own cores, threads and memory.
-    let devices = baton_cpu::open(&["cpu:0", "cpu:1"], None)?;
+    let devices = baton_cpu::open(&["cpu:0", "cpu:1"])?;
     let (s0, s1) = (devices[0].new_stream()?, devices[1].new_stream()?);
 
     // y = 2x on device 0 ...

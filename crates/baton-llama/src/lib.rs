@@ -7,7 +7,7 @@
 //! use baton_core::backend::Device;
 //! use baton_llama::{LoadOptions, Model};
 //!
-//! let device: Arc<dyn Device> = baton_cpu::open(&["cpu"], None)?.remove(0);
+//! let device: Arc<dyn Device> = baton_cpu::open(&["cpu"])?.remove(0);
 //! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
 //! let prompt = model.tokenizer().encode("Once upon a time", true, false)?;
 //! let logits = model.eval_prompt(&prompt, 0)?;

@@ -26,7 +26,7 @@ impl Drop for Temp {
 }
 
 fn device() -> Arc<dyn Device> {
-    baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0)
+    baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
 }
 
 fn tiny(dir: &Temp) -> PathBuf {

@@ -35,7 +35,8 @@ fn tiny_model(test: &str) -> (TempDir, PathBuf) {
 }
 
 fn load(path: &Path, context: usize) -> Model {
-    let device = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let device =
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0);
     let options = LoadOptions { context: Some(context), cache_type: DType::F32, ..LoadOptions::default() };
     Model::load(path, device, &options).expect("load")
 }

@@ -209,7 +209,7 @@ fn argmax(logits: &[f32]) -> u32 {
 /// activations of the quantized matmuls pick "L".)
 #[test]
 fn smollm2_answers_two_turns_reusing_the_cache() {
-    let device = baton_cpu::open(&["cpu"], None).expect("cpu").remove(0);
+    let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
     let mut model =
         Model::load(&smollm2(), device, &LoadOptions { context: Some(256), ..LoadOptions::default() }).expect("load");
     let mut chat = Conversation::for_model(&model).expect("template");

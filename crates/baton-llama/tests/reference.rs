@@ -47,7 +47,7 @@ fn smollm2() -> PathBuf {
 }
 
 fn device() -> Arc<dyn Device> {
-    baton_cpu::open(&["cpu"], None).expect("cpu").remove(0)
+    baton_cpu::open(&["cpu"]).expect("cpu").remove(0)
 }
 
 /// The reference's logits for `tokens`, one row per position.
@@ -280,9 +280,24 @@ fn greedy(path: &Path, device: Arc<dyn Device>, prompt: &str, n: usize) -> Vec<u
 #[test]
 fn smollm2_greedy_is_deterministic_and_follows_the_reference() {
     let path = smollm2();
-    let one = greedy(&path, baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0), "Once upon a time", 12);
-    let two = greedy(&path, baton_cpu::open(&["cpu"], Some(2)).expect("cpu").remove(0), "Once upon a time", 12);
-    let again = greedy(&path, baton_cpu::open(&["cpu"], Some(2)).expect("cpu").remove(0), "Once upon a time", 12);
+    let one = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
+    let two = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
+    let again = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
     assert_eq!(one, two, "1 thread vs 2 threads");
     assert_eq!(two, again, "two runs");
     let out = Command::new(python())

@@ -29,7 +29,7 @@ fn tiny(tag: &str, dtype: DType) -> (Temp, PathBuf) {
 }
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
 }
 
 fn options(batch: usize, n_copies: usize, sync_copies: bool, split: &[f32]) -> LoadOptions {

@@ -36,7 +36,7 @@ fn tiny(tag: &str, dtype: DType) -> (Temp, PathBuf) {
 }
 
 fn cpus(names: &[&str], policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open_with_policy(names, None, policy)
+    baton_cpu::open_with(names, &baton_cpu::OpenOptions::default().with_policy(policy))
         .expect("devices")
         .into_iter()
         .map(|d| d as Arc<dyn Device>)

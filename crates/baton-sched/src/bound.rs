@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_same_tensors_reuse_the_bound_graph_and_others_are_bound_and_checked_again() {
-        let device = baton_cpu::open(&["cpu"], None).expect("cpu").remove(0);
+        let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
         let buffer = device.alloc(64).expect("buffer");
         let at = |offset: usize, dims: &[usize]| TensorRef::new(&buffer, offset, DType::F32, dims).expect("tensor");
         let g = graph();

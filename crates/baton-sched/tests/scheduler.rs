@@ -69,7 +69,7 @@ fn random_graph(rng: &mut Rng, groups: u32) -> (Graph, HashMap<String, Vec<f32>>
 }
 
 fn open(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
 }
 
 fn upload(stream: &Stream, device: &Arc<dyn Device>, values: &[f32], dims: &[usize]) -> TensorRef {

@@ -44,12 +44,12 @@ fn two_devices() -> Option<Vec<Arc<dyn Device>>> {
 
 /// Two logical devices whose copies go through the host.
 fn two_devices_host_bounce() -> Option<Vec<Arc<dyn Device>>> {
-    open(&["vulkan:0", "vulkan:0"], &OpenOptions { external_memory: false, ..OpenOptions::default() })
+    open(&["vulkan:0", "vulkan:0"], &OpenOptions::default().with_external_memory(false))
 }
 
 /// One logical device that never maps its memory (a discrete GPU's paths).
 fn one_device_staging() -> Option<Vec<Arc<dyn Device>>> {
-    let device = open(&["vulkan:0"], &OpenOptions { staging: true, ..OpenOptions::default() })?.remove(0);
+    let device = open(&["vulkan:0"], &OpenOptions::default().with_staging(true))?.remove(0);
     Some(vec![device.clone(), device])
 }
 

@@ -59,7 +59,8 @@ fn memory_the_device_cannot_give_is_an_error() {
 #[test]
 fn a_computation_on_memory_the_device_cannot_bind_is_refused_at_submission() {
     let Some(d) = device() else { return };
-    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let cpu =
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0);
     let s = d.new_stream().expect("stream");
     let mut g = Graph::new();
     let x = g.leaf("x", DType::F32, &[4], Flags::INPUT).expect("leaf");

@@ -44,7 +44,8 @@ fn relative_rms(a: &[f32], b: &[f32]) -> f64 {
 fn same_logits(shape: SynthShape, dtype: DType, bound: f64) {
     let Some(gpu) = vulkan() else { return };
     let path = model_file(shape, dtype);
-    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>;
+    let cpu = baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
+        as Arc<dyn Device>;
     let mut on_cpu = Model::load(&path, cpu, &Default::default()).expect("load on cpu");
     let mut on_gpu = Model::load(&path, gpu, &Default::default()).expect("load on vulkan");
     let _ = std::fs::remove_file(&path);

@@ -56,7 +56,8 @@ fn vulkan() -> Option<Arc<dyn Device>> {
 }
 
 fn cpu(name: &str) -> Arc<dyn Device> {
-    baton_cpu::open(&[name], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>
+    baton_cpu::open_with(&[name], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
+        as Arc<dyn Device>
 }
 
 struct Temp(PathBuf);

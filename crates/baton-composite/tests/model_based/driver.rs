@@ -117,7 +117,7 @@ fn call<T>(result: T) -> T {
 fn cpus() -> Vec<Arc<dyn Device>> {
     static CPUS: std::sync::OnceLock<Vec<Arc<dyn Device>>> = std::sync::OnceLock::new();
     CPUS.get_or_init(|| {
-        baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+        baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_threads(1))
             .expect("two CPU devices")
             .into_iter()
             .map(|d| d as Arc<dyn Device>)

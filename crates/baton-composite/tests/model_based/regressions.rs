@@ -10,7 +10,7 @@ use baton_core::sync::{HostTimeline, WaitError, WaitPolicy};
 use baton_core::DType;
 
 fn cpus() -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+    baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_threads(1))
         .expect("two CPU devices")
         .into_iter()
         .map(|d| d as Arc<dyn Device>)
