@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use baton_core::backend::{Device, DeviceKind};
+use baton_core::backend::{Device, DeviceKind, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use clap::Args;
 
@@ -50,8 +50,11 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     .into_iter();
     let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
     for name in names {
-        let next: Option<Arc<dyn Device>> =
-            if is_cpu(name) { cpus.next().map(|d| d as _) } else { gpus.next().map(|d| d as _) };
+        let next: Option<Arc<dyn Device>> = if is_cpu(name) {
+            cpus.next().map(IntoDevice::into_device)
+        } else {
+            gpus.next().map(IntoDevice::into_device)
+        };
         devices.push(next.with_context(|| format!("opening {name}"))?);
     }
     Ok(devices)

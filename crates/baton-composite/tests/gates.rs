@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use baton_composite::{Butterfly, Collective, CompositeDevice, CompositeError, GateIo, GateSpec, TensorSplit};
 use baton_conformance::{chaos, random};
 use baton_core::backend::{
-    Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp,
+    Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, IntoDevice, RawStream, Stream, StreamError,
+    StreamOp,
 };
 use baton_core::graph::{Flags, Graph, Op};
 use baton_core::sync::{SyncPoint, Timeline, WaitPolicy};
@@ -56,7 +57,7 @@ fn cpus(n: usize, policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
     baton_cpu::open_with(&names, &baton_cpu::OpenOptions::default().with_policy(policy))
         .expect("cpus")
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 

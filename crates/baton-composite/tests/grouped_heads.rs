@@ -70,8 +70,7 @@ fn compute(devices: usize, shares: &[f32], policy: WaitPolicy) {
     let names: Vec<String> = (0..devices).map(|i| format!("cpu:{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let inner = baton_cpu::open_with(&names, &baton_cpu::OpenOptions::default().with_policy(policy)).expect("cpus");
-    let device =
-        CompositeDevice::new(inner.into_iter().map(|d| d as Arc<dyn Device>).collect(), policy).expect("composite");
+    let device = CompositeDevice::new(inner, policy).expect("composite");
     let (heads, kv) = splits(devices, shares);
     let s = device.new_stream().expect("stream");
     let tensor = |dims: &[usize], split: TensorSplit| device.alloc_split(DType::F32, dims, split).expect("alloc");

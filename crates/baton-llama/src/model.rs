@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
-use baton_core::backend::{Bindings, Buffer, Device, Pending, TensorRef};
+use baton_core::backend::{into_devices, Bindings, Buffer, Device, IntoDevice, Pending, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
@@ -136,13 +136,17 @@ impl WeightTypes for Types<'_> {
 
 impl Model {
     /// Loads the GGUF file at `path` onto one device.
-    pub fn load(path: &Path, device: Arc<dyn Device>, options: &LoadOptions) -> Result<Model, ModelError> {
-        Self::load_split(path, vec![device], options)
+    pub fn load(path: &Path, device: impl IntoDevice, options: &LoadOptions) -> Result<Model, ModelError> {
+        Self::load_split(path, [device], options)
     }
 
     /// Loads the GGUF file at `path` with its layers split over `devices`.
-    pub fn load_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions) -> Result<Model, ModelError> {
-        Self::load_with(path, devices, options, None)
+    pub fn load_split(
+        path: &Path,
+        devices: impl IntoIterator<Item = impl IntoDevice>,
+        options: &LoadOptions,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path, into_devices(devices), options, None)
     }
 
     /// Loads the GGUF file at `path` with every layer's weights split over
@@ -154,7 +158,7 @@ impl Model {
         device: Arc<CompositeDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path, vec![device.clone() as Arc<dyn Device>], options, Some(device))
+        Self::load_with(path, vec![device.clone().into_device()], options, Some(device))
     }
 
     fn load_with(

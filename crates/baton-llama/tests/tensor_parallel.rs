@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_composite::CompositeDevice;
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
@@ -39,7 +39,7 @@ fn cpus(names: &[&str], policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
     baton_cpu::open_with(names, &baton_cpu::OpenOptions::default().with_policy(policy))
         .expect("devices")
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 

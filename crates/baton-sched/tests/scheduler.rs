@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, Stream, TensorRef};
+use baton_core::backend::{Bindings, Device, IntoDevice, Stream, TensorRef};
 use baton_core::graph::{Flags, Graph, NodeId};
 use baton_core::DType;
 use baton_sched::{Plan, Runner};
@@ -69,7 +69,7 @@ fn random_graph(rng: &mut Rng, groups: u32) -> (Graph, HashMap<String, Vec<f32>>
 }
 
 fn open(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
 fn upload(stream: &Stream, device: &Arc<dyn Device>, values: &[f32], dims: &[usize]) -> TensorRef {

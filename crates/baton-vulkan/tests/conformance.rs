@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_vulkan::OpenOptions;
 
 /// Whether a missing driver is a failure (CI, or asked for).
@@ -22,7 +22,7 @@ fn required() -> bool {
 
 fn open(names: &[&str], options: &OpenOptions) -> Option<Vec<Arc<dyn Device>>> {
     match baton_vulkan::open_with(names, options) {
-        Ok(devices) => Some(devices.into_iter().map(|d| d as Arc<dyn Device>).collect()),
+        Ok(devices) => Some(devices.into_iter().map(IntoDevice::into_device).collect()),
         Err(e) if e.is_unavailable() && !required() => {
             eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
             None

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use baton_composite::CompositeDevice;
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::perplexity::{perplexity, PerplexityOptions};
@@ -46,7 +46,7 @@ fn required() -> bool {
 
 fn vulkan() -> Option<Arc<dyn Device>> {
     match baton_vulkan::open(&["vulkan:0"]) {
-        Ok(mut d) => Some(d.remove(0) as Arc<dyn Device>),
+        Ok(mut d) => Some(d.remove(0).into_device()),
         Err(e) if e.is_unavailable() && !required() => {
             eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
             None
@@ -56,8 +56,10 @@ fn vulkan() -> Option<Arc<dyn Device>> {
 }
 
 fn cpu(name: &str) -> Arc<dyn Device> {
-    baton_cpu::open_with(&[name], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
-        as Arc<dyn Device>
+    baton_cpu::open_with(&[name], &baton_cpu::OpenOptions::default().with_threads(1))
+        .expect("cpu")
+        .remove(0)
+        .into_device()
 }
 
 struct Temp(PathBuf);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_composite::CompositeDevice;
-use baton_core::backend::{Device, TensorRef};
+use baton_core::backend::{Device, IntoDevice, TensorRef};
 use baton_core::sync::{HostTimeline, WaitError, WaitPolicy};
 use baton_core::DType;
 
@@ -13,7 +13,7 @@ fn cpus() -> Vec<Arc<dyn Device>> {
     baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_threads(1))
         .expect("two CPU devices")
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 

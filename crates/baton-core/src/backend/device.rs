@@ -1,6 +1,8 @@
 //! Devices: what they are, what they can do, and how to get memory and
 //! streams from them.
 
+use std::sync::Arc;
+
 use crate::backend::{Buffer, DeviceError, Stream, TensorRef};
 use crate::graph::Op;
 use crate::shape::{Layout, Shape};
@@ -62,4 +64,29 @@ pub trait Device: Send + Sync {
 
     /// Whether the device can run `op` whose first input has type `dtype`.
     fn supports(&self, op: &Op, dtype: DType) -> bool;
+}
+
+/// A device handle as the runtime holds it, `Arc<dyn Device>`, from a
+/// backend's own handle (`Arc<CpuDevice>`) or an erased one: what functions
+/// that take devices accept, so callers never cast.
+pub trait IntoDevice {
+    /// The erased handle.
+    fn into_device(self) -> Arc<dyn Device>;
+}
+
+impl<D: Device + 'static> IntoDevice for Arc<D> {
+    fn into_device(self) -> Arc<dyn Device> {
+        self
+    }
+}
+
+impl IntoDevice for Arc<dyn Device> {
+    fn into_device(self) -> Arc<dyn Device> {
+        self
+    }
+}
+
+/// Erases a list of device handles (see [`IntoDevice`]).
+pub fn into_devices(devices: impl IntoIterator<Item = impl IntoDevice>) -> Vec<Arc<dyn Device>> {
+    devices.into_iter().map(IntoDevice::into_device).collect()
 }
