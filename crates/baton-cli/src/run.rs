@@ -1,5 +1,6 @@
 //! `baton run`: generate text, streaming tokens as they come.
 
+use baton_llama::EncodeOptions;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -265,7 +266,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
     let mut sampler = args.sampling.sampler()?;
-    let prompt = model.tokenizer().encode(text, true, true)?;
+    let prompt = model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: true })?;
     if prompt.is_empty() {
         anyhow::bail!("the prompt gives no tokens");
     }

@@ -29,6 +29,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::Tokenizer;
 
 use crate::chat::{end_of_turn_tokens, ChatError, ChatTemplate, Message};
@@ -158,7 +159,7 @@ impl Conversation {
     /// when the vocabulary asks for it and the template did not write it.
     pub fn tokens(&self, tokenizer: &Tokenizer) -> Result<Vec<u32>, ConversationError> {
         let text = self.template.render(&self.messages, true)?;
-        let mut tokens = tokenizer.encode(&text, false, true)?;
+        let mut tokens = tokenizer.encode(&text, EncodeOptions { add_special: false, parse_special: true })?;
         if let Some(bos) = tokenizer.bos_id().filter(|_| tokenizer.adds_bos()) {
             if tokens.first() != Some(&bos) {
                 tokens.insert(0, bos);

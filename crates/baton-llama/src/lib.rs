@@ -3,13 +3,11 @@
 //! perplexity, and synthetic models.
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use baton_core::backend::Device;
-//! use baton_llama::{LoadOptions, Model};
+//! use baton_llama::{EncodeOptions, LoadOptions, Model};
 //!
-//! let device: Arc<dyn Device> = baton_cpu::open(&["cpu"])?.remove(0);
+//! let device = baton_cpu::open(&["cpu"])?.remove(0);
 //! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
-//! let prompt = model.tokenizer().encode("Once upon a time", true, false)?;
+//! let prompt = model.tokenizer().encode("Once upon a time", EncodeOptions { add_special: true, parse_special: false })?;
 //! let logits = model.eval_prompt(&prompt, 0)?;
 //! println!("{} logits", logits.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -32,6 +30,7 @@ pub mod weights;
 
 pub use baton_gguf;
 pub use baton_tokenizer;
+pub use baton_tokenizer::{EncodeOptions, Tokenizer};
 pub use chat::{ChatTemplate, Message};
 pub use config::LlamaConfig;
 pub use conversation::Conversation;

@@ -10,6 +10,7 @@
 use crate::error::ModelError;
 use crate::graph::Logits;
 use crate::model::Model;
+use baton_tokenizer::EncodeOptions;
 
 /// What to score.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +56,7 @@ pub fn perplexity(
         )));
     }
     let tokenizer = model.shared_tokenizer();
-    let tokens = tokenizer.encode(text, true, false)?;
+    let tokens = tokenizer.encode(text, EncodeOptions { add_special: true, parse_special: false })?;
     let available = tokens.len() / ctx;
     let n_chunks = options.chunks.map_or(available, |c| c.min(available));
     if n_chunks == 0 {

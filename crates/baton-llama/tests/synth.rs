@@ -2,6 +2,7 @@
 //! llama keys, tensors and tokenizer, are deterministic in the seed and hold
 //! sane weights.
 
+use baton_llama::EncodeOptions;
 use std::path::{Path, PathBuf};
 
 use baton_core::DType;
@@ -170,7 +171,7 @@ fn tokenizer_metadata_builds_a_tokenizer_that_round_trips() {
     assert_eq!(config, baton_tokenizer::synthetic_bpe(512));
     let tokenizer = Tokenizer::from_config(&config).expect("tokenizer from GGUF metadata");
     let text = "The robot checked the garden after the storm, then wrote 40 notes.";
-    let ids = tokenizer.encode(text, true, false).unwrap();
+    let ids = tokenizer.encode(text, EncodeOptions { add_special: true, parse_special: false }).unwrap();
     assert!(ids.len() < text.len(), "merges apply: {} ids for {} bytes", ids.len(), text.len());
     assert!(ids.iter().all(|&id| (id as usize) < 512));
     assert_eq!(tokenizer.decode(&ids).unwrap(), text);

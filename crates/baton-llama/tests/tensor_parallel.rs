@@ -167,7 +167,10 @@ fn smollm2_tensor_split_matches_one_device() {
     let text = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").expect("the license text");
     let opts = LoadOptions { context: Some(128), cache_type: DType::F32, batch: 128, ..Default::default() };
     let score = |model: &mut Model| {
-        let ids = model.tokenizer().encode(&text, true, false).expect("encode");
+        let ids = model
+            .tokenizer()
+            .encode(&text, baton_llama::EncodeOptions { add_special: true, parse_special: false })
+            .expect("encode");
         let logits = model.eval(&ids[..64], 0, Logits::All).expect("logits").to_vec();
         let o = baton_llama::perplexity::PerplexityOptions { context: 128, chunks: Some(2) };
         let ppl = baton_llama::perplexity::perplexity(model, &text, &o, &mut |_, _| {}).expect("perplexity").ppl;

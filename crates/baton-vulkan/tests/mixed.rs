@@ -28,6 +28,7 @@
 //! 3.8e-4 and SmolLM2-135M -2.4% perplexity over 2 chunks of 32. SmolLM2 is
 //! checked by `scripts/vulkan-smollm2.sh` (about 5 minutes on lavapipe).
 
+use baton_llama::EncodeOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,7 +113,8 @@ fn layer_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions
 }
 
 fn score(model: &mut Model, text: &str, teacher: usize, ppl: PerplexityOptions, steps: usize) -> Scores {
-    let ids = model.tokenizer().encode(text, true, false).expect("encode");
+    let ids =
+        model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
     assert!(ids.len() >= teacher, "the text has {} tokens, fewer than {teacher}", ids.len());
     let logits = model.eval(&ids[..teacher], 0, Logits::All).expect("teacher-forced logits").to_vec();
     let ppl = perplexity(model, text, &ppl, &mut |_, _| {}).expect("perplexity").ppl;
