@@ -14,7 +14,7 @@
 //! use baton_llama::conversation::Conversation;
 //!
 //! # let device = baton_cpu::open(&["cpu"])?.remove(0);
-//! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
+//! let mut model = Model::load("model.gguf", device, &LoadOptions::default())?;
 //! let mut chat = Conversation::for_model(&model)?;
 //! chat.push(Message::user("What is the capital of France?"));
 //! let (logits, _) = chat.prompt(&mut model)?;

@@ -6,7 +6,7 @@
 //! use baton_llama::{EncodeOptions, LoadOptions, Model};
 //!
 //! let device = baton_cpu::open(&["cpu"])?.remove(0);
-//! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
+//! let mut model = Model::load("model.gguf", device, &LoadOptions::default())?;
 //! let prompt = model.tokenizer().encode("Once upon a time", EncodeOptions { add_special: true, parse_special: false })?;
 //! let logits = model.eval_prompt(&prompt, 0)?;
 //! println!("{} logits", logits.len());

@@ -136,17 +136,17 @@ impl WeightTypes for Types<'_> {
 
 impl Model {
     /// Loads the GGUF file at `path` onto one device.
-    pub fn load(path: &Path, device: impl IntoDevice, options: &LoadOptions) -> Result<Model, ModelError> {
+    pub fn load(path: impl AsRef<Path>, device: impl IntoDevice, options: &LoadOptions) -> Result<Model, ModelError> {
         Self::load_split(path, [device], options)
     }
 
     /// Loads the GGUF file at `path` with its layers split over `devices`.
     pub fn load_split(
-        path: &Path,
+        path: impl AsRef<Path>,
         devices: impl IntoIterator<Item = impl IntoDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path, into_devices(devices), options, None)
+        Self::load_with(path.as_ref(), into_devices(devices), options, None)
     }
 
     /// Loads the GGUF file at `path` with every layer's weights split over
@@ -154,11 +154,11 @@ impl Model {
     /// tensor`), in proportion to `options.tensor_split`; see
     /// [`crate::tensor_parallel`].
     pub fn load_tensor_parallel(
-        path: &Path,
+        path: impl AsRef<Path>,
         device: Arc<CompositeDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path, vec![device.clone().into_device()], options, Some(device))
+        Self::load_with(path.as_ref(), vec![device.clone().into_device()], options, Some(device))
     }
 
     fn load_with(
