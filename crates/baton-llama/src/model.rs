@@ -185,7 +185,7 @@ impl Model {
             Some(_) => vec![0; config.layers],
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
-        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1)).map_err(sched)?;
+        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
@@ -345,8 +345,7 @@ impl Model {
             bound[id.0] = split;
         }
         let fold = device.folds_gates().unwrap_or(false);
-        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)
-            .map_err(|e| ModelError::Config(format!("tensor parallel: {e}")))?;
+        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)?;
         Ok(Some(partition))
     }
 
@@ -391,7 +390,7 @@ impl Model {
                 }
             }
         };
-        let plan = Arc::new(Plan::new(graph.clone(), &self.runner, &group_device, &leaf_device).map_err(sched)?);
+        let plan = Arc::new(Plan::new(graph.clone(), &self.runner, &group_device, &leaf_device)?);
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }
@@ -488,7 +487,7 @@ impl Model {
                 _ => None,
             }
         };
-        let points = self.runner.submit(&plan, &bind, Some(&ready)).map_err(sched)?;
+        let points = self.runner.submit(&plan, &bind, Some(&ready))?;
         self.input_io[slot].1 = points.inputs_read.clone();
         // Both writes are ordered before the run's first split on the same
         // stream; their buffers come back at the next submit.
@@ -536,14 +535,5 @@ impl Model {
     /// Plans built so far (for tests of plan reuse).
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
-    }
-}
-
-fn sched(e: baton_sched::SchedError) -> ModelError {
-    match e {
-        baton_sched::SchedError::Stream(s) => ModelError::Stream(s),
-        baton_sched::SchedError::Device(d) => ModelError::Device(d),
-        baton_sched::SchedError::Graph(g) => ModelError::Graph(g),
-        other => ModelError::Schedule(other.to_string()),
     }
 }

@@ -58,18 +58,17 @@ impl TensorShares {
     /// Shares for `devices` devices in proportion to `weights` (empty =
     /// even); FFN rows in whole blocks of 32 (quantized `ffn_down` columns).
     pub fn new(config: &LlamaConfig, devices: usize, weights: &[f32]) -> Result<TensorShares, ModelError> {
-        let bad = |e: baton_composite::CompositeError| ModelError::Config(format!("tensor split: {e}"));
         if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
             return Err(ModelError::Config(format!(
                 "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"
             )));
         }
-        let heads = single(TensorSplit::proportional(0, config.heads, devices, weights, 1).map_err(bad)?);
+        let heads = single(TensorSplit::proportional(0, config.heads, devices, weights, 1)?);
         let group = config.heads / config.kv_heads.max(1);
         let kv_heads = heads.iter().map(|h| h.start / group..h.end.div_ceil(group)).collect();
         let block = if config.ffn_dim.is_multiple_of(32 * devices) { 32 } else { 1 };
-        let ffn = TensorSplit::proportional(0, config.ffn_dim, devices, weights, block).map_err(bad)?;
-        let vocab = TensorSplit::proportional(0, config.vocab, devices, weights, 1).map_err(bad)?;
+        let ffn = TensorSplit::proportional(0, config.ffn_dim, devices, weights, block)?;
+        let vocab = TensorSplit::proportional(0, config.vocab, devices, weights, 1)?;
         Ok(TensorShares {
             heads,
             kv_heads,

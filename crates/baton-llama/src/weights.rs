@@ -88,7 +88,7 @@ impl Weights {
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
             }
-            let tensor = device.alloc_split(dtype, &expected, split).map_err(composite)?;
+            let tensor = device.alloc_split(dtype, &expected, split)?;
             pending.push(stream.write_range_async(&tensor.buffer().all(), data.to_vec())?);
             bytes += data.len();
             tensors.insert(name, tensor);
@@ -208,14 +208,10 @@ impl KvCache {
         let mut layers = Vec::with_capacity(config.layers);
         for _ in 0..config.layers {
             let (kd, vd) = ([kvh, context, hd], [kvh, hd, context]);
-            let k = device.alloc_split(dtype, &kd, shares.cache()).map_err(composite)?;
-            let v = device.alloc_split(dtype, &vd, shares.cache()).map_err(composite)?;
+            let k = device.alloc_split(dtype, &kd, shares.cache())?;
+            let v = device.alloc_split(dtype, &vd, shares.cache())?;
             layers.push((k, v));
         }
         Ok(KvCache { layers, dtype, context })
     }
-}
-
-fn composite(e: baton_composite::CompositeError) -> ModelError {
-    ModelError::Config(format!("tensor parallel: {e}"))
 }

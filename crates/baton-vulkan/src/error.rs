@@ -8,7 +8,7 @@ use baton_core::backend::DeviceError;
 pub enum VulkanError {
     /// The Vulkan loader (`libvulkan.so.1`) could not be loaded.
     #[error("no Vulkan loader on this machine ({0}); install libvulkan1 and a driver (Mesa's lavapipe: mesa-vulkan-drivers)")]
-    NoLoader(String),
+    NoLoader(#[source] std::sync::Arc<ash::LoadingError>),
     /// The loader found no driver offering a device.
     #[error("the Vulkan loader found no device; install a driver (Mesa's lavapipe: mesa-vulkan-drivers)")]
     NoDevice,

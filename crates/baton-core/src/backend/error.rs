@@ -3,6 +3,7 @@
 use crate::graph::GraphError;
 use crate::shape::ShapeError;
 use crate::sync::{Failure, WaitError};
+use crate::DType;
 
 /// An error of submitting to, or waiting on, a stream.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -74,11 +75,14 @@ pub enum StreamError {
     Unsupported {
         /// The device.
         device: String,
-        /// The op.
-        op: String,
-        /// The type.
-        dtype: String,
+        /// The op's name ([`Op::name`](crate::graph::Op::name)).
+        op: &'static str,
+        /// The type of its first input.
+        dtype: DType,
     },
+    /// A tensor's shape or layout is invalid.
+    #[error("tensor: {0}")]
+    Shape(#[from] ShapeError),
     /// A kernel reported an error while running.
     #[error("{op} failed on {device}: {message}")]
     Kernel {
