@@ -37,3 +37,9 @@ pub use conversation::Conversation;
 pub use error::ModelError;
 pub use graph::Logits;
 pub use model::{LoadOptions, Model};
+
+/// The README's code, compiled and run as doc tests (its library example
+/// runs; the whole-model example compiles).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
