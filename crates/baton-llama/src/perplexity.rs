@@ -1,11 +1,4 @@
 //! Perplexity as llama.cpp's perplexity tool computes it.
-//!
-//! The text is tokenized once (with BOS only when the model's metadata asks
-//! for it) and cut into whole chunks of `context` tokens. Each chunk is
-//! evaluated from an empty cache (its first token replaced by BOS when the
-//! model adds BOS), and the negative log-likelihood is averaged over the
-//! second half of each chunk: for positions `i` from `context/2` to
-//! `context-2`, the probability position `i` gives to token `i+1`.
 
 use crate::error::ModelError;
 use crate::graph::Logits;
@@ -42,6 +35,15 @@ pub fn nll(logits: &[f32], target: usize) -> f64 {
 }
 
 /// Scores `text`; `progress(chunk, running_ppl)` after each chunk.
+///
+/// Perplexity as llama.cpp's perplexity tool computes it.
+///
+/// The text is tokenized once (with BOS only when the model's metadata asks
+/// for it) and cut into whole chunks of `context` tokens. Each chunk is
+/// evaluated from an empty cache (its first token replaced by BOS when the
+/// model adds BOS), and the negative log-likelihood is averaged over the
+/// second half of each chunk: for positions `i` from `context/2` to
+/// `context-2`, the probability position `i` gives to token `i+1`.
 pub fn perplexity(
     model: &mut Model,
     text: &str,

@@ -1,23 +1,5 @@
 //! How a llama model is split for tensor parallelism (`--split-mode
 //! tensor`).
-//!
-//! Attention is split by query heads in proportion to `--tensor-split`;
-//! each device holds the key-value heads of its query heads' groups, so a
-//! group whose query heads fall on two devices has its key-value head on
-//! both (SmolLM2's 9 heads and 3 KV heads over 2 devices: heads 0..5 with KV
-//! heads 0..2, and heads 5..9 with KV heads 1..3; both compute KV head 1).
-//! `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), the KV
-//! cache by KV heads, and `attn_output` by columns, giving partial sums.
-//! The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
-//! columns (partial sums again), on quantization-block boundaries, in the
-//! same shares. Each run of work between two gates is balanced on its own,
-//! since every device waits for the others at a gate: splitting attention
-//! by whole groups (6 and 3 query heads) and evening out the layer with
-//! the FFN rows left one device waiting about 30 µs at every attention gate
-//! of SmolLM2 on two cores. The output projection is split by vocabulary
-//! rows and gathered; norms and the token embedding are mirrored. The
-//! composite device's partitioner derives the rest and puts an all-reduce
-//! after the attention and after the FFN of every layer.
 
 use std::ops::Range;
 
@@ -28,6 +10,27 @@ use crate::config::LlamaConfig;
 use crate::error::ModelError;
 
 /// The shares of a model over the devices of a composite device.
+///
+/// How a llama model is split for tensor parallelism (`--split-mode
+/// tensor`).
+///
+/// Attention is split by query heads in proportion to `--tensor-split`;
+/// each device holds the key-value heads of its query heads' groups, so a
+/// group whose query heads fall on two devices has its key-value head on
+/// both (SmolLM2's 9 heads and 3 KV heads over 2 devices: heads 0..5 with KV
+/// heads 0..2, and heads 5..9 with KV heads 1..3; both compute KV head 1).
+/// `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), the KV
+/// cache by KV heads, and `attn_output` by columns, giving partial sums.
+/// The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
+/// columns (partial sums again), on quantization-block boundaries, in the
+/// same shares. Each run of work between two gates is balanced on its own,
+/// since every device waits for the others at a gate: splitting attention
+/// by whole groups (6 and 3 query heads) and evening out the layer with
+/// the FFN rows left one device waiting about 30 µs at every attention gate
+/// of SmolLM2 on two cores. The output projection is split by vocabulary
+/// rows and gathered; norms and the token embedding are mirrored. The
+/// composite device's partitioner derives the rest and puts an all-reduce
+/// after the attention and after the FFN of every layer.
 #[derive(Clone, Debug)]
 pub struct TensorShares {
     /// Per device, its query heads.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model, ModelError};
 
 struct Temp(PathBuf);

@@ -6,10 +6,10 @@ use baton_llama::EncodeOptions;
 use std::path::{Path, PathBuf};
 
 use baton_core::DType;
-use baton_llama::chat::{Message, TemplateOrigin};
-use baton_llama::conversation::{Conversation, ConversationError};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{Conversation, ConversationError};
 use baton_llama::{LoadOptions, Model};
+use baton_llama::{Message, TemplateOrigin};
 
 /// A directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);

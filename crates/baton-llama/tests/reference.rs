@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{perplexity, PerplexityOptions};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
 
 fn python() -> String {

@@ -1,4 +1,4 @@
-//! `baton_llama::synth`: the files it writes load with baton-gguf, carry the
+//! `baton_llama::write_synth_model`: the files it writes load with baton-gguf, carry the
 //! llama keys, tensors and tokenizer, are deterministic in the seed and hold
 //! sane weights.
 
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use baton_core::DType;
 use baton_gguf::{GgmlType, GgufFile, Metadata};
 use baton_kernels::dequantize_row;
-use baton_llama::synth::{write_synth_model, SynthError, SynthShape, SynthSpec, SynthSummary};
+use baton_llama::{write_synth_model, SynthError, SynthShape, SynthSpec, SynthSummary};
 use baton_tokenizer::{Tokenizer, TokenizerConfig};
 
 /// A directory under the system temp dir, removed on drop.

@@ -16,7 +16,7 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
 
 struct Temp(PathBuf);
@@ -117,8 +117,8 @@ fn tensor_split_perplexity_matches_one_device() {
         let (_dir, path) = tiny("ppl", dtype);
         let text = "the quick brown fox jumps over the lazy dog; ".repeat(120);
         let ppl = |model: &mut Model| {
-            let opts = baton_llama::perplexity::PerplexityOptions { context: 32, chunks: Some(12) };
-            baton_llama::perplexity::perplexity(model, &text, &opts, &mut |_, _| {}).expect("perplexity").ppl
+            let opts = baton_llama::PerplexityOptions { context: 32, chunks: Some(12) };
+            baton_llama::perplexity(model, &text, &opts, &mut |_, _| {}).expect("perplexity").ppl
         };
         let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &options(32, &[])).expect("one");
         let want = ppl(&mut one);
@@ -172,8 +172,8 @@ fn smollm2_tensor_split_matches_one_device() {
             .encode(&text, baton_llama::EncodeOptions { add_special: true, parse_special: false })
             .expect("encode");
         let logits = model.eval(&ids[..64], 0, Logits::All).expect("logits").to_vec();
-        let o = baton_llama::perplexity::PerplexityOptions { context: 128, chunks: Some(2) };
-        let ppl = baton_llama::perplexity::perplexity(model, &text, &o, &mut |_, _| {}).expect("perplexity").ppl;
+        let o = baton_llama::PerplexityOptions { context: 128, chunks: Some(2) };
+        let ppl = baton_llama::perplexity(model, &text, &o, &mut |_, _| {}).expect("perplexity").ppl;
         (logits, ppl)
     };
     let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &opts).expect("one device");

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::Model;
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 
 fn required() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")

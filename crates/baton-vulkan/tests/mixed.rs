@@ -36,8 +36,8 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{perplexity, PerplexityOptions};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
 
 fn required() -> bool {
