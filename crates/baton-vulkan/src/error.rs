@@ -1,5 +1,7 @@
 //! Errors of opening and using Vulkan devices.
 
+use std::sync::Arc;
+
 use ash::vk;
 use baton_core::backend::DeviceError;
 
@@ -75,9 +77,9 @@ impl From<VulkanError> for DeviceError {
             }
             VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY, .. }
             | VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_HOST_MEMORY, .. } => {
-                DeviceError::Os { device: device.clone(), message: e.to_string() }
+                DeviceError::Backend { device: device.clone(), action: "out of memory", source: Arc::new(e) }
             }
-            other => DeviceError::Os { device: "vulkan".into(), message: other.to_string() },
+            other => DeviceError::Backend { device: "vulkan".into(), action: "Vulkan failed", source: Arc::new(other) },
         }
     }
 }

@@ -125,13 +125,18 @@ pub enum DeviceError {
         /// The request.
         bytes: usize,
     },
-    /// The OS refused a resource (threads, memory maps).
-    #[error("{device}: {message}")]
-    Os {
+    /// What the device asked of the OS or its driver failed (a thread that
+    /// would not start, a driver call); the backend's own error is the
+    /// source.
+    #[error("{device}: {action}: {source}")]
+    Backend {
         /// The device.
         device: String,
-        /// What failed.
-        message: String,
+        /// What it was doing.
+        action: &'static str,
+        /// The backend's error.
+        #[source]
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
     /// A tensor to allocate has no valid shape.
     #[error("tensor to allocate: {0}")]

@@ -67,7 +67,11 @@ impl super::Device for FakeDevice {
         Ok(buffer(bytes))
     }
     fn new_stream(&self) -> Result<Stream, super::DeviceError> {
-        Err(super::DeviceError::Os { device: "fake:0".into(), message: "no streams".into() })
+        Err(super::DeviceError::Backend {
+            device: "fake:0".into(),
+            action: "starting a stream",
+            source: Arc::new(std::io::Error::other("no streams")),
+        })
     }
     fn supports(&self, _: &crate::graph::Op, _: DType) -> bool {
         false
