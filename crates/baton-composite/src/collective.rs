@@ -239,10 +239,10 @@ impl Butterfly {
         steps.submit(stream, &[a, b, out], || {
             let graph = self.add_graph(a.shape().dims())?;
             let mut bindings = Bindings::new(&graph);
-            bindings.bind(&graph, NodeId(0), a.clone())?;
-            bindings.bind(&graph, NodeId(1), b.clone())?;
-            bindings.bind(&graph, NodeId(2), out.clone())?;
-            Ok(BoundGraph::new(&graph, bindings)?)
+            bindings.bind(NodeId(0), a.clone())?;
+            bindings.bind(NodeId(1), b.clone())?;
+            bindings.bind(NodeId(2), out.clone())?;
+            Ok(BoundGraph::new(bindings)?)
         })
     }
 
@@ -365,11 +365,11 @@ impl Butterfly {
                     Ok(g)
                 })?;
                 let mut bindings = Bindings::new(&graph);
-                bindings.bind_name(&graph, "out", io.outputs[d].clone())?;
+                bindings.bind_name("out", io.outputs[d].clone())?;
                 for (peer, slice) in slices[..n].iter().enumerate() {
-                    bindings.bind_name(&graph, &format!("in{peer}"), (*slice).clone())?;
+                    bindings.bind_name(&format!("in{peer}"), (*slice).clone())?;
                 }
-                Ok(BoundGraph::new(&graph, bindings)?)
+                Ok(BoundGraph::new(bindings)?)
             })?;
         }
         Ok(())

@@ -166,9 +166,9 @@ impl Partition {
                     for (d, graph) in seg.graphs.iter().enumerate() {
                         let mut local = Bindings::new(graph);
                         for (node, source) in &seg.binds[d] {
-                            local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
+                            local.bind(*node, self.resolve(source, d, bindings)?)?;
                         }
-                        per_device.push(BoundGraph::new(graph, local)?);
+                        per_device.push(BoundGraph::new(local)?);
                     }
                     out.push(Prepared::Segment(per_device));
                 }

@@ -10,7 +10,7 @@
 //!
 //! - **Memory** ([`CompositeBuffer`]): one buffer per inner device. A plain
 //!   allocation is mirrored (every part holds all bytes, any range usable);
-//!   [`CompositeDevice::alloc_tensor`] holds one tensor as a
+//!   [`CompositeDevice::alloc_split`] holds one tensor as a
 //!   [`TensorSplit`]: split along an axis (each device a list of segments,
 //!   uneven shares allowed: 9 heads over 2 devices), mirrored, or partial
 //!   sums. Writes scatter the host bytes, reads gather them (summing partial

@@ -218,8 +218,8 @@ impl CompositeStream {
                     s.copy(&a, &b, None)?;
                 }
             }
-            StreamOp::Compute { graph, bindings } => {
-                let partition = st.partitions.get(&graph, &bindings, &self.devices, &*self.collective)?;
+            StreamOp::Compute { bindings } => {
+                let partition = st.partitions.get(bindings.graph(), &bindings, &self.devices, &*self.collective)?;
                 partition.run(&self.inner, &bindings, &*self.collective, self.policy, &self.profile)?;
             }
         }

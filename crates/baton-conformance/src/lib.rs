@@ -90,15 +90,15 @@ pub trait Devices {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>>;
 }
 
-impl Devices for Vec<std::sync::Arc<dyn baton_core::backend::Device>> {
+impl<D: baton_core::IntoDevice> Devices for Vec<D> {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
-        Some(self)
+        Some(baton_core::backend::into_devices(self))
     }
 }
 
-impl Devices for Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
+impl<D: baton_core::IntoDevice> Devices for Option<Vec<D>> {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
-        self
+        self.map(baton_core::backend::into_devices)
     }
 }
 

@@ -64,11 +64,11 @@ fn run(f: &Fixture, graph: Graph, inputs: Vec<Input>) -> HashMap<String, Vec<u8>
         let whole = TensorRef::new(&buffer, 0, DType::I32, &[total / 4]).expect("whole");
         s.write_async(&whole, fill).expect("write").wait_within(RULE_TIMEOUT).expect("fill");
         let t = TensorRef::new(&buffer, GUARD, node.dtype, node.layout.shape.dims()).expect("tensor");
-        bindings.bind(&graph, id, t).expect("bind");
+        bindings.bind(id, t).expect("bind");
         bound.push((name, whole, bytes));
     }
     assert!(given.is_empty(), "inputs without a leaf: {:?}", given.keys().collect::<Vec<_>>());
-    s.compute(&graph, bindings).expect("compute").wait_timeout(RULE_TIMEOUT).expect("compute ran");
+    s.compute(bindings).expect("compute").wait_timeout(RULE_TIMEOUT).expect("compute ran");
     let mut out = HashMap::new();
     for (name, whole, bytes) in bound {
         let all = s.read_async(&whole).expect("read").wait_within(RULE_TIMEOUT).expect("read");

@@ -18,4 +18,4 @@ pub use graph::{Flags, Graph, NodeId, Op};
 pub use shape::{Layout, Shape};
 pub mod backend;
 
-pub use backend::{Bindings, Buffer, Device, Stream, StreamError, TensorRef};
+pub use backend::{Bindings, Buffer, Device, IntoDevice, Stream, StreamError, TensorRef};

@@ -74,9 +74,10 @@ impl CpuDevice {
     /// when the list is not empty).
     pub fn new(name: &str, cores: Vec<usize>, threads: usize, share_of_memory: f64) -> Result<CpuDevice, DeviceError> {
         let threads = threads.max(1);
-        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Os {
+        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Backend {
             device: name.into(),
-            message: format!("could not start worker threads: {e}"),
+            action: "could not start worker threads",
+            source: Arc::new(e),
         })?;
         let isa = baton_kernels::Isa::detected();
         let info = DeviceInfo {
@@ -130,9 +131,10 @@ impl Device for CpuDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Os {
+        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Backend {
             device: self.shared.info.name.clone(),
-            message: format!("could not start a stream thread: {e}"),
+            action: "could not start a stream thread",
+            source: Arc::new(e),
         })?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }

@@ -32,19 +32,46 @@ pub use buffer::{CpuBuffer, ALIGN};
 pub use device::{CpuDevice, WEIGHT_TYPES};
 pub use pool::ThreadPool;
 
-/// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).
-/// `threads` caps the threads of a `cpu` device (`-t`); `cpu:N` devices
-/// run one thread per core they own.
-pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
-    open_with_policy(names, threads, WaitPolicy::process_default())
+/// How devices are opened (the same shape as every backend's
+/// `OpenOptions`: `Default`, then `with_*` setters).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    /// The threads of a `cpu` device (`-t`; default: one per usable core);
+    /// `cpu:N` devices run one thread per core they own.
+    pub threads: Option<usize>,
+    /// The wait policy of the devices' streams.
+    pub policy: WaitPolicy,
 }
 
-/// As [`open`], with the wait policy of the devices' streams.
-pub fn open_with_policy(
-    names: &[&str],
-    threads: Option<usize>,
-    policy: WaitPolicy,
-) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { threads: None, policy: WaitPolicy::process_default() }
+    }
+}
+
+impl OpenOptions {
+    /// With `threads` threads for a `cpu` device.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// With `policy` for the devices' streams.
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+/// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).
+pub fn open(names: &[&str]) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    open_with(names, &OpenOptions::default())
+}
+
+/// As [`open`], with options.
+pub fn open_with(names: &[&str], options: &OpenOptions) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    let OpenOptions { threads, policy } = *options;
     let cores = topology::usable_cores();
     let slices = topology::split_cores(names, &cores)?;
     let n = slices.len() as f64;

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 
 fn two_cpu_devices_with(policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy)
+    baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_policy(policy))
         .expect("two CPU devices")
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 

@@ -1,7 +1,9 @@
 //! Errors of loading and running a model.
 
+use baton_composite::CompositeError;
 use baton_core::backend::{DeviceError, StreamError};
 use baton_core::graph::GraphError;
+use baton_sched::SchedError;
 
 /// What went wrong with a model.
 #[derive(Debug, thiserror::Error)]
@@ -62,10 +64,36 @@ pub enum ModelError {
     /// The graph could not be built.
     #[error(transparent)]
     Graph(#[from] GraphError),
-    /// The scheduler could not plan or run the graph.
+    /// The scheduler could not plan or run the graph (its stream, device
+    /// and graph errors become [`Stream`](Self::Stream),
+    /// [`Device`](Self::Device) and [`Graph`](Self::Graph)).
     #[error("scheduling: {0}")]
-    Schedule(String),
+    Schedule(#[source] SchedError),
+    /// The weights could not be split over the devices of a tensor-parallel
+    /// model.
+    #[error("tensor parallel: {0}")]
+    TensorParallel(#[from] CompositeError),
     /// The default model could not be fetched.
     #[error("could not fetch the default model: {0}")]
     Fetch(String),
+    /// A step of fetching the default model failed in the OS.
+    #[error("could not fetch the default model: {step}: {source}")]
+    FetchIo {
+        /// What was being done.
+        step: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<SchedError> for ModelError {
+    fn from(e: SchedError) -> ModelError {
+        match e {
+            SchedError::Stream(s) => ModelError::Stream(s),
+            SchedError::Device(d) => ModelError::Device(d),
+            SchedError::Graph(g) => ModelError::Graph(g),
+            other => ModelError::Schedule(other),
+        }
+    }
 }

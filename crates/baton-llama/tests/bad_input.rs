@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model, ModelError};
 
 struct Temp(PathBuf);
@@ -26,7 +26,7 @@ impl Drop for Temp {
 }
 
 fn device() -> Arc<dyn Device> {
-    baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0)
+    baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
 }
 
 fn tiny(dir: &Temp) -> PathBuf {

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::{LoadOptions, Logits, Model};
 
 struct Temp(PathBuf);
@@ -29,7 +29,7 @@ fn tiny(tag: &str, dtype: DType) -> (Temp, PathBuf) {
 }
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
 fn options(batch: usize, n_copies: usize, sync_copies: bool, split: &[f32]) -> LoadOptions {

@@ -127,9 +127,10 @@ impl Device for VulkanDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Os {
+        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Backend {
             device: self.shared.info.name.clone(),
-            message: format!("could not start a stream: {e}"),
+            action: "could not start a stream",
+            source: Arc::new(e),
         })?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }

@@ -56,7 +56,7 @@ impl Instance {
     fn new() -> Result<Instance, VulkanError> {
         // SAFETY: loading the system's Vulkan loader runs its initialisers;
         // it is the library this function exists to load.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| VulkanError::NoLoader(e.to_string()))?;
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| VulkanError::NoLoader(std::sync::Arc::new(e)))?;
         let app = vk::ApplicationInfo::default()
             .application_name(c"baton")
             .engine_name(c"baton")

@@ -50,8 +50,10 @@ pub use memory::VulkanBuffer;
 pub use pipelines::shader_names;
 pub use stream::VulkanStream;
 
-/// How devices are opened.
+/// How devices are opened (the same shape as every backend's
+/// `OpenOptions`: `Default`, then `with_*` setters).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OpenOptions {
     /// The wait policy of the devices' streams.
     pub policy: WaitPolicy,
@@ -67,6 +69,26 @@ pub struct OpenOptions {
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions { policy: WaitPolicy::process_default(), external_memory: true, staging: false }
+    }
+}
+
+impl OpenOptions {
+    /// With `policy` for the devices' streams.
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether logical devices share memory through opaque fds.
+    pub fn with_external_memory(mut self, external_memory: bool) -> Self {
+        self.external_memory = external_memory;
+        self
+    }
+
+    /// Whether every write and read goes through staging memory.
+    pub fn with_staging(mut self, staging: bool) -> Self {
+        self.staging = staging;
+        self
     }
 }
 

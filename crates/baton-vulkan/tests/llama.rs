@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
 use baton_llama::Model;
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 
 fn required() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
@@ -18,7 +18,7 @@ fn required() -> bool {
 
 fn vulkan() -> Option<Arc<dyn Device>> {
     match baton_vulkan::open(&["vulkan:0"]) {
-        Ok(mut d) => Some(d.remove(0) as Arc<dyn Device>),
+        Ok(mut d) => Some(d.remove(0).into_device()),
         Err(e) if e.is_unavailable() && !required() => {
             eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
             None
@@ -44,7 +44,10 @@ fn relative_rms(a: &[f32], b: &[f32]) -> f64 {
 fn same_logits(shape: SynthShape, dtype: DType, bound: f64) {
     let Some(gpu) = vulkan() else { return };
     let path = model_file(shape, dtype);
-    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>;
+    let cpu = baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1))
+        .expect("cpu")
+        .remove(0)
+        .into_device();
     let mut on_cpu = Model::load(&path, cpu, &Default::default()).expect("load on cpu");
     let mut on_gpu = Model::load(&path, gpu, &Default::default()).expect("load on vulkan");
     let _ = std::fs::remove_file(&path);

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use baton_llama::sampling::{Sampler, SamplingParams};
+use baton_llama::{Sampler, SamplingParams};
 use clap::Args;
 
 use super::choices::{CacheType, GatePolicy, SplitMode};
@@ -77,7 +77,7 @@ impl ModelArgs {
             Some(p) => Ok(p.clone()),
             None => {
                 let quiet = !std::io::stderr().is_terminal();
-                Ok(baton_llama::fetch::default_model(&mut |line| {
+                Ok(baton_llama::default_model(&mut |line| {
                     if !quiet {
                         eprintln!("{line}");
                     }
@@ -109,7 +109,7 @@ pub struct SamplingArgs {
     #[arg(long = "repeat-last-n", default_value_t = 64)]
     repeat_last_n: usize,
     /// Random seed of sampling.
-    #[arg(short = 's', long, default_value_t = baton_llama::sampling::DEFAULT_SEED)]
+    #[arg(short = 's', long, default_value_t = baton_llama::DEFAULT_SEED)]
     seed: u64,
 }
 

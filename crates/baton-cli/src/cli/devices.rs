@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 
 /// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`,
 /// `vulkan:0`, `vulkan:0,vulkan:0`, or a mix), in the list's order.
@@ -24,7 +24,9 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     let mut cpus = if cpu_names.is_empty() {
         Vec::new()
     } else {
-        baton_cpu::open(&cpu_names, threads).with_context(|| format!("opening {}", cpu_names.join(",")))?
+        let mut options = baton_cpu::OpenOptions::default();
+        options.threads = threads;
+        baton_cpu::open_with(&cpu_names, &options).with_context(|| format!("opening {}", cpu_names.join(",")))?
     }
     .into_iter();
     let mut gpus = if vulkan_names.is_empty() {
@@ -35,8 +37,11 @@ pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> 
     .into_iter();
     let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
     for name in names {
-        let next: Option<Arc<dyn Device>> =
-            if is_cpu(name) { cpus.next().map(|d| d as _) } else { gpus.next().map(|d| d as _) };
+        let next: Option<Arc<dyn Device>> = if is_cpu(name) {
+            cpus.next().map(IntoDevice::into_device)
+        } else {
+            gpus.next().map(IntoDevice::into_device)
+        };
         devices.push(next.with_context(|| format!("opening {name}"))?);
     }
     Ok(devices)

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::chat::{Message, TemplateOrigin};
-use baton_llama::conversation::Conversation;
-use baton_llama::sampling::Sampler;
+use baton_llama::Conversation;
 use baton_llama::Model;
+use baton_llama::Sampler;
+use baton_llama::{Message, TemplateOrigin};
 
 use crate::cli::args::{ModelArgs, SamplingArgs};
 

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use baton_llama::baton_tokenizer::TokenType;
+use baton_llama::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
@@ -57,7 +58,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
     let mut sampler = args.sampling.sampler()?;
-    let prompt = model.tokenizer().encode(text, true, true)?;
+    let prompt = model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: true })?;
     if prompt.is_empty() {
         anyhow::bail!("the prompt gives no tokens");
     }

@@ -154,8 +154,7 @@ impl Partition {
         for (device, specs) in devices.iter().zip(&self.scratch_specs) {
             let mut tensors = Vec::with_capacity(specs.len());
             for (dtype, dims) in specs {
-                let bytes = dims.iter().product::<usize>() * dtype.block_bytes();
-                tensors.push(TensorRef::new(&device.alloc(bytes)?, 0, *dtype, dims)?);
+                tensors.push(device.alloc_tensor(*dtype, dims)?);
             }
             self.scratch.push(tensors);
         }

@@ -263,11 +263,15 @@ impl TensorRef {
     /// A tensor of `dtype` and `dims` at byte `offset` of `buffer`, checked
     /// to fit.
     pub fn new(buffer: &Buffer, offset: usize, dtype: DType, dims: &[usize]) -> Result<TensorRef, StreamError> {
-        let bad = |reason: String| StreamError::Binding { node: "tensor".into(), reason };
-        let shape = Shape::new(dims).map_err(|e| bad(e.to_string()))?;
-        let layout = Layout::contiguous(dtype, shape).map_err(|e| bad(e.to_string()))?;
+        let shape = Shape::new(dims)?;
+        let layout = Layout::contiguous(dtype, shape)?;
         buffer.range(offset, layout.end_byte(dtype))?;
         Ok(TensorRef { buffer: buffer.clone(), offset, dtype, shape })
+    }
+
+    /// A tensor at the start of `buffer`, which the caller sized for it.
+    pub(crate) fn whole(buffer: Buffer, dtype: DType, shape: Shape) -> TensorRef {
+        TensorRef { buffer, offset: 0, dtype, shape }
     }
 
     /// The buffer.

@@ -26,7 +26,8 @@ pub fn policies() -> [WaitPolicy; 3] {
 /// Opens cpu:0 and cpu:1 (one core each on a two-core machine) whose
 /// streams wait with `policy`.
 pub fn open_pair(policy: WaitPolicy) -> Result<Vec<Arc<CpuDevice>>> {
-    let devices = baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy).context("opening cpu:0,cpu:1")?;
+    let devices = baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_policy(policy))
+        .context("opening cpu:0,cpu:1")?;
     if devices.len() != 2 {
         bail!("expected two CPU devices, got {}", devices.len());
     }

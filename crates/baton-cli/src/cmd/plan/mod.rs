@@ -3,7 +3,7 @@
 mod tensor;
 
 use anyhow::Result;
-use baton_llama::graph::{GraphShape, Logits};
+use baton_llama::{GraphShape, Logits};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
