@@ -155,6 +155,7 @@ macro_rules! op_tests {
         $crate::op_tests!(@each $open, $after;
             op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
             op_matmul_q4_0, op_matmul_q4_1, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k,
+            op_matmul_q8_k,
             op_matmul_batched_broadcast, op_matmul_strided_weight,
             op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
             op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
@@ -218,6 +219,7 @@ pub const OP_CASES: &[Case] = &[
     ("op_matmul_q4_k", ops::op_matmul_q4_k),
     ("op_matmul_q5_k", ops::op_matmul_q5_k),
     ("op_matmul_q6_k", ops::op_matmul_q6_k),
+    ("op_matmul_q8_k", ops::op_matmul_q8_k),
     ("op_matmul_batched_broadcast", ops::op_matmul_batched_broadcast),
     ("op_matmul_strided_weight", ops::op_matmul_strided_weight),
     ("op_add_broadcast", ops::op_add_broadcast),

@@ -29,7 +29,10 @@ use baton_core::backend::DeviceError;
 use baton_core::sync::WaitPolicy;
 
 pub use buffer::{CpuBuffer, ALIGN};
-pub use device::{CpuDevice, WEIGHT_TYPES};
+pub use device::CpuDevice;
+/// Weight types the CPU matmul and row lookup accept: every type the
+/// kernels implement.
+pub use baton_kernels::WEIGHT_TYPES;
 pub use pool::ThreadPool;
 
 /// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).

@@ -18,7 +18,9 @@ use crate::pipelines::Pipelines;
 use crate::stream::VulkanStream;
 use crate::timeline::StreamTimeline;
 
-/// Weight types the Vulkan matmul and row lookup accept.
+/// Weight types the Vulkan matmul and row lookup accept (what its shaders
+/// decode): the kernels' `WEIGHT_TYPES` but Q8_K, GGML's activation format.
+/// The conformance suite checks every type a device declares.
 pub const WEIGHT_TYPES: [DType; 9] =
     [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 
