@@ -7,7 +7,7 @@ pub mod parallel;
 
 pub use dtype::DType;
 pub use parallel::Parallel;
-mod loom;
+pub mod loom;
 pub mod sync;
 
 pub use sync::{SyncPoint, Timeline, WaitError};

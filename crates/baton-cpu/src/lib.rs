@@ -16,7 +16,6 @@ pub mod bell;
 mod buffer;
 mod device;
 mod exec;
-mod loom;
 mod pool;
 pub mod profile;
 pub mod queue;
