@@ -43,12 +43,6 @@ impl Bell {
         Bell { word: AtomicU64::new(value), sleepers: AtomicU64::new(0), lock: Mutex::new(()), wake: Condvar::new() }
     }
 
-    /// The word now (acquire: what the updater wrote before changing it is
-    /// visible once the new value is seen).
-    pub fn get(&self) -> u64 {
-        self.word.load(Ordering::Acquire)
-    }
-
     /// Sets the word without waking anyone: for a value no waiter waits for
     /// (the pool resets its busy count before it publishes a job).
     pub fn set_quietly(&self, value: u64) {
@@ -96,6 +90,9 @@ impl Bell {
         word
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -12,13 +12,13 @@
 //! rules every stream keeps.
 #![deny(missing_docs)]
 
-pub mod bell;
+mod bell;
 mod buffer;
 mod device;
 mod exec;
 mod pool;
 pub mod profile;
-pub mod queue;
+mod queue;
 mod stream;
 pub mod topology;
 

@@ -1,5 +1,5 @@
 //! The in-order queue of a CPU stream: the submitting threads push, one
-//! worker pops. Public for its loom models (`tests/loom_queue.rs`).
+//! worker pops. Model-checked by `loom_tests` (`scripts/loom.sh`).
 //!
 //! # Protocol
 //!
@@ -115,3 +115,6 @@ impl<T> WorkQueue<T> {
         }
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;
