@@ -11,10 +11,9 @@
 //! The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
 //! columns (partial sums again), on quantization-block boundaries, in the
 //! same shares. Each run of work between two gates is balanced on its own,
-//! since every device waits for the others at a gate: splitting attention
-//! by whole groups (6 and 3 query heads) and evening out the layer with
-//! the FFN rows left one device waiting about 30 µs at every attention gate
-//! of SmolLM2 on two cores. The output projection is split by vocabulary
+//! since every device waits for the others at a gate (evening out the layer
+//! as a whole instead left a device waiting at every attention gate, see
+//! docs/measurements.md). The output projection is split by vocabulary
 //! rows and gathered; norms and the token embedding are mirrored. The
 //! composite device's partitioner derives the rest and puts an all-reduce
 //! after the attention and after the FFN of every layer.
