@@ -1,5 +1,9 @@
 //! The conformance suite: tests every backend expands and passes.
 //!
+//! Depends on baton-core alone; each backend crate (baton-cpu, baton-vulkan,
+//! baton-composite) expands it in its tests, and baton-cli runs it against
+//! the machine's devices (`baton conformance`).
+//!
 //! Two parts, both written once against the backend traits of `baton-core`:
 //! - [`contract`]: one function per rule of `docs/contract.md`, named after
 //!   the rule's ID (`q_fifo` checks Q-FIFO);

@@ -1,6 +1,10 @@
 //! Fast CPU kernels for Baton: pure functions on slices, no allocation in
 //! the hot paths, no global state beyond CPU feature detection.
 //!
+//! Depends on baton-core alone (for [`DType`] and [`Parallel`]); the CPU
+//! backend (baton-cpu) runs its ops with these kernels, and baton-llama takes
+//! its weight types ([`WEIGHT_TYPES`]) and quantizers from here.
+//!
 //! # Modules
 //! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1 and the K-quants Q4_K,
 //!   Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
