@@ -7,7 +7,22 @@
 //!
 //! The sync core and the CPU backend's queue and pool use it; every crate
 //! above the core takes its [`Mutex`] and [`Condvar`] from here too, which
-//! never report poisoning (see [`Mutex`] for why that is sound).
+//! never report poisoning.
+//!
+//! # Poisoning
+//!
+//! A lock is poisoned when a thread panics while holding it. Baton ignores
+//! that, on purpose. Its critical sections push, pop, take, insert, bump a
+//! counter or assign a field, each step leaving the data a valid value of
+//! its type, and its caches and scratch space are rebuilt or overwritten by
+//! their next user; so a panic inside one leaves nothing a later holder
+//! could misread. Two run a caller's closure under the lock (the composite's
+//! `GateKept::with`, a host slot's bytes): a panic there can leave that
+//! caller's own value half-updated, which is the caller's to avoid either
+//! way. What a panic means is reported where it happens (a stream's
+//! failure, a test's failure); refusing every later locker would only turn
+//! it into more panics, in unrelated threads or in `Drop`, which the
+//! contract forbids (E-NOPANIC).
 
 mod lock;
 

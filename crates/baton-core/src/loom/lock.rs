@@ -1,15 +1,8 @@
 //! Locks that never report poisoning, over the standard library's (`plain`)
 //! or loom's (`loom`), as tokio's `loom/std/mutex.rs` does.
 //!
-//! A lock is poisoned when a thread panics while holding it. Baton ignores
-//! that, on purpose: every critical section in the workspace leaves its data
-//! valid after each step (a push, a take, an insert, a counter bump, an
-//! assignment; caches and scratch space are rebuilt or overwritten by their
-//! next user), so a panic inside one leaves nothing half-updated that a later
-//! holder could misread. What a panic means is reported where it happens (a
-//! stream's failure, a test's failure); refusing every later locker would
-//! only turn it into a second panic in an unrelated thread or in `Drop`,
-//! which the contract forbids (E-NOPANIC).
+//! Why ignoring poison is sound in Baton: see the facade's doc
+//! ([`crate::loom`]).
 
 /// Defines `Mutex`, `MutexGuard` and `Condvar` over the `$imp` module's
 /// (`std::sync` or `loom::sync`); `$($const)?` makes `Mutex::new` a `const
@@ -22,7 +15,7 @@ macro_rules! poison_free_locks {
 
         /// A mutual-exclusion lock whose [`lock`](Mutex::lock) returns the
         /// guard even when a panicking holder poisoned it (see the module
-        /// docs for why that is sound in Baton).
+        /// docs of [`crate::loom`] for why that is sound in Baton).
         #[derive(Debug, Default)]
         pub struct Mutex<T>(imp::Mutex<T>);
 
