@@ -1,6 +1,7 @@
 //! The composite device: N inner devices presented as one.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 
 use baton_core::backend::{
     into_devices, Buffer, Device, DeviceError, DeviceInfo, HazardReport, IntoDevice, Stream, TensorRef,
@@ -110,18 +111,18 @@ impl CompositeDevice {
     /// Waits the inner streams' hazard tracking inserted so far (0 when every
     /// gate orders its cross-device accesses itself).
     pub fn inner_implicit_waits(&self) -> u64 {
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Stream::implicit_waits).sum()
+        self.streams.lock().iter().map(Stream::implicit_waits).sum()
     }
 
     /// The races the inner streams found so far (empty on correct gates).
     pub fn inner_hazard_reports(&self) -> Vec<HazardReport> {
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().flat_map(Stream::hazard_reports).collect()
+        self.streams.lock().iter().flat_map(Stream::hazard_reports).collect()
     }
 
     /// Each inner stream made so far: its label and its first failure, if
     /// it failed.
     pub fn inner_failures(&self) -> Vec<(String, Option<Failure>)> {
-        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let streams = self.streams.lock();
         streams.iter().map(|s| (s.label().to_string(), s.timeline().failure())).collect()
     }
 
@@ -183,7 +184,7 @@ impl Device for CompositeDevice {
             .iter()
             .map(|d| d.new_stream().map(|s| s.with_deadline(self.deadline)))
             .collect::<Result<Vec<_>, _>>()?;
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.iter().cloned());
+        self.streams.lock().extend(inner.iter().cloned());
         let raw = CompositeStream::new(
             &self.info.name,
             self.inner.clone(),

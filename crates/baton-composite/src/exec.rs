@@ -207,7 +207,7 @@ impl Partition {
         profile: &Arc<GateProfile>,
     ) -> Result<(), CompositeError> {
         let prepared = {
-            let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cached = self.bindings.lock();
             // Compared in place (no key is built on a hit).
             let hit = cached.iter().rev().find(|(s, _)| self.signature(bindings).eq(s.iter().copied()));
             match hit {

@@ -1,5 +1,9 @@
 //! Tensor parallelism as a backend: a composite device over N devices.
 //!
+//! A backend over backends: depends on baton-core alone and wraps any
+//! `Device`; baton-llama builds its tensor-parallel models on it, and
+//! baton-cli opens it.
+//!
 //! Layer splits add capacity but not speed to one sequence: one device
 //! works at a time. A [`CompositeDevice`] splits every weight over its
 //! devices instead, so all of them work on every token, and it is itself a

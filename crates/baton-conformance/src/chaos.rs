@@ -2,7 +2,8 @@
 //! seeded random amount, so that a missing wait gives a wrong answer (or an
 //! inserted wait in `Stream::implicit_waits`), reproducibly from the seed.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::backend::{
@@ -50,7 +51,7 @@ impl ChaosDevice {
     }
 
     fn next_seed(&self) -> u64 {
-        let mut s = self.seed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.seed.lock();
         *s = splitmix(*s);
         *s
     }
@@ -125,7 +126,7 @@ unsafe impl RawStream for ChaosStream {
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
         let delay = {
-            let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = self.rng.lock();
             *r = splitmix(*r);
             let nanos = self.max_delay.as_nanos().max(1) as u64;
             // A third of the items run at once, so that orders vary too.

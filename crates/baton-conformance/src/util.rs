@@ -28,6 +28,14 @@ impl Fixture {
         Fixture { devices }
     }
 
+    /// The weight types every device declares (`DeviceInfo::weight_types`):
+    /// the op cases check each of them.
+    pub fn weight_types(&self) -> Vec<DType> {
+        let mut types = self.devices[0].info().weight_types.clone();
+        types.retain(|t| self.devices.iter().all(|d| d.info().weight_types.contains(t)));
+        types
+    }
+
     /// A new stream on device `d`.
     pub fn stream(&self, d: usize) -> Stream {
         self.devices[d].new_stream().expect("new stream")

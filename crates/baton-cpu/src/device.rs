@@ -7,6 +7,7 @@ use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, S
 use baton_core::graph::Op;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
+use baton_kernels::WEIGHT_TYPES;
 
 use crate::buffer::CpuBuffer;
 use crate::pool::ThreadPool;
@@ -30,20 +31,6 @@ pub struct CpuDevice {
     next_stream: AtomicUsize,
     policy: WaitPolicy,
 }
-
-/// Weight types the CPU matmul accepts.
-pub const WEIGHT_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

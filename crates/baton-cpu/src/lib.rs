@@ -1,5 +1,9 @@
 //! Baton's CPU backend.
 //!
+//! A backend: depends on baton-core (the contract it implements) and
+//! baton-kernels (the ops); the scheduler and the model reach it only through
+//! baton-core's `Device` trait, and baton-cli opens it.
+//!
 //! A CPU device is a set of cores with its own pool of worker threads pinned
 //! to them and its own allocations; `cpu` is one device with every usable
 //! core, and `cpu:0,cpu:1` split the cores evenly into two devices, so
@@ -12,14 +16,13 @@
 //! rules every stream keeps.
 #![deny(missing_docs)]
 
-pub mod bell;
+mod bell;
 mod buffer;
 mod device;
 mod exec;
-mod loom;
 mod pool;
 pub mod profile;
-pub mod queue;
+mod queue;
 mod stream;
 pub mod topology;
 
@@ -28,8 +31,11 @@ use std::sync::Arc;
 use baton_core::backend::DeviceError;
 use baton_core::sync::WaitPolicy;
 
+/// Weight types the CPU matmul and row lookup accept: every type the
+/// kernels implement.
+pub use baton_kernels::WEIGHT_TYPES;
 pub use buffer::{CpuBuffer, ALIGN};
-pub use device::{CpuDevice, WEIGHT_TYPES};
+pub use device::CpuDevice;
 pub use pool::ThreadPool;
 
 /// How devices are opened (the same shape as every backend's

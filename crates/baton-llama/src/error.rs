@@ -37,7 +37,10 @@ pub enum ModelError {
         expected: Vec<usize>,
     },
     /// A tensor's type is not supported yet.
-    #[error("tensor {name:?} has type {type_name}, which Baton does not support yet (supported: f32, f16, bf16, q8_0, q4_0, q4_1)")]
+    #[error(
+        "tensor {name:?} has type {type_name}, which Baton does not support yet (supported: {supported})",
+        supported = weight_type_names()
+    )]
     UnsupportedType {
         /// The tensor.
         name: String,
@@ -94,6 +97,25 @@ impl From<SchedError> for ModelError {
             SchedError::Device(d) => ModelError::Device(d),
             SchedError::Graph(g) => ModelError::Graph(g),
             other => ModelError::Schedule(other),
+        }
+    }
+}
+
+/// The names of the weight types the loader accepts ([`baton_kernels::WEIGHT_TYPES`]),
+/// comma-separated, for messages.
+fn weight_type_names() -> String {
+    baton_kernels::WEIGHT_TYPES.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_type_message_names_every_weight_type() {
+        let message = ModelError::UnsupportedType { name: "w".into(), type_name: "q2_k".into() }.to_string();
+        for dtype in baton_kernels::WEIGHT_TYPES {
+            assert!(message.contains(dtype.name()), "{} missing from {message:?}", dtype.name());
         }
     }
 }

@@ -2,6 +2,11 @@
 //! with its KV cache, sampling, chat templates and conversations,
 //! perplexity, and synthetic models.
 //!
+//! The top library: depends on baton-core, baton-sched (placement and
+//! pipelined runs), baton-composite (tensor parallelism), baton-kernels
+//! (weight types, quantization), baton-gguf and baton-tokenizer; baton-cli
+//! is its user in the workspace.
+//!
 //! ```no_run
 //! use baton_llama::{EncodeOptions, LoadOptions, Model};
 //!

@@ -9,9 +9,8 @@ use baton_core::DType;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 
-/// The shares of a model over the devices of a composite device.
-///
-/// How a llama model is split for tensor parallelism (`--split-mode
+/// The shares of a model over the devices of a composite device: how a
+/// llama model is split for tensor parallelism (`--split-mode
 /// tensor`).
 ///
 /// Attention is split by query heads in proportion to `--tensor-split`;
@@ -24,10 +23,9 @@ use crate::error::ModelError;
 /// The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
 /// columns (partial sums again), on quantization-block boundaries, in the
 /// same shares. Each run of work between two gates is balanced on its own,
-/// since every device waits for the others at a gate: splitting attention
-/// by whole groups (6 and 3 query heads) and evening out the layer with
-/// the FFN rows left one device waiting about 30 µs at every attention gate
-/// of SmolLM2 on two cores. The output projection is split by vocabulary
+/// since every device waits for the others at a gate (evening out the layer
+/// as a whole instead left a device waiting at every attention gate, see
+/// docs/measurements.md). The output projection is split by vocabulary
 /// rows and gathered; norms and the token embedding are mirrored. The
 /// composite device's partitioner derives the rest and puts an all-reduce
 /// after the attention and after the FFN of every layer.

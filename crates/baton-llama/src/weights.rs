@@ -140,7 +140,7 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
             return Err(ModelError::TensorShape { name, found, expected });
         }
         let gtype = tensor.ggml_type();
-        let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
+        let dtype = DType::from_ggml_id(gtype.id()).filter(|&t| baton_kernels::is_weight_type(t)).ok_or_else(|| {
             ModelError::UnsupportedType { name: name.clone(), type_name: gtype.name().unwrap_or("unknown").to_string() }
         })?;
         if expected.len() == 1 && dtype != DType::F32 {

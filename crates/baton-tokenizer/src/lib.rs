@@ -1,5 +1,8 @@
 //! Baton's tokenizers, built from a GGUF file's tokenizer metadata.
 //!
+//! Depends on no other Baton crate; baton-llama builds its tokenizers with
+//! it.
+//!
 //! Two algorithms, chosen by `tokenizer.ggml.model`:
 //!
 //! - `llama`: SentencePiece-style. Spaces become `▁`, a space is prefixed

@@ -1,5 +1,9 @@
 //! Baton's Vulkan backend.
 //!
+//! A backend: depends on baton-core alone (the contract it implements); the
+//! scheduler and the model reach it only through baton-core's `Device` trait,
+//! and baton-cli opens it.
+//!
 //! A Vulkan device is a logical device on one physical device (`vulkan:N`
 //! is the loader's N-th; `vulkan` is `vulkan:0`), with its one queue. Each
 //! stream's timeline is one timeline semaphore, mirrored into the core's

@@ -107,7 +107,7 @@ pub struct Partition {
 
 /// Prepared per-device bindings of every segment, keyed by where the bound
 /// tensors are.
-pub(crate) type BindingsCache = std::sync::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
+pub(crate) type BindingsCache = baton_core::loom::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound
@@ -608,7 +608,7 @@ impl<'a> Builder<'a> {
             states: self.state,
             scratch: Vec::new(),
             bound_sources,
-            bindings: std::sync::Mutex::new(Vec::new()),
+            bindings: baton_core::loom::Mutex::new(Vec::new()),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! Streams: the raw, unsafe queue a backend implements, and the safe front
 //! that owns host buffers and orders every access to device memory.
 
-use std::sync::{Arc, Mutex};
+use crate::loom::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::bindings::{Bindings, BoundGraph};
@@ -210,12 +211,12 @@ impl Stream {
         self.knowledge().implicit_waits
     }
 
-    fn knowledge(&self) -> std::sync::MutexGuard<'_, Knowledge> {
-        self.knowledge.lock().unwrap_or_else(|p| p.into_inner())
+    fn knowledge(&self) -> MutexGuard<'_, Knowledge> {
+        self.knowledge.lock()
     }
 
-    fn submitting(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.submitting.lock().unwrap_or_else(|p| p.into_inner())
+    fn submitting(&self) -> MutexGuard<'_, ()> {
+        self.submitting.lock()
     }
 
     fn failed(&self) -> Option<StreamError> {

@@ -1,10 +1,11 @@
 //! The safe types' own logic without a backend: ranges, bindings, host
 //! buffers and pending transfers, printed names.
 
+use crate::loom::Mutex;
 use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::buffer::Access;
@@ -359,7 +360,7 @@ impl FakeStream {
     }
 
     fn queued(&self) -> Vec<&'static str> {
-        self.queued.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.queued.lock().clone()
     }
 }
 
@@ -381,12 +382,12 @@ unsafe impl RawStream for FakeStream {
         range.buffer().len() < 1000
     }
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
-        let held = self.hold.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let held = self.hold.lock().take();
         if let Some((entered, leave)) = held {
             entered.send(()).expect("the test listens");
             leave.recv_timeout(BOUND).expect("the test lets the submission end");
         }
-        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let mut queued = self.queued.lock();
         queued.push(op.name());
         Ok(queued.len() as u64)
     }
@@ -503,7 +504,7 @@ fn while_held(
 ) -> bool {
     let (entered_tx, entered_rx) = mpsc::channel();
     let (leave_tx, leave_rx) = mpsc::channel();
-    *raw.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some((entered_tx, leave_rx));
+    *raw.hold.lock() = Some((entered_tx, leave_rx));
     let holder = std::thread::spawn(submit);
     entered_rx.recv_timeout(BOUND).expect("the held submission started");
     let (done_tx, done_rx) = mpsc::channel();
