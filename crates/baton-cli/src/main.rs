@@ -1,22 +1,14 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 
-mod bench;
-mod bench_gates;
-mod bench_memory;
-mod bench_submit;
-mod bench_sync;
-mod chat;
-mod conformance_cmd;
-mod devices;
-mod interrupt;
-mod model_cmd;
-mod perplexity;
-mod plan_cmd;
-mod plan_tensor;
-mod run;
-mod stats;
+mod cli;
+mod cmd;
+mod util;
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
+
+use crate::cmd::{bench, conformance, devices, model, perplexity, plan, run};
+use crate::util::interrupt;
 
 /// Baton: an asynchronous multi-device runtime for tensor graphs, proven on
 /// llama-family GGUF models.
@@ -56,7 +48,7 @@ enum Command {
     ///
     /// Example:
     ///   baton plan --devices cpu:0,cpu:1 --split-mode layer -p 64
-    Plan(plan_cmd::PlanArgs),
+    Plan(plan::PlanArgs),
     /// Run the conformance suite (the async contract and op numerics)
     /// against this machine's devices.
     ///
@@ -65,12 +57,12 @@ enum Command {
     ///   baton conformance --devices vulkan:0
     ///   baton conformance --devices vulkan:0,vulkan:0   (W-ORDER, M-ORDER: expected failures)
     ///   baton conformance --devices cpu:0,cpu:1 -sm tensor   (the composite backend)
-    Conformance(conformance_cmd::ConformanceArgs),
+    Conformance(conformance::ConformanceArgs),
     /// List the devices of this machine and what they offer.
     Devices(devices::DevicesArgs),
     /// Make, fetch or inspect model files.
     #[command(subcommand)]
-    Model(model_cmd::ModelCommand),
+    Model(model::ModelCommand),
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
@@ -87,16 +79,16 @@ fn main() {
         Some((_, long)) => long.to_string(),
         None => a,
     });
-    let cli = Cli::parse_from(args);
+    let cli = parse(args);
     interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
-        Command::Plan(args) => plan_cmd::run(args),
-        Command::Conformance(args) => conformance_cmd::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Conformance(args) => conformance::run(args),
         Command::Devices(args) => devices::run(args),
-        Command::Model(cmd) => model_cmd::run(cmd),
+        Command::Model(cmd) => model::run(cmd),
     };
     // Vulkan devices may still be tearing down on their streams' threads;
     // exiting under them can crash the driver's own teardown.
@@ -105,6 +97,25 @@ fn main() {
         eprintln!("error: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// Parses the command line. A value outside an argument's choices exits
+/// with code 1, as every other bad input does (and as the hand-written
+/// checks those choices replaced did); clap's other usage errors keep its 2.
+fn parse(args: impl IntoIterator<Item = String>) -> Cli {
+    match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if e.kind() == ErrorKind::InvalidValue && has_choices(&e) => {
+            let _ = e.print();
+            std::process::exit(1);
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// Whether the argument of a clap error has a list of choices.
+fn has_choices(e: &clap::Error) -> bool {
+    matches!(e.get(ContextKind::ValidValue), Some(ContextValue::Strings(choices)) if !choices.is_empty())
 }
 
 /// The error and its causes, each once (library errors often repeat their
@@ -121,4 +132,16 @@ fn describe(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own check of the whole command line: no two arguments share a
+    /// flag, every default is one of its choices, every reference resolves.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }

@@ -25,7 +25,7 @@ pub struct SplitTensor {
 ///
 /// A plain allocation is mirrored: every part has all `len` bytes, equal
 /// after every operation, and any byte range of it can be used. A buffer made
-/// for one tensor ([`crate::CompositeDevice::alloc_tensor`]) holds that
+/// for one tensor ([`crate::CompositeDevice::alloc_split`]) holds that
 /// tensor split or as partial sums; it is used whole.
 pub struct CompositeBuffer {
     device: String,

@@ -7,9 +7,10 @@
 //! GPUs, MPI across hosts) implements [`Collective`]; [`Butterfly`] needs
 //! nothing but the copy contract (`C-ORDER`) and one-op graphs.
 
+use baton_core::loom::Mutex;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use baton_core::backend::{Bindings, BoundGraph, Stream, TensorRef};
 use baton_core::graph::{Flags, Graph, NodeId};
@@ -79,7 +80,7 @@ impl GateKept {
     /// Runs `f` on the kept `T` (a new one if none, or another type, is
     /// kept).
     pub fn with<T: Default + Send + 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.0.lock();
         if let Some(kept) = slot.as_mut().and_then(|b| b.downcast_mut::<T>()) {
             return f(kept);
         }
@@ -202,7 +203,7 @@ impl Butterfly {
         key: String,
         build: impl FnOnce() -> Result<Graph, CompositeError>,
     ) -> Result<Arc<Graph>, CompositeError> {
-        let mut graphs = self.graphs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut graphs = self.graphs.lock();
         if let Some(g) = graphs.get(&key) {
             return Ok(g.clone());
         }
@@ -213,7 +214,7 @@ impl Butterfly {
 
     /// The add graph of tensors of `dims`: leaves 0 and 1, the sum 2.
     fn add_graph(&self, dims: &[usize]) -> Result<Arc<Graph>, CompositeError> {
-        let mut adds = self.adds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut adds = self.adds.lock();
         if let Some(g) = adds.get(dims) {
             return Ok(g.clone());
         }
@@ -239,10 +240,10 @@ impl Butterfly {
         steps.submit(stream, &[a, b, out], || {
             let graph = self.add_graph(a.shape().dims())?;
             let mut bindings = Bindings::new(&graph);
-            bindings.bind(&graph, NodeId(0), a.clone())?;
-            bindings.bind(&graph, NodeId(1), b.clone())?;
-            bindings.bind(&graph, NodeId(2), out.clone())?;
-            Ok(BoundGraph::new(&graph, bindings)?)
+            bindings.bind(NodeId(0), a.clone())?;
+            bindings.bind(NodeId(1), b.clone())?;
+            bindings.bind(NodeId(2), out.clone())?;
+            Ok(BoundGraph::new(bindings)?)
         })
     }
 
@@ -365,11 +366,11 @@ impl Butterfly {
                     Ok(g)
                 })?;
                 let mut bindings = Bindings::new(&graph);
-                bindings.bind_name(&graph, "out", io.outputs[d].clone())?;
+                bindings.bind_name("out", io.outputs[d].clone())?;
                 for (peer, slice) in slices[..n].iter().enumerate() {
-                    bindings.bind_name(&graph, &format!("in{peer}"), (*slice).clone())?;
+                    bindings.bind_name(&format!("in{peer}"), (*slice).clone())?;
                 }
-                Ok(BoundGraph::new(&graph, bindings)?)
+                Ok(BoundGraph::new(bindings)?)
             })?;
         }
         Ok(())

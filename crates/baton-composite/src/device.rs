@@ -1,8 +1,11 @@
 //! The composite device: N inner devices presented as one.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 
-use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, HazardReport, Stream};
+use baton_core::backend::{
+    into_devices, Buffer, Device, DeviceError, DeviceInfo, HazardReport, IntoDevice, Stream, TensorRef,
+};
 use baton_core::graph::Op;
 use std::time::Duration;
 
@@ -36,7 +39,10 @@ pub struct CompositeDevice {
 impl CompositeDevice {
     /// A composite over `inner` (at least one device) whose gates wait with
     /// `policy`, using the built-in [`Butterfly`] collective.
-    pub fn new(inner: Vec<Arc<dyn Device>>, policy: WaitPolicy) -> Result<CompositeDevice, CompositeError> {
+    pub fn new(
+        inner: impl IntoIterator<Item = impl IntoDevice>,
+        policy: WaitPolicy,
+    ) -> Result<CompositeDevice, CompositeError> {
         Self::with_collective(inner, policy, Arc::new(Butterfly::new()))
     }
 
@@ -45,18 +51,20 @@ impl CompositeDevice {
     /// `inner` devices (like ggml's `MTL0,MTL0`). The composite's own tests
     /// and `baton conformance -sm tensor` both use it.
     pub fn conformance_pair(
-        inner: Vec<Arc<dyn Device>>,
+        inner: impl IntoIterator<Item = impl IntoDevice>,
         policy: WaitPolicy,
     ) -> Result<Vec<Arc<dyn Device>>, CompositeError> {
-        (0..2).map(|_| Ok(Arc::new(Self::new(inner.clone(), policy)?) as Arc<dyn Device>)).collect()
+        let inner = into_devices(inner);
+        (0..2).map(|_| Ok(Arc::new(Self::new(inner.clone(), policy)?).into_device())).collect()
     }
 
     /// As [`new`](Self::new), with another collective (a native library).
     pub fn with_collective(
-        inner: Vec<Arc<dyn Device>>,
+        inner: impl IntoIterator<Item = impl IntoDevice>,
         policy: WaitPolicy,
         collective: Arc<dyn Collective>,
     ) -> Result<CompositeDevice, CompositeError> {
+        let inner = into_devices(inner);
         let first = inner.first().ok_or_else(|| CompositeError::Unsupported {
             op: "composite device",
             reason: "needs at least one inner device".into(),
@@ -103,18 +111,18 @@ impl CompositeDevice {
     /// Waits the inner streams' hazard tracking inserted so far (0 when every
     /// gate orders its cross-device accesses itself).
     pub fn inner_implicit_waits(&self) -> u64 {
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Stream::implicit_waits).sum()
+        self.streams.lock().iter().map(Stream::implicit_waits).sum()
     }
 
     /// The races the inner streams found so far (empty on correct gates).
     pub fn inner_hazard_reports(&self) -> Vec<HazardReport> {
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().flat_map(Stream::hazard_reports).collect()
+        self.streams.lock().iter().flat_map(Stream::hazard_reports).collect()
     }
 
     /// Each inner stream made so far: its label and its first failure, if
     /// it failed.
     pub fn inner_failures(&self) -> Vec<(String, Option<Failure>)> {
-        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let streams = self.streams.lock();
         streams.iter().map(|s| (s.label().to_string(), s.timeline().failure())).collect()
     }
 
@@ -138,9 +146,9 @@ impl CompositeDevice {
         &self.collective
     }
 
-    /// A buffer holding one tensor of `dtype` and `dims` as `split` says
-    /// (checked); write and read it whole, bind it whole.
-    pub fn alloc_tensor(&self, dtype: DType, dims: &[usize], split: TensorSplit) -> Result<Buffer, CompositeError> {
+    /// One tensor of `dtype` and `dims` in a buffer of its own, held as
+    /// `split` says (checked); write and read it whole, bind it whole.
+    pub fn alloc_split(&self, dtype: DType, dims: &[usize], split: TensorSplit) -> Result<TensorRef, CompositeError> {
         split.check(dtype, dims, self.inner.len())?;
         let bytes = |dims: &[usize]| -> Result<usize, CompositeError> {
             let rows: usize = dims[..dims.len() - 1].iter().product();
@@ -154,7 +162,8 @@ impl CompositeDevice {
             .map(|d| Ok(self.inner[d].alloc(bytes(&split.local_dims(dims, d))?)?))
             .collect::<Result<Vec<_>, CompositeError>>()?;
         let tensor = SplitTensor { dtype, dims: dims.to_vec(), split };
-        Ok(Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor)))))
+        let buffer = Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor))));
+        Ok(TensorRef::new(&buffer, 0, dtype, dims)?)
     }
 }
 
@@ -175,7 +184,7 @@ impl Device for CompositeDevice {
             .iter()
             .map(|d| d.new_stream().map(|s| s.with_deadline(self.deadline)))
             .collect::<Result<Vec<_>, _>>()?;
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).extend(inner.iter().cloned());
+        self.streams.lock().extend(inner.iter().cloned());
         let raw = CompositeStream::new(
             &self.info.name,
             self.inner.clone(),

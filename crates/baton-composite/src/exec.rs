@@ -166,9 +166,9 @@ impl Partition {
                     for (d, graph) in seg.graphs.iter().enumerate() {
                         let mut local = Bindings::new(graph);
                         for (node, source) in &seg.binds[d] {
-                            local.bind(graph, *node, self.resolve(source, d, bindings)?)?;
+                            local.bind(*node, self.resolve(source, d, bindings)?)?;
                         }
-                        per_device.push(BoundGraph::new(graph, local)?);
+                        per_device.push(BoundGraph::new(local)?);
                     }
                     out.push(Prepared::Segment(per_device));
                 }
@@ -207,7 +207,7 @@ impl Partition {
         profile: &Arc<GateProfile>,
     ) -> Result<(), CompositeError> {
         let prepared = {
-            let mut cached = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cached = self.bindings.lock();
             // Compared in place (no key is built on a hit).
             let hit = cached.iter().rev().find(|(s, _)| self.signature(bindings).eq(s.iter().copied()));
             match hit {

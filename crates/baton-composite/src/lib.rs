@@ -1,5 +1,9 @@
 //! Tensor parallelism as a backend: a composite device over N devices.
 //!
+//! A backend over backends: depends on baton-core alone and wraps any
+//! `Device`; baton-llama builds its tensor-parallel models on it, and
+//! baton-cli opens it.
+//!
 //! Layer splits add capacity but not speed to one sequence: one device
 //! works at a time. A [`CompositeDevice`] splits every weight over its
 //! devices instead, so all of them work on every token, and it is itself a
@@ -10,7 +14,7 @@
 //!
 //! - **Memory** ([`CompositeBuffer`]): one buffer per inner device. A plain
 //!   allocation is mirrored (every part holds all bytes, any range usable);
-//!   [`CompositeDevice::alloc_tensor`] holds one tensor as a
+//!   [`CompositeDevice::alloc_split`] holds one tensor as a
 //!   [`TensorSplit`]: split along an axis (each device a list of segments,
 //!   uneven shares allowed: 9 heads over 2 devices), mirrored, or partial
 //!   sums. Writes scatter the host bytes, reads gather them (summing partial

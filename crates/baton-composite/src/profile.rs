@@ -6,7 +6,9 @@
 //! device: waiting for the others, the copies and the adds.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use baton_core::loom::Mutex;
 use std::time::{Duration, Instant};
 
 /// One inner device's gate time.
@@ -32,29 +34,25 @@ pub struct GateProfile {
     since: Mutex<Option<Instant>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl GateProfile {
     pub(crate) fn new(devices: usize) -> Arc<GateProfile> {
         let profile = GateProfile::default();
-        lock(&profile.devices).resize_with(devices, DeviceSlot::default);
+        profile.devices.lock().resize_with(devices, DeviceSlot::default);
         Arc::new(profile)
     }
 
     /// Starts (or stops) bracketing gates, clearing the counts.
     pub fn enable(&self, on: bool) {
-        for slot in lock(&self.devices).iter_mut() {
+        for slot in self.devices.lock().iter_mut() {
             *slot = DeviceSlot::default();
         }
-        *lock(&self.since) = Some(Instant::now());
+        *self.since.lock() = Some(Instant::now());
         self.enabled.store(on, Ordering::Relaxed);
     }
 
     /// Time since the profile was last enabled (the span its times cover).
     pub fn span(&self) -> Duration {
-        lock(&self.since).map_or(Duration::ZERO, |t| t.elapsed())
+        self.since.lock().map_or(Duration::ZERO, |t| t.elapsed())
     }
 
     pub(crate) fn enabled(&self) -> bool {
@@ -64,7 +62,7 @@ impl GateProfile {
     pub(crate) fn enter(self: &Arc<Self>, d: usize) -> impl FnOnce() -> Result<(), String> + Send + 'static {
         let me = self.clone();
         move || {
-            lock(&me.devices)[d].entered = Some(Instant::now());
+            me.devices.lock()[d].entered = Some(Instant::now());
             Ok(())
         }
     }
@@ -72,7 +70,7 @@ impl GateProfile {
     pub(crate) fn leave(self: &Arc<Self>, d: usize) -> impl FnOnce() -> Result<(), String> + Send + 'static {
         let me = self.clone();
         move || {
-            let mut devices = lock(&me.devices);
+            let mut devices = me.devices.lock();
             let slot = &mut devices[d];
             if let Some(t) = slot.entered.take() {
                 slot.time.gates += 1;
@@ -84,6 +82,6 @@ impl GateProfile {
 
     /// Per inner device, its gate time since [`enable`](Self::enable).
     pub fn times(&self) -> Vec<GateTime> {
-        lock(&self.devices).iter().map(|s| s.time.clone()).collect()
+        self.devices.lock().iter().map(|s| s.time.clone()).collect()
     }
 }

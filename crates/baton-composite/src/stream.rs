@@ -9,8 +9,9 @@
 //! timeline with the inner stream's first cause, so failure travels as the
 //! contract says; nothing waits on a device that has failed.
 
+use baton_core::loom::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use baton_core::backend::{BufferRange, Device, HostSlot, RawStream, Stream, StreamError, StreamOp};
 use baton_core::sync::{Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
@@ -64,7 +65,7 @@ impl CompositeWriter {
     }
 
     fn fail(&self, value: u64, cause: Failure) {
-        let mut first = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = self.cause.lock();
         let cause = first.get_or_insert(cause).clone();
         self.writer.fail(value, cause);
     }
@@ -132,7 +133,7 @@ impl CompositeStream {
     /// Whether this stream's partitions leave all-reduces to their
     /// consumers ([`Partition::build_with`](crate::Partition::build_with)).
     pub(crate) fn folds(&self) -> bool {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).partitions.folds()
+        self.state.lock().partitions.folds()
     }
 
     /// Whether `op` runs on inner stream 0 only.
@@ -218,8 +219,8 @@ impl CompositeStream {
                     s.copy(&a, &b, None)?;
                 }
             }
-            StreamOp::Compute { graph, bindings } => {
-                let partition = st.partitions.get(&graph, &bindings, &self.devices, &*self.collective)?;
+            StreamOp::Compute { bindings } => {
+                let partition = st.partitions.get(bindings.graph(), &bindings, &self.devices, &*self.collective)?;
                 partition.run(&self.inner, &bindings, &*self.collective, self.policy, &self.profile)?;
             }
         }
@@ -309,7 +310,7 @@ unsafe impl RawStream for CompositeStream {
     }
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock();
         if let Some(cause) = self.timeline.failure() {
             return Err(StreamError::Failed { stream: self.label.clone(), cause });
         }

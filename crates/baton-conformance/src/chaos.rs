@@ -2,11 +2,12 @@
 //! seeded random amount, so that a missing wait gives a wrong answer (or an
 //! inserted wait in `Stream::implicit_waits`), reproducibly from the seed.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::backend::{
-    Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp,
+    Buffer, BufferRange, Device, DeviceError, DeviceInfo, IntoDevice, RawStream, Stream, StreamError, StreamOp,
 };
 use baton_core::graph::Op;
 use baton_core::sync::{SyncPoint, Timeline};
@@ -50,7 +51,7 @@ impl ChaosDevice {
     }
 
     fn next_seed(&self) -> u64 {
-        let mut s = self.seed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.seed.lock();
         *s = splitmix(*s);
         *s
     }
@@ -125,7 +126,7 @@ unsafe impl RawStream for ChaosStream {
 
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
         let delay = {
-            let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = self.rng.lock();
             *r = splitmix(*r);
             let nanos = self.max_delay.as_nanos().max(1) as u64;
             // A third of the items run at once, so that orders vary too.
@@ -149,7 +150,11 @@ unsafe impl RawStream for ChaosStream {
 }
 
 /// Wraps every device of a list, each with its own seed derived from `seed`.
-pub fn wrap(devices: Vec<Arc<dyn Device>>, seed: u64, max_delay: Duration) -> Vec<Arc<dyn Device>> {
+pub fn wrap(
+    devices: impl IntoIterator<Item = impl IntoDevice>,
+    seed: u64,
+    max_delay: Duration,
+) -> Vec<Arc<dyn Device>> {
     wrap_with(devices, seed, max_delay, Fallbacks::default())
 }
 
@@ -164,7 +169,7 @@ pub struct Fallbacks {
 
 /// As [`wrap`], forcing the given fallback paths.
 pub fn wrap_with(
-    devices: Vec<Arc<dyn Device>>,
+    devices: impl IntoIterator<Item = impl IntoDevice>,
     seed: u64,
     max_delay: Duration,
     fallbacks: Fallbacks,
@@ -173,14 +178,14 @@ pub fn wrap_with(
         .into_iter()
         .enumerate()
         .map(|(i, d)| {
-            let mut chaos = ChaosDevice::new(d, seed ^ (i as u64 + 1) << 32, max_delay);
+            let mut chaos = ChaosDevice::new(d.into_device(), seed ^ (i as u64 + 1) << 32, max_delay);
             if fallbacks.no_native_waits {
                 chaos = chaos.without_native_waits();
             }
             if fallbacks.no_foreign_access {
                 chaos = chaos.without_foreign_access();
             }
-            Arc::new(chaos) as Arc<dyn Device>
+            Arc::new(chaos).into_device()
         })
         .collect()
 }

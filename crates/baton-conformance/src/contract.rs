@@ -26,10 +26,10 @@ pub fn scale_graph(n: usize, factor: f32) -> Arc<Graph> {
     Arc::new(g)
 }
 
-fn bind(graph: &Graph, x: &TensorRef, y: &TensorRef) -> Bindings {
+fn bind(graph: &Arc<Graph>, x: &TensorRef, y: &TensorRef) -> Bindings {
     let mut b = Bindings::new(graph);
-    b.bind_name(graph, "x", x.clone()).expect("bind x");
-    b.bind_name(graph, "y", y.clone()).expect("bind y");
+    b.bind_name("x", x.clone()).expect("bind x");
+    b.bind_name("y", y.clone()).expect("bind y");
     b
 }
 
@@ -214,9 +214,9 @@ pub fn q_fifo(f: &Fixture) {
     let (_host, release) = gate();
     s.wait(&release.point()).expect("wait");
     let first = s.write_async(&x, vec![1f32; 8]).expect("write");
-    s.compute(&graph, bind(&graph, &x, &y1)).expect("compute");
+    s.compute(bind(&graph, &x, &y1)).expect("compute");
     let second = s.write_async(&x, vec![5f32; 8]).expect("write");
-    let last = s.compute(&graph, bind(&graph, &x, &y2)).expect("compute");
+    let last = s.compute(bind(&graph, &x, &y2)).expect("compute");
     assert_pending(last.status(), "work behind the gate");
     release.signal();
     last.wait_timeout(RULE_TIMEOUT).expect("done");
@@ -318,7 +318,7 @@ pub fn w_hold(f: &Fixture) {
     // Independent work of the same device must not be stuck behind it.
     let graph = scale_graph(64, 2.0);
     let written = bystander.write_async(&x, random(64, 32)).expect("write");
-    let done = bystander.compute(&graph, bind(&graph, &x, &y)).expect("compute");
+    let done = bystander.compute(bind(&graph, &x, &y)).expect("compute");
     let read = bystander.read_into_async(&y, vec![0f32; 64]).expect("read");
     read.wait_timeout(RULE_TIMEOUT).expect("work of another stream runs while the wait is pending");
     assert!(done.is_reached());
@@ -523,7 +523,7 @@ pub fn g_async(f: &Fixture) {
     let (_host, release) = gate();
     s.wait(&release.point()).expect("wait");
     let _queued = s.write_async(&x, random(1000, 9)).expect("write");
-    let done = s.compute(&graph, bind(&graph, &x, &y)).expect("compute returns");
+    let done = s.compute(bind(&graph, &x, &y)).expect("compute returns");
     assert_pending(done.status(), "compute behind the gate");
     release.signal();
     done.wait_timeout(RULE_TIMEOUT).expect("compute");
@@ -532,11 +532,11 @@ pub fn g_async(f: &Fixture) {
     // Bindings that break the graph's rules are refused before queueing.
     let wrong = f.tensor(0, &[999]);
     let mut b = Bindings::new(&graph);
-    assert!(b.bind_name(&graph, "x", wrong).is_err(), "shape mismatch");
+    assert!(b.bind_name("x", wrong).is_err(), "shape mismatch");
     let mut overlapping = Bindings::new(&graph);
-    overlapping.bind_name(&graph, "x", x.clone()).expect("x");
-    overlapping.bind_name(&graph, "y", x.clone()).expect("y");
-    assert!(matches!(s.compute(&graph, overlapping), Err(StreamError::Binding { .. })), "output overlapping input");
+    overlapping.bind_name("x", x.clone()).expect("x");
+    overlapping.bind_name("y", x.clone()).expect("y");
+    assert!(matches!(s.compute(overlapping), Err(StreamError::Binding { .. })), "output overlapping input");
 }
 
 /// E-STICKY: a failure stops the stream and surfaces at the next wait.
@@ -550,10 +550,10 @@ pub fn e_sticky(f: &Fixture) {
     s.wait(&release.point()).expect("wait");
     let _queued = s.write_async(&ids, bad_ids).expect("write");
     let mut b = Bindings::new(&graph);
-    b.bind_name(&graph, "table", table.clone()).expect("table");
-    b.bind_name(&graph, "ids", ids.clone()).expect("ids");
-    b.bind_name(&graph, "rows", rows.clone()).expect("rows");
-    let failed = s.compute(&graph, b).expect("queued");
+    b.bind_name("table", table.clone()).expect("table");
+    b.bind_name("ids", ids.clone()).expect("ids");
+    b.bind_name("rows", rows.clone()).expect("rows");
+    let failed = s.compute(b).expect("queued");
     let after = s.write_async(&table, vec![0f32; 32]).expect("queued after");
     release.signal();
     let first = match failed.wait_timeout(RULE_TIMEOUT) {
@@ -588,18 +588,18 @@ pub fn e_nopanic(f: &Fixture) {
     let ids = f.typed_tensor(0, DType::I32, &[1]);
     broken.write_async(&ids, bad_ids).expect("write").wait_within(RULE_TIMEOUT).expect("write");
     let mut b = Bindings::new(&graph);
-    b.bind_name(&graph, "table", f.tensor(0, &[4, 8])).expect("table");
-    b.bind_name(&graph, "ids", ids).expect("ids");
-    b.bind_name(&graph, "rows", f.tensor(0, &[1, 8])).expect("rows");
+    b.bind_name("table", f.tensor(0, &[4, 8])).expect("table");
+    b.bind_name("ids", ids).expect("ids");
+    b.bind_name("rows", f.tensor(0, &[1, 8])).expect("rows");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        broken.compute(&graph, b).expect("queued").wait_timeout(RULE_TIMEOUT)
+        broken.compute(b).expect("queued").wait_timeout(RULE_TIMEOUT)
     }));
     assert!(matches!(result, Ok(Err(_))), "an error, not a panic");
     let healthy = f.stream(0);
     let (x, y) = (f.tensor(0, &[8]), f.tensor(0, &[8]));
     upload(&healthy, &x, vec![1.0; 8]);
     let g = scale_graph(8, 4.0);
-    healthy.compute(&g, bind(&g, &x, &y)).expect("compute").wait_timeout(RULE_TIMEOUT).expect("the device still works");
+    healthy.compute(bind(&g, &x, &y)).expect("compute").wait_timeout(RULE_TIMEOUT).expect("the device still works");
     assert_eq!(download(&healthy, &y), vec![4.0; 8]);
 }
 

@@ -1,5 +1,9 @@
 //! The conformance suite: tests every backend expands and passes.
 //!
+//! Depends on baton-core alone; each backend crate (baton-cpu, baton-vulkan,
+//! baton-composite) expands it in its tests, and baton-cli runs it against
+//! the machine's devices (`baton conformance`).
+//!
 //! Two parts, both written once against the backend traits of `baton-core`:
 //! - [`contract`]: one function per rule of `docs/contract.md`, named after
 //!   the rule's ID (`q_fifo` checks Q-FIFO);
@@ -37,8 +41,47 @@ mod util;
 pub use expected::{expected_failures, judge, ExpectedFailure, Outcome};
 pub use util::{random, Fixture, RULE_TIMEOUT};
 
-/// Expands every contract rule into a `#[test]` for a backend (the same
-/// rules as [`CONTRACT_RULES`]).
+/// Every contract rule, once: its test name (the rule ID in lower case) and
+/// whether [`chaos_contract_tests!`] runs it under the chaos wrapper too
+/// (`chaos`) or not (`plain`; P-MONO, P-WAIT and P-TIMEOUT, for one, use no
+/// device at all). Calls
+/// `$crate::$callback! { $args ; rule: kind, ... }`: the test macros,
+/// [`CONTRACT_RULES`] and the chaos tests are all made from this list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_contract_rule {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! { $($args)* ;
+            p_mono: plain, p_visible: chaos, p_wait: plain, p_timeout: plain, p_fail: plain,
+            h_release: chaos, h_abandon: plain, q_fifo: chaos, q_nonblock: chaos,
+            w_order: chaos, w_fail: chaos, w_foreign: plain, w_bound: chaos, w_hold: chaos,
+            m_order: chaos, h_own: chaos, r_own: chaos, d_return: chaos, c_order: chaos,
+            c_cross: chaos, g_async: chaos, e_sticky: chaos, e_nopanic: plain,
+            d_noblock: chaos, d_defer: chaos, d_cancel: chaos
+        }
+    };
+}
+
+/// Every op case, once, by its test name (a function of [`ops`]). Calls
+/// `$crate::$callback! { $args ; case, ... }`: [`op_tests!`] and
+/// [`OP_CASES`] are made from this list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_op_case {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! { $($args)* ;
+            op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
+            op_matmul_q4_0, op_matmul_q4_1, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k,
+            op_matmul_q8_k, op_matmul_batched_broadcast, op_matmul_strided_weight,
+            op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
+            op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
+            op_copy_into_f32, op_contiguous_permuted, op_scatter_rows, op_softmax_at_positions
+        }
+    };
+}
+
+/// Expands every contract rule into a `#[test]` for a backend (the rules
+/// of [`CONTRACT_RULES`]).
 ///
 /// `$open` is a path to a function returning the devices under test (at
 /// least two; see [`Devices`]). `after: $check` names a function run after
@@ -56,22 +99,18 @@ macro_rules! contract_tests {
         $crate::contract_tests!($open, unsupported: [$($unsupported),*], after: $crate::nothing_after);
     };
     ($open:path, unsupported: [$($unsupported:literal),*], after: $after:path) => {
-        $crate::contract_tests!(@each $open, $after, &[$($unsupported),*];
-            p_mono, p_visible, p_wait, p_timeout, p_fail, h_release, h_abandon,
-            q_fifo, q_nonblock, w_order, w_fail, w_foreign, w_bound, w_hold, m_order,
-            h_own, r_own, d_return, c_order, c_cross, g_async,
-            e_sticky, e_nopanic, d_noblock, d_defer, d_cancel);
+        $crate::for_each_contract_rule!(contract_tests { @each $open, $after, &[$($unsupported),*] });
     };
-    (@each $open:path, $after:path, $unsupported:expr; $($rule:ident),*) => {
+    (@each $open:path, $after:path, $unsupported:expr; $($rule:ident: $kind:ident),*) => {
         $(
             #[test]
             fn $rule() {
                 let Some(devices) = $crate::Devices::into_devices($open()) else { return };
                 let mut expected = $crate::expected::listed_unsupported($unsupported);
                 expected.extend($crate::expected_failures(&devices).expect("probing the devices' streams"));
-                let devices = std::sync::Mutex::new(Some(devices));
+                let devices = $crate::__private::Mutex::new(Some(devices));
                 $crate::run_rule(stringify!($rule), &expected, &|| {
-                    let devices = devices.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let devices = devices.lock().take();
                     let fixture = $crate::Fixture::new(devices.expect("each rule runs once"));
                     $crate::contract::$rule(&fixture);
                 });
@@ -90,15 +129,15 @@ pub trait Devices {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>>;
 }
 
-impl Devices for Vec<std::sync::Arc<dyn baton_core::backend::Device>> {
+impl<D: baton_core::IntoDevice> Devices for Vec<D> {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
-        Some(self)
+        Some(baton_core::backend::into_devices(self))
     }
 }
 
-impl Devices for Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
+impl<D: baton_core::IntoDevice> Devices for Option<Vec<D>> {
     fn into_devices(self) -> Option<Vec<std::sync::Arc<dyn baton_core::backend::Device>>> {
-        self
+        self.map(baton_core::backend::into_devices)
     }
 }
 
@@ -119,46 +158,41 @@ pub fn run_rule(name: &str, expected: &[ExpectedFailure], check: &dyn Fn()) {
     }
 }
 
-/// Expands every contract rule into a `#[test]` that runs it under the
-/// chaos wrapper for `$seeds` seeds (`BATON_CHAOS_SEEDS` overrides), each
-/// item delayed by up to 200 µs; a failure names its seed.
+/// Expands every contract rule marked `chaos` in the list of
+/// [`CONTRACT_RULES`] into a `#[test]` that runs it under the chaos wrapper
+/// for `$seeds` seeds (`BATON_CHAOS_SEEDS` overrides), each item delayed by
+/// up to 200 µs; a failure names its seed.
 #[macro_export]
 macro_rules! chaos_contract_tests {
     ($open:path, $seeds:expr) => {
-        $crate::chaos_contract_tests!(@each $open, $seeds;
-            p_visible, h_release, q_fifo, q_nonblock, w_order, w_fail, w_bound, w_hold, m_order,
-            h_own, r_own, d_return, c_order, c_cross, g_async, e_sticky, d_noblock, d_defer, d_cancel);
+        $crate::for_each_contract_rule!(chaos_contract_tests { @each $open, $seeds });
     };
-    (@each $open:path, $seeds:expr; $($rule:ident),*) => {
-        $(
-            #[test]
-            fn $rule() {
-                $crate::chaos::for_seeds(
-                    0..$crate::chaos::seed_count($seeds),
-                    &$open,
-                    std::time::Duration::from_micros(200),
-                    &|devices| $crate::contract::$rule(&$crate::Fixture::new(devices)),
-                );
-            }
-        )*
+    (@each $open:path, $seeds:expr; $($rule:ident: $kind:ident),*) => {
+        $( $crate::chaos_contract_tests!(@one $kind $rule, $open, $seeds); )*
+    };
+    (@one plain $rule:ident, $open:path, $seeds:expr) => {};
+    (@one chaos $rule:ident, $open:path, $seeds:expr) => {
+        #[test]
+        fn $rule() {
+            $crate::chaos::for_seeds(
+                0..$crate::chaos::seed_count($seeds),
+                &$open,
+                std::time::Duration::from_micros(200),
+                &|devices| $crate::contract::$rule(&$crate::Fixture::new(devices)),
+            );
+        }
     };
 }
 
-/// Expands every op case into a `#[test]` for a backend; `after:` as for
-/// [`contract_tests!`].
+/// Expands every op case into a `#[test]` for a backend (the cases of
+/// [`OP_CASES`]); `after:` as for [`contract_tests!`].
 #[macro_export]
 macro_rules! op_tests {
     ($open:path) => {
         $crate::op_tests!($open, after: $crate::nothing_after);
     };
     ($open:path, after: $after:path) => {
-        $crate::op_tests!(@each $open, $after;
-            op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
-            op_matmul_q4_0, op_matmul_q4_1, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k,
-            op_matmul_batched_broadcast, op_matmul_strided_weight,
-            op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
-            op_softmax_causal, op_softmax_plain, op_silu, op_copy_into_f16_strided,
-            op_copy_into_f32, op_contiguous_permuted, op_scatter_rows, op_softmax_at_positions);
+        $crate::for_each_op_case!(op_tests { @each $open, $after });
     };
     (@each $open:path, $after:path; $($case:ident),*) => {
         $(
@@ -175,63 +209,39 @@ macro_rules! op_tests {
 /// A named check of the suite.
 pub type Case = (&'static str, fn(&Fixture));
 
-/// Every contract rule, by its test name (the rule ID in lower case), for
-/// running the suite outside `cargo test` (`baton conformance`).
-pub const CONTRACT_RULES: &[Case] = &[
-    ("p_mono", contract::p_mono),
-    ("p_visible", contract::p_visible),
-    ("p_wait", contract::p_wait),
-    ("p_timeout", contract::p_timeout),
-    ("p_fail", contract::p_fail),
-    ("h_release", contract::h_release),
-    ("h_abandon", contract::h_abandon),
-    ("q_fifo", contract::q_fifo),
-    ("q_nonblock", contract::q_nonblock),
-    ("w_order", contract::w_order),
-    ("w_fail", contract::w_fail),
-    ("w_foreign", contract::w_foreign),
-    ("w_bound", contract::w_bound),
-    ("w_hold", contract::w_hold),
-    ("m_order", contract::m_order),
-    ("h_own", contract::h_own),
-    ("r_own", contract::r_own),
-    ("d_return", contract::d_return),
-    ("c_order", contract::c_order),
-    ("c_cross", contract::c_cross),
-    ("g_async", contract::g_async),
-    ("e_sticky", contract::e_sticky),
-    ("e_nopanic", contract::e_nopanic),
-    ("d_noblock", contract::d_noblock),
-    ("d_defer", contract::d_defer),
-    ("d_cancel", contract::d_cancel),
-];
+macro_rules! case_lists {
+    (contract; $($rule:ident: $kind:ident),*) => {
+        /// Every contract rule, by its test name (the rule ID in lower case), for
+        /// running the suite outside `cargo test` (`baton conformance`).
+        pub const CONTRACT_RULES: &[Case] = &[$((stringify!($rule), contract::$rule)),*];
+    };
+    (ops; $($case:ident),*) => {
+        /// Every op case, by its test name.
+        pub const OP_CASES: &[Case] = &[$((stringify!($case), ops::$case)),*];
+    };
+}
+use case_lists;
 
-/// Every op case, by its test name.
-pub const OP_CASES: &[Case] = &[
-    ("op_get_rows", ops::op_get_rows),
-    ("op_matmul_f32", ops::op_matmul_f32),
-    ("op_matmul_f16", ops::op_matmul_f16),
-    ("op_matmul_bf16", ops::op_matmul_bf16),
-    ("op_matmul_q8_0", ops::op_matmul_q8_0),
-    ("op_matmul_q4_0", ops::op_matmul_q4_0),
-    ("op_matmul_q4_1", ops::op_matmul_q4_1),
-    ("op_matmul_q4_k", ops::op_matmul_q4_k),
-    ("op_matmul_q5_k", ops::op_matmul_q5_k),
-    ("op_matmul_q6_k", ops::op_matmul_q6_k),
-    ("op_matmul_batched_broadcast", ops::op_matmul_batched_broadcast),
-    ("op_matmul_strided_weight", ops::op_matmul_strided_weight),
-    ("op_add_broadcast", ops::op_add_broadcast),
-    ("op_mul_broadcast", ops::op_mul_broadcast),
-    ("op_scale", ops::op_scale),
-    ("op_rms_norm", ops::op_rms_norm),
-    ("op_rope_normal", ops::op_rope_normal),
-    ("op_rope_neox", ops::op_rope_neox),
-    ("op_softmax_causal", ops::op_softmax_causal),
-    ("op_softmax_plain", ops::op_softmax_plain),
-    ("op_silu", ops::op_silu),
-    ("op_copy_into_f16_strided", ops::op_copy_into_f16_strided),
-    ("op_copy_into_f32", ops::op_copy_into_f32),
-    ("op_contiguous_permuted", ops::op_contiguous_permuted),
-    ("op_scatter_rows", ops::op_scatter_rows),
-    ("op_softmax_at_positions", ops::op_softmax_at_positions),
-];
+for_each_contract_rule!(case_lists { contract });
+for_each_op_case!(case_lists { ops });
+
+/// What the test macros use from outside the crate's public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use baton_core::loom::Mutex;
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_core::DType;
+
+    /// A device may declare any real-valued type a weight type; each has its
+    /// matmul case (the row lookup case takes every declared type).
+    #[test]
+    fn every_weight_type_a_device_may_declare_has_a_matmul_case() {
+        for dtype in DType::ALL.into_iter().filter(|t| t.is_float()) {
+            let case = format!("op_matmul_{}", dtype.name());
+            assert!(super::OP_CASES.iter().any(|(name, _)| *name == case), "no op case {case}");
+        }
+    }
+}

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::{Buffer, Device, HostBytes, Pending, PendingError, Stream, StreamError, TensorRef};
+use baton_core::backend::{
+    into_devices, Buffer, Device, HostBytes, IntoDevice, Pending, PendingError, Stream, StreamError, TensorRef,
+};
 use baton_core::sync::{HostTimeline, Release, WaitError};
 use baton_core::DType;
 
@@ -20,9 +22,18 @@ pub struct Fixture {
 
 impl Fixture {
     /// Wraps the devices a backend opened.
-    pub fn new(devices: Vec<Arc<dyn Device>>) -> Self {
+    pub fn new(devices: impl IntoIterator<Item = impl IntoDevice>) -> Self {
+        let devices = into_devices(devices);
         assert!(devices.len() >= 2, "the suite needs two devices, got {}", devices.len());
         Fixture { devices }
+    }
+
+    /// The weight types every device declares (`DeviceInfo::weight_types`):
+    /// the op cases check each of them.
+    pub fn weight_types(&self) -> Vec<DType> {
+        let mut types = self.devices[0].info().weight_types.clone();
+        types.retain(|t| self.devices.iter().all(|d| d.info().weight_types.contains(t)));
+        types
     }
 
     /// A new stream on device `d`.
@@ -37,10 +48,7 @@ impl Fixture {
 
     /// A zeroed tensor of any type on device `d`, alone in its buffer.
     pub fn typed_tensor(&self, d: usize, dtype: DType, dims: &[usize]) -> TensorRef {
-        let elems: usize = dims.iter().product();
-        let bytes = elems / dtype.block_elems() * dtype.block_bytes();
-        let buffer = self.devices[d].alloc(bytes).expect("alloc");
-        TensorRef::new(&buffer, 0, dtype, dims).expect("tensor")
+        self.devices[d].alloc_tensor(dtype, dims).expect("alloc")
     }
 
     /// A buffer of `bytes` on device `d`.

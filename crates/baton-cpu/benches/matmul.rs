@@ -125,8 +125,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         let budget = Budget { per_arm: Duration::from_millis(300), min_reps: 5 };
         (&[1, 64, 512], budget)
     };
-    let one = baton_cpu::open(&["cpu"], Some(1))?;
-    let two = baton_cpu::open(&["cpu"], Some(2))?;
+    let one = baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1))?;
+    let two = baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2))?;
     let thread_counts = [one[0].parallel().threads(), two[0].parallel().threads()];
     let mut arms = [one[0].parallel(), two[0].parallel()].map(|parallel| Arm { parallel, scratch: Scratch::new() });
 

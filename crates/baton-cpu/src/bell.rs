@@ -20,7 +20,7 @@
 //! the read-modify-writes make the argument hold in loom's model as well,
 //! and they are only on the slow path.
 
-use crate::loom::{AtomicU64, Condvar, Mutex, Ordering};
+use baton_core::loom::{AtomicU64, Condvar, Mutex, Ordering};
 
 /// A waitable u64 counter (see the module doc).
 #[derive(Debug)]
@@ -43,12 +43,6 @@ impl Bell {
         Bell { word: AtomicU64::new(value), sleepers: AtomicU64::new(0), lock: Mutex::new(()), wake: Condvar::new() }
     }
 
-    /// The word now (acquire: what the updater wrote before changing it is
-    /// visible once the new value is seen).
-    pub fn get(&self) -> u64 {
-        self.word.load(Ordering::Acquire)
-    }
-
     /// Sets the word without waking anyone: for a value no waiter waits for
     /// (the pool resets its busy count before it publishes a job).
     pub fn set_quietly(&self, value: u64) {
@@ -62,7 +56,7 @@ impl Bell {
         if self.sleepers.fetch_add(0, Ordering::SeqCst) > 0 {
             // Taking the lock orders this notify after a registered sleeper's
             // re-read: it is then inside `wait`, and the notify reaches it.
-            drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()));
+            drop(self.lock.lock());
             self.wake.notify_all();
         }
         previous
@@ -78,24 +72,27 @@ impl Bell {
                 return word;
             }
             if poll % 64 == 63 {
-                crate::loom::yield_now();
+                baton_core::loom::yield_now();
             } else {
-                crate::loom::spin_loop();
+                baton_core::loom::spin_loop();
             }
         }
-        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.lock.lock();
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let word = loop {
             let word = self.word.fetch_add(0, Ordering::SeqCst);
             if ready(word) {
                 break word;
             }
-            guard = self.wake.wait(guard).unwrap_or_else(|p| p.into_inner());
+            guard = self.wake.wait(guard);
         };
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         word
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -7,6 +7,7 @@ use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, S
 use baton_core::graph::Op;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
+use baton_kernels::WEIGHT_TYPES;
 
 use crate::buffer::CpuBuffer;
 use crate::pool::ThreadPool;
@@ -30,20 +31,6 @@ pub struct CpuDevice {
     next_stream: AtomicUsize,
     policy: WaitPolicy,
 }
-
-/// Weight types the CPU matmul accepts.
-pub const WEIGHT_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -74,9 +61,10 @@ impl CpuDevice {
     /// when the list is not empty).
     pub fn new(name: &str, cores: Vec<usize>, threads: usize, share_of_memory: f64) -> Result<CpuDevice, DeviceError> {
         let threads = threads.max(1);
-        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Os {
+        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Backend {
             device: name.into(),
-            message: format!("could not start worker threads: {e}"),
+            action: "could not start worker threads",
+            source: Arc::new(e),
         })?;
         let isa = baton_kernels::Isa::detected();
         let info = DeviceInfo {
@@ -130,9 +118,10 @@ impl Device for CpuDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Os {
+        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Backend {
             device: self.shared.info.name.clone(),
-            message: format!("could not start a stream thread: {e}"),
+            action: "could not start a stream thread",
+            source: Arc::new(e),
         })?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }

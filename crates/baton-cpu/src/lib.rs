@@ -1,5 +1,9 @@
 //! Baton's CPU backend.
 //!
+//! A backend: depends on baton-core (the contract it implements) and
+//! baton-kernels (the ops); the scheduler and the model reach it only through
+//! baton-core's `Device` trait, and baton-cli opens it.
+//!
 //! A CPU device is a set of cores with its own pool of worker threads pinned
 //! to them and its own allocations; `cpu` is one device with every usable
 //! core, and `cpu:0,cpu:1` split the cores evenly into two devices, so
@@ -12,14 +16,13 @@
 //! rules every stream keeps.
 #![deny(missing_docs)]
 
-pub mod bell;
+mod bell;
 mod buffer;
 mod device;
 mod exec;
-mod loom;
 mod pool;
 pub mod profile;
-pub mod queue;
+mod queue;
 mod stream;
 pub mod topology;
 
@@ -28,23 +31,53 @@ use std::sync::Arc;
 use baton_core::backend::DeviceError;
 use baton_core::sync::WaitPolicy;
 
+/// Weight types the CPU matmul and row lookup accept: every type the
+/// kernels implement.
+pub use baton_kernels::WEIGHT_TYPES;
 pub use buffer::{CpuBuffer, ALIGN};
-pub use device::{CpuDevice, WEIGHT_TYPES};
+pub use device::CpuDevice;
 pub use pool::ThreadPool;
 
-/// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).
-/// `threads` caps the threads of a `cpu` device (`-t`); `cpu:N` devices
-/// run one thread per core they own.
-pub fn open(names: &[&str], threads: Option<usize>) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
-    open_with_policy(names, threads, WaitPolicy::process_default())
+/// How devices are opened (the same shape as every backend's
+/// `OpenOptions`: `Default`, then `with_*` setters).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    /// The threads of a `cpu` device (`-t`; default: one per usable core);
+    /// `cpu:N` devices run one thread per core they own.
+    pub threads: Option<usize>,
+    /// The wait policy of the devices' streams.
+    pub policy: WaitPolicy,
 }
 
-/// As [`open`], with the wait policy of the devices' streams.
-pub fn open_with_policy(
-    names: &[&str],
-    threads: Option<usize>,
-    policy: WaitPolicy,
-) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { threads: None, policy: WaitPolicy::process_default() }
+    }
+}
+
+impl OpenOptions {
+    /// With `threads` threads for a `cpu` device.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// With `policy` for the devices' streams.
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+/// Opens the CPU devices of a device list (`cpu`, or `cpu:0,cpu:1,...`).
+pub fn open(names: &[&str]) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    open_with(names, &OpenOptions::default())
+}
+
+/// As [`open`], with options.
+pub fn open_with(names: &[&str], options: &OpenOptions) -> Result<Vec<Arc<CpuDevice>>, DeviceError> {
+    let OpenOptions { threads, policy } = *options;
     let cores = topology::usable_cores();
     let slices = topology::split_cores(names, &cores)?;
     let n = slices.len() as f64;

@@ -11,11 +11,12 @@
 //! a futex wake (the reference CPU engines get the same with a spinning
 //! barrier between ops).
 
+use baton_core::loom::Mutex;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use baton_core::Parallel;
@@ -59,10 +60,6 @@ pub struct ThreadPool {
     threads: usize,
     run_lock: Mutex<()>,
     handles: Vec<JoinHandle<()>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ThreadPool {
@@ -109,7 +106,7 @@ fn worker_loop(shared: &Shared, index: usize) {
             // zero, which happens only after this call returns.
             let task = unsafe { &*ptr };
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(index))) {
-                *lock(&shared.panic) = Some(payload);
+                *shared.panic.lock() = Some(payload);
             }
         }
         shared.busy.add(u64::MAX);
@@ -126,7 +123,7 @@ impl Parallel for ThreadPool {
             task(0);
             return;
         }
-        let _one_job = lock(&self.run_lock);
+        let _one_job = self.run_lock.lock();
         // SAFETY: only the lifetime is erased. This function does not return
         // before the busy count is zero, i.e. before every worker is done
         // with the pointer (a worker decrements it after its last use).
@@ -139,7 +136,7 @@ impl Parallel for ThreadPool {
         self.shared.generation.add(1);
         let own = catch_unwind(AssertUnwindSafe(|| task(0)));
         self.shared.busy.wait_until(SPIN_POLLS, |busy| busy == 0);
-        let worker_panic = lock(&self.shared.panic).take();
+        let worker_panic = self.shared.panic.lock().take();
         if let Err(payload) = own {
             std::panic::resume_unwind(payload);
         }
@@ -151,7 +148,7 @@ impl Parallel for ThreadPool {
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        let _one_job = lock(&self.run_lock);
+        let _one_job = self.run_lock.lock();
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.generation.add(1);
         for handle in self.handles.drain(..) {

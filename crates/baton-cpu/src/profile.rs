@@ -8,9 +8,9 @@
 //! taken once per op only while profiling; off, the cost is one relaxed load
 //! per graph.
 
+use baton_core::loom::plain::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use baton_core::graph::{Graph, Node, NodeId, Op};
@@ -64,12 +64,12 @@ pub fn enabled() -> bool {
 
 /// Empties the table.
 pub fn reset() {
-    *TABLE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    *TABLE.lock() = None;
 }
 
 /// The table, largest total time first.
 pub fn snapshot() -> Vec<(OpKey, OpTime)> {
-    let table = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    let table = TABLE.lock();
     let mut rows: Vec<_> = table.iter().flatten().map(|(k, v)| (*k, *v)).collect();
     rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then_with(|| a.0.to_string().cmp(&b.0.to_string())));
     rows
@@ -91,7 +91,7 @@ pub(crate) fn key(graph: &Graph, node: &Node) -> OpKey {
 
 /// Adds one op's time.
 pub(crate) fn record(key: OpKey, time: Duration) {
-    let mut table = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut table = TABLE.lock();
     let entry = table.get_or_insert_with(HashMap::new).entry(key).or_default();
     entry.calls += 1;
     entry.time += time;

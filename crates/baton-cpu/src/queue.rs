@@ -1,5 +1,5 @@
 //! The in-order queue of a CPU stream: the submitting threads push, one
-//! worker pops. Public for its loom models (`tests/loom_queue.rs`).
+//! worker pops. Model-checked by `loom_tests` (`scripts/loom.sh`).
 //!
 //! # Protocol
 //!
@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::loom::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
+use baton_core::loom::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
 struct State<T> {
     items: VecDeque<(u64, T)>,
@@ -50,10 +50,7 @@ impl<T> WorkQueue<T> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        self.state.lock()
     }
 
     /// Appends `item` and returns its number; never blocks on the worker.
@@ -95,10 +92,7 @@ impl<T> WorkQueue<T> {
                 return None;
             }
             state.parked = true;
-            state = match self.wake.wait(state) {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            state = self.wake.wait(state);
             state.parked = false;
         }
     }
@@ -110,14 +104,17 @@ impl<T> WorkQueue<T> {
         let until = Instant::now() + spin;
         let mut polls = 0u32;
         while self.pushed.load(Ordering::Acquire) == taken {
-            crate::loom::spin_loop();
+            baton_core::loom::spin_loop();
             polls = polls.wrapping_add(1);
             if polls.is_multiple_of(64) {
                 if Instant::now() >= until {
                     return;
                 }
-                crate::loom::yield_now();
+                baton_core::loom::yield_now();
             }
         }
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;

@@ -146,8 +146,8 @@ impl Worker {
                 unsafe { std::ptr::copy(host_ptr(&src), host_ptr(&dst), src.len()) };
                 Ok(())
             }
-            StreamOp::Compute { graph, bindings } => executor
-                .compute(&graph, &bindings)
+            StreamOp::Compute { bindings } => executor
+                .compute(bindings.graph(), &bindings)
                 .map_err(|e| Failure::new(FailureKind::WorkFailed, origin(), e.to_string())),
         }
     }

@@ -1,5 +1,7 @@
 //! GGUF reader and writer for Baton.
 //!
+//! Depends on no other Baton crate; baton-llama reads its models with it.
+//!
 //! # The format
 //!
 //! A GGUF file (versions 2 and 3, little-endian) is laid out as:

@@ -7,7 +7,7 @@
 //! The sum is `d * Σ q`, not the exact `Σ x`: with the quantized sum the
 //! rounding errors of the activations meet the decoded (centred) weight
 //! values, while the exact sum would leave them multiplied by the raw,
-//! uncentred nibbles (measured: 5x larger error for Q4_0).
+//! uncentred nibbles, a larger error (docs/measurements.md).
 
 use crate::isa::multiversion;
 use crate::quant::kquant::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};

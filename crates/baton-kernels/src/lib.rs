@@ -1,6 +1,10 @@
 //! Fast CPU kernels for Baton: pure functions on slices, no allocation in
 //! the hot paths, no global state beyond CPU feature detection.
 //!
+//! Depends on baton-core alone (for [`DType`] and [`Parallel`]); the CPU
+//! backend (baton-cpu) runs its ops with these kernels, and baton-llama takes
+//! its weight types ([`WEIGHT_TYPES`]) and quantizers from here.
+//!
 //! # Modules
 //! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1 and the K-quants Q4_K,
 //!   Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
@@ -69,3 +73,38 @@ pub use isa::{with_isa, Isa};
 pub use matmul::{matmul, matmul_columns, MatMut, MatRef, Scratch, WeightMatrix};
 pub use quant::{dequantize_row, quantize_row};
 pub use rope::{rope_in_place, RopeAngles, RopeMode};
+
+/// The types a weight matrix can have: every type [`matmul()`] multiplies
+/// and [`dequantize_row`] decodes, which is every real-valued [`DType`]. The
+/// CPU backend declares these as its weight types, the llama loader accepts
+/// them and names them when it refuses a tensor.
+pub const WEIGHT_TYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::Q8_K,
+];
+
+/// Whether `dtype` is one of the [`WEIGHT_TYPES`].
+pub fn is_weight_type(dtype: DType) -> bool {
+    WEIGHT_TYPES.contains(&dtype)
+}
+
+#[cfg(test)]
+mod weight_types_tests {
+    use super::*;
+
+    #[test]
+    fn weight_types_are_every_real_valued_type() {
+        let real: Vec<DType> = DType::ALL.into_iter().filter(|t| t.is_float()).collect();
+        let mut listed = WEIGHT_TYPES.to_vec();
+        listed.sort_by_key(|t| t.ggml_id());
+        assert_eq!(listed, real, "WEIGHT_TYPES against DType::ALL's real-valued types");
+    }
+}

@@ -219,7 +219,7 @@ pub(crate) use match_format;
 
 /// Checks that `elems` values of `dtype` encode in exactly `bytes` bytes.
 pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), KernelError> {
-    if !dtype.is_float() {
+    if !crate::is_weight_type(dtype) {
         return Err(KernelError::NotFloat { dtype });
     }
     let expected =

@@ -98,8 +98,7 @@ pub(crate) unsafe fn compute(
 ) {
     let chunk = (W_CHUNK_BYTES / row_bytes.max(1)).clamp(4, 64) & !3;
     // Float and Q8_0 rows only: the 4-bit tiles are bound by their integer
-    // work, and measured slower one row at a time (Q4_1 and Q4_K, 96
-    // matrices of 1536 x 576 from DRAM), Q8_0 faster (1.1-1.4x).
+    // work, which one row at a time does not speed up (docs/measurements.md).
     let streams = !w.dtype.is_quantized() || w.dtype == DType::Q8_0;
     // A property of the matrix (not of this thread's share), so results do
     // not depend on the thread count or the column ranges.
@@ -189,9 +188,9 @@ unsafe fn run_tiles<K: TileKernel>(
                         2 => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
                         // From beyond L2, one weight row at a time is one
                         // sequential stream, which the prefetcher follows
-                        // far better than four interleaved rows (measured:
-                        // 2x the bandwidth, f16 32000 x 288); from L2, four
-                        // rows give more independent work per step.
+                        // far better than four interleaved rows
+                        // (docs/measurements.md); from L2, four rows give
+                        // more independent work per step.
                         _ if stream => {
                             // Row m0 < m, columns c0..c1 inside `cols`
                             // (the SAFETY note above).

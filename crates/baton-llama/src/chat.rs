@@ -1,22 +1,5 @@
 //! Chat templates: a conversation (role, content messages) rendered to the
 //! prompt text an instruct model was trained on.
-//!
-//! The template is the Jinja source in the GGUF key
-//! `tokenizer.chat_template`, rendered as Hugging Face transformers does
-//! (`trim_blocks` and `lstrip_blocks` on, `raise_exception`, the `loopcontrols`
-//! extension, Python string methods such as `.strip()` and `.startswith()`),
-//! with the variables `messages`, `add_generation_prompt`, `bos_token` and
-//! `eos_token`. A file without a template gets ChatML, llama.cpp's default;
-//! [`ChatTemplate::origin`] says which one is in use.
-//!
-//! ```
-//! use baton_llama::chat::{ChatTemplate, Message};
-//!
-//! let template = ChatTemplate::chatml("", "<|im_end|>")?;
-//! let prompt = template.render(&[Message::user("Hi")], true)?;
-//! assert_eq!(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-//! # Ok::<(), baton_llama::chat::ChatError>(())
-//! ```
 
 use std::collections::BTreeMap;
 
@@ -132,6 +115,26 @@ fn map<const N: usize>(pairs: [(&str, Value); N]) -> Value {
 }
 
 /// A compiled chat template with the model's BOS and EOS token texts.
+///
+/// Chat templates: a conversation (role, content messages) rendered to the
+/// prompt text an instruct model was trained on.
+///
+/// The template is the Jinja source in the GGUF key
+/// `tokenizer.chat_template`, rendered as Hugging Face transformers does
+/// (`trim_blocks` and `lstrip_blocks` on, `raise_exception`, the `loopcontrols`
+/// extension, Python string methods such as `.strip()` and `.startswith()`),
+/// with the variables `messages`, `add_generation_prompt`, `bos_token` and
+/// `eos_token`. A file without a template gets ChatML, llama.cpp's default;
+/// [`ChatTemplate::origin`] says which one is in use.
+///
+/// ```
+/// use baton_llama::{ChatTemplate, Message};
+///
+/// let template = ChatTemplate::chatml("", "<|im_end|>")?;
+/// let prompt = template.render(&[Message::user("Hi")], true)?;
+/// assert_eq!(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+/// # Ok::<(), baton_llama::ChatError>(())
+/// ```
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,

@@ -1,34 +1,6 @@
 //! A multi-turn conversation with a model, reusing its KV cache across turns.
-//!
-//! Each turn renders the whole conversation with the [`ChatTemplate`],
-//! tokenizes it, keeps the longest prefix of tokens already in the cache
-//! and evaluates only the rest. Dropping the cache's tail needs no work: the
-//! next evaluation starts at the end of the kept prefix (its `past`), and
-//! attention never reads the positions after it. Generated tokens go to the
-//! cache as they are evaluated, so a reply costs nothing to re-read when the
-//! next turn re-renders it (up to where its tokenization differs).
-//!
-//! ```no_run
-//! # use baton_llama::{LoadOptions, Model};
-//! use baton_llama::chat::Message;
-//! use baton_llama::conversation::Conversation;
-//!
-//! # let device = baton_cpu::open(&["cpu"], None)?.remove(0);
-//! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
-//! let mut chat = Conversation::for_model(&model)?;
-//! chat.push(Message::user("What is the capital of France?"));
-//! let (logits, _) = chat.prompt(&mut model)?;
-//! let mut token = argmax(logits);
-//! let mut answer = Vec::new();
-//! while !chat.ends_turn(token) && chat.room(&model) > 0 {
-//!     answer.push(token);
-//!     token = argmax(chat.advance(&mut model, token)?);
-//! }
-//! chat.push(Message::assistant(model.tokenizer().decode(&answer)?));
-//! # fn argmax(l: &[f32]) -> u32 { 0 }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::Tokenizer;
 
 use crate::chat::{end_of_turn_tokens, ChatError, ChatTemplate, Message};
@@ -81,6 +53,37 @@ pub struct PromptStats {
 }
 
 /// The messages of a conversation and the tokens its model's cache holds.
+///
+/// A multi-turn conversation with a model, reusing its KV cache across turns.
+///
+/// Each turn renders the whole conversation with the [`ChatTemplate`],
+/// tokenizes it, keeps the longest prefix of tokens already in the cache
+/// and evaluates only the rest. Dropping the cache's tail needs no work: the
+/// next evaluation starts at the end of the kept prefix (its `past`), and
+/// attention never reads the positions after it. Generated tokens go to the
+/// cache as they are evaluated, so a reply costs nothing to re-read when the
+/// next turn re-renders it (up to where its tokenization differs).
+///
+/// ```no_run
+/// # use baton_llama::{LoadOptions, Model};
+/// use baton_llama::Message;
+/// use baton_llama::Conversation;
+///
+/// # let device = baton_cpu::open(&["cpu"])?.remove(0);
+/// let mut model = Model::load("model.gguf", device, &LoadOptions::default())?;
+/// let mut chat = Conversation::for_model(&model)?;
+/// chat.push(Message::user("What is the capital of France?"));
+/// let (logits, _) = chat.prompt(&mut model)?;
+/// let mut token = argmax(logits);
+/// let mut answer = Vec::new();
+/// while !chat.ends_turn(token) && chat.room(&model) > 0 {
+///     answer.push(token);
+///     token = argmax(chat.advance(&mut model, token)?);
+/// }
+/// chat.push(Message::assistant(model.tokenizer().decode(&answer)?));
+/// # fn argmax(l: &[f32]) -> u32 { 0 }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Conversation {
     template: ChatTemplate,
@@ -158,7 +161,7 @@ impl Conversation {
     /// when the vocabulary asks for it and the template did not write it.
     pub fn tokens(&self, tokenizer: &Tokenizer) -> Result<Vec<u32>, ConversationError> {
         let text = self.template.render(&self.messages, true)?;
-        let mut tokens = tokenizer.encode(&text, false, true)?;
+        let mut tokens = tokenizer.encode(&text, EncodeOptions { add_special: false, parse_special: true })?;
         if let Some(bos) = tokenizer.bos_id().filter(|_| tokenizer.adds_bos()) {
             if tokens.first() != Some(&bos) {
                 tokens.insert(0, bos);

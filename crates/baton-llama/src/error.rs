@@ -1,7 +1,9 @@
 //! Errors of loading and running a model.
 
+use baton_composite::CompositeError;
 use baton_core::backend::{DeviceError, StreamError};
 use baton_core::graph::GraphError;
+use baton_sched::SchedError;
 
 /// What went wrong with a model.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +37,10 @@ pub enum ModelError {
         expected: Vec<usize>,
     },
     /// A tensor's type is not supported yet.
-    #[error("tensor {name:?} has type {type_name}, which Baton does not support yet (supported: f32, f16, bf16, q8_0, q4_0, q4_1)")]
+    #[error(
+        "tensor {name:?} has type {type_name}, which Baton does not support yet (supported: {supported})",
+        supported = weight_type_names()
+    )]
     UnsupportedType {
         /// The tensor.
         name: String,
@@ -62,10 +67,55 @@ pub enum ModelError {
     /// The graph could not be built.
     #[error(transparent)]
     Graph(#[from] GraphError),
-    /// The scheduler could not plan or run the graph.
+    /// The scheduler could not plan or run the graph (its stream, device
+    /// and graph errors become [`Stream`](Self::Stream),
+    /// [`Device`](Self::Device) and [`Graph`](Self::Graph)).
     #[error("scheduling: {0}")]
-    Schedule(String),
+    Schedule(#[source] SchedError),
+    /// The weights could not be split over the devices of a tensor-parallel
+    /// model.
+    #[error("tensor parallel: {0}")]
+    TensorParallel(#[from] CompositeError),
     /// The default model could not be fetched.
     #[error("could not fetch the default model: {0}")]
     Fetch(String),
+    /// A step of fetching the default model failed in the OS.
+    #[error("could not fetch the default model: {step}: {source}")]
+    FetchIo {
+        /// What was being done.
+        step: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<SchedError> for ModelError {
+    fn from(e: SchedError) -> ModelError {
+        match e {
+            SchedError::Stream(s) => ModelError::Stream(s),
+            SchedError::Device(d) => ModelError::Device(d),
+            SchedError::Graph(g) => ModelError::Graph(g),
+            other => ModelError::Schedule(other),
+        }
+    }
+}
+
+/// The names of the weight types the loader accepts ([`baton_kernels::WEIGHT_TYPES`]),
+/// comma-separated, for messages.
+fn weight_type_names() -> String {
+    baton_kernels::WEIGHT_TYPES.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_type_message_names_every_weight_type() {
+        let message = ModelError::UnsupportedType { name: "w".into(), type_name: "q2_k".into() }.to_string();
+        for dtype in baton_kernels::WEIGHT_TYPES {
+            assert!(message.contains(dtype.name()), "{} missing from {message:?}", dtype.name());
+        }
+    }
 }

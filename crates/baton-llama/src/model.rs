@@ -1,16 +1,11 @@
 //! A loaded model on one or more devices: evaluate tokens, get logits.
-//!
-//! With several devices the layers are split between them (`--split-mode
-//! layer`, in proportion to `--tensor-split`); each layer's weights and KV
-//! cache live on its device, and the scheduler runs the graph's splits with
-//! asynchronous copies of the activations between devices.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
-use baton_core::backend::{Bindings, Buffer, Device, Pending, TensorRef};
+use baton_core::backend::{into_devices, Bindings, Buffer, Device, IntoDevice, Pending, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
@@ -90,7 +85,13 @@ pub fn layer_devices(layers: usize, devices: usize, split: &[f32]) -> Vec<usize>
 /// The tensors bound to a graph's nodes, by node index.
 type BoundByNode = Arc<Vec<Option<TensorRef>>>;
 
-/// A llama model loaded on one or more devices.
+/// A llama model loaded on one or more devices: evaluate tokens, get
+/// logits.
+///
+/// With several devices the layers are split between them (`--split-mode
+/// layer`, in proportion to `--tensor-split`); each layer's weights and KV
+/// cache live on its device, and the scheduler runs the graph's splits with
+/// asynchronous copies of the activations between devices.
 pub struct Model {
     /// The composite device and the shares, under tensor parallelism.
     tensor: Option<(Arc<CompositeDevice>, TensorShares)>,
@@ -136,25 +137,29 @@ impl WeightTypes for Types<'_> {
 
 impl Model {
     /// Loads the GGUF file at `path` onto one device.
-    pub fn load(path: &Path, device: Arc<dyn Device>, options: &LoadOptions) -> Result<Model, ModelError> {
-        Self::load_split(path, vec![device], options)
+    pub fn load(path: impl AsRef<Path>, device: impl IntoDevice, options: &LoadOptions) -> Result<Model, ModelError> {
+        Self::load_split(path, [device], options)
     }
 
     /// Loads the GGUF file at `path` with its layers split over `devices`.
-    pub fn load_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions) -> Result<Model, ModelError> {
-        Self::load_with(path, devices, options, None)
+    pub fn load_split(
+        path: impl AsRef<Path>,
+        devices: impl IntoIterator<Item = impl IntoDevice>,
+        options: &LoadOptions,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path.as_ref(), into_devices(devices), options, None)
     }
 
     /// Loads the GGUF file at `path` with every layer's weights split over
     /// the inner devices of `device` (tensor parallelism, `--split-mode
     /// tensor`), in proportion to `options.tensor_split`; see
-    /// [`crate::tensor_parallel`].
+    /// [`TensorShares`](crate::TensorShares).
     pub fn load_tensor_parallel(
-        path: &Path,
+        path: impl AsRef<Path>,
         device: Arc<CompositeDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path, vec![device.clone() as Arc<dyn Device>], options, Some(device))
+        Self::load_with(path.as_ref(), vec![device.clone().into_device()], options, Some(device))
     }
 
     fn load_with(
@@ -168,7 +173,7 @@ impl Model {
         }
         let file = GgufFile::open(path)?;
         let config = LlamaConfig::from_gguf(&file)?;
-        let tokenizer = crate::vocab::tokenizer(&file)?;
+        let tokenizer = crate::vocab::tokenizer_from_gguf(&file)?;
         let chat_template = file.metadata().get_str(crate::chat::TEMPLATE_KEY).optional()?.map(str::to_string);
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::Config(format!(
@@ -181,7 +186,7 @@ impl Model {
             Some(_) => vec![0; config.layers],
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
-        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1)).map_err(sched)?;
+        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
@@ -265,7 +270,7 @@ impl Model {
     }
 
     /// The Jinja chat template of the file (`tokenizer.chat_template`), if
-    /// it has one; see [`crate::chat`].
+    /// it has one; see [`ChatTemplate`](crate::ChatTemplate).
     pub fn chat_template(&self) -> Option<&str> {
         self.chat_template.as_deref()
     }
@@ -341,8 +346,7 @@ impl Model {
             bound[id.0] = split;
         }
         let fold = device.folds_gates().unwrap_or(false);
-        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)
-            .map_err(|e| ModelError::Config(format!("tensor parallel: {e}")))?;
+        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)?;
         Ok(Some(partition))
     }
 
@@ -387,7 +391,7 @@ impl Model {
                 }
             }
         };
-        let plan = Arc::new(Plan::new(graph.clone(), &self.runner, &group_device, &leaf_device).map_err(sched)?);
+        let plan = Arc::new(Plan::new(graph.clone(), &self.runner, &group_device, &leaf_device)?);
         if self.plans.len() == PLAN_CACHE {
             self.plans.remove(0);
         }
@@ -484,7 +488,7 @@ impl Model {
                 _ => None,
             }
         };
-        let points = self.runner.submit(&plan, &bind, Some(&ready)).map_err(sched)?;
+        let points = self.runner.submit(&plan, &bind, Some(&ready))?;
         self.input_io[slot].1 = points.inputs_read.clone();
         // Both writes are ordered before the run's first split on the same
         // stream; their buffers come back at the next submit.
@@ -532,14 +536,5 @@ impl Model {
     /// Plans built so far (for tests of plan reuse).
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
-    }
-}
-
-fn sched(e: baton_sched::SchedError) -> ModelError {
-    match e {
-        baton_sched::SchedError::Stream(s) => ModelError::Stream(s),
-        baton_sched::SchedError::Device(d) => ModelError::Device(d),
-        baton_sched::SchedError::Graph(g) => ModelError::Graph(g),
-        other => ModelError::Schedule(other.to_string()),
     }
 }

@@ -1,15 +1,9 @@
 //! Perplexity as llama.cpp's perplexity tool computes it.
-//!
-//! The text is tokenized once (with BOS only when the model's metadata asks
-//! for it) and cut into whole chunks of `context` tokens. Each chunk is
-//! evaluated from an empty cache (its first token replaced by BOS when the
-//! model adds BOS), and the negative log-likelihood is averaged over the
-//! second half of each chunk: for positions `i` from `context/2` to
-//! `context-2`, the probability position `i` gives to token `i+1`.
 
 use crate::error::ModelError;
 use crate::graph::Logits;
 use crate::model::Model;
+use baton_tokenizer::EncodeOptions;
 
 /// What to score.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +35,15 @@ pub fn nll(logits: &[f32], target: usize) -> f64 {
 }
 
 /// Scores `text`; `progress(chunk, running_ppl)` after each chunk.
+///
+/// Perplexity as llama.cpp's perplexity tool computes it.
+///
+/// The text is tokenized once (with BOS only when the model's metadata asks
+/// for it) and cut into whole chunks of `context` tokens. Each chunk is
+/// evaluated from an empty cache (its first token replaced by BOS when the
+/// model adds BOS), and the negative log-likelihood is averaged over the
+/// second half of each chunk: for positions `i` from `context/2` to
+/// `context-2`, the probability position `i` gives to token `i+1`.
 pub fn perplexity(
     model: &mut Model,
     text: &str,
@@ -55,7 +58,7 @@ pub fn perplexity(
         )));
     }
     let tokenizer = model.shared_tokenizer();
-    let tokens = tokenizer.encode(text, true, false)?;
+    let tokens = tokenizer.encode(text, EncodeOptions { add_special: true, parse_special: false })?;
     let available = tokens.len() / ctx;
     let n_chunks = options.chunks.map_or(available, |c| c.min(available));
     if n_chunks == 0 {

@@ -1,41 +1,5 @@
 //! Picking the next token from a row of logits, the way llama.cpp's common
 //! sampler does.
-//!
-//! A [`Sampler`] runs this chain over one logits row (one `f32` per vocabulary
-//! entry), in llama.cpp's default order (`penalties -> top-k -> top-p ->
-//! min-p -> temperature -> dist`):
-//!
-//! 1. **Repetition penalty**: every distinct token among the last
-//!    [`SamplingParams::repeat_last_n`] accepted tokens has its logit divided by
-//!    [`SamplingParams::repeat_penalty`] when positive, multiplied when zero or
-//!    negative. A token repeated several times is penalized once.
-//! 2. **Greedy** (`temperature == 0`): the argmax of the penalized row, ties
-//!    going to the lowest id. The filters below cannot change the argmax, so
-//!    greedy stops here.
-//! 3. **Top-k**: keep the `top_k` highest logits (ties: lowest id first).
-//! 4. **Top-p**: with the survivors sorted by probability (softmax at
-//!    temperature 1), keep the smallest prefix whose probabilities sum to at
-//!    least `top_p`, and at least one token.
-//! 5. **Min-p**: drop every token whose probability is below `min_p` times the
-//!    largest probability.
-//! 6. **Temperature and draw**: divide the surviving logits by `temperature`,
-//!    take the softmax and draw one token with the sampler's seeded PRNG.
-//!
-//! # Determinism
-//!
-//! The same parameters, seed, accepted tokens and logits give the same
-//! tokens. The PRNG is a fixed algorithm (xoshiro256**, seeded through
-//! splitmix64), every survivor list is put in a total order (logit descending,
-//! then id ascending) before it is summed, and sums and the draw use `f64`.
-//! The only platform-dependent step is `f64::exp` from the system math
-//! library, which may differ in the last bit between platforms; that can only
-//! change a draw whose uniform number lands within about 1e-16 of a boundary.
-//!
-//! # Allocation
-//!
-//! The sampler keeps its candidate, history and scratch buffers between calls:
-//! once it has seen the largest vocabulary it is used with, [`Sampler::sample`]
-//! and [`Sampler::accept`] allocate nothing.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -182,8 +146,46 @@ pub struct Candidate {
 }
 
 /// Picks tokens from logits rows with a fixed [`SamplingParams`], remembering
-/// the accepted tokens for the repetition penalty. See the [module
-/// docs](self) for the chain it runs.
+/// the accepted tokens for the repetition penalty, with the chain below.
+///
+/// Picking the next token from a row of logits, the way llama.cpp's common
+/// sampler does.
+///
+/// A [`Sampler`] runs this chain over one logits row (one `f32` per vocabulary
+/// entry), in llama.cpp's default order (`penalties -> top-k -> top-p ->
+/// min-p -> temperature -> dist`):
+///
+/// 1. **Repetition penalty**: every distinct token among the last
+///    [`SamplingParams::repeat_last_n`] accepted tokens has its logit divided by
+///    [`SamplingParams::repeat_penalty`] when positive, multiplied when zero or
+///    negative. A token repeated several times is penalized once.
+/// 2. **Greedy** (`temperature == 0`): the argmax of the penalized row, ties
+///    going to the lowest id. The filters below cannot change the argmax, so
+///    greedy stops here.
+/// 3. **Top-k**: keep the `top_k` highest logits (ties: lowest id first).
+/// 4. **Top-p**: with the survivors sorted by probability (softmax at
+///    temperature 1), keep the smallest prefix whose probabilities sum to at
+///    least `top_p`, and at least one token.
+/// 5. **Min-p**: drop every token whose probability is below `min_p` times the
+///    largest probability.
+/// 6. **Temperature and draw**: divide the surviving logits by `temperature`,
+///    take the softmax and draw one token with the sampler's seeded PRNG.
+///
+/// # Determinism
+///
+/// The same parameters, seed, accepted tokens and logits give the same
+/// tokens. The PRNG is a fixed algorithm (xoshiro256**, seeded through
+/// splitmix64), every survivor list is put in a total order (logit descending,
+/// then id ascending) before it is summed, and sums and the draw use `f64`.
+/// The only platform-dependent step is `f64::exp` from the system math
+/// library, which may differ in the last bit between platforms; that can only
+/// change a draw whose uniform number lands within about 1e-16 of a boundary.
+///
+/// # Allocation
+///
+/// The sampler keeps its candidate, history and scratch buffers between calls:
+/// once it has seen the largest vocabulary it is used with, [`Sampler::sample`]
+/// and [`Sampler::accept`] allocate nothing.
 #[derive(Debug, Clone)]
 pub struct Sampler {
     params: SamplingParams,
@@ -249,7 +251,7 @@ impl Sampler {
 
     /// Picks the next token id from `logits`, one entry per vocabulary token.
     ///
-    /// Runs the chain of the [module docs](self); a non-greedy call consumes
+    /// Runs the chain of the [`Sampler`] docs; a non-greedy call consumes
     /// exactly one PRNG output. Does not record the token: call
     /// [`Sampler::accept`] for that.
     ///

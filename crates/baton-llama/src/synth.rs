@@ -1,52 +1,4 @@
 //! Random-weight llama GGUF files for tests and benchmarks.
-//!
-//! [`write_synth_model`] writes a GGUF v3 file that any GGUF reader
-//! (llama.cpp, the Python `gguf` package, [`baton_gguf`]) loads as an
-//! ordinary `llama` model: the standard `general.*`, `llama.*` and
-//! `tokenizer.ggml.*` keys, the standard tensor names in llama.cpp's order,
-//! ggml-order dims. The shapes ([`SynthShape`]) mirror models Baton is
-//! measured on, from a 5-layer toy to SmolLM2-135M, plus two whose rows are
-//! all multiples of 256 for the K-quants (`tiny256`, `stories110M`).
-//!
-//! # What the file holds
-//!
-//! - The tokenizer is [`baton_tokenizer::synthetic_bpe`] at the shape's
-//!   vocabulary size (byte-level BPE, `tokenizer.ggml.model = gpt2`,
-//!   pre-tokenizer `smollm`, BOS = EOS = 0, no BOS added).
-//! - Weight matrices hold normal-ish noise (see the PRNG notes below) with
-//!   standard deviation `1/sqrt(d)`, `d` the row length (the input width):
-//!   against RMS-normalised activations every projection, attention score and
-//!   logit is then of order one, so a forward pass is finite, its softmaxes
-//!   are neither one-hot nor uniform, and greedy decoding depends on the
-//!   prompt.
-//! - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
-//!   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
-//! - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1:
-//!   32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
-//!   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
-//!   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
-//!   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every
-//!   quantized file; in `tiny`, `stories15M` and `smol135M` every K-quant
-//!   matrix falls back (their widths are not multiples of 256). The
-//!   [`SynthSummary`] lists every fallback.
-//!
-//! # Determinism and speed
-//!
-//! The bytes depend only on the [`SynthSpec`]: each tensor draws from its own
-//! SplitMix64 stream seeded by the model seed and the tensor's name (see
-//! `synth/rng.rs`). Tensors are generated a row at a time while the file is
-//! written (through [`baton_gguf::GgufWriter::add_tensor_from_reader`]), so
-//! memory use is a few rows whatever the model's size.
-//!
-//! ```no_run
-//! use baton_core::DType;
-//! use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
-//!
-//! let spec = SynthSpec { shape: SynthShape::Tiny, dtype: DType::Q4_1, seed: 42 };
-//! let summary = write_synth_model(&spec, "/tmp/tiny-q4_1.gguf")?;
-//! println!("{} parameters, {} bytes", summary.n_params, summary.bytes);
-//! # Ok::<(), baton_llama::synth::SynthError>(())
-//! ```
 
 mod metadata;
 mod rng;
@@ -282,6 +234,56 @@ pub enum SynthError {
 /// [`SynthError::UnsupportedDType`] for a type outside
 /// [`SynthSpec::SUPPORTED_DTYPES`]; [`SynthError::Write`] when the file cannot
 /// be created or written.
+///
+/// Random-weight llama GGUF files for tests and benchmarks.
+///
+/// [`write_synth_model`] writes a GGUF v3 file that any GGUF reader
+/// (llama.cpp, the Python `gguf` package, [`baton_gguf`]) loads as an
+/// ordinary `llama` model: the standard `general.*`, `llama.*` and
+/// `tokenizer.ggml.*` keys, the standard tensor names in llama.cpp's order,
+/// ggml-order dims. The shapes ([`SynthShape`]) mirror models Baton is
+/// measured on, from a 5-layer toy to SmolLM2-135M, plus two whose rows are
+/// all multiples of 256 for the K-quants (`tiny256`, `stories110M`).
+///
+/// # What the file holds
+///
+/// - The tokenizer is [`baton_tokenizer::synthetic_bpe`] at the shape's
+///   vocabulary size (byte-level BPE, `tokenizer.ggml.model = gpt2`,
+///   pre-tokenizer `smollm`, BOS = EOS = 0, no BOS added).
+/// - Weight matrices hold normal-ish noise (see the PRNG notes below) with
+///   standard deviation `1/sqrt(d)`, `d` the row length (the input width):
+///   against RMS-normalised activations every projection, attention score and
+///   logit is then of order one, so a forward pass is finite, its softmaxes
+///   are neither one-hot nor uniform, and greedy decoding depends on the
+///   prompt.
+/// - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
+///   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
+/// - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1:
+///   32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
+///   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
+///   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
+///   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every
+///   quantized file; in `tiny`, `stories15M` and `smol135M` every K-quant
+///   matrix falls back (their widths are not multiples of 256). The
+///   [`SynthSummary`] lists every fallback.
+///
+/// # Determinism and speed
+///
+/// The bytes depend only on the [`SynthSpec`]: each tensor draws from its own
+/// SplitMix64 stream seeded by the model seed and the tensor's name (see
+/// `synth/rng.rs`). Tensors are generated a row at a time while the file is
+/// written (through [`baton_gguf::GgufWriter::add_tensor_from_reader`]), so
+/// memory use is a few rows whatever the model's size.
+///
+/// ```no_run
+/// use baton_core::DType;
+/// use baton_llama::{write_synth_model, SynthShape, SynthSpec};
+///
+/// let spec = SynthSpec { shape: SynthShape::Tiny, dtype: DType::Q4_1, seed: 42 };
+/// let summary = write_synth_model(&spec, "/tmp/tiny-q4_1.gguf")?;
+/// println!("{} parameters, {} bytes", summary.n_params, summary.bytes);
+/// # Ok::<(), baton_llama::SynthError>(())
+/// ```
 pub fn write_synth_model(spec: &SynthSpec, path: impl AsRef<Path>) -> Result<SynthSummary, SynthError> {
     let path = path.as_ref();
     let file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;

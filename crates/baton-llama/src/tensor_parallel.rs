@@ -1,23 +1,5 @@
 //! How a llama model is split for tensor parallelism (`--split-mode
 //! tensor`).
-//!
-//! Attention is split by query heads in proportion to `--tensor-split`;
-//! each device holds the key-value heads of its query heads' groups, so a
-//! group whose query heads fall on two devices has its key-value head on
-//! both (SmolLM2's 9 heads and 3 KV heads over 2 devices: heads 0..5 with KV
-//! heads 0..2, and heads 5..9 with KV heads 1..3; both compute KV head 1).
-//! `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), the KV
-//! cache by KV heads, and `attn_output` by columns, giving partial sums.
-//! The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
-//! columns (partial sums again), on quantization-block boundaries, in the
-//! same shares. Each run of work between two gates is balanced on its own,
-//! since every device waits for the others at a gate: splitting attention
-//! by whole groups (6 and 3 query heads) and evening out the layer with
-//! the FFN rows left one device waiting about 30 µs at every attention gate
-//! of SmolLM2 on two cores. The output projection is split by vocabulary
-//! rows and gathered; norms and the token embedding are mirrored. The
-//! composite device's partitioner derives the rest and puts an all-reduce
-//! after the attention and after the FFN of every layer.
 
 use std::ops::Range;
 
@@ -27,7 +9,26 @@ use baton_core::DType;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 
-/// The shares of a model over the devices of a composite device.
+/// The shares of a model over the devices of a composite device: how a
+/// llama model is split for tensor parallelism (`--split-mode
+/// tensor`).
+///
+/// Attention is split by query heads in proportion to `--tensor-split`;
+/// each device holds the key-value heads of its query heads' groups, so a
+/// group whose query heads fall on two devices has its key-value head on
+/// both (SmolLM2's 9 heads and 3 KV heads over 2 devices: heads 0..5 with KV
+/// heads 0..2, and heads 5..9 with KV heads 1..3; both compute KV head 1).
+/// `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), the KV
+/// cache by KV heads, and `attn_output` by columns, giving partial sums.
+/// The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
+/// columns (partial sums again), on quantization-block boundaries, in the
+/// same shares. Each run of work between two gates is balanced on its own,
+/// since every device waits for the others at a gate (evening out the layer
+/// as a whole instead left a device waiting at every attention gate, see
+/// docs/measurements.md). The output projection is split by vocabulary
+/// rows and gathered; norms and the token embedding are mirrored. The
+/// composite device's partitioner derives the rest and puts an all-reduce
+/// after the attention and after the FFN of every layer.
 #[derive(Clone, Debug)]
 pub struct TensorShares {
     /// Per device, its query heads.
@@ -58,18 +59,17 @@ impl TensorShares {
     /// Shares for `devices` devices in proportion to `weights` (empty =
     /// even); FFN rows in whole blocks of 32 (quantized `ffn_down` columns).
     pub fn new(config: &LlamaConfig, devices: usize, weights: &[f32]) -> Result<TensorShares, ModelError> {
-        let bad = |e: baton_composite::CompositeError| ModelError::Config(format!("tensor split: {e}"));
         if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
             return Err(ModelError::Config(format!(
                 "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"
             )));
         }
-        let heads = single(TensorSplit::proportional(0, config.heads, devices, weights, 1).map_err(bad)?);
+        let heads = single(TensorSplit::proportional(0, config.heads, devices, weights, 1)?);
         let group = config.heads / config.kv_heads.max(1);
         let kv_heads = heads.iter().map(|h| h.start / group..h.end.div_ceil(group)).collect();
         let block = if config.ffn_dim.is_multiple_of(32 * devices) { 32 } else { 1 };
-        let ffn = TensorSplit::proportional(0, config.ffn_dim, devices, weights, block).map_err(bad)?;
-        let vocab = TensorSplit::proportional(0, config.vocab, devices, weights, 1).map_err(bad)?;
+        let ffn = TensorSplit::proportional(0, config.ffn_dim, devices, weights, block)?;
+        let vocab = TensorSplit::proportional(0, config.vocab, devices, weights, 1)?;
         Ok(TensorShares {
             heads,
             kv_heads,

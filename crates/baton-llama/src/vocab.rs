@@ -6,7 +6,7 @@ use baton_tokenizer::{Tokenizer, TokenizerConfig};
 use crate::error::ModelError;
 
 /// Builds the tokenizer config from a file's metadata.
-pub fn tokenizer_config(file: &GgufFile) -> Result<TokenizerConfig, ModelError> {
+pub fn tokenizer_config_from_gguf(file: &GgufFile) -> Result<TokenizerConfig, ModelError> {
     let meta = file.metadata();
     let id = |key: &str| -> Result<Option<u32>, ModelError> { Ok(meta.get_u32(key).optional()?) };
     Ok(TokenizerConfig {
@@ -27,6 +27,6 @@ pub fn tokenizer_config(file: &GgufFile) -> Result<TokenizerConfig, ModelError> 
 }
 
 /// Builds the tokenizer of a file.
-pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer, ModelError> {
-    Ok(Tokenizer::from_config(&tokenizer_config(file)?)?)
+pub fn tokenizer_from_gguf(file: &GgufFile) -> Result<Tokenizer, ModelError> {
+    Ok(Tokenizer::from_config(&tokenizer_config_from_gguf(file)?)?)
 }

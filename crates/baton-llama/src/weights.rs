@@ -88,10 +88,10 @@ impl Weights {
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
             }
-            let buffer = device.alloc_tensor(dtype, &expected, split).map_err(composite)?;
-            pending.push(stream.write_range_async(&buffer.all(), data.to_vec())?);
+            let tensor = device.alloc_split(dtype, &expected, split)?;
+            pending.push(stream.write_range_async(&tensor.buffer().all(), data.to_vec())?);
             bytes += data.len();
-            tensors.insert(name, TensorRef::new(&buffer, 0, dtype, &expected)?);
+            tensors.insert(name, tensor);
         }
         for p in pending {
             p.wait().map_err(|e| ModelError::Stream(e.error))?;
@@ -140,7 +140,7 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
             return Err(ModelError::TensorShape { name, found, expected });
         }
         let gtype = tensor.ggml_type();
-        let dtype = DType::from_ggml_id(gtype.id()).filter(|t| t.is_float()).ok_or_else(|| {
+        let dtype = DType::from_ggml_id(gtype.id()).filter(|&t| baton_kernels::is_weight_type(t)).ok_or_else(|| {
             ModelError::UnsupportedType { name: name.clone(), type_name: gtype.name().unwrap_or("unknown").to_string() }
         })?;
         if expected.len() == 1 && dtype != DType::F32 {
@@ -208,14 +208,10 @@ impl KvCache {
         let mut layers = Vec::with_capacity(config.layers);
         for _ in 0..config.layers {
             let (kd, vd) = ([kvh, context, hd], [kvh, hd, context]);
-            let k = device.alloc_tensor(dtype, &kd, shares.cache()).map_err(composite)?;
-            let v = device.alloc_tensor(dtype, &vd, shares.cache()).map_err(composite)?;
-            layers.push((TensorRef::new(&k, 0, dtype, &kd)?, TensorRef::new(&v, 0, dtype, &vd)?));
+            let k = device.alloc_split(dtype, &kd, shares.cache())?;
+            let v = device.alloc_split(dtype, &vd, shares.cache())?;
+            layers.push((k, v));
         }
         Ok(KvCache { layers, dtype, context })
     }
-}
-
-fn composite(e: baton_composite::CompositeError) -> ModelError {
-    ModelError::Config(format!("tensor parallel: {e}"))
 }

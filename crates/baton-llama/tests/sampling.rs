@@ -1,11 +1,11 @@
-//! Behaviour of `baton_llama::sampling::Sampler`: the llama.cpp chain
+//! Behaviour of `baton_llama::Sampler`: the llama.cpp chain
 //! (penalty, top-k, top-p, min-p, temperature, draw), determinism, the error
 //! cases and the absence of per-token allocation.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use baton_llama::sampling::{Sampler, SamplingError, SamplingParams, DEFAULT_SEED};
+use baton_llama::{Sampler, SamplingError, SamplingParams, DEFAULT_SEED};
 
 /// Counts the allocations made by the current thread, so a test can check
 /// that steady-state sampling allocates nothing while other tests run on

@@ -52,9 +52,9 @@ impl BoundCache {
                 let places = binds.iter().map(|(_, t)| place(t)).collect();
                 let mut bindings = Bindings::new(graph);
                 for (node, tensor) in binds {
-                    bindings.bind(graph, node, tensor)?;
+                    bindings.bind(node, tensor)?;
                 }
-                let bound = BoundGraph::new(graph, bindings)?;
+                let bound = BoundGraph::new(bindings)?;
                 kept.truncate(KEPT - 1);
                 kept.insert(0, (places, bound));
                 // Graphs only this cache still holds (their plans were
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_same_tensors_reuse_the_bound_graph_and_others_are_bound_and_checked_again() {
-        let device = baton_cpu::open(&["cpu"], None).expect("cpu").remove(0);
+        let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
         let buffer = device.alloc(64).expect("buffer");
         let at = |offset: usize, dims: &[usize]| TensorRef::new(&buffer, offset, DType::F32, dims).expect("tensor");
         let g = graph();

@@ -2,6 +2,10 @@
 //! graph into splits (runs of nodes on one device), and runs them with
 //! asynchronous copies between devices.
 //!
+//! Depends on baton-core alone and drives every backend through its
+//! `Device` trait; baton-llama runs its graphs with it, and baton-cli
+//! reads its traces.
+//!
 //! - [`Plan`]: placement (groups, bound memory, weights), splits, the copies
 //!   of each run with their bytes and how each edge is synchronised, and the
 //!   layout of crossing tensors. `Display` prints it (`baton plan`).

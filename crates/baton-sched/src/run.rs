@@ -9,7 +9,8 @@
 //! unaffected and nothing leaks, but the cancelled run's outputs must not be
 //! read.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 
 use baton_core::sync::{HostTimeline, Release, SyncPoint, Timeline, WaitError};
 
@@ -89,7 +90,7 @@ struct Completion {
 
 impl Completion {
     fn take(&self) -> Option<Release> {
-        self.release.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.release.lock().take()
     }
 
     fn signal(self) {
@@ -117,7 +118,7 @@ impl Drop for Run {
     fn drop(&mut self) {
         // Dropping the release unsignalled abandons the completion point;
         // once the run finished, the slot is empty and this does nothing.
-        let abandoned = self.release.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let abandoned = self.release.lock().take();
         drop(abandoned);
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use baton_core::backend::{BoundGraph, Buffer, CopyPath, Device, Stream, TensorRef};
+use baton_core::backend::{into_devices, BoundGraph, Buffer, CopyPath, Device, IntoDevice, Stream, TensorRef};
 use baton_core::graph::NodeId;
 use baton_core::sync::SyncPoint;
 
@@ -80,7 +80,8 @@ pub struct Runner {
 impl Runner {
     /// A runner over `devices` with one stream each and `copies` runs in
     /// flight at most (`--n-copies`).
-    pub fn new(devices: Vec<Arc<dyn Device>>, copies: usize) -> Result<Runner, SchedError> {
+    pub fn new(devices: impl IntoIterator<Item = impl IntoDevice>, copies: usize) -> Result<Runner, SchedError> {
+        let devices = into_devices(devices);
         let streams = devices.iter().map(|d| d.new_stream()).collect::<Result<Vec<_>, _>>()?;
         let n = devices.len();
         let slots = (0..copies.max(1)).map(|_| Slot { buffers: vec![None; n], readers: vec![Vec::new(); n] }).collect();

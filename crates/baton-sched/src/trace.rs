@@ -4,7 +4,8 @@
 //! (in stream order, so they run when the item starts and ends); the host's
 //! submissions are recorded on their own track.
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 use std::time::Instant;
 
 use baton_core::backend::Stream;
@@ -54,7 +55,7 @@ impl Trace {
     }
 
     fn push(&self, event: Event) {
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        self.events.lock().push(event);
     }
 
     /// Queues `submit` on `stream`, recording when the stream starts and
@@ -65,14 +66,14 @@ impl Trace {
         let (origin, s) = (self.origin, start.clone());
         // A marker that fails to queue only loses a trace event.
         let _ = stream.host_fn(move || {
-            *s.lock().unwrap_or_else(|p| p.into_inner()) = origin.elapsed().as_secs_f64() * 1e6;
+            *s.lock() = origin.elapsed().as_secs_f64() * 1e6;
             Ok(())
         });
         let result = submit();
         let (trace, track, label) = (self.clone(), stream.label().to_string(), name.to_string());
         let _ = stream.host_fn(move || {
             let end_us = trace.origin.elapsed().as_secs_f64() * 1e6;
-            let start_us = *start.lock().unwrap_or_else(|p| p.into_inner());
+            let start_us = *start.lock();
             trace.push(Event { name: label, track, start_us, end_us });
             Ok(())
         });
@@ -90,7 +91,7 @@ impl Trace {
     /// it ran, the time spent in them against the time spent working, over
     /// the traced span.
     pub fn gate_profile(&self) -> Vec<GateProfile> {
-        let events = self.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let events = self.events.lock().clone();
         let (lo, hi) = events.iter().fold((f64::MAX, 0f64), |(lo, hi), e| (lo.min(e.start_us), hi.max(e.end_us)));
         let span_us = (hi - lo).max(1e-9);
         let mut tracks: Vec<String> = events.iter().filter(|e| e.track != "host").map(|e| e.track.clone()).collect();
@@ -118,7 +119,7 @@ impl Trace {
 
     /// Each track's busy share of the traced span: (track, busy fraction).
     pub fn busy_shares(&self) -> Vec<(String, f64)> {
-        let events = self.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let events = self.events.lock().clone();
         let (lo, hi) = events.iter().fold((f64::MAX, 0f64), |(lo, hi), e| (lo.min(e.start_us), hi.max(e.end_us)));
         let span = (hi - lo).max(1e-9);
         let mut tracks: Vec<String> = events.iter().map(|e| e.track.clone()).collect();
@@ -140,7 +141,7 @@ impl Trace {
     /// The trace as Chrome trace-event JSON (load in Perfetto or
     /// chrome://tracing): one thread track per stream and one for the host.
     pub fn to_json(&self) -> String {
-        let events = self.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let events = self.events.lock().clone();
         let mut tracks: Vec<String> = events.iter().map(|e| e.track.clone()).collect();
         tracks.sort();
         tracks.dedup();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 
 /// The CPU devices `names` (`cpu:0`, `cpu:1`...) with every core they may
@@ -14,10 +14,10 @@ use baton_core::sync::WaitPolicy;
 ///
 /// When the devices do not open.
 pub fn cpus(names: &[&str], policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open_with_policy(names, None, policy)
+    baton_cpu::open_with(names, &baton_cpu::OpenOptions::default().with_policy(policy))
         .unwrap_or_else(|e| panic!("opening {names:?}: {e}"))
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 

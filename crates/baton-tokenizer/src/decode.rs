@@ -61,9 +61,9 @@ impl Tokenizer {
 /// Turns ids into text incrementally, never emitting half a character.
 ///
 /// ```
-/// # use baton_tokenizer::{synthetic_bpe, Tokenizer};
+/// # use baton_tokenizer::{synthetic_bpe, EncodeOptions, Tokenizer};
 /// let tokenizer = Tokenizer::from_config(&synthetic_bpe(512))?;
-/// let ids = tokenizer.encode("naïve 🙂", false, false)?;
+/// let ids = tokenizer.encode("naïve 🙂", EncodeOptions::default())?;
 /// let mut stream = tokenizer.stream_decoder(false);
 /// let mut text = String::new();
 /// for id in ids {

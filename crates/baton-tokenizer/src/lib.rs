@@ -1,5 +1,8 @@
 //! Baton's tokenizers, built from a GGUF file's tokenizer metadata.
 //!
+//! Depends on no other Baton crate; baton-llama builds its tokenizers with
+//! it.
+//!
 //! Two algorithms, chosen by `tokenizer.ggml.model`:
 //!
 //! - `llama`: SentencePiece-style. Spaces become `▁`, a space is prefixed
@@ -19,10 +22,10 @@
 //! [`TokenizerConfig`] from the `tokenizer.ggml.*` keys.
 //!
 //! ```
-//! use baton_tokenizer::{synthetic_bpe, Tokenizer};
+//! use baton_tokenizer::{synthetic_bpe, EncodeOptions, Tokenizer};
 //!
 //! let tokenizer = Tokenizer::from_config(&synthetic_bpe(512))?;
-//! let ids = tokenizer.encode("<|im_start|>user\nHello, world!", true, true)?;
+//! let ids = tokenizer.encode("<|im_start|>user\nHello, world!", EncodeOptions { add_special: true, parse_special: true })?;
 //! assert_eq!(ids[0], 1); // <|im_start|> matched as one control token
 //! assert_eq!(tokenizer.decode_with(&ids, true)?, "<|im_start|>user\nHello, world!");
 //! # Ok::<(), baton_tokenizer::TokenizerError>(())
@@ -49,4 +52,4 @@ pub use decode::StreamDecoder;
 pub use error::{Result, TokenizerError};
 pub use pretokenize::{PreTokenizer, SUPPORTED_PRE};
 pub use synth::{synthetic_bpe, SYNTHETIC_SPECIALS};
-pub use tokenizer::Tokenizer;
+pub use tokenizer::{EncodeOptions, Tokenizer};

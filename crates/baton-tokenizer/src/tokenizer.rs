@@ -10,6 +10,20 @@ use crate::pretokenize::PreTokenizer;
 use crate::special::{Fragment, SpecialMatcher};
 use crate::spm::{SpmModel, SPACE_MARKER};
 
+/// Which special tokens [`Tokenizer::encode`] adds and matches. The
+/// default adds none and reads control tokens as plain text: right for a
+/// continuation or for user input inside a rendered template.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Adds BOS/EOS as the model's metadata asks (`add_bos`, `add_eos`):
+    /// the start of a prompt.
+    pub add_special: bool,
+    /// Matches control tokens written in the text (such as `<|im_start|>`),
+    /// for text a chat template rendered; user-defined tokens are always
+    /// matched.
+    pub parse_special: bool,
+}
+
 /// A tokenizer for one model's vocabulary: encodes text to token ids and
 /// decodes ids back (see [`Tokenizer::decode`] and
 /// [`StreamDecoder`](crate::StreamDecoder)).
@@ -187,14 +201,12 @@ impl Tokenizer {
         })
     }
 
-    /// Encodes `text` to token ids.
-    ///
-    /// `add_special` adds BOS/EOS as the metadata asks (`add_bos`,
-    /// `add_eos`). `parse_special` matches control tokens (such as
-    /// `<|im_start|>`) written in the text; user-defined tokens are always
-    /// matched. For SentencePiece models a space is prefixed to the text and
-    /// to text that follows a special token, when `add_space_prefix` is on.
-    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+    /// Encodes `text` to token ids, with the special tokens `options` asks
+    /// for ([`EncodeOptions`]). For SentencePiece models a space is prefixed
+    /// to the text and to text that follows a special token, when
+    /// `add_space_prefix` is on.
+    pub fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<u32>> {
+        let EncodeOptions { add_special, parse_special } = options;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
             out.extend(self.bos);

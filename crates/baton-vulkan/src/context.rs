@@ -3,8 +3,9 @@
 //! semaphores, pipelines, command pools) holds an `Arc<Context>`, so the
 //! `VkDevice` is destroyed only after all of them.
 
+use baton_core::loom::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ash::vk;
 use baton_core::sync::{Domain, Failure, FailureKind};
@@ -184,7 +185,7 @@ impl Context {
             .wait_semaphore_infos(&waits)
             .command_buffer_infos(&commands)
             .signal_semaphore_infos(&signals);
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = self.queue.lock();
         // SAFETY: the queue is externally synchronised by its mutex; the
         // semaphores and command buffer belong to this device and stay alive
         // until the signal is observed (their owners wait for it); the
@@ -202,7 +203,7 @@ impl Context {
         let fence = unsafe { self.raw.create_fence(&vk::FenceCreateInfo::default(), None) }?;
         let commands = [vk::CommandBufferSubmitInfo::default().command_buffer(command)];
         let submit = vk::SubmitInfo2::default().command_buffer_infos(&commands);
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = self.queue.lock();
         // SAFETY: the queue is externally synchronised by its mutex; the
         // command buffer was recorded on this device; the batch waits on
         // nothing.
@@ -227,7 +228,7 @@ impl Context {
 
     /// Marks the device lost: every stream fails from its next item on.
     pub(crate) fn lose(&self, message: &str) {
-        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lost = self.lost.lock();
         if lost.is_none() {
             *lost = Some(Failure::new(FailureKind::DeviceLost, self.name.clone(), message.to_string()));
         }
@@ -235,7 +236,7 @@ impl Context {
 
     /// The device's loss, if it was lost.
     pub(crate) fn lost(&self) -> Option<Failure> {
-        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.lost.lock().clone()
     }
 }
 

@@ -2,9 +2,10 @@
 //! its streams' timelines (so a stream can find the semaphore behind a point
 //! of the same device and wait on it natively).
 
+use baton_core::loom::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ash::vk;
 use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, Stream};
@@ -18,7 +19,9 @@ use crate::pipelines::Pipelines;
 use crate::stream::VulkanStream;
 use crate::timeline::StreamTimeline;
 
-/// Weight types the Vulkan matmul and row lookup accept.
+/// Weight types the Vulkan matmul and row lookup accept (what its shaders
+/// decode): the kernels' `WEIGHT_TYPES` but Q8_K, GGML's activation format.
+/// The conformance suite checks every type a device declares.
 pub const WEIGHT_TYPES: [DType; 9] =
     [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 
@@ -35,11 +38,11 @@ pub(crate) struct DeviceShared {
 impl DeviceShared {
     /// The timeline behind a point's timeline id, if it is this device's.
     pub(crate) fn timeline(&self, id: TimelineId) -> Option<Arc<StreamTimeline>> {
-        self.timelines.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+        self.timelines.lock().get(&id).cloned()
     }
 
     pub(crate) fn register(&self, timeline: &Arc<StreamTimeline>) {
-        let mut all = self.timelines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = self.timelines.lock();
         all.insert(timeline.mirror.id(), timeline.clone());
     }
 }
@@ -127,9 +130,10 @@ impl Device for VulkanDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Os {
+        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Backend {
             device: self.shared.info.name.clone(),
-            message: format!("could not start a stream: {e}"),
+            action: "could not start a stream",
+            source: Arc::new(e),
         })?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }

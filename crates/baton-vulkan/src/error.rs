@@ -1,5 +1,7 @@
 //! Errors of opening and using Vulkan devices.
 
+use std::sync::Arc;
+
 use ash::vk;
 use baton_core::backend::DeviceError;
 
@@ -8,7 +10,7 @@ use baton_core::backend::DeviceError;
 pub enum VulkanError {
     /// The Vulkan loader (`libvulkan.so.1`) could not be loaded.
     #[error("no Vulkan loader on this machine ({0}); install libvulkan1 and a driver (Mesa's lavapipe: mesa-vulkan-drivers)")]
-    NoLoader(String),
+    NoLoader(#[source] std::sync::Arc<ash::LoadingError>),
     /// The loader found no driver offering a device.
     #[error("the Vulkan loader found no device; install a driver (Mesa's lavapipe: mesa-vulkan-drivers)")]
     NoDevice,
@@ -75,9 +77,9 @@ impl From<VulkanError> for DeviceError {
             }
             VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY, .. }
             | VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_HOST_MEMORY, .. } => {
-                DeviceError::Os { device: device.clone(), message: e.to_string() }
+                DeviceError::Backend { device: device.clone(), action: "out of memory", source: Arc::new(e) }
             }
-            other => DeviceError::Os { device: "vulkan".into(), message: other.to_string() },
+            other => DeviceError::Backend { device: "vulkan".into(), action: "Vulkan failed", source: Arc::new(other) },
         }
     }
 }

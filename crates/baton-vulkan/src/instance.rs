@@ -1,9 +1,10 @@
 //! The Vulkan instance: the loader, the validation layer when asked for,
 //! and the physical devices Baton can use.
 
+use baton_core::loom::plain::Mutex;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use ash::vk;
 
@@ -44,7 +45,7 @@ impl Instance {
     /// The process's instance, created on first use (and again after every
     /// device of the previous one is gone).
     pub(crate) fn shared() -> Result<Arc<Instance>, VulkanError> {
-        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shared = SHARED.lock();
         if let Some(instance) = shared.upgrade() {
             return Ok(instance);
         }
@@ -56,7 +57,7 @@ impl Instance {
     fn new() -> Result<Instance, VulkanError> {
         // SAFETY: loading the system's Vulkan loader runs its initialisers;
         // it is the library this function exists to load.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| VulkanError::NoLoader(e.to_string()))?;
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| VulkanError::NoLoader(std::sync::Arc::new(e)))?;
         let app = vk::ApplicationInfo::default()
             .application_name(c"baton")
             .engine_name(c"baton")

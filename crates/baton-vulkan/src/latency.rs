@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_core::backend::{Device, TensorRef};
+use baton_core::backend::Device;
 use baton_core::sync::HostTimeline;
 use baton_core::DType;
 
@@ -111,10 +111,8 @@ pub fn measure(device: &Arc<VulkanDevice>, rounds: usize) -> Result<Latency, Vul
     // Stream items.
     let stream = device.new_stream().map_err(|e| fail(&e.to_string()))?;
     let other = device.new_stream().map_err(|e| fail(&e.to_string()))?;
-    let (a, b) =
-        (device.alloc(4).map_err(|e| fail(&e.to_string()))?, device.alloc(4).map_err(|e| fail(&e.to_string()))?);
-    let ta = TensorRef::new(&a, 0, DType::F32, &[1]).map_err(|e| fail(&e.to_string()))?;
-    let tb = TensorRef::new(&b, 0, DType::F32, &[1]).map_err(|e| fail(&e.to_string()))?;
+    let ta = device.alloc_tensor(DType::F32, &[1]).map_err(|e| fail(&e.to_string()))?;
+    let tb = device.alloc_tensor(DType::F32, &[1]).map_err(|e| fail(&e.to_string()))?;
     let (mut host_items, mut device_items, mut handoffs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         let start = Instant::now();

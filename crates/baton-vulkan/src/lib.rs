@@ -1,5 +1,9 @@
 //! Baton's Vulkan backend.
 //!
+//! A backend: depends on baton-core alone (the contract it implements); the
+//! scheduler and the model reach it only through baton-core's `Device` trait,
+//! and baton-cli opens it.
+//!
 //! A Vulkan device is a logical device on one physical device (`vulkan:N`
 //! is the loader's N-th; `vulkan` is `vulkan:0`), with its one queue. Each
 //! stream's timeline is one timeline semaphore, mirrored into the core's
@@ -50,8 +54,10 @@ pub use memory::VulkanBuffer;
 pub use pipelines::shader_names;
 pub use stream::VulkanStream;
 
-/// How devices are opened.
+/// How devices are opened (the same shape as every backend's
+/// `OpenOptions`: `Default`, then `with_*` setters).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OpenOptions {
     /// The wait policy of the devices' streams.
     pub policy: WaitPolicy,
@@ -67,6 +73,26 @@ pub struct OpenOptions {
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions { policy: WaitPolicy::process_default(), external_memory: true, staging: false }
+    }
+}
+
+impl OpenOptions {
+    /// With `policy` for the devices' streams.
+    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether logical devices share memory through opaque fds.
+    pub fn with_external_memory(mut self, external_memory: bool) -> Self {
+        self.external_memory = external_memory;
+        self
+    }
+
+    /// Whether every write and read goes through staging memory.
+    pub fn with_staging(mut self, staging: bool) -> Self {
+        self.staging = staging;
+        self
     }
 }
 

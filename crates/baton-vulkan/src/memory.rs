@@ -2,9 +2,10 @@
 //! is host-visible (staging otherwise), exportable as opaque fds so that
 //! another logical device of the same physical device can import them.
 
+use baton_core::loom::Mutex;
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ash::vk;
 use baton_core::backend::RawBuffer;
@@ -164,7 +165,7 @@ impl VulkanBuffer {
         if !self.exportable || !same_physical {
             return None;
         }
-        let mut imports = self.imports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut imports = self.imports.lock();
         if let Some(a) = imports.iter().find(|a| a.ctx.serial == ctx.serial) {
             return Some(a.buffer);
         }
@@ -224,7 +225,7 @@ impl VulkanBuffer {
 impl Drop for VulkanBuffer {
     fn drop(&mut self) {
         // Imports first: they alias this memory.
-        self.imports.get_mut().unwrap_or_else(|p| p.into_inner()).clear();
+        self.imports.get_mut().clear();
     }
 }
 

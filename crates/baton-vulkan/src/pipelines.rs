@@ -3,8 +3,9 @@
 //! `b`, the output, the stream's error record) in one descriptor set, and
 //! up to 128 bytes of push constants (the op's parameters).
 
+use baton_core::loom::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ash::vk;
 
@@ -80,7 +81,7 @@ impl Pipelines {
 
     /// The pipeline of shader `name`, made on first use.
     pub(crate) fn get(&self, name: &'static str) -> Result<vk::Pipeline, VulkanError> {
-        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        let mut made = self.made.lock();
         if let Some(&p) = made.get(name) {
             return Ok(p);
         }
@@ -112,7 +113,7 @@ impl Pipelines {
 
 impl Drop for Pipelines {
     fn drop(&mut self) {
-        let made = self.made.get_mut().unwrap_or_else(|p| p.into_inner());
+        let made = self.made.get_mut();
         // SAFETY: the pipelines live in the device's shared state, which
         // streams hold while they run; once it drops no stream records or
         // has pending work with them.

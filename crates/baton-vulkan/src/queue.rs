@@ -2,8 +2,8 @@
 //! worker pops. Items are numbered 1, 2, … (their timeline values) under the
 //! same lock that appends them, so numbers follow queue order.
 
+use baton_core::loom::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
 
 struct State<T> {
     items: VecDeque<(u64, T)>,
@@ -30,7 +30,7 @@ impl<T> WorkQueue<T> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Appends `item` and returns its number; never waits for the worker.
@@ -64,7 +64,7 @@ impl<T> WorkQueue<T> {
             if state.closed {
                 return None;
             }
-            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self.wake.wait(state);
         }
     }
 }

@@ -141,7 +141,7 @@ impl Worker {
             StreamOp::Write { dst, src } => self.write(&dst, &*src, value),
             StreamOp::Read { src, dst } => self.read(&src, &*dst, value),
             StreamOp::Copy { src, dst } => self.copy(&src, &dst, value),
-            StreamOp::Compute { graph, bindings } => self.compute(&graph, &bindings, value),
+            StreamOp::Compute { bindings } => self.compute(bindings.graph(), &bindings, value),
         }
     }
 

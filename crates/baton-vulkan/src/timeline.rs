@@ -16,7 +16,8 @@
 //! semaphore has reached a value and the item is dropped, so it lags the
 //! semaphore slightly; it fails where the stream failed.
 
-use std::sync::{Arc, Condvar, Mutex};
+use baton_core::loom::{Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -71,8 +72,8 @@ impl StreamTimeline {
         Ok((Arc::new(timeline), writer))
     }
 
-    fn signals(&self) -> std::sync::MutexGuard<'_, Signals> {
-        self.signals.lock().unwrap_or_else(|p| p.into_inner())
+    fn signals(&self) -> MutexGuard<'_, Signals> {
+        self.signals.lock()
     }
 
     /// Records that the signal of `value` is in the queue (or done).
@@ -110,13 +111,13 @@ impl StreamTimeline {
                 }
             }
             s = match deadline {
-                None => self.changed.wait(s).unwrap_or_else(|p| p.into_inner()),
+                None => self.changed.wait(s),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         return Err(HoldBack::TimedOut);
                     }
-                    self.changed.wait_timeout(s, d - now).unwrap_or_else(|p| p.into_inner()).0
+                    self.changed.wait_timeout(s, d - now)
                 }
             };
         }

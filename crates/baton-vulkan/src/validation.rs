@@ -6,9 +6,9 @@
 //! [`assert_clean`] after each case: an error of the layer fails the test,
 //! so a missing barrier or a misused handle cannot pass unnoticed.
 
+use baton_core::loom::plain::Mutex;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ash::vk;
@@ -57,7 +57,7 @@ pub fn assert_clean() {
     }
     let errors = error_count();
     if errors > 0 {
-        let messages = MESSAGES.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+        let messages = MESSAGES.lock().join("\n");
         panic!("the Vulkan validation layer reported {errors} error(s); the first ones:\n{messages}");
     }
 }
@@ -97,7 +97,7 @@ pub(crate) unsafe extern "system" fn on_message(
     }
     ERRORS.fetch_add(1, Ordering::SeqCst);
     eprintln!("baton vulkan validation error: {message}");
-    let mut kept = MESSAGES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut kept = MESSAGES.lock();
     if kept.len() < KEPT {
         kept.push(message);
     }

@@ -107,7 +107,7 @@ pub struct Partition {
 
 /// Prepared per-device bindings of every segment, keyed by where the bound
 /// tensors are.
-pub(crate) type BindingsCache = std::sync::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
+pub(crate) type BindingsCache = baton_core::loom::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound
@@ -154,8 +154,7 @@ impl Partition {
         for (device, specs) in devices.iter().zip(&self.scratch_specs) {
             let mut tensors = Vec::with_capacity(specs.len());
             for (dtype, dims) in specs {
-                let bytes = dims.iter().product::<usize>() * dtype.block_bytes();
-                tensors.push(TensorRef::new(&device.alloc(bytes)?, 0, *dtype, dims)?);
+                tensors.push(device.alloc_tensor(*dtype, dims)?);
             }
             self.scratch.push(tensors);
         }
@@ -609,7 +608,7 @@ impl<'a> Builder<'a> {
             states: self.state,
             scratch: Vec::new(),
             bound_sources,
-            bindings: std::sync::Mutex::new(Vec::new()),
+            bindings: baton_core::loom::Mutex::new(Vec::new()),
         })
     }
 }

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use baton_composite::{Butterfly, Collective, CompositeDevice, CompositeError, GateIo, GateSpec, TensorSplit};
 use baton_conformance::{chaos, random};
 use baton_core::backend::{
-    Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, RawStream, Stream, StreamError, StreamOp, TensorRef,
+    Bindings, Buffer, BufferRange, Device, DeviceError, DeviceInfo, IntoDevice, RawStream, Stream, StreamError,
+    StreamOp,
 };
 use baton_core::graph::{Flags, Graph, Op};
 use baton_core::sync::{SyncPoint, Timeline, WaitPolicy};
@@ -53,7 +54,11 @@ fn reference(x: &[f32], w1: &[f32], w2: &[f32]) -> Vec<f32> {
 fn cpus(n: usize, policy: WaitPolicy) -> Vec<Arc<dyn Device>> {
     let names: Vec<String> = (0..n).map(|i| format!("cpu:{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    baton_cpu::open_with_policy(&names, None, policy).expect("cpus").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open_with(&names, &baton_cpu::OpenOptions::default().with_policy(policy))
+        .expect("cpus")
+        .into_iter()
+        .map(IntoDevice::into_device)
+        .collect()
 }
 
 /// The butterfly, but leaving no all-reduce to its consumers: every gate
@@ -97,15 +102,15 @@ fn compute_with(device: CompositeDevice, shares: &[f32]) -> Result<Vec<f32>, Str
     let s = device.new_stream().expect("stream");
     // CPU devices address each other's memory: the collective decides.
     assert_eq!(device.folds_gates(), Some(device.collective().sums_in_consumers()));
-    let x = TensorRef::new(&device.alloc(T * D * 4).expect("x"), 0, DType::F32, &[T, D])?;
-    let y = TensorRef::new(&device.alloc(T * D * 4).expect("y"), 0, DType::F32, &[T, D])?;
-    let w1 = TensorRef::new(&device.alloc_tensor(DType::F32, &[F, D], rows).expect("w1"), 0, DType::F32, &[F, D])?;
-    let w2 = TensorRef::new(&device.alloc_tensor(DType::F32, &[D, F], cols).expect("w2"), 0, DType::F32, &[D, F])?;
+    let x = device.alloc_tensor(DType::F32, &[T, D]).expect("x");
+    let y = device.alloc_tensor(DType::F32, &[T, D]).expect("y");
+    let w1 = device.alloc_split(DType::F32, &[F, D], rows).expect("w1");
+    let w2 = device.alloc_split(DType::F32, &[D, F], cols).expect("w2");
     let (xv, w1v, w2v) = (random(T * D, 1), random(F * D, 2), random(D * F, 3));
     drop(s.write_async(&x, xv.clone())?);
     drop(s.write_async(&w1, w1v.clone())?);
     drop(s.write_async(&w2, w2v.clone())?);
-    let moved = TensorRef::new(&device.alloc(T * D * 4).expect("x"), 0, DType::F32, &[T, D])?;
+    let moved = device.alloc_tensor(DType::F32, &[T, D]).expect("x");
     let xv2 = random(T * D, 4);
     drop(s.write_async(&moved, xv2.clone())?);
     let g = graph();
@@ -115,9 +120,9 @@ fn compute_with(device: CompositeDevice, shares: &[f32]) -> Result<Vec<f32>, Str
     for (input, values) in [(&x, &xv), (&x, &xv), (&moved, &xv2)] {
         let mut b = Bindings::new(&g);
         for (name, t) in [("x", input), ("w1", &w1), ("w2", &w2), ("y", &y)] {
-            b.bind_name(&g, name, t.clone())?;
+            b.bind_name(name, t.clone())?;
         }
-        s.compute(&g, b)?;
+        s.compute(b)?;
         pending.push((s.read_into_async(&y, vec![0f32; T * D])?, values));
     }
     let mut got = Vec::new();
@@ -304,8 +309,8 @@ fn every_inner_stream_reports_the_failure() {
     inner[1] = Arc::new(Failing { inner: inner[1].clone(), fail_at: 1, silent_until: None });
     let device = CompositeDevice::new(inner, WaitPolicy::Block).expect("composite");
     let s = device.new_stream().expect("stream");
-    let a = TensorRef::new(&device.alloc(64).expect("a"), 0, DType::F32, &[16]).expect("a");
-    let b = TensorRef::new(&device.alloc(64).expect("b"), 0, DType::F32, &[16]).expect("b");
+    let a = device.alloc_tensor(DType::F32, &[16]).expect("a");
+    let b = device.alloc_tensor(DType::F32, &[16]).expect("b");
     // A mirrored copy: every device copies its part; device 1's copy fails.
     let done = s.copy(&a, &b, None).expect("queued");
     let failure = done.wait_timeout(Duration::from_secs(20)).expect_err("fails");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use baton_composite::{CompositeDevice, GateKind, Partition, TensorSplit};
 use baton_conformance::random;
-use baton_core::backend::{Bindings, Device, TensorRef};
+use baton_core::backend::{Bindings, Device};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
@@ -69,15 +69,11 @@ fn splits(devices: usize, shares: &[f32]) -> (TensorSplit, TensorSplit) {
 fn compute(devices: usize, shares: &[f32], policy: WaitPolicy) {
     let names: Vec<String> = (0..devices).map(|i| format!("cpu:{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let inner = baton_cpu::open_with_policy(&names, None, policy).expect("cpus");
-    let device =
-        CompositeDevice::new(inner.into_iter().map(|d| d as Arc<dyn Device>).collect(), policy).expect("composite");
+    let inner = baton_cpu::open_with(&names, &baton_cpu::OpenOptions::default().with_policy(policy)).expect("cpus");
+    let device = CompositeDevice::new(inner, policy).expect("composite");
     let (heads, kv) = splits(devices, shares);
     let s = device.new_stream().expect("stream");
-    let tensor = |dims: &[usize], split: TensorSplit| {
-        let buffer = device.alloc_tensor(DType::F32, dims, split).expect("alloc");
-        TensorRef::new(&buffer, 0, DType::F32, dims).expect("tensor")
-    };
+    let tensor = |dims: &[usize], split: TensorSplit| device.alloc_split(DType::F32, dims, split).expect("alloc");
     let q = tensor(&[HEADS, T, K], heads);
     let k = tensor(&[KV, N, K], kv.clone());
     let v = tensor(&[KV, DV, N], kv);
@@ -89,9 +85,9 @@ fn compute(devices: usize, shares: &[f32], policy: WaitPolicy) {
     let g = graph();
     let mut b = Bindings::new(&g);
     for (name, t) in [("q", &q), ("k", &k), ("v", &v), ("o", &o)] {
-        b.bind_name(&g, name, t.clone()).expect("bind");
+        b.bind_name(name, t.clone()).expect("bind");
     }
-    s.compute(&g, b).expect("compute");
+    s.compute(b).expect("compute");
     let got = s.read_into_async(&o, vec![0f32; HEADS * T * DV]).expect("read").wait().expect("done");
     let want = reference(&qv, &kv_, &vv);
     let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

@@ -25,6 +25,7 @@ pub fn error_name(e: &StreamError) -> &'static str {
         StreamError::SizeMismatch { .. } => "SizeMismatch",
         StreamError::Binding { .. } => "Binding",
         StreamError::Graph(_) => "Graph",
+        StreamError::Shape(_) => "Shape",
         StreamError::Unsupported { .. } => "Unsupported",
         StreamError::Kernel { .. } => "Kernel",
         StreamError::Closed(_) => "Closed",

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton_composite::CompositeDevice;
 use baton_conformance::chaos::ChaosDevice;
-use baton_core::backend::{Buffer, Device, Pending, Stream, StreamError, TensorRef};
+use baton_core::backend::{Buffer, Device, IntoDevice, Pending, Stream, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
 use baton_core::DType;
@@ -117,10 +117,10 @@ fn call<T>(result: T) -> T {
 fn cpus() -> Vec<Arc<dyn Device>> {
     static CPUS: std::sync::OnceLock<Vec<Arc<dyn Device>>> = std::sync::OnceLock::new();
     CPUS.get_or_init(|| {
-        baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+        baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_threads(1))
             .expect("two CPU devices")
             .into_iter()
-            .map(|d| d as Arc<dyn Device>)
+            .map(IntoDevice::into_device)
             .collect()
     })
     .clone()
@@ -147,13 +147,13 @@ fn open(setup: Setup) -> Vec<Arc<dyn Device>> {
                     if !foreign_access {
                         c = c.without_foreign_access();
                     }
-                    Arc::new(c) as Arc<dyn Device>
+                    Arc::new(c).into_device()
                 })
                 .collect()
         }
         Setup::Composite => {
             let composite = CompositeDevice::new(cpu.clone(), WaitPolicy::process_default()).expect("composite");
-            vec![Arc::new(composite) as Arc<dyn Device>, cpu[0].clone(), cpu[1].clone()]
+            vec![Arc::new(composite).into_device(), cpu[0].clone(), cpu[1].clone()]
         }
     }
 }

@@ -5,15 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_composite::CompositeDevice;
-use baton_core::backend::{Device, TensorRef};
+use baton_core::backend::{Device, IntoDevice, TensorRef};
 use baton_core::sync::{HostTimeline, WaitError, WaitPolicy};
 use baton_core::DType;
 
 fn cpus() -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(&["cpu:0", "cpu:1"], Some(1))
+    baton_cpu::open_with(&["cpu:0", "cpu:1"], &baton_cpu::OpenOptions::default().with_threads(1))
         .expect("two CPU devices")
         .into_iter()
-        .map(|d| d as Arc<dyn Device>)
+        .map(IntoDevice::into_device)
         .collect()
 }
 
@@ -158,8 +158,8 @@ fn copy_staged_into_a_composite_buffer_moves_the_bytes() {
     let cpu = cpus();
     let device = composite();
     let (reader, writer) = (cpu[0].new_stream().expect("stream"), device.new_stream().expect("stream"));
-    let src = TensorRef::new(&cpu[0].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
-    let dst = TensorRef::new(&device.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let src = cpu[0].alloc_tensor(DType::F32, &[4]).expect("alloc");
+    let dst = device.alloc_tensor(DType::F32, &[4]).expect("alloc");
     let data = vec![1.5f32, 2.5, 3.5, 4.5];
     reader.write_async(&src, data.clone()).expect("write").wait_timeout(Duration::from_secs(2)).expect("written");
     let host = HostTimeline::new("gate");
@@ -247,8 +247,8 @@ fn an_inserted_wait_on_failed_work_inherits_no_order() {
     s1.wait_bounded(&s2.last_point(), WaitPolicy::Block, Some(Duration::from_millis(30))).expect("wait");
     let graph = baton_conformance::contract::scale_graph(16, 2.0);
     let mut b = baton_core::backend::Bindings::new(&graph);
-    b.bind_name(&graph, "x", x.clone()).expect("x").bind_name(&graph, "y", y.clone()).expect("y");
-    s1.compute(&graph, b).expect("stream 1 computes y from x after its (doomed) wait");
+    b.bind_name("x", x.clone()).expect("x").bind_name("y", y.clone()).expect("y");
+    s1.compute(b).expect("stream 1 computes y from x after its (doomed) wait");
     s0.copy(&z, &x, None).expect("stream 0 overwrites x, after stream 1's read of it settles");
     let write = s0.write_async(&y, vec![5f32; 16]).expect("stream 0 overwrites y");
     let write = match write.wait_within(Duration::from_millis(300)) {

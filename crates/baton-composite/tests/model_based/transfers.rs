@@ -196,7 +196,7 @@ impl Run {
         let mut reachable = true;
         for (name, view) in views {
             let (t, place, d) = self.tensor(view);
-            bindings.bind_name(graph, name, t).expect("bind");
+            bindings.bind_name(name, t).expect("bind");
             places.push(place);
             reachable &= self.accessible(device, d);
         }
@@ -208,7 +208,7 @@ impl Run {
             None
         };
         let failed = self.failed_accesses();
-        let result = call(s.compute(graph, bindings));
+        let result = call(s.compute(bindings));
         if self.submitted("compute", uid, &result, refusal, overlapping) {
             self.inserted_waits(&s, uid, &failed);
             let out = *places.last().expect("an output");

@@ -7,19 +7,26 @@ use crate::backend::StreamError;
 use crate::graph::{Flags, Graph, NodeId, Op};
 
 /// The tensors bound to a graph's leaves and outputs, checked node by node.
+/// The bindings hold their graph, so they cannot be used with another.
 #[derive(Clone, Debug)]
 pub struct Bindings {
+    graph: Arc<Graph>,
     tensors: Vec<Option<TensorRef>>,
 }
 
 impl Bindings {
     /// Empty bindings for `graph`.
-    pub fn new(graph: &Graph) -> Self {
-        Bindings { tensors: vec![None; graph.nodes().len()] }
+    pub fn new(graph: &Arc<Graph>) -> Self {
+        Bindings { graph: graph.clone(), tensors: vec![None; graph.nodes().len()] }
     }
 
-    fn node_label(graph: &Graph, node: NodeId) -> String {
-        match graph.nodes().get(node.0).and_then(|n| n.name.clone()) {
+    /// The graph these bindings are for.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    fn node_label(&self, node: NodeId) -> String {
+        match self.graph.nodes().get(node.0).and_then(|n| n.name.clone()) {
             Some(name) => name,
             None => format!("node {}", node.0),
         }
@@ -27,10 +34,10 @@ impl Bindings {
 
     /// Binds `tensor` to `node`, which must be a leaf or an output, with the
     /// same type and shape.
-    pub fn bind(&mut self, graph: &Graph, node: NodeId, tensor: TensorRef) -> Result<&mut Self, StreamError> {
-        let label = Self::node_label(graph, node);
+    pub fn bind(&mut self, node: NodeId, tensor: TensorRef) -> Result<&mut Self, StreamError> {
+        let label = self.node_label(node);
         let fail = |reason: String| StreamError::Binding { node: label.clone(), reason };
-        let n = graph.nodes().get(node.0).ok_or_else(|| fail("no such node".into()))?;
+        let n = self.graph.nodes().get(node.0).ok_or_else(|| fail("no such node".into()))?;
         let bindable = matches!(n.op, Op::Leaf) || (n.flags.contains(Flags::OUTPUT) && !n.op.aliases_input());
         if !bindable {
             return Err(fail("only leaves and outputs are bound".into()));
@@ -44,20 +51,17 @@ impl Bindings {
                 tensor.shape()
             )));
         }
-        if self.tensors.len() != graph.nodes().len() {
-            return Err(fail("these bindings were made for another graph".into()));
-        }
         self.tensors[node.0] = Some(tensor);
         Ok(self)
     }
 
     /// Binds by the node's name.
-    pub fn bind_name(&mut self, graph: &Graph, name: &str, tensor: TensorRef) -> Result<&mut Self, StreamError> {
-        let node = graph.find(name).ok_or_else(|| StreamError::Binding {
+    pub fn bind_name(&mut self, name: &str, tensor: TensorRef) -> Result<&mut Self, StreamError> {
+        let node = self.graph.find(name).ok_or_else(|| StreamError::Binding {
             node: name.into(),
             reason: "the graph has no tensor of this name".into(),
         })?;
-        self.bind(graph, node, tensor)
+        self.bind(node, tensor)
     }
 
     /// The tensor bound to `node`.
@@ -65,22 +69,17 @@ impl Bindings {
         self.tensors.get(node.0).and_then(|t| t.as_ref())
     }
 
-    /// Checks that every leaf and output of `graph` is bound.
-    pub fn check_complete(&self, graph: &Graph) -> Result<(), StreamError> {
-        if self.tensors.len() != graph.nodes().len() {
-            return Err(StreamError::Binding {
-                node: "graph".into(),
-                reason: "these bindings were made for another graph".into(),
-            });
-        }
-        for node in graph.bound_nodes() {
+    /// Checks that every leaf and output of the graph is bound, and that no
+    /// written tensor shares a byte with another binding.
+    pub fn check_complete(&self) -> Result<(), StreamError> {
+        for node in self.graph.bound_nodes() {
             if self.tensors[node.0].is_none() {
-                return Err(StreamError::Binding { node: Self::node_label(graph, node), reason: "not bound".into() });
+                return Err(StreamError::Binding { node: self.node_label(node), reason: "not bound".into() });
             }
         }
         // A written tensor may share no byte with any other binding: the
         // computation reads and writes them at once.
-        let (reads, writes) = self.split_accesses(graph);
+        let (reads, writes) = self.split_accesses();
         for (i, w) in writes.iter().enumerate() {
             let others = reads.iter().chain(writes.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, r)| r));
             for other in others {
@@ -103,19 +102,19 @@ impl Bindings {
     /// written leaves (copy targets) and outputs are written. Ranges of one
     /// buffer that touch are merged (a model's weights in one buffer become
     /// one range), so tracking costs per buffer, not per tensor.
-    pub fn accesses(&self, graph: &Graph) -> (Vec<BufferRange>, Vec<BufferRange>) {
-        let (reads, writes) = self.split_accesses(graph);
+    pub fn accesses(&self) -> (Vec<BufferRange>, Vec<BufferRange>) {
+        let (reads, writes) = self.split_accesses();
         (coalesce(reads), coalesce(writes))
     }
 
     /// Reads and writes, one range per bound tensor.
-    fn split_accesses(&self, graph: &Graph) -> (Vec<BufferRange>, Vec<BufferRange>) {
-        let written = graph.written_leaves();
+    fn split_accesses(&self) -> (Vec<BufferRange>, Vec<BufferRange>) {
+        let written = self.graph.written_leaves();
         let mut reads = Vec::new();
         let mut writes = Vec::new();
         for (i, t) in self.tensors.iter().enumerate() {
             let Some(t) = t else { continue };
-            let node = &graph.nodes()[i];
+            let node = &self.graph.nodes()[i];
             if written.contains(&NodeId(i)) || !matches!(node.op, Op::Leaf) {
                 writes.push(t.byte_range());
             } else {
@@ -132,23 +131,22 @@ impl Bindings {
 /// bindings again, and without collecting their byte ranges again.
 #[derive(Clone, Debug)]
 pub struct BoundGraph {
-    pub(crate) graph: Arc<Graph>,
     pub(crate) bindings: Arc<Bindings>,
     pub(crate) reads: Vec<BufferRange>,
     pub(crate) writes: Vec<BufferRange>,
 }
 
 impl BoundGraph {
-    /// Checks that `bindings` binds every leaf and output of `graph`.
-    pub fn new(graph: &Arc<Graph>, bindings: Bindings) -> Result<BoundGraph, StreamError> {
-        bindings.check_complete(graph)?;
-        let (reads, writes) = bindings.accesses(graph);
-        Ok(BoundGraph { graph: graph.clone(), bindings: Arc::new(bindings), reads, writes })
+    /// Checks that `bindings` binds every leaf and output of its graph.
+    pub fn new(bindings: Bindings) -> Result<BoundGraph, StreamError> {
+        bindings.check_complete()?;
+        let (reads, writes) = bindings.accesses();
+        Ok(BoundGraph { bindings: Arc::new(bindings), reads, writes })
     }
 
     /// The graph.
     pub fn graph(&self) -> &Arc<Graph> {
-        &self.graph
+        &self.bindings.graph
     }
 
     /// Its bindings.

@@ -1,11 +1,12 @@
 //! Device memory: the raw trait a backend implements, and the safe handle.
 
+use crate::loom::{Mutex, MutexGuard};
 use std::any::Any;
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::backend::StreamError;
 use crate::shape::{Layout, Shape};
@@ -84,7 +85,7 @@ impl AccessLog {
     }
 
     /// How many writes and reads are kept (tests check what is forgotten).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn kept(&self) -> (usize, usize) {
         (self.writes.len(), self.reads.len())
     }
@@ -174,8 +175,8 @@ impl Buffer {
         BufferRange { buffer: self.clone(), range: 0..self.len() }
     }
 
-    pub(crate) fn accesses(&self) -> std::sync::MutexGuard<'_, AccessLog> {
-        self.inner.accesses.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn accesses(&self) -> MutexGuard<'_, AccessLog> {
+        self.inner.accesses.lock()
     }
 }
 
@@ -263,11 +264,15 @@ impl TensorRef {
     /// A tensor of `dtype` and `dims` at byte `offset` of `buffer`, checked
     /// to fit.
     pub fn new(buffer: &Buffer, offset: usize, dtype: DType, dims: &[usize]) -> Result<TensorRef, StreamError> {
-        let bad = |reason: String| StreamError::Binding { node: "tensor".into(), reason };
-        let shape = Shape::new(dims).map_err(|e| bad(e.to_string()))?;
-        let layout = Layout::contiguous(dtype, shape).map_err(|e| bad(e.to_string()))?;
+        let shape = Shape::new(dims)?;
+        let layout = Layout::contiguous(dtype, shape)?;
         buffer.range(offset, layout.end_byte(dtype))?;
         Ok(TensorRef { buffer: buffer.clone(), offset, dtype, shape })
+    }
+
+    /// A tensor at the start of `buffer`, which the caller sized for it.
+    pub(crate) fn whole(buffer: Buffer, dtype: DType, shape: Shape) -> TensorRef {
+        TensorRef { buffer, offset: 0, dtype, shape }
     }
 
     /// The buffer.

@@ -1,8 +1,11 @@
 //! Devices: what they are, what they can do, and how to get memory and
 //! streams from them.
 
-use crate::backend::{Buffer, DeviceError, Stream};
+use std::sync::Arc;
+
+use crate::backend::{Buffer, DeviceError, Stream, TensorRef};
 use crate::graph::Op;
+use crate::shape::{Layout, Shape};
 use crate::DType;
 
 /// The kind of a device.
@@ -47,9 +50,43 @@ pub trait Device: Send + Sync {
     /// Allocates `bytes` of device memory (zeroed).
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError>;
 
+    /// Allocates a contiguous tensor of `dtype` and `dims` in a buffer of
+    /// its own (zeroed), sized by the type: quantized types by whole blocks
+    /// per row.
+    fn alloc_tensor(&self, dtype: DType, dims: &[usize]) -> Result<TensorRef, DeviceError> {
+        let shape = Shape::new(dims)?;
+        let bytes = Layout::contiguous(dtype, shape)?.end_byte(dtype);
+        Ok(TensorRef::whole(self.alloc(bytes)?, dtype, shape))
+    }
+
     /// Creates a new in-order stream.
     fn new_stream(&self) -> Result<Stream, DeviceError>;
 
     /// Whether the device can run `op` whose first input has type `dtype`.
     fn supports(&self, op: &Op, dtype: DType) -> bool;
+}
+
+/// A device handle as the runtime holds it, `Arc<dyn Device>`, from a
+/// backend's own handle (`Arc<CpuDevice>`) or an erased one: what functions
+/// that take devices accept, so callers never cast.
+pub trait IntoDevice {
+    /// The erased handle.
+    fn into_device(self) -> Arc<dyn Device>;
+}
+
+impl<D: Device + 'static> IntoDevice for Arc<D> {
+    fn into_device(self) -> Arc<dyn Device> {
+        self
+    }
+}
+
+impl IntoDevice for Arc<dyn Device> {
+    fn into_device(self) -> Arc<dyn Device> {
+        self
+    }
+}
+
+/// Erases a list of device handles (see [`IntoDevice`]).
+pub fn into_devices(devices: impl IntoIterator<Item = impl IntoDevice>) -> Vec<Arc<dyn Device>> {
+    devices.into_iter().map(IntoDevice::into_device).collect()
 }

@@ -1,7 +1,9 @@
 //! Errors of devices and streams.
 
 use crate::graph::GraphError;
+use crate::shape::ShapeError;
 use crate::sync::{Failure, WaitError};
+use crate::DType;
 
 /// An error of submitting to, or waiting on, a stream.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -73,11 +75,14 @@ pub enum StreamError {
     Unsupported {
         /// The device.
         device: String,
-        /// The op.
-        op: String,
-        /// The type.
-        dtype: String,
+        /// The op's name ([`Op::name`](crate::graph::Op::name)).
+        op: &'static str,
+        /// The type of its first input.
+        dtype: DType,
     },
+    /// A tensor's shape or layout is invalid.
+    #[error("tensor: {0}")]
+    Shape(#[from] ShapeError),
     /// A kernel reported an error while running.
     #[error("{op} failed on {device}: {message}")]
     Kernel {
@@ -120,12 +125,20 @@ pub enum DeviceError {
         /// The request.
         bytes: usize,
     },
-    /// The OS refused a resource (threads, memory maps).
-    #[error("{device}: {message}")]
-    Os {
+    /// What the device asked of the OS or its driver failed (a thread that
+    /// would not start, a driver call); the backend's own error is the
+    /// source.
+    #[error("{device}: {action}: {source}")]
+    Backend {
         /// The device.
         device: String,
-        /// What failed.
-        message: String,
+        /// What it was doing.
+        action: &'static str,
+        /// The backend's error.
+        #[source]
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
+    /// A tensor to allocate has no valid shape.
+    #[error("tensor to allocate: {0}")]
+    Shape(#[from] ShapeError),
 }

@@ -5,8 +5,9 @@
 //! reuses its buffers and a borrowed buffer, which the caller could change
 //! while the copy is queued, does not compile (`'static` owned types only).
 
+use crate::loom::Mutex;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use half::{bf16, f16};
@@ -92,13 +93,13 @@ pub(crate) struct Slot<B>(pub(crate) Mutex<Option<B>>);
 
 impl<B: HostBytes> HostSlot for Slot<B> {
     fn with_bytes(&self, f: &mut dyn FnMut(&[u8])) {
-        let guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = self.0.lock();
         if let Some(b) = guard.as_ref() {
             f(b.bytes());
         }
     }
     fn with_bytes_mut(&self, f: &mut dyn FnMut(&mut [u8])) {
-        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.0.lock();
         if let Some(b) = guard.as_mut() {
             f(b.bytes_mut());
         }
@@ -206,7 +207,7 @@ impl<B: HostBytes> Pending<B> {
         // The point is settled, and the worker drops its handle of the slot
         // before it advances or fails the point (contract rule `D-RETURN`),
         // so the buffer is ours alone now.
-        let buffer = self.slot.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let buffer = self.slot.0.lock().take();
         match (waited, buffer) {
             (Ok(()), Some(b)) => Ok(b),
             (Ok(()), None) => {

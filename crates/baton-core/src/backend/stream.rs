@@ -1,7 +1,8 @@
 //! Streams: the raw, unsafe queue a backend implements, and the safe front
 //! that owns host buffers and orders every access to device memory.
 
-use std::sync::{Arc, Mutex};
+use crate::loom::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::bindings::{Bindings, BoundGraph};
@@ -10,7 +11,6 @@ use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
 use crate::backend::path::{CopyPath, WaitPath};
 use crate::backend::tracking::{Knowledge, LockedLogs, Submitter};
 use crate::backend::StreamError;
-use crate::graph::Graph;
 use crate::sync::{SyncPoint, Timeline, WaitError, WaitPolicy, WaitUntil};
 
 /// One item of a stream's in-order queue.
@@ -60,9 +60,8 @@ pub enum StreamOp {
     },
     /// Computes a graph with its leaves and outputs bound to memory.
     Compute {
-        /// The graph.
-        graph: Arc<Graph>,
-        /// Memory of its leaves and outputs, validated.
+        /// Memory of the graph's leaves and outputs, validated; the graph is
+        /// [`Bindings::graph`].
         bindings: Arc<Bindings>,
     },
 }
@@ -212,12 +211,12 @@ impl Stream {
         self.knowledge().implicit_waits
     }
 
-    fn knowledge(&self) -> std::sync::MutexGuard<'_, Knowledge> {
-        self.knowledge.lock().unwrap_or_else(|p| p.into_inner())
+    fn knowledge(&self) -> MutexGuard<'_, Knowledge> {
+        self.knowledge.lock()
     }
 
-    fn submitting(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.submitting.lock().unwrap_or_else(|p| p.into_inner())
+    fn submitting(&self) -> MutexGuard<'_, ()> {
+        self.submitting.lock()
     }
 
     fn failed(&self) -> Option<StreamError> {
@@ -597,16 +596,16 @@ impl Stream {
         self.submit_tracked(op, &[s], &[d])
     }
 
-    /// Computes `graph` asynchronously with `bindings`; outputs land in
+    /// Computes the graph of `bindings` asynchronously; outputs land in
     /// their bound tensors once the returned point is reached (`G-ASYNC`).
-    pub fn compute(&self, graph: &Arc<Graph>, bindings: Bindings) -> Result<SyncPoint, StreamError> {
-        self.compute_bound(&BoundGraph::new(graph, bindings)?)
+    pub fn compute(&self, bindings: Bindings) -> Result<SyncPoint, StreamError> {
+        self.compute_bound(&BoundGraph::new(bindings)?)
     }
 
     /// As [`compute`](Self::compute), for bindings checked once
     /// ([`BoundGraph::new`]) and run again.
     pub fn compute_bound(&self, bound: &BoundGraph) -> Result<SyncPoint, StreamError> {
-        let op = StreamOp::Compute { graph: bound.graph.clone(), bindings: bound.bindings.clone() };
+        let op = StreamOp::Compute { bindings: bound.bindings.clone() };
         self.submit_tracked(op, &bound.reads, &bound.writes)
     }
 

@@ -1,10 +1,11 @@
 //! The safe types' own logic without a backend: ranges, bindings, host
 //! buffers and pending transfers, printed names.
 
+use crate::loom::Mutex;
 use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::buffer::Access;
@@ -54,6 +55,51 @@ fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 fn buffer(len: usize) -> Buffer {
     Buffer::new(Box::new(FakeBuffer { len }))
+}
+
+/// A device that only allocates fake buffers.
+struct FakeDevice(super::DeviceInfo);
+
+impl super::Device for FakeDevice {
+    fn info(&self) -> &super::DeviceInfo {
+        &self.0
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer, super::DeviceError> {
+        Ok(buffer(bytes))
+    }
+    fn new_stream(&self) -> Result<Stream, super::DeviceError> {
+        Err(super::DeviceError::Backend {
+            device: "fake:0".into(),
+            action: "starting a stream",
+            source: Arc::new(std::io::Error::other("no streams")),
+        })
+    }
+    fn supports(&self, _: &crate::graph::Op, _: DType) -> bool {
+        false
+    }
+}
+
+#[test]
+fn tensors_are_allocated_by_type_and_shape() {
+    use super::Device;
+    let device = FakeDevice(super::DeviceInfo {
+        name: "fake:0".into(),
+        backend: "fake",
+        kind: super::DeviceKind::Cpu,
+        description: String::new(),
+        threads: 0,
+        cores: Vec::new(),
+        memory_bytes: 0,
+        features: Vec::new(),
+        weight_types: Vec::new(),
+        waits_on_host_points: false,
+    });
+    let f32s = device.alloc_tensor(DType::F32, &[3, 4]).expect("f32");
+    assert_eq!((f32s.offset(), f32s.bytes(), f32s.buffer().len()), (0, 48, 48));
+    let q8 = device.alloc_tensor(DType::Q8_0, &[2, 64]).expect("q8_0");
+    let row = DType::Q8_0.row_bytes(64).expect("whole blocks");
+    assert_eq!((q8.bytes(), q8.buffer().len(), q8.dtype()), (2 * row, 2 * row, DType::Q8_0));
+    assert!(matches!(device.alloc_tensor(DType::Q8_0, &[2, 33]), Err(super::DeviceError::Shape(_))), "a partial block");
 }
 
 #[test]
@@ -132,7 +178,7 @@ impl Fixture {
     fn bindings(&self) -> Bindings {
         let mut bindings = Bindings::new(&self.graph);
         for (name, buffer, offset) in [("x", &self.a, 0), ("w", &self.a, 16), ("c", &self.a, 48), ("y", &self.b, 16)] {
-            bindings.bind_name(&self.graph, name, self.tensor(buffer, offset)).expect(name);
+            bindings.bind_name(name, self.tensor(buffer, offset)).expect(name);
         }
         bindings
     }
@@ -153,44 +199,39 @@ fn only_leaves_and_outputs_of_the_same_type_and_shape_are_bound() {
     let node = |name: &str| g.find(name).expect(name);
     let mut b = Bindings::new(g);
     let s = g.nodes().iter().position(|n| n.name.is_none()).map(crate::graph::NodeId).expect("the add");
-    assert_eq!(binding_error(b.bind(g, s, f.tensor(&f.a, 0))).0, format!("node {}", s.0), "an intermediate");
-    assert_eq!(binding_error(b.bind_name(g, "k", f.tensor(&f.a, 0))).0, "k", "an output that aliases its input");
+    assert_eq!(binding_error(b.bind(s, f.tensor(&f.a, 0))).0, format!("node {}", s.0), "an intermediate");
+    assert_eq!(binding_error(b.bind_name("k", f.tensor(&f.a, 0))).0, "k", "an output that aliases its input");
     let wrong_type = TensorRef::new(&f.a, 0, DType::I32, &[4]).expect("i32");
-    assert_eq!(binding_error(b.bind_name(g, "x", wrong_type)).0, "x");
+    assert_eq!(binding_error(b.bind_name("x", wrong_type)).0, "x");
     let wrong_shape = TensorRef::new(&f.a, 0, DType::F32, &[5]).expect("5 floats");
-    assert_eq!(binding_error(b.bind_name(g, "x", wrong_shape)).0, "x");
-    assert!(b.bind_name(g, "nothing", f.tensor(&f.a, 0)).is_err());
+    assert_eq!(binding_error(b.bind_name("x", wrong_shape)).0, "x");
+    assert!(b.bind_name("nothing", f.tensor(&f.a, 0)).is_err());
     assert!(b.get(node("x")).is_none());
-    b.bind_name(g, "x", f.tensor(&f.a, 16)).expect("a leaf");
-    b.bind_name(g, "y", f.tensor(&f.b, 0)).expect("an output");
+    b.bind_name("x", f.tensor(&f.a, 16)).expect("a leaf");
+    b.bind_name("y", f.tensor(&f.b, 0)).expect("an output");
     assert_eq!(b.get(node("x")).map(|t| t.offset()), Some(16));
-    let mut other = Graph::new();
-    other.leaf("x", DType::F32, &[4], Flags::INPUT).expect("x");
-    let mut foreign = Bindings::new(&other);
-    let (_, reason) = binding_error(foreign.bind_name(g, "x", f.tensor(&f.a, 0)));
-    assert!(reason.contains("another graph"), "{reason}");
-    assert!(f.bindings().check_complete(&other).is_err(), "bindings of another graph");
+    assert!(Arc::ptr_eq(b.graph(), g), "the bindings hold their graph");
 }
 
 #[test]
 fn complete_bindings_are_checked_once_and_their_ranges_merged() {
     let f = fixture();
     let bindings = f.bindings();
-    bindings.check_complete(&f.graph).expect("complete");
-    let (reads, writes) = bindings.accesses(&f.graph);
+    bindings.check_complete().expect("complete");
+    let (reads, writes) = bindings.accesses();
     let spans = |ranges: &[super::BufferRange]| ranges.iter().map(|r| (r.buffer().id(), r.range())).collect::<Vec<_>>();
     assert_eq!(spans(&reads), [(f.a.id(), 0..32)], "x and w touch: one read range");
     assert_eq!(spans(&writes), [(f.a.id(), 48..64), (f.b.id(), 16..32)], "c (copied into) and y");
-    let bound = BoundGraph::new(&f.graph, bindings).expect("bound");
+    let bound = BoundGraph::new(bindings).expect("bound");
     assert!(Arc::ptr_eq(bound.graph(), &f.graph));
     assert_eq!(bound.bindings().get(f.graph.find("y").expect("y")).map(|t| t.offset()), Some(16));
 
     let mut missing = Bindings::new(&f.graph);
-    missing.bind_name(&f.graph, "x", f.tensor(&f.a, 0)).expect("x");
-    assert!(missing.check_complete(&f.graph).is_err(), "w, c and y are not bound");
+    missing.bind_name("x", f.tensor(&f.a, 0)).expect("x");
+    assert!(missing.check_complete().is_err(), "w, c and y are not bound");
     let mut overlapping = f.bindings();
-    overlapping.bind_name(&f.graph, "y", f.tensor(&f.a, 8)).expect("y over x and w");
-    assert!(overlapping.check_complete(&f.graph).is_err(), "a written tensor overlapping a read one");
+    overlapping.bind_name("y", f.tensor(&f.a, 8)).expect("y over x and w");
+    assert!(overlapping.check_complete().is_err(), "a written tensor overlapping a read one");
 }
 
 #[test]
@@ -319,7 +360,7 @@ impl FakeStream {
     }
 
     fn queued(&self) -> Vec<&'static str> {
-        self.queued.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.queued.lock().clone()
     }
 }
 
@@ -341,12 +382,12 @@ unsafe impl RawStream for FakeStream {
         range.buffer().len() < 1000
     }
     unsafe fn submit(&self, op: StreamOp) -> Result<u64, StreamError> {
-        let held = self.hold.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let held = self.hold.lock().take();
         if let Some((entered, leave)) = held {
             entered.send(()).expect("the test listens");
             leave.recv_timeout(BOUND).expect("the test lets the submission end");
         }
-        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let mut queued = self.queued.lock();
         queued.push(op.name());
         Ok(queued.len() as u64)
     }
@@ -463,7 +504,7 @@ fn while_held(
 ) -> bool {
     let (entered_tx, entered_rx) = mpsc::channel();
     let (leave_tx, leave_rx) = mpsc::channel();
-    *raw.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some((entered_tx, leave_rx));
+    *raw.hold.lock() = Some((entered_tx, leave_rx));
     let holder = std::thread::spawn(submit);
     entered_rx.recv_timeout(BOUND).expect("the held submission started");
     let (done_tx, done_rx) = mpsc::channel();

@@ -15,8 +15,8 @@
 //! streams are never the inner ones, so the order is always outer, then
 //! inner.
 
+use crate::loom::MutexGuard;
 use std::collections::HashMap;
-use std::sync::MutexGuard;
 
 use crate::backend::buffer::{Access, AccessLog, Buffer, BufferRange};
 use crate::backend::{HazardReport, RacingAccess};

@@ -1,6 +1,6 @@
 //! Host timelines: the host gates streams on its own work with releases.
 
-use crate::loom::{lock, Arc, Mutex};
+use crate::loom::{Arc, Mutex};
 use crate::sync::failure::{Failure, FailureKind};
 use crate::sync::point::SyncPoint;
 use crate::sync::timeline::{Timeline, TimelineWriter};
@@ -37,7 +37,7 @@ impl HostTimeline {
 
     /// Reserves the next value and returns the token that reaches it.
     pub fn reserve(&self) -> Release {
-        let mut guard = lock(&self.inner.writer);
+        let mut guard = self.inner.writer.lock();
         guard.1 += 1;
         Release { host: self.inner.clone(), value: guard.1, done: false }
     }
@@ -61,7 +61,7 @@ impl Release {
     /// visible to whoever sees the point reached.
     pub fn signal(mut self) {
         self.done = true;
-        let guard = lock(&self.host.writer);
+        let guard = self.host.writer.lock();
         guard.0.advance(self.value);
     }
 
@@ -76,13 +76,13 @@ impl Release {
     /// (`Failure::same_cause`), as a stream that waited on it would.
     pub fn fail_with(mut self, cause: Failure) {
         self.done = true;
-        lock(&self.host.writer).0.fail(self.value, cause);
+        self.host.writer.lock().0.fail(self.value, cause);
     }
 
     fn abandon(&self, kind: FailureKind, message: String) {
         let origin = format!("{}@{}", self.host.timeline.label(), self.value);
         let cause = Failure::new(kind, origin, message);
-        lock(&self.host.writer).0.fail(self.value, cause);
+        self.host.writer.lock().0.fail(self.value, cause);
     }
 }
 

@@ -20,3 +20,6 @@ pub use timeline::{Clock, Domain, PointStatus, Timeline, TimelineId, TimelineWri
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;

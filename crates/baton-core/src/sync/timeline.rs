@@ -28,7 +28,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::loom::{lock, Arc, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::loom::{Arc, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::sync::failure::{Failure, FailureKind, WaitError};
 
 /// No failure recorded.
@@ -165,7 +165,7 @@ impl Timeline {
     /// Records that after value `value` of this timeline its owner knew
     /// `clock` (values only grow, so snapshots come in order).
     pub fn publish_clock(&self, value: u64, clock: std::sync::Arc<Clock>) {
-        let mut clocks = lock(&self.shared.clocks);
+        let mut clocks = self.shared.clocks.lock();
         clocks.push((value, clock));
         if clocks.len() > CLOCK_HISTORY {
             // Points at or below `reached` are ordered by being reached;
@@ -177,15 +177,15 @@ impl Timeline {
     }
 
     /// How many clock snapshots are kept (the history's bound is tested).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn clock_history(&self) -> usize {
-        lock(&self.shared.clocks).len()
+        self.shared.clocks.lock().len()
     }
 
     /// What this timeline's owner knew after value `value`: the newest
     /// snapshot at or before it.
     pub fn clock_at(&self, value: u64) -> Option<std::sync::Arc<Clock>> {
-        let clocks = lock(&self.shared.clocks);
+        let clocks = self.shared.clocks.lock();
         clocks.iter().rev().find(|(v, _)| *v <= value).map(|(_, c)| c.clone())
     }
 
@@ -196,7 +196,7 @@ impl Timeline {
         if self.shared.failed_from.load(Ordering::Acquire) == NOT_FAILED {
             return None;
         }
-        lock(&self.shared.failures).0.first().map(|(_, cause)| cause.clone())
+        self.shared.failures.lock().0.first().map(|(_, cause)| cause.clone())
     }
 
     /// The lowest value that failed, if any: every value from it on fails.
@@ -215,7 +215,7 @@ impl Timeline {
             return PointStatus::Reached;
         }
         if self.shared.failed_from.load(Ordering::Acquire) <= value {
-            if let Some(failure) = lock(&self.shared.failures).cause_of(value) {
+            if let Some(failure) = self.shared.failures.lock().cause_of(value) {
                 return PointStatus::Failed(failure.clone());
             }
         }
@@ -231,7 +231,7 @@ impl Timeline {
         deadline: Option<Instant>,
     ) -> Result<(), WaitError> {
         let shared = &*self.shared;
-        let mut failures = lock(&shared.failures);
+        let mut failures = shared.failures.lock();
         shared.sleepers.fetch_add(1, Ordering::Relaxed);
         let result = loop {
             // Under the lock the writers cannot change the state, and they
@@ -244,20 +244,14 @@ impl Timeline {
             }
             match deadline {
                 None => {
-                    failures = match shared.wake.wait(failures) {
-                        Ok(guard) => guard,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
+                    failures = shared.wake.wait(failures);
                 }
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break Err(self.timeout_error(value, started));
                     }
-                    failures = match shared.wake.wait_timeout(failures, deadline - now) {
-                        Ok((guard, _)) => guard,
-                        Err(poisoned) => poisoned.into_inner().0,
-                    };
+                    failures = shared.wake.wait_timeout(failures, deadline - now);
                 }
             }
         };
@@ -305,7 +299,7 @@ impl TimelineWriter {
     /// at or past a recorded failure, changes nothing.
     pub fn advance(&self, value: u64) {
         let shared = &*self.shared;
-        let failures = lock(&shared.failures);
+        let failures = shared.failures.lock();
         if value <= shared.reached.load(Ordering::Relaxed) || value >= shared.failed_from.load(Ordering::Relaxed) {
             return;
         }
@@ -324,7 +318,7 @@ impl TimelineWriter {
     /// once.
     pub fn fail(&self, value: u64, cause: Failure) {
         let shared = &*self.shared;
-        let mut failures = lock(&shared.failures);
+        let mut failures = shared.failures.lock();
         if value <= shared.reached.load(Ordering::Relaxed) || value >= shared.failed_from.load(Ordering::Relaxed) {
             return;
         }

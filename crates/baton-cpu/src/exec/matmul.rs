@@ -36,16 +36,16 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
         let w = weight(0)?;
         let xm = MatRef::contiguous(x, m, k);
         let mut ym = MatMut::contiguous(out, m, nn);
-        let mut scratch = exec.scratch[0].lock().unwrap_or_else(|p| p.into_inner());
+        let mut scratch = exec.scratch[0].lock();
         return matmul(&exec.device.pool, &w, &xm, &mut ym, &mut scratch).map_err(kernel_err);
     }
     // Many small products (attention heads): one thread per batch range.
     let out_ptr = SharedPtr(out.as_mut_ptr());
     let threads = exec.device.pool_threads();
-    let error = std::sync::Mutex::new(None);
+    let error = baton_core::loom::Mutex::new(None);
     let task = |t: usize| {
         let range = baton_core::parallel::split_range(batches, threads, t, 1);
-        let mut scratch = exec.scratch[t].lock().unwrap_or_else(|p| p.into_inner());
+        let mut scratch = exec.scratch[t].lock();
         for b in range {
             let result = weight(b).and_then(|w| {
                 let xm = MatRef::contiguous(&x[b * m * k..(b + 1) * m * k], m, k);
@@ -56,7 +56,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
                 matmul_columns(&w, &xm, &mut ym, 0..nn, &mut scratch).map_err(kernel_err)
             });
             if let Err(e) = result {
-                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                *error.lock() = Some(e);
                 return;
             }
         }
@@ -66,7 +66,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
     } else {
         exec.device.pool.run(&task);
     }
-    match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    match error.into_inner() {
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -19,7 +19,8 @@ mod matmul;
 mod ops;
 mod rope_cache;
 
-use std::sync::{Arc, Mutex};
+use baton_core::loom::Mutex;
+use std::sync::Arc;
 
 use baton_core::backend::{Bindings, StreamError};
 use baton_core::graph::{Graph, Node, NodeId, Op};

@@ -142,7 +142,7 @@ fn rope(
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
     let row = heads * head_dim;
     let angles = {
-        let mut cache = exec.rope.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = exec.rope.lock();
         cache.angles(positions.iter().map(|&p| p as usize), dims, freq_base, freq_scale)
     };
     for_rows(exec, tokens, row, &|range| {

@@ -6,9 +6,9 @@
 //! naive `range / levels`, rounding the values with each, and solving the
 //! weighted least-squares problem for the scale (and offset) that best maps
 //! those integers back onto the values; the candidate with the smallest
-//! weighted error wins. The weights `rms + |x|` favour the large values
-//! (measured on normal data they cost almost nothing in RMSE and keep the
-//! extremes, which dominate a dot product, accurate).
+//! weighted error wins. The weights `rms + |x|` favour the large values,
+//! which dominate a dot product, at almost no cost in RMSE
+//! (docs/measurements.md).
 //!
 //! Not byte-identical with GGML's quantizers (the search grid differs), but
 //! the same format and the same kind of fit; the round-trip RMSE is in the

@@ -2,24 +2,10 @@
 //! on both instruction sets, with guard regions and padded strides.
 
 use baton_core::parallel::{ScopedThreads, SingleThread};
-use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError};
+use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError, WEIGHT_TYPES};
 use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
 
 use crate::common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
-
-/// The types a matmul accepts as weights.
-const WEIGHT_TYPES: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
 
 /// NMSE bound per weight type, against the decoded weights. Float types:
 /// f32 rounding only. Quantized types: dominated by rounding the activations

@@ -9,7 +9,7 @@ use baton_llama::{LoadOptions, Logits, Model, ModelError};
 use baton_testkit::synth::tiny_model;
 
 fn device() -> Arc<dyn Device> {
-    baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0)
+    baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
 }
 
 fn load(path: &std::path::Path) -> Result<Model, ModelError> {

@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use baton_core::DType;
-use baton_llama::chat::{Message, TemplateOrigin};
-use baton_llama::conversation::{Conversation, ConversationError};
+use baton_llama::EncodeOptions;
+use baton_llama::{Conversation, ConversationError};
 use baton_llama::{LoadOptions, Model};
+use baton_llama::{Message, TemplateOrigin};
 use baton_testkit::synth;
 
 /// The tiny synthetic model in f32 (seed 3), in a temp dir tagged `test`.
@@ -16,7 +17,8 @@ fn tiny_model(test: &str) -> (baton_testkit::TempDir, std::path::PathBuf) {
 }
 
 fn load(path: &Path, context: usize) -> Model {
-    let device = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let device =
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0);
     let options = LoadOptions { context: Some(context), cache_type: DType::F32, ..LoadOptions::default() };
     Model::load(path, device, &options).expect("load")
 }
@@ -36,7 +38,7 @@ fn the_second_turn_evaluates_only_the_tokens_the_cache_lacks() {
 
     // The answer, evaluated token by token as generation does.
     let answer = "a long time ago";
-    let answer_tokens = model.tokenizer().encode(answer, false, false).expect("encode");
+    let answer_tokens = model.tokenizer().encode(answer, EncodeOptions::default()).expect("encode");
     for &t in &answer_tokens {
         chat.advance(&mut model, t).expect("advance");
     }
@@ -85,7 +87,11 @@ fn an_edited_history_drops_the_cache_from_the_first_difference() {
     chat.push(Message::user("people"));
     let (_, second) = chat.prompt(&mut model).expect("second");
     let prefix = "<|im_start|>user\n";
-    let shared = model.tokenizer().encode(prefix, false, true).expect("encode").len();
+    let shared = model
+        .tokenizer()
+        .encode(prefix, EncodeOptions { add_special: false, parse_special: true })
+        .expect("encode")
+        .len();
     assert_eq!(second.reused, shared, "only the shared opening is reused (first turn: {first:?})");
 }
 
@@ -109,6 +115,6 @@ fn generation_stops_at_the_end_of_turn_token() {
     let im_end = model.tokenizer().token_id("<|im_end|>").expect("<|im_end|>");
     let eos = model.tokenizer().eos_id().expect("eos");
     assert!(chat.ends_turn(im_end) && chat.ends_turn(eos), "stops: {:?}", chat.stop_tokens());
-    let word = model.tokenizer().encode("islands", false, false).expect("encode")[0];
+    let word = model.tokenizer().encode("islands", EncodeOptions::default()).expect("encode")[0];
     assert!(!chat.ends_turn(word));
 }

@@ -13,15 +13,15 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use baton_gguf::GgufFile;
-use baton_llama::chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
-use baton_llama::conversation::Conversation;
+use baton_llama::Conversation;
+use baton_llama::{ChatError, ChatTemplate, Message, TemplateOrigin};
 use baton_llama::{LoadOptions, Model};
 use baton_testkit::env::{python, reference_script, smollm2};
 use serde_json::{json, Value};
 
 fn smollm2_template() -> ChatTemplate {
     let file = GgufFile::open(smollm2()).expect("open SmolLM2");
-    let tokenizer = baton_llama::vocab::tokenizer(&file).expect("tokenizer");
+    let tokenizer = baton_llama::tokenizer_from_gguf(&file).expect("tokenizer");
     let template = ChatTemplate::from_gguf(&file, &tokenizer).expect("SmolLM2's template compiles");
     assert_eq!(template.origin(), TemplateOrigin::File);
     template
@@ -195,9 +195,9 @@ fn argmax(logits: &[f32]) -> u32 {
 /// activations of the quantized matmuls pick "L".)
 #[test]
 fn smollm2_answers_two_turns_reusing_the_cache() {
-    let device = baton_cpu::open(&["cpu"], None).expect("cpu").remove(0);
+    let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
     let mut model =
-        Model::load(&smollm2(), device, &LoadOptions { context: Some(256), ..LoadOptions::default() }).expect("load");
+        Model::load(smollm2(), device, &LoadOptions { context: Some(256), ..LoadOptions::default() }).expect("load");
     let mut chat = Conversation::for_model(&model).expect("template");
     // The answer's tokens, and whether the turn ended within 32 tokens.
     let answer = |chat: &mut Conversation, model: &mut Model, question: &str| {

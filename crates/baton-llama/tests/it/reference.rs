@@ -22,21 +22,22 @@
 //! 0.5-0.8% on 4 chunks.
 #![cfg(feature = "reference-tests")]
 
+use baton_llama::EncodeOptions;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::SynthShape;
+use baton_llama::SynthShape;
+use baton_llama::{perplexity, PerplexityOptions};
 use baton_llama::{LoadOptions, Logits, Model};
 use baton_testkit::env::{python, reference_script, smollm2};
 use baton_testkit::synth::synth_model;
 use baton_testkit::TempDir;
 
 fn device() -> Arc<dyn Device> {
-    baton_cpu::open(&["cpu"], None).expect("cpu").remove(0)
+    baton_cpu::open(&["cpu"]).expect("cpu").remove(0)
 }
 
 /// The reference's logits for `tokens`, one row per position.
@@ -176,8 +177,13 @@ fn smollm2_logits_match_the_reference() {
     let path = smollm2();
     let model =
         Model::load(&path, device(), &LoadOptions { context: Some(64), ..LoadOptions::default() }).expect("load");
-    let tokens =
-        model.tokenizer().encode("Once upon a time, in a small village, there lived", true, false).expect("encode");
+    let tokens = model
+        .tokenizer()
+        .encode(
+            "Once upon a time, in a small village, there lived",
+            EncodeOptions { add_special: true, parse_special: false },
+        )
+        .expect("encode");
     drop(model);
     let c = compare(&path, &tokens, DType::F32);
     println!("SmolLM2 Q4_1: NMSE {:.3e}, argmax agrees at {}/{}", c.nmse, c.argmax_agree, c.positions);
@@ -198,7 +204,8 @@ fn smollm2_perplexity_matches_the_reference() {
     let mut model = Model::load(&path, device(), &options).expect("load");
     let ours = perplexity(&mut model, &text, &PerplexityOptions { context: 256, chunks: Some(chunks) }, &mut |_, _| {})
         .expect("perplexity");
-    let ids = model.tokenizer().encode(&text, true, false).expect("encode");
+    let ids =
+        model.tokenizer().encode(&text, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
     let ids_file = std::env::temp_dir().join(format!("baton-ppl-ids-{}.json", std::process::id()));
     std::fs::write(&ids_file, serde_json::to_string(&ids).expect("json")).expect("write ids");
     let out = Command::new(python())
@@ -223,7 +230,8 @@ fn smollm2_perplexity_matches_the_reference() {
 fn greedy(path: &Path, device: Arc<dyn Device>, prompt: &str, n: usize) -> Vec<u32> {
     let mut model =
         Model::load(path, device, &LoadOptions { context: Some(64), ..LoadOptions::default() }).expect("load");
-    let tokens = model.tokenizer().encode(prompt, true, false).expect("encode");
+    let tokens =
+        model.tokenizer().encode(prompt, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
     let mut past = tokens.len();
     let argmax =
         |l: &[f32]| l.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32;
@@ -242,9 +250,24 @@ fn greedy(path: &Path, device: Arc<dyn Device>, prompt: &str, n: usize) -> Vec<u
 #[test]
 fn smollm2_greedy_is_deterministic_and_follows_the_reference() {
     let path = smollm2();
-    let one = greedy(&path, baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0), "Once upon a time", 12);
-    let two = greedy(&path, baton_cpu::open(&["cpu"], Some(2)).expect("cpu").remove(0), "Once upon a time", 12);
-    let again = greedy(&path, baton_cpu::open(&["cpu"], Some(2)).expect("cpu").remove(0), "Once upon a time", 12);
+    let one = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
+    let two = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
+    let again = greedy(
+        &path,
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2)).expect("cpu").remove(0),
+        "Once upon a time",
+        12,
+    );
     assert_eq!(one, two, "1 thread vs 2 threads");
     assert_eq!(two, again, "two runs");
     let out = Command::new(python())

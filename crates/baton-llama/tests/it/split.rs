@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_llama::{LoadOptions, Logits, Model};
 use baton_testkit::synth::tiny_model;
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
 fn options(batch: usize, n_copies: usize, sync_copies: bool, split: &[f32]) -> LoadOptions {

@@ -1,13 +1,14 @@
-//! `baton_llama::synth`: the files it writes load with baton-gguf, carry the
+//! `baton_llama::write_synth_model`: the files it writes load with baton-gguf, carry the
 //! llama keys, tensors and tokenizer, are deterministic in the seed and hold
 //! sane weights.
 
+use baton_llama::EncodeOptions;
 use std::path::Path;
 
 use baton_core::DType;
 use baton_gguf::{GgmlType, GgufFile, Metadata};
 use baton_kernels::dequantize_row;
-use baton_llama::synth::{write_synth_model, SynthError, SynthShape, SynthSpec, SynthSummary};
+use baton_llama::{write_synth_model, SynthError, SynthShape, SynthSpec, SynthSummary};
 use baton_testkit::TempDir;
 use baton_tokenizer::{Tokenizer, TokenizerConfig};
 
@@ -150,7 +151,7 @@ fn tokenizer_metadata_builds_a_tokenizer_that_round_trips() {
     assert_eq!(config, baton_tokenizer::synthetic_bpe(512));
     let tokenizer = Tokenizer::from_config(&config).expect("tokenizer from GGUF metadata");
     let text = "The robot checked the garden after the storm, then wrote 40 notes.";
-    let ids = tokenizer.encode(text, true, false).unwrap();
+    let ids = tokenizer.encode(text, EncodeOptions { add_special: true, parse_special: false }).unwrap();
     assert!(ids.len() < text.len(), "merges apply: {} ids for {} bytes", ids.len(), text.len());
     assert!(ids.iter().all(|&id| (id as usize) < 512));
     assert_eq!(tokenizer.decode(&ids).unwrap(), text);

@@ -94,8 +94,8 @@ fn tensor_split_perplexity_matches_one_device() {
         let (_dir, path) = tiny_model("tp-ppl", dtype, 5);
         let text = "the quick brown fox jumps over the lazy dog; ".repeat(120);
         let ppl = |model: &mut Model| {
-            let opts = baton_llama::perplexity::PerplexityOptions { context: 32, chunks: Some(12) };
-            baton_llama::perplexity::perplexity(model, &text, &opts, &mut |_, _| {}).expect("perplexity").ppl
+            let opts = baton_llama::PerplexityOptions { context: 32, chunks: Some(12) };
+            baton_llama::perplexity(model, &text, &opts, &mut |_, _| {}).expect("perplexity").ppl
         };
         let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &options(32, &[])).expect("one");
         let want = ppl(&mut one);
@@ -144,10 +144,13 @@ fn smollm2_tensor_split_matches_one_device() {
     let text = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").expect("the license text");
     let opts = LoadOptions { context: Some(128), cache_type: DType::F32, batch: 128, ..Default::default() };
     let score = |model: &mut Model| {
-        let ids = model.tokenizer().encode(&text, true, false).expect("encode");
+        let ids = model
+            .tokenizer()
+            .encode(&text, baton_llama::EncodeOptions { add_special: true, parse_special: false })
+            .expect("encode");
         let logits = model.eval(&ids[..64], 0, Logits::All).expect("logits").to_vec();
-        let o = baton_llama::perplexity::PerplexityOptions { context: 128, chunks: Some(2) };
-        let ppl = baton_llama::perplexity::perplexity(model, &text, &o, &mut |_, _| {}).expect("perplexity").ppl;
+        let o = baton_llama::PerplexityOptions { context: 128, chunks: Some(2) };
+        let ppl = baton_llama::perplexity(model, &text, &o, &mut |_, _| {}).expect("perplexity").ppl;
         (logits, ppl)
     };
     let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &opts).expect("one device");

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, Stream, TensorRef};
+use baton_core::backend::{Bindings, Device, IntoDevice, Stream, TensorRef};
 use baton_core::graph::{Flags, Graph, NodeId};
 use baton_core::DType;
 use baton_sched::{Plan, Runner};
@@ -69,11 +69,11 @@ fn random_graph(rng: &mut Rng, groups: u32) -> (Graph, HashMap<String, Vec<f32>>
 }
 
 fn open(names: &[&str]) -> Vec<Arc<dyn Device>> {
-    baton_cpu::open(names, None).expect("devices").into_iter().map(|d| d as Arc<dyn Device>).collect()
+    baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
 fn upload(stream: &Stream, device: &Arc<dyn Device>, values: &[f32], dims: &[usize]) -> TensorRef {
-    let t = TensorRef::new(&device.alloc(values.len() * 4).expect("alloc"), 0, DType::F32, dims).expect("tensor");
+    let t = device.alloc_tensor(DType::F32, dims).expect("alloc");
     stream.write_async(&t, values.to_vec()).expect("write").wait().expect("write");
     t
 }
@@ -86,13 +86,12 @@ fn sequential(graph: &Arc<Graph>, weights: &HashMap<String, Vec<f32>>, inputs: &
     for x in inputs {
         let mut b = Bindings::new(graph);
         for (name, w) in weights {
-            b.bind_name(graph, name, upload(&s, &device, w, &[WIDTH, WIDTH])).expect("bind");
+            b.bind_name(name, upload(&s, &device, w, &[WIDTH, WIDTH])).expect("bind");
         }
-        b.bind_name(graph, "x", upload(&s, &device, x, &[ROWS, WIDTH])).expect("bind");
-        let y =
-            TensorRef::new(&device.alloc(ROWS * WIDTH * 4).expect("alloc"), 0, DType::F32, &[ROWS, WIDTH]).expect("y");
-        b.bind_name(graph, "y", y.clone()).expect("bind");
-        s.compute(graph, b).expect("compute");
+        b.bind_name("x", upload(&s, &device, x, &[ROWS, WIDTH])).expect("bind");
+        let y = device.alloc_tensor(DType::F32, &[ROWS, WIDTH]).expect("y");
+        b.bind_name("y", y.clone()).expect("bind");
+        s.compute(b).expect("compute");
         out.push(s.read_into_async(&y, vec![0f32; ROWS * WIDTH]).expect("read").wait().expect("read"));
     }
     out
@@ -143,18 +142,10 @@ fn scheduled_on(
     let y_device = plan.splits.iter().find(|s| !s.outputs.is_empty()).expect("the output's split").device;
     let _ = group_of_y;
     // `copies` input and output buffers, reused round-robin.
-    let xs: Vec<TensorRef> = (0..copies)
-        .map(|_| {
-            TensorRef::new(&devices[0].alloc(ROWS * WIDTH * 4).expect("alloc"), 0, DType::F32, &[ROWS, WIDTH])
-                .expect("x")
-        })
-        .collect();
-    let ys: Vec<TensorRef> = (0..copies)
-        .map(|_| {
-            TensorRef::new(&devices[y_device].alloc(ROWS * WIDTH * 4).expect("alloc"), 0, DType::F32, &[ROWS, WIDTH])
-                .expect("y")
-        })
-        .collect();
+    let xs: Vec<TensorRef> =
+        (0..copies).map(|_| devices[0].alloc_tensor(DType::F32, &[ROWS, WIDTH]).expect("x")).collect();
+    let ys: Vec<TensorRef> =
+        (0..copies).map(|_| devices[y_device].alloc_tensor(DType::F32, &[ROWS, WIDTH]).expect("y")).collect();
     let mut reads = Vec::new();
     let mut host = vec![0f32; ROWS * WIDTH];
     let mut last_readers: Vec<Vec<baton_core::SyncPoint>> = vec![Vec::new(); copies];
@@ -306,12 +297,8 @@ impl Rig {
         })
         .expect("plan");
         let y_device = plan.splits.last().expect("splits").device;
-        let ys = (0..inputs.len())
-            .map(|_| {
-                let buffer = devices[y_device].alloc(ROWS * WIDTH * 4).expect("alloc");
-                TensorRef::new(&buffer, 0, DType::F32, &[ROWS, WIDTH]).expect("y")
-            })
-            .collect();
+        let ys =
+            (0..inputs.len()).map(|_| devices[y_device].alloc_tensor(DType::F32, &[ROWS, WIDTH]).expect("y")).collect();
         let host = baton_core::sync::HostTimeline::new("rig-gate");
         let gate = host.reserve();
         for d in 0..2 {
@@ -482,7 +469,7 @@ fn random_graphs_through_the_fallback_paths_match_sequential_execution() {
     let devices = baton_conformance::chaos::wrap_with(open(&["cpu:0", "cpu:1"]), 0, std::time::Duration::ZERO, staged);
     let (s0, s1) = (devices[0].new_stream().expect("stream"), devices[1].new_stream().expect("stream"));
     let src = upload(&s0, &devices[0], &[1.0, 2.0, 3.0, 4.0], &[4]);
-    let dst = TensorRef::new(&devices[1].alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("dst");
+    let dst = devices[1].alloc_tensor(DType::F32, &[4]).expect("dst");
     assert!(matches!(s1.copy(&src, &dst, None), Err(baton_core::StreamError::InaccessibleBuffer { .. })));
     s1.copy_staged(&s0, &src, &dst, None).expect("staged copy");
     assert_eq!(s1.read_into_async(&dst, vec![0f32; 4]).expect("read").wait().expect("read"), vec![1.0, 2.0, 3.0, 4.0]);

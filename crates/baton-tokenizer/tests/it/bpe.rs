@@ -1,5 +1,6 @@
 //! Byte-level BPE (`gpt2`) on hand-made vocabularies and the synthetic one.
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::{synthetic_bpe, TokenType, Tokenizer, TokenizerConfig};
 
 /// GPT-2's printable character for a byte (same rule as the crate's map).
@@ -50,33 +51,33 @@ const MERGES: [&str; 7] = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw 
 #[test]
 fn merges_apply_by_rank_within_words() {
     let t = bpe(&MERGES, "gpt-2");
-    assert_eq!(texts(&t, &t.encode("hello world", false, false).unwrap()), ["hello", "Ġwor", "l", "d"]);
+    assert_eq!(texts(&t, &t.encode("hello world", EncodeOptions::default()).unwrap()), ["hello", "Ġwor", "l", "d"]);
     let t = bpe(&["a b", "b c"], "gpt-2");
-    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["ab", "c"]);
+    assert_eq!(texts(&t, &t.encode("abc", EncodeOptions::default()).unwrap()), ["ab", "c"]);
     let t = bpe(&["b c", "a b"], "gpt-2");
-    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["a", "bc"]);
+    assert_eq!(texts(&t, &t.encode("abc", EncodeOptions::default()).unwrap()), ["a", "bc"]);
 }
 
 #[test]
 fn repeated_pairs_merge_leftmost_first() {
     let t = bpe(&["a a"], "gpt-2");
-    assert_eq!(texts(&t, &t.encode("aaaaa", false, false).unwrap()), ["aa", "aa", "a"]);
+    assert_eq!(texts(&t, &t.encode("aaaaa", EncodeOptions::default()).unwrap()), ["aa", "aa", "a"]);
 }
 
 #[test]
 fn merges_never_cross_pre_tokenizer_words() {
     let t = bpe(&["o Ġ", "oĠ w"], "gpt-2");
-    assert_eq!(texts(&t, &t.encode("o w", false, false).unwrap()), ["o", "Ġ", "w"]);
+    assert_eq!(texts(&t, &t.encode("o w", EncodeOptions::default()).unwrap()), ["o", "Ġ", "w"]);
 }
 
 #[test]
 fn control_tokens_are_parsed_only_on_request() {
     let t = bpe(&MERGES, "gpt-2");
-    let ids = t.encode("hello<|endoftext|>", false, true).unwrap();
+    let ids = t.encode("hello<|endoftext|>", EncodeOptions { add_special: false, parse_special: true }).unwrap();
     assert_eq!(texts(&t, &ids), ["hello", "<|endoftext|>"]);
     assert_eq!(t.decode(&ids).unwrap(), "hello");
     assert_eq!(t.decode_with(&ids, true).unwrap(), "hello<|endoftext|>");
-    let ids = t.encode("<|endoftext|>", false, false).unwrap();
+    let ids = t.encode("<|endoftext|>", EncodeOptions::default()).unwrap();
     assert!(ids.len() > 1 && !ids.contains(&0), "{ids:?}");
     assert_eq!(t.decode(&ids).unwrap(), "<|endoftext|>");
 }
@@ -84,7 +85,7 @@ fn control_tokens_are_parsed_only_on_request() {
 #[test]
 fn gpt2_does_not_add_bos_unless_the_metadata_says_so() {
     let t = bpe(&MERGES, "gpt-2");
-    assert_eq!(t.encode("hello", true, false).unwrap().len(), 1);
+    assert_eq!(t.encode("hello", EncodeOptions { add_special: true, parse_special: false }).unwrap().len(), 1);
     assert!(!t.adds_bos());
 }
 
@@ -92,7 +93,7 @@ fn gpt2_does_not_add_bos_unless_the_metadata_says_so() {
 fn unicode_becomes_byte_tokens_and_decodes_back() {
     let t = bpe(&MERGES, "smollm");
     for text in ["中", "🙂", "é", "Привет"] {
-        let ids = t.encode(text, false, false).unwrap();
+        let ids = t.encode(text, EncodeOptions::default()).unwrap();
         assert_eq!(ids.len(), text.len(), "one token per byte for {text:?}");
         assert_eq!(t.decode(&ids).unwrap(), text);
     }
@@ -101,21 +102,21 @@ fn unicode_becomes_byte_tokens_and_decodes_back() {
 #[test]
 fn whitespace_runs_keep_the_last_space_for_the_next_word() {
     let t = bpe(&["Ġ Ġ", "ĠĠ Ġ"], "gpt-2");
-    assert_eq!(texts(&t, &t.encode("a    b", false, false).unwrap()), ["a", "ĠĠĠ", "Ġ", "b"]);
-    assert_eq!(texts(&t, &t.encode("a   ", false, false).unwrap()), ["a", "ĠĠĠ"]);
+    assert_eq!(texts(&t, &t.encode("a    b", EncodeOptions::default()).unwrap()), ["a", "ĠĠĠ", "Ġ", "b"]);
+    assert_eq!(texts(&t, &t.encode("a   ", EncodeOptions::default()).unwrap()), ["a", "ĠĠĠ"]);
 }
 
 #[test]
 fn digits_split_by_pre_tokenizer() {
     let merges = ["1 2", "12 3", "Ġ 1"];
     let t = bpe(&merges, "gpt-2");
-    assert_eq!(texts(&t, &t.encode(" 123", false, false).unwrap()), ["Ġ", "123"]);
+    assert_eq!(texts(&t, &t.encode(" 123", EncodeOptions::default()).unwrap()), ["Ġ", "123"]);
     let t = bpe(&merges, "smollm");
-    assert_eq!(texts(&t, &t.encode(" 123", false, false).unwrap()), ["Ġ", "1", "2", "3"]);
+    assert_eq!(texts(&t, &t.encode(" 123", EncodeOptions::default()).unwrap()), ["Ġ", "1", "2", "3"]);
     let t = bpe(&merges, "llama-bpe");
-    assert_eq!(texts(&t, &t.encode("1231", false, false).unwrap()), ["123", "1"]);
+    assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["123", "1"]);
     let t = bpe(&merges, "qwen2");
-    assert_eq!(texts(&t, &t.encode("1231", false, false).unwrap()), ["1", "2", "3", "1"]);
+    assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["1", "2", "3", "1"]);
 }
 
 const CORPUS: &[&str] = &[
@@ -136,7 +137,7 @@ fn synthetic_vocab_round_trips_the_corpus_under_every_pre_tokenizer() {
             config.pre = Some(pre.into());
             let t = Tokenizer::from_config(&config).unwrap();
             for text in CORPUS {
-                let ids = t.encode(text, false, true).unwrap();
+                let ids = t.encode(text, EncodeOptions { add_special: false, parse_special: true }).unwrap();
                 assert_eq!(t.decode_with(&ids, true).unwrap(), *text, "{pre} {vocab_size}");
             }
         }
@@ -159,7 +160,7 @@ fn synthetic_vocab_has_the_requested_size_specials_and_fillers() {
     let small = Tokenizer::from_config(&synthetic_bpe(512)).unwrap();
     assert_eq!(small.vocab_size(), 512);
     let text = "The robot and the gardener walked along the fence.";
-    let ids = small.encode(text, false, false).unwrap();
+    let ids = small.encode(text, EncodeOptions::default()).unwrap();
     assert!(ids.len() * 2 < text.len(), "{} tokens for {} bytes", ids.len(), text.len());
     // Tiny sizes are raised to the 3 specials + 256 bytes.
     assert_eq!(synthetic_bpe(10).tokens.len(), 259);

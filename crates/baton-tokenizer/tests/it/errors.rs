@@ -1,5 +1,6 @@
 //! Bad metadata is a clear error, never a panic.
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::{synthetic_bpe, Tokenizer, TokenizerConfig, TokenizerError};
 
 fn err(config: &TokenizerConfig) -> TokenizerError {
@@ -60,8 +61,8 @@ fn bytes_without_tokens_are_unk_or_an_error() {
     c.tokens[q] = "<|unused_q|>".into();
     c.merges.as_mut().unwrap().retain(|m| !m.split(' ').any(|side| side.contains('q')));
     let t = Tokenizer::from_config(&c).unwrap();
-    assert!(matches!(t.encode("q", false, false), Err(TokenizerError::Unencodable { .. })));
+    assert!(matches!(t.encode("q", EncodeOptions::default()), Err(TokenizerError::Unencodable { .. })));
     c.unk_id = Some(0);
     let t = Tokenizer::from_config(&c).unwrap();
-    assert_eq!(t.encode("q", false, false).unwrap(), [0]);
+    assert_eq!(t.encode("q", EncodeOptions::default()).unwrap(), [0]);
 }

@@ -1,5 +1,6 @@
 //! SentencePiece-style (`llama`) encoding and decoding on hand-made vocabularies.
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::{Tokenizer, TokenizerConfig, TokenizerError};
 
 /// `<unk>`, `<s>`, `</s>`, optionally the 256 byte tokens, then `normal`
@@ -46,13 +47,13 @@ fn merges_take_the_best_scoring_pair_first() {
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("ab", -2.0), ("bc", -1.0)]);
     let t = spm(&vocab, true, false);
-    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["a", "bc"]);
+    assert_eq!(texts(&t, &t.encode("abc", EncodeOptions::default()).unwrap()), ["a", "bc"]);
 
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("ab", -1.0), ("bc", -2.0), ("abc", -3.0)]);
     let t = spm(&vocab, true, false);
     // ab wins, then ab+c forms abc even though abc scores lower.
-    assert_eq!(texts(&t, &t.encode("abc", false, false).unwrap()), ["abc"]);
+    assert_eq!(texts(&t, &t.encode("abc", EncodeOptions::default()).unwrap()), ["abc"]);
 }
 
 #[test]
@@ -60,7 +61,7 @@ fn equal_scores_merge_leftmost_first() {
     let mut vocab = LETTERS.to_vec();
     vocab.push(("aa", -1.0));
     let t = spm(&vocab, true, false);
-    assert_eq!(texts(&t, &t.encode("aaa", false, false).unwrap()), ["aa", "a"]);
+    assert_eq!(texts(&t, &t.encode("aaa", EncodeOptions::default()).unwrap()), ["aa", "a"]);
 }
 
 #[test]
@@ -68,19 +69,19 @@ fn space_prefix_and_bos_are_added_and_stripped_again() {
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("▁h", -1.0), ("▁hi", -0.5), ("▁x", -1.0)]);
     let t = spm(&vocab, true, true);
-    let ids = t.encode("hi x!", true, false).unwrap();
+    let ids = t.encode("hi x!", EncodeOptions { add_special: true, parse_special: false }).unwrap();
     assert_eq!(texts(&t, &ids), ["<s>", "▁hi", "▁x", "!"]);
     assert_eq!(t.decode(&ids).unwrap(), "hi x!");
     assert_eq!(t.decode_with(&ids, true).unwrap(), "<s>hi x!");
     // Without the prefix flag nothing is added.
     let t = spm(&vocab, true, false);
-    assert_eq!(texts(&t, &t.encode("hi", false, false).unwrap()), ["h", "i"]);
+    assert_eq!(texts(&t, &t.encode("hi", EncodeOptions::default()).unwrap()), ["h", "i"]);
 }
 
 #[test]
 fn unknown_characters_fall_back_to_byte_tokens() {
     let t = spm(&LETTERS, true, false);
-    let ids = t.encode("a€", false, false).unwrap();
+    let ids = t.encode("a€", EncodeOptions::default()).unwrap();
     assert_eq!(texts(&t, &ids), ["a", "<0xE2>", "<0x82>", "<0xAC>"]);
     assert_eq!(t.decode(&ids).unwrap(), "a€");
 }
@@ -88,7 +89,7 @@ fn unknown_characters_fall_back_to_byte_tokens() {
 #[test]
 fn without_byte_tokens_each_unknown_character_is_unk() {
     let t = spm(&LETTERS, false, false);
-    assert_eq!(texts(&t, &t.encode("a€🙂b", false, false).unwrap()), ["a", "<unk>", "<unk>", "b"]);
+    assert_eq!(texts(&t, &t.encode("a€🙂b", EncodeOptions::default()).unwrap()), ["a", "<unk>", "<unk>", "b"]);
 }
 
 #[test]
@@ -96,10 +97,10 @@ fn text_never_merges_into_byte_or_control_tokens() {
     let mut vocab = LETTERS.to_vec();
     vocab.extend([("<", -1.0), ("s", -1.0), (">", -1.0)]);
     let t = spm(&vocab, true, false);
-    let ids = t.encode("<s>", false, false).unwrap();
+    let ids = t.encode("<s>", EncodeOptions::default()).unwrap();
     assert_eq!(texts(&t, &ids), ["<", "s", ">"]);
     // With special parsing on, the control token is matched verbatim.
-    assert_eq!(t.encode("<s>", false, true).unwrap(), [1]);
+    assert_eq!(t.encode("<s>", EncodeOptions { add_special: false, parse_special: true }).unwrap(), [1]);
 }
 
 #[test]
@@ -108,7 +109,7 @@ fn special_tokens_split_text_and_restart_the_space_prefix() {
     vocab.extend([("▁a", -1.0), ("▁b", -1.0)]);
     let t = spm(&vocab, true, true);
     let text = "a</s>b";
-    let ids = t.encode(text, false, true).unwrap();
+    let ids = t.encode(text, EncodeOptions { add_special: false, parse_special: true }).unwrap();
     assert_eq!(texts(&t, &ids), ["▁a", "</s>", "▁b"]);
     assert_eq!(t.decode_with(&ids, true).unwrap(), text);
 }
@@ -119,7 +120,7 @@ fn round_trips_unicode_whitespace_and_newlines() {
     vocab.extend([("▁▁", -1.0), ("▁a", -1.0), ("ab", -2.0)]);
     let t = spm(&vocab, true, true);
     for text in ["abc", " a  b\tc\n\nx ", "naïve 中文 🙂 Привет", "", "  ", "\n"] {
-        let ids = t.encode(text, false, false).unwrap();
+        let ids = t.encode(text, EncodeOptions::default()).unwrap();
         assert_eq!(t.decode(&ids).unwrap(), text, "ids {ids:?}");
     }
 }

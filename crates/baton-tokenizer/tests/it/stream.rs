@@ -1,5 +1,6 @@
 //! Streaming decode never emits half a character.
 
+use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::{synthetic_bpe, Tokenizer, TokenizerConfig};
 
 fn collect(t: &Tokenizer, ids: &[u32]) -> (Vec<Option<String>>, String) {
@@ -14,7 +15,7 @@ fn collect(t: &Tokenizer, ids: &[u32]) -> (Vec<Option<String>>, String) {
 fn multi_byte_characters_split_across_byte_level_tokens_wait_until_whole() {
     let t = Tokenizer::from_config(&synthetic_bpe(512)).unwrap();
     for text in ["🙂", "中文字", "a👨‍👩‍👧b", "Привет 🙂 世界"] {
-        let ids = t.encode(text, false, false).unwrap();
+        let ids = t.encode(text, EncodeOptions::default()).unwrap();
         let (parts, joined) = collect(&t, &ids);
         assert_eq!(joined, text);
         for part in parts.iter().flatten() {
@@ -22,7 +23,7 @@ fn multi_byte_characters_split_across_byte_level_tokens_wait_until_whole() {
         }
     }
     // The emoji is four byte tokens: nothing comes out until the fourth.
-    let ids = t.encode("🙂", false, false).unwrap();
+    let ids = t.encode("🙂", EncodeOptions::default()).unwrap();
     assert_eq!(ids.len(), 4);
     let (parts, _) = collect(&t, &ids);
     assert_eq!(parts, [None, None, None, Some("🙂".to_owned())]);
@@ -46,7 +47,7 @@ fn spm_byte_tokens_are_reassembled_and_the_first_space_is_dropped() {
         ..TokenizerConfig::default()
     })
     .unwrap();
-    let ids = t.encode("a 中", true, false).unwrap();
+    let ids = t.encode("a 中", EncodeOptions { add_special: true, parse_special: false }).unwrap();
     assert_eq!(ids.len(), 1 + 1 + 1 + 3, "bos, ▁a, ▁, three byte tokens");
     let (parts, text) = collect(&t, &ids);
     assert_eq!(text, "a 中");
@@ -56,7 +57,7 @@ fn spm_byte_tokens_are_reassembled_and_the_first_space_is_dropped() {
 #[test]
 fn unfinished_characters_are_flushed_as_replacement_on_finish() {
     let t = Tokenizer::from_config(&synthetic_bpe(512)).unwrap();
-    let ids = t.encode("🙂", false, false).unwrap();
+    let ids = t.encode("🙂", EncodeOptions::default()).unwrap();
     let mut stream = t.stream_decoder(false);
     assert_eq!(stream.push(ids[0]).unwrap(), None);
     assert!(stream.has_pending());
@@ -64,7 +65,7 @@ fn unfinished_characters_are_flushed_as_replacement_on_finish() {
     assert!(!stream.has_pending());
     // A broken sequence followed by text: the text is not held back.
     assert_eq!(stream.push(ids[0]).unwrap(), None);
-    let a = t.encode("a", false, false).unwrap()[0];
+    let a = t.encode("a", EncodeOptions::default()).unwrap()[0];
     assert_eq!(stream.push(a).unwrap().as_deref(), Some("\u{FFFD}a"));
 }
 

@@ -11,13 +11,13 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_testkit::env::vulkan_required;
 use baton_vulkan::OpenOptions;
 
 fn open(names: &[&str], options: &OpenOptions) -> Option<Vec<Arc<dyn Device>>> {
     match baton_vulkan::open_with(names, options) {
-        Ok(devices) => Some(devices.into_iter().map(|d| d as Arc<dyn Device>).collect()),
+        Ok(devices) => Some(devices.into_iter().map(IntoDevice::into_device).collect()),
         Err(e) if e.is_unavailable() && !vulkan_required() => {
             eprintln!("skipped: {e} (set BATON_REQUIRE_VULKAN=1 to make this a failure)");
             None
@@ -39,12 +39,12 @@ fn two_devices() -> Option<Vec<Arc<dyn Device>>> {
 
 /// Two logical devices whose copies go through the host.
 fn two_devices_host_bounce() -> Option<Vec<Arc<dyn Device>>> {
-    open(&["vulkan:0", "vulkan:0"], &OpenOptions { external_memory: false, ..OpenOptions::default() })
+    open(&["vulkan:0", "vulkan:0"], &OpenOptions::default().with_external_memory(false))
 }
 
 /// One logical device that never maps its memory (a discrete GPU's paths).
 fn one_device_staging() -> Option<Vec<Arc<dyn Device>>> {
-    let device = open(&["vulkan:0"], &OpenOptions { staging: true, ..OpenOptions::default() })?.remove(0);
+    let device = open(&["vulkan:0"], &OpenOptions::default().with_staging(true))?.remove(0);
     Some(vec![device.clone(), device])
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use baton_core::backend::{Bindings, Device, DeviceError, StreamError, TensorRef};
+use baton_core::backend::{Bindings, Device, DeviceError, StreamError};
 use baton_core::graph::{Flags, Graph};
 use baton_core::DType;
 use baton_testkit::env::vulkan_required;
@@ -55,7 +55,8 @@ fn memory_the_device_cannot_give_is_an_error() {
 #[test]
 fn a_computation_on_memory_the_device_cannot_bind_is_refused_at_submission() {
     let Some(d) = device() else { return };
-    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0);
+    let cpu =
+        baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0);
     let s = d.new_stream().expect("stream");
     let mut g = Graph::new();
     let x = g.leaf("x", DType::F32, &[4], Flags::INPUT).expect("leaf");
@@ -63,11 +64,11 @@ fn a_computation_on_memory_the_device_cannot_bind_is_refused_at_submission() {
     g.mark(y, Flags::OUTPUT).expect("mark");
     g.set_name(y, "y").expect("name");
     let g = Arc::new(g);
-    let on_cpu = TensorRef::new(&cpu.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
-    let on_gpu = TensorRef::new(&d.alloc(16).expect("alloc"), 0, DType::F32, &[4]).expect("tensor");
+    let on_cpu = cpu.alloc_tensor(DType::F32, &[4]).expect("alloc");
+    let on_gpu = d.alloc_tensor(DType::F32, &[4]).expect("alloc");
     let mut b = Bindings::new(&g);
-    b.bind_name(&g, "x", on_cpu).expect("x").bind_name(&g, "y", on_gpu.clone()).expect("y");
-    match s.compute(&g, b) {
+    b.bind_name("x", on_cpu).expect("x").bind_name("y", on_gpu.clone()).expect("y");
+    match s.compute(b) {
         Err(StreamError::InaccessibleBuffer { device, .. }) => assert_eq!(device, "cpu"),
         Err(other) => panic!("expected InaccessibleBuffer, got {other}"),
         Ok(point) => panic!("a computation bound to CPU memory was queued ({point})"),

@@ -3,12 +3,9 @@
 //! the decode steps after it (every op of the llama graph, the KV cache
 //! written in place, weights of each type).
 
-use std::sync::Arc;
-
-use baton_core::backend::Device;
+use baton_core::backend::IntoDevice;
 use baton_core::DType;
-use baton_llama::synth::SynthShape;
-use baton_llama::Model;
+use baton_llama::{Model, SynthShape};
 use baton_testkit::synth::synth_model;
 
 use crate::vulkan;
@@ -24,7 +21,10 @@ fn relative_rms(a: &[f32], b: &[f32]) -> f64 {
 fn same_logits(shape: SynthShape, dtype: DType, bound: f64) {
     let Some(gpu) = vulkan() else { return };
     let (_dir, path) = synth_model("vulkan-llama", shape, dtype, 7);
-    let cpu = baton_cpu::open(&["cpu"], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>;
+    let cpu = baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1))
+        .expect("cpu")
+        .remove(0)
+        .into_device();
     let mut on_cpu = Model::load(&path, cpu, &Default::default()).expect("load on cpu");
     let mut on_gpu = Model::load(&path, gpu, &Default::default()).expect("load on vulkan");
     let prompt: Vec<u32> = vec![1, 17, 42, 99, 7, 256, 3];

@@ -28,22 +28,26 @@
 //! 3.8e-4 and SmolLM2-135M -2.4% perplexity over 2 chunks of 32. SmolLM2 is
 //! checked by `scripts/vulkan-smollm2.sh` (about 5 minutes on lavapipe).
 
+use baton_llama::EncodeOptions;
 use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::CompositeDevice;
-use baton_core::backend::Device;
+use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::perplexity::{perplexity, PerplexityOptions};
-use baton_llama::synth::SynthShape;
+use baton_llama::SynthShape;
+use baton_llama::{perplexity, PerplexityOptions};
 use baton_llama::{LoadOptions, Logits, Model};
 use baton_testkit::synth::synth_model;
 
 use crate::vulkan;
 
 fn cpu(name: &str) -> Arc<dyn Device> {
-    baton_cpu::open(&[name], Some(1)).expect("cpu").remove(0) as Arc<dyn Device>
+    baton_cpu::open_with(&[name], &baton_cpu::OpenOptions::default().with_threads(1))
+        .expect("cpu")
+        .remove(0)
+        .into_device()
 }
 
 fn options() -> LoadOptions {
@@ -82,7 +86,8 @@ fn layer_split(path: &Path, devices: Vec<Arc<dyn Device>>, options: &LoadOptions
 }
 
 fn score(model: &mut Model, text: &str, teacher: usize, ppl: PerplexityOptions, steps: usize) -> Scores {
-    let ids = model.tokenizer().encode(text, true, false).expect("encode");
+    let ids =
+        model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
     assert!(ids.len() >= teacher, "the text has {} tokens, fewer than {teacher}", ids.len());
     let logits = model.eval(&ids[..teacher], 0, Logits::All).expect("teacher-forced logits").to_vec();
     let ppl = perplexity(model, text, &ppl, &mut |_, _| {}).expect("perplexity").ppl;

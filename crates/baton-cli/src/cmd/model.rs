@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use baton_core::DType;
-use baton_llama::synth::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::{write_synth_model, SynthShape, SynthSpec};
 use clap::Subcommand;
 
 /// `baton model` verbs.
@@ -70,13 +70,13 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
             }
         }
         ModelCommand::Fetch => {
-            let path = baton_llama::fetch::default_model(&mut |line| eprintln!("{line}"))?;
+            let path = baton_llama::default_model(&mut |line| eprintln!("{line}"))?;
             println!("{}", path.display());
         }
         ModelCommand::Info { model } => {
             let path = match model {
                 Some(p) => p,
-                None => baton_llama::fetch::default_model(&mut |line| eprintln!("{line}"))?,
+                None => baton_llama::default_model(&mut |line| eprintln!("{line}"))?,
             };
             let file = baton_gguf_open(&path)?;
             let config = baton_llama::LlamaConfig::from_gguf(&file)?;

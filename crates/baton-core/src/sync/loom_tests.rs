@@ -1,22 +1,15 @@
 //! loom models of the sync core: every interleaving of the timeline's
 //! writer and its waiters (bounded by loom's preemption bound).
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p baton-core --test loom_sync --release`
-//! (`scripts/loom.sh`). Without `--cfg loom` this file compiles to nothing.
-#![cfg(loom)]
+//! Built only under `--cfg loom` in tests: `scripts/loom.sh` runs them.
 
 use std::time::Duration;
 
-use baton_core::sync::{FailureKind, HostTimeline, PointStatus, Timeline, WaitError, WaitPolicy};
+use crate::loom::model;
+use crate::sync::{Failure, FailureKind, HostTimeline, PointStatus, Timeline, WaitError, WaitPolicy};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 /// A blocked waiter is always woken by the writer (no lost wake-up), and it
 /// sees the payload written before the point (release/acquire).
@@ -173,7 +166,7 @@ fn advance_and_fail_from_two_threads_never_both_hold() {
         let writer = Arc::new(writer);
         let w = writer.clone();
         let failer = thread::spawn(move || {
-            w.fail(1, baton_core::sync::Failure::new(FailureKind::WorkFailed, "loom@1", "x"));
+            w.fail(1, Failure::new(FailureKind::WorkFailed, "loom@1", "x"));
         });
         writer.advance(1);
         let seen = timeline.status(1);

@@ -1,21 +1,15 @@
 //! loom models of the CPU stream queue: FIFO numbering, no lost wake-up of
 //! a parked worker, and closing drains what is queued.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p baton-cpu --test loom_queue --release`
-//! (`scripts/loom.sh`). Without `--cfg loom` this file compiles to nothing.
-#![cfg(loom)]
+//! Built only under `--cfg loom` in tests: `scripts/loom.sh` runs them.
 
 use std::time::Duration;
 
-use baton_cpu::queue::WorkQueue;
+use baton_core::loom::model;
+
+use super::WorkQueue;
 use loom::sync::Arc;
 use loom::thread;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 /// Two producers and a worker that parks at once: every item arrives, each
 /// producer's items in order, numbered 1, 2, 3 without gaps.

@@ -25,7 +25,8 @@ use baton_core::DType;
 use baton_cpu::CpuDevice;
 use clap::Args;
 
-use crate::bench_sync::{host_core, on_host_thread, open_pair, percentile, policies, Probe, TIMEOUT};
+use super::pair::{host_core, on_host_thread, open_pair, policies, Probe, TIMEOUT};
+use crate::util::stats::percentile;
 
 /// Arguments of `baton bench gates`.
 #[derive(Args)]
@@ -65,8 +66,7 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
 
 /// A zeroed f32 tensor of `dims` alone in a new buffer of `device`.
 fn tensor(device: &CpuDevice, dims: &[usize]) -> Result<TensorRef> {
-    let buffer = device.alloc(dims.iter().product::<usize>() * 4)?;
-    Ok(TensorRef::new(&buffer, 0, DType::F32, dims)?)
+    Ok(device.alloc_tensor(DType::F32, dims)?)
 }
 
 /// Writes `values` into `t` on `stream` and waits.
@@ -103,10 +103,10 @@ fn scale_graph(n: usize, factor: f32) -> Result<Arc<Graph>> {
 }
 
 /// Binds tensors to `graph` by name.
-fn bind(graph: &Graph, tensors: &[(&str, &TensorRef)]) -> Result<Bindings> {
+fn bind(graph: &Arc<Graph>, tensors: &[(&str, &TensorRef)]) -> Result<Bindings> {
     let mut b = Bindings::new(graph);
     for (name, t) in tensors {
-        b.bind_name(graph, name, (*t).clone())?;
+        b.bind_name(name, (*t).clone())?;
     }
     Ok(b)
 }
@@ -176,11 +176,11 @@ fn all_reduce(devices: &[Arc<CpuDevice>], policy: WaitPolicy, args: &GatesArgs) 
     let (mean_us, p50_us) = time_loop(total, warmup, args.host_every.max(1), policy, |i| {
         let copies =
             [s[0].copy(&x[1], &scratch[0], Some(&produced[1]))?, s[1].copy(&x[0], &scratch[1], Some(&produced[0]))?];
-        let sums = vec![s[0].compute(&add, add_b[0].clone())?, s[1].compute(&add, add_b[1].clone())?];
+        let sums = vec![s[0].compute(add_b[0].clone())?, s[1].compute(add_b[1].clone())?];
         if i + 1 < total {
             for d in 0..2 {
                 s[d].wait(&copies[1 - d])?; // the peer has read x_d
-                produced[d] = s[d].compute(&next[d], next_b[d].clone())?;
+                produced[d] = s[d].compute(next_b[d].clone())?;
             }
         }
         Ok(sums)
@@ -224,7 +224,7 @@ fn all_gather(devices: &[Arc<CpuDevice>], policy: WaitPolicy, args: &GatesArgs) 
         if i + 1 < total {
             for d in 0..2 {
                 s[d].wait(&gathered[1 - d])?; // the peer has read row d
-                produced[d] = s[d].compute(&swap, swap_b[d].clone())?;
+                produced[d] = s[d].compute(swap_b[d].clone())?;
             }
         }
         Ok(gathered)
@@ -239,7 +239,7 @@ fn all_gather(devices: &[Arc<CpuDevice>], policy: WaitPolicy, args: &GatesArgs) 
 
 /// GFLOP/s of `stream` computing the matmul back to back for `secs`
 /// (three computes kept in flight; the host blocks).
-fn matmul_rate(stream: &Stream, graph: &Arc<Graph>, bindings: &Bindings, secs: f64) -> Result<f64> {
+fn matmul_rate(stream: &Stream, bindings: &Bindings, secs: f64) -> Result<f64> {
     let (m, k, n) = MATMUL;
     let flop = 2.0 * (m * k * n) as f64;
     let mut inflight = VecDeque::new();
@@ -250,7 +250,7 @@ fn matmul_rate(stream: &Stream, graph: &Arc<Graph>, bindings: &Bindings, secs: f
             let p: SyncPoint = inflight.pop_front().context("in flight")?;
             p.wait_with(WaitPolicy::Block, Some(TIMEOUT)).context("matmul")?;
         }
-        inflight.push_back(stream.compute(graph, bindings.clone())?);
+        inflight.push_back(stream.compute(bindings.clone())?);
         count += 1;
     }
     for p in inflight {
@@ -289,10 +289,10 @@ fn spin_price(devices: &[Arc<CpuDevice>], policy: WaitPolicy, secs: f64) -> Resu
     upload(&stream, &x, random(m * k, 21))?;
     upload(&stream, &w, random(n * k, 22))?;
     let b = bind(&graph, &[("x", &x), ("w", &w), ("out", &y)])?;
-    matmul_rate(&stream, &graph, &b, 0.1)?; // warm-up
-    let alone = matmul_rate(&stream, &graph, &b, secs)?;
-    let same = with_spinner(&devices[0], policy, || matmul_rate(&stream, &graph, &b, secs))?;
-    let other = with_spinner(&devices[1], policy, || matmul_rate(&stream, &graph, &b, secs))?;
+    matmul_rate(&stream, &b, 0.1)?; // warm-up
+    let alone = matmul_rate(&stream, &b, secs)?;
+    let same = with_spinner(&devices[0], policy, || matmul_rate(&stream, &b, secs))?;
+    let other = with_spinner(&devices[1], policy, || matmul_rate(&stream, &b, secs))?;
     Ok([alone, same, other])
 }
 

@@ -12,16 +12,12 @@ use anyhow::Result;
 use baton_llama::{Logits, Model};
 use clap::Args;
 
-use crate::run::ModelArgs;
-use crate::stats::mean_std;
+use crate::cli::args::ModelArgs;
+use crate::util::stats::mean_std;
 
-/// Arguments of `baton bench`.
+/// Arguments of the model benchmark (`baton bench` without a sub-command).
 #[derive(Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct BenchArgs {
-    /// A synchronisation benchmark instead of a model one.
-    #[command(subcommand)]
-    kind: Option<crate::bench_sync::BenchKind>,
+pub struct ModelBenchArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Prompt tokens of the pp test (0 = skip).
@@ -88,11 +84,8 @@ fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Runs `baton bench`.
-pub fn run(args: BenchArgs) -> Result<()> {
-    if let Some(kind) = args.kind {
-        return crate::bench_sync::run(kind);
-    }
+/// Runs `baton bench` on a model.
+pub fn run(args: ModelBenchArgs) -> Result<()> {
     let mut margs = args.model.clone();
     let needed = args.n_prompt.max(args.n_gen).max(1);
     margs.context = Some(margs.context.unwrap_or(0).max(needed));
@@ -148,7 +141,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
-    let bandwidth = args.roofline.then(|| crate::bench_memory::measure(threads, 256, 5));
+    let bandwidth = args.roofline.then(|| super::memory::measure(threads, 256, 5));
     let token_bytes = model.decode_weight_bytes() as f64;
     // Share of the roofline: bytes a token reads times tokens per second,
     // over the bandwidth (tg rows only).

@@ -1,11 +1,11 @@
-//! `baton devices`, and opening the devices a `--devices` list names.
+//! `baton devices`: the devices of this machine and what they offer.
 
-use std::sync::Arc;
-
-use anyhow::{bail, Context, Result};
-use baton_core::backend::{Device, DeviceKind};
-use baton_core::sync::WaitPolicy;
+use anyhow::Result;
+use baton_core::backend::DeviceKind;
 use clap::Args;
+
+use crate::cli::devices::open;
+use crate::util::json::json_str;
 
 /// Arguments of `baton devices`.
 #[derive(Args)]
@@ -17,72 +17,6 @@ pub struct DevicesArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// Opens the devices of a comma-separated list (`cpu`, `cpu:0,cpu:1`,
-/// `vulkan:0`, `vulkan:0,vulkan:0`, or a mix), in the list's order.
-/// `threads` sets the threads of a `cpu` device (`-t`).
-pub fn open(list: &str, threads: Option<usize>) -> Result<Vec<Arc<dyn Device>>> {
-    let names: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    if names.is_empty() {
-        bail!("--devices is empty");
-    }
-    let is_cpu = |n: &str| n == "cpu" || n.starts_with("cpu:");
-    let is_vulkan = |n: &str| n == "vulkan" || n.starts_with("vulkan:");
-    if let Some(bad) = names.iter().find(|n| !is_cpu(n) && !is_vulkan(n)) {
-        bail!("unknown device {bad:?}: devices are `cpu`, `cpu:0,cpu:1,...` and `vulkan:N` (see `baton devices`)");
-    }
-    let cpu_names: Vec<&str> = names.iter().copied().filter(|n| is_cpu(n)).collect();
-    let vulkan_names: Vec<&str> = names.iter().copied().filter(|n| is_vulkan(n)).collect();
-    let mut cpus = if cpu_names.is_empty() {
-        Vec::new()
-    } else {
-        baton_cpu::open(&cpu_names, threads).with_context(|| format!("opening {}", cpu_names.join(",")))?
-    }
-    .into_iter();
-    let mut gpus = if vulkan_names.is_empty() {
-        Vec::new()
-    } else {
-        baton_vulkan::open(&vulkan_names).with_context(|| format!("opening {}", vulkan_names.join(",")))?
-    }
-    .into_iter();
-    let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(names.len());
-    for name in names {
-        let next: Option<Arc<dyn Device>> =
-            if is_cpu(name) { cpus.next().map(|d| d as _) } else { gpus.next().map(|d| d as _) };
-        devices.push(next.with_context(|| format!("opening {name}"))?);
-    }
-    Ok(devices)
-}
-
-/// How the gates of a composite device (`--split-mode tensor`) wait:
-/// `--gate-policy` where given, else `BATON_WAIT_POLICY` or
-/// `BATON_FAST_SYNC` where set, else spin (poll for 50 µs, then block).
-pub fn gate_policy(name: Option<&str>) -> Result<WaitPolicy> {
-    match name {
-        Some(name) => WaitPolicy::from_name(name).with_context(|| format!("--gate-policy {name:?}")),
-        None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
-            || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
-        {
-            Ok(WaitPolicy::process_default())
-        }
-        None => WaitPolicy::from_name("spin").context("the spin policy"),
-    }
-}
-
-/// `s` as a JSON string.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Runs `baton devices`.

@@ -41,7 +41,7 @@ pub struct Bandwidth {
 
 /// Runs `baton bench memory`.
 pub fn run(args: MemoryArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(crate::bench_memory::usable_cores);
+    let threads = args.threads.unwrap_or_else(usable_cores);
     ensure!(threads >= 1, "--threads must be at least 1");
     ensure!(args.mib >= 1, "--mib must be at least 1");
     let one = measure(1, args.mib, args.passes);

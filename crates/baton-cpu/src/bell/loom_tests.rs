@@ -2,19 +2,13 @@
 //! is never left asleep after the update it waits for, with one or two
 //! waiters, and the words it returns are ones that were written.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p baton-cpu --test loom_bell --release`
-//! (`scripts/loom.sh`). Without `--cfg loom` this file compiles to nothing.
-#![cfg(loom)]
+//! Built only under `--cfg loom` in tests: `scripts/loom.sh` runs them.
 
-use baton_cpu::bell::Bell;
+use baton_core::loom::model;
+
+use super::Bell;
 use loom::sync::Arc;
 use loom::thread;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 /// The pool's start signal: a worker sleeps (no spinning) until the
 /// generation changes; the update must wake it.

@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use baton_composite::CompositeDevice;
 use baton_conformance::{judge, ExpectedFailure, Fixture, Outcome, CONTRACT_RULES, OP_CASES};
 use baton_core::backend::Device;
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+use crate::cli::choices::{gate_policy, GatePolicy};
 
 /// Arguments of `baton conformance`.
 #[derive(Args)]
@@ -19,21 +21,29 @@ pub struct ConformanceArgs {
     /// (`vulkan:0`) is tested as both.
     #[arg(long, default_value = "cpu:0,cpu:1")]
     devices: String,
-    /// Which backend runs the suite (`-sm`, as for `baton run`): `layer`
-    /// (the devices themselves) or `tensor` (two composite devices over all
-    /// of `--devices`, the backend of `--split-mode tensor`).
-    #[arg(long = "split-mode", visible_alias = "sm", default_value = "layer")]
-    split_mode: String,
-    /// With `--split-mode tensor`: how the composites' gates wait (block,
-    /// spin or poll; default as for `baton run`).
-    #[arg(long = "gate-policy")]
-    gate_policy: Option<String>,
+    /// Which backend runs the suite (`-sm`, as for `baton run`).
+    #[arg(long = "split-mode", visible_alias = "sm", value_enum, default_value_t = SuiteSplitMode::Layer)]
+    split_mode: SuiteSplitMode,
+    /// With `--split-mode tensor`: how the composites' gates wait (default
+    /// as for `baton run`).
+    #[arg(long = "gate-policy", value_enum)]
+    gate_policy: Option<GatePolicy>,
     /// Only rules or cases whose name contains this.
     #[arg(long)]
     filter: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// The backends `baton conformance --split-mode` tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SuiteSplitMode {
+    /// The devices themselves.
+    Layer,
+    /// Two composite devices over all of `--devices` (the backend of
+    /// `--split-mode tensor`).
+    Tensor,
 }
 
 /// One check's verdict.
@@ -46,22 +56,21 @@ struct Row {
 
 /// The devices the suite runs on, and their name for the header.
 fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, String)> {
-    let mut devices = crate::devices::open(&args.devices, None)?;
-    match args.split_mode.as_str() {
-        "layer" => {
+    let mut devices = crate::cli::devices::open(&args.devices, None)?;
+    match args.split_mode {
+        SuiteSplitMode::Layer => {
             if devices.len() == 1 {
                 // One device plays both parts: its streams wait on each other.
                 devices.push(devices[0].clone());
             }
             Ok((devices, args.devices.clone()))
         }
-        "tensor" => {
-            let policy = crate::devices::gate_policy(args.gate_policy.as_deref())?;
+        SuiteSplitMode::Tensor => {
+            let policy = gate_policy(args.gate_policy);
             let pair = CompositeDevice::conformance_pair(devices, policy).context("building the composite devices")?;
             let name = format!("two composite devices {}", pair[0].info().name);
             Ok((pair, name))
         }
-        other => bail!("--split-mode {other:?}: use layer (the devices themselves) or tensor (composite devices)"),
     }
 }
 
@@ -132,7 +141,34 @@ fn json_row(row: &Row) -> String {
         row.name,
         row.outcome == Outcome::Passed,
         row.ms,
-        crate::devices::json_str(message),
-        crate::devices::json_str(why)
+        crate::util::json::json_str(message),
+        crate::util::json::json_str(why)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_alone;
+
+    #[test]
+    fn the_suite_runs_on_layer_or_tensor_only() {
+        assert_eq!(
+            parse_alone::<ConformanceArgs>(&[]).map(|a| a.split_mode).ok(),
+            Some(SuiteSplitMode::Layer),
+            "the default"
+        );
+        for (name, mode) in [("layer", SuiteSplitMode::Layer), ("tensor", SuiteSplitMode::Tensor)] {
+            let args = parse_alone::<ConformanceArgs>(&["--split-mode", name])
+                .unwrap_or_else(|e| panic!("--split-mode {name}: {e}"));
+            assert_eq!(args.split_mode, mode, "--split-mode {name}");
+        }
+        for bad in ["none", "row"] {
+            let error = parse_alone::<ConformanceArgs>(&["--split-mode", bad])
+                .err()
+                .unwrap_or_else(|| panic!("--split-mode {bad} parsed"));
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "--split-mode {bad}");
+            assert!(error.to_string().contains("[possible values: layer, tensor]"), "{error}");
+        }
+    }
 }

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::chat::{Message, TemplateOrigin};
-use baton_llama::conversation::Conversation;
-use baton_llama::sampling::Sampler;
+use baton_llama::Conversation;
 use baton_llama::Model;
+use baton_llama::Sampler;
+use baton_llama::{Message, TemplateOrigin};
 
-use crate::run::RunArgs;
+use crate::cli::args::{ModelArgs, SamplingArgs};
 
 /// Most tokens of an answer when `-n` is not given (a safety net against
 /// answers that never end their turn; `-n` raises it).
@@ -37,8 +37,24 @@ struct Totals {
     generation_time: Duration,
 }
 
+/// What a conversation takes from `baton run`'s arguments.
+pub struct ChatOptions<'a> {
+    /// The model and its placement.
+    pub model: &'a ModelArgs,
+    /// How the answers' tokens are drawn.
+    pub sampling: &'a SamplingArgs,
+    /// A system message opening the conversation (`-sys`).
+    pub system_prompt: Option<&'a str>,
+    /// One user message to answer (`-p`) instead of turns from stdin.
+    pub prompt: Option<&'a str>,
+    /// Most tokens of an answer (`-n`; default [`DEFAULT_ANSWER_TOKENS`]).
+    pub n_predict: Option<usize>,
+    /// Also print special tokens.
+    pub special: bool,
+}
+
 /// Runs `baton run --chat`.
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(args: &ChatOptions) -> Result<()> {
     let load_start = Instant::now();
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
@@ -47,16 +63,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     if chat.template().origin() == TemplateOrigin::ChatMlFallback {
         eprintln!("note: the model has no chat template (tokenizer.chat_template); using ChatML");
     }
-    if let Some(system) = &args.system_prompt {
-        chat.push(Message::system(system.as_str()));
+    if let Some(system) = args.system_prompt {
+        chat.push(Message::system(system));
     }
     let mut totals = Totals::default();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    match &args.prompt {
+    match args.prompt {
         Some(prompt) => {
-            chat.push(Message::user(prompt.as_str()));
-            answer(&mut model, &mut chat, &mut sampler, &args, &mut out, &mut totals)?;
+            chat.push(Message::user(prompt));
+            answer(&mut model, &mut chat, &mut sampler, args, &mut out, &mut totals)?;
         }
         None => {
             let stdin = std::io::stdin();
@@ -82,7 +98,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                     continue;
                 }
                 chat.push(Message::user(text));
-                answer(&mut model, &mut chat, &mut sampler, &args, &mut out, &mut totals)?;
+                answer(&mut model, &mut chat, &mut sampler, args, &mut out, &mut totals)?;
             }
         }
     }
@@ -108,11 +124,11 @@ fn answer(
     model: &mut Model,
     chat: &mut Conversation,
     sampler: &mut Sampler,
-    args: &RunArgs,
+    args: &ChatOptions,
     out: &mut impl Write,
     totals: &mut Totals,
 ) -> Result<()> {
-    crate::interrupt::clear();
+    crate::util::interrupt::clear();
     let prompt_start = Instant::now();
     let (logits, stats) = chat.prompt(model)?;
     for &t in &chat.cached_tokens()[stats.reused..] {
@@ -132,7 +148,7 @@ fn answer(
         if chat.ends_turn(token) || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
             break;
         }
-        if crate::interrupt::requested() {
+        if crate::util::interrupt::requested() {
             eprintln!("\ninterrupted: the answer stopped after {generated} tokens");
             break;
         }

@@ -1,7 +1,7 @@
 //! `baton bench sync` and `baton bench gates`: what each wait policy costs.
 //!
 //! `sync` measures single hand-offs (wake latency) between the host and CPU
-//! streams under each policy; `gates` (in `bench_gates.rs`) measures
+//! streams under each policy; `gates` (in `gates.rs`) measures
 //! collectives over two CPU devices and what a spinning waiter costs a
 //! compute-bound core.
 //!
@@ -29,7 +29,7 @@
 //! [`CPU_DRIVER_ITERATIONS`] hand-offs: its shaders spin on the host's
 //! cores.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,33 +37,10 @@ use anyhow::{bail, Context, Result};
 use baton_core::backend::{Device, Stream};
 use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
 use baton_cpu::CpuDevice;
-use clap::{Args, Subcommand};
+use clap::Args;
 
-use crate::bench_gates::GatesArgs;
-
-/// The bound of every host wait of these benches: a longer one is a hang.
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Which synchronisation benchmark to run.
-#[derive(Subcommand)]
-pub enum BenchKind {
-    /// Hand-off latency (p50/p99) host<->stream and stream<->stream per wait policy.
-    ///
-    /// Example: baton bench sync --iterations 2000 --json --devices vulkan:0
-    Sync(SyncArgs),
-    /// All-reduce and all-gather over cpu:0,cpu:1, and the price of spinning.
-    ///
-    /// Example: baton bench gates --iterations 500 --elements 4096
-    Gates(GatesArgs),
-    /// Memory bandwidth: STREAM triad and a read-only sum, 1 and N threads.
-    ///
-    /// Example: baton bench memory --mib 256
-    Memory(crate::bench_memory::MemoryArgs),
-    /// What a submission costs the host, with one and two submitting threads.
-    ///
-    /// Example: baton bench submit --items 20000
-    Submit(crate::bench_submit::SubmitArgs),
-}
+use super::pair::{host_core, on_host_thread, open_pair, policies, spin_for, Probe, TIMEOUT};
+use crate::util::stats::percentile;
 
 /// Arguments of `baton bench sync`.
 #[derive(Args)]
@@ -84,7 +61,7 @@ pub struct SyncArgs {
 }
 
 /// Most hand-offs of a Vulkan row on a driver that runs on the CPU.
-pub(crate) const CPU_DRIVER_ITERATIONS: usize = 200;
+const CPU_DRIVER_ITERATIONS: usize = 200;
 
 /// Most polls of one fence wait: a dead producer costs a bounded spin (on
 /// lavapipe, llvmpipe's loop limit ends a wait after about a million polls
@@ -139,120 +116,6 @@ fn measure_vulkan(list: &str, args: &SyncArgs) -> Result<Vec<VulkanRow>> {
     Ok(rows)
 }
 
-/// Runs a synchronisation benchmark.
-pub fn run(kind: BenchKind) -> Result<()> {
-    match kind {
-        BenchKind::Sync(args) => run_sync(args),
-        BenchKind::Gates(args) => crate::bench_gates::run(args),
-        BenchKind::Memory(args) => crate::bench_memory::run(args),
-        BenchKind::Submit(args) => crate::bench_submit::run(args),
-    }
-}
-
-/// The three policies measured, block first (the ratios' baseline).
-pub(crate) fn policies() -> [WaitPolicy; 3] {
-    [
-        WaitPolicy::Block,
-        WaitPolicy::SpinThenBlock { spin: Duration::from_micros(50) },
-        WaitPolicy::Poll { bound: Duration::from_secs(10) },
-    ]
-}
-
-/// Opens cpu:0 and cpu:1 (one core each on a two-core machine) whose
-/// streams wait with `policy`.
-pub(crate) fn open_pair(policy: WaitPolicy) -> Result<Vec<Arc<CpuDevice>>> {
-    let devices = baton_cpu::open_with_policy(&["cpu:0", "cpu:1"], None, policy).context("opening cpu:0,cpu:1")?;
-    if devices.len() != 2 {
-        bail!("expected two CPU devices, got {}", devices.len());
-    }
-    Ok(devices)
-}
-
-/// The core for the host thread: a usable core that no device's stream
-/// workers are pinned to (their first core), else cpu:1's first core.
-pub(crate) fn host_core(devices: &[Arc<CpuDevice>]) -> Option<usize> {
-    let firsts: Vec<usize> = devices.iter().filter_map(|d| d.info().cores.first().copied()).collect();
-    baton_cpu::topology::usable_cores()
-        .into_iter()
-        .rev()
-        .find(|c| !firsts.contains(c))
-        .or_else(|| devices.last().and_then(|d| d.info().cores.first().copied()))
-}
-
-/// Runs `f` on a new host thread pinned to `core` and returns its result.
-pub(crate) fn on_host_thread<T: Send>(core: Option<usize>, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-    std::thread::scope(|scope| {
-        let handle = scope.spawn(move || {
-            if let Some(core) = core {
-                baton_cpu::topology::pin_current_thread(core);
-            }
-            f()
-        });
-        handle.join().map_err(|_| anyhow::anyhow!("the benchmark's host thread panicked"))?
-    })
-}
-
-/// Timestamps shared by the host and stream workers: nanoseconds since one
-/// base `Instant`, plus the counter a waiter sets when it is about to wait.
-pub(crate) struct Probe {
-    base: Instant,
-    /// The last iteration whose waiter announced it is about to wait.
-    pub(crate) armed: AtomicU64,
-    /// A start time recorded by a stream (stream-to-stream hand-offs).
-    start: AtomicU64,
-    stamp: AtomicU64,
-}
-
-impl Probe {
-    /// A probe whose clock starts now.
-    pub(crate) fn new() -> Arc<Probe> {
-        Arc::new(Probe {
-            base: Instant::now(),
-            armed: AtomicU64::new(0),
-            start: AtomicU64::new(0),
-            stamp: AtomicU64::new(0),
-        })
-    }
-
-    /// Nanoseconds since the base.
-    pub(crate) fn now(&self) -> u64 {
-        self.base.elapsed().as_nanos() as u64
-    }
-
-    /// Records the time now as the stamp (always `Ok`: it ends host functions).
-    fn stamp(&self) -> Result<(), String> {
-        self.stamp.store(self.now(), Ordering::Release);
-        Ok(())
-    }
-
-    /// The last stamp.
-    fn stamped(&self) -> u64 {
-        self.stamp.load(Ordering::Acquire)
-    }
-
-    /// Spins until `armed` reaches `value`; an error after [`TIMEOUT`].
-    pub(crate) fn until_armed(&self, value: u64) -> Result<(), String> {
-        let start = Instant::now();
-        let mut polls = 0u32;
-        while self.armed.load(Ordering::Acquire) < value {
-            std::hint::spin_loop();
-            polls = polls.wrapping_add(1);
-            if polls.is_multiple_of(1024) && start.elapsed() > TIMEOUT {
-                return Err(format!("the waiter of iteration {value} never armed"));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Busy-waits for `d` (a sleep would add the timer's slack).
-pub(crate) fn spin_for(d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        std::hint::spin_loop();
-    }
-}
-
 /// Waits for `point` by sleeping between checks, for a host wait that is
 /// not measured: a blocking waiter would count as a sleeper of the stream's
 /// timeline, and the stream's worker would then pay a futex wake (a
@@ -267,15 +130,6 @@ fn nap_until(point: &SyncPoint) -> Result<()> {
             PointStatus::Pending => std::thread::sleep(Duration::from_micros(50)),
         }
     }
-}
-
-/// The `q` quantile (nearest rank) of sorted samples.
-pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// The four hand-offs measured.
@@ -452,7 +306,7 @@ fn json_num(x: f64) -> String {
 }
 
 /// Runs `baton bench sync`.
-fn run_sync(args: SyncArgs) -> Result<()> {
+pub fn run(args: SyncArgs) -> Result<()> {
     // The Vulkan rows first: a device that does not open fails at once.
     let vulkan = match &args.devices {
         Some(list) => measure_vulkan(list, &args)?,

@@ -1,10 +1,12 @@
 //! `baton plan`: how a model's graph is split over devices.
 
+mod tensor;
+
 use anyhow::Result;
-use baton_llama::graph::{GraphShape, Logits};
+use baton_llama::{GraphShape, Logits};
 use clap::Args;
 
-use crate::run::ModelArgs;
+use crate::cli::args::ModelArgs;
 
 /// Arguments of `baton plan`.
 #[derive(Args)]
@@ -41,7 +43,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
             None => names,
         };
         let plan = model.plan(shape)?;
-        print!("{}", crate::plan_tensor::describe(&plan.graph, &partition, &inner));
+        print!("{}", tensor::describe(&plan.graph, &partition, &inner));
         return Ok(());
     }
     let plan = model.plan(shape)?;

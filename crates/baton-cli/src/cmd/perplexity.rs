@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use baton_llama::perplexity::{perplexity, PerplexityOptions};
+use baton_llama::{perplexity, PerplexityOptions};
 use clap::Args;
 
-use crate::run::ModelArgs;
+use crate::cli::args::ModelArgs;
+use crate::cli::choices::CacheType;
 
 /// Arguments of `baton perplexity`.
 #[derive(Args)]
@@ -35,7 +36,7 @@ pub fn run(mut args: PerplexityArgs) -> Result<()> {
     args.model.context = Some(ctx);
     // An f32 cache keeps the score within 0.5% of the float64 reference;
     // f16 moved it 0.5-0.8% on SmolLM2 (see the reference tests).
-    args.model.cache_type.get_or_insert_with(|| "f32".into());
+    args.model.cache_type.get_or_insert(CacheType::F32);
     args.model.batch = args.model.batch.max(ctx);
     let mut model = args.model.load()?;
     let start = Instant::now();

@@ -1,0 +1,186 @@
+//! The arguments several verbs share: where the model comes from and how it
+//! is placed (`ModelArgs`, flattened into run, bench, perplexity and plan),
+//! and the sampling flags of run and its chat.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use baton_llama::{Sampler, SamplingParams};
+use clap::Args;
+
+use super::choices::{CacheType, GatePolicy, SplitMode};
+
+/// Where the model comes from and how it is placed (shared by the verbs).
+#[derive(Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use).
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    /// Devices to run on: `cpu`, or `cpu:0,cpu:1` (cores split evenly).
+    #[arg(long, default_value = "cpu")]
+    pub devices: String,
+    /// Threads of a `cpu` device (default: all usable cores).
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<usize>,
+    /// Context size (positions of the KV cache; default: the model's, at most 4096).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub context: Option<usize>,
+    /// Most tokens evaluated at once: the prompt's micro-batch (`-b`, `-ub`).
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        visible_alias = "ubatch-size",
+        visible_short_alias = 'u',
+        default_value_t = 512
+    )]
+    pub batch: usize,
+    /// How the model is spread over several devices (`-sm`).
+    #[arg(long = "split-mode", visible_alias = "sm", value_enum, default_value_t = SplitMode::Layer)]
+    pub split_mode: SplitMode,
+    /// Share of each device (`-ts`), e.g. `1,1` or `3,1`: of the layers
+    /// (`layer`), of the heads, FFN rows and vocabulary (`tensor`).
+    #[arg(long = "tensor-split", value_delimiter = ',')]
+    pub tensor_split: Vec<f32>,
+    /// Runs in flight at most (pipelined prompt micro-batches).
+    #[arg(long = "n-copies", default_value_t = 2)]
+    pub n_copies: usize,
+    /// Wait for every split on the host before submitting the next (the
+    /// old, synchronous behaviour, for comparison).
+    #[arg(long = "sync-copies")]
+    pub sync_copies: bool,
+    /// Write a Chrome trace-event / Perfetto JSON file of every stream.
+    #[arg(long = "trace")]
+    pub trace: Option<PathBuf>,
+    /// Print, per stream, the time spent in cross-device gates (waits on
+    /// another device's point) against the time spent working.
+    #[arg(long = "sync-profile")]
+    pub sync_profile: bool,
+    /// With `--split-mode tensor`: no partial sums (`attn_output` and
+    /// `ffn_down` whole on every device, their inputs gathered), so the
+    /// logits are bit for bit one device's; slower.
+    #[arg(long = "tensor-exact")]
+    pub tensor_exact: bool,
+    /// How the gates of `--split-mode tensor` wait (default:
+    /// `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else spin).
+    #[arg(long = "gate-policy", value_enum)]
+    pub gate_policy: Option<GatePolicy>,
+    /// KV cache type (default: f16; f32 for perplexity).
+    #[arg(long = "cache-type", value_enum, ignore_case = true)]
+    pub cache_type: Option<CacheType>,
+}
+
+impl ModelArgs {
+    /// The model path, fetching the default model if none was given.
+    pub fn path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(p) => Ok(p.clone()),
+            None => {
+                let quiet = !std::io::stderr().is_terminal();
+                Ok(baton_llama::default_model(&mut |line| {
+                    if !quiet {
+                        eprintln!("{line}");
+                    }
+                })?)
+            }
+        }
+    }
+}
+
+/// Sampling flags (llama.cpp's names).
+#[derive(Args, Clone, Debug)]
+pub struct SamplingArgs {
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.8)]
+    temp: f32,
+    /// Top-k filter (0 = off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Top-p (nucleus) filter (1 = off).
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Min-p filter (0 = off).
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    min_p: f32,
+    /// Repetition penalty (1 = off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Tokens the repetition penalty looks back on.
+    #[arg(long = "repeat-last-n", default_value_t = 64)]
+    repeat_last_n: usize,
+    /// Random seed of sampling.
+    #[arg(short = 's', long, default_value_t = baton_llama::DEFAULT_SEED)]
+    seed: u64,
+}
+
+impl SamplingArgs {
+    /// A sampler with these parameters (checked).
+    pub fn sampler(&self) -> Result<Sampler> {
+        let params = SamplingParams {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed,
+        };
+        params.validate()?;
+        Ok(Sampler::new(params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_alone;
+    use baton_core::DType;
+
+    #[test]
+    fn every_split_mode_spelling_parses() {
+        for (name, mode) in [("none", SplitMode::None), ("layer", SplitMode::Layer), ("tensor", SplitMode::Tensor)] {
+            for flag in ["--split-mode", "--sm"] {
+                let args = parse_alone::<ModelArgs>(&[flag, name]).unwrap_or_else(|e| panic!("{flag} {name}: {e}"));
+                assert_eq!(args.split_mode, mode, "{flag} {name}");
+            }
+        }
+        assert_eq!(parse_alone::<ModelArgs>(&[]).map(|a| a.split_mode).ok(), Some(SplitMode::Layer), "the default");
+    }
+
+    #[test]
+    fn every_gate_policy_spelling_parses() {
+        for (name, policy) in [("block", GatePolicy::Block), ("spin", GatePolicy::Spin), ("poll", GatePolicy::Poll)] {
+            let args = parse_alone::<ModelArgs>(&["--gate-policy", name])
+                .unwrap_or_else(|e| panic!("--gate-policy {name}: {e}"));
+            assert_eq!(args.gate_policy, Some(policy), "--gate-policy {name}");
+        }
+        assert_eq!(
+            parse_alone::<ModelArgs>(&[]).map(|a| a.gate_policy).ok(),
+            Some(None),
+            "none given: the environment decides"
+        );
+    }
+
+    #[test]
+    fn cache_types_parse_in_any_letter_case() {
+        for (name, dtype) in [("f16", DType::F16), ("F16", DType::F16), ("f32", DType::F32), ("F32", DType::F32)] {
+            let args = parse_alone::<ModelArgs>(&["--cache-type", name])
+                .unwrap_or_else(|e| panic!("--cache-type {name}: {e}"));
+            assert_eq!(args.cache_type.map(CacheType::dtype), Some(dtype), "--cache-type {name}");
+        }
+    }
+
+    #[test]
+    fn a_bad_choice_is_clap_error_listing_the_choices() {
+        for (args, choices) in [
+            (["--split-mode", "row"], "[possible values: none, layer, tensor]"),
+            (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
+            (["--cache-type", "q4_0"], "[possible values: f16, f32]"),
+        ] {
+            let error = parse_alone::<ModelArgs>(&args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{args:?}");
+            let text = error.to_string();
+            assert!(text.contains(args[0]) && text.contains(choices), "{args:?}: {text}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The choices of the shared arguments, as clap `ValueEnum`s: clap checks
+//! the spelling, and lists the choices in `--help` and in its error.
+
+use std::fmt;
+
+use baton_core::sync::WaitPolicy;
+use baton_core::DType;
+use clap::ValueEnum;
+
+/// How a model is spread over several devices (`--split-mode`, `-sm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SplitMode {
+    /// The first device only.
+    None,
+    /// Contiguous layers per device.
+    Layer,
+    /// Every weight split over the devices, all-reduce gates.
+    Tensor,
+}
+
+/// How the gates of `--split-mode tensor` wait (`--gate-policy`); the names
+/// are `WaitPolicy`'s own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GatePolicy {
+    /// Sleep in the kernel until woken: a wake-up per gate, no CPU while waiting.
+    Block,
+    /// Poll for 50 µs, then block, so a long wait frees the core.
+    Spin,
+    /// Poll only (the fast fence; a wait ends in a timeout after 10 s).
+    Poll,
+}
+
+/// The KV cache's element type (`--cache-type`; any letter case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CacheType {
+    /// Half precision (the default).
+    F16,
+    /// Single precision (the default of `baton perplexity`).
+    F32,
+}
+
+/// The name a choice is spelled with on the command line.
+fn write_name(choice: &impl ValueEnum, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match choice.to_possible_value() {
+        Some(value) => f.write_str(value.get_name()),
+        None => Ok(()),
+    }
+}
+
+impl fmt::Display for SplitMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_name(self, f)
+    }
+}
+
+impl fmt::Display for GatePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_name(self, f)
+    }
+}
+
+impl GatePolicy {
+    /// The wait policy of this name, with the library's default times.
+    pub fn wait_policy(self) -> WaitPolicy {
+        match WaitPolicy::from_name(&self.to_string()) {
+            Some(policy) => policy,
+            None => unreachable!("gate policy {self} is not a WaitPolicy name (the names must match)"),
+        }
+    }
+}
+
+/// How the gates of a composite device (`--split-mode tensor`) wait:
+/// `--gate-policy` where given, else `BATON_WAIT_POLICY` or
+/// `BATON_FAST_SYNC` where set, else spin (poll for 50 µs, then block).
+pub fn gate_policy(choice: Option<GatePolicy>) -> WaitPolicy {
+    match choice {
+        Some(choice) => choice.wait_policy(),
+        None if std::env::var("BATON_FAST_SYNC").is_ok_and(|v| v == "1")
+            || std::env::var("BATON_WAIT_POLICY").ok().and_then(|n| WaitPolicy::from_name(&n)).is_some() =>
+        {
+            WaitPolicy::process_default()
+        }
+        None => GatePolicy::Spin.wait_policy(),
+    }
+}
+
+impl CacheType {
+    /// The element type.
+    pub fn dtype(self) -> DType {
+        match self {
+            CacheType::F16 => DType::F16,
+            CacheType::F32 => DType::F32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_gate_policy_is_the_wait_policy_of_its_name() {
+        for policy in GatePolicy::value_variants() {
+            let name = policy.to_string();
+            assert_eq!(Some(policy.wait_policy()), WaitPolicy::from_name(&name), "--gate-policy {name}");
+            assert_eq!(policy.wait_policy().name(), name);
+        }
+    }
+
+    #[test]
+    fn the_gate_policy_given_wins_over_the_environment() {
+        assert_eq!(gate_policy(Some(GatePolicy::Block)), WaitPolicy::Block);
+        assert_eq!(gate_policy(Some(GatePolicy::Poll)).name(), "poll");
+    }
+
+    #[test]
+    fn split_modes_print_as_spelled() {
+        let names: Vec<String> = SplitMode::value_variants().iter().map(SplitMode::to_string).collect();
+        assert_eq!(names, ["none", "layer", "tensor"]);
+    }
+}

@@ -1,0 +1,98 @@
+//! The model `ModelArgs` name, loaded and placed as they say, and its trace
+//! and sync profile reported after the work.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use baton_composite::CompositeDevice;
+use baton_llama::{LoadOptions, Model};
+
+use super::args::ModelArgs;
+use super::choices::{gate_policy, CacheType, SplitMode};
+
+impl ModelArgs {
+    /// Loads the model on the first device of the list.
+    pub fn load(&self) -> Result<Model> {
+        let path = self.path()?;
+        let devices = super::devices::open(&self.devices, self.threads)?;
+        let options = LoadOptions {
+            context: self.context,
+            cache_type: self.cache_type.unwrap_or(CacheType::F16).dtype(),
+            batch: self.batch,
+            tensor_split: self.tensor_split.clone(),
+            n_copies: self.n_copies.max(1),
+            sync_copies: self.sync_copies,
+            tensor_exact: self.tensor_exact,
+        };
+        let devices = match self.split_mode {
+            SplitMode::Layer | SplitMode::Tensor => devices,
+            SplitMode::None => devices.into_iter().take(1).collect(),
+        };
+        if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
+            anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
+        }
+        if self.tensor_split.iter().any(|w| !w.is_finite() || *w < 0.0)
+            || (!self.tensor_split.is_empty() && self.tensor_split.iter().all(|w| *w == 0.0))
+        {
+            anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
+        }
+        let mut model = if self.split_mode == SplitMode::Tensor {
+            let policy = gate_policy(self.gate_policy);
+            let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
+            Model::load_tensor_parallel(&path, Arc::new(composite), &options)
+        } else {
+            Model::load_split(&path, devices, &options)
+        }
+        .with_context(|| format!("loading {}", path.display()))?;
+        if self.trace.is_some() || self.sync_profile {
+            model.set_trace(Some(baton_sched::Trace::new()));
+        }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            device.gate_profile().enable(true);
+        }
+        Ok(model)
+    }
+
+    /// Writes the trace (if `--trace` was given) and prints each stream's
+    /// busy share.
+    pub fn finish_trace(&self, model: &Model) -> Result<()> {
+        let Some(trace) = model.trace() else { return Ok(()) };
+        if self.sync_profile {
+            eprintln!("sync profile (waits on other devices' points against work, over the traced span):");
+            for p in trace.gate_profile() {
+                eprintln!(
+                    "  {}: {} gates, waiting {:.2} ms ({:.1}% of the span, median {:.1} us), working {:.2} ms ({:.1}%)",
+                    p.stream,
+                    p.gates,
+                    p.wait_us / 1e3,
+                    100.0 * p.wait_us / p.span_us,
+                    p.wait_p50_us,
+                    p.work_us / 1e3,
+                    100.0 * p.work_us / p.span_us
+                );
+            }
+        }
+        if let (true, Some((device, _))) = (self.sync_profile, model.tensor_parallel()) {
+            let span = device.gate_profile().span().as_secs_f64();
+            eprintln!("gates of --split-mode tensor, per inner device (reaching a gate to leaving it: waiting for the others, copies, adds), over {:.2} ms:", span * 1e3);
+            for (inner, time) in device.inner().iter().zip(device.gate_profile().times()) {
+                let total = time.total.as_secs_f64();
+                eprintln!(
+                    "  {}: {} gates, {:.2} ms ({:.1}% of the span, mean {:.1} us per gate)",
+                    inner.info().name,
+                    time.gates,
+                    total * 1e3,
+                    100.0 * total / span.max(1e-9),
+                    total * 1e6 / time.gates.max(1) as f64
+                );
+            }
+        }
+        let Some(path) = &self.trace else { return Ok(()) };
+        std::fs::write(path, trace.to_json()).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("trace written to {} (open in https://ui.perfetto.dev or chrome://tracing)", path.display());
+        for (track, share) in trace.busy_shares() {
+            eprintln!("  {track}: busy {:.0}% of the traced span", share * 100.0);
+        }
+        Ok(())
+    }
+}

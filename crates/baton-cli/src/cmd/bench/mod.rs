@@ -1,0 +1,57 @@
+//! `baton bench`: the model benchmark (llama-bench's table, `model.rs`),
+//! or one of the sub-commands: `sync` and `gates` (what each wait policy
+//! costs, on the pair of CPU devices of `pair.rs`), `memory` (the
+//! bandwidth) and `submit` (the host's cost of a submission).
+
+mod gates;
+mod memory;
+mod model;
+mod pair;
+mod submit;
+mod sync;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Arguments of `baton bench`.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    /// A synchronisation benchmark instead of a model one.
+    #[command(subcommand)]
+    kind: Option<BenchKind>,
+    #[command(flatten)]
+    model: model::ModelBenchArgs,
+}
+
+/// Which benchmark other than the model's to run.
+#[derive(Subcommand)]
+pub enum BenchKind {
+    /// Hand-off latency (p50/p99) host<->stream and stream<->stream per wait policy.
+    ///
+    /// Example: baton bench sync --iterations 2000 --json --devices vulkan:0
+    Sync(sync::SyncArgs),
+    /// All-reduce and all-gather over cpu:0,cpu:1, and the price of spinning.
+    ///
+    /// Example: baton bench gates --iterations 500 --elements 4096
+    Gates(gates::GatesArgs),
+    /// Memory bandwidth: STREAM triad and a read-only sum, 1 and N threads.
+    ///
+    /// Example: baton bench memory --mib 256
+    Memory(memory::MemoryArgs),
+    /// What a submission costs the host, with one and two submitting threads.
+    ///
+    /// Example: baton bench submit --items 20000
+    Submit(submit::SubmitArgs),
+}
+
+/// Runs `baton bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    match args.kind {
+        None => model::run(args.model),
+        Some(BenchKind::Sync(args)) => sync::run(args),
+        Some(BenchKind::Gates(args)) => gates::run(args),
+        Some(BenchKind::Memory(args)) => memory::run(args),
+        Some(BenchKind::Submit(args)) => submit::run(args),
+    }
+}

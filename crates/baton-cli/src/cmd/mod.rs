@@ -1,0 +1,10 @@
+//! The verbs of `baton`, one module each.
+
+pub mod bench;
+pub mod chat;
+pub mod conformance;
+pub mod devices;
+pub mod model;
+pub mod perplexity;
+pub mod plan;
+pub mod run;

@@ -1,0 +1,116 @@
+//! `baton run`: generate text, streaming tokens as they come.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use baton_llama::baton_tokenizer::TokenType;
+use baton_llama::EncodeOptions;
+use clap::Args;
+
+use super::chat::ChatOptions;
+use crate::cli::args::{ModelArgs, SamplingArgs};
+
+/// Arguments of `baton run`.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt (with --chat: one user message, answered once).
+    #[arg(short = 'p', long = "prompt", required_unless_present = "chat")]
+    prompt: Option<String>,
+    /// Chat with an instruct model through its chat template (`-cnv`):
+    /// user turns from stdin (EOF or /exit ends), or one answer to -p.
+    #[arg(long = "chat", visible_alias = "conversation")]
+    chat: bool,
+    /// A system message opening the conversation (`-sys`, with --chat).
+    #[arg(long = "system-prompt", requires = "chat")]
+    system_prompt: Option<String>,
+    /// Tokens to generate (default 128; with --chat, per answer, default
+    /// 512). Stops early at end-of-generation tokens (with --chat, at the
+    /// end of the turn).
+    #[arg(short = 'n', long = "n-predict")]
+    n_predict: Option<usize>,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Also print special tokens.
+    #[arg(long)]
+    special: bool,
+}
+
+/// Tokens `baton run` generates when `-n` is not given.
+const DEFAULT_N_PREDICT: usize = 128;
+
+/// Runs `baton run`.
+pub fn run(args: RunArgs) -> Result<()> {
+    if args.chat {
+        return super::chat::run(&ChatOptions {
+            model: &args.model,
+            sampling: &args.sampling,
+            system_prompt: args.system_prompt.as_deref(),
+            prompt: args.prompt.as_deref(),
+            n_predict: args.n_predict,
+            special: args.special,
+        });
+    }
+    let text = args.prompt.as_deref().context("-p is required (or --chat)")?;
+    let load_start = Instant::now();
+    let mut model = args.model.load()?;
+    let load_s = load_start.elapsed().as_secs_f64();
+    let mut sampler = args.sampling.sampler()?;
+    let prompt = model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: true })?;
+    if prompt.is_empty() {
+        anyhow::bail!("the prompt gives no tokens");
+    }
+    let budget = model.context().saturating_sub(prompt.len());
+    let n_predict = args.n_predict.unwrap_or(DEFAULT_N_PREDICT).min(budget);
+    for &t in &prompt {
+        sampler.accept(t);
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    write!(out, "{text}")?;
+    out.flush()?;
+    let prompt_start = Instant::now();
+    let mut token = sampler.sample(model.eval_prompt(&prompt, 0)?)?;
+    let prompt_s = prompt_start.elapsed().as_secs_f64();
+    let gen_start = Instant::now();
+    let mut generated = 0usize;
+    let eos = model.tokenizer().eos_id();
+    let tokenizer = model.shared_tokenizer();
+    let mut decoder = tokenizer.stream_decoder(args.special);
+    let mut past = prompt.len();
+    while generated < n_predict && !crate::util::interrupt::requested() {
+        if Some(token) == eos || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
+            break;
+        }
+        sampler.accept(token);
+        generated += 1;
+        if let Some(text) = decoder.push(token)? {
+            write!(out, "{text}")?;
+            out.flush()?;
+        }
+        if generated == n_predict {
+            break;
+        }
+        let logits = model.eval(&[token], past, baton_llama::Logits::Last)?;
+        past += 1;
+        token = sampler.sample(logits)?;
+    }
+    if let Some(rest) = decoder.finish() {
+        write!(out, "{rest}")?;
+    }
+    writeln!(out)?;
+    let gen_s = gen_start.elapsed().as_secs_f64();
+    if crate::util::interrupt::requested() {
+        eprintln!("\ninterrupted: generation stopped after {generated} tokens");
+    }
+    args.model.finish_trace(&model)?;
+    eprintln!(
+        "\nload: {load_s:.2} s | prompt: {} tokens, {:.1} t/s | generation: {generated} tokens, {:.1} t/s",
+        prompt.len(),
+        prompt.len() as f64 / prompt_s.max(1e-9),
+        generated as f64 / gen_s.max(1e-9)
+    );
+    Ok(())
+}
