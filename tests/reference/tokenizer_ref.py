@@ -4,7 +4,7 @@
 Reads a GGUF file's tokenizer metadata with the `gguf` package, builds an HF
 `tokenizers` Tokenizer from the vocabulary and merges with the pre-tokenizer
 that `tokenizer.ggml.pre` names, encodes a corpus, and writes JSON that
-crates/baton-tokenizer/tests/reference.rs checks against:
+crates/baton-tokenizer/tests/it/reference.rs checks against:
 
     {"config": {model, pre, tokens, merges, token_types, bos_id, eos_id,
                 unk_id, pad_id, add_bos, add_eos},
