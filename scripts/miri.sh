@@ -12,8 +12,8 @@ export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 export CARGO_TARGET_DIR=target/miri
 cargo +nightly miri test -p baton-core --lib
 cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
-  contract::h_own contract::c_order contract::m_order contract::d_defer contract::d_return \
-  contract::e_sticky contract::q_fifo contract::r_own \
+  contract_block::h_own contract_block::c_order contract_block::m_order contract_block::d_defer \
+  contract_block::d_return contract_block::e_sticky contract_block::q_fifo contract_block::r_own \
   ops::op_copy_into ops::op_matmul_batched ops::op_matmul_strided ops::op_get_rows \
   ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast
 BATON_MODEL_CASES=4 BATON_MODEL_OPS=12 cargo +nightly miri test -p baton-composite --test model_based \

@@ -1,4 +1,12 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
+//!
+//! The top of the dependency picture: it depends on baton-llama (and through
+//! it on the scheduler, the composite device and the core), opens devices of
+//! baton-cpu and baton-vulkan, and runs baton-conformance's suite; nothing
+//! depends on it. The sources follow the commands: `cli/` holds the
+//! arguments several commands share (clap `ValueEnum`s for every choice),
+//! `cmd/` one module per command (`cmd/bench/` one per benchmark), and
+//! `util/` what is not a command (statistics, Ctrl-C, JSON strings).
 
 mod cli;
 mod cmd;

@@ -9,10 +9,10 @@ use crate::common::{for_each_isa, nmse, Guarded, Rng, SENTINEL};
 
 /// NMSE bound per weight type, against the decoded weights. Float types:
 /// f32 rounding only. Quantized types: dominated by rounding the activations
-/// to 8 bits (measured about 2.5e-5 on normal data, see
-/// `measured_quantized_error_is_within_bounds`), bounded with 4x margin.
-/// K-quants round the activations per 256 values (Q8_K), so a larger
-/// block maximum sets the step: measured about 5e-5, bounded at 2e-4.
+/// to 8 bits (`measured_quantized_error_is_within_bounds` prints the error;
+/// figures in docs/measurements.md), bounded with 4x margin. K-quants round
+/// the activations per 256 values (Q8_K), so a larger block maximum sets
+/// the step: bounded at 2e-4.
 fn bound(dtype: DType) -> f64 {
     if dtype.is_k_quant() {
         2e-4

@@ -130,13 +130,10 @@ fn poll_gates_match_too() {
 /// 64 tokens of the GPL-3 and perplexity over 2 chunks of 128, on 2 devices
 /// (even and 2:1) and 3, against one device. With `tensor_exact` the
 /// logits are bit for bit one device's; with partial sums they move by the
-/// activation quantization's steps: measured NMSE 1.8e-3 (even, and 2:1)
-/// and 1.9e-3 (3 devices) over the 64 tokens, perplexity +0.8%, +2.5% and
-/// -2.0% over these 2 short chunks: noise of either sign; bounded here by
-/// 5e-3 and 5%. Over a long text the
-/// noise averages out: over the Debian license texts (25,781 tokens, 203
-/// chunks of 256; `scripts/compare-perplexity.py`) 2 devices give -0.047%
-/// against one (standard error 0.078%).
+/// activation quantization's steps, and perplexity over 2 short chunks is
+/// noise of either sign: bounded here by 5e-3 and 5%. Over a long text the
+/// noise averages out (`scripts/compare-perplexity.py`); the measured
+/// figures are in docs/measurements.md.
 #[cfg(feature = "reference-tests")]
 #[test]
 fn smollm2_tensor_split_matches_one_device() {

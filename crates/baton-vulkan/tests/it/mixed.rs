@@ -10,23 +10,17 @@
 //! shaders compute what the CPU computes: float weights meet f32
 //! activations, quantized weights meet activations rounded to 8 bits per
 //! block exactly as the CPU rounds them (`Op::MatMul`, `act_q8.wgsl`), so
-//! only the order of f32 sums differs. With f32 weights that is all:
-//! measured on lavapipe NMSE 3.5e-13 (vulkan:0) and 4.0e-14
-//! (cpu:0,vulkan:0), bounded by 1e-9. With quantized weights a difference
-//! in the last bit now and then lands an activation on the other side of a
-//! rounding step, and from there on that position (and, through the KV
-//! cache, later ones) carries one 8-bit step of difference: tiny q4_1 on
-//! vulkan:0 agreed to 1e-14 up to position 21, then 19 of the 48 positions
-//! were 1e-5 apart (NMSE 1.2e-5); which positions tip depends on the order
-//! of the sums, so it changes with the shaders (with the four-row prompt
-//! shader, tiny q8_0 tips at an early position and 39 positions are 1e-4
-//! apart). So the closest position is bounded by 1e-9 (shaders that kept
-//! f32 activations put every position about 1e-4 apart), the whole by
-//! 1e-3. Perplexity within 0.1%; greedy tokens equal (asserted).
+//! only the order of f32 sums differs. With f32 weights that is all,
+//! bounded by 1e-9. With quantized weights a difference in the last bit now
+//! and then lands an activation on the other side of a rounding step, and
+//! from there on that position (and, through the KV cache, later ones)
+//! carries one 8-bit step of difference; which positions tip depends on
+//! the order of the sums, so it changes with the shaders. So the closest
+//! position is bounded by 1e-9, the whole by 1e-3. Perplexity within 0.1%;
+//! greedy tokens equal (asserted). The measured errors behind these bounds
+//! are in docs/measurements.md.
 //!
-//! Before the shaders rounded activations (they kept f32), q8_0 gave NMSE
-//! 3.8e-4 and SmolLM2-135M -2.4% perplexity over 2 chunks of 32. SmolLM2 is
-//! checked by `scripts/vulkan-smollm2.sh` (about 5 minutes on lavapipe).
+//! SmolLM2 is checked by `scripts/vulkan-smollm2.sh` (minutes on lavapipe).
 
 use baton_llama::EncodeOptions;
 use std::path::Path;
@@ -234,13 +228,12 @@ fn q4_k_model_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
 /// chunks of 64). Minutes on lavapipe, so run by `scripts/vulkan-smollm2.sh`
 /// rather than CI; the model comes from `BATON_SMOLLM2`.
 ///
-/// It fails today, on the perplexity: measured NMSE 7.7e-4 (every position
-/// has tipped a rounding step somewhere in 30 layers) and +6.4% perplexity.
-/// Two CPU computations that differ only in the order of their sums (one
-/// device against `-sm tensor`) differ by -1.9% to +1.1% on the same two
-/// chunks, so no backend that does not match the CPU bit for bit passes
-/// this on a short text; over 8 chunks of 64 vulkan:0 was +0.027% (chunk
-/// noise 3.95%). `scripts/gpu-check.sh` compares over the whole GPL-3.
+/// It fails today, on the perplexity: over 30 layers every position has
+/// tipped a rounding step somewhere, and two CPU computations that differ
+/// only in the order of their sums differ by as much on two short chunks,
+/// so no backend that does not match the CPU bit for bit passes this on a
+/// short text (figures: docs/measurements.md). `scripts/gpu-check.sh`
+/// compares over the whole GPL-3.
 #[test]
 #[ignore = "minutes on lavapipe: scripts/vulkan-smollm2.sh runs it"]
 fn smollm2_on_vulkan_and_cpu_vulkan_gives_the_cpus_results() {
