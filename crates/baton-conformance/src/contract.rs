@@ -563,10 +563,16 @@ pub fn e_sticky(f: &Fixture) {
     assert!(first.message().contains("1000"), "the error names the bad id: {first}");
     let later = expect_failure(after, "work after a failure does not run");
     assert!(later.error.to_string().contains("1000"), "{}", later.error);
-    match s.write_async(&table, vec![0f32; 32]) {
-        Err(StreamError::Failed { cause, .. }) => assert!(cause.same_cause(&first)),
+    match s.write_async(&table, vec![7f32; 32]) {
+        Err(refused) => {
+            match &refused.error {
+                StreamError::Failed { cause, .. } => assert!(cause.same_cause(&first)),
+                other => panic!("{other:?}"),
+            }
+            let back = refused.into_buffer();
+            assert_eq!(back, Some(vec![7f32; 32]), "a refused write hands the caller's buffer back");
+        }
         Ok(_) => panic!("a failed stream accepted work"),
-        Err(other) => panic!("{other:?}"),
     }
     assert!(synchronize(&s).is_err());
     // The failed stream's accesses hold nothing up: another stream writes

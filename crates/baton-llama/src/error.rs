@@ -101,6 +101,15 @@ impl From<SchedError> for ModelError {
     }
 }
 
+impl<B> From<baton_core::backend::PendingError<B>> for ModelError {
+    /// A refused or failed host transfer: its stream error (the loader and
+    /// the evaluator own the buffers they lend, so nothing of the caller's
+    /// is dropped here).
+    fn from(e: baton_core::backend::PendingError<B>) -> ModelError {
+        ModelError::Stream(e.error)
+    }
+}
+
 /// The names of the weight types the loader accepts ([`baton_kernels::WEIGHT_TYPES`]),
 /// comma-separated, for messages.
 fn weight_type_names() -> String {

@@ -63,7 +63,7 @@ impl Weights {
                 host[p.offset..p.offset + p.data.len()].copy_from_slice(p.data);
             }
             let buffer: Buffer = device.alloc(totals[d])?;
-            streams[d].write_range_async(&buffer.all(), host)?.wait().map_err(|e| ModelError::Stream(e.error))?;
+            streams[d].write_range_async(&buffer.all(), host)?.wait()?;
             for p in placed.iter().filter(|p| p.device == d) {
                 tensors.insert(p.name.clone(), TensorRef::new(&buffer, p.offset, p.dtype, &p.dims)?);
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton_composite::CompositeDevice;
 use baton_conformance::chaos::ChaosDevice;
-use baton_core::backend::{Buffer, Device, IntoDevice, Pending, Stream, StreamError, TensorRef};
+use baton_core::backend::{Buffer, Device, IntoDevice, Pending, PendingError, Stream, StreamError, TensorRef};
 use baton_core::graph::{Flags, Graph};
 use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy};
 use baton_core::DType;
@@ -352,6 +352,24 @@ impl Run {
     /// Checks a submission's result. `refusal` is the error the model
     /// expects (`None`: accepted); `prechecked` refusals come before the
     /// stream's failure is looked at. Returns whether the call queued work.
+    /// A transfer's result with its refusal as a plain [`StreamError`],
+    /// once checked that the refusal handed the caller's buffer back as it
+    /// was lent (`D-RETURN`: nothing is lost).
+    pub(super) fn handed_back<B: PartialEq + std::fmt::Debug>(
+        &mut self,
+        what: &str,
+        result: Result<Pending<B>, PendingError<B>>,
+        lent: &B,
+    ) -> Result<Pending<B>, StreamError> {
+        result.map_err(|refused| {
+            let (error, back) = refused.into_parts();
+            if back.as_ref() != Some(lent) {
+                self.problem(format!("{what}: refused ({error}) without handing the buffer back as lent: {back:?}"));
+            }
+            error
+        })
+    }
+
     fn submitted<T>(
         &mut self,
         what: &str,

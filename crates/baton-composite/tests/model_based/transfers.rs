@@ -29,6 +29,7 @@ impl Run {
         };
         let failed = self.failed_accesses();
         let result = call(s.write_async(&tensor, values.clone()));
+        let result = self.handed_back("write_async", result, &values);
         if self.submitted("write_async", uid, &result, refusal, wrong_len) {
             self.inserted_waits(&s, uid, &failed);
             let pending = result.expect("queued");
@@ -65,6 +66,7 @@ impl Run {
         let refusal = (!self.accessible(self.streams[stream % STREAMS].device, device)).then_some("InaccessibleBuffer");
         let failed = self.failed_accesses();
         let result = call(s.write_range_async(&range, bytes.clone()));
+        let result = self.handed_back("write_range_async", result, &bytes);
         if self.submitted("write_range_async", uid, &result, refusal, false) {
             self.inserted_waits(&s, uid, &failed);
             let pending = result.expect("queued");
@@ -91,7 +93,9 @@ impl Run {
         let read = self.model.reads;
         let effect = Effect::Read { src: place, len: src.bytes(), read };
         let lent = if into {
-            let result = call(s.read_into_async(&tensor, vec![0f32; src.len]));
+            let lent = vec![0f32; src.len];
+            let result = call(s.read_into_async(&tensor, lent.clone()));
+            let result = self.handed_back("read_into_async", result, &lent);
             if !self.submitted("read_into_async", uid, &result, refusal, false) {
                 return;
             }

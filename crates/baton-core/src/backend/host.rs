@@ -114,9 +114,10 @@ pub struct Pending<B> {
     slot: Arc<Slot<B>>,
 }
 
-/// A pending transfer that did not complete: the error, and either the
-/// buffer back (its point failed) or the transfer itself (the wait timed
-/// out, the transfer is still queued).
+/// A transfer that was refused or did not complete: the error, and either
+/// the buffer back (the stream refused the transfer, or its point failed)
+/// or the transfer itself (the wait timed out, the transfer is still
+/// queued). `?` turns it into its [`StreamError`].
 pub struct PendingError<B> {
     /// Why the transfer did not complete.
     pub error: StreamError,
@@ -125,12 +126,31 @@ pub struct PendingError<B> {
 }
 
 impl<B> PendingError<B> {
-    /// The host buffer, returned unchanged or partly filled when the point
-    /// failed; `None` when the wait timed out (the transfer still owns it:
+    /// A transfer the stream refused before queueing it: the caller's
+    /// buffer comes back untouched.
+    pub(crate) fn refused(error: StreamError, buffer: B) -> Self {
+        PendingError { error, buffer: Some(buffer), pending: None }
+    }
+
+    /// A transfer whose submission failed after its slot was made: the op
+    /// that shared the slot was dropped with the refusal, so the slot is
+    /// the buffer's only holder again.
+    pub(crate) fn refused_in(error: StreamError, slot: &Slot<B>) -> Self {
+        PendingError { error, buffer: slot.0.lock().take(), pending: None }
+    }
+
+    /// The host buffer: untouched when the stream refused the transfer,
+    /// unchanged or partly filled when the point failed; `None` when the
+    /// wait timed out (the transfer still owns it:
     /// see [`into_pending`](Self::into_pending)), or if the backend broke
     /// its contract by still holding it.
     pub fn into_buffer(self) -> Option<B> {
         self.buffer
+    }
+
+    /// The error and the buffer at once (see [`into_buffer`](Self::into_buffer)).
+    pub fn into_parts(self) -> (StreamError, Option<B>) {
+        (self.error, self.buffer)
     }
 
     /// The transfer, intact, when the wait ended in a timeout: it is still
@@ -158,7 +178,19 @@ impl<B> fmt::Display for PendingError<B> {
     }
 }
 
-impl<B> std::error::Error for PendingError<B> {}
+impl<B> std::error::Error for PendingError<B> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl<B> From<PendingError<B>> for StreamError {
+    /// The error alone; a buffer or transfer it held is dropped (a queued
+    /// transfer frees its buffer once it has run).
+    fn from(e: PendingError<B>) -> StreamError {
+        e.error
+    }
+}
 
 impl<B: HostBytes> Pending<B> {
     pub(crate) fn new(point: SyncPoint, stream: String, slot: Arc<Slot<B>>) -> Self {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::backend::bindings::{Bindings, BoundGraph};
 use crate::backend::buffer::{BufferRange, TensorRef};
-use crate::backend::host::{HostBytes, HostSlot, Pending, Slot};
+use crate::backend::host::{HostBytes, HostSlot, Pending, PendingError, Slot};
 use crate::backend::path::{CopyPath, WaitPath};
 use crate::backend::tracking::{Knowledge, LockedLogs, Submitter};
 use crate::backend::StreamError;
@@ -505,21 +505,28 @@ impl Stream {
     ///     stream.write_async(tensor, data).unwrap().wait().unwrap()
     /// }
     /// ```
-    pub fn write_async<B: HostBytes>(&self, dst: &TensorRef, src: B) -> Result<Pending<B>, StreamError> {
+    ///
+    /// A refused write (a size that differs from the tensor's, a failed or
+    /// closed stream) hands the buffer back in its error
+    /// ([`PendingError::into_buffer`]); `?` turns the error into a
+    /// [`StreamError`], dropping the buffer.
+    pub fn write_async<B: HostBytes>(&self, dst: &TensorRef, src: B) -> Result<Pending<B>, PendingError<B>> {
         self.write_range_async(&dst.byte_range(), src)
     }
 
     /// As [`write_async`](Self::write_async), into a raw byte range (bulk
     /// uploads such as a model's weights).
-    pub fn write_range_async<B: HostBytes>(&self, dst: &BufferRange, src: B) -> Result<Pending<B>, StreamError> {
+    pub fn write_range_async<B: HostBytes>(&self, dst: &BufferRange, src: B) -> Result<Pending<B>, PendingError<B>> {
         let host = src.bytes().len();
         if host != dst.len() {
-            return Err(StreamError::SizeMismatch { host, tensor: dst.len() });
+            return Err(PendingError::refused(StreamError::SizeMismatch { host, tensor: dst.len() }, src));
         }
         let slot = Arc::new(Slot(Mutex::new(Some(src))));
         let op = StreamOp::Write { dst: dst.clone(), src: slot.clone() };
-        let point = self.submit_tracked(op, &[], std::slice::from_ref(dst))?;
-        Ok(Pending::new(point, self.label().into(), slot))
+        match self.submit_tracked(op, &[], std::slice::from_ref(dst)) {
+            Ok(point) => Ok(Pending::new(point, self.label().into(), slot)),
+            Err(error) => Err(PendingError::refused_in(error, &slot)),
+        }
     }
 
     /// As [`write_range_async`](Self::write_range_async), from a host slot
@@ -533,17 +540,20 @@ impl Stream {
 
     /// Reads `src` into the host buffer `dst` asynchronously; the handle
     /// waits only for this read's own point (`R-OWN`) and gives `dst` back
-    /// filled.
-    pub fn read_into_async<B: HostBytes>(&self, src: &TensorRef, dst: B) -> Result<Pending<B>, StreamError> {
+    /// filled. A refused read hands the buffer back in its error, as a
+    /// refused [`write_async`](Self::write_async) does.
+    pub fn read_into_async<B: HostBytes>(&self, src: &TensorRef, dst: B) -> Result<Pending<B>, PendingError<B>> {
         let host = dst.bytes().len();
         if host != src.bytes() {
-            return Err(StreamError::SizeMismatch { host, tensor: src.bytes() });
+            return Err(PendingError::refused(StreamError::SizeMismatch { host, tensor: src.bytes() }, dst));
         }
         let slot = Arc::new(Slot(Mutex::new(Some(dst))));
         let range = src.byte_range();
         let op = StreamOp::Read { src: range.clone(), dst: slot.clone() };
-        let point = self.submit_tracked(op, &[range], &[])?;
-        Ok(Pending::new(point, self.label().into(), slot))
+        match self.submit_tracked(op, &[range], &[]) {
+            Ok(point) => Ok(Pending::new(point, self.label().into(), slot)),
+            Err(error) => Err(PendingError::refused_in(error, &slot)),
+        }
     }
 
     /// Copies `src` to `dst` through host memory, for devices that cannot
@@ -574,7 +584,7 @@ impl Stream {
 
     /// Reads `src` into a new host vector of its bytes.
     pub fn read_async(&self, src: &TensorRef) -> Result<Pending<Vec<u8>>, StreamError> {
-        self.read_into_async(src, vec![0u8; src.bytes()])
+        Ok(self.read_into_async(src, vec![0u8; src.bytes()])?)
     }
 
     /// Copies `src` to `dst` on this stream, after everything queued here

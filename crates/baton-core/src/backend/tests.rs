@@ -452,6 +452,28 @@ fn copies_move_whole_tensors_of_one_type_and_size() {
 }
 
 #[test]
+fn a_refused_transfer_hands_the_callers_buffer_back() {
+    let (raw, s) = fake_stream("fake:0/stream-0");
+    let small = TensorRef::new(&buffer(64), 0, DType::F32, &[4]).expect("tensor");
+    let far = TensorRef::new(&buffer(4096), 0, DType::F32, &[4]).expect("tensor");
+    let (error, back) = s.write_async(&small, vec![1f32, 2.0, 3.0]).err().expect("a wrong size").into_parts();
+    assert!(matches!(error, StreamError::SizeMismatch { host: 12, tensor: 16 }), "{error}");
+    assert_eq!(back, Some(vec![1f32, 2.0, 3.0]), "refused before queueing: the buffer as lent");
+    let refused = s.read_into_async(&small, vec![7f32; 5]).err().expect("a wrong size");
+    assert_eq!(refused.into_buffer(), Some(vec![7f32; 5]));
+    // Refused by the submission itself (the stream cannot reach the
+    // buffer), after the transfer's slot was made.
+    let (error, back) = s.write_async(&far, vec![3f32; 4]).err().expect("out of reach").into_parts();
+    assert!(matches!(error, StreamError::InaccessibleBuffer { .. }), "{error}");
+    assert_eq!(back, Some(vec![3f32; 4]));
+    let refused = s.read_into_async(&far, vec![4f32; 4]).err().expect("out of reach");
+    assert_eq!(refused.into_buffer(), Some(vec![4f32; 4]));
+    let as_stream_error: StreamError = s.write_async(&small, vec![0f32; 1]).err().expect("refused").into();
+    assert!(matches!(as_stream_error, StreamError::SizeMismatch { .. }), "`?` gives the stream error");
+    assert!(raw.queued().is_empty(), "nothing refused was queued");
+}
+
+#[test]
 fn only_overlapping_unordered_accesses_get_a_wait() {
     let (writer_raw, writer) = fake_stream("fake:0/stream-0");
     let (reader_raw, reader) = fake_stream("fake:0/stream-1");
@@ -530,8 +552,8 @@ fn submissions_of_streams_that_share_no_buffer_run_in_parallel() {
     let (ra, rb) = (a.all(), b.all());
     let overlapped = while_held(
         &held_raw,
-        move || held.write_range_async(&ra, vec![0u8; 64]).map(drop),
-        move || other.write_range_async(&rb, vec![0u8; 64]).map(drop),
+        move || held.write_range_async(&ra, vec![0u8; 64]).map(drop).map_err(StreamError::from),
+        move || other.write_range_async(&rb, vec![0u8; 64]).map(drop).map_err(StreamError::from),
     );
     assert!(overlapped, "a stream's submission waited for another stream's on other memory");
 }
@@ -544,8 +566,8 @@ fn submissions_that_touch_a_common_buffer_are_serialised() {
     let (first, second) = (shared.range(0, 32).expect("range"), shared.range(32, 32).expect("range"));
     let overlapped = while_held(
         &held_raw,
-        move || held.write_range_async(&first, vec![0u8; 32]).map(drop),
-        move || other.write_range_async(&second, vec![0u8; 32]).map(drop),
+        move || held.write_range_async(&first, vec![0u8; 32]).map(drop).map_err(StreamError::from),
+        move || other.write_range_async(&second, vec![0u8; 32]).map(drop).map_err(StreamError::from),
     );
     assert!(!overlapped, "two streams checked and recorded accesses of one buffer at once");
 }
