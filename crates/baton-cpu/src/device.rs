@@ -61,11 +61,8 @@ impl CpuDevice {
     /// when the list is not empty).
     pub fn new(name: &str, cores: Vec<usize>, threads: usize, share_of_memory: f64) -> Result<CpuDevice, DeviceError> {
         let threads = threads.max(1);
-        let pool = ThreadPool::new(name, threads, &cores).map_err(|e| DeviceError::Backend {
-            device: name.into(),
-            action: "could not start worker threads",
-            source: Arc::new(e),
-        })?;
+        let pool = ThreadPool::new(name, threads, &cores)
+            .map_err(|e| DeviceError::backend(name, "could not start worker threads", e))?;
         let isa = baton_kernels::Isa::detected();
         let info = DeviceInfo {
             name: name.into(),
@@ -118,11 +115,8 @@ impl Device for CpuDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy).map_err(|e| DeviceError::Backend {
-            device: self.shared.info.name.clone(),
-            action: "could not start a stream thread",
-            source: Arc::new(e),
-        })?;
+        let stream = CpuStream::spawn(self.shared.clone(), index, self.policy)
+            .map_err(|e| DeviceError::backend(&self.shared.info.name, "could not start a stream thread", e))?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }
 

@@ -130,11 +130,8 @@ impl Device for VulkanDevice {
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {
         let index = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = VulkanStream::spawn(self.shared.clone(), index).map_err(|e| DeviceError::Backend {
-            device: self.shared.info.name.clone(),
-            action: "could not start a stream",
-            source: Arc::new(e),
-        })?;
+        let stream = VulkanStream::spawn(self.shared.clone(), index)
+            .map_err(|e| DeviceError::backend(&self.shared.info.name, "could not start a stream", e))?;
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }
 

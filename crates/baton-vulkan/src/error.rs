@@ -1,7 +1,5 @@
 //! Errors of opening and using Vulkan devices.
 
-use std::sync::Arc;
-
 use ash::vk;
 use baton_core::backend::DeviceError;
 
@@ -77,9 +75,9 @@ impl From<VulkanError> for DeviceError {
             }
             VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY, .. }
             | VulkanError::Call { ref device, result: vk::Result::ERROR_OUT_OF_HOST_MEMORY, .. } => {
-                DeviceError::Backend { device: device.clone(), action: "out of memory", source: Arc::new(e) }
+                DeviceError::backend(device.clone(), "out of memory", e)
             }
-            other => DeviceError::Backend { device: "vulkan".into(), action: "Vulkan failed", source: Arc::new(other) },
+            other => DeviceError::backend("vulkan", "Vulkan failed", other),
         }
     }
 }

@@ -11,13 +11,13 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::Conversation;
 use baton_llama::Model;
 use baton_llama::Sampler;
 use baton_llama::{Message, TemplateOrigin};
 
 use crate::cli::args::{ModelArgs, SamplingArgs};
+use crate::util::tokens::{ends_generation, print_token};
 
 /// Most tokens of an answer when `-n` is not given (a safety net against
 /// answers that never end their turn; `-n` raises it).
@@ -145,7 +145,7 @@ fn answer(
     let mut generated = 0usize;
     let generation_start = Instant::now();
     loop {
-        if chat.ends_turn(token) || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
+        if chat.ends_turn(token) || ends_generation(&tokenizer, token, None) {
             break;
         }
         if crate::util::interrupt::requested() {
@@ -154,9 +154,7 @@ fn answer(
         }
         sampler.accept(token);
         generated += 1;
-        if let Some(piece) = decoder.push(token)? {
-            write!(out, "{piece}")?;
-            out.flush()?;
+        if let Some(piece) = print_token(&mut decoder, token, out)? {
             text.push_str(&piece);
         }
         if generated >= limit {

@@ -4,12 +4,12 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
+use crate::util::tokens::{ends_generation, print_token};
 
 /// Arguments of `baton run`.
 #[derive(Args)]
@@ -81,15 +81,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut decoder = tokenizer.stream_decoder(args.special);
     let mut past = prompt.len();
     while generated < n_predict && !crate::util::interrupt::requested() {
-        if Some(token) == eos || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control) {
+        if ends_generation(&tokenizer, token, eos) {
             break;
         }
         sampler.accept(token);
         generated += 1;
-        if let Some(text) = decoder.push(token)? {
-            write!(out, "{text}")?;
-            out.flush()?;
-        }
+        print_token(&mut decoder, token, &mut out)?;
         if generated == n_predict {
             break;
         }

@@ -142,3 +142,15 @@ pub enum DeviceError {
     #[error("tensor to allocate: {0}")]
     Shape(#[from] ShapeError),
 }
+
+impl DeviceError {
+    /// [`DeviceError::Backend`]: `device` failed at `action`, with the
+    /// backend's own error as the source.
+    pub fn backend(
+        device: impl Into<String>,
+        action: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> DeviceError {
+        DeviceError::Backend { device: device.into(), action, source: std::sync::Arc::new(source) }
+    }
+}
