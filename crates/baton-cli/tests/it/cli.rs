@@ -2,16 +2,7 @@
 //! what scripts read, and bad input is an error message with exit code 1,
 //! never a panic.
 
-use std::process::Output;
-
-use crate::{baton, tiny};
-
-fn assert_clean_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "exit code; stderr: {stderr}");
-    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-}
+use crate::{assert_clean_error, baton, tiny};
 
 #[test]
 fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {

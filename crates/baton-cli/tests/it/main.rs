@@ -3,6 +3,7 @@
 
 mod chat;
 mod cli;
+mod models;
 mod vulkan;
 
 use std::process::{Command, Output};
@@ -12,6 +13,14 @@ use baton_testkit::TempDir;
 /// Runs `baton` with `args`.
 fn baton(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().expect("run baton")
+}
+
+/// Asserts `out` is an error message containing `needle`, exit code 1, no panic.
+fn assert_clean_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit code; stderr: {stderr}");
+    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
 }
 
 /// The tiny synthetic model in q8_0, written by `baton model synth` into a
