@@ -1,6 +1,7 @@
 //! Llama-family models on Baton: GGUF loading, tokenizers, the llama graph
 //! with its KV cache, sampling, chat templates and conversations,
-//! perplexity, and synthetic models.
+//! perplexity, synthetic models, and known models fetched by name into the
+//! cache ([`KNOWN_MODELS`], [`resolve_model`]).
 //!
 //! The top library: depends on baton-core, baton-sched (placement and
 //! pipelined runs), baton-composite (tensor parallelism), baton-kernels

