@@ -8,8 +8,8 @@
 //! (Q8_0), `-8 d` (Q4_0), `-16 d` (Q5_0) or the stored minimum `m` (Q4_1,
 //! Q5_1). The `BlockFormat` trait describes a format by these few constants,
 //! so decoding and the integer dot products are written once for all of
-//! them; the reference quantizers come in two kinds, centred (Q4_0, Q5_0)
-//! and with a minimum (Q4_1, Q5_1), written once for both widths.
+//! them, and so is each kind of reference quantizer: signed (Q8_0), centred
+//! (Q4_0, Q5_0) and with a minimum (Q4_1, Q5_1).
 
 use baton_core::DType;
 use half::{bf16, f16};
@@ -66,8 +66,17 @@ pub(crate) trait BlockFormat {
     /// What a block adds to `d * q`.
     const OFFSET: Offset;
 
-    /// Encodes 32 values as GGML's reference quantizer does.
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]);
+    /// Encodes 32 values as GGML's reference quantizer does: the signed one
+    /// (Q8_0), the centred one (Q4_0, Q5_0) or the one with a minimum (Q4_1,
+    /// Q5_1), as the offset says.
+    #[inline]
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        match Self::OFFSET {
+            Offset::Zero => quantize_signed::<Self>(src, dst),
+            Offset::Centred(_) => quantize_centred::<Self>(src, dst),
+            Offset::StoredMin => quantize_with_min::<Self>(src, dst),
+        }
+    }
 
     /// The largest integer a block stores (unsigned formats).
     const MAX_QUANT: u8 = match Self::QUANTS {
@@ -156,7 +165,7 @@ fn reciprocal_or_zero(d: f32) -> f32 {
 
 /// Stores 32 unsigned integers (at most `F::MAX_QUANT`) in `F`'s nibbles
 /// and, for 5-bit formats, high bits.
-fn write_unsigned_quants<F: BlockFormat>(levels: &[u8; BLOCK_ELEMS], dst: &mut [u8]) {
+fn write_unsigned_quants<F: BlockFormat + ?Sized>(levels: &[u8; BLOCK_ELEMS], dst: &mut [u8]) {
     for j in 0..16 {
         dst[F::QS + j] = (levels[j] & 0x0f) | ((levels[j + 16] & 0x0f) << 4);
     }
@@ -166,10 +175,21 @@ fn write_unsigned_quants<F: BlockFormat>(levels: &[u8; BLOCK_ELEMS], dst: &mut [
     }
 }
 
+/// GGML's reference quantizer of Q8_0: `d = amax / 127`, `q = round(x / d)`.
+fn quantize_signed<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+    let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+    let d = amax / 127.0;
+    let id = reciprocal_or_zero(d);
+    write_f16(&mut dst[..2], d);
+    for (q, x) in dst[F::QS..F::BYTES].iter_mut().zip(src) {
+        *q = (x * id).round() as i8 as u8;
+    }
+}
+
 /// GGML's reference quantizer of the centred formats (Q4_0, Q5_0):
 /// `d = max / -c` with `max` the value of largest magnitude (sign kept), so
 /// that value is level 0, and `q = min(trunc(x / d + c + 0.5), 2c - 1)`.
-fn quantize_centred<F: BlockFormat>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+fn quantize_centred<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
     let Offset::Centred(centre) = F::OFFSET else { unreachable!("{} is not a centred format", F::DTYPE) };
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &x in src {
@@ -188,7 +208,7 @@ fn quantize_centred<F: BlockFormat>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
 /// GGML's reference quantizer of the formats with a minimum (Q4_1, Q5_1):
 /// `d = (max - min) / MAX_QUANT`, `m = min`,
 /// `q = min(trunc((x - min) / d + 0.5), MAX_QUANT)`.
-fn quantize_with_min<F: BlockFormat>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+fn quantize_with_min<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);
     for &x in src {
         min = min.min(x);
@@ -207,16 +227,6 @@ impl BlockFormat for Q8_0 {
     const QS: usize = 2;
     const QUANTS: Quants = Quants::Bytes;
     const OFFSET: Offset = Offset::Zero;
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        let d = amax / 127.0;
-        let id = reciprocal_or_zero(d);
-        write_f16(&mut dst[..2], d);
-        for (q, x) in dst[2..Self::BYTES].iter_mut().zip(src) {
-            *q = (x * id).round() as i8 as u8;
-        }
-    }
 }
 
 impl BlockFormat for Q4_0 {
@@ -224,10 +234,6 @@ impl BlockFormat for Q4_0 {
     const QS: usize = 2;
     const QUANTS: Quants = Quants::Nibbles;
     const OFFSET: Offset = Offset::Centred(8);
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        quantize_centred::<Self>(src, dst)
-    }
 }
 
 impl BlockFormat for Q4_1 {
@@ -235,10 +241,6 @@ impl BlockFormat for Q4_1 {
     const QS: usize = 4;
     const QUANTS: Quants = Quants::Nibbles;
     const OFFSET: Offset = Offset::StoredMin;
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        quantize_with_min::<Self>(src, dst)
-    }
 }
 
 impl BlockFormat for Q5_0 {
@@ -246,10 +248,6 @@ impl BlockFormat for Q5_0 {
     const QS: usize = 6;
     const QUANTS: Quants = Quants::NibblesHighBits(2);
     const OFFSET: Offset = Offset::Centred(16);
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        quantize_centred::<Self>(src, dst)
-    }
 }
 
 impl BlockFormat for Q5_1 {
@@ -257,10 +255,6 @@ impl BlockFormat for Q5_1 {
     const QS: usize = 8;
     const QUANTS: Quants = Quants::NibblesHighBits(4);
     const OFFSET: Offset = Offset::StoredMin;
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        quantize_with_min::<Self>(src, dst)
-    }
 }
 
 /// Runs `$body` with `$format` bound to the [`BlockFormat`] of a 32-value

@@ -78,16 +78,24 @@ fn q8_0_bytes_match_ggml_reference_quantizer() {
 }
 
 #[test]
-fn q4_0_uses_the_signed_maximum() {
-    // Largest magnitude is negative: d = max / -8 > 0 and that value is level 0.
-    let mut src = [0.5f32; 32];
-    src[3] = -4.0;
-    src[20] = 3.0;
-    let mut bytes = [0u8; 18];
-    quantize_row(DType::Q4_0, &src, &mut bytes).unwrap();
-    assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5);
-    assert_eq!(bytes[2 + 3] & 0x0f, 0, "-4 is level 0");
-    assert_eq!(bytes[2 + 4] >> 4, 14, "element 20 (3.0 = 0.5 * (14 - 8)) in the high nibble of byte 4");
+fn centred_formats_use_the_signed_maximum() {
+    // The largest magnitude is negative: d = max / -c > 0 (c = 8 for Q4_0,
+    // 16 for Q5_0) and that value is level 0.
+    for (dtype, centre, qs) in [(DType::Q4_0, 8u8, 2), (DType::Q5_0, 16, 6)] {
+        let mut src = [0.5f32; 32];
+        src[3] = -0.5 * f32::from(centre);
+        src[20] = 3.0; // 0.5 * (c + 6 - c)
+        let mut bytes = vec![0u8; dtype.block_bytes()];
+        quantize_row(dtype, &src, &mut bytes).unwrap();
+        assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5, "{dtype}");
+        assert_eq!(bytes[qs + 3] & 0x0f, 0, "{dtype}: the maximum is level 0");
+        let level_20 = centre + 6;
+        assert_eq!(bytes[qs + 4] >> 4, level_20 & 0x0f, "{dtype}: element 20 in the high nibble of byte 4");
+        if dtype == DType::Q5_0 {
+            let qh = u32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
+            assert_eq!(qh, !(1 << 3), "every value but the maximum is at level 16 or above");
+        }
+    }
 }
 
 #[test]
@@ -118,21 +126,6 @@ fn q5_fifth_bits_follow_element_order() {
             assert_eq!(out[j], value(q), "{dtype} element {j}");
         }
     }
-}
-
-#[test]
-fn q5_0_uses_the_signed_maximum() {
-    // As Q4_0 with 32 levels: d = max / -16, the largest magnitude is level 0.
-    let mut src = [0.5f32; 32];
-    src[3] = -8.0;
-    src[20] = 3.0;
-    let mut bytes = [0u8; 22];
-    quantize_row(DType::Q5_0, &src, &mut bytes).unwrap();
-    assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5);
-    let qh = u32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
-    assert_eq!(qh, !(1 << 3), "every value but -8 is at level 16 or above");
-    assert_eq!(bytes[6 + 3] & 0x0f, 0, "-8 is level 0");
-    assert_eq!(bytes[6 + 4] >> 4, 22 - 16, "element 20 (3.0 = 0.5 * (22 - 16)) in the high nibble of byte 4");
 }
 
 #[test]

@@ -106,10 +106,6 @@ fn synth_shape(tag: &str, shape: SynthShape, dtype: DType) -> (TempDir, PathBuf)
 
 const PROMPT: [u32; 12] = [1, 17, 300, 42, 7, 99, 256, 3, 480, 12, 77, 5];
 
-fn synth_case(dtype: DType, bound: f64, min_agree: usize) {
-    shape_case(SynthShape::Tiny, dtype, bound, min_agree);
-}
-
 fn shape_case(shape: SynthShape, dtype: DType, bound: f64, min_agree: usize) {
     let (_dir, path) = synth_shape("logits", shape, dtype);
     let c = compare(&path, &PROMPT, DType::F32);
@@ -128,57 +124,33 @@ fn shape_case(shape: SynthShape, dtype: DType, bound: f64, min_agree: usize) {
     );
 }
 
-#[test]
-fn tiny_f32_logits_match_the_reference() {
-    synth_case(DType::F32, 1e-6, PROMPT.len());
-}
-
-#[test]
-fn tiny_f16_logits_match_the_reference() {
-    synth_case(DType::F16, 1e-6, PROMPT.len());
-}
-
-#[test]
-fn tiny_q8_0_logits_match_the_reference() {
-    synth_case(DType::Q8_0, 1e-3, PROMPT.len() - 2);
-}
-
-#[test]
-fn tiny_q4_0_logits_match_the_reference() {
-    synth_case(DType::Q4_0, 1e-3, PROMPT.len() - 2);
-}
-
-#[test]
-fn tiny_q4_1_logits_match_the_reference() {
-    synth_case(DType::Q4_1, 1e-3, PROMPT.len() - 2);
-}
-
-#[test]
-fn tiny_q5_0_logits_match_the_reference() {
-    synth_case(DType::Q5_0, 1e-3, PROMPT.len() - 2);
-}
-
-#[test]
-fn tiny_q5_1_logits_match_the_reference() {
-    synth_case(DType::Q5_1, 1e-3, PROMPT.len() - 2);
+/// One test per synthetic model: `$name: $shape $dtype, bound $bound,
+/// argmax may differ at $slack positions` (see [`shape_case`]).
+macro_rules! logits_cases {
+    ($($name:ident: $shape:ident $dtype:ident, $bound:expr, $slack:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                shape_case(SynthShape::$shape, DType::$dtype, $bound, PROMPT.len() - $slack);
+            }
+        )*
+    };
 }
 
 // K-quants: activations are rounded per 256 values, twice the error of the
 // 32-value formats, and tiny256's logits have more near ties (see
 // `shape_case`), so the argmax may differ at 3 positions.
-#[test]
-fn tiny256_q4_k_logits_match_the_reference() {
-    shape_case(SynthShape::Tiny256, DType::Q4_K, 1.5e-3, PROMPT.len() - 3);
-}
-
-#[test]
-fn tiny256_q5_k_logits_match_the_reference() {
-    shape_case(SynthShape::Tiny256, DType::Q5_K, 1.5e-3, PROMPT.len() - 3);
-}
-
-#[test]
-fn tiny256_q6_k_logits_match_the_reference() {
-    shape_case(SynthShape::Tiny256, DType::Q6_K, 1.5e-3, PROMPT.len() - 3);
+logits_cases! {
+    tiny_f32_logits_match_the_reference: Tiny F32, 1e-6, 0;
+    tiny_f16_logits_match_the_reference: Tiny F16, 1e-6, 0;
+    tiny_q8_0_logits_match_the_reference: Tiny Q8_0, 1e-3, 2;
+    tiny_q4_0_logits_match_the_reference: Tiny Q4_0, 1e-3, 2;
+    tiny_q4_1_logits_match_the_reference: Tiny Q4_1, 1e-3, 2;
+    tiny_q5_0_logits_match_the_reference: Tiny Q5_0, 1e-3, 2;
+    tiny_q5_1_logits_match_the_reference: Tiny Q5_1, 1e-3, 2;
+    tiny256_q4_k_logits_match_the_reference: Tiny256 Q4_K, 1.5e-3, 3;
+    tiny256_q5_k_logits_match_the_reference: Tiny256 Q5_K, 1.5e-3, 3;
+    tiny256_q6_k_logits_match_the_reference: Tiny256 Q6_K, 1.5e-3, 3;
 }
 
 #[test]
