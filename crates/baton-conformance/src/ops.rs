@@ -184,45 +184,23 @@ fn matmul_case(f: &Fixture, dtype: DType) {
     }
 }
 
-/// Matmul with f32 weights.
-pub fn op_matmul_f32(f: &Fixture) {
-    matmul_case(f, DType::F32)
+/// Defines one matmul case per weight type: `$case` runs [`matmul_case`]
+/// with `DType::$dtype` weights.
+macro_rules! matmul_cases {
+    ($($case:ident: $dtype:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Matmul with ", stringify!($dtype), " weights.")]
+            pub fn $case(f: &Fixture) {
+                matmul_case(f, DType::$dtype)
+            }
+        )*
+    };
 }
-/// Matmul with f16 weights.
-pub fn op_matmul_f16(f: &Fixture) {
-    matmul_case(f, DType::F16)
-}
-/// Matmul with bf16 weights.
-pub fn op_matmul_bf16(f: &Fixture) {
-    matmul_case(f, DType::BF16)
-}
-/// Matmul with Q8_0 weights.
-pub fn op_matmul_q8_0(f: &Fixture) {
-    matmul_case(f, DType::Q8_0)
-}
-/// Matmul with Q4_0 weights.
-pub fn op_matmul_q4_0(f: &Fixture) {
-    matmul_case(f, DType::Q4_0)
-}
-/// Matmul with Q4_1 weights.
-pub fn op_matmul_q4_1(f: &Fixture) {
-    matmul_case(f, DType::Q4_1)
-}
-/// Matmul with Q4_K weights.
-pub fn op_matmul_q4_k(f: &Fixture) {
-    matmul_case(f, DType::Q4_K)
-}
-/// Matmul with Q5_K weights.
-pub fn op_matmul_q5_k(f: &Fixture) {
-    matmul_case(f, DType::Q5_K)
-}
-/// Matmul with Q6_K weights.
-pub fn op_matmul_q6_k(f: &Fixture) {
-    matmul_case(f, DType::Q6_K)
-}
-/// Matmul with Q8_K weights.
-pub fn op_matmul_q8_k(f: &Fixture) {
-    matmul_case(f, DType::Q8_K)
+
+matmul_cases! {
+    op_matmul_f32: F32, op_matmul_f16: F16, op_matmul_bf16: BF16, op_matmul_q8_0: Q8_0,
+    op_matmul_q4_0: Q4_0, op_matmul_q4_1: Q4_1, op_matmul_q5_0: Q5_0, op_matmul_q5_1: Q5_1,
+    op_matmul_q4_k: Q4_K, op_matmul_q5_k: Q5_K, op_matmul_q6_k: Q6_K, op_matmul_q8_k: Q8_K,
 }
 
 /// Batched matmul whose weight batches are shared by groups of x batches.

@@ -11,6 +11,35 @@ fn f16_at(bytes: &[u8], at: usize) -> f64 {
     f64::from(f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32())
 }
 
+/// Where a 4- or 5-bit block of 32 (Q4_0, Q4_1, Q5_0, Q5_1) keeps its
+/// fields: an f16 scale at 0, an f16 minimum at 2 (`has_min`), the fifth
+/// bits as a little-endian u32 at `qh`, the low nibbles at `qs` (element
+/// `j < 16` low in byte `j`, `j >= 16` high in byte `j - 16`).
+struct SmallBlock {
+    has_min: bool,
+    qh: Option<usize>,
+    qs: usize,
+    /// The largest integer: 15 or 31.
+    max: u8,
+}
+
+impl SmallBlock {
+    fn of(dtype: DType) -> SmallBlock {
+        match dtype {
+            DType::Q4_0 => SmallBlock { has_min: false, qh: None, qs: 2, max: 15 },
+            DType::Q4_1 => SmallBlock { has_min: true, qh: None, qs: 4, max: 15 },
+            DType::Q5_0 => SmallBlock { has_min: false, qh: Some(2), qs: 6, max: 31 },
+            DType::Q5_1 => SmallBlock { has_min: true, qh: Some(4), qs: 8, max: 31 },
+            _ => panic!("{dtype} is not a 4- or 5-bit block of 32"),
+        }
+    }
+
+    /// The integer of a centred format's zero (8 or 16).
+    fn centre(&self) -> f64 {
+        f64::from(self.max / 2 + 1)
+    }
+}
+
 /// Decodes one row of `dtype` into f64 values.
 pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(elems);
@@ -30,20 +59,17 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
             }
         }
         DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => out.extend(kquant::decode(dtype, bytes, elems)),
-        DType::Q4_0 | DType::Q4_1 => {
-            let (size, qs) = if dtype == DType::Q4_0 { (18, 2) } else { (20, 4) };
-            for block in bytes.chunks_exact(size).take(elems / 32) {
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+            let layout = SmallBlock::of(dtype);
+            for block in bytes.chunks_exact(dtype.block_bytes()).take(elems / 32) {
                 let d = f16_at(block, 0);
-                let nibble = |j: usize| {
-                    let byte = block[qs + j % 16];
-                    f64::from(if j < 16 { byte & 15 } else { byte >> 4 })
-                };
                 for j in 0..32 {
-                    out.push(if dtype == DType::Q4_0 {
-                        d * (nibble(j) - 8.0)
-                    } else {
-                        d * nibble(j) + f16_at(block, 2)
-                    });
+                    let mut q = (block[layout.qs + j % 16] >> (4 * (j / 16))) & 15;
+                    if let Some(qh) = layout.qh {
+                        q |= ((block[qh + j / 8] >> (j % 8)) & 1) << 4;
+                    }
+                    let q = f64::from(q);
+                    out.push(if layout.has_min { d * q + f16_at(block, 2) } else { d * (q - layout.centre()) });
                 }
             }
         }
@@ -77,28 +103,35 @@ pub fn encode_blocks(dtype: DType, values: &[f32]) -> Vec<u8> {
                 let inv = if d.to_f32() == 0.0 { 0.0 } else { 1.0 / d.to_f32() };
                 out.extend(block.iter().map(|&v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8));
             }
-            DType::Q4_0 | DType::Q4_1 => {
-                let (d, m) = if dtype == DType::Q4_0 {
-                    let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
-                    (amax / 7.0, 0.0)
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+                let layout = SmallBlock::of(dtype);
+                let (d, m) = if layout.has_min {
+                    ((max - min) / f32::from(layout.max), min)
                 } else {
-                    ((max - min) / 15.0, min)
+                    let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
+                    (amax / (layout.centre() as f32 - 1.0), 0.0)
                 };
-                let d16 = f16::from_f32(d);
-                out.extend(d16.to_le_bytes());
-                if dtype == DType::Q4_1 {
-                    out.extend(f16::from_f32(m).to_le_bytes());
+                let (d16, m16) = (f16::from_f32(d), f16::from_f32(m));
+                let mut bytes = vec![0u8; dtype.block_bytes()];
+                bytes[..2].copy_from_slice(&d16.to_le_bytes());
+                if layout.has_min {
+                    bytes[2..4].copy_from_slice(&m16.to_le_bytes());
                 }
-                let (d, m) = (d16.to_f32(), f16::from_f32(m).to_f32());
+                let (d, m) = (d16.to_f32(), m16.to_f32());
                 let inv = if d == 0.0 { 0.0 } else { 1.0 / d };
-                let q = |v: f32| -> u8 {
-                    if dtype == DType::Q4_0 {
-                        ((v * inv).round() + 8.0).clamp(0.0, 15.0) as u8
+                for (j, &v) in block.iter().enumerate() {
+                    let q = if layout.has_min {
+                        ((v - m) * inv).round()
                     } else {
-                        ((v - m) * inv).round().clamp(0.0, 15.0) as u8
+                        (v * inv).round() + layout.centre() as f32
+                    };
+                    let q = q.clamp(0.0, f32::from(layout.max)) as u8;
+                    bytes[layout.qs + j % 16] |= (q & 15) << (4 * (j / 16));
+                    if let Some(qh) = layout.qh {
+                        bytes[qh + j / 8] |= (q >> 4) << (j % 8);
                     }
-                };
-                out.extend((0..16).map(|j| q(block[j]) | (q(block[j + 16]) << 4)));
+                }
+                out.extend(bytes);
             }
             _ => panic!("encode_blocks: {dtype} is not a block type"),
         }

@@ -26,6 +26,12 @@ pub enum DType {
     Q4_0,
     /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 32 4-bit values; `x = d * q + m`.
     Q4_1,
+    /// Blocks of 32: f16 scale `d`, 4 bytes of fifth (high) bits, then the
+    /// low 4 bits as [`DType::Q4_0`]; `x = d * (q - 16)`.
+    Q5_0,
+    /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 4 bytes of fifth (high)
+    /// bits, then the low 4 bits as [`DType::Q4_1`]; `x = d * q + m`.
+    Q5_1,
     /// Super-blocks of 256: f16 `d` and `dmin`, 12 bytes of 6-bit scales and
     /// mins for 8 sub-blocks of 32, 128 bytes of 4-bit values;
     /// `x = d * sc * q - dmin * m`.
@@ -46,11 +52,13 @@ pub enum DType {
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
         DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
         DType::Q8_0,
         DType::Q4_K,
         DType::Q5_K,
@@ -64,7 +72,7 @@ impl DType {
     pub const fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => 32,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => 32,
             DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
         }
     }
@@ -77,6 +85,8 @@ impl DType {
             DType::Q8_0 => 34,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q5_1 => 24,
             DType::Q4_K => 144,
             DType::Q5_K => 176,
             DType::Q6_K => 210,
@@ -116,6 +126,8 @@ impl DType {
             DType::F16 => 1,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
+            DType::Q5_0 => 6,
+            DType::Q5_1 => 7,
             DType::Q8_0 => 8,
             DType::Q4_K => 12,
             DType::Q5_K => 13,
@@ -140,6 +152,8 @@ impl DType {
             DType::Q8_0 => "q8_0",
             DType::Q4_0 => "q4_0",
             DType::Q4_1 => "q4_1",
+            DType::Q5_0 => "q5_0",
+            DType::Q5_1 => "q5_1",
             DType::Q4_K => "q4_k",
             DType::Q5_K => "q5_k",
             DType::Q6_K => "q6_k",
@@ -181,6 +195,23 @@ mod tests {
         assert_eq!(DType::F32.row_bytes(usize::MAX), None);
         assert_eq!(DType::Q4_K.row_bytes(512), Some(288));
         assert_eq!(DType::Q6_K.row_bytes(288), None);
+    }
+
+    #[test]
+    fn block_sizes_of_32_match_ggml() {
+        // (id, bytes per 32 values) as in ggml's block structs.
+        let expected = [
+            (DType::Q4_0, 2, 18),
+            (DType::Q4_1, 3, 20),
+            (DType::Q5_0, 6, 22),
+            (DType::Q5_1, 7, 24),
+            (DType::Q8_0, 8, 34),
+        ];
+        for (t, id, bytes) in expected {
+            assert_eq!((t.ggml_id(), t.block_elems(), t.block_bytes()), (id, 32, bytes), "{t}");
+            assert!(t.is_quantized() && !t.is_k_quant());
+        }
+        assert_eq!(DType::from_name("Q5_1"), Some(DType::Q5_1));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use baton_core::Parallel;
 use baton_kernels::{matmul, quantize_row, DType, Isa, MatMut, MatRef, Scratch, WeightMatrix};
 
 const SHAPES: [(usize, usize); 3] = [(1536, 576), (576, 1536), (49152, 576)];
-const TYPES: [DType; 5] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+const TYPES: [DType; 7] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
 
 /// How long and how often each cell is measured.
 struct Budget {

@@ -7,7 +7,9 @@
 //! single-thread speed as a ratio to Q4_1's in the same run.
 //!
 //! Run with `cargo bench -p baton-kernels`; set `BATON_BENCH_QUICK=1` to skip
-//! m = 512, `BATON_BENCH_KQUANT=1` to run the K-quant table only.
+//! m = 512, `BATON_BENCH_KQUANT=1` to run the K-quant table only,
+//! `BATON_BENCH_TYPES=q4_1,q5_0` to time only the listed types (the ratio
+//! column needs q4_1 among them).
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -147,11 +149,21 @@ fn main() {
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
     println!("isa: {:?}; GFLOP/s = 2 m n k / median time", baton_kernels::Isa::detected());
     if !kquant_only {
-        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
-        bench_table(&[(1536, 576), (576, 1536), (49152, 576)], &types, ms);
+        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q5_1];
+        bench_table(&[(1536, 576), (576, 1536), (49152, 576)], &selected(&types), ms);
     }
     let types = [DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
-    bench_table(&[(2048, 768), (768, 2048)], &types, ms);
+    bench_table(&[(2048, 768), (768, 2048)], &selected(&types), ms);
+}
+
+/// The types of `types` that `BATON_BENCH_TYPES` lists (all when unset).
+fn selected(types: &[DType]) -> Vec<DType> {
+    let Ok(list) = std::env::var("BATON_BENCH_TYPES") else { return types.to_vec() };
+    let wanted: Vec<DType> = list
+        .split(',')
+        .map(|name| DType::from_name(name.trim()).unwrap_or_else(|| panic!("BATON_BENCH_TYPES: unknown type {name:?}")))
+        .collect();
+    types.iter().copied().filter(|t| wanted.contains(t)).collect()
 }
 
 /// Times every type at every shape `(n, k)` and activation count `m`; the

@@ -1,13 +1,15 @@
 //! GGML block formats exactly as GGUF stores them, with the reference
 //! quantizers, and whole-row encode/decode for every [`DType`]: the 32-value
-//! formats (Q8_0, Q4_0, Q4_1) here, the 256-value K-quants in [`kquant`].
+//! formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) here, the 256-value K-quants in
+//! [`kquant`].
 //!
 //! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
 //! integers", and a value decodes as `d * q + offset`, where the offset is 0
-//! (Q8_0), `-8 d` (Q4_0) or the stored minimum `m` (Q4_1). The
-//! `BlockFormat` trait describes a format by these few constants, so decoding
-//! and the integer dot products are written once for all of them; only the
-//! reference quantizers differ.
+//! (Q8_0), `-8 d` (Q4_0), `-16 d` (Q5_0) or the stored minimum `m` (Q4_1,
+//! Q5_1). The `BlockFormat` trait describes a format by these few constants,
+//! so decoding and the integer dot products are written once for all of
+//! them, and so is each kind of reference quantizer: signed (Q8_0), centred
+//! (Q4_0, Q5_0) and with a minimum (Q4_1, Q5_1).
 
 use baton_core::DType;
 use half::{bf16, f16};
@@ -30,10 +32,24 @@ pub const BLOCK_ELEMS: usize = 32;
 pub(crate) enum Offset {
     /// Nothing (Q8_0: signed `q`).
     Zero,
-    /// `-8 d` (Q4_0: `q` in 0..16 centred on 8).
-    MinusEightScales,
-    /// The f16 minimum stored after `d` (Q4_1).
+    /// `-c d`: `q` is unsigned and centred on `c` (8 for Q4_0, 16 for Q5_0).
+    Centred(i32),
+    /// The f16 minimum stored after `d` (Q4_1, Q5_1).
     StoredMin,
+}
+
+/// How a block stores its 32 integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Quants {
+    /// Signed bytes, one per element (Q8_0).
+    Bytes,
+    /// Unsigned 4-bit values: element `j < 16` in the low nibble of byte
+    /// `j`, element `j >= 16` in the high nibble of byte `j - 16`.
+    Nibbles,
+    /// Unsigned 5-bit values: the low 4 bits as [`Quants::Nibbles`], the
+    /// fifth bit of element `j` in bit `j` of the little-endian `u32` at
+    /// this byte offset of the block.
+    NibblesHighBits(usize),
 }
 
 /// The byte layout of one block of 32 values.
@@ -42,17 +58,32 @@ pub(crate) trait BlockFormat {
     const DTYPE: DType;
     /// Bytes per block.
     const BYTES: usize = Self::DTYPE.block_bytes();
-    /// Byte offset of the integers inside a block.
+    /// Byte offset of the integers (the low nibbles for 5-bit formats)
+    /// inside a block.
     const QS: usize;
-    /// Whether the integers are 4-bit (unsigned, element `j < 16` in the low
-    /// nibble of byte `j`, element `j >= 16` in the high nibble of byte
-    /// `j - 16`) rather than signed bytes.
-    const NIBBLES: bool;
+    /// How the integers are stored.
+    const QUANTS: Quants;
     /// What a block adds to `d * q`.
     const OFFSET: Offset;
 
-    /// Encodes 32 values as GGML's reference quantizer does.
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]);
+    /// Encodes 32 values as GGML's reference quantizer does: the signed one
+    /// (Q8_0), the centred one (Q4_0, Q5_0) or the one with a minimum (Q4_1,
+    /// Q5_1), as the offset says.
+    #[inline]
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        match Self::OFFSET {
+            Offset::Zero => quantize_signed::<Self>(src, dst),
+            Offset::Centred(_) => quantize_centred::<Self>(src, dst),
+            Offset::StoredMin => quantize_with_min::<Self>(src, dst),
+        }
+    }
+
+    /// The largest integer a block stores (unsigned formats).
+    const MAX_QUANT: u8 = match Self::QUANTS {
+        Quants::Bytes => 127,
+        Quants::Nibbles => 15,
+        Quants::NibblesHighBits(_) => 31,
+    };
 
     /// The scale `d` of a block.
     #[inline]
@@ -65,7 +96,7 @@ pub(crate) trait BlockFormat {
     fn offset(block: &[u8], scale: f32) -> f32 {
         match Self::OFFSET {
             Offset::Zero => 0.0,
-            Offset::MinusEightScales => -8.0 * scale,
+            Offset::Centred(centre) => -(centre as f32) * scale,
             Offset::StoredMin => f16::from_bits(u16::from_le_bytes([block[2], block[3]])).to_f32(),
         }
     }
@@ -73,21 +104,34 @@ pub(crate) trait BlockFormat {
     /// The integer of element `j` (0..32) of a block.
     #[inline]
     fn quant(block: &[u8], j: usize) -> i32 {
-        if Self::NIBBLES {
+        let nibble = || {
             let byte = block[Self::QS + j % 16];
-            i32::from(if j < 16 { byte & 0x0f } else { byte >> 4 })
-        } else {
-            i32::from(block[Self::QS + j] as i8)
+            if j < 16 {
+                byte & 0x0f
+            } else {
+                byte >> 4
+            }
+        };
+        match Self::QUANTS {
+            Quants::Bytes => i32::from(block[Self::QS + j] as i8),
+            Quants::Nibbles => i32::from(nibble()),
+            Quants::NibblesHighBits(qh) => i32::from(nibble() | (((block[qh + j / 8] >> (j % 8)) & 1) << 4)),
         }
     }
 
-    /// Decodes one block.
+    /// Decodes one block in GGML's order of operations, so the values are
+    /// GGML's to the bit (signed zeros included): `d * (q - c)` for the
+    /// centred formats, `d * q + m` with a minimum, `d * q` for Q8_0.
     #[inline]
     fn dequantize_block(block: &[u8], dst: &mut [f32; BLOCK_ELEMS]) {
         let d = Self::scale(block);
-        let offset = Self::offset(block, d);
+        let centre = match Self::OFFSET {
+            Offset::Centred(centre) => centre,
+            Offset::Zero | Offset::StoredMin => 0,
+        };
         for (j, out) in dst.iter_mut().enumerate() {
-            *out = d * Self::quant(block, j) as f32 + offset;
+            let value = d * (Self::quant(block, j) - centre) as f32;
+            *out = if Self::OFFSET == Offset::StoredMin { value + Self::offset(block, d) } else { value };
         }
     }
 }
@@ -100,6 +144,12 @@ pub(crate) struct Q4_0;
 /// Q4_1: `d` (f16), `m` (f16), 16 bytes of nibbles; `x = d q + m`,
 /// `d = (max - min) / 15`, `m = min`.
 pub(crate) struct Q4_1;
+/// Q5_0: `d` (f16), 4 bytes of high bits, 16 bytes of nibbles;
+/// `x = d (q - 16)`, `d = max / -16` (`max` as for Q4_0).
+pub(crate) struct Q5_0;
+/// Q5_1: `d` (f16), `m` (f16), 4 bytes of high bits, 16 bytes of nibbles;
+/// `x = d q + m`, `d = (max - min) / 31`, `m = min`.
+pub(crate) struct Q5_1;
 
 fn write_f16(dst: &mut [u8], value: f32) {
     dst.copy_from_slice(&f16::from_f32(value).to_bits().to_le_bytes());
@@ -113,68 +163,98 @@ fn reciprocal_or_zero(d: f32) -> f32 {
     }
 }
 
+/// Stores 32 unsigned integers (at most `F::MAX_QUANT`) in `F`'s nibbles
+/// and, for 5-bit formats, high bits.
+fn write_unsigned_quants<F: BlockFormat + ?Sized>(levels: &[u8; BLOCK_ELEMS], dst: &mut [u8]) {
+    for j in 0..16 {
+        dst[F::QS + j] = (levels[j] & 0x0f) | ((levels[j + 16] & 0x0f) << 4);
+    }
+    if let Quants::NibblesHighBits(qh) = F::QUANTS {
+        let bits = levels.iter().enumerate().fold(0u32, |bits, (j, &q)| bits | (u32::from(q >> 4) << j));
+        dst[qh..qh + 4].copy_from_slice(&bits.to_le_bytes());
+    }
+}
+
+/// GGML's reference quantizer of Q8_0: `d = amax / 127`, `q = round(x / d)`.
+fn quantize_signed<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+    let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+    let d = amax / 127.0;
+    let id = reciprocal_or_zero(d);
+    write_f16(&mut dst[..2], d);
+    for (q, x) in dst[F::QS..F::BYTES].iter_mut().zip(src) {
+        *q = (x * id).round() as i8 as u8;
+    }
+}
+
+/// GGML's reference quantizer of the centred formats (Q4_0, Q5_0):
+/// `d = max / -c` with `max` the value of largest magnitude (sign kept), so
+/// that value is level 0, and `q = min(trunc(x / d + c + 0.5), 2c - 1)`.
+fn quantize_centred<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+    let Offset::Centred(centre) = F::OFFSET else { unreachable!("{} is not a centred format", F::DTYPE) };
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &x in src {
+        if amax < x.abs() {
+            amax = x.abs();
+            max = x;
+        }
+    }
+    let d = max / -(centre as f32);
+    let id = reciprocal_or_zero(d);
+    write_f16(&mut dst[..2], d);
+    let levels = src.map(|x| ((x * id + centre as f32 + 0.5) as i8).min(F::MAX_QUANT as i8) as u8);
+    write_unsigned_quants::<F>(&levels, dst);
+}
+
+/// GGML's reference quantizer of the formats with a minimum (Q4_1, Q5_1):
+/// `d = (max - min) / MAX_QUANT`, `m = min`,
+/// `q = min(trunc((x - min) / d + 0.5), MAX_QUANT)`.
+fn quantize_with_min<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+    let (mut min, mut max) = (f32::MAX, -f32::MAX);
+    for &x in src {
+        min = min.min(x);
+        max = max.max(x);
+    }
+    let d = (max - min) / f32::from(F::MAX_QUANT);
+    let id = reciprocal_or_zero(d);
+    write_f16(&mut dst[..2], d);
+    write_f16(&mut dst[2..4], min);
+    let levels = src.map(|x| (((x - min) * id + 0.5) as i8).min(F::MAX_QUANT as i8) as u8);
+    write_unsigned_quants::<F>(&levels, dst);
+}
+
 impl BlockFormat for Q8_0 {
     const DTYPE: DType = DType::Q8_0;
     const QS: usize = 2;
-    const NIBBLES: bool = false;
+    const QUANTS: Quants = Quants::Bytes;
     const OFFSET: Offset = Offset::Zero;
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        let d = amax / 127.0;
-        let id = reciprocal_or_zero(d);
-        write_f16(&mut dst[..2], d);
-        for (q, x) in dst[2..Self::BYTES].iter_mut().zip(src) {
-            *q = (x * id).round() as i8 as u8;
-        }
-    }
 }
 
 impl BlockFormat for Q4_0 {
     const DTYPE: DType = DType::Q4_0;
     const QS: usize = 2;
-    const NIBBLES: bool = true;
-    const OFFSET: Offset = Offset::MinusEightScales;
-
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        let (mut amax, mut max) = (0.0f32, 0.0f32);
-        for &x in src {
-            if amax < x.abs() {
-                amax = x.abs();
-                max = x;
-            }
-        }
-        let d = max / -8.0;
-        let id = reciprocal_or_zero(d);
-        write_f16(&mut dst[..2], d);
-        let level = |x: f32| ((x * id + 8.5) as i8).min(15) as u8;
-        for j in 0..16 {
-            dst[Self::QS + j] = level(src[j]) | (level(src[j + 16]) << 4);
-        }
-    }
+    const QUANTS: Quants = Quants::Nibbles;
+    const OFFSET: Offset = Offset::Centred(8);
 }
 
 impl BlockFormat for Q4_1 {
     const DTYPE: DType = DType::Q4_1;
     const QS: usize = 4;
-    const NIBBLES: bool = true;
+    const QUANTS: Quants = Quants::Nibbles;
     const OFFSET: Offset = Offset::StoredMin;
+}
 
-    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        let (mut min, mut max) = (f32::MAX, -f32::MAX);
-        for &x in src {
-            min = min.min(x);
-            max = max.max(x);
-        }
-        let d = (max - min) / 15.0;
-        let id = reciprocal_or_zero(d);
-        write_f16(&mut dst[..2], d);
-        write_f16(&mut dst[2..4], min);
-        let level = |x: f32| (((x - min) * id + 0.5) as i8).min(15) as u8;
-        for j in 0..16 {
-            dst[Self::QS + j] = level(src[j]) | (level(src[j + 16]) << 4);
-        }
-    }
+impl BlockFormat for Q5_0 {
+    const DTYPE: DType = DType::Q5_0;
+    const QS: usize = 6;
+    const QUANTS: Quants = Quants::NibblesHighBits(2);
+    const OFFSET: Offset = Offset::Centred(16);
+}
+
+impl BlockFormat for Q5_1 {
+    const DTYPE: DType = DType::Q5_1;
+    const QS: usize = 8;
+    const QUANTS: Quants = Quants::NibblesHighBits(4);
+    const OFFSET: Offset = Offset::StoredMin;
 }
 
 /// Runs `$body` with `$format` bound to the [`BlockFormat`] of a 32-value
@@ -193,6 +273,14 @@ macro_rules! match_format {
             }
             DType::Q4_1 => {
                 type $format = $crate::quant::Q4_1;
+                $body
+            }
+            DType::Q5_0 => {
+                type $format = $crate::quant::Q5_0;
+                $body
+            }
+            DType::Q5_1 => {
+                type $format = $crate::quant::Q5_1;
                 $body
             }
             DType::Q4_K => {

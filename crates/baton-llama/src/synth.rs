@@ -178,8 +178,8 @@ impl std::fmt::Display for SynthShape {
 pub struct SynthSpec {
     /// The model's shape.
     pub shape: SynthShape,
-    /// The matrices' type: F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K
-    /// (see [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
+    /// The matrices' type: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+    /// Q5_K or Q6_K (see [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
     pub dtype: DType,
     /// The seed of every weight; the same spec always gives the same bytes.
     pub seed: u64,
@@ -187,8 +187,18 @@ pub struct SynthSpec {
 
 impl SynthSpec {
     /// The matrix types synthetic models can be written in.
-    pub const SUPPORTED_DTYPES: [DType; 8] =
-        [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+    pub const SUPPORTED_DTYPES: [DType; 10] = [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
 }
 
 /// What [`write_synth_model`] wrote.
@@ -210,7 +220,7 @@ pub struct SynthSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     /// The requested matrix type is not one synthetic models offer.
-    #[error("synthetic models are written in f32, f16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k, not {dtype}")]
+    #[error("synthetic models are written in f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, not {dtype}")]
     UnsupportedDType {
         /// The type asked for.
         dtype: DType,
@@ -258,8 +268,8 @@ pub enum SynthError {
 ///   prompt.
 /// - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
 ///   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
-/// - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1:
-///   32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
+/// - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1,
+///   Q5_0, Q5_1: 32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
 ///   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
 ///   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
 ///   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every

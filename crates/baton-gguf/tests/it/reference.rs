@@ -73,18 +73,22 @@ fn python_gguf_reads_what_the_writer_wrote() {
     let f16_values = [1.0f32, -2.0, 0.5, 0.25, 3.0, -0.125, 8.0, 0.0];
     let f16_data: Vec<u8> = f16_values.iter().flat_map(|&v| support::f16_bits(v).to_le_bytes()).collect();
     let q8_data: Vec<u8> = (0..68u8).collect();
-    // K-quant super-blocks (256 values each): arbitrary bytes of the right size.
-    let k_data = |ty: GgmlType, blocks: u64| -> Vec<u8> {
+    // Blocks of 32 (Q5) and K-quant super-blocks of 256: arbitrary bytes of
+    // the right size.
+    let block_data = |ty: GgmlType, dims: [u64; 2]| -> Vec<u8> {
+        let blocks = dims[0] / ty.block_elems().expect("known type") * dims[1];
         let bytes = ty.block_bytes().expect("known type") * blocks;
         (0..bytes).map(|i| (i * 7 % 251) as u8).collect()
     };
-    let k_tensors = [
-        ("blk.0.ffn_down.weight", GgmlType::Q4_K, [256u64, 2]),
+    let block_tensors = [
+        ("blk.0.attn_q.weight", GgmlType::Q5_0, [64u64, 3]),
+        ("blk.0.attn_k.weight", GgmlType::Q5_1, [32, 2]),
+        ("blk.0.ffn_down.weight", GgmlType::Q4_K, [256, 2]),
         ("blk.0.ffn_gate.weight", GgmlType::Q5_K, [512, 1]),
         ("blk.0.attn_v.weight", GgmlType::Q6_K, [256, 3]),
         ("t.q8_k", GgmlType::Q8_K, [256, 1]),
     ];
-    let k_data: Vec<Vec<u8>> = k_tensors.iter().map(|(_, ty, dims)| k_data(*ty, dims[0] / 256 * dims[1])).collect();
+    let block_data: Vec<Vec<u8>> = block_tensors.iter().map(|(_, ty, dims)| block_data(*ty, *dims)).collect();
 
     let mut writer = GgufWriter::new();
     let metadata: Vec<(&str, Value)> = vec![
@@ -114,8 +118,8 @@ fn python_gguf_reads_what_the_writer_wrote() {
     writer.add_tensor("token_embd.weight", &[4, 3], GgmlType::F32, &f32_data).expect("f32");
     writer.add_tensor("blk.0.attn_norm.weight", &[8], GgmlType::F16, &f16_data).expect("f16");
     writer.add_tensor("blk.0.ffn_up.weight", &[32, 2], GgmlType::Q8_0, &q8_data).expect("q8_0");
-    for ((name, ty, dims), data) in k_tensors.iter().zip(&k_data) {
-        writer.add_tensor(*name, dims, *ty, data).expect("k-quant tensor");
+    for ((name, ty, dims), data) in block_tensors.iter().zip(&block_data) {
+        writer.add_tensor(*name, dims, *ty, data).expect("block tensor");
     }
 
     let dir = TempDir::new("gguf-ref");

@@ -1,10 +1,11 @@
 //! K-quants (Q4_K, Q5_K, Q6_K, Q8_K): round-trip error, the GGUF byte
-//! layout, and the dot product of each weight format against Q8_K
-//! activations, on both instruction sets, against dequantize-then-multiply
+//! layout; and the dot product of every quantized weight format against its
+//! 8-bit activations (Q8_K super-blocks for the K-quants, blocks of 32 for
+//! the others), on both instruction sets, against dequantize-then-multiply
 //! in f64 with an error bound derived from the activation rounding.
 
 use baton_core::parallel::SingleThread;
-use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError};
+use baton_kernels::{dequantize_row, matmul, matmul_columns, quantize_row, DType, KernelError, WEIGHT_TYPES};
 use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
 use half::f16;
 use proptest::prelude::*;
@@ -12,6 +13,11 @@ use proptest::prelude::*;
 use crate::common::{for_each_isa, isas, Rng};
 
 const K_TYPES: [DType; 4] = [DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K];
+
+/// Every quantized weight type: the K-quants and the formats of 32.
+fn quantized_types() -> impl Iterator<Item = DType> {
+    WEIGHT_TYPES.into_iter().filter(|t| t.is_quantized())
+}
 
 fn encode(dtype: DType, src: &[f32]) -> Vec<u8> {
     let mut bytes = vec![0u8; dtype.row_bytes(src.len()).expect("whole blocks")];
@@ -37,6 +43,8 @@ fn rmse_bound(dtype: DType) -> f64 {
     match dtype {
         DType::Q4_0 => 0.12,
         DType::Q4_1 => 0.10,
+        DType::Q5_0 => 0.047,
+        DType::Q5_1 => 0.042,
         DType::Q4_K => 0.085,
         DType::Q5_K => 0.042,
         DType::Q6_K => 0.021,
@@ -52,7 +60,7 @@ fn round_trip_rmse_on_normal_data_beats_the_32_value_formats() {
     let src: Vec<f32> = (0..256 * 64).map(|_| rng.normal(1.0)).collect();
     let std = (src.iter().map(|v| f64::from(v * v)).sum::<f64>() / src.len() as f64).sqrt();
     let mut measured = Vec::new();
-    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q8_K] {
+    for dtype in quantized_types() {
         for_each_isa(|isa| {
             let e = rmse(&decode(dtype, &encode(dtype, &src), src.len()), &src) / std;
             println!("round-trip rmse/std {dtype:>5} {isa:?}: {e:.4} (bound {})", rmse_bound(dtype));
@@ -63,6 +71,8 @@ fn round_trip_rmse_on_normal_data_beats_the_32_value_formats() {
     let of = |t: DType| measured.iter().find(|(d, _)| *d == t).map(|&(_, e)| e).expect("measured");
     assert!(of(DType::Q4_K) < of(DType::Q4_1), "Q4_K must beat Q4_1 (4.5 vs 5 bits a value)");
     assert!(of(DType::Q6_K) < of(DType::Q4_K) / 3.0);
+    assert!(of(DType::Q5_K) < of(DType::Q5_1), "Q5_K must beat Q5_1 (5.5 vs 6 bits a value)");
+    assert!(of(DType::Q5_1) < of(DType::Q4_1) / 1.8, "a fifth bit must halve Q4_1's error");
 }
 
 #[test]
@@ -158,6 +168,8 @@ struct Case {
     m: usize,
     n: usize,
     k: usize,
+    /// Values per activation block: 256 (Q8_K) for K-quant weights, else 32.
+    act_block: usize,
 }
 
 impl Case {
@@ -173,7 +185,8 @@ impl Case {
             w_bytes[r * w_stride..][..row_bytes].copy_from_slice(&bytes);
         }
         let x_stride = k + 7;
-        Case { w_bytes, w_stride, w, x: rng.vec(m * x_stride, 1.0), x_stride, m, n, k }
+        let act_block = if dtype.is_k_quant() { 256 } else { 32 };
+        Case { w_bytes, w_stride, w, x: rng.vec(m * x_stride, 1.0), x_stride, m, n, k, act_block }
     }
 
     fn run(&self, dtype: DType) -> Vec<f32> {
@@ -187,15 +200,15 @@ impl Case {
     }
 
     /// The exact product of `x` and the decoded weights, and a bound on
-    /// what quantizing `x` to Q8_K may move it: each activation moves at most
-    /// half its super-block's step `amax / 127`, so output `(i, j)` moves at
+    /// what quantizing `x` to 8 bits may move it: each activation moves at
+    /// most half its block's step `amax / 127`, so output `(i, j)` moves at
     /// most `Σ_b amax_b / 254 · Σ_{e∈b} |w_je|`; f32 accumulation adds
     /// `1e-5 · Σ |w x|`.
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
         let x = &self.x[i * self.x_stride..][..self.k];
         let w = &self.w[j * self.k..][..self.k];
         let (mut exact, mut bound, mut magnitude) = (0.0, 0.0, 0.0);
-        for (xb, wb) in x.chunks(256).zip(w.chunks(256)) {
+        for (xb, wb) in x.chunks(self.act_block).zip(w.chunks(self.act_block)) {
             let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
             bound += f64::from(amax) / 254.0 * wb.iter().map(|v| v.abs()).sum::<f64>();
             for (&a, &b) in xb.iter().zip(wb) {
@@ -209,7 +222,7 @@ impl Case {
 
 #[test]
 fn dot_products_are_within_the_activation_rounding_bound() {
-    for dtype in K_TYPES {
+    for dtype in quantized_types() {
         for_each_isa(|isa| {
             for (m, n, k) in
                 [(1, 1, 256), (1, 13, 512), (2, 7, 256), (3, 37, 768), (4, 9, 256), (5, 21, 1024), (9, 3, 256)]
@@ -234,7 +247,7 @@ fn dot_products_are_within_the_activation_rounding_bound() {
 #[test]
 fn both_isas_agree_closely() {
     let isas = isas();
-    for dtype in K_TYPES {
+    for dtype in quantized_types() {
         let case = Case::new(dtype, 6, 11, 512, 5);
         let results: Vec<Vec<f32>> = isas.iter().map(|&isa| baton_kernels::with_isa(isa, || case.run(dtype))).collect();
         for (a, b) in results[0].iter().zip(results.last().expect("one isa")) {

@@ -3,7 +3,7 @@
 
 use baton_kernels::convert::{bf16_to_f32_row, f16_to_f32_row, f32_to_bf16_row, f32_to_f16_row};
 use baton_kernels::with_isa;
-use baton_kernels::{dequantize_row, quantize_row, DType, KernelError};
+use baton_kernels::{dequantize_row, quantize_row, DType, KernelError, WEIGHT_TYPES};
 use half::{bf16, f16};
 use proptest::prelude::*;
 
@@ -11,8 +11,9 @@ use crate::common::{for_each_isa, isas, nmse, Guarded, Rng};
 
 /// Largest round-trip error allowed for one element of a block, from the
 /// format's step size: half a step for rounding, plus the f16 rounding of the
-/// stored scale (and minimum) times the largest integer; Q4_0 loses up to a
-/// whole step at the clamped end (`+max` maps to level 16, stored as 15).
+/// stored scale (and minimum) times the largest integer; Q4_0 and Q5_0 lose
+/// up to a whole step at the clamped end (`+max` maps to level 16, stored as
+/// 15; Q5_0: 32 as 31).
 fn element_bound(dtype: DType, block: &[f32]) -> f32 {
     let amax = block.iter().fold(0.0f32, |a, v| a.max(v.abs()));
     let (min, max) = block.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
@@ -21,9 +22,12 @@ fn element_bound(dtype: DType, block: &[f32]) -> f32 {
         DType::Q8_0 => amax / 127.0 * (0.5 + 127.0 * f16_rel) + 1e-6,
         DType::Q4_0 => amax / 8.0 * (1.0 + 16.0 * f16_rel) + 1e-6,
         DType::Q4_1 => (max - min) / 15.0 * (0.5 + 15.0 * f16_rel) + min.abs() * f16_rel + 1e-6,
+        DType::Q5_0 => amax / 16.0 * (1.0 + 32.0 * f16_rel) + 1e-6,
+        DType::Q5_1 => (max - min) / 31.0 * (0.5 + 31.0 * f16_rel) + min.abs() * f16_rel + 1e-6,
         DType::F16 => amax * f16_rel / 2.0 + 6e-8,
         DType::BF16 => amax / 256.0,
-        _ => 0.0,
+        DType::F32 => 0.0,
+        _ => unreachable!("no element bound for {dtype}"),
     }
 }
 
@@ -36,13 +40,16 @@ fn round_trip(dtype: DType, src: &[f32]) -> Vec<f32> {
     out.view().to_vec()
 }
 
-const TYPES: [DType; 6] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+/// The weight types but the K-quants (tested in `kquant.rs`).
+fn types() -> impl Iterator<Item = DType> {
+    WEIGHT_TYPES.into_iter().filter(|t| !t.is_k_quant())
+}
 
 #[test]
 fn round_trip_errors_are_within_the_format_step() {
     for_each_isa(|isa| {
         let mut rng = Rng::new(1);
-        for dtype in TYPES {
+        for dtype in types() {
             let src = rng.vec(32 * 40, 2.0);
             let out = round_trip(dtype, &src);
             for (b, (got, want)) in out.chunks(32).zip(src.chunks(32)).enumerate() {
@@ -71,16 +78,54 @@ fn q8_0_bytes_match_ggml_reference_quantizer() {
 }
 
 #[test]
-fn q4_0_uses_the_signed_maximum() {
-    // Largest magnitude is negative: d = max / -8 > 0 and that value is level 0.
-    let mut src = [0.5f32; 32];
-    src[3] = -4.0;
-    src[20] = 3.0;
-    let mut bytes = [0u8; 18];
-    quantize_row(DType::Q4_0, &src, &mut bytes).unwrap();
-    assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5);
-    assert_eq!(bytes[2 + 3] & 0x0f, 0, "-4 is level 0");
-    assert_eq!(bytes[2 + 4] >> 4, 14, "element 20 (3.0 = 0.5 * (14 - 8)) in the high nibble of byte 4");
+fn centred_formats_use_the_signed_maximum() {
+    // The largest magnitude is negative: d = max / -c > 0 (c = 8 for Q4_0,
+    // 16 for Q5_0) and that value is level 0.
+    for (dtype, centre, qs) in [(DType::Q4_0, 8u8, 2), (DType::Q5_0, 16, 6)] {
+        let mut src = [0.5f32; 32];
+        src[3] = -0.5 * f32::from(centre);
+        src[20] = 3.0; // 0.5 * (c + 6 - c)
+        let mut bytes = vec![0u8; dtype.block_bytes()];
+        quantize_row(dtype, &src, &mut bytes).unwrap();
+        assert_eq!(f16::from_le_bytes([bytes[0], bytes[1]]).to_f32(), 0.5, "{dtype}");
+        assert_eq!(bytes[qs + 3] & 0x0f, 0, "{dtype}: the maximum is level 0");
+        let level_20 = centre + 6;
+        assert_eq!(bytes[qs + 4] >> 4, level_20 & 0x0f, "{dtype}: element 20 in the high nibble of byte 4");
+        if dtype == DType::Q5_0 {
+            let qh = u32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
+            assert_eq!(qh, !(1 << 3), "every value but the maximum is at level 16 or above");
+        }
+    }
+}
+
+#[test]
+fn q5_fifth_bits_follow_element_order() {
+    // Element j's fifth bit is bit j of the little-endian u32 after the f16
+    // fields; the low nibbles follow, ordered as in Q4_0 and Q4_1.
+    let bits = (1u32 << 0) | (1 << 17) | (1 << 31);
+    for (dtype, min) in [(DType::Q5_0, None), (DType::Q5_1, Some(-1.0f32))] {
+        let mut block = vec![0u8; dtype.block_bytes()];
+        block[..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        let mut qh = 2;
+        if let Some(m) = min {
+            block[2..4].copy_from_slice(&f16::from_f32(m).to_bits().to_le_bytes());
+            qh = 4;
+        }
+        block[qh..qh + 4].copy_from_slice(&bits.to_le_bytes());
+        let qs = qh + 4;
+        block[qs] = 0x3a; // element 0: 10 (+ 16), element 16: 3
+        block[qs + 1] = 0x50; // element 17: 5 (+ 16)
+        block[qs + 15] = 0xf0; // element 31: 15 (+ 16)
+        let mut out = [0.0f32; 32];
+        dequantize_row(dtype, &block, &mut out).unwrap();
+        let value = |q: i32| match min {
+            None => 0.5 * (q - 16) as f32,
+            Some(m) => 0.5 * q as f32 + m,
+        };
+        for (j, q) in [(0, 26), (1, 0), (16, 3), (17, 21), (30, 0), (31, 31)] {
+            assert_eq!(out[j], value(q), "{dtype} element {j}");
+        }
+    }
 }
 
 #[test]
@@ -149,7 +194,7 @@ proptest! {
     ) {
         let scale = 2f32.powi(scale_exp);
         let src: Vec<f32> = blocks.concat().iter().map(|v| v * scale).collect();
-        for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_1] {
+        for dtype in types().filter(|t| t.is_quantized()) {
             for isa in isas() {
                 let out = with_isa(isa, || round_trip(dtype, &src));
                 for (got, want) in out.chunks(32).zip(src.chunks(32)) {

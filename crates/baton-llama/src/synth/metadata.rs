@@ -20,6 +20,8 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
         DType::Q4_0 => Some(2),
         DType::Q4_1 => Some(3),
         DType::Q8_0 => Some(7),
+        DType::Q5_0 => Some(8),
+        DType::Q5_1 => Some(9),
         DType::Q4_K => Some(15),
         DType::Q5_K => Some(17),
         DType::Q6_K => Some(18),

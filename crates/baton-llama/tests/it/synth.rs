@@ -60,6 +60,8 @@ fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
             DType::F16 => 1,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
+            DType::Q5_0 => 8,
+            DType::Q5_1 => 9,
             DType::Q4_K => 15,
             DType::Q5_K => 17,
             DType::Q6_K => 18,
