@@ -90,8 +90,14 @@ fn failed_access_does_not_fail_later_users_of_the_buffer() {
     let (s0, s1) = (cpu[0].new_stream().expect("stream"), cpu[1].new_stream().expect("stream"));
     let buffer = cpu[0].alloc(64).expect("alloc");
     let t = TensorRef::new(&buffer, 0, DType::F32, &[4]).expect("tensor");
+    // The host function runs only once the write is queued behind it: else
+    // a fast worker fails the stream first and the write is refused.
+    let host = HostTimeline::new("gate");
+    let gate = host.reserve();
+    s0.wait(&gate.point()).expect("wait");
     let failed = s0.host_fn(|| Err("boom".into())).expect("host_fn");
     let write = s0.write_async(&t, vec![1f32; 4]).expect("queued before the failure is seen");
+    gate.signal();
     assert_fails(write.point(), "a write after a failed host function");
     assert_fails(&failed, "the failed host function");
     let later = s1.write_async(&t, vec![2f32; 4]).expect("write");
