@@ -6,6 +6,7 @@
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
 # Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--json] [MODEL.gguf ...]
+#        scripts/compare-reference.sh --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
 # real SmolLM2-135M-Instruct Q4_1, a stories15M-shape random model in F32
@@ -17,7 +18,7 @@ REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
 venv=target/ref-llama-venv
 mkdir -p target/compare
 
-runs=3 threads=2 n_prompt=64 n_gen=64 json=""
+runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args=""
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,18 +27,50 @@ while [ $# -gt 0 ]; do
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     --json) json=--json; shift ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    --print-cmake-args) print_args=1; shift ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
 
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null; then
-  echo "installing the reference engine ($REF_PACKAGE) into $venv; it compiles itself, this takes minutes..." >&2
+# The reference's vector extensions, from this CPU's flags: every one it
+# runs, never AMX (listed in /proc/cpuinfo on some VMs whose hypervisor
+# then kills `tilezero` with SIGILL) and never -march=native (GGML_NATIVE
+# would compile the AMX kernels in). The machine changes between sessions,
+# so the engine is rebuilt when the flags differ from those it was built with.
+reference_cmake_args() {
+  local flags args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  local pair
+  for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
+              avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
+    if [[ $flags == *" ${pair%%:*} "* ]]; then
+      args+=" -DGGML_${pair##*:}=ON"
+    else
+      args+=" -DGGML_${pair##*:}=OFF"
+    fi
+  done
+  echo "$args"
+}
+if [ -n "$print_args" ]; then
+  reference_cmake_args
+  exit 0
+fi
+cmake_args=$(reference_cmake_args)
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null \
+  || [ "$(cat "$venv/.cmake-args" 2>/dev/null)" != "$REF_PACKAGE $cmake_args" ]; then
+  echo "installing the reference engine ($REF_PACKAGE) into $venv with $cmake_args;" \
+    "it compiles itself, this takes minutes..." >&2
+  rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --upgrade pip >&2
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install --disable-pip-version-check \
-    --no-cache-dir "$REF_PACKAGE" >&2
+  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install \
+    --disable-pip-version-check --no-cache-dir "$REF_PACKAGE" >&2
+  echo "$REF_PACKAGE $cmake_args" > "$venv/.cmake-args"
 fi
+echo "reference engine: $REF_PACKAGE built with $cmake_args" >&2
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" >&2
 
 echo "building baton (release)..." >&2
 cargo build --release -p baton-cli >&2
