@@ -14,10 +14,39 @@ pub struct Bindings {
     tensors: Vec<Option<TensorRef>>,
 }
 
+/// A graph the bindings can hold: a `Graph` (moved into an `Arc`), an
+/// `Arc<Graph>`, or a borrowed `&Arc<Graph>` (cloned: the caller keeps its
+/// handle to bind the same graph again).
+pub trait SharedGraph {
+    /// The graph behind one shared handle.
+    fn into_shared(self) -> Arc<Graph>;
+}
+
+impl SharedGraph for Graph {
+    fn into_shared(self) -> Arc<Graph> {
+        Arc::new(self)
+    }
+}
+
+impl SharedGraph for Arc<Graph> {
+    fn into_shared(self) -> Arc<Graph> {
+        self
+    }
+}
+
+impl SharedGraph for &Arc<Graph> {
+    fn into_shared(self) -> Arc<Graph> {
+        self.clone()
+    }
+}
+
 impl Bindings {
-    /// Empty bindings for `graph`.
-    pub fn new(graph: &Arc<Graph>) -> Self {
-        Bindings { graph: graph.clone(), tensors: vec![None; graph.nodes().len()] }
+    /// Empty bindings for `graph`: a `Graph`, an `Arc<Graph>` or an
+    /// `&Arc<Graph>` (see [`SharedGraph`]).
+    pub fn new(graph: impl SharedGraph) -> Self {
+        let graph = graph.into_shared();
+        let nodes = graph.nodes().len();
+        Bindings { graph, tensors: vec![None; nodes] }
     }
 
     /// The graph these bindings are for.

@@ -15,7 +15,7 @@ mod path;
 mod stream;
 mod tracking;
 
-pub use bindings::{Bindings, BoundGraph};
+pub use bindings::{Bindings, BoundGraph, SharedGraph};
 pub use buffer::{Buffer, BufferRange, RawBuffer, TensorRef};
 pub use device::{into_devices, Device, DeviceInfo, DeviceKind, IntoDevice};
 pub use error::{DeviceError, StreamError};

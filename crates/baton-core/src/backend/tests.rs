@@ -214,6 +214,17 @@ fn only_leaves_and_outputs_of_the_same_type_and_shape_are_bound() {
 }
 
 #[test]
+fn bindings_take_a_graph_an_arc_or_a_borrowed_arc() {
+    let f = fixture();
+    let owned = Arc::clone(&f.graph);
+    assert!(Arc::ptr_eq(Bindings::new(&f.graph).graph(), &f.graph), "&Arc: the same graph, cloned handle");
+    assert!(Arc::ptr_eq(Bindings::new(owned).graph(), &f.graph), "Arc: moved in");
+    let fresh = Bindings::new((*f.graph).clone());
+    assert_eq!(fresh.graph().nodes().len(), f.graph.nodes().len(), "Graph: held in a new Arc");
+    assert!(!Arc::ptr_eq(fresh.graph(), &f.graph));
+}
+
+#[test]
 fn complete_bindings_are_checked_once_and_their_ranges_merged() {
     let f = fixture();
     let bindings = f.bindings();
