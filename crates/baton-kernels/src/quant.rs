@@ -385,6 +385,26 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
 mod tests {
     use super::*;
 
+    /// The integers end exactly at the block's end and the fifth bits sit
+    /// between the scales and the nibbles: the fact the AVX2 loads
+    /// (`quant_tile::load_quants`) rely on to stay inside a block.
+    fn layout_fits<F: BlockFormat>() {
+        let quant_bytes = if F::QUANTS == Quants::Bytes { 32 } else { 16 };
+        assert_eq!(F::QS + quant_bytes, F::BYTES, "{}: the integers fill the block's tail", F::DTYPE);
+        if let Quants::NibblesHighBits(qh) = F::QUANTS {
+            assert!(qh >= 2 && qh + 4 <= F::QS, "{}: the fifth bits lie between the scales and the nibbles", F::DTYPE);
+        }
+    }
+
+    #[test]
+    fn every_block_layout_lies_inside_its_block() {
+        layout_fits::<Q8_0>();
+        layout_fits::<Q4_0>();
+        layout_fits::<Q4_1>();
+        layout_fits::<Q5_0>();
+        layout_fits::<Q5_1>();
+    }
+
     #[test]
     fn q4_0_nibble_order_matches_ggml() {
         // Element j < 16 in the low nibble of byte j, j >= 16 in the high nibble.

@@ -178,15 +178,18 @@ impl std::fmt::Display for SynthShape {
 pub struct SynthSpec {
     /// The model's shape.
     pub shape: SynthShape,
-    /// The matrices' type: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
-    /// Q5_K or Q6_K (see [`SynthSpec::SUPPORTED_DTYPES`]). Norms are F32 regardless.
+    /// The matrices' type, one of [`SynthSpec::SUPPORTED_DTYPES`]. Norms are
+    /// F32 regardless.
     pub dtype: DType,
     /// The seed of every weight; the same spec always gives the same bytes.
     pub seed: u64,
 }
 
 impl SynthSpec {
-    /// The matrix types synthetic models can be written in.
+    /// The matrix types synthetic models can be written in: the weight
+    /// types the loader accepts (`baton_kernels::WEIGHT_TYPES`) that have a
+    /// llama.cpp file type to name them by (not BF16, whose files Baton
+    /// does not write yet, nor Q8_K, an activation type only).
     pub const SUPPORTED_DTYPES: [DType; 10] = [
         DType::F32,
         DType::F16,

@@ -46,6 +46,13 @@ fn expected_tiny_tensors() -> Vec<(String, Vec<u64>, bool)> {
 }
 
 #[test]
+fn every_synthetic_type_is_a_type_the_loader_accepts() {
+    for dtype in SynthSpec::SUPPORTED_DTYPES {
+        assert!(baton_kernels::WEIGHT_TYPES.contains(&dtype), "{dtype}");
+    }
+}
+
+#[test]
 fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
     let dir = TempDir::new("synth-keys");
     for dtype in SynthSpec::SUPPORTED_DTYPES {
