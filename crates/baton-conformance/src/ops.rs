@@ -353,6 +353,11 @@ pub fn op_silu(f: &Fixture) {
     unary_case(f, &[101], |g, x| g.silu(x).expect("silu"), |x| x.iter().map(|&v| r::silu(v)).collect());
 }
 
+/// GELU (tanh form), over inputs wide enough to reach both tails.
+pub fn op_gelu(f: &Fixture) {
+    unary_case(f, &[101], |g, x| g.gelu(x).expect("gelu"), |x| x.iter().map(|&v| r::gelu(v)).collect());
+}
+
 /// Writing tokens into a transposed f16 cache window (the V cache).
 pub fn op_copy_into_f16_strided(f: &Fixture) {
     let (head_dim, cap, at, tokens) = (4, 10, 5, 3);
@@ -457,13 +462,23 @@ pub fn op_scatter_rows(f: &Fixture) {
 
 /// Softmax masked by positions over a padded window.
 pub fn op_softmax_at_positions(f: &Fixture) {
+    softmax_positions_case(f, None);
+}
+
+/// Softmax masked by positions and a sliding window of 3 keys (Gemma's
+/// local layers): row `t` sees keys `positions[t] - 3 < s <= positions[t]`.
+pub fn op_softmax_window(f: &Fixture) {
+    softmax_positions_case(f, Some(3));
+}
+
+fn softmax_positions_case(f: &Fixture, window: Option<usize>) {
     let (h, t, s) = (2, 3, 8);
     let positions = [3, 4, 5];
     let x = random(h * t * s, 17);
     let mut g = Graph::new();
     let xl = g.leaf("x", DType::F32, &[h, t, s], Flags::INPUT).expect("leaf");
     let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
-    let y = g.softmax_at(xl, 0.5, pl).expect("softmax");
+    let y = g.softmax_window(xl, 0.5, pl, window).expect("softmax");
     g.mark(y, Flags::OUTPUT).expect("mark");
     g.set_name(y, "y").expect("name");
     let out = run(f, g, vec![input_f32("x", &x), input_i32("pos", &positions)]);
@@ -472,9 +487,12 @@ pub fn op_softmax_at_positions(f: &Fixture) {
         .chunks(s)
         .enumerate()
         .flat_map(|(row, vals)| {
-            let visible = positions[row % t] as usize + 1;
-            let max = vals[..visible].iter().map(|v| v * 0.5).fold(f64::MIN, f64::max);
-            let e: Vec<f64> = (0..s).map(|j| if j < visible { (vals[j] * 0.5 - max).exp() } else { 0.0 }).collect();
+            let end = positions[row % t] as usize + 1;
+            let start = window.map_or(0, |w| end.saturating_sub(w));
+            let seen = start..end;
+            let max = vals[seen.clone()].iter().map(|v| v * 0.5).fold(f64::MIN, f64::max);
+            let e: Vec<f64> =
+                (0..s).map(|j| if seen.contains(&j) { (vals[j] * 0.5 - max).exp() } else { 0.0 }).collect();
             let sum: f64 = e.iter().sum();
             e.into_iter().map(move |v| v / sum)
         })

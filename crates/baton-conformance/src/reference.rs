@@ -235,6 +235,11 @@ pub fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
 }
 
+/// `0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`.
+pub fn gelu(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+}
+
 /// Normalised mean squared error: `Σ(a-b)² / Σb²` (a relative measure; 0
 /// when both are zero).
 pub fn nmse(actual: &[f32], expected: &[f64]) -> f64 {

@@ -53,6 +53,15 @@ fn silu_one(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
+/// GELU in its tanh form, `0.5 x (1 + tanh(y))` with
+/// `y = sqrt(2/π) (x + 0.044715 x³)`, computed as the equal `x σ(2y)` so it
+/// shares the vectorized `exp`.
+#[inline(always)]
+fn gelu_one(x: f32) -> f32 {
+    const TWO_SQRT_2_OVER_PI: f32 = 2.0 * 0.797_884_6;
+    x / (1.0 + exp(-TWO_SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)))
+}
+
 #[inline(always)]
 fn lane_sum(lanes: [f32; LANES]) -> f32 {
     let mut half = [0.0f32; 8];
@@ -140,6 +149,14 @@ multiversion! {
 }
 
 multiversion! {
+    fn gelu_impl(x: &[f32], out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = gelu_one(v);
+        }
+    }
+}
+
+multiversion! {
     fn swiglu_impl(gate: &[f32], up: &[f32], out: &mut [f32]) {
         for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
             *o = silu_one(g) * u;
@@ -170,6 +187,15 @@ pub fn softmax_in_place(row: &mut [f32]) {
 pub fn silu(x: &[f32], out: &mut [f32]) {
     assert_eq!(x.len(), out.len(), "silu: x and out differ in length");
     silu_impl(Isa::current(), x, out)
+}
+
+/// `out = 0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))` (GELU, tanh form).
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn gelu(x: &[f32], out: &mut [f32]) {
+    assert_eq!(x.len(), out.len(), "gelu: x and out differ in length");
+    gelu_impl(Isa::current(), x, out)
 }
 
 /// `out = silu(gate) * up` (the llama feed-forward gate).

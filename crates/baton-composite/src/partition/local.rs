@@ -16,11 +16,12 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::Scale(factor) => g.scale(i[0], factor),
         Op::RmsNorm { eps } => g.rms_norm(i[0], eps),
         Op::Rope { mode, dims, freq_base, freq_scale } => g.rope(i[0], i[1], mode, dims, freq_base, freq_scale),
-        Op::Softmax { scale, causal } => match i {
-            [x, positions] => g.softmax_at(*x, scale, *positions),
+        Op::Softmax { scale, causal, window } => match i {
+            [x, positions] => g.softmax_window(*x, scale, *positions, window),
             _ => g.softmax(i[0], scale, causal),
         },
         Op::Silu => g.silu(i[0]),
+        Op::Gelu => g.gelu(i[0]),
         Op::ScatterRows => g.scatter_rows(i[0], i[1], i[2]),
         Op::CopyInto => g.copy_into(i[0], i[1]),
         Op::Contiguous => g.contiguous(i[0]),

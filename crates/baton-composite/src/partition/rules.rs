@@ -68,7 +68,7 @@ pub(crate) fn rule_of(graph: &Graph, node: &Node, states: &[TensorSplit]) -> Rul
         (Op::MatMul, [x, w]) => matmul(&dims(0), &dims(1), x, w),
         (Op::Add | Op::Mul, [a, b]) => elementwise(&node.op, &dims(0), &dims(1), a, b),
         (Op::Scale(_) | Op::Contiguous, [x]) => rule(vec![x.clone()], x.clone()),
-        (Op::Silu, [x]) if *x != Partial => rule(vec![x.clone()], x.clone()),
+        (Op::Silu | Op::Gelu, [x]) if *x != Partial => rule(vec![x.clone()], x.clone()),
         (Op::RmsNorm { .. }, [Split { axis, parts }]) if axis + 1 < dims(0).len() => {
             rule(vec![split(*axis, parts)], split(*axis, parts))
         }

@@ -111,9 +111,14 @@ impl Graph {
         self.unary(Op::Silu, x)
     }
 
+    /// GELU (tanh form); see [`Op::Gelu`].
+    pub fn gelu(&mut self, x: NodeId) -> Result<NodeId, GraphError> {
+        self.unary(Op::Gelu, x)
+    }
+
     /// Softmax over the last dimension, optionally causal; see [`Op::Softmax`].
     pub fn softmax(&mut self, x: NodeId, scale: f32, causal: bool) -> Result<NodeId, GraphError> {
-        self.unary(Op::Softmax { scale, causal }, x)
+        self.unary(Op::Softmax { scale, causal, window: None }, x)
     }
 
     /// A contiguous copy of `x`.
@@ -199,6 +204,19 @@ impl Graph {
     /// Softmax over the last dimension of `x [.., T, S]`, row `t` seeing keys
     /// `0..=positions[t]` only; see [`Op::Softmax`].
     pub fn softmax_at(&mut self, x: NodeId, scale: f32, positions: NodeId) -> Result<NodeId, GraphError> {
+        self.softmax_window(x, scale, positions, None)
+    }
+
+    /// Softmax over the last dimension of `x [.., T, S]`, row `t` seeing
+    /// keys `positions[t] - window < s <= positions[t]` (every earlier key
+    /// with `None`); see [`Op::Softmax`]. A window of 0 is refused.
+    pub fn softmax_window(
+        &mut self,
+        x: NodeId,
+        scale: f32,
+        positions: NodeId,
+        window: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
         let xs = self.require_f32("softmax", x, 0)?.layout.shape;
         let p = self.check(positions)?.clone();
         if p.dtype != DType::I32 {
@@ -207,7 +225,10 @@ impl Graph {
         if xs.rank() < 2 || p.layout.shape.dims() != [xs.dims()[xs.rank() - 2]] {
             return Err(mismatch("softmax", "x [.., T, S] and positions [T]", xs, p.layout.shape));
         }
-        self.computed(Op::Softmax { scale, causal: true }, vec![x, positions], DType::F32, xs)
+        if window == Some(0) {
+            return Err(mismatch("softmax", "a window of at least one key", xs, p.layout.shape));
+        }
+        self.computed(Op::Softmax { scale, causal: true, window }, vec![x, positions], DType::F32, xs)
     }
 
     /// A view of `x` with an explicit layout (offset relative to `x`'s own

@@ -58,14 +58,23 @@ pub enum Op {
     /// With a second input `positions [T]` (i32), row `t` may attend key `s`
     /// only if `s <= positions[t]` instead, so `S` can be a padded window
     /// and the graph stays the same from one decode step to the next.
+    /// With a `window` (positions only), row `t` also may not attend keys
+    /// `s <= positions[t] - window`: it sees the last `window` positions
+    /// up to its own (sliding-window attention, as Gemma's local layers).
     Softmax {
         /// Multiplies the logits first.
         scale: f32,
         /// Whether to apply the causal mask.
         causal: bool,
+        /// Keys a row sees at most, ending at its own position (`None`:
+        /// every earlier key).
+        window: Option<usize>,
     },
     /// `(x) -> x * sigmoid(x)`.
     Silu,
+    /// `(x) -> 0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`: GELU in its
+    /// tanh form (Gemma's feed-forward gate).
+    Gelu,
     /// `(dst [N, ..], src [T, ..], rows [T] i32) -> dst`: writes row `t` of
     /// `src` into row `rows[t]` of `dst` (a view of a leaf, e.g. the KV cache
     /// seen as `[positions, ..]`), converting the type; the node aliases
@@ -96,6 +105,7 @@ impl Op {
             Op::Rope { .. } => "rope",
             Op::Softmax { .. } => "softmax",
             Op::Silu => "silu",
+            Op::Gelu => "gelu",
             Op::CopyInto => "copy_into",
             Op::ScatterRows => "scatter_rows",
             Op::Contiguous => "contiguous",

@@ -15,8 +15,9 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
         Op::Add | Op::Mul => broadcast(exec, ctx, id),
         Op::Scale(factor) => unary(exec, ctx, id, &|x, out| k::scale(x, factor, out)),
         Op::Silu => unary(exec, ctx, id, &|x, out| k::silu(x, out)),
+        Op::Gelu => unary(exec, ctx, id, &|x, out| k::gelu(x, out)),
         Op::RmsNorm { eps } => unary(exec, ctx, id, &|x, out| k::rms_norm(x, eps, out)),
-        Op::Softmax { scale, causal } => softmax(exec, ctx, id, scale, causal),
+        Op::Softmax { scale, causal, window } => softmax(exec, ctx, id, scale, causal, window),
         Op::Rope { mode, dims, freq_base, freq_scale } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
         Op::CopyInto => copy_into(exec, ctx, id),
         Op::ScatterRows => scatter_rows(exec, ctx, id),
@@ -84,7 +85,14 @@ fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
     Ok(())
 }
 
-fn softmax(exec: &Executor, ctx: &Context<'_>, id: NodeId, scale: f32, causal: bool) -> Result<(), StreamError> {
+fn softmax(
+    exec: &Executor,
+    ctx: &Context<'_>,
+    id: NodeId,
+    scale: f32,
+    causal: bool,
+    window: Option<usize>,
+) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let x = ctx.f32s(n.inputs[0])?;
     let positions = match n.inputs.get(1) {
@@ -110,6 +118,10 @@ fn softmax(exec: &Executor, ctx: &Context<'_>, id: NodeId, scale: f32, causal: b
                     None => (t + 1 + s_len).saturating_sub(t_len).min(s_len),
                 };
                 o[visible..].fill(f32::NEG_INFINITY);
+                // A sliding window hides the keys before its start too.
+                if let Some(w) = window {
+                    o[..visible.saturating_sub(w)].fill(f32::NEG_INFINITY);
+                }
             }
             k::softmax_in_place(o);
         }

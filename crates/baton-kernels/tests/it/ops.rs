@@ -38,6 +38,17 @@ fn silu_matches_f64_reference() {
     check_unary("silu large inputs", ops::silu, silu64, 60.0);
 }
 
+/// GELU's tanh form as PyTorch's `gelu(approximate="tanh")` states it.
+fn gelu64(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+}
+
+#[test]
+fn gelu_matches_f64_reference() {
+    check_unary("gelu", ops::gelu, gelu64, 4.0);
+    check_unary("gelu large inputs", ops::gelu, gelu64, 60.0);
+}
+
 #[test]
 fn scale_matches_f64_reference() {
     check_unary("scale", |x, out| ops::scale(x, -0.37, out), |v| v * f64::from(-0.37f32), 1.0);

@@ -55,7 +55,13 @@ impl Recorder<'_> {
         self.dispatch(id, Dispatch { shader: "rms_norm", a: Some(&xb), b: None, out: &yb, push: &push, groups: rows })
     }
 
-    pub(super) fn softmax(&self, id: NodeId, scale: f32, causal: bool) -> Result<(), StreamError> {
+    pub(super) fn softmax(
+        &self,
+        id: NodeId,
+        scale: f32,
+        causal: bool,
+        window: Option<usize>,
+    ) -> Result<(), StreamError> {
         let node = self.node(id);
         let (xb, xw) = self.contiguous_words(node.inputs[0], DType::F32)?;
         let (yb, yw) = self.contiguous_words(id, DType::F32)?;
@@ -75,6 +81,8 @@ impl Recorder<'_> {
             u32::from(causal),
             u32::from(positions.is_some()),
             positions.as_ref().map_or(0, |p| p.1),
+            // 0: no window (a window of 0 keys is refused when built).
+            window.map_or(0, u32_of),
         ];
         self.dispatch(
             id,

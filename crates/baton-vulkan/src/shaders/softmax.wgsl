@@ -1,6 +1,8 @@
 // Softmax over rows of contiguous f32 [.., T, S] after scaling: one
 // workgroup per row. With `causal`, row t sees keys up to t + (S - T), or,
 // with positions (i32 words of `b`), up to positions[t]; masked keys are 0.
+// A `window` (non-zero, positions only) also hides the keys before the last
+// `window` visible ones.
 
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
@@ -14,6 +16,7 @@ struct Params {
     causal: u32,
     has_positions: u32,
     positions: u32,
+    window: u32,
 }
 var<immediate> p: Params;
 var<workgroup> partial: array<f32, 64>;
@@ -45,8 +48,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     }
     let base = row * p.s_len;
     let visible = visible_keys(row);
+    var first = 0u;
+    if p.window != 0u && visible > p.window {
+        first = visible - p.window;
+    }
     var top = -3.4028235e38;
-    for (var c = local; c < visible; c += GROUP) {
+    for (var c = first + local; c < visible; c += GROUP) {
         top = max(top, bitcast<f32>(a[p.x + base + c]) * p.scale);
     }
     partial[local] = top;
@@ -60,7 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     let row_max = partial[0];
     workgroupBarrier();
     var sum = 0.0;
-    for (var c = local; c < visible; c += GROUP) {
+    for (var c = first + local; c < visible; c += GROUP) {
         sum += exp(bitcast<f32>(a[p.x + base + c]) * p.scale - row_max);
     }
     partial[local] = sum;
@@ -74,7 +81,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     let inv = 1.0 / partial[0];
     for (var c = local; c < p.s_len; c += GROUP) {
         var v = 0.0;
-        if c < visible {
+        if c >= first && c < visible {
             v = exp(bitcast<f32>(a[p.x + base + c]) * p.scale - row_max) * inv;
         }
         out[p.y + base + c] = bitcast<u32>(v);
