@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Independent NumPy reference for the llama forward pass, as llama.cpp
-computes it for GGUF files with ``general.architecture = llama``.
+"""Independent NumPy reference for the llama-family forward pass, as
+llama.cpp computes it for GGUF files with ``general.architecture`` one of
+``llama``, ``qwen2``, ``qwen3`` and ``gemma3`` (see ARCH_TRAITS).
 
 Baton (the Rust runtime) is checked against this file: its logits, its
 greedy generations and its perplexity figures.  Nothing here is shared with
@@ -142,8 +143,38 @@ def load_tensor(t: "gguf.ReaderTensor") -> np.ndarray:
     return np.ascontiguousarray(w, dtype=np.float32)
 
 
+# What differs from llama, per architecture (checked against the GGUF
+# converter and llama.cpp's model sources; notes in
+# shared/research/llama-family-architectures.md):
+#   neox       RoPE rotates pairs (i, i + rope_dims/2) instead of (2i, 2i+1)
+#   qkv_bias   attn_{q,k,v}.bias are added to the projections
+#   qk_norm    per-head RMS norm of q and k (attn_{q,k}_norm, head_dim wide),
+#              before RoPE
+#   post_norms post_attention_norm / post_ffw_norm on the block outputs,
+#              before the residual add
+#   gelu       FFN gate is GELU (tanh form) instead of SiLU
+#   embd_scale token embeddings times sqrt(n_embd)
+#   swa_period layers i with i % period != period - 1 attend a sliding
+#              window of `sliding_window` keys, with RoPE base 10000 and
+#              no position scaling (Gemma 3)
+# Gemma's norm weights are stored with their +1 already added by the
+# converter, so every norm multiplies by the stored weight.
+ARCH_TRAITS: dict[str, dict[str, Any]] = {
+    "llama": dict(neox=False, qkv_bias=False, qk_norm=False, post_norms=False,
+                  gelu=False, embd_scale=False, swa_period=None),
+    "qwen2": dict(neox=True, qkv_bias=True, qk_norm=False, post_norms=False,
+                  gelu=False, embd_scale=False, swa_period=None),
+    "qwen3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False,
+                  gelu=False, embd_scale=False, swa_period=None),
+    "gemma3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=True,
+                   gelu=True, embd_scale=True, swa_period=6),
+}
+SWA_ROPE_BASE = 10000.0
+
+
 @dataclass
 class LlamaConfig:
+    arch: str
     n_embd: int
     n_layer: int
     n_head: int
@@ -158,21 +189,38 @@ class LlamaConfig:
     bos_id: int | None
     eos_id: int | None
     add_bos: bool | None  # None: the file does not say
+    head_dim: int
+    sliding_window: int | None
 
     @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+    def traits(self) -> dict[str, Any]:
+        return ARCH_TRAITS[self.arch]
+
+    @property
+    def attn_scale(self) -> float:
+        # Gemma 3 27B (62 layers) scales by n_embd / n_head instead.
+        if self.arch == "gemma3" and self.n_layer == 62:
+            return 1.0 / math.sqrt(self.n_embd // self.n_head)
+        return 1.0 / math.sqrt(self.head_dim)
+
+    def layer_rope(self, il: int) -> tuple[float, float, int | None]:
+        """(rope base, position scale, window or None) of layer il."""
+        period = self.traits["swa_period"]
+        if period is not None and self.sliding_window and il % period != period - 1:
+            return SWA_ROPE_BASE, 1.0, self.sliding_window
+        return self.rope_base, self.freq_scale, None
 
     @classmethod
     def from_reader(cls, reader: "gguf.GGUFReader") -> "LlamaConfig":
         arch = field_value(reader, "general.architecture")
-        if arch != "llama":
-            raise ValueError(f"general.architecture is {arch!r}, expected 'llama'")
-        p = "llama."
+        if arch not in ARCH_TRAITS:
+            raise ValueError(f"general.architecture is {arch!r}, expected one of {sorted(ARCH_TRAITS)}")
+        p = arch + "."
         n_embd = int(field_value(reader, p + "embedding_length"))
         n_head = int(field_value(reader, p + "attention.head_count"))
         n_head_kv = int(field_value(reader, p + "attention.head_count_kv", n_head))
-        head_dim = n_embd // n_head
+        head_dim = int(field_value(reader, p + "attention.key_length", n_embd // n_head))
+        window = field_value(reader, p + "attention.sliding_window")
         freq_scale = 1.0
         scaling = field_value(reader, p + "rope.scaling.type")
         factor = field_value(reader, p + "rope.scaling.factor")
@@ -194,6 +242,9 @@ class LlamaConfig:
         bos = field_value(reader, "tokenizer.ggml.bos_token_id")
         eos = field_value(reader, "tokenizer.ggml.eos_token_id")
         return cls(
+            arch=arch,
+            head_dim=head_dim,
+            sliding_window=None if window is None else int(window),
             n_embd=n_embd,
             n_layer=int(field_value(reader, p + "block_count")),
             n_head=n_head,
@@ -226,6 +277,13 @@ class Layer:
     w_gate: np.ndarray  # (n_ff, n_embd)
     w_up: np.ndarray  # (n_ff, n_embd)
     w_down: np.ndarray  # (n_embd, n_ff)
+    bq: np.ndarray | None = None  # qwen2
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    q_norm: np.ndarray | None = None  # (head_dim,) qwen3, gemma3
+    k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None  # gemma3
+    post_ffw_norm: np.ndarray | None = None
 
 
 class LlamaModel:
@@ -269,6 +327,18 @@ class LlamaModel:
                 w_up=get(b + "ffn_up.weight"),
                 w_down=get(b + "ffn_down.weight"),
             )
+            tr = cfg.traits
+            if tr["qkv_bias"]:
+                layer.bq = get(b + "attn_q.bias")
+                layer.bk = get(b + "attn_k.bias")
+                layer.bv = get(b + "attn_v.bias")
+            if tr["qk_norm"]:
+                layer.q_norm = get(b + "attn_q_norm.weight")
+                layer.k_norm = get(b + "attn_k_norm.weight")
+                assert layer.q_norm.shape == (hd,), layer.q_norm.shape
+            if tr["post_norms"]:
+                layer.post_attn_norm = get(b + "post_attention_norm.weight")
+                layer.post_ffw_norm = get(b + "post_ffw_norm.weight")
             assert layer.wq.shape == (cfg.n_head * hd, cfg.n_embd), layer.wq.shape
             assert layer.wk.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wk.shape
             assert layer.wv.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wv.shape
@@ -277,7 +347,7 @@ class LlamaModel:
             assert layer.w_up.shape == (cfg.n_ff, cfg.n_embd), layer.w_up.shape
             assert layer.w_down.shape == (cfg.n_embd, cfg.n_ff), layer.w_down.shape
             self.layers.append(layer)
-        self._rope_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._rope_cache: dict[tuple[int, float, float], tuple[np.ndarray, np.ndarray]] = {}
 
     # -- building blocks ---------------------------------------------------
 
@@ -285,45 +355,60 @@ class LlamaModel:
         ms = np.mean(x * x, axis=-1, keepdims=True)
         return x / np.sqrt(ms + self.cfg.eps) * w
 
-    def rope_tables(self, n_pos: int) -> tuple[np.ndarray, np.ndarray]:
+    def rope_tables(self, n_pos: int, base: float, scale: float) -> tuple[np.ndarray, np.ndarray]:
         """cos/sin of shape (n_pos, rope_dims/2) for positions 0..n_pos-1."""
-        cached = self._rope_cache.get(n_pos)
+        key = (n_pos, base, scale)
+        cached = self._rope_cache.get(key)
         if cached is not None:
             return cached
         cfg = self.cfg
         i = np.arange(cfg.rope_dims // 2, dtype=np.float64)
-        inv_freq = cfg.rope_base ** (-2.0 * i / cfg.rope_dims)
+        inv_freq = base ** (-2.0 * i / cfg.rope_dims)
         if self.rope_freq_factors is not None:
             inv_freq = inv_freq / self.rope_freq_factors.astype(np.float64)[: len(i)]
-        pos = np.arange(n_pos, dtype=np.float64) * cfg.freq_scale
+        pos = np.arange(n_pos, dtype=np.float64) * scale
         theta = pos[:, None] * inv_freq[None, :]
         tables = (np.cos(theta).astype(self.dtype), np.sin(theta).astype(self.dtype))
-        self._rope_cache[n_pos] = tables
+        self._rope_cache[key] = tables
         return tables
 
-    def rope(self, x: np.ndarray) -> np.ndarray:
-        """ggml "normal" rope on x of shape (T, heads, head_dim): adjacent pairs."""
+    def rope(self, x: np.ndarray, base: float, scale: float) -> np.ndarray:
+        """ggml rope on x of shape (T, heads, head_dim): adjacent pairs
+        (2i, 2i+1) in normal mode, (i, i + rope_dims/2) in NeoX mode."""
         t = x.shape[0]
-        cos, sin = self.rope_tables(t)
+        cos, sin = self.rope_tables(t, base, scale)
         cos = cos[:, None, :]
         sin = sin[:, None, :]
         nd = self.cfg.rope_dims
         out = x.copy()
-        x0 = x[:, :, 0:nd:2]
-        x1 = x[:, :, 1:nd:2]
-        out[:, :, 0:nd:2] = x0 * cos - x1 * sin
-        out[:, :, 1:nd:2] = x0 * sin + x1 * cos
+        if self.cfg.traits["neox"]:
+            first, second = slice(0, nd // 2), slice(nd // 2, nd)
+        else:
+            first, second = slice(0, nd, 2), slice(1, nd, 2)
+        x0 = x[:, :, first]
+        x1 = x[:, :, second]
+        out[:, :, first] = x0 * cos - x1 * sin
+        out[:, :, second] = x0 * sin + x1 * cos
         return out
 
-    def attention(self, x: np.ndarray, layer: Layer) -> np.ndarray:
+    def attention(self, x: np.ndarray, layer: Layer, il: int) -> np.ndarray:
         cfg = self.cfg
         t = x.shape[0]
         hd = cfg.head_dim
-        q = (x @ layer.wq.T).reshape(t, cfg.n_head, hd)
-        k = (x @ layer.wk.T).reshape(t, cfg.n_head_kv, hd)
-        v = (x @ layer.wv.T).reshape(t, cfg.n_head_kv, hd)
-        q = self.rope(q)
-        k = self.rope(k)
+        base, scale, window = cfg.layer_rope(il)
+        q = x @ layer.wq.T
+        k = x @ layer.wk.T
+        v = x @ layer.wv.T
+        if layer.bq is not None:
+            q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
+        q = q.reshape(t, cfg.n_head, hd)
+        k = k.reshape(t, cfg.n_head_kv, hd)
+        v = v.reshape(t, cfg.n_head_kv, hd)
+        if layer.q_norm is not None:
+            q = self.rms_norm(q, layer.q_norm)
+            k = self.rms_norm(k, layer.k_norm)
+        q = self.rope(q, base, scale)
+        k = self.rope(k, base, scale)
         group = cfg.n_head // cfg.n_head_kv
         # query head h uses kv head h // group
         k = np.repeat(k, group, axis=1)  # (T, n_head, hd)
@@ -331,8 +416,11 @@ class LlamaModel:
         qh = q.transpose(1, 0, 2)  # (H, T, hd)
         kh = k.transpose(1, 0, 2)
         vh = v.transpose(1, 0, 2)
-        scores = (qh @ kh.transpose(0, 2, 1)) * (1.0 / math.sqrt(hd))  # (H, T, T)
+        scores = (qh @ kh.transpose(0, 2, 1)) * cfg.attn_scale  # (H, T, T)
         mask = np.triu(np.ones((t, t), dtype=bool), k=1)
+        if window is not None:
+            # query i sees keys j with i - window < j <= i
+            mask |= np.tril(np.ones((t, t), dtype=bool), k=-window)
         scores[:, mask] = -np.inf
         scores -= scores.max(axis=-1, keepdims=True)
         p = np.exp(scores)
@@ -343,7 +431,11 @@ class LlamaModel:
     def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:
         g = x @ layer.w_gate.T
         u = x @ layer.w_up.T
-        return ((g / (1.0 + np.exp(-g))) * u) @ layer.w_down.T
+        if self.cfg.traits["gelu"]:
+            a = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
+        else:
+            a = g / (1.0 + np.exp(-g))
+        return (a * u) @ layer.w_down.T
 
     # -- forward -----------------------------------------------------------
 
@@ -355,10 +447,18 @@ class LlamaModel:
         if ids.min() < 0 or ids.max() >= self.cfg.n_vocab:
             raise ValueError("token id out of range")
         x = self.tok_embd[ids]
+        if self.cfg.traits["embd_scale"]:
+            x = x * math.sqrt(self.cfg.n_embd)
         with np.errstate(over="ignore"):  # exp(-g) may overflow to inf: silu -> 0
-            for layer in self.layers:
-                x = x + self.attention(self.rms_norm(x, layer.attn_norm), layer)
-                x = x + self.ffn(self.rms_norm(x, layer.ffn_norm), layer)
+            for il, layer in enumerate(self.layers):
+                a = self.attention(self.rms_norm(x, layer.attn_norm), layer, il)
+                if layer.post_attn_norm is not None:
+                    a = self.rms_norm(a, layer.post_attn_norm)
+                x = x + a
+                f = self.ffn(self.rms_norm(x, layer.ffn_norm), layer)
+                if layer.post_ffw_norm is not None:
+                    f = self.rms_norm(f, layer.post_ffw_norm)
+                x = x + f
         if last is not None:
             x = x[-last:]
         x = self.rms_norm(x, self.output_norm)

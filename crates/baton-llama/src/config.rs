@@ -3,13 +3,15 @@
 use baton_core::graph::RopeMode;
 use baton_gguf::{GgufFile, Metadata, OptionalKey};
 
+use crate::arch::{ArchTraits, Architecture, LayerAttention};
 use crate::error::ModelError;
 
-/// The shape and constants of a llama model.
+/// The shape and constants of a llama-family model (any
+/// [`Architecture`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlamaConfig {
     /// `general.architecture`.
-    pub architecture: String,
+    pub arch: Architecture,
     /// `general.name`, if any.
     pub name: Option<String>,
     /// Embedding width.
@@ -20,7 +22,7 @@ pub struct LlamaConfig {
     pub heads: usize,
     /// Key/value heads (grouped-query attention).
     pub kv_heads: usize,
-    /// Elements per head.
+    /// Elements per head (`attention.key_length`, else `dim / heads`).
     pub head_dim: usize,
     /// Feed-forward width.
     pub ffn_dim: usize,
@@ -36,8 +38,13 @@ pub struct LlamaConfig {
     pub rope_scale: f32,
     /// Rotated elements per head.
     pub rope_dims: usize,
-    /// RoPE pairing (llama GGUF files use the normal mode).
+    /// RoPE pairing (normal for llama, NeoX for Qwen and Gemma).
     pub rope_mode: RopeMode,
+    /// Multiplies the attention scores before the softmax.
+    pub attn_scale: f32,
+    /// Keys a sliding-window layer sees (`attention.sliding_window`), for
+    /// architectures with such layers.
+    pub sliding_window: Option<usize>,
     /// Whether the output projection reuses the token embedding.
     pub tied_output: bool,
 }
@@ -50,18 +57,24 @@ impl LlamaConfig {
     /// Reads the hyper-parameters of `file`, checking they are consistent.
     pub fn from_gguf(file: &GgufFile) -> Result<LlamaConfig, ModelError> {
         let meta = file.metadata();
-        let arch = meta.get_str("general.architecture")?.to_string();
-        if arch != "llama" {
-            return Err(ModelError::Architecture(arch));
-        }
+        let name = meta.get_str("general.architecture")?;
+        let arch = Architecture::from_name(name).ok_or_else(|| ModelError::Architecture(name.to_string()))?;
         let key = |k: &str| format!("{arch}.{k}");
         let dim = get_usize(meta, &key("embedding_length"))?;
         let heads = get_usize(meta, &key("attention.head_count"))?;
         let kv_heads = meta.get_usize(&key("attention.head_count_kv")).optional()?.unwrap_or(heads);
-        if heads == 0 || kv_heads == 0 || dim % heads != 0 || heads % kv_heads != 0 {
-            return Err(ModelError::Config(format!("dim {dim}, {heads} heads and {kv_heads} kv heads do not divide")));
+        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
+            return Err(ModelError::Config(format!("{heads} heads and {kv_heads} kv heads do not divide")));
         }
-        let head_dim = dim / heads;
+        let head_dim = match meta.get_usize(&key("attention.key_length")).optional()? {
+            Some(k) => k,
+            None if dim % heads == 0 => dim / heads,
+            None => return Err(ModelError::Config(format!("dim {dim} is not a multiple of {heads} heads"))),
+        };
+        let value_dim = meta.get_usize(&key("attention.value_length")).optional()?.unwrap_or(head_dim);
+        if head_dim == 0 || value_dim != head_dim {
+            return Err(ModelError::Config(format!("heads of {head_dim} keys and {value_dim} values")));
+        }
         let vocab = match meta.get_usize(&key("vocab_size")).optional()? {
             Some(v) => v,
             None => meta.get_str_array("tokenizer.ggml.tokens")?.len(),
@@ -76,10 +89,19 @@ impl LlamaConfig {
         if rope_dims > head_dim || rope_dims % 2 != 0 {
             return Err(ModelError::Config(format!("rope dims {rope_dims} for heads of {head_dim}")));
         }
+        let traits = arch.traits();
+        let sliding_window = match traits.swa_period {
+            Some(_) => Some(get_usize(meta, &key("attention.sliding_window"))?),
+            None => None,
+        };
+        if sliding_window == Some(0) {
+            return Err(ModelError::Config("a sliding window of 0 positions".into()));
+        }
+        let layers = get_usize(meta, &key("block_count"))?;
         let config = LlamaConfig {
             name: meta.get_str("general.name").optional()?.map(str::to_string),
             dim,
-            layers: get_usize(meta, &key("block_count"))?,
+            layers,
             heads,
             kv_heads,
             head_dim,
@@ -90,9 +112,11 @@ impl LlamaConfig {
             rope_base: meta.get_f32(&key("rope.freq_base")).optional()?.unwrap_or(10000.0),
             rope_scale,
             rope_dims,
-            rope_mode: RopeMode::Normal,
+            rope_mode: traits.rope_mode,
+            attn_scale: attention_scale(arch, dim, heads, head_dim, layers),
+            sliding_window,
             tied_output: file.tensor("output.weight").is_none(),
-            architecture: arch,
+            arch,
         };
         if config.layers == 0 || config.vocab == 0 || config.context == 0 {
             return Err(ModelError::Config("zero layers, vocabulary or context".into()));
@@ -100,31 +124,81 @@ impl LlamaConfig {
         Ok(config)
     }
 
+    /// Where the architecture's blocks differ from llama's.
+    pub fn traits(&self) -> ArchTraits {
+        self.arch.traits()
+    }
+
+    /// How layer `l` attends: Gemma 3's sliding-window layers see the last
+    /// `sliding_window` positions with the local RoPE base and no position
+    /// scaling; every other layer sees every position with the file's RoPE
+    /// constants.
+    pub fn layer_attention(&self, l: usize) -> LayerAttention {
+        let traits = self.traits();
+        match (traits.swa_period, self.sliding_window) {
+            (Some(period), Some(window)) if l % period != period - 1 => {
+                LayerAttention { window: Some(window), rope_base: traits.swa_rope_base, rope_scale: 1.0 }
+            }
+            _ => LayerAttention { window: None, rope_base: self.rope_base, rope_scale: self.rope_scale },
+        }
+    }
+
+    /// Width of the queries (and of the attention output): `heads × head_dim`.
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Width of the keys and of the values: `kv_heads × head_dim`.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
     /// Parameters of the model (weights only).
     pub fn n_params(&self) -> u64 {
-        let (d, f, v) = (self.dim as u64, self.ffn_dim as u64, self.vocab as u64);
-        let kv = (self.kv_heads * self.head_dim) as u64;
-        let per_layer = 2 * d * d + 2 * d * kv + 3 * d * f + 2 * d;
+        let per_layer: u64 = self
+            .weight_shapes()
+            .iter()
+            .filter(|(name, _)| name.starts_with("blk.0."))
+            .map(|(_, dims)| dims.iter().product::<usize>() as u64)
+            .sum();
+        let (d, v) = (self.dim as u64, self.vocab as u64);
         let output = if self.tied_output { 0 } else { d * v };
         self.layers as u64 * per_layer + d * v + output + d
     }
 
     /// The shape every weight must have, outermost first, by GGUF name.
     pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        let (d, f, v) = (self.dim, self.ffn_dim, self.vocab);
-        let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        let (d, f, v, hd) = (self.dim, self.ffn_dim, self.vocab, self.head_dim);
+        let (q, kv) = (self.q_dim(), self.kv_dim());
+        let traits = self.traits();
         let mut out = vec![("token_embd.weight".to_string(), vec![v, d])];
         for l in 0..self.layers {
             let p = |n: &str| format!("blk.{l}.{n}.weight");
+            let bias = |n: &str| format!("blk.{l}.{n}.bias");
             out.push((p("attn_norm"), vec![d]));
             out.push((p("attn_q"), vec![q, d]));
             out.push((p("attn_k"), vec![kv, d]));
             out.push((p("attn_v"), vec![kv, d]));
+            if traits.qkv_bias {
+                out.push((bias("attn_q"), vec![q]));
+                out.push((bias("attn_k"), vec![kv]));
+                out.push((bias("attn_v"), vec![kv]));
+            }
+            if traits.qk_norm {
+                out.push((p("attn_q_norm"), vec![hd]));
+                out.push((p("attn_k_norm"), vec![hd]));
+            }
             out.push((p("attn_output"), vec![d, q]));
+            if traits.post_norms {
+                out.push((p("post_attention_norm"), vec![d]));
+            }
             out.push((p("ffn_norm"), vec![d]));
             out.push((p("ffn_gate"), vec![f, d]));
             out.push((p("ffn_up"), vec![f, d]));
             out.push((p("ffn_down"), vec![d, f]));
+            if traits.post_norms {
+                out.push((p("post_ffw_norm"), vec![d]));
+            }
         }
         out.push(("output_norm.weight".to_string(), vec![d]));
         if !self.tied_output {
@@ -147,4 +221,12 @@ impl LlamaConfig {
             self.layers - 1
         }
     }
+}
+
+/// The factor of the attention scores: `1/√head_dim`, except Gemma 3 27B,
+/// which scales by `1/√(dim / heads)` (its query pre-attention scalar; the
+/// only Gemma 3 of 62 layers).
+fn attention_scale(arch: Architecture, dim: usize, heads: usize, head_dim: usize, layers: usize) -> f32 {
+    let per = if arch == Architecture::Gemma3 && layers == 62 { dim / heads } else { head_dim };
+    1.0 / (per as f32).sqrt()
 }

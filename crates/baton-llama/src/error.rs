@@ -18,7 +18,7 @@ pub enum ModelError {
     #[error(transparent)]
     Tokenizer(#[from] baton_tokenizer::TokenizerError),
     /// The architecture is not one Baton runs.
-    #[error("architecture {0:?} is not supported (supported: llama)")]
+    #[error("architecture {0:?} is not supported (supported: llama, qwen2, qwen3, gemma3)")]
     Architecture(String),
     /// A hyper-parameter is inconsistent.
     #[error("bad hyper-parameters: {0}")]

@@ -1,27 +1,30 @@
-//! The llama decoder as a Baton graph.
+//! The llama-family decoder as a Baton graph: one builder for every
+//! [`Architecture`](crate::Architecture), which reads where they differ
+//! from [`ArchTraits`](crate::ArchTraits).
+//!
+//! One graph evaluates `tokens` new tokens after `past` cached positions.
+//! Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
+//! name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
+//! The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
+//! token only.
+//!
+//! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
+//! as `[kv_heads, head_dim, context]`, so both attention products read
+//! contiguous rows; the new keys and values are scattered to their positions
+//! (later nodes that read the cache see the write, by node order).
+//! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
+//! and masks by position, so one graph serves every decode step in the
+//! window: its plan is reused and the host's cost per token stays small.
+//! A sliding-window layer (Gemma 3's local layers) reads the same window
+//! and masks the keys before its last `sliding_window` positions too.
 
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
 
+use crate::arch::Activation;
 use crate::config::LlamaConfig;
 
 /// Which logits a graph produces.
-///
-/// The llama decoder as a Baton graph.
-///
-/// One graph evaluates `tokens` new tokens after `past` cached positions.
-/// Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
-/// name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
-/// The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
-/// token only.
-///
-/// Keys are stored as `[kv_heads, context, head_dim]` and values transposed
-/// as `[kv_heads, head_dim, context]`, so both attention products read
-/// contiguous rows; the new keys and values are scattered to their positions
-/// (later nodes that read the cache see the write, by node order).
-/// Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
-/// and masks by position, so one graph serves every decode step in the
-/// window: its plan is reused and the host's cost per token stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Logits {
     /// Only the last token's (generation).
@@ -89,8 +92,9 @@ impl Builder<'_> {
         self.g.leaf(name, dtype, dims, Flags::WEIGHT)
     }
 
-    fn norm(&mut self, x: NodeId, weight: &str) -> Result<NodeId, GraphError> {
-        let w = self.weight(weight, &[self.config.dim])?;
+    /// RMS norm over the last dimension (`width` wide), times the weight.
+    fn norm(&mut self, x: NodeId, weight: &str, width: usize) -> Result<NodeId, GraphError> {
+        let w = self.weight(weight, &[width])?;
         let n = self.g.rms_norm(x, self.config.rms_eps)?;
         self.g.mul(n, w)
     }
@@ -98,6 +102,43 @@ impl Builder<'_> {
     fn linear(&mut self, x: NodeId, weight: &str, out: usize, input: usize) -> Result<NodeId, GraphError> {
         let w = self.weight(weight, &[out, input])?;
         self.g.matmul(x, w)
+    }
+
+    /// `x · Wᵀ (+ bias)`: layer `l`'s projection `name` (`attn_q`, …),
+    /// with its bias where the architecture has one.
+    fn projection(&mut self, l: usize, name: &str, x: NodeId, out: usize) -> Result<NodeId, GraphError> {
+        let y = self.linear(x, &format!("blk.{l}.{name}.weight"), out, self.config.dim)?;
+        if !self.config.traits().qkv_bias {
+            return Ok(y);
+        }
+        let bias = self.weight(&format!("blk.{l}.{name}.bias"), &[out])?;
+        self.g.add(y, bias)
+    }
+
+    /// Splits `x [T, heads × hd]` into heads, RMS-normalises each (where
+    /// the architecture does, with `norm`'s weight) and rotates it.
+    fn heads(
+        &mut self,
+        x: NodeId,
+        heads: usize,
+        norm: &str,
+        positions: NodeId,
+        rope: (f32, f32),
+    ) -> Result<NodeId, GraphError> {
+        let c = self.config;
+        let t = self.g.node(x).layout.shape.dims()[0];
+        let mut x = self.g.reshape(x, &[t, heads, c.head_dim])?;
+        if c.traits().qk_norm {
+            x = self.norm(x, norm, c.head_dim)?;
+        }
+        self.g.rope(x, positions, c.rope_mode, c.rope_dims, rope.0, rope.1)
+    }
+
+    /// The residual stream plus `y`, normalised first by `post_norm` where
+    /// the architecture has norms after attention and FFN.
+    fn residual(&mut self, x: NodeId, y: NodeId, post_norm: &str) -> Result<NodeId, GraphError> {
+        let y = if self.config.traits().post_norms { self.norm(y, post_norm, self.config.dim)? } else { y };
+        self.g.add(x, y)
     }
 }
 
@@ -120,20 +161,23 @@ pub fn build(
     let positions = b.g.leaf("positions", DType::I32, &[t], Flags::INPUT)?;
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
-    let scale = 1.0 / (hd as f32).sqrt();
+    let traits = c.traits();
+    if traits.embed_scale {
+        x = b.g.scale(x, (c.dim as f32).sqrt())?;
+    }
     for l in 0..c.layers {
         b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let layer = c.layer_attention(l);
+        let rope = (layer.rope_base, layer.rope_scale);
         // Attention.
-        let h = b.norm(x, &p("attn_norm"))?;
-        let q = b.linear(h, &p("attn_q"), heads * hd, c.dim)?;
-        let k = b.linear(h, &p("attn_k"), kvh * hd, c.dim)?;
-        let v = b.linear(h, &p("attn_v"), kvh * hd, c.dim)?;
-        let q = b.g.reshape(q, &[t, heads, hd])?;
-        let k = b.g.reshape(k, &[t, kvh, hd])?;
+        let h = b.norm(x, &p("attn_norm"), c.dim)?;
+        let q = b.projection(l, "attn_q", h, heads * hd)?;
+        let k = b.projection(l, "attn_k", h, kvh * hd)?;
+        let v = b.projection(l, "attn_v", h, kvh * hd)?;
+        let q = b.heads(q, heads, &p("attn_q_norm"), positions, rope)?;
+        let k = b.heads(k, kvh, &p("attn_k_norm"), positions, rope)?;
         let v = b.g.reshape(v, &[t, kvh, hd])?;
-        let q = b.g.rope(q, positions, c.rope_mode, c.rope_dims, c.rope_base, c.rope_scale)?;
-        let k = b.g.rope(k, positions, c.rope_mode, c.rope_dims, c.rope_base, c.rope_scale)?;
         let kc = b.g.leaf(&key_cache_name(l), cache_dtype, &[kvh, cache_context, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache_dtype, &[kvh, hd, cache_context], Flags::STATE)?;
         // The new keys and values go to their positions (an input), so the
@@ -147,24 +191,27 @@ pub fn build(
         let qh = b.g.permute(q, &[1, 0, 2])?;
         let qh = b.g.contiguous(qh)?;
         let scores = b.g.matmul(qh, keys)?;
-        let probs = b.g.softmax_at(scores, scale, positions)?;
+        let probs = b.g.softmax_window(scores, c.attn_scale, positions, layer.window)?;
         let o = b.g.matmul(probs, values)?;
         let o = b.g.permute(o, &[1, 0, 2])?;
         let o = b.g.contiguous(o)?;
         let o = b.g.reshape(o, &[t, heads * hd])?;
         let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
-        x = b.g.add(x, attn)?;
-        // Feed-forward (SwiGLU).
-        let h = b.norm(x, &p("ffn_norm"))?;
+        x = b.residual(x, attn, &p("post_attention_norm"))?;
+        // Feed-forward (gated: SwiGLU or GeGLU).
+        let h = b.norm(x, &p("ffn_norm"), c.dim)?;
         let gate = b.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
         let up = b.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
-        let gate = b.g.silu(gate)?;
+        let gate = match traits.activation {
+            Activation::Silu => b.g.silu(gate)?,
+            Activation::GeluTanh => b.g.gelu(gate)?,
+        };
         let act = b.g.mul(gate, up)?;
         let down = b.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
-        x = b.g.add(x, down)?;
+        x = b.residual(x, down, &p("post_ffw_norm"))?;
     }
     b.g.set_group(Some(c.layers as u32 + 1));
-    let mut x = b.norm(x, "output_norm.weight")?;
+    let mut x = b.norm(x, "output_norm.weight", c.dim)?;
     if shape.logits == Logits::Last && t > 1 {
         x = b.g.narrow(x, 0, t - 1, 1)?;
     }

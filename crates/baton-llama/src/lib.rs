@@ -20,6 +20,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod arch;
 mod chat;
 mod config;
 mod conversation;
@@ -40,6 +41,7 @@ pub use baton_tokenizer;
 pub use baton_tokenizer::{EncodeOptions, Tokenizer};
 
 // Loading a model and evaluating tokens.
+pub use arch::{Activation, ArchTraits, Architecture, LayerAttention};
 pub use config::LlamaConfig;
 pub use error::ModelError;
 pub use graph::{GraphShape, Logits, WINDOW_STEP};

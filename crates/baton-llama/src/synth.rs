@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use baton_core::DType;
 use baton_gguf::{GgmlType, GgufWriter, WriteError};
 
+use crate::arch::Architecture;
+
 /// The model shapes [`write_synth_model`] can generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SynthShape {
@@ -32,11 +34,33 @@ pub enum SynthShape {
     /// vocabulary 49152, context 8192 (as in its GGUF), RoPE base 100000,
     /// output tied to the token embedding.
     Smol135M,
+    /// A Gemma 3 toy with every Gemma trait in play: dim 64, 6 layers
+    /// (layers 0–4 attend a sliding window of 8 positions, layer 5 is
+    /// global), 4 heads of 32 (wider than `dim / heads`) sharing 1 KV head,
+    /// FFN 128 (GELU), vocabulary 512, context 512, RoPE base 1,000,000
+    /// (10,000 in the local layers), tied output.
+    Gemma3,
+    /// A Qwen 2 toy: dim 64, 3 layers, 4 heads, 2 KV heads, biases on Q, K
+    /// and V, FFN 160, vocabulary 512, context 512, RoPE base 1,000,000,
+    /// untied output.
+    Qwen2,
+    /// A Qwen 3 toy: dim 64, 3 layers, 4 heads of 32 with per-head Q/K
+    /// norms, 2 KV heads, FFN 192, vocabulary 512, context 512, RoPE base
+    /// 1,000,000, tied output.
+    Qwen3,
 }
 
 /// The hyper-parameters of a [`SynthShape`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShapeParams {
+    /// The architecture (`general.architecture`, the key prefix).
+    pub arch: Architecture,
+    /// Width of a head when it is not `dim / n_heads`
+    /// (`attention.key_length` and `value_length`).
+    pub head_width: Option<usize>,
+    /// Keys a sliding-window layer sees (`attention.sliding_window`), for
+    /// architectures with such layers.
+    pub sliding_window: Option<usize>,
     /// Embedding width (`llama.embedding_length`).
     pub dim: usize,
     /// Transformer blocks (`llama.block_count`).
@@ -61,16 +85,17 @@ pub struct ShapeParams {
 }
 
 impl ShapeParams {
-    /// Width of one attention head (`dim / n_heads`), also the RoPE
-    /// dimension count.
+    /// Width of one attention head (`head_width`, else `dim / n_heads`),
+    /// also the RoPE dimension count.
     pub fn head_dim(&self) -> usize {
-        self.dim / self.n_heads
+        self.head_width.unwrap_or(self.dim / self.n_heads)
     }
 
-    /// The number of tensors in the file: the embedding, nine per block,
-    /// the output norm and, unless tied, the output projection.
+    /// The number of tensors in the file: the embedding, those of every
+    /// block (nine, plus the architecture's biases and extra norms), the
+    /// output norm and, unless tied, the output projection.
     pub fn tensor_count(&self) -> usize {
-        2 + 9 * self.n_layers + usize::from(!self.tied_embeddings)
+        tensors::plan(self, DType::F32).len()
     }
 
     /// The number of weights in the file (every tensor's element count).
@@ -81,10 +106,19 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 5] = [Self::Tiny, Self::Tiny256, Self::Stories15M, Self::Stories110M, Self::Smol135M];
+    pub const ALL: [SynthShape; 8] = [
+        Self::Tiny,
+        Self::Gemma3,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Tiny256,
+        Self::Stories15M,
+        Self::Stories110M,
+        Self::Smol135M,
+    ];
 
-    /// The shape's name: `tiny`, `tiny256`, `stories15M`, `stories110M` or
-    /// `smol135M`.
+    /// The shape's name: `tiny`, `tiny256`, `stories15M`, `stories110M`,
+    /// `smol135M`, `gemma3`, `qwen2` or `qwen3`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Tiny => "tiny",
@@ -92,6 +126,9 @@ impl SynthShape {
             Self::Stories15M => "stories15M",
             Self::Stories110M => "stories110M",
             Self::Smol135M => "smol135M",
+            Self::Gemma3 => "gemma3",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
         }
     }
 
@@ -102,8 +139,41 @@ impl SynthShape {
 
     /// The shape's hyper-parameters.
     pub const fn params(self) -> ShapeParams {
+        // The toy every other architecture's shape starts from.
+        const TOY: ShapeParams = ShapeParams {
+            arch: Architecture::Llama,
+            head_width: None,
+            sliding_window: None,
+            dim: 64,
+            n_layers: 3,
+            n_heads: 4,
+            n_kv_heads: 2,
+            ffn: 160,
+            vocab: 512,
+            context: 512,
+            rope_freq_base: 1_000_000.0,
+            rms_eps: 1e-6,
+            tied_embeddings: false,
+        };
         match self {
+            Self::Gemma3 => ShapeParams {
+                arch: Architecture::Gemma3,
+                head_width: Some(32),
+                sliding_window: Some(8),
+                n_layers: 6,
+                n_kv_heads: 1,
+                ffn: 128,
+                tied_embeddings: true,
+                ..TOY
+            },
+            Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
+            Self::Qwen3 => {
+                ShapeParams { arch: Architecture::Qwen3, head_width: Some(32), ffn: 192, tied_embeddings: true, ..TOY }
+            }
             Self::Tiny => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
                 dim: 64,
                 n_layers: 5,
                 n_heads: 8,
@@ -116,6 +186,9 @@ impl SynthShape {
                 tied_embeddings: false,
             },
             Self::Tiny256 => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
                 dim: 256,
                 n_layers: 2,
                 n_heads: 4,
@@ -128,6 +201,9 @@ impl SynthShape {
                 tied_embeddings: false,
             },
             Self::Stories110M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
                 dim: 768,
                 n_layers: 12,
                 n_heads: 12,
@@ -140,6 +216,9 @@ impl SynthShape {
                 tied_embeddings: true,
             },
             Self::Stories15M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
                 dim: 288,
                 n_layers: 6,
                 n_heads: 6,
@@ -152,6 +231,9 @@ impl SynthShape {
                 tied_embeddings: false,
             },
             Self::Smol135M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
                 dim: 576,
                 n_layers: 30,
                 n_heads: 9,

@@ -18,7 +18,9 @@ use crate::error::ModelError;
 /// group whose query heads fall on two devices has its key-value head on
 /// both (SmolLM2's 9 heads and 3 KV heads over 2 devices: heads 0..5 with KV
 /// heads 0..2, and heads 5..9 with KV heads 1..3; both compute KV head 1).
-/// `attn_q`, `attn_k` and `attn_v` are split by rows (their heads), the KV
+/// `attn_q`, `attn_k` and `attn_v` are split by rows (their heads, with
+/// their biases, where the architecture has them; per-head Q/K norms are
+/// mirrored), the KV
 /// cache by KV heads, and `attn_output` by columns, giving partial sums.
 /// The FFN's `ffn_gate` and `ffn_up` are split by rows and `ffn_down` by
 /// columns (partial sums again), on quantization-block boundaries, in the
@@ -101,8 +103,10 @@ impl TensorShares {
         let role = name.strip_prefix("blk.").and_then(|r| r.split_once('.')).map_or(name, |(_, r)| r);
         match role {
             "attn_output.weight" | "ffn_down.weight" if self.exact => TensorSplit::Mirror,
-            "attn_q.weight" => Self::split(0, scaled(&self.heads, hd)),
-            "attn_k.weight" | "attn_v.weight" => Self::split(0, scaled(&self.kv_heads, hd)),
+            "attn_q.weight" | "attn_q.bias" => Self::split(0, scaled(&self.heads, hd)),
+            "attn_k.weight" | "attn_v.weight" | "attn_k.bias" | "attn_v.bias" => {
+                Self::split(0, scaled(&self.kv_heads, hd))
+            }
             "attn_output.weight" => Self::split(1, scaled(&self.heads, hd)),
             "ffn_gate.weight" | "ffn_up.weight" => Self::split(0, scaled(&self.ffn_rows, 1)),
             "ffn_down.weight" => Self::split(1, scaled(&self.ffn_rows, 1)),

@@ -125,7 +125,8 @@ struct Checked<'a> {
 }
 
 /// Every weight `config` needs, checked: present (a tied output reads the
-/// embedding), of the expected shape, of a supported type, norms in f32.
+/// embedding), of the expected shape, of a supported type, norms and
+/// biases in f32.
 fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<Checked<'a>>, ModelError> {
     let mut names = config.weight_shapes();
     if config.tied_output {
@@ -144,7 +145,10 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
             ModelError::UnsupportedType { name: name.clone(), type_name: gtype.name().unwrap_or("unknown").to_string() }
         })?;
         if expected.len() == 1 && dtype != DType::F32 {
-            return Err(ModelError::UnsupportedType { name, type_name: format!("{dtype} (norm weights must be f32)") });
+            return Err(ModelError::UnsupportedType {
+                name,
+                type_name: format!("{dtype} (norm weights and biases must be f32)"),
+            });
         }
         checked.push(Checked { name, dims: expected, dtype, data: tensor.data() });
     }

@@ -8,7 +8,8 @@
 //! (its stride times its extent is `A * inner`, the "top" dimension), every
 //! dimension stepping within the axis lies below the top one, and it does
 //! not narrow the split axis. The top dimension becomes the view's split
-//! axis; on each device it is shorter, strides over `outer` shrink, and the
+//! axis (a dimension that is the split axis itself, same extent and stride,
+//! is the top one even of extent 1); on each device it is shorter, strides over `outer` shrink, and the
 //! others stay.
 
 use std::ops::Range;
@@ -51,8 +52,12 @@ pub fn split_view(
     }
     let dims = view.shape.dims();
     let strides: Vec<usize> = view.strides().iter().map(|s| s / e).collect();
-    let top =
-        (0..dims.len()).find(|&i| dims[i] > 1 && strides[i] < outer_stride && strides[i] * dims[i] == outer_stride)?;
+    // The split axis itself where the view keeps it whole, even of extent 1
+    // (one key head held by every device: its permuted view's other
+    // dimensions must not take the split), else the one stepping over it.
+    let top = (0..dims.len()).find(|&i| dims[i] == a && strides[i] == inner).or_else(|| {
+        (0..dims.len()).find(|&i| dims[i] > 1 && strides[i] < outer_stride && strides[i] * dims[i] == outer_stride)
+    })?;
     let step = strides[top];
     // Units of the top dimension per index of the split axis, or the reverse.
     let scale = |i: usize| -> Option<usize> {
@@ -108,4 +113,46 @@ fn identity(dtype: DType, root_dims: &[usize], axis: usize, parts: &[Vec<Range<u
         })
         .collect::<Option<Vec<Layout>>>();
     SplitView { axis, parts: parts.to_vec(), layouts: layouts.unwrap_or_default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache of one key head `[1, ctx, hd]` held whole by two devices,
+    /// seen permuted as `[ctx, 1, hd]`: the split stays on the head
+    /// dimension (it once moved to the positions, and a write of 13 rows
+    /// was narrowed to 64 positions).
+    #[test]
+    fn a_split_axis_of_extent_one_stays_the_split_axis_through_a_permute() {
+        let (ctx, hd) = (64, 32);
+        let root = [1, ctx, hd];
+        let parts = vec![vec![0..1], vec![0..1]];
+        let shape = Shape::new(&[ctx, 1, hd]).expect("shape");
+        let mut view = Layout::contiguous(DType::F32, shape).expect("layout");
+        view.strides[0] = hd * 4;
+        view.strides[1] = ctx * hd * 4;
+        view.strides[2] = 4;
+        let split = split_view(DType::F32, &root, 0, &parts, &view).expect("a split view");
+        assert_eq!(split.axis, 1);
+        assert_eq!(split.parts, parts);
+        assert!(split.layouts.iter().all(|l| l.shape.dims() == [ctx, 1, hd]));
+    }
+
+    /// Two heads split one per device, seen permuted: the head dimension
+    /// carries the split, as before.
+    #[test]
+    fn a_split_head_dimension_carries_the_split_through_a_permute() {
+        let (ctx, hd) = (8, 4);
+        let root = [2, ctx, hd];
+        let parts = vec![vec![0..1], vec![1..2]];
+        let shape = Shape::new(&[ctx, 2, hd]).expect("shape");
+        let mut view = Layout::contiguous(DType::F32, shape).expect("layout");
+        view.strides[0] = hd * 4;
+        view.strides[1] = ctx * hd * 4;
+        view.strides[2] = 4;
+        let split = split_view(DType::F32, &root, 0, &parts, &view).expect("a split view");
+        assert_eq!(split.axis, 1);
+        assert_eq!(split.parts, parts);
+    }
 }

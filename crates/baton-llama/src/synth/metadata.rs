@@ -29,13 +29,16 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
     }
 }
 
-/// Adds the `general.*` and `llama.*` keys.
+/// Adds the `general.*` keys and the architecture's own (`llama.*`,
+/// `gemma3.*`, …).
 pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file_type: u32) -> Result<(), WriteError> {
     let p: ShapeParams = spec.shape.params();
     let name = format!("baton synthetic {} {} (seed {})", spec.shape.name(), spec.dtype, spec.seed);
     // The shapes are built-in constants, all far below u32::MAX.
     let as_u32 = |n: usize| n as u32;
-    writer.add_metadata("general.architecture", "llama")?;
+    let arch = p.arch.name();
+    let key = |k: &str| format!("{arch}.{k}");
+    writer.add_metadata("general.architecture", arch)?;
     writer.add_metadata("general.type", "model")?;
     writer.add_metadata("general.name", name)?;
     writer.add_metadata("general.file_type", file_type)?;
@@ -43,16 +46,23 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
         // ggml's GGML_QNT_VERSION, written by llama.cpp for quantized files.
         writer.add_metadata("general.quantization_version", 2u32)?;
     }
-    writer.add_metadata("llama.context_length", as_u32(p.context))?;
-    writer.add_metadata("llama.embedding_length", as_u32(p.dim))?;
-    writer.add_metadata("llama.block_count", as_u32(p.n_layers))?;
-    writer.add_metadata("llama.feed_forward_length", as_u32(p.ffn))?;
-    writer.add_metadata("llama.attention.head_count", as_u32(p.n_heads))?;
-    writer.add_metadata("llama.attention.head_count_kv", as_u32(p.n_kv_heads))?;
-    writer.add_metadata("llama.attention.layer_norm_rms_epsilon", p.rms_eps)?;
-    writer.add_metadata("llama.rope.freq_base", p.rope_freq_base)?;
-    writer.add_metadata("llama.rope.dimension_count", as_u32(p.head_dim()))?;
-    writer.add_metadata("llama.vocab_size", as_u32(p.vocab))?;
+    writer.add_metadata(key("context_length"), as_u32(p.context))?;
+    writer.add_metadata(key("embedding_length"), as_u32(p.dim))?;
+    writer.add_metadata(key("block_count"), as_u32(p.n_layers))?;
+    writer.add_metadata(key("feed_forward_length"), as_u32(p.ffn))?;
+    writer.add_metadata(key("attention.head_count"), as_u32(p.n_heads))?;
+    writer.add_metadata(key("attention.head_count_kv"), as_u32(p.n_kv_heads))?;
+    writer.add_metadata(key("attention.layer_norm_rms_epsilon"), p.rms_eps)?;
+    writer.add_metadata(key("rope.freq_base"), p.rope_freq_base)?;
+    writer.add_metadata(key("rope.dimension_count"), as_u32(p.head_dim()))?;
+    writer.add_metadata(key("vocab_size"), as_u32(p.vocab))?;
+    if let Some(width) = p.head_width {
+        writer.add_metadata(key("attention.key_length"), as_u32(width))?;
+        writer.add_metadata(key("attention.value_length"), as_u32(width))?;
+    }
+    if let Some(window) = p.sliding_window {
+        writer.add_metadata(key("attention.sliding_window"), as_u32(window))?;
+    }
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! The tensors of a synthetic llama model and the sources that generate
+//! The tensors of a synthetic llama-family model and the sources that generate
 //! their bytes row by row while the file is written.
 
 use std::io::{self, Read};
@@ -58,6 +58,11 @@ impl TensorPlan {
         Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::NearOne, fell_back: false }
     }
 
+    /// A bias of `len` values, F32, noise of standard deviation 0.1.
+    fn bias(name: String, len: usize) -> Self {
+        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::Noise { std: 0.1 }, fell_back: false }
+    }
+
     /// The number of values.
     pub(crate) fn elements(&self) -> u64 {
         self.dims.iter().product()
@@ -101,20 +106,43 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
     let q_width = params.n_heads * params.head_dim();
     let kv_width = params.n_kv_heads * params.head_dim();
     let ffn = params.ffn;
+    let traits = params.arch.traits();
     let mut tensors = vec![TensorPlan::matrix("token_embd.weight".into(), dim, params.vocab, requested)];
     for layer in 0..params.n_layers {
         let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+        let bias = |suffix: &str| format!("blk.{layer}.{suffix}.bias");
         tensors.extend([
             TensorPlan::norm(name("attn_norm"), dim),
             TensorPlan::matrix(name("attn_q"), dim, q_width, requested),
             TensorPlan::matrix(name("attn_k"), dim, kv_width, requested),
             TensorPlan::matrix(name("attn_v"), dim, kv_width, requested),
-            TensorPlan::matrix(name("attn_output"), q_width, dim, requested),
+        ]);
+        if traits.qkv_bias {
+            tensors.extend([
+                TensorPlan::bias(bias("attn_q"), q_width),
+                TensorPlan::bias(bias("attn_k"), kv_width),
+                TensorPlan::bias(bias("attn_v"), kv_width),
+            ]);
+        }
+        if traits.qk_norm {
+            tensors.extend([
+                TensorPlan::norm(name("attn_q_norm"), params.head_dim()),
+                TensorPlan::norm(name("attn_k_norm"), params.head_dim()),
+            ]);
+        }
+        tensors.push(TensorPlan::matrix(name("attn_output"), q_width, dim, requested));
+        if traits.post_norms {
+            tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
+        }
+        tensors.extend([
             TensorPlan::norm(name("ffn_norm"), dim),
             TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
             TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
             TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
         ]);
+        if traits.post_norms {
+            tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
+        }
     }
     tensors.push(TensorPlan::norm("output_norm.weight".into(), dim));
     if !params.tied_embeddings {

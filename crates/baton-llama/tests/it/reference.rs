@@ -151,6 +151,13 @@ logits_cases! {
     tiny256_q4_k_logits_match_the_reference: Tiny256 Q4_K, 1.5e-3, 3;
     tiny256_q5_k_logits_match_the_reference: Tiny256 Q5_K, 1.5e-3, 3;
     tiny256_q6_k_logits_match_the_reference: Tiny256 Q6_K, 1.5e-3, 3;
+    gemma3_f32_logits_match_the_reference: Gemma3 F32, 1e-6, 0;
+    gemma3_q8_0_logits_match_the_reference: Gemma3 Q8_0, 1e-3, 2;
+    gemma3_q5_0_logits_match_the_reference: Gemma3 Q5_0, 1e-3, 2;
+    qwen2_f32_logits_match_the_reference: Qwen2 F32, 1e-6, 0;
+    qwen2_q4_0_logits_match_the_reference: Qwen2 Q4_0, 1e-3, 2;
+    qwen3_f32_logits_match_the_reference: Qwen3 F32, 1e-6, 0;
+    qwen3_q4_1_logits_match_the_reference: Qwen3 Q4_1, 1e-3, 2;
 }
 
 #[test]
@@ -172,30 +179,31 @@ fn smollm2_logits_match_the_reference() {
     assert!(c.argmax_agree + 1 >= c.positions, "argmax agrees at {}/{}", c.argmax_agree, c.positions);
 }
 
-/// Perplexity on a Debian license text, read at test time: within 0.5% of
-/// the reference on the same token ids. `BATON_PPL_CHUNKS` bounds the chunks
-/// (CI scores 4; `scripts/perplexity-check.sh` scores the whole text).
-#[test]
-fn smollm2_perplexity_matches_the_reference() {
+/// The license text perplexity is measured on (Debian base-files).
+fn license_text() -> String {
     let text_path = std::env::var("BATON_PPL_TEXT").unwrap_or_else(|_| "/usr/share/common-licenses/GPL-3".into());
-    let text = std::fs::read_to_string(&text_path).expect("the license text (Debian base-files)");
-    let chunks: usize = std::env::var("BATON_PPL_CHUNKS").ok().and_then(|c| c.parse().ok()).unwrap_or(4);
-    let path = smollm2();
-    let options = LoadOptions { context: Some(256), batch: 256, cache_type: DType::F32, ..LoadOptions::default() };
-    let mut model = Model::load(&path, device(), &options).expect("load");
-    let ours = perplexity(&mut model, &text, &PerplexityOptions { context: 256, chunks: Some(chunks) }, &mut |_, _| {})
+    std::fs::read_to_string(&text_path).expect("the license text (Debian base-files)")
+}
+
+/// Baton's perplexity of `path` on `text` beside the reference's on the
+/// same token ids, same context and chunks: within 0.5%.
+fn perplexity_case(label: &str, path: &Path, text: &str, context: usize, chunks: usize) {
+    let options =
+        LoadOptions { context: Some(context), batch: context, cache_type: DType::F32, ..LoadOptions::default() };
+    let mut model = Model::load(path, device(), &options).expect("load");
+    let ours = perplexity(&mut model, text, &PerplexityOptions { context, chunks: Some(chunks) }, &mut |_, _| {})
         .expect("perplexity");
     let ids =
-        model.tokenizer().encode(&text, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
-    let ids_file = std::env::temp_dir().join(format!("baton-ppl-ids-{}.json", std::process::id()));
+        model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
+    let ids_file = std::env::temp_dir().join(format!("baton-ppl-ids-{label}-{}.json", std::process::id()));
     std::fs::write(&ids_file, serde_json::to_string(&ids).expect("json")).expect("write ids");
     let out = Command::new(python())
         .arg(reference_script("llama_ref.py"))
         .arg("perplexity")
-        .arg(&path)
+        .arg(path)
         .arg("--tokens-file")
         .arg(&ids_file)
-        .args(["--ctx", "256", "--chunks", &chunks.to_string()])
+        .args(["--ctx", &context.to_string(), "--chunks", &chunks.to_string()])
         .output()
         .expect("run llama_ref.py");
     let _ = std::fs::remove_file(&ids_file);
@@ -203,9 +211,39 @@ fn smollm2_perplexity_matches_the_reference() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let reference = json["ppl"].as_f64().expect("ppl");
     let rel = (ours.ppl - reference).abs() / reference;
-    println!("perplexity over {chunks} chunks: Baton {:.4}, reference {reference:.4} ({:.3}%)", ours.ppl, rel * 100.0);
+    println!(
+        "{label}: perplexity over {chunks} chunks of {context}: Baton {:.4}, reference {reference:.4} ({:.3}%)",
+        ours.ppl,
+        rel * 100.0
+    );
     assert_eq!(ours.tokens_scored as u64, json["tokens_scored"].as_u64().expect("tokens_scored"));
-    assert!(rel <= 0.005, "perplexity {:.4} vs reference {reference:.4}: {:.3}% apart", ours.ppl, rel * 100.0);
+    assert!(rel <= 0.005, "{label}: perplexity {:.4} vs reference {reference:.4}: {:.3}% apart", ours.ppl, rel * 100.0);
+}
+
+/// Perplexity on a Debian license text, read at test time: within 0.5% of
+/// the reference on the same token ids. `BATON_PPL_CHUNKS` bounds the chunks
+/// (CI scores 4; `scripts/perplexity-check.sh` scores the whole text).
+#[test]
+fn smollm2_perplexity_matches_the_reference() {
+    let chunks: usize = std::env::var("BATON_PPL_CHUNKS").ok().and_then(|c| c.parse().ok()).unwrap_or(4);
+    perplexity_case("SmolLM2 Q4_1", &smollm2(), &license_text(), 256, chunks);
+}
+
+/// Every architecture's synthetic model (quantized, so the activations'
+/// 8-bit rounding is in play): perplexity within 0.5% of the reference.
+/// Contexts of 64 exceed Gemma's window of 8, so its local layers mask.
+#[test]
+fn every_architecture_perplexity_matches_the_reference() {
+    let text = license_text();
+    for (shape, dtype) in [
+        (SynthShape::Tiny, DType::Q4_0),
+        (SynthShape::Gemma3, DType::Q8_0),
+        (SynthShape::Qwen2, DType::Q4_1),
+        (SynthShape::Qwen3, DType::Q5_0),
+    ] {
+        let (_dir, path) = synth_shape("ppl", shape, dtype);
+        perplexity_case(&format!("{shape} {dtype}"), &path, &text, 64, 3);
+    }
 }
 
 fn greedy(path: &Path, device: Arc<dyn Device>, prompt: &str, n: usize) -> Vec<u32> {

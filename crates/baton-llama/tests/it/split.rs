@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
+use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model};
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
     baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
@@ -67,6 +68,22 @@ fn layer_split_matches_one_device_bit_for_bit() {
             assert_eq!(two.runner_stats().runs as usize, 7 + PROMPT.len().div_ceil(batch) - 1);
             assert_eq!(two.implicit_waits(), 0, "the scheduler ordered every access itself");
         }
+    }
+}
+
+/// Every architecture's blocks (biases, Q/K norms, post norms, sliding
+/// windows: the prompt and decode pass Gemma's window of 8) split by layers
+/// as one device computes them, pipelined with 2 runs in flight.
+#[test]
+fn every_architecture_layer_split_matches_one_device_bit_for_bit() {
+    for shape in [SynthShape::Gemma3, SynthShape::Qwen2, SynthShape::Qwen3] {
+        let (_dir, path) = synth_model("split-arch", shape, DType::Q8_0, 11);
+        let mut one = Model::load_split(&path, devices(&["cpu"]), &options(4, 1, false, &[])).expect("one device");
+        let reference = transcript(&mut one);
+        let mut two =
+            Model::load_split(&path, devices(&["cpu:0", "cpu:1"]), &options(4, 2, false, &[])).expect("two devices");
+        assert_eq!(transcript(&mut two), reference, "{shape}: layer split");
+        assert_eq!(two.implicit_waits(), 0, "{shape}: the scheduler ordered every access itself");
     }
 }
 

@@ -16,9 +16,10 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
+use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model};
 use baton_testkit::devices::cpus;
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 
 fn options(batch: usize, split: &[f32]) -> LoadOptions {
     LoadOptions { context: Some(64), cache_type: DType::F32, batch, tensor_split: split.to_vec(), ..Default::default() }
@@ -84,6 +85,34 @@ fn tensor_split_matches_one_device_on_two_and_three_devices() {
             let (device, _) = model.tensor_parallel().expect("tensor parallel");
             assert_eq!(device.inner_implicit_waits(), 0, "{:?}", device.inner_hazard_reports());
             assert_eq!(model.implicit_waits(), 0);
+        }
+    }
+}
+
+/// Every architecture splits by heads too: Qwen 2's biases follow their
+/// rows, Q/K norms are mirrored per head, Gemma 3's single KV head is held
+/// by both devices. Exact mode is bit for bit; partial sums within the
+/// bound.
+#[test]
+fn every_architecture_tensor_split_matches_one_device() {
+    for shape in [SynthShape::Qwen2, SynthShape::Qwen3, SynthShape::Gemma3] {
+        for dtype in [DType::F32, DType::Q8_0] {
+            let (_dir, path) = synth_model("tp-arch", shape, dtype, 5);
+            let mut one =
+                Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &options(16, &[])).expect("one device");
+            let reference = transcript(&mut one);
+            let names = ["cpu:0", "cpu:1"];
+            let exact = LoadOptions { tensor_exact: true, ..options(16, &[]) };
+            let mut exact = tensor_model(&path, cpus(&names, WaitPolicy::Block), WaitPolicy::Block, &exact);
+            assert_eq!(transcript(&mut exact), reference, "{shape} {dtype}: exact mode is bit for bit");
+            let mut model = tensor_model(&path, cpus(&names, WaitPolicy::Block), WaitPolicy::Block, &options(16, &[]));
+            for (step, (g, w)) in transcript(&mut model).iter().zip(&reference).enumerate() {
+                let e = nmse(g, w);
+                println!("{shape} {dtype}, step {step}: NMSE {e:.2e}");
+                assert!(e <= nmse_bound(dtype), "{shape} {dtype}, step {step}: NMSE {e:e}");
+            }
+            let (device, _) = model.tensor_parallel().expect("tensor parallel");
+            assert_eq!(device.inner_implicit_waits(), 0, "{shape}: {:?}", device.inner_hazard_reports());
         }
     }
 }

@@ -131,7 +131,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let config = model.config().clone();
     let model_name = format!(
         "{} {} {}",
-        config.architecture,
+        config.arch,
         human_params(config.n_params()),
         margs.model.as_ref().map_or("SmolLM2-135M-Instruct Q4_1".to_string(), |p| p
             .file_name()

@@ -1,0 +1,136 @@
+//! What differs between the llama-family architectures, as data.
+//!
+//! One graph builder ([`crate::graph`]) serves every architecture; it asks
+//! [`ArchTraits`] where they differ. The conventions were checked against
+//! the GGUF converter and the reference engine's model definitions
+//! (`/work/shared/research/llama-family-architectures.md` has the notes):
+//!
+//! | | llama | qwen2 | qwen3 | gemma3 |
+//! |---|---|---|---|---|
+//! | RoPE pairing | adjacent (normal) | NeoX | NeoX | NeoX |
+//! | Q/K/V biases | no | yes | no | no |
+//! | per-head Q/K RMS norm (before RoPE) | no | no | yes | yes |
+//! | norms after attention and FFN | no | no | no | yes |
+//! | FFN gate | SiLU | SiLU | SiLU | GELU (tanh) |
+//! | embedding × √dim | no | no | no | yes |
+//! | sliding-window layers | no | no | no | 5 of every 6 |
+//!
+//! Gemma's norm weights are stored with the `+ 1` of its `(1 + w)` already
+//! added by the converter, so every architecture multiplies by the stored
+//! weight. Gemma 3's local (sliding-window) layers use RoPE base 10,000 and
+//! no position scaling; its global layers (every sixth: `l % 6 == 5`) use
+//! the file's base and scaling.
+
+use baton_core::graph::RopeMode;
+
+/// The feed-forward gate's activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// `x σ(x)` (SwiGLU: llama, Qwen).
+    Silu,
+    /// GELU in its tanh form (GeGLU: Gemma).
+    GeluTanh,
+}
+
+/// How an architecture's blocks differ from llama's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArchTraits {
+    /// RoPE pairing.
+    pub rope_mode: RopeMode,
+    /// The FFN gate's activation.
+    pub activation: Activation,
+    /// `attn_q`, `attn_k` and `attn_v` have biases (`attn_q.bias`, …).
+    pub qkv_bias: bool,
+    /// Each query and key head is RMS-normalised (`attn_q_norm`,
+    /// `attn_k_norm`, one weight per head element) before RoPE.
+    pub qk_norm: bool,
+    /// The attention and FFN outputs are RMS-normalised before they join
+    /// the residual (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// The token embedding is multiplied by `√dim`.
+    pub embed_scale: bool,
+    /// Layers come in groups of this many, all but the last of each group
+    /// attending a sliding window (`None`: every layer is global).
+    pub swa_period: Option<usize>,
+    /// RoPE base of the sliding-window layers.
+    pub swa_rope_base: f32,
+}
+
+/// A llama-family architecture Baton loads (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Architecture {
+    /// Llama 1–3, SmolLM, TinyLlama, Mistral without sliding windows.
+    Llama,
+    /// Qwen 2 and 2.5.
+    Qwen2,
+    /// Qwen 3 (dense).
+    Qwen3,
+    /// Gemma 3 (text).
+    Gemma3,
+}
+
+impl Architecture {
+    /// Every architecture.
+    pub const ALL: [Architecture; 4] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3];
+
+    /// The name GGUF files give it in `general.architecture` (and the
+    /// prefix of its metadata keys).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Gemma3 => "gemma3",
+        }
+    }
+
+    /// The architecture named `name` (as in `general.architecture`).
+    pub fn from_name(name: &str) -> Option<Architecture> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Where its blocks differ from llama's.
+    pub const fn traits(self) -> ArchTraits {
+        let llama = ArchTraits {
+            rope_mode: RopeMode::Normal,
+            activation: Activation::Silu,
+            qkv_bias: false,
+            qk_norm: false,
+            post_norms: false,
+            embed_scale: false,
+            swa_period: None,
+            swa_rope_base: 10_000.0,
+        };
+        match self {
+            Self::Llama => llama,
+            Self::Qwen2 => ArchTraits { rope_mode: RopeMode::Neox, qkv_bias: true, ..llama },
+            Self::Qwen3 => ArchTraits { rope_mode: RopeMode::Neox, qk_norm: true, ..llama },
+            Self::Gemma3 => ArchTraits {
+                rope_mode: RopeMode::Neox,
+                activation: Activation::GeluTanh,
+                qk_norm: true,
+                post_norms: true,
+                embed_scale: true,
+                swa_period: Some(6),
+                ..llama
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one layer attends: its window and RoPE constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerAttention {
+    /// Keys a query sees at most, ending at its own position (`None`: all).
+    pub window: Option<usize>,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// Linear RoPE position scale.
+    pub rope_scale: f32,
+}
