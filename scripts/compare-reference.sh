@@ -5,20 +5,22 @@
 # through its ordinary PyPI package, llama-cpp-python, which compiles
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
-# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--json] [MODEL.gguf ...]
+# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--json] [--install-only] [MODEL.gguf ...]
 #        scripts/compare-reference.sh --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
 # real SmolLM2-135M-Instruct Q4_1, a stories15M-shape random model in F32
-# and in F16, and a stories110M-shape random model in Q4_K (the synthetic
-# ones are written with `baton model synth` into target/compare/).
+# and in F16, a stories110M-shape random model in Q4_K (the synthetic
+# ones are written with `baton model synth` into target/compare/), and the
+# real Gemma 3 270M Q4_K_M (`baton model fetch gemma3-270m`).
+# --install-only builds the reference engine and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
 venv=target/ref-llama-venv
 mkdir -p target/compare
 
-runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args=""
+runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args="" install_only=""
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
     -n) n_gen=$2; shift 2 ;;
     --json) json=--json; shift ;;
     --print-cmake-args) print_args=1; shift ;;
-    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    --install-only) install_only=1; shift ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
@@ -70,6 +73,9 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/
   echo "$REF_PACKAGE $cmake_args" > "$venv/.cmake-args"
 fi
 echo "reference engine: $REF_PACKAGE built with $cmake_args" >&2
+if [ -n "$install_only" ]; then
+  exit 0
+fi
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" >&2
 
 echo "building baton (release)..." >&2
@@ -86,6 +92,7 @@ if [ ${#models[@]} -eq 0 ]; then
     fi
     models+=("$file")
   done
+  models+=("$("$baton" model fetch gemma3-270m | tail -n 1)")
 fi
 
 exec "$venv/bin/python" scripts/compare_reference.py --baton "$baton" -r "$runs" -t "$threads" \

