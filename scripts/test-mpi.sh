@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The MPI tests (crates/baton-mpi, feature `mpi`), on loopback: installs
+# Open MPI if missing (scripts/setup-mpi.sh), runs the crate's unit tests,
+# then the SPMD test program under scripts/mpirun.sh:
+# - collectives under 2 ranks (wait policies block and poll) and 3 ranks;
+# - the silent-rank test under 2 and 3 ranks: one rank stops itself
+#   (SIGSTOP); every other rank must fail within the deadline with an error
+#   naming it, and the job must exit non-zero, all within `timeout`.
+# Uses CARGO_TARGET_DIR when set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-mpi.sh >/dev/null
+target=${CARGO_TARGET_DIR:-target}
+cargo test -p baton-mpi --features mpi
+cargo build -p baton-mpi --features mpi --example mpi_check
+program="$target/debug/examples/mpi_check"
+failures=0
+
+fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
+
+collectives() { # RANKS POLICY
+  local out rc=0
+  out=$(BATON_WAIT_POLICY=$2 timeout 300 scripts/mpirun.sh -np "$1" "$program" collectives 2>&1) || rc=$?
+  local ok
+  ok=$(printf '%s\n' "$out" | grep -c 'collectives ok' || true)
+  if [ "$rc" != 0 ] || [ "$ok" != "$1" ]; then
+    printf '%s\n' "$out" >&2
+    fail "collectives, $1 ranks, policy $2 (exit $rc, $ok of $1 ranks ok)"
+  else
+    echo "ok: collectives, $1 ranks, policy $2"
+  fi
+}
+
+silent() { # RANKS SILENT_RANK DEADLINE_S
+  local out rc=0 started ended
+  started=$(date +%s)
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" silent "$2" "$3" 2>&1) || rc=$?
+  ended=$(date +%s)
+  local expected=$(($1 - 1)) named
+  named=$(printf '%s\n' "$out" | grep -c "failed as expected after .*silent rank(s) \[$2\]" || true)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$named" != "$expected" ] \
+    || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "silent rank $2 of $1 (exit $rc, $named of $expected ranks named it)"
+  else
+    echo "ok: silent rank $2 of $1 named by the $expected others; job exit $rc after $((ended - started)) s"
+  fi
+}
+
+collectives 2 block
+collectives 2 poll
+collectives 3 block
+silent 2 1 3
+silent 3 1 3
+silent 3 0 3
+
+if [ "$failures" != 0 ]; then
+  echo "$failures MPI test(s) failed" >&2
+  exit 1
+fi
+echo "all MPI tests passed"
