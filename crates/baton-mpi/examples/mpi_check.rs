@@ -214,7 +214,7 @@ fn silent(world: &World, silent_rank: usize, deadline: Duration) -> Result<ExitC
     };
     let named = d.gates.error().and_then(|e| e.silence().cloned());
     let limit = deadline + Duration::from_secs(5);
-    if !named.as_ref().is_some_and(|s| s.silent == [silent_rank]) {
+    if named.as_ref().is_none_or(|s| s.silent != [silent_rank]) {
         return Err(format!("rank {rank}: the error does not name rank {silent_rank} alone: {named:?}; {error}"));
     }
     if !error.contains(&format!("silent rank(s) [{silent_rank}]")) {

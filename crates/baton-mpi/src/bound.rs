@@ -11,11 +11,16 @@ use baton_core::sync::{parse_deadline, WaitPolicy};
 /// The default deadline of a remote operation.
 pub const DEFAULT_REMOTE_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The longest sleep between two tests of a blocking waiter: the latency
-/// it adds at most to an operation that completes while it sleeps.
-const MAX_SLEEP: Duration = Duration::from_millis(1);
-/// The first sleep of a blocking waiter.
+/// How long a waiter that does not poll still tests back to back, yielding
+/// the core between tests: MPI progresses only inside MPI calls (a
+/// non-blocking collective's rounds, a large message's fragments), so a
+/// waiter that sleeps stalls the operation it waits for.
+const PROGRESS_WINDOW: Duration = Duration::from_millis(2);
+/// The first sleep between two tests after the window.
 const FIRST_SLEEP: Duration = Duration::from_micros(10);
+/// The longest sleep between two tests: the latency it adds at most to a
+/// step of an operation that needs this rank's progress.
+const MAX_SLEEP: Duration = Duration::from_micros(100);
 /// Tests between two clock reads of a polling waiter.
 const TESTS_PER_CLOCK: u32 = 64;
 
@@ -25,10 +30,12 @@ pub struct RemoteBound {
     /// How long a remote operation may take before it fails with the
     /// ranks that did not answer.
     pub deadline: Duration,
-    /// How the waiting thread waits: `poll` tests without sleeping
-    /// (yielding now and then), `spin` tests for its spin time and then
-    /// sleeps between tests, `block` sleeps between tests from the start
-    /// (10 µs, doubling to 1 ms).
+    /// How the waiting thread waits. MPI progresses only inside MPI calls
+    /// (Open MPI's own blocking waits poll), so no policy sleeps at once:
+    /// `poll` tests without sleeping (yielding now and then) until the
+    /// deadline; `spin` tests so for its spin time, `block` not at all;
+    /// both then test back to back yielding the core for 2 ms, then sleep
+    /// between tests (10 µs, doubling to 100 µs).
     pub policy: WaitPolicy,
 }
 
@@ -90,6 +97,13 @@ impl RemoteBound {
             } else {
                 std::hint::spin_loop();
             }
+        }
+        let window_until = Instant::now().max(started + PROGRESS_WINDOW).min(until);
+        while Instant::now() < window_until {
+            if test()? {
+                return Ok(true);
+            }
+            std::thread::yield_now();
         }
         let mut sleep = FIRST_SLEEP;
         loop {

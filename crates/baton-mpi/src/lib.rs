@@ -24,9 +24,11 @@
 //! - **Bounded operations** ([`Comm`]): each is non-blocking (`MPI_Isend`,
 //!   `MPI_Irecv`, `MPI_Iallreduce`, `MPI_Iallgather`) and its requests are
 //!   tested with `MPI_Testall` in a loop shaped by the edge's wait policy
-//!   ([`RemoteBound`]: `poll` tests without sleeping, `spin` tests then
-//!   sleeps, `block` sleeps 10 µs to 1 ms between tests, since MPI has no
-//!   blocking wait with a deadline), until the deadline (default 30 s,
+//!   ([`RemoteBound`]: MPI has no blocking wait with a deadline, and it
+//!   progresses only inside MPI calls, so `poll` tests without sleeping,
+//!   `spin` and `block` test back to back yielding the core for 2 ms,
+//!   `spin` after its spin time of pure polling, then sleep 10 to 100 µs
+//!   between tests), until the deadline (default 30 s,
 //!   `BATON_REMOTE_DEADLINE`). A timed-out operation's buffers stay with
 //!   MPI (leaked: a non-blocking collective cannot be cancelled) and its
 //!   communicator takes no more work; the process then does not call
