@@ -5,7 +5,9 @@
 # - collectives under 2 ranks (wait policies block and poll) and 3 ranks;
 # - the silent-rank test under 2 and 3 ranks: one rank stops itself
 #   (SIGSTOP); every other rank must fail within the deadline with an error
-#   naming it, and the job must exit non-zero, all within `timeout`.
+#   naming it, and the job must exit non-zero, all within `timeout`;
+# - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
+#   the job with a non-zero status well before the 30 s deadline.
 # Uses CARGO_TARGET_DIR when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,12 +49,28 @@ silent() { # RANKS SILENT_RANK DEADLINE_S
   fi
 }
 
+killed() { # RANKS KILLED_RANK
+  local out rc=0 started ended
+  started=$(date +%s)
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" killed "$2" 2>&1) || rc=$?
+  ended=$(date +%s)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ $((ended - started)) -gt 20 ] \
+    || ! printf '%s\n' "$out" | grep -q "killing myself" || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "killed rank $2 of $1 (exit $rc after $((ended - started)) s)"
+  else
+    echo "ok: killed rank $2 of $1: mpirun ended the job, exit $rc after $((ended - started)) s"
+  fi
+}
+
 collectives 2 block
 collectives 2 poll
 collectives 3 block
 silent 2 1 3
 silent 3 1 3
 silent 3 0 3
+killed 2 1
+killed 3 2
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

@@ -12,6 +12,9 @@
 //!   naming RANK, seen by a consumer on another stream. Each prints
 //!   `rank R: failed as expected after S s: ...` and exits with code 3
 //!   (the job's exit is non-zero); anything else prints `FAIL`.
+//! - `mpi_check killed RANK`: after one good all-reduce, rank RANK kills
+//!   itself (`SIGKILL`); `mpirun` must end the job with a non-zero status
+//!   long before the 30 s deadline of the others' next all-reduce.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -230,6 +233,31 @@ fn silent(world: &World, silent_rank: usize, deadline: Duration) -> Result<ExitC
     Ok(ExitCode::from(FAILED_AS_EXPECTED))
 }
 
+/// Rank `killed_rank` kills itself (`SIGKILL`) after one good all-reduce;
+/// the others wait in the next one with the default deadline (30 s).
+/// `mpirun` ends the job, long before that deadline: the script checks the
+/// time and the exit status. A rank that gets past the all-reduce fails.
+fn killed(world: &World, killed_rank: usize) -> Result<ExitCode, String> {
+    let rank = world.rank();
+    let comm = world.communicator().map_err(mpi)?;
+    let bound = RemoteBound::from_env();
+    let (mut send, mut recv) = (vec![1f32; 16], vec![0f32; 16]);
+    comm.all_reduce_sum(&mut send, &mut recv, &bound).map_err(mpi)?;
+    if rank == killed_rank {
+        println!("rank {rank}: killing myself (SIGKILL)");
+        let pid = std::process::id().to_string();
+        let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+        return Err(format!("rank {rank}: survived SIGKILL ({killed:?})"));
+    }
+    match comm.all_reduce_sum(&mut send, &mut recv, &bound) {
+        Ok(()) => Err(format!("rank {rank}: the all-reduce with a killed rank {killed_rank} succeeded")),
+        Err(e) => {
+            println!("rank {rank}: failed as expected: {e}");
+            Ok(ExitCode::from(FAILED_AS_EXPECTED))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let world = match World::init() {
@@ -250,7 +278,11 @@ fn main() -> ExitCode {
             let seconds: f64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(3.0);
             silent(&world, silent_rank, Duration::from_secs_f64(seconds))
         }
-        _ => Err("usage: mpi_check collectives | silent RANK DEADLINE_S".into()),
+        Some("killed") => {
+            let killed_rank = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+            killed(&world, killed_rank)
+        }
+        _ => Err("usage: mpi_check collectives | silent RANK DEADLINE_S | killed RANK".into()),
     };
     match outcome {
         Ok(code) if code == ExitCode::SUCCESS => code,
