@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::backend::{as_bytes, as_bytes_mut, HostSlot, Stream, TensorRef};
+use baton_core::backend::{Stream, TensorRef};
 use baton_core::loom::Mutex;
 use baton_core::sync::{Failure, FailureKind, HostTimeline, SyncPoint};
 use baton_core::{DType, StreamError};
 
 use crate::bound::RemoteBound;
 use crate::comm::Comm;
+use crate::staging::{Pool, Staged};
 use crate::MpiError;
 
 /// How a gate's all-reduce travels.
@@ -21,19 +22,6 @@ pub enum Transport {
     /// The butterfly over point-to-point messages ([`crate::tree_sum`]'s
     /// order).
     Butterfly,
-}
-
-/// Host memory a gate's host function fills and the stream's write drains.
-#[derive(Default)]
-struct Staged(Mutex<Vec<f32>>);
-
-impl HostSlot for Staged {
-    fn with_bytes(&self, f: &mut dyn FnMut(&[u8])) {
-        f(as_bytes(&self.0.lock()));
-    }
-    fn with_bytes_mut(&self, f: &mut dyn FnMut(&mut [u8])) {
-        f(as_bytes_mut(&mut self.0.lock()));
-    }
 }
 
 /// A rank's stream with its own communicator: remote operations are queued
@@ -53,6 +41,7 @@ pub struct RankStream {
     bound: RemoteBound,
     gates: HostTimeline,
     first_error: Arc<Mutex<Option<MpiError>>>,
+    pool: Pool,
 }
 
 impl RankStream {
@@ -62,7 +51,7 @@ impl RankStream {
     pub fn new(stream: Stream, comm: Comm, deadline: Duration) -> RankStream {
         let bound = RemoteBound::new(deadline, stream.wait_policy());
         let gates = HostTimeline::new(format!("{}/mpi-rank{}", stream.label(), comm.rank()));
-        RankStream { stream, comm: Arc::new(comm), bound, gates, first_error: Arc::default() }
+        RankStream { stream, comm: Arc::new(comm), bound, gates, first_error: Arc::default(), pool: Pool::default() }
     }
 
     /// The stream.
@@ -143,14 +132,15 @@ impl RankStream {
         run: impl FnOnce(&Comm, &mut Vec<f32>, &mut Vec<f32>, &RemoteBound) -> Result<(), MpiError> + Send + 'static,
     ) -> Result<SyncPoint, MpiError> {
         let read = match input {
-            Some(t) => Some(self.stream.read_into_async(t, vec![0f32; t.bytes() / 4]).map_err(StreamError::from)?),
+            Some(t) => Some(self.stream.read_into_async(t, self.pool.take(t.bytes() / 4)).map_err(StreamError::from)?),
             None => None,
         };
-        let staged = Arc::new(Staged::default());
+        let staged = Arc::new(Staged::new(self.pool.clone()));
         let out_len = output.map_or(0, |t| t.bytes() / 4);
         let release = self.gates.reserve();
         let done = release.point();
-        let (comm, bound, errors, result) = (self.comm.clone(), self.bound, self.first_error.clone(), staged.clone());
+        let (comm, bound, errors, result, pool) =
+            (self.comm.clone(), self.bound, self.first_error.clone(), staged.clone(), self.pool.clone());
         self.stream.host_fn(move || {
             let mut input = match read.map(|p| p.wait()) {
                 None => Vec::new(),
@@ -160,10 +150,12 @@ impl RankStream {
                     return Ok(());
                 }
             };
-            let mut output = vec![0f32; out_len];
-            match run(&comm, &mut input, &mut output, &bound) {
+            let mut output = pool.take(out_len);
+            let ran = run(&comm, &mut input, &mut output, &bound);
+            pool.put(input);
+            match ran {
                 Ok(()) => {
-                    *result.0.lock() = output;
+                    result.fill(output);
                     release.signal();
                 }
                 Err(e) => {

@@ -104,6 +104,8 @@ mod gate;
 #[cfg(feature = "mpi")]
 mod liveness;
 #[cfg(feature = "mpi")]
+mod staging;
+#[cfg(feature = "mpi")]
 mod world;
 
 #[cfg(feature = "mpi")]
