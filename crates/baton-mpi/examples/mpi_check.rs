@@ -177,6 +177,18 @@ fn collectives(world: &World) -> Check {
     let bound = RemoteBound::new(Duration::from_secs(20), WaitPolicy::process_default());
     let comm = world.communicator().map_err(mpi)?;
     let device = open_device(world, bound.deadline)?;
+    // Variable-length bytes: rank r says r + 1 words (rank 0 also an
+    // empty message first).
+    let say = |r: usize| "word ".repeat(r + 1).into_bytes();
+    let empty = comm.all_gather_bytes(&[], &bound).map_err(mpi)?;
+    if empty != vec![Vec::<u8>::new(); comm.size()] {
+        return Err(format!("all-gather of empty bytes: {empty:?}"));
+    }
+    let said = comm.all_gather_bytes(&say(comm.rank()), &bound).map_err(mpi)?;
+    let want: Vec<Vec<u8>> = (0..comm.size()).map(say).collect();
+    if said != want {
+        return Err(format!("all-gather of bytes: {said:?}, expected {want:?}"));
+    }
     for n in [1, 7, 1024, 262_147] {
         host_collectives(&comm, n, &bound)?;
         round_trip(&comm, n, &bound)?;

@@ -16,6 +16,7 @@ use mpi::ffi;
 
 use crate::bound::RemoteBound;
 use crate::liveness;
+use crate::wire::Wire;
 use crate::world::{RawComm, Shared};
 use crate::MpiError;
 
@@ -23,9 +24,10 @@ use crate::MpiError;
 /// take tags below it.
 pub const RESERVED_TAGS: u16 = 1 << 14;
 
-/// One communicator over every rank, with bounded operations on f32 host
-/// buffers. Operations of one communicator must be called in the same order
-/// on every rank (MPI's rule for collectives); give each stream its own
+/// One communicator over every rank, with bounded operations on host
+/// vectors of any [`Wire`] type (sums of f32). Operations of one
+/// communicator must be called in the same order on every rank (MPI's rule
+/// for collectives); give each stream its own
 /// ([`World::communicator`](crate::World::communicator)).
 pub struct Comm {
     raw: RawComm,
@@ -37,7 +39,7 @@ pub struct Comm {
 }
 
 /// A posted request's buffers, by role: what leaks on a timeout.
-pub(crate) type Buffers<'a> = [&'a mut Vec<f32>];
+pub(crate) type Buffers<'a, T> = [&'a mut Vec<T>];
 
 impl Comm {
     pub(crate) fn new(raw: RawComm, shared: Arc<Shared>) -> Comm {
@@ -74,13 +76,13 @@ impl Comm {
     /// Runs one remote operation: `post` posts its requests over `buffers`,
     /// which are tested under `bound`; `peers` are the ranks it waits for
     /// (named on a timeout). Returns the requests' statuses.
-    pub(crate) fn bounded(
+    pub(crate) fn bounded<T: Wire>(
         &self,
         op: &str,
         peers: &[usize],
         bound: &RemoteBound,
-        buffers: &mut Buffers<'_>,
-        post: impl FnOnce(&Shared, RawComm, &mut Buffers<'_>, &mut Vec<ffi::MPI_Request>) -> Result<(), MpiError>,
+        buffers: &mut Buffers<'_, T>,
+        post: impl FnOnce(&Shared, RawComm, &mut Buffers<'_, T>, &mut Vec<ffi::MPI_Request>) -> Result<(), MpiError>,
     ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
         if let Some(first) = self.failure() {
             return Err(MpiError::Poisoned { rank: self.rank(), first: Box::new(first) });
@@ -131,7 +133,7 @@ impl Comm {
     /// Sends `data` to rank `to` with `tag` (below [`RESERVED_TAGS`]),
     /// bounded. Done means the buffer may be reused, not that the peer has
     /// received it.
-    pub fn send(&self, to: usize, tag: u16, data: &mut Vec<f32>, bound: &RemoteBound) -> Result<(), MpiError> {
+    pub fn send<T: Wire>(&self, to: usize, tag: u16, data: &mut Vec<T>, bound: &RemoteBound) -> Result<(), MpiError> {
         self.check_rank(to)?;
         self.check_tag(tag)?;
         self.send_raw(to, tag, data, bound).map(drop)
@@ -139,14 +141,14 @@ impl Comm {
 
     /// Receives into `data` from rank `from` with `tag`; a message of
     /// another length is an error.
-    pub fn recv(&self, from: usize, tag: u16, data: &mut Vec<f32>, bound: &RemoteBound) -> Result<(), MpiError> {
+    pub fn recv<T: Wire>(&self, from: usize, tag: u16, data: &mut Vec<T>, bound: &RemoteBound) -> Result<(), MpiError> {
         self.check_rank(from)?;
         self.check_tag(tag)?;
         let expected = data.len();
         let statuses = self.recv_raw(from, tag, data, bound)?;
         let mut got: c_int = 0;
         // SAFETY: the status is the completed receive's; `got` a live place.
-        let code = self.shared.call(|| unsafe { ffi::MPI_Get_count(&statuses[0], ffi::RSMPI_FLOAT, &mut got) });
+        let code = self.shared.call(|| unsafe { ffi::MPI_Get_count(&statuses[0], T::datatype(), &mut got) });
         self.shared.check("MPI_Get_count", code)?;
         if got as usize != expected {
             return Err(MpiError::BadBuffers {
@@ -164,15 +166,15 @@ impl Comm {
         Ok(())
     }
 
-    pub(crate) fn send_raw(
+    pub(crate) fn send_raw<T: Wire>(
         &self,
         to: usize,
         tag: u16,
-        data: &mut Vec<f32>,
+        data: &mut Vec<T>,
         bound: &RemoteBound,
     ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
         let n = Self::count("send", data.len())?;
-        self.bounded(&format!("send of {n} f32 to rank {to}"), &[to], bound, &mut [data], |s, comm, b, reqs| {
+        self.bounded(&format!("send of {n} {} to rank {to}", T::NAME), &[to], bound, &mut [data], |s, comm, b, reqs| {
             reqs.push(null_request());
             // SAFETY: the buffer lives until the request completes or is
             // leaked (`bounded`); the communicator is live.
@@ -180,7 +182,7 @@ impl Comm {
                 ffi::MPI_Isend(
                     b[0].as_ptr().cast::<c_void>(),
                     n,
-                    ffi::RSMPI_FLOAT,
+                    T::datatype(),
                     to as c_int,
                     c_int::from(tag),
                     comm.0,
@@ -191,16 +193,16 @@ impl Comm {
         })
     }
 
-    pub(crate) fn recv_raw(
+    pub(crate) fn recv_raw<T: Wire>(
         &self,
         from: usize,
         tag: u16,
-        data: &mut Vec<f32>,
+        data: &mut Vec<T>,
         bound: &RemoteBound,
     ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
         let n = Self::count("recv", data.len())?;
         self.bounded(
-            &format!("receive of {n} f32 from rank {from}"),
+            &format!("receive of {n} {} from rank {from}", T::NAME),
             &[from],
             bound,
             &mut [data],
@@ -211,7 +213,7 @@ impl Comm {
                     ffi::MPI_Irecv(
                         b[0].as_mut_ptr().cast::<c_void>(),
                         n,
-                        ffi::RSMPI_FLOAT,
+                        T::datatype(),
                         from as c_int,
                         c_int::from(tag),
                         comm.0,
@@ -225,16 +227,16 @@ impl Comm {
 
     /// Sends `send` to and receives `recv` from `peer` at once (equal
     /// lengths), bounded: one step of the butterfly.
-    pub(crate) fn exchange(
+    pub(crate) fn exchange<T: Wire>(
         &self,
         peer: usize,
         tag: u16,
-        send: &mut Vec<f32>,
-        recv: &mut Vec<f32>,
+        send: &mut Vec<T>,
+        recv: &mut Vec<T>,
         bound: &RemoteBound,
     ) -> Result<(), MpiError> {
         let n = Self::count("exchange", send.len())?;
-        let op = format!("exchange of {n} f32 with rank {peer}");
+        let op = format!("exchange of {n} {} with rank {peer}", T::NAME);
         self.bounded(&op, &[peer], bound, &mut [send, recv], |s, comm, b, reqs| {
             reqs.extend([null_request(), null_request()]);
             let (first, rest) = b.split_at_mut(1);
@@ -244,7 +246,7 @@ impl Comm {
                 ffi::MPI_Irecv(
                     rest[0].as_mut_ptr().cast::<c_void>(),
                     n,
-                    ffi::RSMPI_FLOAT,
+                    T::datatype(),
                     peer as c_int,
                     c_int::from(tag),
                     comm.0,
@@ -257,7 +259,7 @@ impl Comm {
                 ffi::MPI_Isend(
                     first[0].as_ptr().cast::<c_void>(),
                     n,
-                    ffi::RSMPI_FLOAT,
+                    T::datatype(),
                     peer as c_int,
                     c_int::from(tag),
                     comm.0,
@@ -283,6 +285,10 @@ impl Comm {
             return Err(MpiError::BadBuffers { op: "all-reduce", what });
         }
         let n = Self::count("all-reduce", send.len())?;
+        if n == 0 {
+            // Every rank passes the same length: none calls MPI.
+            return Ok(());
+        }
         let peers = self.peers();
         self.bounded(&format!("all-reduce of {n} f32"), &peers, bound, &mut [send, recv], |s, comm, b, reqs| {
             reqs.push(null_request());
@@ -308,15 +314,25 @@ impl Comm {
     /// Every rank's `send` (equal lengths) concatenated in rank order into
     /// every rank's `recv` (`size` times as long), by MPI's non-blocking
     /// all-gather.
-    pub fn all_gather(&self, send: &mut Vec<f32>, recv: &mut Vec<f32>, bound: &RemoteBound) -> Result<(), MpiError> {
+    pub fn all_gather<T: Wire>(
+        &self,
+        send: &mut Vec<T>,
+        recv: &mut Vec<T>,
+        bound: &RemoteBound,
+    ) -> Result<(), MpiError> {
         if recv.len() != send.len() * self.size() {
             let what = format!("send has {} values, recv {} for {} ranks", send.len(), recv.len(), self.size());
             return Err(MpiError::BadBuffers { op: "all-gather", what });
         }
         let n = Self::count("all-gather", send.len())?;
+        if n == 0 {
+            // Every rank passes the same length: none calls MPI (whose
+            // empty buffers would alias, which it refuses).
+            return Ok(());
+        }
         let peers = self.peers();
         self.bounded(
-            &format!("all-gather of {n} f32 per rank"),
+            &format!("all-gather of {n} {} per rank", T::NAME),
             &peers,
             bound,
             &mut [send, recv],
@@ -328,10 +344,10 @@ impl Comm {
                     ffi::MPI_Iallgather(
                         first[0].as_ptr().cast::<c_void>(),
                         n,
-                        ffi::RSMPI_FLOAT,
+                        T::datatype(),
                         rest[0].as_mut_ptr().cast::<c_void>(),
                         n,
-                        ffi::RSMPI_FLOAT,
+                        T::datatype(),
                         comm.0,
                         &mut reqs[0],
                     )

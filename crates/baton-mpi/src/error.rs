@@ -101,6 +101,15 @@ pub enum MpiError {
         /// The communicator's size.
         size: usize,
     },
+    /// A device list that names a rank the job does not have, or a name
+    /// that does not parse.
+    #[error("device {name:?}: {why}")]
+    BadDeviceList {
+        /// The name (or the list).
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Buffers whose lengths do not fit the operation.
     #[error("{op}: {what}")]
     BadBuffers {

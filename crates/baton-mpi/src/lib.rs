@@ -92,19 +92,25 @@
 mod bound;
 mod butterfly;
 mod error;
+mod placement;
 
 pub use bound::{RemoteBound, DEFAULT_REMOTE_DEADLINE};
 pub use butterfly::tree_sum;
 pub use error::{MpiError, PeerProgress, Silence};
+pub use placement::{local_devices, parse_ranked, RankedDevice};
 
 #[cfg(feature = "mpi")]
 mod comm;
 #[cfg(feature = "mpi")]
 mod gate;
 #[cfg(feature = "mpi")]
+mod gather;
+#[cfg(feature = "mpi")]
 mod liveness;
 #[cfg(feature = "mpi")]
 mod staging;
+#[cfg(feature = "mpi")]
+mod wire;
 #[cfg(feature = "mpi")]
 mod world;
 
@@ -112,5 +118,7 @@ mod world;
 pub use comm::{Comm, RESERVED_TAGS};
 #[cfg(feature = "mpi")]
 pub use gate::{RankStream, Transport};
+#[cfg(feature = "mpi")]
+pub use wire::Wire;
 #[cfg(feature = "mpi")]
 pub use world::World;
