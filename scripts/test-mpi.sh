@@ -6,6 +6,7 @@
 # - the silent-rank test under 2 and 3 ranks: one rank stops itself
 #   (SIGSTOP); every other rank must fail within the deadline with an error
 #   naming it, and the job must exit non-zero, all within `timeout`;
+# - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
 # - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
 #   the job with a non-zero status well before the 30 s deadline.
 # Uses CARGO_TARGET_DIR when set.
@@ -63,6 +64,30 @@ killed() { # RANKS KILLED_RANK
   fi
 }
 
+# The CLI with ranks as devices: `baton devices` lists every rank's devices;
+# a list naming a rank the job lacks is an error on every rank.
+cli_devices() {
+  cargo build -p baton-cli --features mpi
+  local baton="$target/debug/baton" out rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu:0@0,cpu:1@0,cpu@1 2>&1) || rc=$?
+  if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '^cpu:1@0 ' || ! printf '%s\n' "$out" | grep -q '^cpu@1 '; then
+    printf '%s\n' "$out" >&2
+    fail "baton devices under 2 ranks (exit $rc)"
+  else
+    echo "ok: baton devices lists both ranks' devices"
+  fi
+  rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu@0,cpu@2 2>&1) || rc=$?
+  local errors
+  errors=$(printf '%s\n' "$out" | grep -c 'device "cpu@2": the job has 2 rank' || true)
+  if [ "$rc" = 0 ] || [ "$errors" != 2 ]; then
+    printf '%s\n' "$out" >&2
+    fail "a device on a missing rank (exit $rc, $errors of 2 ranks said why)"
+  else
+    echo "ok: a device on a missing rank is an error on every rank"
+  fi
+}
+
 collectives 2 block
 collectives 2 poll
 collectives 3 block
@@ -71,6 +96,7 @@ silent 3 1 3
 silent 3 0 3
 killed 2 1
 killed 3 2
+cli_devices
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2
