@@ -141,3 +141,26 @@ impl MpiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_names_the_silent_and_the_lagging_ranks_and_a_poisoned_communicator_keeps_them() {
+        let silence = Silence { silent: vec![2], behind: vec![PeerProgress { rank: 1, started: 4, finished: 3 }] };
+        let timeout = MpiError::TimedOut {
+            rank: 0,
+            op: "all-reduce of 8 f32 #5".into(),
+            deadline: Duration::from_secs(3),
+            silence: silence.clone(),
+        };
+        let text = timeout.to_string();
+        assert!(text.contains("silent rank(s) [2]"), "{text}");
+        assert!(text.contains("rank 1 answers but is behind (4 remote operations started, 3 finished)"), "{text}");
+        let poisoned = MpiError::Poisoned { rank: 0, first: Box::new(timeout) };
+        assert_eq!(poisoned.silence(), Some(&silence));
+        let nobody = Silence { silent: vec![], behind: vec![] };
+        assert!(nobody.to_string().contains("transport itself is stuck"), "{nobody}");
+    }
+}

@@ -139,6 +139,8 @@ impl RankStream {
         let out_len = output.map_or(0, |t| t.bytes() / 4);
         let release = self.gates.reserve();
         let done = release.point();
+        // Where a failure happens first: this gate's point.
+        let origin = done.to_string();
         let (comm, bound, errors, result, pool) =
             (self.comm.clone(), self.bound, self.first_error.clone(), staged.clone(), self.pool.clone());
         self.stream.host_fn(move || {
@@ -163,7 +165,6 @@ impl RankStream {
                         Some(_) => FailureKind::TimedOut,
                         None => FailureKind::WorkFailed,
                     };
-                    let origin = format!("mpi rank {}", comm.rank());
                     release.fail_with(Failure::new(kind, origin, e.to_string()));
                     errors.lock().get_or_insert(e);
                 }
