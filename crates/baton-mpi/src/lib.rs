@@ -80,14 +80,54 @@
 //! an operation already posted cannot be withdrawn: its peers fail by
 //! their deadline, not at once.
 //!
-//! # Not yet
+//! # Summation order (what the tests compare bit for bit)
 //!
-//! The `Collective` trait of baton-composite is not implemented by this
-//! crate yet: it queues gates over one process's streams, while a rank has
-//! only its own; ranks as devices (`cpu@0,cpu@1`) in the CLI, the
-//! scheduler's cross-rank copies and the tensor split's gates over MPI
-//! build on [`RankStream`].
+//! The butterfly's result is bit for bit [`tree_sum`] of the ranks' values,
+//! on every rank, for any rank count. MPI's all-reduce is bit for bit the
+//! plain sum with 2 ranks (`x0 + x1` is the only order) and for values whose
+//! sums are exact (small integers); with 3 or more ranks its order is
+//! MPI's, and the tests bound it by `ranks * eps * sum |x|`. All-gathers,
+//! sends and receives move bytes: bit for bit always.
+//!
+//! # Ranks as devices: what is here, what comes next
+//!
+//! Here: device lists with ranks ([`parse_ranked`]: `cpu@0,cpu:1@1`), the
+//! CLI's `baton devices` over every rank (feature `mpi` of baton-cli), and
+//! [`Comm::all_gather_bytes`] for what ranks must agree on. Next, in this
+//! order:
+//!
+//! 1. **Bad launches**: every rank gathers (model file size and hash of its
+//!    header, arguments, device list) and compares, failing on every rank
+//!    before any weight is loaded.
+//! 2. **A remote device** (`RemoteDevice`): on each rank, a stand-in for a
+//!    device of another rank, so the scheduler and the composite keep
+//!    seeing devices. Its buffers hold no memory and its streams run
+//!    nothing: every rank builds the same plan, and only the owner of a
+//!    device runs its work. A copy between ranks becomes
+//!    [`RankStream::send`] on the owner's stream and [`RankStream::recv`]
+//!    on the consumer's, matched by a tag derived from the copy's place in
+//!    the plan; the consumer waits on the receive's point, never the host.
+//!    A stream's wait on a remote device's point has no local meaning
+//!    (`W-FOREIGN`): the scheduler orders cross-rank edges only through the
+//!    receive.
+//! 3. **`Collective` over MPI** (baton-composite's trait): with one local
+//!    device per rank, `run` queues [`RankStream::all_reduce`] (or
+//!    `all_gather`) on the local device's stream only; the remote devices'
+//!    streams are stand-ins. The butterfly stays available as
+//!    [`Transport::Butterfly`], so both can be measured. Uneven all-gather
+//!    parts (`GateKind::AllGather`'s segments) need `MPI_Iallgatherv` or
+//!    padding.
+//! 4. **Pipeline and tensor splits across ranks**, the conformance rules
+//!    with the other device on another rank, and `baton plan --hosts`.
+//!
+//! A rank whose device fails (not silent) should fail the others at once
+//! rather than by their deadline: a failed gate can send an `abort` on the
+//! liveness communicator that the responder turns into a failure of every
+//! pending operation (not done yet: today they fail by their deadline, or
+//! when the failed rank's exit makes `mpirun` end the job).
 #![deny(missing_docs)]
+// The design above links the MPI types, which exist only with the feature.
+#![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]
 
 mod bound;
 mod butterfly;
