@@ -6,6 +6,8 @@
 # - the silent-rank test under 2 and 3 ranks: one rank stops itself
 #   (SIGSTOP); every other rank must fail within the deadline with an error
 #   naming it, and the job must exit non-zero, all within `timeout`;
+# - the failing-rank test: one rank's stream fails with an error just
+#   before an all-reduce gate; every rank must fail at once with that cause;
 # - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
 # - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
 #   the job with a non-zero status well before the 30 s deadline.
@@ -47,6 +49,18 @@ silent() { # RANKS SILENT_RANK DEADLINE_S
     fail "silent rank $2 of $1 (exit $rc, $named of $expected ranks named it)"
   else
     echo "ok: silent rank $2 of $1 named by the $expected others; job exit $rc after $((ended - started)) s"
+  fi
+}
+
+failing() { # RANKS FAILING_RANK
+  local out rc=0 named
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" failing "$2" 2>&1) || rc=$?
+  named=$(printf '%s\n' "$out" | grep -c "failed as expected after .*injected device failure" || true)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$named" != "$1" ] || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "failing rank $2 of $1 (exit $rc, $named of $1 ranks saw the first cause at once)"
+  else
+    echo "ok: failing rank $2 of $1: every rank failed at once with its first cause; job exit $rc"
   fi
 }
 
@@ -94,6 +108,8 @@ collectives 3 block
 silent 2 1 3
 silent 3 1 3
 silent 3 0 3
+failing 2 1
+failing 3 1
 killed 2 1
 killed 3 2
 cli_devices

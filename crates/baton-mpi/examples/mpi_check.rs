@@ -12,6 +12,9 @@
 //!   naming RANK, seen by a consumer on another stream. Each prints
 //!   `rank R: failed as expected after S s: ...` and exits with code 3
 //!   (the job's exit is non-zero); anything else prints `FAIL`.
+//! - `mpi_check failing RANK`: rank RANK's stream fails just before an
+//!   all-reduce gate; every rank must fail at once (not by the deadline)
+//!   with that first cause, naming RANK.
 //! - `mpi_check killed RANK`: after one good all-reduce, rank RANK kills
 //!   itself (`SIGKILL`); `mpirun` must end the job with a non-zero status
 //!   long before the 30 s deadline of the others' next all-reduce.
@@ -245,6 +248,45 @@ fn silent(world: &World, silent_rank: usize, deadline: Duration) -> Result<ExitC
     Ok(ExitCode::from(FAILED_AS_EXPECTED))
 }
 
+/// Rank `failing_rank`'s stream fails (a host function returns an error)
+/// just before an all-reduce gate; every other rank's gate must fail at
+/// once, far before its 20 s deadline, with that first cause, and the
+/// failing rank's own consumer sees its own cause.
+fn failing(world: &World, failing_rank: usize) -> Result<ExitCode, String> {
+    let rank = world.rank();
+    let d = open_device(world, Duration::from_secs(20))?;
+    let n = 256;
+    let (input, output) = (tensor(&d, n)?, tensor(&d, n)?);
+    let _lent = d.gates.stream().write_async(&input, vec![1f32; n]).map_err(|e| e.to_string())?;
+    let warm = d.gates.all_reduce(&input, &output, Transport::Native).map_err(mpi)?;
+    consume(&d, &output, &warm)?;
+    let started = Instant::now();
+    if rank == failing_rank {
+        d.gates.stream().host_fn(|| Err("injected device failure".into())).map_err(|e| e.to_string())?;
+    }
+    let seen = match d.gates.all_reduce(&input, &output, Transport::Native) {
+        Ok(point) => consume(&d, &output, &point),
+        // The failing rank's stream may refuse the gate outright.
+        Err(e) => Err(e.to_string()),
+    };
+    let took = started.elapsed();
+    let Err(error) = seen else {
+        return Err(format!("rank {rank}: the all-reduce with a failing rank {failing_rank} succeeded"));
+    };
+    if !error.contains("injected device failure") {
+        return Err(format!("rank {rank}: the error does not carry the first cause: {error}"));
+    }
+    if rank != failing_rank && !error.contains(&format!("rank {failing_rank} failed")) {
+        return Err(format!("rank {rank}: the error does not name rank {failing_rank}: {error}"));
+    }
+    if took > Duration::from_secs(5) {
+        return Err(format!("rank {rank}: failed after {took:?}, not at once"));
+    }
+    println!("rank {rank}: failed as expected after {:.3} s: {error}", took.as_secs_f64());
+    std::thread::sleep(LINGER);
+    Ok(ExitCode::from(FAILED_AS_EXPECTED))
+}
+
 /// Rank `killed_rank` kills itself (`SIGKILL`) after one good all-reduce;
 /// the others wait in the next one with the default deadline (30 s).
 /// `mpirun` ends the job, long before that deadline: the script checks the
@@ -290,11 +332,15 @@ fn main() -> ExitCode {
             let seconds: f64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(3.0);
             silent(&world, silent_rank, Duration::from_secs_f64(seconds))
         }
+        Some("failing") => {
+            let failing_rank = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+            failing(&world, failing_rank)
+        }
         Some("killed") => {
             let killed_rank = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
             killed(&world, killed_rank)
         }
-        _ => Err("usage: mpi_check collectives | silent RANK DEADLINE_S | killed RANK".into()),
+        _ => Err("usage: mpi_check collectives | silent RANK DEADLINE_S | failing RANK | killed RANK".into()),
     };
     match outcome {
         Ok(code) if code == ExitCode::SUCCESS => code,

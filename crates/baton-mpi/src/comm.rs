@@ -1,7 +1,8 @@
 //! A communicator's bounded remote operations on host buffers.
 //!
 //! Every operation posts non-blocking MPI requests and tests them under a
-//! [`RemoteBound`] (the edge's deadline and wait policy). When the deadline
+//! [`RemoteBound`] (the edge's deadline and wait policy); a failure notice
+//! from a peer ends it at once ([`MpiError::PeerFailed`]). When the deadline
 //! passes, the peers are pinged to name the silent ones, the request
 //! buffers are left to MPI (leaked: MPI may still write them, and a
 //! non-blocking collective cannot be cancelled) and come back empty, and
@@ -16,6 +17,7 @@ use mpi::ffi;
 
 use crate::bound::RemoteBound;
 use crate::liveness;
+use crate::notice;
 use crate::wire::Wire;
 use crate::world::{RawComm, Shared};
 use crate::MpiError;
@@ -56,6 +58,14 @@ impl Comm {
         self.shared.size
     }
 
+    /// Tells every peer that this rank failed with `cause` (once per
+    /// process): their remote operations then fail at once with
+    /// [`MpiError::PeerFailed`] instead of by their deadline. For failures
+    /// of the rank's own work (a device, a stream); a timeout needs none.
+    pub fn announce_failure(&self, cause: &str) {
+        notice::announce(&self.shared, &format!("rank {}: {cause}", self.rank()));
+    }
+
     /// The first failure of this communicator, if any.
     pub fn failure(&self) -> Option<MpiError> {
         self.failed.lock().clone()
@@ -87,6 +97,10 @@ impl Comm {
         if let Some(first) = self.failure() {
             return Err(MpiError::Poisoned { rank: self.rank(), first: Box::new(first) });
         }
+        if let Some(failed) = notice::peer_failure(&self.shared) {
+            let op = op.to_string();
+            return Err(MpiError::PeerFailed { rank: self.rank(), op, peer: failed.rank, cause: failed.cause });
+        }
         let seq = self.ops.fetch_add(1, Ordering::AcqRel);
         let started = self.shared.started.fetch_add(1, Ordering::AcqRel) + 1;
         let mut requests = Vec::with_capacity(2);
@@ -102,7 +116,18 @@ impl Comm {
                 let code = self.shared.call(|| unsafe {
                     ffi::MPI_Testall(requests.len() as c_int, requests.as_mut_ptr(), &mut flag, statuses.as_mut_ptr())
                 });
-                self.shared.check("MPI_Testall", code).map(|()| flag != 0)
+                self.shared.check("MPI_Testall", code)?;
+                if flag == 0 {
+                    if let Some(failed) = notice::peer_failure(&self.shared) {
+                        return Err(MpiError::PeerFailed {
+                            rank: self.rank(),
+                            op: format!("{op} #{seq}"),
+                            peer: failed.rank,
+                            cause: failed.cause,
+                        });
+                    }
+                }
+                Ok(flag != 0)
             })
         });
         let error = match waited {
@@ -125,6 +150,9 @@ impl Comm {
             }
             std::mem::forget(requests);
             self.shared.poisoned.store(true, Ordering::Release);
+        }
+        if let MpiError::Call { .. } = error {
+            self.announce_failure(&error.to_string());
         }
         self.failed.lock().get_or_insert_with(|| error.clone());
         Err(error)

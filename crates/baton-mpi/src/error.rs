@@ -84,6 +84,19 @@ pub enum MpiError {
         /// Who did not answer.
         silence: Silence,
     },
+    /// Another rank failed (with an error, not silent) and said so: this
+    /// rank's remote operation fails at once instead of by its deadline.
+    #[error("rank {rank}: {op} ended because rank {peer} failed: {cause}")]
+    PeerFailed {
+        /// This rank.
+        rank: usize,
+        /// The operation that was waiting.
+        op: String,
+        /// The rank that failed.
+        peer: usize,
+        /// Its first cause.
+        cause: String,
+    },
     /// An earlier operation on this communicator timed out or failed: its
     /// buffers still belong to MPI, so the communicator takes no more work.
     #[error("rank {rank}: the communicator is unusable after an earlier failure: {first}")]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_core::backend::{Stream, TensorRef};
 use baton_core::loom::Mutex;
-use baton_core::sync::{Failure, FailureKind, HostTimeline, SyncPoint};
+use baton_core::sync::{Failure, FailureKind, HostTimeline, SyncPoint, Timeline};
 use baton_core::{DType, StreamError};
 
 use crate::bound::RemoteBound;
@@ -124,8 +124,26 @@ impl RankStream {
         self.gate(None, Some(tensor), move |comm, _, output, bound| comm.recv(from, tag, output, bound))
     }
 
-    /// The three items of a gate (see the type's docs).
+    /// Queues a gate; when the stream refuses it because it failed, tells
+    /// the peers (they would wait for this rank in vain).
     fn gate(
+        &self,
+        input: Option<&TensorRef>,
+        output: Option<&TensorRef>,
+        run: impl FnOnce(&Comm, &mut Vec<f32>, &mut Vec<f32>, &RemoteBound) -> Result<(), MpiError> + Send + 'static,
+    ) -> Result<SyncPoint, MpiError> {
+        let queued = self.queue_gate(input, output, run);
+        if queued.is_err() {
+            if let Some(cause) = self.stream.timeline().failure() {
+                let label = self.stream.label();
+                self.comm.announce_failure(&format!("{label} failed before a remote operation: {cause}"));
+            }
+        }
+        queued
+    }
+
+    /// The three items of a gate (see the type's docs).
+    fn queue_gate(
         &self,
         input: Option<&TensorRef>,
         output: Option<&TensorRef>,
@@ -143,7 +161,11 @@ impl RankStream {
         let origin = done.to_string();
         let (comm, bound, errors, result, pool) =
             (self.comm.clone(), self.bound, self.first_error.clone(), staged.clone(), self.pool.clone());
+        // Told to the peers if the host function never runs: the stream
+        // failed before the gate, and the peers would wait for it in vain.
+        let unrun = Unrun { comm: Some(self.comm.clone()), stream: self.stream.timeline().clone() };
         self.stream.host_fn(move || {
+            unrun.ran();
             let mut input = match read.map(|p| p.wait()) {
                 None => Vec::new(),
                 Some(Ok(bytes)) => bytes,
@@ -165,6 +187,10 @@ impl RankStream {
                         Some(_) => FailureKind::TimedOut,
                         None => FailureKind::WorkFailed,
                     };
+                    if !matches!(e, MpiError::TimedOut { .. } | MpiError::PeerFailed { .. } | MpiError::Poisoned { .. })
+                    {
+                        comm.announce_failure(&e.to_string());
+                    }
                     release.fail_with(Failure::new(kind, origin, e.to_string()));
                     errors.lock().get_or_insert(e);
                 }
@@ -177,6 +203,31 @@ impl RankStream {
         match output {
             Some(t) => Ok(self.stream.write_slot_async(&t.byte_range(), staged)?),
             None => Ok(self.stream.last_point()),
+        }
+    }
+}
+
+/// Announces the stream's failure to the peers when dropped before
+/// [`ran`](Self::ran): the gate's host function was dropped unrun.
+struct Unrun {
+    comm: Option<Arc<Comm>>,
+    stream: Timeline,
+}
+
+impl Unrun {
+    fn ran(mut self) {
+        self.comm = None;
+    }
+}
+
+impl Drop for Unrun {
+    fn drop(&mut self) {
+        if let Some(comm) = self.comm.take() {
+            let cause = match self.stream.failure() {
+                Some(cause) => format!("{} failed before a remote operation: {cause}", self.stream.label()),
+                None => format!("{} dropped a remote operation unrun", self.stream.label()),
+            };
+            comm.announce_failure(&cause);
         }
     }
 }

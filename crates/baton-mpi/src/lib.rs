@@ -41,6 +41,14 @@
 //!   within 1.5 s is *silent* (stopped, hung, unreachable); one that
 //!   answers with fewer operations started is *behind*. Both are in the
 //!   error ([`Silence`]).
+//! - **Failing at once** (`notice`): a rank that fails with an error (its
+//!   stream failed before a gate, an MPI call failed; or
+//!   [`Comm::announce_failure`] for any other cause) sends the first cause
+//!   to every peer on the liveness communicator; their responders record
+//!   it and every pending or later remote operation fails at its next test
+//!   with [`MpiError::PeerFailed`] carrying that cause (about 1 ms here),
+//!   not by the deadline. Timeouts are not announced: each peer names the
+//!   silent ranks itself.
 //! - **Gates on a stream** ([`RankStream`]): a remote operation is three
 //!   items on the rank's stream: a read of the input tensor into host
 //!   memory (after the work queued before it), a host function that runs
@@ -120,11 +128,6 @@
 //! 4. **Pipeline and tensor splits across ranks**, the conformance rules
 //!    with the other device on another rank, and `baton plan --hosts`.
 //!
-//! A rank whose device fails (not silent) should fail the others at once
-//! rather than by their deadline: a failed gate can send an `abort` on the
-//! liveness communicator that the responder turns into a failure of every
-//! pending operation (not done yet: today they fail by their deadline, or
-//! when the failed rank's exit makes `mpirun` end the job).
 #![deny(missing_docs)]
 // The design above links the MPI types, which exist only with the feature.
 #![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]
@@ -147,6 +150,8 @@ mod gate;
 mod gather;
 #[cfg(feature = "mpi")]
 mod liveness;
+#[cfg(feature = "mpi")]
+mod notice;
 #[cfg(feature = "mpi")]
 mod staging;
 #[cfg(feature = "mpi")]

@@ -32,13 +32,14 @@ const RESPONDER_SLEEP: Duration = Duration::from_millis(1);
 /// How long a timed-out rank waits for its peers' answers.
 pub(crate) const GRACE: Duration = Duration::from_millis(1500);
 
-/// Starts the thread that answers this rank's pings until `stop` is set.
+/// Starts the thread that answers this rank's pings, and records its
+/// peers' failure notices (`notice`), until `stop` is set.
 pub(crate) fn spawn_responder(shared: Arc<Shared>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name(format!("baton-mpi-liveness-{}", shared.rank))
         .spawn(move || {
             while !stop.load(Ordering::Acquire) {
-                match answer_one(&shared) {
+                match answer_one(&shared).and_then(|pinged| Ok(crate::notice::receive_one(&shared)? || pinged)) {
                     Ok(true) => {}
                     Ok(false) => std::thread::sleep(RESPONDER_SLEEP),
                     Err(e) => {

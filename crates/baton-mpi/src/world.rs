@@ -45,6 +45,13 @@ pub(crate) struct Shared {
     pub(crate) control: RawComm,
     /// The next ping's number (tags of the answers).
     pub(crate) pings: AtomicU64,
+    /// This rank told its peers of its failure (`notice`).
+    pub(crate) announced: AtomicBool,
+    /// MPI is being finalised: no more notices.
+    pub(crate) finalizing: AtomicBool,
+    /// A peer told this rank of its failure: the flag, then the first.
+    pub(crate) peer_failed: AtomicBool,
+    pub(crate) peer_failure: Mutex<Option<crate::notice::PeerFailure>>,
 }
 
 impl Shared {
@@ -144,6 +151,10 @@ impl World {
             poisoned: AtomicBool::new(false),
             control: world_raw,
             pings: AtomicU64::new(0),
+            announced: AtomicBool::new(false),
+            finalizing: AtomicBool::new(false),
+            peer_failed: AtomicBool::new(false),
+            peer_failure: Mutex::new(None),
         };
         set_errors_return(&shared, world_raw)?;
         shared.control = shared.duplicate(world_raw)?;
@@ -205,6 +216,7 @@ impl Drop for World {
     /// wait for a peer that may never answer, so MPI is left as it is and
     /// the process's exit ends the job (`mpirun` reports it).
     fn drop(&mut self) {
+        self.shared.finalizing.store(true, Ordering::Release);
         self.stop.store(true, Ordering::Release);
         if let Some(responder) = self.responder.take() {
             if responder.join().is_err() {
