@@ -100,6 +100,15 @@ cli_devices() {
   else
     echo "ok: a device on a missing rank is an error on every rank"
   fi
+  rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 1 "$baton" devices : -np 1 "$baton" devices --json 2>&1) || rc=$?
+  errors=$(printf '%s\n' "$out" | grep -c 'ranks \[1\] differ from rank 0 in the command line' || true)
+  if [ "$rc" = 0 ] || [ "$errors" != 2 ]; then
+    printf '%s\n' "$out" >&2
+    fail "ranks started with other arguments (exit $rc, $errors of 2 ranks said why)"
+  else
+    echo "ok: ranks started with other arguments is an error on every rank"
+  fi
 }
 
 collectives 2 block

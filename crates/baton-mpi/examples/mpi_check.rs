@@ -192,6 +192,13 @@ fn collectives(world: &World) -> Check {
     if said != want {
         return Err(format!("all-gather of bytes: {said:?}, expected {want:?}"));
     }
+    // Agreement: the same bytes agree; each rank's own number does not,
+    // and every rank names the same differing ranks.
+    comm.agree("a constant", b"same everywhere", &bound).map_err(mpi)?;
+    match comm.agree("the rank", comm.rank().to_string().as_bytes(), &bound) {
+        Err(MpiError::Mismatch { ranks, .. }) if ranks == (1..comm.size()).collect::<Vec<_>>() => {}
+        other => return Err(format!("agreement on each rank's own number: {other:?}")),
+    }
     for n in [1, 7, 1024, 262_147] {
         host_collectives(&comm, n, &bound)?;
         round_trip(&comm, n, &bound)?;

@@ -123,6 +123,18 @@ pub enum MpiError {
         /// What is wrong with it.
         why: String,
     },
+    /// Ranks that must agree (a launch's arguments, its model file) do not.
+    #[error("ranks {ranks:?} differ from rank 0 in {what}: rank 0 has {rank0}, rank {} has {first_other}", ranks[0])]
+    Mismatch {
+        /// What must agree.
+        what: String,
+        /// The ranks that differ from rank 0.
+        ranks: Vec<usize>,
+        /// Rank 0's value (its first 200 characters).
+        rank0: String,
+        /// The first differing rank's value.
+        first_other: String,
+    },
     /// Buffers whose lengths do not fit the operation.
     #[error("{op}: {what}")]
     BadBuffers {

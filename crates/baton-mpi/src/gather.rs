@@ -27,3 +27,24 @@ impl Comm {
             .collect())
     }
 }
+
+impl Comm {
+    /// Checks that every rank passes the same `mine` for `what` (the
+    /// arguments, a model file's identity): a collective, so every rank gets
+    /// the same answer, and a mismatch is [`MpiError::Mismatch`] on every
+    /// rank, naming the ranks that differ from rank 0.
+    pub fn agree(&self, what: &str, mine: &[u8], bound: &RemoteBound) -> Result<(), MpiError> {
+        let all = self.all_gather_bytes(mine, bound)?;
+        let differ: Vec<usize> = (1..all.len()).filter(|&r| all[r] != all[0]).collect();
+        if differ.is_empty() {
+            return Ok(());
+        }
+        let show = |b: &[u8]| String::from_utf8_lossy(b).chars().take(200).collect::<String>();
+        Err(MpiError::Mismatch {
+            what: what.to_string(),
+            ranks: differ.clone(),
+            rank0: show(&all[0]),
+            first_other: show(&all[differ[0]]),
+        })
+    }
+}

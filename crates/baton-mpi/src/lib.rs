@@ -104,9 +104,10 @@
 //! [`Comm::all_gather_bytes`] for what ranks must agree on. Next, in this
 //! order:
 //!
-//! 1. **Bad launches**: every rank gathers (model file size and hash of its
-//!    header, arguments, device list) and compares, failing on every rank
-//!    before any weight is loaded.
+//! 1. **Bad launches**: every rank compares what must agree (arguments,
+//!    device list, the model file's size and a hash of its header) with
+//!    [`Comm::agree`], failing on every rank before any weight is loaded;
+//!    `baton devices` does it for its arguments.
 //! 2. **A remote device** (`RemoteDevice`): on each rank, a stand-in for a
 //!    device of another rank, so the scheduler and the composite keep
 //!    seeing devices. Its buffers hold no memory and its streams run
@@ -127,7 +128,6 @@
 //!    padding.
 //! 4. **Pipeline and tensor splits across ranks**, the conformance rules
 //!    with the other device on another rank, and `baton plan --hosts`.
-//!
 #![deny(missing_docs)]
 // The design above links the MPI types, which exist only with the feature.
 #![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]

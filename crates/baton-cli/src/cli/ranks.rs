@@ -23,6 +23,10 @@ pub fn devices(list: Option<&str>, json: bool) -> Result<()> {
     let comm = world.communicator()?;
     let bound = RemoteBound::from_env();
     let (rank, size) = (world.rank(), world.size());
+    // Every rank runs the same command (SPMD): a rank started with other
+    // arguments is a bad launch, an error on every rank.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    comm.agree("the command line", format!("{args:?}").as_bytes(), &bound)?;
     // Checked on every rank, before any device is opened: the same list
     // gives the same error everywhere; it goes through the exchange below,
     // so no rank ends the job before every rank has said it.
