@@ -176,6 +176,27 @@ fn device_collectives(d: &OnDevice, n: usize) -> Check {
     d.gates.stream().synchronize().map_err(|e| e.to_string())
 }
 
+/// Queueing a gate never blocks the host (`Q-NONBLOCK`): the last rank
+/// comes 300 ms late, and rank 0's queueing returns long before that; the
+/// consumer then gets the right sum.
+fn queueing_does_not_wait_for_peers(d: &OnDevice) -> Check {
+    let (rank, size) = (d.gates.comm().rank(), d.gates.comm().size());
+    let n = 64;
+    let (input, output) = (tensor(d, n)?, tensor(d, n)?);
+    let _lent = d.gates.stream().write_async(&input, vec![rank as f32; n]).map_err(|e| e.to_string())?;
+    if rank == size - 1 {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let started = Instant::now();
+    let point = d.gates.all_reduce(&input, &output, Transport::Native).map_err(mpi)?;
+    let queued = started.elapsed();
+    if rank == 0 && queued > Duration::from_millis(100) {
+        return Err(format!("queueing a gate took {queued:?}: it waited for the late rank"));
+    }
+    let want = (0..size).map(|r| r as f32).sum::<f32>();
+    same_bits("the late rank's all-reduce", &consume(d, &output, &point)?, &vec![want; n])
+}
+
 fn collectives(world: &World) -> Check {
     let bound = RemoteBound::new(Duration::from_secs(20), WaitPolicy::process_default());
     let comm = world.communicator().map_err(mpi)?;
@@ -199,6 +220,7 @@ fn collectives(world: &World) -> Check {
         Err(MpiError::Mismatch { ranks, .. }) if ranks == (1..comm.size()).collect::<Vec<_>>() => {}
         other => return Err(format!("agreement on each rank's own number: {other:?}")),
     }
+    queueing_does_not_wait_for_peers(&device)?;
     for n in [1, 7, 1024, 262_147] {
         host_collectives(&comm, n, &bound)?;
         round_trip(&comm, n, &bound)?;
