@@ -72,8 +72,12 @@ impl Comm {
     }
 
     fn check_rank(&self, rank: usize) -> Result<(), MpiError> {
-        if rank >= self.size() || rank == self.rank() {
+        if rank >= self.size() {
             return Err(MpiError::NoSuchRank { rank, size: self.size() });
+        }
+        if rank == self.rank() {
+            let what = format!("rank {rank} would talk to itself (a copy on the rank is a stream copy)");
+            return Err(MpiError::BadBuffers { op: "send/recv", what });
         }
         Ok(())
     }
