@@ -270,6 +270,17 @@ fn silent(world: &World, silent_rank: usize, deadline: Duration) -> Result<ExitC
     if took > limit {
         return Err(format!("rank {rank}: failed after {took:?}, past {limit:?}"));
     }
+    // The communicator takes no more work, and says why, at once.
+    let again = Instant::now();
+    let bound = d.gates.bound();
+    match d.gates.comm().all_reduce_sum(&mut vec![1f32; 4], &mut vec![0f32; 4], &bound) {
+        Err(e @ MpiError::Poisoned { .. }) if again.elapsed() < Duration::from_millis(100) => {
+            if e.silence().map(|s| s.silent.clone()) != Some(vec![silent_rank]) {
+                return Err(format!("rank {rank}: the poisoned communicator forgot the silent rank: {e}"));
+            }
+        }
+        other => return Err(format!("rank {rank}: an operation after the timeout gave {other:?}")),
+    }
     println!("rank {rank}: failed as expected after {:.2} s: {error}", took.as_secs_f64());
     // The first rank to exit ends the job: give the others, which time out
     // at about the same moment, the time to report too.
