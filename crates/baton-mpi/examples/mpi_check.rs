@@ -220,6 +220,15 @@ fn collectives(world: &World) -> Check {
         Err(MpiError::Mismatch { ranks, .. }) if ranks == (1..comm.size()).collect::<Vec<_>>() => {}
         other => return Err(format!("agreement on each rank's own number: {other:?}")),
     }
+    // Uneven parts: rank r sends r + 1 values, then r values (rank 0 none).
+    for extra in [1, 0] {
+        let counts: Vec<usize> = (0..comm.size()).map(|r| r + extra).collect();
+        let parts: Vec<Vec<f32>> =
+            counts.iter().enumerate().map(|(r, &c)| (0..c).map(|i| value(r, i)).collect()).collect();
+        let mut recv = vec![0f32; counts.iter().sum()];
+        comm.all_gather_uneven(&mut parts[comm.rank()].clone(), &mut recv, &counts, &bound).map_err(mpi)?;
+        same_bits(&format!("uneven all-gather of {counts:?}"), &recv, &parts.concat())?;
+    }
     queueing_does_not_wait_for_peers(&device)?;
     for n in [1, 7, 1024, 262_147] {
         host_collectives(&comm, n, &bound)?;

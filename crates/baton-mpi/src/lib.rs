@@ -124,8 +124,9 @@
 //!    `all_gather`) on the local device's stream only; the remote devices'
 //!    streams are stand-ins. The butterfly stays available as
 //!    [`Transport::Butterfly`], so both can be measured. Uneven all-gather
-//!    parts (`GateKind::AllGather`'s segments) need `MPI_Iallgatherv` or
-//!    padding.
+//!    parts (`GateKind::AllGather`'s segments) go through
+//!    [`Comm::all_gather_uneven`] (`MPI_Iallgatherv`; host buffers only so
+//!    far, not yet a gate).
 //! 4. **Pipeline and tensor splits across ranks**, the conformance rules
 //!    with the other device on another rank, and `baton plan --hosts`.
 #![deny(missing_docs)]
