@@ -4,7 +4,8 @@
 # the PyPI gguf and tokenizers packages), which this script prepares:
 # a Python environment (scripts/setup-python.sh) and the SmolLM2 model
 # (scripts/fetch-smollm2.sh), and the Vulkan backend's conformance suite on
-# Mesa's lavapipe (scripts/setup-vulkan.sh installs it). Extra arguments go
+# Mesa's lavapipe (scripts/setup-vulkan.sh installs it), and the MPI tests
+# (scripts/test-mpi.sh, which installs Open MPI). Extra arguments go
 # to cargo nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,9 @@ export VK_ICD_FILENAMES BATON_VK_VALIDATION=1 BATON_REQUIRE_VULKAN=1
 
 features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests
 cargo nextest run --workspace --release --features "$features" --no-fail-fast "$@"
+# The MPI layer (feature `mpi`): Open MPI installed by scripts/setup-mpi.sh,
+# tests under 2 and 3 ranks on loopback.
+bash scripts/test-mpi.sh
 # Doc tests (nextest does not run them): API examples and the compile-fail
 # check that a borrowed buffer cannot be lent to write_async.
 cargo test --workspace --release --doc --features "$features"

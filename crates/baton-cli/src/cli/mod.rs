@@ -5,6 +5,8 @@ pub mod args;
 pub mod choices;
 pub mod devices;
 pub mod load;
+#[cfg(feature = "mpi")]
+pub mod ranks;
 
 /// Parses `args` as the arguments `T` alone, for the tests of a verb's
 /// arguments.

@@ -1,7 +1,7 @@
 //! `baton devices`: the devices of this machine and what they offer.
 
 use anyhow::Result;
-use baton_core::backend::DeviceKind;
+use baton_core::backend::{DeviceInfo, DeviceKind};
 use clap::Args;
 
 use crate::cli::devices::open;
@@ -19,11 +19,26 @@ pub struct DevicesArgs {
     json: bool,
 }
 
-/// Runs `baton devices`.
+/// Runs `baton devices`: under `mpirun` with the `mpi` feature, every
+/// rank's devices, printed by rank 0.
 pub fn run(args: DevicesArgs) -> Result<()> {
-    let listed = args.devices.is_some();
-    let lists: Vec<String> = match args.devices {
-        Some(list) => vec![list],
+    #[cfg(feature = "mpi")]
+    if crate::cli::ranks::launched_by_mpirun() {
+        return crate::cli::ranks::devices(args.devices.as_deref(), args.json);
+    }
+    let (rows, vulkan_note) = local_rows(args.devices.as_deref())?;
+    let lines = lines(&rows, args.json, "");
+    print(&lines, args.json, vulkan_note.as_deref());
+    Ok(())
+}
+
+/// The devices of this machine that `list` names (default: `cpu`, the
+/// per-core split and every Vulkan device, with a note when there is no
+/// Vulkan driver).
+pub fn local_rows(list: Option<&str>) -> Result<(Vec<DeviceInfo>, Option<String>)> {
+    let listed = list.is_some();
+    let lists: Vec<String> = match list {
+        Some(list) => vec![list.to_string()],
         None => {
             let cores = baton_cpu::topology::usable_cores().len();
             let split: Vec<String> = (0..cores).map(|i| format!("cpu:{i}")).collect();
@@ -44,13 +59,19 @@ pub fn run(args: DevicesArgs) -> Result<()> {
             Err(e) => vulkan_note = Some(format!("No Vulkan devices: {e}")),
         }
     }
-    if args.json {
-        let items: Vec<String> = rows
-            .iter()
-            .map(|i| {
+    Ok((rows, vulkan_note))
+}
+
+/// One line per device (a JSON object with `--json`), each name followed
+/// by `suffix` (`@1` for a rank's devices).
+pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str) -> Vec<String> {
+    rows.iter()
+        .map(|i| {
+            let name = format!("{}{suffix}", i.name);
+            if json {
                 format!(
                     "{{\"name\":{},\"backend\":{},\"kind\":\"{}\",\"description\":{},\"threads\":{},\"cores\":{:?},\"memory_bytes\":{},\"features\":[{}],\"weight_types\":[{}],\"waits_on_host_points\":{}}}",
-                    json_str(&i.name),
+                    json_str(&name),
                     json_str(i.backend),
                     if i.kind == DeviceKind::Cpu { "cpu" } else { "gpu" },
                     json_str(&i.description),
@@ -61,34 +82,41 @@ pub fn run(args: DevicesArgs) -> Result<()> {
                     i.weight_types.iter().map(|t| json_str(t.name())).collect::<Vec<_>>().join(","),
                     i.waits_on_host_points
                 )
-            })
-            .collect();
-        println!("[{}]", items.join(","));
-        return Ok(());
+            } else {
+                let cores = if i.cores.is_empty() { "any".to_string() } else { format!("{:?}", i.cores) };
+                let types: Vec<&str> = i.weight_types.iter().map(|t| t.name()).collect();
+                format!(
+                    "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<10} {:<34} {}",
+                    name,
+                    i.backend,
+                    i.threads,
+                    cores,
+                    i.memory_bytes as f64 / (1u64 << 30) as f64,
+                    i.features.join(","),
+                    types.join(","),
+                    i.description
+                )
+            }
+        })
+        .collect()
+}
+
+/// Prints the lines as a table (or a JSON array) with the notes.
+pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>) {
+    if json {
+        println!("[{}]", lines.join(","));
+        return;
     }
     println!(
         "{:<8} {:<7} {:>7} {:<12} {:>10} {:<10} {:<34} description",
         "device", "backend", "threads", "cores", "memory", "features", "weight types"
     );
-    for i in rows {
-        let cores = if i.cores.is_empty() { "any".to_string() } else { format!("{:?}", i.cores) };
-        let types: Vec<&str> = i.weight_types.iter().map(|t| t.name()).collect();
-        println!(
-            "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<10} {:<34} {}",
-            i.name,
-            i.backend,
-            i.threads,
-            cores,
-            i.memory_bytes as f64 / (1u64 << 30) as f64,
-            i.features.join(","),
-            types.join(","),
-            i.description
-        );
+    for line in lines {
+        println!("{line}");
     }
     println!("\nStreams of every device wait natively on host-memory points (CPU streams and host timelines).");
     println!("Vulkan streams wait natively on points of their own device; other devices' points go through the relay.");
     if let Some(note) = vulkan_note {
         println!("{note}");
     }
-    Ok(())
 }

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The MPI tests (crates/baton-mpi, feature `mpi`), on loopback: installs
+# Open MPI if missing (scripts/setup-mpi.sh), runs the crate's unit tests,
+# then the SPMD test program under scripts/mpirun.sh:
+# - collectives under 2 ranks (wait policies block and poll) and 3 ranks;
+# - the silent-rank test under 2 and 3 ranks: one rank stops itself
+#   (SIGSTOP); every other rank must fail within the deadline with an error
+#   naming it, and the job must exit non-zero, all within `timeout`;
+# - the failing-rank test: one rank's stream fails with an error just
+#   before an all-reduce gate; every rank must fail at once with that cause;
+# - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
+# - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
+#   the job with a non-zero status well before the 30 s deadline.
+# Uses CARGO_TARGET_DIR when set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-mpi.sh >/dev/null
+target=${CARGO_TARGET_DIR:-target}
+cargo test -p baton-mpi --features mpi
+cargo build -p baton-mpi --features mpi --example mpi_check
+program="$target/debug/examples/mpi_check"
+failures=0
+
+fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
+
+collectives() { # RANKS POLICY
+  local out rc=0
+  out=$(BATON_WAIT_POLICY=$2 timeout 300 scripts/mpirun.sh -np "$1" "$program" collectives 2>&1) || rc=$?
+  local ok
+  ok=$(printf '%s\n' "$out" | grep -c 'collectives ok' || true)
+  if [ "$rc" != 0 ] || [ "$ok" != "$1" ]; then
+    printf '%s\n' "$out" >&2
+    fail "collectives, $1 ranks, policy $2 (exit $rc, $ok of $1 ranks ok)"
+  else
+    echo "ok: collectives, $1 ranks, policy $2"
+  fi
+}
+
+silent() { # RANKS SILENT_RANK DEADLINE_S
+  local out rc=0 started ended
+  started=$(date +%s)
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" silent "$2" "$3" 2>&1) || rc=$?
+  ended=$(date +%s)
+  local expected=$(($1 - 1)) named
+  named=$(printf '%s\n' "$out" | grep -c "failed as expected after .*silent rank(s) \[$2\]" || true)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$named" != "$expected" ] \
+    || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "silent rank $2 of $1 (exit $rc, $named of $expected ranks named it)"
+  else
+    echo "ok: silent rank $2 of $1 named by the $expected others; job exit $rc after $((ended - started)) s"
+  fi
+}
+
+failing() { # RANKS FAILING_RANK
+  local out rc=0 named
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" failing "$2" 2>&1) || rc=$?
+  named=$(printf '%s\n' "$out" | grep -c "failed as expected after .*injected device failure" || true)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$named" != "$1" ] || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "failing rank $2 of $1 (exit $rc, $named of $1 ranks saw the first cause at once)"
+  else
+    echo "ok: failing rank $2 of $1: every rank failed at once with its first cause; job exit $rc"
+  fi
+}
+
+killed() { # RANKS KILLED_RANK
+  local out rc=0 started ended
+  started=$(date +%s)
+  out=$(timeout 60 scripts/mpirun.sh -np "$1" "$program" killed "$2" 2>&1) || rc=$?
+  ended=$(date +%s)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ $((ended - started)) -gt 20 ] \
+    || ! printf '%s\n' "$out" | grep -q "killing myself" || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    printf '%s\n' "$out" >&2
+    fail "killed rank $2 of $1 (exit $rc after $((ended - started)) s)"
+  else
+    echo "ok: killed rank $2 of $1: mpirun ended the job, exit $rc after $((ended - started)) s"
+  fi
+}
+
+# The CLI with ranks as devices: `baton devices` lists every rank's devices;
+# a list naming a rank the job lacks is an error on every rank.
+cli_devices() {
+  cargo build -p baton-cli --features mpi
+  local baton="$target/debug/baton" out rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu:0@0,cpu:1@0,cpu@1 2>&1) || rc=$?
+  if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '^cpu:1@0 ' || ! printf '%s\n' "$out" | grep -q '^cpu@1 '; then
+    printf '%s\n' "$out" >&2
+    fail "baton devices under 2 ranks (exit $rc)"
+  else
+    echo "ok: baton devices lists both ranks' devices"
+  fi
+  rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu@0,cpu@2 2>&1) || rc=$?
+  local errors
+  errors=$(printf '%s\n' "$out" | grep -c 'device "cpu@2": the job has 2 rank' || true)
+  if [ "$rc" = 0 ] || [ "$errors" != 2 ]; then
+    printf '%s\n' "$out" >&2
+    fail "a device on a missing rank (exit $rc, $errors of 2 ranks said why)"
+  else
+    echo "ok: a device on a missing rank is an error on every rank"
+  fi
+  rc=0
+  out=$(timeout 120 scripts/mpirun.sh -np 1 "$baton" devices : -np 1 "$baton" devices --json 2>&1) || rc=$?
+  errors=$(printf '%s\n' "$out" | grep -c 'ranks \[1\] differ from rank 0 in the command line' || true)
+  if [ "$rc" = 0 ] || [ "$errors" != 2 ]; then
+    printf '%s\n' "$out" >&2
+    fail "ranks started with other arguments (exit $rc, $errors of 2 ranks said why)"
+  else
+    echo "ok: ranks started with other arguments is an error on every rank"
+  fi
+}
+
+collectives 2 block
+collectives 2 poll
+collectives 3 block
+silent 2 1 3
+silent 3 1 3
+silent 3 0 3
+failing 2 1
+failing 3 1
+killed 2 1
+killed 3 2
+cli_devices
+
+if [ "$failures" != 0 ]; then
+  echo "$failures MPI test(s) failed" >&2
+  exit 1
+fi
+echo "all MPI tests passed"
