@@ -102,8 +102,9 @@ impl Half16 for bf16 {
 pub(crate) unsafe fn widen_raw<H: Half16>(isa: Isa, src: *const u16, dst: *mut f32, n: usize) {
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 {
-        // SAFETY: Avx2 implies the features (from `Isa::current`); `i + 8 <= n`
+    if isa.has_avx2() {
+        // SAFETY: `isa` comes from `Isa::current`, so the CPU has AVX2, FMA
+        // and F16C (every level from Avx2 up); `i + 8 <= n`
         // keeps both pointers inside the caller's `n` elements.
         unsafe { i = widen_avx2::<H>(src, dst, n) };
     }
@@ -122,7 +123,7 @@ pub(crate) unsafe fn widen_raw<H: Half16>(isa: Isa, src: *const u16, dst: *mut f
 pub(crate) unsafe fn narrow_raw<H: Half16>(isa: Isa, src: *const f32, dst: *mut u16, n: usize) {
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 {
+    if isa.has_avx2() {
         // SAFETY: as in `widen_raw`.
         unsafe { i = narrow_avx2::<H>(src, dst, n) };
     }

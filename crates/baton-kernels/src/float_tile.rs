@@ -89,8 +89,9 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         let (x, w) = unsafe { (self.x.as_ptr().add(m0 * self.x_stride), self.w.as_ptr().add(n0 * self.w_stride)) };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
-            Isa::Avx2 => unsafe { row_avx2::<W>(x, w, self.k) },
+            // SAFETY: the level comes from `Isa::current` (detection), so
+            // the CPU has AVX2, FMA and F16C; pointers checked above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { row_avx2::<W>(x, w, self.k) },
             _ => {
                 let mut out = [[0.0; 1]; 1];
                 // SAFETY: pointers checked above.
@@ -111,8 +112,10 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
-            Isa::Avx2 => unsafe { tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
+            // SAFETY: as in `row`.
+            Isa::Avx2 | Isa::Avx512 => unsafe {
+                tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
+            },
             // SAFETY: pointers checked above.
             _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
         }
