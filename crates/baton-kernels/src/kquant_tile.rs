@@ -210,7 +210,10 @@ const fn group_of_lane() -> [[u32; 16]; CHUNKS / 2] {
 /// (at most `4 · 63 · 127 < 2^15`, so the lane's low i16 holds it), and
 /// `vpdpwssd` multiplies that by the lane's group scale (an i16 over a zero
 /// high half) into the i32 sums. Q8_K weights (signed, up to `4 · 128 · 127`)
-/// take the AVX2 path.
+/// take the AVX2 path, and so does a lone activation row against Q4_K or
+/// Q5_K: there the unpacking of scales, mins and nibbles outweighs the
+/// multiplies, and 256-bit code has three vector ports to 512-bit code's
+/// two, so the AVX2 tile is the faster one.
 ///
 /// # Safety
 /// As [`tile_scalar`], and the CPU has the `Isa::Avx512` features.
@@ -223,14 +226,14 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
     w_stride: usize,
     out: &mut [[f32; NR]; MR],
 ) {
-    if F::OFFSET == KOffset::Zero {
-        // SAFETY: the caller's guarantees; AVX-512 implies AVX2.
+    if F::OFFSET == KOffset::Zero || (MR == 1 && F::OFFSET == KOffset::StoredMin) {
+        // SAFETY: the caller's guarantees; the Avx512 level includes AVX2.
         return unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) };
     }
     let mut acc = [[_mm512_setzero_ps(); NR]; MR];
     for b in 0..blocks {
         let mut rows = [w; NR];
-        let mut scales = [[_mm512_setzero_si512(); CHUNKS / 2]; NR];
+        let mut scales = [_mm512_setzero_si512(); NR];
         let mut mins = [_mm256_setzero_si256(); NR];
         let (mut d, mut dmin) = ([0.0f32; NR], [0.0f32; NR]);
         for j in 0..NR {
@@ -238,13 +241,8 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
             rows[j] = unsafe { w.add(j * w_stride + b * F::BYTES) };
             // SAFETY: as above, `F::BYTES` readable bytes.
             let s = unsafe { F::scales_avx2(rows[j]) };
-            // Zero-extended: each i32 lane is the scale in its low i16.
-            let by_group = _mm512_cvtepu16_epi32(s.scales);
-            for (p, scale) in scales[j].iter_mut().enumerate() {
-                // SAFETY: each table row is 16 u32 (64 bytes).
-                let index = unsafe { _mm512_loadu_si512(GROUP_OF_LANE[p].as_ptr().cast()) };
-                *scale = _mm512_permutexvar_epi32(index, by_group);
-            }
+            // Zero-extended: i32 lane g is scale g in its low i16.
+            scales[j] = _mm512_cvtepu16_epi32(s.scales);
             mins[j] = s.mins;
             (d[j], dmin[j]) = (s.d, s.dmin);
         }
@@ -254,19 +252,21 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
         macro_rules! chunk_pair {
             ($p:expr) => {{
                 const P: usize = $p;
+                // SAFETY: each table row is 16 u32 (64 bytes).
+                let index = unsafe { _mm512_loadu_si512(GROUP_OF_LANE[P].as_ptr().cast()) };
                 let mut quants = [_mm512_setzero_si512(); NR];
+                let mut lane_scales = [_mm512_setzero_si512(); NR];
                 for j in 0..NR {
-                    // SAFETY: `rows[j]` is a whole super-block of `F`, `2P + 1 < CHUNKS`.
-                    quants[j] = unsafe {
-                        crate::simd::join256(F::chunk_avx2(rows[j], 2 * P), F::chunk_avx2(rows[j], 2 * P + 1))
-                    };
+                    lane_scales[j] = _mm512_permutexvar_epi32(index, scales[j]);
+                    // SAFETY: `rows[j]` is a whole super-block of `F`, `P < CHUNKS / 2`.
+                    quants[j] = unsafe { F::chunk_pair_avx512(rows[j], P) };
                 }
                 for i in 0..MR {
                     // SAFETY: `q` is 256 bytes and `P < 4`.
                     let x = unsafe { _mm512_loadu_si512(acts[i * blocks + b].q.as_ptr().add(64 * P).cast()) };
                     for j in 0..NR {
                         let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants[j], x);
-                        sums[i][j] = _mm512_dpwssd_epi32(sums[i][j], dot, scales[j][P]);
+                        sums[i][j] = _mm512_dpwssd_epi32(sums[i][j], dot, lane_scales[j]);
                     }
                 }
             }};
