@@ -66,15 +66,16 @@ pub fn run(args: DevicesArgs) -> Result<()> {
         println!("[{}]", items.join(","));
         return Ok(());
     }
+    let features_width = rows.iter().map(|i| i.features.join(",").len()).max().unwrap_or(0).max(10);
     println!(
-        "{:<8} {:<7} {:>7} {:<12} {:>10} {:<10} {:<34} description",
+        "{:<8} {:<7} {:>7} {:<12} {:>10} {:<features_width$} {:<34} description",
         "device", "backend", "threads", "cores", "memory", "features", "weight types"
     );
     for i in rows {
         let cores = if i.cores.is_empty() { "any".to_string() } else { format!("{:?}", i.cores) };
         let types: Vec<&str> = i.weight_types.iter().map(|t| t.name()).collect();
         println!(
-            "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<10} {:<34} {}",
+            "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<features_width$} {:<34} {}",
             i.name,
             i.backend,
             i.threads,
