@@ -13,7 +13,9 @@
 //! table only: single-thread GFLOP/s of every instruction-set level this CPU
 //! has, side by side (m = 1 and 64), at the shapes of both models, each the
 //! best of 3 alternating rounds (`BATON_BENCH_ISAS=simd` leaves out the
-//! scalar level).
+//! scalar level). That table counts the thread's CPU time where Linux gives
+//! it (`/proc/thread-self/schedstat`), so time the thread spent waiting for
+//! a core shared with other jobs does not count.
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -285,7 +287,7 @@ fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
                     for (best, &level) in seconds.iter_mut().zip(&levels) {
                         let t = with_isa(level, || {
                             let mut y = MatMut::contiguous(&mut y, m, n);
-                            time(|| {
+                            cpu_time(|| {
                                 matmul(&SingleThread, &w, &x, &mut y, &mut scratch).expect("shapes match");
                                 black_box(&mut y);
                             })
@@ -303,6 +305,28 @@ fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
                 }
                 println!();
             }
+        }
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU, if Linux says.
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU seconds per call of `f` on this thread, over at least 0.2 s of CPU
+/// time after a warm-up call (wall-clock [`time`] where the count is missing).
+fn cpu_time(mut f: impl FnMut()) -> f64 {
+    f();
+    let Some(start) = thread_cpu_ns() else { return time(f) };
+    let mut calls = 0u32;
+    loop {
+        f();
+        calls += 1;
+        let spent = thread_cpu_ns().unwrap_or(start) - start;
+        if spent >= 200_000_000 || calls >= 10_000 {
+            return spent as f64 / 1e9 / f64::from(calls);
         }
     }
 }
