@@ -2,6 +2,7 @@
 //! overridable per thread so tests can force every lower level.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 /// An instruction-set level the kernels have code for, ordered: each level
 /// implies the ones below it.
@@ -22,9 +23,21 @@ thread_local! {
 }
 
 impl Isa {
-    /// The best level the running CPU supports. Always [`Isa::Scalar`]
-    /// under Miri, which interprets the portable code only.
+    /// The level the kernels use in this process: the best one the running
+    /// CPU supports, lowered to the level the `BATON_ISA` environment
+    /// variable names (`scalar`, `avx2`, `avx512`; read once) if set, so a
+    /// whole program can be measured at a lower level. Always
+    /// [`Isa::Scalar`] under Miri, which interprets the portable code only.
     pub fn detected() -> Isa {
+        static LEVEL: OnceLock<Isa> = OnceLock::new();
+        *LEVEL.get_or_init(|| {
+            let limit = std::env::var("BATON_ISA").ok().and_then(|name| Isa::from_name(&name));
+            limit.map_or(Isa::supported_by_cpu(), |limit| limit.min(Isa::supported_by_cpu()))
+        })
+    }
+
+    /// The best level the running CPU supports.
+    fn supported_by_cpu() -> Isa {
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         {
             // `is_x86_feature_detected!` caches its answer in an atomic.
@@ -37,6 +50,13 @@ impl Isa {
             }
         }
         Isa::Scalar
+    }
+
+    /// The level named `name` (`scalar`, `avx2` or `avx512`, any case).
+    pub fn from_name(name: &str) -> Option<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .find(|isa| format!("{isa:?}").eq_ignore_ascii_case(name.trim()))
     }
 
     /// The level kernels called on this thread use: the override set by
@@ -144,6 +164,15 @@ mod tests {
             with_isa(Isa::Scalar, || assert_eq!(Isa::current(), Isa::Scalar));
             assert_eq!(Isa::current(), Isa::Avx2.min(Isa::detected()), "nested override restored");
         });
+    }
+
+    #[test]
+    fn levels_are_found_by_name() {
+        assert_eq!(Isa::from_name("avx2"), Some(Isa::Avx2));
+        assert_eq!(Isa::from_name(" AVX512 "), Some(Isa::Avx512));
+        assert_eq!(Isa::from_name("Scalar"), Some(Isa::Scalar));
+        assert_eq!(Isa::from_name("sse2"), None);
+        assert!(Isa::detected() <= Isa::supported_by_cpu());
     }
 
     #[test]

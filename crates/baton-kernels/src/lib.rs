@@ -32,8 +32,9 @@
 //! products use `maddubs`/`madd` on AVX2 and `vpdpbusd`/`vpdpwssd` on
 //! AVX-512; f16 weights are widened with F16C and multiplied with FMA.
 //! [`with_isa`] limits the calling thread to any lower level (tests run
-//! every kernel at every level the CPU has). Under Miri only the portable
-//! path runs.
+//! every kernel at every level the CPU has); the `BATON_ISA` environment
+//! variable (`scalar`, `avx2`) limits a whole process, to measure a program
+//! at a lower level. Under Miri only the portable path runs.
 //!
 //! # Threading
 //! Kernels never spawn threads. [`matmul()`] takes `&dyn Parallel` and gives
