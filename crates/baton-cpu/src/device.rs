@@ -56,6 +56,15 @@ fn total_memory_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The CPU extensions the kernels use at `isa`, as `/proc/cpuinfo` names
+/// them, or `scalar` for the portable path.
+fn kernel_features(isa: baton_kernels::Isa) -> Vec<String> {
+    match isa.extensions() {
+        [] => vec!["scalar".into()],
+        extensions => extensions.iter().map(ToString::to_string).collect(),
+    }
+}
+
 impl CpuDevice {
     /// A device named `name` running `threads` threads on `cores` (pinned
     /// when the list is not empty).
@@ -72,7 +81,7 @@ impl CpuDevice {
             threads,
             cores,
             memory_bytes: (total_memory_bytes() as f64 * share_of_memory) as u64,
-            features: vec![format!("{isa:?}").to_lowercase()],
+            features: kernel_features(isa),
             weight_types: WEIGHT_TYPES.to_vec(),
             waits_on_host_points: true,
         };
@@ -126,5 +135,23 @@ impl Device for CpuDevice {
             Op::CopyInto | Op::Contiguous | Op::View | Op::Leaf => true,
             _ => dtype == DType::F32,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_kernels::Isa;
+
+    #[test]
+    fn features_name_the_extensions_of_the_detected_level() {
+        let device = CpuDevice::new("cpu", Vec::new(), 1, 1.0).expect("a one-thread device starts");
+        let features = &device.info().features;
+        match Isa::detected() {
+            Isa::Scalar => assert_eq!(features, &["scalar"]),
+            isa => assert_eq!(features, isa.extensions(), "{isa:?}"),
+        }
+        assert_eq!(kernel_features(Isa::Avx2), ["avx2", "fma", "f16c"]);
+        assert!(kernel_features(Isa::Avx512).iter().any(|f| f == "avx512vnni"));
     }
 }

@@ -9,7 +9,13 @@
 //! Run with `cargo bench -p baton-kernels`; set `BATON_BENCH_QUICK=1` to skip
 //! m = 512, `BATON_BENCH_KQUANT=1` to run the K-quant table only,
 //! `BATON_BENCH_TYPES=q4_1,q5_0` to time only the listed types (the ratio
-//! column needs q4_1 among them).
+//! column needs q4_1 among them), `BATON_BENCH_ISAS=1` for the per-level
+//! table only: single-thread GFLOP/s of every instruction-set level this CPU
+//! has, side by side (m = 1 and 64), at the shapes of both models, each the
+//! best of 3 alternating rounds (`BATON_BENCH_ISAS=simd` leaves out the
+//! scalar level). That table counts the thread's CPU time where Linux gives
+//! it (`/proc/thread-self/schedstat`), so time the thread spent waiting for
+//! a core shared with other jobs does not count.
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -19,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use baton_core::parallel::{ScopedThreads, SingleThread};
-use baton_kernels::{matmul, quantize_row, DType, MatMut, MatRef, Parallel, Scratch, WeightMatrix};
+use baton_kernels::{matmul, quantize_row, with_isa, DType, Isa, MatMut, MatRef, Parallel, Scratch, WeightMatrix};
 
 type Task = *const (dyn Fn(usize) + Sync);
 
@@ -148,6 +154,13 @@ fn main() {
     let kquant_only = std::env::var_os("BATON_BENCH_KQUANT").is_some();
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
     println!("isa: {:?}; GFLOP/s = 2 m n k / median time", baton_kernels::Isa::detected());
+    if std::env::var_os("BATON_BENCH_ISAS").is_some() {
+        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
+        bench_levels(&[(1536, 576), (576, 1536)], &selected(&types));
+        let types = [DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0];
+        bench_levels(&[(2048, 768), (768, 2048)], &selected(&types));
+        return;
+    }
     if !kquant_only {
         let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q5_1];
         bench_table(&[(1536, 576), (576, 1536), (49152, 576)], &selected(&types), ms);
@@ -228,6 +241,92 @@ fn bench_table(shapes: &[(usize, usize)], types: &[DType], ms: &[usize]) {
                     baseline[mi] / single,
                 );
             }
+        }
+    }
+}
+
+/// `n x k` random weights of `dtype`, encoded, and `m_max x k` activations.
+fn problem(dtype: DType, n: usize, k: usize, m_max: usize) -> (Vec<u8>, Vec<f32>) {
+    let mut seed = 7u32;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed as f32 / u32::MAX as f32) - 0.5
+    };
+    let row_bytes = dtype.row_bytes(k).expect("k is whole blocks");
+    let mut w_bytes = vec![0u8; n * row_bytes];
+    for out in w_bytes.chunks_exact_mut(row_bytes) {
+        let row: Vec<f32> = (0..k).map(|_| rand()).collect();
+        quantize_row(dtype, &row, out).expect("row sizes match");
+    }
+    (w_bytes, (0..m_max * k).map(|_| rand()).collect())
+}
+
+/// Single-thread GFLOP/s of every level this CPU has, side by side, with
+/// each SIMD level's speed-up over the one below it.
+fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
+    let lowest = if std::env::var("BATON_BENCH_ISAS").is_ok_and(|v| v == "simd") { Isa::Avx2 } else { Isa::Scalar };
+    let levels: Vec<Isa> =
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&l| l >= lowest && l <= Isa::detected()).collect();
+    print!("{:<6} {:>6} {:>5} {:>4} |", "type", "n", "k", "m");
+    for level in &levels {
+        print!(" {:>9}", format!("{level:?}"));
+    }
+    println!(" | speed-up over the level below");
+    for &(n, k) in shapes {
+        for &dtype in types {
+            let (w_bytes, x) = problem(dtype, n, k, 64);
+            let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");
+            for m in [1, 64] {
+                let x = MatRef::contiguous(&x[..m * k], m, k);
+                let mut y = vec![0.0f32; m * n];
+                let mut scratch = Scratch::new();
+                let mut seconds = vec![f64::INFINITY; levels.len()];
+                for _round in 0..3 {
+                    for (best, &level) in seconds.iter_mut().zip(&levels) {
+                        let t = with_isa(level, || {
+                            let mut y = MatMut::contiguous(&mut y, m, n);
+                            cpu_time(|| {
+                                matmul(&SingleThread, &w, &x, &mut y, &mut scratch).expect("shapes match");
+                                black_box(&mut y);
+                            })
+                        });
+                        *best = best.min(t);
+                    }
+                }
+                print!("{:<6} {:>6} {:>5} {:>4} |", dtype.name(), n, k, m);
+                for t in &seconds {
+                    print!(" {:>9.1}", 2.0 * (m * n * k) as f64 / t / 1e9);
+                }
+                print!(" |");
+                for pair in seconds.windows(2) {
+                    print!(" {:>5.2}x", pair[0] / pair[1]);
+                }
+                println!();
+            }
+        }
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU, if Linux says.
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU seconds per call of `f` on this thread, over at least 0.2 s of CPU
+/// time after a warm-up call (wall-clock [`time`] where the count is missing).
+fn cpu_time(mut f: impl FnMut()) -> f64 {
+    f();
+    let Some(start) = thread_cpu_ns() else { return time(f) };
+    let mut calls = 0u32;
+    loop {
+        f();
+        calls += 1;
+        let spent = thread_cpu_ns().unwrap_or(start) - start;
+        if spent >= 200_000_000 || calls >= 10_000 {
+            return spent as f64 / 1e9 / f64::from(calls);
         }
     }
 }

@@ -33,7 +33,8 @@ pub(crate) trait BlockKernel<A> {
 
 /// Implements [`BlockKernel`] for every format of `$format` against
 /// activation blocks `$act`, dispatching to the calling module's
-/// `tile_avx2` and `tile_scalar` (same signature, `F` the format).
+/// `tile_avx512`, `tile_avx2` and `tile_scalar` (same signature, `F` the
+/// format).
 macro_rules! block_kernel {
     ($format:ident, $act:ty) => {
         impl<F: $format> $crate::block_tiles::BlockKernel<$act> for F {
@@ -50,8 +51,13 @@ macro_rules! block_kernel {
             ) {
                 match isa {
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the caller's guarantees (BlockKernel::tile),
-                    // Avx2 included.
+                    // SAFETY: the caller's guarantees (BlockKernel::tile);
+                    // `isa` came from detection (`Isa::current`), so the CPU
+                    // has AVX-512 F, BW, VL, DQ and VNNI besides AVX2.
+                    $crate::isa::Isa::Avx512 => unsafe { tile_avx512::<F, MR, NR>(acts, blocks, w, w_stride, out) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the caller's guarantees (BlockKernel::tile);
+                    // `isa` came from detection, so the CPU has AVX2, FMA, F16C.
                     $crate::isa::Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
                     // SAFETY: as above.
                     _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },

@@ -8,7 +8,8 @@ use crate::isa::Isa;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// A 16-bit float format: how to widen and narrow one value and eight at once.
+/// A 16-bit float format: how to widen and narrow one value and eight at
+/// once, and widen sixteen at once.
 pub(crate) trait Half16: Copy {
     /// The value with these bits widened to f32 (exact).
     fn widen(bits: u16) -> f32;
@@ -21,6 +22,13 @@ pub(crate) trait Half16: Copy {
     /// The CPU has AVX2, FMA and F16C; `src` is readable for 8 `u16`.
     #[cfg(target_arch = "x86_64")]
     unsafe fn widen8(src: *const u16) -> __m256;
+
+    /// Sixteen values at `src` (any alignment) widened to f32.
+    ///
+    /// # Safety
+    /// The CPU has the `Isa::Avx512` features; `src` is readable for 16 `u16`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn widen16(src: *const u16) -> __m512;
 
     /// Eight f32 narrowed (round to nearest even) into eight values at `dst`.
     ///
@@ -47,6 +55,13 @@ impl Half16 for f16 {
         _mm256_cvtph_ps(unsafe { _mm_loadu_si128(src.cast()) })
     }
     #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn widen16(src: *const u16) -> __m512 {
+        // SAFETY: 32 readable bytes at `src` (the trait method's contract).
+        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(src.cast()) })
+    }
+    #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn narrow8(v: __m256, dst: *mut u16) {
@@ -71,6 +86,14 @@ impl Half16 for bf16 {
         // SAFETY: 16 readable bytes at `src` (the trait method's contract).
         let wide = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(src.cast()) });
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn widen16(src: *const u16) -> __m512 {
+        // SAFETY: 32 readable bytes at `src` (the trait method's contract).
+        let wide = _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(src.cast()) });
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(wide))
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -102,8 +125,9 @@ impl Half16 for bf16 {
 pub(crate) unsafe fn widen_raw<H: Half16>(isa: Isa, src: *const u16, dst: *mut f32, n: usize) {
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 {
-        // SAFETY: Avx2 implies the features (from `Isa::current`); `i + 8 <= n`
+    if isa.has_avx2() {
+        // SAFETY: `isa` comes from `Isa::current`, so the CPU has AVX2, FMA
+        // and F16C (every level from Avx2 up); `i + 8 <= n`
         // keeps both pointers inside the caller's `n` elements.
         unsafe { i = widen_avx2::<H>(src, dst, n) };
     }
@@ -122,7 +146,7 @@ pub(crate) unsafe fn widen_raw<H: Half16>(isa: Isa, src: *const u16, dst: *mut f
 pub(crate) unsafe fn narrow_raw<H: Half16>(isa: Isa, src: *const f32, dst: *mut u16, n: usize) {
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 {
+    if isa.has_avx2() {
         // SAFETY: as in `widen_raw`.
         unsafe { i = narrow_avx2::<H>(src, dst, n) };
     }

@@ -1,8 +1,9 @@
 //! Micro-kernels for float weights (f32, f16, bf16): an `MR x NR` tile of dot
 //! products between `MR` f32 activation rows and `NR` weight rows, over the
 //! whole `k`. Weights are widened to f32 in registers (F16C for f16, a shift
-//! for bf16) and multiplied with FMA; every weight vector loaded is used
-//! `MR` times and every activation vector `NR` times.
+//! for bf16) and multiplied with FMA (16 lanes with AVX-512, 8 with AVX2);
+//! every weight vector loaded is used `MR` times and every activation vector
+//! `NR` times.
 
 use std::marker::PhantomData;
 
@@ -30,6 +31,14 @@ pub(crate) trait FloatElem: Sync {
     /// The CPU has AVX2, FMA and F16C; `row` is readable for `(i + 8) * BYTES` bytes.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load8(row: *const u8, i: usize) -> __m256;
+
+    /// Elements `i..i + 16` of the row at `row`, widened.
+    ///
+    /// # Safety
+    /// The CPU has the `Isa::Avx512` features; `row` is readable for
+    /// `(i + 16) * BYTES` bytes.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(row: *const u8, i: usize) -> __m512;
 }
 
 impl FloatElem for f32 {
@@ -46,6 +55,13 @@ impl FloatElem for f32 {
         // SAFETY: the caller guarantees 8 readable elements at `i`.
         unsafe { _mm256_loadu_ps(row.cast::<f32>().add(i)) }
     }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn load16(row: *const u8, i: usize) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable elements at `i`.
+        unsafe { _mm512_loadu_ps(row.cast::<f32>().add(i)) }
+    }
 }
 
 impl<H: Half16 + Sync> FloatElem for H {
@@ -61,6 +77,13 @@ impl<H: Half16 + Sync> FloatElem for H {
     unsafe fn load8(row: *const u8, i: usize) -> __m256 {
         // SAFETY: the caller guarantees 8 readable elements at `i` and the features.
         unsafe { H::widen8(row.cast::<u16>().add(i)) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn load16(row: *const u8, i: usize) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable elements at `i` and the features.
+        unsafe { H::widen16(row.cast::<u16>().add(i)) }
     }
 }
 
@@ -89,7 +112,12 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         let (x, w) = unsafe { (self.x.as_ptr().add(m0 * self.x_stride), self.w.as_ptr().add(n0 * self.w_stride)) };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
+            // SAFETY: the level comes from `Isa::current` (detection), so
+            // the CPU has the AVX-512 features; pointers checked above.
+            Isa::Avx512 => unsafe { row_avx512::<W>(x, w, self.k) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level comes from `Isa::current` (detection), so
+            // the CPU has AVX2, FMA and F16C; pointers checked above.
             Isa::Avx2 => unsafe { row_avx2::<W>(x, w, self.k) },
             _ => {
                 let mut out = [[0.0; 1]; 1];
@@ -111,7 +139,10 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 comes from `Isa::current`; pointers checked above.
+            // SAFETY: as in `row`.
+            Isa::Avx512 => unsafe { tile_avx512::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `row`.
             Isa::Avx2 => unsafe { tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
             // SAFETY: pointers checked above.
             _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
@@ -221,6 +252,91 @@ unsafe fn row_avx2<W: FloatElem>(x: *const f32, w: *const u8, k: usize) -> f32 {
         p += 8;
     }
     let mut sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for q in p..k {
+        // SAFETY: q < k, inside both rows.
+        unsafe { sum += *x.add(q) * W::load(w, q) };
+    }
+    sum
+}
+
+/// [`tile_avx2`] with 16 lanes: 16 elements a step, then the last 8 with
+/// AVX2, then one at a time.
+///
+/// # Safety
+/// As [`tile_scalar`], and the CPU has the `Isa::Avx512` features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
+    x: *const f32,
+    x_stride: usize,
+    w: *const u8,
+    w_stride: usize,
+    k: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    use crate::simd::hsum;
+    let mut acc = [[_mm512_setzero_ps(); NR]; MR];
+    let mut p = 0;
+    while p + 16 <= k {
+        let mut wv = [_mm512_setzero_ps(); NR];
+        for (j, v) in wv.iter_mut().enumerate() {
+            // SAFETY: p + 16 <= k, inside row j.
+            *v = unsafe { W::load16(w.add(j * w_stride), p) };
+        }
+        for (i, acc_row) in acc.iter_mut().enumerate() {
+            // SAFETY: p + 16 <= k, inside row i.
+            let xv = unsafe { _mm512_loadu_ps(x.add(i * x_stride + p)) };
+            for (a, wj) in acc_row.iter_mut().zip(&wv) {
+                *a = _mm512_fmadd_ps(xv, *wj, *a);
+            }
+        }
+        p += 16;
+    }
+    let eight = p + 8 <= k;
+    for i in 0..MR {
+        for j in 0..NR {
+            let mut sum = _mm512_reduce_add_ps(acc[i][j]);
+            let mut q = p;
+            if eight {
+                // SAFETY: q + 8 <= k, inside rows i and j.
+                let (xv, wv) = unsafe { (_mm256_loadu_ps(x.add(i * x_stride + q)), W::load8(w.add(j * w_stride), q)) };
+                sum += hsum(_mm256_mul_ps(xv, wv));
+                q += 8;
+            }
+            while q < k {
+                // SAFETY: q < k, inside rows i and j.
+                unsafe { sum += *x.add(i * x_stride + q) * W::load(w.add(j * w_stride), q) };
+                q += 1;
+            }
+            out[i][j] = sum;
+        }
+    }
+}
+
+/// [`row_avx2`] with 16 lanes: four chains over 64 elements a step.
+///
+/// # Safety
+/// `x` and `w` hold `k` readable elements; the CPU has the `Isa::Avx512`
+/// features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+unsafe fn row_avx512<W: FloatElem>(x: *const f32, w: *const u8, k: usize) -> f32 {
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut p = 0;
+    while p + 64 <= k {
+        for (c, a) in acc.iter_mut().enumerate() {
+            let q = p + 16 * c;
+            // SAFETY: q + 16 <= k, inside both rows.
+            *a = unsafe { _mm512_fmadd_ps(_mm512_loadu_ps(x.add(q)), W::load16(w, q), *a) };
+        }
+        p += 64;
+    }
+    while p + 16 <= k {
+        // SAFETY: p + 16 <= k, inside both rows.
+        acc[0] = unsafe { _mm512_fmadd_ps(_mm512_loadu_ps(x.add(p)), W::load16(w, p), acc[0]) };
+        p += 16;
+    }
+    let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
     for q in p..k {
         // SAFETY: q < k, inside both rows.
         unsafe { sum += *x.add(q) * W::load(w, q) };

@@ -1,15 +1,21 @@
 //! Which instruction set the kernels use: detected once at run time, and
-//! overridable per thread so tests can force the portable fallback.
+//! overridable per thread so tests can force every lower level.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
-/// An instruction-set level the kernels have code for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An instruction-set level the kernels have code for, ordered: each level
+/// implies the ones below it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Isa {
     /// Portable Rust, no target features beyond the compile-time baseline.
     Scalar,
     /// x86_64 AVX2 + FMA + F16C (Haswell and later, Zen and later).
     Avx2,
+    /// [`Isa::Avx2`] plus AVX-512 F, BW, VL, DQ and VNNI (Ice Lake, Sapphire
+    /// Rapids and later Xeons, Zen 4 and later): 512-bit registers, and
+    /// `vpdpbusd` for the integer dot products.
+    Avx512,
 }
 
 thread_local! {
@@ -17,40 +23,78 @@ thread_local! {
 }
 
 impl Isa {
-    /// The best level the running CPU supports.
+    /// The level the kernels use in this process: the best one the running
+    /// CPU supports, lowered to the level the `BATON_ISA` environment
+    /// variable names (`scalar`, `avx2`, `avx512`; read once) if set, so a
+    /// whole program can be measured at a lower level. Always
+    /// [`Isa::Scalar`] under Miri, which interprets the portable code only.
     pub fn detected() -> Isa {
-        #[cfg(target_arch = "x86_64")]
+        static LEVEL: OnceLock<Isa> = OnceLock::new();
+        *LEVEL.get_or_init(|| {
+            let limit = std::env::var("BATON_ISA").ok().and_then(|name| Isa::from_name(&name));
+            limit.map_or(Isa::supported_by_cpu(), |limit| limit.min(Isa::supported_by_cpu()))
+        })
+    }
+
+    /// The best level the running CPU supports.
+    fn supported_by_cpu() -> Isa {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         {
             // `is_x86_feature_detected!` caches its answer in an atomic.
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-            {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") && has!("f16c") {
+                if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") && has!("avx512vnni") {
+                    return Isa::Avx512;
+                }
                 return Isa::Avx2;
             }
         }
         Isa::Scalar
     }
 
+    /// The level named `name` (`scalar`, `avx2` or `avx512`, any case).
+    pub fn from_name(name: &str) -> Option<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .find(|isa| format!("{isa:?}").eq_ignore_ascii_case(name.trim()))
+    }
+
     /// The level kernels called on this thread use: the override set by
-    /// [`with_isa`] if any (never above [`Isa::detected`]), else the detected one.
+    /// [`with_isa`] if any, clamped to [`Isa::detected`], else the detected
+    /// one.
     ///
     /// Every `Isa` a kernel dispatches on comes from here, so `Isa::Avx2`
-    /// reaching a kernel implies the CPU has AVX2, FMA and F16C.
+    /// reaching a kernel implies the CPU has AVX2, FMA and F16C, and
+    /// `Isa::Avx512` that it also has AVX-512 F, BW, VL, DQ and VNNI.
     pub fn current() -> Isa {
         let detected = Isa::detected();
         match OVERRIDE.with(Cell::get) {
-            Some(Isa::Scalar) => Isa::Scalar,
-            _ => detected,
+            Some(forced) => forced.min(detected),
+            None => detected,
+        }
+    }
+
+    /// Whether this level includes AVX2, FMA and F16C (every x86 SIMD level
+    /// does), so a kernel's AVX2 code may run at it.
+    pub fn has_avx2(self) -> bool {
+        self >= Isa::Avx2
+    }
+
+    /// The CPU extensions this level's kernels use, as `/proc/cpuinfo`
+    /// names them (for `baton devices`).
+    pub fn extensions(self) -> &'static [&'static str] {
+        match self {
+            Isa::Scalar => &[],
+            Isa::Avx2 => &["avx2", "fma", "f16c"],
+            Isa::Avx512 => &["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni"],
         }
     }
 }
 
 /// Runs `f` with the kernels called on this thread limited to `isa` (clamped
-/// to what the CPU supports). Parallel kernels read the level on the calling
-/// thread and hand it to their workers, so the override covers them too.
-///
-/// Used by tests and benchmarks to exercise the portable fallback.
+/// to what the CPU supports), so tests and benchmarks can run every lower
+/// level. Parallel kernels read the level on the calling thread and hand it
+/// to their workers, so the override covers them too.
 pub fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Isa>);
     impl Drop for Restore {
@@ -62,9 +106,10 @@ pub fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Defines `$name(isa, args...)` that runs one portable body either as is or
+/// Defines `$name(isa, args...)` that runs one portable body either as is,
 /// compiled with AVX2+FMA+F16C enabled (so LLVM vectorizes it with 256-bit
-/// registers), chosen by `isa`. Bodies are written as lane-parallel loops
+/// registers) or with AVX-512 enabled too (512-bit registers), chosen by
+/// `isa`. Bodies are written as lane-parallel loops
 /// that vectorize without reassociating floating-point sums.
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
@@ -79,7 +124,18 @@ macro_rules! multiversion {
                 body($($arg),*)
             }
 
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+            unsafe fn body_avx512($($arg: $ty),*) $(-> $ret)? {
+                body($($arg),*)
+            }
+
             match isa {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Isa::Avx512` only comes from `Isa::current()`,
+                // which returns it only when the CPU reports AVX2, FMA, F16C
+                // and AVX-512 F, BW, VL, DQ and VNNI.
+                $crate::isa::Isa::Avx512 => unsafe { body_avx512($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `Isa::Avx2` only comes from `Isa::current()`, which
                 // returns it only when the CPU reports AVX2, FMA and F16C.
@@ -96,10 +152,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn override_forces_scalar_and_restores() {
+    fn override_forces_each_lower_level_and_restores() {
         let before = Isa::current();
-        with_isa(Isa::Scalar, || assert_eq!(Isa::current(), Isa::Scalar));
-        assert_eq!(Isa::current(), before);
-        with_isa(Isa::Avx2, || assert_eq!(Isa::current(), Isa::detected()));
+        assert_eq!(before, Isa::detected());
+        for forced in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            let expected = forced.min(Isa::detected());
+            with_isa(forced, || assert_eq!(Isa::current(), expected, "forcing {forced:?}"));
+            assert_eq!(Isa::current(), before, "restored after forcing {forced:?}");
+        }
+        with_isa(Isa::Avx2, || {
+            with_isa(Isa::Scalar, || assert_eq!(Isa::current(), Isa::Scalar));
+            assert_eq!(Isa::current(), Isa::Avx2.min(Isa::detected()), "nested override restored");
+        });
+    }
+
+    #[test]
+    fn levels_are_found_by_name() {
+        assert_eq!(Isa::from_name("avx2"), Some(Isa::Avx2));
+        assert_eq!(Isa::from_name(" AVX512 "), Some(Isa::Avx512));
+        assert_eq!(Isa::from_name("Scalar"), Some(Isa::Scalar));
+        assert_eq!(Isa::from_name("sse2"), None);
+        assert!(Isa::detected() <= Isa::supported_by_cpu());
+    }
+
+    #[test]
+    fn levels_are_ordered_and_name_their_extensions() {
+        assert!(Isa::Scalar < Isa::Avx2 && Isa::Avx2 < Isa::Avx512);
+        assert!(Isa::Scalar.extensions().is_empty());
+        assert!(!Isa::Scalar.has_avx2() && Isa::Avx2.has_avx2() && Isa::Avx512.has_avx2());
+        for ext in Isa::Avx2.extensions() {
+            assert!(Isa::Avx512.extensions().contains(ext), "{ext} missing from Avx512's list");
+        }
+        assert!(Isa::Avx512.extensions().contains(&"avx512vnni"));
+    }
+
+    #[test]
+    #[cfg(miri)]
+    fn miri_runs_the_portable_path() {
+        assert_eq!(Isa::detected(), Isa::Scalar);
     }
 }

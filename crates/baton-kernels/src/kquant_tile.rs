@@ -15,6 +15,10 @@
 //!
 //! No i16 intermediate saturates: `maddubs` pairs stay below
 //! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15.
+//!
+//! AVX-512 (VNNI) takes two chunks per 512-bit register: `vpdpbusd` sums
+//! four unsigned-by-signed products per i32 lane, `vpdpwssd` scales them
+//! by their group's scale into the same exact i32 sums.
 
 use crate::activation::SuperActBlock;
 use crate::block_tiles::block_kernel;
@@ -179,6 +183,121 @@ unsafe fn tile_avx2<F: KFormat, const MR: usize, const NR: usize>(
     for i in 0..MR {
         for j in 0..NR {
             out[i][j] = hsum(acc[i][j]);
+        }
+    }
+}
+
+/// For each pair of chunks `p` (groups `4p..4p + 4`), the group of each i32
+/// lane of a `vpdpbusd` result over those 64 values: 4 lanes per group.
+static GROUP_OF_LANE: [[u32; 16]; CHUNKS / 2] = group_of_lane();
+
+const fn group_of_lane() -> [[u32; 16]; CHUNKS / 2] {
+    let mut table = [[0u32; 16]; CHUNKS / 2];
+    let mut p = 0;
+    while p < CHUNKS / 2 {
+        let mut lane = 0;
+        while lane < 16 {
+            table[p][lane] = (4 * p + lane / 4) as u32;
+            lane += 1;
+        }
+        p += 1;
+    }
+    table
+}
+
+/// Two chunks per step in 512-bit registers: `vpdpbusd` sums each four
+/// products of unsigned weights and signed activations into an i32 lane
+/// (at most `4 · 63 · 127 < 2^15`, so the lane's low i16 holds it), and
+/// `vpdpwssd` multiplies that by the lane's group scale (an i16 over a zero
+/// high half) into the i32 sums. Q8_K weights (signed, up to `4 · 128 · 127`)
+/// take the AVX2 path, and so does a lone activation row against Q4_K or
+/// Q5_K: there the unpacking of scales, mins and nibbles outweighs the
+/// multiplies, and 256-bit code has three vector ports to 512-bit code's
+/// two, so the AVX2 tile is the faster one.
+///
+/// # Safety
+/// As [`tile_scalar`], and the CPU has the `Isa::Avx512` features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    w: *const u8,
+    w_stride: usize,
+    out: &mut [[f32; NR]; MR],
+) {
+    if F::OFFSET == KOffset::Zero || (MR == 1 && F::OFFSET == KOffset::StoredMin) {
+        // SAFETY: the caller's guarantees; the Avx512 level includes AVX2.
+        return unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) };
+    }
+    let mut acc = [[_mm512_setzero_ps(); NR]; MR];
+    for b in 0..blocks {
+        let mut rows = [w; NR];
+        let mut scales = [_mm512_setzero_si512(); NR];
+        let mut mins = [_mm256_setzero_si256(); NR];
+        let (mut d, mut dmin) = ([0.0f32; NR], [0.0f32; NR]);
+        for j in 0..NR {
+            // SAFETY: super-block b of row j is inside `w` (caller's guarantee).
+            rows[j] = unsafe { w.add(j * w_stride + b * F::BYTES) };
+            // SAFETY: as above, `F::BYTES` readable bytes.
+            let s = unsafe { F::scales_avx2(rows[j]) };
+            // Zero-extended: i32 lane g is scale g in its low i16.
+            scales[j] = _mm512_cvtepu16_epi32(s.scales);
+            mins[j] = s.mins;
+            (d[j], dmin[j]) = (s.d, s.dmin);
+        }
+        let mut sums = [[_mm512_setzero_si512(); NR]; MR];
+        // Chunks 2p and 2p + 1; expanded for each constant `p` so that the
+        // formats' shifts and offsets fold to immediates.
+        macro_rules! chunk_pair {
+            ($p:expr) => {{
+                const P: usize = $p;
+                // SAFETY: each table row is 16 u32 (64 bytes).
+                let index = unsafe { _mm512_loadu_si512(GROUP_OF_LANE[P].as_ptr().cast()) };
+                let mut quants = [_mm512_setzero_si512(); NR];
+                let mut lane_scales = [_mm512_setzero_si512(); NR];
+                for j in 0..NR {
+                    lane_scales[j] = _mm512_permutexvar_epi32(index, scales[j]);
+                    // SAFETY: `rows[j]` is a whole super-block of `F`, `P < CHUNKS / 2`.
+                    quants[j] = unsafe { F::chunk_pair_avx512(rows[j], P) };
+                }
+                for i in 0..MR {
+                    // SAFETY: `q` is 256 bytes and `P < 4`.
+                    let x = unsafe { _mm512_loadu_si512(acts[i * blocks + b].q.as_ptr().add(64 * P).cast()) };
+                    for j in 0..NR {
+                        let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quants[j], x);
+                        sums[i][j] = _mm512_dpwssd_epi32(sums[i][j], dot, lane_scales[j]);
+                    }
+                }
+            }};
+        }
+        chunk_pair!(0);
+        chunk_pair!(1);
+        chunk_pair!(2);
+        chunk_pair!(3);
+        for i in 0..MR {
+            let a = &acts[i * blocks + b];
+            // SAFETY: `sums` is 16 i16 (32 bytes).
+            let group_sums = unsafe { _mm256_loadu_si256(a.sums.as_ptr().cast()) };
+            for j in 0..NR {
+                let offsets = _mm512_zextsi256_si512(_mm256_madd_epi16(mins[j], group_sums));
+                let scale = _mm512_set1_ps(d[j] * a.d);
+                acc[i][j] = match F::OFFSET {
+                    KOffset::CentredOn32 => {
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums[i][j], offsets)), scale, acc[i][j])
+                    }
+                    KOffset::StoredMin => {
+                        let scaled = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[i][j]), scale, acc[i][j]);
+                        _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offsets), _mm512_set1_ps(dmin[j] * a.d), scaled)
+                    }
+                    KOffset::Zero => unreachable!("Q8_K weights take the AVX2 path"),
+                };
+            }
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
         }
     }
 }

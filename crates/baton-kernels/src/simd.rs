@@ -1,4 +1,4 @@
-//! Small AVX2 helpers shared by the kernels (x86_64 only).
+//! Small AVX2 and AVX-512 helpers shared by the kernels (x86_64 only).
 
 use std::arch::x86_64::*;
 
@@ -18,4 +18,21 @@ pub(crate) fn hsum(v: __m256) -> f32 {
 #[inline]
 pub(crate) fn f16_bits_to_f32(bits: u16) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// The AVX-512 register of two 256-bit halves: `low` in bits 0..256,
+/// `high` in 256..512. Callable from code compiled with the kernels'
+/// AVX-512 feature set (`Isa::Avx512`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+pub(crate) fn join256(low: __m256i, high: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
+}
+
+/// 16 f32 lanes: `low` in lanes 0..8, `high` in lanes 8..16 (callable as
+/// [`join256`]).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+pub(crate) fn halves_ps(low: f32, high: f32) -> __m512 {
+    _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(low), _mm512_set1_ps(high))
 }

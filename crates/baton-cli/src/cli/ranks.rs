@@ -8,6 +8,13 @@ use baton_mpi::{local_devices, parse_ranked, RemoteBound, World};
 
 use crate::cmd::devices::{lines, local_rows, print};
 
+/// The features column's width on every rank (each formats its own
+/// lines): room for the longest extension list the kernels report
+/// (AVX-512's, 58 characters).
+fn features_width() -> usize {
+    58
+}
+
 /// Whether this process was started by `mpirun` (Open MPI, MPICH or a
 /// PMIx launcher set these).
 pub fn launched_by_mpirun() -> bool {
@@ -41,7 +48,7 @@ pub fn devices(list: Option<&str>, json: bool) -> Result<()> {
     // Every rank learns every rank's outcome: `ok` and its lines, or `error`
     // and the message.
     let mine = match &described {
-        Ok((rows, _)) => format!("ok\n{}", lines(rows, json, &format!("@{rank}")).join("\n")),
+        Ok((rows, _)) => format!("ok\n{}", lines(rows, json, &format!("@{rank}"), features_width()).join("\n")),
         Err(e) => format!("error\n{e:#}"),
     };
     let all = comm.all_gather_bytes(mine.as_bytes(), &bound)?;
@@ -64,7 +71,7 @@ pub fn devices(list: Option<&str>, json: bool) -> Result<()> {
     }
     if rank == 0 {
         let note = described.ok().and_then(|(_, note)| note);
-        print(&rows, json, note.as_deref());
+        print(&rows, json, note.as_deref(), features_width());
     }
     Ok(())
 }

@@ -27,8 +27,9 @@ pub fn run(args: DevicesArgs) -> Result<()> {
         return crate::cli::ranks::devices(args.devices.as_deref(), args.json);
     }
     let (rows, vulkan_note) = local_rows(args.devices.as_deref())?;
-    let lines = lines(&rows, args.json, "");
-    print(&lines, args.json, vulkan_note.as_deref());
+    let width = features_width(&rows);
+    let lines = lines(&rows, args.json, "", width);
+    print(&lines, args.json, vulkan_note.as_deref(), width);
     Ok(())
 }
 
@@ -62,9 +63,14 @@ pub fn local_rows(list: Option<&str>) -> Result<(Vec<DeviceInfo>, Option<String>
     Ok((rows, vulkan_note))
 }
 
+/// Width of the features column: the longest list, at least 10.
+pub fn features_width(rows: &[DeviceInfo]) -> usize {
+    rows.iter().map(|i| i.features.join(",").len()).max().unwrap_or(0).max(10)
+}
+
 /// One line per device (a JSON object with `--json`), each name followed
-/// by `suffix` (`@1` for a rank's devices).
-pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str) -> Vec<String> {
+/// by `suffix` (`@1` for a rank's devices), features padded to `width`.
+pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str, width: usize) -> Vec<String> {
     rows.iter()
         .map(|i| {
             let name = format!("{}{suffix}", i.name);
@@ -86,7 +92,7 @@ pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str) -> Vec<String> {
                 let cores = if i.cores.is_empty() { "any".to_string() } else { format!("{:?}", i.cores) };
                 let types: Vec<&str> = i.weight_types.iter().map(|t| t.name()).collect();
                 format!(
-                    "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<10} {:<34} {}",
+                    "{:<8} {:<7} {:>7} {:<12} {:>7.1} GiB {:<width$} {:<34} {}",
                     name,
                     i.backend,
                     i.threads,
@@ -101,14 +107,15 @@ pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Prints the lines as a table (or a JSON array) with the notes.
-pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>) {
+/// Prints the lines as a table (or a JSON array) with the notes, the
+/// features column `features_width` wide.
+pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>, features_width: usize) {
     if json {
         println!("[{}]", lines.join(","));
         return;
     }
     println!(
-        "{:<8} {:<7} {:>7} {:<12} {:>10} {:<10} {:<34} description",
+        "{:<8} {:<7} {:>7} {:<12} {:>10} {:<features_width$} {:<34} description",
         "device", "backend", "threads", "cores", "memory", "features", "weight types"
     );
     for line in lines {

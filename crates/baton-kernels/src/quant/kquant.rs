@@ -109,6 +109,21 @@ pub(crate) trait KFormat {
     #[cfg(target_arch = "x86_64")]
     unsafe fn scales_avx2(block: *const u8) -> SimdScales;
 
+    /// Chunks `2p` and `2p + 1` in one AVX-512 register (bits 0..256 and
+    /// 256..512), as [`KFormat::chunk_avx2`] gives them. A format whose two
+    /// chunks share their bytes overrides it with one load.
+    ///
+    /// # Safety
+    /// The CPU has the `Isa::Avx512` features; `block` is readable for
+    /// [`KFormat::BYTES`] bytes; `p < CHUNKS / 2`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn chunk_pair_avx512(block: *const u8, p: usize) -> std::arch::x86_64::__m512i {
+        // SAFETY: the caller's guarantees, `2p + 1 < CHUNKS`.
+        unsafe { crate::simd::join256(Self::chunk_avx2(block, 2 * p), Self::chunk_avx2(block, 2 * p + 1)) }
+    }
+
     /// Encodes 256 values (the reference quantizer, see `kfit`).
     fn quantize_block(src: &[f32; SUPER_ELEMS], dst: &mut [u8]);
 
@@ -262,6 +277,19 @@ impl KFormat for Q4K {
     unsafe fn chunk_avx2(block: *const u8, c: usize) -> std::arch::x86_64::__m256i {
         // SAFETY: bytes 16..144 are the nibbles, inside the block.
         unsafe { avx2::nibbles(block, 16, c) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn chunk_pair_avx512(block: *const u8, p: usize) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // Chunks 2p and 2p + 1 are the low and high nibbles of the same 32
+        // bytes at 16 + 32p (inside the block for p < 4).
+        // SAFETY: as above.
+        let packed = _mm512_broadcast_i64x4(unsafe { _mm256_loadu_si256(block.add(16 + 32 * p).cast()) });
+        // The upper half (16-bit elements 16..32) takes the high nibbles.
+        _mm512_and_si512(_mm512_mask_srli_epi16::<4>(packed, 0xffff_0000, packed), _mm512_set1_epi8(0x0f))
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -73,13 +73,10 @@ impl Guarded {
     }
 }
 
-/// The instruction sets to test: the portable path always, SIMD if present.
+/// The instruction sets to test: the portable path always, then every SIMD
+/// level this CPU has (so an AVX-512 machine still tests the AVX2 kernels).
 pub fn isas() -> Vec<Isa> {
-    let mut isas = vec![Isa::Scalar];
-    if Isa::detected() != Isa::Scalar {
-        isas.push(Isa::detected());
-    }
-    isas
+    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&isa| isa <= Isa::detected()).collect()
 }
 
 /// Runs `f` once per instruction set, forced on this thread.

@@ -3,6 +3,7 @@
 
 mod common;
 mod kquant;
+mod levels;
 mod matmul;
 mod ops;
 mod quant;
