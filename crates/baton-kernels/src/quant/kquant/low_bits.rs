@@ -44,7 +44,7 @@ fn two_bit_chunk(block: &[u8], at: usize, c: usize) -> [u8; 32] {
 /// Q3_K's sixteen 6-bit scales, still biased by 32, as two little-endian
 /// words of 8 bytes (scales 0..8, then 8..16). Whole-word masks do every
 /// byte at once.
-pub(crate) fn unpack_q3k_scale_words(packed: &[u8]) -> (u64, u64) {
+fn unpack_q3k_scale_words(packed: &[u8]) -> (u64, u64) {
     let low = u64::from_le_bytes(std::array::from_fn(|i| packed[i]));
     let high = u64::from(u32::from_le_bytes([packed[8], packed[9], packed[10], packed[11]]));
     // The top 2 bits of scales 4k..4k+4 are bits 2k..2k+2 of bytes 8..12.
@@ -55,10 +55,10 @@ pub(crate) fn unpack_q3k_scale_words(packed: &[u8]) -> (u64, u64) {
 }
 
 /// [`unpack_q3k_scale_words`] as the signed scales (`sc - 32`).
-pub(crate) fn unpack_q3k_scales(packed: &[u8]) -> [i8; GROUPS] {
+fn unpack_q3k_scales(packed: &[u8]) -> [i8; GROUPS] {
     let (first, second) = unpack_q3k_scale_words(packed);
-    let bytes = [first.to_le_bytes(), second.to_le_bytes()].concat();
-    std::array::from_fn(|s| bytes[s] as i8 - 32)
+    let bytes = [first.to_le_bytes(), second.to_le_bytes()];
+    std::array::from_fn(|s| bytes[s / 8][s % 8] as i8 - 32)
 }
 
 impl KFormat for Q2K {
