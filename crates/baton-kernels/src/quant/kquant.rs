@@ -419,6 +419,59 @@ impl KFormat for Q8K {
 mod tests {
     use super::*;
 
+    /// Each format's AVX2 accessors give exactly its scalar ones, on blocks
+    /// of random bytes: every chunk's 32 integers and every group's scale
+    /// and offset (the f16 fields are random too; a NaN compares by bits).
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_accessors_match_scalar<F: KFormat>() {
+        use std::arch::x86_64::*;
+        if crate::Isa::detected() == crate::Isa::Scalar {
+            return;
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let block: Vec<u8> = (0..F::BYTES)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 32) as u8
+                })
+                .collect();
+            let lanes = |v: __m256i| -> [u8; 32] {
+                let mut out = [0u8; 32];
+                // SAFETY: `out` is 32 writable bytes.
+                unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+                out
+            };
+            let as_i16 = |v: __m256i| -> [i16; GROUPS] {
+                let bytes = lanes(v);
+                std::array::from_fn(|g| i16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]]))
+            };
+            for c in 0..CHUNKS {
+                // SAFETY: AVX2 is present (checked above); `block` holds `F::BYTES` bytes; `c < CHUNKS`.
+                let simd = unsafe { F::chunk_avx2(block.as_ptr(), c) };
+                assert_eq!(lanes(simd), F::chunk(&block, c), "{} chunk {c}", F::DTYPE);
+            }
+            let s = F::scales(&block);
+            // SAFETY: as above.
+            let simd = unsafe { F::scales_avx2(block.as_ptr()) };
+            assert_eq!((simd.d.to_bits(), simd.dmin.to_bits()), (s.d.to_bits(), s.dmin.to_bits()), "{}", F::DTYPE);
+            assert_eq!((as_i16(simd.scales), as_i16(simd.mins)), (s.scales, s.mins), "{} scales", F::DTYPE);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_accessors_of_every_format_match_scalar() {
+        avx2_accessors_match_scalar::<Q2K>();
+        avx2_accessors_match_scalar::<Q3K>();
+        avx2_accessors_match_scalar::<Q4K>();
+        avx2_accessors_match_scalar::<Q5K>();
+        avx2_accessors_match_scalar::<Q6K>();
+        avx2_accessors_match_scalar::<Q8K>();
+    }
+
     #[test]
     fn scale_packing_round_trips_every_6_bit_value() {
         for base in 0..64usize {
