@@ -58,7 +58,9 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
                 out.extend(block[2..34].iter().map(|&q| d * f64::from(q as i8)));
             }
         }
-        DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => out.extend(kquant::decode(dtype, bytes, elems)),
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
+            out.extend(kquant::decode(dtype, bytes, elems))
+        }
         DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let layout = SmallBlock::of(dtype);
             for block in bytes.chunks_exact(dtype.block_bytes()).take(elems / 32) {

@@ -4,7 +4,7 @@
 //! each encoding `block_elems()` values in `block_bytes()` bytes. Plain types
 //! are the special case of one element per block. Every size computation goes
 //! through [`DType::row_bytes`], so a new format only adds a variant and its
-//! two numbers. The K-quants (`Q4_K`, `Q5_K`, `Q6_K`, `Q8_K`) use super-blocks
+//! two numbers. The K-quants (`Q2_K` .. `Q6_K`, `Q8_K`) use super-blocks
 //! of 256 values, so their rows must be multiples of 256.
 
 use std::fmt;
@@ -32,6 +32,14 @@ pub enum DType {
     /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 4 bytes of fifth (high)
     /// bits, then the low 4 bits as [`DType::Q4_1`]; `x = d * q + m`.
     Q5_1,
+    /// Super-blocks of 256: 16 bytes of 4-bit scales (low nibble) and mins
+    /// (high nibble) for 16 sub-blocks of 16, 64 bytes of 2-bit values, f16
+    /// `d` and `dmin`; `x = d * sc * q - dmin * m`.
+    Q2_K,
+    /// Super-blocks of 256: 32 bytes holding a third (high) bit per value,
+    /// 64 bytes of low 2 bits, 12 bytes of 6-bit scales for 16 sub-blocks of
+    /// 16 (stored plus 32), f16 `d`; `x = d * (sc - 32) * (q - 4)`.
+    Q3_K,
     /// Super-blocks of 256: f16 `d` and `dmin`, 12 bytes of 6-bit scales and
     /// mins for 8 sub-blocks of 32, 128 bytes of 4-bit values;
     /// `x = d * sc * q - dmin * m`.
@@ -52,7 +60,7 @@ pub enum DType {
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 15] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
@@ -60,6 +68,8 @@ impl DType {
         DType::Q5_0,
         DType::Q5_1,
         DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
@@ -73,7 +83,7 @@ impl DType {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
             DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => 32,
-            DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
+            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
         }
     }
 
@@ -87,6 +97,8 @@ impl DType {
             DType::Q4_1 => 20,
             DType::Q5_0 => 22,
             DType::Q5_1 => 24,
+            DType::Q2_K => 84,
+            DType::Q3_K => 110,
             DType::Q4_K => 144,
             DType::Q5_K => 176,
             DType::Q6_K => 210,
@@ -129,6 +141,8 @@ impl DType {
             DType::Q5_0 => 6,
             DType::Q5_1 => 7,
             DType::Q8_0 => 8,
+            DType::Q2_K => 10,
+            DType::Q3_K => 11,
             DType::Q4_K => 12,
             DType::Q5_K => 13,
             DType::Q6_K => 14,
@@ -154,6 +168,8 @@ impl DType {
             DType::Q4_1 => "q4_1",
             DType::Q5_0 => "q5_0",
             DType::Q5_1 => "q5_1",
+            DType::Q2_K => "q2_k",
+            DType::Q3_K => "q3_k",
             DType::Q4_K => "q4_k",
             DType::Q5_K => "q5_k",
             DType::Q6_K => "q6_k",
@@ -217,7 +233,14 @@ mod tests {
     #[test]
     fn k_quant_sizes_match_ggml() {
         // (id, bytes per 256 values) as in ggml's block structs.
-        let expected = [(DType::Q4_K, 12, 144), (DType::Q5_K, 13, 176), (DType::Q6_K, 14, 210), (DType::Q8_K, 15, 292)];
+        let expected = [
+            (DType::Q2_K, 10, 84),
+            (DType::Q3_K, 11, 110),
+            (DType::Q4_K, 12, 144),
+            (DType::Q5_K, 13, 176),
+            (DType::Q6_K, 14, 210),
+            (DType::Q8_K, 15, 292),
+        ];
         for (t, id, bytes) in expected {
             assert_eq!((t.ggml_id(), t.block_elems(), t.block_bytes()), (id, 256, bytes), "{t}");
             assert!(t.is_k_quant() && t.is_quantized());

@@ -2,7 +2,7 @@
 //! llama (hidden 576, FFN 1536, vocabulary 49152), for every weight type,
 //! on 1 thread and on 2 threads (a persistent spinning pool, and
 //! `ScopedThreads(2)` whose per-call spawn cost shows at m = 1). Then the
-//! K-quants against Q8_0 and Q4_1 at the shapes of stories110M (hidden 768,
+//! K-quants (Q2_K to Q6_K) against Q8_0 and Q4_1 at the shapes of stories110M (hidden 768,
 //! FFN 2048: K-quant rows must be multiples of 256), with each type's
 //! single-thread speed as a ratio to Q4_1's in the same run.
 //!
@@ -153,11 +153,11 @@ fn main() {
     let quick = std::env::var_os("BATON_BENCH_QUICK").is_some();
     let kquant_only = std::env::var_os("BATON_BENCH_KQUANT").is_some();
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
-    println!("isa: {:?}; GFLOP/s = 2 m n k / median time", baton_kernels::Isa::detected());
+    println!("cpu: {}; isa: {:?}; GFLOP/s = 2 m n k / median time", cpu_model(), baton_kernels::Isa::detected());
     if std::env::var_os("BATON_BENCH_ISAS").is_some() {
         let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
         bench_levels(&[(1536, 576), (576, 1536)], &selected(&types));
-        let types = [DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0];
+        let types = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0];
         bench_levels(&[(2048, 768), (768, 2048)], &selected(&types));
         return;
     }
@@ -165,8 +165,15 @@ fn main() {
         let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0, DType::Q5_0, DType::Q5_1];
         bench_table(&[(1536, 576), (576, 1536), (49152, 576)], &selected(&types), ms);
     }
-    let types = [DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+    let types = [DType::Q8_0, DType::Q4_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
     bench_table(&[(2048, 768), (768, 2048)], &selected(&types), ms);
+}
+
+/// The CPU's model name (`/proc/cpuinfo`), so figures say what they ran on.
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let line = info.lines().find(|l| l.starts_with("model name"));
+    line.and_then(|l| l.split(':').nth(1)).map_or_else(|| std::env::consts::ARCH.to_string(), |m| m.trim().to_string())
 }
 
 /// The types of `types` that `BATON_BENCH_TYPES` lists (all when unset).

@@ -9,12 +9,13 @@
 //! activations into pairs of i16, `madd` against the broadcast scales sums
 //! pairs into i32). The offsets meet the activations' exact group sums:
 //! `Σ_g min[g] · sum[g]`, subtracted in i32 when it shares the scale `d`
-//! (Q6_K's `q - 32`) or scaled by `dmin` otherwise. The i32 totals are
+//! (Q6_K's `q - 32`, Q3_K's `q - 4`) or scaled by `dmin` otherwise. The i32 totals are
 //! scaled by `d_w d_x` into f32 accumulators once per super-block, as in
 //! GGML. Q8_K weights (signed) use the `|w| · sign(x, w)` identity.
 //!
 //! No i16 intermediate saturates: `maddubs` pairs stay below
-//! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15.
+//! `2 · 63 · 127` (Q6_K) or `2 · 128 · 127` (Q8_K), both under 2^15; Q2_K
+//! and Q3_K's signed scales (`-32..=31`) fit i16 as Q6_K's do.
 //!
 //! AVX-512 (VNNI) takes two chunks per 512-bit register: `vpdpbusd` sums
 //! four unsigned-by-signed products per i32 lane, `vpdpwssd` scales them
@@ -67,7 +68,7 @@ unsafe fn tile_scalar<F: KFormat, const MR: usize, const NR: usize>(
                     offset += i32::from(s.mins[g]) * i32::from(a.sums[g]);
                 }
                 out_row[j] += match F::OFFSET {
-                    KOffset::CentredOn32 => (s.d * a.d) * (dot - offset) as f32,
+                    KOffset::Centred(_) => (s.d * a.d) * (dot - offset) as f32,
                     KOffset::StoredMin => (s.d * a.d) * dot as f32 - (s.dmin * a.d) * offset as f32,
                     KOffset::Zero => (s.d * a.d) * dot as f32,
                 };
@@ -168,7 +169,7 @@ unsafe fn tile_avx2<F: KFormat, const MR: usize, const NR: usize>(
                 let offsets = _mm256_madd_epi16(mins[j], group_sums);
                 let scale = _mm256_set1_ps(d[j] * a.d);
                 acc[i][j] = match F::OFFSET {
-                    KOffset::CentredOn32 => {
+                    KOffset::Centred(_) => {
                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sums[i][j], offsets)), scale, acc[i][j])
                     }
                     KOffset::StoredMin => {
@@ -283,7 +284,7 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
                 let offsets = _mm512_zextsi256_si512(_mm256_madd_epi16(mins[j], group_sums));
                 let scale = _mm512_set1_ps(d[j] * a.d);
                 acc[i][j] = match F::OFFSET {
-                    KOffset::CentredOn32 => {
+                    KOffset::Centred(_) => {
                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums[i][j], offsets)), scale, acc[i][j])
                     }
                     KOffset::StoredMin => {

@@ -7,7 +7,7 @@
 //!
 //! # Modules
 //! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the
-//!   K-quants Q4_K, Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
+//!   K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
 //!   row encode/decode for every [`DType`].
 //! - [`mod@matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over
 //!   a column range or split across a [`Parallel`]'s threads.
@@ -82,7 +82,7 @@ pub use rope::{rope_in_place, RopeAngles, RopeMode};
 /// and [`dequantize_row`] decodes, which is every real-valued [`DType`]. The
 /// CPU backend declares these as its weight types, the llama loader accepts
 /// them and names them when it refuses a tensor.
-pub const WEIGHT_TYPES: [DType; 12] = [
+pub const WEIGHT_TYPES: [DType; 14] = [
     DType::F32,
     DType::F16,
     DType::BF16,
@@ -91,6 +91,8 @@ pub const WEIGHT_TYPES: [DType; 12] = [
     DType::Q4_1,
     DType::Q5_0,
     DType::Q5_1,
+    DType::Q2_K,
+    DType::Q3_K,
     DType::Q4_K,
     DType::Q5_K,
     DType::Q6_K,

@@ -283,6 +283,14 @@ macro_rules! match_format {
                 type $format = $crate::quant::Q5_1;
                 $body
             }
+            DType::Q2_K => {
+                type $kformat = $crate::quant::kquant::Q2K;
+                $kbody
+            }
+            DType::Q3_K => {
+                type $kformat = $crate::quant::kquant::Q3K;
+                $kbody
+            }
             DType::Q4_K => {
                 type $kformat = $crate::quant::kquant::Q4K;
                 $kbody

@@ -272,7 +272,7 @@ impl SynthSpec {
     /// types the loader accepts (`baton_kernels::WEIGHT_TYPES`) that have a
     /// llama.cpp file type to name them by (not BF16, whose files Baton
     /// does not write yet, nor Q8_K, an activation type only).
-    pub const SUPPORTED_DTYPES: [DType; 10] = [
+    pub const SUPPORTED_DTYPES: [DType; 12] = [
         DType::F32,
         DType::F16,
         DType::Q8_0,
@@ -280,6 +280,8 @@ impl SynthSpec {
         DType::Q4_1,
         DType::Q5_0,
         DType::Q5_1,
+        DType::Q2_K,
+        DType::Q3_K,
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
@@ -354,7 +356,7 @@ pub enum SynthError {
 /// - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
 ///   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
 /// - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1,
-///   Q5_0, Q5_1: 32 values a block; Q4_K, Q5_K, Q6_K: 256) needs rows of whole blocks;
+///   Q5_0, Q5_1: 32 values a block; Q2_K .. Q6_K: 256) needs rows of whole blocks;
 ///   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
 ///   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
 ///   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every

@@ -21,7 +21,8 @@ use crate::timeline::StreamTimeline;
 
 /// Weight types the Vulkan matmul and row lookup accept (what its shaders
 /// decode): the kernels' `WEIGHT_TYPES` but Q8_K, GGML's activation format,
-/// and Q5_0 and Q5_1, which have no shaders yet (`supports` refuses them).
+/// and Q5_0, Q5_1, Q2_K and Q3_K, which have no shaders yet (`supports`
+/// refuses them).
 /// The conformance suite checks every type a device declares, and that the
 /// others are refused.
 pub const WEIGHT_TYPES: [DType; 9] =

@@ -23,7 +23,8 @@ pub enum ModelCommand {
         /// tiny, tiny256, stories15M, stories110M or smol135M.
         #[arg(long, default_value = "tiny")]
         shape: String,
-        /// f32, f16, q8_0, q4_0, q4_1, q4_k, q5_k or q6_k. K-quant matrices
+        /// f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or
+        /// q6_k. K-quant matrices
         /// whose rows are not multiples of 256 are stored as q8_0 (use the
         /// tiny256 or stories110M shape to avoid that).
         #[arg(long = "type", default_value = "f32")]

@@ -73,7 +73,7 @@ fn python_gguf_reads_what_the_writer_wrote() {
     let f16_values = [1.0f32, -2.0, 0.5, 0.25, 3.0, -0.125, 8.0, 0.0];
     let f16_data: Vec<u8> = f16_values.iter().flat_map(|&v| support::f16_bits(v).to_le_bytes()).collect();
     let q8_data: Vec<u8> = (0..68u8).collect();
-    // Blocks of 32 (Q5) and K-quant super-blocks of 256: arbitrary bytes of
+    // Blocks of 32 (Q5) and K-quant super-blocks of 256 (Q2_K..Q8_K): arbitrary bytes of
     // the right size.
     let block_data = |ty: GgmlType, dims: [u64; 2]| -> Vec<u8> {
         let blocks = dims[0] / ty.block_elems().expect("known type") * dims[1];
@@ -83,6 +83,8 @@ fn python_gguf_reads_what_the_writer_wrote() {
     let block_tensors = [
         ("blk.0.attn_q.weight", GgmlType::Q5_0, [64u64, 3]),
         ("blk.0.attn_k.weight", GgmlType::Q5_1, [32, 2]),
+        ("blk.1.ffn_up.weight", GgmlType::Q2_K, [256, 2]),
+        ("blk.1.attn_output.weight", GgmlType::Q3_K, [512, 1]),
         ("blk.0.ffn_down.weight", GgmlType::Q4_K, [256, 2]),
         ("blk.0.ffn_gate.weight", GgmlType::Q5_K, [512, 1]),
         ("blk.0.attn_v.weight", GgmlType::Q6_K, [256, 3]),

@@ -1,4 +1,5 @@
-//! GGML's K-quants (Q4_K, Q5_K, Q6_K, Q8_K) exactly as GGUF stores them.
+//! GGML's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K) exactly as GGUF
+//! stores them.
 //!
 //! A K-quant row is super-blocks of 256 values. Each format is described to
 //! the kernels in one common form, so decoding and the integer dot products
@@ -10,7 +11,8 @@
 //!   a value is `d * scale[g] * q - dmin * min[g]` ([`SuperScales`]).
 //!
 //! Q4_K and Q5_K sub-blocks of 32 span two groups with equal scales; Q6_K's
-//! `q - 32` becomes `min[g] = 32 * scale[g]` with `dmin = d`. Decoding to f32
+//! `q - 32` (Q3_K's `q - 4`) becomes `min[g] = 32 * scale[g]` (`4 * scale[g]`)
+//! with `dmin = d`. Decoding to f32
 //! follows each format's own arithmetic ([`KOffset`]), so the values are
 //! bit-identical to GGML's (and the PyPI `gguf` package's) dequantization.
 //!
@@ -26,11 +28,15 @@
 //!   is nibble `r / 2` of `ql[64n + 32 (r % 2) + l]` with bits `2r..2r+2` of
 //!   `qh[32n + l]` on top.
 //! - Q8_K (292): `d` f32 @0, 256 `i8` @4, 16 `i16` sums of 16 values @260.
+//! - Q2_K (84) and Q3_K (110): see [`low_bits`].
 
 use baton_core::DType;
 use half::f16;
 
 use super::kfit;
+
+mod low_bits;
+pub(crate) use low_bits::{Q2K, Q3K};
 
 /// Elements per super-block of every K-quant.
 pub const SUPER_ELEMS: usize = 256;
@@ -46,9 +52,10 @@ pub(crate) const CHUNKS: usize = SUPER_ELEMS / 32;
 pub(crate) enum KOffset {
     /// `(d * sc) * q - dmin * m`: a stored, per-sub-block minimum (Q4_K, Q5_K).
     StoredMin,
-    /// `(d * sc) * (q - 32)`: unsigned 6-bit integers centred on 32 (Q6_K);
-    /// the kernels' `min[g]` is `32 * scale[g]` and `dmin` is `d`.
-    CentredOn32,
+    /// `(d * sc) * (q - c)`: unsigned integers centred on `c` (32 for Q6_K's
+    /// 6 bits, 4 for Q3_K's 3); the kernels' `min[g]` is `c * scale[g]` and
+    /// `dmin` is `d`.
+    Centred(i16),
     /// `d * q` with signed integers and unit scales (Q8_K).
     Zero,
 }
@@ -137,7 +144,7 @@ pub(crate) trait KFormat {
                 let scale = s.d * f32::from(s.scales[g]);
                 *out = match Self::OFFSET {
                     KOffset::StoredMin => scale * f32::from(q[l]) - s.dmin * f32::from(s.mins[g]),
-                    KOffset::CentredOn32 => scale * f32::from(i16::from(q[l]) - 32),
+                    KOffset::Centred(centre) => scale * f32::from(i16::from(q[l]) - centre),
                     KOffset::Zero => scale * f32::from(q[l] as i8),
                 };
             }
@@ -246,6 +253,24 @@ mod avx2 {
         }
     }
 
+    /// Bit `from` of each of the 32 bytes at `at`, moved to bit `to` (16-bit
+    /// shifts: the mask drops what crossed between the bytes of a lane).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; 32 bytes at `at` are readable.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn bit_moved(at: *const u8, from: usize, to: usize) -> __m256i {
+        // SAFETY: the 32 bytes are readable (caller's guarantee).
+        let bits = unsafe { _mm256_loadu_si256(at.cast()) };
+        let moved = if from <= to {
+            _mm256_sll_epi16(bits, _mm_cvtsi32_si128((to - from) as i32))
+        } else {
+            _mm256_srl_epi16(bits, _mm_cvtsi32_si128((from - to) as i32))
+        };
+        _mm256_and_si256(moved, _mm256_set1_epi8(1 << to))
+    }
+
     /// `(bytes >> shift) & mask`, 32 bytes at `at`, shifting 16-bit lanes
     /// (the mask drops the bits that crossed a byte).
     ///
@@ -322,18 +347,7 @@ impl KFormat for Q5K {
     unsafe fn chunk_avx2(block: *const u8, c: usize) -> std::arch::x86_64::__m256i {
         use std::arch::x86_64::*;
         // SAFETY: nibbles at 48..176 and high bits at 16..48 are inside the block.
-        unsafe {
-            let low = avx2::nibbles(block, 48, c);
-            // Bit `c` of each byte moved to bit 4 (16-bit shifts: the mask
-            // drops what crossed between the bytes of a lane).
-            let bits = _mm256_loadu_si256(block.add(16).cast());
-            let moved = if c <= 4 {
-                _mm256_sll_epi16(bits, _mm_cvtsi32_si128(4 - c as i32))
-            } else {
-                _mm256_srl_epi16(bits, _mm_cvtsi32_si128(c as i32 - 4))
-            };
-            _mm256_or_si256(low, _mm256_and_si256(moved, _mm256_set1_epi8(0x10)))
-        }
+        unsafe { _mm256_or_si256(avx2::nibbles(block, 48, c), avx2::bit_moved(block.add(16), c, 4)) }
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -350,7 +364,7 @@ impl KFormat for Q5K {
 
 impl KFormat for Q6K {
     const DTYPE: DType = DType::Q6_K;
-    const OFFSET: KOffset = KOffset::CentredOn32;
+    const OFFSET: KOffset = KOffset::Centred(32);
 
     fn scales(block: &[u8]) -> SuperScales {
         let scales: [i16; GROUPS] = std::array::from_fn(|g| i16::from(block[192 + g] as i8));
@@ -432,6 +446,59 @@ impl KFormat for Q8K {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each format's AVX2 accessors give exactly its scalar ones, on blocks
+    /// of random bytes: every chunk's 32 integers and every group's scale
+    /// and offset (the f16 fields are random too; a NaN compares by bits).
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_accessors_match_scalar<F: KFormat>() {
+        use std::arch::x86_64::*;
+        if crate::Isa::detected() == crate::Isa::Scalar {
+            return;
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let block: Vec<u8> = (0..F::BYTES)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 32) as u8
+                })
+                .collect();
+            let lanes = |v: __m256i| -> [u8; 32] {
+                let mut out = [0u8; 32];
+                // SAFETY: `out` is 32 writable bytes.
+                unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+                out
+            };
+            let as_i16 = |v: __m256i| -> [i16; GROUPS] {
+                let bytes = lanes(v);
+                std::array::from_fn(|g| i16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]]))
+            };
+            for c in 0..CHUNKS {
+                // SAFETY: AVX2 is present (checked above); `block` holds `F::BYTES` bytes; `c < CHUNKS`.
+                let simd = unsafe { F::chunk_avx2(block.as_ptr(), c) };
+                assert_eq!(lanes(simd), F::chunk(&block, c), "{} chunk {c}", F::DTYPE);
+            }
+            let s = F::scales(&block);
+            // SAFETY: as above.
+            let simd = unsafe { F::scales_avx2(block.as_ptr()) };
+            assert_eq!((simd.d.to_bits(), simd.dmin.to_bits()), (s.d.to_bits(), s.dmin.to_bits()), "{}", F::DTYPE);
+            assert_eq!((as_i16(simd.scales), as_i16(simd.mins)), (s.scales, s.mins), "{} scales", F::DTYPE);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_accessors_of_every_format_match_scalar() {
+        avx2_accessors_match_scalar::<Q2K>();
+        avx2_accessors_match_scalar::<Q3K>();
+        avx2_accessors_match_scalar::<Q4K>();
+        avx2_accessors_match_scalar::<Q5K>();
+        avx2_accessors_match_scalar::<Q6K>();
+        avx2_accessors_match_scalar::<Q8K>();
+    }
 
     #[test]
     fn scale_packing_round_trips_every_6_bit_value() {

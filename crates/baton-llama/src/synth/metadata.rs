@@ -9,10 +9,11 @@ use super::{ShapeParams, SynthSpec};
 
 /// llama.cpp's `general.file_type` (`enum llama_ftype`) of a file whose
 /// matrices are mostly `dtype`; `None` for types synthetic models do not
-/// offer. The K-quants map to `MOSTLY_Q4_K_M` (15), `MOSTLY_Q5_K_M` (17) and
-/// `MOSTLY_Q6_K` (18); llama.cpp's "M" mixes put some matrices in Q6_K,
-/// which a synthetic file does not (every matrix is the requested type, or
-/// its fallback).
+/// offer. The K-quants map to `MOSTLY_Q2_K` (10), `MOSTLY_Q3_K_S` (11),
+/// `MOSTLY_Q4_K_M` (15), `MOSTLY_Q5_K_M` (17) and `MOSTLY_Q6_K` (18);
+/// llama.cpp's mixes put some matrices in other types (Q6_K, Q4_K), which a
+/// synthetic file does not (every matrix is the requested type, or its
+/// fallback).
 pub(crate) fn file_type(dtype: DType) -> Option<u32> {
     match dtype {
         DType::F32 => Some(0),
@@ -22,6 +23,8 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
         DType::Q8_0 => Some(7),
         DType::Q5_0 => Some(8),
         DType::Q5_1 => Some(9),
+        DType::Q2_K => Some(10),
+        DType::Q3_K => Some(11),
         DType::Q4_K => Some(15),
         DType::Q5_K => Some(17),
         DType::Q6_K => Some(18),

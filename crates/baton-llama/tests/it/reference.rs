@@ -148,6 +148,8 @@ logits_cases! {
     tiny_q4_1_logits_match_the_reference: Tiny Q4_1, 1e-3, 2;
     tiny_q5_0_logits_match_the_reference: Tiny Q5_0, 1e-3, 2;
     tiny_q5_1_logits_match_the_reference: Tiny Q5_1, 1e-3, 2;
+    tiny256_q2_k_logits_match_the_reference: Tiny256 Q2_K, 1.5e-3, 3;
+    tiny256_q3_k_logits_match_the_reference: Tiny256 Q3_K, 1.5e-3, 3;
     tiny256_q4_k_logits_match_the_reference: Tiny256 Q4_K, 1.5e-3, 3;
     tiny256_q5_k_logits_match_the_reference: Tiny256 Q5_K, 1.5e-3, 3;
     tiny256_q6_k_logits_match_the_reference: Tiny256 Q6_K, 1.5e-3, 3;
@@ -345,6 +347,8 @@ fn synth_models_load_in_the_gguf_package() {
         (SynthShape::Tiny, DType::Q5_0),
         (SynthShape::Tiny, DType::Q5_1),
         (SynthShape::Tiny, DType::Q4_K),
+        (SynthShape::Tiny256, DType::Q2_K),
+        (SynthShape::Tiny256, DType::Q3_K),
         (SynthShape::Tiny256, DType::Q4_K),
         (SynthShape::Tiny256, DType::Q5_K),
         (SynthShape::Tiny256, DType::Q6_K),
@@ -409,6 +413,8 @@ fn scale_bytes(dtype: DType) -> std::ops::Range<usize> {
     match dtype {
         DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => 0..2,
         DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => 0..4,
+        DType::Q2_K => 80..84,
+        DType::Q3_K => 108..110,
         DType::Q6_K => 208..210,
         _ => panic!("{dtype} is not a quantized type"),
     }

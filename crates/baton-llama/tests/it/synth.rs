@@ -69,6 +69,8 @@ fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
             DType::Q4_1 => 3,
             DType::Q5_0 => 8,
             DType::Q5_1 => 9,
+            DType::Q2_K => 10,
+            DType::Q3_K => 11,
             DType::Q4_K => 15,
             DType::Q5_K => 17,
             DType::Q6_K => 18,
@@ -300,7 +302,7 @@ fn every_dtype_has_the_gguf_table_size() {
 #[test]
 fn tiny256_k_quant_files_hold_every_matrix_in_the_k_quant() {
     let dir = TempDir::new("synth-tiny256");
-    for dtype in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+    for dtype in SynthSpec::SUPPORTED_DTYPES.into_iter().filter(|t| t.is_k_quant()) {
         let spec = SynthSpec { shape: SynthShape::Tiny256, dtype, seed: 4 };
         let (summary, file) = write(&spec, &dir.file(&format!("tiny256-{dtype}.gguf")));
         assert!(summary.fallbacks.is_empty(), "{dtype}: {:?}", summary.fallbacks);
