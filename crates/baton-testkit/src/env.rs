@@ -63,4 +63,3 @@ fn model_from_env(var: &str, fetch: &str) -> PathBuf {
     assert!(path.exists(), "{} is missing: run {fetch}", path.display());
     path
 }
-
