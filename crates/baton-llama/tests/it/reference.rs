@@ -268,7 +268,7 @@ fn every_architecture_perplexity_matches_the_reference() {
         (SynthShape::Qwen3, DType::Q5_0),
     ] {
         let (_dir, path) = synth_shape("ppl", shape, dtype);
-        perplexity_case(&format!("{shape} {dtype}"), &path, &text, 64, 3);
+        perplexity_case(&format!("{shape} {dtype}"), &path, &text, 64, 8);
     }
 }
 
