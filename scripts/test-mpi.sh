@@ -6,6 +6,8 @@
 # - the silent-rank test under 2 and 3 ranks: one rank stops itself
 #   (SIGSTOP); every other rank must fail within the deadline with an error
 #   naming it, and the job must exit non-zero, all within `timeout`;
+# - a plan split over 2 and 3 ranks (one device each, groups alternating
+#   over the ranks) against the same plan in one process, bit for bit;
 # - the failing-rank test: one rank's stream fails with an error just
 #   before an all-reduce gate; every rank must fail at once with that cause;
 # - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 scripts/setup-mpi.sh >/dev/null
 target=${CARGO_TARGET_DIR:-target}
 cargo test -p baton-mpi --features mpi
-cargo build -p baton-mpi --features mpi --example mpi_check
+cargo build -p baton-mpi --features mpi --example mpi_check --example mpi_split
 program="$target/debug/examples/mpi_check"
 failures=0
 
@@ -33,6 +35,18 @@ collectives() { # RANKS POLICY
     fail "collectives, $1 ranks, policy $2 (exit $rc, $ok of $1 ranks ok)"
   else
     echo "ok: collectives, $1 ranks, policy $2"
+  fi
+}
+
+split() { # RANKS
+  local out rc=0 ok
+  out=$(timeout 120 scripts/mpirun.sh -np "$1" "$target/debug/examples/mpi_split" 2>&1) || rc=$?
+  ok=$(printf '%s\n' "$out" | grep -c 'split ok' || true)
+  if [ "$rc" != 0 ] || [ "$ok" != "$1" ] || ! printf '%s\n' "$out" | grep -q '[1-9][0-9]* outputs compared bit for bit'; then
+    printf '%s\n' "$out" >&2
+    fail "a plan split over $1 ranks (exit $rc, $ok of $1 ranks ok)"
+  else
+    echo "ok: a plan split over $1 ranks, bit for bit as in one process"
   fi
 }
 
@@ -114,6 +128,8 @@ cli_devices() {
 collectives 2 block
 collectives 2 poll
 collectives 3 block
+split 2
+split 3
 silent 2 1 3
 silent 3 1 3
 silent 3 0 3

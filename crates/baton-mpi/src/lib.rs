@@ -137,14 +137,18 @@ mod bound;
 mod butterfly;
 mod error;
 mod placement;
+mod remote;
 
 pub use bound::{RemoteBound, DEFAULT_REMOTE_DEADLINE};
 pub use butterfly::tree_sum;
 pub use error::{MpiError, PeerProgress, Silence};
 pub use placement::{local_devices, parse_ranked, RankedDevice};
+pub use remote::RemoteDevice;
 
 #[cfg(feature = "mpi")]
 mod comm;
+#[cfg(feature = "mpi")]
+mod edges;
 #[cfg(feature = "mpi")]
 mod gate;
 #[cfg(feature = "mpi")]
@@ -162,6 +166,8 @@ mod world;
 
 #[cfg(feature = "mpi")]
 pub use comm::{Comm, RESERVED_TAGS};
+#[cfg(feature = "mpi")]
+pub use edges::RankEdges;
 #[cfg(feature = "mpi")]
 pub use gate::{RankStream, Transport};
 #[cfg(feature = "mpi")]

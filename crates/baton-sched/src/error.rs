@@ -43,4 +43,14 @@ pub enum SchedError {
     /// A stream failed.
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// A send or receive to another process could not be queued.
+    #[error("edge from device {from} to device {to}: {cause}")]
+    Remote {
+        /// Producing device index.
+        from: usize,
+        /// Consuming device index.
+        to: usize,
+        /// Why.
+        cause: String,
+    },
 }
