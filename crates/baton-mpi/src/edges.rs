@@ -3,13 +3,17 @@
 //! a receive on the consumer's, bounded like every remote operation.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::backend::{Stream, TensorRef};
 use baton_core::sync::SyncPoint;
 use baton_sched::{RemoteEdges, Runner, SchedError};
 
-use crate::comm::RESERVED_TAGS;
+use baton_core::sync::WaitPolicy;
+
+use crate::bound::RemoteBound;
+use crate::comm::{Comm, RESERVED_TAGS};
 use crate::gate::RankStream;
 use crate::world::World;
 use crate::MpiError;
@@ -29,6 +33,11 @@ pub struct RankEdges {
     /// The rank stream of each edge (producer device, consumer device) that
     /// has an end here.
     edges: HashMap<(usize, usize), RankStream>,
+    /// The host's own exchanges (outputs shared with every rank).
+    host: Comm,
+    host_bound: RemoteBound,
+    /// MPI stays initialised while the edges live (dropped last).
+    world: Option<Arc<World>>,
 }
 
 impl RankEdges {
@@ -38,6 +47,8 @@ impl RankEdges {
     /// one communicator per cross-rank pair of devices, in the same order).
     pub fn new(world: &World, runner: &Runner, device_ranks: &[usize], deadline: Duration) -> Result<Self, MpiError> {
         let rank = world.rank();
+        let host = world.communicator()?;
+        let host_bound = RemoteBound::new(deadline, WaitPolicy::process_default());
         let mut edges = HashMap::new();
         for (from, &from_rank) in device_ranks.iter().enumerate() {
             for (to, &to_rank) in device_ranks.iter().enumerate() {
@@ -57,7 +68,14 @@ impl RankEdges {
                 }
             }
         }
-        Ok(RankEdges { rank, device_ranks: device_ranks.to_vec(), edges })
+        Ok(RankEdges { rank, device_ranks: device_ranks.to_vec(), edges, host, host_bound, world: None })
+    }
+
+    /// These edges keep `world` (and so MPI) alive as long as they live:
+    /// for a runner that outlives its caller's handle of the world.
+    pub fn keeping(mut self, world: Arc<World>) -> Self {
+        self.world = Some(world);
+        self
     }
 
     /// The first remote operation that failed on any edge, typed.
@@ -121,4 +139,26 @@ impl RemoteEdges for RankEdges {
             cause: e.to_string(),
         })
     }
+
+    fn share(&self, values: &mut [f32], owner: usize) -> Result<(), SchedError> {
+        let fail =
+            |e: MpiError| SchedError::Remote { from: owner, to: owner, cause: format!("sharing an output: {e}") };
+        let Some(&from) = self.device_ranks.get(owner) else {
+            let cause = format!("no device {owner} among {}", self.device_ranks.len());
+            return Err(SchedError::Remote { from: owner, to: owner, cause });
+        };
+        let mut host = values.to_vec();
+        if from == self.rank {
+            for to in (0..self.host.size()).filter(|&r| r != from) {
+                self.host.send(to, SHARE_TAG, &mut host, &self.host_bound).map_err(fail)?;
+            }
+        } else {
+            self.host.recv(from, SHARE_TAG, &mut host, &self.host_bound).map_err(fail)?;
+            values.copy_from_slice(&host);
+        }
+        Ok(())
+    }
 }
+
+/// The tag of shared outputs on the host's communicator.
+const SHARE_TAG: u16 = 1;

@@ -44,4 +44,11 @@ pub trait RemoteEdges: Send + Sync {
     /// `dst` holds the bytes: consumers on any stream wait on it.
     fn recv(&self, stream: &Stream, dst: &TensorRef, from: usize, to: usize, tag: u32)
         -> Result<SyncPoint, SchedError>;
+
+    /// Gives every process the host copy of an output of device `owner`
+    /// (the logits the caller samples from): the owner's process sends
+    /// `values`, every other receives into them. Called by every process in
+    /// the same order; the host waits for it, bounded (it has waited for
+    /// the output's read just before).
+    fn share(&self, values: &mut [f32], owner: usize) -> Result<(), SchedError>;
 }

@@ -141,6 +141,11 @@ impl Runner {
         self.remote = remote;
     }
 
+    /// The devices of other processes, when the plan spans several.
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteEdges>> {
+        self.remote.as_ref()
+    }
+
     /// Whether device `d` runs its work in this process.
     pub fn is_local(&self, d: usize) -> bool {
         self.remote.as_ref().is_none_or(|r| r.is_local(d))
