@@ -131,9 +131,9 @@ cli_devices() {
 }
 
 # `baton run` over RANKS ranks against one process: text and logits.
-cli_run() { # MODEL RANKS LABEL
+cli_run() { # MODEL RANKS LABEL [DEVICES]
   local baton="$target/debug/baton" devices rc=0 args
-  devices=$(seq -s, 0 $(($2 - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')
+  devices=${4:-$(seq -s, 0 $(($2 - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
   args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0)
   timeout 120 "$baton" "${args[@]}" --devices cpu --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
   timeout 300 scripts/mpirun.sh -np "$2" "$baton" "${args[@]}" --devices "$devices" -t 1 \
@@ -143,7 +143,7 @@ cli_run() { # MODEL RANKS LABEL
     cat "$work/ranks.err" >&2
     fail "baton run over $2 ranks ($devices) on $3 (exit $rc): text or logits differ from one process"
   else
-    echo "ok: baton run over $2 ranks on $3: text and $(($(stat -c %s "$work/one.bin") / 4)) logits bit for bit as one process"
+    echo "ok: baton run over $2 ranks ($devices) on $3: text and $(($(stat -c %s "$work/one.bin") / 4)) logits bit for bit as one process"
   fi
 }
 
@@ -170,6 +170,31 @@ bad_launch() { # LABEL WHY mpirun-arguments...
     fail "bad launch, $label (exit $rc, $said of 2 ranks said why)"
   else
     echo "ok: bad launch, $label: an error on every rank"
+  fi
+}
+
+# `baton run` over 2 ranks; rank 1 stops (SIGSTOP) mid-decode: rank 0 must
+# fail within the deadline naming it, and the job exit non-zero.
+cli_silent() { # MODEL
+  local started ended tpid mpid rank_pid="" p rc=0
+  started=$(date +%s)
+  BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/debug/baton" run \
+    -m "$1" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 >/dev/null 2>"$work/silent.err" &
+  tpid=$!
+  sleep 4
+  mpid=$(pgrep -P "$tpid" || true)
+  for p in $(pgrep -P "${mpid:-0}" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
+  done
+  [ -n "$rank_pid" ] && kill -STOP "$rank_pid"
+  wait "$tpid" || rc=$?
+  ended=$(date +%s)
+  [ -n "$rank_pid" ] && kill -CONT "$rank_pid" 2>/dev/null
+  if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -q 'silent rank(s) \[1\]' "$work/silent.err"; then
+    cat "$work/silent.err" >&2
+    fail "baton run with rank 1 stopped mid-decode (exit $rc, rank pid ${rank_pid:-not found})"
+  else
+    echo "ok: baton run with rank 1 stopped mid-decode: rank 0 named it, job exit $rc after $((ended - started)) s (stopped at 4 s)"
   fi
 }
 
@@ -211,8 +236,11 @@ cli_devices
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model"
 cli_run "$work/tiny.gguf" 3 "the tiny synthetic model"
 cli_run "$smollm2" 2 SmolLM2
+cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, first layers on rank 1" cpu@1,cpu@0
+cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cpu:0@0,cpu:1@0,cpu@1
 cli_bench "$work/tiny.gguf"
 cli_bad_launches "$work/tiny.gguf"
+cli_silent "$smollm2"
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

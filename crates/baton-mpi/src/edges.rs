@@ -141,11 +141,10 @@ impl RemoteEdges for RankEdges {
     }
 
     fn share(&self, values: &mut [f32], owner: usize) -> Result<(), SchedError> {
-        let fail =
-            |e: MpiError| SchedError::Remote { from: owner, to: owner, cause: format!("sharing an output: {e}") };
+        let fail = |e: MpiError| SchedError::Shared { owner, cause: e.to_string() };
         let Some(&from) = self.device_ranks.get(owner) else {
             let cause = format!("no device {owner} among {}", self.device_ranks.len());
-            return Err(SchedError::Remote { from: owner, to: owner, cause });
+            return Err(SchedError::Shared { owner, cause });
         };
         let mut host = values.to_vec();
         if from == self.rank {
