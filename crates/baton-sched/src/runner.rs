@@ -45,7 +45,10 @@ pub struct RunnerStats {
 pub struct RunPoints {
     /// The point of each split's computation.
     pub splits: Vec<SyncPoint>,
-    /// Reached when the whole run is done (its last split).
+    /// Reached when the whole run is done (its last split); in a plan over
+    /// several processes, when this process's part is (its last split,
+    /// send or receive). A split of another process has its stand-in's
+    /// point in `splits`, which orders nothing.
     pub done: SyncPoint,
     /// Points of the work that reads the caller's tensors (inputs, and
     /// weights): the caller may rewrite an input once these are reached, by
