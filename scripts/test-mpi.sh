@@ -7,7 +7,8 @@
 #   (SIGSTOP); every other rank must fail within the deadline with an error
 #   naming it, and the job must exit non-zero, all within `timeout`;
 # - a plan split over 2 and 3 ranks (one device each, groups alternating
-#   over the ranks) against the same plan in one process, bit for bit;
+#   over the ranks) against the same plan in one process, bit for bit,
+#   with rank 0 submitting late (the others' hosts must not block);
 # - the failing-rank test: one rank's stream fails with an error just
 #   before an all-reduce gate; every rank must fail at once with that cause;
 # - `baton devices` (feature mpi) under 2 ranks, and a bad device list;

@@ -9,12 +9,14 @@
 //! input `x` (bound on rank 0's device) is read by a group of every rank
 //! (a caller's tensor crossing ranks). Each rank uploads only the weights
 //! of its own groups; 1 and 2 runs are in flight, with the input and
-//! output buffers reused between runs.
+//! output buffers reused between runs. Rank 0 submits 600 ms late: the
+//! other ranks' first submission must return within half of that (their
+//! streams wait on the receives, not their hosts).
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::graph::{Flags, Graph, NodeId};
@@ -26,6 +28,8 @@ const WIDTH: usize = 32;
 const ROWS: usize = 3;
 const GROUPS: u32 = 6;
 const RUNS: usize = 5;
+/// How late rank 0 submits.
+const LATE: Duration = Duration::from_millis(600);
 
 type Check = Result<(), String>;
 
@@ -62,13 +66,19 @@ fn graph() -> Graph {
     g
 }
 
-/// Runs `RUNS` inputs through the plan with `copies` in flight; returns the
-/// outputs where this process computes them (`None` elsewhere).
+/// What one pass of the runs gave: the outputs where this process computes
+/// them (`None` elsewhere), and how long the host spent in the first
+/// `submit`.
+type Outcome = (Option<Vec<Vec<f32>>>, Duration);
+
+/// Runs `RUNS` inputs through the plan with `copies` in flight, after
+/// sleeping `late` before the first submission.
 fn run(
     devices: Vec<Arc<dyn Device>>,
     edges: impl FnOnce(&Runner) -> Result<Option<Arc<dyn RemoteEdges>>, String>,
     copies: usize,
-) -> Result<Option<Vec<Vec<f32>>>, String> {
+    late: Duration,
+) -> Result<Outcome, String> {
     let graph = Arc::new(graph());
     let n = devices.len();
     let group_device = |g: u32| g as usize % n;
@@ -100,6 +110,8 @@ fn run(
     let ys: Vec<TensorRef> = (0..copies).map(|_| alloc(y_device)).collect::<Result<_, _>>()?;
     let mut readers: Vec<Vec<SyncPoint>> = vec![Vec::new(); copies];
     let mut reads = Vec::new();
+    std::thread::sleep(late);
+    let mut first_submit = Duration::ZERO;
     for r in 0..RUNS {
         let slot = r % copies;
         let input = runner.stream(0).clone();
@@ -113,7 +125,11 @@ fn run(
             "y" => Some(yt.clone()),
             name => bound.get(name).cloned(),
         };
+        let started = Instant::now();
         let points = runner.submit(&plan, &bind, Some(write.point())).map_err(|e| e.to_string())?;
+        if r == 0 {
+            first_submit = started.elapsed();
+        }
         readers[slot] = points.inputs_read;
         if runner.is_local(y_device) {
             let read = runner.stream(y_device).read_into_async(&ys[slot], vec![0f32; ROWS * WIDTH]);
@@ -124,10 +140,10 @@ fn run(
         runner.stream(d).synchronize().map_err(|e| format!("device {d}: {e}"))?;
     }
     if !runner.is_local(y_device) {
-        return Ok(None);
+        return Ok((None, first_submit));
     }
     let outputs = reads.into_iter().map(|r| r.wait().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    Ok(Some(outputs))
+    Ok((Some(outputs), first_submit))
 }
 
 fn check(world: &World) -> Check {
@@ -139,10 +155,12 @@ fn check(world: &World) -> Check {
     };
     let device_ranks: Vec<usize> = (0..size).collect();
     let mut compared = 0;
+    let mut slowest_submit = Duration::ZERO;
     for copies in [1, 2] {
         // The reference: every device in this process, one thread each.
         let local: Vec<Arc<dyn Device>> = (0..size).map(|_| cpu()).collect::<Result<_, _>>()?;
-        let expected = run(local, |_| Ok(None), copies)?.ok_or("the reference computes every output")?;
+        let expected =
+            run(local, |_| Ok(None), copies, Duration::ZERO)?.0.ok_or("the reference computes every output")?;
         // Over the ranks: this rank's device and stand-ins for the others'.
         let own = cpu()?;
         let devices: Vec<Arc<dyn Device>> = (0..size)
@@ -155,7 +173,16 @@ fn check(world: &World) -> Check {
             let edges = RankEdges::new(world, runner, &device_ranks, Duration::from_secs(30));
             Ok(Some(Arc::new(edges.map_err(|e| e.to_string())?) as Arc<dyn RemoteEdges>))
         };
-        if let Some(got) = run(devices, edges, copies)? {
+        // Rank 0 (which feeds the others) submits late: the others' first
+        // submission must still return at once (their streams wait on the
+        // receives; their hosts do not: Q-NONBLOCK).
+        let late = if rank == 0 && size > 1 { LATE } else { Duration::ZERO };
+        let (got, first_submit) = run(devices, edges, copies, late)?;
+        slowest_submit = slowest_submit.max(first_submit);
+        if rank != 0 && first_submit > LATE / 2 {
+            return Err(format!("the first submit blocked the host {first_submit:?} while rank 0 was {LATE:?} late"));
+        }
+        if let Some(got) = got {
             for (r, (g, e)) in got.iter().zip(&expected).enumerate() {
                 if let Some(i) = g.iter().zip(e).position(|(a, b)| a.to_bits() != b.to_bits()) {
                     return Err(format!(
@@ -167,7 +194,11 @@ fn check(world: &World) -> Check {
             }
         }
     }
-    println!("rank {rank}: split ok ({size} ranks, {GROUPS} groups, {compared} outputs compared bit for bit)");
+    println!(
+        "rank {rank}: split ok ({size} ranks, {GROUPS} groups, {compared} outputs compared bit for bit; first submit {:.1} ms{})",
+        slowest_submit.as_secs_f64() * 1e3,
+        if rank == 0 { "" } else { " while rank 0 was late" }
+    );
     Ok(())
 }
 
