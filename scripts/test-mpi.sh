@@ -213,6 +213,8 @@ cli_bad_launches() { # MODEL
     -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/c" "$baton" "${run[@]}"
   bad_launch "other arguments" 'ranks \[1\] differ from rank 0 in the command line' \
     -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/a" "$baton" "${run[@]/#4/5}"
+  bad_launch "-sm tensor (not yet over ranks)" 'over ranks, only --split-mode layer runs so far' \
+    -np 2 -wdir "$work/a" "$baton" "${run[@]}" -sm tensor
 }
 
 cargo build -p baton-cli --features mpi
@@ -237,6 +239,7 @@ cli_devices
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model"
 cli_run "$work/tiny.gguf" 3 "the tiny synthetic model"
 cli_run "$smollm2" 2 SmolLM2
+cli_run "$smollm2" 3 SmolLM2
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, first layers on rank 1" cpu@1,cpu@0
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cpu:0@0,cpu:1@0,cpu@1
 cli_bench "$work/tiny.gguf"
