@@ -50,6 +50,7 @@ pub fn smollm2() -> PathBuf {
 /// # Panics
 ///
 /// When `BATON_GEMMA3` names no file, or the fetch fails.
+#[cfg(feature = "llama")]
 pub fn gemma3() -> PathBuf {
     if std::env::var_os("BATON_GEMMA3").is_some() {
         return model_from_env("BATON_GEMMA3", "baton model fetch gemma3-270m");
@@ -63,4 +64,3 @@ fn model_from_env(var: &str, fetch: &str) -> PathBuf {
     assert!(path.exists(), "{} is missing: run {fetch}", path.display());
     path
 }
-
