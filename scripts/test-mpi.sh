@@ -6,9 +6,18 @@
 # - the silent-rank test under 2 and 3 ranks: one rank stops itself
 #   (SIGSTOP); every other rank must fail within the deadline with an error
 #   naming it, and the job must exit non-zero, all within `timeout`;
+# - a plan split over 2 and 3 ranks (one device each, groups alternating
+#   over the ranks) against the same plan in one process, bit for bit,
+#   with rank 0 submitting late (the others' hosts must not block);
 # - the failing-rank test: one rank's stream fails with an error just
 #   before an all-reduce gate; every rank must fail at once with that cause;
 # - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
+# - `baton run` over ranks (`--devices cpu@0,cpu@1 -sm layer`, 2 and 3
+#   ranks): text and logits bit for bit as one process, on the tiny
+#   synthetic model and SmolLM2 (fetched by scripts/fetch-smollm2.sh);
+#   `baton bench` over 2 ranks;
+# - bad launches: a rank with another model file (other size; same size,
+#   other header) or other arguments is an error on every rank;
 # - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
 #   the job with a non-zero status well before the 30 s deadline.
 # Uses CARGO_TARGET_DIR when set.
@@ -17,7 +26,7 @@ cd "$(dirname "$0")/.."
 scripts/setup-mpi.sh >/dev/null
 target=${CARGO_TARGET_DIR:-target}
 cargo test -p baton-mpi --features mpi
-cargo build -p baton-mpi --features mpi --example mpi_check
+cargo build -p baton-mpi --features mpi --example mpi_check --example mpi_split
 program="$target/debug/examples/mpi_check"
 failures=0
 
@@ -33,6 +42,18 @@ collectives() { # RANKS POLICY
     fail "collectives, $1 ranks, policy $2 (exit $rc, $ok of $1 ranks ok)"
   else
     echo "ok: collectives, $1 ranks, policy $2"
+  fi
+}
+
+split() { # RANKS
+  local out rc=0 ok
+  out=$(timeout 120 scripts/mpirun.sh -np "$1" "$target/debug/examples/mpi_split" 2>&1) || rc=$?
+  ok=$(printf '%s\n' "$out" | grep -c 'split ok' || true)
+  if [ "$rc" != 0 ] || [ "$ok" != "$1" ] || ! printf '%s\n' "$out" | grep -q '[1-9][0-9]* outputs compared bit for bit'; then
+    printf '%s\n' "$out" >&2
+    fail "a plan split over $1 ranks (exit $rc, $ok of $1 ranks ok)"
+  else
+    echo "ok: a plan split over $1 ranks, bit for bit as in one process"
   fi
 }
 
@@ -81,7 +102,6 @@ killed() { # RANKS KILLED_RANK
 # The CLI with ranks as devices: `baton devices` lists every rank's devices;
 # a list naming a rank the job lacks is an error on every rank.
 cli_devices() {
-  cargo build -p baton-cli --features mpi
   local baton="$target/debug/baton" out rc=0
   out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu:0@0,cpu:1@0,cpu@1 2>&1) || rc=$?
   if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '^cpu:1@0 ' || ! printf '%s\n' "$out" | grep -q '^cpu@1 '; then
@@ -111,9 +131,103 @@ cli_devices() {
   fi
 }
 
+# `baton run` over RANKS ranks against one process: text and logits.
+cli_run() { # MODEL RANKS LABEL [DEVICES]
+  local baton="$target/debug/baton" devices rc=0 args
+  devices=${4:-$(seq -s, 0 $(($2 - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
+  args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0)
+  timeout 120 "$baton" "${args[@]}" --devices cpu --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
+  timeout 300 scripts/mpirun.sh -np "$2" "$baton" "${args[@]}" --devices "$devices" -t 1 \
+    --logits-out "$work/ranks.bin" >"$work/ranks.out" 2>"$work/ranks.err" || rc=$?
+  if [ "$rc" != 0 ] || ! cmp -s "$work/one.out" "$work/ranks.out" || ! cmp -s "$work/one.bin" "$work/ranks.bin" \
+    || [ ! -s "$work/one.bin" ]; then
+    cat "$work/ranks.err" >&2
+    fail "baton run over $2 ranks ($devices) on $3 (exit $rc): text or logits differ from one process"
+  else
+    echo "ok: baton run over $2 ranks ($devices) on $3: text and $(($(stat -c %s "$work/one.bin") / 4)) logits bit for bit as one process"
+  fi
+}
+
+cli_bench() {
+  local out rc=0
+  out=$(timeout 300 scripts/mpirun.sh -np 2 "$target/debug/baton" bench -m "$1" -p 16 -n 8 -r 1 \
+    --devices cpu@0,cpu@1 -t 1 2>&1) || rc=$?
+  if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '| tg8 |'; then
+    printf '%s\n' "$out" >&2
+    fail "baton bench over 2 ranks (exit $rc)"
+  else
+    echo "ok: baton bench over 2 ranks"
+  fi
+}
+
+# A launch that must fail on every rank, saying WHY on each.
+bad_launch() { # LABEL WHY mpirun-arguments...
+  local label=$1 why=$2 out rc=0 said
+  shift 2
+  out=$(timeout 120 scripts/mpirun.sh "$@" 2>&1) || rc=$?
+  said=$(printf '%s\n' "$out" | grep -o "$why" | wc -l)
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$said" != 2 ]; then
+    printf '%s\n' "$out" >&2
+    fail "bad launch, $label (exit $rc, $said of 2 ranks said why)"
+  else
+    echo "ok: bad launch, $label: an error on every rank"
+  fi
+}
+
+# `baton run` over 2 ranks; rank 1 stops (SIGSTOP) mid-decode: rank 0 must
+# fail within the deadline naming it, and the job exit non-zero.
+cli_silent() { # MODEL
+  local started ended tpid mpid rank_pid="" p rc=0
+  started=$(date +%s)
+  BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/debug/baton" run \
+    -m "$1" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 >/dev/null 2>"$work/silent.err" &
+  tpid=$!
+  sleep 4
+  mpid=$(pgrep -P "$tpid" || true)
+  for p in $(pgrep -P "${mpid:-0}" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
+  done
+  [ -n "$rank_pid" ] && kill -STOP "$rank_pid"
+  wait "$tpid" || rc=$?
+  ended=$(date +%s)
+  [ -n "$rank_pid" ] && kill -CONT "$rank_pid" 2>/dev/null
+  if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -q 'silent rank(s) \[1\]' "$work/silent.err"; then
+    cat "$work/silent.err" >&2
+    fail "baton run with rank 1 stopped mid-decode (exit $rc, rank pid ${rank_pid:-not found})"
+  else
+    echo "ok: baton run with rank 1 stopped mid-decode: rank 0 named it, job exit $rc after $((ended - started)) s (stopped at 4 s)"
+  fi
+}
+
+cli_bad_launches() { # MODEL
+  local baton="$target/debug/baton"
+  mkdir -p "$work/a" "$work/b" "$work/c"
+  cp "$1" "$work/a/x.gguf"
+  cp "$1" "$work/c/x.gguf"
+  printf 'X' | dd of="$work/c/x.gguf" bs=1 seek=200 conv=notrunc status=none
+  "$baton" model synth --shape tiny --type q8_0 -o "$work/b/x.gguf" >/dev/null 2>&1
+  local run=(run -m x.gguf -p hi -n 4 --devices cpu@0,cpu@1 -t 1)
+  bad_launch "another model file" 'ranks \[1\] differ from rank 0 in the model file x.gguf' \
+    -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/b" "$baton" "${run[@]}"
+  bad_launch "another header, same size" 'ranks \[1\] differ from rank 0 in the model file x.gguf' \
+    -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/c" "$baton" "${run[@]}"
+  bad_launch "other arguments" 'ranks \[1\] differ from rank 0 in the command line' \
+    -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/a" "$baton" "${run[@]/#4/5}"
+  bad_launch "-sm tensor (not yet over ranks)" 'over ranks, only --split-mode layer runs so far' \
+    -np 2 -wdir "$work/a" "$baton" "${run[@]}" -sm tensor
+}
+
+cargo build -p baton-cli --features mpi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$target/debug/baton" model synth --shape tiny --type q4_1 -o "$work/tiny.gguf" >/dev/null 2>&1
+smollm2=$(bash scripts/fetch-smollm2.sh | tail -1)
+
 collectives 2 block
 collectives 2 poll
 collectives 3 block
+split 2
+split 3
 silent 2 1 3
 silent 3 1 3
 silent 3 0 3
@@ -122,6 +236,15 @@ failing 3 1
 killed 2 1
 killed 3 2
 cli_devices
+cli_run "$work/tiny.gguf" 2 "the tiny synthetic model"
+cli_run "$work/tiny.gguf" 3 "the tiny synthetic model"
+cli_run "$smollm2" 2 SmolLM2
+cli_run "$smollm2" 3 SmolLM2
+cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, first layers on rank 1" cpu@1,cpu@0
+cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cpu:0@0,cpu:1@0,cpu@1
+cli_bench "$work/tiny.gguf"
+cli_bad_launches "$work/tiny.gguf"
+cli_silent "$smollm2"
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

@@ -45,7 +45,7 @@ pub use arch::{Activation, ArchTraits, Architecture, LayerAttention};
 pub use config::LlamaConfig;
 pub use error::ModelError;
 pub use graph::{GraphShape, Logits, WINDOW_STEP};
-pub use model::{LoadOptions, Model};
+pub use model::{LoadOptions, MakeRemoteEdges, Model};
 pub use tensor_parallel::TensorShares;
 pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
 pub use weights::{KvCache, Weights};

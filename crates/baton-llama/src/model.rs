@@ -10,7 +10,7 @@ use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
 use baton_gguf::{GgufFile, OptionalKey};
-use baton_sched::{Plan, RunPoints, Runner, RunnerStats, Trace};
+use baton_sched::{Plan, RemoteEdges, RunPoints, Runner, RunnerStats, SchedError, Trace};
 use baton_tokenizer::Tokenizer;
 
 use crate::config::LlamaConfig;
@@ -18,6 +18,10 @@ use crate::error::ModelError;
 use crate::graph::{self, GraphShape, Logits, WeightTypes};
 use crate::tensor_parallel::TensorShares;
 use crate::weights::{KvCache, Weights};
+
+/// Makes the runner's edges to other processes, given the runner (its
+/// streams); see [`Model::load_over_ranks`].
+pub type MakeRemoteEdges<'a> = dyn Fn(&Runner) -> Result<Arc<dyn RemoteEdges>, SchedError> + 'a;
 
 /// Options of loading a model.
 #[derive(Clone, Debug)]
@@ -147,7 +151,22 @@ impl Model {
         devices: impl IntoIterator<Item = impl IntoDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path.as_ref(), into_devices(devices), options, None)
+        Self::load_with(path.as_ref(), into_devices(devices), options, None, None)
+    }
+
+    /// As [`load_split`](Self::load_split), for a model whose devices are
+    /// spread over several processes (the ranks of an MPI job, each running
+    /// the same calls): `remote` makes the runner's [`RemoteEdges`] (which
+    /// devices are this process's, how crossings between processes travel).
+    /// This process uploads only the weights of its own devices' layers;
+    /// the others' are stand-ins. Every process gets the logits.
+    pub fn load_over_ranks(
+        path: impl AsRef<Path>,
+        devices: impl IntoIterator<Item = impl IntoDevice>,
+        options: &LoadOptions,
+        remote: &MakeRemoteEdges<'_>,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path.as_ref(), into_devices(devices), options, None, Some(remote))
     }
 
     /// Loads the GGUF file at `path` with every layer's weights split over
@@ -159,7 +178,7 @@ impl Model {
         device: Arc<CompositeDevice>,
         options: &LoadOptions,
     ) -> Result<Model, ModelError> {
-        Self::load_with(path.as_ref(), vec![device.clone().into_device()], options, Some(device))
+        Self::load_with(path.as_ref(), vec![device.clone().into_device()], options, Some(device), None)
     }
 
     fn load_with(
@@ -167,6 +186,7 @@ impl Model {
         devices: Vec<Arc<dyn Device>>,
         options: &LoadOptions,
         tensor: Option<Arc<CompositeDevice>>,
+        remote: Option<&MakeRemoteEdges<'_>>,
     ) -> Result<Model, ModelError> {
         if devices.is_empty() {
             return Err(ModelError::Input("no device to load the model on".into()));
@@ -188,6 +208,9 @@ impl Model {
         };
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
+        if let Some(remote) = remote {
+            runner.set_remote(Some(remote(&runner)?));
+        }
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
         let (weights, cache, tensor) = match tensor {
@@ -199,7 +222,8 @@ impl Model {
                 (weights, cache, Some((c, shares)))
             }
             None => {
-                let weights = Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l])?;
+                let weights =
+                    Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l], &|d| runner.is_local(d))?;
                 let cache = KvCache::new(&config, context, options.cache_type, &devices, &|l| layer_device[l])?;
                 (weights, cache, None)
             }
@@ -512,7 +536,11 @@ impl Model {
         if !read.is_ready() {
             self.host_waits += 1;
         }
-        self.host_logits = Some(read.wait().map_err(|e| ModelError::Stream(e.error))?);
+        let mut host_logits = read.wait().map_err(|e| ModelError::Stream(e.error))?;
+        if let Some(remote) = self.runner.remote() {
+            remote.share(&mut host_logits, last)?;
+        }
+        self.host_logits = Some(host_logits);
         Ok(self.host_logits.as_deref().unwrap_or(&[]))
     }
 

@@ -37,13 +37,16 @@ impl Weights {
     /// each to the device `device_of(layer)` of its layer, through that
     /// device's stream (one buffer and one host wait per device). A tied
     /// output projection is bound as `output.weight` to the embedding's data
-    /// (uploaded once more if the output's device differs).
+    /// (uploaded once more if the output's device differs). Only devices
+    /// that are `local` (this process's) get their bytes: another process's
+    /// device is a stand-in whose tensors are placed but never read here.
     pub fn load(
         file: &GgufFile,
         config: &LlamaConfig,
         devices: &[Arc<dyn Device>],
         streams: &[Stream],
         device_of: &dyn Fn(usize) -> usize,
+        local: &dyn Fn(usize) -> bool,
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
@@ -58,12 +61,14 @@ impl Weights {
             if totals[d] == 0 {
                 continue;
             }
-            let mut host = vec![0u8; totals[d]];
-            for p in placed.iter().filter(|p| p.device == d) {
-                host[p.offset..p.offset + p.data.len()].copy_from_slice(p.data);
-            }
             let buffer: Buffer = device.alloc(totals[d])?;
-            streams[d].write_range_async(&buffer.all(), host)?.wait()?;
+            if local(d) {
+                let mut host = vec![0u8; totals[d]];
+                for p in placed.iter().filter(|p| p.device == d) {
+                    host[p.offset..p.offset + p.data.len()].copy_from_slice(p.data);
+                }
+                streams[d].write_range_async(&buffer.all(), host)?.wait()?;
+            }
             for p in placed.iter().filter(|p| p.device == d) {
                 tensors.insert(p.name.clone(), TensorRef::new(&buffer, p.offset, p.dtype, &p.dims)?);
             }

@@ -143,8 +143,9 @@ pub enum MpiError {
         /// What does not fit.
         what: String,
     },
-    /// A tensor the gate cannot carry (MPI gates move f32 tensors).
-    #[error("{op}: tensors must be f32, got {dtype:?}")]
+    /// A tensor the gate cannot carry (collectives take f32; sends and
+    /// receives f32 or i32).
+    #[error("{op}: cannot carry a {dtype:?} tensor (collectives take f32, sends and receives f32 or i32)")]
     DType {
         /// The operation.
         op: &'static str,

@@ -109,18 +109,19 @@ impl RankStream {
         self.gate(Some(input), Some(output), |comm, input, output, bound| comm.all_gather(input, output, bound))
     }
 
-    /// Queues a send of `tensor` (f32) to rank `to` with `tag`; its point is
-    /// reached once the bytes have left (the tensor may then be written).
+    /// Queues a send of `tensor` (f32 or i32: its bytes move unchanged) to
+    /// rank `to` with `tag`; its point is reached once the bytes have left
+    /// (the tensor may then be written).
     pub fn send(&self, tensor: &TensorRef, to: usize, tag: u16) -> Result<SyncPoint, MpiError> {
-        f32_len("send", tensor)?;
+        word_len("send", tensor)?;
         self.gate(Some(tensor), None, move |comm, input, _, bound| comm.send(to, tag, input, bound))
     }
 
-    /// Queues a receive into `tensor` (f32) from rank `from` with `tag`; its
-    /// point is reached once `tensor` holds the bytes: a consumer on any
-    /// stream waits on it.
+    /// Queues a receive into `tensor` (f32 or i32) from rank `from` with
+    /// `tag`; its point is reached once `tensor` holds the bytes: a consumer
+    /// on any stream waits on it.
     pub fn recv(&self, tensor: &TensorRef, from: usize, tag: u16) -> Result<SyncPoint, MpiError> {
-        f32_len("recv", tensor)?;
+        word_len("recv", tensor)?;
         self.gate(None, Some(tensor), move |comm, _, output, bound| comm.recv(from, tag, output, bound))
     }
 
@@ -229,6 +230,15 @@ impl Drop for Unrun {
             };
             comm.announce_failure(&cause);
         }
+    }
+}
+
+/// Sends and receives move 4-byte words as MPI floats: MPI converts
+/// nothing between ranks of one architecture, so i32 bits arrive unchanged.
+fn word_len(op: &'static str, t: &TensorRef) -> Result<usize, MpiError> {
+    match t.dtype() {
+        DType::F32 | DType::I32 => Ok(t.bytes() / 4),
+        dtype => Err(MpiError::DType { op, dtype }),
     }
 }
 

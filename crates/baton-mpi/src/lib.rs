@@ -101,34 +101,51 @@
 //!
 //! Here: device lists with ranks ([`parse_ranked`]: `cpu@0,cpu:1@1`), the
 //! CLI's `baton devices` over every rank (feature `mpi` of baton-cli), and
-//! [`Comm::all_gather_bytes`] for what ranks must agree on. Next, in this
-//! order:
+//! [`Comm::all_gather_bytes`] for what ranks must agree on; bad launches
+//! ([`Comm::agree`]: the command line, the model file's size and a hash of
+//! its first MiB, before any weight is loaded; a device list naming a rank
+//! the job lacks), an error on every rank. **Layer splits over ranks**:
 //!
-//! 1. **Bad launches**: every rank compares what must agree (arguments,
-//!    device list, the model file's size and a hash of its header) with
-//!    [`Comm::agree`], failing on every rank before any weight is loaded;
-//!    `baton devices` does it for its arguments.
-//! 2. **A remote device** (`RemoteDevice`): on each rank, a stand-in for a
-//!    device of another rank, so the scheduler and the composite keep
-//!    seeing devices. Its buffers hold no memory and its streams run
-//!    nothing: every rank builds the same plan, and only the owner of a
-//!    device runs its work. A copy between ranks becomes
-//!    [`RankStream::send`] on the owner's stream and [`RankStream::recv`]
-//!    on the consumer's, matched by a tag derived from the copy's place in
-//!    the plan; the consumer waits on the receive's point, never the host.
-//!    A stream's wait on a remote device's point has no local meaning
-//!    (`W-FOREIGN`): the scheduler orders cross-rank edges only through the
-//!    receive.
-//! 3. **`Collective` over MPI** (baton-composite's trait): with one local
+//! - [`RemoteDevice`] stands in, on each rank, for a device of another
+//!   rank: its buffers hold no memory and its streams run nothing (each
+//!   item is reached as it is queued). Every rank builds the same plan over
+//!   the same device list (SPMD).
+//! - The scheduler (`baton_sched::Runner::set_remote`, with
+//!   `baton_sched::RemoteEdges`) runs only the splits of local devices; a
+//!   crossing whose producer and consumer are on different ranks becomes
+//!   [`RankStream::send`] on the producer's stream and
+//!   [`RankStream::recv`] on the consumer's, each completing a point of its
+//!   stream: a consumer waits on the receive's point, never the host.
+//!   [`RankEdges`] gives each cross-rank pair of devices a communicator of
+//!   its own, so each side posts one edge's messages from one stream in the
+//!   plan's order and MPI's in-order matching pairs them (the tag is the
+//!   crossing's index in the run); runs in flight (`--n-copies`) work as in
+//!   one process. Every send and receive is bounded by the remote deadline
+//!   and names a silent peer like any gate.
+//! - `baton_llama::Model::load_over_ranks`: each rank uploads only its own
+//!   devices' weights; the logits go from the last layer's rank to every
+//!   rank (`RemoteEdges::share`, on the host: the host reads them anyway),
+//!   so every rank samples the same token and stops at the same step; rank
+//!   0 prints. `baton run` and `baton bench` with `--devices cpu@0,cpu@1`
+//!   give text and logits bit for bit one process's
+//!   (`scripts/test-mpi.sh`).
+//!
+//! Next, in this order:
+//!
+//! 1. **`Collective` over MPI** (baton-composite's trait): with one local
 //!    device per rank, `run` queues [`RankStream::all_reduce`] (or
 //!    `all_gather`) on the local device's stream only; the remote devices'
 //!    streams are stand-ins. The butterfly stays available as
 //!    [`Transport::Butterfly`], so both can be measured. Uneven all-gather
 //!    parts (`GateKind::AllGather`'s segments) go through
 //!    [`Comm::all_gather_uneven`] (`MPI_Iallgatherv`; host buffers only so
-//!    far, not yet a gate).
-//! 4. **Pipeline and tensor splits across ranks**, the conformance rules
-//!    with the other device on another rank, and `baton plan --hosts`.
+//!    far, not yet a gate). Then `-sm tensor` over ranks.
+//! 2. The silent-rank and killed-rank tests with a model mid-decode, the
+//!    conformance rules with the other device on another rank, and `baton
+//!    plan --hosts`.
+//! 3. Only the logits' owner and rank 0 need the logits: rank 0 could
+//!    sample and broadcast the token instead (vocabulary-sized messages to
+//!    every rank today).
 #![deny(missing_docs)]
 // The design above links the MPI types, which exist only with the feature.
 #![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]
@@ -137,14 +154,18 @@ mod bound;
 mod butterfly;
 mod error;
 mod placement;
+mod remote;
 
 pub use bound::{RemoteBound, DEFAULT_REMOTE_DEADLINE};
 pub use butterfly::tree_sum;
 pub use error::{MpiError, PeerProgress, Silence};
 pub use placement::{local_devices, parse_ranked, RankedDevice};
+pub use remote::RemoteDevice;
 
 #[cfg(feature = "mpi")]
 mod comm;
+#[cfg(feature = "mpi")]
+mod edges;
 #[cfg(feature = "mpi")]
 mod gate;
 #[cfg(feature = "mpi")]
@@ -162,6 +183,8 @@ mod world;
 
 #[cfg(feature = "mpi")]
 pub use comm::{Comm, RESERVED_TAGS};
+#[cfg(feature = "mpi")]
+pub use edges::RankEdges;
 #[cfg(feature = "mpi")]
 pub use gate::{RankStream, Transport};
 #[cfg(feature = "mpi")]

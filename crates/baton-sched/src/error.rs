@@ -43,4 +43,22 @@ pub enum SchedError {
     /// A stream failed.
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// An output could not be shared with the other processes.
+    #[error("sharing the output of device {owner} with the other processes: {cause}")]
+    Shared {
+        /// The device that computed it.
+        owner: usize,
+        /// Why.
+        cause: String,
+    },
+    /// A send or receive to another process could not be queued.
+    #[error("edge from device {from} to device {to}: {cause}")]
+    Remote {
+        /// Producing device index.
+        from: usize,
+        /// Consuming device index.
+        to: usize,
+        /// Why.
+        cause: String,
+    },
 }

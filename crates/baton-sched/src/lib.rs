@@ -14,6 +14,9 @@
 //!   wait on the producer's point, and the host does not block between
 //!   splits. Up to `copies` runs are in flight, each with its own crossing
 //!   buffers; a later run never overwrites what an earlier one still reads.
+//! - [`RemoteEdges`]: devices of other processes (ranks): the runner runs
+//!   only its own devices' splits, and a crossing between processes is a
+//!   send on the producer's stream and a receive on the consumer's.
 //! - [`Trace`]: a Chrome trace-event file with a track per stream.
 #![deny(missing_docs)]
 
@@ -21,6 +24,7 @@ mod bound;
 mod error;
 mod placement;
 mod plan;
+mod remote;
 mod run;
 mod runner;
 mod split;
@@ -29,6 +33,7 @@ mod trace;
 pub use error::SchedError;
 pub use placement::place;
 pub use plan::{DeviceArena, EdgePath, Plan, PlannedCopy, SyncPath};
+pub use remote::RemoteEdges;
 pub use run::Run;
 pub use runner::{CallerBindings, RunPoints, Runner, RunnerStats};
 pub use split::{cut, LeafSource, Split, SplitLeaf};

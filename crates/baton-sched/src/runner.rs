@@ -18,6 +18,7 @@ use baton_core::sync::SyncPoint;
 
 use crate::error::SchedError;
 use crate::plan::{EdgePath, Plan};
+use crate::remote::RemoteEdges;
 use crate::split::LeafSource;
 use crate::trace::Trace;
 
@@ -44,7 +45,10 @@ pub struct RunnerStats {
 pub struct RunPoints {
     /// The point of each split's computation.
     pub splits: Vec<SyncPoint>,
-    /// Reached when the whole run is done (its last split).
+    /// Reached when the whole run is done (its last split); in a plan over
+    /// several processes, when this process's part is (its last split,
+    /// send or receive). A split of another process has its stand-in's
+    /// point in `splits`, which orders nothing.
     pub done: SyncPoint,
     /// Points of the work that reads the caller's tensors (inputs, and
     /// weights): the caller may rewrite an input once these are reached, by
@@ -75,6 +79,8 @@ pub struct Runner {
     waits_this_run: u64,
     /// The splits' bound graphs by the tensors bound.
     bound: crate::bound::BoundCache,
+    /// Devices of other processes, when the plan spans several.
+    remote: Option<Arc<dyn RemoteEdges>>,
 }
 
 impl Runner {
@@ -97,6 +103,7 @@ impl Runner {
             mutation: None,
             waits_this_run: 0,
             bound: crate::bound::BoundCache::default(),
+            remote: None,
         })
     }
 
@@ -126,6 +133,25 @@ impl Runner {
         let index = self.waits_this_run;
         self.waits_this_run += 1;
         self.mutation != Some(index)
+    }
+
+    /// Runs plans that span several processes (ranks): only the splits of
+    /// the devices `remote` calls local run here, and a crossing between a
+    /// local and a remote device is a send or a receive through `remote`
+    /// (see [`RemoteEdges`]). Every process builds the same plan and submits
+    /// the same runs in the same order. `None`: every device is local.
+    pub fn set_remote(&mut self, remote: Option<Arc<dyn RemoteEdges>>) {
+        self.remote = remote;
+    }
+
+    /// The devices of other processes, when the plan spans several.
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteEdges>> {
+        self.remote.as_ref()
+    }
+
+    /// Whether device `d` runs its work in this process.
+    pub fn is_local(&self, d: usize) -> bool {
+        self.remote.as_ref().is_none_or(|r| r.is_local(d))
     }
 
     /// Records a Chrome trace of every stream from now on.
@@ -240,8 +266,13 @@ impl Runner {
         let mut waited_readers = vec![false; plan.devices.len()];
         let mut split_points: Vec<SyncPoint> = Vec::with_capacity(plan.splits.len());
         let mut inputs_read: Vec<SyncPoint> = Vec::new();
+        // The crossing's index in the run: the tag of a send and its receive.
+        let mut crossing: u32 = 0;
+        // The last point of this process's own work (the run's end here).
+        let mut last_local: Option<SyncPoint> = None;
         for split in &plan.splits {
             let d = split.device;
+            let local = self.is_local(d);
             let stream = self.streams[d].clone();
             let region = |dev: usize, s: usize, original: NodeId| -> Result<TensorRef, SchedError> {
                 let node = plan.graph.node(original);
@@ -252,7 +283,7 @@ impl Runner {
             };
             // Outputs of this slot on device d are read by other devices'
             // copies of the previous run that used the slot.
-            if !waited_readers[d] {
+            if local && !waited_readers[d] {
                 waited_readers[d] = true;
                 for p in &previous_readers[d] {
                     if self.keep_next_wait() {
@@ -262,6 +293,45 @@ impl Runner {
             }
             let mut binds: Vec<(NodeId, TensorRef)> = Vec::with_capacity(split.leaves.len() + split.outputs.len());
             for leaf in &split.leaves {
+                if let (Some(remote), LeafSource::Crossing { original, from }) = (self.remote.clone(), &leaf.source) {
+                    let (original, from) = (*original, *from);
+                    let from_device = match from {
+                        Some(f) => plan.splits[f].device,
+                        None => plan
+                            .copies
+                            .iter()
+                            .find(|c| c.to_split == split.index && c.original == original)
+                            .map_or(d, |c| c.from_device),
+                    };
+                    if from.is_none() || from_device != d {
+                        crossing += 1;
+                    }
+                    let (tag, from_local) = (crossing, remote.is_local(from_device));
+                    if !local && from_local && (from.is_none() || from_device != d) {
+                        // This process holds the source: it sends.
+                        let (src, producer) = match from {
+                            Some(f) => (region(from_device, f, original)?, None),
+                            None => (caller_leaf(bind, plan, original)?, inputs_ready),
+                        };
+                        let point = remote.send(&self.streams[from_device], &src, from_device, d, tag, producer)?;
+                        match from {
+                            Some(_) => self.slots[k].readers[from_device].push(point.clone()),
+                            None => inputs_read.push(point.clone()),
+                        }
+                        self.stats.copies += 1;
+                        self.stats.bytes_copied += src.bytes() as u64;
+                        last_local = Some(point);
+                    } else if local && !from_local {
+                        // The source is elsewhere: this process receives.
+                        let dst = region(d, split.index, original)?;
+                        last_local = Some(remote.recv(&stream, &dst, from_device, d, tag)?);
+                        binds.push((leaf.sub, dst));
+                        continue;
+                    }
+                }
+                if !local {
+                    continue;
+                }
                 let tensor = match leaf.source {
                     LeafSource::Bound(original) => bind(original).ok_or_else(|| SchedError::Binding {
                         node: plan.graph.node(original).name.clone().unwrap_or_else(|| format!("node {}", original.0)),
@@ -298,6 +368,11 @@ impl Runner {
                 };
                 binds.push((leaf.sub, tensor));
             }
+            if !local {
+                // Another process runs it; its stand-in's point orders nothing.
+                split_points.push(stream.last_point());
+                continue;
+            }
             for &(original, sub) in &split.crossings_out {
                 if !split.outputs.iter().any(|&(o, _)| o == original) {
                     binds.push((sub, region(d, split.index, original)?));
@@ -328,11 +403,11 @@ impl Runner {
             if self.sync_copies {
                 self.host_wait(&point)?;
             }
+            last_local = Some(point.clone());
             split_points.push(point);
         }
-        let done = split_points
-            .last()
-            .cloned()
+        let done = last_local
+            .or_else(|| split_points.last().cloned())
             .ok_or_else(|| SchedError::Binding { node: "graph".into(), reason: "the plan has no split".into() })?;
         self.in_flight.push_back(done.clone());
         self.stats.last_run_waits = self.waits_this_run;
@@ -384,6 +459,14 @@ impl Runner {
             None => Ok(stream.copy(src, dst, producer)?),
         }
     }
+}
+
+/// The caller's tensor of a leaf that crosses devices.
+fn caller_leaf(bind: CallerBindings<'_>, plan: &Plan, original: NodeId) -> Result<TensorRef, SchedError> {
+    bind(original).ok_or_else(|| SchedError::Binding {
+        node: plan.graph.node(original).name.clone().unwrap_or_else(|| format!("node {}", original.0)),
+        reason: "a crossing leaf is not bound".into(),
+    })
 }
 
 /// Computes `bound` on `stream` (traced as split `split.index` when

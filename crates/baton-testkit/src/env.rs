@@ -50,6 +50,7 @@ pub fn smollm2() -> PathBuf {
 /// # Panics
 ///
 /// When `BATON_GEMMA3` names no file, or the fetch fails.
+#[cfg(feature = "llama")]
 pub fn gemma3() -> PathBuf {
     if std::env::var_os("BATON_GEMMA3").is_some() {
         return model_from_env("BATON_GEMMA3", "baton model fetch gemma3-270m");

@@ -11,11 +11,9 @@ use super::args::ModelArgs;
 use super::choices::{gate_policy, CacheType, SplitMode};
 
 impl ModelArgs {
-    /// Loads the model on the first device of the list.
-    pub fn load(&self) -> Result<Model> {
-        let path = self.path()?;
-        let devices = super::devices::open(&self.devices, self.threads)?;
-        let options = LoadOptions {
+    /// What the model is loaded with.
+    fn options(&self) -> LoadOptions {
+        LoadOptions {
             context: self.context,
             cache_type: self.cache_type.unwrap_or(CacheType::F16).dtype(),
             batch: self.batch,
@@ -23,7 +21,22 @@ impl ModelArgs {
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
             tensor_exact: self.tensor_exact,
-        };
+        }
+    }
+
+    /// Loads the model on the first device of the list.
+    pub fn load(&self) -> Result<Model> {
+        let path = self.path()?;
+        let options = self.options();
+        #[cfg(feature = "mpi")]
+        if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
+            let mut model = super::rank_model::load(self, &path, &options)?;
+            if self.trace.is_some() || self.sync_profile {
+                model.set_trace(Some(baton_sched::Trace::new()));
+            }
+            return Ok(model);
+        }
+        let devices = super::devices::open(&self.devices, self.threads)?;
         let devices = match self.split_mode {
             SplitMode::Layer | SplitMode::Tensor => devices,
             SplitMode::None => devices.into_iter().take(1).collect(),

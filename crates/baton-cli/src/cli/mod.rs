@@ -6,7 +6,21 @@ pub mod choices;
 pub mod devices;
 pub mod load;
 #[cfg(feature = "mpi")]
+pub mod rank_model;
+#[cfg(feature = "mpi")]
 pub mod ranks;
+
+/// Whether this process writes the command's outputs: always, but under
+/// `mpirun` (feature `mpi`) only rank 0 does (every rank runs the same
+/// command and has the same results).
+pub fn writes_outputs() -> bool {
+    #[cfg(feature = "mpi")]
+    if ranks::launched_by_mpirun() {
+        let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"].iter().find_map(|v| std::env::var(v).ok());
+        return rank.is_none_or(|r| r.trim() == "0");
+    }
+    true
+}
 
 /// Parses `args` as the arguments `T` alone, for the tests of a verb's
 /// arguments.

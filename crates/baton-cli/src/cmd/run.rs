@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// Also print special tokens.
     #[arg(long)]
     special: bool,
+    /// Write the logits of every evaluation (the prompt's last token, then
+    /// each generated token's) to this file, as raw little-endian f32 rows:
+    /// for comparing runs bit for bit.
+    #[arg(long = "logits-out")]
+    logits_out: Option<std::path::PathBuf>,
 }
 
 /// Tokens `baton run` generates when `-n` is not given.
@@ -71,8 +76,22 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut out = stdout.lock();
     write!(out, "{text}")?;
     out.flush()?;
+    let mut logits_out = match &args.logits_out {
+        Some(path) if crate::cli::writes_outputs() => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        _ => None,
+    };
+    let mut keep = |logits: &[f32]| -> Result<()> {
+        if let Some(file) = logits_out.as_mut() {
+            logits.iter().try_for_each(|x| file.write_all(&x.to_le_bytes()))?;
+        }
+        Ok(())
+    };
     let prompt_start = Instant::now();
-    let mut token = sampler.sample(model.eval_prompt(&prompt, 0)?)?;
+    let logits = model.eval_prompt(&prompt, 0)?;
+    keep(logits)?;
+    let mut token = sampler.sample(logits)?;
     let prompt_s = prompt_start.elapsed().as_secs_f64();
     let gen_start = Instant::now();
     let mut generated = 0usize;
@@ -91,6 +110,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             break;
         }
         let logits = model.eval(&[token], past, baton_llama::Logits::Last)?;
+        keep(logits)?;
         past += 1;
         token = sampler.sample(logits)?;
     }
@@ -101,6 +121,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     let gen_s = gen_start.elapsed().as_secs_f64();
     if crate::util::interrupt::requested() {
         eprintln!("\ninterrupted: generation stopped after {generated} tokens");
+    }
+    if let Some(mut file) = logits_out {
+        file.flush()?;
     }
     args.model.finish_trace(&model)?;
     eprintln!(

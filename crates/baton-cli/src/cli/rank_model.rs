@@ -1,0 +1,110 @@
+//! A model over ranks (feature `mpi`): under `mpirun`, with a device list
+//! whose names carry ranks (`cpu@0,cpu@1`), every rank runs the same
+//! command and loads only its own devices' layers; rank 0 prints.
+//!
+//! Before any weight is loaded, the ranks check that they were started
+//! alike: the same command line, and the same model file (its size and a
+//! hash of its first MiB: the header, metadata and tensor table). A
+//! mismatch, a bad device list or a device that fails to open is an error
+//! on every rank.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use baton_core::backend::Device;
+use baton_core::DType;
+use baton_llama::{LoadOptions, Model};
+use baton_mpi::{local_devices, parse_ranked, RankEdges, RemoteBound, RemoteDevice, World};
+use baton_sched::{RemoteEdges, SchedError};
+
+use super::args::ModelArgs;
+use super::choices::SplitMode;
+
+/// Whether `--devices` places devices on ranks (a name with `@`).
+pub fn names_ranks(list: &str) -> bool {
+    list.contains('@')
+}
+
+/// Loads the model over the ranks of the job (see the module's docs).
+pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Model> {
+    let world = Arc::new(World::init()?);
+    let comm = world.communicator()?;
+    let bound = RemoteBound::from_env();
+    let (rank, size) = (world.rank(), world.size());
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    comm.agree("the command line", format!("{argv:?}").as_bytes(), &bound)?;
+    let identity = file_identity(path).unwrap_or_else(|e| format!("unreadable ({e})"));
+    comm.agree(&format!("the model file {}", path.display()), identity.as_bytes(), &bound)?;
+    // The same arguments everywhere: these errors are every rank's.
+    if args.split_mode != SplitMode::Layer {
+        bail!("over ranks, only --split-mode layer runs so far");
+    }
+    let ranked = parse_ranked(&args.devices, size)?;
+    let mine = local_devices(&ranked, rank).join(",");
+    let opened = match mine.is_empty() {
+        true => Ok(Vec::new()),
+        false => super::devices::open(&mine, args.threads),
+    };
+    // Every rank learns whether every rank opened its devices.
+    let said = match &opened {
+        Ok(_) => String::new(),
+        Err(e) => format!("{e:#}"),
+    };
+    let all = comm.all_gather_bytes(said.as_bytes(), &bound)?;
+    let failures: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, said)| !said.is_empty())
+        .map(|(r, said)| format!("rank {r}: {}", String::from_utf8_lossy(said)))
+        .collect();
+    if !failures.is_empty() {
+        bail!("opening the devices failed on {} of {size} rank(s): {}", failures.len(), failures.join("; "));
+    }
+    let mut local = opened?.into_iter();
+    let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(ranked.len());
+    for d in &ranked {
+        devices.push(match d.rank == rank {
+            true => local.next().with_context(|| format!("opening {d}"))?,
+            false => RemoteDevice::new(d.to_string(), d.rank, DType::ALL.to_vec()),
+        });
+    }
+    let device_ranks: Vec<usize> = ranked.iter().map(|d| d.rank).collect();
+    if rank != 0 {
+        silence_stdout()?;
+    }
+    let edges =
+        |runner: &baton_sched::Runner| -> Result<Arc<dyn RemoteEdges>, SchedError> {
+            let edges = RankEdges::new(&world, runner, &device_ranks, bound.deadline)
+                .map_err(|e| SchedError::Remote { from: 0, to: 0, cause: format!("connecting the ranks: {e}") })?;
+            Ok(Arc::new(edges.keeping(world.clone())))
+        };
+    Ok(Model::load_over_ranks(path, devices, options, &edges)?)
+}
+
+/// The model file's size and a hash of its first MiB (the header).
+fn file_identity(path: &Path) -> std::io::Result<String> {
+    use std::hash::Hasher;
+    let mut file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let mut head = Vec::with_capacity(1 << 20);
+    file.by_ref().take(1 << 20).read_to_end(&mut head)?;
+    // The same binary on every rank: the same hasher.
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(&head);
+    Ok(format!("{size} bytes, header hash {:016x}", hasher.finish()))
+}
+
+/// Ranks other than 0 print nothing on stdout (rank 0 prints the text and
+/// the figures); their errors still go to stderr.
+fn silence_stdout() -> Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").context("opening /dev/null")?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: both descriptors are open (stdout is the process's; `null` is
+    // alive for the call); dup2 only replaces what descriptor 1 refers to.
+    if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {
+        bail!("silencing stdout: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
