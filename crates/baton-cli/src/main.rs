@@ -102,7 +102,9 @@ fn main() {
     // exiting under them can crash the driver's own teardown.
     baton_vulkan::wait_for_teardown(std::time::Duration::from_secs(5));
     if let Err(e) = result {
-        eprintln!("error: {}", describe(&e));
+        if e.downcast_ref::<util::reported::Reported>().is_none() {
+            eprintln!("error: {}", describe(&e));
+        }
         std::process::exit(1);
     }
 }

@@ -21,6 +21,7 @@ use baton_sched::{RemoteEdges, SchedError};
 
 use super::args::ModelArgs;
 use super::choices::SplitMode;
+use crate::util::reported::Reported;
 
 /// Whether `--devices` places devices on ranks (a name with `@`).
 pub fn names_ranks(list: &str) -> bool {
@@ -33,36 +34,8 @@ pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Mode
     let comm = world.communicator()?;
     let bound = RemoteBound::from_env();
     let (rank, size) = (world.rank(), world.size());
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    comm.agree("the command line", format!("{argv:?}").as_bytes(), &bound)?;
-    let identity = file_identity(path).unwrap_or_else(|e| format!("unreadable ({e})"));
-    comm.agree(&format!("the model file {}", path.display()), identity.as_bytes(), &bound)?;
-    // The same arguments everywhere: these errors are every rank's.
-    if args.split_mode != SplitMode::Layer {
-        bail!("over ranks, only --split-mode layer runs so far");
-    }
-    let ranked = parse_ranked(&args.devices, size)?;
-    let mine = local_devices(&ranked, rank).join(",");
-    let opened = match mine.is_empty() {
-        true => Ok(Vec::new()),
-        false => super::devices::open(&mine, args.threads),
-    };
-    // Every rank learns whether every rank opened its devices.
-    let said = match &opened {
-        Ok(_) => String::new(),
-        Err(e) => format!("{e:#}"),
-    };
-    let all = comm.all_gather_bytes(said.as_bytes(), &bound)?;
-    let failures: Vec<String> = all
-        .iter()
-        .enumerate()
-        .filter(|(_, said)| !said.is_empty())
-        .map(|(r, said)| format!("rank {r}: {}", String::from_utf8_lossy(said)))
-        .collect();
-    if !failures.is_empty() {
-        bail!("opening the devices failed on {} of {size} rank(s): {}", failures.len(), failures.join("; "));
-    }
-    let mut local = opened?.into_iter();
+    let (ranked, opened) = every_rank(&comm, &bound, launch_checks(&comm, &bound, args, path, rank, size))?;
+    let mut local = opened.into_iter();
     let mut devices: Vec<Arc<dyn Device>> = Vec::with_capacity(ranked.len());
     for d in &ranked {
         devices.push(match d.rank == rank {
@@ -107,4 +80,63 @@ fn silence_stdout() -> Result<()> {
         bail!("silencing stdout: {}", std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The devices by rank and this rank's opened devices.
+type Launch = (Vec<baton_mpi::RankedDevice>, Vec<Arc<dyn Device>>);
+
+/// The checks every rank makes before any weight is loaded: the same
+/// command line and model file, a device list the job can hold, every
+/// rank's devices opened. Each failure is every rank's (agreed through
+/// collectives), so every rank returns it.
+fn launch_checks(
+    comm: &baton_mpi::Comm,
+    bound: &RemoteBound,
+    args: &ModelArgs,
+    path: &Path,
+    rank: usize,
+    size: usize,
+) -> Result<Launch> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    comm.agree("the command line", format!("{argv:?}").as_bytes(), bound)?;
+    let identity = file_identity(path).unwrap_or_else(|e| format!("unreadable ({e})"));
+    comm.agree(&format!("the model file {}", path.display()), identity.as_bytes(), bound)?;
+    // The same arguments everywhere: these errors are every rank's.
+    if args.split_mode != SplitMode::Layer {
+        bail!("over ranks, only --split-mode layer runs so far");
+    }
+    let ranked = parse_ranked(&args.devices, size)?;
+    let mine = local_devices(&ranked, rank).join(",");
+    let opened = match mine.is_empty() {
+        true => Ok(Vec::new()),
+        false => super::devices::open(&mine, args.threads),
+    };
+    // Every rank learns whether every rank opened its devices.
+    let said = match &opened {
+        Ok(_) => String::new(),
+        Err(e) => format!("{e:#}"),
+    };
+    let all = comm.all_gather_bytes(said.as_bytes(), bound)?;
+    let failures: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, said)| !said.is_empty())
+        .map(|(r, said)| format!("rank {r}: {}", String::from_utf8_lossy(said)))
+        .collect();
+    if !failures.is_empty() {
+        bail!("opening the devices failed on {} of {size} rank(s): {}", failures.len(), failures.join("; "));
+    }
+    Ok((ranked, opened?))
+}
+
+/// `result`, which every rank shares; on an error, this rank prints it and
+/// meets the others once more before returning [`Reported`], so no rank
+/// exits (and has `mpirun` kill the rest) before each has said why.
+fn every_rank<T>(comm: &baton_mpi::Comm, bound: &RemoteBound, result: Result<T>) -> Result<T> {
+    result.map_err(|e| {
+        eprintln!("error: {e:#}");
+        // Best effort: a rank that cannot meet the others has printed too.
+        let _ = comm.all_gather_bytes(&[], bound);
+        anyhow::Error::new(Reported)
+    })
 }
