@@ -119,6 +119,17 @@ fn identity(dtype: DType, root_dims: &[usize], axis: usize, parts: &[Vec<Range<u
 mod tests {
     use super::*;
 
+    /// The f32 cache `[heads, ctx, hd]`, split by heads into `parts`, seen
+    /// permuted as `[ctx, heads, hd]` (how the graph writes new rows).
+    fn permuted_cache(heads: usize, ctx: usize, hd: usize, parts: &[Vec<Range<usize>>]) -> SplitView {
+        let shape = Shape::new(&[ctx, heads, hd]).expect("shape");
+        let mut view = Layout::contiguous(DType::F32, shape).expect("layout");
+        view.strides[0] = hd * 4;
+        view.strides[1] = ctx * hd * 4;
+        view.strides[2] = 4;
+        split_view(DType::F32, &[heads, ctx, hd], 0, parts, &view).expect("a split view")
+    }
+
     /// A cache of one key head `[1, ctx, hd]` held whole by two devices,
     /// seen permuted as `[ctx, 1, hd]`: the split stays on the head
     /// dimension (it once moved to the positions, and a write of 13 rows
@@ -126,14 +137,8 @@ mod tests {
     #[test]
     fn a_split_axis_of_extent_one_stays_the_split_axis_through_a_permute() {
         let (ctx, hd) = (64, 32);
-        let root = [1, ctx, hd];
         let parts = vec![vec![0..1], vec![0..1]];
-        let shape = Shape::new(&[ctx, 1, hd]).expect("shape");
-        let mut view = Layout::contiguous(DType::F32, shape).expect("layout");
-        view.strides[0] = hd * 4;
-        view.strides[1] = ctx * hd * 4;
-        view.strides[2] = 4;
-        let split = split_view(DType::F32, &root, 0, &parts, &view).expect("a split view");
+        let split = permuted_cache(1, ctx, hd, &parts);
         assert_eq!(split.axis, 1);
         assert_eq!(split.parts, parts);
         assert!(split.layouts.iter().all(|l| l.shape.dims() == [ctx, 1, hd]));
@@ -143,15 +148,8 @@ mod tests {
     /// carries the split, as before.
     #[test]
     fn a_split_head_dimension_carries_the_split_through_a_permute() {
-        let (ctx, hd) = (8, 4);
-        let root = [2, ctx, hd];
         let parts = vec![vec![0..1], vec![1..2]];
-        let shape = Shape::new(&[ctx, 2, hd]).expect("shape");
-        let mut view = Layout::contiguous(DType::F32, shape).expect("layout");
-        view.strides[0] = hd * 4;
-        view.strides[1] = ctx * hd * 4;
-        view.strides[2] = 4;
-        let split = split_view(DType::F32, &root, 0, &parts, &view).expect("a split view");
+        let split = permuted_cache(2, 8, 4, &parts);
         assert_eq!(split.axis, 1);
         assert_eq!(split.parts, parts);
     }
