@@ -32,9 +32,8 @@ impl Seq {
         self.read < self.prompt.len()
     }
 
-    fn finish(&self, reason: FinishReason) {
-        let finish = Finish { reason, prompt_tokens: self.prompt.len(), completion_tokens: self.generated };
-        let _ = self.events.send(Event::Done(finish));
+    fn finish(&self, reason: FinishReason) -> Event {
+        Event::Done(Finish { reason, prompt_tokens: self.prompt.len(), completion_tokens: self.generated })
     }
 }
 
@@ -224,7 +223,8 @@ impl Worker {
         };
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
         let vocab = self.model.config().vocab;
-        let mut finished = Vec::new();
+        // (index into running, its last event).
+        let mut finished: Vec<(usize, Event)> = Vec::new();
         for (row, &(i, n)) in picked.iter().enumerate() {
             let seq = &mut self.running[i];
             seq.past += n;
@@ -236,23 +236,28 @@ impl Worker {
                 }
             }
             let row_logits = &logits[row * vocab..(row + 1) * vocab];
-            match next_token(seq, row_logits, &self.model) {
-                Ok(Some(reason)) => {
-                    seq.finish(reason);
-                    finished.push(i);
-                }
-                Ok(None) => {
-                    self.shared.generated.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(why) => {
-                    let _ = seq.events.send(Event::Failed(why));
-                    finished.push(i);
-                }
+            let before = seq.generated;
+            let end = match next_token(seq, row_logits, &self.model) {
+                Ok(Some(reason)) => Some(seq.finish(reason)),
+                Ok(None) => None,
+                Err(why) => Some(Event::Failed(why)),
             };
+            self.shared.generated.fetch_add((seq.generated - before) as u64, Ordering::Relaxed);
+            if let Some(end) = end {
+                finished.push((i, end));
+            }
         }
-        for i in finished.into_iter().rev() {
+        // The counters first, then the last events: a client that got its
+        // last event sees the engine without it.
+        let mut ends = Vec::with_capacity(finished.len());
+        for (i, end) in finished.into_iter().rev() {
             let seq = self.running.remove(i);
             self.free_slots.push(seq.slot);
+            ends.push((seq.events, end));
+        }
+        self.publish();
+        for (events, end) in ends {
+            let _ = events.send(end);
         }
     }
 
