@@ -45,7 +45,7 @@ pub use arch::{Activation, ArchTraits, Architecture, LayerAttention};
 pub use config::LlamaConfig;
 pub use error::ModelError;
 pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
-pub use model::{LoadOptions, MakeRemoteEdges, Model, SeqStep};
+pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, SeqStep};
 pub use tensor_parallel::TensorShares;
 pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
 pub use weights::{KvCache, Weights};

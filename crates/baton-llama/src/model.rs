@@ -66,6 +66,20 @@ impl Default for LoadOptions {
     }
 }
 
+/// A batched step in flight ([`Model::submit_batch`]); its logits are read
+/// once with [`Model::batch_logits`].
+#[derive(Debug)]
+#[must_use = "a step's logits are read with Model::batch_logits"]
+pub struct BatchTicket {
+    /// Its run's input (and logits) slot.
+    slot: usize,
+    /// The slot's serial when submitted: a later run in the slot makes the
+    /// ticket stale.
+    serial: u64,
+    /// The logits it fills.
+    logits: TensorRef,
+}
+
 /// One sequence's tokens in a batched evaluation ([`Model::eval_batch`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqStep<'a> {
@@ -127,6 +141,9 @@ pub struct Model {
     input_io: Vec<(Buffer, Vec<SyncPoint>)>,
     next_input: usize,
     logits_io: Buffer,
+    /// Per run in flight: the logits of a batched step (a row per
+    /// sequence), and the serial of the last run that used it.
+    batch_logits_io: Vec<(Buffer, u64)>,
     /// Plans by shape, with the tensors bound to their graph's weights and
     /// caches by node (so a step binds by index, not by name).
     plans: Vec<(BatchShape, Arc<Plan>, BoundByNode)>,
@@ -255,6 +272,9 @@ impl Model {
             .map(|_| Ok((devices[first].alloc(3 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
+        let batch_logits_io = (0..input_io.len())
+            .map(|_| Ok((devices[last].alloc(cache.slots * config.vocab * 4)?, 0)))
+            .collect::<Result<Vec<_>, ModelError>>()?;
         let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (l, (k, v)) in cache.layers.iter().enumerate() {
             bound.insert(graph::key_cache_name(l), k.clone());
@@ -281,6 +301,7 @@ impl Model {
             input_io,
             next_input: 0,
             logits_io,
+            batch_logits_io,
             plans: Vec::new(),
             host_inputs: Some(Vec::new()),
             pending_inputs: None,
@@ -514,13 +535,29 @@ impl Model {
     /// Queues the evaluation of `seqs` without waiting for it; returns its
     /// points and the logits tensor it fills.
     fn submit(&mut self, seqs: &[SeqStep<'_>], logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
+        self.submit_to(seqs, logits, None)
+    }
+
+    /// As [`submit`](Self::submit), the logits into `logits_buffer` if
+    /// given (else the model's own).
+    fn submit_to(
+        &mut self,
+        seqs: &[SeqStep<'_>],
+        logits: Logits,
+        logits_buffer: Option<&Buffer>,
+    ) -> Result<(RunPoints, TensorRef), ModelError> {
         let start = std::time::Instant::now();
-        let result = self.submit_inner(seqs, logits);
+        let result = self.submit_inner(seqs, logits, logits_buffer);
         self.host_submit += start.elapsed();
         result
     }
 
-    fn submit_inner(&mut self, seqs: &[SeqStep<'_>], logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
+    fn submit_inner(
+        &mut self,
+        seqs: &[SeqStep<'_>],
+        logits: Logits,
+        logits_buffer: Option<&Buffer>,
+    ) -> Result<(RunPoints, TensorRef), ModelError> {
         self.check(seqs, logits)?;
         let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
         let context = self.cache.context;
@@ -547,7 +584,8 @@ impl Model {
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
-        let logits_t = TensorRef::new(&self.logits_io, 0, DType::F32, &[rows, self.config.vocab])?;
+        let logits_t =
+            TensorRef::new(logits_buffer.unwrap_or(&self.logits_io), 0, DType::F32, &[rows, self.config.vocab])?;
         if let Some(written) = self.pending_inputs.take() {
             // Done long ago in practice (earlier on the stream than the last
             // logits); a real wait is counted.
@@ -629,8 +667,51 @@ impl Model {
     /// alone in the same slot with the same tokens (the kernels' results
     /// per row do not depend on the other rows).
     pub fn eval_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<&[f32], ModelError> {
-        let (_, logits_t) = self.submit(seqs, Logits::Last)?;
-        self.read_logits(&logits_t)
+        let ticket = self.submit_batch(seqs)?;
+        self.batch_logits(ticket)
+    }
+
+    /// Queues a step as [`eval_batch`](Self::eval_batch) does, without
+    /// waiting for it: up to [`runs_in_flight`](Self::runs_in_flight) steps
+    /// (of disjoint sequences) flow through the devices at once, so over a
+    /// layer split one device works on one step while the next works on
+    /// another. Read each step's logits with
+    /// [`batch_logits`](Self::batch_logits), in any order, before
+    /// `runs_in_flight` more steps are submitted.
+    pub fn submit_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<BatchTicket, ModelError> {
+        let slot = self.next_input;
+        let buffer = match self.batch_logits_io.get(slot) {
+            Some((buffer, _)) => Some(buffer.clone()),
+            None => None,
+        };
+        let (_, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
+        let serial = match self.batch_logits_io.get_mut(slot) {
+            Some((_, serial)) => {
+                *serial += 1;
+                *serial
+            }
+            None => 0,
+        };
+        Ok(BatchTicket { slot, serial, logits })
+    }
+
+    /// Waits for a submitted step and returns its logits: one row of
+    /// `vocab` per sequence, in order. An error if `runs_in_flight` later
+    /// steps have reused its buffer since.
+    pub fn batch_logits(&mut self, ticket: BatchTicket) -> Result<&[f32], ModelError> {
+        let current = self.batch_logits_io.get(ticket.slot).map_or(0, |(_, serial)| *serial);
+        if current != ticket.serial {
+            return Err(ModelError::Input(format!(
+                "the step's logits were overwritten: {} later steps were submitted before they were read",
+                self.input_io.len()
+            )));
+        }
+        self.read_logits(&ticket.logits)
+    }
+
+    /// Runs that may be in flight at once (`LoadOptions::n_copies`).
+    pub fn runs_in_flight(&self) -> usize {
+        self.input_io.len()
     }
 
     /// Evaluates `tokens` at positions `past..past + tokens.len()` of slot 0

@@ -18,7 +18,21 @@ fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
 }
 
 fn engine(path: &std::path::Path, names: &[&str], parallel: usize, queue: usize, chunk: usize) -> Engine {
-    let options = LoadOptions { context: Some(96), batch: 64, slots: parallel, ..LoadOptions::default() };
+    pipelined(path, names, parallel, queue, chunk, 1)
+}
+
+/// An engine whose model has `copies` runs in flight (groups of sequences
+/// pipelined through a layer split).
+fn pipelined(
+    path: &std::path::Path,
+    names: &[&str],
+    parallel: usize,
+    queue: usize,
+    chunk: usize,
+    copies: usize,
+) -> Engine {
+    let options =
+        LoadOptions { context: Some(96), batch: 64, slots: parallel, n_copies: copies, ..LoadOptions::default() };
     let model = Model::load_split(path, devices(names), &options).expect("load");
     Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk }).expect("engine")
 }
@@ -55,12 +69,13 @@ fn concurrent_greedy_requests_match_each_served_alone() {
         let expected: Vec<_> = requests().into_iter().map(|r| collect(alone.submit(r).expect("submit")).0).collect();
         alone.shutdown(Shutdown::Drain);
         for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
-            for (parallel, chunk) in [(8, 7), (3, 64)] {
-                let served = engine(&path, names, parallel, 16, chunk);
+            for (parallel, chunk, copies) in [(8, 7, 1), (3, 64, 1), (8, 5, 2), (5, 64, 3)] {
+                let served = pipelined(&path, names, parallel, 16, chunk, copies);
                 let generations: Vec<_> = requests().into_iter().map(|r| served.submit(r).expect("submit")).collect();
                 for (i, (generation, want)) in generations.into_iter().zip(&expected).enumerate() {
                     let (tokens, last) = collect(generation);
-                    assert_eq!(&tokens, want, "{dtype} on {names:?}, parallel {parallel}, chunk {chunk}: request {i}");
+                    let case = format!("{dtype} on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight");
+                    assert_eq!(&tokens, want, "{case}: request {i}");
                     let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
                     assert_eq!(finish.reason, FinishReason::Length);
                     assert_eq!(finish.completion_tokens, 6 + i);

@@ -6,13 +6,17 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::{Model, Sampler, SeqStep};
+use baton_llama::{BatchTicket, Model, Sampler, SeqStep};
 
 use super::{Admitted, Command, EngineOptions, Event, Finish, FinishReason, Shared, Shutdown};
 
 /// A running sequence.
 struct Seq {
+    /// Unique per request.
+    id: u64,
     slot: usize,
+    /// Its group: the sequences of one group share each step.
+    group: usize,
     events: tokio::sync::mpsc::UnboundedSender<Event>,
     prompt: Vec<u32>,
     /// Prompt tokens evaluated so far.
@@ -37,6 +41,13 @@ impl Seq {
     }
 }
 
+/// A group's step in flight: its ticket, and the sequences it evaluates
+/// with their token counts, in row order.
+struct Flight {
+    ticket: BatchTicket,
+    picked: Vec<(u64, usize)>,
+}
+
 pub(super) struct Worker {
     model: Model,
     options: EngineOptions,
@@ -47,6 +58,9 @@ pub(super) struct Worker {
     free_slots: Vec<usize>,
     /// Set by a drain: stop once nothing runs or waits.
     draining: bool,
+    /// Per group, its step in flight.
+    flights: Vec<Option<Flight>>,
+    next_id: u64,
 }
 
 impl Worker {
@@ -57,6 +71,9 @@ impl Worker {
         inbox: mpsc::Receiver<Command>,
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
+        // As many groups as runs may be in flight, and no more than there
+        // are sequences.
+        let groups = model.runs_in_flight().clamp(1, options.parallel);
         Worker {
             model,
             options,
@@ -66,12 +83,15 @@ impl Worker {
             running: Vec::new(),
             free_slots,
             draining: false,
+            flights: (0..groups).map(|_| None).collect(),
+            next_id: 0,
         }
     }
 
     pub(super) fn run(mut self) {
         loop {
-            if self.running.is_empty() && self.waiting.is_empty() {
+            let in_flight = self.flights.iter().any(Option::is_some);
+            if self.running.is_empty() && self.waiting.is_empty() && !in_flight {
                 if self.draining {
                     return;
                 }
@@ -92,9 +112,7 @@ impl Worker {
             }
             self.drop_cancelled();
             self.admit();
-            if !self.running.is_empty() {
-                self.step();
-            }
+            self.round();
             self.publish();
         }
     }
@@ -156,6 +174,10 @@ impl Worker {
             let Some(Admitted { request, events }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             let Some(slot) = self.free_slots.pop() else { break };
+            // The group with the fewest sequences.
+            let groups = self.flights.len();
+            let group = (0..groups).min_by_key(|&g| self.running.iter().filter(|s| s.group == g).count()).unwrap_or(0);
+            self.next_id += 1;
             let context = self.model.context();
             let max_tokens = request.max_tokens.unwrap_or(context - request.prompt.len());
             let mut sampler = Sampler::new(request.sampling);
@@ -163,7 +185,9 @@ impl Worker {
                 sampler.accept(id);
             }
             self.running.push(Seq {
+                id: self.next_id,
                 slot,
+                group,
                 events,
                 prompt: request.prompt,
                 read: 0,
@@ -177,55 +201,68 @@ impl Worker {
         }
     }
 
-    /// One batched step: the next token of every decoding sequence and a
-    /// chunk of the prompts being read, within the prefill budget.
-    fn step(&mut self) {
+    /// One round: for each group of sequences, the logits of its step in
+    /// flight are read and sampled, and its next step is submitted. With
+    /// several groups (runs in flight), one group's step runs on the later
+    /// devices of a layer split while the next group's runs on the first.
+    fn round(&mut self) {
+        for group in 0..self.flights.len() {
+            if let Some(flight) = self.flights[group].take() {
+                self.process(flight);
+            }
+            self.submit(group);
+        }
+    }
+
+    /// Submits the next step of `group`: the next token of each of its
+    /// decoding sequences and a chunk of the prompts it is reading, within
+    /// the prefill budget.
+    fn submit(&mut self, group: usize) {
         let mut budget = self.options.prefill_chunk;
         let mut room = self.model.batch();
-        // (index into running, tokens this step).
-        let mut picked: Vec<(usize, usize)> = Vec::with_capacity(self.running.len());
-        for (i, seq) in self.running.iter().enumerate() {
+        let mut picked: Vec<(u64, usize)> = Vec::new();
+        let mut steps: Vec<SeqStep<'_>> = Vec::new();
+        for seq in self.running.iter().filter(|s| s.group == group) {
             let n = if seq.prefilling() { (seq.prompt.len() - seq.read).min(budget) } else { 1 };
             let n = n.min(room);
             if n == 0 {
                 continue;
             }
+            let tokens = match seq.next.as_ref() {
+                Some(next) if !seq.prefilling() => std::slice::from_ref(next),
+                _ => &seq.prompt[seq.read..seq.read + n],
+            };
             if seq.prefilling() {
                 budget -= n;
             }
             room -= n;
-            picked.push((i, n));
+            picked.push((seq.id, n));
+            steps.push(SeqStep { slot: seq.slot, past: seq.past, tokens });
         }
-        let steps: Vec<SeqStep<'_>> = picked
-            .iter()
-            .map(|&(i, n)| {
-                let seq = &self.running[i];
-                let tokens = match seq.next.as_ref() {
-                    Some(next) if !seq.prefilling() => std::slice::from_ref(next),
-                    _ => &seq.prompt[seq.read..seq.read + n],
-                };
-                SeqStep { slot: seq.slot, past: seq.past, tokens }
-            })
-            .collect();
-        let logits = match self.model.eval_batch(&steps) {
+        if steps.is_empty() {
+            return;
+        }
+        match self.model.submit_batch(&steps) {
+            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked }),
+            Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
+        }
+    }
+
+    /// Reads a step's logits, samples each sequence's next token and sends
+    /// it; ends the sequences that are done.
+    fn process(&mut self, flight: Flight) {
+        let Flight { ticket, picked } = flight;
+        let logits = match self.model.batch_logits(ticket) {
             Ok(logits) => logits.to_vec(),
-            Err(e) => {
-                // A failed step leaves the sequences' caches unknown: end
-                // every running sequence with the cause.
-                let why = format!("the model failed: {e}");
-                tracing::error!("{why}");
-                for seq in self.running.drain(..) {
-                    let _ = seq.events.send(Event::Failed(why.clone()));
-                    self.free_slots.push(seq.slot);
-                }
-                return;
-            }
+            Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
         };
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
         let vocab = self.model.config().vocab;
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
-        for (row, &(i, n)) in picked.iter().enumerate() {
+        for (row, &(id, n)) in picked.iter().enumerate() {
+            // A sequence cancelled while its step ran is gone.
+            let Some(i) = self.running.iter().position(|s| s.id == id) else { continue };
             let seq = &mut self.running[i];
             seq.past += n;
             if seq.prefilling() {
@@ -249,8 +286,9 @@ impl Worker {
         }
         // The counters first, then the last events: a client that got its
         // last event sees the engine without it.
+        finished.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
         let mut ends = Vec::with_capacity(finished.len());
-        for (i, end) in finished.into_iter().rev() {
+        for (i, end) in finished {
             let seq = self.running.remove(i);
             self.free_slots.push(seq.slot);
             ends.push((seq.events, end));
@@ -259,6 +297,25 @@ impl Worker {
         for (events, end) in ends {
             let _ = events.send(end);
         }
+    }
+
+    /// Ends the `picked` sequences with `why` (their step failed: their
+    /// caches are unknown).
+    fn fail(&mut self, picked: &[(u64, usize)], why: &str) {
+        tracing::error!("{why}");
+        let mut ends = Vec::new();
+        self.running.retain(|seq| {
+            let hit = picked.iter().any(|&(id, _)| id == seq.id);
+            if hit {
+                ends.push((seq.events.clone(), seq.slot));
+            }
+            !hit
+        });
+        for (events, slot) in ends {
+            self.free_slots.push(slot);
+            let _ = events.send(Event::Failed(why.to_string()));
+        }
+        self.publish();
     }
 
     fn publish(&self) {
