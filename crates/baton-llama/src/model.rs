@@ -243,17 +243,13 @@ impl Model {
         }
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
-        if tensor.is_some() && options.slots > 1 {
-            return Err(ModelError::Input(
-                "several sequence slots under tensor parallelism are not supported yet".into(),
-            ));
-        }
         let (weights, cache, tensor) = match tensor {
             Some(c) => {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
                     .with_exact_sums(options.tensor_exact);
                 let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
-                let cache = KvCache::new_tensor_parallel(&config, context, options.cache_type, &c, &shares)?;
+                let slots = options.slots.max(1);
+                let cache = KvCache::new_tensor_parallel(&config, (context, slots), options.cache_type, &c, &shares)?;
                 (weights, cache, Some((c, shares)))
             }
             None => {
@@ -280,10 +276,21 @@ impl Model {
             bound.insert(graph::key_cache_name(l), k.clone());
             bound.insert(graph::value_cache_name(l), v.clone());
             if cache.slots > 1 {
-                // Where the attention outputs of a batch's sequences meet.
+                // Where the attention outputs of a batch's sequences meet
+                // (split by heads under tensor parallelism).
                 let width = config.heads * config.head_dim;
-                let rows = devices[layer_device[l]].alloc(batch * width * 4)?;
-                bound.insert(graph::attention_rows_name(l), TensorRef::new(&rows, 0, DType::F32, &[batch, width])?);
+                let rows = match &tensor {
+                    Some((composite, shares)) => {
+                        composite.alloc_split(DType::F32, &[batch, width], shares.attention_rows())?
+                    }
+                    None => TensorRef::new(
+                        &devices[layer_device[l]].alloc(batch * width * 4)?,
+                        0,
+                        DType::F32,
+                        &[batch, width],
+                    )?,
+                };
+                bound.insert(graph::attention_rows_name(l), rows);
             }
         }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);

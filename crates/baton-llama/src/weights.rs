@@ -208,23 +208,24 @@ impl KvCache {
         Ok(KvCache { layers, dtype, context, slots })
     }
 
-    /// A zeroed cache (one slot) on the composite `device`, each layer's keys and values
-    /// split by KV heads as `shares` says.
+    /// A zeroed cache for `slots` sequences of `context` positions on the
+    /// composite `device`, each layer's keys and values split by KV heads
+    /// as `shares` says.
     pub fn new_tensor_parallel(
         config: &LlamaConfig,
-        context: usize,
+        (context, slots): (usize, usize),
         dtype: DType,
         device: &CompositeDevice,
         shares: &TensorShares,
     ) -> Result<KvCache, ModelError> {
-        let (kvh, hd) = (config.kv_heads, config.head_dim);
+        let (kvh, hd, total) = (config.kv_heads, config.head_dim, context * slots);
         let mut layers = Vec::with_capacity(config.layers);
         for _ in 0..config.layers {
-            let (kd, vd) = ([kvh, context, hd], [kvh, hd, context]);
+            let (kd, vd) = ([kvh, total, hd], [kvh, hd, total]);
             let k = device.alloc_split(dtype, &kd, shares.cache())?;
             let v = device.alloc_split(dtype, &vd, shares.cache())?;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtype, context, slots: 1 })
+        Ok(KvCache { layers, dtype, context, slots })
     }
 }

@@ -153,3 +153,33 @@ fn bad_batches_are_errors() {
     // Still usable after the errors.
     assert_eq!(model.eval_batch(&[SeqStep { slot: 1, past: 0, tokens: &t }]).expect("a good batch").len(), 512);
 }
+
+fn tensor_parallel(path: &std::path::Path, options: &LoadOptions) -> Model {
+    let inner = devices(&["cpu:0", "cpu:1"]);
+    let device = Arc::new(
+        baton_composite::CompositeDevice::new(inner, baton_core::sync::WaitPolicy::default()).expect("composite"),
+    );
+    Model::load_tensor_parallel(path, device, options).expect("tensor-parallel model")
+}
+
+#[test]
+fn batched_sequences_under_tensor_parallelism_match_each_sequence_alone() {
+    let (_dir, path) = tiny_model("batch-tensor", DType::Q8_0, 29);
+    let prompts = prompts();
+    for exact in [true, false] {
+        // Exact sums: alone on one device. Partial sums: alone on the same
+        // split (their rounding is the split's, the same for every batch).
+        let alone_options = LoadOptions { tensor_exact: exact, ..options(1) };
+        let mut one = if exact {
+            Model::load(&path, devices(&["cpu"]).remove(0), &alone_options).expect("one device")
+        } else {
+            tensor_parallel(&path, &alone_options)
+        };
+        let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+        let mut many = tensor_parallel(&path, &LoadOptions { tensor_exact: exact, ..options(prompts.len()) });
+        let got = batched(&mut many, &prompts, 5);
+        for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
+            assert!(got == want, "tensor split (exact sums: {exact}): sequence {s} differs from alone");
+        }
+    }
+}
