@@ -687,10 +687,7 @@ impl Model {
     /// `runs_in_flight` more steps are submitted.
     pub fn submit_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<BatchTicket, ModelError> {
         let slot = self.next_input;
-        let buffer = match self.batch_logits_io.get(slot) {
-            Some((buffer, _)) => Some(buffer.clone()),
-            None => None,
-        };
+        let buffer = self.batch_logits_io.get(slot).map(|(buffer, _)| buffer.clone());
         let (_, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
         let serial = match self.batch_logits_io.get_mut(slot) {
             Some((_, serial)) => {
