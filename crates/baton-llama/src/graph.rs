@@ -2,14 +2,18 @@
 //! [`Architecture`](crate::Architecture), which reads where they differ
 //! from [`ArchTraits`](crate::ArchTraits).
 //!
-//! One graph evaluates `tokens` new tokens after `past` cached positions.
-//! Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
-//! name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
-//! The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
-//! token only.
+//! One graph evaluates new tokens of one or more sequences ([`BatchShape`]),
+//! each after its own cached positions in its own slot of the cache.
+//! Leaves: `tokens` and `positions` (i32 inputs, every sequence's rows in
+//! turn), every weight under its GGUF name, and the KV cache of each layer
+//! (`cache.k.N`, `cache.v.N`, state). The output is `logits`: `[tokens,
+//! vocab]`, or one row per sequence for its last token only. A batch of
+//! several sequences also reads `logit_rows` (which rows give logits) and
+//! writes each layer's attention rows scratch (`attn.rows.N`).
 //!
-//! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
-//! as `[kv_heads, head_dim, context]`, so both attention products read
+//! Keys are stored as `[kv_heads, slots × context, head_dim]` and values
+//! transposed as `[kv_heads, head_dim, slots × context]`, so both attention
+//! products read
 //! contiguous rows; the new keys and values are scattered to their positions
 //! (later nodes that read the cache see the write, by node order).
 //! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions

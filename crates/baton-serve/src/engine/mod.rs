@@ -41,7 +41,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 256 }
+        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64 }
     }
 }
 
