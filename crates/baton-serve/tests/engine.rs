@@ -37,6 +37,16 @@ fn pipelined(
     Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk }).expect("engine")
 }
 
+/// An engine over a tensor split of `cpu:0,cpu:1` (exact sums: one
+/// device's logits bit for bit).
+fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize) -> Engine {
+    let options =
+        LoadOptions { context: Some(96), batch: 64, slots: parallel, tensor_exact: true, ..LoadOptions::default() };
+    let composite = baton_composite::CompositeDevice::new(devices(&["cpu:0", "cpu:1"]), Default::default());
+    let model = Model::load_tensor_parallel(path, Arc::new(composite.expect("composite")), &options).expect("load");
+    Engine::start(model, "tiny", EngineOptions { parallel, queue: 16, prefill_chunk: chunk }).expect("engine")
+}
+
 fn greedy(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
     GenerateRequest { prompt, max_tokens: Some(max_tokens), sampling: SamplingParams::greedy(), stop_at_eog: false }
 }
@@ -68,24 +78,32 @@ fn concurrent_greedy_requests_match_each_served_alone() {
         let alone = engine(&path, &["cpu"], 1, 16, 16);
         let expected: Vec<_> = requests().into_iter().map(|r| collect(alone.submit(r).expect("submit")).0).collect();
         alone.shutdown(Shutdown::Drain);
-        for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
-            for (parallel, chunk, copies) in [(8, 7, 1), (3, 64, 1), (8, 5, 2), (5, 64, 3)] {
-                let served = pipelined(&path, names, parallel, 16, chunk, copies);
-                let generations: Vec<_> = requests().into_iter().map(|r| served.submit(r).expect("submit")).collect();
-                for (i, (generation, want)) in generations.into_iter().zip(&expected).enumerate() {
-                    let (tokens, last) = collect(generation);
-                    let case = format!("{dtype} on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight");
-                    assert_eq!(&tokens, want, "{case}: request {i}");
-                    let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
-                    assert_eq!(finish.reason, FinishReason::Length);
-                    assert_eq!(finish.completion_tokens, 6 + i);
-                    assert_eq!(finish.prompt_tokens, requests()[i].prompt.len());
-                }
-                let stats = served.stats();
-                assert_eq!((stats.running, stats.queued), (0, 0));
-                assert_eq!(stats.generated_tokens, (6..14).sum::<u64>());
-                served.shutdown(Shutdown::Drain);
+        let cases = [(8, 7, 1), (3, 64, 1), (8, 5, 2), (5, 64, 3)];
+        let layer_splits = [&["cpu"][..], &["cpu:0", "cpu:1"][..]]
+            .into_iter()
+            .flat_map(|names| cases.iter().map(move |&(parallel, chunk, copies)| (names, parallel, chunk, copies)));
+        // The tensor split (exact sums), named "tensor" in the messages.
+        let tensor = [(&["tensor"][..], 8, 6, 1)];
+        for (names, parallel, chunk, copies) in layer_splits.chain(tensor) {
+            let served = if names == ["tensor"] {
+                tensor_split(&path, parallel, chunk)
+            } else {
+                pipelined(&path, names, parallel, 16, chunk, copies)
+            };
+            let generations: Vec<_> = requests().into_iter().map(|r| served.submit(r).expect("submit")).collect();
+            for (i, (generation, want)) in generations.into_iter().zip(&expected).enumerate() {
+                let (tokens, last) = collect(generation);
+                let case = format!("{dtype} on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight");
+                assert_eq!(&tokens, want, "{case}: request {i}");
+                let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
+                assert_eq!(finish.reason, FinishReason::Length);
+                assert_eq!(finish.completion_tokens, 6 + i);
+                assert_eq!(finish.prompt_tokens, requests()[i].prompt.len());
             }
+            let stats = served.stats();
+            assert_eq!((stats.running, stats.queued), (0, 0));
+            assert_eq!(stats.generated_tokens, (6..14).sum::<u64>());
+            served.shutdown(Shutdown::Drain);
         }
     }
 }
