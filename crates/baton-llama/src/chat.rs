@@ -18,6 +18,20 @@ pub const CHATML: &str = "{% for message in messages %}\
 {% endfor %}\
 {% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/// Gemma's turn format (`<start_of_turn>user … <end_of_turn>`, the
+/// assistant's role named `model`, a system message put before the first
+/// user message): the fallback for files without a template whose
+/// vocabulary has Gemma's turn tokens.
+pub const GEMMA: &str = "{{ bos_token }}\
+{% if messages and messages[0]['role'] == 'system' %}\
+{% set system = messages[0]['content'] | trim + '\n\n' %}{% set turns = messages[1:] %}\
+{% else %}{% set system = '' %}{% set turns = messages %}{% endif %}\
+{% for message in turns %}\
+{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}\
+{{ '<start_of_turn>' + role + '\n' + (system if loop.first else '') + message['content'] | trim + '<end_of_turn>\n' }}\
+{% endfor %}\
+{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
+
 /// The name templates are registered under (it appears in error messages).
 const NAME: &str = "chat_template";
 
@@ -60,6 +74,9 @@ pub enum TemplateOrigin {
     File,
     /// ChatML, because the file has no template.
     ChatMlFallback,
+    /// Gemma's turn format, because the file has no template and its
+    /// vocabulary has Gemma's turn tokens.
+    GemmaFallback,
     /// A template given by the caller.
     Custom,
 }
@@ -69,6 +86,7 @@ impl std::fmt::Display for TemplateOrigin {
         f.write_str(match self {
             TemplateOrigin::File => "from the model file",
             TemplateOrigin::ChatMlFallback => "ChatML, the fallback",
+            TemplateOrigin::GemmaFallback => "Gemma's turn format, the fallback for its vocabulary",
             TemplateOrigin::Custom => "custom",
         })
     }
@@ -170,13 +188,17 @@ impl ChatTemplate {
     }
 
     /// The template of a model: `source` is the file's
-    /// `tokenizer.chat_template` (`None`: ChatML); the BOS and EOS texts come
-    /// from the tokenizer.
+    /// `tokenizer.chat_template`; without one, [`GEMMA`] for a vocabulary
+    /// with `<start_of_turn>` and `<end_of_turn>`, else ChatML. The BOS and
+    /// EOS texts come from the tokenizer.
     pub fn for_tokenizer(source: Option<&str>, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
         let text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or("").to_string();
         let (bos, eos) = (text(tokenizer.bos_id()), text(tokenizer.eos_id()));
         match source {
             Some(source) => Self::compile(source.to_string(), TemplateOrigin::File, bos, eos),
+            None if ["<start_of_turn>", "<end_of_turn>"].iter().all(|t| tokenizer.token_id(t).is_some()) => {
+                Self::compile(GEMMA.to_string(), TemplateOrigin::GemmaFallback, bos, eos)
+            }
             None => Self::chatml(bos, eos),
         }
     }
@@ -287,6 +309,20 @@ mod tests {
         assert_eq!(template.render(&conversation(), true).expect("render"), expected);
         let without = template.render(&conversation(), false).expect("render");
         assert_eq!(without, expected.trim_end_matches("<|im_start|>assistant\n"));
+    }
+
+    #[test]
+    fn gemma_turns_put_the_system_message_in_the_first_user_turn() {
+        let template =
+            ChatTemplate::compile(GEMMA.into(), TemplateOrigin::GemmaFallback, "<bos>".into(), "<eos>".into())
+                .expect("compiles");
+        let expected = "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n\
+                        <start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n\
+                        <start_of_turn>model\n";
+        assert_eq!(template.render(&conversation(), true).expect("render"), expected);
+        let plain = [Message::user(" Hi ")];
+        let rendered = template.render(&plain, false).expect("render");
+        assert_eq!(rendered, "<bos><start_of_turn>user\nHi<end_of_turn>\n");
     }
 
     #[test]
