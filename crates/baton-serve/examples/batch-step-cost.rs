@@ -21,6 +21,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for s in 0..slots {
         model.eval_batch(&[SeqStep { slot: s, past: 0, tokens: &toks[..4] }])?;
     }
+    // A new batch shape builds its graph and plan: timed against a step
+    // whose plan is cached.
+    for n in [1usize, 8] {
+        let steps: Vec<SeqStep> = (0..n).map(|s| SeqStep { slot: s, past: 4, tokens: &toks[s..s + 1] }).collect();
+        let t = Instant::now();
+        model.eval_batch(&steps)?;
+        let first = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        model.eval_batch(&steps)?;
+        let again = t.elapsed().as_secs_f64();
+        println!("{n} sequences: first step of the shape {:.1} ms, again {:.1} ms", first * 1e3, again * 1e3);
+    }
     println!("rows  {:>14}  {:>14}  ratio", "n sequences", "one sequence");
     for n in [1usize, 2, 4, 8, 16] {
         let (mut batched, mut one) = (Vec::new(), Vec::new());
