@@ -3,6 +3,7 @@
 //! machine without a Vulkan driver they print a notice and pass, unless
 //! `CI` or `BATON_REQUIRE_VULKAN=1` is set.
 
+mod batch;
 mod conformance;
 mod errors;
 mod llama;
