@@ -13,6 +13,12 @@
 //! [`Generation`] as [`Event`]s; dropping a `Generation` (a client that went
 //! away, or one whose stop string matched) frees its slot before the next
 //! step.
+//!
+//! Over a layer split of several devices whose model keeps several runs in
+//! flight (`LoadOptions::n_copies`), the sequences are dealt into that many
+//! groups, and each group keeps one step in flight: while the last device
+//! finishes one group's step, the first starts the next group's, and the
+//! host samples one group while the devices run the others.
 
 mod request;
 mod worker;

@@ -71,9 +71,12 @@ impl Worker {
         inbox: mpsc::Receiver<Command>,
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
-        // As many groups as runs may be in flight, and no more than there
-        // are sequences.
-        let groups = model.runs_in_flight().clamp(1, options.parallel);
+        // A group per device of a layer split (each device works on another
+        // group's step), no more than runs may be in flight or there are
+        // sequences. One device gets one group: halves of the batch would
+        // read every weight twice and overlap nothing.
+        let devices = model.placement().0.len();
+        let groups = model.runs_in_flight().min(devices).clamp(1, options.parallel);
         Worker {
             model,
             options,
