@@ -17,8 +17,10 @@
 //! contiguous rows; the new keys and values are scattered to their positions
 //! (later nodes that read the cache see the write, by node order).
 //! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
-//! and masks by position, so one graph serves every decode step in the
-//! window: its plan is reused and the host's cost per token stays small.
+//! (a quarter of that below the first step, so short sequences do not
+//! attend over hundreds of empty positions) and masks by position, so one
+//! graph serves every decode step in the window: its plan is reused and the
+//! host's cost per token stays small.
 //! A sliding-window layer (Gemma 3's local layers) reads the same window
 //! and masks the keys before its last `sliding_window` positions too.
 
@@ -38,7 +40,8 @@ pub enum Logits {
 }
 
 /// Positions the attention window grows by: decode steps within one
-/// window share one graph (and so one plan).
+/// window share one graph (and so one plan). Up to this many positions it
+/// grows by a quarter of this.
 pub const WINDOW_STEP: usize = 256;
 
 /// The key under which a graph is cached: its shape.
@@ -46,8 +49,9 @@ pub const WINDOW_STEP: usize = 256;
 pub struct GraphShape {
     /// New tokens.
     pub tokens: usize,
-    /// Cache positions attention reads (a multiple of [`WINDOW_STEP`] or the
-    /// whole cache); positions past the tokens' own are masked.
+    /// Cache positions attention reads (a multiple of [`WINDOW_STEP`], of a
+    /// quarter of it below it, or the whole cache); positions past the
+    /// tokens' own are masked.
     pub window: usize,
     /// Which logits.
     pub logits: Logits,
@@ -57,7 +61,9 @@ impl GraphShape {
     /// The shape evaluating `tokens` after `past` cached positions, with a
     /// cache of `context` positions.
     pub fn new(tokens: usize, past: usize, logits: Logits, context: usize) -> GraphShape {
-        let window = (past + tokens).div_ceil(WINDOW_STEP).max(1) * WINDOW_STEP;
+        let needed = past + tokens;
+        let step = if needed <= WINDOW_STEP { WINDOW_STEP / 4 } else { WINDOW_STEP };
+        let window = needed.div_ceil(step).max(1) * step;
         GraphShape { tokens, window: window.min(context), logits }
     }
 }

@@ -133,6 +133,27 @@ fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
 }
 
 #[test]
+fn windows_of_different_lengths_in_one_batch_keep_each_sequence_alone() {
+    // A context of 320: windows of 64, 128, 192, 256 and 320 positions.
+    // Prompts cross them in chunks, so a sequence's rows are evaluated with
+    // other windows (other padding) batched than alone.
+    let (_dir, path) = tiny_model("batch-windows", DType::Q4_1, 37);
+    let prompts: Vec<Vec<u32>> = [70usize, 130, 5, 250, 61]
+        .iter()
+        .enumerate()
+        .map(|(s, &n)| (0..n as u32).map(|i| (i * 13 + s as u32 * 7) % 512).collect())
+        .collect();
+    let opts = |slots| LoadOptions { context: Some(320), batch: 320, slots, ..LoadOptions::default() };
+    let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &opts(1)).expect("one slot");
+    let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+    let mut many = Model::load(&path, devices(&["cpu"]).remove(0), &opts(prompts.len())).expect("slots");
+    let got = batched(&mut many, &prompts, 37);
+    for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
+        assert!(got == want, "sequence {s} differs from alone");
+    }
+}
+
+#[test]
 fn bad_batches_are_errors() {
     let (_dir, path) = tiny_model("batch-bad", DType::F32, 5);
     let mut model = Model::load(&path, devices(&["cpu"]).remove(0), &options(2)).expect("load");
