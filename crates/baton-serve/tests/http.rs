@@ -198,7 +198,8 @@ fn error_of(status: u16, body: &Value, expected: u16, what: &str) {
 #[test]
 fn completions_whole_and_streamed_agree_with_usage_counts() {
     let server = Server::start(2, 4, 256);
-    let request = json!({"model": "tiny", "prompt": [1, 2, 3, 4, 5], "max_tokens": 12, "temperature": 0, "ignore_eos": true});
+    let request =
+        json!({"model": "tiny", "prompt": [1, 2, 3, 4, 5], "max_tokens": 12, "temperature": 0, "ignore_eos": true});
     let (status, whole) = server.post("/v1/completions", &request);
     assert_eq!(status, 200, "{whole}");
     assert_eq!(whole["object"], "text_completion");
@@ -276,7 +277,8 @@ fn a_seed_gives_the_same_text_twice() {
     let (_, a) = server.post("/v1/completions", &request);
     let (_, b) = server.post("/v1/completions", &request);
     assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"]);
-    let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16, "seed": 99, "ignore_eos": true});
+    let chat =
+        json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16, "seed": 99, "ignore_eos": true});
     let (_, a) = server.post("/v1/chat/completions", &chat);
     let (_, b) = server.post("/v1/chat/completions", &chat);
     assert_eq!(a["choices"][0]["message"], b["choices"][0]["message"]);
@@ -383,4 +385,21 @@ fn shutdown_cancels_what_outlives_the_drain_time() {
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("\"error\"") && !rest.contains("[DONE]"), "the stream ends with an error event: {rest}");
     assert!(TcpStream::connect(server.addr).is_err(), "the listener is closed");
+}
+
+#[test]
+fn a_body_without_a_json_content_type_is_read_as_json() {
+    let server = Server::start(1, 1, 64);
+    let body = r#"{"prompt": "hi", "max_tokens": 2, "ignore_eos": true}"#;
+    let mut stream = server.connect();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let (status, text) = parse(&raw);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&text).expect("json")["usage"]["completion_tokens"], 2);
 }

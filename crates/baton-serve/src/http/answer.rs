@@ -60,12 +60,14 @@ impl Meta {
         match self.kind {
             Kind::Chat => {
                 let delta = Delta { role: None, content: text };
-                let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: finish };
+                let choice =
+                    ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: finish };
                 let choices = if no_choice { Vec::new() } else { vec![choice] };
                 to_json(&self.answer("chat.completion.chunk", choices, usage))
             }
             Kind::Completion => {
-                let choice = TextChoice { index: 0, text: text.unwrap_or_default(), logprobs: None, finish_reason: finish };
+                let choice =
+                    TextChoice { index: 0, text: text.unwrap_or_default(), logprobs: None, finish_reason: finish };
                 let choices = if no_choice { Vec::new() } else { vec![choice] };
                 to_json(&self.answer("text_completion", choices, usage))
             }
@@ -84,8 +86,13 @@ impl Meta {
         match self.kind {
             Kind::Chat => {
                 let message = Delta { role: Some("assistant"), content: Some(text) };
-                let choice =
-                    ChatChoice { index: 0, message: Some(message), delta: None, logprobs: None, finish_reason: Some(finish) };
+                let choice = ChatChoice {
+                    index: 0,
+                    message: Some(message),
+                    delta: None,
+                    logprobs: None,
+                    finish_reason: Some(finish),
+                };
                 Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
             }
             Kind::Completion => {
@@ -150,9 +157,6 @@ pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, met
         }
     });
     let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) });
-    (
-        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
-        Body::from_stream(body),
-    )
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
         .into_response()
 }

@@ -1,7 +1,6 @@
 //! Errors as the OpenAI API writes them:
 //! `{"error": {"message", "type", "param", "code"}}` with a 4xx or 5xx status.
 
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -41,6 +40,12 @@ struct Envelope<'a> {
 impl ApiError {
     fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
         ApiError { status, body: ErrorBody { message: message.into(), kind, param: None, code: None } }
+    }
+
+    /// An error of the request with `status` (4xx) or of the server (5xx).
+    pub fn with_status(status: StatusCode, message: impl Into<String>) -> ApiError {
+        let kind = if status.is_server_error() { "server_error" } else { "invalid_request_error" };
+        Self::new(status, kind, message)
     }
 
     /// 400: the request is wrong.
@@ -102,22 +107,5 @@ impl From<SubmitError> for ApiError {
             SubmitError::EmptyPrompt | SubmitError::BadToken { .. } => Self::invalid_param("prompt", message),
             SubmitError::Sampling(_) => Self::invalid(message),
         }
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> ApiError {
-        // OpenAI answers 400 to a body that is not the JSON it expects
-        // (axum says 422 when it parses but has a field of the wrong type).
-        let status = match rejection.status() {
-            StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
-            status => status,
-        };
-        let kind = if status.is_server_error() { "server_error" } else { "invalid_request_error" };
-        let message = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => format!("the request body is too large: {}", rejection.body_text()),
-            _ => rejection.body_text(),
-        };
-        Self::new(status, kind, message)
     }
 }

@@ -79,10 +79,7 @@ pub async fn drive(
                     FinishReason::Stop => "stop",
                     FinishReason::Length => "length",
                 };
-                return Outcome::Finished {
-                    reason,
-                    usage: Usage::new(finish.prompt_tokens, finish.completion_tokens),
-                };
+                return Outcome::Finished { reason, usage: Usage::new(finish.prompt_tokens, finish.completion_tokens) };
             }
             Some(Event::Failed(why)) => return Outcome::Failed(why),
             None => return Outcome::Failed("the engine stopped before the generation ended".into()),

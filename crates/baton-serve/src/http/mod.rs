@@ -20,8 +20,9 @@
 //! llama.cpp's ([`SamplingParams::default`](baton_llama::SamplingParams)).
 //! `presence_penalty` and `frequency_penalty` other than 0 are refused
 //! (400), as are `logprobs` and `echo`. `model` must be absent or the
-//! served model's name (else 404). Unknown fields are ignored; a known
-//! field of the wrong type is a 400.
+//! served model's name (else 404). The body is read as JSON whatever its
+//! `Content-Type`; unknown fields are ignored; a known field of the wrong
+//! type is a 400.
 //!
 //! `--parallel` requests run at once; more wait in a queue of at most
 //! `--queue` entries, and a request beyond that gets 429. A request body
@@ -29,6 +30,7 @@
 //! mid-stream frees its sequence at once.
 
 mod answer;
+mod body;
 mod error;
 mod generate;
 mod params;

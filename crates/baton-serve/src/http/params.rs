@@ -48,7 +48,8 @@ impl Job {
         let max_tokens = max_tokens
             .map(|n| usize::try_from(n).map_err(|_| ApiError::invalid_param("max_tokens", "max_tokens is too large")))
             .transpose()?;
-        let request = GenerateRequest { prompt, max_tokens, sampling: sampling(params)?, stop_at_eog: !params.ignore_eos };
+        let request =
+            GenerateRequest { prompt, max_tokens, sampling: sampling(params)?, stop_at_eog: !params.ignore_eos };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(Job { request, stops, stream: params.stream, include_usage })
     }
@@ -128,7 +129,9 @@ mod tests {
 
     #[test]
     fn request_values_override_the_defaults() {
-        let p = params(r#"{"model":"m","temperature":0,"top_k":3,"seed":7,"max_tokens":5,"stop":"x","repeat_penalty":1.1}"#);
+        let p = params(
+            r#"{"model":"m","temperature":0,"top_k":3,"seed":7,"max_tokens":5,"stop":"x","repeat_penalty":1.1}"#,
+        );
         let job = Job::new(&p, vec![1], &info()).expect("valid");
         let s = job.request.sampling;
         assert_eq!((s.temperature, s.top_k, s.seed, s.repeat_penalty), (0.0, 3, 7, 1.1));

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -12,6 +11,7 @@ use baton_llama::{ChatTemplate, EncodeOptions, Message};
 use serde_json::json;
 
 use super::answer::{self, Kind, Meta};
+use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Prompt};
@@ -39,7 +39,12 @@ impl AppState {
             Kind::Chat => "chatcmpl",
             Kind::Completion => "cmpl",
         };
-        Meta { kind, id: format!("{prefix}-{:x}-{n}", self.started), created: unix_now(), model: self.engine.info().name.clone() }
+        Meta {
+            kind,
+            id: format!("{prefix}-{:x}-{n}", self.started),
+            created: unix_now(),
+            model: self.engine.info().name.clone(),
+        }
     }
 
     /// Submits the job and answers, streamed or whole.
@@ -70,21 +75,21 @@ pub async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
 
 /// Any other path.
 pub async fn not_found() -> ApiError {
-    ApiError { status: StatusCode::NOT_FOUND, ..ApiError::invalid("no such endpoint") }
+    ApiError::with_status(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
 /// `POST /v1/chat/completions`: the messages rendered with the model's chat
 /// template and the generation prompt, tokenized as `baton run --chat` does.
 pub async fn chat(
     State(state): State<AppState>,
-    body: Result<Json<ChatRequest>, JsonRejection>,
+    JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    let Json(request) = body?;
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
     let messages = request.messages.iter().map(message).collect::<Result<Vec<_>, _>>()?;
-    let text = state.template.render(&messages, true).map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    let text =
+        state.template.render(&messages, true).map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     let tokenizer = state.engine.tokenizer();
     // As baton_llama::Conversation::tokens: the rendered text with its
     // special tokens parsed, and BOS in front when the model adds one and
@@ -128,9 +133,8 @@ fn message(m: &ChatMessage) -> Result<Message, ApiError> {
 /// (BOS added when the model adds one, special tokens parsed).
 pub async fn completion(
     State(state): State<AppState>,
-    body: Result<Json<CompletionRequest>, JsonRejection>,
+    JsonBody(request): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let Json(request) = body?;
     if request.echo {
         return Err(ApiError::invalid_param("echo", "echo is not served"));
     }
@@ -154,4 +158,3 @@ pub async fn completion(
     let job = Job::new(&request.params, prompt, state.engine.info())?;
     state.run(job, Kind::Completion).await
 }
-
