@@ -21,6 +21,10 @@ use serde_json::{json, Value};
 /// socket's buffers).
 const BODY_LIMIT: usize = 64 << 10;
 
+/// Context of the servers whose first stream must outlast the test's
+/// checks: it runs until this context is full (`ignore_eos`).
+const LONG_CONTEXT: usize = 16384;
+
 /// A server on 127.0.0.1 and a free port, stopped when dropped.
 struct Server {
     addr: SocketAddr,
@@ -348,7 +352,7 @@ fn long_stream(server: &Server) -> TcpStream {
 
 #[test]
 fn past_the_queue_requests_get_429_and_a_disconnect_frees_the_slot() {
-    let server = Server::start(1, 1, 8192);
+    let server = Server::start(1, 1, LONG_CONTEXT);
     let running = long_stream(&server);
     // One more waits in the queue…
     let addr = server.addr;
@@ -368,7 +372,7 @@ fn past_the_queue_requests_get_429_and_a_disconnect_frees_the_slot() {
     // and the waiting request runs.
     drop(running);
     let stats = server.wait_for("the disconnected stream to be cancelled", |s| s.cancelled == 1);
-    assert!(stats.generated_tokens < 8000, "cancelled before the context filled: {stats:?}");
+    assert!(stats.generated_tokens < LONG_CONTEXT as u64 - 2, "cancelled before the context filled: {stats:?}");
     let (status, text) = waiting.join().expect("the waiting client");
     assert_eq!(status, 200, "{text}");
     server.wait_for("every slot free", |s| s.running == 0 && s.queued == 0);
@@ -377,7 +381,7 @@ fn past_the_queue_requests_get_429_and_a_disconnect_frees_the_slot() {
 #[test]
 fn shutdown_cancels_what_outlives_the_drain_time() {
     let options = ServerOptions { body_limit: BODY_LIMIT, drain: Duration::from_millis(50) };
-    let mut server = Server::start_with(1, 1, 8192, options);
+    let mut server = Server::start_with(1, 1, LONG_CONTEXT, options);
     let mut running = long_stream(&server);
     server.stop();
     let mut rest = Vec::new();
