@@ -407,3 +407,43 @@ fn a_body_without_a_json_content_type_is_read_as_json() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(serde_json::from_str::<Value>(&text).expect("json")["usage"]["completion_tokens"], 2);
 }
+
+#[test]
+fn concurrent_requests_each_get_their_own_text() {
+    let server = Server::start(4, 8, 256);
+    let request =
+        |i: u32| json!({"prompt": [1 + i, 7, 3 * i + 2], "max_tokens": 16, "temperature": 0, "ignore_eos": true});
+    let alone: Vec<Value> =
+        (0..4).map(|i| server.post("/v1/completions", &request(i)).1["choices"][0]["text"].clone()).collect();
+    let addr = server.addr;
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let body = request(i).to_string();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(addr).expect("connect");
+                send(&mut stream, "POST", "/v1/completions", body.as_bytes());
+                let mut raw = Vec::new();
+                stream.read_to_end(&mut raw).expect("read");
+                parse(&raw)
+            })
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        let (status, text) = client.join().expect("client");
+        assert_eq!(status, 200, "{text}");
+        let answer: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(answer["choices"][0]["text"], alone[i], "request {i} under load against alone");
+    }
+}
+
+#[test]
+fn a_client_leaving_a_whole_answer_early_frees_its_slot() {
+    let server = Server::start(1, 1, LONG_CONTEXT);
+    let mut stream = server.connect();
+    let body = json!({"prompt": "a", "ignore_eos": true, "temperature": 0});
+    send(&mut stream, "POST", "/v1/completions", body.to_string().as_bytes());
+    server.wait_for("the request to run", |s| s.running == 1);
+    drop(stream);
+    let stats = server.wait_for("the abandoned request to be cancelled", |s| s.cancelled == 1 && s.running == 0);
+    assert!(stats.generated_tokens < LONG_CONTEXT as u64 - 2, "cancelled before the context filled: {stats:?}");
+}
