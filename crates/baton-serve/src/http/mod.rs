@@ -27,7 +27,8 @@
 //! `--parallel` requests run at once; more wait in a queue of at most
 //! `--queue` entries, and a request beyond that gets 429. A request body
 //! over [`ServerOptions::body_limit`] gets 413. A client that disconnects
-//! mid-stream frees its sequence at once.
+//! (mid-stream, or while it waits for a whole answer) frees its sequence
+//! before the engine's next step.
 
 mod answer;
 mod body;
