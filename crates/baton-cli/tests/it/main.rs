@@ -1,9 +1,10 @@
 //! The `baton` binary's tests, one test binary (`cargo test -p baton-cli
-//! --test it`): the verbs end to end, chat, and Vulkan devices.
+//! --test it`): the verbs end to end, chat, serve, and Vulkan devices.
 
 mod chat;
 mod cli;
 mod models;
+mod serve;
 mod vulkan;
 
 use std::process::{Command, Output};
