@@ -85,10 +85,16 @@ def main():
     except openai.NotFoundError:
         check(True, "an unknown model is refused with 404")
     try:
-        client.completions.create(model=model, prompt="x", max_tokens=2, presence_penalty=0.5)
-        check(False, "a presence penalty is refused")
+        client.completions.create(model=model, prompt="x", max_tokens=2, presence_penalty=2.5)
+        check(False, "a presence penalty past 2 is refused")
     except openai.BadRequestError:
-        check(True, "a presence penalty is refused with 400")
+        check(True, "a presence penalty past 2 is refused with 400")
+    # A strong frequency penalty changes a greedy text that repeats itself.
+    plain = client.completions.create(model=model, prompt="One, two, one, two, one,", max_tokens=16,
+                                      temperature=0, seed=1).choices[0].text
+    penalized = client.completions.create(model=model, prompt="One, two, one, two, one,", max_tokens=16,
+                                          temperature=0, seed=1, frequency_penalty=2.0).choices[0].text
+    check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
     print("all openai client checks passed")
 
 

@@ -28,9 +28,17 @@ pub struct SamplingParams {
     /// Divides the positive logits (multiplies the others) of recently
     /// accepted tokens; must be finite and above 0, and `1` turns it off.
     pub repeat_penalty: f32,
-    /// How many of the most recently accepted tokens the repetition penalty
-    /// looks at; `0` turns it off.
+    /// How many of the most recently accepted tokens the penalties look at;
+    /// `0` turns them off.
     pub repeat_last_n: usize,
+    /// Subtracted from the logit of every token among the last
+    /// `repeat_last_n` accepted ones (OpenAI's `presence_penalty`); must be
+    /// finite, `0` turns it off.
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per time it is among the last
+    /// `repeat_last_n` accepted ones (OpenAI's `frequency_penalty`); must
+    /// be finite, `0` turns it off.
+    pub frequency_penalty: f32,
     /// Seeds the PRNG of the draw.
     pub seed: u64,
 }
@@ -46,6 +54,8 @@ impl Default for SamplingParams {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: DEFAULT_SEED,
         }
     }
@@ -77,6 +87,13 @@ impl SamplingParams {
         }
         if !(self.repeat_penalty > 0.0 && self.repeat_penalty.is_finite()) {
             return Err(SamplingError::InvalidRepeatPenalty { repeat_penalty: self.repeat_penalty });
+        }
+        for (name, value) in
+            [("presence_penalty", self.presence_penalty), ("frequency_penalty", self.frequency_penalty)]
+        {
+            if !value.is_finite() {
+                return Err(SamplingError::InvalidPenalty { name, value });
+            }
         }
         Ok(())
     }
@@ -133,6 +150,14 @@ pub enum SamplingError {
         /// The rejected value.
         repeat_penalty: f32,
     },
+    /// A presence or frequency penalty is NaN or infinite.
+    #[error("{name} {value} is invalid: it must be finite; 0 turns it off")]
+    InvalidPenalty {
+        /// Which penalty.
+        name: &'static str,
+        /// The rejected value.
+        value: f32,
+    },
 }
 
 /// One token still in the running: its id and its logit after the repetition
@@ -158,7 +183,10 @@ pub struct Candidate {
 /// 1. **Repetition penalty**: every distinct token among the last
 ///    [`SamplingParams::repeat_last_n`] accepted tokens has its logit divided by
 ///    [`SamplingParams::repeat_penalty`] when positive, multiplied when zero or
-///    negative. A token repeated several times is penalized once.
+///    negative. A token repeated several times is penalized once. Then each
+///    of them has [`SamplingParams::presence_penalty`] subtracted once and
+///    [`SamplingParams::frequency_penalty`] once per occurrence (llama.cpp's
+///    and OpenAI's additive penalties).
 /// 2. **Greedy** (`temperature == 0`): the argmax of the penalized row, ties
 ///    going to the lowest id. The filters below cannot change the argmax, so
 ///    greedy stops here.
@@ -292,22 +320,31 @@ impl Sampler {
         // `check_logits` bounded the length by u32::MAX + 1, so the ids fit.
         self.candidates.extend(logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit }));
 
-        let penalty = self.params.repeat_penalty;
-        if penalty == 1.0 || self.history.is_empty() {
+        let SamplingParams {
+            repeat_penalty: penalty, presence_penalty: presence, frequency_penalty: frequency, ..
+        } = self.params;
+        if (penalty == 1.0 && presence == 0.0 && frequency == 0.0) || self.history.is_empty() {
             return;
         }
         self.penalized.clear();
         self.penalized.extend(self.history.iter().copied());
         self.penalized.sort_unstable();
-        self.penalized.dedup();
-        for &token in &self.penalized {
+        // Each distinct token once, with the number of times it occurs.
+        let mut start = 0;
+        while start < self.penalized.len() {
+            let token = self.penalized[start];
+            let count = self.penalized[start..].iter().take_while(|&&t| t == token).count();
+            start += count;
             // A token outside this row's vocabulary has nothing to penalize.
             if let Some(candidate) = self.candidates.get_mut(token as usize) {
-                if candidate.logit <= 0.0 {
-                    candidate.logit *= penalty;
-                } else {
-                    candidate.logit /= penalty;
+                if penalty != 1.0 {
+                    if candidate.logit <= 0.0 {
+                        candidate.logit *= penalty;
+                    } else {
+                        candidate.logit /= penalty;
+                    }
                 }
+                candidate.logit -= presence + frequency * count as f32;
             }
         }
     }

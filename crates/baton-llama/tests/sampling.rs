@@ -47,7 +47,17 @@ fn allocations_on_this_thread() -> usize {
 
 /// Sampling with temperature 1 and every filter off: the plain softmax draw.
 fn unfiltered(seed: u64) -> SamplingParams {
-    SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, repeat_last_n: 64, seed }
+    SamplingParams {
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        presence_penalty: 0.0,
+        frequency_penalty: 0.0,
+        seed,
+    }
 }
 
 /// Deterministic pseudo-random logits in [-scale, scale] (a 64-bit LCG, so
@@ -267,6 +277,33 @@ fn repetition_penalty_applies_once_per_distinct_token() {
     }
     // Once: 2.0 / 1.5 = 1.33 > 1.0; three times would give 0.59 < 1.0.
     assert_eq!(sampler.sample(&[2.0, 1.0]), Ok(0));
+}
+
+#[test]
+fn presence_and_frequency_penalties_subtract_per_token_and_per_occurrence() {
+    // Token 0 accepted 3 times, token 1 once, token 2 never.
+    let history = [0, 1, 0, 0];
+    let logits = [3.0, 2.2, 2.0];
+    let pick = |presence_penalty, frequency_penalty| {
+        let mut sampler =
+            Sampler::new(SamplingParams { presence_penalty, frequency_penalty, ..SamplingParams::greedy() });
+        for t in history {
+            sampler.accept(t);
+        }
+        sampler.sample(&logits)
+    };
+    // Off: the largest logit.
+    assert_eq!(pick(0.0, 0.0), Ok(0));
+    // Presence 0.5: 2.5, 1.7, 2.0.
+    assert_eq!(pick(0.5, 0.0), Ok(0));
+    // Presence 0.9: 2.1, 1.3, 2.0 (each repeated token pays once).
+    assert_eq!(pick(0.9, 0.0), Ok(0));
+    // Frequency 0.4: 3.0 - 1.2 = 1.8, 1.8, 2.0 (token 0 pays three times).
+    assert_eq!(pick(0.0, 0.4), Ok(2));
+    // A negative presence penalty favours what was said: 3.5, 2.7, 2.0.
+    assert_eq!(pick(-0.5, 0.0), Ok(0));
+    let bad = SamplingParams { frequency_penalty: f32::NAN, ..SamplingParams::greedy() };
+    assert!(bad.validate().is_err());
 }
 
 #[test]

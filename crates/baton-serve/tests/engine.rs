@@ -129,6 +129,16 @@ fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
     let refused = served.submit(greedy(vec![6], 3)).expect_err("the queue is full");
     assert!(matches!(refused, SubmitError::QueueFull { running: 1, queued: 1 }), "{refused:?}");
     drop(long);
+    // No queue: a request is taken only when a slot is free.
+    let none = engine(&path, &["cpu"], 1, 0, 16);
+    let first = none.submit(greedy(vec![1, 2], 2)).expect("a free slot takes it");
+    let (tokens, _) = collect(first);
+    assert_eq!(tokens.len(), 2);
+    let mut busy = none.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("free again");
+    assert!(matches!(busy.blocking_next(), Some(Event::Token(_))));
+    assert!(matches!(none.submit(greedy(vec![4], 2)), Err(SubmitError::QueueFull { .. })));
+    drop(busy);
+    none.shutdown(Shutdown::Drain);
     // The waiting request gets the freed slot and finishes.
     let (tokens, last) = collect(waiting);
     assert_eq!(tokens.len(), 3);

@@ -38,8 +38,9 @@ pub struct EngineOptions {
     /// Sequences running at once (`--parallel`): the model must have been
     /// loaded with at least this many KV cache slots.
     pub parallel: usize,
-    /// Requests waiting for a slot at most; one more gets
-    /// [`SubmitError::QueueFull`] (HTTP 429).
+    /// Requests waiting for a slot at most, beyond those that free slots
+    /// take at once (0: a request is taken only when a slot is free); one
+    /// more gets [`SubmitError::QueueFull`] (HTTP 429).
     pub queue: usize,
     /// Most prompt tokens one step reads (a chunk of a long prompt).
     pub prefill_chunk: usize,
@@ -101,6 +102,8 @@ struct Shared {
     accepting: AtomicBool,
     queued: AtomicUsize,
     running: AtomicUsize,
+    /// Free slots, as the worker last saw them.
+    free: AtomicUsize,
     steps: AtomicU64,
     generated: AtomicU64,
     prompt: AtomicU64,
@@ -163,7 +166,11 @@ impl Engine {
             chat_template: model.chat_template().map(str::to_string),
             eos: tokenizer.eos_id(),
         });
-        let shared = Arc::new(Shared { accepting: AtomicBool::new(true), ..Shared::default() });
+        let shared = Arc::new(Shared {
+            accepting: AtomicBool::new(true),
+            free: AtomicUsize::new(options.parallel),
+            ..Shared::default()
+        });
         let (commands, inbox) = mpsc::channel();
         let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox);
         let handle = std::thread::Builder::new().name("baton-engine".into()).spawn(move || worker.run())?;
@@ -205,7 +212,8 @@ impl Engine {
         if !self.shared.accepting.load(Ordering::Acquire) {
             return Err(SubmitError::ShuttingDown);
         }
-        let limit = self.options.queue;
+        // Requests that free slots take at once do not wait.
+        let limit = self.options.queue + self.shared.free.load(Ordering::Acquire);
         let queued = &self.shared.queued;
         // Take a place in the queue, or refuse when it is full.
         let mut now = queued.load(Ordering::Relaxed);

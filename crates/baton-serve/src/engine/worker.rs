@@ -202,6 +202,9 @@ impl Worker {
                 stop_at_eog: request.stop_at_eog,
             });
         }
+        // Before the first step: a submit that sees the first token sees
+        // the slot taken.
+        self.publish();
     }
 
     /// One round: for each group of sequences, the logits of its step in
@@ -323,6 +326,7 @@ impl Worker {
 
     fn publish(&self) {
         self.shared.running.store(self.running.len(), Ordering::Relaxed);
+        self.shared.free.store(self.free_slots.len(), Ordering::Release);
         self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);
     }
 }

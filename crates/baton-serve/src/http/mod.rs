@@ -18,8 +18,9 @@
 //! `repetition_penalty` (or `repeat_penalty`) with `repeat_last_n`, `n`
 //! (only 1), llama.cpp's `ignore_eos`, `stream` with `stream_options.include_usage`. The defaults are
 //! llama.cpp's ([`SamplingParams::default`](baton_llama::SamplingParams)).
-//! `presence_penalty` and `frequency_penalty` other than 0 are refused
-//! (400), as are `logprobs` and `echo`. `model` must be absent or the
+//! `presence_penalty` and `frequency_penalty` (in `[-2, 2]`, over the same
+//! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
+//! honoured; `logprobs` and `echo` are refused (400). `model` must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong
 //! type is a 400.

@@ -35,8 +35,6 @@ impl Job {
         if let Some(n) = params.n.filter(|&n| n != 1) {
             return Err(ApiError::invalid_param("n", format!("n = {n}: only n = 1 (one choice) is served")));
         }
-        refuse_penalty("presence_penalty", params.presence_penalty)?;
-        refuse_penalty("frequency_penalty", params.frequency_penalty)?;
         if let Some(logprobs) = &params.logprobs {
             let off = logprobs.is_null() || *logprobs == false || logprobs.as_u64() == Some(0);
             if !off {
@@ -52,18 +50,6 @@ impl Job {
             GenerateRequest { prompt, max_tokens, sampling: sampling(params)?, stop_at_eog: !params.ignore_eos };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(Job { request, stops, stream: params.stream, include_usage })
-    }
-}
-
-/// OpenAI's presence and frequency penalties are not implemented by the
-/// sampler: a non-zero value is refused rather than ignored.
-fn refuse_penalty(param: &'static str, value: Option<f32>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if v != 0.0 => Err(ApiError::invalid_param(
-            param,
-            format!("{param} = {v} is not supported (only 0); use repetition_penalty instead"),
-        )),
-        _ => Ok(()),
     }
 }
 
@@ -103,6 +89,17 @@ fn sampling(params: &Params) -> Result<SamplingParams, ApiError> {
     }
     if let Some(n) = params.repeat_last_n {
         s.repeat_last_n = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    for (name, value, field) in [
+        ("presence_penalty", params.presence_penalty, &mut s.presence_penalty),
+        ("frequency_penalty", params.frequency_penalty, &mut s.frequency_penalty),
+    ] {
+        if let Some(v) = value {
+            if !(-2.0..=2.0).contains(&v) {
+                return Err(ApiError::invalid_param(name, format!("{name} = {v} is outside [-2, 2]")));
+            }
+            *field = v;
+        }
     }
     s.seed = params.seed.unwrap_or_else(fresh_seed);
     s.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -148,8 +145,8 @@ mod tests {
     #[test]
     fn unsupported_values_are_refused_not_ignored() {
         for json in [
-            r#"{"presence_penalty":0.5}"#,
-            r#"{"frequency_penalty":-1}"#,
+            r#"{"presence_penalty":2.5}"#,
+            r#"{"frequency_penalty":-3}"#,
             r#"{"n":2}"#,
             r#"{"logprobs":true}"#,
             r#"{"stop":["a",""]}"#,

@@ -43,9 +43,9 @@ pub struct Params {
     pub seed: Option<u64>,
     /// Stop strings.
     pub stop: Option<Stop>,
-    /// OpenAI's presence penalty: only 0 is accepted.
+    /// OpenAI's presence penalty, in `[-2, 2]`.
     pub presence_penalty: Option<f32>,
-    /// OpenAI's frequency penalty: only 0 is accepted.
+    /// OpenAI's frequency penalty, in `[-2, 2]`.
     pub frequency_penalty: Option<f32>,
     /// llama.cpp's repetition penalty (1 = off).
     #[serde(alias = "repeat_penalty")]
