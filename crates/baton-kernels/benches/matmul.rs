@@ -15,7 +15,9 @@
 //! best of 3 alternating rounds (`BATON_BENCH_ISAS=simd` leaves out the
 //! scalar level). That table counts the thread's CPU time where Linux gives
 //! it (`/proc/thread-self/schedstat`), so time the thread spent waiting for
-//! a core shared with other jobs does not count.
+//! a core shared with other jobs does not count. With `BATON_BENCH_ISAS`,
+//! `BATON_BENCH_SHAPES=640x2048,2048x640` (n x k) times those shapes instead,
+//! for every type whose blocks divide each `k`.
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -155,6 +157,15 @@ fn main() {
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
     println!("cpu: {}; isa: {:?}; GFLOP/s = 2 m n k / median time", cpu_model(), baton_kernels::Isa::detected());
     if std::env::var_os("BATON_BENCH_ISAS").is_some() {
+        if let Some(shapes) = listed_shapes() {
+            let types = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0];
+            let more = [DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+            let types: Vec<DType> = types.into_iter().chain(more).collect();
+            // Only the types whose blocks divide every listed `k`.
+            let fit = |t: &DType| shapes.iter().all(|&(_, k)| t.row_bytes(k).is_some());
+            bench_levels(&shapes, &selected(&types).into_iter().filter(fit).collect::<Vec<_>>());
+            return;
+        }
         let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
         bench_levels(&[(1536, 576), (576, 1536)], &selected(&types));
         let types = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0];
@@ -167,6 +178,16 @@ fn main() {
     }
     let types = [DType::Q8_0, DType::Q4_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
     bench_table(&[(2048, 768), (768, 2048)], &selected(&types), ms);
+}
+
+/// The `(n, k)` shapes `BATON_BENCH_SHAPES` lists (`640x2048,2048x640`), if set.
+fn listed_shapes() -> Option<Vec<(usize, usize)>> {
+    let list = std::env::var("BATON_BENCH_SHAPES").ok()?;
+    let shape = |s: &str| -> Option<(usize, usize)> {
+        let (n, k) = s.trim().split_once('x')?;
+        Some((n.parse().ok()?, k.parse().ok()?))
+    };
+    Some(list.split(',').map(|s| shape(s).unwrap_or_else(|| panic!("BATON_BENCH_SHAPES: not NxK: {s:?}"))).collect())
 }
 
 /// The CPU's model name (`/proc/cpuinfo`), so figures say what they ran on.

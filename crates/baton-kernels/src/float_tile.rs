@@ -104,31 +104,6 @@ pub(crate) struct FloatTiles<'a, W> {
 
 impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
     #[inline]
-    fn row(&self, m0: usize, n0: usize) -> f32 {
-        assert!(m0 * self.x_stride + self.k <= self.x.len());
-        assert!(n0 * self.w_stride + self.k * W::BYTES <= self.w.len());
-        // SAFETY: the asserts above keep row m0 of x and row n0 of W inside
-        // their slices.
-        let (x, w) = unsafe { (self.x.as_ptr().add(m0 * self.x_stride), self.w.as_ptr().add(n0 * self.w_stride)) };
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from `Isa::current` (detection), so
-            // the CPU has the AVX-512 features; pointers checked above.
-            Isa::Avx512 => unsafe { row_avx512::<W>(x, w, self.k) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from `Isa::current` (detection), so
-            // the CPU has AVX2, FMA and F16C; pointers checked above.
-            Isa::Avx2 => unsafe { row_avx2::<W>(x, w, self.k) },
-            _ => {
-                let mut out = [[0.0; 1]; 1];
-                // SAFETY: pointers checked above.
-                unsafe { tile_scalar::<W, 1, 1>(x, self.x_stride, w, self.w_stride, self.k, &mut out) };
-                out[0][0]
-            }
-        }
-    }
-
-    #[inline]
     fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]) {
         assert!((m0 + MR - 1) * self.x_stride + self.k <= self.x.len());
         assert!((n0 + NR - 1) * self.w_stride + self.k * W::BYTES <= self.w.len());
@@ -139,10 +114,12 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
         let w = unsafe { self.w.as_ptr().add(n0 * self.w_stride) };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in `row`.
+            // SAFETY: the level comes from `Isa::current` (detection), so
+            // the CPU has the AVX-512 features; pointers checked above.
             Isa::Avx512 => unsafe { tile_avx512::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in `row`.
+            // SAFETY: the level comes from `Isa::current` (detection), so
+            // the CPU has AVX2, FMA and F16C; pointers checked above.
             Isa::Avx2 => unsafe { tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
             // SAFETY: pointers checked above.
             _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
@@ -225,40 +202,6 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     }
 }
 
-/// One weight row against one activation row, streamed: four independent
-/// accumulator chains over 32 elements a step, so neither the FMA latency
-/// nor the prefetcher (which follows one sequential stream far better than
-/// several interleaved rows) holds it back.
-///
-/// # Safety
-/// `x` and `w` hold `k` readable elements; the CPU has AVX2, FMA and F16C.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn row_avx2<W: FloatElem>(x: *const f32, w: *const u8, k: usize) -> f32 {
-    use crate::simd::hsum;
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut p = 0;
-    while p + 32 <= k {
-        for (c, a) in acc.iter_mut().enumerate() {
-            let q = p + 8 * c;
-            // SAFETY: q + 8 <= k, inside both rows.
-            *a = unsafe { _mm256_fmadd_ps(_mm256_loadu_ps(x.add(q)), W::load8(w, q), *a) };
-        }
-        p += 32;
-    }
-    while p + 8 <= k {
-        // SAFETY: p + 8 <= k, inside both rows.
-        acc[0] = unsafe { _mm256_fmadd_ps(_mm256_loadu_ps(x.add(p)), W::load8(w, p), acc[0]) };
-        p += 8;
-    }
-    let mut sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for q in p..k {
-        // SAFETY: q < k, inside both rows.
-        unsafe { sum += *x.add(q) * W::load(w, q) };
-    }
-    sum
-}
-
 /// [`tile_avx2`] with 16 lanes: 16 elements a step, then the last 8 with
 /// AVX2, then one at a time.
 ///
@@ -311,35 +254,4 @@ unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
             out[i][j] = sum;
         }
     }
-}
-
-/// [`row_avx2`] with 16 lanes: four chains over 64 elements a step.
-///
-/// # Safety
-/// `x` and `w` hold `k` readable elements; the CPU has the `Isa::Avx512`
-/// features.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
-unsafe fn row_avx512<W: FloatElem>(x: *const f32, w: *const u8, k: usize) -> f32 {
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut p = 0;
-    while p + 64 <= k {
-        for (c, a) in acc.iter_mut().enumerate() {
-            let q = p + 16 * c;
-            // SAFETY: q + 16 <= k, inside both rows.
-            *a = unsafe { _mm512_fmadd_ps(_mm512_loadu_ps(x.add(q)), W::load16(w, q), *a) };
-        }
-        p += 64;
-    }
-    while p + 16 <= k {
-        // SAFETY: p + 16 <= k, inside both rows.
-        acc[0] = unsafe { _mm512_fmadd_ps(_mm512_loadu_ps(x.add(p)), W::load16(w, p), acc[0]) };
-        p += 16;
-    }
-    let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-    for q in p..k {
-        // SAFETY: q < k, inside both rows.
-        unsafe { sum += *x.add(q) * W::load(w, q) };
-    }
-    sum
 }

@@ -216,6 +216,13 @@ const fn group_of_lane() -> [[u32; 16]; CHUNKS / 2] {
 /// multiplies, and 256-bit code has three vector ports to 512-bit code's
 /// two, so the AVX2 tile is the faster one.
 ///
+/// Row invariance (see `matmul`): lane `l` of [`tile_avx2`]'s i32 sums holds
+/// the same exact products as lanes `l` and `l + 8` here, so the two halves
+/// are added in i32 (exact) and the rest (offsets, f32 scaling, the 8-lane
+/// f32 accumulators and their final sum) is [`tile_avx2`]'s, operation for
+/// operation: both tiles give the same bits, whichever one a tile shape
+/// takes.
+///
 /// # Safety
 /// As [`tile_scalar`], and the CPU has the `Isa::Avx512` features.
 #[cfg(target_arch = "x86_64")]
@@ -231,7 +238,8 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
         // SAFETY: the caller's guarantees; the Avx512 level includes AVX2.
         return unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) };
     }
-    let mut acc = [[_mm512_setzero_ps(); NR]; MR];
+    use crate::simd::hsum;
+    let mut acc = [[_mm256_setzero_ps(); NR]; MR];
     for b in 0..blocks {
         let mut rows = [w; NR];
         let mut scales = [_mm512_setzero_si512(); NR];
@@ -281,15 +289,19 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
             // SAFETY: `sums` is 16 i16 (32 bytes).
             let group_sums = unsafe { _mm256_loadu_si256(a.sums.as_ptr().cast()) };
             for j in 0..NR {
-                let offsets = _mm512_zextsi256_si512(_mm256_madd_epi16(mins[j], group_sums));
-                let scale = _mm512_set1_ps(d[j] * a.d);
+                // Lanes l and l + 8: the products of AVX2's lane l (above).
+                let lanes =
+                    _mm256_add_epi32(_mm512_castsi512_si256(sums[i][j]), _mm512_extracti64x4_epi64::<1>(sums[i][j]));
+                // From here on [`tile_avx2`]'s operations, in its order.
+                let offsets = _mm256_madd_epi16(mins[j], group_sums);
+                let scale = _mm256_set1_ps(d[j] * a.d);
                 acc[i][j] = match F::OFFSET {
                     KOffset::Centred(_) => {
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sums[i][j], offsets)), scale, acc[i][j])
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(lanes, offsets)), scale, acc[i][j])
                     }
                     KOffset::StoredMin => {
-                        let scaled = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[i][j]), scale, acc[i][j]);
-                        _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offsets), _mm512_set1_ps(dmin[j] * a.d), scaled)
+                        let scaled = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, acc[i][j]);
+                        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_set1_ps(dmin[j] * a.d), scaled)
                     }
                     KOffset::Zero => unreachable!("Q8_K weights take the AVX2 path"),
                 };
@@ -298,7 +310,7 @@ unsafe fn tile_avx512<F: KFormat, const MR: usize, const NR: usize>(
     }
     for i in 0..MR {
         for j in 0..NR {
-            out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+            out[i][j] = hsum(acc[i][j]);
         }
     }
 }

@@ -10,12 +10,30 @@
 //! that, weight rows are taken in chunks of about 32 KiB (they stay in L1/L2)
 //! and, for each chunk, every 4-row tile of `x` is multiplied against it
 //! 2 weight rows at a time (a 4 x 2 micro-kernel), so each weight vector
-//! loaded serves 4 activation rows. A lone activation row (decode) takes the
-//! weight rows one at a time with several accumulator chains: one
-//! sequential stream, which the hardware prefetcher follows best.
+//! loaded serves 4 activation rows. A lone activation row (decode) takes 4
+//! weight rows at a time, or, for Q8_0 weights larger than L2, one at a time:
+//! one sequential stream, which the hardware prefetcher follows best.
 //!
 //! Threads: [`matmul`] splits the output columns (weight rows) into one
 //! contiguous range per thread; each thread writes only its columns of `y`.
+//!
+//! # Row invariance
+//!
+//! Element `y[i][j]` depends only on row `x[i]`, row `W[j]`, the shape
+//! (`k` and the weight type) and the instruction set
+//! ([`Isa::current`](crate::Isa::current)), bit for bit: never on `m`, on which other rows `x` holds, on the thread count,
+//! or on the column range ([`matmul_columns`]) that computes it. So a
+//! sequence's logits are the same whether it runs alone (decode, `m = 1`)
+//! or batched with others, which batch-invariant serving relies on. It
+//! holds because every tile shape (4 x 2, the remainders 3 x 2, 2 x 2,
+//! 1 x 4, 1 x 1, the one-column tails) sums each output in one fixed order,
+//! a lone row included; activation rows are quantized one by one; and the
+//! K-quants' AVX-512 tile, which a lone row against Q2_K, Q4_K or Q5_K does
+//! not take, folds its exact integer sums into the AVX2 tile's lanes and
+//! then does the AVX2 tile's float operations, so both give the same bits.
+//! Different instruction sets may differ in the last bits (float sums in
+//! another order). `tests/it/row_invariance.rs` checks it for every type
+//! and level.
 
 use std::ops::Range;
 

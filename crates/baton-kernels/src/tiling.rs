@@ -56,27 +56,21 @@ impl<T> DisjointWrites<T> {
 }
 
 /// One tile of dot products: `out[i][j] = x[m0 + i] · W[n0 + j]`.
+///
+/// Every tile shape computes each output with the same operations in the
+/// same order, so an output does not depend on `MR`, `NR` or the tile's
+/// other rows and columns (row invariance, see `matmul`).
 pub(crate) trait TileKernel: Sync {
     /// Computes the `MR x NR` tile at activation row `m0`, weight row `n0`.
     fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]);
-
-    /// One dot product for a lone activation row streaming the weights
-    /// (see `run_tiles`); a kernel may sum it in another order than its
-    /// tiles, since the choice depends only on the matrix.
-    #[inline]
-    fn row(&self, m0: usize, n0: usize) -> f32 {
-        let mut out = [[0.0; 1]; 1];
-        self.tile::<1, 1>(m0, n0, &mut out);
-        out[0][0]
-    }
 }
 
 /// Activation rows per L2 block.
 const M_BLOCK: usize = 64;
 /// Target bytes of a chunk of weight rows reused across an activation block.
 const W_CHUNK_BYTES: usize = 32 * 1024;
-/// Weight bytes above which a lone activation row takes the (float or
-/// Q8_0) weight rows one at a time (see `run_tiles`).
+/// Weight bytes above which a lone activation row takes Q8_0 weight rows
+/// one at a time (see `run_tiles`).
 const STREAM_BYTES: usize = 256 * 1024;
 
 /// Runs the tiles of the weight type for rows `0..m`, columns `cols`.
@@ -97,12 +91,13 @@ pub(crate) unsafe fn compute(
     out_stride: usize,
 ) {
     let chunk = (W_CHUNK_BYTES / row_bytes.max(1)).clamp(4, 64) & !3;
-    // Float and Q8_0 rows only: the 4-bit tiles are bound by their integer
-    // work, which one row at a time does not speed up (docs/measurements.md).
-    let streams = !w.dtype.is_quantized() || w.dtype == DType::Q8_0;
-    // A property of the matrix (not of this thread's share), so results do
-    // not depend on the thread count or the column ranges.
-    let stream = streams && m == 1 && w.rows * row_bytes > STREAM_BYTES;
+    // Q8_0 rows only: the 4-bit tiles are bound by their integer work, which
+    // one row at a time does not speed up, and float weights were no faster
+    // so (docs/measurements.md). A property of the matrix (not of this
+    // thread's share), so results do not depend on the thread count or the
+    // column ranges; and since every tile shape sums each output in the same
+    // order, not on `m` either (row invariance, see `matmul`).
+    let stream = w.dtype == DType::Q8_0 && m == 1 && w.rows * row_bytes > STREAM_BYTES;
     macro_rules! run {
         ($kernel:expr) => {
             // SAFETY: forwarded from this function's contract.
@@ -159,7 +154,7 @@ pub(crate) unsafe fn compute(
 
 /// The blocked loop nest over tiles (see the module docs). A lone
 /// activation row multiplies 4 weight rows at a time, unless `stream`
-/// (the thread's weights are larger than L2) asks for one row at a time.
+/// (Q8_0 weights larger than L2) asks for one row at a time.
 ///
 /// # Safety
 /// As [`compute`].
@@ -186,18 +181,13 @@ unsafe fn run_tiles<K: TileKernel>(
                         4 => row_tiles::<K, 4, 2>(kernel, m0, c0..c1, out, out_stride),
                         3 => row_tiles::<K, 3, 2>(kernel, m0, c0..c1, out, out_stride),
                         2 => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
-                        // From beyond L2, one weight row at a time is one
-                        // sequential stream, which the prefetcher follows
-                        // far better than four interleaved rows
+                        // Q8_0 from beyond L2: one weight row at a time is
+                        // one sequential stream, which the prefetcher
+                        // follows better than four interleaved rows
                         // (docs/measurements.md); from L2, four rows give
-                        // more independent work per step.
-                        _ if stream => {
-                            // Row m0 < m, columns c0..c1 inside `cols`
-                            // (the SAFETY note above).
-                            for n0 in c0..c1 {
-                                *out.ptr().add(m0 * out_stride + n0) = kernel.row(m0, n0);
-                            }
-                        }
+                        // more independent work per step. Either way the
+                        // same tile code sums each output.
+                        _ if stream => row_tiles::<K, 1, 1>(kernel, m0, c0..c1, out, out_stride),
                         _ => row_tiles::<K, 1, 4>(kernel, m0, c0..c1, out, out_stride),
                     }
                 }

@@ -7,3 +7,4 @@ mod levels;
 mod matmul;
 mod ops;
 mod quant;
+mod row_invariance;

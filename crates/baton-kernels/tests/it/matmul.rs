@@ -175,16 +175,17 @@ fn threaded_and_column_range_results_are_bit_identical() {
 }
 
 /// A lone activation row against a matrix larger than the streaming
-/// threshold (256 KiB) takes the weight rows one at a time (float and Q8_0):
-/// still within the bound, and still the same bits for any thread count or
-/// column ranges.
+/// threshold (256 KiB): Q8_0 weights stream one row at a time, float weights
+/// (which streamed before the row-invariance change) take the 1 x 4 tile;
+/// both within the bound, and the same bits for any thread count or column
+/// ranges.
 #[test]
 fn streamed_single_rows_match_the_reference_and_any_split() {
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0] {
         for_each_isa(|isa| {
             let (n, k) = (1100, 160 + 32 * usize::from(dtype == DType::Q8_0) * 10);
             let p = Problem::new(dtype, 1, n, k, 99);
-            assert!(n * dtype.row_bytes(k).unwrap() > 256 * 1024, "the case must stream");
+            assert!(n * dtype.row_bytes(k).unwrap() > 256 * 1024, "the matrix must be over the threshold");
             let w = p.weights(dtype);
             let mut scratch = Scratch::new();
             let single = p.run(|y| matmul(&SingleThread, &w, &p.x(), y, &mut scratch).unwrap());
