@@ -155,13 +155,17 @@ mod butterfly;
 mod error;
 mod placement;
 mod remote;
+mod segments;
 
 pub use bound::{RemoteBound, DEFAULT_REMOTE_DEADLINE};
 pub use butterfly::tree_sum;
 pub use error::{MpiError, PeerProgress, Silence};
 pub use placement::{local_devices, parse_ranked, RankedDevice};
 pub use remote::RemoteDevice;
+pub use segments::Segments;
 
+#[cfg(feature = "mpi")]
+mod collective;
 #[cfg(feature = "mpi")]
 mod comm;
 #[cfg(feature = "mpi")]
@@ -181,6 +185,8 @@ mod wire;
 #[cfg(feature = "mpi")]
 mod world;
 
+#[cfg(feature = "mpi")]
+pub use collective::MpiCollective;
 #[cfg(feature = "mpi")]
 pub use comm::{Comm, RESERVED_TAGS};
 #[cfg(feature = "mpi")]
