@@ -130,22 +130,31 @@
 //!   give text and logits bit for bit one process's
 //!   (`scripts/test-mpi.sh`).
 //!
+//! **Tensor splits over ranks** ([`MpiCollective`], baton-composite's
+//! `Collective`): every rank builds the same composite device over the
+//! device list (`--devices cpu@0,cpu@1 -sm tensor`, one device on each
+//! rank), its own device real and the others stand-ins, led by its own
+//! device (`CompositeDevice::with_leader`: that stream joins each item,
+//! runs the host functions and reads mirrored memory, such as the
+//! all-gathered logits every rank samples from). Each gate is queued on the
+//! local device's stream only, as a [`RankStream`] operation with the
+//! gate's wait policy and the remote deadline: all-reduces by MPI
+//! ([`Transport::Native`]) or by the butterfly ([`Transport::Butterfly`],
+//! `--rank-collective butterfly`), all-gathers of uneven segments by
+//! `MPI_Iallgatherv` ([`RankStream::all_gather_parts`], [`Segments`]).
+//! The communicator of each composite stream is made at its first gate
+//! (a collective: the same order on every rank). With `--tensor-exact`
+//! the logits are bit for bit one process's `-sm tensor`; with partial
+//! sums over 2 ranks too (`x0 + x1` is the only order), within the
+//! in-process bound with more.
+//!
 //! Next, in this order:
 //!
-//! 1. **`Collective` over MPI** (baton-composite's trait): with one local
-//!    device per rank, `run` queues [`RankStream::all_reduce`] (or
-//!    `all_gather`) on the local device's stream only; the remote devices'
-//!    streams are stand-ins. The butterfly stays available as
-//!    [`Transport::Butterfly`], so both can be measured. Uneven all-gather
-//!    parts (`GateKind::AllGather`'s segments) go through
-//!    [`Comm::all_gather_uneven`] (`MPI_Iallgatherv`; host buffers only so
-//!    far, not yet a gate). Then `-sm tensor` over ranks.
-//! 2. The silent-rank and killed-rank tests with a model mid-decode, the
-//!    conformance rules with the other device on another rank, and `baton
-//!    plan --hosts`.
-//! 3. Only the logits' owner and rank 0 need the logits: rank 0 could
+//! 1. The conformance rules with the other device on another rank, and
+//!    `baton plan --hosts`.
+//! 2. Only the logits' owner and rank 0 need the logits: rank 0 could
 //!    sample and broadcast the token instead (vocabulary-sized messages to
-//!    every rank today).
+//!    every rank today; under `-sm tensor`, the logits' all-gather).
 #![deny(missing_docs)]
 // The design above links the MPI types, which exist only with the feature.
 #![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]

@@ -195,6 +195,16 @@ impl World {
         Ok(Comm::new(raw, self.shared.clone()))
     }
 
+    /// Forgets a failure notice this rank received, and lets it announce a
+    /// failure again: for a suite that fails a rank on purpose (`baton
+    /// conformance` across ranks), once every rank has seen that failure.
+    /// Communicators whose operation failed stay failed.
+    pub fn forget_failure_notices(&self) {
+        *self.shared.peer_failure.lock() = None;
+        self.shared.peer_failed.store(false, Ordering::Release);
+        self.shared.announced.store(false, Ordering::Release);
+    }
+
     /// Ends the whole job at once with `code` (`MPI_Abort`): what a rank
     /// does when a remote operation failed, so no rank waits for a dead or
     /// silent one in `MPI_Finalize`.
