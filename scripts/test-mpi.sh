@@ -19,7 +19,12 @@
 # - bad launches: a rank with another model file (other size; same size,
 #   other header) or other arguments is an error on every rank;
 # - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
-#   the job with a non-zero status well before the 30 s deadline.
+#   the job with a non-zero status well before the 30 s deadline;
+# - `baton run -sm tensor` over 2 and 3 ranks (the composite's gates over
+#   MPI, and over the butterfly): --tensor-exact bit for bit as one
+#   process's -sm tensor, partial sums within its NMSE bound; rank 1
+#   stopped mid-decode under -sm tensor;
+# - `baton conformance` across 2 ranks under each wait policy.
 # Uses CARGO_TARGET_DIR when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -194,6 +199,23 @@ cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXT
   fi
 }
 
+# `baton conformance` across 2 ranks (the other device on the other rank:
+# crates/baton-cli/src/cmd/conformance_ranks.rs) under wait policy POLICY:
+# every rule passes but W-FOREIGN, an expected failure (docs/contract.md).
+cli_conformance() { # POLICY
+  local out rc=0 passed
+  out=$(BATON_WAIT_POLICY=$1 timeout 120 scripts/mpirun.sh -np 2 -x BATON_WAIT_POLICY "$target/debug/baton" \
+    conformance --devices cpu@0,cpu@1 2>&1) || rc=$?
+  passed=$(printf '%s\n' "$out" | grep -c '^  pass ' || true)
+  if [ "$rc" != 0 ] || [ "$passed" != 7 ] || ! printf '%s\n' "$out" | grep -q '^  expected  ranks    w_foreign' \
+    || ! printf '%s\n' "$out" | grep -q ', 0 failed$'; then
+    printf '%s\n' "$out" >&2
+    fail "baton conformance across 2 ranks, policy $1 (exit $rc, $passed of 7 rules passed)"
+  else
+    echo "ok: baton conformance across 2 ranks, policy $1: 7 rules pass, W-FOREIGN an expected failure"
+  fi
+}
+
 cli_bench() {
   local out rc=0
   out=$(timeout 300 scripts/mpirun.sh -np 2 "$target/debug/baton" bench -m "$1" -p 16 -n 8 -r 1 \
@@ -301,6 +323,9 @@ cli_tensor "$smollm2" 2 SmolLM2 exact butterfly
 cli_tensor "$smollm2" 2 SmolLM2 partial mpi
 cli_tensor "$smollm2" 2 SmolLM2 partial butterfly
 cli_bench "$work/tiny.gguf"
+cli_conformance block
+cli_conformance spin
+cli_conformance poll
 cli_bad_launches "$work/tiny.gguf"
 cli_silent "$smollm2"
 cli_silent "$smollm2" -sm tensor

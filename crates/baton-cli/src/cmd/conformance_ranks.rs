@@ -116,6 +116,12 @@ fn assert_pending(point: &SyncPoint, what: &str) {
     assert!(matches!(point.status(), PointStatus::Pending), "{what}: expected pending, got {:?}", point.status());
 }
 
+/// Queues a write of `data` into `t` (its point orders what follows on
+/// `stream`).
+fn queue_write(stream: &Stream, t: &TensorRef, data: Vec<f32>) -> SyncPoint {
+    stream.write_async(t, data).expect("write").point().clone()
+}
+
 fn download(stream: &Stream, t: &TensorRef) -> Vec<f32> {
     let n = t.bytes() / 4;
     stream.read_into_async(t, vec![0f32; n]).expect("read").wait_within(RULE_TIMEOUT).expect("read completes")
@@ -133,7 +139,7 @@ pub fn w_order(p: &RankPair) {
     if p.rank() == PRODUCER {
         let (_host, release) = gate();
         edge.stream().wait(&release.point()).expect("wait");
-        edge.stream().write_async(&t, random(64, 7)).expect("write");
+        queue_write(edge.stream(), &t, random(64, 7));
         let sent = edge.send(&t, CONSUMER, 0).expect("send");
         p.meet(); // the consumer checked that it waits
         release.signal();
@@ -162,13 +168,13 @@ pub fn c_order(p: &RankPair) {
     if p.rank() == PRODUCER {
         let (_host, release) = gate();
         edge.stream().wait(&release.point()).expect("wait");
-        edge.stream().write_async(&t, random(128, 11)).expect("write");
+        queue_write(edge.stream(), &t, random(128, 11));
         edge.send(&t, CONSUMER, 1).expect("send");
         p.meet();
         release.signal();
         p.meet();
     } else {
-        edge.stream().write_async(&t, vec![0f32; 128]).expect("write before");
+        queue_write(edge.stream(), &t, vec![0f32; 128]);
         let copied = edge.recv(&t, PRODUCER, 1).expect("recv");
         let read = edge.stream().read_into_async(&t, vec![0f32; 128]).expect("read");
         assert_pending(&copied, "the copy waits for its producer on the other rank");
@@ -188,10 +194,10 @@ pub fn c_cross(p: &RankPair) {
     let window = TensorRef::new(&big, 16, DType::F32, &[4]).expect("window");
     let whole = TensorRef::new(&big, 0, DType::F32, &[16]).expect("whole");
     if p.rank() == PRODUCER {
-        edge.stream().write_async(&a, random(n, 5)).expect("write");
+        queue_write(edge.stream(), &a, random(n, 5));
         edge.send(&a, CONSUMER, 2).expect("send 0->1");
         let back = edge.recv(&b, CONSUMER, 3).expect("recv 1->0");
-        edge.stream().write_async(&four, random(4, 9)).expect("write the window's source");
+        queue_write(edge.stream(), &four, random(4, 9));
         let sent = edge.send(&four, CONSUMER, 4).expect("send the window");
         reached(&back, "the copy back");
         reached(&sent, "the window sent");
@@ -199,7 +205,7 @@ pub fn c_cross(p: &RankPair) {
     } else {
         edge.recv(&b, PRODUCER, 2).expect("recv 0->1");
         edge.send(&b, PRODUCER, 3).expect("send 1->0");
-        edge.stream().write_async(&whole, vec![7f32; 16]).expect("fill");
+        queue_write(edge.stream(), &whole, vec![7f32; 16]);
         let received = edge.recv(&window, PRODUCER, 4).expect("recv into a window");
         reached(&received, "the window received");
         let mut want = vec![7f32; 16];
@@ -216,7 +222,7 @@ pub fn m_order(p: &RankPair) {
     let t = p.tensor(256);
     if p.rank() == PRODUCER {
         let (_host, release) = gate();
-        edge.stream().write_async(&t, random(256, 3)).expect("write A");
+        queue_write(edge.stream(), &t, random(256, 3));
         edge.stream().wait(&release.point()).expect("wait");
         edge.send(&t, CONSUMER, 5).expect("send");
         let other = p.stream();
