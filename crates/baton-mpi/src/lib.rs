@@ -150,8 +150,9 @@
 //!
 //! Next, in this order:
 //!
-//! 1. The conformance rules with the other device on another rank, and
-//!    `baton plan --hosts`.
+//! 1. `baton plan --hosts` (the cost model). The conformance rules with
+//!    the other device on the other rank run in `baton conformance` under
+//!    mpirun (baton-cli's `conformance_ranks`, docs/contract.md).
 //! 2. Only the logits' owner and rank 0 need the logits: rank 0 could
 //!    sample and broadcast the token instead (vocabulary-sized messages to
 //!    every rank today; under `-sm tensor`, the logits' all-gather).
