@@ -84,7 +84,10 @@ fn main() -> std::process::ExitCode {
         let device = baton_cpu::open_with(&["cpu"], &options).map_err(|e| e.to_string())?.remove(0);
         let stream = device.new_stream().map_err(|e| e.to_string())?;
         let gates = RankStream::new(stream, world.communicator().map_err(|e| e.to_string())?, Duration::from_secs(30));
-        let asked: Vec<usize> = std::env::args().skip(1).map(|a| a.parse::<usize>().map_err(|e| format!("{a}: {e}"))).collect::<Result<_, _>>()?;
+        let asked: Vec<usize> = std::env::args()
+            .skip(1)
+            .map(|a| a.parse::<usize>().map_err(|e| format!("{a}: {e}")))
+            .collect::<Result<_, _>>()?;
         let sizes = match asked.is_empty() {
             true => (0..6).map(|k| 4096 << (2 * k)).collect(),
             false => asked,

@@ -77,7 +77,8 @@ impl MpiCollective {
         if let Some((_, rs)) = streams.iter().find(|(s, _)| same(s)) {
             return Ok(rs.clone());
         }
-        let rs = Arc::new(RankStream::new(stream.clone(), self.world.communicator()?, self.deadline).with_policy(policy));
+        let rs =
+            Arc::new(RankStream::new(stream.clone(), self.world.communicator()?, self.deadline).with_policy(policy));
         streams.push((stream.clone(), rs.clone()));
         Ok(rs)
     }
@@ -103,7 +104,13 @@ impl Collective for MpiCollective {
         vec![Vec::new(); devices]
     }
 
-    fn run(&self, streams: &[Stream], spec: &GateSpec, io: &GateIo<'_>, policy: WaitPolicy) -> Result<(), CompositeError> {
+    fn run(
+        &self,
+        streams: &[Stream],
+        spec: &GateSpec,
+        io: &GateIo<'_>,
+        policy: WaitPolicy,
+    ) -> Result<(), CompositeError> {
         if streams.len() != self.device_ranks.len() {
             let reason = format!("{} streams for {} devices", streams.len(), self.device_ranks.len());
             return Err(CompositeError::Unsupported { op: "gate over MPI", reason });

@@ -130,11 +130,13 @@ mod tests {
 
     #[test]
     fn a_layout_that_misses_or_overlaps_the_axis_is_refused() {
-        let missing = Segments::new(&[4, 6], 1, &[vec![0..3], vec![4..6]], 2);
+        // One segment per rank.
+        let one = |r: Range<usize>| -> Vec<Range<usize>> { std::iter::once(r).collect() };
+        let missing = Segments::new(&[4, 6], 1, &[one(0..3), one(4..6)], 2);
         assert!(matches!(missing, Err(MpiError::BadBuffers { .. })), "{missing:?}");
-        let overlap = Segments::new(&[4, 6], 1, &[vec![0..4], vec![3..6]], 2);
+        let overlap = Segments::new(&[4, 6], 1, &[one(0..4), one(3..6)], 2);
         assert!(matches!(overlap, Err(MpiError::BadBuffers { .. })), "{overlap:?}");
-        let ranks = Segments::new(&[4, 6], 1, &[vec![0..6]], 2);
+        let ranks = Segments::new(&[4, 6], 1, &[one(0..6)], 2);
         assert!(matches!(ranks, Err(MpiError::BadBuffers { .. })), "{ranks:?}");
     }
 }

@@ -17,9 +17,7 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::DType;
 use baton_llama::{LoadOptions, Model};
-use baton_mpi::{
-    local_devices, parse_ranked, MpiCollective, RankEdges, RemoteBound, RemoteDevice, Transport, World,
-};
+use baton_mpi::{local_devices, parse_ranked, MpiCollective, RankEdges, RemoteBound, RemoteDevice, Transport, World};
 use baton_sched::{RemoteEdges, SchedError};
 
 use super::args::ModelArgs;

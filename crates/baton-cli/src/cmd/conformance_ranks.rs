@@ -376,12 +376,7 @@ pub fn run(devices: &str, filter: Option<&str>, json: bool) -> anyhow::Result<us
             (false, Some(e)) => Outcome::Expected { why: e.why.clone(), message },
             (true, Some(e)) => Outcome::UnexpectedPass { why: e.why.clone() },
         };
-        rows.push(super::conformance::Row {
-            kind: "ranks",
-            name,
-            outcome,
-            ms: started.elapsed().as_secs_f64() * 1e3,
-        });
+        rows.push(super::conformance::Row { kind: "ranks", name, outcome, ms: started.elapsed().as_secs_f64() * 1e3 });
     }
     let _ = std::panic::take_hook();
     if world.rank() == 0 {
