@@ -269,6 +269,31 @@ cli_silent() { # MODEL [EXTRA...]
   fi
 }
 
+# `baton run -sm tensor` over 2 ranks; rank 1 is killed (SIGKILL)
+# mid-decode: mpirun must end the job with a non-zero status well before
+# the 30 s deadline.
+cli_killed() { # MODEL
+  local started ended tpid mpid rank_pid="" p rc=0
+  started=$(date +%s)
+  timeout 60 scripts/mpirun.sh -np 2 "$target/debug/baton" run -m "$1" -p "Once upon a time" -n 100000 --temp 0 \
+    --devices cpu@0,cpu@1 -t 1 -sm tensor >/dev/null 2>"$work/killed.err" &
+  tpid=$!
+  sleep 4
+  mpid=$(pgrep -P "$tpid" || true)
+  for p in $(pgrep -P "${mpid:-0}" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
+  done
+  [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
+  wait "$tpid" || rc=$?
+  ended=$(date +%s)
+  if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ $((ended - started)) -gt 20 ]; then
+    cat "$work/killed.err" >&2
+    fail "baton run -sm tensor with rank 1 killed mid-decode (exit $rc after $((ended - started)) s, rank pid ${rank_pid:-not found})"
+  else
+    echo "ok: baton run -sm tensor with rank 1 killed mid-decode: mpirun ended the job, exit $rc after $((ended - started)) s (killed at 4 s)"
+  fi
+}
+
 cli_bad_launches() { # MODEL
   local baton="$target/debug/baton"
   mkdir -p "$work/a" "$work/b" "$work/c"
@@ -329,6 +354,7 @@ cli_conformance poll
 cli_bad_launches "$work/tiny.gguf"
 cli_silent "$smollm2"
 cli_silent "$smollm2" -sm tensor
+cli_killed "$smollm2"
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

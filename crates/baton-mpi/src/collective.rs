@@ -33,16 +33,20 @@ pub struct MpiCollective {
     transport: Transport,
     deadline: Duration,
     /// Per local inner stream that ran a gate, its rank stream (with a
-    /// communicator of its own, made at its first gate: every rank makes
-    /// them in the same order, the order of its gates).
+    /// communicator of its own).
     streams: Mutex<Vec<(Stream, Arc<RankStream>)>>,
+    /// A communicator made with the collective, for the first stream:
+    /// making one is a collective call with no deadline, so the one a
+    /// model's single stream needs is made while every rank is known to
+    /// be there (right after the launch checks), not at its first gate.
+    spare: Mutex<Option<crate::Comm>>,
 }
 
 impl MpiCollective {
     /// Gates between the composite devices on `device_ranks` (device `d`
     /// on rank `device_ranks[d]`: every rank of the job holds exactly one),
     /// all-reduces by `transport`, each remote operation bounded by
-    /// `deadline`.
+    /// `deadline`. Collective: makes the first stream's communicator.
     pub fn new(
         world: Arc<World>,
         device_ranks: Vec<usize>,
@@ -60,7 +64,8 @@ impl MpiCollective {
                 ),
             });
         }
-        Ok(MpiCollective { world, device_ranks, transport, deadline, streams: Mutex::new(Vec::new()) })
+        let spare = Mutex::new(Some(world.communicator()?));
+        Ok(MpiCollective { world, device_ranks, transport, deadline, streams: Mutex::new(Vec::new()), spare })
     }
 
     /// The composite device index of this rank's device.
@@ -77,8 +82,13 @@ impl MpiCollective {
         if let Some((_, rs)) = streams.iter().find(|(s, _)| same(s)) {
             return Ok(rs.clone());
         }
-        let rs =
-            Arc::new(RankStream::new(stream.clone(), self.world.communicator()?, self.deadline).with_policy(policy));
+        // Later streams make theirs at their first gate (every rank in the
+        // same order: the order of its gates).
+        let comm = match self.spare.lock().take() {
+            Some(comm) => comm,
+            None => self.world.communicator()?,
+        };
+        let rs = Arc::new(RankStream::new(stream.clone(), comm, self.deadline).with_policy(policy));
         streams.push((stream.clone(), rs.clone()));
         Ok(rs)
     }
