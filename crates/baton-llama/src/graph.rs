@@ -2,14 +2,18 @@
 //! [`Architecture`](crate::Architecture), which reads where they differ
 //! from [`ArchTraits`](crate::ArchTraits).
 //!
-//! One graph evaluates `tokens` new tokens after `past` cached positions.
-//! Leaves: `tokens` and `positions` (i32 inputs), every weight under its GGUF
-//! name, and the KV cache of each layer (`cache.k.N`, `cache.v.N`, state).
-//! The output is `logits`: `[tokens, vocab]`, or `[1, vocab]` for the last
-//! token only.
+//! One graph evaluates new tokens of one or more sequences ([`BatchShape`]),
+//! each after its own cached positions in its own slot of the cache.
+//! Leaves: `tokens` and `positions` (i32 inputs, every sequence's rows in
+//! turn), every weight under its GGUF name, and the KV cache of each layer
+//! (`cache.k.N`, `cache.v.N`, state). The output is `logits`: `[tokens,
+//! vocab]`, or one row per sequence for its last token only. A batch of
+//! several sequences also reads `logit_rows` (which rows give logits) and
+//! writes each layer's attention rows scratch (`attn.rows.N`).
 //!
-//! Keys are stored as `[kv_heads, context, head_dim]` and values transposed
-//! as `[kv_heads, head_dim, context]`, so both attention products read
+//! Keys are stored as `[kv_heads, slots × context, head_dim]` and values
+//! transposed as `[kv_heads, head_dim, slots × context]`, so both attention
+//! products read
 //! contiguous rows; the new keys and values are scattered to their positions
 //! (later nodes that read the cache see the write, by node order).
 //! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
@@ -57,6 +61,56 @@ impl GraphShape {
         GraphShape { tokens, window: window.min(context), logits }
     }
 }
+
+/// One sequence's part of a batched evaluation: its tokens are the batch's
+/// rows `offset..offset + tokens`, in order of the sequences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SeqShape {
+    /// Its KV cache slot.
+    pub slot: usize,
+    /// New tokens.
+    pub tokens: usize,
+    /// Cache positions its attention reads (as in [`GraphShape`]).
+    pub window: usize,
+}
+
+/// The key under which a batched graph is cached: every sequence's shape,
+/// in row order, and which logits.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BatchShape {
+    /// The sequences (one, for a plain evaluation).
+    pub seqs: Vec<SeqShape>,
+    /// Which logits: [`Logits::Last`] gives one row per sequence (its last
+    /// token's); [`Logits::All`] (one sequence only) one per token.
+    pub logits: Logits,
+}
+
+impl BatchShape {
+    /// Rows of the batch: every sequence's tokens.
+    pub fn tokens(&self) -> usize {
+        self.seqs.iter().map(|s| s.tokens).sum()
+    }
+}
+
+impl From<GraphShape> for BatchShape {
+    fn from(shape: GraphShape) -> BatchShape {
+        BatchShape {
+            seqs: vec![SeqShape { slot: 0, tokens: shape.tokens, window: shape.window }],
+            logits: shape.logits,
+        }
+    }
+}
+
+/// Name of layer `l`'s attention rows leaf: a scratch of `[batch, heads ×
+/// head_dim]` where the attention outputs of several sequences are put
+/// together before the output projection (only in batches of several).
+pub fn attention_rows_name(l: usize) -> String {
+    format!("attn.rows.{l}")
+}
+
+/// Name of the input that picks each sequence's last row for the logits
+/// (batches of several sequences).
+pub const LOGIT_ROWS: &str = "logit_rows";
 
 /// Name of layer `l`'s key cache leaf.
 pub fn key_cache_name(l: usize) -> String {
@@ -134,6 +188,36 @@ impl Builder<'_> {
         self.g.rope(x, positions, c.rope_mode, c.rope_dims, rope.0, rope.1)
     }
 
+    /// One sequence's attention: writes its keys and values `k`, `v`
+    /// (`[t, kv_heads, head_dim]`) at `positions` of its slot's cache
+    /// `(keys, values)`, reads the first `window` positions, and returns the
+    /// output as `[t, heads, head_dim]` (a view: permuted).
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        positions: NodeId,
+        (kc, vc): (NodeId, NodeId),
+        window: usize,
+        sliding: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
+        // The new keys and values go to their positions (an input), so the
+        // graph is the same for every step within the window.
+        let k_rows = self.g.permute(kc, &[1, 0, 2])?;
+        self.g.scatter_rows(k_rows, k, positions)?;
+        let v_rows = self.g.permute(vc, &[2, 0, 1])?;
+        self.g.scatter_rows(v_rows, v, positions)?;
+        let keys = self.g.narrow(kc, 1, 0, window)?;
+        let values = self.g.narrow(vc, 2, 0, window)?;
+        let qh = self.g.permute(q, &[1, 0, 2])?;
+        let qh = self.g.contiguous(qh)?;
+        let scores = self.g.matmul(qh, keys)?;
+        let probs = self.g.softmax_window(scores, self.config.attn_scale, positions, sliding)?;
+        self.g.matmul(probs, values)
+    }
+
     /// The residual stream plus `y`, normalised first by `post_norm` where
     /// the architecture has norms after attention and FFN.
     fn residual(&mut self, x: NodeId, y: NodeId, post_norm: &str) -> Result<NodeId, GraphError> {
@@ -142,16 +226,35 @@ impl Builder<'_> {
     }
 }
 
-/// Builds the graph of one evaluation step.
+/// The KV cache's geometry: element type, positions per slot, slots.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheGeometry {
+    /// Element type.
+    pub dtype: DType,
+    /// Positions of one slot (one sequence's context).
+    pub context: usize,
+    /// Sequences it holds.
+    pub slots: usize,
+    /// Rows of the attention rows scratch (the most tokens of a batch).
+    pub batch: usize,
+}
+
+/// Builds the graph of one evaluation step of one or more sequences.
+///
+/// Every row-wise part (embedding, norms, projections, FFN, output) runs
+/// once over all the batch's rows, so each weight is read once per step;
+/// attention runs per sequence, on its slot of the cache. With several
+/// sequences, their attention outputs are put together in the layer's
+/// attention rows scratch, and the logits are the rows `logit_rows` picks.
 pub fn build(
     config: &LlamaConfig,
     types: &dyn WeightTypes,
-    shape: GraphShape,
-    cache_dtype: DType,
-    cache_context: usize,
+    shape: &BatchShape,
+    cache: CacheGeometry,
 ) -> Result<Graph, GraphError> {
     let c = config;
-    let (t, seen) = (shape.tokens, shape.window);
+    let t = shape.tokens();
+    let several = shape.seqs.len() > 1;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
     let mut b = Builder { g: Graph::new(), config, types };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
@@ -178,23 +281,55 @@ pub fn build(
         let q = b.heads(q, heads, &p("attn_q_norm"), positions, rope)?;
         let k = b.heads(k, kvh, &p("attn_k_norm"), positions, rope)?;
         let v = b.g.reshape(v, &[t, kvh, hd])?;
-        let kc = b.g.leaf(&key_cache_name(l), cache_dtype, &[kvh, cache_context, hd], Flags::STATE)?;
-        let vc = b.g.leaf(&value_cache_name(l), cache_dtype, &[kvh, hd, cache_context], Flags::STATE)?;
-        // The new keys and values go to their positions (an input), so the
-        // graph is the same for every step within the window.
-        let k_rows = b.g.permute(kc, &[1, 0, 2])?;
-        b.g.scatter_rows(k_rows, k, positions)?;
-        let v_rows = b.g.permute(vc, &[2, 0, 1])?;
-        b.g.scatter_rows(v_rows, v, positions)?;
-        let keys = b.g.narrow(kc, 1, 0, seen)?;
-        let values = b.g.narrow(vc, 2, 0, seen)?;
-        let qh = b.g.permute(q, &[1, 0, 2])?;
-        let qh = b.g.contiguous(qh)?;
-        let scores = b.g.matmul(qh, keys)?;
-        let probs = b.g.softmax_window(scores, c.attn_scale, positions, layer.window)?;
-        let o = b.g.matmul(probs, values)?;
-        let o = b.g.permute(o, &[1, 0, 2])?;
-        let o = b.g.contiguous(o)?;
+        let total = cache.slots * cache.context;
+        let kc = b.g.leaf(&key_cache_name(l), cache.dtype, &[kvh, total, hd], Flags::STATE)?;
+        let vc = b.g.leaf(&value_cache_name(l), cache.dtype, &[kvh, hd, total], Flags::STATE)?;
+        let rows = if several {
+            Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
+        } else {
+            None
+        };
+        let mut offset = 0;
+        let mut o = None;
+        for seq in &shape.seqs {
+            let part = |b: &mut Builder, x: NodeId| -> Result<NodeId, GraphError> {
+                if several {
+                    b.g.narrow(x, 0, offset, seq.tokens)
+                } else {
+                    Ok(x)
+                }
+            };
+            let (qs, ks, vs, ps) = (part(&mut b, q)?, part(&mut b, k)?, part(&mut b, v)?, part(&mut b, positions)?);
+            // The sequence's slot of the cache (the whole cache when it has
+            // one slot, so a one-sequence graph is what it always was).
+            let (kc, vc) = if cache.slots > 1 {
+                let start = seq.slot * cache.context;
+                (b.g.narrow(kc, 1, start, cache.context)?, b.g.narrow(vc, 2, start, cache.context)?)
+            } else {
+                (kc, vc)
+            };
+            let os = b.attention(qs, ks, vs, ps, (kc, vc), seq.window, layer.window)?;
+            o = Some(match rows {
+                // Several sequences: each one's rows of the scratch, written
+                // through a view in the output's `[heads, t, hd]` order.
+                Some(rows) => {
+                    let dst = b.g.narrow(rows, 0, offset, seq.tokens)?;
+                    let dst = b.g.reshape(dst, &[seq.tokens, heads, hd])?;
+                    let dst = b.g.permute(dst, &[1, 0, 2])?;
+                    b.g.copy_into(dst, os)?
+                }
+                None => {
+                    let o = b.g.permute(os, &[1, 0, 2])?;
+                    b.g.contiguous(o)?
+                }
+            });
+            offset += seq.tokens;
+        }
+        let o = match (rows, o) {
+            (Some(rows), _) => b.g.narrow(rows, 0, 0, t)?,
+            (None, Some(o)) => o,
+            (None, None) => return Err(GraphError::Invalid("a batch without sequences".into())),
+        };
         let o = b.g.reshape(o, &[t, heads * hd])?;
         let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
         x = b.residual(x, attn, &p("post_attention_norm"))?;
@@ -212,7 +347,13 @@ pub fn build(
     }
     b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight", c.dim)?;
-    if shape.logits == Logits::Last && t > 1 {
+    if several {
+        if shape.logits == Logits::All {
+            return Err(GraphError::Invalid("every token's logits are for one sequence at a time".into()));
+        }
+        let picks = b.g.leaf(LOGIT_ROWS, DType::I32, &[shape.seqs.len()], Flags::INPUT)?;
+        x = b.g.get_rows(x, picks)?;
+    } else if shape.logits == Logits::Last && t > 1 {
         x = b.g.narrow(x, 0, t - 1, 1)?;
     }
     // A tied model binds `output.weight` to the token embedding's data.

@@ -15,7 +15,7 @@ use baton_tokenizer::Tokenizer;
 
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
-use crate::graph::{self, GraphShape, Logits, WeightTypes};
+use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::tensor_parallel::TensorShares;
 use crate::weights::{KvCache, Weights};
 
@@ -26,9 +26,12 @@ pub type MakeRemoteEdges<'a> = dyn Fn(&Runner) -> Result<Arc<dyn RemoteEdges>, S
 /// Options of loading a model.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Positions the KV cache holds (`-c`); `None` = the model's context,
-    /// capped at 4096.
+    /// Positions the KV cache holds per sequence (`-c`); `None` = the
+    /// model's context, capped at 4096.
     pub context: Option<usize>,
+    /// Sequences the KV cache holds (`--parallel`), each with its own
+    /// `context` positions; see [`Model::eval_batch`].
+    pub slots: usize,
     /// Element type of the KV cache (f16 like llama.cpp, or f32).
     pub cache_type: DType,
     /// Most tokens one evaluation takes (`-b`/`-ub`).
@@ -52,6 +55,7 @@ impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             context: None,
+            slots: 1,
             cache_type: DType::F16,
             batch: 512,
             tensor_split: Vec::new(),
@@ -62,8 +66,31 @@ impl Default for LoadOptions {
     }
 }
 
-/// The writes of a run's token ids and positions.
-type PendingInputs = (Pending<Vec<i32>>, Pending<Vec<i32>>);
+/// A batched step in flight ([`Model::submit_batch`]); its logits are read
+/// once with [`Model::batch_logits`].
+#[derive(Debug)]
+#[must_use = "a step's logits are read with Model::batch_logits"]
+pub struct BatchTicket {
+    /// Its run's input (and logits) slot.
+    slot: usize,
+    /// The slot's serial when submitted: a later run in the slot makes the
+    /// ticket stale.
+    serial: u64,
+    /// The logits it fills.
+    logits: TensorRef,
+}
+
+/// One sequence's tokens in a batched evaluation ([`Model::eval_batch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqStep<'a> {
+    /// Its KV cache slot (`0..slots`).
+    pub slot: usize,
+    /// Positions of the slot already evaluated: the tokens go to
+    /// `past..past + tokens.len()`.
+    pub past: usize,
+    /// The new tokens.
+    pub tokens: &'a [u32],
+}
 
 /// Plans and graphs kept per model (one per evaluation shape seen recently).
 const PLAN_CACHE: usize = 16;
@@ -114,13 +141,16 @@ pub struct Model {
     input_io: Vec<(Buffer, Vec<SyncPoint>)>,
     next_input: usize,
     logits_io: Buffer,
+    /// Per run in flight: the logits of a batched step (a row per
+    /// sequence), and the serial of the last run that used it.
+    batch_logits_io: Vec<(Buffer, u64)>,
     /// Plans by shape, with the tensors bound to their graph's weights and
     /// caches by node (so a step binds by index, not by name).
-    plans: Vec<(GraphShape, Arc<Plan>, BoundByNode)>,
-    host_ids: Option<Vec<i32>>,
-    host_positions: Option<Vec<i32>>,
-    /// The last input writes, whose buffers come back at the next submit.
-    pending_inputs: Option<PendingInputs>,
+    plans: Vec<(BatchShape, Arc<Plan>, BoundByNode)>,
+    /// Token ids, positions and logit rows of a step, written as one.
+    host_inputs: Option<Vec<i32>>,
+    /// The last input write, whose buffer comes back at the next submit.
+    pending_inputs: Option<Pending<Vec<i32>>>,
     host_logits: Option<Vec<f32>>,
     host_waits: u64,
     host_submit: std::time::Duration,
@@ -218,13 +248,16 @@ impl Model {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
                     .with_exact_sums(options.tensor_exact);
                 let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
-                let cache = KvCache::new_tensor_parallel(&config, context, options.cache_type, &c, &shares)?;
+                let slots = options.slots.max(1);
+                let cache = KvCache::new_tensor_parallel(&config, (context, slots), options.cache_type, &c, &shares)?;
                 (weights, cache, Some((c, shares)))
             }
             None => {
                 let weights =
                     Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l], &|d| runner.is_local(d))?;
-                let cache = KvCache::new(&config, context, options.cache_type, &devices, &|l| layer_device[l])?;
+                let slots = options.slots.max(1);
+                let cache =
+                    KvCache::new(&config, (context, slots), options.cache_type, &devices, &|l| layer_device[l])?;
                 (weights, cache, None)
             }
         };
@@ -232,13 +265,33 @@ impl Model {
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(2 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(3 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
+        let batch_logits_io = (0..input_io.len())
+            .map(|_| Ok((devices[last].alloc(cache.slots * config.vocab * 4)?, 0)))
+            .collect::<Result<Vec<_>, ModelError>>()?;
         let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (l, (k, v)) in cache.layers.iter().enumerate() {
             bound.insert(graph::key_cache_name(l), k.clone());
             bound.insert(graph::value_cache_name(l), v.clone());
+            if cache.slots > 1 {
+                // Where the attention outputs of a batch's sequences meet
+                // (split by heads under tensor parallelism).
+                let width = config.heads * config.head_dim;
+                let rows = match &tensor {
+                    Some((composite, shares)) => {
+                        composite.alloc_split(DType::F32, &[batch, width], shares.attention_rows())?
+                    }
+                    None => TensorRef::new(
+                        &devices[layer_device[l]].alloc(batch * width * 4)?,
+                        0,
+                        DType::F32,
+                        &[batch, width],
+                    )?,
+                };
+                bound.insert(graph::attention_rows_name(l), rows);
+            }
         }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         Ok(Model {
@@ -255,9 +308,9 @@ impl Model {
             input_io,
             next_input: 0,
             logits_io,
+            batch_logits_io,
             plans: Vec::new(),
-            host_ids: Some(Vec::new()),
-            host_positions: Some(Vec::new()),
+            host_inputs: Some(Vec::new()),
             pending_inputs: None,
             host_logits: Some(Vec::new()),
             host_waits: 0,
@@ -305,9 +358,14 @@ impl Model {
         self.evaluated_tokens
     }
 
-    /// Positions the KV cache holds.
+    /// Positions the KV cache holds per sequence.
     pub fn context(&self) -> usize {
         self.cache.context
+    }
+
+    /// Sequences the KV cache holds (see [`eval_batch`](Self::eval_batch)).
+    pub fn slots(&self) -> usize {
+        self.cache.slots
     }
 
     /// Most tokens one evaluation takes.
@@ -389,18 +447,27 @@ impl Model {
         self.runner.trace()
     }
 
-    /// The plan of one evaluation shape (cached).
+    /// The plan of one evaluation shape of one sequence (cached).
     pub fn plan(&mut self, shape: GraphShape) -> Result<Arc<Plan>, ModelError> {
-        self.plan_and_bound(shape).map(|(plan, _)| plan)
+        self.plan_and_bound(&shape.into()).map(|(plan, _)| plan)
     }
 
     /// The plan of `shape` and the tensors bound to its graph's nodes.
-    fn plan_and_bound(&mut self, shape: GraphShape) -> Result<(Arc<Plan>, BoundByNode), ModelError> {
-        if let Some((_, p, b)) = self.plans.iter().find(|(s, _, _)| *s == shape) {
-            return Ok((p.clone(), b.clone()));
+    fn plan_and_bound(&mut self, shape: &BatchShape) -> Result<(Arc<Plan>, BoundByNode), ModelError> {
+        if let Some(i) = self.plans.iter().position(|(s, _, _)| s == shape) {
+            // Most recently used last: the oldest is evicted first.
+            let entry = self.plans.remove(i);
+            let found = (entry.1.clone(), entry.2.clone());
+            self.plans.push(entry);
+            return Ok(found);
         }
-        let graph: Arc<Graph> =
-            Arc::new(graph::build(&self.config, &Types(&self.weights), shape, self.cache.dtype, self.cache.context)?);
+        let geometry = CacheGeometry {
+            dtype: self.cache.dtype,
+            context: self.cache.context,
+            slots: self.cache.slots,
+            batch: self.batch,
+        };
+        let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
         let group_device = |g: u32| Some(layer_device[graph::group_layer(config, g)]);
         let first = layer_device[0];
@@ -409,7 +476,7 @@ impl Model {
         let leaf_device = |id: baton_core::graph::NodeId| {
             let name = g2.node(id).name.as_deref()?;
             match name {
-                "tokens" | "positions" => Some(first),
+                "tokens" | "positions" | graph::LOGIT_ROWS => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
                 }
@@ -424,82 +491,137 @@ impl Model {
             .iter()
             .map(|n| match n.name.as_deref() {
                 // Bound per step (submit_inner).
-                Some("tokens" | "positions" | "logits") | None => None,
+                Some("tokens" | "positions" | "logits" | graph::LOGIT_ROWS) | None => None,
                 Some(name) => self.bound.get(name).cloned(),
             })
             .collect();
         let by_node = Arc::new(by_node);
-        self.plans.push((shape, plan.clone(), by_node.clone()));
+        self.plans.push((shape.clone(), plan.clone(), by_node.clone()));
         Ok((plan, by_node))
     }
 
-    fn check(&self, tokens: &[u32], past: usize) -> Result<(), ModelError> {
-        let t = tokens.len();
-        if t == 0 || t > self.batch {
-            return Err(ModelError::Input(format!("an evaluation takes 1 to {} tokens, not {t}", self.batch)));
+    /// Checks a step's sequences: tokens, slots, room in the cache.
+    fn check(&self, seqs: &[SeqStep<'_>], logits: Logits) -> Result<(), ModelError> {
+        if seqs.is_empty() {
+            return Err(ModelError::Input("a batch needs at least one sequence".into()));
         }
-        if past + t > self.cache.context {
-            return Err(ModelError::ContextFull { needed: past + t, context: self.cache.context });
+        if logits == Logits::All && seqs.len() > 1 {
+            return Err(ModelError::Input("every token's logits are for one sequence at a time".into()));
         }
-        if let Some(&bad) = tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
+        let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        if t > self.batch || seqs.iter().any(|s| s.tokens.is_empty()) {
             return Err(ModelError::Input(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab
+                "an evaluation takes 1 to {} tokens, at least one per sequence, not {t}",
+                self.batch
             )));
+        }
+        for (i, seq) in seqs.iter().enumerate() {
+            if seq.slot >= self.cache.slots {
+                return Err(ModelError::Input(format!(
+                    "slot {} does not exist: the cache holds {} sequences",
+                    seq.slot, self.cache.slots
+                )));
+            }
+            if seqs[..i].iter().any(|other| other.slot == seq.slot) {
+                return Err(ModelError::Input(format!("slot {} is twice in one batch", seq.slot)));
+            }
+            let needed = seq.past + seq.tokens.len();
+            if needed > self.cache.context {
+                return Err(ModelError::ContextFull { needed, context: self.cache.context });
+            }
+            if let Some(&bad) = seq.tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
+                return Err(ModelError::Input(format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    self.config.vocab
+                )));
+            }
         }
         Ok(())
     }
 
-    /// Queues the evaluation of `tokens` at `past..` without waiting for it;
-    /// returns its points and the logits tensor it fills.
-    fn submit(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
+    /// Queues the evaluation of `seqs` without waiting for it; returns its
+    /// points and the logits tensor it fills.
+    fn submit(&mut self, seqs: &[SeqStep<'_>], logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
+        self.submit_to(seqs, logits, None)
+    }
+
+    /// As [`submit`](Self::submit), the logits into `logits_buffer` if
+    /// given (else the model's own).
+    fn submit_to(
+        &mut self,
+        seqs: &[SeqStep<'_>],
+        logits: Logits,
+        logits_buffer: Option<&Buffer>,
+    ) -> Result<(RunPoints, TensorRef), ModelError> {
         let start = std::time::Instant::now();
-        let result = self.submit_inner(tokens, past, logits);
+        let result = self.submit_inner(seqs, logits, logits_buffer);
         self.host_submit += start.elapsed();
         result
     }
 
     fn submit_inner(
         &mut self,
-        tokens: &[u32],
-        past: usize,
+        seqs: &[SeqStep<'_>],
         logits: Logits,
+        logits_buffer: Option<&Buffer>,
     ) -> Result<(RunPoints, TensorRef), ModelError> {
-        self.check(tokens, past)?;
-        let t = tokens.len();
-        let shape = GraphShape::new(t, past, logits, self.cache.context);
-        let (plan, by_node) = self.plan_and_bound(shape)?;
-        let rows = if logits == Logits::All { t } else { 1 };
+        self.check(seqs, logits)?;
+        let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        let context = self.cache.context;
+        let shape = BatchShape {
+            seqs: seqs
+                .iter()
+                .map(|s| {
+                    let window = GraphShape::new(s.tokens.len(), s.past, logits, context).window;
+                    SeqShape { slot: s.slot, tokens: s.tokens.len(), window }
+                })
+                .collect(),
+            logits,
+        };
+        let (plan, by_node) = self.plan_and_bound(&shape)?;
+        let rows = match logits {
+            Logits::All => t,
+            Logits::Last => seqs.len(),
+        };
+        let picks = if seqs.len() > 1 { seqs.len() } else { 0 };
         let slot = self.next_input;
         self.next_input = (slot + 1) % self.input_io.len();
         let io = self.input_io[slot].0.clone();
+        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
-        let logits_t = TensorRef::new(&self.logits_io, 0, DType::F32, &[rows, self.config.vocab])?;
-        if let Some((ids_w, pos_w)) = self.pending_inputs.take() {
+        let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
+        let logits_t =
+            TensorRef::new(logits_buffer.unwrap_or(&self.logits_io), 0, DType::F32, &[rows, self.config.vocab])?;
+        if let Some(written) = self.pending_inputs.take() {
             // Done long ago in practice (earlier on the stream than the last
             // logits); a real wait is counted.
-            if !pos_w.is_ready() {
+            if !written.is_ready() {
                 self.host_waits += 1;
             }
-            self.host_ids = Some(ids_w.wait().map_err(|e| ModelError::Stream(e.error))?);
-            self.host_positions = Some(pos_w.wait().map_err(|e| ModelError::Stream(e.error))?);
+            self.host_inputs = Some(written.wait().map_err(|e| ModelError::Stream(e.error))?);
         }
-        let mut ids = self.host_ids.take().unwrap_or_default();
-        ids.clear();
-        ids.extend(tokens.iter().map(|&id| id as i32));
-        let mut positions = self.host_positions.take().unwrap_or_default();
-        positions.clear();
-        positions.extend((past..past + t).map(|p| p as i32));
+        // Token ids, then positions, then (several sequences) the row of
+        // each one's last token.
+        let mut inputs = self.host_inputs.take().unwrap_or_default();
+        inputs.clear();
+        inputs.extend(seqs.iter().flat_map(|s| s.tokens.iter().map(|&id| id as i32)));
+        inputs.extend(seqs.iter().flat_map(|s| (s.past..s.past + s.tokens.len()).map(|p| p as i32)));
+        if picks > 0 {
+            let mut end = 0;
+            for s in seqs {
+                end += s.tokens.len();
+                inputs.push(end as i32 - 1);
+            }
+        }
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
         for p in std::mem::take(&mut self.input_io[slot].1) {
             stream.wait_or_relay(&p, stream.wait_policy())?;
         }
-        let ids_w: Pending<Vec<i32>> = stream.write_async(&ids_t, ids)?;
-        let pos_w = stream.write_async(&pos_t, positions)?;
-        let ready: SyncPoint = pos_w.point().clone();
+        let written: Pending<Vec<i32>> = stream.write_async(&inputs_t, inputs)?;
+        let ready: SyncPoint = written.point().clone();
         let graph = plan.graph.clone();
         let bind = |id: baton_core::graph::NodeId| -> Option<TensorRef> {
             if let Some(t) = by_node.get(id.0).and_then(Option::as_ref) {
@@ -508,31 +630,27 @@ impl Model {
             match graph.node(id).name.as_deref()? {
                 "tokens" => Some(ids_t.clone()),
                 "positions" => Some(pos_t.clone()),
+                graph::LOGIT_ROWS => Some(picks_t.clone()),
                 "logits" => Some(logits_t.clone()),
                 _ => None,
             }
         };
         let points = self.runner.submit(&plan, &bind, Some(&ready))?;
         self.input_io[slot].1 = points.inputs_read.clone();
-        // Both writes are ordered before the run's first split on the same
-        // stream; their buffers come back at the next submit.
-        self.pending_inputs = Some((ids_w, pos_w));
+        // The write is ordered before the run's first split on the same
+        // stream; its buffer comes back at the next submit.
+        self.pending_inputs = Some(written);
         self.evaluated_tokens += t as u64;
         Ok((points, logits_t))
     }
 
-    /// Evaluates `tokens` at positions `past..past + tokens.len()` (at most
-    /// [`batch`](Self::batch) tokens), writing their keys and values into the
-    /// cache, and returns the logits: one row of `vocab` for the last token,
-    /// or one per token with [`Logits::All`]. The host waits once, for the
-    /// logits (their read waits for its own point only).
-    pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
-        let (_, logits_t) = self.submit(tokens, past, logits)?;
+    /// Waits for the logits a submitted run fills and returns them.
+    fn read_logits(&mut self, logits_t: &TensorRef) -> Result<&[f32], ModelError> {
         let rows = logits_t.shape().dims()[0];
         let mut host_logits = self.host_logits.take().unwrap_or_default();
         host_logits.resize(rows * self.config.vocab, 0.0);
         let last = self.layer_device[self.config.layers - 1];
-        let read = self.runner.stream(last).read_into_async(&logits_t, host_logits)?;
+        let read = self.runner.stream(last).read_into_async(logits_t, host_logits)?;
         if !read.is_ready() {
             self.host_waits += 1;
         }
@@ -542,6 +660,72 @@ impl Model {
         }
         self.host_logits = Some(host_logits);
         Ok(self.host_logits.as_deref().unwrap_or(&[]))
+    }
+
+    /// Evaluates one step of several sequences at once, each in its own
+    /// KV cache slot: `seqs[i].tokens` go to positions `past..` of slot
+    /// `seqs[i].slot` (distinct slots, at most [`batch`](Self::batch) tokens
+    /// in all). Returns one row of `vocab` logits per sequence, in order:
+    /// its last token's.
+    ///
+    /// Every weight is read once for the whole batch; attention runs per
+    /// sequence on its own slot. A sequence's logits do not depend on the
+    /// others in the batch: they are bit for bit what it gets evaluated
+    /// alone in the same slot with the same tokens (the kernels' results
+    /// per row do not depend on the other rows).
+    pub fn eval_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<&[f32], ModelError> {
+        let ticket = self.submit_batch(seqs)?;
+        self.batch_logits(ticket)
+    }
+
+    /// Queues a step as [`eval_batch`](Self::eval_batch) does, without
+    /// waiting for it: up to [`runs_in_flight`](Self::runs_in_flight) steps
+    /// (of disjoint sequences) flow through the devices at once, so over a
+    /// layer split one device works on one step while the next works on
+    /// another. Read each step's logits with
+    /// [`batch_logits`](Self::batch_logits), in any order, before
+    /// `runs_in_flight` more steps are submitted.
+    pub fn submit_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<BatchTicket, ModelError> {
+        let slot = self.next_input;
+        let buffer = self.batch_logits_io.get(slot).map(|(buffer, _)| buffer.clone());
+        let (_, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
+        let serial = match self.batch_logits_io.get_mut(slot) {
+            Some((_, serial)) => {
+                *serial += 1;
+                *serial
+            }
+            None => 0,
+        };
+        Ok(BatchTicket { slot, serial, logits })
+    }
+
+    /// Waits for a submitted step and returns its logits: one row of
+    /// `vocab` per sequence, in order. An error if `runs_in_flight` later
+    /// steps have reused its buffer since.
+    pub fn batch_logits(&mut self, ticket: BatchTicket) -> Result<&[f32], ModelError> {
+        let current = self.batch_logits_io.get(ticket.slot).map_or(0, |(_, serial)| *serial);
+        if current != ticket.serial {
+            return Err(ModelError::Input(format!(
+                "the step's logits were overwritten: {} later steps were submitted before they were read",
+                self.input_io.len()
+            )));
+        }
+        self.read_logits(&ticket.logits)
+    }
+
+    /// Runs that may be in flight at once (`LoadOptions::n_copies`).
+    pub fn runs_in_flight(&self) -> usize {
+        self.input_io.len()
+    }
+
+    /// Evaluates `tokens` at positions `past..past + tokens.len()` of slot 0
+    /// (at most [`batch`](Self::batch) tokens), writing their keys and values into the
+    /// cache, and returns the logits: one row of `vocab` for the last token,
+    /// or one per token with [`Logits::All`]. The host waits once, for the
+    /// logits (their read waits for its own point only).
+    pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
+        let (_, logits_t) = self.submit(&[SeqStep { slot: 0, past, tokens }], logits)?;
+        self.read_logits(&logits_t)
     }
 
     /// Evaluates a prompt of any length from position `past` in batches of
@@ -555,7 +739,7 @@ impl Model {
         let batch = self.batch;
         let chunks = tokens.len().div_ceil(batch);
         for (i, chunk) in tokens.chunks(batch).enumerate().take(chunks - 1) {
-            self.submit(chunk, past + i * batch, Logits::Last)?;
+            self.submit(&[SeqStep { slot: 0, past: past + i * batch, tokens: chunk }], Logits::Last)?;
         }
         let last = chunks - 1;
         self.eval(&tokens[last * batch..], past + last * batch, Logits::Last)

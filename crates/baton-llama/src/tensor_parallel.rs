@@ -121,6 +121,13 @@ impl TensorShares {
         Self::split(0, scaled(&self.kv_heads, 1))
     }
 
+    /// The split of a layer's attention rows scratch (`[batch, heads ×
+    /// head_dim]`, several sequences): by heads, as the output projection's
+    /// input.
+    pub fn attention_rows(&self) -> TensorSplit {
+        Self::split(1, scaled(&self.heads, self.head_dim))
+    }
+
     /// Whether `split` cuts `dims` of `dtype` on whole blocks (quantized
     /// columns split by heads need whole blocks per head).
     pub fn fits(split: &TensorSplit, dtype: DType, dims: &[usize]) -> bool {

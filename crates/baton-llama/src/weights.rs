@@ -160,29 +160,33 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
     Ok(checked)
 }
 
-/// The KV cache of every layer: keys `[kv_heads, context, head_dim]` and
-/// values transposed, `[kv_heads, head_dim, context]`, so that attention reads
-/// both with contiguous rows.
+/// The KV cache of every layer: keys `[kv_heads, slots × context, head_dim]`
+/// and values transposed, `[kv_heads, head_dim, slots × context]`, so that
+/// attention reads both with contiguous rows. Slot `s` (one sequence) holds
+/// positions `s × context..(s + 1) × context`.
 pub struct KvCache {
     /// Per layer: (keys, values).
     pub layers: Vec<(TensorRef, TensorRef)>,
     /// Element type.
     pub dtype: DType,
-    /// Positions it holds.
+    /// Positions of one slot.
     pub context: usize,
+    /// Sequences it holds.
+    pub slots: usize,
 }
 
 impl KvCache {
-    /// Allocates a zeroed cache for `context` positions, each layer's on the
-    /// device `device_of(layer)`.
+    /// Allocates a zeroed cache for `slots` sequences of `context` positions,
+    /// each layer's on the device `device_of(layer)`.
     pub fn new(
         config: &LlamaConfig,
-        context: usize,
+        (context, slots): (usize, usize),
         dtype: DType,
         devices: &[Arc<dyn Device>],
         device_of: &dyn Fn(usize) -> usize,
     ) -> Result<KvCache, ModelError> {
-        let per = config.kv_heads * context * config.head_dim;
+        let total = context * slots;
+        let per = config.kv_heads * total * config.head_dim;
         let bytes = per * dtype.block_bytes();
         let mut layers = Vec::with_capacity(config.layers);
         let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
@@ -196,31 +200,32 @@ impl KvCache {
             let entry =
                 buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
             let (buffer, next) = (&entry.0, entry.1);
-            let k = TensorRef::new(buffer, next * bytes, dtype, &[config.kv_heads, context, config.head_dim])?;
-            let v = TensorRef::new(buffer, (next + 1) * bytes, dtype, &[config.kv_heads, config.head_dim, context])?;
+            let k = TensorRef::new(buffer, next * bytes, dtype, &[config.kv_heads, total, config.head_dim])?;
+            let v = TensorRef::new(buffer, (next + 1) * bytes, dtype, &[config.kv_heads, config.head_dim, total])?;
             entry.1 += 2;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtype, context })
+        Ok(KvCache { layers, dtype, context, slots })
     }
 
-    /// A zeroed cache on the composite `device`, each layer's keys and values
-    /// split by KV heads as `shares` says.
+    /// A zeroed cache for `slots` sequences of `context` positions on the
+    /// composite `device`, each layer's keys and values split by KV heads
+    /// as `shares` says.
     pub fn new_tensor_parallel(
         config: &LlamaConfig,
-        context: usize,
+        (context, slots): (usize, usize),
         dtype: DType,
         device: &CompositeDevice,
         shares: &TensorShares,
     ) -> Result<KvCache, ModelError> {
-        let (kvh, hd) = (config.kv_heads, config.head_dim);
+        let (kvh, hd, total) = (config.kv_heads, config.head_dim, context * slots);
         let mut layers = Vec::with_capacity(config.layers);
         for _ in 0..config.layers {
-            let (kd, vd) = ([kvh, context, hd], [kvh, hd, context]);
+            let (kd, vd) = ([kvh, total, hd], [kvh, hd, total]);
             let k = device.alloc_split(dtype, &kd, shares.cache())?;
             let v = device.alloc_split(dtype, &vd, shares.cache())?;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtype, context })
+        Ok(KvCache { layers, dtype, context, slots })
     }
 }

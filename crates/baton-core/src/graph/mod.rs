@@ -104,6 +104,10 @@ pub enum GraphError {
     /// `CopyInto` or `ScatterRows` into something that is not a view of a leaf.
     #[error("copy_into and scatter_rows must write into a leaf or a view of one")]
     CopyTargetNotLeaf,
+    /// A graph its builder cannot make from what it was asked (a batch
+    /// without sequences, say); the message says what.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// A graph of tensor operations.

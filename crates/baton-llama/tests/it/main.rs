@@ -4,6 +4,7 @@
 //! (`tests/sampling.rs`): it installs a counting global allocator.
 
 mod bad_input;
+mod batch;
 mod chat;
 mod chat_reference;
 mod reference;

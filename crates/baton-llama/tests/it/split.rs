@@ -25,6 +25,7 @@ fn options(batch: usize, n_copies: usize, sync_copies: bool, split: &[f32]) -> L
         n_copies,
         sync_copies,
         tensor_exact: false,
+        slots: 1,
     }
 }
 

@@ -1,0 +1,277 @@
+//! The engine: one thread that owns the model and batches every running
+//! sequence into each step (continuous batching).
+//!
+//! [`Engine::submit`] checks a request against the model (prompt length,
+//! context, sampling parameters) and the queue's limit, and returns a
+//! [`Generation`] at once, or a [`SubmitError`] that says why not (nothing
+//! is queued then). The worker thread takes waiting requests into free
+//! sequence slots between steps, in order of arrival. Each step evaluates,
+//! in one batched forward pass, the next token of every decoding sequence
+//! and one chunk (at most [`EngineOptions::prefill_chunk`] tokens) of a
+//! prompt being read, so a long new prompt delays the others' next tokens
+//! by at most one chunk's work. Generated tokens go to their
+//! [`Generation`] as [`Event`]s; dropping a `Generation` (a client that went
+//! away, or one whose stop string matched) frees its slot before the next
+//! step.
+
+mod request;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+use baton_llama::{Model, Tokenizer};
+use tokio::sync::mpsc as tmpsc;
+
+pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError};
+
+/// How the engine batches.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Sequences running at once (`--parallel`): the model must have been
+    /// loaded with at least this many KV cache slots.
+    pub parallel: usize,
+    /// Requests waiting for a slot at most; one more gets
+    /// [`SubmitError::QueueFull`] (HTTP 429).
+    pub queue: usize,
+    /// Most prompt tokens one step reads (a chunk of a long prompt).
+    pub prefill_chunk: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64 }
+    }
+}
+
+/// What the server needs to know about the model.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    /// The model's name (the file's stem, or the known model's name).
+    pub name: String,
+    /// Positions of one sequence's context (prompt plus generated tokens).
+    pub context: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// The model's chat template, if the file has one.
+    pub chat_template: Option<String>,
+    /// The end-of-text token.
+    pub eos: Option<u32>,
+}
+
+/// Counters of the engine, read at any time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Requests running now.
+    pub running: usize,
+    /// Requests waiting for a slot now.
+    pub queued: usize,
+    /// Steps (batched forward passes) so far.
+    pub steps: u64,
+    /// Tokens generated so far.
+    pub generated_tokens: u64,
+    /// Prompt tokens read so far.
+    pub prompt_tokens: u64,
+    /// Times the worker's host thread blocked on the devices so far.
+    pub host_waits: u64,
+    /// Generations dropped by their client before they finished.
+    pub cancelled: u64,
+}
+
+/// How [`Engine::shutdown`] treats requests in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Stop taking requests; finish the running and waiting ones.
+    Drain,
+    /// Stop taking requests; end every running and waiting one at once with
+    /// [`Event::Failed`].
+    Cancel,
+}
+
+/// State shared by the handles and the worker.
+#[derive(Debug, Default)]
+struct Shared {
+    accepting: AtomicBool,
+    queued: AtomicUsize,
+    running: AtomicUsize,
+    steps: AtomicU64,
+    generated: AtomicU64,
+    prompt: AtomicU64,
+    host_waits: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+/// A request the worker takes, with where its events go.
+struct Admitted {
+    request: GenerateRequest,
+    events: tmpsc::UnboundedSender<Event>,
+}
+
+enum Command {
+    Submit(Admitted),
+    Shutdown(Shutdown),
+}
+
+/// A handle to the engine; clones share it. The worker stops when
+/// [`shutdown`](Self::shutdown) is called or the last handle is dropped.
+#[derive(Clone)]
+pub struct Engine {
+    info: Arc<ModelInfo>,
+    tokenizer: Arc<Tokenizer>,
+    options: EngineOptions,
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    worker: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The options do not suit the model.
+    #[error("{0}")]
+    Options(String),
+    /// The worker thread could not be started.
+    #[error("could not start the engine's thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+impl Engine {
+    /// Starts the worker thread, which owns `model` from now on.
+    pub fn start(model: Model, name: impl Into<String>, options: EngineOptions) -> Result<Engine, EngineError> {
+        if options.parallel == 0 || options.prefill_chunk == 0 {
+            return Err(EngineError::Options("parallel and prefill_chunk must be at least 1".into()));
+        }
+        if model.slots() < options.parallel {
+            return Err(EngineError::Options(format!(
+                "the model has {} sequence slots, {} are asked for",
+                model.slots(),
+                options.parallel
+            )));
+        }
+        let tokenizer = model.shared_tokenizer();
+        let info = Arc::new(ModelInfo {
+            name: name.into(),
+            context: model.context(),
+            vocab: model.config().vocab,
+            chat_template: model.chat_template().map(str::to_string),
+            eos: tokenizer.eos_id(),
+        });
+        let shared = Arc::new(Shared { accepting: AtomicBool::new(true), ..Shared::default() });
+        let (commands, inbox) = mpsc::channel();
+        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox);
+        let handle = std::thread::Builder::new().name("baton-engine".into()).spawn(move || worker.run())?;
+        Ok(Engine { info, tokenizer, options, shared, commands, worker: Arc::new(Mutex::new(Some(handle))) })
+    }
+
+    /// The model's name, context and chat template.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &Arc<Tokenizer> {
+        &self.tokenizer
+    }
+
+    /// The options the engine runs with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> EngineStats {
+        let s = &self.shared;
+        EngineStats {
+            running: s.running.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::Relaxed),
+            steps: s.steps.load(Ordering::Relaxed),
+            generated_tokens: s.generated.load(Ordering::Relaxed),
+            prompt_tokens: s.prompt.load(Ordering::Relaxed),
+            host_waits: s.host_waits.load(Ordering::Relaxed),
+            cancelled: s.cancelled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queues `request`; its tokens arrive on the returned [`Generation`].
+    pub fn submit(&self, request: GenerateRequest) -> Result<Generation, SubmitError> {
+        self.check(&request)?;
+        if !self.shared.accepting.load(Ordering::Acquire) {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let limit = self.options.queue;
+        let queued = &self.shared.queued;
+        // Take a place in the queue, or refuse when it is full.
+        let mut now = queued.load(Ordering::Relaxed);
+        loop {
+            if now >= limit {
+                return Err(SubmitError::QueueFull {
+                    running: self.shared.running.load(Ordering::Relaxed),
+                    queued: now,
+                });
+            }
+            match queued.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(actual) => now = actual,
+            }
+        }
+        let (events, receiver) = tmpsc::unbounded_channel();
+        if self.commands.send(Command::Submit(Admitted { request, events })).is_err() {
+            queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(SubmitError::ShuttingDown);
+        }
+        Ok(Generation { events: receiver })
+    }
+
+    fn check(&self, request: &GenerateRequest) -> Result<(), SubmitError> {
+        let (prompt, context) = (request.prompt.len(), self.info.context);
+        if prompt == 0 {
+            return Err(SubmitError::EmptyPrompt);
+        }
+        if let Some(&id) = request.prompt.iter().find(|&&id| id as usize >= self.info.vocab) {
+            return Err(SubmitError::BadToken { id, vocab: self.info.vocab });
+        }
+        if prompt >= context {
+            return Err(SubmitError::PromptTooLong { prompt, context });
+        }
+        match request.max_tokens {
+            Some(0) => return Err(SubmitError::ZeroMaxTokens),
+            Some(max_tokens) if prompt + max_tokens > context => {
+                return Err(SubmitError::ExceedsContext { prompt, max_tokens, context })
+            }
+            _ => {}
+        }
+        request.sampling.validate()?;
+        Ok(())
+    }
+
+    /// Stops taking requests and ends the worker as `mode` says; returns
+    /// when the worker has stopped (every generation has its last event).
+    pub fn shutdown(&self, mode: Shutdown) {
+        self.shared.accepting.store(false, Ordering::Release);
+        let _ = self.commands.send(Command::Shutdown(mode));
+        let handle = self.worker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The events of one request. Dropping it cancels the request: the engine
+/// frees its sequence before the next step.
+#[derive(Debug)]
+pub struct Generation {
+    events: tmpsc::UnboundedReceiver<Event>,
+}
+
+impl Generation {
+    /// The next event; `None` after the last one.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// The next event, blocking this thread (not for async code).
+    pub fn blocking_next(&mut self) -> Option<Event> {
+        self.events.blocking_recv()
+    }
+}

@@ -1,0 +1,105 @@
+//! What a client asks the engine for, and what comes back.
+
+use baton_llama::{SamplingError, SamplingParams};
+
+/// One generation: a tokenized prompt and how to continue it.
+#[derive(Clone, Debug)]
+pub struct GenerateRequest {
+    /// The prompt's token ids (special tokens already in place).
+    pub prompt: Vec<u32>,
+    /// Most tokens to generate; `None` = until the end-of-generation token
+    /// or the sequence's context is full.
+    pub max_tokens: Option<usize>,
+    /// How tokens are drawn (temperature, filters, penalties, seed).
+    pub sampling: SamplingParams,
+    /// Stop at an end-of-generation token (the end of text, or any control
+    /// token such as an end of turn). `false` generates through them.
+    pub stop_at_eog: bool,
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token (not sent as a token).
+    Stop,
+    /// `max_tokens`, or the sequence's context is full.
+    Length,
+}
+
+/// The end of a generation, with its token counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finish {
+    /// Why it ended.
+    pub reason: FinishReason,
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated (sent as [`Event::Token`]).
+    pub completion_tokens: usize,
+}
+
+/// What the engine sends a generation, in order: tokens, then exactly one
+/// [`Event::Done`] or [`Event::Failed`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The next generated token.
+    Token(u32),
+    /// The generation ended normally.
+    Done(Finish),
+    /// The generation failed (the model or a device failed); the message
+    /// says why.
+    Failed(String),
+}
+
+/// Why the engine did not take a request (the client's error: nothing was
+/// queued).
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The prompt has no tokens.
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// A token id is outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {vocab}")]
+    BadToken {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// The prompt leaves no room to generate in one sequence's context.
+    #[error(
+        "the prompt has {prompt} tokens; a sequence's context holds {context}, and at least one must be generated"
+    )]
+    PromptTooLong {
+        /// Tokens of the prompt.
+        prompt: usize,
+        /// Positions of one sequence's context.
+        context: usize,
+    },
+    /// The prompt plus `max_tokens` do not fit in one sequence's context.
+    #[error("the prompt ({prompt} tokens) plus max_tokens ({max_tokens}) exceed a sequence's context of {context}")]
+    ExceedsContext {
+        /// Tokens of the prompt.
+        prompt: usize,
+        /// Tokens asked for.
+        max_tokens: usize,
+        /// Positions of one sequence's context.
+        context: usize,
+    },
+    /// `max_tokens` is 0.
+    #[error("max_tokens must be at least 1")]
+    ZeroMaxTokens,
+    /// The sampling parameters are invalid.
+    #[error(transparent)]
+    Sampling(#[from] SamplingError),
+    /// Every sequence slot is busy and the waiting queue is full.
+    #[error("the server is busy: {running} requests running and {queued} waiting (the queue's limit)")]
+    QueueFull {
+        /// Requests running.
+        running: usize,
+        /// Requests waiting.
+        queued: usize,
+    },
+    /// The engine is shutting down (or has stopped after a failure).
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+}

@@ -1,0 +1,346 @@
+//! The engine's thread: admits requests into slots, runs batched steps,
+//! samples, and sends each sequence its tokens.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+
+use baton_llama::baton_tokenizer::TokenType;
+use baton_llama::{BatchTicket, Model, Sampler, SeqStep};
+
+use super::{Admitted, Command, EngineOptions, Event, Finish, FinishReason, Shared, Shutdown};
+
+/// A running sequence.
+struct Seq {
+    /// Unique per request.
+    id: u64,
+    slot: usize,
+    /// Its group: the sequences of one group share each step.
+    group: usize,
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
+    prompt: Vec<u32>,
+    /// Prompt tokens evaluated so far.
+    read: usize,
+    /// The sampled token to evaluate next (after the prompt).
+    next: Option<u32>,
+    /// Positions written to the cache.
+    past: usize,
+    generated: usize,
+    max_tokens: usize,
+    sampler: Sampler,
+    stop_at_eog: bool,
+}
+
+impl Seq {
+    fn prefilling(&self) -> bool {
+        self.read < self.prompt.len()
+    }
+
+    fn finish(&self, reason: FinishReason) -> Event {
+        Event::Done(Finish { reason, prompt_tokens: self.prompt.len(), completion_tokens: self.generated })
+    }
+}
+
+/// A group's step in flight: its ticket, and the sequences it evaluates
+/// with their token counts, in row order.
+struct Flight {
+    ticket: BatchTicket,
+    picked: Vec<(u64, usize)>,
+}
+
+pub(super) struct Worker {
+    model: Model,
+    options: EngineOptions,
+    shared: Arc<Shared>,
+    inbox: mpsc::Receiver<Command>,
+    waiting: VecDeque<Admitted>,
+    running: Vec<Seq>,
+    free_slots: Vec<usize>,
+    /// Set by a drain: stop once nothing runs or waits.
+    draining: bool,
+    /// Per group, its step in flight.
+    flights: Vec<Option<Flight>>,
+    next_id: u64,
+}
+
+impl Worker {
+    pub(super) fn new(
+        model: Model,
+        options: EngineOptions,
+        shared: Arc<Shared>,
+        inbox: mpsc::Receiver<Command>,
+    ) -> Worker {
+        let free_slots = (0..options.parallel).rev().collect();
+        // As many groups as runs may be in flight, and no more than there
+        // are sequences.
+        let groups = model.runs_in_flight().clamp(1, options.parallel);
+        Worker {
+            model,
+            options,
+            shared,
+            inbox,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            free_slots,
+            draining: false,
+            flights: (0..groups).map(|_| None).collect(),
+            next_id: 0,
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        loop {
+            let in_flight = self.flights.iter().any(Option::is_some);
+            if self.running.is_empty() && self.waiting.is_empty() && !in_flight {
+                if self.draining {
+                    return;
+                }
+                // Idle: block until something comes (or every handle is gone).
+                match self.inbox.recv() {
+                    Ok(command) => {
+                        if !self.handle(command) {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+            while let Ok(command) = self.inbox.try_recv() {
+                if !self.handle(command) {
+                    return;
+                }
+            }
+            self.drop_cancelled();
+            self.admit();
+            self.round();
+            self.publish();
+        }
+    }
+
+    /// Takes one command; `false` when the worker must stop now.
+    fn handle(&mut self, command: Command) -> bool {
+        match command {
+            Command::Submit(admitted) => {
+                self.waiting.push_back(admitted);
+                true
+            }
+            Command::Shutdown(Shutdown::Drain) => {
+                self.draining = true;
+                true
+            }
+            Command::Shutdown(Shutdown::Cancel) => {
+                self.fail_all("the server is shutting down");
+                false
+            }
+        }
+    }
+
+    fn fail_all(&mut self, why: &str) {
+        for seq in self.running.drain(..) {
+            let _ = seq.events.send(Event::Failed(why.to_string()));
+            self.free_slots.push(seq.slot);
+        }
+        for admitted in self.waiting.drain(..) {
+            let _ = admitted.events.send(Event::Failed(why.to_string()));
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.publish();
+    }
+
+    /// Frees the slots of generations whose client went away.
+    fn drop_cancelled(&mut self) {
+        let (shared, free) = (&self.shared, &mut self.free_slots);
+        self.running.retain(|seq| {
+            let gone = seq.events.is_closed();
+            if gone {
+                free.push(seq.slot);
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+        self.waiting.retain(|admitted| {
+            let gone = admitted.events.is_closed();
+            if gone {
+                shared.queued.fetch_sub(1, Ordering::AcqRel);
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+    }
+
+    /// Moves waiting requests into free slots, in order of arrival.
+    fn admit(&mut self) {
+        while !self.free_slots.is_empty() {
+            let Some(Admitted { request, events }) = self.waiting.pop_front() else { break };
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            let Some(slot) = self.free_slots.pop() else { break };
+            // The group with the fewest sequences.
+            let groups = self.flights.len();
+            let group = (0..groups).min_by_key(|&g| self.running.iter().filter(|s| s.group == g).count()).unwrap_or(0);
+            self.next_id += 1;
+            let context = self.model.context();
+            let max_tokens = request.max_tokens.unwrap_or(context - request.prompt.len());
+            let mut sampler = Sampler::new(request.sampling);
+            for &id in &request.prompt {
+                sampler.accept(id);
+            }
+            self.running.push(Seq {
+                id: self.next_id,
+                slot,
+                group,
+                events,
+                prompt: request.prompt,
+                read: 0,
+                next: None,
+                past: 0,
+                generated: 0,
+                max_tokens,
+                sampler,
+                stop_at_eog: request.stop_at_eog,
+            });
+        }
+    }
+
+    /// One round: for each group of sequences, the logits of its step in
+    /// flight are read and sampled, and its next step is submitted. With
+    /// several groups (runs in flight), one group's step runs on the later
+    /// devices of a layer split while the next group's runs on the first.
+    fn round(&mut self) {
+        for group in 0..self.flights.len() {
+            if let Some(flight) = self.flights[group].take() {
+                self.process(flight);
+            }
+            self.submit(group);
+        }
+    }
+
+    /// Submits the next step of `group`: the next token of each of its
+    /// decoding sequences and a chunk of the prompts it is reading, within
+    /// the prefill budget.
+    fn submit(&mut self, group: usize) {
+        let mut budget = self.options.prefill_chunk;
+        let mut room = self.model.batch();
+        let mut picked: Vec<(u64, usize)> = Vec::new();
+        let mut steps: Vec<SeqStep<'_>> = Vec::new();
+        for seq in self.running.iter().filter(|s| s.group == group) {
+            let n = if seq.prefilling() { (seq.prompt.len() - seq.read).min(budget) } else { 1 };
+            let n = n.min(room);
+            if n == 0 {
+                continue;
+            }
+            let tokens = match seq.next.as_ref() {
+                Some(next) if !seq.prefilling() => std::slice::from_ref(next),
+                _ => &seq.prompt[seq.read..seq.read + n],
+            };
+            if seq.prefilling() {
+                budget -= n;
+            }
+            room -= n;
+            picked.push((seq.id, n));
+            steps.push(SeqStep { slot: seq.slot, past: seq.past, tokens });
+        }
+        if steps.is_empty() {
+            return;
+        }
+        match self.model.submit_batch(&steps) {
+            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked }),
+            Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
+        }
+    }
+
+    /// Reads a step's logits, samples each sequence's next token and sends
+    /// it; ends the sequences that are done.
+    fn process(&mut self, flight: Flight) {
+        let Flight { ticket, picked } = flight;
+        let logits = match self.model.batch_logits(ticket) {
+            Ok(logits) => logits.to_vec(),
+            Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
+        };
+        self.shared.steps.fetch_add(1, Ordering::Relaxed);
+        let vocab = self.model.config().vocab;
+        // (index into running, its last event).
+        let mut finished: Vec<(usize, Event)> = Vec::new();
+        for (row, &(id, n)) in picked.iter().enumerate() {
+            // A sequence cancelled while its step ran is gone.
+            let Some(i) = self.running.iter().position(|s| s.id == id) else { continue };
+            let seq = &mut self.running[i];
+            seq.past += n;
+            if seq.prefilling() {
+                seq.read += n;
+                self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
+                if seq.prefilling() {
+                    continue;
+                }
+            }
+            let row_logits = &logits[row * vocab..(row + 1) * vocab];
+            let before = seq.generated;
+            let end = match next_token(seq, row_logits, &self.model) {
+                Ok(Some(reason)) => Some(seq.finish(reason)),
+                Ok(None) => None,
+                Err(why) => Some(Event::Failed(why)),
+            };
+            self.shared.generated.fetch_add((seq.generated - before) as u64, Ordering::Relaxed);
+            if let Some(end) = end {
+                finished.push((i, end));
+            }
+        }
+        // The counters first, then the last events: a client that got its
+        // last event sees the engine without it.
+        finished.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        let mut ends = Vec::with_capacity(finished.len());
+        for (i, end) in finished {
+            let seq = self.running.remove(i);
+            self.free_slots.push(seq.slot);
+            ends.push((seq.events, end));
+        }
+        self.publish();
+        for (events, end) in ends {
+            let _ = events.send(end);
+        }
+    }
+
+    /// Ends the `picked` sequences with `why` (their step failed: their
+    /// caches are unknown).
+    fn fail(&mut self, picked: &[(u64, usize)], why: &str) {
+        tracing::error!("{why}");
+        let mut ends = Vec::new();
+        self.running.retain(|seq| {
+            let hit = picked.iter().any(|&(id, _)| id == seq.id);
+            if hit {
+                ends.push((seq.events.clone(), seq.slot));
+            }
+            !hit
+        });
+        for (events, slot) in ends {
+            self.free_slots.push(slot);
+            let _ = events.send(Event::Failed(why.to_string()));
+        }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        self.shared.running.store(self.running.len(), Ordering::Relaxed);
+        self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);
+    }
+}
+
+/// Samples the sequence's next token from its logits and sends it; returns
+/// why the sequence ends, if it does.
+fn next_token(seq: &mut Seq, logits: &[f32], model: &Model) -> Result<Option<FinishReason>, String> {
+    let token = seq.sampler.sample(logits).map_err(|e| format!("sampling failed: {e}"))?;
+    let tokenizer = model.tokenizer();
+    let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
+    if seq.stop_at_eog && eog {
+        return Ok(Some(FinishReason::Stop));
+    }
+    seq.sampler.accept(token);
+    seq.generated += 1;
+    seq.next = Some(token);
+    // A client that went away is noticed (and its slot freed) before the
+    // next step.
+    let _ = seq.events.send(Event::Token(token));
+    if seq.generated >= seq.max_tokens || seq.past >= model.context() {
+        return Ok(Some(FinishReason::Length));
+    }
+    Ok(None)
+}

@@ -1,0 +1,180 @@
+//! The engine on a synthetic model: concurrent greedy requests give each
+//! request's tokens as served alone (batch invariance through continuous
+//! batching, chunked prefill and slots), on one device and over a layer
+//! split; cancellation frees slots; the queue's limit and bad requests are
+//! errors; shutdown ends every generation.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_core::backend::{Device, IntoDevice};
+use baton_core::DType;
+use baton_llama::{LoadOptions, Model, SamplingParams};
+use baton_serve::engine::{Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError};
+use baton_testkit::synth::tiny_model;
+
+fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
+    baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
+}
+
+fn engine(path: &std::path::Path, names: &[&str], parallel: usize, queue: usize, chunk: usize) -> Engine {
+    pipelined(path, names, parallel, queue, chunk, 1)
+}
+
+/// An engine whose model has `copies` runs in flight (groups of sequences
+/// pipelined through a layer split).
+fn pipelined(
+    path: &std::path::Path,
+    names: &[&str],
+    parallel: usize,
+    queue: usize,
+    chunk: usize,
+    copies: usize,
+) -> Engine {
+    let options =
+        LoadOptions { context: Some(96), batch: 64, slots: parallel, n_copies: copies, ..LoadOptions::default() };
+    let model = Model::load_split(path, devices(names), &options).expect("load");
+    Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk }).expect("engine")
+}
+
+/// An engine over a tensor split of `cpu:0,cpu:1` (exact sums: one
+/// device's logits bit for bit).
+fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize) -> Engine {
+    let options =
+        LoadOptions { context: Some(96), batch: 64, slots: parallel, tensor_exact: true, ..LoadOptions::default() };
+    let composite = baton_composite::CompositeDevice::new(devices(&["cpu:0", "cpu:1"]), Default::default());
+    let model = Model::load_tensor_parallel(path, Arc::new(composite.expect("composite")), &options).expect("load");
+    Engine::start(model, "tiny", EngineOptions { parallel, queue: 16, prefill_chunk: chunk }).expect("engine")
+}
+
+fn greedy(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
+    GenerateRequest { prompt, max_tokens: Some(max_tokens), sampling: SamplingParams::greedy(), stop_at_eog: false }
+}
+
+/// Every event of a generation, blocking.
+fn collect(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Event) {
+    let mut tokens = Vec::new();
+    loop {
+        match generation.blocking_next().expect("a last event") {
+            Event::Token(t) => tokens.push(t),
+            last => return (tokens, last),
+        }
+    }
+}
+
+fn requests() -> Vec<GenerateRequest> {
+    (0..8u32)
+        .map(|i| {
+            let len = [3, 40, 1, 17, 9, 60, 5, 25][i as usize];
+            greedy((0..len).map(|j| (i * 131 + j * 17 + 3) % 512).collect(), 6 + i as usize)
+        })
+        .collect()
+}
+
+#[test]
+fn concurrent_greedy_requests_match_each_served_alone() {
+    for dtype in [DType::F32, DType::Q4_1] {
+        let (_dir, path) = tiny_model("engine-bits", dtype, 31);
+        let alone = engine(&path, &["cpu"], 1, 16, 16);
+        let expected: Vec<_> = requests().into_iter().map(|r| collect(alone.submit(r).expect("submit")).0).collect();
+        alone.shutdown(Shutdown::Drain);
+        let cases = [(8, 7, 1), (3, 64, 1), (8, 5, 2), (5, 64, 3)];
+        let layer_splits = [&["cpu"][..], &["cpu:0", "cpu:1"][..]]
+            .into_iter()
+            .flat_map(|names| cases.iter().map(move |&(parallel, chunk, copies)| (names, parallel, chunk, copies)));
+        // The tensor split (exact sums), named "tensor" in the messages.
+        let tensor = [(&["tensor"][..], 8, 6, 1)];
+        for (names, parallel, chunk, copies) in layer_splits.chain(tensor) {
+            let served = if names == ["tensor"] {
+                tensor_split(&path, parallel, chunk)
+            } else {
+                pipelined(&path, names, parallel, 16, chunk, copies)
+            };
+            let generations: Vec<_> = requests().into_iter().map(|r| served.submit(r).expect("submit")).collect();
+            for (i, (generation, want)) in generations.into_iter().zip(&expected).enumerate() {
+                let (tokens, last) = collect(generation);
+                let case = format!("{dtype} on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight");
+                assert_eq!(&tokens, want, "{case}: request {i}");
+                let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
+                assert_eq!(finish.reason, FinishReason::Length);
+                assert_eq!(finish.completion_tokens, 6 + i);
+                assert_eq!(finish.prompt_tokens, requests()[i].prompt.len());
+            }
+            let stats = served.stats();
+            assert_eq!((stats.running, stats.queued), (0, 0));
+            assert_eq!(stats.generated_tokens, (6..14).sum::<u64>());
+            served.shutdown(Shutdown::Drain);
+        }
+    }
+}
+
+/// Waits until `what` holds of the engine's counters (bounded).
+fn eventually(engine: &Engine, what: impl Fn(&baton_serve::engine::EngineStats) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !what(&engine.stats()) {
+        assert!(Instant::now() < deadline, "the engine never got there: {:?}", engine.stats());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
+    let (_dir, path) = tiny_model("engine-cancel", DType::F32, 3);
+    let served = engine(&path, &["cpu"], 1, 1, 16);
+    // Runs until its context is full unless dropped.
+    let mut long = served.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("submit");
+    assert!(matches!(long.blocking_next(), Some(Event::Token(_))));
+    let waiting = served.submit(greedy(vec![4, 5], 3)).expect("queued");
+    eventually(&served, |s| s.queued == 1);
+    let refused = served.submit(greedy(vec![6], 3)).expect_err("the queue is full");
+    assert!(matches!(refused, SubmitError::QueueFull { running: 1, queued: 1 }), "{refused:?}");
+    drop(long);
+    // The waiting request gets the freed slot and finishes.
+    let (tokens, last) = collect(waiting);
+    assert_eq!(tokens.len(), 3);
+    assert!(matches!(last, Event::Done(_)), "{last:?}");
+    eventually(&served, |s| s.cancelled == 1 && s.running == 0);
+    served.shutdown(Shutdown::Drain);
+}
+
+#[test]
+fn bad_requests_are_refused_before_queueing() {
+    let (_dir, path) = tiny_model("engine-bad", DType::F32, 4);
+    let served = engine(&path, &["cpu"], 2, 4, 16);
+    let cases: Vec<(GenerateRequest, &str)> = vec![
+        (greedy(vec![], 3), "empty"),
+        (greedy(vec![600], 3), "outside the vocabulary"),
+        (greedy(vec![1; 96], 3), "a sequence's context holds 96"),
+        (greedy(vec![1; 90], 7), "exceed a sequence's context of 96"),
+        (greedy(vec![1], 0), "at least 1"),
+        (
+            GenerateRequest {
+                sampling: SamplingParams { top_p: 0.0, ..SamplingParams::default() },
+                ..greedy(vec![1], 3)
+            },
+            "top_p",
+        ),
+    ];
+    for (request, why) in cases {
+        let err = served.submit(request).expect_err(why).to_string();
+        assert!(err.contains(why), "{err:?} should say {why:?}");
+    }
+    assert_eq!(served.stats().queued, 0);
+    // Still serving.
+    assert_eq!(collect(served.submit(greedy(vec![1, 2], 2)).expect("good")).0.len(), 2);
+    served.shutdown(Shutdown::Drain);
+}
+
+#[test]
+fn shutdown_cancel_ends_every_generation_and_refuses_new_ones() {
+    let (_dir, path) = tiny_model("engine-shutdown", DType::F32, 5);
+    let served = engine(&path, &["cpu"], 1, 4, 16);
+    let running = served.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2], 1) }).expect("submit");
+    let waiting = served.submit(greedy(vec![3], 2)).expect("queued");
+    served.shutdown(Shutdown::Cancel);
+    for generation in [running, waiting] {
+        let (_, last) = collect(generation);
+        assert!(matches!(&last, Event::Failed(why) if why.contains("shutting down")), "{last:?}");
+    }
+    assert!(matches!(served.submit(greedy(vec![1], 1)), Err(SubmitError::ShuttingDown)));
+}
