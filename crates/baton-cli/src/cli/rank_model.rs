@@ -175,7 +175,7 @@ fn launch_checks(
 /// exits (and has `mpirun` kill the rest) before each has said why.
 fn every_rank<T>(comm: &baton_mpi::Comm, bound: &RemoteBound, result: Result<T>) -> Result<T> {
     result.map_err(|e| {
-        eprintln!("error: {e:#}");
+        crate::util::reported::print_error(&format!("{e:#}"));
         // Best effort: a rank that cannot meet the others has printed too.
         let _ = comm.all_gather_bytes(&[], bound);
         anyhow::Error::new(Reported)
