@@ -29,11 +29,13 @@
 //!   `spin` and `block` test back to back yielding the core for 2 ms,
 //!   `spin` after its spin time of pure polling, then sleep 10 to 100 µs
 //!   between tests), until the deadline (default 30 s,
-//!   `BATON_REMOTE_DEADLINE`). A timed-out operation's buffers stay with
-//!   MPI (leaked: a non-blocking collective cannot be cancelled) and its
-//!   communicator takes no more work; the process then does not call
-//!   `MPI_Finalize` (which would wait for the silent rank) and exits, and
-//!   `mpirun` ends the job.
+//!   `BATON_REMOTE_DEADLINE`). A failed operation's communicator takes no
+//!   more work. A failed receive is cancelled (`MPI_Cancel`) and its
+//!   buffer comes back; the buffers of any other failed operation stay
+//!   with MPI (leaked: a non-blocking collective cannot be cancelled).
+//!   After a timeout or a leak the process does not call `MPI_Finalize`
+//!   (which would wait for the silent rank) and exits, and `mpirun` ends
+//!   the job.
 //! - **Naming the silent rank** (`liveness`): every rank runs a small
 //!   thread that answers pings on a communicator of their own with how many
 //!   remote operations it has started and finished. A rank whose operation
