@@ -343,6 +343,8 @@ cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact butterfly
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" partial mpi
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model, uneven shares, rank 1 first" exact mpi cpu@1,cpu@0 -ts 3,1
 cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" exact mpi
+cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" partial mpi
+cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" partial butterfly
 cli_tensor "$smollm2" 2 SmolLM2 exact mpi
 cli_tensor "$smollm2" 2 SmolLM2 exact butterfly
 cli_tensor "$smollm2" 2 SmolLM2 partial mpi
