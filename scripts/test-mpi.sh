@@ -19,7 +19,12 @@
 # - bad launches: a rank with another model file (other size; same size,
 #   other header) or other arguments is an error on every rank;
 # - the killed-rank test: one rank kills itself (SIGKILL); mpirun must end
-#   the job with a non-zero status well before the 30 s deadline.
+#   the job with a non-zero status well before the 30 s deadline;
+# - `baton run -sm tensor` over 2 and 3 ranks (the composite's gates over
+#   MPI, and over the butterfly): --tensor-exact bit for bit as one
+#   process's -sm tensor, partial sums within its NMSE bound; rank 1
+#   stopped mid-decode under -sm tensor;
+# - `baton conformance` across 2 ranks under each wait policy.
 # Uses CARGO_TARGET_DIR when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +153,69 @@ cli_run() { # MODEL RANKS LABEL [DEVICES]
   fi
 }
 
+# NMSE (sum (a-b)^2 / sum b^2) of two f32 logits files, printed.
+nmse() { # GOT WANT
+  python3 - "$1" "$2" <<'PY'
+import array, sys
+a, b = array.array('f'), array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); b.frombytes(open(sys.argv[2], 'rb').read())
+assert len(a) == len(b) and len(b) > 0, (len(a), len(b))
+err = sum((float(x) - float(y)) ** 2 for x, y in zip(a, b)); norm = sum(float(y) ** 2 for y in b)
+print(f"{err / max(norm, 1e-300):.3e}")
+PY
+}
+
+# `baton run -sm tensor` over RANKS ranks (the composite's gates over MPI)
+# against the one-process `-sm tensor` over cpu:0,cpu:1,...: with
+# --tensor-exact, text and logits bit for bit; with partial sums, the same
+# text and logits within the NMSE bound of the in-process tensor split's
+# own tests (1e-4 with quantized weights, crates/baton-llama tests).
+cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXTRA...]]
+  local baton="$target/debug/baton" model=$1 ranks=$2 label=$3 exact=$4 collective=$5 devices local rc=0 args e
+  shift 5
+  devices=${1:-$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
+  [ $# -gt 0 ] && shift
+  local=$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu:\1/g')
+  args=(run -m "$model" -p "The capital of France is" -n 12 --temp 0 -sm tensor -t 1 "$@")
+  [ "$exact" = exact ] && args+=(--tensor-exact)
+  timeout 120 "$baton" "${args[@]}" --devices "$local" --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
+  timeout 300 scripts/mpirun.sh -np "$ranks" "$baton" "${args[@]}" --devices "$devices" --rank-collective "$collective" \
+    --logits-out "$work/ranks.bin" >"$work/ranks.out" 2>"$work/ranks.err" || rc=$?
+  local what="-sm tensor ($exact, $collective) over $ranks ranks ($devices${*:+ $*}) on $label"
+  if [ "$rc" != 0 ] || [ ! -s "$work/one.bin" ] || ! cmp -s "$work/one.out" "$work/ranks.out"; then
+    cat "$work/ranks.err" >&2
+    fail "$what (exit $rc): the text differs from one process's -sm tensor over $local"
+  elif [ "$exact" = exact ] && ! cmp -s "$work/one.bin" "$work/ranks.bin"; then
+    fail "$what: the logits differ from one process's"
+  elif [ "$exact" = exact ]; then
+    echo "ok: $what: text and $(($(stat -c %s "$work/one.bin") / 4)) logits bit for bit as one process"
+  else
+    e=$(nmse "$work/ranks.bin" "$work/one.bin")
+    if ! python3 -c "import sys; sys.exit(0 if float('$e') <= 1e-4 else 1)"; then
+      fail "$what: logits NMSE $e above 1e-4"
+    else
+      echo "ok: $what: the same text, logits NMSE $e (bound 1e-4)"
+    fi
+  fi
+}
+
+# `baton conformance` across 2 ranks (the other device on the other rank:
+# crates/baton-cli/src/cmd/conformance_ranks.rs) under wait policy POLICY:
+# every rule passes but W-FOREIGN, an expected failure (docs/contract.md).
+cli_conformance() { # POLICY
+  local out rc=0 passed
+  out=$(BATON_WAIT_POLICY=$1 timeout 120 scripts/mpirun.sh -np 2 -x BATON_WAIT_POLICY "$target/debug/baton" \
+    conformance --devices cpu@0,cpu@1 2>&1) || rc=$?
+  passed=$(printf '%s\n' "$out" | grep -c '^  pass ' || true)
+  if [ "$rc" != 0 ] || [ "$passed" != 7 ] || ! printf '%s\n' "$out" | grep -q '^  expected  ranks    w_foreign' \
+    || ! printf '%s\n' "$out" | grep -q ', 0 failed$'; then
+    printf '%s\n' "$out" >&2
+    fail "baton conformance across 2 ranks, policy $1 (exit $rc, $passed of 7 rules passed)"
+  else
+    echo "ok: baton conformance across 2 ranks, policy $1: 7 rules pass, W-FOREIGN an expected failure"
+  fi
+}
+
 cli_bench() {
   local out rc=0
   out=$(timeout 300 scripts/mpirun.sh -np 2 "$target/debug/baton" bench -m "$1" -p 16 -n 8 -r 1 \
@@ -175,12 +243,14 @@ bad_launch() { # LABEL WHY mpirun-arguments...
 }
 
 # `baton run` over 2 ranks; rank 1 stops (SIGSTOP) mid-decode: rank 0 must
-# fail within the deadline naming it, and the job exit non-zero.
-cli_silent() { # MODEL
-  local started ended tpid mpid rank_pid="" p rc=0
+# fail within the deadline naming it, and the job exit non-zero (layer
+# split: rank 0 waits on a receive; with `-sm tensor`, on a gate).
+cli_silent() { # MODEL [EXTRA...]
+  local started ended tpid mpid rank_pid="" p rc=0 model=$1
+  shift
   started=$(date +%s)
   BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/debug/baton" run \
-    -m "$1" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 >/dev/null 2>"$work/silent.err" &
+    -m "$model" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 "$@" >/dev/null 2>"$work/silent.err" &
   tpid=$!
   sleep 4
   mpid=$(pgrep -P "$tpid" || true)
@@ -193,9 +263,34 @@ cli_silent() { # MODEL
   [ -n "$rank_pid" ] && kill -CONT "$rank_pid" 2>/dev/null
   if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -q 'silent rank(s) \[1\]' "$work/silent.err"; then
     cat "$work/silent.err" >&2
-    fail "baton run with rank 1 stopped mid-decode (exit $rc, rank pid ${rank_pid:-not found})"
+    fail "baton run $* with rank 1 stopped mid-decode (exit $rc, rank pid ${rank_pid:-not found})"
   else
-    echo "ok: baton run with rank 1 stopped mid-decode: rank 0 named it, job exit $rc after $((ended - started)) s (stopped at 4 s)"
+    echo "ok: baton run $* with rank 1 stopped mid-decode: rank 0 named it, job exit $rc after $((ended - started)) s (stopped at 4 s)"
+  fi
+}
+
+# `baton run -sm tensor` over 2 ranks; rank 1 is killed (SIGKILL)
+# mid-decode: mpirun must end the job with a non-zero status well before
+# the 30 s deadline.
+cli_killed() { # MODEL
+  local started ended tpid mpid rank_pid="" p rc=0
+  started=$(date +%s)
+  timeout 60 scripts/mpirun.sh -np 2 "$target/debug/baton" run -m "$1" -p "Once upon a time" -n 100000 --temp 0 \
+    --devices cpu@0,cpu@1 -t 1 -sm tensor >/dev/null 2>"$work/killed.err" &
+  tpid=$!
+  sleep 4
+  mpid=$(pgrep -P "$tpid" || true)
+  for p in $(pgrep -P "${mpid:-0}" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
+  done
+  [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
+  wait "$tpid" || rc=$?
+  ended=$(date +%s)
+  if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ $((ended - started)) -gt 20 ]; then
+    cat "$work/killed.err" >&2
+    fail "baton run -sm tensor with rank 1 killed mid-decode (exit $rc after $((ended - started)) s, rank pid ${rank_pid:-not found})"
+  else
+    echo "ok: baton run -sm tensor with rank 1 killed mid-decode: mpirun ended the job, exit $rc after $((ended - started)) s (killed at 4 s)"
   fi
 }
 
@@ -213,8 +308,9 @@ cli_bad_launches() { # MODEL
     -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/c" "$baton" "${run[@]}"
   bad_launch "other arguments" 'ranks \[1\] differ from rank 0 in the command line' \
     -np 1 -wdir "$work/a" "$baton" "${run[@]}" : -np 1 -wdir "$work/a" "$baton" "${run[@]/#4/5}"
-  bad_launch "-sm tensor (not yet over ranks)" 'over ranks, only --split-mode layer runs so far' \
-    -np 2 -wdir "$work/a" "$baton" "${run[@]}" -sm tensor
+  local two_on_0=(run -m x.gguf -p hi -n 4 --devices cpu:0@0,cpu:1@0 -t 1 -sm tensor)
+  bad_launch "-sm tensor with no device on rank 1" 'split-mode tensor over ranks needs one device on each of the job.s 2 ranks' \
+    -np 2 -wdir "$work/a" "$baton" "${two_on_0[@]}"
 }
 
 cargo build -p baton-cli --features mpi
@@ -242,9 +338,25 @@ cli_run "$smollm2" 2 SmolLM2
 cli_run "$smollm2" 3 SmolLM2
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, first layers on rank 1" cpu@1,cpu@0
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cpu:0@0,cpu:1@0,cpu@1
+cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact mpi
+cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact butterfly
+cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" partial mpi
+cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model, uneven shares, rank 1 first" exact mpi cpu@1,cpu@0 -ts 3,1
+cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" exact mpi
+cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" partial mpi
+cli_tensor "$work/tiny.gguf" 3 "the tiny synthetic model" partial butterfly
+cli_tensor "$smollm2" 2 SmolLM2 exact mpi
+cli_tensor "$smollm2" 2 SmolLM2 exact butterfly
+cli_tensor "$smollm2" 2 SmolLM2 partial mpi
+cli_tensor "$smollm2" 2 SmolLM2 partial butterfly
 cli_bench "$work/tiny.gguf"
+cli_conformance block
+cli_conformance spin
+cli_conformance poll
 cli_bad_launches "$work/tiny.gguf"
 cli_silent "$smollm2"
+cli_silent "$smollm2" -sm tensor
+cli_killed "$smollm2"
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

@@ -113,7 +113,7 @@ fn main() {
     baton_vulkan::wait_for_teardown(std::time::Duration::from_secs(5));
     if let Err(e) = result {
         if e.downcast_ref::<util::reported::Reported>().is_none() {
-            eprintln!("error: {}", describe(&e));
+            util::reported::print_error(&describe(&e));
         }
         std::process::exit(1);
     }

@@ -34,6 +34,9 @@ pub struct CompositeDevice {
     folds: std::sync::OnceLock<bool>,
     /// How long a gate (any wait of an inner stream) waits for a peer.
     deadline: Option<Duration>,
+    /// The inner device whose stream joins every item (see
+    /// [`with_leader`](Self::with_leader)).
+    leader: usize,
 }
 
 impl CompositeDevice {
@@ -79,7 +82,7 @@ impl CompositeDevice {
             description: format!("tensor parallel over {} devices, gates by {}", inner.len(), collective.name()),
             threads: inner.iter().map(|d| d.info().threads).sum(),
             cores: inner.iter().flat_map(|d| d.info().cores.clone()).collect(),
-            memory_bytes: inner.iter().map(|d| d.info().memory_bytes).sum(),
+            memory_bytes: inner.iter().fold(0u64, |sum, d| sum.saturating_add(d.info().memory_bytes)),
             features: first.info().features.clone(),
             weight_types,
             waits_on_host_points: inner.iter().all(|d| d.info().waits_on_host_points),
@@ -88,7 +91,27 @@ impl CompositeDevice {
         let streams = Mutex::new(Vec::new());
         let folds = std::sync::OnceLock::new();
         let deadline = default_wait_deadline();
-        Ok(CompositeDevice { info, inner, policy, collective, streams, profile, folds, deadline })
+        Ok(CompositeDevice { info, inner, policy, collective, streams, profile, folds, deadline, leader: 0 })
+    }
+
+    /// This device with inner device `leader` (0 by default) leading its
+    /// streams: its stream joins every item (waits for the others' share,
+    /// then advances the composite's timeline), runs the host functions
+    /// and reads mirrored memory. Over MPI ranks the inner devices of
+    /// other ranks are stand-ins that run nothing, so each rank leads with
+    /// its own device.
+    pub fn with_leader(mut self, leader: usize) -> Result<CompositeDevice, CompositeError> {
+        if leader >= self.inner.len() {
+            let reason = format!("leader {leader} of {} inner devices", self.inner.len());
+            return Err(CompositeError::Unsupported { op: "composite device", reason });
+        }
+        self.leader = leader;
+        Ok(self)
+    }
+
+    /// The inner device that leads its streams.
+    pub fn leader(&self) -> usize {
+        self.leader
     }
 
     /// This device with another deadline for the waits of its streams, the
@@ -192,6 +215,7 @@ impl Device for CompositeDevice {
             self.policy,
             self.collective.clone(),
             self.profile.clone(),
+            self.leader,
         );
         let _ = self.folds.set(raw.folds());
         Ok(Stream::with_policy(Arc::new(raw), self.policy).with_deadline(self.deadline))

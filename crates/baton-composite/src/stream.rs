@@ -3,7 +3,8 @@
 //!
 //! Each item is queued on the inner streams it touches, after they have
 //! caught up with the previous item (a wait on its completion point), and
-//! then joined on inner stream 0: it waits for the others' last points and
+//! then joined on the leader stream (inner stream 0 unless the device
+//! names another, `CompositeDevice::with_leader`): it waits for the others' last points and
 //! runs a host function that advances the composite timeline. If any inner
 //! stream fails, the host function is dropped unrun and fails the composite
 //! timeline with the inner stream's first cause, so failure travels as the
@@ -45,6 +46,10 @@ pub(crate) struct CompositeStream {
     collective: Arc<dyn Collective>,
     profile: Arc<GateProfile>,
     state: Mutex<State>,
+    /// The inner stream that joins every item, runs host functions and
+    /// reads mirrored memory (0 unless the device says otherwise:
+    /// [`crate::CompositeDevice::with_leader`]).
+    leader: usize,
 }
 
 /// The composite timeline's write side, shared by the submitting thread
@@ -107,6 +112,7 @@ impl CompositeStream {
         policy: WaitPolicy,
         collective: Arc<dyn Collective>,
         profile: Arc<GateProfile>,
+        leader: usize,
     ) -> Self {
         let label = format!("{device}/stream-{}", NEXT_STREAM.fetch_add(1, Ordering::Relaxed));
         let (timeline, writer) = Timeline::new(label.clone());
@@ -127,6 +133,7 @@ impl CompositeStream {
                 caught_up: vec![0; n],
                 partitions: PartitionCache::new(fold),
             }),
+            leader,
         }
     }
 
@@ -136,8 +143,8 @@ impl CompositeStream {
         self.state.lock().partitions.folds()
     }
 
-    /// Whether `op` runs on inner stream 0 only.
-    fn first_only(op: &StreamOp) -> bool {
+    /// Whether `op` runs on the leader stream only.
+    fn leader_only(op: &StreamOp) -> bool {
         match op {
             StreamOp::HostFn(_) => true,
             StreamOp::Read { src, .. } => CompositeBuffer::of(src.buffer()).is_some_and(|b| b.tensor().is_none()),
@@ -152,9 +159,10 @@ impl CompositeStream {
     }
 
     fn run(&self, st: &mut State, op: StreamOp, value: u64) -> Result<(), CompositeError> {
-        let used: Vec<usize> = if Self::first_only(&op) { vec![0] } else { (0..self.inner.len()).collect() };
+        let lead = self.leader;
+        let used: Vec<usize> = if Self::leader_only(&op) { vec![lead] } else { (0..self.inner.len()).collect() };
         if let Some(join) = st.last_join.clone() {
-            for &d in used.iter().filter(|&&d| d != 0) {
+            for &d in used.iter().filter(|&&d| d != lead) {
                 if st.caught_up[d] < join.value() {
                     self.inner[d].wait_or_relay(&join, self.policy)?;
                     st.caught_up[d] = join.value();
@@ -162,17 +170,17 @@ impl CompositeStream {
             }
         }
         self.dispatch(st, op)?;
-        for &d in used.iter().filter(|&&d| d != 0) {
-            self.inner[0].wait_or_relay(&self.inner[d].last_point(), self.policy)?;
+        for &d in used.iter().filter(|&&d| d != lead) {
+            self.inner[lead].wait_or_relay(&self.inner[d].last_point(), self.policy)?;
         }
         let completion = Completion {
             writer: self.writer.clone(),
             value,
-            inner: self.inner[0].timeline().clone(),
+            inner: self.inner[lead].timeline().clone(),
             origin: format!("{}@{value}", self.label),
             done: false,
         };
-        st.last_join = Some(self.inner[0].host_fn(move || {
+        st.last_join = Some(self.inner[lead].host_fn(move || {
             completion.complete();
             Ok(())
         })?);
@@ -187,7 +195,7 @@ impl CompositeStream {
                 }
             }
             StreamOp::HostFn(f) => {
-                self.inner[0].host_fn(f)?;
+                self.inner[self.leader].host_fn(f)?;
             }
             StreamOp::Write { dst, src } => {
                 // Each part reads the host bytes when it runs, in stream
@@ -229,9 +237,16 @@ impl CompositeStream {
 
     fn read(&self, src: &BufferRange, dst: Arc<dyn HostSlot>) -> Result<(), CompositeError> {
         let buffer = self.composite(src, "read")?;
-        let Some(tensor) = buffer.tensor().cloned() else {
-            let pending = self.inner[0].read_async(&byte_tensor(&buffer.part_range(&src.range(), 0)?)?)?;
-            self.inner[0].host_fn(move || {
+        let lead = self.leader;
+        let mirrored = buffer.tensor().is_some_and(|t| t.split == crate::TensorSplit::Mirror);
+        let Some(tensor) = buffer.tensor().cloned().filter(|_| !mirrored) else {
+            // Mirrored memory: the leader's part holds every byte.
+            let range = match mirrored {
+                true => buffer.part(lead).all(),
+                false => buffer.part_range(&src.range(), lead)?,
+            };
+            let pending = self.inner[lead].read_async(&byte_tensor(&range)?)?;
+            self.inner[lead].host_fn(move || {
                 let bytes = pending.wait().map_err(|e| e.to_string())?;
                 dst.with_bytes_mut(&mut |out| out.copy_from_slice(&bytes));
                 Ok(())
@@ -242,10 +257,10 @@ impl CompositeStream {
         for (d, s) in self.inner.iter().enumerate() {
             pendings.push(s.read_async(&byte_tensor(&buffer.part(d).all())?)?);
         }
-        for p in &pendings[1..] {
-            self.inner[0].wait_or_relay(p.point(), self.policy)?;
+        for (_, p) in pendings.iter().enumerate().filter(|&(d, _)| d != lead) {
+            self.inner[lead].wait_or_relay(p.point(), self.policy)?;
         }
-        self.inner[0].host_fn(move || {
+        self.inner[lead].host_fn(move || {
             let mut locals = Vec::new();
             for p in pendings {
                 locals.push(p.wait().map_err(|e| e.to_string())?);

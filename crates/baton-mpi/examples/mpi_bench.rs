@@ -7,6 +7,9 @@
 //! scripts/mpirun.sh -np 2 target/release/examples/mpi_bench
 //! ```
 //!
+//! Other sizes (bytes, multiples of 4) as arguments: `mpi_bench 2304 6144`
+//! (SmolLM2's decode gates: 576 and 1,536 f32).
+//!
 //! The wait policy is `BATON_WAIT_POLICY` (`block`, `spin`, `poll`).
 
 use std::time::{Duration, Instant};
@@ -81,7 +84,15 @@ fn main() -> std::process::ExitCode {
         let device = baton_cpu::open_with(&["cpu"], &options).map_err(|e| e.to_string())?.remove(0);
         let stream = device.new_stream().map_err(|e| e.to_string())?;
         let gates = RankStream::new(stream, world.communicator().map_err(|e| e.to_string())?, Duration::from_secs(30));
-        (0..6).map(|k| measure(&comm, &gates, device.as_ref(), 4096 << (2 * k))).collect()
+        let asked: Vec<usize> = std::env::args()
+            .skip(1)
+            .map(|a| a.parse::<usize>().map_err(|e| format!("{a}: {e}")))
+            .collect::<Result<_, _>>()?;
+        let sizes = match asked.is_empty() {
+            true => (0..6).map(|k| 4096 << (2 * k)).collect(),
+            false => asked,
+        };
+        sizes.into_iter().map(|bytes| measure(&comm, &gates, device.as_ref(), bytes)).collect()
     };
     match run() {
         Ok(rows) if world.rank() == 0 => {

@@ -98,6 +98,22 @@ impl Comm {
         buffers: &mut Buffers<'_, T>,
         post: impl FnOnce(&Shared, RawComm, &mut Buffers<'_, T>, &mut Vec<ffi::MPI_Request>) -> Result<(), MpiError>,
     ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
+        self.bounded_with(op, peers, bound, buffers, false, post)
+    }
+
+    /// As [`bounded`](Self::bounded); with `receives_only` (the requests
+    /// are receives), a failed operation's requests are cancelled
+    /// (`MPI_Cancel`, well defined for receives) and, once they settle,
+    /// its buffers are this rank's again instead of leaked.
+    pub(crate) fn bounded_with<T: Wire>(
+        &self,
+        op: &str,
+        peers: &[usize],
+        bound: &RemoteBound,
+        buffers: &mut Buffers<'_, T>,
+        receives_only: bool,
+        post: impl FnOnce(&Shared, RawComm, &mut Buffers<'_, T>, &mut Vec<ffi::MPI_Request>) -> Result<(), MpiError>,
+    ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
         if let Some(first) = self.failure() {
             return Err(MpiError::Poisoned { rank: self.rank(), first: Box::new(first) });
         }
@@ -147,12 +163,18 @@ impl Comm {
             },
             Err(e) => e,
         };
-        // Requests may still be pending: their buffers belong to MPI now.
-        if !requests.is_empty() {
+        // Requests may still be pending: unless cancelled, their buffers
+        // belong to MPI now.
+        let settled = requests.is_empty() || (receives_only && self.cancel(&mut requests, &mut statuses));
+        if !settled {
             for buffer in buffers.iter_mut() {
                 std::mem::forget(std::mem::take(&mut **buffer));
             }
             std::mem::forget(requests);
+            self.shared.leaked.store(true, Ordering::Release);
+            self.shared.poisoned.store(true, Ordering::Release);
+        } else if let MpiError::TimedOut { .. } = error {
+            // A silent peer would hold `MPI_Finalize` for good.
             self.shared.poisoned.store(true, Ordering::Release);
         }
         if let MpiError::Call { .. } = error {
@@ -160,6 +182,37 @@ impl Comm {
         }
         self.failed.lock().get_or_insert_with(|| error.clone());
         Err(error)
+    }
+
+    /// Cancels pending receive `requests` and tests them for up to 200 ms:
+    /// whether every one settled (cancelled, or matched after all).
+    fn cancel(&self, requests: &mut [ffi::MPI_Request], statuses: &mut [ffi::MPI_Status]) -> bool {
+        for request in requests.iter_mut() {
+            // SAFETY: `request` is an active receive request of this
+            // communicator (the operation did not complete).
+            let code = self.shared.call(|| unsafe { ffi::MPI_Cancel(request) });
+            if code != ffi::MPI_SUCCESS as i32 {
+                return false;
+            }
+        }
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        loop {
+            let mut flag: c_int = 0;
+            // SAFETY: as in `bounded_with`: live requests, one status each.
+            let code = self.shared.call(|| unsafe {
+                ffi::MPI_Testall(requests.len() as c_int, requests.as_mut_ptr(), &mut flag, statuses.as_mut_ptr())
+            });
+            if code != ffi::MPI_SUCCESS as i32 {
+                return false;
+            }
+            if flag != 0 {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Sends `data` to rank `to` with `tag` (below [`RESERVED_TAGS`]),
@@ -233,11 +286,12 @@ impl Comm {
         bound: &RemoteBound,
     ) -> Result<Vec<ffi::MPI_Status>, MpiError> {
         let n = Self::count("recv", data.len())?;
-        self.bounded(
+        self.bounded_with(
             &format!("receive of {n} {} from rank {from}", T::NAME),
             &[from],
             bound,
             &mut [data],
+            true,
             |s, comm, b, reqs| {
                 reqs.push(null_request());
                 // SAFETY: as in `send_raw`; MPI writes at most `n` values.

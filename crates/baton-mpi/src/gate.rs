@@ -54,6 +54,13 @@ impl RankStream {
         RankStream { stream, comm: Arc::new(comm), bound, gates, first_error: Arc::default(), pool: Pool::default() }
     }
 
+    /// This rank stream, waiting on its remote operations with `policy`
+    /// (the edge's or gate's) instead of the stream's own.
+    pub fn with_policy(mut self, policy: baton_core::sync::WaitPolicy) -> RankStream {
+        self.bound = RemoteBound::new(self.bound.deadline, policy);
+        self
+    }
+
     /// The stream.
     pub fn stream(&self) -> &Stream {
         &self.stream
@@ -107,6 +114,37 @@ impl RankStream {
             return Err(MpiError::BadBuffers { op: "all-gather", what });
         }
         self.gate(Some(input), Some(output), |comm, input, output, bound| comm.all_gather(input, output, bound))
+    }
+
+    /// Queues an all-gather of uneven parts: rank `r`'s `input` (f32)
+    /// holds segments `parts[r]` of axis `axis` of `output`'s `dims`, and
+    /// every rank's `output` gets the whole tensor (`MPI_Iallgatherv`, then
+    /// each rank's segments put in place on the host).
+    pub fn all_gather_parts(
+        &self,
+        input: &TensorRef,
+        output: &TensorRef,
+        dims: &[usize],
+        axis: usize,
+        parts: &[Vec<std::ops::Range<usize>>],
+    ) -> Result<SyncPoint, MpiError> {
+        let layout = crate::segments::Segments::new(dims, axis, parts, self.comm.size())?;
+        let n = f32_len("all-gather", input)?;
+        if n != layout.count(self.comm.rank()) || f32_len("all-gather", output)? != layout.total() {
+            let what = format!(
+                "input has {n} values, output {} for dims {dims:?} and parts {parts:?} on rank {}",
+                output.bytes() / 4,
+                self.comm.rank()
+            );
+            return Err(MpiError::BadBuffers { op: "all-gather", what });
+        }
+        self.gate(Some(input), Some(output), move |comm, input, output, bound| {
+            let counts = layout.counts();
+            let mut gathered = vec![0f32; layout.total()];
+            comm.all_gather_uneven(input, &mut gathered, &counts, bound)?;
+            layout.place(&gathered, output);
+            Ok(())
+        })
     }
 
     /// Queues a send of `tensor` (f32 or i32: its bytes move unchanged) to

@@ -29,11 +29,13 @@
 //!   `spin` and `block` test back to back yielding the core for 2 ms,
 //!   `spin` after its spin time of pure polling, then sleep 10 to 100 µs
 //!   between tests), until the deadline (default 30 s,
-//!   `BATON_REMOTE_DEADLINE`). A timed-out operation's buffers stay with
-//!   MPI (leaked: a non-blocking collective cannot be cancelled) and its
-//!   communicator takes no more work; the process then does not call
-//!   `MPI_Finalize` (which would wait for the silent rank) and exits, and
-//!   `mpirun` ends the job.
+//!   `BATON_REMOTE_DEADLINE`). A failed operation's communicator takes no
+//!   more work. A failed receive is cancelled (`MPI_Cancel`) and its
+//!   buffer comes back; the buffers of any other failed operation stay
+//!   with MPI (leaked: a non-blocking collective cannot be cancelled).
+//!   After a timeout or a leak the process does not call `MPI_Finalize`
+//!   (which would wait for the silent rank) and exits, and `mpirun` ends
+//!   the job.
 //! - **Naming the silent rank** (`liveness`): every rank runs a small
 //!   thread that answers pings on a communicator of their own with how many
 //!   remote operations it has started and finished. A rank whose operation
@@ -130,22 +132,32 @@
 //!   give text and logits bit for bit one process's
 //!   (`scripts/test-mpi.sh`).
 //!
+//! **Tensor splits over ranks** ([`MpiCollective`], baton-composite's
+//! `Collective`): every rank builds the same composite device over the
+//! device list (`--devices cpu@0,cpu@1 -sm tensor`, one device on each
+//! rank), its own device real and the others stand-ins, led by its own
+//! device (`CompositeDevice::with_leader`: that stream joins each item,
+//! runs the host functions and reads mirrored memory, such as the
+//! all-gathered logits every rank samples from). Each gate is queued on the
+//! local device's stream only, as a [`RankStream`] operation with the
+//! gate's wait policy and the remote deadline: all-reduces by MPI
+//! ([`Transport::Native`]) or by the butterfly ([`Transport::Butterfly`],
+//! `--rank-collective butterfly`), all-gathers of uneven segments by
+//! `MPI_Iallgatherv` ([`RankStream::all_gather_parts`], [`Segments`]).
+//! The communicator of each composite stream is made at its first gate
+//! (a collective: the same order on every rank). With `--tensor-exact`
+//! the logits are bit for bit one process's `-sm tensor`; with partial
+//! sums over 2 ranks too (`x0 + x1` is the only order), within the
+//! in-process bound with more.
+//!
 //! Next, in this order:
 //!
-//! 1. **`Collective` over MPI** (baton-composite's trait): with one local
-//!    device per rank, `run` queues [`RankStream::all_reduce`] (or
-//!    `all_gather`) on the local device's stream only; the remote devices'
-//!    streams are stand-ins. The butterfly stays available as
-//!    [`Transport::Butterfly`], so both can be measured. Uneven all-gather
-//!    parts (`GateKind::AllGather`'s segments) go through
-//!    [`Comm::all_gather_uneven`] (`MPI_Iallgatherv`; host buffers only so
-//!    far, not yet a gate). Then `-sm tensor` over ranks.
-//! 2. The silent-rank and killed-rank tests with a model mid-decode, the
-//!    conformance rules with the other device on another rank, and `baton
-//!    plan --hosts`.
-//! 3. Only the logits' owner and rank 0 need the logits: rank 0 could
+//! 1. `baton plan --hosts` (the cost model). The conformance rules with
+//!    the other device on the other rank run in `baton conformance` under
+//!    mpirun (baton-cli's `conformance_ranks`, docs/contract.md).
+//! 2. Only the logits' owner and rank 0 need the logits: rank 0 could
 //!    sample and broadcast the token instead (vocabulary-sized messages to
-//!    every rank today).
+//!    every rank today; under `-sm tensor`, the logits' all-gather).
 #![deny(missing_docs)]
 // The design above links the MPI types, which exist only with the feature.
 #![cfg_attr(not(feature = "mpi"), allow(rustdoc::broken_intra_doc_links))]
@@ -155,13 +167,17 @@ mod butterfly;
 mod error;
 mod placement;
 mod remote;
+mod segments;
 
 pub use bound::{RemoteBound, DEFAULT_REMOTE_DEADLINE};
 pub use butterfly::tree_sum;
 pub use error::{MpiError, PeerProgress, Silence};
 pub use placement::{local_devices, parse_ranked, RankedDevice};
 pub use remote::RemoteDevice;
+pub use segments::Segments;
 
+#[cfg(feature = "mpi")]
+mod collective;
 #[cfg(feature = "mpi")]
 mod comm;
 #[cfg(feature = "mpi")]
@@ -181,6 +197,8 @@ mod wire;
 #[cfg(feature = "mpi")]
 mod world;
 
+#[cfg(feature = "mpi")]
+pub use collective::MpiCollective;
 #[cfg(feature = "mpi")]
 pub use comm::{Comm, RESERVED_TAGS};
 #[cfg(feature = "mpi")]

@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     /// Set once an operation has left requests to MPI: finalising would
     /// wait for a peer that may never come, so the process must not.
     pub(crate) poisoned: AtomicBool,
+    /// Set once an operation's requests and buffers were left to MPI (not
+    /// cancelled): MPI must never be finalised then.
+    pub(crate) leaked: AtomicBool,
     /// The communicator of liveness pings (a duplicate of the world's).
     pub(crate) control: RawComm,
     /// The next ping's number (tags of the answers).
@@ -149,6 +152,7 @@ impl World {
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
+            leaked: AtomicBool::new(false),
             control: world_raw,
             pings: AtomicU64::new(0),
             announced: AtomicBool::new(false),
@@ -193,6 +197,21 @@ impl World {
         let world = world.ok_or(MpiError::AlreadyInitialized)?;
         let raw = self.shared.duplicate(world)?;
         Ok(Comm::new(raw, self.shared.clone()))
+    }
+
+    /// Forgets a failure notice this rank received, and lets it announce a
+    /// failure again: for a suite that fails a rank on purpose (`baton
+    /// conformance` across ranks), once every rank has seen that failure
+    /// and the ranks have met since (none is silent). MPI is finalised at
+    /// exit again unless an operation left its requests to MPI.
+    /// Communicators whose operation failed stay failed.
+    pub fn forget_failure_notices(&self) {
+        if !self.shared.leaked.load(Ordering::Acquire) {
+            self.shared.poisoned.store(false, Ordering::Release);
+        }
+        *self.shared.peer_failure.lock() = None;
+        self.shared.peer_failed.store(false, Ordering::Release);
+        self.shared.announced.store(false, Ordering::Release);
     }
 
     /// Ends the whole job at once with `code` (`MPI_Abort`): what a rank

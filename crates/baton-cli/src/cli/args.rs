@@ -9,7 +9,7 @@ use anyhow::Result;
 use baton_llama::{Sampler, SamplingParams};
 use clap::Args;
 
-use super::choices::{CacheType, GatePolicy, SplitMode};
+use super::choices::{CacheType, GatePolicy, RankCollective, SplitMode};
 
 /// Where the model comes from and how it is placed (shared by the verbs).
 #[derive(Args, Clone, Debug)]
@@ -66,6 +66,10 @@ pub struct ModelArgs {
     /// `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else spin).
     #[arg(long = "gate-policy", value_enum)]
     pub gate_policy: Option<GatePolicy>,
+    /// With `--split-mode tensor` over MPI ranks (`--devices cpu@0,cpu@1`
+    /// under mpirun): how the all-reduce gates travel.
+    #[arg(long = "rank-collective", value_enum, default_value_t = RankCollective::Mpi)]
+    pub rank_collective: RankCollective,
     /// KV cache type (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

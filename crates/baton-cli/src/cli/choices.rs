@@ -30,6 +30,17 @@ pub enum GatePolicy {
     Poll,
 }
 
+/// How the all-reduces of `--split-mode tensor` over MPI ranks travel
+/// (`--rank-collective`; all-gathers are MPI's under both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RankCollective {
+    /// MPI's own non-blocking all-reduce (`MPI_Iallreduce`).
+    #[default]
+    Mpi,
+    /// The butterfly over MPI point-to-point messages (the fallback).
+    Butterfly,
+}
+
 /// The KV cache's element type (`--cache-type`; any letter case).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CacheType {
@@ -48,6 +59,12 @@ fn write_name(choice: &impl ValueEnum, f: &mut fmt::Formatter<'_>) -> fmt::Resul
 }
 
 impl fmt::Display for SplitMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_name(self, f)
+    }
+}
+
+impl fmt::Display for RankCollective {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_name(self, f)
     }

@@ -13,14 +13,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::DType;
 use baton_llama::{LoadOptions, Model};
-use baton_mpi::{local_devices, parse_ranked, RankEdges, RemoteBound, RemoteDevice, World};
+use baton_mpi::{local_devices, parse_ranked, MpiCollective, RankEdges, RemoteBound, RemoteDevice, Transport, World};
 use baton_sched::{RemoteEdges, SchedError};
 
 use super::args::ModelArgs;
-use super::choices::SplitMode;
+use super::choices::{gate_policy, RankCollective, SplitMode};
 use crate::util::reported::Reported;
 
 /// Whether `--devices` places devices on ranks (a name with `@`).
@@ -47,6 +48,9 @@ pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Mode
     if rank != 0 {
         silence_stdout()?;
     }
+    if args.split_mode == SplitMode::Tensor {
+        return load_tensor(args, path, options, world, devices, device_ranks, bound);
+    }
     let edges =
         |runner: &baton_sched::Runner| -> Result<Arc<dyn RemoteEdges>, SchedError> {
             let edges = RankEdges::new(&world, runner, &device_ranks, bound.deadline)
@@ -54,6 +58,35 @@ pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Mode
             Ok(Arc::new(edges.keeping(world.clone())))
         };
     Ok(Model::load_over_ranks(path, devices, options, &edges)?)
+}
+
+/// Loads the model tensor parallel over the ranks: a composite device over
+/// the device list, this rank's device real and the others stand-ins, led
+/// by this rank's device, its gates over MPI ([`MpiCollective`]).
+fn load_tensor(
+    args: &ModelArgs,
+    path: &Path,
+    options: &LoadOptions,
+    world: Arc<World>,
+    devices: Vec<Arc<dyn Device>>,
+    device_ranks: Vec<usize>,
+    bound: RemoteBound,
+) -> Result<Model> {
+    let transport = match args.rank_collective {
+        RankCollective::Mpi => Transport::Native,
+        RankCollective::Butterfly => Transport::Butterfly,
+    };
+    let collective = MpiCollective::new(world, device_ranks, transport, bound.deadline)?;
+    let leader = collective.local_device();
+    let policy = gate_policy(args.gate_policy);
+    let composite = CompositeDevice::with_collective(devices, policy, Arc::new(collective))
+        .and_then(|c| c.with_leader(leader))
+        .context("building the composite device over the ranks")?;
+    let model = Model::load_tensor_parallel(path, Arc::new(composite), options)?;
+    if let (true, Some((device, _))) = (args.sync_profile, model.tensor_parallel()) {
+        device.gate_profile().enable(true);
+    }
+    Ok(model)
 }
 
 /// The model file's size and a hash of its first MiB (the header).
@@ -102,10 +135,18 @@ fn launch_checks(
     let identity = file_identity(path).unwrap_or_else(|e| format!("unreadable ({e})"));
     comm.agree(&format!("the model file {}", path.display()), identity.as_bytes(), bound)?;
     // The same arguments everywhere: these errors are every rank's.
-    if args.split_mode != SplitMode::Layer {
-        bail!("over ranks, only --split-mode layer runs so far");
-    }
     let ranked = parse_ranked(&args.devices, size)?;
+    match args.split_mode {
+        SplitMode::None => bail!("over ranks, --split-mode none has nothing to split: name one device"),
+        SplitMode::Tensor => {
+            let mut ranks: Vec<usize> = ranked.iter().map(|d| d.rank).collect();
+            ranks.sort_unstable();
+            if ranks != (0..size).collect::<Vec<_>>() {
+                bail!("--split-mode tensor over ranks needs one device on each of the job's {size} ranks (such as cpu@0,cpu@1), got {}", args.devices);
+            }
+        }
+        SplitMode::Layer => {}
+    }
     let mine = local_devices(&ranked, rank).join(",");
     let opened = match mine.is_empty() {
         true => Ok(Vec::new()),
@@ -134,7 +175,7 @@ fn launch_checks(
 /// exits (and has `mpirun` kill the rest) before each has said why.
 fn every_rank<T>(comm: &baton_mpi::Comm, bound: &RemoteBound, result: Result<T>) -> Result<T> {
     result.map_err(|e| {
-        eprintln!("error: {e:#}");
+        crate::util::reported::print_error(&format!("{e:#}"));
         // Best effort: a rank that cannot meet the others has printed too.
         let _ = comm.all_gather_bytes(&[], bound);
         anyhow::Error::new(Reported)

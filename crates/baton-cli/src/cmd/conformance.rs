@@ -47,11 +47,11 @@ pub enum SuiteSplitMode {
 }
 
 /// One check's verdict.
-struct Row {
-    kind: &'static str,
-    name: &'static str,
-    outcome: Outcome,
-    ms: f64,
+pub(crate) struct Row {
+    pub(crate) kind: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) outcome: Outcome,
+    pub(crate) ms: f64,
 }
 
 /// The devices the suite runs on, and their name for the header.
@@ -76,6 +76,17 @@ fn devices_under_test(args: &ConformanceArgs) -> Result<(Vec<Arc<dyn Device>>, S
 
 /// Runs `baton conformance`.
 pub fn run(args: ConformanceArgs) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if crate::cli::ranks::launched_by_mpirun() && args.devices.contains('@') {
+        if args.split_mode != SuiteSplitMode::Layer {
+            bail!("across ranks, the suite runs the devices themselves (--split-mode layer)");
+        }
+        let failed = super::conformance_ranks::run(&args.devices, args.filter.as_deref(), args.json)?;
+        if failed > 0 {
+            bail!("{failed} conformance checks failed");
+        }
+        return Ok(());
+    }
     let (devices, name) = devices_under_test(&args)?;
     let expected = baton_conformance::expected_failures(&devices).context("probing the devices' streams")?;
     // Failures are reported in the table, not as panic messages.
@@ -91,35 +102,42 @@ pub fn run(args: ConformanceArgs) -> Result<()> {
         }
     }
     let _ = std::panic::take_hook();
+    let failed = print(&rows, args.json, &name);
+    if failed > 0 {
+        bail!("{failed} conformance checks failed");
+    }
+    Ok(())
+}
+
+/// Prints the verdicts (a table, or JSON rows with `json`) of the suite on
+/// `name`; returns how many failed.
+pub(crate) fn print(rows: &[Row], json: bool, name: &str) -> usize {
     let count = |f: fn(&Outcome) -> bool| rows.iter().filter(|r| f(&r.outcome)).count();
     let passed = count(|o| *o == Outcome::Passed);
     let expected_failures = count(|o| matches!(o, Outcome::Expected { .. }));
     let unexpected_passes = count(|o| matches!(o, Outcome::UnexpectedPass { .. }));
     let failed = count(|o| !o.is_ok());
-    if args.json {
+    if json {
         println!("[{}]", rows.iter().map(json_row).collect::<Vec<_>>().join(","));
-    } else {
-        println!("conformance on {name}:");
-        for row in &rows {
-            println!("  {:<8}  {:<8} {:<30} {:>8.1} ms", row.outcome.word(), row.kind, row.name, row.ms);
-            match &row.outcome {
-                Outcome::Passed => {}
-                Outcome::Failed(message) => println!("        {}", first_line(message)),
-                Outcome::Expected { why, message } => {
-                    println!("        why: {why}");
-                    println!("        got: {}", first_line(message));
-                }
-                Outcome::UnexpectedPass { why } => println!("        expected to fail ({why}), but passed"),
+        return failed;
+    }
+    println!("conformance on {name}:");
+    for row in rows {
+        println!("  {:<8}  {:<8} {:<30} {:>8.1} ms", row.outcome.word(), row.kind, row.name, row.ms);
+        match &row.outcome {
+            Outcome::Passed => {}
+            Outcome::Failed(message) => println!("        {}", first_line(message)),
+            Outcome::Expected { why, message } => {
+                println!("        why: {why}");
+                println!("        got: {}", first_line(message));
             }
+            Outcome::UnexpectedPass { why } => println!("        expected to fail ({why}), but passed"),
         }
-        let unexpected =
-            if unexpected_passes > 0 { format!(" ({unexpected_passes} unexpected passes)") } else { String::new() };
-        println!("{passed} passed, {expected_failures} expected failures, {failed} failed{unexpected}");
     }
-    if failed > 0 {
-        bail!("{failed} conformance checks failed");
-    }
-    Ok(())
+    let unexpected =
+        if unexpected_passes > 0 { format!(" ({unexpected_passes} unexpected passes)") } else { String::new() };
+    println!("{passed} passed, {expected_failures} expected failures, {failed} failed{unexpected}");
+    failed
 }
 
 fn first_line(message: &str) -> &str {

@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod chat;
 pub mod conformance;
+#[cfg(feature = "mpi")]
+pub mod conformance_ranks;
 pub mod devices;
 pub mod model;
 pub mod perplexity;

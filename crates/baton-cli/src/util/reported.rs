@@ -14,3 +14,13 @@ impl std::fmt::Display for Reported {
 }
 
 impl std::error::Error for Reported {}
+
+/// Prints `error: {message}` on stderr in one write: under `mpirun` the
+/// ranks' stderr share one pipe, and a line written in pieces can be cut
+/// by another rank's (a line of at most `PIPE_BUF`, 4 KiB, is never cut).
+pub fn print_error(message: &str) {
+    use std::io::Write;
+    let line = format!("error: {message}\n");
+    // Nothing to do if stderr is gone.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}

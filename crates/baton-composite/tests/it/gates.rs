@@ -150,6 +150,24 @@ fn partial_sums_meet_an_all_reduce_gate() {
 }
 
 #[test]
+fn any_inner_device_can_lead_and_a_leader_out_of_range_is_refused() {
+    // Over MPI ranks each rank leads with its own device (the others are
+    // stand-ins that run nothing): every leader gives the same results.
+    let policy = WaitPolicy::Block;
+    for n in [2, 3] {
+        let first = compute(cpus(n, policy), &[], policy).expect("leader 0");
+        for leader in 1..n {
+            let device = CompositeDevice::new(cpus(n, policy), policy).expect("composite");
+            let device = device.with_leader(leader).expect("a leader in range");
+            assert_eq!(device.leader(), leader);
+            assert_eq!(compute_with(device, &[]).expect("computes"), first, "leader {leader} of {n}");
+        }
+        let device = CompositeDevice::new(cpus(n, policy), policy).expect("composite");
+        assert!(device.with_leader(n).is_err(), "leader {n} of {n} devices");
+    }
+}
+
+#[test]
 fn the_partition_has_one_gate_and_two_segments() {
     let g = graph();
     let mut bound = vec![None; g.nodes().len()];
