@@ -116,6 +116,14 @@ pub struct SamplingArgs {
     /// Tokens the repetition penalty looks back on.
     #[arg(long = "repeat-last-n", default_value_t = 64)]
     repeat_last_n: usize,
+    /// Subtracted from the logit of each token among the last
+    /// `--repeat-last-n` (llama.cpp's `--presence-penalty`; 0 = off).
+    #[arg(long = "presence-penalty", default_value_t = 0.0, allow_negative_numbers = true)]
+    presence_penalty: f32,
+    /// Subtracted once per occurrence among the last `--repeat-last-n`
+    /// (llama.cpp's `--frequency-penalty`; 0 = off).
+    #[arg(long = "frequency-penalty", default_value_t = 0.0, allow_negative_numbers = true)]
+    frequency_penalty: f32,
     /// Random seed of sampling.
     #[arg(short = 's', long, default_value_t = baton_llama::DEFAULT_SEED)]
     seed: u64,
@@ -131,6 +139,8 @@ impl SamplingArgs {
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
             seed: self.seed,
         };
         params.validate()?;
