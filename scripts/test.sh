@@ -5,8 +5,9 @@
 # a Python environment (scripts/setup-python.sh) and the SmolLM2 model
 # (scripts/fetch-smollm2.sh), and the Vulkan backend's conformance suite on
 # Mesa's lavapipe (scripts/setup-vulkan.sh installs it), and the MPI tests
-# (scripts/test-mpi.sh, which installs Open MPI). Extra arguments go
-# to cargo nextest.
+# (scripts/test-mpi.sh, which installs Open MPI), and the server with the
+# official `openai` client (scripts/test-serve.sh). Extra arguments go to
+# cargo nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +39,8 @@ cargo nextest run --workspace --release --features "$features" --no-fail-fast "$
 # The MPI layer (feature `mpi`): Open MPI installed by scripts/setup-mpi.sh,
 # tests under 2 and 3 ranks on loopback.
 bash scripts/test-mpi.sh
+# The server (`baton serve`) with the official `openai` Python client.
+bash scripts/test-serve.sh
 # Doc tests (nextest does not run them): API examples and the compile-fail
 # check that a borrowed buffer cannot be lent to write_async.
 cargo test --workspace --release --doc --features "$features"
