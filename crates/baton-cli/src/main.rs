@@ -15,7 +15,7 @@ mod util;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
 
-use crate::cmd::{bench, conformance, devices, model, perplexity, plan, run};
+use crate::cmd::{bench, conformance, devices, model, perplexity, plan, run, serve};
 use crate::util::interrupt;
 
 /// Baton: an asynchronous multi-device runtime for tensor graphs, proven on
@@ -37,6 +37,14 @@ enum Command {
     ///   baton run --chat                           (a conversation on stdin; /exit or EOF ends)
     ///   baton run -cnv -sys "Answer briefly." -p "What is the capital of France?"
     Run(run::RunArgs),
+    /// Serve a model over HTTP with the OpenAI API (chat and text
+    /// completions), batching concurrent requests.
+    ///
+    /// Examples:
+    ///   baton serve                                (SmolLM2-135M-Instruct on 127.0.0.1:8080)
+    ///   baton serve -m model.gguf --port 8000 --parallel 8 -c 2048
+    ///   baton serve --devices cpu:0,cpu:1 -sm layer --parallel 8
+    Serve(serve::ServeArgs),
     /// Measure prompt processing and generation speed (llama-bench style),
     /// or the hand-offs of the wait policies (`bench sync`, `bench gates`).
     ///
@@ -74,12 +82,13 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 5] = [
+const LLAMA_SHORTS: [(&str, &str); 6] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
     ("-cnv", "--conversation"),
     ("-sys", "--system-prompt"),
+    ("-np", "--parallel"),
 ];
 
 fn main() {
@@ -91,6 +100,7 @@ fn main() {
     interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Plan(args) => plan::run(args),

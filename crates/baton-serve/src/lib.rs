@@ -10,9 +10,10 @@
 //!   logits never depend on which others share its step (see
 //!   [`Model::eval_batch`](baton_llama::Model::eval_batch)), so a request's
 //!   greedy output is the same served alone or under load.
-//! - `http`: the OpenAI-compatible server (`/v1/chat/completions`,
+//! - [`http`]: the OpenAI-compatible server (`/v1/chat/completions`,
 //!   `/v1/completions`, `/v1/models`, `/health`) on axum, which turns
 //!   requests into [`engine::GenerateRequest`]s and streams the tokens back.
 #![deny(missing_docs)]
 
 pub mod engine;
+pub mod http;

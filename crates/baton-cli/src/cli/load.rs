@@ -11,8 +11,8 @@ use super::args::ModelArgs;
 use super::choices::{gate_policy, CacheType, SplitMode};
 
 impl ModelArgs {
-    /// What the model is loaded with.
-    fn options(&self) -> LoadOptions {
+    /// What the model is loaded with, with `slots` sequences.
+    fn options(&self, slots: usize) -> LoadOptions {
         LoadOptions {
             context: self.context,
             cache_type: self.cache_type.unwrap_or(CacheType::F16).dtype(),
@@ -21,14 +21,20 @@ impl ModelArgs {
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
             tensor_exact: self.tensor_exact,
-            slots: 1,
+            slots,
         }
     }
 
     /// Loads the model on the first device of the list.
     pub fn load(&self) -> Result<Model> {
+        self.load_slots(1)
+    }
+
+    /// Loads the model with `slots` sequences in its KV cache
+    /// (`baton serve --parallel`), each of `-c` positions.
+    pub fn load_slots(&self, slots: usize) -> Result<Model> {
         let path = self.path()?;
-        let options = self.options();
+        let options = self.options(slots);
         #[cfg(feature = "mpi")]
         if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
             let mut model = super::rank_model::load(self, &path, &options)?;

@@ -8,3 +8,4 @@ pub mod model;
 pub mod perplexity;
 pub mod plan;
 pub mod run;
+pub mod serve;

@@ -236,7 +236,10 @@ pub fn run_stall(endpoint: &Endpoint, shape: &RequestShape, streams: usize, stre
             })
             .collect();
         let wait_start = Instant::now();
-        while started.load(Ordering::Acquire) < streams {
+        // A stream that ends (or fails) before its first tokens would keep
+        // the others waiting: the long prompt goes then, and the stream
+        // counts as ended early.
+        while started.load(Ordering::Acquire) < streams && !runners.iter().any(|r| r.is_finished()) {
             if wait_start.elapsed() > shape.timeout {
                 *prefill_done.lock().unwrap_or_else(|e| e.into_inner()) = Some((wait_start, wait_start));
                 bail!("the {streams} running streams did not all start within {:?}", shape.timeout);

@@ -1,0 +1,162 @@
+//! Answers of both endpoints, whole or as server-sent events.
+//!
+//! A stream is `data: {chunk}\n\n` events, then `data: [DONE]\n\n`, as the
+//! `openai` client reads them. A chat stream opens with a chunk whose
+//! delta has the role; the last choice chunk has an empty delta (chat) or
+//! text (completion) and the `finish_reason`; with
+//! `stream_options.include_usage` a chunk with no choices and the `usage`
+//! follows. A failure after the stream began is sent as a `data:` event
+//! holding an `error` object, and the stream ends without `[DONE]`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use baton_llama::Tokenizer;
+use futures_util::stream;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::error::ApiError;
+use super::generate::{drive, Outcome};
+use super::params::Job;
+use super::types::{Answer, ChatChoice, Delta, TextChoice, Usage};
+use crate::engine::Generation;
+
+/// Which endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completion,
+}
+
+/// What every answer and chunk of one request repeats.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    /// The endpoint.
+    pub kind: Kind,
+    /// The answer's id.
+    pub id: String,
+    /// Unix seconds of the request.
+    pub created: u64,
+    /// The model's name.
+    pub model: String,
+}
+
+impl Meta {
+    fn answer<C>(&self, object: &'static str, choices: Vec<C>, usage: Option<Usage>) -> Answer<C> {
+        Answer { id: self.id.clone(), object, created: self.created, model: self.model.clone(), choices, usage }
+    }
+
+    /// The JSON of a chunk with `text` (and `finish`, on the last), or of
+    /// the usage chunk when `usage` is given.
+    fn chunk(&self, text: Option<String>, finish: Option<&'static str>, usage: Option<Usage>) -> String {
+        let no_choice = usage.is_some();
+        match self.kind {
+            Kind::Chat => {
+                let delta = Delta { role: None, content: text };
+                let choice =
+                    ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: finish };
+                let choices = if no_choice { Vec::new() } else { vec![choice] };
+                to_json(&self.answer("chat.completion.chunk", choices, usage))
+            }
+            Kind::Completion => {
+                let choice =
+                    TextChoice { index: 0, text: text.unwrap_or_default(), logprobs: None, finish_reason: finish };
+                let choices = if no_choice { Vec::new() } else { vec![choice] };
+                to_json(&self.answer("text_completion", choices, usage))
+            }
+        }
+    }
+
+    /// The chat stream's first chunk: the assistant's role.
+    fn opening(&self) -> String {
+        let delta = Delta { role: Some("assistant"), content: Some(String::new()) };
+        let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: None };
+        to_json(&self.answer("chat.completion.chunk", vec![choice], None))
+    }
+
+    /// The whole answer.
+    fn whole(&self, text: String, finish: &'static str, usage: Usage) -> Response {
+        match self.kind {
+            Kind::Chat => {
+                let message = Delta { role: Some("assistant"), content: Some(text) };
+                let choice = ChatChoice {
+                    index: 0,
+                    message: Some(message),
+                    delta: None,
+                    logprobs: None,
+                    finish_reason: Some(finish),
+                };
+                Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
+            }
+            Kind::Completion => {
+                let choice = TextChoice { index: 0, text, logprobs: None, finish_reason: Some(finish) };
+                Json(self.answer("text_completion", vec![choice], Some(usage))).into_response()
+            }
+        }
+    }
+}
+
+fn to_json(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| ApiError::server(format!("serializing a chunk: {e}")).json())
+}
+
+fn event(data: &str) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// Runs the generation and answers with the whole text.
+pub async fn whole(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, meta: Meta) -> Response {
+    let prompt = job.request.prompt.len();
+    let mut text = String::new();
+    let outcome =
+        drive(generation, &tokenizer, job.stops, prompt, |piece| text.push_str(&piece), std::future::pending()).await;
+    match outcome {
+        Outcome::Finished { reason, usage } => meta.whole(text, reason, usage),
+        Outcome::Failed(why) => ApiError::server(why).into_response(),
+        Outcome::Cancelled => ApiError::server("the request was cancelled").into_response(),
+    }
+}
+
+/// Answers at once with an event stream that a task fills as tokens come;
+/// when the client goes away, the stream's receiver is dropped, the task
+/// sees its channel closed and drops the generation.
+pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, meta: Meta) -> Response {
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let prompt = job.request.prompt.len();
+        if meta.kind == Kind::Chat {
+            let _ = tx.send(event(&meta.opening()));
+        }
+        let on_text = |text: String| {
+            let _ = tx.send(event(&meta.chunk(Some(text), None, None)));
+        };
+        let outcome = drive(generation, &tokenizer, job.stops, prompt, on_text, tx.closed()).await;
+        match outcome {
+            Outcome::Finished { reason, usage } => {
+                let last = match meta.kind {
+                    Kind::Chat => meta.chunk(None, Some(reason), None),
+                    Kind::Completion => meta.chunk(Some(String::new()), Some(reason), None),
+                };
+                let _ = tx.send(event(&last));
+                if job.include_usage {
+                    let _ = tx.send(event(&meta.chunk(None, None, Some(usage))));
+                }
+                let _ = tx.send(event("[DONE]"));
+            }
+            Outcome::Failed(why) => {
+                let _ = tx.send(event(&ApiError::server(why).json()));
+            }
+            Outcome::Cancelled => {}
+        }
+    });
+    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) });
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
+        .into_response()
+}

@@ -1,0 +1,88 @@
+//! Turning a [`Generation`]'s tokens into text: incremental decoding and
+//! stop strings.
+
+use std::future::Future;
+
+use baton_llama::Tokenizer;
+
+use super::stop::StopMatcher;
+use super::types::Usage;
+use crate::engine::{Event, FinishReason, Generation};
+
+/// How a generation ended, for the answer.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It finished: `stop` (end of generation or a stop string) or
+    /// `length`, with its counts.
+    Finished {
+        /// `stop` or `length`.
+        reason: &'static str,
+        /// Token counts.
+        usage: Usage,
+    },
+    /// The engine failed; the message says why.
+    Failed(String),
+    /// The client went away (the generation was dropped).
+    Cancelled,
+}
+
+/// Runs `generation` to its end, giving each piece of text that is safe to
+/// send to `on_text`; stops early (dropping the generation, which frees its
+/// sequence) when a stop string matches or `cancelled` completes.
+pub async fn drive(
+    mut generation: Generation,
+    tokenizer: &Tokenizer,
+    stops: Vec<String>,
+    prompt_tokens: usize,
+    mut on_text: impl FnMut(String),
+    cancelled: impl Future<Output = ()>,
+) -> Outcome {
+    let mut decoder = tokenizer.stream_decoder(false);
+    let mut matcher = StopMatcher::new(stops);
+    let mut completion = 0usize;
+    tokio::pin!(cancelled);
+    let mut send = |text: String| {
+        if !text.is_empty() {
+            on_text(text);
+        }
+    };
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = &mut cancelled => return Outcome::Cancelled,
+            event = generation.next() => event,
+        };
+        match event {
+            Some(Event::Token(token)) => {
+                completion += 1;
+                let piece = match decoder.push(token) {
+                    Ok(piece) => piece,
+                    Err(e) => return Outcome::Failed(format!("decoding token {token}: {e}")),
+                };
+                let Some(piece) = piece else { continue };
+                let released = matcher.push(&piece);
+                send(released.text);
+                if released.stopped {
+                    return Outcome::Finished { reason: "stop", usage: Usage::new(prompt_tokens, completion) };
+                }
+            }
+            Some(Event::Done(finish)) => {
+                if let Some(rest) = decoder.finish() {
+                    let released = matcher.push(&rest);
+                    send(released.text);
+                    if released.stopped {
+                        return Outcome::Finished { reason: "stop", usage: Usage::new(prompt_tokens, completion) };
+                    }
+                }
+                send(matcher.finish());
+                let reason = match finish.reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::Length => "length",
+                };
+                return Outcome::Finished { reason, usage: Usage::new(finish.prompt_tokens, finish.completion_tokens) };
+            }
+            Some(Event::Failed(why)) => return Outcome::Failed(why),
+            None => return Outcome::Failed("the engine stopped before the generation ended".into()),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! A request's parameters checked and turned into an engine request.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
+use baton_llama::SamplingParams;
+
+use super::error::ApiError;
+use super::types::{Params, Stop};
+use crate::engine::{GenerateRequest, ModelInfo};
+
+/// Most stop strings a request may give.
+pub const MAX_STOPS: usize = 16;
+
+/// A checked request: what the engine runs and what the server matches.
+#[derive(Debug)]
+pub struct Job {
+    /// The engine's request.
+    pub request: GenerateRequest,
+    /// Stop strings, none empty.
+    pub stops: Vec<String>,
+    /// Stream server-sent events.
+    pub stream: bool,
+    /// Send the `usage` chunk at the end of a stream.
+    pub include_usage: bool,
+}
+
+impl Job {
+    /// Checks `params` against the served model and builds the engine
+    /// request for `prompt`.
+    pub fn new(params: &Params, prompt: Vec<u32>, info: &ModelInfo) -> Result<Job, ApiError> {
+        if let Some(model) = params.model.as_deref().filter(|m| *m != info.name) {
+            return Err(ApiError::model_not_found(model, &info.name));
+        }
+        if let Some(n) = params.n.filter(|&n| n != 1) {
+            return Err(ApiError::invalid_param("n", format!("n = {n}: only n = 1 (one choice) is served")));
+        }
+        refuse_penalty("presence_penalty", params.presence_penalty)?;
+        refuse_penalty("frequency_penalty", params.frequency_penalty)?;
+        if let Some(logprobs) = &params.logprobs {
+            let off = logprobs.is_null() || *logprobs == false || logprobs.as_u64() == Some(0);
+            if !off {
+                return Err(ApiError::invalid_param("logprobs", "log-probabilities are not served"));
+            }
+        }
+        let stops = stops(params.stop.clone())?;
+        let max_tokens = params.max_completion_tokens.or(params.max_tokens);
+        let max_tokens = max_tokens
+            .map(|n| usize::try_from(n).map_err(|_| ApiError::invalid_param("max_tokens", "max_tokens is too large")))
+            .transpose()?;
+        let request =
+            GenerateRequest { prompt, max_tokens, sampling: sampling(params)?, stop_at_eog: !params.ignore_eos };
+        let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        Ok(Job { request, stops, stream: params.stream, include_usage })
+    }
+}
+
+/// OpenAI's presence and frequency penalties are not implemented by the
+/// sampler: a non-zero value is refused rather than ignored.
+fn refuse_penalty(param: &'static str, value: Option<f32>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v != 0.0 => Err(ApiError::invalid_param(
+            param,
+            format!("{param} = {v} is not supported (only 0); use repetition_penalty instead"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
+    let stops = match stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    if stops.len() > MAX_STOPS {
+        return Err(ApiError::invalid_param("stop", format!("at most {MAX_STOPS} stop strings, not {}", stops.len())));
+    }
+    if stops.iter().any(String::is_empty) {
+        return Err(ApiError::invalid_param("stop", "a stop string is empty"));
+    }
+    Ok(stops)
+}
+
+/// llama.cpp's defaults ([`SamplingParams::default`]) with the request's
+/// values over them; without `seed`, a fresh random seed.
+fn sampling(params: &Params) -> Result<SamplingParams, ApiError> {
+    let mut s = SamplingParams::default();
+    if let Some(t) = params.temperature {
+        s.temperature = t;
+    }
+    if let Some(p) = params.top_p {
+        s.top_p = p;
+    }
+    if let Some(k) = params.top_k {
+        s.top_k = usize::try_from(k).unwrap_or(usize::MAX);
+    }
+    if let Some(p) = params.min_p {
+        s.min_p = p;
+    }
+    if let Some(p) = params.repetition_penalty {
+        s.repeat_penalty = p;
+    }
+    if let Some(n) = params.repeat_last_n {
+        s.repeat_last_n = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    s.seed = params.seed.unwrap_or_else(fresh_seed);
+    s.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+    Ok(s)
+}
+
+/// A seed no other request shares (std's per-process random hash keys,
+/// fresh for each `RandomState`).
+fn fresh_seed() -> u64 {
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> ModelInfo {
+        ModelInfo { name: "m".into(), context: 64, vocab: 100, chat_template: None, eos: None }
+    }
+
+    fn params(json: &str) -> Params {
+        serde_json::from_str(json).expect("params parse")
+    }
+
+    #[test]
+    fn request_values_override_the_defaults() {
+        let p = params(
+            r#"{"model":"m","temperature":0,"top_k":3,"seed":7,"max_tokens":5,"stop":"x","repeat_penalty":1.1}"#,
+        );
+        let job = Job::new(&p, vec![1], &info()).expect("valid");
+        let s = job.request.sampling;
+        assert_eq!((s.temperature, s.top_k, s.seed, s.repeat_penalty), (0.0, 3, 7, 1.1));
+        assert_eq!((job.request.max_tokens, job.stops), (Some(5), vec!["x".to_string()]));
+    }
+
+    #[test]
+    fn without_a_seed_each_request_gets_another() {
+        let a = Job::new(&params("{}"), vec![1], &info()).expect("valid").request.sampling.seed;
+        let b = Job::new(&params("{}"), vec![1], &info()).expect("valid").request.sampling.seed;
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn unsupported_values_are_refused_not_ignored() {
+        for json in [
+            r#"{"presence_penalty":0.5}"#,
+            r#"{"frequency_penalty":-1}"#,
+            r#"{"n":2}"#,
+            r#"{"logprobs":true}"#,
+            r#"{"stop":["a",""]}"#,
+            r#"{"temperature":-1}"#,
+            r#"{"top_p":0}"#,
+        ] {
+            let e = Job::new(&params(json), vec![1], &info()).expect_err(json);
+            assert_eq!(e.status, 400, "{json}");
+        }
+        let e = Job::new(&params(r#"{"model":"other"}"#), vec![1], &info()).expect_err("unknown model");
+        assert_eq!(e.status, 404);
+        assert!(Job::new(&params(r#"{"presence_penalty":0,"n":1,"logprobs":false}"#), vec![1], &info()).is_ok());
+    }
+}

@@ -1,0 +1,223 @@
+//! The OpenAI request and response bodies (the fields Baton reads or
+//! writes). Unknown request fields are ignored, as OpenAI clients send
+//! extras; a known field of the wrong type is a 400.
+
+use serde::{Deserialize, Serialize};
+
+/// `stop`: one string or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    /// One stop string.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with the `usage` counts before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The generation parameters both endpoints share.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Params {
+    /// The model's name; absent or the served model's name.
+    pub model: Option<String>,
+    /// Most tokens to generate.
+    pub max_tokens: Option<u64>,
+    /// The newer name of `max_tokens` (chat); wins when both are given.
+    pub max_completion_tokens: Option<u64>,
+    /// Sampling temperature (0 = greedy).
+    pub temperature: Option<f32>,
+    /// Nucleus filter.
+    pub top_p: Option<f32>,
+    /// Keep the `top_k` most likely tokens (0 = off).
+    pub top_k: Option<u64>,
+    /// Min-p filter.
+    pub min_p: Option<f32>,
+    /// Seed of the draw; absent = a fresh one per request.
+    pub seed: Option<u64>,
+    /// Stop strings.
+    pub stop: Option<Stop>,
+    /// OpenAI's presence penalty: only 0 is accepted.
+    pub presence_penalty: Option<f32>,
+    /// OpenAI's frequency penalty: only 0 is accepted.
+    pub frequency_penalty: Option<f32>,
+    /// llama.cpp's repetition penalty (1 = off).
+    #[serde(alias = "repeat_penalty")]
+    pub repetition_penalty: Option<f32>,
+    /// Tokens the repetition penalty looks back over.
+    pub repeat_last_n: Option<u64>,
+    /// Choices to generate: only 1.
+    pub n: Option<u64>,
+    /// Log-probabilities: not served (absent, null, `false` or 0 only).
+    pub logprobs: Option<serde_json::Value>,
+    /// llama.cpp's `ignore_eos`: generate through end-of-generation tokens
+    /// (until `max_tokens` or the context is full).
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// Stream server-sent events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Options of the stream.
+    pub stream_options: Option<StreamOptions>,
+}
+
+/// A chat message's content: text, or a list of parts of which only text
+/// parts are served.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// Content parts.
+    Parts(Vec<Part>),
+}
+
+/// One content part.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Part {
+    /// `text` (others are refused).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a text part.
+    pub text: Option<String>,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant`…
+    pub role: String,
+    /// What it says (`null` = empty).
+    pub content: Option<Content>,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// How to generate.
+    #[serde(flatten)]
+    pub params: Params,
+}
+
+/// `prompt` of `/v1/completions`: text, one text in a list, or token ids.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// Text.
+    Text(String),
+    /// Token ids.
+    Tokens(Vec<u32>),
+    /// Texts (only one is served).
+    Texts(Vec<String>),
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompletionRequest {
+    /// What to continue.
+    pub prompt: Prompt,
+    /// Repeat the prompt in the answer: not served (only `false`).
+    #[serde(default)]
+    pub echo: bool,
+    /// How to generate.
+    #[serde(flatten)]
+    pub params: Params,
+}
+
+/// Token counts of a request.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Their sum.
+    pub total_tokens: usize,
+}
+
+impl Usage {
+    /// The counts of `prompt` and `completion` tokens.
+    pub fn new(prompt: usize, completion: usize) -> Usage {
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    }
+}
+
+/// A chat message in an answer.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Delta {
+    /// `assistant` (the first chunk and whole answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// Text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// One choice of a chat answer (`message`) or chunk (`delta`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatChoice {
+    /// Always 0 (`n` = 1).
+    pub index: u32,
+    /// The whole message (not streaming).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Delta>,
+    /// The new part (streaming).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<Delta>,
+    /// Log-probabilities: always null.
+    pub logprobs: Option<()>,
+    /// `stop` or `length` on the last one, else null.
+    pub finish_reason: Option<&'static str>,
+}
+
+/// One choice of a completion answer or chunk.
+#[derive(Debug, Clone, Serialize)]
+pub struct TextChoice {
+    /// Always 0.
+    pub index: u32,
+    /// The text (whole, or the new part when streaming).
+    pub text: String,
+    /// Log-probabilities: always null.
+    pub logprobs: Option<()>,
+    /// `stop` or `length` on the last one, else null.
+    pub finish_reason: Option<&'static str>,
+}
+
+/// An answer or a chunk of either endpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer<C> {
+    /// `chatcmpl-…` or `cmpl-…`.
+    pub id: String,
+    /// `chat.completion`, `chat.completion.chunk` or `text_completion`.
+    pub object: &'static str,
+    /// Unix seconds when the request came.
+    pub created: u64,
+    /// The served model's name.
+    pub model: String,
+    /// The choices (one; none in a usage-only chunk).
+    pub choices: Vec<C>,
+    /// Token counts: on whole answers, and on the last chunk when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// `GET /v1/models`'s entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelEntry {
+    /// The model's name (what `model` must say).
+    pub id: String,
+    /// `model`.
+    pub object: &'static str,
+    /// Unix seconds when the server started.
+    pub created: u64,
+    /// `baton`.
+    pub owned_by: &'static str,
+}

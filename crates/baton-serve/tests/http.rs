@@ -1,0 +1,405 @@
+//! The HTTP server in-process on a synthetic tiny model, spoken to with raw
+//! HTTP/1.1: both endpoints streamed and whole, stop strings, seeds, usage,
+//! every bad input's status and error, the queue's limit, and a client
+//! that disconnects mid-stream.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use baton_core::sync::WaitPolicy;
+use baton_core::DType;
+use baton_llama::{LoadOptions, Model};
+use baton_serve::engine::{Engine, EngineOptions, EngineStats};
+use baton_serve::http::{serve, ServerOptions};
+use baton_testkit::devices::cpus;
+use baton_testkit::synth::tiny_model;
+use baton_testkit::TempDir;
+use serde_json::{json, Value};
+
+/// Body limit of the test servers (small, so a too-large body fits in the
+/// socket's buffers).
+const BODY_LIMIT: usize = 64 << 10;
+
+/// A server on 127.0.0.1 and a free port, stopped when dropped.
+struct Server {
+    addr: SocketAddr,
+    engine: Engine,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: TempDir,
+}
+
+impl Server {
+    fn start(parallel: usize, queue: usize, context: usize) -> Server {
+        Self::start_with(parallel, queue, context, ServerOptions { body_limit: BODY_LIMIT, ..ServerOptions::default() })
+    }
+
+    fn start_with(parallel: usize, queue: usize, context: usize, options: ServerOptions) -> Server {
+        let (dir, path) = tiny_model("serve-http", DType::F32, 11);
+        let load = LoadOptions { context: Some(context), slots: parallel, ..LoadOptions::default() };
+        let device = cpus(&["cpu"], WaitPolicy::Block).remove(0);
+        let model = Model::load(&path, device, &load).expect("load the tiny model");
+        let engine =
+            Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: 32 }).expect("engine");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = engine.clone();
+        let thread = std::thread::spawn(move || {
+            let signal = async move {
+                let _ = stopped.await;
+            };
+            runtime.block_on(serve(listener, served, options, signal)).expect("serve");
+        });
+        Server { addr, engine, stop: Some(stop), thread: Some(thread), _dir: dir }
+    }
+
+    /// Stops the server (as Ctrl-C does) and waits until `serve` returns.
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the server thread");
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        stream
+    }
+
+    /// Sends a request; returns the status and the body (de-chunked).
+    fn call(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let mut stream = self.connect();
+        send(&mut stream, method, path, body);
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read the answer");
+        parse(&raw)
+    }
+
+    /// POSTs `body` as JSON; returns the status and the parsed body.
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let (status, text) = self.call("POST", path, body.to_string().as_bytes());
+        let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {text}"));
+        (status, value)
+    }
+
+    /// POSTs a streaming request; returns the status and the `data:`
+    /// events' payloads.
+    fn stream(&self, path: &str, body: &Value) -> (u16, Vec<String>) {
+        let (status, text) = self.call("POST", path, body.to_string().as_bytes());
+        (status, events(&text))
+    }
+
+    /// Waits until `done` holds of the engine's counters (at most 20 s).
+    fn wait_for(&self, what: &str, done: impl Fn(&EngineStats) -> bool) -> EngineStats {
+        let start = Instant::now();
+        loop {
+            let stats = self.engine.stats();
+            if done(&stats) {
+                return stats;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "waiting for {what}: {stats:?}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn send(stream: &mut TcpStream, method: &str, path: &str, body: &[u8]) {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write the head");
+    // The server may answer (413) and close before reading all of a body.
+    let _ = stream.write_all(body);
+}
+
+/// The status and the (de-chunked) body of a raw answer.
+fn parse(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head: {text}"));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status: {head}"));
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    (status, if chunked { dechunk(body) } else { body.to_string() })
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or_else(|_| panic!("chunk size {size:?}"));
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    out
+}
+
+/// The payloads of the `data:` events of an event stream, checking that
+/// every event is `data: …` and a blank line.
+fn events(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for event in text.split_terminator("\n\n") {
+        let data = event.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {event:?}"));
+        out.push(data.to_string());
+    }
+    out
+}
+
+/// The concatenated text of a stream's chunks, its finish reason and its
+/// usage chunk, checking the stream's shape.
+fn read_stream(events: &[String], chat: bool) -> (String, String, Option<Value>) {
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
+    let (mut text, mut finish, mut usage) = (String::new(), None, None);
+    for (i, event) in events[..events.len() - 1].iter().enumerate() {
+        let chunk: Value = serde_json::from_str(event).expect("a chunk is JSON");
+        let object = if chat { "chat.completion.chunk" } else { "text_completion" };
+        assert_eq!(chunk["object"], object, "{chunk}");
+        assert_eq!(chunk["model"], "tiny");
+        let choices = chunk["choices"].as_array().expect("choices");
+        if choices.is_empty() {
+            usage = Some(chunk["usage"].clone());
+            continue;
+        }
+        assert!(finish.is_none(), "a chunk after the finish: {chunk}");
+        let choice = &choices[0];
+        if chat && i == 0 {
+            assert_eq!(choice["delta"]["role"], "assistant");
+        }
+        let piece = if chat { &choice["delta"]["content"] } else { &choice["text"] };
+        text.push_str(piece.as_str().unwrap_or(""));
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            finish = Some(reason.to_string());
+        }
+    }
+    (text, finish.expect("a finish_reason"), usage)
+}
+
+fn error_of(status: u16, body: &Value, expected: u16, what: &str) {
+    assert_eq!(status, expected, "{what}: {body}");
+    let error = &body["error"];
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+    assert!(error["type"].is_string(), "{what}: {body}");
+    assert!(error.get("param").is_some() && error.get("code").is_some(), "{what}: {body}");
+}
+
+#[test]
+fn completions_whole_and_streamed_agree_with_usage_counts() {
+    let server = Server::start(2, 4, 256);
+    let request =
+        json!({"model": "tiny", "prompt": [1, 2, 3, 4, 5], "max_tokens": 12, "temperature": 0, "ignore_eos": true});
+    let (status, whole) = server.post("/v1/completions", &request);
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["object"], "text_completion");
+    assert_eq!(whole["choices"][0]["finish_reason"], "length");
+    assert_eq!(whole["usage"], json!({"prompt_tokens": 5, "completion_tokens": 12, "total_tokens": 17}));
+    let text = whole["choices"][0]["text"].as_str().expect("text").to_string();
+    assert!(!text.is_empty());
+
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let (status, events) = server.stream("/v1/completions", &streamed);
+    assert_eq!(status, 200);
+    let (stream_text, finish, usage) = read_stream(&events, false);
+    assert_eq!((stream_text.as_str(), finish.as_str()), (text.as_str(), "length"));
+    assert_eq!(usage, Some(whole["usage"].clone()));
+}
+
+#[test]
+fn chat_whole_and_streamed_agree() {
+    let server = Server::start(2, 4, 256);
+    let request = json!({
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+        "max_completion_tokens": 10, "temperature": 0, "ignore_eos": true
+    });
+    let (status, whole) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["object"], "chat.completion");
+    let message = &whole["choices"][0]["message"];
+    assert_eq!(message["role"], "assistant");
+    let text = message["content"].as_str().expect("content").to_string();
+    assert_eq!(whole["usage"]["completion_tokens"], 10);
+    // The ChatML rendering of the two messages plus the generation prompt.
+    let prompt_tokens = whole["usage"]["prompt_tokens"].as_u64().expect("prompt tokens");
+    assert!(prompt_tokens > 10, "{whole}");
+
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (status, events) = server.stream("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200);
+    let (stream_text, finish, usage) = read_stream(&events, true);
+    assert_eq!((stream_text, finish.as_str(), usage), (text, "length", None));
+}
+
+#[test]
+fn a_stop_string_cuts_the_text_and_finishes_with_stop() {
+    let server = Server::start(2, 4, 256);
+    let mut request = json!({"prompt": "Once upon", "max_tokens": 24, "temperature": 0, "ignore_eos": true});
+    let (_, whole) = server.post("/v1/completions", &request);
+    let text = whole["choices"][0]["text"].as_str().expect("text").to_string();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    assert!(chars.len() >= 8, "the tiny model's text is long enough to cut: {text:?}");
+    // A stop string from the middle of the text, two characters long.
+    let (from, to) = (chars[chars.len() / 2].0, chars.get(chars.len() / 2 + 2).map_or(text.len(), |c| c.0));
+    let stop = &text[from..to];
+    let expected = &text[..text.find(stop).expect("the stop is in the text")];
+    request["stop"] = json!(["never-appears-zq", stop]);
+    let (status, cut) = server.post("/v1/completions", &request);
+    assert_eq!(status, 200, "{cut}");
+    assert_eq!(cut["choices"][0]["text"], expected, "stop {stop:?} in {text:?}");
+    assert_eq!(cut["choices"][0]["finish_reason"], "stop");
+    assert!(cut["usage"]["completion_tokens"].as_u64().expect("count") < 24);
+
+    request["stream"] = json!(true);
+    let (_, events) = server.stream("/v1/completions", &request);
+    let (streamed, finish, _) = read_stream(&events, false);
+    assert_eq!((streamed.as_str(), finish.as_str()), (expected, "stop"));
+    server.wait_for("the stopped generations to free their slots", |s| s.running == 0);
+}
+
+#[test]
+fn a_seed_gives_the_same_text_twice() {
+    let server = Server::start(2, 4, 256);
+    let request = json!({"prompt": "Hello", "max_tokens": 16, "temperature": 1.0, "seed": 1234, "ignore_eos": true});
+    let (_, a) = server.post("/v1/completions", &request);
+    let (_, b) = server.post("/v1/completions", &request);
+    assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"]);
+    let chat =
+        json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16, "seed": 99, "ignore_eos": true});
+    let (_, a) = server.post("/v1/chat/completions", &chat);
+    let (_, b) = server.post("/v1/chat/completions", &chat);
+    assert_eq!(a["choices"][0]["message"], b["choices"][0]["message"]);
+}
+
+#[test]
+fn models_and_health_answer() {
+    let server = Server::start(1, 1, 64);
+    let (status, models) = server.call("GET", "/v1/models", b"");
+    assert_eq!(status, 200);
+    let models: Value = serde_json::from_str(&models).expect("json");
+    assert_eq!(models["data"][0]["id"], "tiny");
+    let (status, health) = server.call("GET", "/health", b"");
+    assert_eq!(status, 200);
+    assert_eq!(serde_json::from_str::<Value>(&health).expect("json")["status"], "ok");
+}
+
+#[test]
+fn bad_requests_get_4xx_json_errors_and_the_server_goes_on() {
+    let server = Server::start(2, 4, 64);
+    let long: Vec<u32> = (0..64).map(|i| 1 + i % 50).collect();
+    let cases: [(&str, &str, u16, &str); 12] = [
+        ("/v1/completions", r#"{"prompt": "hi", "max_tokens": "#, 400, "malformed JSON"),
+        ("/v1/completions", r#"{"prompt": "hi", "max_tokens": "ten"}"#, 400, "a field of the wrong type"),
+        ("/v1/chat/completions", r#"{"messages": "hi"}"#, 400, "messages of the wrong type"),
+        ("/v1/completions", r#"{"max_tokens": 3}"#, 400, "no prompt"),
+        ("/v1/completions", r#"{"prompt": "hi", "model": "gpt-4"}"#, 404, "an unknown model"),
+        ("/v1/completions", r#"{"prompt": "hi", "max_tokens": 1000}"#, 400, "max_tokens past the context"),
+        ("/v1/completions", r#"{"prompt": "hi", "presence_penalty": 0.5}"#, 400, "a presence penalty"),
+        ("/v1/completions", r#"{"prompt": "hi", "n": 2}"#, 400, "n = 2"),
+        ("/v1/completions", r#"{"prompt": "hi", "temperature": -1}"#, 400, "a negative temperature"),
+        ("/v1/completions", r#"{"prompt": [999999]}"#, 400, "a token outside the vocabulary"),
+        ("/v1/chat/completions", r#"{"messages": []}"#, 400, "no messages"),
+        ("/v1/nothing", r#"{}"#, 404, "an unknown path"),
+    ];
+    for (path, body, expected, what) in cases {
+        let (status, text) = server.call("POST", path, body.as_bytes());
+        let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {text}"));
+        error_of(status, &value, expected, what);
+    }
+    let (status, body) = server.post("/v1/completions", &json!({"prompt": long}));
+    error_of(status, &body, 400, "a prompt longer than the context");
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+    let big = format!(r#"{{"prompt": "{}"}}"#, "a".repeat(BODY_LIMIT + 1000));
+    let (status, text) = server.call("POST", "/v1/completions", big.as_bytes());
+    error_of(status, &serde_json::from_str(&text).expect("json"), 413, "a body over the limit");
+
+    let (status, ok) = server.post("/v1/completions", &json!({"prompt": "hi", "max_tokens": 2, "ignore_eos": true}));
+    assert_eq!((status, ok["usage"]["completion_tokens"].as_u64()), (200, Some(2)), "{ok}");
+}
+
+/// Starts a streamed completion that runs until the context is full and
+/// returns its connection once the first event arrived.
+fn long_stream(server: &Server) -> TcpStream {
+    let mut stream = server.connect();
+    let body = json!({"prompt": "a", "stream": true, "ignore_eos": true, "temperature": 0});
+    send(&mut stream, "POST", "/v1/completions", body.to_string().as_bytes());
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("data: ") {
+        let n = stream.read(&mut buf).expect("read the stream");
+        assert!(n > 0, "the stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream
+}
+
+#[test]
+fn past_the_queue_requests_get_429_and_a_disconnect_frees_the_slot() {
+    let server = Server::start(1, 1, 8192);
+    let running = long_stream(&server);
+    // One more waits in the queue…
+    let addr = server.addr;
+    let waiting = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        let body = json!({"prompt": "b", "max_tokens": 3, "ignore_eos": true});
+        send(&mut stream, "POST", "/v1/completions", body.to_string().as_bytes());
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read");
+        parse(&raw)
+    });
+    server.wait_for("one running and one waiting", |s| s.running == 1 && s.queued == 1);
+    // …and the next is refused.
+    let (status, body) = server.post("/v1/completions", &json!({"prompt": "c", "max_tokens": 3}));
+    error_of(status, &body, 429, "a full queue");
+    // The client of the running stream goes away: its sequence is freed
+    // and the waiting request runs.
+    drop(running);
+    let stats = server.wait_for("the disconnected stream to be cancelled", |s| s.cancelled == 1);
+    assert!(stats.generated_tokens < 8000, "cancelled before the context filled: {stats:?}");
+    let (status, text) = waiting.join().expect("the waiting client");
+    assert_eq!(status, 200, "{text}");
+    server.wait_for("every slot free", |s| s.running == 0 && s.queued == 0);
+}
+
+#[test]
+fn shutdown_cancels_what_outlives_the_drain_time() {
+    let options = ServerOptions { body_limit: BODY_LIMIT, drain: Duration::from_millis(50) };
+    let mut server = Server::start_with(1, 1, 8192, options);
+    let mut running = long_stream(&server);
+    server.stop();
+    let mut rest = Vec::new();
+    running.read_to_end(&mut rest).expect("the stream ends");
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("\"error\"") && !rest.contains("[DONE]"), "the stream ends with an error event: {rest}");
+    assert!(TcpStream::connect(server.addr).is_err(), "the listener is closed");
+}
+
+#[test]
+fn a_body_without_a_json_content_type_is_read_as_json() {
+    let server = Server::start(1, 1, 64);
+    let body = r#"{"prompt": "hi", "max_tokens": 2, "ignore_eos": true}"#;
+    let mut stream = server.connect();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let (status, text) = parse(&raw);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&text).expect("json")["usage"]["completion_tokens"], 2);
+}

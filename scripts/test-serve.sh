@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `baton serve` checked with the official `openai` Python client
+# (tests/serve/openai_client.py): chat and completions, streamed and whole,
+# stop strings, seeds, errors. Builds baton (release), installs `openai` in
+# the reference venv (scripts/setup-python.sh), starts the server on a free
+# port with SmolLM2 (BATON_SMOLLM2, default: the cached SmolLM2-135M-Instruct
+# Q4_1) and stops it on exit. BATON_BIN names a baton binary to use instead
+# of building target/release/baton.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+model=${BATON_SMOLLM2:-$HOME/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+[ -f "$model" ] || { echo "test-serve: no model at $model (scripts/fetch-smollm2.sh)" >&2; exit 1; }
+
+python=$(scripts/setup-python.sh | tail -n1)
+venv=$(dirname "$(dirname "$python")")
+exec 9>"$venv.lock"
+flock 9
+"$python" -c 'import openai' 2>/dev/null || "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40" >&2
+flock -u 9
+
+baton=${BATON_BIN:-}
+if [ -z "$baton" ]; then
+  cargo build --release -p baton-cli --bin baton >&2
+  baton=$target/release/baton
+fi
+log=$(mktemp)
+server=
+cleanup() {
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  rm -f "$log"
+}
+trap cleanup EXIT
+"$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 2 -c 1024 -t 2 2>"$log" &
+server=$!
+addr=
+for _ in $(seq 600); do
+  addr=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -n1 | sed 's/listening on //') || true
+  [ -n "$addr" ] && break
+  kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "test-serve: the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$log" >&2; echo "test-serve: the server did not start" >&2; exit 1; }
+echo "test-serve: server at $addr" >&2
+"$python" tests/serve/openai_client.py "$addr/v1"
+# Ctrl-C (SIGINT) drains and exits 0.
+kill -INT "$server"
+status=0
+wait "$server" || status=$?
+server=
+[ "$status" -eq 0 ] || { cat "$log" >&2; echo "test-serve: the server exited $status after SIGINT" >&2; exit 1; }
+echo "test-serve: passed" >&2
