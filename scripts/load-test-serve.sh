@@ -23,7 +23,7 @@ baton=$target/$profile/baton
 case ${MODEL:-synth} in
   synth)
     model=$target/load-test-tiny.gguf
-    "$baton" model synth --out "$model" >/dev/null
+    "$baton" model synth --shape tiny --type q4_1 -o "$model" >/dev/null
     context=256
     ;;
   smollm2)

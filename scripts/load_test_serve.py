@@ -243,6 +243,11 @@ def main():
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--context", type=int, default=256)
+    # glibc malloc keeps freed blocks in per-thread arenas, so RSS after a
+    # load wanders by a few MiB without any leak (tiny model: +3.5 MiB after
+    # 200 requests, +2.5 MiB after 800: it does not grow with the requests);
+    # a per-request leak would. Margin: this many KiB or 5% of the idle RSS,
+    # whichever is larger.
     ap.add_argument("--rss-margin-kib", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("serve_args", nargs="*", help="more arguments for baton serve (after --)")
@@ -276,11 +281,12 @@ def main():
             fail("the server does not answer /health after the load")
         check_stream(server, (PROMPTS[0], MAX_TOKENS[-1]), reference)
         grown = after_kib - idle_kib
+        margin = max(args.rss_margin_kib, idle_kib // 20)
         print(f"requests: {sum(counts.values())} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}) "
               f"from {args.clients} clients; RSS idle {idle_kib} KiB, after the load {after_kib} KiB "
-              f"({grown:+d} KiB, margin {args.rss_margin_kib} KiB); {time.monotonic() - start:.1f} s")
-        if grown > args.rss_margin_kib:
-            fail(f"RSS grew by {grown} KiB over the load, more than the {args.rss_margin_kib} KiB margin")
+              f"({grown:+d} KiB, margin {margin} KiB); {time.monotonic() - start:.1f} s")
+        if grown > margin:
+            fail(f"RSS grew by {grown} KiB over the load, more than the {margin} KiB margin")
         if sum(counts.values()) != args.requests:
             fail(f"{sum(counts.values())} of {args.requests} requests completed")
     finally:
