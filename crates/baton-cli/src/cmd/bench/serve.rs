@@ -71,7 +71,10 @@ pub struct ServeBenchArgs {
 /// Runs `baton bench serve`.
 pub fn run(args: ServeBenchArgs) -> Result<()> {
     ensure!(!args.clients.is_empty() && !args.clients.contains(&0), "--clients must list counts of at least 1");
-    ensure!(args.requests_per_client >= 1 && args.max_tokens >= 1, "--requests-per-client and --max-tokens must be at least 1");
+    ensure!(
+        args.requests_per_client >= 1 && args.max_tokens >= 1,
+        "--requests-per-client and --max-tokens must be at least 1"
+    );
     let shape = RequestShape {
         max_tokens: args.max_tokens,
         ignore_eos: args.ignore_eos,
@@ -89,7 +92,11 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
             endpoint
         }
     };
-    eprintln!("loading {} ({})", endpoint.addr(), if child.is_some() { "baton serve started here" } else { "a running server" });
+    eprintln!(
+        "loading {} ({})",
+        endpoint.addr(),
+        if child.is_some() { "baton serve started here" } else { "a running server" }
+    );
     // One request first: lazy allocations and page faults stay out of the figures.
     load::stream_one(&endpoint, &shape, "Hello", 4, |_| true).context("the warm-up request")?;
 
@@ -103,8 +110,9 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
     }
     let mut stalls = Vec::new();
     if args.stall_streams > 0 {
-        let stall = load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
-            .context("the long-prompt phase")?;
+        let stall =
+            load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
+                .context("the long-prompt phase")?;
         stalls.push(("server default".to_owned(), stall));
     }
     drop(child.take());
@@ -113,8 +121,9 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         let unchunked = ChildServer::start(&args.serve, parallel, &["--prefill-chunk", &chunk])?;
         let endpoint = unchunked.endpoint();
         load::stream_one(&endpoint, &shape, "Hello", 4, |_| true).context("the warm-up request")?;
-        let stall = load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
-            .context("the long-prompt phase without chunked prefill")?;
+        let stall =
+            load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
+                .context("the long-prompt phase without chunked prefill")?;
         stalls.push((format!("--prefill-chunk {chunk}"), stall));
     }
     print_tables(&args, &phases, &stalls);

@@ -22,7 +22,9 @@ pub enum ClientError {
         why: &'static str,
     },
     /// The host resolves to an address that is not loopback.
-    #[error("{host} resolves to {addr}, which is not a loopback address: the load generator only talks to this machine")]
+    #[error(
+        "{host} resolves to {addr}, which is not a loopback address: the load generator only talks to this machine"
+    )]
     NotLoopback {
         /// The host given.
         host: String,
@@ -90,10 +92,8 @@ impl Endpoint {
         if authority.contains('/') {
             return Err(bad("a path is not expected"));
         }
-        let addrs: Vec<SocketAddr> = authority
-            .to_socket_addrs()
-            .map_err(|_| bad("the host or port does not resolve"))?
-            .collect();
+        let addrs: Vec<SocketAddr> =
+            authority.to_socket_addrs().map_err(|_| bad("the host or port does not resolve"))?.collect();
         let addr = *addrs.first().ok_or_else(|| bad("the host resolves to no address"))?;
         if let Some(outside) = addrs.iter().find(|a| !a.ip().is_loopback()) {
             return Err(ClientError::NotLoopback { host: authority.to_owned(), addr: *outside });
@@ -157,7 +157,13 @@ impl Endpoint {
         }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&str>, timeout: Duration) -> Result<BufReader<TcpStream>, ClientError> {
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        timeout: Duration,
+    ) -> Result<BufReader<TcpStream>, ClientError> {
         let io = |what| move |source| ClientError::Io { what, addr: self.addr, source };
         let mut stream = TcpStream::connect_timeout(&self.addr, timeout).map_err(io("connecting to"))?;
         stream.set_read_timeout(Some(timeout)).map_err(io("configuring"))?;
@@ -181,7 +187,11 @@ impl Endpoint {
     fn read_head(&self, reader: &mut BufReader<TcpStream>) -> Result<Head, ClientError> {
         let malformed = |why: String| ClientError::Malformed { addr: self.addr, why };
         let mut line = String::new();
-        reader.read_line(&mut line).map_err(|source| ClientError::Io { what: "reading from", addr: self.addr, source })?;
+        reader.read_line(&mut line).map_err(|source| ClientError::Io {
+            what: "reading from",
+            addr: self.addr,
+            source,
+        })?;
         let status = line
             .strip_prefix("HTTP/1.")
             .and_then(|s| s.get(2..5))
@@ -190,9 +200,11 @@ impl Endpoint {
         let mut head = Head { status, chunked: false, length: None };
         loop {
             line.clear();
-            let n = reader
-                .read_line(&mut line)
-                .map_err(|source| ClientError::Io { what: "reading headers from", addr: self.addr, source })?;
+            let n = reader.read_line(&mut line).map_err(|source| ClientError::Io {
+                what: "reading headers from",
+                addr: self.addr,
+                source,
+            })?;
             if n == 0 {
                 return Err(malformed("the headers do not end".into()));
             }
@@ -210,17 +222,25 @@ impl Endpoint {
         }
     }
 
-    fn read_body(&self, reader: &mut BufReader<TcpStream>, head: &Head, timeout: Duration) -> Result<String, ClientError> {
+    fn read_body(
+        &self,
+        reader: &mut BufReader<TcpStream>,
+        head: &Head,
+        timeout: Duration,
+    ) -> Result<String, ClientError> {
         let mut bytes = Vec::new();
         Body::new(reader, head.chunked, head.length)
             .read_to_end(&mut bytes)
             .map_err(|e| self.io_or_timeout("reading a body from", e, timeout))?;
-        String::from_utf8(bytes).map_err(|_| ClientError::Malformed { addr: self.addr, why: "the body is not UTF-8".into() })
+        String::from_utf8(bytes)
+            .map_err(|_| ClientError::Malformed { addr: self.addr, why: "the body is not UTF-8".into() })
     }
 
     fn io_or_timeout(&self, what: &'static str, source: io::Error, timeout: Duration) -> ClientError {
         match source.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Timeout { addr: self.addr, after: timeout },
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                ClientError::Timeout { addr: self.addr, after: timeout }
+            }
             _ => ClientError::Io { what, addr: self.addr, source },
         }
     }

@@ -133,7 +133,13 @@ pub struct PhaseResult {
 
 /// Runs `requests` streaming completions from `clients` threads, stopping
 /// early (after the requests in flight) once `time_limit` has passed.
-pub fn run_phase(endpoint: &Endpoint, shape: &RequestShape, clients: usize, requests: usize, time_limit: Duration) -> Result<PhaseResult> {
+pub fn run_phase(
+    endpoint: &Endpoint,
+    shape: &RequestShape,
+    clients: usize,
+    requests: usize,
+    time_limit: Duration,
+) -> Result<PhaseResult> {
     let next = AtomicUsize::new(0);
     let records = Mutex::new(Vec::new());
     let start = Instant::now();
@@ -207,7 +213,13 @@ pub struct StallResult {
 /// `streams` streams of at most `stream_tokens` tokens run; once each has a
 /// few tokens, a prompt of `prompt_words` words arrives. The streams are dropped once its first
 /// token is out.
-pub fn run_stall(endpoint: &Endpoint, shape: &RequestShape, streams: usize, stream_tokens: usize, prompt_words: usize) -> Result<StallResult> {
+pub fn run_stall(
+    endpoint: &Endpoint,
+    shape: &RequestShape,
+    streams: usize,
+    stream_tokens: usize,
+    prompt_words: usize,
+) -> Result<StallResult> {
     const WARM_TOKENS: usize = 8;
     let started = AtomicUsize::new(0);
     let prefill_done = Mutex::new(None::<(Instant, Instant)>);
@@ -253,12 +265,10 @@ pub fn run_stall(endpoint: &Endpoint, shape: &RequestShape, streams: usize, stre
         };
         *prefill_done.lock().unwrap_or_else(|e| e.into_inner()) = Some(window);
         long.context("the long prompt")?;
-        runners
-            .into_iter()
-            .map(|r| r.join().map_err(|_| anyhow::anyhow!("a stream thread panicked"))?)
-            .collect()
+        runners.into_iter().map(|r| r.join().map_err(|_| anyhow::anyhow!("a stream thread panicked"))?).collect()
     })?;
-    let (from, to) = prefill_done.into_inner().unwrap_or_else(|e| e.into_inner()).context("the long prompt never ran")?;
+    let (from, to) =
+        prefill_done.into_inner().unwrap_or_else(|e| e.into_inner()).context("the long prompt never ran")?;
     let mut before = Vec::new();
     let mut longest = 0.0f64;
     let mut ended_early = 0;
@@ -289,8 +299,10 @@ pub fn run_stall(endpoint: &Endpoint, shape: &RequestShape, streams: usize, stre
 /// A prompt of `words` words, each about one token, that does not repeat
 /// itself in short periods.
 fn long_prompt(words: usize) -> String {
-    const WORDS: [&str; 16] =
-        ["river", "stone", "garden", "light", "window", "music", "paper", "green", "table", "winter", "city", "horse", "bread", "cloud", "letter", "bridge"];
+    const WORDS: [&str; 16] = [
+        "river", "stone", "garden", "light", "window", "music", "paper", "green", "table", "winter", "city", "horse",
+        "bread", "cloud", "letter", "bridge",
+    ];
     let mut state: u32 = 12345;
     let mut text = String::from("Summarise the following notes.");
     for _ in 0..words {
