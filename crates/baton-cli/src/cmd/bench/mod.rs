@@ -48,7 +48,7 @@ pub enum BenchKind {
     /// Load on an OpenAI-compatible server: tokens/s, TTFT and ITL per client count.
     ///
     /// Example: baton bench serve -m smollm2 --clients 1,2,4,8,16 --max-tokens 64
-    Serve(serve::ServeBenchArgs),
+    Serve(Box<serve::ServeBenchArgs>),
 }
 
 /// Runs `baton bench`.
@@ -59,6 +59,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(BenchKind::Gates(args)) => gates::run(args),
         Some(BenchKind::Memory(args)) => memory::run(args),
         Some(BenchKind::Submit(args)) => submit::run(args),
-        Some(BenchKind::Serve(args)) => serve::run(args),
+        Some(BenchKind::Serve(args)) => serve::run(*args),
     }
 }
