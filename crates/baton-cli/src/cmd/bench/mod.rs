@@ -1,12 +1,14 @@
 //! `baton bench`: the model benchmark (llama-bench's table, `model.rs`),
 //! or one of the sub-commands: `sync` and `gates` (what each wait policy
 //! costs, on the pair of CPU devices of `pair.rs`), `memory` (the
-//! bandwidth) and `submit` (the host's cost of a submission).
+//! bandwidth), `submit` (the host's cost of a submission) and `serve` (a
+//! load generator for an OpenAI-compatible server).
 
 mod gates;
 mod memory;
 mod model;
 mod pair;
+mod serve;
 mod submit;
 mod sync;
 
@@ -43,6 +45,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench submit --items 20000
     Submit(submit::SubmitArgs),
+    /// Load on an OpenAI-compatible server: tokens/s, TTFT and ITL per client count.
+    ///
+    /// Example: baton bench serve -m smollm2 --clients 1,2,4,8,16 --max-tokens 64
+    Serve(Box<serve::ServeBenchArgs>),
 }
 
 /// Runs `baton bench`.
@@ -53,5 +59,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(BenchKind::Gates(args)) => gates::run(args),
         Some(BenchKind::Memory(args)) => memory::run(args),
         Some(BenchKind::Submit(args)) => submit::run(args),
+        Some(BenchKind::Serve(args)) => serve::run(*args),
     }
 }

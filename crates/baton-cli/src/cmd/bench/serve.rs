@@ -1,0 +1,159 @@
+//! `baton bench serve`: a load generator for an OpenAI-compatible server on
+//! this machine, ours or another (llama.cpp's). For each client count it
+//! runs streaming completions (fixed prompts, greedy) and prints aggregate
+//! tokens/s, time to first token and inter-token latency (p50/p99); then the
+//! longest stall of running streams while a long prompt is prefilled.
+//!
+//! With `--url` it loads a server that is already running; otherwise it
+//! starts `baton serve` as a child process with the model arguments given
+//! and stops it at the end. Loopback only; bounded in requests and time.
+
+mod client;
+mod load;
+mod server;
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use clap::Args;
+
+use client::Endpoint;
+use load::{PhaseResult, RequestShape, StallResult};
+use server::{ChildServer, ServeCommand};
+
+/// Arguments of `baton bench serve`.
+#[derive(Args)]
+pub struct ServeBenchArgs {
+    /// A server already running on this machine (http://127.0.0.1:PORT);
+    /// without it, `baton serve` is started with the model arguments below.
+    #[arg(long)]
+    url: Option<String>,
+    /// Concurrent clients of each phase.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    clients: Vec<usize>,
+    /// Requests per client in each phase.
+    #[arg(long = "requests-per-client", default_value_t = 4)]
+    requests_per_client: usize,
+    /// Tokens generated per request.
+    #[arg(long = "max-tokens", default_value_t = 64)]
+    max_tokens: usize,
+    /// Seconds a phase may take; the requests in flight then finish.
+    #[arg(long = "phase-seconds", default_value_t = 120)]
+    phase_seconds: u64,
+    /// Send `ignore_eos: true` (where the server supports it; the prompts
+    /// are open-ended anyway).
+    #[arg(long = "ignore-eos")]
+    ignore_eos: bool,
+    /// The model name to send (llama.cpp's server wants none).
+    #[arg(long = "model-name")]
+    model_name: Option<String>,
+    /// Streams running while the long prompt arrives (0: no stall phase).
+    #[arg(long = "stall-streams", default_value_t = 4)]
+    stall_streams: usize,
+    /// Tokens each of those streams asks for at most.
+    #[arg(long = "stall-stream-tokens", default_value_t = 512)]
+    stall_stream_tokens: usize,
+    /// Words of the long prompt (about one token each).
+    #[arg(long = "long-prompt-words", default_value_t = 2000)]
+    long_prompt_words: usize,
+    /// When this command starts the server: the stall phase again with
+    /// `--prefill-chunk` set this large (chunked prefill off; 0: skip).
+    #[arg(long = "unchunked-prefill", default_value_t = 4096)]
+    unchunked_prefill: usize,
+    /// Seconds one response may take.
+    #[arg(long = "request-timeout", default_value_t = 300)]
+    request_timeout: u64,
+    /// The server to start when no `--url` is given.
+    #[command(flatten)]
+    serve: ServeCommand,
+}
+
+/// Runs `baton bench serve`.
+pub fn run(args: ServeBenchArgs) -> Result<()> {
+    ensure!(!args.clients.is_empty() && !args.clients.contains(&0), "--clients must list counts of at least 1");
+    ensure!(
+        args.requests_per_client >= 1 && args.max_tokens >= 1,
+        "--requests-per-client and --max-tokens must be at least 1"
+    );
+    let shape = RequestShape {
+        max_tokens: args.max_tokens,
+        ignore_eos: args.ignore_eos,
+        model: args.model_name.clone(),
+        timeout: Duration::from_secs(args.request_timeout),
+    };
+    let parallel = args.serve.parallel.unwrap_or_else(|| args.clients.iter().copied().max().unwrap_or(1));
+    let mut child = None;
+    let endpoint = match &args.url {
+        Some(url) => Endpoint::parse(url)?,
+        None => {
+            let started = ChildServer::start(&args.serve, parallel, &[])?;
+            let endpoint = started.endpoint();
+            child = Some(started);
+            endpoint
+        }
+    };
+    eprintln!(
+        "loading {} ({})",
+        endpoint.addr(),
+        if child.is_some() { "baton serve started here" } else { "a running server" }
+    );
+    // One request first: lazy allocations and page faults stay out of the figures.
+    load::stream_one(&endpoint, &shape, "Hello", 4, |_| true).context("the warm-up request")?;
+
+    let mut phases = Vec::new();
+    for &clients in &args.clients {
+        let requests = clients * args.requests_per_client;
+        let phase = load::run_phase(&endpoint, &shape, clients, requests, Duration::from_secs(args.phase_seconds))
+            .with_context(|| format!("the phase with {clients} client(s)"))?;
+        eprintln!("{clients} client(s): {:.1} tokens/s", phase.tokens_per_s);
+        phases.push(phase);
+    }
+    let mut stalls = Vec::new();
+    if args.stall_streams > 0 {
+        let stall =
+            load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
+                .context("the long-prompt phase")?;
+        stalls.push(("server default".to_owned(), stall));
+    }
+    drop(child.take());
+    if args.url.is_none() && args.stall_streams > 0 && args.unchunked_prefill > 0 {
+        let chunk = args.unchunked_prefill.to_string();
+        let unchunked = ChildServer::start(&args.serve, parallel, &["--prefill-chunk", &chunk])?;
+        let endpoint = unchunked.endpoint();
+        load::stream_one(&endpoint, &shape, "Hello", 4, |_| true).context("the warm-up request")?;
+        let stall =
+            load::run_stall(&endpoint, &shape, args.stall_streams, args.stall_stream_tokens, args.long_prompt_words)
+                .context("the long-prompt phase without chunked prefill")?;
+        stalls.push((format!("--prefill-chunk {chunk}"), stall));
+    }
+    print_tables(&args, &phases, &stalls);
+    Ok(())
+}
+
+fn print_tables(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String, StallResult)]) {
+    println!("max_tokens {}, greedy, {} request(s) per client", args.max_tokens, args.requests_per_client);
+    println!("| clients | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for p in phases {
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            p.clients, p.requests, p.tokens, p.tokens_per_s, p.ttft_ms.0, p.ttft_ms.1, p.itl_ms.0, p.itl_ms.1
+        );
+    }
+    let rate = |n| phases.iter().find(|p| p.clients == n).map(|p| p.tokens_per_s);
+    if let (Some(one), Some(eight)) = (rate(1), rate(8)) {
+        println!("8 clients / 1 client: {:.2}x aggregate tokens/s", eight / one);
+    }
+    if stalls.is_empty() {
+        return;
+    }
+    println!();
+    println!("| server | streams | long prompt words | prefill ms | ITL p50 before ms | longest stall ms | streams ended before |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (label, s) in stalls {
+        println!(
+            "| {label} | {} | {} | {:.0} | {:.1} | {:.0} | {} |",
+            s.streams, s.prompt_words, s.prefill_ms, s.itl_before_ms, s.longest_stall_ms, s.ended_early
+        );
+    }
+}
