@@ -41,6 +41,9 @@ cargo nextest run --workspace --release --features "$features" --no-fail-fast "$
 bash scripts/test-mpi.sh
 # The server (`baton serve`) with the official `openai` Python client.
 bash scripts/test-serve.sh
+# Its bounded load test: 16 clients, 200 requests with disconnects and bad
+# input, on a synthetic model.
+bash scripts/load-test-serve.sh
 # Doc tests (nextest does not run them): API examples and the compile-fail
 # check that a borrowed buffer cannot be lent to write_async.
 cargo test --workspace --release --doc --features "$features"

@@ -202,7 +202,11 @@ fn gemma3_logits_match_the_reference() {
     let c = compare(&path, &tokens, DType::F32);
     println!("Gemma 3 270M Q4_K_M: NMSE {:.3e}, argmax agrees at {}/{}", c.nmse, c.argmax_agree, c.positions);
     assert!(c.nmse <= 2e-3, "Gemma 3 logits NMSE {:.3e}", c.nmse);
-    assert!(c.argmax_agree + 1 >= c.positions, "argmax agrees at {}/{}", c.argmax_agree, c.positions);
+    // Two positions of this prompt are near ties that flip with the last
+    // bits of the K-quant sums: Baton agrees at 18 to 20 of 20 depending on
+    // the tile's summation order, the reference engine (llama-cpp-python
+    // 0.3.16) at 18 of 20 (docs/measurements.md, test tolerances).
+    assert!(c.argmax_agree + 2 >= c.positions, "argmax agrees at {}/{}", c.argmax_agree, c.positions);
 }
 
 /// The license text perplexity is measured on (Debian base-files).
