@@ -144,6 +144,8 @@ struct Builder<'a> {
     g: Graph,
     config: &'a LlamaConfig,
     types: &'a dyn WeightTypes,
+    /// See [`CacheGeometry::fold_groups`].
+    fold_groups: bool,
 }
 
 impl Builder<'_> {
@@ -197,7 +199,13 @@ impl Builder<'_> {
     /// One sequence's attention: writes its keys and values `k`, `v`
     /// (`[t, kv_heads, head_dim]`) at `positions` of its slot's cache
     /// `(keys, values)`, reads the first `window` positions, and returns the
-    /// output as `[t, heads, head_dim]` (a view: permuted).
+    /// output as `[heads, t, head_dim]`.
+    ///
+    /// With `fold_groups`, the query heads that share a KV head are rows of
+    /// one product (`[kv_heads, group × t, head_dim]`), so each key and value
+    /// is read (and converted from f16) once per KV head rather than once
+    /// per query head. The kernels' rows do not depend on the other rows, so
+    /// the results are the same bits either way.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &mut self,
@@ -219,9 +227,22 @@ impl Builder<'_> {
         let values = self.g.narrow(vc, 2, 0, window)?;
         let qh = self.g.permute(q, &[1, 0, 2])?;
         let qh = self.g.contiguous(qh)?;
-        let scores = self.g.matmul(qh, keys)?;
+        let (heads, kvh, hd) = (self.config.heads, self.config.kv_heads, self.config.head_dim);
+        let t = self.g.node(q).layout.shape.dims()[0];
+        let group = heads / kvh.max(1);
+        if !self.fold_groups || group < 2 {
+            let scores = self.g.matmul(qh, keys)?;
+            let probs = self.g.softmax_window(scores, self.config.attn_scale, positions, sliding)?;
+            return self.g.matmul(probs, values);
+        }
+        // `[heads, t, ·]` is `[kv_heads, group, t, ·]`: the group's rows in turn.
+        let qg = self.g.reshape(qh, &[kvh, group * t, hd])?;
+        let scores = self.g.matmul(qg, keys)?;
+        let scores = self.g.reshape(scores, &[heads, t, window])?;
         let probs = self.g.softmax_window(scores, self.config.attn_scale, positions, sliding)?;
-        self.g.matmul(probs, values)
+        let probs = self.g.reshape(probs, &[kvh, group * t, window])?;
+        let o = self.g.matmul(probs, values)?;
+        self.g.reshape(o, &[heads, t, hd])
     }
 
     /// The residual stream plus `y`, normalised first by `post_norm` where
@@ -243,6 +264,9 @@ pub struct CacheGeometry {
     pub slots: usize,
     /// Rows of the attention rows scratch (the most tokens of a batch).
     pub batch: usize,
+    /// Fold the query heads that share a KV head into one product (not
+    /// under tensor parallelism, whose head shares need not follow groups).
+    pub fold_groups: bool,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -262,7 +286,7 @@ pub fn build(
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
-    let mut b = Builder { g: Graph::new(), config, types };
+    let mut b = Builder { g: Graph::new(), config, types, fold_groups: cache.fold_groups };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_layer`).
     b.g.set_group(Some(0));

@@ -466,6 +466,7 @@ impl Model {
             context: self.cache.context,
             slots: self.cache.slots,
             batch: self.batch,
+            fold_groups: self.tensor.is_none(),
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
