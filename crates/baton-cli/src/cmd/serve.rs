@@ -36,7 +36,7 @@ pub struct ServeArgs {
     queue: usize,
     /// Most prompt tokens one step reads (a long prompt is read in chunks
     /// between the running requests' tokens).
-    #[arg(long = "prefill-chunk", default_value_t = 256)]
+    #[arg(long = "prefill-chunk", default_value_t = 64)]
     prefill_chunk: usize,
     /// Name of the served model (the `model` field requests must give, if
     /// any; default: the file's name without `.gguf`).
