@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
-use baton_core::backend::{into_devices, Bindings, Buffer, Device, IntoDevice, Pending, TensorRef};
+use baton_core::backend::{into_devices, Bindings, Buffer, Device, IntoDevice, Pending, Stream, TensorRef};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
@@ -76,6 +76,8 @@ pub struct BatchTicket {
     /// The slot's serial when submitted: a later run in the slot makes the
     /// ticket stale.
     serial: u64,
+    /// Reached when the step is done.
+    done: SyncPoint,
     /// The logits it fills.
     logits: TensorRef,
 }
@@ -144,6 +146,11 @@ pub struct Model {
     /// Per run in flight: the logits of a batched step (a row per
     /// sequence), and the serial of the last run that used it.
     batch_logits_io: Vec<(Buffer, u64)>,
+    /// A stream of the last device that reads a batched step's logits once
+    /// that step is done, not behind later steps queued on the device's
+    /// own stream (which would serialise steps in flight). `None` where the
+    /// device has no second stream, or over several processes.
+    readback: Option<Stream>,
     /// Plans by shape, with the tensors bound to their graph's weights and
     /// caches by node (so a step binds by index, not by name).
     plans: Vec<(BatchShape, Arc<Plan>, BoundByNode)>,
@@ -268,6 +275,10 @@ impl Model {
             .map(|_| Ok((devices[first].alloc(3 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
+        let readback = match remote {
+            Some(_) => None,
+            None => devices[last].new_stream().ok(),
+        };
         let batch_logits_io = (0..input_io.len())
             .map(|_| Ok((devices[last].alloc(cache.slots * config.vocab * 4)?, 0)))
             .collect::<Result<Vec<_>, ModelError>>()?;
@@ -309,6 +320,7 @@ impl Model {
             next_input: 0,
             logits_io,
             batch_logits_io,
+            readback,
             plans: Vec::new(),
             host_inputs: Some(Vec::new()),
             pending_inputs: None,
@@ -645,13 +657,21 @@ impl Model {
         Ok((points, logits_t))
     }
 
-    /// Waits for the logits a submitted run fills and returns them.
-    fn read_logits(&mut self, logits_t: &TensorRef) -> Result<&[f32], ModelError> {
+    /// Waits for the logits a submitted run fills and returns them; with
+    /// `done` (the run's point), on the readback stream after that point.
+    fn read_logits(&mut self, logits_t: &TensorRef, done: Option<&SyncPoint>) -> Result<&[f32], ModelError> {
         let rows = logits_t.shape().dims()[0];
         let mut host_logits = self.host_logits.take().unwrap_or_default();
         host_logits.resize(rows * self.config.vocab, 0.0);
         let last = self.layer_device[self.config.layers - 1];
-        let read = self.runner.stream(last).read_into_async(logits_t, host_logits)?;
+        let stream = match (done, &self.readback) {
+            (Some(done), Some(readback)) => {
+                readback.wait(done)?;
+                readback
+            }
+            _ => self.runner.stream(last),
+        };
+        let read = stream.read_into_async(logits_t, host_logits)?;
         if !read.is_ready() {
             self.host_waits += 1;
         }
@@ -689,7 +709,7 @@ impl Model {
     pub fn submit_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<BatchTicket, ModelError> {
         let slot = self.next_input;
         let buffer = self.batch_logits_io.get(slot).map(|(buffer, _)| buffer.clone());
-        let (_, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
+        let (points, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
         let serial = match self.batch_logits_io.get_mut(slot) {
             Some((_, serial)) => {
                 *serial += 1;
@@ -697,7 +717,7 @@ impl Model {
             }
             None => 0,
         };
-        Ok(BatchTicket { slot, serial, logits })
+        Ok(BatchTicket { slot, serial, done: points.done, logits })
     }
 
     /// Waits for a submitted step and returns its logits: one row of
@@ -711,7 +731,7 @@ impl Model {
                 self.input_io.len()
             )));
         }
-        self.read_logits(&ticket.logits)
+        self.read_logits(&ticket.logits, Some(&ticket.done))
     }
 
     /// Runs that may be in flight at once (`LoadOptions::n_copies`).
@@ -726,7 +746,7 @@ impl Model {
     /// logits (their read waits for its own point only).
     pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
         let (_, logits_t) = self.submit(&[SeqStep { slot: 0, past, tokens }], logits)?;
-        self.read_logits(&logits_t)
+        self.read_logits(&logits_t, None)
     }
 
     /// Evaluates a prompt of any length from position `past` in batches of
