@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut warm = engine.submit(request(&prompt, 4, 0))?;
         while !matches!(warm.blocking_next(), Some(Event::Done(_)) | None) {}
         let start = Instant::now();
-        let steps0 = engine.stats().steps;
+        let (steps0, waits0) = (engine.stats().steps, engine.stats().host_waits);
         let gens: Vec<_> =
             (0..clients).map(|i| engine.submit(request(&prompt, max_tokens, i as u32))).collect::<Result<_, _>>()?;
         let mut tokens = 0;
@@ -42,10 +42,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let secs = start.elapsed().as_secs_f64();
         let stats = engine.stats();
+        let steps = stats.steps - steps0;
         println!(
-            "{clients:>2} clients: {tokens} tokens in {secs:.2} s = {:.1} t/s ({} steps)",
+            "{clients:>2} clients: {tokens} tokens in {secs:.2} s = {:.1} t/s ({steps} steps, {:.2} host waits per step)",
             tokens as f64 / secs,
-            stats.steps - steps0
+            (stats.host_waits - waits0) as f64 / steps.max(1) as f64
         );
         engine.shutdown(Shutdown::Drain);
     }
