@@ -242,21 +242,28 @@ bad_launch() { # LABEL WHY mpirun-arguments...
   fi
 }
 
+# The pid of rank 1 under the `timeout … mpirun` whose pid is $1 (empty if
+# not found): the child of mpirun whose environment names rank 1.
+rank1_pid() { # TIMEOUT_PID
+  local mpid p
+  mpid=$(pgrep -P "$1" || true)
+  for p in $(pgrep -P "${mpid:-0}" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then echo "$p"; fi
+  done
+}
+
 # `baton run` over 2 ranks; rank 1 stops (SIGSTOP) mid-decode: rank 0 must
 # fail within the deadline naming it, and the job exit non-zero (layer
 # split: rank 0 waits on a receive; with `-sm tensor`, on a gate).
 cli_silent() { # MODEL [EXTRA...]
-  local started ended tpid mpid rank_pid="" p rc=0 model=$1
+  local started ended tpid rank_pid="" rc=0 model=$1
   shift
   started=$(date +%s)
   BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/debug/baton" run \
     -m "$model" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 "$@" >/dev/null 2>"$work/silent.err" &
   tpid=$!
   sleep 4
-  mpid=$(pgrep -P "$tpid" || true)
-  for p in $(pgrep -P "${mpid:-0}" || true); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
-  done
+  rank_pid=$(rank1_pid "$tpid")
   [ -n "$rank_pid" ] && kill -STOP "$rank_pid"
   wait "$tpid" || rc=$?
   ended=$(date +%s)
@@ -273,16 +280,13 @@ cli_silent() { # MODEL [EXTRA...]
 # mid-decode: mpirun must end the job with a non-zero status well before
 # the 30 s deadline.
 cli_killed() { # MODEL
-  local started ended tpid mpid rank_pid="" p rc=0
+  local started ended tpid rank_pid="" rc=0
   started=$(date +%s)
   timeout 60 scripts/mpirun.sh -np 2 "$target/debug/baton" run -m "$1" -p "Once upon a time" -n 100000 --temp 0 \
     --devices cpu@0,cpu@1 -t 1 -sm tensor >/dev/null 2>"$work/killed.err" &
   tpid=$!
   sleep 4
-  mpid=$(pgrep -P "$tpid" || true)
-  for p in $(pgrep -P "${mpid:-0}" || true); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then rank_pid=$p; fi
-  done
+  rank_pid=$(rank1_pid "$tpid")
   [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
   wait "$tpid" || rc=$?
   ended=$(date +%s)

@@ -552,15 +552,10 @@ impl Model {
         Ok(())
     }
 
-    /// Queues the evaluation of `seqs` without waiting for it; returns its
+    /// Queues the evaluation of `seqs` without waiting for it, the logits
+    /// into `logits_buffer` if given (else the model's own); returns its
     /// points and the logits tensor it fills.
-    fn submit(&mut self, seqs: &[SeqStep<'_>], logits: Logits) -> Result<(RunPoints, TensorRef), ModelError> {
-        self.submit_to(seqs, logits, None)
-    }
-
-    /// As [`submit`](Self::submit), the logits into `logits_buffer` if
-    /// given (else the model's own).
-    fn submit_to(
+    fn submit(
         &mut self,
         seqs: &[SeqStep<'_>],
         logits: Logits,
@@ -709,7 +704,7 @@ impl Model {
     pub fn submit_batch(&mut self, seqs: &[SeqStep<'_>]) -> Result<BatchTicket, ModelError> {
         let slot = self.next_input;
         let buffer = self.batch_logits_io.get(slot).map(|(buffer, _)| buffer.clone());
-        let (points, logits) = self.submit_to(seqs, Logits::Last, buffer.as_ref())?;
+        let (points, logits) = self.submit(seqs, Logits::Last, buffer.as_ref())?;
         let serial = match self.batch_logits_io.get_mut(slot) {
             Some((_, serial)) => {
                 *serial += 1;
@@ -745,7 +740,7 @@ impl Model {
     /// or one per token with [`Logits::All`]. The host waits once, for the
     /// logits (their read waits for its own point only).
     pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
-        let (_, logits_t) = self.submit(&[SeqStep { slot: 0, past, tokens }], logits)?;
+        let (_, logits_t) = self.submit(&[SeqStep { slot: 0, past, tokens }], logits, None)?;
         self.read_logits(&logits_t, None)
     }
 
@@ -760,7 +755,7 @@ impl Model {
         let batch = self.batch;
         let chunks = tokens.len().div_ceil(batch);
         for (i, chunk) in tokens.chunks(batch).enumerate().take(chunks - 1) {
-            self.submit(&[SeqStep { slot: 0, past: past + i * batch, tokens: chunk }], Logits::Last)?;
+            self.submit(&[SeqStep { slot: 0, past: past + i * batch, tokens: chunk }], Logits::Last, None)?;
         }
         let last = chunks - 1;
         self.eval(&tokens[last * batch..], past + last * batch, Logits::Last)

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::{BatchTicket, Model, Sampler, SeqStep};
+use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::{Admitted, Command, EngineOptions, Event, Finish, FinishReason, Shared, Shutdown};
 
@@ -61,6 +61,8 @@ pub(super) struct Worker {
     /// Per group, its step in flight.
     flights: Vec<Option<Flight>>,
     next_id: u64,
+    /// The model's tokenizer (end-of-generation tokens).
+    tokenizer: Arc<Tokenizer>,
 }
 
 impl Worker {
@@ -76,6 +78,7 @@ impl Worker {
         // sequences. One device gets one group: halves of the batch would
         // read every weight twice and overlap nothing.
         let devices = model.placement().0.len();
+        let tokenizer = model.shared_tokenizer();
         let groups = model.runs_in_flight().min(devices).clamp(1, options.parallel);
         Worker {
             model,
@@ -88,6 +91,7 @@ impl Worker {
             draining: false,
             flights: (0..groups).map(|_| None).collect(),
             next_id: 0,
+            tokenizer,
         }
     }
 
@@ -258,12 +262,13 @@ impl Worker {
     /// it; ends the sequences that are done.
     fn process(&mut self, flight: Flight) {
         let Flight { ticket, picked } = flight;
+        let (vocab, context) = (self.model.config().vocab, self.model.context());
+        // Read in place: the loop below touches other fields only.
         let logits = match self.model.batch_logits(ticket) {
-            Ok(logits) => logits.to_vec(),
+            Ok(logits) => logits,
             Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
         };
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
-        let vocab = self.model.config().vocab;
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
         for (row, &(id, n)) in picked.iter().enumerate() {
@@ -280,7 +285,7 @@ impl Worker {
             }
             let row_logits = &logits[row * vocab..(row + 1) * vocab];
             let before = seq.generated;
-            let end = match next_token(seq, row_logits, &self.model) {
+            let end = match next_token(seq, row_logits, &self.tokenizer, context) {
                 Ok(Some(reason)) => Some(seq.finish(reason)),
                 Ok(None) => None,
                 Err(why) => Some(Event::Failed(why)),
@@ -333,9 +338,13 @@ impl Worker {
 
 /// Samples the sequence's next token from its logits and sends it; returns
 /// why the sequence ends, if it does.
-fn next_token(seq: &mut Seq, logits: &[f32], model: &Model) -> Result<Option<FinishReason>, String> {
+fn next_token(
+    seq: &mut Seq,
+    logits: &[f32],
+    tokenizer: &Tokenizer,
+    context: usize,
+) -> Result<Option<FinishReason>, String> {
     let token = seq.sampler.sample(logits).map_err(|e| format!("sampling failed: {e}"))?;
-    let tokenizer = model.tokenizer();
     let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
     if seq.stop_at_eog && eog {
         return Ok(Some(FinishReason::Stop));
@@ -346,7 +355,7 @@ fn next_token(seq: &mut Seq, logits: &[f32], model: &Model) -> Result<Option<Fin
     // A client that went away is noticed (and its slot freed) before the
     // next step.
     let _ = seq.events.send(Event::Token(token));
-    if seq.generated >= seq.max_tokens || seq.past >= model.context() {
+    if seq.generated >= seq.max_tokens || seq.past >= context {
         return Ok(Some(FinishReason::Length));
     }
     Ok(None)
