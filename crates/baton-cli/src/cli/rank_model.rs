@@ -173,7 +173,7 @@ fn launch_checks(
 /// `result`, which every rank shares; on an error, this rank prints it and
 /// meets the others once more before returning [`Reported`], so no rank
 /// exits (and has `mpirun` kill the rest) before each has said why.
-fn every_rank<T>(comm: &baton_mpi::Comm, bound: &RemoteBound, result: Result<T>) -> Result<T> {
+pub(crate) fn every_rank<T>(comm: &baton_mpi::Comm, bound: &RemoteBound, result: Result<T>) -> Result<T> {
     result.map_err(|e| {
         crate::util::reported::print_error(&format!("{e:#}"));
         // Best effort: a rank that cannot meet the others has printed too.

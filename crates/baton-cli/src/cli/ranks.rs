@@ -3,7 +3,7 @@
 //! `cpu:0@0,cpu:1@0,cpu@1`; a bare name is on rank 0), and each rank opens
 //! only its own devices. Rank 0 prints.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use baton_mpi::{local_devices, parse_ranked, RemoteBound, World};
 
 use crate::cmd::devices::{lines, local_rows, print};
@@ -64,10 +64,14 @@ pub fn devices(list: Option<&str>, json: bool) -> Result<()> {
     }
     if !failures.is_empty() {
         let first = failures[0].split_once(": ").map_or("", |(_, why)| why);
-        if failures.len() == size && failures.iter().all(|f| f.ends_with(first)) {
-            bail!("on every rank: {first}");
-        }
-        bail!("{} of {size} rank(s) failed: {}", failures.len(), failures.join("; "));
+        let error = if failures.len() == size && failures.iter().all(|f| f.ends_with(first)) {
+            anyhow::anyhow!("on every rank: {first}")
+        } else {
+            anyhow::anyhow!("{} of {size} rank(s) failed: {}", failures.len(), failures.join("; "))
+        };
+        // Each rank prints it before they meet once more, so that mpirun
+        // does not end a rank before it has said why.
+        return super::rank_model::every_rank(&comm, &bound, Err(error));
     }
     if rank == 0 {
         let note = described.ok().and_then(|(_, note)| note);
