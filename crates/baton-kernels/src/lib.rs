@@ -58,6 +58,7 @@ mod error;
 mod isa;
 pub mod matmul;
 pub mod ops;
+pub mod packed;
 pub mod quant;
 pub mod rope;
 
@@ -75,6 +76,7 @@ pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
 pub use isa::{with_isa, Isa};
 pub use matmul::{matmul, matmul_columns, MatMut, MatRef, Scratch, WeightMatrix};
+pub use packed::{matmul_packed, matmul_packed_columns, PackedWeights};
 pub use quant::{dequantize_row, quantize_row};
 pub use rope::{rope_in_place, RopeAngles, RopeMode};
 

@@ -205,6 +205,27 @@ impl ActivationBlock for SuperActBlock {
 }
 
 impl Scratch {
+    /// [`Self::activations`] on the calling thread.
+    pub(crate) fn activations_single<'a>(&'a mut self, isa: Isa, dtype: DType, x: &MatRef<'a>) -> Activations<'a> {
+        self.activations(isa, dtype, x, &SingleThreadQuantize)
+    }
+
+    /// [`Self::activations`], the rows spread over `parallel` if `spread`.
+    pub(crate) fn activations_for<'a>(
+        &'a mut self,
+        isa: Isa,
+        dtype: DType,
+        x: &MatRef<'a>,
+        parallel: &dyn Parallel,
+        spread: bool,
+    ) -> Activations<'a> {
+        if spread {
+            self.activations(isa, dtype, x, &ParallelQuantize(parallel))
+        } else {
+            self.activations(isa, dtype, x, &SingleThreadQuantize)
+        }
+    }
+
     /// The activations in the form weights of `dtype` multiply against:
     /// `x` itself for float weights, else `x` quantized into this scratch.
     fn activations<'a>(&'a mut self, isa: Isa, dtype: DType, x: &MatRef<'a>, split: &dyn RowSplit) -> Activations<'a> {

@@ -32,7 +32,7 @@ impl<'a> WeightMatrix<'a> {
     }
 
     /// Checks the layout and returns the bytes of one encoded row.
-    fn validate(&self) -> Result<usize, KernelError> {
+    pub(crate) fn validate(&self) -> Result<usize, KernelError> {
         if !crate::is_weight_type(self.dtype) {
             return Err(KernelError::NotFloat { dtype: self.dtype });
         }
@@ -105,7 +105,13 @@ fn check_extent(what: &'static str, rows: usize, stride: usize, row: usize, len:
     }
 }
 
-fn check_matrix(what: &'static str, rows: usize, cols: usize, stride: usize, len: usize) -> Result<(), KernelError> {
+pub(crate) fn check_matrix(
+    what: &'static str,
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    len: usize,
+) -> Result<(), KernelError> {
     if stride < cols {
         return Err(KernelError::StrideTooSmall { what, stride, row: cols });
     }

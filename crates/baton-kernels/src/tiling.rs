@@ -24,6 +24,18 @@ pub(crate) enum Activations<'a> {
     SuperBlocks(&'a [SuperActBlock]),
 }
 
+impl<'a> Activations<'a> {
+    /// Blocks `start..end` (in blocks, rows after rows); float activations
+    /// are returned whole (their rows are addressed by stride).
+    pub(crate) fn rows(self, start: usize, end: usize) -> Activations<'a> {
+        match self {
+            Activations::Float { .. } => self,
+            Activations::Blocks(b) => Activations::Blocks(&b[start..end]),
+            Activations::SuperBlocks(b) => Activations::SuperBlocks(&b[start..end]),
+        }
+    }
+}
+
 /// A mutable buffer that several threads write to at disjoint indices.
 pub(crate) struct DisjointWrites<T> {
     ptr: *mut T,

@@ -1,0 +1,354 @@
+//! Weights repacked for the CPU's matmul: groups of [`GROUP_ROWS`] weight
+//! rows interleaved block by block, so that one tile reads a single
+//! sequential stream and its vector lanes hold different output columns
+//! (no horizontal sums per block, scales of the whole group in one load).
+//!
+//! A [`PackedWeights`] is built once from a [`WeightMatrix`] (at load time,
+//! or on a weight buffer's first use by the CPU backend) and then
+//! multiplied with [`matmul_packed`] / [`matmul_packed_columns`], which take
+//! the same activations, shapes and threads as [`matmul`](crate::matmul()).
+//!
+//! # Layout
+//!
+//! Rows are taken [`GROUP_ROWS`] at a time; a last group with fewer rows is
+//! padded with zero rows (their outputs are computed and dropped). Group `g`
+//! is `blocks × F::PACKED_BYTES` bytes at `g * group_bytes`: block `b` of
+//! all its rows, then block `b + 1`, so a group is read front to back. What
+//! a packed block holds is each format's choice ([`PackedFormat`]).
+//!
+//! # Row invariance
+//!
+//! As for [`matmul`](crate::matmul()): `y[i][j]` depends only on `x[i]`, row
+//! `W[j]` (packed), the shape and the instruction set, never on `m`, on the
+//! other rows of `x`, on the thread count or on the column range. Every
+//! tile computes each output in its own lane, with the same operations in
+//! the same order whatever `MR` is. A packed matrix's outputs may differ in
+//! the last bits from the unpacked matrix's (other sums order), so a
+//! program uses one form or the other for a given matrix, consistently.
+
+use std::ops::Range;
+
+use baton_core::parallel::split_range;
+use baton_core::{DType, Parallel};
+
+use crate::error::KernelError;
+use crate::isa::Isa;
+use crate::matmul::Scratch;
+use crate::matrix::{MatMut, MatRef, WeightMatrix};
+use crate::tiling::{Activations, DisjointWrites};
+
+/// Weight rows interleaved in one packed group.
+pub const GROUP_ROWS: usize = 8;
+
+/// Activation rows per tile.
+const TILE_ROWS: usize = 4;
+
+/// A weight block format's packed form and its micro-kernel.
+pub(crate) trait PackedFormat {
+    /// The type packed.
+    const DTYPE: DType;
+    /// Values per block (32 or 256).
+    const BLOCK_ELEMS: usize;
+    /// Bytes of one block of one row as GGUF stores it.
+    const BLOCK_BYTES: usize;
+    /// Bytes of one packed block of [`GROUP_ROWS`] rows.
+    const PACKED_BYTES: usize;
+
+    /// Packs block `b` of each of the group's rows (`rows[r]` is row `r`'s
+    /// block, [`Self::BLOCK_BYTES`] bytes; padding rows are all zero bytes)
+    /// into `out` ([`Self::PACKED_BYTES`] bytes).
+    fn pack_block(rows: &[&[u8]; GROUP_ROWS], out: &mut [u8]);
+
+    /// Writes row `r`'s block back in GGUF's layout (the inverse of
+    /// [`Self::pack_block`]).
+    fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]);
+
+    /// `out[i][r] = x[i] · W[r]` for the group at `group` (all `blocks`
+    /// packed blocks) and `MR` activation rows.
+    ///
+    /// # Safety
+    /// `group` is readable for `blocks * PACKED_BYTES` bytes; `acts` holds
+    /// `MR` rows of `blocks` activation blocks of the format's partner
+    /// (`Activations::Blocks` for 32-value formats, `SuperBlocks` for the
+    /// K-quants); `isa` is supported by this CPU.
+    unsafe fn tile<const MR: usize>(
+        isa: Isa,
+        acts: Activations<'_>,
+        blocks: usize,
+        group: *const u8,
+        out: &mut [[f32; GROUP_ROWS]; MR],
+    );
+}
+
+/// Calls `$body` with `$F` bound to the packed format of `$dtype`, or
+/// evaluates `$none` if the type has no packed form.
+macro_rules! match_packed {
+    ($dtype:expr, $F:ident => $body:expr, _ => $none:expr) => {
+        match $dtype {
+            _ => $none,
+        }
+    };
+}
+
+/// Whether weights of `dtype` have a packed form.
+pub fn packable(dtype: DType) -> bool {
+    match_packed!(dtype, F => { let _ = F::DTYPE; true }, _ => false)
+}
+
+/// A weight matrix repacked for [`matmul_packed`] (see the module docs).
+#[derive(Clone)]
+pub struct PackedWeights {
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    blocks: usize,
+    group_bytes: usize,
+    data: Box<[u8]>,
+}
+
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWeights")
+            .field("dtype", &self.dtype)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
+}
+
+impl PackedWeights {
+    /// Packs `w`, spreading the groups over `parallel`'s threads; `None` if
+    /// its type has no packed form ([`packable`]).
+    ///
+    /// # Errors
+    /// A [`KernelError`] if `w`'s layout is invalid (as `matmul` checks it).
+    pub fn pack(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Result<Option<PackedWeights>, KernelError> {
+        match_packed!(w.dtype, F => pack_as::<F>(w, parallel).map(Some), _ => Ok(None))
+    }
+
+    /// The weight type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Rows (`n`, output columns of a matmul).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Elements per row (`k`).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Row `r` in GGUF's encoding (as it was before packing) into `out`
+    /// (`dtype.row_bytes(cols)` bytes).
+    ///
+    /// # Errors
+    /// [`KernelError::RangeOutOfBounds`] if `r >= rows`, a length error if
+    /// `out` has the wrong size.
+    pub fn unpack_row(&self, r: usize, out: &mut [u8]) -> Result<(), KernelError> {
+        match_packed!(self.dtype, F => self.unpack_row_as::<F>(r, out), _ => unreachable!("only packable types are packed"))
+    }
+
+    #[allow(dead_code)]
+    fn unpack_row_as<F: PackedFormat>(&self, r: usize, out: &mut [u8]) -> Result<(), KernelError> {
+        if r >= self.rows {
+            return Err(KernelError::RangeOutOfBounds { what: "packed row", start: r, end: r + 1, len: self.rows });
+        }
+        crate::error::expect_len("unpacked row bytes", self.blocks * F::BLOCK_BYTES, out.len())?;
+        let group = &self.data[(r / GROUP_ROWS) * self.group_bytes..][..self.group_bytes];
+        for (b, out) in out.chunks_exact_mut(F::BLOCK_BYTES).enumerate() {
+            F::unpack_block(&group[b * F::PACKED_BYTES..][..F::PACKED_BYTES], r % GROUP_ROWS, out);
+        }
+        Ok(())
+    }
+
+    /// Checks `x` and `y` against this matrix, as `matmul` does.
+    fn validate(&self, x: &MatRef<'_>, y: &MatMut<'_>) -> Result<(), KernelError> {
+        crate::error::expect_len("x columns (= weight columns)", self.cols, x.cols)?;
+        crate::error::expect_len("y columns (= weight rows)", self.rows, y.cols)?;
+        crate::error::expect_len("y rows (= x rows)", x.rows, y.rows)?;
+        crate::matrix::check_matrix("x", x.rows, x.cols, x.row_stride, x.data.len())?;
+        crate::matrix::check_matrix("y", y.rows, y.cols, y.row_stride, y.data.len())
+    }
+}
+
+#[allow(dead_code)]
+fn pack_as<F: PackedFormat>(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Result<PackedWeights, KernelError> {
+    w.validate()?;
+    let blocks = w.cols / F::BLOCK_ELEMS;
+    let groups = w.rows.div_ceil(GROUP_ROWS);
+    let group_bytes = blocks * F::PACKED_BYTES;
+    let mut data = vec![0u8; groups * group_bytes].into_boxed_slice();
+    let out = DisjointWrites::new(&mut data);
+    let zero = vec![0u8; F::BLOCK_BYTES];
+    let threads = parallel.threads();
+    let task = |t: usize| {
+        for g in split_range(groups, threads, t, 1) {
+            // SAFETY: group `g`'s bytes are written by this thread only
+            // (disjoint group ranges per thread), inside `data`.
+            let group = unsafe { std::slice::from_raw_parts_mut(out.ptr().add(g * group_bytes), group_bytes) };
+            for (b, packed) in group.chunks_exact_mut(F::PACKED_BYTES).enumerate() {
+                let rows: [&[u8]; GROUP_ROWS] = std::array::from_fn(|r| {
+                    let row = g * GROUP_ROWS + r;
+                    if row < w.rows {
+                        &w.data[row * w.row_stride_bytes + b * F::BLOCK_BYTES..][..F::BLOCK_BYTES]
+                    } else {
+                        &zero[..]
+                    }
+                });
+                F::pack_block(&rows, packed);
+            }
+        }
+    };
+    if threads == 1 {
+        task(0);
+    } else {
+        parallel.run(&task);
+    }
+    Ok(PackedWeights { dtype: w.dtype, rows: w.rows, cols: w.cols, blocks, group_bytes, data })
+}
+
+/// Computes `y[:, n_range] = x · W[n_range, :]ᵀ` on the calling thread (as
+/// [`matmul_columns`](crate::matmul_columns) for a packed matrix).
+///
+/// # Errors
+/// As [`matmul_columns`](crate::matmul_columns).
+pub fn matmul_packed_columns(
+    w: &PackedWeights,
+    x: &MatRef<'_>,
+    y: &mut MatMut<'_>,
+    n_range: Range<usize>,
+    scratch: &mut Scratch,
+) -> Result<(), KernelError> {
+    w.validate(x, y)?;
+    if n_range.start > n_range.end || n_range.end > w.rows {
+        return Err(KernelError::RangeOutOfBounds {
+            what: "output columns",
+            start: n_range.start,
+            end: n_range.end,
+            len: w.rows,
+        });
+    }
+    let isa = Isa::current();
+    let out = DisjointWrites::new(y.data);
+    let acts = scratch.activations_single(isa, w.dtype, x);
+    // SAFETY: `validate` checked y's extent for `m` rows of `w.rows`
+    // columns; `n_range` lies inside them; this thread holds `y` mutably.
+    unsafe { compute_packed(isa, w, acts, x.rows, n_range, out, y.row_stride) };
+    Ok(())
+}
+
+/// Computes `y = x · Wᵀ` for a packed matrix, splitting the groups across
+/// the threads of `parallel` (as [`matmul`](crate::matmul()); results do
+/// not depend on the thread count).
+///
+/// # Errors
+/// As [`matmul`](crate::matmul()).
+pub fn matmul_packed(
+    parallel: &dyn Parallel,
+    w: &PackedWeights,
+    x: &MatRef<'_>,
+    y: &mut MatMut<'_>,
+    scratch: &mut Scratch,
+) -> Result<(), KernelError> {
+    w.validate(x, y)?;
+    let isa = Isa::current();
+    let threads = parallel.threads();
+    let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
+    let out = DisjointWrites::new(y.data);
+    let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
+    let task = |t: usize| {
+        let cols = split_range(n, threads, t, GROUP_ROWS);
+        // SAFETY: y's extent was validated; threads get disjoint column
+        // ranges aligned to whole groups, so no two write the same element.
+        unsafe { compute_packed(isa, w, acts, m, cols, out, y_stride) };
+    };
+    if threads == 1 {
+        task(0);
+    } else {
+        parallel.run(&task);
+    }
+    Ok(())
+}
+
+/// Runs the packed tiles for rows `0..m`, columns `cols`.
+///
+/// # Safety
+/// `out` holds `m` rows of at least `cols.end` elements at `out_stride`,
+/// whose elements in `cols` no other thread accesses during the call;
+/// `acts` are the activations of `m` rows for `w`'s type.
+#[allow(unused_variables)]
+unsafe fn compute_packed(
+    isa: Isa,
+    w: &PackedWeights,
+    acts: Activations<'_>,
+    m: usize,
+    cols: Range<usize>,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    match_packed!(w.dtype, F => {
+        // SAFETY: forwarded.
+        unsafe { compute_as::<F>(isa, w, acts, m, cols, out, out_stride) }
+    }, _ => unreachable!("only packable types are packed"))
+}
+
+/// The loop nest: for each group overlapping `cols`, every 4-row tile of
+/// the activations (remainders 3, 2, 1), storing the columns in `cols`.
+///
+/// # Safety
+/// As [`compute_packed`].
+#[allow(dead_code)]
+unsafe fn compute_as<F: PackedFormat>(
+    isa: Isa,
+    w: &PackedWeights,
+    acts: Activations<'_>,
+    m: usize,
+    cols: Range<usize>,
+    out: DisjointWrites<f32>,
+    out_stride: usize,
+) {
+    if cols.is_empty() {
+        return;
+    }
+    let act_rows = |m0: usize, rows: usize| acts.rows(m0 * w.blocks, (m0 + rows) * w.blocks);
+    for g in cols.start / GROUP_ROWS..cols.end.div_ceil(GROUP_ROWS) {
+        let group = w.data[g * w.group_bytes..][..w.group_bytes].as_ptr();
+        let first = g * GROUP_ROWS;
+        let keep = cols.start.max(first)..cols.end.min(first + GROUP_ROWS);
+        let mut m0 = 0;
+        while m0 < m {
+            let rows = (m - m0).min(TILE_ROWS);
+            macro_rules! tile {
+                ($mr:literal) => {{
+                    let mut tile = [[0.0f32; GROUP_ROWS]; $mr];
+                    // SAFETY: `group` is the whole group (sliced above);
+                    // `act_rows` holds rows m0..m0 + $mr; `isa` is current.
+                    unsafe { F::tile::<$mr>(isa, act_rows(m0, $mr), w.blocks, group, &mut tile) };
+                    for (i, row) in tile.iter().enumerate() {
+                        for c in keep.clone() {
+                            // SAFETY: row m0 + i < m and column c inside
+                            // `cols` (caller's contract).
+                            unsafe { *out.ptr().add((m0 + i) * out_stride + c) = row[c - first] };
+                        }
+                    }
+                }};
+            }
+            match rows {
+                4 => tile!(4),
+                3 => tile!(3),
+                2 => tile!(2),
+                _ => tile!(1),
+            }
+            m0 += rows;
+        }
+    }
+}
