@@ -113,6 +113,13 @@ unsafe impl RawBuffer for CompositeBuffer {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    /// The parts hold the bytes, so they are the weights.
+    fn declare_weights(&self) {
+        for part in &self.parts {
+            part.declare_weights();
+        }
+    }
 }
 
 /// A tensor over the bytes `range` of `buffer`, for moving bytes with the

@@ -515,6 +515,44 @@ pub fn c_cross(f: &Fixture) {
     s1.write_range_async(&last, vec![7u8; 4]).expect("write").wait_within(RULE_TIMEOUT).expect("write the last bytes");
 }
 
+/// G-SEALED: declared weights take writes until a computation reads them,
+/// then refuse every write (transfer, copy, bound output) with
+/// `SealedWeights`, and still serve reads and computations; plain buffers
+/// are not affected.
+pub fn g_sealed(f: &Fixture) {
+    let s = f.stream(0);
+    let (w, y, other) = (f.tensor(0, &[256]), f.tensor(0, &[256]), f.tensor(0, &[256]));
+    w.buffer().declare_weights();
+    w.buffer().declare_weights();
+    assert!(w.buffer().is_weights() && !w.buffer().is_sealed(), "declared, not yet read");
+    assert!(!y.buffer().is_weights(), "only the declared buffer holds weights");
+    upload(&s, &w, random(256, 3));
+    upload(&s, &w, random(256, 4));
+    let graph = scale_graph(256, 2.0);
+    s.compute(bind(&graph, &w, &y)).expect("compute").wait_timeout(RULE_TIMEOUT).expect("computed");
+    assert!(w.buffer().is_sealed(), "a computation read the weights");
+    let expected: Vec<f32> = random(256, 4).iter().map(|v| v * 2.0).collect();
+    assert_eq!(download(&s, &y), expected, "the computation read the last upload");
+    let sealed = |e: &StreamError| matches!(e, StreamError::SealedWeights { .. });
+    match s.write_async(&w, random(256, 5)) {
+        Err(e) => assert!(sealed(&e.error), "write into sealed weights: {}", e.error),
+        Ok(_) => panic!("a write into sealed weights was accepted"),
+    }
+    match s.copy(&y, &w, None) {
+        Err(e) => assert!(sealed(&e), "copy into sealed weights: {e}"),
+        Ok(_) => panic!("a copy into sealed weights was accepted"),
+    }
+    match s.compute(bind(&graph, &y, &w)) {
+        Err(e) => assert!(sealed(&e), "sealed weights bound as an output: {e}"),
+        Ok(_) => panic!("sealed weights were accepted as an output"),
+    }
+    assert_eq!(download(&s, &w), random(256, 4), "reads still serve the weights, unchanged");
+    s.compute(bind(&graph, &w, &other)).expect("compute").wait_timeout(RULE_TIMEOUT).expect("computed again");
+    assert_eq!(download(&s, &other), expected, "computations still read them");
+    upload(&s, &y, random(256, 6));
+    s.synchronize().expect("the refusals did not fail the stream");
+}
+
 /// G-ASYNC: compute returns at once; results are there at its point.
 pub fn g_async(f: &Fixture) {
     let s = f.stream(0);

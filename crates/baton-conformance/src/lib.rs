@@ -55,7 +55,7 @@ macro_rules! for_each_contract_rule {
             p_mono: plain, p_visible: chaos, p_wait: plain, p_timeout: plain, p_fail: plain,
             h_release: chaos, h_abandon: plain, q_fifo: chaos, q_nonblock: chaos,
             w_order: chaos, w_fail: chaos, w_foreign: plain, w_bound: chaos, w_hold: chaos,
-            m_order: chaos, h_own: chaos, r_own: chaos, d_return: chaos, c_order: chaos,
+            g_sealed: chaos, m_order: chaos, h_own: chaos, r_own: chaos, d_return: chaos, c_order: chaos,
             c_cross: chaos, g_async: chaos, e_sticky: chaos, e_nopanic: plain,
             d_noblock: chaos, d_defer: chaos, d_cancel: chaos
         }

@@ -6,6 +6,8 @@ use std::ptr::NonNull;
 
 use baton_core::backend::RawBuffer;
 
+use crate::packed_cache::PackedCache;
+
 /// Alignment of every CPU buffer (a cache line, and enough for AVX-512).
 pub const ALIGN: usize = 64;
 
@@ -14,6 +16,8 @@ pub struct CpuBuffer {
     ptr: NonNull<u8>,
     len: usize,
     device: String,
+    /// Packed matmul weights, used once the buffer is sealed weights.
+    packed: PackedCache,
 }
 
 // SAFETY: the buffer owns its allocation exclusively; all access goes through
@@ -30,7 +34,15 @@ impl CpuBuffer {
         let layout = Layout::from_size_align(len.max(1), ALIGN).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
-        Some(CpuBuffer { ptr, len, device: device.to_string() })
+        Some(CpuBuffer { ptr, len, device: device.to_string(), packed: PackedCache::default() })
+    }
+}
+
+impl CpuBuffer {
+    /// The packed forms of this buffer's matmul weights (used only while
+    /// the buffer is sealed weights: see `packed_cache`).
+    pub(crate) fn packed(&self) -> &PackedCache {
+        &self.packed
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct CpuDeviceShared {
     pub(crate) info: DeviceInfo,
     pub(crate) pool: ThreadPool,
     allocated: AtomicU64,
+    /// Bytes of matmul weights packed for the kernels (`packed_cache`).
+    pub(crate) packed: AtomicU64,
 }
 
 impl CpuDeviceShared {
@@ -86,7 +88,7 @@ impl CpuDevice {
             waits_on_host_points: true,
         };
         Ok(CpuDevice {
-            shared: Arc::new(CpuDeviceShared { info, pool, allocated: AtomicU64::new(0) }),
+            shared: Arc::new(CpuDeviceShared { info, pool, allocated: AtomicU64::new(0), packed: AtomicU64::new(0) }),
             next_stream: AtomicUsize::new(0),
             policy: WaitPolicy::process_default(),
         })
@@ -102,6 +104,13 @@ impl CpuDevice {
     /// Bytes allocated on this device so far (not decreased by frees).
     pub fn allocated_bytes(&self) -> u64 {
         self.shared.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of matmul weights this device has packed for its kernels so
+    /// far: copies of sealed weights (`Buffer::declare_weights`), made on
+    /// their first use, held beside the weights while their buffer lives.
+    pub fn packed_bytes(&self) -> u64 {
+        self.shared.packed.load(Ordering::Relaxed)
     }
 
     /// The device's thread pool, for kernels run outside streams (benches).

@@ -20,6 +20,7 @@ mod bell;
 mod buffer;
 mod device;
 mod exec;
+mod packed_cache;
 mod pool;
 pub mod profile;
 mod queue;

@@ -62,6 +62,9 @@ impl Weights {
                 continue;
             }
             let buffer: Buffer = device.alloc(totals[d])?;
+            // Read-only once a computation reads them; the CPU backend then
+            // packs its matmul weights for its kernels.
+            buffer.declare_weights();
             if local(d) {
                 let mut host = vec![0u8; totals[d]];
                 for p in placed.iter().filter(|p| p.device == d) {
@@ -94,6 +97,7 @@ impl Weights {
                 split = baton_composite::TensorSplit::Mirror;
             }
             let tensor = device.alloc_split(dtype, &expected, split)?;
+            tensor.buffer().declare_weights();
             pending.push(stream.write_range_async(&tensor.buffer().all(), data.to_vec())?);
             bytes += data.len();
             tensors.insert(name, tensor);

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::backend::StreamError;
@@ -36,6 +36,9 @@ pub unsafe trait RawBuffer: Send + Sync + 'static {
     fn host_ptr(&self) -> Option<NonNull<u8>>;
     /// For backends to recover their own type.
     fn as_any(&self) -> &dyn Any;
+    /// Told once by [`Buffer::declare_weights`]: a buffer made of other
+    /// buffers (a composite's parts) declares them too. Nothing by default.
+    fn declare_weights(&self) {}
 }
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
@@ -108,7 +111,16 @@ struct BufferInner {
     id: u64,
     raw: Box<dyn RawBuffer>,
     accesses: Mutex<AccessLog>,
+    /// [`PLAIN`], [`WEIGHTS`] or [`SEALED`].
+    role: AtomicU8,
 }
+
+/// An ordinary buffer.
+const PLAIN: u8 = 0;
+/// Declared weights, not yet read by a computation: writes allowed.
+const WEIGHTS: u8 = 1;
+/// Declared weights read by a computation: read-only from then on.
+const SEALED: u8 = 2;
 
 /// A handle to device memory; cheap to clone. The memory is freed when the
 /// last handle is dropped, and queued work holds handles, so dropping a
@@ -126,8 +138,39 @@ impl Buffer {
                 id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
                 raw,
                 accesses: Mutex::new(AccessLog::default()),
+                role: AtomicU8::new(PLAIN),
             }),
         }
+    }
+
+    /// Declares this buffer to hold model weights: written first (uploads),
+    /// then only read. From the first computation that reads it on, the
+    /// buffer is sealed: a later write or copy into it is refused with
+    /// [`StreamError::SealedWeights`], so a backend may keep derived forms
+    /// of its tensors (the CPU backend's matmul weights packed for its
+    /// kernels) without ever serving stale bytes. Declaring twice is a no-op;
+    /// a sealed buffer stays sealed.
+    pub fn declare_weights(&self) {
+        let _ = self.inner.role.compare_exchange(PLAIN, WEIGHTS, Ordering::AcqRel, Ordering::Acquire);
+        self.inner.raw.declare_weights();
+    }
+
+    /// Whether the buffer was declared to hold weights
+    /// ([`declare_weights`](Self::declare_weights)).
+    pub fn is_weights(&self) -> bool {
+        self.inner.role.load(Ordering::Acquire) != PLAIN
+    }
+
+    /// Whether the buffer holds declared weights that a computation has
+    /// read: its bytes no longer change.
+    pub fn is_sealed(&self) -> bool {
+        self.inner.role.load(Ordering::Acquire) == SEALED
+    }
+
+    /// Seals declared weights (a computation reads them); plain buffers
+    /// are left as they are.
+    pub(crate) fn seal_if_weights(&self) {
+        let _ = self.inner.role.compare_exchange(WEIGHTS, SEALED, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Process-unique id.

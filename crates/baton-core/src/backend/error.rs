@@ -41,6 +41,15 @@ pub enum StreamError {
         /// The buffer's device.
         device: String,
     },
+    /// A write into weights that a computation has read
+    /// ([`Buffer::declare_weights`](crate::backend::Buffer::declare_weights)).
+    #[error("buffer {buffer} on {device} holds weights that a computation has read: they are read-only")]
+    SealedWeights {
+        /// The buffer's id.
+        buffer: u64,
+        /// The buffer's device.
+        device: String,
+    },
     /// A byte range lies outside its buffer.
     #[error("bytes {offset}..{end} lie outside a buffer of {len} bytes")]
     OutOfBounds {

@@ -454,6 +454,15 @@ impl Stream {
         // to the record, so no other stream's submission can slip in between
         // against the same memory.
         let mut logs = LockedLogs::lock(reads.iter().chain(writes));
+        // Checked under the logs' locks, which a sealing computation holds
+        // too (below): a write either comes before the seal (and so before
+        // the computation, by the hazard tracking) or is refused.
+        if let Some(sealed) = writes.iter().find(|w| w.buffer().is_sealed()) {
+            return Err(StreamError::SealedWeights {
+                buffer: sealed.buffer().id(),
+                device: sealed.buffer().device().into(),
+            });
+        }
         let op_name = op.name();
         let (needed, reports) = {
             let k = self.knowledge();
@@ -477,6 +486,15 @@ impl Stream {
         // stay locked); ranges were checked accessible above and lie inside
         // their buffers (`BufferRange` is only made checked), and bindings
         // are validated by `Bindings::bind`.
+        if computes {
+            // Sealed before the computation can run: a backend that derives
+            // a form of the weights when it runs sees their final bytes
+            // (every earlier write is ordered before this read) and no
+            // later write is accepted.
+            for r in reads {
+                r.buffer().seal_if_weights();
+            }
+        }
         let value = unsafe { self.raw.submit(op)? };
         let point = self.timeline().point(value);
         self.knowledge().note_own(self.timeline().id(), value);

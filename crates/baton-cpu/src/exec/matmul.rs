@@ -3,7 +3,7 @@
 use baton_core::backend::StreamError;
 use baton_core::graph::NodeId;
 use baton_core::Parallel;
-use baton_kernels::{matmul, matmul_columns, MatMut, MatRef, WeightMatrix};
+use baton_kernels::{matmul, matmul_columns, matmul_packed, MatMut, MatRef, WeightMatrix};
 
 use super::{node, node_error, Context, Executor, SharedPtr};
 
@@ -36,8 +36,16 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
         let w = weight(0)?;
         let xm = MatRef::contiguous(x, m, k);
         let mut ym = MatMut::contiguous(out, m, nn);
+        let packed = match ctx.packed_cache(w_id) {
+            Some(cache) => cache.get_or_pack(&w, &exec.device.pool, &exec.device.packed).map_err(kernel_err)?,
+            _ => None,
+        };
         let mut scratch = exec.scratch[0].lock();
-        return matmul(&exec.device.pool, &w, &xm, &mut ym, &mut scratch).map_err(kernel_err);
+        return match packed {
+            Some(packed) => matmul_packed(&exec.device.pool, &packed, &xm, &mut ym, &mut scratch),
+            None => matmul(&exec.device.pool, &w, &xm, &mut ym, &mut scratch),
+        }
+        .map_err(kernel_err);
     }
     // Many small products (attention heads): one thread per batch range.
     let out_ptr = SharedPtr(out.as_mut_ptr());

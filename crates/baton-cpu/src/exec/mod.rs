@@ -28,6 +28,7 @@ use baton_core::{DType, Parallel};
 use baton_kernels::Scratch;
 
 use crate::buffer::CpuBuffer;
+use crate::packed_cache::PackedCache;
 use crate::device::CpuDeviceShared;
 use baton_core::graph::arena::{ArenaPlan as Plan, Place};
 use baton_core::graph::plan_cache::PlanCache;
@@ -126,10 +127,14 @@ impl Executor {
             None => Storage { ptr: std::ptr::null_mut(), len: 0 },
         };
         let mut roots: Vec<Option<Storage>> = vec![None; graph.nodes().len()];
+        let mut packed: Vec<Option<&PackedCache>> = vec![None; graph.nodes().len()];
         for (i, place) in plan.places.iter().enumerate() {
             roots[i] = match place {
                 Place::Bound => {
                     let t = bindings.get(NodeId(i)).ok_or_else(|| node_error(graph, NodeId(i), "not bound"))?;
+                    if t.buffer().is_sealed() {
+                        packed[i] = t.buffer().raw().as_any().downcast_ref::<CpuBuffer>().map(CpuBuffer::packed);
+                    }
                     // No BufferRange here: cloning the buffer handle would
                     // bounce its reference count between this worker and the
                     // host thread, once per bound tensor and computation.
@@ -152,7 +157,7 @@ impl Executor {
                 Place::Alias => None,
             };
         }
-        let ctx = Context { graph, roots: &roots };
+        let ctx = Context { graph, roots: &roots, packed: &packed };
         let profiling = crate::profile::enabled();
         for (i, node) in graph.nodes().iter().enumerate() {
             if profiling && !matches!(node.op, Op::Leaf | Op::View) {
@@ -179,9 +184,18 @@ impl Executor {
 pub(crate) struct Context<'a> {
     pub(crate) graph: &'a Graph,
     roots: &'a [Option<Storage>],
+    /// Per node: the packed-weights cache of the sealed weights buffer it
+    /// is bound to, if it is.
+    packed: &'a [Option<&'a PackedCache>],
 }
 
 impl Context<'_> {
+    /// The packed-weights cache of the sealed weights buffer that holds
+    /// `id`'s storage, if it does.
+    pub(crate) fn packed_cache(&self, id: NodeId) -> Option<&PackedCache> {
+        self.packed[self.graph.storage_root(id).0]
+    }
+
     /// The storage of `id` from its first byte (root storage + offset).
     pub(crate) fn storage(&self, id: NodeId) -> Result<Storage, StreamError> {
         let root = self.graph.storage_root(id);

@@ -1,5 +1,6 @@
 //! The CPU backend's integration tests, one test binary (`--test it`): the
-//! conformance suite. (The loom models are binaries of their own: they
+//! conformance suite, and the packing of sealed weights.
 //! build only under `--cfg loom`.)
 
 mod conformance;
+mod packed;

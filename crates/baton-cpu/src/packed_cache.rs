@@ -1,0 +1,79 @@
+//! Matmul weights packed for the kernels ([`baton_kernels::packed`]), kept
+//! beside the bytes of a buffer of declared weights.
+//!
+//! A buffer declared to hold weights
+//! ([`Buffer::declare_weights`](baton_core::backend::Buffer::declare_weights))
+//! is sealed by the first computation that reads it: no write is accepted
+//! after that (the core refuses it). So the first linear matmul that reads
+//! a weight matrix from such a buffer packs it once, here, and every later
+//! one multiplies the packed copy: it can never be stale. The packed copy
+//! lives as long as the buffer, and costs about as much memory as the
+//! matrix: the original bytes stay too (row lookups and reads use them).
+//! `BATON_REPACK=0` turns packing off for a process.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use baton_core::loom::Mutex;
+use baton_core::{DType, Parallel};
+use baton_kernels::packed::packable;
+use baton_kernels::{KernelError, PackedWeights, WeightMatrix};
+
+/// Whether packing is on: the environment variable `BATON_REPACK=0` keeps
+/// the process's matmuls on the weights' own bytes (to measure or compare).
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var("BATON_REPACK").map_or(true, |v| v != "0"))
+}
+
+/// What identifies a matrix in its buffer: the address of its first byte
+/// and its shape (a buffer's address never changes while it lives).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    address: usize,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    stride: usize,
+}
+
+/// The packed matrices of one buffer.
+#[derive(Default)]
+pub(crate) struct PackedCache {
+    entries: Mutex<HashMap<Key, Arc<PackedWeights>>>,
+}
+
+impl PackedCache {
+    /// The packed form of `w` (bytes inside this cache's sealed buffer),
+    /// packed now on `parallel` if this is its first use (its size added to
+    /// `packed_bytes`); `None` for types
+    /// without a packed form. Streams that ask at once wait for one packing.
+    pub(crate) fn get_or_pack(
+        &self,
+        w: &WeightMatrix<'_>,
+        parallel: &dyn Parallel,
+        packed_bytes: &AtomicU64,
+    ) -> Result<Option<Arc<PackedWeights>>, KernelError> {
+        if !packable(w.dtype) || !enabled() {
+            return Ok(None);
+        }
+        let key = Key {
+            address: w.data.as_ptr() as usize,
+            dtype: w.dtype,
+            rows: w.rows,
+            cols: w.cols,
+            stride: w.row_stride_bytes,
+        };
+        let mut entries = self.entries.lock();
+        if let Some(packed) = entries.get(&key) {
+            return Ok(Some(packed.clone()));
+        }
+        let Some(packed) = PackedWeights::pack(w, parallel)? else { return Ok(None) };
+        tracing::debug!(dtype = %w.dtype, rows = w.rows, cols = w.cols, bytes = packed.bytes(), "packed matmul weights");
+        packed_bytes.fetch_add(packed.bytes() as u64, Ordering::Relaxed);
+        let packed = Arc::new(packed);
+        entries.insert(key, packed.clone());
+        Ok(Some(packed))
+    }
+}
