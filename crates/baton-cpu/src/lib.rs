@@ -21,6 +21,7 @@ mod buffer;
 mod device;
 mod exec;
 mod packed_cache;
+pub use packed_cache::set_repack;
 mod pool;
 pub mod profile;
 mod queue;

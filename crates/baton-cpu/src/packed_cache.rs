@@ -12,7 +12,7 @@
 //! `BATON_REPACK=0` turns packing off for a process.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use baton_core::loom::Mutex;
@@ -20,12 +20,31 @@ use baton_core::{DType, Parallel};
 use baton_kernels::packed::packable;
 use baton_kernels::{KernelError, PackedWeights, WeightMatrix};
 
-/// Whether packing is on: the environment variable `BATON_REPACK=0` keeps
-/// the process's matmuls on the weights' own bytes (to measure or compare).
+/// Whether packing is on: off where [`set_repack`]`(false)` was called
+/// (`--no-repack`) or the environment variable `BATON_REPACK=0` is set, to
+/// measure or compare the weights' own layout.
 pub fn enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var("BATON_REPACK").map_or(true, |v| v != "0"))
+    match REPACK.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => {
+            let on = std::env::var("BATON_REPACK").map_or(true, |v| v != "0");
+            let _ = REPACK.compare_exchange(UNSET, if on { ON } else { OFF }, Ordering::Relaxed, Ordering::Relaxed);
+            REPACK.load(Ordering::Relaxed) == ON
+        }
+    }
 }
+
+/// Turns the packing of sealed matmul weights on or off for this process
+/// (matrices packed already stay packed); it is on by default.
+pub fn set_repack(on: bool) {
+    REPACK.store(if on { ON } else { OFF }, Ordering::Relaxed);
+}
+
+const UNSET: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
+static REPACK: AtomicU8 = AtomicU8::new(UNSET);
 
 /// What identifies a matrix in its buffer: the address of its first byte
 /// and its shape (a buffer's address never changes while it lives).

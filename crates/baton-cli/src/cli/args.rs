@@ -70,6 +70,11 @@ pub struct ModelArgs {
     /// under mpirun): how the all-reduce gates travel.
     #[arg(long = "rank-collective", value_enum, default_value_t = RankCollective::Mpi)]
     pub rank_collective: RankCollective,
+    /// Keep the CPU's matmuls on the weights as the file stores them,
+    /// instead of copies packed for the kernels on first use (which hold
+    /// about as much memory again as the packed matrices).
+    #[arg(long = "no-repack")]
+    pub no_repack: bool,
     /// KV cache type (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

@@ -35,6 +35,9 @@ impl ModelArgs {
     pub fn load_slots(&self, slots: usize) -> Result<Model> {
         let path = self.path()?;
         let options = self.options(slots);
+        if self.no_repack {
+            baton_cpu::set_repack(false);
+        }
         #[cfg(feature = "mpi")]
         if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
             let mut model = super::rank_model::load(self, &path, &options)?;
