@@ -36,6 +36,14 @@ use baton_core::sync::WaitPolicy;
 /// Weight types the CPU matmul and row lookup accept: every type the
 /// kernels implement.
 pub use baton_kernels::WEIGHT_TYPES;
+
+/// Weight types whose matrices the CPU packs for its kernels once they are
+/// sealed weights (`Buffer::declare_weights`), unless `--no-repack`.
+pub fn packed_weight_types() -> Vec<baton_core::DType> {
+    WEIGHT_TYPES.iter().copied().filter(|&t| baton_kernels::packed::packable(t)).collect()
+}
+
+pub use packed_cache::enabled as repack_enabled;
 pub use buffer::{CpuBuffer, ALIGN};
 pub use device::CpuDevice;
 pub use pool::ThreadPool;

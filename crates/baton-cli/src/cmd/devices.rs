@@ -121,6 +121,14 @@ pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>, features_w
     for line in lines {
         println!("{line}");
     }
+    let packed: Vec<String> = baton_cpu::packed_weight_types().iter().map(|t| t.to_string()).collect();
+    if !packed.is_empty() {
+        println!(
+            "\nCPU matmul weights of types {} are packed for the kernels (groups of 8 rows) on first use{}.",
+            packed.join(","),
+            if baton_cpu::repack_enabled() { "" } else { " (off here: BATON_REPACK=0)" }
+        );
+    }
     println!("\nStreams of every device wait natively on host-memory points (CPU streams and host timelines).");
     println!("Vulkan streams wait natively on points of their own device; other devices' points go through the relay.");
     if let Some(note) = vulkan_note {
