@@ -29,6 +29,7 @@ pub fn error_name(e: &StreamError) -> &'static str {
         StreamError::Unsupported { .. } => "Unsupported",
         StreamError::Kernel { .. } => "Kernel",
         StreamError::Closed(_) => "Closed",
+        StreamError::SealedWeights { .. } => "SealedWeights",
     }
 }
 
