@@ -221,18 +221,20 @@ fn shape_errors_are_errors() {
         let err = matmul_packed(&SingleThread, &case.packed, &x, &mut MatMut::contiguous(&mut y, 2, 9), &mut scratch);
         assert!(matches!(err, Err(KernelError::LengthMismatch { .. })), "{dtype} wrong k: {err:?}");
         let x = MatRef::contiguous(&case.x[..2 * 256], 2, 256);
-        let err = matmul_packed(&SingleThread, &case.packed, &x, &mut MatMut::contiguous(&mut y[..16], 2, 8), &mut scratch);
+        let err =
+            matmul_packed(&SingleThread, &case.packed, &x, &mut MatMut::contiguous(&mut y[..16], 2, 8), &mut scratch);
         assert!(matches!(err, Err(KernelError::LengthMismatch { .. })), "{dtype} wrong n: {err:?}");
         let err = matmul_packed_columns(&case.packed, &x, &mut MatMut::contiguous(&mut y, 2, 9), 4..10, &mut scratch);
         assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{dtype} columns: {err:?}");
         let err = case.packed.unpack_row(9, &mut vec![0u8; case.bytes.len() / 9]);
         assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{dtype} row 9: {err:?}");
-        let err = case.packed.unpack_row(0, &mut vec![0u8; 3]);
+        let err = case.packed.unpack_row(0, &mut [0u8; 3]);
         assert!(matches!(err, Err(KernelError::LengthMismatch { .. })), "{dtype} short row: {err:?}");
         let short = WeightMatrix { dtype, data: &case.bytes, rows: 1, cols: 288, row_stride_bytes: case.bytes.len() };
         let err = PackedWeights::pack(&short, &SingleThread);
         assert!(matches!(err, Err(KernelError::PartialBlock { .. })), "{dtype} partial block: {err:?}");
-        let beyond = WeightMatrix { dtype, data: &case.bytes, rows: 10, cols: 256, row_stride_bytes: case.bytes.len() / 9 };
+        let beyond =
+            WeightMatrix { dtype, data: &case.bytes, rows: 10, cols: 256, row_stride_bytes: case.bytes.len() / 9 };
         assert!(PackedWeights::pack(&beyond, &SingleThread).is_err(), "{dtype}: rows past the data");
     }
 }

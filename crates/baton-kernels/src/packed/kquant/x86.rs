@@ -13,10 +13,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{sub_sums, KPack, PackedK};
+use super::{KPack, PackedK};
 use crate::activation::SuperActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
-use crate::quant::kquant::GROUPS;
 
 /// The 64-bit word at `at` (4 activation bytes of each lane half, or 4 i16
 /// sums), unaligned.
@@ -105,6 +104,45 @@ unsafe fn scales_512(at: *const u8) -> __m512i {
     _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v)))
 }
 
+/// `acc + Σ a·b` over each i32 lane's two i16 pairs (`vpdpwssd`), written
+/// as the instruction itself: LLVM splits the intrinsic into `vpmaddwd` +
+/// `vpaddd` for a generic target, one uop more for each.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn dpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: a register-only instruction of AVX-512 VNNI, which this
+    // function's target features include; no memory, stack or flags.
+    unsafe {
+        std::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// The activations' sums over sub-blocks `4t..4t + 4` as 4 i16 in each
+/// 64-bit lane (Q8_K's sums are per 16 values; sub-blocks of 32 add two).
+///
+/// # Safety
+/// `t < 256 / (4 SUB)`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn sub_sums_word<F: KPack>(a: &SuperActBlock, t: usize) -> i64 {
+    if F::SUB == 16 {
+        // SAFETY: sums 4t..4t + 4 of 16.
+        unsafe { word(a.sums.as_ptr().add(4 * t)) }
+    } else {
+        // SAFETY: sums 8t..8t + 8 of 16 (t < 2 for sub-blocks of 32).
+        let sums = unsafe { _mm_loadu_si128(a.sums.as_ptr().add(8 * t).cast()) };
+        let pairs = _mm_madd_epi16(sums, _mm_set1_epi16(1));
+        _mm_cvtsi128_si64(_mm_packs_epi32(pairs, pairs))
+    }
+}
+
 /// # Safety
 /// `acts` holds `MR * blocks` super-blocks; `group` is readable for
 /// `blocks` packed blocks of `F`; the CPU has the `Isa::Avx512` features.
@@ -121,7 +159,7 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
     for b in 0..blocks {
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
-        let a: [&SuperActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
+        let a = |i: usize| &acts[i * blocks + b];
         let mut dot = [_mm512_setzero_si512(); MR];
         for o in 0..4 {
             let mut part = [_mm512_setzero_si512(); MR];
@@ -142,12 +180,12 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
                     let w = unsafe { pair_512::<F>(block, o, $p) };
                     for i in 0..MR {
                         // SAFETY: bytes 8 pair .. + 8 of the 256.
-                        let x = _mm512_set1_epi64(unsafe { word(a[i].q.as_ptr().add(8 * pair)) });
+                        let x = _mm512_set1_epi64(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
                         part[i] = _mm512_dpbusd_epi32(part[i], w, x);
                     }
                     if ($p + 1) % chain == 0 {
                         for i in 0..MR {
-                            dot[i] = _mm512_dpwssd_epi32(dot[i], part[i], scale);
+                            dot[i] = dpwssd(dot[i], part[i], scale);
                         }
                     }
                 }};
@@ -161,22 +199,21 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
             pair!(6);
             pair!(7);
         }
-        let sums: [[i16; GROUPS]; MR] = std::array::from_fn(|i| sub_sums::<F>(a[i]));
         let mut offset = [_mm512_setzero_si512(); MR];
         for t in 0..PackedK::<F>::SUBS / 4 {
             // SAFETY: the offsets of sub-blocks 4t..4t + 4 are 32 bytes in the block.
             let packed = unsafe { _mm256_loadu_si256(block.add(PackedK::<F>::OFFSETS + 32 * t).cast()) };
             let offsets = _mm512_cvtepi8_epi16(packed);
-            for i in 0..MR {
-                // SAFETY: sums 4t..4t + 4 of 16.
-                let x = _mm512_set1_epi64(unsafe { word(sums[i].as_ptr().add(4 * t)) });
-                offset[i] = _mm512_dpwssd_epi32(offset[i], offsets, x);
+            for (i, offset) in offset.iter_mut().enumerate() {
+                // SAFETY: t < SUBS / 4.
+                let x = _mm512_set1_epi64(unsafe { sub_sums_word::<F>(a(i), t) });
+                *offset = dpwssd(*offset, offsets, x);
             }
         }
         // SAFETY: d (and dmin) are 16 bytes each in the block.
         let d = unsafe { f16_lanes_512(block.add(PackedK::<F>::D)) };
         for i in 0..MR {
-            let dx = _mm512_set1_ps(a[i].d);
+            let dx = _mm512_set1_ps(a(i).d);
             acc[i] = if PackedK::<F>::HAS_MIN {
                 // SAFETY: as above.
                 let dmin = unsafe { f16_lanes_512(block.add(PackedK::<F>::DMIN)) };
@@ -247,8 +284,7 @@ pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
     for b in 0..blocks {
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
-        let a: [&SuperActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
-        let sums: [[i16; GROUPS]; MR] = std::array::from_fn(|i| sub_sums::<F>(a[i]));
+        let a = |i: usize| &acts[i * blocks + b];
         for half in 0..2 {
             // SAFETY: each table row is 32 bytes.
             let control = unsafe { _mm256_loadu_si256(SCALE_ROWS[half].as_ptr().cast()) };
@@ -270,7 +306,7 @@ pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
                         let w = unsafe { pair_256::<F>(block, half, o, $p) };
                         for i in 0..MR {
                             // SAFETY: bytes 8 pair .. + 8 of the 256.
-                            let x = _mm256_set1_epi64x(unsafe { word(a[i].q.as_ptr().add(8 * pair)) });
+                            let x = _mm256_set1_epi64x(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
                             part[i] = _mm256_add_epi16(part[i], _mm256_maddubs_epi16(w, x));
                         }
                         if ($p + 1) % per_sub == 0 {
@@ -294,16 +330,16 @@ pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
                 let at = PackedK::<F>::OFFSETS + 32 * t + 16 * half;
                 // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
                 let offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
-                for i in 0..MR {
-                    // SAFETY: sums 4t..4t + 4 of 16.
-                    let x = _mm256_set1_epi64x(unsafe { word(sums[i].as_ptr().add(4 * t)) });
-                    offset[i] = _mm256_add_epi32(offset[i], _mm256_madd_epi16(offsets, x));
+                for (i, offset) in offset.iter_mut().enumerate() {
+                    // SAFETY: t < SUBS / 4.
+                    let x = _mm256_set1_epi64x(unsafe { sub_sums_word::<F>(a(i), t) });
+                    *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x));
                 }
             }
             // SAFETY: d (and dmin) are 16 bytes each in the block.
             let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
             for i in 0..MR {
-                let dx = _mm256_set1_ps(a[i].d);
+                let dx = _mm256_set1_ps(a(i).d);
                 let acc = &mut acc[i][half];
                 *acc = if PackedK::<F>::HAS_MIN {
                     // SAFETY: as above.
