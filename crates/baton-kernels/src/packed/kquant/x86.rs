@@ -160,7 +160,9 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
         let a = |i: usize| &acts[i * blocks + b];
-        let mut dot = [_mm512_setzero_si512(); MR];
+        // Two sums per row, alternate chains of pairs: a lone activation
+        // row would otherwise wait on each `vpdpwssd`'s latency.
+        let mut dots = [[_mm512_setzero_si512(); MR]; 2];
         for o in 0..4 {
             let mut part = [_mm512_setzero_si512(); MR];
             let mut scale = _mm512_setzero_si512();
@@ -185,7 +187,8 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
                     }
                     if ($p + 1) % chain == 0 {
                         for i in 0..MR {
-                            dot[i] = dpwssd(dot[i], part[i], scale);
+                            let dot = &mut dots[(pair / chain) % 2][i];
+                            *dot = dpwssd(*dot, part[i], scale);
                         }
                     }
                 }};
@@ -210,6 +213,7 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
                 *offset = dpwssd(*offset, offsets, x);
             }
         }
+        let dot: [__m512i; MR] = std::array::from_fn(|i| _mm512_add_epi32(dots[0][i], dots[1][i]));
         // SAFETY: d (and dmin) are 16 bytes each in the block.
         let d = unsafe { f16_lanes_512(block.add(PackedK::<F>::D)) };
         for i in 0..MR {
