@@ -433,3 +433,43 @@ unsafe fn tile_scalar<F: KPack, const MR: usize>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_core::parallel::SingleThread;
+
+    use crate::{matmul, matmul_packed, quantize_row, DType, MatMut, MatRef, PackedWeights, Scratch, WeightMatrix};
+
+    /// Small enough for Miri (the portable tile there): 9 rows (a padded
+    /// second group), one super-block, 5 activation rows (tiles of 4 and 1).
+    #[test]
+    fn small_packed_products_match_unpacked_and_rows_unpack() {
+        let (n, k, m) = (9, 256, 5);
+        let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) / 25.0;
+        let x: Vec<f32> = (0..m * k).map(|i| value(i + 7)).collect();
+        for dtype in [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+            let row_bytes = dtype.block_bytes();
+            let mut bytes = vec![0u8; n * row_bytes];
+            for (r, row) in bytes.chunks_exact_mut(row_bytes).enumerate() {
+                let src: Vec<f32> = (0..k).map(|i| value(i * (r + 1))).collect();
+                quantize_row(dtype, &src, row).expect("sizes match");
+            }
+            let w = WeightMatrix::contiguous(dtype, &bytes, n, k).expect("whole blocks");
+            let packed = PackedWeights::pack(&w, &SingleThread).expect("valid").expect("packable");
+            let mut out = vec![0u8; row_bytes];
+            for (r, want) in bytes.chunks_exact(row_bytes).enumerate() {
+                packed.unpack_row(r, &mut out).expect("in range");
+                assert_eq!(out, want, "{dtype} row {r}");
+            }
+            let (mut y, mut want) = (vec![0.0f32; m * n], vec![0.0f32; m * n]);
+            let x = MatRef::contiguous(&x, m, k);
+            let mut scratch = Scratch::new();
+            matmul_packed(&SingleThread, &packed, &x, &mut MatMut::contiguous(&mut y, m, n), &mut scratch)
+                .expect("shapes match");
+            matmul(&SingleThread, &w, &x, &mut MatMut::contiguous(&mut want, m, n), &mut scratch).expect("shapes");
+            for (a, b) in y.iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{dtype}: packed {a}, unpacked {b}");
+            }
+        }
+    }
+}
