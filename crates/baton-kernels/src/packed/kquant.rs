@@ -74,7 +74,9 @@ pub(crate) trait KPack: KFormat {
     fn source(plane: usize, e: usize) -> (usize, usize);
 
     /// The sub-blocks' scales and offset integers (mins, or the scales
-    /// again for centred formats); the first `256 / SUB` are used.
+    /// again for centred formats); the first `256 / SUB` are used. Formats
+    /// with stored mins have scales in `0..=127` (the SIMD tiles widen them
+    /// unsigned).
     fn scales_offsets(block: &[u8]) -> ([i8; GROUPS], [i8; GROUPS]);
 
     /// Writes scales (and mins) back in GGUF's encoding (the inverse of

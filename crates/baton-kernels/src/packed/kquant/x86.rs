@@ -98,10 +98,16 @@ unsafe fn f16_lanes_512(at: *const u8) -> __m512 {
 /// 8 bytes at `at` are readable.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
-unsafe fn scales_512(at: *const u8) -> __m512i {
+unsafe fn scales_512<F: KPack>(at: *const u8) -> __m512i {
     // SAFETY: the caller's guarantee.
     let v = unsafe { _mm_loadl_epi64(at.cast()) };
-    _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v)))
+    let doubled = _mm_unpacklo_epi8(v, v);
+    if PackedK::<F>::HAS_MIN {
+        // Formats with mins have unsigned scales: one widening.
+        _mm512_cvtepu8_epi32(doubled)
+    } else {
+        _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(doubled))
+    }
 }
 
 /// `acc + Σ a·b` over each i32 lane's two i16 pairs (`vpdpwssd`), written
@@ -173,7 +179,7 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
                     let pair = 8 * o + $p;
                     if $p % per_sub == 0 {
                         // SAFETY: sub-block `pair / per_sub`'s 8 scales are in the block.
-                        scale = unsafe { scales_512(block.add(PackedK::<F>::SCALES + 8 * (pair / per_sub))) };
+                        scale = unsafe { scales_512::<F>(block.add(PackedK::<F>::SCALES + 8 * (pair / per_sub))) };
                     }
                     if $p % chain == 0 {
                         part = [_mm512_setzero_si512(); MR];
