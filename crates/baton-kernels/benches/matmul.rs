@@ -17,7 +17,10 @@
 //! it (`/proc/thread-self/schedstat`), so time the thread spent waiting for
 //! a core shared with other jobs does not count. With `BATON_BENCH_ISAS`,
 //! `BATON_BENCH_SHAPES=640x2048,2048x640` (n x k) times those shapes instead,
-//! for every type whose blocks divide each `k`.
+//! for every type whose blocks divide each `k`. `BATON_BENCH_PACKED_K=1`
+//! times the packed K-quants (`matmul_packed`) against the unpacked ones,
+//! side by side, on 1 and 2 threads (the spinning pool), at the shapes of
+//! stories110M and Gemma 3 270M's 2048-wide rows (640x2048).
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -27,7 +30,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use baton_core::parallel::{ScopedThreads, SingleThread};
-use baton_kernels::{matmul, quantize_row, with_isa, DType, Isa, MatMut, MatRef, Parallel, Scratch, WeightMatrix};
+use baton_kernels::{matmul, matmul_packed, quantize_row, with_isa, DType, Isa, MatMut, MatRef, Parallel};
+use baton_kernels::{PackedWeights, Scratch, WeightMatrix};
 
 type Task = *const (dyn Fn(usize) + Sync);
 
@@ -138,7 +142,7 @@ impl Drop for Pool {
 
 /// Median seconds per call of `f`, after a warm-up, over at least 3 calls
 /// and about 0.3 s.
-fn time(mut f: impl FnMut()) -> f64 {
+fn time(f: &mut dyn FnMut()) -> f64 {
     f();
     let mut samples = Vec::new();
     let start = Instant::now();
@@ -156,6 +160,10 @@ fn main() {
     let kquant_only = std::env::var_os("BATON_BENCH_KQUANT").is_some();
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
     println!("cpu: {}; isa: {:?}; GFLOP/s = 2 m n k / median time", cpu_model(), baton_kernels::Isa::detected());
+    if std::env::var_os("BATON_BENCH_PACKED_K").is_some() {
+        bench_packed_k();
+        return;
+    }
     if std::env::var_os("BATON_BENCH_ISAS").is_some() {
         if let Some(shapes) = listed_shapes() {
             let types = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0];
@@ -241,7 +249,7 @@ fn bench_table(shapes: &[(usize, usize)], types: &[DType], ms: &[usize]) {
                 let x = MatRef::contiguous(&x[..m * k], m, k);
                 let mut run = |parallel: &dyn Parallel| {
                     let mut y = MatMut::contiguous(&mut y[..m * n], m, n);
-                    time(|| {
+                    time(&mut || {
                         matmul(parallel, &w, &x, &mut y, &mut scratch).expect("shapes match");
                         black_box(&mut y);
                     })
@@ -315,7 +323,7 @@ fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
                     for (best, &level) in seconds.iter_mut().zip(&levels) {
                         let t = with_isa(level, || {
                             let mut y = MatMut::contiguous(&mut y, m, n);
-                            cpu_time(|| {
+                            cpu_time(&mut || {
                                 matmul(&SingleThread, &w, &x, &mut y, &mut scratch).expect("shapes match");
                                 black_box(&mut y);
                             })
@@ -345,7 +353,7 @@ fn thread_cpu_ns() -> Option<u64> {
 
 /// CPU seconds per call of `f` on this thread, over at least 0.2 s of CPU
 /// time after a warm-up call (wall-clock [`time`] where the count is missing).
-fn cpu_time(mut f: impl FnMut()) -> f64 {
+fn cpu_time(f: &mut dyn FnMut()) -> f64 {
     f();
     let Some(start) = thread_cpu_ns() else { return time(f) };
     let mut calls = 0u32;
@@ -355,6 +363,65 @@ fn cpu_time(mut f: impl FnMut()) -> f64 {
         let spent = thread_cpu_ns().unwrap_or(start) - start;
         if spent >= 200_000_000 || calls >= 10_000 {
             return spent as f64 / 1e9 / f64::from(calls);
+        }
+    }
+}
+
+/// Packed against unpacked K-quants: GFLOP/s of each on 1 thread and on 2
+/// (the spinning pool), with the packed/unpacked ratio.
+fn bench_packed_k() {
+    let stories = [(768, 768), (2048, 768), (768, 2048)];
+    let types = [DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K];
+    let mut cases: Vec<(DType, (usize, usize))> =
+        selected(&types).into_iter().flat_map(|t| stories.iter().map(move |&s| (t, s))).collect();
+    cases.extend(selected(&[DType::Q4_K, DType::Q6_K]).into_iter().map(|t| (t, (640, 2048))));
+    println!(
+        "{:<6} {:>5} {:>5} {:>3} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}",
+        "type", "n", "k", "m", "1T unpack", "1T packed", "ratio", "2T unpack", "2T packed", "ratio"
+    );
+    let pool = Pool::new(2);
+    for (dtype, (n, k)) in cases {
+        let (w_bytes, x) = problem(dtype, n, k, 64);
+        let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");
+        let packed = PackedWeights::pack(&w, &SingleThread).expect("valid").expect("packable");
+        let mut scratch = Scratch::new();
+        for m in [1, 4, 8, 64] {
+            let x = MatRef::contiguous(&x[..m * k], m, k);
+            let mut y = vec![0.0f32; m * n];
+            // 1 thread: CPU time of this thread (other jobs' time does not
+            // count), best of 3 alternating rounds; 2 threads: wall time.
+            let mut run = |parallel: &dyn Parallel, pack: bool| {
+                let mut y = MatMut::contiguous(&mut y, m, n);
+                let timer = if parallel.threads() == 1 { cpu_time } else { time };
+                let t = timer(&mut || {
+                    if pack {
+                        matmul_packed(parallel, &packed, &x, &mut y, &mut scratch).expect("shapes match");
+                    } else {
+                        matmul(parallel, &w, &x, &mut y, &mut scratch).expect("shapes match");
+                    }
+                    black_box(&mut y);
+                });
+                2.0 * (m * n * k) as f64 / t / 1e9
+            };
+            let (mut u1, mut p1) = (0.0f64, 0.0f64);
+            for _round in 0..3 {
+                u1 = u1.max(run(&SingleThread, false));
+                p1 = p1.max(run(&SingleThread, true));
+            }
+            let (u2, p2) = (run(&pool, false), run(&pool, true));
+            println!(
+                "{:<6} {:>5} {:>5} {:>3} | {:>9.1} {:>9.1} {:>5.2}x | {:>9.1} {:>9.1} {:>5.2}x",
+                dtype.name(),
+                n,
+                k,
+                m,
+                u1,
+                p1,
+                p1 / u1,
+                u2,
+                p2,
+                p2 / u2
+            );
         }
     }
 }

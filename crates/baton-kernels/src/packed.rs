@@ -37,6 +37,8 @@ use crate::matmul::Scratch;
 use crate::matrix::{MatMut, MatRef, WeightMatrix};
 use crate::tiling::{Activations, DisjointWrites};
 
+mod kquant;
+
 /// Weight rows interleaved in one packed group.
 pub const GROUP_ROWS: usize = 8;
 
@@ -85,6 +87,26 @@ pub(crate) trait PackedFormat {
 macro_rules! match_packed {
     ($dtype:expr, $F:ident => $body:expr, _ => $none:expr) => {
         match $dtype {
+            DType::Q2_K => {
+                type $F = kquant::PackedK<crate::quant::kquant::Q2K>;
+                $body
+            }
+            DType::Q3_K => {
+                type $F = kquant::PackedK<crate::quant::kquant::Q3K>;
+                $body
+            }
+            DType::Q4_K => {
+                type $F = kquant::PackedK<crate::quant::kquant::Q4K>;
+                $body
+            }
+            DType::Q5_K => {
+                type $F = kquant::PackedK<crate::quant::kquant::Q5K>;
+                $body
+            }
+            DType::Q6_K => {
+                type $F = kquant::PackedK<crate::quant::kquant::Q6K>;
+                $body
+            }
             _ => $none,
         }
     };

@@ -18,7 +18,7 @@ use crate::convert::{narrow_bytes, widen_bytes};
 use crate::error::{expect_len, KernelError};
 use crate::isa::Isa;
 
-mod kfit;
+pub(crate) mod kfit;
 pub(crate) mod kquant;
 
 use kquant::KFormat;

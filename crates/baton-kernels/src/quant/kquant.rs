@@ -36,7 +36,7 @@ use half::f16;
 use super::kfit;
 
 mod low_bits;
-pub(crate) use low_bits::{Q2K, Q3K};
+pub(crate) use low_bits::{unpack_q3k_scales, Q2K, Q3K};
 
 /// Elements per super-block of every K-quant.
 pub const SUPER_ELEMS: usize = 256;

@@ -6,5 +6,6 @@ mod kquant;
 mod levels;
 mod matmul;
 mod ops;
+mod packed_kquant;
 mod quant;
 mod row_invariance;

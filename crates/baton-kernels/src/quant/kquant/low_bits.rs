@@ -55,7 +55,7 @@ fn unpack_q3k_scale_words(packed: &[u8]) -> (u64, u64) {
 }
 
 /// [`unpack_q3k_scale_words`] as the signed scales (`sc - 32`).
-fn unpack_q3k_scales(packed: &[u8]) -> [i8; GROUPS] {
+pub(crate) fn unpack_q3k_scales(packed: &[u8]) -> [i8; GROUPS] {
     let (first, second) = unpack_q3k_scale_words(packed);
     let bytes = [first.to_le_bytes(), second.to_le_bytes()];
     std::array::from_fn(|s| bytes[s / 8][s % 8] as i8 - 32)

@@ -1,0 +1,378 @@
+//! The packed K-quant tiles for AVX2 and AVX-512 (see the parent module for
+//! the layout). A lane `(r, h)` holds row `r`'s values `8P + 4h .. + 4` of
+//! each pair `P`; both levels do the same exact integer sums per lane and
+//! the same f32 operations per super-block, so they agree bit for bit.
+//!
+//! AVX-512: `vpdpbusd` sums 4 products per lane; [`PackedK::CHAIN`] pairs
+//! of them stay below 2^15 (at most `4 · CHAIN · qmax · 127`), so
+//! `vpdpwssd` multiplies them by the lane's scale (an i16 over a zero high
+//! half) into the exact i32 total. AVX2: `maddubs` sums 2 products per i16
+//! (at most `2 · 63 · 127`), a sub-block's pairs add in i16 (checked at
+//! compile time: `2 · pairs · qmax · 127 < 2^15`), and `madd` against the
+//! scale repeated in both i16 halves gives the same i32 total.
+
+use std::arch::x86_64::*;
+
+use super::{KPack, PackedK};
+use crate::activation::SuperActBlock;
+use crate::packed::{PackedFormat, GROUP_ROWS};
+
+/// The 64-bit word at `at` (4 activation bytes of each lane half, or 4 i16
+/// sums), unaligned.
+///
+/// # Safety
+/// 8 bytes at `at` are readable.
+#[inline(always)]
+unsafe fn word<T>(at: *const T) -> i64 {
+    // SAFETY: the caller's guarantee.
+    unsafe { at.cast::<i64>().read_unaligned() }
+}
+
+/// The weights of pair `8o + p` of a packed block (`p` a constant once
+/// unrolled, so the shifts fold to immediates), the 64 bytes at `block`.
+///
+/// # Safety
+/// `block` is a whole packed block of `F`; `o < 4`, `p < 8`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+unsafe fn pair_512<F: KPack>(block: *const u8, o: usize, p: usize) -> __m512i {
+    let mut value = _mm512_setzero_si512();
+    for (index, plane) in F::PLANES.iter().enumerate() {
+        let per_slab = 8 / plane.bits;
+        let at = PackedK::<F>::plane_at(index) + 64 * ((8 * o + p) / per_slab);
+        // SAFETY: slab `(8o + p) / per_slab` of the plane is inside the block.
+        let slab = unsafe { _mm512_loadu_si512(block.add(at).cast()) };
+        let from = plane.bits * (p % per_slab);
+        let moved = if from >= plane.shift {
+            _mm512_srl_epi16(slab, _mm_cvtsi64_si128((from - plane.shift) as i64))
+        } else {
+            _mm512_sll_epi16(slab, _mm_cvtsi64_si128((plane.shift - from) as i64))
+        };
+        let mask = (((1u32 << plane.bits) - 1) << plane.shift) as i8;
+        value = _mm512_or_si512(value, _mm512_and_si512(moved, _mm512_set1_epi8(mask)));
+    }
+    value
+}
+
+/// [`pair_512`]'s half `half` (rows `4 half .. 4 half + 4`), 32 bytes.
+///
+/// # Safety
+/// As [`pair_512`], and `half < 2`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn pair_256<F: KPack>(block: *const u8, half: usize, o: usize, p: usize) -> __m256i {
+    let mut value = _mm256_setzero_si256();
+    for (index, plane) in F::PLANES.iter().enumerate() {
+        let per_slab = 8 / plane.bits;
+        let at = PackedK::<F>::plane_at(index) + 64 * ((8 * o + p) / per_slab) + 32 * half;
+        // SAFETY: that half of the slab is inside the block.
+        let slab = unsafe { _mm256_loadu_si256(block.add(at).cast()) };
+        let from = plane.bits * (p % per_slab);
+        let moved = if from >= plane.shift {
+            _mm256_srl_epi16(slab, _mm_cvtsi64_si128((from - plane.shift) as i64))
+        } else {
+            _mm256_sll_epi16(slab, _mm_cvtsi64_si128((plane.shift - from) as i64))
+        };
+        let mask = (((1u32 << plane.bits) - 1) << plane.shift) as i8;
+        value = _mm256_or_si256(value, _mm256_and_si256(moved, _mm256_set1_epi8(mask)));
+    }
+    value
+}
+
+/// The 8 rows' f16 at `at`, each repeated for the row's two lanes, as f32.
+///
+/// # Safety
+/// 16 bytes at `at` are readable.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+unsafe fn f16_lanes_512(at: *const u8) -> __m512 {
+    // SAFETY: the caller's guarantee.
+    let v = unsafe { _mm_loadu_si128(at.cast()) };
+    _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v)))
+}
+
+/// The scales of one sub-block (8 `i8` at `at`) in lanes `(r, h)`: the
+/// sign-extended i16 in the low half, zero in the high half.
+///
+/// # Safety
+/// 8 bytes at `at` are readable.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+unsafe fn scales_512<F: KPack>(at: *const u8) -> __m512i {
+    // SAFETY: the caller's guarantee.
+    let v = unsafe { _mm_loadl_epi64(at.cast()) };
+    let doubled = _mm_unpacklo_epi8(v, v);
+    if PackedK::<F>::HAS_MIN {
+        // Formats with mins have unsigned scales: one widening.
+        _mm512_cvtepu8_epi32(doubled)
+    } else {
+        _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(doubled))
+    }
+}
+
+/// `acc + Σ a·b` over each i32 lane's two i16 pairs (`vpdpwssd`), written
+/// as the instruction itself: LLVM splits the intrinsic into `vpmaddwd` +
+/// `vpaddd` for a generic target, one uop more for each.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn dpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: a register-only instruction of AVX-512 VNNI, which this
+    // function's target features include; no memory, stack or flags.
+    unsafe {
+        std::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// The activations' sums over sub-blocks `4t..4t + 4` as 4 i16 in each
+/// 64-bit lane (Q8_K's sums are per 16 values; sub-blocks of 32 add two).
+///
+/// # Safety
+/// `t < 256 / (4 SUB)`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn sub_sums_word<F: KPack>(a: &SuperActBlock, t: usize) -> i64 {
+    if F::SUB == 16 {
+        // SAFETY: sums 4t..4t + 4 of 16.
+        unsafe { word(a.sums.as_ptr().add(4 * t)) }
+    } else {
+        // SAFETY: sums 8t..8t + 8 of 16 (t < 2 for sub-blocks of 32).
+        let sums = unsafe { _mm_loadu_si128(a.sums.as_ptr().add(8 * t).cast()) };
+        let pairs = _mm_madd_epi16(sums, _mm_set1_epi16(1));
+        _mm_cvtsi128_si64(_mm_packs_epi32(pairs, pairs))
+    }
+}
+
+/// # Safety
+/// `acts` holds `MR * blocks` super-blocks; `group` is readable for
+/// `blocks` packed blocks of `F`; the CPU has the `Isa::Avx512` features.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    group: *const u8,
+    out: &mut [[f32; GROUP_ROWS]; MR],
+) {
+    let per_sub = PackedK::<F>::PAIRS_PER_SUB;
+    let chain = PackedK::<F>::CHAIN;
+    let mut acc = [_mm512_setzero_ps(); MR];
+    for b in 0..blocks {
+        // SAFETY: block b is inside the group (caller's guarantee).
+        let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
+        let a = |i: usize| &acts[i * blocks + b];
+        // Two sums per row, alternate chains of pairs: a lone activation
+        // row would otherwise wait on each `vpdpwssd`'s latency.
+        let mut dots = [[_mm512_setzero_si512(); MR]; 2];
+        for o in 0..4 {
+            let mut part = [_mm512_setzero_si512(); MR];
+            let mut scale = _mm512_setzero_si512();
+            // Pair 8o + p; expanded per constant `p` so that the tests on
+            // `p` and the planes' shifts fold.
+            macro_rules! pair {
+                ($p:literal) => {{
+                    let pair = 8 * o + $p;
+                    if $p % per_sub == 0 {
+                        // SAFETY: sub-block `pair / per_sub`'s 8 scales are in the block.
+                        scale = unsafe { scales_512::<F>(block.add(PackedK::<F>::SCALES + 8 * (pair / per_sub))) };
+                    }
+                    if $p % chain == 0 {
+                        part = [_mm512_setzero_si512(); MR];
+                    }
+                    // SAFETY: the block is whole, o < 4, p < 8.
+                    let w = unsafe { pair_512::<F>(block, o, $p) };
+                    for i in 0..MR {
+                        // SAFETY: bytes 8 pair .. + 8 of the 256.
+                        let x = _mm512_set1_epi64(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
+                        part[i] = _mm512_dpbusd_epi32(part[i], w, x);
+                    }
+                    if ($p + 1) % chain == 0 {
+                        for i in 0..MR {
+                            let dot = &mut dots[(pair / chain) % 2][i];
+                            *dot = dpwssd(*dot, part[i], scale);
+                        }
+                    }
+                }};
+            }
+            pair!(0);
+            pair!(1);
+            pair!(2);
+            pair!(3);
+            pair!(4);
+            pair!(5);
+            pair!(6);
+            pair!(7);
+        }
+        let mut offset = [_mm512_setzero_si512(); MR];
+        for t in 0..PackedK::<F>::SUBS / 4 {
+            // SAFETY: the offsets of sub-blocks 4t..4t + 4 are 32 bytes in the block.
+            let packed = unsafe { _mm256_loadu_si256(block.add(PackedK::<F>::OFFSETS + 32 * t).cast()) };
+            let offsets = _mm512_cvtepi8_epi16(packed);
+            for (i, offset) in offset.iter_mut().enumerate() {
+                // SAFETY: t < SUBS / 4.
+                let x = _mm512_set1_epi64(unsafe { sub_sums_word::<F>(a(i), t) });
+                *offset = dpwssd(*offset, offsets, x);
+            }
+        }
+        let dot: [__m512i; MR] = std::array::from_fn(|i| _mm512_add_epi32(dots[0][i], dots[1][i]));
+        // SAFETY: d (and dmin) are 16 bytes each in the block.
+        let d = unsafe { f16_lanes_512(block.add(PackedK::<F>::D)) };
+        for i in 0..MR {
+            let dx = _mm512_set1_ps(a(i).d);
+            acc[i] = if PackedK::<F>::HAS_MIN {
+                // SAFETY: as above.
+                let dmin = unsafe { f16_lanes_512(block.add(PackedK::<F>::DMIN)) };
+                let with_dot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), _mm512_mul_ps(d, dx), acc[i]);
+                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offset[i]), _mm512_mul_ps(dmin, dx), with_dot)
+            } else {
+                let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
+                let centred = _mm512_sub_epi32(dot[i], _mm512_sll_epi32(offset[i], shift));
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(centred), _mm512_mul_ps(d, dx), acc[i])
+            };
+        }
+    }
+    for (out, acc) in out.iter_mut().zip(&acc) {
+        let mut lanes = [0.0f32; 2 * GROUP_ROWS];
+        // SAFETY: 16 f32 into 16.
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *acc) };
+        for (r, out) in out.iter_mut().enumerate() {
+            *out = lanes[2 * r] + lanes[2 * r + 1];
+        }
+    }
+}
+
+/// `shuffle_epi8` controls turning 8 i16 row scales (in both 128-bit lanes)
+/// into half `h`'s lanes `(r, h)`: row `4h + r`'s scale in both i16 halves.
+static SCALE_ROWS: [[u8; 32]; 2] = scale_rows();
+
+const fn scale_rows() -> [[u8; 32]; 2] {
+    let mut table = [[0u8; 32]; 2];
+    let mut half = 0;
+    while half < 2 {
+        let mut k = 0;
+        while k < 32 {
+            // i16 element q of the 256-bit result, i32 lane q / 2, local row q / 4.
+            let q = k / 2;
+            let row = 4 * half + q / 4;
+            table[half][k] = (2 * row + k % 2) as u8;
+            k += 1;
+        }
+        half += 1;
+    }
+    table
+}
+
+/// The rows' f16 at `at` for half `half` (rows `4 half ..`), each repeated
+/// for the row's two lanes, as f32.
+///
+/// # Safety
+/// 16 bytes at `at` are readable; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn f16_lanes_256(at: *const u8, half: usize) -> __m256 {
+    // SAFETY: the caller's guarantee.
+    let v = unsafe { _mm_loadu_si128(at.cast()) };
+    _mm256_cvtph_ps(if half == 0 { _mm_unpacklo_epi16(v, v) } else { _mm_unpackhi_epi16(v, v) })
+}
+
+/// # Safety
+/// As [`tile_avx512`], and the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    group: *const u8,
+    out: &mut [[f32; GROUP_ROWS]; MR],
+) {
+    let per_sub = PackedK::<F>::PAIRS_PER_SUB;
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    for b in 0..blocks {
+        // SAFETY: block b is inside the group (caller's guarantee).
+        let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
+        let a = |i: usize| &acts[i * blocks + b];
+        for half in 0..2 {
+            // SAFETY: each table row is 32 bytes.
+            let control = unsafe { _mm256_loadu_si256(SCALE_ROWS[half].as_ptr().cast()) };
+            let mut dot = [_mm256_setzero_si256(); MR];
+            for o in 0..4 {
+                let mut part = [_mm256_setzero_si256(); MR];
+                let mut scale = _mm256_setzero_si256();
+                macro_rules! pair {
+                    ($p:literal) => {{
+                        let pair = 8 * o + $p;
+                        if $p % per_sub == 0 {
+                            let at = PackedK::<F>::SCALES + 8 * (pair / per_sub);
+                            // SAFETY: the sub-block's 8 scales are in the block.
+                            let rows = _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(block.add(at).cast()) });
+                            scale = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(rows), control);
+                            part = [_mm256_setzero_si256(); MR];
+                        }
+                        // SAFETY: the block is whole, half < 2, o < 4, p < 8.
+                        let w = unsafe { pair_256::<F>(block, half, o, $p) };
+                        for i in 0..MR {
+                            // SAFETY: bytes 8 pair .. + 8 of the 256.
+                            let x = _mm256_set1_epi64x(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
+                            part[i] = _mm256_add_epi16(part[i], _mm256_maddubs_epi16(w, x));
+                        }
+                        if ($p + 1) % per_sub == 0 {
+                            for i in 0..MR {
+                                dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(part[i], scale));
+                            }
+                        }
+                    }};
+                }
+                pair!(0);
+                pair!(1);
+                pair!(2);
+                pair!(3);
+                pair!(4);
+                pair!(5);
+                pair!(6);
+                pair!(7);
+            }
+            let mut offset = [_mm256_setzero_si256(); MR];
+            for t in 0..PackedK::<F>::SUBS / 4 {
+                let at = PackedK::<F>::OFFSETS + 32 * t + 16 * half;
+                // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
+                let offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
+                for (i, offset) in offset.iter_mut().enumerate() {
+                    // SAFETY: t < SUBS / 4.
+                    let x = _mm256_set1_epi64x(unsafe { sub_sums_word::<F>(a(i), t) });
+                    *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x));
+                }
+            }
+            // SAFETY: d (and dmin) are 16 bytes each in the block.
+            let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
+            for i in 0..MR {
+                let dx = _mm256_set1_ps(a(i).d);
+                let acc = &mut acc[i][half];
+                *acc = if PackedK::<F>::HAS_MIN {
+                    // SAFETY: as above.
+                    let dmin = unsafe { f16_lanes_256(block.add(PackedK::<F>::DMIN), half) };
+                    let with_dot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(d, dx), *acc);
+                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offset[i]), _mm256_mul_ps(dmin, dx), with_dot)
+                } else {
+                    let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
+                    let centred = _mm256_sub_epi32(dot[i], _mm256_sll_epi32(offset[i], shift));
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_mul_ps(d, dx), *acc)
+                };
+            }
+        }
+    }
+    for (out, acc) in out.iter_mut().zip(&acc) {
+        let mut lanes = [0.0f32; 2 * GROUP_ROWS];
+        // SAFETY: 8 f32 into each half of 16.
+        unsafe {
+            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
+        }
+        for (r, out) in out.iter_mut().enumerate() {
+            *out = lanes[2 * r] + lanes[2 * r + 1];
+        }
+    }
+}
