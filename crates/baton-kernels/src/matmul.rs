@@ -1,4 +1,4 @@
-//! `y = x · Wᵀ`: f32 activations times weights of any [`DType`](baton_core::DType).
+//! `y = x · Wᵀ`: f32 activations times weights of any [`DType`].
 //!
 //! Shapes: `W` is `n x k` (`n` encoded rows of `k` elements), `x` is `m x k`,
 //! `y` is `m x n`. Quantized weights first quantize every activation row once

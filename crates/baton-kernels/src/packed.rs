@@ -14,7 +14,7 @@
 //! padded with zero rows (their outputs are computed and dropped). Group `g`
 //! is `blocks × F::PACKED_BYTES` bytes at `g * group_bytes`: block `b` of
 //! all its rows, then block `b + 1`, so a group is read front to back. What
-//! a packed block holds is each format's choice ([`PackedFormat`]).
+//! a packed block holds is each format's choice (`PackedFormat`).
 //!
 //! # Row invariance
 //!

@@ -1,7 +1,7 @@
 //! GGML block formats exactly as GGUF stores them, with the reference
 //! quantizers, and whole-row encode/decode for every [`DType`]: the 32-value
 //! formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) here, the 256-value K-quants in
-//! [`kquant`].
+//! `kquant`.
 //!
 //! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
 //! integers", and a value decodes as `d * q + offset`, where the offset is 0
