@@ -287,31 +287,29 @@ unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
 
 /// `out[i][j]` = the sum of the 16 lanes of `acc[i][j]`, in one tree for
 /// every output: lane `l` plus lane `l + 8`, then `l + 4`, `l + 2`, `l + 1`
-/// of the partial sums. Sixteen accumulators (4 rows x 4 columns) are
-/// summed together, each step adding two registers that hold halves of
-/// several accumulators side by side; fewer take the same steps with zero
-/// registers in the empty places, so every output gets the same additions
-/// whatever the tile's shape.
+/// of the partial sums. Up to 16 accumulators are summed together
+/// ([`reduce16`]), each step adding two registers that hold parts of
+/// several accumulators side by side; a smaller tile leaves zero registers
+/// in the places it does not fill (steps on them fold away at compile
+/// time). Which place an accumulator takes changes no addition, so every
+/// output gets the same bits whatever the tile's shape.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
 fn reduce_tile<const MR: usize, const NR: usize>(acc: &[[__m512; NR]; MR], out: &mut [[f32; NR]; MR]) {
-    const { assert!(NR <= 4, "at most 4 columns per tile") };
-    for rows in (0..MR).step_by(4) {
-        // Accumulator (i, j) at place 4 j + i ends in lane 4 i + j.
+    // Accumulator (i, j) is number i NR + j; 16 at a time, number g + p
+    // at place p, whose sum ends in lane 4 (p % 4) + p / 4.
+    for group in (0..MR * NR).step_by(16) {
+        let count = (MR * NR - group).min(16);
         let mut a = [_mm512_setzero_ps(); 16];
-        for i in rows..(rows + 4).min(MR) {
-            for j in 0..NR {
-                a[4 * j + i - rows] = acc[i][j];
-            }
+        for (p, place) in a.iter_mut().enumerate().take(count) {
+            *place = acc[(group + p) / NR][(group + p) % NR];
         }
         let mut sums = [0.0f32; 16];
         // SAFETY: `sums` holds 16 writable f32.
         unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16(&a)) };
-        for i in rows..(rows + 4).min(MR) {
-            for j in 0..NR {
-                out[i][j] = sums[4 * (i - rows) + j];
-            }
+        for p in 0..count {
+            out[(group + p) / NR][(group + p) % NR] = sums[4 * (p % 4) + p / 4];
         }
     }
 }
