@@ -297,8 +297,17 @@ unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
 fn reduce_tile<const MR: usize, const NR: usize>(acc: &[[__m512; NR]; MR], out: &mut [[f32; NR]; MR]) {
-    // Accumulator (i, j) is number i NR + j; 16 at a time, number g + p
-    // at place p, whose sum ends in lane 4 (p % 4) + p / 4.
+    if MR == 4 && NR == 4 {
+        // Accumulator (i, j) at place 4 j + i ends in lane 4 i + j: the
+        // result is the tile, row after row.
+        let a: [__m512; 16] = std::array::from_fn(|p| acc[p % 4 % MR][p / 4 % NR]);
+        // SAFETY: `out` is 4 rows of 4 f32, 16 contiguous writable f32.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().cast(), reduce16(&a)) };
+        return;
+    }
+    // Otherwise accumulator (i, j) is number i NR + j; 16 at a time,
+    // number g + p at place p, whose sum ends in lane 4 (p % 4) + p / 4
+    // (the first places, so a small tile's empty places fold away).
     for group in (0..MR * NR).step_by(16) {
         let count = (MR * NR - group).min(16);
         let mut a = [_mm512_setzero_ps(); 16];
