@@ -23,12 +23,12 @@ pub(crate) trait Half16: Copy {
     #[cfg(target_arch = "x86_64")]
     unsafe fn widen8(src: *const u16) -> __m256;
 
-    /// Sixteen values at `src` (any alignment) widened to f32.
+    /// Sixteen values (the 16-bit lanes of `bits`) widened to f32.
     ///
     /// # Safety
-    /// The CPU has the `Isa::Avx512` features; `src` is readable for 16 `u16`.
+    /// The CPU has the `Isa::Avx512` features.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn widen16(src: *const u16) -> __m512;
+    unsafe fn widen16(bits: __m256i) -> __m512;
 
     /// Eight f32 narrowed (round to nearest even) into eight values at `dst`.
     ///
@@ -57,9 +57,8 @@ impl Half16 for f16 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
     #[inline]
-    unsafe fn widen16(src: *const u16) -> __m512 {
-        // SAFETY: 32 readable bytes at `src` (the trait method's contract).
-        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(src.cast()) })
+    unsafe fn widen16(bits: __m256i) -> __m512 {
+        _mm512_cvtph_ps(bits)
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -90,10 +89,8 @@ impl Half16 for bf16 {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
     #[inline]
-    unsafe fn widen16(src: *const u16) -> __m512 {
-        // SAFETY: 32 readable bytes at `src` (the trait method's contract).
-        let wide = _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(src.cast()) });
-        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(wide))
+    unsafe fn widen16(bits: __m256i) -> __m512 {
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits)))
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]

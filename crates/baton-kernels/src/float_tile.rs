@@ -39,6 +39,15 @@ pub(crate) trait FloatElem: Sync {
     /// `(i + 16) * BYTES` bytes.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load16(row: *const u8, i: usize) -> __m512;
+
+    /// Elements `i..i + 16` of the row at `row` whose bit is set in `mask`,
+    /// widened; the other lanes are zero and their memory is not read.
+    ///
+    /// # Safety
+    /// The CPU has the `Isa::Avx512` features; `row` is readable at the
+    /// elements `mask` selects.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16_masked(row: *const u8, i: usize, mask: __mmask16) -> __m512;
 }
 
 impl FloatElem for f32 {
@@ -62,6 +71,14 @@ impl FloatElem for f32 {
         // SAFETY: the caller guarantees 16 readable elements at `i`.
         unsafe { _mm512_loadu_ps(row.cast::<f32>().add(i)) }
     }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn load16_masked(row: *const u8, i: usize, mask: __mmask16) -> __m512 {
+        // SAFETY: the caller guarantees the selected elements are readable;
+        // a masked load does not touch the others.
+        unsafe { _mm512_maskz_loadu_ps(mask, row.cast::<f32>().add(i)) }
+    }
 }
 
 impl<H: Half16 + Sync> FloatElem for H {
@@ -83,7 +100,15 @@ impl<H: Half16 + Sync> FloatElem for H {
     #[inline]
     unsafe fn load16(row: *const u8, i: usize) -> __m512 {
         // SAFETY: the caller guarantees 16 readable elements at `i` and the features.
-        unsafe { H::widen16(row.cast::<u16>().add(i)) }
+        unsafe { H::widen16(_mm256_loadu_si256(row.cast::<u16>().add(i).cast())) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    unsafe fn load16_masked(row: *const u8, i: usize, mask: __mmask16) -> __m512 {
+        // SAFETY: the caller guarantees the selected elements are readable
+        // and the features; a masked load does not touch the others.
+        unsafe { H::widen16(_mm256_maskz_loadu_epi16(mask, row.cast::<u16>().add(i).cast())) }
     }
 }
 
@@ -124,6 +149,12 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
             // SAFETY: pointers checked above.
             _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
         }
+    }
+
+    /// AVX-512 has 32 registers: 16 accumulators, 4 weight vectors and an
+    /// activation vector fit; AVX2's 16 do not.
+    fn wide(&self) -> bool {
+        self.isa == Isa::Avx512
     }
 }
 
@@ -202,8 +233,9 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     }
 }
 
-/// [`tile_avx2`] with 16 lanes: 16 elements a step, then the last 8 with
-/// AVX2, then one at a time.
+/// [`tile_avx2`] with 16 lanes: 16 elements a step, the last partial step
+/// with masked loads (zero lanes), then each output's 16 lanes summed in one
+/// fixed tree ([`reduce_tile`]), whatever the tile's shape.
 ///
 /// # Safety
 /// As [`tile_scalar`], and the CPU has the `Isa::Avx512` features.
@@ -217,7 +249,6 @@ unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
     k: usize,
     out: &mut [[f32; NR]; MR],
 ) {
-    use crate::simd::hsum;
     let mut acc = [[_mm512_setzero_ps(); NR]; MR];
     let mut p = 0;
     while p + 16 <= k {
@@ -235,23 +266,89 @@ unsafe fn tile_avx512<W: FloatElem, const MR: usize, const NR: usize>(
         }
         p += 16;
     }
-    let eight = p + 8 <= k;
-    for i in 0..MR {
-        for j in 0..NR {
-            let mut sum = _mm512_reduce_add_ps(acc[i][j]);
-            let mut q = p;
-            if eight {
-                // SAFETY: q + 8 <= k, inside rows i and j.
-                let (xv, wv) = unsafe { (_mm256_loadu_ps(x.add(i * x_stride + q)), W::load8(w.add(j * w_stride), q)) };
-                sum += hsum(_mm256_mul_ps(xv, wv));
-                q += 8;
+    if p < k {
+        // The last k - p < 16 elements; the lanes past k load as zero.
+        let mask = ((1u32 << (k - p)) - 1) as __mmask16;
+        let mut wv = [_mm512_setzero_ps(); NR];
+        for (j, v) in wv.iter_mut().enumerate() {
+            // SAFETY: the mask selects elements p..k, inside row j.
+            *v = unsafe { W::load16_masked(w.add(j * w_stride), p, mask) };
+        }
+        for (i, acc_row) in acc.iter_mut().enumerate() {
+            // SAFETY: as above, inside row i.
+            let xv = unsafe { _mm512_maskz_loadu_ps(mask, x.add(i * x_stride + p)) };
+            for (a, wj) in acc_row.iter_mut().zip(&wv) {
+                *a = _mm512_fmadd_ps(xv, *wj, *a);
             }
-            while q < k {
-                // SAFETY: q < k, inside rows i and j.
-                unsafe { sum += *x.add(i * x_stride + q) * W::load(w.add(j * w_stride), q) };
-                q += 1;
-            }
-            out[i][j] = sum;
         }
     }
+    reduce_tile(&acc, out);
+}
+
+/// `out[i][j]` = the sum of the 16 lanes of `acc[i][j]`, in one tree for
+/// every output: lane `l` plus lane `l + 8`, then `l + 4`, `l + 2`, `l + 1`
+/// of the partial sums. Up to 16 accumulators are summed together
+/// ([`reduce16`]), each step adding two registers that hold parts of
+/// several accumulators side by side; a smaller tile leaves zero registers
+/// in the places it does not fill (steps on them fold away at compile
+/// time). Which place an accumulator takes changes no addition, so every
+/// output gets the same bits whatever the tile's shape.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn reduce_tile<const MR: usize, const NR: usize>(acc: &[[__m512; NR]; MR], out: &mut [[f32; NR]; MR]) {
+    if MR == 4 && NR == 4 {
+        // Accumulator (i, j) at place 4 j + i ends in lane 4 i + j: the
+        // result is the tile, row after row.
+        let a: [__m512; 16] = std::array::from_fn(|p| acc[p % 4 % MR][p / 4 % NR]);
+        // SAFETY: `out` is 4 rows of 4 f32, 16 contiguous writable f32.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().cast(), reduce16(&a)) };
+        return;
+    }
+    // Otherwise accumulator (i, j) is number i NR + j; 16 at a time,
+    // number g + p at place p, whose sum ends in lane 4 (p % 4) + p / 4
+    // (the first places, so a small tile's empty places fold away).
+    for group in (0..MR * NR).step_by(16) {
+        let count = (MR * NR - group).min(16);
+        let mut a = [_mm512_setzero_ps(); 16];
+        for (p, place) in a.iter_mut().enumerate().take(count) {
+            *place = acc[(group + p) / NR][(group + p) % NR];
+        }
+        let mut sums = [0.0f32; 16];
+        // SAFETY: `sums` holds 16 writable f32.
+        unsafe { _mm512_storeu_ps(sums.as_mut_ptr(), reduce16(&a)) };
+        for p in 0..count {
+            out[(group + p) / NR][(group + p) % NR] = sums[4 * (p % 4) + p / 4];
+        }
+    }
+}
+
+/// The lane sums of 16 registers: lane `4 q + r` of the result is the sum
+/// of `a[4 r + q]`, in the tree of [`reduce_tile`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn reduce16(a: &[__m512; 16]) -> __m512 {
+    // Lanes l + 8: 128-bit blocks 0, 1 of one register and 0, 1 of the
+    // next, plus their blocks 2, 3. Register t then holds a[2t] (lanes
+    // 0..8) and a[2t + 1] (8..16).
+    let halves: [__m512; 8] = std::array::from_fn(|t| {
+        let (u, v) = (a[2 * t], a[2 * t + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0x44>(u, v), _mm512_shuffle_f32x4::<0xEE>(u, v))
+    });
+    // Lanes l + 4: blocks 0, 2 plus 1, 3. Register t holds a[4t..4t + 4],
+    // one per 128-bit block.
+    let quarters: [__m512; 4] = std::array::from_fn(|t| {
+        let (u, v) = (halves[2 * t], halves[2 * t + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(u, v), _mm512_shuffle_f32x4::<0xDD>(u, v))
+    });
+    // Lanes l + 2, within each block: block b of register t holds two
+    // lanes of a[8t + b] then two of a[8t + 4 + b].
+    let pairs: [__m512; 2] = std::array::from_fn(|t| {
+        let (u, v) = (quarters[2 * t], quarters[2 * t + 1]);
+        _mm512_add_ps(_mm512_shuffle_ps::<0x44>(u, v), _mm512_shuffle_ps::<0xEE>(u, v))
+    });
+    // Lanes l + 1: block b holds a[b], a[4 + b], a[8 + b], a[12 + b].
+    let (u, v) = (pairs[0], pairs[1]);
+    _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u, v), _mm512_shuffle_ps::<0xDD>(u, v))
 }

@@ -75,6 +75,12 @@ impl<T> DisjointWrites<T> {
 pub(crate) trait TileKernel: Sync {
     /// Computes the `MR x NR` tile at activation row `m0`, weight row `n0`.
     fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]);
+
+    /// Whether tiles of several activation rows are 4 weight rows wide
+    /// rather than 2 (kernels with registers enough for 16 accumulators).
+    fn wide(&self) -> bool {
+        false
+    }
 }
 
 /// Activation rows per L2 block.
@@ -179,6 +185,7 @@ unsafe fn run_tiles<K: TileKernel>(
     out: DisjointWrites<f32>,
     out_stride: usize,
 ) {
+    let wide = kernel.wide();
     for block_start in (0..m).step_by(M_BLOCK) {
         let block_end = (block_start + M_BLOCK).min(m);
         let mut c0 = cols.start;
@@ -190,6 +197,9 @@ unsafe fn run_tiles<K: TileKernel>(
                 // SAFETY: rows m0..m0+rows < m, columns c0..c1 inside `cols`.
                 unsafe {
                     match rows {
+                        4 if wide => row_tiles::<K, 4, 4>(kernel, m0, c0..c1, out, out_stride),
+                        3 if wide => row_tiles::<K, 3, 4>(kernel, m0, c0..c1, out, out_stride),
+                        2 if wide => row_tiles::<K, 2, 4>(kernel, m0, c0..c1, out, out_stride),
                         4 => row_tiles::<K, 4, 2>(kernel, m0, c0..c1, out, out_stride),
                         3 => row_tiles::<K, 3, 2>(kernel, m0, c0..c1, out, out_stride),
                         2 => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
