@@ -186,7 +186,8 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize>(
     let group = unsafe { std::slice::from_raw_parts(group, blocks * bytes) };
     *out = [[0.0; GROUP_ROWS]; MR];
     for (b, p) in group.chunks_exact(bytes).enumerate() {
-        let q: [[i32; BLOCK_ELEMS]; GROUP_ROWS] = std::array::from_fn(|r| std::array::from_fn(|j| Blocks::<F>::quant(p, r, j)));
+        let q: [[i32; BLOCK_ELEMS]; GROUP_ROWS] =
+            std::array::from_fn(|r| std::array::from_fn(|j| Blocks::<F>::quant(p, r, j)));
         for (i, acc) in out.iter_mut().enumerate() {
             let a = &acts[i * blocks + b];
             for (r, acc) in acc.iter_mut().enumerate() {

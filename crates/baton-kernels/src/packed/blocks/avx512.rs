@@ -40,7 +40,9 @@ unsafe fn step_pairs<F: BlockFormat>(p: *const u8) -> [(__m512i, usize, usize); 
     // SAFETY: every load is inside the block's integers or fifth bits.
     unsafe {
         if F::QUANTS == Quants::Bytes {
-            let load = |pair: usize| _mm512_xor_si512(_mm512_loadu_si512(p.add(q + 2 * pair * CHUNK).cast()), _mm512_set1_epi8(i8::MIN));
+            let load = |pair: usize| {
+                _mm512_xor_si512(_mm512_loadu_si512(p.add(q + 2 * pair * CHUNK).cast()), _mm512_set1_epi8(i8::MIN))
+            };
             return [(load(0), 0, 1), (load(1), 2, 3), (load(2), 4, 5), (load(3), 6, 7)];
         }
         let mask = _mm512_set1_epi8(0x0f);
