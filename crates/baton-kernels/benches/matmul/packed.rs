@@ -7,7 +7,10 @@
 //! 1536, vocabulary 49152) and Gemma 3 270M (hidden 640, FFN 2048,
 //! vocabulary 262144: m = 1 only); the vocabulary matrices in Q8_0 only (the
 //! output types of those models' quantized files). Each figure is the best
-//! of 3 rounds that alternate the two forms, each round a median.
+//! of 3 rounds that alternate the two forms; one thread's in CPU time (as
+//! the per-level table), two threads' in wall-clock time (a median).
+//! `BATON_BENCH_TYPES` selects types, `BATON_BENCH_PACKED=decode` runs m = 1
+//! only.
 
 use std::hint::black_box;
 
@@ -15,7 +18,7 @@ use baton_core::parallel::SingleThread;
 use baton_kernels::WeightMatrix;
 use baton_kernels::{matmul, matmul_packed, quantize_row, DType, MatMut, MatRef, PackedWeights, Parallel, Scratch};
 
-use super::{time, Pool};
+use super::{cpu_time, selected, time, Pool};
 
 /// `(n, k, m values)`: the layers' matrices, then the vocabulary's.
 const SHAPES: [(usize, usize, &[usize]); 7] = [
@@ -62,13 +65,16 @@ fn pair(
     let (m, n) = (x.rows, w.rows);
     let mut scratch = Scratch::new();
     let (mut unpacked, mut fast) = (f64::INFINITY, f64::INFINITY);
+    // One thread: its CPU time (time spent waiting for a core shared with
+    // other jobs does not count); two: wall-clock time.
+    let clock: fn(&mut dyn FnMut()) -> f64 = if parallel.threads() == 1 { |f| cpu_time(f) } else { |f| time(f) };
     for _round in 0..3 {
         let mut out = MatMut::contiguous(&mut y[..m * n], m, n);
-        unpacked = unpacked.min(time(|| {
+        unpacked = unpacked.min(clock(&mut || {
             matmul(parallel, w, x, &mut out, &mut scratch).expect("shapes match");
             black_box(&mut out);
         }));
-        fast = fast.min(time(|| {
+        fast = fast.min(clock(&mut || {
             matmul_packed(parallel, packed, x, &mut out, &mut scratch).expect("shapes match");
             black_box(&mut out);
         }));
@@ -82,16 +88,17 @@ pub fn bench_packed() {
         "{:<5} {:>6} {:>5} {:>3} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6} | {:>7} {:>7}",
         "type", "n", "k", "m", "unp 1T", "pack 1T", "ratio", "unp 2T", "pack 2T", "ratio", "GB/s up", "GB/s p"
     );
-    let types = [DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
+    let types = selected(&[DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1]);
     let pool = Pool::new(2);
+    let decode = std::env::var("BATON_BENCH_PACKED").is_ok_and(|v| v == "decode");
     for (n, k, ms) in SHAPES {
-        for dtype in types.into_iter().filter(|&t| n < VOCABULARY || t == DType::Q8_0) {
+        for dtype in types.iter().copied().filter(|&t| n < VOCABULARY || t == DType::Q8_0) {
             let m_max = ms.iter().copied().max().unwrap_or(1);
             let (bytes, x) = problem(dtype, n, k, m_max);
             let w = WeightMatrix::contiguous(dtype, &bytes, n, k).expect("whole blocks");
             let packed = PackedWeights::pack(&w, &pool).expect("valid").expect("packable");
             let mut y = vec![0.0f32; m_max * n];
-            for &m in ms {
+            for &m in ms.iter().filter(|&&m| m == 1 || !decode) {
                 let x = MatRef::contiguous(&x[..m * k], m, k);
                 let (u1, p1) = pair(&SingleThread, &w, &packed, &x, &mut y);
                 let (u2, p2) = pair(&pool, &w, &packed, &x, &mut y);

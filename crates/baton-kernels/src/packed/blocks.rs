@@ -20,9 +20,10 @@
 //! every lane (`maddubs` + `madd` on AVX2, `vpdpbusd` on AVX-512, which
 //! takes two steps per 512-bit register, one per half, and adds the halves
 //! at the block's end). Each lane's integer dot product is exact; per block,
-//! once for the 8 rows: `acc = fma(dot, d_w d_x, acc)`, then the offset
-//! (`-8 d_w`, `-16 d_w`, the minimum; `-128 d_w` for Q8_0 on AVX-512, whose
-//! weights enter as `w + 128`) `acc = fma(offset, sum_x, acc)`. The
+//! once for the 8 rows: `acc = fma(dot, d_w d_x, acc)`, and in a second
+//! chain the offset (`-8 d_w`, `-16 d_w`, the minimum; `-128 d_w` for Q8_0
+//! on AVX-512, whose weights enter as `w + 128`) `off = fma(offset, sum_x,
+//! off)`; the output is `acc + off`. The
 //! portable tile does the same f32 operations, so every level gives the same
 //! bits, except Q8_0 on AVX-512 (AVX2 and the portable tile take Q8_0's
 //! signed bytes as they are: no offset).
@@ -184,23 +185,29 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize>(
     // SAFETY: `blocks` packed blocks are readable at `group` (caller's
     // guarantee).
     let group = unsafe { std::slice::from_raw_parts(group, blocks * bytes) };
-    *out = [[0.0; GROUP_ROWS]; MR];
+    // Per row and weight row: the scaled dot products' chain, the offsets'.
+    let mut acc = [[[0.0f32; 2]; GROUP_ROWS]; MR];
     for (b, p) in group.chunks_exact(bytes).enumerate() {
         let q: [[i32; BLOCK_ELEMS]; GROUP_ROWS] =
             std::array::from_fn(|r| std::array::from_fn(|j| Blocks::<F>::quant(p, r, j)));
-        for (i, acc) in out.iter_mut().enumerate() {
+        for (i, acc) in acc.iter_mut().enumerate() {
             let a = &acts[i * blocks + b];
             for (r, acc) in acc.iter_mut().enumerate() {
                 let dot: i32 = q[r].iter().zip(&a.q).map(|(&w, &x)| w * i32::from(x)).sum();
                 let d = Blocks::<F>::half(p, 2 * r);
-                *acc = (dot as f32).mul_add(d * a.d, *acc);
+                acc[0] = (dot as f32).mul_add(d * a.d, acc[0]);
                 let offset = match F::OFFSET {
                     Offset::Zero => continue,
                     Offset::Centred(centre) => -(centre as f32) * d,
                     Offset::StoredMin => Blocks::<F>::half(p, Blocks::<F>::MINS + 2 * r),
                 };
-                *acc = offset.mul_add(a.sum, *acc);
+                acc[1] = offset.mul_add(a.sum, acc[1]);
             }
+        }
+    }
+    for (out, acc) in out.iter_mut().zip(&acc) {
+        for (out, acc) in out.iter_mut().zip(acc) {
+            *out = acc[0] + acc[1];
         }
     }
 }

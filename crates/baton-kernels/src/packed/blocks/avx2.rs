@@ -30,15 +30,26 @@ pub(super) unsafe fn scales<F: BlockFormat>(p: *const u8, centre: Option<f32>) -
     }
 }
 
-/// `acc = fma(dot, d_w d_x, acc)`, then `acc = fma(offset, sum_x, acc)`: the
-/// f32 operations of every level's tile, once per block and row.
+/// `acc[0] = fma(dot, d_w d_x, acc[0])` and `acc[1] = fma(offset, sum_x,
+/// acc[1])`: the f32 operations of every level's tile, once per block and
+/// row, in two chains (so a lone row does not wait on one chain of two
+/// dependent FMAs per block); the output is `acc[0] + acc[1]` ([`finish`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) fn accumulate(acc: __m256, dot: __m256i, d: __m256, offset: Option<__m256>, a: &ActBlock) -> __m256 {
-    let acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc);
-    match offset {
-        Some(offset) => _mm256_fmadd_ps(offset, _mm256_set1_ps(a.sum), acc),
-        None => acc,
+pub(super) fn accumulate(acc: &mut [__m256; 2], dot: __m256i, d: __m256, offset: Option<__m256>, a: &ActBlock) {
+    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc[0]);
+    if let Some(offset) = offset {
+        acc[1] = _mm256_fmadd_ps(offset, _mm256_set1_ps(a.sum), acc[1]);
+    }
+}
+
+/// Stores each row's `acc[0] + acc[1]` into `out`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn finish<const MR: usize>(acc: &[[__m256; 2]; MR], out: &mut [[f32; GROUP_ROWS]; MR]) {
+    for (out, acc) in out.iter_mut().zip(acc) {
+        // SAFETY: `out` is 8 f32s.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(acc[0], acc[1])) };
     }
 }
 
@@ -104,7 +115,7 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
         Offset::Centred(c) => Some(c as f32),
         _ => None,
     };
-    let mut acc = [_mm256_setzero_ps(); MR];
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     for b in 0..blocks {
         // SAFETY: block b < blocks of the group (caller's guarantee).
         let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
@@ -138,11 +149,8 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
             if pending > 0 {
                 dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs[i], ones));
             }
-            acc[i] = accumulate(acc[i], dot[i], d, offset, x[i]);
+            accumulate(&mut acc[i], dot[i], d, offset, x[i]);
         }
     }
-    for (out, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: `out` is 8 f32s.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
-    }
+    finish(&acc, out);
 }

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{accumulate, scales};
+use super::avx2::{accumulate, finish, scales};
 use super::{Blocks, CHUNK};
 use crate::activation::ActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
@@ -77,7 +77,7 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
         Offset::Zero => Some(128.0),
         Offset::StoredMin => None,
     };
-    let mut acc = [_mm256_setzero_ps(); MR];
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     for b in 0..blocks {
         // SAFETY: block b < blocks of the group (caller's guarantee).
         let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
@@ -97,11 +97,8 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
         }
         for i in 0..MR {
             let sum = _mm256_add_epi32(_mm512_castsi512_si256(dot[i]), _mm512_extracti64x4_epi64::<1>(dot[i]));
-            acc[i] = accumulate(acc[i], sum, d, offset, x[i]);
+            accumulate(&mut acc[i], sum, d, offset, x[i]);
         }
     }
-    for (out, acc) in out.iter_mut().zip(acc) {
-        // SAFETY: `out` is 8 f32s.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
-    }
+    finish(&acc, out);
 }
