@@ -256,6 +256,65 @@ mod tests {
         layout::<Q5_1>();
     }
 
+    /// The portable tile (the one Miri runs) against the decoded weights
+    /// times the quantized activations in f64, on 3 activation rows and 2
+    /// blocks.
+    fn portable_tile<F: BlockFormat>() {
+        const BLOCKS: usize = 2;
+        const MR: usize = 3;
+        let mut seed = 0x2468_ace1u32;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as f32 / u32::MAX as f32 - 0.5
+        };
+        let rows: Vec<Vec<u8>> = (0..GROUP_ROWS * BLOCKS)
+            .map(|_| {
+                let mut block = vec![0u8; F::BYTES];
+                F::quantize_block(&std::array::from_fn(|_| rand()), &mut block);
+                block
+            })
+            .collect();
+        let mut packed = vec![0u8; BLOCKS * Blocks::<F>::PACKED_BYTES];
+        for (b, out) in packed.chunks_exact_mut(Blocks::<F>::PACKED_BYTES).enumerate() {
+            Blocks::<F>::pack_block(&std::array::from_fn(|r| &rows[r * BLOCKS + b][..]), out);
+        }
+        let x: Vec<f32> = (0..MR * BLOCKS * BLOCK_ELEMS).map(|_| rand()).collect();
+        let mut acts = vec![ActBlock::default(); MR * BLOCKS];
+        crate::activation::quantize_activations(Isa::Scalar, &x, &mut acts);
+        let mut out = [[0.0f32; GROUP_ROWS]; MR];
+        // SAFETY: `acts` holds MR rows of BLOCKS blocks, `packed` BLOCKS
+        // packed blocks; the portable level runs on any CPU.
+        unsafe { Blocks::<F>::tile::<MR>(Isa::Scalar, Activations::Blocks(&acts), BLOCKS, packed.as_ptr(), &mut out) };
+        for (i, out) in out.iter().enumerate() {
+            for (r, &got) in out.iter().enumerate() {
+                let (mut want, mut scale) = (0.0f64, 0.0f64);
+                for b in 0..BLOCKS {
+                    let mut w = [0.0f32; BLOCK_ELEMS];
+                    F::dequantize_block(&rows[r * BLOCKS + b], &mut w);
+                    let a = &acts[i * BLOCKS + b];
+                    for (&w, &q) in w.iter().zip(&a.q) {
+                        let term = f64::from(w) * f64::from(a.d) * f64::from(q);
+                        want += term;
+                        scale += term.abs();
+                    }
+                }
+                let diff = (f64::from(got) - want).abs();
+                assert!(diff <= 1e-5 * scale, "{} row {i} column {r}: {got} vs {want}", F::DTYPE);
+            }
+        }
+    }
+
+    #[test]
+    fn the_portable_tile_multiplies_the_packed_rows() {
+        portable_tile::<Q8_0>();
+        portable_tile::<Q4_0>();
+        portable_tile::<Q4_1>();
+        portable_tile::<Q5_0>();
+        portable_tile::<Q5_1>();
+    }
+
     #[test]
     fn i16_sums_hold_every_format() {
         assert_eq!(Blocks::<Q8_0>::I16_STEPS, 1);
