@@ -1,8 +1,8 @@
 //! Packed against unpacked weights (`BATON_BENCH_PACKED=1`): GFLOP/s of
 //! `matmul` and `matmul_packed` side by side, on 1 thread and on 2 (the
-//! spinning pool), with the packed/unpacked speed ratio and the packed
-//! product's weight bandwidth (GB/s of weight bytes per call; the figure
-//! that matters at m = 1, where decode is bound by memory or by the
+//! spinning pool), with the packed/unpacked speed ratio and both forms'
+//! single-thread weight bandwidth (GB/s of weight bytes per call; the
+//! figure that matters at m = 1, where decode is bound by memory or by the
 //! integer work per weight byte). Shapes of SmolLM2-135M (hidden 576, FFN
 //! 1536, vocabulary 49152) and Gemma 3 270M (hidden 640, FFN 2048,
 //! vocabulary 262144: m = 1 only); the vocabulary matrices in Q8_0 only (the
@@ -86,7 +86,7 @@ fn pair(
 pub fn bench_packed() {
     println!(
         "{:<5} {:>6} {:>5} {:>3} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6} | {:>7} {:>7}",
-        "type", "n", "k", "m", "unp 1T", "pack 1T", "ratio", "unp 2T", "pack 2T", "ratio", "GB/s up", "GB/s p"
+        "type", "n", "k", "m", "unp 1T", "pack 1T", "ratio", "unp 2T", "pack 2T", "ratio", "GB/s u1", "GB/s p1"
     );
     let types = selected(&[DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1]);
     let pool = Pool::new(2);
@@ -116,8 +116,8 @@ pub fn bench_packed() {
                     gflops(u2),
                     gflops(p2),
                     u2 / p2,
-                    gbs(u2),
-                    gbs(p2),
+                    gbs(u1),
+                    gbs(p1),
                 );
             }
         }

@@ -34,6 +34,13 @@ impl Case {
         let mut w = vec![0u8; n * row_bytes];
         for (r, row) in w.chunks_exact_mut(row_bytes).enumerate() {
             quantize_row(dtype, &rng.vec(k, [0.02, 1.0, 30.0][r % 3]), row).expect("row sizes match");
+            // Every other Q8_0 row: raw random integers, -128 among them
+            // (which the quantizer never writes).
+            if dtype == DType::Q8_0 && r % 2 == 1 {
+                for block in row.chunks_exact_mut(dtype.block_bytes()) {
+                    block[2..].iter_mut().for_each(|q| *q = rng.next_u64() as u8);
+                }
+            }
         }
         Case { dtype, n, k, w, x: rng.vec(X_ROWS * k, 1.0) }
     }
@@ -123,8 +130,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// The packed and the unpacked products differ only by the order of their
 /// f32 sums (the integer dot products are exact in both): within a few f32
-/// steps of `Σ |x w|` per output, and both within the matmul tests' NMSE
-/// bound of the f64 product.
+/// steps of `Σ |x w|` per output. (Against the f64 product, see the next
+/// test: one output alone is too noisy a sample of the 8-bit rounding.)
 #[test]
 fn packed_products_match_the_unpacked_ones() {
     for case in cases(5) {
@@ -135,13 +142,11 @@ fn packed_products_match_the_unpacked_ones() {
                 let first = m % 3;
                 let packed = case.packed_product(&w, &SingleThread, first, m);
                 let unpacked = case.unpacked(first, m);
-                let (magnitude, exact) = case.reference(first, m);
+                let (magnitude, _) = case.reference(first, m);
                 for (idx, ((&p, &u), &scale)) in packed.iter().zip(&unpacked).zip(&magnitude).enumerate() {
                     let diff = f64::from(p - u).abs();
                     assert!(diff <= 1e-5 * scale, "{dtype} {isa:?} n {n} k {k} m {m} [{idx}]: {p} vs unpacked {u}");
                 }
-                let e = nmse(&packed, &exact);
-                assert!(e <= 5e-3, "{dtype} {isa:?} n {n} k {k} m {m}: nmse {e:e} against f64");
             }
         });
     }
