@@ -20,13 +20,6 @@ fn halves_epi32(low: i32, high: i32) -> __m512i {
     _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(low), _mm512_set1_epi32(high))
 }
 
-/// Bytes 0..32 `low`, 32..64 `high`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
-#[inline]
-fn halves_epi8(low: u8, high: u8) -> __m512i {
-    _mm512_mask_blend_epi8(!0u64 << 32, _mm512_set1_epi8(low as i8), _mm512_set1_epi8(high as i8))
-}
-
 /// The step pairs of a packed block: `(weights, first step, second step)`,
 /// unsigned bytes (Q8_0's plus 128), 4 pairs.
 ///
@@ -51,11 +44,13 @@ unsafe fn step_pairs<F: BlockFormat>(p: *const u8) -> [(__m512i, usize, usize); 
         let high = |v: __m512i| _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
         let mut pairs = [(low(v0), 0, 1), (low(v1), 2, 3), (high(v0), 4, 5), (high(v1), 6, 7)];
         if Blocks::<F>::HAS_HIGH {
+            // Row r's fifth bits in both halves' lane r: rotating the lane
+            // left by 4 - s (mod 32) brings bit s of each byte to bit 4.
             let bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(Blocks::<F>::HIGH).cast()));
             for (w, s0, s1) in &mut pairs {
-                let set = _mm512_test_epi8_mask(bits, halves_epi8(1 << *s0, 1 << *s1));
-                // The nibbles' bit 4 is clear: adding 16 sets it.
-                *w = _mm512_mask_add_epi8(*w, set, *w, _mm512_set1_epi8(0x10));
+                let counts = halves_epi32((4 - *s0 as i32).rem_euclid(32), (4 - *s1 as i32).rem_euclid(32));
+                // w | (rotated & 0x10): the nibbles' bit 4 is clear.
+                *w = _mm512_ternarylogic_epi32::<0xf8>(*w, _mm512_rolv_epi32(bits, counts), _mm512_set1_epi8(0x10));
             }
         }
         pairs
