@@ -21,6 +21,8 @@
 //! times the packed K-quants (`matmul_packed`) against the unpacked ones,
 //! side by side, on 1 and 2 threads (the spinning pool), at the shapes of
 //! stories110M and Gemma 3 270M's 2048-wide rows (640x2048).
+//! `BATON_BENCH_PACKED=1` times the packed 32-value formats against the
+//! unpacked ones (`matmul/packed.rs`).
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -32,6 +34,9 @@ use std::time::{Duration, Instant};
 use baton_core::parallel::{ScopedThreads, SingleThread};
 use baton_kernels::{matmul, matmul_packed, quantize_row, with_isa, DType, Isa, MatMut, MatRef, Parallel};
 use baton_kernels::{PackedWeights, Scratch, WeightMatrix};
+
+#[path = "matmul/packed.rs"]
+mod packed;
 
 type Task = *const (dyn Fn(usize) + Sync);
 
@@ -162,6 +167,10 @@ fn main() {
     println!("cpu: {}; isa: {:?}; GFLOP/s = 2 m n k / median time", cpu_model(), baton_kernels::Isa::detected());
     if std::env::var_os("BATON_BENCH_PACKED_K").is_some() {
         bench_packed_k();
+        return;
+    }
+    if std::env::var_os("BATON_BENCH_PACKED").is_some() {
+        packed::bench_packed();
         return;
     }
     if std::env::var_os("BATON_BENCH_ISAS").is_some() {

@@ -37,6 +37,7 @@ use crate::matmul::Scratch;
 use crate::matrix::{MatMut, MatRef, WeightMatrix};
 use crate::tiling::{Activations, DisjointWrites};
 
+mod blocks;
 mod kquant;
 
 /// Weight rows interleaved in one packed group.
@@ -87,6 +88,26 @@ pub(crate) trait PackedFormat {
 macro_rules! match_packed {
     ($dtype:expr, $F:ident => $body:expr, _ => $none:expr) => {
         match $dtype {
+            DType::Q8_0 => {
+                type $F = blocks::Blocks<crate::quant::Q8_0>;
+                $body
+            }
+            DType::Q4_0 => {
+                type $F = blocks::Blocks<crate::quant::Q4_0>;
+                $body
+            }
+            DType::Q4_1 => {
+                type $F = blocks::Blocks<crate::quant::Q4_1>;
+                $body
+            }
+            DType::Q5_0 => {
+                type $F = blocks::Blocks<crate::quant::Q5_0>;
+                $body
+            }
+            DType::Q5_1 => {
+                type $F = blocks::Blocks<crate::quant::Q5_1>;
+                $body
+            }
             DType::Q2_K => {
                 type $F = kquant::PackedK<crate::quant::kquant::Q2K>;
                 $body

@@ -6,6 +6,7 @@ mod kquant;
 mod levels;
 mod matmul;
 mod ops;
+mod packed;
 mod packed_kquant;
 mod quant;
 mod row_invariance;

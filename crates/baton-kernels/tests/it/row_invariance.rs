@@ -3,7 +3,8 @@
 //! row, the shape and the instruction set, bit for bit, never on how many
 //! other activation rows share the call, which they are, the thread count or
 //! the column range a thread gets. Batched serving relies on it: a sequence's
-//! logits must not change when other sequences join its batch.
+//! logits must not change when other sequences join its batch. Packed
+//! weights (`matmul_packed`) are held to the same contract in `packed.rs`.
 
 use baton_core::parallel::{ScopedThreads, SingleThread};
 use baton_core::Parallel;
