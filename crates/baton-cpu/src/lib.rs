@@ -43,9 +43,9 @@ pub fn packed_weight_types() -> Vec<baton_core::DType> {
     WEIGHT_TYPES.iter().copied().filter(|&t| baton_kernels::packed::packable(t)).collect()
 }
 
-pub use packed_cache::enabled as repack_enabled;
 pub use buffer::{CpuBuffer, ALIGN};
 pub use device::CpuDevice;
+pub use packed_cache::enabled as repack_enabled;
 pub use pool::ThreadPool;
 
 /// How devices are opened (the same shape as every backend's

@@ -480,12 +480,6 @@ impl Stream {
         for point in &needed {
             self.queue_wait_or_relay(point, self.policy, true)?;
         }
-        // SAFETY: every conflicting access recorded by other streams is now
-        // ordered before `op` (same stream, waited on, settled, or waited on
-        // just above), and none can be recorded before `op`'s own (the logs
-        // stay locked); ranges were checked accessible above and lie inside
-        // their buffers (`BufferRange` is only made checked), and bindings
-        // are validated by `Bindings::bind`.
         if computes {
             // Sealed before the computation can run: a backend that derives
             // a form of the weights when it runs sees their final bytes
@@ -495,6 +489,12 @@ impl Stream {
                 r.buffer().seal_if_weights();
             }
         }
+        // SAFETY: every conflicting access recorded by other streams is now
+        // ordered before `op` (same stream, waited on, settled, or waited on
+        // just above), and none can be recorded before `op`'s own (the logs
+        // stay locked); ranges were checked accessible above and lie inside
+        // their buffers (`BufferRange` is only made checked), and bindings
+        // are validated by `Bindings::bind`.
         let value = unsafe { self.raw.submit(op)? };
         let point = self.timeline().point(value);
         self.knowledge().note_own(self.timeline().id(), value);

@@ -28,8 +28,8 @@ use baton_core::{DType, Parallel};
 use baton_kernels::Scratch;
 
 use crate::buffer::CpuBuffer;
-use crate::packed_cache::PackedCache;
 use crate::device::CpuDeviceShared;
+use crate::packed_cache::PackedCache;
 use baton_core::graph::arena::{ArenaPlan as Plan, Place};
 use baton_core::graph::plan_cache::PlanCache;
 
