@@ -18,3 +18,8 @@ cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
   ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast
 BATON_MODEL_CASES=4 BATON_MODEL_OPS=12 cargo +nightly miri test -p baton-composite --test model_based \
   random_sequences_keep_the_contract
+# The kernels' packing and portable packed tiles (about 8 minutes: outside
+# CI's time budget; run with BATON_MIRI_KERNELS=1).
+if [ "${BATON_MIRI_KERNELS:-0}" = 1 ]; then
+  cargo +nightly miri test -p baton-kernels --lib packed
+fi
