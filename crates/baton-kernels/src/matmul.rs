@@ -48,7 +48,7 @@ use baton_core::DType;
 use crate::activation::{quantize_activations, quantize_super_activations, ActBlock, SuperActBlock};
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::matrix::validate;
+use crate::matrix::{check_columns, validate};
 pub use crate::matrix::{MatMut, MatRef, WeightMatrix};
 use crate::quant::{BLOCK_ELEMS, SUPER_ELEMS};
 use crate::tiling::{compute, Activations, DisjointWrites};
@@ -100,14 +100,7 @@ pub fn matmul_columns(
     scratch: &mut Scratch,
 ) -> Result<(), KernelError> {
     let row_bytes = validate(w, x, y)?;
-    if n_range.start > n_range.end || n_range.end > w.rows {
-        return Err(KernelError::RangeOutOfBounds {
-            what: "output columns",
-            start: n_range.start,
-            end: n_range.end,
-            len: w.rows,
-        });
-    }
+    check_columns(&n_range, w.rows)?;
     let isa = Isa::current();
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations(isa, w.dtype, x, &SingleThreadQuantize);
@@ -136,11 +129,7 @@ pub fn matmul(
     let threads = parallel.threads();
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
-    let acts = if m >= 8 && threads > 1 {
-        scratch.activations(isa, w.dtype, x, &ParallelQuantize(parallel))
-    } else {
-        scratch.activations(isa, w.dtype, x, &SingleThreadQuantize)
-    };
+    let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
     let task = |t: usize| {
         let cols = split_range(n, threads, t, 8);
         // SAFETY: `validate` checked y holds `m` rows of `n` columns at its
@@ -208,11 +197,6 @@ impl ActivationBlock for SuperActBlock {
 }
 
 impl Scratch {
-    /// [`Self::activations`] on the calling thread.
-    pub(crate) fn activations_single<'a>(&'a mut self, isa: Isa, dtype: DType, x: &MatRef<'a>) -> Activations<'a> {
-        self.activations(isa, dtype, x, &SingleThreadQuantize)
-    }
-
     /// [`Self::activations`], the rows spread over `parallel` if `spread`.
     pub(crate) fn activations_for<'a>(
         &'a mut self,

@@ -105,13 +105,7 @@ fn check_extent(what: &'static str, rows: usize, stride: usize, row: usize, len:
     }
 }
 
-pub(crate) fn check_matrix(
-    what: &'static str,
-    rows: usize,
-    cols: usize,
-    stride: usize,
-    len: usize,
-) -> Result<(), KernelError> {
+fn check_matrix(what: &'static str, rows: usize, cols: usize, stride: usize, len: usize) -> Result<(), KernelError> {
     if stride < cols {
         return Err(KernelError::StrideTooSmall { what, stride, row: cols });
     }
@@ -120,10 +114,29 @@ pub(crate) fn check_matrix(
 
 pub(crate) fn validate(w: &WeightMatrix<'_>, x: &MatRef<'_>, y: &MatMut<'_>) -> Result<usize, KernelError> {
     let row_bytes = w.validate()?;
-    expect_len("x columns (= weight columns)", w.cols, x.cols)?;
-    expect_len("y columns (= weight rows)", w.rows, y.cols)?;
+    validate_io(w.cols, w.rows, x, y)?;
+    Ok(row_bytes)
+}
+
+/// Checks `x` and `y` against a weight matrix of `rows` rows of `cols`
+/// elements: `x` is `m x cols`, `y` is `m x rows`, both inside their data.
+pub(crate) fn validate_io(cols: usize, rows: usize, x: &MatRef<'_>, y: &MatMut<'_>) -> Result<(), KernelError> {
+    expect_len("x columns (= weight columns)", cols, x.cols)?;
+    expect_len("y columns (= weight rows)", rows, y.cols)?;
     expect_len("y rows (= x rows)", x.rows, y.rows)?;
     check_matrix("x", x.rows, x.cols, x.row_stride, x.data.len())?;
-    check_matrix("y", y.rows, y.cols, y.row_stride, y.data.len())?;
-    Ok(row_bytes)
+    check_matrix("y", y.rows, y.cols, y.row_stride, y.data.len())
+}
+
+/// Checks that the output columns `n_range` lie inside `0..rows`.
+pub(crate) fn check_columns(n_range: &std::ops::Range<usize>, rows: usize) -> Result<(), KernelError> {
+    if n_range.start > n_range.end || n_range.end > rows {
+        return Err(KernelError::RangeOutOfBounds {
+            what: "output columns",
+            start: n_range.start,
+            end: n_range.end,
+            len: rows,
+        });
+    }
+    Ok(())
 }

@@ -34,7 +34,7 @@ use baton_core::{DType, Parallel};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::matmul::Scratch;
-use crate::matrix::{MatMut, MatRef, WeightMatrix};
+use crate::matrix::{check_columns, validate_io, MatMut, MatRef, WeightMatrix};
 use crate::tiling::{Activations, DisjointWrites};
 
 mod blocks;
@@ -87,47 +87,24 @@ pub(crate) trait PackedFormat {
 /// evaluates `$none` if the type has no packed form.
 macro_rules! match_packed {
     ($dtype:expr, $F:ident => $body:expr, _ => $none:expr) => {
+        match_packed!(@arms $dtype, $F, $body, $none;
+            Q8_0 => blocks::Blocks<crate::quant::Q8_0>,
+            Q4_0 => blocks::Blocks<crate::quant::Q4_0>,
+            Q4_1 => blocks::Blocks<crate::quant::Q4_1>,
+            Q5_0 => blocks::Blocks<crate::quant::Q5_0>,
+            Q5_1 => blocks::Blocks<crate::quant::Q5_1>,
+            Q2_K => kquant::PackedK<crate::quant::kquant::Q2K>,
+            Q3_K => kquant::PackedK<crate::quant::kquant::Q3K>,
+            Q4_K => kquant::PackedK<crate::quant::kquant::Q4K>,
+            Q5_K => kquant::PackedK<crate::quant::kquant::Q5K>,
+            Q6_K => kquant::PackedK<crate::quant::kquant::Q6K>)
+    };
+    (@arms $dtype:expr, $F:ident, $body:expr, $none:expr; $($dt:ident => $format:ty),*) => {
         match $dtype {
-            DType::Q8_0 => {
-                type $F = blocks::Blocks<crate::quant::Q8_0>;
+            $(DType::$dt => {
+                type $F = $format;
                 $body
-            }
-            DType::Q4_0 => {
-                type $F = blocks::Blocks<crate::quant::Q4_0>;
-                $body
-            }
-            DType::Q4_1 => {
-                type $F = blocks::Blocks<crate::quant::Q4_1>;
-                $body
-            }
-            DType::Q5_0 => {
-                type $F = blocks::Blocks<crate::quant::Q5_0>;
-                $body
-            }
-            DType::Q5_1 => {
-                type $F = blocks::Blocks<crate::quant::Q5_1>;
-                $body
-            }
-            DType::Q2_K => {
-                type $F = kquant::PackedK<crate::quant::kquant::Q2K>;
-                $body
-            }
-            DType::Q3_K => {
-                type $F = kquant::PackedK<crate::quant::kquant::Q3K>;
-                $body
-            }
-            DType::Q4_K => {
-                type $F = kquant::PackedK<crate::quant::kquant::Q4K>;
-                $body
-            }
-            DType::Q5_K => {
-                type $F = kquant::PackedK<crate::quant::kquant::Q5K>;
-                $body
-            }
-            DType::Q6_K => {
-                type $F = kquant::PackedK<crate::quant::kquant::Q6K>;
-                $body
-            }
+            })*
             _ => $none,
         }
     };
@@ -200,7 +177,6 @@ impl PackedWeights {
         match_packed!(self.dtype, F => self.unpack_row_as::<F>(r, out), _ => unreachable!("only packable types are packed"))
     }
 
-    #[allow(dead_code)]
     fn unpack_row_as<F: PackedFormat>(&self, r: usize, out: &mut [u8]) -> Result<(), KernelError> {
         if r >= self.rows {
             return Err(KernelError::RangeOutOfBounds { what: "packed row", start: r, end: r + 1, len: self.rows });
@@ -215,15 +191,10 @@ impl PackedWeights {
 
     /// Checks `x` and `y` against this matrix, as `matmul` does.
     fn validate(&self, x: &MatRef<'_>, y: &MatMut<'_>) -> Result<(), KernelError> {
-        crate::error::expect_len("x columns (= weight columns)", self.cols, x.cols)?;
-        crate::error::expect_len("y columns (= weight rows)", self.rows, y.cols)?;
-        crate::error::expect_len("y rows (= x rows)", x.rows, y.rows)?;
-        crate::matrix::check_matrix("x", x.rows, x.cols, x.row_stride, x.data.len())?;
-        crate::matrix::check_matrix("y", y.rows, y.cols, y.row_stride, y.data.len())
+        validate_io(self.cols, self.rows, x, y)
     }
 }
 
-#[allow(dead_code)]
 fn pack_as<F: PackedFormat>(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Result<PackedWeights, KernelError> {
     w.validate()?;
     let blocks = w.cols / F::BLOCK_ELEMS;
@@ -272,17 +243,10 @@ pub fn matmul_packed_columns(
     scratch: &mut Scratch,
 ) -> Result<(), KernelError> {
     w.validate(x, y)?;
-    if n_range.start > n_range.end || n_range.end > w.rows {
-        return Err(KernelError::RangeOutOfBounds {
-            what: "output columns",
-            start: n_range.start,
-            end: n_range.end,
-            len: w.rows,
-        });
-    }
+    check_columns(&n_range, w.rows)?;
     let isa = Isa::current();
     let out = DisjointWrites::new(y.data);
-    let acts = scratch.activations_single(isa, w.dtype, x);
+    let acts = scratch.activations_for(isa, w.dtype, x, &baton_core::parallel::SingleThread, false);
     // SAFETY: `validate` checked y's extent for `m` rows of `w.rows`
     // columns; `n_range` lies inside them; this thread holds `y` mutably.
     unsafe { compute_packed(isa, w, acts, x.rows, n_range, out, y.row_stride) };
@@ -328,7 +292,6 @@ pub fn matmul_packed(
 /// `out` holds `m` rows of at least `cols.end` elements at `out_stride`,
 /// whose elements in `cols` no other thread accesses during the call;
 /// `acts` are the activations of `m` rows for `w`'s type.
-#[allow(unused_variables)]
 unsafe fn compute_packed(
     isa: Isa,
     w: &PackedWeights,
@@ -349,7 +312,6 @@ unsafe fn compute_packed(
 ///
 /// # Safety
 /// As [`compute_packed`].
-#[allow(dead_code)]
 unsafe fn compute_as<F: PackedFormat>(
     isa: Isa,
     w: &PackedWeights,
