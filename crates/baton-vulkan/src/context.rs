@@ -131,6 +131,9 @@ impl Context {
         // features were checked to be supported above.
         let raw = unsafe { instance.raw.create_device(physical.handle, &info, None) }
             .map_err(|r| VulkanError::call(&name, "vkCreateDevice", r))?;
+        // The driver is loaded and has a device: from now on, exit waits
+        // for stream workers before the driver's own exit handlers run.
+        crate::exit::register_exit_wait();
         // SAFETY: the device was created with one queue of this family.
         let queue = unsafe { raw.get_device_queue(queue_family, 0) };
         let memory = choose_memory(&physical, options).ok_or_else(|| {

@@ -31,6 +31,7 @@ mod context;
 mod device;
 mod error;
 mod exec;
+mod exit;
 mod fence;
 mod instance;
 pub mod latency;

@@ -60,10 +60,19 @@ impl VulkanStream {
             staging: None,
             executor: Executor::new(&device.ctx)?,
         };
-        std::thread::Builder::new().name(label).spawn(move || worker.run()).map_err(|e| VulkanError::Unsuitable {
-            device: device.info.name.clone(),
-            missing: format!("a thread: {e}"),
-        })?;
+        std::thread::Builder::new()
+            .name(label)
+            .spawn(move || {
+                // Counted until after the worker (and its device handle,
+                // maybe the device's last) is dropped: process exit waits
+                // for it (`exit`).
+                let _count = crate::exit::WORKERS.enter();
+                worker.run();
+            })
+            .map_err(|e| VulkanError::Unsuitable {
+                device: device.info.name.clone(),
+                missing: format!("a thread: {e}"),
+            })?;
         Ok(VulkanStream { shared, device })
     }
 }
@@ -306,7 +315,7 @@ unsafe impl RawStream for VulkanStream {
 impl Drop for VulkanStream {
     fn drop(&mut self) {
         // The worker drains what is queued, then exits; nobody waits here
-        // (`D-NOBLOCK`).
+        // (`D-NOBLOCK`), but process exit does (`exit`).
         self.shared.queue.close();
     }
 }

@@ -6,6 +6,7 @@
 mod batch;
 mod conformance;
 mod errors;
+mod exit;
 mod llama;
 mod mixed;
 
