@@ -5,8 +5,8 @@
 # through its ordinary PyPI package, llama-cpp-python, which compiles
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
-# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--json] [--install-only] [MODEL.gguf ...]
-#        scripts/compare-reference.sh --print-cmake-args   (the reference's build flags here)
+# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2] [--json] [--install-only] [MODEL.gguf ...]
+#        scripts/compare-reference.sh [--isa avx2] --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
 # real SmolLM2-135M-Instruct Q4_1, a stories15M-shape random model in F32
@@ -14,13 +14,17 @@
 # ones are written with `baton model synth` into target/compare/), and the
 # real Gemma 3 270M Q4_K_M (`baton model fetch gemma3-270m`).
 # --install-only builds the reference engine and stops.
+# --isa avx2 compares both engines at the AVX2 level (what an AMD EPYC or
+# an older Intel runs): the reference is built with the AVX2 set only, into
+# its own target/ref-llama-venv-avx2, and Baton runs with BATON_ISA=avx2.
+# On an AVX2 machine it is what the default does anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
 venv=target/ref-llama-venv
 mkdir -p target/compare
 
-runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args="" install_only=""
+runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args="" install_only="" isa=""
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,7 +35,13 @@ while [ $# -gt 0 ]; do
     --json) json=--json; shift ;;
     --print-cmake-args) print_args=1; shift ;;
     --install-only) install_only=1; shift ;;
-    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    --isa)
+      isa=$2; shift 2
+      if [ "$isa" != avx2 ]; then
+        echo "--isa takes avx2 (the default is every extension this CPU runs)" >&2
+        exit 2
+      fi ;;
+    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
@@ -44,6 +54,14 @@ done
 reference_cmake_args() {
   local flags args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
   flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  if [ "$isa" = avx2 ]; then
+    # The AVX2 level: keep only the extensions an AVX2-only CPU has.
+    local kept=" " flag
+    for flag in avx avx2 fma f16c bmi2; do
+      [[ $flags == *" $flag "* ]] && kept+="$flag "
+    done
+    flags=$kept
+  fi
   local pair
   for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
               avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
@@ -60,6 +78,10 @@ if [ -n "$print_args" ]; then
   exit 0
 fi
 cmake_args=$(reference_cmake_args)
+if [ "$isa" = avx2 ]; then
+  venv=target/ref-llama-venv-avx2
+  export BATON_ISA=avx2
+fi
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null \
   || [ "$(cat "$venv/.cmake-args" 2>/dev/null)" != "$REF_PACKAGE $cmake_args" ]; then
@@ -76,7 +98,7 @@ echo "reference engine: $REF_PACKAGE built with $cmake_args" >&2
 if [ -n "$install_only" ]; then
   exit 0
 fi
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" >&2
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')${isa:+ (both engines limited to $isa)}" >&2
 
 echo "building baton (release)..." >&2
 cargo build --release -p baton-cli >&2
