@@ -761,6 +761,20 @@ impl Model {
         self.eval(&tokens[last * batch..], past + last * batch, Logits::Last)
     }
 
+    /// Runs one decode step (token 0 at position 0 of slot 0) and drops
+    /// its logits, so that what a backend does on a model's first step
+    /// happens now rather than inside the first request: the CPU packs
+    /// every matmul weight matrix for its kernels (`baton_cpu::set_repack`),
+    /// the decode plan is built, scratch memory is touched. Position 0 of
+    /// slot 0 is written, as any evaluation from position 0 overwrites it;
+    /// [`evaluated_tokens`](Self::evaluated_tokens) does not count it.
+    pub fn warm_up(&mut self) -> Result<(), ModelError> {
+        let counted = self.evaluated_tokens;
+        self.eval(&[0], 0, Logits::Last)?;
+        self.evaluated_tokens = counted;
+        Ok(())
+    }
+
     /// Plans built so far (for tests of plan reuse).
     pub fn cached_plans(&self) -> usize {
         self.plans.len()

@@ -67,6 +67,9 @@ impl ModelArgs {
             Model::load_split(&path, devices, &options)
         }
         .with_context(|| format!("loading {}", path.display()))?;
+        // Packing the weights for the CPU kernels (and building the decode
+        // plan) is part of loading, not of the first request.
+        model.warm_up().context("the warm-up step after loading")?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }

@@ -11,3 +11,4 @@ mod reference;
 mod split;
 mod synth;
 mod tensor_parallel;
+mod warm_up;
