@@ -40,7 +40,7 @@
 
 use std::ops::Range;
 
-use baton_core::parallel::split_range;
+use baton_core::parallel::{split_range, Chunks};
 use baton_core::Parallel;
 
 use baton_core::DType;
@@ -111,9 +111,10 @@ pub fn matmul_columns(
     Ok(())
 }
 
-/// Computes `y = x · Wᵀ`, splitting the output columns (weight rows) across
-/// the threads of `parallel`. Results do not depend on the thread count:
-/// every output is computed by the same tile code whichever thread runs it.
+/// Computes `y = x · Wᵀ`, the output columns (weight rows) taken in chunks
+/// by the threads of `parallel` as each is free ([`Chunks`]). Results do not
+/// depend on the thread count: every output is computed by the same tile
+/// code whichever thread runs it.
 ///
 /// # Errors
 /// As [`matmul_columns`] (without the range).
@@ -130,13 +131,15 @@ pub fn matmul(
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    let task = |t: usize| {
-        let cols = split_range(n, threads, t, 8);
-        // SAFETY: `validate` checked y holds `m` rows of `n` columns at its
-        // stride; `split_range` gives the threads disjoint column ranges
-        // covering `0..n`, so no two threads write the same element, and
-        // nobody reads `y` until `run` has returned.
-        unsafe { compute(isa, w, row_bytes, acts, m, cols, out, y_stride) };
+    let chunks = Chunks::new(n, threads, 8);
+    let task = |_: usize| {
+        while let Some(cols) = chunks.next() {
+            // SAFETY: `validate` checked y holds `m` rows of `n` columns at
+            // its stride; `Chunks` hands each column range of `0..n` to one
+            // thread only, so no two threads write the same element, and
+            // nobody reads `y` until `run` has returned.
+            unsafe { compute(isa, w, row_bytes, acts, m, cols, out, y_stride) };
+        }
     };
     if threads == 1 {
         task(0);

@@ -28,7 +28,7 @@
 
 use std::ops::Range;
 
-use baton_core::parallel::split_range;
+use baton_core::parallel::{split_range, Chunks};
 use baton_core::{DType, Parallel};
 
 use crate::error::KernelError;
@@ -253,9 +253,9 @@ pub fn matmul_packed_columns(
     Ok(())
 }
 
-/// Computes `y = x · Wᵀ` for a packed matrix, splitting the groups across
-/// the threads of `parallel` (as [`matmul`](crate::matmul()); results do
-/// not depend on the thread count).
+/// Computes `y = x · Wᵀ` for a packed matrix, the groups taken in chunks by
+/// the threads of `parallel` as each is free (as [`matmul`](crate::matmul());
+/// results do not depend on the thread count).
 ///
 /// # Errors
 /// As [`matmul`](crate::matmul()).
@@ -272,11 +272,14 @@ pub fn matmul_packed(
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    let task = |t: usize| {
-        let cols = split_range(n, threads, t, GROUP_ROWS);
-        // SAFETY: y's extent was validated; threads get disjoint column
-        // ranges aligned to whole groups, so no two write the same element.
-        unsafe { compute_packed(isa, w, acts, m, cols, out, y_stride) };
+    let chunks = Chunks::new(n, threads, GROUP_ROWS);
+    let task = |_: usize| {
+        while let Some(cols) = chunks.next() {
+            // SAFETY: y's extent was validated; `Chunks` hands each column
+            // range (whole groups) to one thread only, so no two threads
+            // write the same element.
+            unsafe { compute_packed(isa, w, acts, m, cols, out, y_stride) };
+        }
     };
     if threads == 1 {
         task(0);
