@@ -9,7 +9,12 @@
 //! half) into the exact i32 total. AVX2: `maddubs` sums 2 products per i16
 //! (at most `2 · 63 · 127`), a sub-block's pairs add in i16 (checked at
 //! compile time: `2 · pairs · qmax · 127 < 2^15`), and `madd` against the
-//! scale repeated in both i16 halves gives the same i32 total.
+//! scale repeated in both i16 halves gives the same i32 total. A 256-bit
+//! vector holds 4 rows; tiles of up to 2 activation rows take both 4-row
+//! halves in one pass (one activation broadcast, scale load and loop for
+//! both), larger ones a half at a time (16 registers). The integer sums
+//! are exact and the f32 steps per lane the same either way, so the pass
+//! structure changes no bit.
 
 use std::arch::x86_64::*;
 
