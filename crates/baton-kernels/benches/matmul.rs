@@ -20,7 +20,11 @@
 //! for every type whose blocks divide each `k`. `BATON_BENCH_PACKED_K=1`
 //! times the packed K-quants (`matmul_packed`) against the unpacked ones,
 //! side by side, on 1 and 2 threads (the spinning pool), at the shapes of
-//! stories110M and Gemma 3 270M's 2048-wide rows (640x2048).
+//! stories110M and Gemma 3 270M's 2048-wide rows (640x2048);
+//! `BATON_BENCH_PACKED_K=levels` times only the packed tiles, 1 thread, at
+//! every SIMD level side by side (m = 1, 2, 4, 64): the fastest batch of
+//! calls (about 0.2 ms each) over 5 alternating rounds, which leaves out
+//! the batches other jobs on a shared machine slowed.
 //! `BATON_BENCH_PACKED=1` times the packed 32-value formats against the
 //! unpacked ones (`matmul/packed.rs`).
 
@@ -165,6 +169,10 @@ fn main() {
     let kquant_only = std::env::var_os("BATON_BENCH_KQUANT").is_some();
     let ms: &[usize] = if quick { &[1, 64] } else { &[1, 64, 512] };
     println!("cpu: {}; isa: {:?}; GFLOP/s = 2 m n k / median time", cpu_model(), baton_kernels::Isa::detected());
+    if std::env::var("BATON_BENCH_PACKED_K").is_ok_and(|v| v == "levels") {
+        bench_packed_k_levels();
+        return;
+    }
     if std::env::var_os("BATON_BENCH_PACKED_K").is_some() {
         bench_packed_k();
         return;
@@ -433,4 +441,70 @@ fn bench_packed_k() {
             );
         }
     }
+}
+
+/// The packed K-quant tiles alone, single-thread GFLOP/s at each SIMD level the CPU has, side by side: the fastest batch over 5
+/// alternating rounds ([`fastest_batch`]).
+fn bench_packed_k_levels() {
+    let shapes = [(2048, 768), (768, 2048), (640, 2048)];
+    let types = [DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K];
+    let levels: Vec<Isa> = [Isa::Avx2, Isa::Avx512].into_iter().filter(|&l| l <= Isa::detected()).collect();
+    print!("{:<6} {:>5} {:>5} {:>3} |", "type", "n", "k", "m");
+    for level in &levels {
+        print!(" {:>9}", format!("{level:?}"));
+    }
+    println!();
+    for dtype in selected(&types) {
+        for (n, k) in shapes {
+            let (w_bytes, x) = problem(dtype, n, k, 64);
+            let w = WeightMatrix::contiguous(dtype, &w_bytes, n, k).expect("whole blocks");
+            let packed = PackedWeights::pack(&w, &SingleThread).expect("valid").expect("packable");
+            let mut scratch = Scratch::new();
+            for m in [1, 2, 4, 64] {
+                let x = MatRef::contiguous(&x[..m * k], m, k);
+                let mut y = vec![0.0f32; m * n];
+                let mut best = vec![0.0f64; levels.len()];
+                for _round in 0..5 {
+                    for (best, &level) in best.iter_mut().zip(&levels) {
+                        let t = with_isa(level, || {
+                            let mut y = MatMut::contiguous(&mut y, m, n);
+                            fastest_batch(&mut || {
+                                matmul_packed(&SingleThread, &packed, &x, &mut y, &mut scratch).expect("shapes match");
+                                black_box(&mut y);
+                            })
+                        });
+                        *best = best.max(2.0 * (m * n * k) as f64 / t / 1e9);
+                    }
+                }
+                print!("{:<6} {:>5} {:>5} {:>3} |", dtype.name(), n, k, m);
+                for best in best {
+                    print!(" {best:>9.1}");
+                }
+                println!();
+            }
+        }
+    }
+}
+
+/// The fewest seconds per call of `f` over batches of calls lasting about
+/// 0.2 ms, for about 0.1 s: a batch the scheduler preempted or a busy
+/// sibling hyperthread slowed does not count (a batch is short next to a
+/// time slice, and Linux's thread CPU time only counts whole ticks).
+fn fastest_batch(f: &mut dyn FnMut()) -> f64 {
+    f();
+    let per_batch = {
+        let t = Instant::now();
+        f();
+        (200e-6 / t.elapsed().as_secs_f64().max(1e-9)).clamp(1.0, 10_000.0) as u32
+    };
+    let mut best = f64::INFINITY;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        let t = Instant::now();
+        for _ in 0..per_batch {
+            f();
+        }
+        best = best.min(t.elapsed().as_secs_f64() / f64::from(per_batch));
+    }
+    best
 }

@@ -9,7 +9,12 @@
 //! half) into the exact i32 total. AVX2: `maddubs` sums 2 products per i16
 //! (at most `2 · 63 · 127`), a sub-block's pairs add in i16 (checked at
 //! compile time: `2 · pairs · qmax · 127 < 2^15`), and `madd` against the
-//! scale repeated in both i16 halves gives the same i32 total.
+//! scale repeated in both i16 halves gives the same i32 total. A 256-bit
+//! vector holds 4 rows; tiles of up to 2 activation rows take both 4-row
+//! halves in one pass (one activation broadcast, scale load and loop for
+//! both), larger ones a half at a time (16 registers). The integer sums
+//! are exact and the f32 steps per lane the same either way, so the pass
+//! structure changes no bit.
 
 use std::arch::x86_64::*;
 
@@ -246,23 +251,32 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
     }
 }
 
-/// `shuffle_epi8` controls turning 8 i16 row scales (in both 128-bit lanes)
-/// into half `h`'s lanes `(r, h)`: row `4h + r`'s scale in both i16 halves.
-static SCALE_ROWS: [[u8; 32]; 2] = scale_rows();
+/// `shuffle_epi8` controls spreading a sub-block's 8 row scales (the 8
+/// bytes repeated in every 64-bit lane) over half `h`'s lanes `(r, h)`:
+/// row `4h + r`'s scale in both i16 halves of the lane. Table 0 puts the
+/// byte low over a zero high byte (unsigned scales); table 1 puts it in
+/// the high byte over a zero low byte, so an arithmetic shift right by 8
+/// sign-extends it (signed scales).
+static SCALE_BYTES: [[[u8; 32]; 2]; 2] = scale_bytes();
 
-const fn scale_rows() -> [[u8; 32]; 2] {
-    let mut table = [[0u8; 32]; 2];
-    let mut half = 0;
-    while half < 2 {
-        let mut k = 0;
-        while k < 32 {
-            // i16 element q of the 256-bit result, i32 lane q / 2, local row q / 4.
-            let q = k / 2;
-            let row = 4 * half + q / 4;
-            table[half][k] = (2 * row + k % 2) as u8;
-            k += 1;
+const fn scale_bytes() -> [[[u8; 32]; 2]; 2] {
+    let mut table = [[[0u8; 32]; 2]; 2];
+    let mut signed = 0;
+    while signed < 2 {
+        let mut half = 0;
+        while half < 2 {
+            let mut k = 0;
+            while k < 32 {
+                // Byte k is in i16 element k / 2 of the 256 bits, i32 lane
+                // k / 4, local row k / 8 (a row has 2 lanes).
+                let row = 4 * half + k / 8;
+                let low_byte = k % 2 == 0;
+                table[signed][half][k] = if low_byte == (signed == 0) { row as u8 } else { 0x80 };
+                k += 1;
+            }
+            half += 1;
         }
-        half += 1;
+        signed += 1;
     }
     table
 }
@@ -289,39 +303,80 @@ pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
     group: *const u8,
     out: &mut [[f32; GROUP_ROWS]; MR],
 ) {
+    // Both 4-row halves in one pass share each activation broadcast, each
+    // scale load and the loop; their `2 MR` sub-block sums and `2 MR`
+    // block sums fit the 16 registers up to MR = 2. Larger tiles take the
+    // halves one after the other (the broadcasts are shared by MR rows).
+    if MR <= 2 {
+        // SAFETY: the caller's guarantees.
+        unsafe { tile_avx2_halves::<F, MR, 2>(acts, blocks, group, out) }
+    } else {
+        // SAFETY: as above.
+        unsafe { tile_avx2_halves::<F, MR, 1>(acts, blocks, group, out) }
+    }
+}
+
+/// [`tile_avx2`] taking `H` halves (1 or 2) of the 8 rows per pass. Each
+/// lane gets the same integer sums and f32 steps whatever `H` is.
+///
+/// # Safety
+/// As [`tile_avx2`]; `H` divides 2.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile_avx2_halves<F: KPack, const MR: usize, const H: usize>(
+    acts: &[SuperActBlock],
+    blocks: usize,
+    group: *const u8,
+    out: &mut [[f32; GROUP_ROWS]; MR],
+) {
     let per_sub = PackedK::<F>::PAIRS_PER_SUB;
+    let signed = !PackedK::<F>::HAS_MIN;
     let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     for b in 0..blocks {
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
         let a = |i: usize| &acts[i * blocks + b];
-        for half in 0..2 {
-            // SAFETY: each table row is 32 bytes.
-            let control = unsafe { _mm256_loadu_si256(SCALE_ROWS[half].as_ptr().cast()) };
-            let mut dot = [_mm256_setzero_si256(); MR];
+        for pass in 0..2 / H {
+            let mut control = [_mm256_setzero_si256(); H];
+            for (j, control) in control.iter_mut().enumerate() {
+                // SAFETY: each table is 32 bytes.
+                *control =
+                    unsafe { _mm256_loadu_si256(SCALE_BYTES[usize::from(signed)][pass * H + j].as_ptr().cast()) };
+            }
+            let mut dot = [[_mm256_setzero_si256(); H]; MR];
             for o in 0..4 {
-                let mut part = [_mm256_setzero_si256(); MR];
-                let mut scale = _mm256_setzero_si256();
+                let mut part = [[_mm256_setzero_si256(); H]; MR];
+                let mut scale = [_mm256_setzero_si256(); H];
                 macro_rules! pair {
                     ($p:literal) => {{
                         let pair = 8 * o + $p;
                         if $p % per_sub == 0 {
                             let at = PackedK::<F>::SCALES + 8 * (pair / per_sub);
                             // SAFETY: the sub-block's 8 scales are in the block.
-                            let rows = _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(block.add(at).cast()) });
-                            scale = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(rows), control);
-                            part = [_mm256_setzero_si256(); MR];
+                            let bytes = _mm256_set1_epi64x(unsafe { word(block.add(at)) });
+                            for (scale, &control) in scale.iter_mut().zip(&control) {
+                                let spread = _mm256_shuffle_epi8(bytes, control);
+                                *scale = if signed { _mm256_srai_epi16(spread, 8) } else { spread };
+                            }
+                            part = [[_mm256_setzero_si256(); H]; MR];
                         }
-                        // SAFETY: the block is whole, half < 2, o < 4, p < 8.
-                        let w = unsafe { pair_256::<F>(block, half, o, $p) };
-                        for i in 0..MR {
+                        let mut w = [_mm256_setzero_si256(); H];
+                        for (j, w) in w.iter_mut().enumerate() {
+                            // SAFETY: the block is whole, the half < 2, o < 4, p < 8.
+                            *w = unsafe { pair_256::<F>(block, pass * H + j, o, $p) };
+                        }
+                        for (i, part) in part.iter_mut().enumerate() {
                             // SAFETY: bytes 8 pair .. + 8 of the 256.
                             let x = _mm256_set1_epi64x(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
-                            part[i] = _mm256_add_epi16(part[i], _mm256_maddubs_epi16(w, x));
+                            for (part, &w) in part.iter_mut().zip(&w) {
+                                *part = _mm256_add_epi16(*part, _mm256_maddubs_epi16(w, x));
+                            }
                         }
                         if ($p + 1) % per_sub == 0 {
-                            for i in 0..MR {
-                                dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(part[i], scale));
+                            for (dot, part) in dot.iter_mut().zip(&part) {
+                                for ((dot, &part), &scale) in dot.iter_mut().zip(part).zip(&scale) {
+                                    *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(part, scale));
+                                }
                             }
                         }
                     }};
@@ -335,32 +390,41 @@ pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
                 pair!(6);
                 pair!(7);
             }
-            let mut offset = [_mm256_setzero_si256(); MR];
+            let mut offset = [[_mm256_setzero_si256(); H]; MR];
             for t in 0..PackedK::<F>::SUBS / 4 {
-                let at = PackedK::<F>::OFFSETS + 32 * t + 16 * half;
-                // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
-                let offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
+                let mut offsets = [_mm256_setzero_si256(); H];
+                for (j, offsets) in offsets.iter_mut().enumerate() {
+                    let at = PackedK::<F>::OFFSETS + 32 * t + 16 * (pass * H + j);
+                    // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
+                    *offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
+                }
                 for (i, offset) in offset.iter_mut().enumerate() {
                     // SAFETY: t < SUBS / 4.
                     let x = _mm256_set1_epi64x(unsafe { sub_sums_word::<F>(a(i), t) });
-                    *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x));
+                    for (offset, &offsets) in offset.iter_mut().zip(&offsets) {
+                        *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x));
+                    }
                 }
             }
-            // SAFETY: d (and dmin) are 16 bytes each in the block.
-            let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
-            for i in 0..MR {
-                let dx = _mm256_set1_ps(a(i).d);
-                let acc = &mut acc[i][half];
-                *acc = if PackedK::<F>::HAS_MIN {
-                    // SAFETY: as above.
-                    let dmin = unsafe { f16_lanes_256(block.add(PackedK::<F>::DMIN), half) };
-                    let with_dot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(d, dx), *acc);
-                    _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offset[i]), _mm256_mul_ps(dmin, dx), with_dot)
-                } else {
-                    let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
-                    let centred = _mm256_sub_epi32(dot[i], _mm256_sll_epi32(offset[i], shift));
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_mul_ps(d, dx), *acc)
-                };
+            for j in 0..H {
+                let half = pass * H + j;
+                // SAFETY: d (and dmin) are 16 bytes each in the block.
+                let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
+                for i in 0..MR {
+                    let dx = _mm256_set1_ps(a(i).d);
+                    let (dot, offset) = (dot[i][j], offset[i][j]);
+                    let acc = &mut acc[i][half];
+                    *acc = if PackedK::<F>::HAS_MIN {
+                        // SAFETY: as above.
+                        let dmin = unsafe { f16_lanes_256(block.add(PackedK::<F>::DMIN), half) };
+                        let with_dot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, dx), *acc);
+                        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offset), _mm256_mul_ps(dmin, dx), with_dot)
+                    } else {
+                        let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
+                        let centred = _mm256_sub_epi32(dot, _mm256_sll_epi32(offset, shift));
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_mul_ps(d, dx), *acc)
+                    };
+                }
             }
         }
     }
