@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Blocks, CHUNK, STEP};
+use super::{Blocks, CHUNK, STEP, STEPS};
 use crate::activation::ActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
 use crate::quant::{BlockFormat, Offset, Quants};
@@ -43,6 +43,24 @@ pub(super) fn accumulate(acc: &mut [__m256; 2], dot: __m256i, d: __m256, offset:
     }
 }
 
+/// Bytes ahead of the block being read that a tile prefetches: the
+/// decode products stream their weights from memory once per token, and the
+/// hardware prefetcher alone leaves gaps at page boundaries.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Prefetches the cache lines of the packed block [`PREFETCH_AHEAD`] bytes
+/// after `p` (one line per 64 bytes from its start: consecutive blocks'
+/// calls cover every line of the stream). Addresses past the group or the
+/// matrix are harmless: a prefetch never faults.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn prefetch<F: BlockFormat>(p: *const u8) {
+    let ahead = p.wrapping_add(PREFETCH_AHEAD);
+    for line in 0..Blocks::<F>::PACKED_BYTES.div_ceil(64) {
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line).cast());
+    }
+}
+
 /// Stores each row's `acc[0] + acc[1]` into `out`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -73,19 +91,20 @@ fn fifth_bits(high: __m256i, s: usize) -> __m256i {
     _mm256_and_si256(moved, _mm256_set1_epi8(0x10))
 }
 
-/// Chunk `c`'s steps: `(weights, step)` pairs, unsigned bytes except Q8_0's
-/// (signed, one step per chunk).
+/// Chunk `c`'s weights: `[low, high]`, the steps `c` and `c + CHUNKS`
+/// as unsigned bytes; Q8_0's chunk is one step of signed bytes (`low`; the
+/// `high` half is unused).
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; `p` is a readable packed block of `F`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn chunk_steps<F: BlockFormat>(p: *const u8, c: usize) -> [Option<(__m256i, usize)>; 2] {
+unsafe fn chunk<F: BlockFormat>(p: *const u8, c: usize) -> [__m256i; 2] {
     // SAFETY: chunk `c < CHUNKS` and the fifth bits lie inside the block.
     unsafe {
         let v = _mm256_loadu_si256(p.add(Blocks::<F>::QUANTS + c * CHUNK).cast());
         if F::QUANTS == Quants::Bytes {
-            return [Some((v, c)), None];
+            return [v, v];
         }
         let mask = _mm256_set1_epi8(0x0f);
         let mut low = _mm256_and_si256(v, mask);
@@ -95,7 +114,7 @@ unsafe fn chunk_steps<F: BlockFormat>(p: *const u8, c: usize) -> [Option<(__m256
             low = _mm256_or_si256(low, fifth_bits(bits, c));
             high = _mm256_or_si256(high, fifth_bits(bits, c + Blocks::<F>::CHUNKS));
         }
-        [Some((low, c)), Some((high, c + Blocks::<F>::CHUNKS))]
+        [low, high]
     }
 }
 
@@ -111,6 +130,8 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
 ) {
     let ones = _mm256_set1_epi16(1);
     let signed = F::QUANTS == Quants::Bytes;
+    // Steps per chunk: Q8_0's one, the nibbles' two (low, high).
+    let halves = if signed { 1 } else { 2 };
     let centre = match F::OFFSET {
         Offset::Centred(c) => Some(c as f32),
         _ => None,
@@ -119,15 +140,19 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
     for b in 0..blocks {
         // SAFETY: block b < blocks of the group (caller's guarantee).
         let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
+        prefetch::<F>(p);
         // SAFETY: as above.
         let (d, offset) = unsafe { scales::<F>(p, centre) };
         let x: [&ActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
         let mut dot = [_mm256_setzero_si256(); MR];
         let mut pairs = [_mm256_setzero_si256(); MR];
-        let mut pending = 0;
+        // Plain counted loops over constants (no iterator state), so the
+        // compiler unrolls them and the i16 flushes fall at fixed steps.
         for c in 0..Blocks::<F>::CHUNKS {
             // SAFETY: c < CHUNKS, inside the block.
-            for (w, s) in unsafe { chunk_steps::<F>(p, c) }.into_iter().flatten() {
+            let w = unsafe { chunk::<F>(p, c) };
+            for (h, &w) in w.iter().enumerate().take(halves) {
+                let s = c + h * Blocks::<F>::CHUNKS;
                 let unsigned = if signed { _mm256_abs_epi8(w) } else { w };
                 for i in 0..MR {
                     // SAFETY: bytes 4 s..4 s + 4 of the 32 in `q`.
@@ -135,20 +160,17 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
                     let xs = if signed { _mm256_sign_epi8(xs, w) } else { xs };
                     pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(unsigned, xs));
                 }
-                pending += 1;
-                if pending == Blocks::<F>::I16_STEPS {
+                // Steps done so far, in the order taken.
+                let taken = c * halves + h + 1;
+                if taken % Blocks::<F>::I16_STEPS == 0 || taken == STEPS {
                     for i in 0..MR {
                         dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs[i], ones));
                         pairs[i] = _mm256_setzero_si256();
                     }
-                    pending = 0;
                 }
             }
         }
         for i in 0..MR {
-            if pending > 0 {
-                dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs[i], ones));
-            }
             accumulate(&mut acc[i], dot[i], d, offset, x[i]);
         }
     }

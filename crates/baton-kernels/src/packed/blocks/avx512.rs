@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{accumulate, finish, scales};
+use super::avx2::{accumulate, finish, prefetch, scales};
 use super::{Blocks, CHUNK};
 use crate::activation::ActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
@@ -76,6 +76,7 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
     for b in 0..blocks {
         // SAFETY: block b < blocks of the group (caller's guarantee).
         let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
+        prefetch::<F>(p);
         // SAFETY: as above.
         let (d, offset) = unsafe { scales::<F>(p, centre) };
         let x: [&ActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
