@@ -213,20 +213,8 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     out: &mut [[f32; NR]; MR],
 ) {
     let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-    // A lone activation row (decode) streams the weights: each step also
-    // asks for the lines of the next NR weight rows (the next tile, when
-    // rows are contiguous) that this step's position maps to, so they
-    // arrive while this tile runs. Only an address: nothing is read.
-    let next = w.wrapping_add(NR * w_stride);
-    let lines = NR * W::BYTES / 8;
     let mut p = 0;
     while p + 8 <= k {
-        if MR == 1 {
-            for line in 0..lines {
-                let at = next.wrapping_add(p * NR * W::BYTES + 64 * line);
-                _mm_prefetch::<_MM_HINT_T0>(at.cast());
-            }
-        }
         let mut wv = [_mm256_setzero_ps(); NR];
         for (j, v) in wv.iter_mut().enumerate() {
             // SAFETY: p + 8 <= k, inside row j.
@@ -443,4 +431,57 @@ fn reduce16(a: &[__m512; 16]) -> __m512 {
     // Lanes l + 1: block b holds a[b], a[4 + b], a[8 + b], a[12 + b].
     let (u, v) = (pairs[0], pairs[1]);
     _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u, v), _mm512_shuffle_ps::<0xDD>(u, v))
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::simd::hsum;
+
+    /// The shared tree of an `MR x NR` tile gives every accumulator the
+    /// bits of [`hsum`] (so tiles of any shape agree), on lanes of mixed
+    /// magnitudes where another order of the additions would round apart.
+    fn tree_is_hsum<const MR: usize, const NR: usize>(seed: &mut u32) {
+        let mut next = || {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 17;
+            *seed ^= *seed << 5;
+            let scale = f32::powi(2.0, (*seed % 40) as i32 - 20);
+            (((*seed >> 8) as f32 / (1u32 << 24) as f32) - 0.5) * scale
+        };
+        let lanes: Vec<[f32; 8]> = (0..MR * NR).map(|_| std::array::from_fn(|_| next())).collect();
+        // SAFETY: the caller checked that the CPU has AVX2, FMA and F16C;
+        // every load reads one 8-lane array.
+        unsafe {
+            let acc: [[__m256; NR]; MR] = std::array::from_fn(|i| {
+                std::array::from_fn(|j| _mm256_loadu_ps(lanes[i * NR + j].as_ptr()))
+            });
+            let mut out = [[f32::NAN; NR]; MR];
+            reduce_tile8(&acc, &mut out);
+            for i in 0..MR {
+                for j in 0..NR {
+                    assert_eq!(out[i][j].to_bits(), hsum(acc[i][j]).to_bits(), "{MR}x{NR} tile, ({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_lane_tree_is_hsum_for_every_tile_shape() {
+        if Isa::detected() < Isa::Avx2 {
+            return;
+        }
+        let mut seed = 0x9e37_79b9u32;
+        for _ in 0..100 {
+            tree_is_hsum::<1, 1>(&mut seed);
+            tree_is_hsum::<1, 4>(&mut seed);
+            tree_is_hsum::<1, 8>(&mut seed);
+            tree_is_hsum::<2, 4>(&mut seed);
+            tree_is_hsum::<3, 4>(&mut seed);
+            tree_is_hsum::<4, 3>(&mut seed);
+            tree_is_hsum::<4, 2>(&mut seed);
+            tree_is_hsum::<4, 1>(&mut seed);
+            tree_is_hsum::<3, 1>(&mut seed);
+        }
+    }
 }
