@@ -453,9 +453,8 @@ mod tests {
         // SAFETY: the caller checked that the CPU has AVX2, FMA and F16C;
         // every load reads one 8-lane array.
         unsafe {
-            let acc: [[__m256; NR]; MR] = std::array::from_fn(|i| {
-                std::array::from_fn(|j| _mm256_loadu_ps(lanes[i * NR + j].as_ptr()))
-            });
+            let acc: [[__m256; NR]; MR] =
+                std::array::from_fn(|i| std::array::from_fn(|j| _mm256_loadu_ps(lanes[i * NR + j].as_ptr())));
             let mut out = [[f32::NAN; NR]; MR];
             reduce_tile8(&acc, &mut out);
             for i in 0..MR {
