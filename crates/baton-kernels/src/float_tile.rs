@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use crate::convert::Half16;
 use crate::isa::Isa;
-use crate::tiling::TileKernel;
+use crate::tiling::{TileKernel, TileShapes};
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -152,9 +152,14 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
     }
 
     /// AVX-512 has 32 registers: 16 accumulators, 4 weight vectors and an
-    /// activation vector fit; AVX2's 16 do not.
-    fn wide(&self) -> bool {
-        self.isa == Isa::Avx512
+    /// activation vector fit; AVX2's 16 take 12 accumulators, 3 weight
+    /// vectors and an activation vector.
+    fn shapes(&self) -> TileShapes {
+        match self.isa {
+            Isa::Avx512 => TileShapes::Wide,
+            Isa::Avx2 => TileShapes::Twelve,
+            _ => TileShapes::Narrow,
+        }
     }
 }
 
@@ -191,6 +196,10 @@ unsafe fn tile_scalar<W: FloatElem, const MR: usize, const NR: usize>(
     }
 }
 
+/// 8 elements a step into one accumulator per output, whose 8 lanes are
+/// then summed in one fixed tree ([`reduce_tile8`]) whatever the tile's
+/// shape, then the last `k % 8` products one by one.
+///
 /// # Safety
 /// As [`tile_scalar`], and the CPU has AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
@@ -203,7 +212,6 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     k: usize,
     out: &mut [[f32; NR]; MR],
 ) {
-    use crate::simd::hsum;
     let mut acc = [[_mm256_setzero_ps(); NR]; MR];
     let mut p = 0;
     while p + 8 <= k {
@@ -221,16 +229,88 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
         }
         p += 8;
     }
-    for i in 0..MR {
-        for j in 0..NR {
-            let mut sum = hsum(acc[i][j]);
-            for q in p..k {
-                // SAFETY: q < k, inside rows i and j.
-                unsafe { sum += *x.add(i * x_stride + q) * W::load(w.add(j * w_stride), q) };
+    reduce_tile8(&acc, out);
+    if p < k {
+        for (i, out_row) in out.iter_mut().enumerate() {
+            for (j, sum) in out_row.iter_mut().enumerate() {
+                for q in p..k {
+                    // SAFETY: q < k, inside rows i and j.
+                    unsafe { *sum += *x.add(i * x_stride + q) * W::load(w.add(j * w_stride), q) };
+                }
             }
-            out[i][j] = sum;
         }
     }
+}
+
+/// `out[i][j]` = the sum of the 8 lanes of `acc[i][j]`, in one tree for
+/// every output, that of [`hsum`](crate::simd::hsum): lane `l` plus lane
+/// `l + 4`, then `l + 2`, `l + 1` of the partial sums. 8 accumulators are
+/// summed together ([`reduce8`]), each step adding two registers that hold
+/// parts of several accumulators side by side; the last group of a tile
+/// whose accumulators are not a multiple of 8 leaves zero registers in the
+/// places it does not fill (steps on them fold away at compile time). Which
+/// place an accumulator takes changes no addition, so every output gets
+/// the same bits whatever the tile's shape.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn reduce_tile8<const MR: usize, const NR: usize>(acc: &[[__m256; NR]; MR], out: &mut [[f32; NR]; MR]) {
+    if MR * NR == 1 {
+        out[0][0] = crate::simd::hsum(acc[0][0]);
+        return;
+    }
+    // Accumulator (i, j) is number i NR + j, the place of its sum in `out`
+    // read as one array.
+    for group in (0..MR * NR).step_by(8) {
+        let count = (MR * NR - group).min(8);
+        let mut a = [_mm256_setzero_ps(); 8];
+        if count == 8 {
+            // Number group + 4 (q % 2) + q / 2 at place q ends in lane
+            // 4 (q % 2) + q / 2: the 8 sums in order.
+            for (q, place) in a.iter_mut().enumerate() {
+                let number = group + 4 * (q % 2) + q / 2;
+                *place = acc[number / NR][number % NR];
+            }
+            // SAFETY: `out` is MR NR contiguous writable f32, and
+            // group + 8 <= MR NR.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().cast::<f32>().add(group), reduce8(&a)) };
+            continue;
+        }
+        // Number group + q at place q (the first places, so the empty ones
+        // fold away), whose sum ends in lane 4 (q % 2) + q / 2.
+        for (q, place) in a.iter_mut().enumerate().take(count) {
+            *place = acc[(group + q) / NR][(group + q) % NR];
+        }
+        let mut sums = [0.0f32; 8];
+        // SAFETY: `sums` holds 8 writable f32.
+        unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), reduce8(&a)) };
+        for q in 0..count {
+            out[(group + q) / NR][(group + q) % NR] = sums[4 * (q % 2) + q / 2];
+        }
+    }
+}
+
+/// The lane sums of 8 registers: lane `4 h + i` of the result is the sum of
+/// `a[2 i + h]`, in the tree of [`reduce_tile8`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn reduce8(a: &[__m256; 8]) -> __m256 {
+    // Lanes l + 4: the low 128-bit halves of two registers plus their high
+    // halves. Register t then holds a[2t] (lanes 0..4) and a[2t + 1] (4..8).
+    let halves: [__m256; 4] = std::array::from_fn(|t| {
+        let (u, v) = (a[2 * t], a[2 * t + 1]);
+        _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(u, v), _mm256_permute2f128_ps::<0x31>(u, v))
+    });
+    // Lanes l + 2, within each half: half h of register t holds two lanes
+    // of a[4t + h] then two of a[4t + 2 + h].
+    let pairs: [__m256; 2] = std::array::from_fn(|t| {
+        let (u, v) = (halves[2 * t], halves[2 * t + 1]);
+        _mm256_add_ps(_mm256_shuffle_ps::<0x44>(u, v), _mm256_shuffle_ps::<0xEE>(u, v))
+    });
+    // Lanes l + 1: half h holds a[h], a[2 + h], a[4 + h], a[6 + h].
+    let (u, v) = (pairs[0], pairs[1]);
+    _mm256_add_ps(_mm256_shuffle_ps::<0x88>(u, v), _mm256_shuffle_ps::<0xDD>(u, v))
 }
 
 /// [`tile_avx2`] with 16 lanes: 16 elements a step, the last partial step
@@ -351,4 +431,56 @@ fn reduce16(a: &[__m512; 16]) -> __m512 {
     // Lanes l + 1: block b holds a[b], a[4 + b], a[8 + b], a[12 + b].
     let (u, v) = (pairs[0], pairs[1]);
     _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u, v), _mm512_shuffle_ps::<0xDD>(u, v))
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::simd::hsum;
+
+    /// The shared tree of an `MR x NR` tile gives every accumulator the
+    /// bits of [`hsum`] (so tiles of any shape agree), on lanes of mixed
+    /// magnitudes where another order of the additions would round apart.
+    fn tree_is_hsum<const MR: usize, const NR: usize>(seed: &mut u32) {
+        let mut next = || {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 17;
+            *seed ^= *seed << 5;
+            let scale = f32::powi(2.0, (*seed % 40) as i32 - 20);
+            (((*seed >> 8) as f32 / (1u32 << 24) as f32) - 0.5) * scale
+        };
+        let lanes: Vec<[f32; 8]> = (0..MR * NR).map(|_| std::array::from_fn(|_| next())).collect();
+        // SAFETY: the caller checked that the CPU has AVX2, FMA and F16C;
+        // every load reads one 8-lane array.
+        unsafe {
+            let acc: [[__m256; NR]; MR] =
+                std::array::from_fn(|i| std::array::from_fn(|j| _mm256_loadu_ps(lanes[i * NR + j].as_ptr())));
+            let mut out = [[f32::NAN; NR]; MR];
+            reduce_tile8(&acc, &mut out);
+            for i in 0..MR {
+                for j in 0..NR {
+                    assert_eq!(out[i][j].to_bits(), hsum(acc[i][j]).to_bits(), "{MR}x{NR} tile, ({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_lane_tree_is_hsum_for_every_tile_shape() {
+        if Isa::detected() < Isa::Avx2 {
+            return;
+        }
+        let mut seed = 0x9e37_79b9u32;
+        for _ in 0..100 {
+            tree_is_hsum::<1, 1>(&mut seed);
+            tree_is_hsum::<1, 4>(&mut seed);
+            tree_is_hsum::<1, 8>(&mut seed);
+            tree_is_hsum::<2, 4>(&mut seed);
+            tree_is_hsum::<3, 4>(&mut seed);
+            tree_is_hsum::<4, 3>(&mut seed);
+            tree_is_hsum::<4, 2>(&mut seed);
+            tree_is_hsum::<4, 1>(&mut seed);
+            tree_is_hsum::<3, 1>(&mut seed);
+        }
+    }
 }

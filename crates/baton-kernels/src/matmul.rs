@@ -10,10 +10,12 @@
 //! that, weight rows are taken in chunks of about 32 KiB (they stay in L1/L2)
 //! and, for each chunk, every 4-row tile of `x` is multiplied against it
 //! 2 weight rows at a time (a 4 x 2 micro-kernel; 4 x 4 for float weights
-//! with AVX-512, whose 32 registers hold 16 accumulators), so each weight
-//! vector loaded serves 4 activation rows. A lone activation row (decode) takes 4
-//! weight rows at a time, or, for Q8_0 weights larger than L2, one at a time:
-//! one sequential stream, which the hardware prefetcher follows best.
+//! with AVX-512, whose 32 registers hold 16 accumulators, and 4 x 3 for
+//! float weights with AVX2, 12 accumulators), so each weight vector loaded
+//! serves 4 activation rows. A lone activation row (decode) takes 4 weight
+//! rows at a time (8 for float weights with AVX2), or, for Q8_0 weights
+//! larger than L2, one at a time: one sequential stream, which the hardware
+//! prefetcher follows best.
 //!
 //! Threads: [`matmul`] splits the output columns (weight rows) into one
 //! contiguous range per thread; each thread writes only its columns of `y`.
@@ -26,10 +28,11 @@
 //! or on the column range ([`matmul_columns`]) that computes it. So a
 //! sequence's logits are the same whether it runs alone (decode, `m = 1`)
 //! or batched with others, which batch-invariant serving relies on. It
-//! holds because every tile shape (4 x 2 or 4 x 4, the remainders 3 x 2,
-//! 2 x 2, 3 x 4, 2 x 4, 1 x 4, 1 x 1, the one-column tails) sums each
-//! output in one fixed order (the AVX-512 float tiles sum the lanes of all
-//! their accumulators together, in a tree that is the same for each output),
+//! holds because every tile shape (4 x 2, 4 x 3 or 4 x 4, the remainders
+//! 3 x 2, 2 x 2, 3 x 4, 2 x 4, 1 x 4, 1 x 8, 1 x 1, the one-column tails)
+//! sums each output in one fixed order (the AVX-512 and AVX2 float tiles
+//! sum the lanes of all their accumulators together, in a tree that is the
+//! same for each output),
 //! a lone row included; activation rows are quantized one by one; and the
 //! K-quants' AVX-512 tile, which a lone row against Q2_K, Q4_K or Q5_K does
 //! not take, folds its exact integer sums into the AVX2 tile's lanes and

@@ -76,10 +76,36 @@ pub(crate) trait TileKernel: Sync {
     /// Computes the `MR x NR` tile at activation row `m0`, weight row `n0`.
     fn tile<const MR: usize, const NR: usize>(&self, m0: usize, n0: usize, out: &mut [[f32; NR]; MR]);
 
-    /// Whether tiles of several activation rows are 4 weight rows wide
-    /// rather than 2 (kernels with registers enough for 16 accumulators).
-    fn wide(&self) -> bool {
-        false
+    /// The tile shapes that fit the kernel's registers.
+    fn shapes(&self) -> TileShapes {
+        TileShapes::Narrow
+    }
+}
+
+/// The tile shapes (`MR x NR`) a kernel runs, by the registers it has.
+/// Whatever the shapes, an output gets the same bits (see [`TileKernel`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TileShapes {
+    /// 16 registers (the quantized AVX2 tiles): 4 x 2, 3 x 2, 2 x 2; a
+    /// lone activation row 1 x 4.
+    Narrow,
+    /// 32 registers (AVX-512): 4 x 4, 3 x 4, 2 x 4; a lone row 1 x 4.
+    Wide,
+    /// 16 registers of plain f32 accumulators (the float AVX2 tile): 12
+    /// accumulators, a weight vector per column and an activation vector
+    /// in 4 x 3 and 3 x 4, then 2 x 4; a lone row 1 x 8 (8 independent
+    /// FMA chains, 2 ports of 4 cycles' latency).
+    Twelve,
+}
+
+impl TileShapes {
+    /// Weight rows per chunk are a multiple of this (every `NR` divides
+    /// it, so no column of a chunk falls to a 1-wide tile).
+    fn chunk_step(self) -> usize {
+        match self {
+            TileShapes::Twelve => 24,
+            _ => 4,
+        }
     }
 }
 
@@ -108,7 +134,6 @@ pub(crate) unsafe fn compute(
     out: DisjointWrites<f32>,
     out_stride: usize,
 ) {
-    let chunk = (W_CHUNK_BYTES / row_bytes.max(1)).clamp(4, 64) & !3;
     // Q8_0 rows only: the 4-bit tiles are bound by their integer work, which
     // one row at a time does not speed up, and float weights were no faster
     // so (docs/measurements.md). A property of the matrix (not of this
@@ -119,7 +144,7 @@ pub(crate) unsafe fn compute(
     macro_rules! run {
         ($kernel:expr) => {
             // SAFETY: forwarded from this function's contract.
-            unsafe { run_tiles(&$kernel, m, cols, chunk, stream, out, out_stride) }
+            unsafe { run_tiles(&$kernel, m, cols, row_bytes, stream, out, out_stride) }
         };
     }
     match (w.dtype, acts) {
@@ -170,9 +195,11 @@ pub(crate) unsafe fn compute(
     }
 }
 
-/// The blocked loop nest over tiles (see the module docs). A lone
-/// activation row multiplies 4 weight rows at a time, unless `stream`
-/// (Q8_0 weights larger than L2) asks for one row at a time.
+/// The blocked loop nest over tiles (see the module docs), over chunks of
+/// weight rows of about [`W_CHUNK_BYTES`] (`row_bytes` each). A lone
+/// activation row multiplies 4 weight rows at a time (8 with
+/// [`TileShapes::Twelve`]), unless `stream` (Q8_0 weights larger than L2)
+/// asks for one row at a time.
 ///
 /// # Safety
 /// As [`compute`].
@@ -180,12 +207,14 @@ unsafe fn run_tiles<K: TileKernel>(
     kernel: &K,
     m: usize,
     cols: Range<usize>,
-    chunk: usize,
+    row_bytes: usize,
     stream: bool,
     out: DisjointWrites<f32>,
     out_stride: usize,
 ) {
-    let wide = kernel.wide();
+    let shapes = kernel.shapes();
+    let step = shapes.chunk_step();
+    let chunk = (W_CHUNK_BYTES / row_bytes.max(1) / step * step).clamp(step, 64 / step * step);
     for block_start in (0..m).step_by(M_BLOCK) {
         let block_end = (block_start + M_BLOCK).min(m);
         let mut c0 = cols.start;
@@ -196,13 +225,18 @@ unsafe fn run_tiles<K: TileKernel>(
                 let rows = (block_end - m0).min(4);
                 // SAFETY: rows m0..m0+rows < m, columns c0..c1 inside `cols`.
                 unsafe {
-                    match rows {
-                        4 if wide => row_tiles::<K, 4, 4>(kernel, m0, c0..c1, out, out_stride),
-                        3 if wide => row_tiles::<K, 3, 4>(kernel, m0, c0..c1, out, out_stride),
-                        2 if wide => row_tiles::<K, 2, 4>(kernel, m0, c0..c1, out, out_stride),
-                        4 => row_tiles::<K, 4, 2>(kernel, m0, c0..c1, out, out_stride),
-                        3 => row_tiles::<K, 3, 2>(kernel, m0, c0..c1, out, out_stride),
-                        2 => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
+                    match (rows, shapes) {
+                        (4, TileShapes::Wide) => row_tiles::<K, 4, 4>(kernel, m0, c0..c1, out, out_stride),
+                        (4, TileShapes::Twelve) => row_tiles::<K, 4, 3>(kernel, m0, c0..c1, out, out_stride),
+                        (3, TileShapes::Wide | TileShapes::Twelve) => {
+                            row_tiles::<K, 3, 4>(kernel, m0, c0..c1, out, out_stride)
+                        }
+                        (2, TileShapes::Wide | TileShapes::Twelve) => {
+                            row_tiles::<K, 2, 4>(kernel, m0, c0..c1, out, out_stride)
+                        }
+                        (4, _) => row_tiles::<K, 4, 2>(kernel, m0, c0..c1, out, out_stride),
+                        (3, _) => row_tiles::<K, 3, 2>(kernel, m0, c0..c1, out, out_stride),
+                        (2, _) => row_tiles::<K, 2, 2>(kernel, m0, c0..c1, out, out_stride),
                         // Q8_0 from beyond L2: one weight row at a time is
                         // one sequential stream, which the prefetcher
                         // follows better than four interleaved rows
@@ -210,6 +244,7 @@ unsafe fn run_tiles<K: TileKernel>(
                         // more independent work per step. Either way the
                         // same tile code sums each output.
                         _ if stream => row_tiles::<K, 1, 1>(kernel, m0, c0..c1, out, out_stride),
+                        (_, TileShapes::Twelve) => row_tiles::<K, 1, 8>(kernel, m0, c0..c1, out, out_stride),
                         _ => row_tiles::<K, 1, 4>(kernel, m0, c0..c1, out, out_stride),
                     }
                 }
