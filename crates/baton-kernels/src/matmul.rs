@@ -134,7 +134,9 @@ pub fn matmul(
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    let chunks = Chunks::new(n, threads, 8);
+    // 24 columns: a multiple of every tile width (`tiling::TileShapes`),
+    // so a thread's chunk splits into whole tiles.
+    let chunks = Chunks::new(n, threads, THREAD_CHUNK_ALIGN);
     let task = |_: usize| {
         while let Some(cols) = chunks.next() {
             // SAFETY: `validate` checked y holds `m` rows of `n` columns at
@@ -151,6 +153,9 @@ pub fn matmul(
     }
     Ok(())
 }
+
+/// Output columns per thread chunk are a multiple of this.
+const THREAD_CHUNK_ALIGN: usize = 24;
 
 /// How [`Scratch::quantize`] spreads rows over threads.
 trait RowSplit {
