@@ -39,8 +39,8 @@ thread_local! {
     static IN_WORKER: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Counts a worker thread while it lives; created first thing on the
-/// worker's thread, dropped last (after the worker and its device handle).
+/// Counts a worker thread while it lives; made before the thread is
+/// spawned, dropped last on it (after the worker and its device handle).
 pub(crate) struct WorkerCount<'a>(&'a Workers);
 
 impl Workers {
@@ -53,10 +53,13 @@ impl Workers {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts the calling thread as a running worker.
-    pub(crate) fn enter(&self) -> WorkerCount<'_> {
+    /// Counts a worker about to be spawned: called on the spawning thread,
+    /// before the spawn, so that an exit right after it (before the new
+    /// thread has run a line) still waits for it. The count moves into the
+    /// worker thread, which calls [`WorkerCount::on_worker_thread`] first;
+    /// if the spawn fails, dropping the count undoes it.
+    pub(crate) fn count(&self) -> WorkerCount<'_> {
         *self.running() += 1;
-        IN_WORKER.with(|w| w.set(true));
         WorkerCount(self)
     }
 
@@ -74,6 +77,14 @@ impl Workers {
             running = self.idle.wait_timeout(running, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         true
+    }
+}
+
+impl WorkerCount<'_> {
+    /// Marks the calling thread as this count's worker (exit called on it
+    /// does not wait for it).
+    pub(crate) fn on_worker_thread(&self) {
+        IN_WORKER.with(|w| w.set(true));
     }
 }
 
@@ -119,8 +130,11 @@ mod tests {
         assert!(LOCAL.wait(Duration::ZERO), "no worker yet");
         let (tx, rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let count = LOCAL.count();
+        assert!(!LOCAL.wait(Duration::ZERO), "counted before its thread runs");
         let worker = std::thread::spawn(move || {
-            let _count = LOCAL.enter();
+            count.on_worker_thread();
+            let _count = count;
             // Exit called on a worker does not wait for that worker.
             tx.send(LOCAL.wait(Duration::ZERO)).unwrap();
             go_rx.recv().unwrap();

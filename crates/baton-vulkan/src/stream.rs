@@ -60,13 +60,15 @@ impl VulkanStream {
             staging: None,
             executor: Executor::new(&device.ctx)?,
         };
+        let count = crate::exit::WORKERS.count();
         std::thread::Builder::new()
             .name(label)
             .spawn(move || {
-                // Counted until after the worker (and its device handle,
-                // maybe the device's last) is dropped: process exit waits
-                // for it (`exit`).
-                let _count = crate::exit::WORKERS.enter();
+                // Counted from before the spawn until after the worker (and
+                // its device handle, maybe the device's last) is dropped:
+                // process exit waits for it (`exit`).
+                count.on_worker_thread();
+                let _count = count;
                 worker.run();
             })
             .map_err(|e| VulkanError::Unsuitable {
