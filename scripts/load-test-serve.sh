@@ -5,8 +5,8 @@
 # SmolLM2 with MODEL=smollm2: BATON_SMOLLM2 or the model cache). Checks that
 # no answer is lost, mixed with another's or truncated (each equals the same
 # request served alone), that bad input gets a 4xx JSON error, and that the
-# server's RSS after the load is within a margin of its size after a warm-up
-# load of the same shape. See scripts/load_test_serve.py for the checks.
+# server's RSS does not grow by more than a margin in a load after a
+# warm-up load (up to three loads are measured: a leak grows every one). See scripts/load_test_serve.py for the checks.
 # Usage: scripts/load-test-serve.sh [more baton serve arguments]
 # Env: MODEL=synth|smollm2, CLIENTS=16, REQUESTS=200, PARALLEL=8, PROFILE=release,
 #      LOAD_TEST_LOG=file (the server's output).

@@ -33,7 +33,10 @@ pub fn devices(list: Option<&str>, json: bool) -> Result<()> {
     // Every rank runs the same command (SPMD): a rank started with other
     // arguments is a bad launch, an error on every rank.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    comm.agree("the command line", format!("{args:?}").as_bytes(), &bound)?;
+    // Every rank learns the disagreement; each prints it before they meet
+    // once more, so that mpirun does not end a rank before it has said why.
+    let agreed = comm.agree("the command line", format!("{args:?}").as_bytes(), &bound);
+    super::rank_model::every_rank(&comm, &bound, agreed.map_err(anyhow::Error::from))?;
     // Checked on every rank, before any device is opened: the same list
     // gives the same error everywhere; it goes through the exchange below,
     // so no rank ends the job before every rank has said it.

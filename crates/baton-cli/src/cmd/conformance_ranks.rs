@@ -346,8 +346,13 @@ pub fn run(devices: &str, filter: Option<&str>, json: bool) -> anyhow::Result<us
     let comm = world.communicator()?;
     let bound = RemoteBound::from_env();
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    comm.agree("the command line", format!("{argv:?}").as_bytes(), &bound)?;
-    let ranked = baton_mpi::parse_ranked(devices, world.size())?;
+    // These errors are every rank's: each prints it before they meet once
+    // more, so that mpirun does not end a rank before it has said why.
+    let checked = comm
+        .agree("the command line", format!("{argv:?}").as_bytes(), &bound)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| Ok(baton_mpi::parse_ranked(devices, world.size())?));
+    let ranked = crate::cli::rank_model::every_rank(&comm, &bound, checked)?;
     if world.size() != 2 || ranked.len() != 2 || ranked[0].rank != PRODUCER || ranked[1].rank != CONSUMER {
         bail!("conformance across ranks runs on 2 ranks with one device each, the first on rank 0 (such as cpu@0,cpu@1), got {devices} on {} rank(s)", world.size());
     }
