@@ -41,6 +41,9 @@ impl ModelArgs {
         #[cfg(feature = "mpi")]
         if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
             let mut model = super::rank_model::load(self, &path, &options)?;
+            // Every rank runs the same command, so every rank takes this
+            // step at the same point: it is collective like any other.
+            model.warm_up().context("the warm-up step after loading")?;
             if self.trace.is_some() || self.sync_profile {
                 model.set_trace(Some(baton_sched::Trace::new()));
             }
