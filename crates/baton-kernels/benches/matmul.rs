@@ -335,19 +335,11 @@ fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
                 let x = MatRef::contiguous(&x[..m * k], m, k);
                 let mut y = vec![0.0f32; m * n];
                 let mut scratch = Scratch::new();
-                let mut seconds = vec![f64::INFINITY; levels.len()];
-                for _round in 0..3 {
-                    for (best, &level) in seconds.iter_mut().zip(&levels) {
-                        let t = with_isa(level, || {
-                            let mut y = MatMut::contiguous(&mut y, m, n);
-                            cpu_time(&mut || {
-                                matmul(&SingleThread, &w, &x, &mut y, &mut scratch).expect("shapes match");
-                                black_box(&mut y);
-                            })
-                        });
-                        *best = best.min(t);
-                    }
-                }
+                let seconds = best_per_level(&levels, 3, cpu_time, &mut || {
+                    let mut y = MatMut::contiguous(&mut y, m, n);
+                    matmul(&SingleThread, &w, &x, &mut y, &mut scratch).expect("shapes match");
+                    black_box(&mut y);
+                });
                 print!("{:<6} {:>6} {:>5} {:>4} |", dtype.name(), n, k, m);
                 for t in &seconds {
                     print!(" {:>9.1}", 2.0 * (m * n * k) as f64 / t / 1e9);
@@ -360,6 +352,24 @@ fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
             }
         }
     }
+}
+
+/// The fewest seconds per call of `call` at each of `levels`, over
+/// `rounds` rounds that take the levels in turn (so a slow spell of the
+/// machine hits every level alike), each call timed by `timer`.
+fn best_per_level(
+    levels: &[Isa],
+    rounds: usize,
+    timer: fn(&mut dyn FnMut()) -> f64,
+    call: &mut dyn FnMut(),
+) -> Vec<f64> {
+    let mut best = vec![f64::INFINITY; levels.len()];
+    for _round in 0..rounds {
+        for (best, &level) in best.iter_mut().zip(levels) {
+            *best = best.min(with_isa(level, || timer(&mut *call)));
+        }
+    }
+    best
 }
 
 /// Nanoseconds this thread has run on a CPU, if Linux says.
@@ -468,22 +478,14 @@ fn bench_packed_k_levels() {
             for m in [1, 2, 4, 64] {
                 let x = MatRef::contiguous(&x[..m * k], m, k);
                 let mut y = vec![0.0f32; m * n];
-                let mut best = vec![0.0f64; levels.len()];
-                for _round in 0..5 {
-                    for (best, &level) in best.iter_mut().zip(&levels) {
-                        let t = with_isa(level, || {
-                            let mut y = MatMut::contiguous(&mut y, m, n);
-                            fastest_batch(&mut || {
-                                matmul_packed(&SingleThread, &packed, &x, &mut y, &mut scratch).expect("shapes match");
-                                black_box(&mut y);
-                            })
-                        });
-                        *best = best.max(2.0 * (m * n * k) as f64 / t / 1e9);
-                    }
-                }
+                let seconds = best_per_level(&levels, 5, fastest_batch, &mut || {
+                    let mut y = MatMut::contiguous(&mut y, m, n);
+                    matmul_packed(&SingleThread, &packed, &x, &mut y, &mut scratch).expect("shapes match");
+                    black_box(&mut y);
+                });
                 print!("{:<6} {:>5} {:>5} {:>3} |", dtype.name(), n, k, m);
-                for best in best {
-                    print!(" {best:>9.1}");
+                for t in seconds {
+                    print!(" {:>9.1}", 2.0 * (m * n * k) as f64 / t / 1e9);
                 }
                 println!();
             }
