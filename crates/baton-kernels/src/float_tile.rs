@@ -256,8 +256,8 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     }
 }
 
-/// How many tiles ahead [`tile_avx2`] prefetches at m = 1 (2 was faster
-/// than 1 and 3 on the f16 output matrix of stories15M).
+/// How many tiles ahead [`tile_avx2`] prefetches at m = 1 (on the f16
+/// output matrix of stories15M, 2 was faster than 1 and as fast as 3).
 const PREFETCH_TILES: usize = 2;
 
 /// `out[i][j]` = the sum of the 8 lanes of `acc[i][j]`, in one tree for
