@@ -6,7 +6,8 @@
 # no answer is lost, mixed with another's or truncated (each equals the same
 # request served alone), that bad input gets a 4xx JSON error, and that the
 # server's RSS does not grow by more than a margin in a load after a
-# warm-up load (up to three loads are measured: a leak grows every one). See scripts/load_test_serve.py for the checks.
+# warm-up load (up to three loads are measured: a leak grows every one).
+# See scripts/load_test_serve.py for the checks.
 # Usage: scripts/load-test-serve.sh [more baton serve arguments]
 # Env: MODEL=synth|smollm2, CLIENTS=16, REQUESTS=200, PARALLEL=8, PROFILE=release,
 #      LOAD_TEST_LOG=file (the server's output).

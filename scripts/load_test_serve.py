@@ -284,9 +284,9 @@ def main():
         # per request, and a slow settling does not fail it.
         idle_kib = server.rss_kib()
         margin = max(args.rss_margin_kib, idle_kib // 20)
-        counts, rounds = {}, []
+        counts, rounds, after_kib = {}, [], idle_kib
         for _ in range(ROUNDS):
-            before_kib = server.rss_kib()
+            before_kib = after_kib
             for kind, n in run_load(server, reference, plan(rng, args.requests), args.clients).items():
                 counts[kind] = counts.get(kind, 0) + n
             wait_idle(server)

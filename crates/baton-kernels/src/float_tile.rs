@@ -224,10 +224,7 @@ unsafe fn tile_avx2<W: FloatElem, const MR: usize, const NR: usize>(
     let mut p = 0;
     while p + 8 <= k {
         if MR == 1 {
-            let ahead = next.wrapping_add(p * NR * W::BYTES);
-            for line in 0..(NR * 8 * W::BYTES).div_ceil(64) {
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line).cast());
-            }
+            crate::simd::prefetch_lines(next.wrapping_add(p * NR * W::BYTES), NR * 8 * W::BYTES);
         }
         let mut wv = [_mm256_setzero_ps(); NR];
         for (j, v) in wv.iter_mut().enumerate() {

@@ -13,6 +13,25 @@ pub(crate) fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(quad, _mm_movehdup_ps(quad)))
 }
 
+/// Bytes ahead of the block being read that the packed tiles prefetch:
+/// decode streams the packed weights from memory once per token, and the
+/// hardware prefetcher alone leaves gaps (at page boundaries, and between
+/// the short streams of a group).
+pub(crate) const PREFETCH_AHEAD: usize = 2048;
+
+/// Prefetches the cache lines of `bytes` bytes from `start` (one per 64
+/// bytes from `start`: calls over consecutive ranges cover every line of a
+/// stream). Only `wrapping_add` arithmetic on the address, and a prefetch
+/// never faults, so `start` may lie past the end of any allocation.
+/// Callable as [`hsum`].
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn prefetch_lines(start: *const u8, bytes: usize) {
+    for line in 0..bytes.div_ceil(64) {
+        _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(64 * line).cast());
+    }
+}
+
 /// The f16 with these bits, widened with F16C (callable as [`hsum`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]

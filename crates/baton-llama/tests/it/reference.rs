@@ -17,8 +17,9 @@
 //! agree at most positions (all for f32), and on synthetic models every
 //! position where it does not must be a near tie in the reference (its top
 //! two logits within 3 RMS logit errors); SmolLM2's greedy continuation
-//! must follow the reference's until a near tie in the same sense. Perplexity uses an f32 KV cache
-//! too: with an f16 cache, rounding flips in the 8-bit activations move it.
+//! must follow the reference's until a near tie in the same sense.
+//! Perplexity uses an f32 KV cache too: with an f16 cache, rounding flips
+//! in the 8-bit activations move it.
 //! The measured errors behind these bounds: docs/measurements.md.
 #![cfg(feature = "reference-tests")]
 

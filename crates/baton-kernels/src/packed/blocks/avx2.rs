@@ -9,6 +9,7 @@ use super::{Blocks, CHUNK, STEP, STEPS};
 use crate::activation::ActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
 use crate::quant::{BlockFormat, Offset, Quants};
+use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
 
 /// The 8 rows' scales, and the offsets they add per unit of `sum_x` (`-c d`
 /// with `c = centre`, or the stored minimums; `None` without offset).
@@ -43,22 +44,11 @@ pub(super) fn accumulate(acc: &mut [__m256; 2], dot: __m256i, d: __m256, offset:
     }
 }
 
-/// Bytes ahead of the block being read that a tile prefetches: the
-/// decode products stream their weights from memory once per token, and the
-/// hardware prefetcher alone leaves gaps at page boundaries.
-const PREFETCH_AHEAD: usize = 2048;
-
-/// Prefetches the cache lines of the packed block [`PREFETCH_AHEAD`] bytes
-/// after `p` (one line per 64 bytes from its start: consecutive blocks'
-/// calls cover every line of the stream). Addresses past the group or the
-/// matrix are harmless: a prefetch never faults.
+/// Prefetches the packed block [`PREFETCH_AHEAD`] bytes after `p`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(super) fn prefetch<F: BlockFormat>(p: *const u8) {
-    let ahead = p.wrapping_add(PREFETCH_AHEAD);
-    for line in 0..Blocks::<F>::PACKED_BYTES.div_ceil(64) {
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line).cast());
-    }
+    prefetch_lines(p.wrapping_add(PREFETCH_AHEAD), Blocks::<F>::PACKED_BYTES);
 }
 
 /// Stores each row's `acc[0] + acc[1]` into `out`.

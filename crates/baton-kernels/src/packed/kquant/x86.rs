@@ -21,6 +21,7 @@ use std::arch::x86_64::*;
 use super::{KPack, PackedK};
 use crate::activation::SuperActBlock;
 use crate::packed::{PackedFormat, GROUP_ROWS};
+use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
 
 /// The 64-bit word at `at` (4 activation bytes of each lane half, or 4 i16
 /// sums), unaligned.
@@ -442,20 +443,9 @@ unsafe fn tile_avx2_halves<F: KPack, const MR: usize, const H: usize>(
     }
 }
 
-/// Bytes ahead of the block being read that a tile prefetches: decode
-/// streams the packed weights from memory once per token, group after
-/// group, and the hardware prefetcher alone leaves gaps.
-const PREFETCH_AHEAD: usize = 2048;
-
-/// Prefetches the cache lines of the packed block [`PREFETCH_AHEAD`] bytes
-/// after `block` (consecutive blocks' calls cover every line of the
-/// stream). Addresses past the group or the matrix are harmless: a
-/// prefetch never faults.
+/// Prefetches the packed block [`PREFETCH_AHEAD`] bytes after `block`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn prefetch<F: KPack>(block: *const u8) {
-    let ahead = block.wrapping_add(PREFETCH_AHEAD);
-    for line in 0..PackedK::<F>::PACKED_BYTES.div_ceil(64) {
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line).cast());
-    }
+    prefetch_lines(block.wrapping_add(PREFETCH_AHEAD), PackedK::<F>::PACKED_BYTES);
 }
