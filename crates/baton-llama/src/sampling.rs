@@ -9,6 +9,10 @@ use std::collections::VecDeque;
 /// caller chooses another seed.
 pub const DEFAULT_SEED: u64 = 0xBA70_5EED;
 
+/// Tokens of history a new [`Sampler`] reserves room for (more grow the
+/// history as they are accepted).
+const INITIAL_HISTORY: usize = 256;
+
 /// How a [`Sampler`] picks tokens. Each filter has a value that turns it off;
 /// [`Default`] gives llama.cpp's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,7 +33,10 @@ pub struct SamplingParams {
     /// accepted tokens; must be finite and above 0, and `1` turns it off.
     pub repeat_penalty: f32,
     /// How many of the most recently accepted tokens the penalties look at;
-    /// `0` turns them off.
+    /// `0` turns them off. Any value is accepted: the history holds at most
+    /// this many tokens and grows only as tokens are accepted, so a window
+    /// larger than a sequence costs nothing (callers bound it to their
+    /// context, as llama.cpp does).
     pub repeat_last_n: usize,
     /// Subtracted from the logit of every token among the last
     /// `repeat_last_n` accepted ones (OpenAI's `presence_penalty`); must be
@@ -111,8 +118,9 @@ pub enum SamplingError {
         /// The length of the row.
         vocab_size: usize,
     },
-    /// A logit is NaN or +inf (-inf is allowed: it masks a token out).
-    #[error("logit {index} is {value}: logits must be numbers, or -inf to mask a token")]
+    /// A logit is NaN (+inf counts as the largest finite value, -inf masks
+    /// a token out).
+    #[error("logit {index} is {value}: logits must be numbers (-inf masks a token)")]
     InvalidLogit {
         /// The token id of the bad logit.
         index: usize,
@@ -237,8 +245,11 @@ impl Sampler {
             params,
             params_error: params.validate().err(),
             rng: Xoshiro256StarStar::from_seed(params.seed),
-            history: VecDeque::with_capacity(params.repeat_last_n),
-            penalized: Vec::with_capacity(params.repeat_last_n),
+            // The window may be far larger than any sequence (a request's
+            // `repeat_last_n` is the caller's number): reserve at most a
+            // typical window, and let the history grow as tokens come.
+            history: VecDeque::with_capacity(params.repeat_last_n.min(INITIAL_HISTORY)),
+            penalized: Vec::new(),
             candidates: Vec::new(),
         }
     }
@@ -287,8 +298,11 @@ impl Sampler {
     ///
     /// The parameter errors of [`SamplingParams::validate`];
     /// [`SamplingError::EmptyLogits`], [`SamplingError::VocabTooLarge`],
-    /// [`SamplingError::InvalidLogit`] (NaN or +inf) for a bad row;
-    /// [`SamplingError::AllMasked`] when every logit is -inf.
+    /// [`SamplingError::InvalidLogit`] (NaN) for a bad row;
+    /// [`SamplingError::AllMasked`] when every logit is -inf. Whenever it
+    /// returns `Ok`, at least the best candidate survived every filter: no
+    /// accepted parameters and no logits (+inf, -inf, huge ranges) leave
+    /// the draw without a token.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SamplingError> {
         if let Some(error) = &self.params_error {
             return Err(error.clone());
@@ -314,11 +328,16 @@ impl Sampler {
     }
 
     /// Fills `candidates` with the whole row, in id order, and applies the
-    /// repetition penalty.
+    /// repetition penalty. Every logit it leaves is finite or -inf: +inf
+    /// (in the row, or from dividing by a tiny penalty) becomes
+    /// `f32::MAX`, so the filters' differences from the best logit stay
+    /// numbers.
     fn load_candidates(&mut self, logits: &[f32]) {
         self.candidates.clear();
         // `check_logits` bounded the length by u32::MAX + 1, so the ids fit.
-        self.candidates.extend(logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit }));
+        self.candidates.extend(
+            logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit: logit.min(f32::MAX) }),
+        );
 
         let SamplingParams {
             repeat_penalty: penalty, presence_penalty: presence, frequency_penalty: frequency, ..
@@ -335,17 +354,23 @@ impl Sampler {
             let token = self.penalized[start];
             let count = self.penalized[start..].iter().take_while(|&&t| t == token).count();
             start += count;
-            // A token outside this row's vocabulary has nothing to penalize.
-            if let Some(candidate) = self.candidates.get_mut(token as usize) {
-                if penalty != 1.0 {
-                    if candidate.logit <= 0.0 {
-                        candidate.logit *= penalty;
-                    } else {
-                        candidate.logit /= penalty;
-                    }
-                }
-                candidate.logit -= presence + frequency * count as f32;
+            // A token outside this row's vocabulary has nothing to penalize,
+            // and a masked one stays masked.
+            let Some(candidate) = self.candidates.get_mut(token as usize) else { continue };
+            if candidate.logit == f32::NEG_INFINITY {
+                continue;
             }
+            let mut logit = candidate.logit;
+            if penalty != 1.0 {
+                if logit <= 0.0 {
+                    logit *= penalty;
+                } else {
+                    logit /= penalty;
+                }
+            }
+            // A penalty lowers or raises a token; it never masks one out nor
+            // makes it infinite, however extreme its value.
+            candidate.logit = finite(logit - (presence + frequency * count as f32));
         }
     }
 
@@ -426,22 +451,37 @@ impl Sampler {
         if min_p <= 0.0 {
             return;
         }
-        let max = f64::from(self.argmax().logit);
-        // p_i / p_max = exp(logit_i - max_logit), whatever the normalization.
-        self.candidates.retain(|candidate| (f64::from(candidate.logit) - max).exp() >= min_p);
+        let best = self.argmax();
+        let max = f64::from(best.logit);
+        // p_i / p_max = exp(logit_i - max_logit), whatever the normalization;
+        // the best candidate stays whatever rounding says.
+        self.candidates
+            .retain(|candidate| candidate.id == best.id || (f64::from(candidate.logit) - max).exp() >= min_p);
     }
 
     /// Draws one candidate from the softmax of the logits divided by the
-    /// temperature. `candidates` is not empty and its best logit is finite.
+    /// temperature. `candidates` is not empty (every filter keeps the best
+    /// one) and its best logit is finite, so the best weighs exactly 1 and
+    /// the total is at least 1 for any positive temperature.
     fn draw(&mut self) -> u32 {
         let temperature = f64::from(self.params.temperature);
-        let max = f64::from(self.argmax().logit);
-        let weight = |candidate: &Candidate| ((f64::from(candidate.logit) - max) / temperature).exp();
+        let best = self.argmax();
+        let max = f64::from(best.logit);
+        let weight = |candidate: &Candidate| {
+            let w = ((f64::from(candidate.logit) - max) / temperature).exp();
+            // 0 / tiny is 0 (weight 1), and -inf / t is -inf (weight 0): no
+            // NaN, but say so rather than rely on it.
+            if w.is_nan() {
+                0.0
+            } else {
+                w
+            }
+        };
         let total: f64 = self.candidates.iter().map(weight).sum();
         let threshold = self.rng.next_f64() * total;
 
         let mut cumulative = 0.0;
-        let mut last_possible = self.candidates[0].id;
+        let mut last_possible = best.id;
         for candidate in &self.candidates {
             let w = weight(candidate);
             if w > 0.0 {
@@ -459,7 +499,7 @@ impl Sampler {
     }
 }
 
-/// Rejects an empty or oversized row and NaN or +inf logits.
+/// Rejects an empty or oversized row and NaN logits.
 fn check_logits(logits: &[f32]) -> Result<(), SamplingError> {
     if logits.is_empty() {
         return Err(SamplingError::EmptyLogits);
@@ -467,9 +507,20 @@ fn check_logits(logits: &[f32]) -> Result<(), SamplingError> {
     if u32::try_from(logits.len() - 1).is_err() {
         return Err(SamplingError::VocabTooLarge { vocab_size: logits.len() });
     }
-    match logits.iter().position(|&logit| logit.is_nan() || logit == f32::INFINITY) {
+    match logits.iter().position(|&logit| logit.is_nan()) {
         Some(index) => Err(SamplingError::InvalidLogit { index, value: logits[index] }),
         None => Ok(()),
+    }
+}
+
+/// A penalized logit the filters can compute with: clamped to the finite
+/// range (NaN, which an extreme penalty's `inf - inf` could make, to the
+/// lowest finite value).
+fn finite(logit: f32) -> f32 {
+    if logit.is_nan() {
+        -f32::MAX
+    } else {
+        logit.clamp(-f32::MAX, f32::MAX)
     }
 }
 

@@ -426,10 +426,6 @@ fn bad_logits_are_errors() {
             sampler.sample(&[0.0, f32::NAN, 1.0]),
             Err(SamplingError::InvalidLogit { index: 1, value }) if value.is_nan()
         ));
-        assert_eq!(
-            sampler.sample(&[0.0, 1.0, f32::INFINITY]),
-            Err(SamplingError::InvalidLogit { index: 2, value: f32::INFINITY })
-        );
         assert_eq!(sampler.sample(&[f32::NEG_INFINITY; 3]), Err(SamplingError::AllMasked { vocab_size: 3 }));
         // The sampler still works after an error.
         assert_eq!(sampler.sample(&[0.0, 9.0, 0.0]), Ok(1));
@@ -503,5 +499,119 @@ fn steady_state_sampling_does_not_allocate() {
         }
         let allocations = allocations_on_this_thread() - before;
         assert_eq!(allocations, 0, "allocations in 50 steady-state samples with {params:?}");
+    }
+}
+
+#[test]
+fn positive_infinity_counts_as_the_largest_logit() {
+    for params in [SamplingParams::default(), SamplingParams::greedy()] {
+        let mut sampler = Sampler::new(params);
+        assert_eq!(sampler.sample(&[0.0, 1.0, f32::INFINITY]), Ok(2), "{params:?}");
+    }
+}
+
+/// The hostile request of issue 32: default sampling (min-p on) with a
+/// repetition penalty so small that dividing a positive logit by it gives
+/// +inf; the min-p filter then computed exp(inf - inf) = NaN and dropped
+/// every candidate, and the draw indexed an empty list.
+#[test]
+fn a_tiny_repetition_penalty_still_gives_a_token() {
+    let logits = test_logits(500, 3, 4.0);
+    for penalty in [1e-45, f32::MIN_POSITIVE, 1e-30, 1e30, f32::MAX] {
+        let mut sampler = Sampler::new(SamplingParams { repeat_penalty: penalty, ..SamplingParams::default() });
+        for token in 0..64 {
+            sampler.accept(token * 7);
+        }
+        for _ in 0..8 {
+            let token = sampler.sample(&logits).unwrap_or_else(|e| panic!("penalty {penalty}: {e}"));
+            assert!((token as usize) < logits.len());
+            sampler.accept(token);
+        }
+    }
+}
+
+#[test]
+fn a_huge_penalty_window_allocates_only_what_it_holds() {
+    for window in [100_000_000_000usize, 1 << 62, usize::MAX] {
+        let mut sampler = Sampler::new(SamplingParams { repeat_last_n: window, ..SamplingParams::default() });
+        for token in 0..100 {
+            sampler.accept(token);
+        }
+        assert!(sampler.sample(&test_logits(200, 5, 2.0)).is_ok(), "window {window}");
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any logit the model could produce, and some it should not: huge
+    /// magnitudes, ±inf, subnormals.
+    fn logit() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            4 => -30.0f32..30.0,
+            1 => prop::num::f32::NORMAL | prop::num::f32::SUBNORMAL | prop::num::f32::ZERO,
+            1 => Just(f32::INFINITY),
+            1 => Just(f32::NEG_INFINITY),
+            1 => Just(f32::MAX),
+            1 => Just(-f32::MAX),
+        ]
+    }
+
+    /// A value of every range the sampler accepts, with its extremes.
+    fn positive() -> impl Strategy<Value = f32> {
+        prop_oneof![Just(1e-45f32), Just(f32::MIN_POSITIVE), Just(1.0), Just(f32::MAX), 1e-6f32..1e6]
+    }
+
+    fn params() -> impl Strategy<Value = SamplingParams> {
+        (
+            (prop_oneof![Just(0.0f32), positive()], 0usize..70, prop_oneof![Just(1.0f32), 1e-6f32..1.0]),
+            (0.0f32..=1.0, positive(), 0usize..200),
+            (-1e30f32..1e30, -1e30f32..1e30, any::<u64>()),
+        )
+            .prop_map(
+                |((temperature, top_k, top_p), (min_p, repeat_penalty, repeat_last_n), (presence, frequency, seed))| {
+                    SamplingParams {
+                        temperature,
+                        top_k,
+                        top_p,
+                        min_p,
+                        repeat_penalty,
+                        repeat_last_n,
+                        presence_penalty: presence,
+                        frequency_penalty: frequency,
+                        seed,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// For any accepted parameters and any logits with one token not
+        /// masked out, sampling returns a token of the row, and one whose
+        /// logit was not -inf.
+        #[test]
+        fn accepted_parameters_always_give_a_token(
+            params in params(),
+            logits in prop::collection::vec(logit(), 1..64),
+            history in prop::collection::vec(0u32..80, 0..40),
+        ) {
+            prop_assume!(params.validate().is_ok());
+            prop_assume!(logits.iter().any(|&l| l != f32::NEG_INFINITY));
+            let mut sampler = Sampler::new(params);
+            for &token in &history {
+                sampler.accept(token);
+            }
+            for _ in 0..3 {
+                let token = sampler.sample(&logits);
+                prop_assert!(token.is_ok(), "{params:?} on {logits:?}: {token:?}");
+                let token = token.unwrap_or_default() as usize;
+                prop_assert!(token < logits.len());
+                prop_assert!(logits[token] != f32::NEG_INFINITY, "drew masked token {token} of {logits:?}");
+                sampler.accept(token as u32);
+            }
+        }
     }
 }

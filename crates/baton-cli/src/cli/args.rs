@@ -118,9 +118,10 @@ pub struct SamplingArgs {
     /// Repetition penalty (1 = off).
     #[arg(long = "repeat-penalty", default_value_t = 1.0)]
     repeat_penalty: f32,
-    /// Tokens the repetition penalty looks back on.
-    #[arg(long = "repeat-last-n", default_value_t = 64)]
-    repeat_last_n: usize,
+    /// Tokens the repetition penalty looks back on (0 = off, -1 = the whole
+    /// context; larger than the context is the context, as llama.cpp).
+    #[arg(long = "repeat-last-n", default_value_t = 64, allow_negative_numbers = true)]
+    repeat_last_n: i64,
     /// Subtracted from the logit of each token among the last
     /// `--repeat-last-n` (llama.cpp's `--presence-penalty`; 0 = off).
     #[arg(long = "presence-penalty", default_value_t = 0.0, allow_negative_numbers = true)]
@@ -135,15 +136,22 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
-    /// A sampler with these parameters (checked).
-    pub fn sampler(&self) -> Result<Sampler> {
+    /// A sampler with these parameters (checked), for a model whose
+    /// sequences hold `context` positions.
+    pub fn sampler(&self, context: usize) -> Result<Sampler> {
+        let repeat_last_n = match self.repeat_last_n {
+            -1 => context,
+            n => usize::try_from(n)
+                .map_err(|_| anyhow::anyhow!("--repeat-last-n {n}: use 0 (off), -1 (the context) or a count"))?
+                .min(context),
+        };
         let params = SamplingParams {
             temperature: self.temp,
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
-            repeat_last_n: self.repeat_last_n,
+            repeat_last_n,
             presence_penalty: self.presence_penalty,
             frequency_penalty: self.frequency_penalty,
             seed: self.seed,

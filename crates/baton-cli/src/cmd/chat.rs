@@ -58,7 +58,7 @@ pub fn run(args: &ChatOptions) -> Result<()> {
     let load_start = Instant::now();
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
-    let mut sampler = args.sampling.sampler()?;
+    let mut sampler = args.sampling.sampler(model.context())?;
     let mut chat = Conversation::for_model(&model)?;
     if chat.template().origin() == TemplateOrigin::ChatMlFallback {
         eprintln!("note: the model has no chat template (tokenizer.chat_template); using ChatML");

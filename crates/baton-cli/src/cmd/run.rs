@@ -62,7 +62,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let load_start = Instant::now();
     let mut model = args.model.load()?;
     let load_s = load_start.elapsed().as_secs_f64();
-    let mut sampler = args.sampling.sampler()?;
+    let mut sampler = args.sampling.sampler(model.context())?;
     let prompt = model.tokenizer().encode(text, EncodeOptions { add_special: true, parse_special: true })?;
     if prompt.is_empty() {
         anyhow::bail!("the prompt gives no tokens");
