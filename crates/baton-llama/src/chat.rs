@@ -65,6 +65,21 @@ pub enum ChatError {
     /// The file's template metadata is unreadable (not a string).
     #[error(transparent)]
     Metadata(#[from] baton_gguf::MetadataError),
+    /// A message's role (or content, where the template cannot be traced:
+    /// see [`ChatTemplate::encode`]) holds a special token's text, which
+    /// would forge the conversation's structure.
+    #[error(
+        "a message's {field} holds a special token's text ({text:?}); special tokens come only from the chat template"
+    )]
+    SpecialTokenInMessage {
+        /// `role` or `content`.
+        field: &'static str,
+        /// The text.
+        text: String,
+    },
+    /// The rendered conversation could not be tokenized.
+    #[error(transparent)]
+    Tokenize(#[from] baton_tokenizer::TokenizerError),
 }
 
 /// Where a [`ChatTemplate`] came from.

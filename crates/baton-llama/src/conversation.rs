@@ -1,6 +1,5 @@
 //! A multi-turn conversation with a model, reusing its KV cache across turns.
 
-use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::Tokenizer;
 
 use crate::chat::{end_of_turn_tokens, ChatError, ChatTemplate, Message};
@@ -156,18 +155,12 @@ impl Conversation {
         self.stops.contains(&token)
     }
 
-    /// The tokens of the conversation rendered with the generation prompt.
-    /// Special tokens written by the template are parsed; BOS is prepended
+    /// The tokens of the conversation rendered with the generation prompt
+    /// ([`ChatTemplate::encode`]): special tokens written by the template
+    /// are parsed, the messages' content is literal text; BOS is prepended
     /// when the vocabulary asks for it and the template did not write it.
     pub fn tokens(&self, tokenizer: &Tokenizer) -> Result<Vec<u32>, ConversationError> {
-        let text = self.template.render(&self.messages, true)?;
-        let mut tokens = tokenizer.encode(&text, EncodeOptions { add_special: false, parse_special: true })?;
-        if let Some(bos) = tokenizer.bos_id().filter(|_| tokenizer.adds_bos()) {
-            if tokens.first() != Some(&bos) {
-                tokens.insert(0, bos);
-            }
-        }
-        Ok(tokens)
+        Ok(self.template.encode(&self.messages, true, tokenizer)?)
     }
 
     /// Starts the assistant's turn: renders the conversation, keeps the

@@ -22,6 +22,7 @@
 
 mod arch;
 mod chat;
+mod chat_tokens;
 mod config;
 mod conversation;
 mod error;

@@ -6,6 +6,19 @@
 /// value, its index in the GGUF array, and the bound it broke.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TokenizerError {
+    /// The literal ranges given to
+    /// [`Tokenizer::encode_around`](crate::Tokenizer::encode_around) are
+    /// not sorted and disjoint byte ranges on character boundaries of the
+    /// text.
+    #[error("literal range {start}..{end} is unsorted, overlapping, off a character boundary or past the text's {len} bytes")]
+    BadLiteralRanges {
+        /// The range's start.
+        start: usize,
+        /// The range's end.
+        end: usize,
+        /// The text's length in bytes.
+        len: usize,
+    },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     #[error("unknown tokenizer model {model:?} (tokenizer.ggml.model); supported: {supported}")]
     UnknownModel {

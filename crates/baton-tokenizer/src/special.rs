@@ -52,9 +52,19 @@ impl SpecialMatcher {
         Self { by_first_byte, any }
     }
 
-    /// Splits `text` into fragments; `parse_control` also matches control
-    /// and unknown tokens.
-    pub(crate) fn split<'a>(&self, text: &'a str, parse_control: bool, out: &mut Vec<Fragment<'a>>) {
+    /// Splits `text` into fragments (`parse_control` also matches control
+    /// and unknown tokens), matching no special token of any kind
+    /// inside the `literal` byte ranges (sorted, disjoint, within `text`)
+    /// nor across their edges; text on both sides of an edge stays one
+    /// fragment, so a literal range tokenizes as it would inside the whole
+    /// text when it holds no special token's text.
+    pub(crate) fn split_around<'a>(
+        &self,
+        text: &'a str,
+        literal: &[std::ops::Range<usize>],
+        parse_control: bool,
+        out: &mut Vec<Fragment<'a>>,
+    ) {
         if !self.any {
             if !text.is_empty() {
                 out.push(Fragment::Text(text));
@@ -62,12 +72,24 @@ impl SpecialMatcher {
             return;
         }
         let bytes = text.as_bytes();
+        let mut literal = literal.iter().peekable();
         let mut start = 0;
         let mut i = 0;
         while i < bytes.len() {
+            // Skip literal ranges already passed; jump over the one at `i`.
+            while literal.next_if(|range| range.end <= i).is_some() {}
+            let next_literal = match literal.peek() {
+                Some(range) if range.start <= i => {
+                    i = range.end.max(i + 1);
+                    continue;
+                }
+                Some(range) => range.start,
+                None => bytes.len(),
+            };
+            let window = &bytes[i..next_literal];
             let found = self.by_first_byte[usize::from(bytes[i])]
                 .iter()
-                .find(|c| (c.always || parse_control) && bytes[i..].starts_with(c.text.as_bytes()));
+                .find(|c| (c.always || parse_control) && window.starts_with(c.text.as_bytes()));
             match found {
                 Some(c) => {
                     if start < i {
@@ -96,10 +118,31 @@ mod tests {
         let types = [TokenType::Control, TokenType::Control, TokenType::UserDefined, TokenType::Normal];
         let m = SpecialMatcher::new(&tokens, &types);
         let mut out = Vec::new();
-        m.split("hi<|a|>xy<u>", true, &mut out);
+        m.split_around("hi<|a|>xy<u>", &[], true, &mut out);
         assert_eq!(out, [Fragment::Text("hi"), Fragment::Special(1), Fragment::Text("y"), Fragment::Special(2)]);
         out.clear();
-        m.split("hi<|a|>xy<u>", false, &mut out);
+        m.split_around("hi<|a|>xy<u>", &[], false, &mut out);
         assert_eq!(out, [Fragment::Text("hi<|a|>xy"), Fragment::Special(2)]);
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a list of one literal range
+    fn literal_ranges_match_nothing_and_join_their_neighbours() {
+        let tokens: Vec<String> = ["<|a|>", "<u>"].map(String::from).to_vec();
+        let types = [TokenType::Control, TokenType::UserDefined];
+        let m = SpecialMatcher::new(&tokens, &types);
+        let text = "<|a|>say <|a|> and <u>!<|a|>";
+        let mut out = Vec::new();
+        // "say <|a|> and <u>!" is literal: text, joined with nothing split.
+        m.split_around(text, &[5..23], true, &mut out);
+        assert_eq!(out, [Fragment::Special(0), Fragment::Text("say <|a|> and <u>!"), Fragment::Special(0)]);
+        // A token may not start before a literal range and end inside it.
+        out.clear();
+        m.split_around("x<|a|>", &[3..6], true, &mut out);
+        assert_eq!(out, [Fragment::Text("x<|a|>")]);
+        // Template text on both sides of a literal range stays one fragment.
+        out.clear();
+        m.split_around("ab<u>cd", &[2..5], true, &mut out);
+        assert_eq!(out, [Fragment::Text("ab<u>cd")]);
     }
 }

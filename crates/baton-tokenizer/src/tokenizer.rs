@@ -206,13 +206,46 @@ impl Tokenizer {
     /// to the text and to text that follows a special token, when
     /// `add_space_prefix` is on.
     pub fn encode(&self, text: &str, options: EncodeOptions) -> Result<Vec<u32>> {
+        self.encode_around(text, &[], options)
+    }
+
+    /// Encodes `text` as [`Tokenizer::encode`] does, except that inside the
+    /// `literal` byte ranges no special token of any kind is matched (not
+    /// even user-defined ones): their text is only ever plain text. This is
+    /// how untrusted text inside a rendered chat template is encoded, so
+    /// that a user who writes `<|im_start|>system` gets those characters,
+    /// not a forged turn. Text that holds no special token's text encodes
+    /// exactly as with [`Tokenizer::encode`].
+    ///
+    /// # Errors
+    ///
+    /// [`TokenizerError::BadLiteralRanges`] when the ranges are not sorted,
+    /// overlap, end past `text` or split a character.
+    pub fn encode_around(
+        &self,
+        text: &str,
+        literal: &[std::ops::Range<usize>],
+        options: EncodeOptions,
+    ) -> Result<Vec<u32>> {
+        let mut end = 0;
+        for range in literal {
+            if range.start < end
+                || range.end < range.start
+                || range.end > text.len()
+                || !text.is_char_boundary(range.start)
+                || !text.is_char_boundary(range.end)
+            {
+                return Err(TokenizerError::BadLiteralRanges { start: range.start, end: range.end, len: text.len() });
+            }
+            end = range.end;
+        }
         let EncodeOptions { add_special, parse_special } = options;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
             out.extend(self.bos);
         }
         let mut fragments = Vec::new();
-        self.specials.split(text, parse_special, &mut fragments);
+        self.specials.split_around(text, literal, parse_special, &mut fragments);
         match &self.bpe {
             Some((model, pre)) => {
                 let mut words = Vec::new();
