@@ -34,7 +34,7 @@ export BATON_TOKENIZER_REF=$PWD/$BATON_TOKENIZER_REF
 VK_ICD_FILENAMES=$(bash scripts/setup-vulkan.sh | tail -n 1)
 export VK_ICD_FILENAMES BATON_VK_VALIDATION=1 BATON_REQUIRE_VULKAN=1
 
-features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests
+features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests,baton-serve/fault-injection
 cargo nextest run --workspace --release --features "$features" --no-fail-fast "$@"
 # The MPI layer (feature `mpi`): Open MPI installed by scripts/setup-mpi.sh,
 # tests under 2 and 3 ranks on loopback.

@@ -2,9 +2,12 @@
 //! ([`baton_serve::http`]) over a continuously batching engine.
 //!
 //! The address it listens on is printed on stderr (`listening on
-//! http://HOST:PORT`) once it accepts connections. Ctrl-C stops accepting,
-//! lets the requests in flight finish for at most `--drain` seconds,
-//! cancels the rest and exits 0; a second Ctrl-C exits at once.
+//! http://HOST:PORT`) once it accepts connections. Ctrl-C or SIGTERM (what
+//! container runtimes and systemd send) stops accepting, lets the requests
+//! in flight finish for at most `--drain` seconds, cancels the rest and
+//! exits 0; a second signal exits at once. An engine that stops for good
+//! (repeated panics of the model) ends the server with the cause and a
+//! non-zero exit.
 
 use std::time::Duration;
 
@@ -49,13 +52,51 @@ pub struct ServeArgs {
     /// are cancelled.
     #[arg(long, default_value_t = 10.0)]
     drain: f64,
+    /// Seconds a connection may take to send a request's headers, and may
+    /// stay idle between kept-alive requests; then it is closed.
+    #[arg(long = "header-timeout", default_value_t = 10.0)]
+    header_timeout: f64,
+    /// Seconds a request's body may take to arrive (slower: 408).
+    #[arg(long = "body-timeout", default_value_t = 30.0)]
+    body_timeout: f64,
+    /// Connections served at once; more wait until one closes (default:
+    /// 512, or less to stay under the open-file limit, `ulimit -n`).
+    #[arg(long = "max-connections")]
+    max_connections: Option<usize>,
+}
+
+/// Descriptors kept for everything but connections: the model file, the
+/// listener, logs, the runtime's own.
+const RESERVED_DESCRIPTORS: u64 = 32;
+
+/// `--max-connections` when not given: 512, or the open-file limit less
+/// what the process needs besides connections.
+fn default_max_connections() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit through the valid pointer it is
+    // given and reads nothing else.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let room = if known { limit.rlim_cur.saturating_sub(RESERVED_DESCRIPTORS) } else { 512 };
+    usize::try_from(room).unwrap_or(512).clamp(1, 512)
+}
+
+/// A number of seconds given for `flag`: finite and at least 0.
+fn seconds(flag: &str, value: f64) -> Result<Duration> {
+    if !(value.is_finite() && value >= 0.0) {
+        anyhow::bail!("{flag} {value}: a number of seconds, at least 0");
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// Runs `baton serve`.
 pub fn run(args: ServeArgs) -> Result<()> {
-    if !(args.drain.is_finite() && args.drain >= 0.0) {
-        anyhow::bail!("--drain {}: a number of seconds, at least 0", args.drain);
+    let drain = seconds("--drain", args.drain)?;
+    let header_timeout = seconds("--header-timeout", args.header_timeout)?;
+    let body_timeout = seconds("--body-timeout", args.body_timeout)?;
+    if args.max_connections == Some(0) {
+        anyhow::bail!("--max-connections 0: at least one connection must be served");
     }
+    let max_connections = args.max_connections.unwrap_or_else(default_max_connections);
     let path = args.model.path()?;
     let name = match &args.alias {
         Some(alias) => alias.clone(),
@@ -69,8 +110,16 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let server = ServerOptions { body_limit: args.body_limit, drain: Duration::from_secs_f64(args.drain) };
-    runtime.block_on(async {
+    let server = ServerOptions {
+        body_limit: args.body_limit,
+        drain,
+        header_timeout,
+        body_timeout,
+        max_connections,
+        stop_when_the_engine_fails: true,
+    };
+    interrupt::install_terminate();
+    let result = runtime.block_on(async {
         let address = (args.host.as_str(), args.port);
         let listener = tokio::net::TcpListener::bind(address)
             .await
@@ -78,17 +127,25 @@ pub fn run(args: ServeArgs) -> Result<()> {
         let local = listener.local_addr()?;
         let info = engine.info();
         eprintln!(
-            "serving `{name}` ({} positions per sequence, {} at once, queue {}); listening on http://{local}",
+            "serving `{name}` ({} positions per sequence, {} at once, queue {}, at most {max_connections} \
+             connections); listening on http://{local}",
             info.context, args.parallel, args.queue
         );
-        let ctrl_c = async {
+        let signal = async {
             while !interrupt::requested() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            eprintln!("Ctrl-C: no new connections; finishing the requests in flight (Ctrl-C again exits at once)");
+            eprintln!(
+                "{}: no new connections; finishing the requests in flight (a second signal exits at once)",
+                interrupt::signal_name()
+            );
         };
-        serve(listener, engine, server, ctrl_c).await.context("serving")
-    })?;
+        serve(listener, engine, server, signal).await.context("serving")
+    });
+    // Blocking tasks the server left behind (each bounded) must not hold
+    // the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result?;
     eprintln!("server stopped");
     Ok(())
 }

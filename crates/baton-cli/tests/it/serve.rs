@@ -1,59 +1,164 @@
 //! `baton serve` end to end: it prints where it listens, answers a
-//! completion over HTTP, and exits 0 on Ctrl-C (SIGINT).
+//! completion over HTTP, and exits 0 on Ctrl-C (SIGINT) and on SIGTERM,
+//! within its bound even while a client holds half a request; under a low
+//! open-file limit, clients that never finish their headers do not keep
+//! `/health` out.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::tiny;
+
+/// A running `baton serve`, its address and its stderr lines.
+struct Served {
+    child: Child,
+    address: String,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Starts `baton serve` on the tiny model with `extra` flags, through
+    /// `bash -c` after `shell_prefix` (such as `ulimit -n 64;`) when given.
+    fn start(model: &str, extra: &[&str], shell_prefix: Option<&str>) -> Served {
+        let mut args: Vec<String> =
+            ["serve", "-m", model, "--port", "0", "-np", "2", "-c", "128", "-t", "1"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let binary = env!("CARGO_BIN_EXE_baton");
+        let mut command = match shell_prefix {
+            Some(prefix) => {
+                let mut c = Command::new("bash");
+                c.arg("-c").arg(format!("{prefix} exec \"$0\" \"$@\"")).arg(binary).args(&args);
+                c
+            }
+            None => {
+                let mut c = Command::new(binary);
+                c.args(&args);
+                c
+            }
+        };
+        let mut child = command.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("start baton serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (lines, seen) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let mut log = Vec::new();
+        let address = loop {
+            let line = seen.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("no listening address; stderr: {log:?}")
+            });
+            if let Some(at) = line.find("listening on http://") {
+                break line[at + "listening on http://".len()..].trim().to_string();
+            }
+            log.push(line);
+        };
+        Served { child, address, lines: seen }
+    }
+
+    /// Sends `signal`; the exit code and the stderr lines since the start,
+    /// or a panic when the process still runs after `bound`.
+    fn signal_and_wait(mut self, signal: libc::c_int, bound: Duration) -> (Option<i32>, Vec<String>) {
+        // SAFETY: kill sends a signal to the child we started; no memory is
+        // involved.
+        let sent = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "signal {signal} sent");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return (status.code(), self.lines.try_iter().collect());
+            }
+            if start.elapsed() > bound {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "baton serve still ran {bound:?} after signal {signal}: {:?}",
+                    self.lines.try_iter().collect::<Vec<_>>()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn request(&self, request: &str) -> String {
+        let mut stream = TcpStream::connect(&self.address).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        answer
+    }
+}
+
+fn completion(served: &Served) -> String {
+    let body = r#"{"model": "tiny", "prompt": "Hello", "max_tokens": 4, "ignore_eos": true}"#;
+    served.request(&format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+}
 
 #[test]
 fn serve_answers_and_exits_cleanly_on_ctrl_c() {
     let (_dir, model) = tiny("serve");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "-m", &model, "--port", "0", "-np", "2", "-c", "128", "-t", "1", "--drain", "1"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start baton serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (lines, seen) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let mut log = Vec::new();
-    let address = loop {
-        let line = seen.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("no listening address; stderr: {log:?}")
-        });
-        if let Some(at) = line.find("listening on http://") {
-            break line[at + "listening on http://".len()..].trim().to_string();
-        }
-        log.push(line);
-    };
-
-    let body = r#"{"model": "tiny", "prompt": "Hello", "max_tokens": 4, "ignore_eos": true}"#;
-    let mut stream = TcpStream::connect(&address).expect("connect");
-    let request = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read");
+    let served = Served::start(&model, &["--drain", "1"], None);
+    let answer = completion(&served);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains(r#""completion_tokens":4"#), "{answer}");
-
-    // SAFETY: kill sends SIGINT to the child we started; no memory is involved.
-    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(sent, 0, "SIGINT sent");
-    let status = child.wait().expect("wait");
-    let rest: Vec<String> = seen.try_iter().collect();
-    assert_eq!(status.code(), Some(0), "exit status; stderr after start: {rest:?}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
     assert!(rest.iter().any(|l| l.contains("server stopped")), "{rest:?}");
+}
+
+#[test]
+fn sigterm_drains_like_ctrl_c() {
+    let (_dir, model) = tiny("serve-term");
+    let served = Served::start(&model, &["--drain", "1"], None);
+    assert!(completion(&served).starts_with("HTTP/1.1 200"));
+    let (code, rest) = served.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("SIGTERM")) && rest.iter().any(|l| l.contains("server stopped")),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn a_client_holding_half_a_request_does_not_hold_the_exit() {
+    let (_dir, model) = tiny("serve-half");
+    // A header timeout far beyond the bound: the drain must end it.
+    let served = Served::start(&model, &["--drain", "1", "--header-timeout", "600"], None);
+    let mut held = TcpStream::connect(&served.address).expect("connect");
+    held.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Le").expect("half a head");
+    std::thread::sleep(Duration::from_millis(200));
+    // The drain (1 s), the grace for last events (2 s), and slack.
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(10));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+}
+
+#[test]
+fn under_a_low_open_file_limit_slow_clients_do_not_keep_health_out() {
+    let (_dir, model) = tiny("serve-fds");
+    let served = Served::start(&model, &["--header-timeout", "1"], Some("ulimit -n 64;"));
+    // More clients than the server has descriptors, each holding half a head.
+    let holders: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut client = TcpStream::connect(&served.address).expect("connect");
+            let _ = client.write_all(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Sl");
+            client
+        })
+        .collect();
+    let start = Instant::now();
+    let answer = served.request("GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(start.elapsed() < Duration::from_secs(20), "health took {:?}", start.elapsed());
+    assert!(completion(&served).starts_with("HTTP/1.1 200"), "a normal request is served too");
+    drop(holders);
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
 }

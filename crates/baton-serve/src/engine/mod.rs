@@ -24,13 +24,16 @@ mod request;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
+
+use baton_core::loom::plain::Mutex;
 use std::thread::JoinHandle;
 
 use baton_llama::{Model, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
 pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError};
+pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
 /// How the engine batches.
 #[derive(Clone, Debug)]
@@ -84,6 +87,20 @@ pub struct EngineStats {
     pub host_waits: u64,
     /// Generations dropped by their client before they finished.
     pub cancelled: u64,
+    /// Panics caught in the engine's turns (each failed the sequences of
+    /// the steps in flight; see [`EngineState`]).
+    pub panics: u64,
+}
+
+/// Whether the engine can take requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineState {
+    /// It takes requests.
+    Running,
+    /// It stopped taking requests for a shutdown.
+    ShuttingDown,
+    /// It stopped for good after a failure; the text says why.
+    Failed(String),
 }
 
 /// How [`Engine::shutdown`] treats requests in flight.
@@ -109,6 +126,9 @@ struct Shared {
     prompt: AtomicU64,
     host_waits: AtomicU64,
     cancelled: AtomicU64,
+    panics: AtomicU64,
+    /// Why the worker stopped for good, once it has.
+    failure: Mutex<Option<String>>,
 }
 
 /// A request the worker takes, with where its events go.
@@ -120,6 +140,9 @@ struct Admitted {
 enum Command {
     Submit(Admitted),
     Shutdown(Shutdown),
+    /// Makes the worker's turn panic (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    Panic,
 }
 
 /// A handle to the engine; clones share it. The worker stops when
@@ -203,6 +226,23 @@ impl Engine {
             prompt_tokens: s.prompt.load(Ordering::Relaxed),
             host_waits: s.host_waits.load(Ordering::Relaxed),
             cancelled: s.cancelled.load(Ordering::Relaxed),
+            panics: s.panics.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the engine takes requests, and if not, why. An engine whose
+    /// worker thread ended without a shutdown (it cannot, short of an
+    /// abort) reads as failed.
+    pub fn state(&self) -> EngineState {
+        if let Some(why) = self.shared.failure.lock().clone() {
+            return EngineState::Failed(why);
+        }
+        if !self.shared.accepting.load(Ordering::Acquire) {
+            return EngineState::ShuttingDown;
+        }
+        match &*self.worker.lock() {
+            Some(handle) if handle.is_finished() => EngineState::Failed("the engine's thread has ended".into()),
+            _ => EngineState::Running,
         }
     }
 
@@ -210,7 +250,10 @@ impl Engine {
     pub fn submit(&self, request: GenerateRequest) -> Result<Generation, SubmitError> {
         self.check(&request)?;
         if !self.shared.accepting.load(Ordering::Acquire) {
-            return Err(SubmitError::ShuttingDown);
+            return Err(match self.shared.failure.lock().clone() {
+                Some(why) => SubmitError::EngineFailed(why),
+                None => SubmitError::ShuttingDown,
+            });
         }
         // Requests that free slots take at once do not wait.
         let limit = self.options.queue + self.shared.free.load(Ordering::Acquire);
@@ -250,7 +293,8 @@ impl Engine {
         }
         match request.max_tokens {
             Some(0) => return Err(SubmitError::ZeroMaxTokens),
-            Some(max_tokens) if prompt + max_tokens > context => {
+            // Checked: a request's max_tokens can be anything up to 2^64 - 1.
+            Some(max_tokens) if prompt.checked_add(max_tokens).is_none_or(|end| end > context) => {
                 return Err(SubmitError::ExceedsContext { prompt, max_tokens, context })
             }
             _ => {}
@@ -259,12 +303,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Makes the engine's next turn panic, as a bug in the model or the
+    /// engine would (only with the feature `fault-injection`, for tests of
+    /// what a panic does to the requests and the server).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_panic(&self) {
+        let _ = self.commands.send(Command::Panic);
+    }
+
     /// Stops taking requests and ends the worker as `mode` says; returns
     /// when the worker has stopped (every generation has its last event).
     pub fn shutdown(&self, mode: Shutdown) {
         self.shared.accepting.store(false, Ordering::Release);
         let _ = self.commands.send(Command::Shutdown(mode));
-        let handle = self.worker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let handle = self.worker.lock().take();
         if let Some(handle) = handle {
             let _ = handle.join();
         }

@@ -99,7 +99,10 @@ pub enum SubmitError {
         /// Requests waiting.
         queued: usize,
     },
-    /// The engine is shutting down (or has stopped after a failure).
+    /// The engine is shutting down.
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// The engine stopped for good after a failure; the text says why.
+    #[error("the engine has stopped: {0}")]
+    EngineFailed(String),
 }

@@ -1,7 +1,9 @@
 //! The engine's thread: admits requests into slots, runs batched steps,
 //! samples, and sends each sequence its tokens.
 
+use std::any::Any;
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
@@ -9,6 +11,19 @@ use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::{Admitted, Command, EngineOptions, Event, Finish, FinishReason, Shared, Shutdown};
+
+/// Panics of the worker's turns, with no step completed between them,
+/// after which the engine gives up (see [`Worker::run`]).
+pub const MAX_PANICS_WITHOUT_A_STEP: u32 = 3;
+
+/// The text of a panic's payload (what `panic!` was given).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_string(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic without a message".to_string(),
+    }
+}
 
 /// A running sequence.
 struct Seq {
@@ -95,33 +110,90 @@ impl Worker {
         }
     }
 
+    /// The worker's loop: a turn at a time until a shutdown, the last
+    /// handle's drop, or a failure that makes the engine unusable. A panic
+    /// inside a turn (a bug: the model, the sampler or this loop broke an
+    /// invariant) is caught there: the sequences of the steps in flight fail
+    /// with its message (their caches may be half written) and the engine
+    /// goes on. [`MAX_PANICS_WITHOUT_A_STEP`] panics with no step completed
+    /// between them mean the model itself is broken: the engine then
+    /// records the cause (which [`Engine::state`](super::Engine::state)
+    /// and `/health` report), fails every request and stops.
     pub(super) fn run(mut self) {
+        let mut panics = 0;
         loop {
-            let in_flight = self.flights.iter().any(Option::is_some);
-            if self.running.is_empty() && self.waiting.is_empty() && !in_flight {
-                if self.draining {
-                    return;
-                }
-                // Idle: block until something comes (or every handle is gone).
-                match self.inbox.recv() {
-                    Ok(command) => {
-                        if !self.handle(command) {
-                            return;
-                        }
+            let steps_before = self.shared.steps.load(Ordering::Relaxed);
+            match panic::catch_unwind(AssertUnwindSafe(|| self.turn())) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(payload) => {
+                    let why = format!("the engine failed: {}", panic_message(payload.as_ref()));
+                    tracing::error!("{why}");
+                    self.shared.panics.fetch_add(1, Ordering::Relaxed);
+                    if self.shared.steps.load(Ordering::Relaxed) != steps_before {
+                        panics = 0;
                     }
-                    Err(_) => return,
+                    panics += 1;
+                    // Steps in flight hold sequences whose caches may be half
+                    // written: they fail; waiting requests stay queued.
+                    self.flights.iter_mut().for_each(|flight| *flight = None);
+                    let running: Vec<_> = self.running.drain(..).collect();
+                    for seq in running {
+                        self.free_slots.push(seq.slot);
+                        let _ = seq.events.send(Event::Failed(why.clone()));
+                    }
+                    if panics >= MAX_PANICS_WITHOUT_A_STEP {
+                        return self.die(&why);
+                    }
+                    self.publish();
                 }
             }
-            while let Ok(command) = self.inbox.try_recv() {
-                if !self.handle(command) {
-                    return;
-                }
-            }
-            self.drop_cancelled();
-            self.admit();
-            self.round();
-            self.publish();
         }
+    }
+
+    /// One turn: takes the commands that came, admits, runs a round of
+    /// steps; `false` when the worker must stop.
+    fn turn(&mut self) -> bool {
+        let in_flight = self.flights.iter().any(Option::is_some);
+        if self.running.is_empty() && self.waiting.is_empty() && !in_flight {
+            if self.draining {
+                return false;
+            }
+            // Idle: block until something comes (or every handle is gone).
+            match self.inbox.recv() {
+                Ok(command) => {
+                    if !self.handle(command) {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        while let Ok(command) = self.inbox.try_recv() {
+            if !self.handle(command) {
+                return false;
+            }
+        }
+        self.drop_cancelled();
+        self.admit();
+        self.round();
+        self.publish();
+        true
+    }
+
+    /// Stops the engine for good after `why`: records it, refuses new
+    /// requests and fails every request it holds or that is still on its
+    /// way in.
+    fn die(&mut self, why: &str) {
+        tracing::error!("the engine stops: {why}");
+        *self.shared.failure.lock() = Some(why.to_string());
+        self.shared.accepting.store(false, Ordering::Release);
+        while let Ok(command) = self.inbox.try_recv() {
+            if let Command::Submit(admitted) = command {
+                self.waiting.push_back(admitted);
+            }
+        }
+        self.fail_all(why);
     }
 
     /// Takes one command; `false` when the worker must stop now.
@@ -139,6 +211,8 @@ impl Worker {
                 self.fail_all("the server is shutting down");
                 false
             }
+            #[cfg(feature = "fault-injection")]
+            Command::Panic => panic!("a fault injected by a test"),
         }
     }
 

@@ -97,7 +97,9 @@ impl From<SubmitError> for ApiError {
                 e.body.code = Some("queue_full");
                 e
             }
-            SubmitError::ShuttingDown => Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message),
+            SubmitError::ShuttingDown | SubmitError::EngineFailed(_) => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
+            }
             SubmitError::PromptTooLong { .. } | SubmitError::ExceedsContext { .. } => {
                 let mut e = Self::invalid(message);
                 e.body.code = Some("context_length_exceeded");

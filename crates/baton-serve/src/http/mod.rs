@@ -8,7 +8,9 @@
 //! - `POST /v1/completions`: `prompt` is a string, a list of one string, or
 //!   a list of token ids.
 //! - `GET /v1/models`: the one served model.
-//! - `GET /health`: `{"status": "ok", "running", "queued"}`.
+//! - `GET /health`: 200 `{"status": "ok", "running", "queued", ...}` while
+//!   the engine takes requests; 503 with `"status": "shutting down"`, or
+//!   `"status": "failed"` and the cause in `"error"`, when it does not.
 //!
 //! Both generation endpoints take `max_tokens` (or `max_completion_tokens`;
 //! absent = until the end of generation or the context is full),
@@ -27,7 +29,9 @@
 //!
 //! `--parallel` requests run at once; more wait in a queue of at most
 //! `--queue` entries, and a request beyond that gets 429. A request body
-//! over [`ServerOptions::body_limit`] gets 413. A client that disconnects
+//! over [`ServerOptions::body_limit`] gets 413, one slower than
+//! [`ServerOptions::body_timeout`] 408; connections are bounded in number
+//! and in how long they may take to send a request head ([`listen`]). A client that disconnects
 //! (mid-stream, or while it waits for a whole answer) frees its sequence
 //! before the engine's next step.
 
@@ -35,12 +39,13 @@ mod answer;
 mod body;
 mod error;
 mod generate;
+pub mod listen;
 mod params;
 mod routes;
 mod stop;
 pub mod types;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +59,7 @@ use tokio::net::TcpListener;
 pub use error::{ApiError, ErrorBody};
 pub use stop::{Released, StopMatcher};
 
-use crate::engine::{Engine, Shutdown};
+use crate::engine::Engine;
 
 /// How the server behaves.
 #[derive(Clone, Debug)]
@@ -64,11 +69,31 @@ pub struct ServerOptions {
     /// After the shutdown signal, how long requests in flight may run on
     /// before they are cancelled.
     pub drain: Duration,
+    /// How long a connection may take to send a request's head; hyper runs
+    /// the same timer while a kept-alive connection waits for its next
+    /// request, so it is the idle timeout too. Then the connection closes.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive once its head has;
+    /// a slower one gets 408.
+    pub body_timeout: Duration,
+    /// Connections served at once; more wait in the kernel's backlog until
+    /// one closes. Keep it below the process's file-descriptor limit.
+    pub max_connections: usize,
+    /// Stop serving (and return [`ServeError::EngineFailed`]) when the
+    /// engine stops for good, rather than answer 503 to every request.
+    pub stop_when_the_engine_fails: bool,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { body_limit: 1 << 20, drain: Duration::from_secs(10) }
+        ServerOptions {
+            body_limit: 1 << 20,
+            drain: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            stop_when_the_engine_fails: true,
+        }
     }
 }
 
@@ -81,6 +106,11 @@ pub enum ServeError {
     /// The listener failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
+    /// The engine stopped for good after a failure (see
+    /// [`EngineState::Failed`](crate::engine::EngineState::Failed)); the
+    /// server stopped with it.
+    #[error("the engine failed, so the server stopped: {0}")]
+    EngineFailed(String),
 }
 
 /// The server's routes over `engine`.
@@ -91,6 +121,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         template: Arc::new(template),
         started: routes::unix_now(),
         requests: Arc::new(AtomicU64::new(0)),
+        body_timeout: options.body_timeout,
     };
     Ok(Router::new()
         .route("/health", get(routes::health))
@@ -102,10 +133,12 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .with_state(state))
 }
 
-/// Serves `engine` on `listener` until `shutdown` completes; then stops
-/// accepting connections, lets the requests in flight finish for at most
+/// Serves `engine` on `listener` until `shutdown` completes (or the engine
+/// fails for good: [`ServeError::EngineFailed`]); then stops accepting
+/// connections, lets the requests in flight finish for at most
 /// [`ServerOptions::drain`], cancels those still running (their streams end
-/// with an error event), stops the engine and returns.
+/// with an error event), stops the engine and returns. Every wait of that
+/// shutdown has a bound (see [`listen`]).
 pub async fn serve(
     listener: TcpListener,
     engine: Engine,
@@ -113,31 +146,5 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let app = router(engine.clone(), &options)?;
-    let (began, begin) = tokio::sync::oneshot::channel::<()>();
-    let graceful = async move {
-        shutdown.await;
-        let _ = began.send(());
-    };
-    let server = axum::serve(listener, app).with_graceful_shutdown(graceful).into_future();
-    let mut server = tokio::spawn(server);
-    let joined = |r: Result<std::io::Result<()>, tokio::task::JoinError>| match r {
-        Ok(r) => r.map_err(ServeError::from),
-        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
-    };
-    tokio::select! {
-        biased;
-        r = &mut server => return joined(r),
-        _ = begin => {}
-    }
-    let result = match tokio::time::timeout(options.drain, &mut server).await {
-        Ok(r) => joined(r),
-        Err(_) => {
-            tracing::info!("requests still running after the drain time: cancelling them");
-            let cancel = engine.clone();
-            let _ = tokio::task::spawn_blocking(move || cancel.shutdown(Shutdown::Cancel)).await;
-            joined(server.await)
-        }
-    };
-    let _ = tokio::task::spawn_blocking(move || engine.shutdown(Shutdown::Drain)).await;
-    result
+    listen::run(listener, app, engine, options, shutdown).await
 }

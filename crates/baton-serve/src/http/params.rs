@@ -46,8 +46,12 @@ impl Job {
         let max_tokens = max_tokens
             .map(|n| usize::try_from(n).map_err(|_| ApiError::invalid_param("max_tokens", "max_tokens is too large")))
             .transpose()?;
-        let request =
-            GenerateRequest { prompt, max_tokens, sampling: sampling(params)?, stop_at_eog: !params.ignore_eos };
+        let request = GenerateRequest {
+            prompt,
+            max_tokens,
+            sampling: sampling(params, info.context)?,
+            stop_at_eog: !params.ignore_eos,
+        };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(Job { request, stops, stream: params.stream, include_usage })
     }
@@ -69,8 +73,10 @@ fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
 }
 
 /// llama.cpp's defaults ([`SamplingParams::default`]) with the request's
-/// values over them; without `seed`, a fresh random seed.
-fn sampling(params: &Params) -> Result<SamplingParams, ApiError> {
+/// values over them; without `seed`, a fresh random seed. The penalties'
+/// window is bounded by the sequence's `context` (`-1` is the context, as
+/// llama.cpp's `repeat_last_n`).
+fn sampling(params: &Params, context: usize) -> Result<SamplingParams, ApiError> {
     let mut s = SamplingParams::default();
     if let Some(t) = params.temperature {
         s.temperature = t;
@@ -88,7 +94,16 @@ fn sampling(params: &Params) -> Result<SamplingParams, ApiError> {
         s.repeat_penalty = p;
     }
     if let Some(n) = params.repeat_last_n {
-        s.repeat_last_n = usize::try_from(n).unwrap_or(usize::MAX);
+        s.repeat_last_n = match n {
+            -1 => context,
+            n => usize::try_from(n).map_err(|_| {
+                ApiError::invalid_param(
+                    "repeat_last_n",
+                    format!("repeat_last_n = {n}: use 0 (off), -1 (the context) or a count of tokens"),
+                )
+            })?,
+        }
+        .min(context);
     }
     for (name, value, field) in [
         ("presence_penalty", params.presence_penalty, &mut s.presence_penalty),
@@ -152,6 +167,8 @@ mod tests {
             r#"{"stop":["a",""]}"#,
             r#"{"temperature":-1}"#,
             r#"{"top_p":0}"#,
+            r#"{"repeat_last_n":-2}"#,
+            r#"{"repeat_penalty":0}"#,
         ] {
             let e = Job::new(&params(json), vec![1], &info()).expect_err(json);
             assert_eq!(e.status, 400, "{json}");
@@ -159,5 +176,24 @@ mod tests {
         let e = Job::new(&params(r#"{"model":"other"}"#), vec![1], &info()).expect_err("unknown model");
         assert_eq!(e.status, 404);
         assert!(Job::new(&params(r#"{"presence_penalty":0,"n":1,"logprobs":false}"#), vec![1], &info()).is_ok());
+    }
+
+    #[test]
+    fn the_penalty_window_is_bounded_by_the_context() {
+        for (n, expected) in [(100_000_000_000i64, 64), (i64::MAX, 64), (-1, 64), (10, 10), (0, 0)] {
+            let p = params(&format!(r#"{{"repeat_last_n":{n}}}"#));
+            let job = Job::new(&p, vec![1], &info()).expect("valid");
+            assert_eq!(job.request.sampling.repeat_last_n, expected, "repeat_last_n {n}");
+        }
+    }
+
+    #[test]
+    fn null_booleans_mean_false() {
+        let p = params(r#"{"stream":null,"ignore_eos":null,"stream_options":{"include_usage":null}}"#);
+        let job = Job::new(&p, vec![1], &info()).expect("valid");
+        assert!(!job.stream && job.request.stop_at_eog && !job.include_usage);
+        let p = params(r#"{"stream":true,"ignore_eos":true}"#);
+        let job = Job::new(&p, vec![1], &info()).expect("valid");
+        assert!(job.stream && !job.request.stop_at_eog);
     }
 }

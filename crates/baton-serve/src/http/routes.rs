@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use baton_llama::{ChatTemplate, EncodeOptions, Message};
 use serde_json::json;
@@ -15,7 +15,7 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Prompt};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineState};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -25,6 +25,8 @@ pub struct AppState {
     /// Unix seconds when the server started.
     pub(super) started: u64,
     pub(super) requests: Arc<AtomicU64>,
+    /// How long a request body may take to arrive.
+    pub(super) body_timeout: std::time::Duration,
 }
 
 /// Unix seconds now.
@@ -60,10 +62,20 @@ impl AppState {
     }
 }
 
-/// `GET /health`.
-pub async fn health(State(state): State<AppState>) -> Json<serde_json::Value> {
+/// `GET /health`: 200 while the engine takes requests, else 503 with why.
+pub async fn health(State(state): State<AppState>) -> Response {
     let stats = state.engine.stats();
-    Json(json!({ "status": "ok", "running": stats.running, "queued": stats.queued }))
+    let counts =
+        json!({ "running": stats.running, "queued": stats.queued, "steps": stats.steps, "panics": stats.panics });
+    let (status, mut body) = match state.engine.state() {
+        EngineState::Running => (StatusCode::OK, json!({ "status": "ok" })),
+        EngineState::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, json!({ "status": "shutting down" })),
+        EngineState::Failed(why) => (StatusCode::SERVICE_UNAVAILABLE, json!({ "status": "failed", "error": why })),
+    };
+    if let (Some(body), Some(counts)) = (body.as_object_mut(), counts.as_object()) {
+        body.extend(counts.clone());
+    }
+    (status, Json(body)).into_response()
 }
 
 /// `GET /v1/models`.
@@ -88,20 +100,16 @@ pub async fn chat(
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
     let messages = request.messages.iter().map(message).collect::<Result<Vec<_>, _>>()?;
-    let text =
-        state.template.render(&messages, true).map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
-    let tokenizer = state.engine.tokenizer();
-    // As baton_llama::Conversation::tokens: the rendered text with its
-    // special tokens parsed, and BOS in front when the model adds one and
-    // the template did not write it.
-    let mut prompt = tokenizer
-        .encode(&text, EncodeOptions { add_special: false, parse_special: true })
-        .map_err(|e| ApiError::invalid_param("messages", format!("tokenizing the conversation: {e}")))?;
-    if let Some(bos) = tokenizer.bos_id().filter(|_| tokenizer.adds_bos()) {
-        if prompt.first() != Some(&bos) {
-            prompt.insert(0, bos);
-        }
-    }
+    // Rendering and tokenizing a long conversation is CPU work: off the
+    // HTTP threads, so `/health` and other requests do not wait on it.
+    let (template, tokenizer) = (state.template.clone(), state.engine.tokenizer().clone());
+    let encoded = tokio::task::spawn_blocking(move || template.encode(&messages, true, &tokenizer))
+        .await
+        .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
+    // As baton_llama::Conversation::tokens: the template's special tokens
+    // parsed, the messages' content as literal text, BOS in front when the
+    // model adds one and the template did not write it.
+    let prompt = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     let job = Job::new(&request.params, prompt, state.engine.info())?;
     state.run(job, Kind::Chat).await
 }
@@ -138,23 +146,28 @@ pub async fn completion(
     if request.echo {
         return Err(ApiError::invalid_param("echo", "echo is not served"));
     }
-    let tokenizer = state.engine.tokenizer();
-    let encode = |text: &str| {
-        tokenizer
-            .encode(text, EncodeOptions { add_special: true, parse_special: true })
-            .map_err(|e| ApiError::invalid_param("prompt", format!("tokenizing the prompt: {e}")))
-    };
-    let prompt = match &request.prompt {
-        Prompt::Text(text) => encode(text)?,
-        Prompt::Texts(texts) if texts.len() == 1 => encode(&texts[0])?,
+    let text = match request.prompt {
+        Prompt::Text(text) => text,
+        Prompt::Texts(mut texts) if texts.len() == 1 => texts.remove(0),
         Prompt::Texts(texts) => {
             return Err(ApiError::invalid_param(
                 "prompt",
                 format!("{} prompts given: one prompt per request is served", texts.len()),
             ))
         }
-        Prompt::Tokens(ids) => ids.clone(),
+        Prompt::Tokens(ids) => {
+            let job = Job::new(&request.params, ids, state.engine.info())?;
+            return state.run(job, Kind::Completion).await;
+        }
     };
+    // Tokenizing a long prompt is CPU work: off the HTTP threads.
+    let tokenizer = state.engine.tokenizer().clone();
+    let prompt = tokio::task::spawn_blocking(move || {
+        tokenizer.encode(&text, EncodeOptions { add_special: true, parse_special: true })
+    })
+    .await
+    .map_err(|e| ApiError::server(format!("tokenizing the prompt: {e}")))?
+    .map_err(|e| ApiError::invalid_param("prompt", format!("tokenizing the prompt: {e}")))?;
     let job = Job::new(&request.params, prompt, state.engine.info())?;
     state.run(job, Kind::Completion).await
 }

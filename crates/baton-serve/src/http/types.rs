@@ -18,8 +18,14 @@ pub enum Stop {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct StreamOptions {
     /// Send a last chunk with the `usage` counts before `[DONE]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_false")]
     pub include_usage: bool,
+}
+
+/// A boolean field that may also be `null` (as every optional field of
+/// OpenAI's API may), which means `false`.
+fn null_is_false<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))
 }
 
 /// The generation parameters both endpoints share.
@@ -50,18 +56,20 @@ pub struct Params {
     /// llama.cpp's repetition penalty (1 = off).
     #[serde(alias = "repeat_penalty")]
     pub repetition_penalty: Option<f32>,
-    /// Tokens the repetition penalty looks back over.
-    pub repeat_last_n: Option<u64>,
+    /// Tokens the repetition penalty looks back over (`-1`: the context;
+    /// more than the context is the context, as llama.cpp).
+    pub repeat_last_n: Option<i64>,
     /// Choices to generate: only 1.
     pub n: Option<u64>,
     /// Log-probabilities: not served (absent, null, `false` or 0 only).
     pub logprobs: Option<serde_json::Value>,
     /// llama.cpp's `ignore_eos`: generate through end-of-generation tokens
-    /// (until `max_tokens` or the context is full).
-    #[serde(default)]
+    /// (until `max_tokens` or the context is full); `null` is `false`.
+    #[serde(default, deserialize_with = "null_is_false")]
     pub ignore_eos: bool,
-    /// Stream server-sent events.
-    #[serde(default)]
+    /// Stream server-sent events; `null` is `false` (OpenAI documents
+    /// `boolean or null`).
+    #[serde(default, deserialize_with = "null_is_false")]
     pub stream: bool,
     /// Options of the stream.
     pub stream_options: Option<StreamOptions>,
@@ -124,8 +132,9 @@ pub enum Prompt {
 pub struct CompletionRequest {
     /// What to continue.
     pub prompt: Prompt,
-    /// Repeat the prompt in the answer: not served (only `false`).
-    #[serde(default)]
+    /// Repeat the prompt in the answer: not served (only `false` or
+    /// `null`).
+    #[serde(default, deserialize_with = "null_is_false")]
     pub echo: bool,
     /// How to generate.
     #[serde(flatten)]

@@ -1,0 +1,11 @@
+//! baton-serve's HTTP tests, one binary: the server harness, the endpoints,
+//! hostile input, shutdown and connection limits, and (feature
+//! `fault-injection`) what a panic in the engine does.
+
+mod server;
+
+#[cfg(feature = "fault-injection")]
+mod faults;
+mod hostile;
+mod http;
+mod shutdown;
