@@ -21,7 +21,7 @@ use crate::util::interrupt;
 /// Baton: an asynchronous multi-device runtime for tensor graphs, proven on
 /// llama-family GGUF models.
 #[derive(Parser)]
-#[command(name = "baton", version, about, long_about = None)]
+#[command(name = "baton", version, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

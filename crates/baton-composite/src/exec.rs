@@ -11,25 +11,9 @@ use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateIo, GateKept};
 use crate::error::CompositeError;
 use crate::partition::{Partition, Source, Step};
+use crate::prepared::{GateMemory, Prepared};
 use crate::profile::GateProfile;
 use crate::split::TensorSplit;
-
-/// One step's memory, resolved once per partition and bound tensors.
-pub(crate) enum Prepared {
-    /// Per device, a segment's graph with its bindings, checked once.
-    Segment(Vec<BoundGraph>),
-    /// A gate's memory.
-    Gate(GateMemory),
-}
-
-/// A gate's inputs, outputs and scratch, per device, and what the
-/// collective keeps for them.
-pub(crate) struct GateMemory {
-    inputs: Vec<TensorRef>,
-    outputs: Vec<TensorRef>,
-    scratch: Vec<Vec<TensorRef>>,
-    kept: GateKept,
-}
 
 /// Prepared memory kept per partition: one per set of bound tensors in use
 /// (a model rotates its input buffers over the runs in flight).

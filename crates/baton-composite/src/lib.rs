@@ -50,6 +50,7 @@ mod device;
 mod error;
 mod exec;
 pub mod partition;
+mod prepared;
 mod profile;
 mod split;
 mod stream;

@@ -10,22 +10,9 @@ use baton_core::DType;
 use baton_kernels::WEIGHT_TYPES;
 
 use crate::buffer::CpuBuffer;
+use crate::device_shared::CpuDeviceShared;
 use crate::pool::ThreadPool;
 use crate::stream::CpuStream;
-
-pub(crate) struct CpuDeviceShared {
-    pub(crate) info: DeviceInfo,
-    pub(crate) pool: ThreadPool,
-    allocated: AtomicU64,
-    /// Bytes of matmul weights packed for the kernels (`packed_cache`).
-    pub(crate) packed: AtomicU64,
-}
-
-impl CpuDeviceShared {
-    pub(crate) fn pool_threads(&self) -> usize {
-        baton_core::Parallel::threads(&self.pool)
-    }
-}
 
 /// One CPU device.
 pub struct CpuDevice {

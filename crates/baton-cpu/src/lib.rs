@@ -19,6 +19,7 @@
 mod bell;
 mod buffer;
 mod device;
+mod device_shared;
 mod exec;
 mod packed_cache;
 pub use packed_cache::set_repack;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use baton_core::backend::{BufferRange, RawStream, StreamError, StreamOp};
 use baton_core::sync::{Domain, Failure, FailureKind, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
 
-use crate::device::CpuDeviceShared;
+use crate::device_shared::CpuDeviceShared;
 use crate::exec::Executor;
 use crate::queue::WorkQueue;
 

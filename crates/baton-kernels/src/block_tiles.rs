@@ -8,7 +8,7 @@
 use std::marker::PhantomData;
 
 use crate::isa::Isa;
-use crate::tiling::TileKernel;
+use crate::tile::TileKernel;
 
 /// A weight block format's micro-kernel against activation blocks `A`.
 pub(crate) trait BlockKernel<A> {

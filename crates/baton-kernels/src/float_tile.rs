@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use crate::convert::Half16;
 use crate::isa::Isa;
-use crate::tiling::{TileKernel, TileShapes};
+use crate::tile::{TileKernel, TileShapes};
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

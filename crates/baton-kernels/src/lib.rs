@@ -70,7 +70,9 @@ mod matrix;
 mod quant_tile;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+mod tile;
 mod tiling;
+mod weight_types;
 
 pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
@@ -79,42 +81,4 @@ pub use matmul::{matmul, matmul_columns, MatMut, MatRef, Scratch, WeightMatrix};
 pub use packed::{matmul_packed, matmul_packed_columns, PackedWeights};
 pub use quant::{dequantize_row, quantize_row};
 pub use rope::{rope_in_place, RopeAngles, RopeMode};
-
-/// The types a weight matrix can have: every type [`matmul()`] multiplies
-/// and [`dequantize_row`] decodes, which is every real-valued [`DType`]. The
-/// CPU backend declares these as its weight types, the llama loader accepts
-/// them and names them when it refuses a tensor.
-pub const WEIGHT_TYPES: [DType; 14] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
-
-/// Whether `dtype` is one of the [`WEIGHT_TYPES`].
-pub fn is_weight_type(dtype: DType) -> bool {
-    WEIGHT_TYPES.contains(&dtype)
-}
-
-#[cfg(test)]
-mod weight_types_tests {
-    use super::*;
-
-    #[test]
-    fn weight_types_are_every_real_valued_type() {
-        let real: Vec<DType> = DType::ALL.into_iter().filter(|t| t.is_float()).collect();
-        let mut listed = WEIGHT_TYPES.to_vec();
-        listed.sort_by_key(|t| t.ggml_id());
-        assert_eq!(listed, real, "WEIGHT_TYPES against DType::ALL's real-valued types");
-    }
-}
+pub use weight_types::{is_weight_type, WEIGHT_TYPES};

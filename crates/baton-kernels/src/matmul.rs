@@ -134,7 +134,7 @@ pub fn matmul(
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    // 24 columns: a multiple of every tile width (`tiling::TileShapes`),
+    // 24 columns: a multiple of every tile width (`tile::TileShapes`),
     // so a thread's chunk splits into whole tiles.
     let chunks = Chunks::new(n, threads, THREAD_CHUNK_ALIGN);
     let task = |_: usize| {

@@ -33,7 +33,7 @@ impl<'a> WeightMatrix<'a> {
 
     /// Checks the layout and returns the bytes of one encoded row.
     pub(crate) fn validate(&self) -> Result<usize, KernelError> {
-        if !crate::is_weight_type(self.dtype) {
+        if !crate::weight_types::is_weight_type(self.dtype) {
             return Err(KernelError::NotFloat { dtype: self.dtype });
         }
         let row_bytes = encoded_row_bytes(self.dtype, self.cols)?;

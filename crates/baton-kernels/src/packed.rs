@@ -93,8 +93,8 @@ macro_rules! match_packed {
             Q4_1 => blocks::Blocks<crate::quant::Q4_1>,
             Q5_0 => blocks::Blocks<crate::quant::Q5_0>,
             Q5_1 => blocks::Blocks<crate::quant::Q5_1>,
-            Q2_K => kquant::PackedK<crate::quant::kquant::Q2K>,
-            Q3_K => kquant::PackedK<crate::quant::kquant::Q3K>,
+            Q2_K => kquant::PackedK<crate::quant::kquant_low_bits::Q2K>,
+            Q3_K => kquant::PackedK<crate::quant::kquant_low_bits::Q3K>,
             Q4_K => kquant::PackedK<crate::quant::kquant::Q4K>,
             Q5_K => kquant::PackedK<crate::quant::kquant::Q5K>,
             Q6_K => kquant::PackedK<crate::quant::kquant::Q6K>)

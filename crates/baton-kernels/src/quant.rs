@@ -20,6 +20,8 @@ use crate::isa::Isa;
 
 pub(crate) mod kfit;
 pub(crate) mod kquant;
+pub(crate) mod kquant_low_bits;
+pub(crate) mod super_block;
 
 use kquant::KFormat;
 pub use kquant::SUPER_ELEMS;
@@ -284,11 +286,11 @@ macro_rules! match_format {
                 $body
             }
             DType::Q2_K => {
-                type $kformat = $crate::quant::kquant::Q2K;
+                type $kformat = $crate::quant::kquant_low_bits::Q2K;
                 $kbody
             }
             DType::Q3_K => {
-                type $kformat = $crate::quant::kquant::Q3K;
+                type $kformat = $crate::quant::kquant_low_bits::Q3K;
                 $kbody
             }
             DType::Q4_K => {
@@ -315,7 +317,7 @@ pub(crate) use match_format;
 
 /// Checks that `elems` values of `dtype` encode in exactly `bytes` bytes.
 pub(crate) fn check_row(dtype: DType, elems: usize, bytes: usize) -> Result<(), KernelError> {
-    if !crate::is_weight_type(dtype) {
+    if !crate::weight_types::is_weight_type(dtype) {
         return Err(KernelError::NotFloat { dtype });
     }
     let expected =

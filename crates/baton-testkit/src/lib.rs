@@ -13,10 +13,12 @@
 #[cfg(feature = "cpu")]
 pub mod devices;
 pub mod env;
+mod logits;
 #[cfg(feature = "llama")]
 pub mod synth;
 mod temp;
 
+pub use logits::argmax;
 pub use temp::TempDir;
 
 /// The conformance crate, for [`conformance_under_every_policy!`].

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod choices;
+pub mod device_table;
 pub mod devices;
 pub mod load;
 #[cfg(feature = "mpi")]

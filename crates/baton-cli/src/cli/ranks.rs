@@ -6,7 +6,7 @@
 use anyhow::Result;
 use baton_mpi::{local_devices, parse_ranked, RemoteBound, World};
 
-use crate::cmd::devices::{lines, local_rows, print};
+use crate::cli::device_table::{lines, local_rows, print};
 
 /// The features column's width on every rank (each formats its own
 /// lines): room for the longest extension list the kernels report

@@ -381,11 +381,16 @@ pub fn run(devices: &str, filter: Option<&str>, json: bool) -> anyhow::Result<us
             (false, Some(e)) => Outcome::Expected { why: e.why.clone(), message },
             (true, Some(e)) => Outcome::UnexpectedPass { why: e.why.clone() },
         };
-        rows.push(super::conformance::Row { kind: "ranks", name, outcome, ms: started.elapsed().as_secs_f64() * 1e3 });
+        rows.push(super::conformance_report::Row {
+            kind: "ranks",
+            name,
+            outcome,
+            ms: started.elapsed().as_secs_f64() * 1e3,
+        });
     }
     let _ = std::panic::take_hook();
     if world.rank() == 0 {
-        super::conformance::print(&rows, json, &format!("{devices}, across 2 ranks"));
+        super::conformance_report::print(&rows, json, &format!("{devices}, across 2 ranks"));
     }
     Ok(rows.iter().filter(|r| !r.outcome.is_ok()).count())
 }

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod conformance;
 #[cfg(feature = "mpi")]
 pub mod conformance_ranks;
+pub mod conformance_report;
 pub mod devices;
 pub mod model;
 pub mod perplexity;

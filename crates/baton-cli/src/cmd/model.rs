@@ -20,14 +20,11 @@ pub enum ModelCommand {
     /// Example: baton model synth --shape tiny --type q4_1 -o tiny-q4_1.gguf
     ///          baton model synth --shape stories110M --type q4_k -o s110-q4_k.gguf
     Synth {
-        /// tiny, tiny256, stories15M, stories110M or smol135M.
-        #[arg(long, default_value = "tiny")]
+        // The help of --shape and --type lists the shape table
+        // (`SynthShape::ALL`) and `SynthSpec::SUPPORTED_DTYPES`.
+        #[arg(long, default_value = "tiny", help = shape_help())]
         shape: String,
-        /// f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or
-        /// q6_k. K-quant matrices
-        /// whose rows are not multiples of 256 are stored as q8_0 (use the
-        /// tiny256 or stories110M shape to avoid that).
-        #[arg(long = "type", default_value = "f32")]
+        #[arg(long = "type", default_value = "f32", help = type_help())]
         dtype: String,
         /// Seed of the weights.
         #[arg(long, default_value_t = 1)]
@@ -163,6 +160,20 @@ fn print_file_summary(path: &Path, file: &GgufFile) {
 }
 
 /// `a, b or c`.
+/// The help of `--shape`: every shape of the table.
+fn shape_help() -> String {
+    format!("{}.", names(SynthShape::ALL.map(|s| s.name())))
+}
+
+/// The help of `--type`: every type a synthetic model can be written in.
+fn type_help() -> String {
+    format!(
+        "{}. K-quant matrices whose rows are not multiples of 256 are stored as q8_0 (use the tiny256 or \
+         stories110M shape to avoid that).",
+        names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name()))
+    )
+}
+
 fn names<const N: usize>(names: [&str; N]) -> String {
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),

@@ -141,3 +141,54 @@ fn the_readme_lists_every_crate_of_the_workspace() {
     assert!(members.len() >= 10, "found only {members:?} in Cargo.toml");
     assert_eq!(listed, members, "README's crate tree against the workspace members");
 }
+
+/// `baton --help` opens with a summary that names no list of commands of
+/// its own (clap's "Commands:" list below it is the one list), and every
+/// command there is shown in the README.
+#[test]
+fn the_help_lists_the_commands_once_and_the_readme_shows_each() {
+    let out = baton(&["--help"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("a Commands: section")
+        .lines()
+        .skip(1)
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 8, "found only {commands:?} in\n{help}");
+    let summary = help.lines().next().expect("a first line");
+    let words: Vec<&str> = summary.split(|c: char| !c.is_alphanumeric()).collect();
+    let named: Vec<&&str> = commands.iter().filter(|c| words.contains(c)).collect();
+    assert!(named.len() < 2, "the summary {summary:?} lists commands {named:?}; clap lists {commands:?}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let missing: Vec<&&str> = commands.iter().filter(|c| !readme.contains(&format!("baton {c}"))).collect();
+    assert!(missing.is_empty(), "commands of `baton --help` the README never shows: {missing:?}");
+}
+
+/// The shapes and types of `baton model synth`: its `--help` and the
+/// README's command line list exactly the shape table and the supported
+/// types.
+#[test]
+fn the_synth_shapes_and_types_agree_with_the_help_and_the_readme() {
+    use std::collections::BTreeSet;
+    let shapes: BTreeSet<&str> = baton_llama::SynthShape::ALL.iter().map(|s| s.name()).collect();
+    let types: BTreeSet<&str> = baton_llama::SynthSpec::SUPPORTED_DTYPES.iter().map(|t| t.name()).collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let line = readme.lines().find(|l| l.starts_with("baton model synth --shape")).expect("a synth line in the README");
+    let listed = |flag: &str| -> BTreeSet<&str> {
+        let after = line.split(flag).nth(1).unwrap_or_else(|| panic!("{flag} in {line:?}"));
+        after.split_whitespace().next().unwrap_or("").split('|').collect()
+    };
+    assert_eq!(listed("--shape "), shapes, "the README's shapes against SynthShape::ALL");
+    assert_eq!(listed("--type "), types, "the README's types against SynthSpec::SUPPORTED_DTYPES");
+    let out = baton(&["model", "synth", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for name in shapes.iter().chain(&types) {
+        assert!(help.contains(name), "`baton model synth --help` lacks {name}:\n{help}");
+    }
+}

@@ -1,8 +1,10 @@
 //! The `baton` binary's tests, one test binary (`cargo test -p baton-cli
-//! --test it`): the verbs end to end, chat, serve, and Vulkan devices.
+//! --test it`): the verbs end to end, chat, serve, Vulkan devices, and the
+//! layering of every crate's source files.
 
 mod chat;
 mod cli;
+mod layering;
 mod models;
 mod serve;
 mod vulkan;

@@ -29,6 +29,7 @@ use baton_core::DType;
 use crate::buffer::CompositeBuffer;
 use crate::collective::{Collective, GateKind, GateSpec};
 use crate::error::CompositeError;
+use crate::prepared::Prepared;
 use crate::split::TensorSplit;
 
 /// Where a subgraph's leaf or output lives on one device.
@@ -107,7 +108,7 @@ pub struct Partition {
 
 /// Prepared per-device bindings of every segment, keyed by where the bound
 /// tensors are.
-pub(crate) type BindingsCache = baton_core::loom::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<crate::exec::Prepared>>)>>;
+pub(crate) type BindingsCache = baton_core::loom::Mutex<Vec<(Vec<(u64, usize)>, Arc<Vec<Prepared>>)>>;
 
 impl Partition {
     /// Builds the partition of `graph` over `devices` devices whose bound

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::sync::failure::WaitError;
-use crate::sync::policy::WaitPolicy;
+use crate::sync::failure::{Failure, FailureKind, WaitError};
+use crate::sync::policy::{WaitPolicy, WaitUntil};
 use crate::sync::timeline::{PointStatus, Timeline};
 
 /// The pair (timeline, value): immutable, cheap to clone (a shared handle and
@@ -65,6 +65,41 @@ impl SyncPoint {
     /// reaching it implies reaching `other`.
     pub fn covers(&self, other: &SyncPoint) -> bool {
         self.timeline.same_as(&other.timeline) && self.value >= other.value
+    }
+}
+
+// A point is made of a timeline and waited on with a policy: the methods
+// that make a point or wait on one live here, so neither the timeline nor
+// the policy needs to know points.
+impl Timeline {
+    /// The point `value` of this timeline. Value 0 is reached from the start.
+    pub fn point(&self, value: u64) -> SyncPoint {
+        SyncPoint::new(self.clone(), value)
+    }
+}
+
+impl WaitPolicy {
+    /// As [`wait`](WaitPolicy::wait), for a stream's worker waiting on another
+    /// timeline's point with the edge's `deadline`: a point still pending
+    /// when it passes becomes a `FailureKind::TimedOut` failure naming the
+    /// point (`W-BOUND`); a failed point gives its own first cause
+    /// (`W-FAIL`).
+    /// A failed point is no error when `until` is [`WaitUntil::Settled`].
+    pub fn wait_in_stream(
+        &self,
+        point: &SyncPoint,
+        deadline: Option<Duration>,
+        until: WaitUntil,
+        waiter: &str,
+    ) -> Result<(), Failure> {
+        match self.wait(point.timeline(), point.value(), deadline) {
+            Ok(()) => Ok(()),
+            Err(WaitError::Failed { .. }) if until == WaitUntil::Settled => Ok(()),
+            Err(WaitError::Failed { cause, .. }) => Err(cause),
+            Err(timeout @ WaitError::Timeout { .. }) => {
+                Err(Failure::new(FailureKind::TimedOut, waiter, timeout.to_string()))
+            }
+        }
     }
 }
 

@@ -130,29 +130,6 @@ impl WaitPolicy {
         })
     }
 
-    /// As [`wait`](Self::wait), for a stream's worker waiting on another
-    /// timeline's point with the edge's `deadline`: a point still pending
-    /// when it passes becomes a `FailureKind::TimedOut` failure naming the
-    /// point (`W-BOUND`); a failed point gives its own first cause
-    /// (`W-FAIL`).
-    /// A failed point is no error when `until` is [`WaitUntil::Settled`].
-    pub fn wait_in_stream(
-        &self,
-        point: &crate::sync::SyncPoint,
-        deadline: Option<Duration>,
-        until: WaitUntil,
-        waiter: &str,
-    ) -> Result<(), crate::sync::Failure> {
-        match self.wait(point.timeline(), point.value(), deadline) {
-            Ok(()) => Ok(()),
-            Err(WaitError::Failed { .. }) if until == WaitUntil::Settled => Ok(()),
-            Err(WaitError::Failed { cause, .. }) => Err(cause),
-            Err(timeout @ WaitError::Timeout { .. }) => {
-                Err(crate::sync::Failure::new(crate::sync::FailureKind::TimedOut, waiter, timeout.to_string()))
-            }
-        }
-    }
-
     /// Waits until `value` of `timeline` is reached, fails, or `timeout`
     /// (and, for `Poll`, the policy's own bound) runs out.
     pub fn wait(&self, timeline: &Timeline, value: u64, timeout: Option<Duration>) -> Result<(), WaitError> {

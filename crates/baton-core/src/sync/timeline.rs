@@ -157,11 +157,6 @@ impl Timeline {
         self.shared.reached.load(Ordering::Acquire)
     }
 
-    /// The point `value` of this timeline. Value 0 is reached from the start.
-    pub fn point(&self, value: u64) -> crate::sync::SyncPoint {
-        crate::sync::SyncPoint::new(self.clone(), value)
-    }
-
     /// Records that after value `value` of this timeline its owner knew
     /// `clock` (values only grow, so snapshots come in order).
     pub fn publish_clock(&self, value: u64, clock: std::sync::Arc<Clock>) {

@@ -5,9 +5,10 @@ use baton_core::graph::NodeId;
 use baton_core::Parallel;
 use baton_kernels::{matmul, matmul_columns, matmul_packed, MatMut, MatRef, WeightMatrix};
 
-use super::{node, node_error, Context, Executor, SharedPtr};
+use super::context::{node, node_error, Context, SharedPtr};
+use super::workspace::Workspace;
 
-pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let (x_id, w_id) = (n.inputs[0], n.inputs[1]);
     let x = ctx.f32s(x_id)?;

@@ -5,10 +5,11 @@ use baton_core::graph::{NodeId, Op, RopeMode};
 use baton_kernels::ops as k;
 use baton_kernels::{dequantize_row, quantize_row};
 
-use super::{for_rows, node, node_error, Context, Executor, SharedPtr};
+use super::context::{node, node_error, Context, SharedPtr};
+use super::workspace::{for_rows, Workspace};
 use baton_core::backend::StreamError;
 
-pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     match n.op.clone() {
         Op::GetRows => get_rows(exec, ctx, id),
@@ -28,7 +29,7 @@ pub(crate) fn run(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<
 
 /// Runs `f(input_row, output_row)` over the rows of a unary op.
 fn unary(
-    exec: &Executor,
+    exec: &Workspace,
     ctx: &Context<'_>,
     id: NodeId,
     f: &(dyn Fn(&[f32], &mut [f32]) + Sync),
@@ -49,7 +50,7 @@ fn unary(
     Ok(())
 }
 
-fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+fn broadcast(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let is_add = matches!(n.op, Op::Add);
     let (a, b) = (ctx.f32s(n.inputs[0])?, ctx.f32s(n.inputs[1])?);
@@ -86,7 +87,7 @@ fn broadcast(exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), Strea
 }
 
 fn softmax(
-    exec: &Executor,
+    exec: &Workspace,
     ctx: &Context<'_>,
     id: NodeId,
     scale: f32,
@@ -130,7 +131,7 @@ fn softmax(
 }
 
 fn rope(
-    exec: &Executor,
+    exec: &Workspace,
     ctx: &Context<'_>,
     id: NodeId,
     mode: RopeMode,
@@ -170,7 +171,7 @@ fn rope(
     Ok(())
 }
 
-fn get_rows(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+fn get_rows(_exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let table = node(ctx, n.inputs[0]);
     let ids = ctx.indices(n.inputs[1])?;
@@ -214,14 +215,14 @@ fn row_offset(layout: &baton_core::Layout, r: usize) -> Option<usize> {
     Some(a * s4[0] + b * s4[1] + c * s4[2])
 }
 
-fn copy_into(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+fn copy_into(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let d4 = n.layout.shape.dims4();
     let rows = d4[0] * d4[1] * d4[2];
     write_rows(exec, ctx, id, &mut (0..rows).map(Ok))
 }
 
-fn scatter_rows(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+fn scatter_rows(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let indices = ctx.indices(n.inputs[2])?;
     let d4 = n.layout.shape.dims4();
@@ -242,7 +243,7 @@ fn scatter_rows(exec: &mut Executor, ctx: &Context<'_>, id: NodeId) -> Result<()
 /// rows `targets` (indices into the destination's rows in row-major order),
 /// converting f32 to the destination's type.
 fn write_rows(
-    exec: &mut Executor,
+    exec: &mut Workspace,
     ctx: &Context<'_>,
     id: NodeId,
     targets: &mut dyn Iterator<Item = Result<usize, StreamError>>,
@@ -313,7 +314,7 @@ unsafe fn scatter_elems(src: *const u8, dst: *mut u8, cols: usize, elem: usize, 
     }
 }
 
-fn contiguous(_exec: &Executor, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+fn contiguous(_exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let src_node = node(ctx, n.inputs[0]);
     let src = ctx.bytes(n.inputs[0])?;

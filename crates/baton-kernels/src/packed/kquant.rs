@@ -45,8 +45,9 @@ use super::{PackedFormat, GROUP_ROWS};
 use crate::activation::SuperActBlock;
 use crate::isa::Isa;
 use crate::quant::kfit;
-use crate::quant::kquant::{unpack_q3k_scales, unpack_scales_mins, KFormat, KOffset, Q2K, Q3K, Q4K, Q5K, Q6K};
+use crate::quant::kquant::{unpack_scales_mins, KFormat, KOffset, Q4K, Q5K, Q6K};
 use crate::quant::kquant::{GROUPS, SUPER_ELEMS};
+use crate::quant::kquant_low_bits::{unpack_q3k_scales, Q2K, Q3K};
 use crate::tiling::Activations;
 
 #[cfg(target_arch = "x86_64")]

@@ -16,7 +16,7 @@
 
 use half::f16;
 
-use super::kquant::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};
+use super::super_block::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};
 
 /// `v` rounded to the nearest integer (ties to even), for the small values
 /// a fit produces; larger ones saturate at ±2^22 before every caller's clamp.
@@ -352,7 +352,7 @@ pub(crate) fn encode_q2k(x: &[f32; SUPER_ELEMS], dst: &mut [u8]) {
 }
 
 /// Packs Q3_K's sixteen signed 6-bit scales (`-32..=31`) into its 12 bytes
-/// (the inverse of `low_bits::unpack_q3k_scales`).
+/// (the inverse of `kquant_low_bits::unpack_q3k_scales`).
 pub(crate) fn pack_q3k_scales(scales: &[i8; GROUPS], out: &mut [u8]) {
     out[..12].fill(0);
     for (s, &sc) in scales.iter().enumerate() {

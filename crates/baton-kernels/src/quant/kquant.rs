@@ -28,24 +28,15 @@
 //!   is nibble `r / 2` of `ql[64n + 32 (r % 2) + l]` with bits `2r..2r+2` of
 //!   `qh[32n + l]` on top.
 //! - Q8_K (292): `d` f32 @0, 256 `i8` @4, 16 `i16` sums of 16 values @260.
-//! - Q2_K (84) and Q3_K (110): see [`low_bits`].
+//! - Q2_K (84) and Q3_K (110): see `kquant_low_bits`, which builds on the
+//!   common form here.
 
 use baton_core::DType;
 use half::f16;
 
 use super::kfit;
-
-mod low_bits;
-pub(crate) use low_bits::{unpack_q3k_scales, Q2K, Q3K};
-
-/// Elements per super-block of every K-quant.
-pub const SUPER_ELEMS: usize = 256;
-/// Elements per scale group (the finest sub-block of any K-quant).
-pub(crate) const GROUP_ELEMS: usize = 16;
-/// Scale groups per super-block.
-pub(crate) const GROUPS: usize = SUPER_ELEMS / GROUP_ELEMS;
-/// 32-value chunks per super-block (the unit of one 256-bit register).
-pub(crate) const CHUNKS: usize = SUPER_ELEMS / 32;
+pub use super::super_block::SUPER_ELEMS;
+pub(crate) use super::super_block::{CHUNKS, GROUPS, GROUP_ELEMS};
 
 /// How a format turns `(d * scale) * q` into a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +152,7 @@ pub(crate) struct Q6K;
 /// Q8_K: signed bytes and one f32 scale (GGML's activation format).
 pub(crate) struct Q8K;
 
-fn f16_at(block: &[u8], at: usize) -> f32 {
+pub(crate) fn f16_at(block: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
 }
 
@@ -204,7 +195,7 @@ fn nibble_chunk(block: &[u8], at: usize, c: usize) -> [u8; 32] {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     /// Nibbles of chunk `c` of Q4_K-style packing, `qs` at `block + at`.
@@ -213,7 +204,7 @@ mod avx2 {
     /// The CPU has AVX2; bytes `at + 32 (c / 2) ..+32` of `block` are readable.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn nibbles(block: *const u8, at: usize, c: usize) -> __m256i {
+    pub(crate) unsafe fn nibbles(block: *const u8, at: usize, c: usize) -> __m256i {
         // SAFETY: the 32 bytes are readable (caller's guarantee).
         let packed = unsafe { _mm256_loadu_si256(block.add(at + 32 * (c / 2)).cast()) };
         let shifted = _mm256_srl_epi16(packed, _mm_cvtsi32_si128(4 * (c % 2) as i32));
@@ -226,7 +217,7 @@ mod avx2 {
     /// The CPU has F16C; two bytes at `at` are readable.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn f16_at(at: *const u8) -> f32 {
+    pub(crate) unsafe fn f16_at(at: *const u8) -> f32 {
         // SAFETY: two readable bytes (caller's guarantee).
         crate::simd::f16_bits_to_f32(unsafe { at.cast::<u16>().read_unaligned() })
     }
@@ -238,7 +229,7 @@ mod avx2 {
     /// The CPU has AVX2; the 16 header bytes at `block` are readable.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn q4k_like_scales(block: *const u8) -> super::SimdScales {
+    pub(crate) unsafe fn q4k_like_scales(block: *const u8) -> super::SimdScales {
         // SAFETY: the 12 packed bytes follow d and dmin in the header.
         let packed = unsafe { std::slice::from_raw_parts(block.add(4), 12) };
         let (scales, mins) = super::unpack_scales_mins_words(packed);
@@ -260,7 +251,7 @@ mod avx2 {
     /// The CPU has AVX2; 32 bytes at `at` are readable.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn bit_moved(at: *const u8, from: usize, to: usize) -> __m256i {
+    pub(crate) unsafe fn bit_moved(at: *const u8, from: usize, to: usize) -> __m256i {
         // SAFETY: the 32 bytes are readable (caller's guarantee).
         let bits = unsafe { _mm256_loadu_si256(at.cast()) };
         let moved = if from <= to {
@@ -278,7 +269,7 @@ mod avx2 {
     /// The CPU has AVX2; 32 bytes at `at` are readable.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn bits(at: *const u8, shift: usize, mask: i8) -> __m256i {
+    pub(crate) unsafe fn bits(at: *const u8, shift: usize, mask: i8) -> __m256i {
         // SAFETY: the 32 bytes are readable (caller's guarantee).
         let v = unsafe { _mm256_loadu_si256(at.cast()) };
         _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift as i32)), _mm256_set1_epi8(mask))
@@ -446,6 +437,7 @@ impl KFormat for Q8K {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::kquant_low_bits::{Q2K, Q3K};
 
     /// Each format's AVX2 accessors give exactly its scalar ones, on blocks
     /// of random bytes: every chunk's 32 integers and every group's scale

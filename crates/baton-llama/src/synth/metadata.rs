@@ -5,7 +5,7 @@ use baton_core::DType;
 use baton_gguf::{GgufWriter, WriteError};
 use baton_tokenizer::TokenizerConfig;
 
-use super::{ShapeParams, SynthSpec};
+use super::shape::{ShapeParams, SynthSpec};
 
 /// llama.cpp's `general.file_type` (`enum llama_ftype`) of a file whose
 /// matrices are mostly `dtype`; `None` for types synthetic models do not

@@ -7,7 +7,7 @@ use baton_core::DType;
 use baton_kernels::quantize_row;
 
 use super::rng::SplitMix64;
-use super::ShapeParams;
+use super::shape::ShapeParams;
 
 /// How a tensor's values are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -204,5 +204,21 @@ impl Read for RowSource {
             written += n;
         }
         Ok(written)
+    }
+}
+
+// How many tensors a shape has and how many weights they hold: counted
+// from the same plan the writer follows.
+impl ShapeParams {
+    /// The number of tensors in the file: the embedding, those of every
+    /// block (nine, plus the architecture's biases and extra norms), the
+    /// output norm and, unless tied, the output projection.
+    pub fn tensor_count(&self) -> usize {
+        plan(self, DType::F32).len()
+    }
+
+    /// The number of weights in the file (every tensor's element count).
+    pub fn n_params(&self) -> u64 {
+        plan(self, DType::F32).iter().map(TensorPlan::elements).sum()
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_llama::{LoadOptions, Logits, Model, ModelError, SeqStep};
+use baton_testkit::argmax;
 use baton_testkit::synth::tiny_model;
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
@@ -21,10 +22,6 @@ fn options(slots: usize) -> LoadOptions {
 }
 
 const DECODE: usize = 6;
-
-fn argmax(logits: &[f32]) -> u32 {
-    logits.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32
-}
 
 /// Prompts of different lengths (a 1-token one too).
 fn prompts() -> Vec<Vec<u32>> {

@@ -16,6 +16,7 @@ use baton_gguf::GgufFile;
 use baton_llama::Conversation;
 use baton_llama::{ChatError, ChatTemplate, Message, TemplateOrigin};
 use baton_llama::{LoadOptions, Model};
+use baton_testkit::argmax;
 use baton_testkit::env::{python, reference_script, smollm2};
 use serde_json::{json, Value};
 
@@ -181,10 +182,6 @@ fn chatml_fallback_matches_python_jinja2() {
     let cases = conversations();
     let (_, renders) = reference(json!({"template": template.source(), "cases": cases_json(&cases)}));
     assert_same_renderings("ChatML", &template, &cases, &renders);
-}
-
-fn argmax(logits: &[f32]) -> u32 {
-    logits.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32
 }
 
 /// SmolLM2 answers through its template, stops at `<|im_end|>`, and the

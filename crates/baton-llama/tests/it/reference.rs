@@ -33,6 +33,7 @@ use baton_core::DType;
 use baton_llama::SynthShape;
 use baton_llama::{perplexity, PerplexityOptions};
 use baton_llama::{LoadOptions, Logits, Model};
+use baton_testkit::argmax;
 use baton_testkit::env::{gemma3, python, reference_script, smollm2};
 use baton_testkit::synth::synth_model;
 use baton_testkit::TempDir;
@@ -286,8 +287,6 @@ fn greedy(path: &Path, device: Arc<dyn Device>, prompt: &str, n: usize) -> (Vec<
     let tokens =
         model.tokenizer().encode(prompt, EncodeOptions { add_special: true, parse_special: false }).expect("encode");
     let mut past = tokens.len();
-    let argmax =
-        |l: &[f32]| l.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32;
     let mut logits = vec![model.eval_prompt(&tokens, 0).expect("prompt").to_vec()];
     let mut out = vec![argmax(&logits[0])];
     while out.len() < n {

@@ -10,6 +10,7 @@ use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model};
+use baton_testkit::argmax;
 use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
@@ -36,8 +37,7 @@ fn transcript(model: &mut Model) -> Vec<Vec<f32>> {
     let mut out = vec![model.eval_prompt(&PROMPT, 0).expect("prompt").to_vec()];
     for past in PROMPT.len()..PROMPT.len() + 6 {
         let last = out.last().expect("logits");
-        let next = last.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32;
-        out.push(model.eval(&[next], past, Logits::Last).expect("decode").to_vec());
+        out.push(model.eval(&[argmax(last)], past, Logits::Last).expect("decode").to_vec());
     }
     out
 }

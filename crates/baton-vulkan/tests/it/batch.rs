@@ -11,15 +11,12 @@
 
 use baton_core::DType;
 use baton_llama::{LoadOptions, Logits, Model, SeqStep};
+use baton_testkit::argmax;
 use baton_testkit::synth::tiny_model;
 
 use crate::vulkan;
 
 const DECODE: usize = 4;
-
-fn argmax(logits: &[f32]) -> u32 {
-    logits.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32
-}
 
 fn bits(logits: &[f32]) -> Vec<u32> {
     logits.iter().map(|x| x.to_bits()).collect()

@@ -33,6 +33,7 @@ use baton_core::DType;
 use baton_llama::SynthShape;
 use baton_llama::{perplexity, PerplexityOptions};
 use baton_llama::{LoadOptions, Logits, Model};
+use baton_testkit::argmax;
 use baton_testkit::synth::synth_model;
 
 use crate::vulkan;
@@ -64,10 +65,6 @@ struct Scores {
     logits: Vec<f32>,
     ppl: f64,
     greedy: Vec<u32>,
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    v.iter().enumerate().fold((0, f32::MIN), |m, (i, &x)| if x > m.1 { (i, x) } else { m }).0 as u32
 }
 
 /// `path` layer-split over `devices` (each holds layers).

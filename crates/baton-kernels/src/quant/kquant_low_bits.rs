@@ -19,9 +19,11 @@
 
 use baton_core::DType;
 
+use super::kfit;
 #[cfg(target_arch = "x86_64")]
-use super::{avx2, SimdScales};
-use super::{f16_at, kfit, KFormat, KOffset, SuperScales, GROUPS, SUPER_ELEMS};
+use super::kquant::{avx2, SimdScales};
+use super::kquant::{f16_at, KFormat, KOffset, SuperScales};
+use super::super_block::{GROUPS, SUPER_ELEMS};
 
 /// Q2_K: 16 sub-blocks of 16, 2-bit values, 4-bit scales and mins.
 pub(crate) struct Q2K;

@@ -1,0 +1,48 @@
+//! What an op's kernel uses besides its tensors: the device (its thread
+//! pool), scratch per pool thread, a conversion buffer and the rotary
+//! angles of recent positions; kept by the stream's executor.
+
+use std::sync::Arc;
+
+use baton_core::loom::Mutex;
+use baton_core::Parallel;
+use baton_kernels::Scratch;
+
+use super::rope_cache::RopeCache;
+use crate::device_shared::CpuDeviceShared;
+
+/// The kernels' workspace of one stream.
+pub(crate) struct Workspace {
+    pub(crate) device: Arc<CpuDeviceShared>,
+    pub(crate) scratch: Vec<Mutex<Scratch>>,
+    pub(crate) convert: Vec<u8>,
+    /// Rotary angles of recent positions (`rope_cache`).
+    pub(crate) rope: Mutex<RopeCache>,
+}
+
+impl Workspace {
+    pub(crate) fn new(device: Arc<CpuDeviceShared>) -> Self {
+        let threads = device.pool_threads();
+        Workspace {
+            device,
+            scratch: (0..threads).map(|_| Mutex::new(Scratch::new())).collect(),
+            convert: Vec::new(),
+            rope: Mutex::new(RopeCache::default()),
+        }
+    }
+}
+
+/// Maps contiguous row ranges over the pool when there is enough work.
+pub(crate) fn for_rows(
+    exec: &Workspace,
+    rows: usize,
+    row_elems: usize,
+    task: &(dyn Fn(std::ops::Range<usize>) + Sync),
+) {
+    let threads = exec.device.pool_threads();
+    if threads == 1 || rows < 2 || rows * row_elems < 16 * 1024 {
+        task(0..rows);
+        return;
+    }
+    exec.device.pool.run(&|t| task(baton_core::parallel::split_range(rows, threads, t, 1)));
+}
