@@ -48,7 +48,6 @@ const NOT_UNTIED_YET: &[&[&str]] = &[
     ],
     &["baton-mpi/src/comm.rs", "baton-mpi/src/liveness.rs", "baton-mpi/src/notice.rs", "baton-mpi/src/world.rs"],
     &["baton-sched/src/plan.rs", "baton-sched/src/run.rs", "baton-sched/src/runner.rs"],
-    &["baton-serve/src/engine/mod.rs", "baton-serve/src/engine/worker.rs"],
     &[
         "baton-vulkan/src/commands.rs",
         "baton-vulkan/src/context.rs",

@@ -20,10 +20,12 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
+mod options;
 mod request;
+mod shared;
 mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 use baton_core::loom::plain::Mutex;
@@ -32,28 +34,11 @@ use std::thread::JoinHandle;
 use baton_llama::{Model, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
+pub use options::{EngineOptions, Shutdown};
 pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError};
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
-/// How the engine batches.
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
-    /// Sequences running at once (`--parallel`): the model must have been
-    /// loaded with at least this many KV cache slots.
-    pub parallel: usize,
-    /// Requests waiting for a slot at most, beyond those that free slots
-    /// take at once (0: a request is taken only when a slot is free); one
-    /// more gets [`SubmitError::QueueFull`] (HTTP 429).
-    pub queue: usize,
-    /// Most prompt tokens one step reads (a chunk of a long prompt).
-    pub prefill_chunk: usize,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64 }
-    }
-}
+use shared::{Admitted, Command, Shared};
 
 /// What the server needs to know about the model.
 #[derive(Clone, Debug)]
@@ -101,48 +86,6 @@ pub enum EngineState {
     ShuttingDown,
     /// It stopped for good after a failure; the text says why.
     Failed(String),
-}
-
-/// How [`Engine::shutdown`] treats requests in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shutdown {
-    /// Stop taking requests; finish the running and waiting ones.
-    Drain,
-    /// Stop taking requests; end every running and waiting one at once with
-    /// [`Event::Failed`].
-    Cancel,
-}
-
-/// State shared by the handles and the worker.
-#[derive(Debug, Default)]
-struct Shared {
-    accepting: AtomicBool,
-    queued: AtomicUsize,
-    running: AtomicUsize,
-    /// Free slots, as the worker last saw them.
-    free: AtomicUsize,
-    steps: AtomicU64,
-    generated: AtomicU64,
-    prompt: AtomicU64,
-    host_waits: AtomicU64,
-    cancelled: AtomicU64,
-    panics: AtomicU64,
-    /// Why the worker stopped for good, once it has.
-    failure: Mutex<Option<String>>,
-}
-
-/// A request the worker takes, with where its events go.
-struct Admitted {
-    request: GenerateRequest,
-    events: tmpsc::UnboundedSender<Event>,
-}
-
-enum Command {
-    Submit(Admitted),
-    Shutdown(Shutdown),
-    /// Makes the worker's turn panic (feature `fault-injection`).
-    #[cfg(feature = "fault-injection")]
-    Panic,
 }
 
 /// A handle to the engine; clones share it. The worker stops when

@@ -10,7 +10,9 @@ use std::sync::{mpsc, Arc};
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
-use super::{Admitted, Command, EngineOptions, Event, Finish, FinishReason, Shared, Shutdown};
+use super::options::{EngineOptions, Shutdown};
+use super::request::{Event, Finish, FinishReason};
+use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
 /// after which the engine gives up (see [`Worker::run`]).

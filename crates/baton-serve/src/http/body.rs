@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use super::routes::AppState;
+use super::state::AppState;
 
 /// A JSON body of type `T`.
 pub struct JsonBody<T>(pub T);

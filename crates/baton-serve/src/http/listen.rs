@@ -32,7 +32,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::{ServeError, ServerOptions};
+use super::options::ServerOptions;
+use super::serve_error::ServeError;
 use crate::engine::{Engine, EngineState, Shutdown};
 
 /// After the drain time, how long connections get to send the error event

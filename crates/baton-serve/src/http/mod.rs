@@ -40,86 +40,38 @@ mod body;
 mod error;
 mod generate;
 pub mod listen;
+mod options;
 mod params;
 mod routes;
+mod serve_error;
+mod state;
 mod stop;
 pub mod types;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
-use baton_llama::{ChatError, ChatTemplate};
+use baton_llama::ChatTemplate;
 use tokio::net::TcpListener;
 
 pub use error::{ApiError, ErrorBody};
+pub use options::ServerOptions;
+pub use serve_error::ServeError;
 pub use stop::{Released, StopMatcher};
 
 use crate::engine::Engine;
 
-/// How the server behaves.
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    /// Largest request body in bytes; a larger one gets 413.
-    pub body_limit: usize,
-    /// After the shutdown signal, how long requests in flight may run on
-    /// before they are cancelled.
-    pub drain: Duration,
-    /// How long a connection may take to send a request's head; hyper runs
-    /// the same timer while a kept-alive connection waits for its next
-    /// request, so it is the idle timeout too. Then the connection closes.
-    pub header_timeout: Duration,
-    /// How long a request's body may take to arrive once its head has;
-    /// a slower one gets 408.
-    pub body_timeout: Duration,
-    /// Connections served at once; more wait in the kernel's backlog until
-    /// one closes. Keep it below the process's file-descriptor limit.
-    pub max_connections: usize,
-    /// Stop serving (and return [`ServeError::EngineFailed`]) when the
-    /// engine stops for good, rather than answer 503 to every request.
-    pub stop_when_the_engine_fails: bool,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            body_limit: 1 << 20,
-            drain: Duration::from_secs(10),
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 512,
-            stop_when_the_engine_fails: true,
-        }
-    }
-}
-
-/// Why the server could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The model's chat template does not compile.
-    #[error("the model's chat template: {0}")]
-    Template(#[from] ChatError),
-    /// The listener failed.
-    #[error("serving: {0}")]
-    Io(#[from] std::io::Error),
-    /// The engine stopped for good after a failure (see
-    /// [`EngineState::Failed`](crate::engine::EngineState::Failed)); the
-    /// server stopped with it.
-    #[error("the engine failed, so the server stopped: {0}")]
-    EngineFailed(String),
-}
-
 /// The server's routes over `engine`.
 pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeError> {
     let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())?;
-    let state = routes::AppState {
+    let state = state::AppState {
         engine,
         template: Arc::new(template),
-        started: routes::unix_now(),
+        started: state::unix_now(),
         requests: Arc::new(AtomicU64::new(0)),
         body_timeout: options.body_timeout,
     };

@@ -1,38 +1,21 @@
 //! The endpoints.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use baton_llama::{ChatTemplate, EncodeOptions, Message};
+use baton_llama::{EncodeOptions, Message};
 use serde_json::json;
 
 use super::answer::{self, Kind, Meta};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
+use super::state::{unix_now, AppState};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Prompt};
-use crate::engine::{Engine, EngineState};
-
-/// What every handler shares.
-#[derive(Clone)]
-pub struct AppState {
-    pub(super) engine: Engine,
-    pub(super) template: Arc<ChatTemplate>,
-    /// Unix seconds when the server started.
-    pub(super) started: u64,
-    pub(super) requests: Arc<AtomicU64>,
-    /// How long a request body may take to arrive.
-    pub(super) body_timeout: std::time::Duration,
-}
-
-/// Unix seconds now.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
+use crate::engine::EngineState;
 
 impl AppState {
     fn meta(&self, kind: Kind) -> Meta {

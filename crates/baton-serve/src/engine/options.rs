@@ -1,0 +1,32 @@
+//! How the engine runs: its batching options and how a shutdown treats the
+//! requests in flight.
+
+/// How the engine batches.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Sequences running at once (`--parallel`): the model must have been
+    /// loaded with at least this many KV cache slots.
+    pub parallel: usize,
+    /// Requests waiting for a slot at most, beyond those that free slots
+    /// take at once (0: a request is taken only when a slot is free); one
+    /// more gets [`SubmitError::QueueFull`](super::SubmitError::QueueFull) (HTTP 429).
+    pub queue: usize,
+    /// Most prompt tokens one step reads (a chunk of a long prompt).
+    pub prefill_chunk: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64 }
+    }
+}
+
+/// How [`Engine::shutdown`](super::Engine::shutdown) treats requests in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Stop taking requests; finish the running and waiting ones.
+    Drain,
+    /// Stop taking requests; end every running and waiting one at once with
+    /// [`Event::Failed`](super::Event::Failed).
+    Cancel,
+}

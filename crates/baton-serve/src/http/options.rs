@@ -1,0 +1,40 @@
+//! How the server behaves: body limits, timeouts, connections and what it
+//! does when the engine fails.
+
+use std::time::Duration;
+
+/// How the server behaves.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Largest request body in bytes; a larger one gets 413.
+    pub body_limit: usize,
+    /// After the shutdown signal, how long requests in flight may run on
+    /// before they are cancelled.
+    pub drain: Duration,
+    /// How long a connection may take to send a request's head; hyper runs
+    /// the same timer while a kept-alive connection waits for its next
+    /// request, so it is the idle timeout too. Then the connection closes.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive once its head has;
+    /// a slower one gets 408.
+    pub body_timeout: Duration,
+    /// Connections served at once; more wait in the kernel's backlog until
+    /// one closes. Keep it below the process's file-descriptor limit.
+    pub max_connections: usize,
+    /// Stop serving (and return [`ServeError::EngineFailed`](super::ServeError::EngineFailed)) when the
+    /// engine stops for good, rather than answer 503 to every request.
+    pub stop_when_the_engine_fails: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            body_limit: 1 << 20,
+            drain: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            stop_when_the_engine_fails: true,
+        }
+    }
+}

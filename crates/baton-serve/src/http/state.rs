@@ -1,0 +1,26 @@
+//! What every handler shares: the engine, the chat template and the
+//! server's counters.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use baton_llama::ChatTemplate;
+
+use crate::engine::Engine;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub(super) engine: Engine,
+    pub(super) template: Arc<ChatTemplate>,
+    /// Unix seconds when the server started.
+    pub(super) started: u64,
+    pub(super) requests: Arc<AtomicU64>,
+    /// How long a request body may take to arrive.
+    pub(super) body_timeout: std::time::Duration,
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
