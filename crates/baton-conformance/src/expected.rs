@@ -53,7 +53,7 @@ pub fn listed_unsupported(rules: &[&str]) -> Vec<ExpectedFailure> {
     rules
         .iter()
         .map(|&rule| {
-            let known = crate::CONTRACT_RULES.iter().find(|(n, _)| *n == rule).map(|(n, _)| *n);
+            let known = crate::cases::CONTRACT_RULES.iter().find(|(n, _)| *n == rule).map(|(n, _)| *n);
             match known {
                 Some(rule) => ExpectedFailure { rule, why: "the backend lists it as unsupported".into() },
                 None => panic!("the unsupported list names {rule:?}, which is no contract rule"),
@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn the_listed_rules_are_contract_rules() {
         for rule in NATIVE_CROSS_DEVICE_WAIT_RULES {
-            assert!(crate::CONTRACT_RULES.iter().any(|(n, _)| n == rule), "{rule} is no contract rule");
+            assert!(crate::cases::CONTRACT_RULES.iter().any(|(n, _)| n == rule), "{rule} is no contract rule");
         }
     }
 }

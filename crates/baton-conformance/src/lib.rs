@@ -31,6 +31,7 @@
 //! the Vulkan tests check the validation layer's verdict there.
 #![deny(missing_docs)]
 
+mod cases;
 pub mod chaos;
 pub mod contract;
 pub mod expected;
@@ -38,49 +39,9 @@ pub mod ops;
 pub mod reference;
 mod util;
 
+pub use cases::{Case, CONTRACT_RULES, OP_CASES};
 pub use expected::{expected_failures, judge, ExpectedFailure, Outcome};
 pub use util::{random, Fixture, RULE_TIMEOUT};
-
-/// Every contract rule, once: its test name (the rule ID in lower case) and
-/// whether [`chaos_contract_tests!`] runs it under the chaos wrapper too
-/// (`chaos`) or not (`plain`; P-MONO, P-WAIT and P-TIMEOUT, for one, use no
-/// device at all). Calls
-/// `$crate::$callback! { $args ; rule: kind, ... }`: the test macros,
-/// [`CONTRACT_RULES`] and the chaos tests are all made from this list.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! for_each_contract_rule {
-    ($callback:ident { $($args:tt)* }) => {
-        $crate::$callback! { $($args)* ;
-            p_mono: plain, p_visible: chaos, p_wait: plain, p_timeout: plain, p_fail: plain,
-            h_release: chaos, h_abandon: plain, q_fifo: chaos, q_nonblock: chaos,
-            w_order: chaos, w_fail: chaos, w_foreign: plain, w_bound: chaos, w_hold: chaos,
-            g_sealed: chaos, m_order: chaos, h_own: chaos, r_own: chaos, d_return: chaos, c_order: chaos,
-            c_cross: chaos, g_async: chaos, e_sticky: chaos, e_nopanic: plain,
-            d_noblock: chaos, d_defer: chaos, d_cancel: chaos
-        }
-    };
-}
-
-/// Every op case, once, by its test name (a function of [`ops`]). Calls
-/// `$crate::$callback! { $args ; case, ... }`: [`op_tests!`] and
-/// [`OP_CASES`] are made from this list.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! for_each_op_case {
-    ($callback:ident { $($args:tt)* }) => {
-        $crate::$callback! { $($args)* ;
-            op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
-            op_matmul_q4_0, op_matmul_q4_1, op_matmul_q5_0, op_matmul_q5_1, op_matmul_q2_k,
-            op_matmul_q3_k, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k, op_matmul_q8_k,
-            op_matmul_batched_broadcast, op_matmul_strided_weight,
-            op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
-            op_softmax_causal, op_softmax_plain, op_silu, op_gelu, op_copy_into_f16_strided,
-            op_copy_into_f32, op_contiguous_permuted, op_scatter_rows, op_softmax_at_positions,
-            op_softmax_window
-        }
-    };
-}
 
 /// Expands every contract rule into a `#[test]` for a backend (the rules
 /// of [`CONTRACT_RULES`]).
@@ -101,7 +62,7 @@ macro_rules! contract_tests {
         $crate::contract_tests!($open, unsupported: [$($unsupported),*], after: $crate::nothing_after);
     };
     ($open:path, unsupported: [$($unsupported:literal),*], after: $after:path) => {
-        $crate::for_each_contract_rule!(contract_tests { @each $open, $after, &[$($unsupported),*] });
+        $crate::for_each_contract_rule!($crate::contract_tests { @each $open, $after, &[$($unsupported),*] });
     };
     (@each $open:path, $after:path, $unsupported:expr; $($rule:ident: $kind:ident),*) => {
         $(
@@ -167,7 +128,7 @@ pub fn run_rule(name: &str, expected: &[ExpectedFailure], check: &dyn Fn()) {
 #[macro_export]
 macro_rules! chaos_contract_tests {
     ($open:path, $seeds:expr) => {
-        $crate::for_each_contract_rule!(chaos_contract_tests { @each $open, $seeds });
+        $crate::for_each_contract_rule!($crate::chaos_contract_tests { @each $open, $seeds });
     };
     (@each $open:path, $seeds:expr; $($rule:ident: $kind:ident),*) => {
         $( $crate::chaos_contract_tests!(@one $kind $rule, $open, $seeds); )*
@@ -194,7 +155,7 @@ macro_rules! op_tests {
         $crate::op_tests!($open, after: $crate::nothing_after);
     };
     ($open:path, after: $after:path) => {
-        $crate::for_each_op_case!(op_tests { @each $open, $after });
+        $crate::for_each_op_case!($crate::op_tests { @each $open, $after });
     };
     (@each $open:path, $after:path; $($case:ident),*) => {
         $(
@@ -208,42 +169,8 @@ macro_rules! op_tests {
     };
 }
 
-/// A named check of the suite.
-pub type Case = (&'static str, fn(&Fixture));
-
-macro_rules! case_lists {
-    (contract; $($rule:ident: $kind:ident),*) => {
-        /// Every contract rule, by its test name (the rule ID in lower case), for
-        /// running the suite outside `cargo test` (`baton conformance`).
-        pub const CONTRACT_RULES: &[Case] = &[$((stringify!($rule), contract::$rule)),*];
-    };
-    (ops; $($case:ident),*) => {
-        /// Every op case, by its test name.
-        pub const OP_CASES: &[Case] = &[$((stringify!($case), ops::$case)),*];
-    };
-}
-use case_lists;
-
-for_each_contract_rule!(case_lists { contract });
-for_each_op_case!(case_lists { ops });
-
 /// What the test macros use from outside the crate's public API.
 #[doc(hidden)]
 pub mod __private {
     pub use baton_core::loom::Mutex;
-}
-
-#[cfg(test)]
-mod tests {
-    use baton_core::DType;
-
-    /// A device may declare any real-valued type a weight type; each has its
-    /// matmul case (the row lookup case takes every declared type).
-    #[test]
-    fn every_weight_type_a_device_may_declare_has_a_matmul_case() {
-        for dtype in DType::ALL.into_iter().filter(|t| t.is_float()) {
-            let case = format!("op_matmul_{}", dtype.name());
-            assert!(super::OP_CASES.iter().any(|(name, _)| *name == case), "no op case {case}");
-        }
-    }
 }
