@@ -123,7 +123,7 @@ pub enum ReadError {
         found: String,
     },
     /// A tensor has zero or more than [`crate::MAX_DIMS`] dims.
-    #[error("offset {offset}: tensor {tensor:?} has {n_dims} dims, expected 1 to {max}", max = crate::MAX_DIMS)]
+    #[error("offset {offset}: tensor {tensor:?} has {n_dims} dims, expected 1 to {max}", max = crate::limits::MAX_DIMS)]
     BadDimCount {
         /// Where the dim count is.
         offset: u64,

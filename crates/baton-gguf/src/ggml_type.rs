@@ -65,7 +65,7 @@ pub enum ShapeError {
     #[error("unknown ggml type id {0}")]
     UnknownType(u32),
     /// The number of dims is not between 1 and [`crate::MAX_DIMS`].
-    #[error("{0} dims, expected 1 to {max}", max = crate::MAX_DIMS)]
+    #[error("{0} dims, expected 1 to {max}", max = crate::limits::MAX_DIMS)]
     BadDimCount(usize),
     /// Dim 0 is not a whole number of blocks.
     #[error("dim 0 is {dim0}, not a multiple of the {type_name} block size {block_elems}")]
@@ -154,7 +154,7 @@ impl GgmlType {
     /// order, dim 0 innermost): checks the dim count, that the type is known,
     /// that dim 0 is a whole number of blocks, and that nothing overflows.
     pub fn tensor_bytes(self, dims: &[u64]) -> Result<u64, ShapeError> {
-        if dims.is_empty() || dims.len() > crate::MAX_DIMS {
+        if dims.is_empty() || dims.len() > crate::limits::MAX_DIMS {
             return Err(ShapeError::BadDimCount(dims.len()));
         }
         let row = self.layout().ok_or(ShapeError::UnknownType(self.0))?;

@@ -69,8 +69,10 @@
 //! read` from that directory).
 #![deny(missing_docs)]
 
+mod alignment;
 mod error;
 pub mod ggml_type;
+mod limits;
 mod metadata;
 mod parse;
 mod reader;
@@ -78,19 +80,12 @@ mod tensor;
 mod value;
 mod writer;
 
+pub use alignment::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
 pub use error::{MetadataError, ReadError, WriteError};
 pub use ggml_type::{GgmlType, ShapeError, TypeLayout, KNOWN_TYPES};
+pub use limits::{MAX_ARRAY_NESTING, MAX_DIMS};
 pub use metadata::{Metadata, OptionalKey};
 pub use reader::GgufFile;
 pub use tensor::{Tensor, TensorInfo};
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufWriter, MAX_TENSOR_NAME_BYTES, WRITE_VERSION};
-
-/// The metadata key holding the data alignment.
-pub const ALIGNMENT_KEY: &str = "general.alignment";
-/// The alignment used when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
-/// The most dims a tensor may have (ggml's `GGML_MAX_DIMS`).
-pub const MAX_DIMS: usize = 4;
-/// The deepest arrays may nest (a flat array has depth 1).
-pub const MAX_ARRAY_NESTING: usize = 8;

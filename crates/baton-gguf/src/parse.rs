@@ -9,12 +9,13 @@
 
 use std::collections::HashSet;
 
+use crate::alignment::{align_up, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
 use crate::error::ReadError;
 use crate::ggml_type::{GgmlType, ShapeError};
+use crate::limits::{MAX_ARRAY_NESTING, MAX_DIMS};
 use crate::metadata::Metadata;
 use crate::tensor::TensorInfo;
 use crate::value::{Array, Value, ValueType};
-use crate::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_ARRAY_NESTING, MAX_DIMS};
 
 /// Fewest bytes one metadata pair takes: key length, empty key, type, `u8`.
 const MIN_KV_BYTES: u64 = 8 + 4 + 1;
@@ -316,13 +317,4 @@ fn check_extents(
         }
     }
     Ok(())
-}
-
-/// Rounds `offset` up to a multiple of `alignment` (a power of two),
-/// saturating near `u64::MAX`.
-pub(crate) fn align_up(offset: u64, alignment: u64) -> u64 {
-    match offset % alignment {
-        0 => offset,
-        rem => offset.saturating_add(alignment - rem),
-    }
 }

@@ -12,12 +12,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
+use crate::alignment::{align_up, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
 use crate::error::WriteError;
 use crate::ggml_type::GgmlType;
+use crate::limits::MAX_ARRAY_NESTING;
 use crate::metadata::Metadata;
-use crate::parse::align_up;
 use crate::value::{Array, Value};
-use crate::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_ARRAY_NESTING};
 
 /// The longest tensor name, in bytes, the writer accepts: ggml's
 /// `GGML_MAX_NAME` (64) less the terminating NUL, so llama.cpp can load the
