@@ -18,8 +18,8 @@ use mpi::ffi;
 use crate::bound::RemoteBound;
 use crate::liveness;
 use crate::notice;
+use crate::shared::{RawComm, Shared};
 use crate::wire::Wire;
-use crate::world::{RawComm, Shared};
 use crate::MpiError;
 
 /// Tags at and above this one are the butterfly's; point-to-point users

@@ -191,6 +191,8 @@ mod liveness;
 #[cfg(feature = "mpi")]
 mod notice;
 #[cfg(feature = "mpi")]
+mod shared;
+#[cfg(feature = "mpi")]
 mod staging;
 #[cfg(feature = "mpi")]
 mod wire;

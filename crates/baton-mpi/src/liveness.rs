@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use mpi::ffi;
 
 use crate::error::{PeerProgress, Silence};
-use crate::world::Shared;
+use crate::shared::Shared;
 
 /// The tag of a ping (its payload: the number of the ping).
 const PING: c_int = 1;

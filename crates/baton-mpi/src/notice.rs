@@ -13,18 +13,11 @@ use std::sync::atomic::Ordering;
 
 use mpi::ffi;
 
-use crate::world::Shared;
+use crate::shared::{PeerFailure, Shared};
 use crate::MpiError;
 
 /// The tag of a failure notice (its payload: the cause, UTF-8).
 pub(crate) const NOTICE: c_int = 20_000;
-
-/// A failure another rank told this one about.
-#[derive(Clone, Debug)]
-pub(crate) struct PeerFailure {
-    pub(crate) rank: usize,
-    pub(crate) cause: String,
-}
 
 /// Tells every peer that this rank failed with `cause`, once per process
 /// (later failures follow from the first). Never blocks and never fails:
