@@ -14,7 +14,21 @@ use std::sync::Arc;
 
 use baton_core::sync::{HostTimeline, Release, SyncPoint, Timeline, WaitError};
 
-use crate::runner::RunPoints;
+/// The points of one submitted run.
+#[derive(Clone, Debug)]
+pub struct RunPoints {
+    /// The point of each split's computation.
+    pub splits: Vec<SyncPoint>,
+    /// Reached when the whole run is done (its last split); in a plan over
+    /// several processes, when this process's part is (its last split,
+    /// send or receive). A split of another process has its stand-in's
+    /// point in `splits`, which orders nothing.
+    pub done: SyncPoint,
+    /// Points of the work that reads the caller's tensors (inputs, and
+    /// weights): the caller may rewrite an input once these are reached, by
+    /// having the rewriting stream wait on them.
+    pub inputs_read: Vec<SyncPoint>,
+}
 
 /// A run of a plan, submitted.
 pub struct Run {

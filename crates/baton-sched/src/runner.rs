@@ -19,6 +19,7 @@ use baton_core::sync::SyncPoint;
 use crate::error::SchedError;
 use crate::plan::{EdgePath, Plan};
 use crate::remote::RemoteEdges;
+use crate::run::{Run, RunPoints};
 use crate::split::LeafSource;
 use crate::trace::Trace;
 
@@ -38,22 +39,6 @@ pub struct RunnerStats {
     pub bytes_copied: u64,
     /// Waits on other streams' points the runner queued in its last run.
     pub last_run_waits: u64,
-}
-
-/// The points of one submitted run.
-#[derive(Clone, Debug)]
-pub struct RunPoints {
-    /// The point of each split's computation.
-    pub splits: Vec<SyncPoint>,
-    /// Reached when the whole run is done (its last split); in a plan over
-    /// several processes, when this process's part is (its last split,
-    /// send or receive). A split of another process has its stand-in's
-    /// point in `splits`, which orders nothing.
-    pub done: SyncPoint,
-    /// Points of the work that reads the caller's tensors (inputs, and
-    /// weights): the caller may rewrite an input once these are reached, by
-    /// having the rewriting stream wait on them.
-    pub inputs_read: Vec<SyncPoint>,
 }
 
 struct Slot {
@@ -216,14 +201,14 @@ impl Runner {
         }
     }
 
-    /// As [`submit`](Self::submit), returning a [`Run`](crate::Run) the
+    /// As [`submit`](Self::submit), returning a [`Run`] the
     /// caller can wait on or cancel.
     pub fn submit_run(
         &mut self,
         plan: &Plan,
         bind: CallerBindings<'_>,
         inputs_ready: Option<&SyncPoint>,
-    ) -> Result<crate::Run, SchedError> {
+    ) -> Result<Run, SchedError> {
         let points = self.submit(plan, bind, inputs_ready)?;
         let last = plan.splits.last().map_or(0, |s| s.device);
         let outputs = plan
@@ -236,7 +221,7 @@ impl Runner {
                 })
             })
             .collect();
-        Ok(crate::Run::new(points, outputs, &self.streams[last])?)
+        Ok(Run::new(points, outputs, &self.streams[last])?)
     }
 
     /// Submits one run of `plan` and returns at once with its points (unless

@@ -35,7 +35,6 @@ const NOT_UNTIED_YET: &[&[&str]] = &[
         "baton-kernels/src/packed/kquant.rs",
         "baton-kernels/src/packed.rs",
     ],
-    &["baton-sched/src/plan.rs", "baton-sched/src/run.rs", "baton-sched/src/runner.rs"],
     &[
         "baton-vulkan/src/commands.rs",
         "baton-vulkan/src/context.rs",
