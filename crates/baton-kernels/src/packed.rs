@@ -38,50 +38,14 @@ use crate::matrix::{check_columns, validate_io, MatMut, MatRef, WeightMatrix};
 use crate::tiling::{Activations, DisjointWrites};
 
 mod blocks;
+mod format;
 mod kquant;
 
-/// Weight rows interleaved in one packed group.
-pub const GROUP_ROWS: usize = 8;
+use format::PackedFormat;
+pub use format::GROUP_ROWS;
 
 /// Activation rows per tile.
 const TILE_ROWS: usize = 4;
-
-/// A weight block format's packed form and its micro-kernel.
-pub(crate) trait PackedFormat {
-    /// The type packed.
-    const DTYPE: DType;
-    /// Values per block (32 or 256).
-    const BLOCK_ELEMS: usize;
-    /// Bytes of one block of one row as GGUF stores it.
-    const BLOCK_BYTES: usize;
-    /// Bytes of one packed block of [`GROUP_ROWS`] rows.
-    const PACKED_BYTES: usize;
-
-    /// Packs block `b` of each of the group's rows (`rows[r]` is row `r`'s
-    /// block, [`Self::BLOCK_BYTES`] bytes; padding rows are all zero bytes)
-    /// into `out` ([`Self::PACKED_BYTES`] bytes).
-    fn pack_block(rows: &[&[u8]; GROUP_ROWS], out: &mut [u8]);
-
-    /// Writes row `r`'s block back in GGUF's layout (the inverse of
-    /// [`Self::pack_block`]).
-    fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]);
-
-    /// `out[i][r] = x[i] · W[r]` for the group at `group` (all `blocks`
-    /// packed blocks) and `MR` activation rows.
-    ///
-    /// # Safety
-    /// `group` is readable for `blocks * PACKED_BYTES` bytes; `acts` holds
-    /// `MR` rows of `blocks` activation blocks of the format's partner
-    /// (`Activations::Blocks` for 32-value formats, `SuperBlocks` for the
-    /// K-quants); `isa` is supported by this CPU.
-    unsafe fn tile<const MR: usize>(
-        isa: Isa,
-        acts: Activations<'_>,
-        blocks: usize,
-        group: *const u8,
-        out: &mut [[f32; GROUP_ROWS]; MR],
-    );
-}
 
 /// Calls `$body` with `$F` bound to the packed format of `$dtype`, or
 /// evaluates `$none` if the type has no packed form.

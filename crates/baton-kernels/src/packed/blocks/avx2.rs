@@ -5,9 +5,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{Blocks, CHUNK, STEP, STEPS};
+use super::layout::{Blocks, CHUNK, STEP, STEPS};
 use crate::activation::ActBlock;
-use crate::packed::{PackedFormat, GROUP_ROWS};
+use crate::packed::format::{PackedFormat, GROUP_ROWS};
 use crate::quant::{BlockFormat, Offset, Quants};
 use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
 

@@ -8,9 +8,9 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{accumulate, finish, prefetch, scales};
-use super::{Blocks, CHUNK};
+use super::layout::{Blocks, CHUNK};
 use crate::activation::ActBlock;
-use crate::packed::{PackedFormat, GROUP_ROWS};
+use crate::packed::format::{PackedFormat, GROUP_ROWS};
 use crate::quant::{BlockFormat, Offset, Quants};
 
 /// Lanes 0..8 `low`, 8..16 `high`.

@@ -18,9 +18,10 @@
 
 use std::arch::x86_64::*;
 
-use super::{KPack, PackedK};
+use super::kpack::KPack;
+use super::layout::PackedK;
 use crate::activation::SuperActBlock;
-use crate::packed::{PackedFormat, GROUP_ROWS};
+use crate::packed::format::{PackedFormat, GROUP_ROWS};
 use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
 
 /// The 64-bit word at `at` (4 activation bytes of each lane half, or 4 i16
