@@ -12,9 +12,16 @@ use baton_core::sync::{Domain, Failure, FailureKind};
 
 use crate::error::VulkanError;
 use crate::instance::{Instance, Physical};
-use crate::OpenOptions;
+use crate::options::OpenOptions;
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// How every buffer may be used: shader storage and both ends of copies.
+pub(crate) const BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::STORAGE_BUFFER.as_raw()
+        | vk::BufferUsageFlags::TRANSFER_SRC.as_raw()
+        | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
+);
 
 /// The memory types buffers use.
 #[derive(Clone, Copy, Debug)]
@@ -247,7 +254,7 @@ impl Context {
 /// file descriptors.
 fn exports_buffers(instance: &Instance, physical: &Physical) -> bool {
     let info = vk::PhysicalDeviceExternalBufferInfo::default()
-        .usage(crate::memory::BUFFER_USAGE)
+        .usage(BUFFER_USAGE)
         .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
     let mut out = vk::ExternalBufferProperties::default();
     // SAFETY: a query into a structure that lives across the call.

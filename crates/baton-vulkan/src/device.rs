@@ -1,23 +1,21 @@
-//! Vulkan devices: a logical device with its pipelines and the registry of
-//! its streams' timelines (so a stream can find the semaphore behind a point
-//! of the same device and wait on it natively).
+//! Vulkan devices: a logical device, what it supports, and its streams
+//! (which share its context, pipelines and timelines through
+//! `device_shared`).
 
-use baton_core::loom::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ash::vk;
 use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, Stream};
 use baton_core::graph::Op;
-use baton_core::sync::{TimelineId, WaitPolicy};
+use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 
 use crate::context::Context;
+use crate::device_shared::DeviceShared;
 use crate::memory::{Kind, VulkanBuffer};
 use crate::pipelines::Pipelines;
 use crate::stream::VulkanStream;
-use crate::timeline::StreamTimeline;
 
 /// Weight types the Vulkan matmul and row lookup accept (what its shaders
 /// decode): the kernels' `WEIGHT_TYPES` but Q8_K, GGML's activation format,
@@ -27,28 +25,6 @@ use crate::timeline::StreamTimeline;
 /// others are refused.
 pub const WEIGHT_TYPES: [DType; 9] =
     [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K];
-
-/// What a device's streams share.
-pub(crate) struct DeviceShared {
-    pub(crate) ctx: Arc<Context>,
-    pub(crate) info: DeviceInfo,
-    pub(crate) pipelines: Pipelines,
-    /// Every stream timeline of this device, for native waits. Timelines
-    /// live as long as the device (a point may outlive its stream).
-    timelines: Mutex<HashMap<TimelineId, Arc<StreamTimeline>>>,
-}
-
-impl DeviceShared {
-    /// The timeline behind a point's timeline id, if it is this device's.
-    pub(crate) fn timeline(&self, id: TimelineId) -> Option<Arc<StreamTimeline>> {
-        self.timelines.lock().get(&id).cloned()
-    }
-
-    pub(crate) fn register(&self, timeline: &Arc<StreamTimeline>) {
-        let mut all = self.timelines.lock();
-        all.insert(timeline.mirror.id(), timeline.clone());
-    }
-}
 
 /// One Vulkan logical device.
 pub struct VulkanDevice {
@@ -88,7 +64,8 @@ fn info_of(ctx: &Context) -> DeviceInfo {
 impl VulkanDevice {
     pub(crate) fn new(ctx: Arc<Context>, policy: WaitPolicy) -> Result<VulkanDevice, crate::VulkanError> {
         let pipelines = Pipelines::new(&ctx)?;
-        let shared = DeviceShared { info: info_of(&ctx), ctx, pipelines, timelines: Mutex::new(HashMap::new()) };
+        let info = info_of(&ctx);
+        let shared = DeviceShared::new(ctx, info, pipelines);
         Ok(VulkanDevice {
             shared: Arc::new(shared),
             next_stream: AtomicUsize::new(0),

@@ -3,12 +3,13 @@
 
 use baton_core::loom::plain::Mutex;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use ash::vk;
 
 use crate::error::VulkanError;
+use crate::teardown::LIVE;
 use crate::validation;
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -32,14 +33,6 @@ pub(crate) struct Physical {
 
 /// The instance of the process while any device uses it.
 static SHARED: Mutex<Weak<Instance>> = Mutex::new(Weak::new());
-
-/// Instances alive now (each one outlives every object made from it).
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// How many instances are alive: 0 once every Vulkan object is gone.
-pub(crate) fn live_instances() -> usize {
-    LIVE.load(Ordering::SeqCst)
-}
 
 impl Instance {
     /// The process's instance, created on first use (and again after every

@@ -29,6 +29,7 @@
 mod commands;
 mod context;
 mod device;
+mod device_shared;
 mod error;
 mod exec;
 mod exit;
@@ -36,66 +37,28 @@ mod fence;
 mod instance;
 pub mod latency;
 mod memory;
+mod options;
 mod pipelines;
 mod queue;
 mod stream;
+mod teardown;
 mod timeline;
 mod transfer;
 pub mod validation;
+mod worker;
 
 use std::sync::Arc;
 
 use baton_core::backend::DeviceInfo;
-use baton_core::sync::WaitPolicy;
 
 pub use device::{VulkanDevice, WEIGHT_TYPES};
 pub use error::VulkanError;
 pub use fence::FenceResult;
 pub use memory::VulkanBuffer;
+pub use options::OpenOptions;
 pub use pipelines::shader_names;
 pub use stream::VulkanStream;
-
-/// How devices are opened (the same shape as every backend's
-/// `OpenOptions`: `Default`, then `with_*` setters).
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct OpenOptions {
-    /// The wait policy of the devices' streams.
-    pub policy: WaitPolicy,
-    /// Share memory between logical devices through opaque fds when the
-    /// driver offers it (otherwise copies between them go through the
-    /// host).
-    pub external_memory: bool,
-    /// Never map device memory, even when it is host-visible: every write
-    /// and read goes through staging memory, as on a discrete GPU.
-    pub staging: bool,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions { policy: WaitPolicy::process_default(), external_memory: true, staging: false }
-    }
-}
-
-impl OpenOptions {
-    /// With `policy` for the devices' streams.
-    pub fn with_policy(mut self, policy: WaitPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Whether logical devices share memory through opaque fds.
-    pub fn with_external_memory(mut self, external_memory: bool) -> Self {
-        self.external_memory = external_memory;
-        self
-    }
-
-    /// Whether every write and read goes through staging memory.
-    pub fn with_staging(mut self, staging: bool) -> Self {
-        self.staging = staging;
-        self
-    }
-}
+pub use teardown::wait_for_teardown;
 
 /// Parses `vulkan` or `vulkan:N` into the physical device index.
 pub fn parse_name(name: &str) -> Result<usize, VulkanError> {
@@ -133,24 +96,6 @@ pub fn open_with(names: &[&str], options: &OpenOptions) -> Result<Vec<Arc<Vulkan
         opened.push(Arc::new(VulkanDevice::new(ctx, options.policy)?));
     }
     Ok(opened)
-}
-
-/// Blocks until every Vulkan device of the process is torn down (its
-/// streams drained their queues and the last handles are gone), for at most
-/// `timeout`; returns whether they are. Call it before the process exits
-/// once the devices are dropped: a device torn down on a stream's thread
-/// while the process exits can crash the driver's own teardown.
-pub fn wait_for_teardown(timeout: std::time::Duration) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if instance::live_instances() == 0 {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
 }
 
 /// What every usable Vulkan device of this machine offers, for `baton

@@ -8,17 +8,10 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use ash::vk;
-use baton_core::backend::RawBuffer;
+use baton_core::backend::{BufferRange, RawBuffer};
 
-use crate::context::Context;
+use crate::context::{Context, BUFFER_USAGE};
 use crate::error::VulkanError;
-
-/// How every buffer may be used: shader storage and both ends of copies.
-pub(crate) const BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
-    vk::BufferUsageFlags::STORAGE_BUFFER.as_raw()
-        | vk::BufferUsageFlags::TRANSFER_SRC.as_raw()
-        | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
-);
 
 const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
 
@@ -245,4 +238,10 @@ unsafe impl RawBuffer for VulkanBuffer {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The range as a buffer `ctx` can bind, and its byte offset.
+pub(crate) fn gpu_side(ctx: &Arc<Context>, range: &BufferRange) -> Option<(vk::Buffer, u64)> {
+    let buffer = range.buffer().raw().as_any().downcast_ref::<VulkanBuffer>()?;
+    buffer.handle_on(ctx).map(|b| (b, range.start() as u64))
 }

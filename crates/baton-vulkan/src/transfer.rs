@@ -7,21 +7,12 @@
 //! host: directly between mappings when both ends are mapped (the host
 //! bounce), or through the stream's staging buffer.
 
-use std::sync::Arc;
-
 use ash::vk;
 use baton_core::backend::{BufferRange, HostSlot};
 use baton_core::sync::Failure;
 
-use crate::context::Context;
-use crate::memory::{Kind, VulkanBuffer};
-use crate::stream::Worker;
-
-/// The range as a buffer `ctx` can bind, and its byte offset.
-pub(crate) fn gpu_side(ctx: &Arc<Context>, range: &BufferRange) -> Option<(vk::Buffer, u64)> {
-    let buffer = range.buffer().raw().as_any().downcast_ref::<VulkanBuffer>()?;
-    buffer.handle_on(ctx).map(|b| (b, range.start() as u64))
-}
+use crate::memory::{gpu_side, Kind, VulkanBuffer};
+use crate::worker::Worker;
 
 /// The host address of the range's first byte, when it has one.
 fn host_side(range: &BufferRange) -> Option<*mut u8> {

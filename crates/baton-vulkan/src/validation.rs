@@ -51,7 +51,7 @@ pub fn error_count() -> u64 {
 /// then, when validation is [`enabled`], panics if the validation layer
 /// reported any error.
 pub fn assert_clean() {
-    crate::wait_for_teardown(Duration::from_secs(10));
+    crate::teardown::wait_for_teardown(Duration::from_secs(10));
     if !enabled() {
         return;
     }

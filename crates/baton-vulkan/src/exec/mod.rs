@@ -6,20 +6,23 @@
 //! has run and fails the stream with the node's message.
 
 mod descriptors;
+mod node_error;
 mod ops;
 mod recorder;
+mod span;
 
 use std::sync::Arc;
 
 use ash::vk;
 use baton_core::backend::{Bindings, RawBuffer, StreamError};
 use baton_core::graph::{Graph, NodeId, Op};
-use baton_core::sync::{Failure, FailureKind};
+
+use node_error::node_error;
+use span::Span;
 
 use crate::context::Context;
 use crate::memory::{Kind, VulkanBuffer};
 use crate::pipelines::Pipelines;
-use crate::stream::Worker;
 use baton_core::graph::arena::{ArenaPlan as Plan, Place};
 use baton_core::graph::plan_cache::PlanCache;
 
@@ -31,15 +34,6 @@ const PLAN_CACHE: usize = 8;
 /// Words of the status record: [errors, value, limit, node].
 const STATUS_WORDS: usize = 4;
 
-/// Memory a node's bytes live in: a buffer this device binds, the byte of
-/// the node's first element, and the buffer's size.
-#[derive(Clone, Copy)]
-pub(crate) struct Span {
-    buffer: vk::Buffer,
-    offset: u64,
-    buffer_bytes: u64,
-}
-
 /// Runs graphs for one stream; owns the stream's arena, plans and status.
 pub(crate) struct Executor {
     plans: PlanCache,
@@ -48,19 +42,6 @@ pub(crate) struct Executor {
     /// Activations rounded for quantized matmuls (see `ops::act_words`).
     acts: Option<VulkanBuffer>,
     status: VulkanBuffer,
-}
-
-/// An error of one node.
-pub(crate) fn node_error(graph: &Graph, device: &str, id: NodeId, message: impl Into<String>) -> StreamError {
-    let node = graph.node(id);
-    StreamError::Kernel {
-        device: device.into(),
-        op: match &node.name {
-            Some(name) => format!("{} ({name})", node.op.name()),
-            None => format!("{} (node {})", node.op.name(), id.0),
-        },
-        message: message.into(),
-    }
 }
 
 impl Executor {
@@ -78,7 +59,9 @@ impl Executor {
         self.plans.plan(graph)
     }
 
-    fn status_words(&mut self) -> &mut [u32] {
+    /// The status record, as the shaders write it (cleared before each
+    /// computation).
+    pub(crate) fn status_words(&mut self) -> &mut [u32] {
         let ptr = self.status.mapped().map_or(std::ptr::null_mut(), |p| p.as_ptr());
         // SAFETY: the status buffer is host memory, mapped, of STATUS_WORDS
         // aligned words; the worker touches it only between its batches
@@ -88,7 +71,7 @@ impl Executor {
     }
 
     /// Records `graph` with `bindings` into `cmd`.
-    fn record(
+    pub(crate) fn record(
         &mut self,
         ctx: &Arc<Context>,
         pipelines: &Pipelines,
@@ -148,7 +131,7 @@ impl Executor {
                 Place::Bound => {
                     let t = bindings.get(id).ok_or_else(|| node_error(graph, &ctx.name, id, "not bound"))?;
                     let range = t.byte_range();
-                    let (buffer, offset) = crate::transfer::gpu_side(ctx, &range).ok_or_else(|| {
+                    let (buffer, offset) = crate::memory::gpu_side(ctx, &range).ok_or_else(|| {
                         node_error(
                             graph,
                             &ctx.name,
@@ -198,7 +181,7 @@ impl Executor {
     }
 
     /// The error the shaders recorded, if any (after the batch has run).
-    fn take_error(&mut self, graph: &Graph, device: &str) -> Option<StreamError> {
+    pub(crate) fn take_error(&mut self, graph: &Graph, device: &str) -> Option<StreamError> {
         let words = self.status_words();
         if words[0] == 0 {
             return None;
@@ -213,24 +196,5 @@ impl Executor {
             _ => format!("value {value} outside 0..{limit}"),
         };
         Some(node_error(graph, device, id, message))
-    }
-}
-
-impl Worker {
-    /// Computes `graph` as item `value`: records, runs, checks the status.
-    pub(crate) fn compute(&mut self, graph: &Arc<Graph>, bindings: &Bindings, value: u64) -> Result<(), Failure> {
-        let ctx = self.device.ctx.clone();
-        let origin = self.origin(value);
-        let as_failure = |e: StreamError| Failure::new(FailureKind::WorkFailed, origin.clone(), e.to_string());
-        self.executor.status_words().fill(0);
-        let cmd = self.commands.begin().map_err(|r| self.vk_failure(value, "recording a computation", r))?;
-        let device = self.device.clone();
-        self.executor.record(&ctx, &device.pipelines, cmd, graph, bindings).map_err(as_failure)?;
-        let cmd = self.commands.end().map_err(|r| self.vk_failure(value, "recording a computation", r))?;
-        self.run_on_device(Some(cmd), &[], value)?;
-        match self.executor.take_error(graph, &ctx.name) {
-            Some(e) => Err(as_failure(e)),
-            None => Ok(()),
-        }
     }
 }

@@ -9,7 +9,8 @@ use baton_core::backend::StreamError;
 use baton_core::graph::{Graph, Node, NodeId, Op};
 use baton_core::DType;
 
-use super::{node_error, Span};
+use super::node_error::node_error;
+use super::span::Span;
 use crate::context::Context;
 use crate::pipelines::{Pipelines, PUSH_BYTES};
 
