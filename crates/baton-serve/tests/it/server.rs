@@ -82,6 +82,7 @@ impl Server {
     }
 
     /// Whether `serve` has returned (by itself: the engine failed).
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn has_stopped(&self) -> bool {
         self.thread.as_ref().is_none_or(std::thread::JoinHandle::is_finished)
     }
