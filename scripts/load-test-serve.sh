@@ -16,7 +16,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 target=$(cd "$(dirname "$0")/.." && mkdir -p "$CARGO_TARGET_DIR" && cd "$CARGO_TARGET_DIR" && pwd)
 profile=${PROFILE:-release}
 if [ "$profile" = release ]; then
-  cargo build --release -p baton-cli
+  # The test suite's release build (scripts/test-build.sh).
+  source "$(dirname "$0")/test-build.sh"
+  build_release_binaries >/dev/null
 else
   cargo build -p baton-cli
 fi

@@ -28,11 +28,14 @@
 # Uses CARGO_TARGET_DIR when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-mpi.sh >/dev/null
-target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
-cargo test -p baton-mpi --features mpi
-cargo build -p baton-mpi --features mpi --example mpi_check --example mpi_split
-program="$target/debug/examples/mpi_check"
+source scripts/test-build.sh
+# The release build the rest of the suite uses (nothing to compile after
+# scripts/test.sh's nextest run, which also ran the crate's unit tests).
+target=$(build_release_binaries)
+if [ "${BATON_MPI_UNIT_TESTS_RAN:-0}" != 1 ]; then
+  cargo nextest run --release --workspace --features "$BATON_TEST_FEATURES" -E 'package(baton-mpi)'
+fi
+program="$target/release/examples/mpi_check"
 failures=0
 
 fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
@@ -52,7 +55,7 @@ collectives() { # RANKS POLICY
 
 split() { # RANKS
   local out rc=0 ok
-  out=$(timeout 120 scripts/mpirun.sh -np "$1" "$target/debug/examples/mpi_split" 2>&1) || rc=$?
+  out=$(timeout 120 scripts/mpirun.sh -np "$1" "$target/release/examples/mpi_split" 2>&1) || rc=$?
   ok=$(printf '%s\n' "$out" | grep -c 'split ok' || true)
   if [ "$rc" != 0 ] || [ "$ok" != "$1" ] || ! printf '%s\n' "$out" | grep -q '[1-9][0-9]* outputs compared bit for bit'; then
     printf '%s\n' "$out" >&2
@@ -107,7 +110,7 @@ killed() { # RANKS KILLED_RANK
 # The CLI with ranks as devices: `baton devices` lists every rank's devices;
 # a list naming a rank the job lacks is an error on every rank.
 cli_devices() {
-  local baton="$target/debug/baton" out rc=0
+  local baton="$target/release/baton" out rc=0
   out=$(timeout 120 scripts/mpirun.sh -np 2 "$baton" devices --devices cpu:0@0,cpu:1@0,cpu@1 2>&1) || rc=$?
   if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '^cpu:1@0 ' || ! printf '%s\n' "$out" | grep -q '^cpu@1 '; then
     printf '%s\n' "$out" >&2
@@ -138,7 +141,7 @@ cli_devices() {
 
 # `baton run` over RANKS ranks against one process: text and logits.
 cli_run() { # MODEL RANKS LABEL [DEVICES]
-  local baton="$target/debug/baton" devices rc=0 args
+  local baton="$target/release/baton" devices rc=0 args
   devices=${4:-$(seq -s, 0 $(($2 - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
   args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0)
   timeout 120 "$baton" "${args[@]}" --devices cpu --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
@@ -171,7 +174,7 @@ PY
 # text and logits within the NMSE bound of the in-process tensor split's
 # own tests (1e-4 with quantized weights, crates/baton-llama tests).
 cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXTRA...]]
-  local baton="$target/debug/baton" model=$1 ranks=$2 label=$3 exact=$4 collective=$5 devices local rc=0 args e
+  local baton="$target/release/baton" model=$1 ranks=$2 label=$3 exact=$4 collective=$5 devices local rc=0 args e
   shift 5
   devices=${1:-$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
   [ $# -gt 0 ] && shift
@@ -204,7 +207,7 @@ cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXT
 # every rule passes but W-FOREIGN, an expected failure (docs/contract.md).
 cli_conformance() { # POLICY
   local out rc=0 passed
-  out=$(BATON_WAIT_POLICY=$1 timeout 120 scripts/mpirun.sh -np 2 -x BATON_WAIT_POLICY "$target/debug/baton" \
+  out=$(BATON_WAIT_POLICY=$1 timeout 120 scripts/mpirun.sh -np 2 -x BATON_WAIT_POLICY "$target/release/baton" \
     conformance --devices cpu@0,cpu@1 2>&1) || rc=$?
   passed=$(printf '%s\n' "$out" | grep -c '^  pass ' || true)
   if [ "$rc" != 0 ] || [ "$passed" != 7 ] || ! printf '%s\n' "$out" | grep -q '^  expected  ranks    w_foreign' \
@@ -218,7 +221,7 @@ cli_conformance() { # POLICY
 
 cli_bench() {
   local out rc=0
-  out=$(timeout 300 scripts/mpirun.sh -np 2 "$target/debug/baton" bench -m "$1" -p 16 -n 8 -r 1 \
+  out=$(timeout 300 scripts/mpirun.sh -np 2 "$target/release/baton" bench -m "$1" -p 16 -n 8 -r 1 \
     --devices cpu@0,cpu@1 -t 1 2>&1) || rc=$?
   if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '| tg8 |'; then
     printf '%s\n' "$out" >&2
@@ -259,7 +262,7 @@ cli_silent() { # MODEL [EXTRA...]
   local started ended tpid rank_pid="" rc=0 model=$1
   shift
   started=$(date +%s)
-  BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/debug/baton" run \
+  BATON_REMOTE_DEADLINE=3 timeout 60 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/release/baton" run \
     -m "$model" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 "$@" >/dev/null 2>"$work/silent.err" &
   tpid=$!
   sleep 4
@@ -282,7 +285,7 @@ cli_silent() { # MODEL [EXTRA...]
 cli_killed() { # MODEL
   local started ended tpid rank_pid="" rc=0
   started=$(date +%s)
-  timeout 60 scripts/mpirun.sh -np 2 "$target/debug/baton" run -m "$1" -p "Once upon a time" -n 100000 --temp 0 \
+  timeout 60 scripts/mpirun.sh -np 2 "$target/release/baton" run -m "$1" -p "Once upon a time" -n 100000 --temp 0 \
     --devices cpu@0,cpu@1 -t 1 -sm tensor >/dev/null 2>"$work/killed.err" &
   tpid=$!
   sleep 4
@@ -299,7 +302,7 @@ cli_killed() { # MODEL
 }
 
 cli_bad_launches() { # MODEL
-  local baton="$target/debug/baton"
+  local baton="$target/release/baton"
   mkdir -p "$work/a" "$work/b" "$work/c"
   cp "$1" "$work/a/x.gguf"
   cp "$1" "$work/c/x.gguf"
@@ -317,10 +320,9 @@ cli_bad_launches() { # MODEL
     -np 2 -wdir "$work/a" "$baton" "${two_on_0[@]}"
 }
 
-cargo build -p baton-cli --features mpi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$target/debug/baton" model synth --shape tiny --type q4_1 -o "$work/tiny.gguf" >/dev/null 2>&1
+"$target/release/baton" model synth --shape tiny --type q4_1 -o "$work/tiny.gguf" >/dev/null 2>&1
 smollm2=$(bash scripts/fetch-smollm2.sh | tail -1)
 
 collectives 2 block

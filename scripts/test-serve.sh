@@ -9,7 +9,6 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 model=${BATON_SMOLLM2:-$HOME/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -f "$model" ] || { echo "test-serve: no model at $model (scripts/fetch-smollm2.sh)" >&2; exit 1; }
 
@@ -22,8 +21,8 @@ flock -u 9
 
 baton=${BATON_BIN:-}
 if [ -z "$baton" ]; then
-  cargo build --release -p baton-cli --bin baton >&2
-  baton=$target/release/baton
+  source scripts/test-build.sh
+  baton=$(build_release_binaries)/release/baton
 fi
 log=$(mktemp)
 server=

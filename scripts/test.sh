@@ -10,6 +10,8 @@
 # cargo nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+test_start=$(date +%s)
+part() { echo "-- test.sh: $1 ($(( $(date +%s) - test_start )) s)" >&2; }
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "installing cargo-nextest..." >&2
@@ -34,16 +36,24 @@ export BATON_TOKENIZER_REF=$PWD/$BATON_TOKENIZER_REF
 VK_ICD_FILENAMES=$(bash scripts/setup-vulkan.sh | tail -n 1)
 export VK_ICD_FILENAMES BATON_VK_VALIDATION=1 BATON_REQUIRE_VULKAN=1
 
-features=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests,baton-llama/reference-tests,baton-serve/fault-injection
-cargo nextest run --workspace --release --features "$features" --no-fail-fast "$@"
-# The MPI layer (feature `mpi`): Open MPI installed by scripts/setup-mpi.sh,
-# tests under 2 and 3 ranks on loopback.
-bash scripts/test-mpi.sh
+# One release build for everything below (scripts/test-build.sh): the MPI
+# layer's features included, so Open MPI is installed first.
+source scripts/test-build.sh
+bash scripts/setup-mpi.sh >/dev/null
+part "cargo nextest (build and run)"
+cargo nextest run --workspace --release --features "$BATON_TEST_FEATURES" --no-fail-fast "$@"
+# The MPI layer under 2 and 3 ranks on loopback (its unit tests ran above).
+part "MPI (scripts/test-mpi.sh)"
+BATON_MPI_UNIT_TESTS_RAN=1 bash scripts/test-mpi.sh
 # The server (`baton serve`) with the official `openai` Python client.
+part "openai client (scripts/test-serve.sh)"
 bash scripts/test-serve.sh
 # Its bounded load test: 16 clients, 200 requests with disconnects and bad
 # input, on a synthetic model.
+part "load test (scripts/load-test-serve.sh)"
 bash scripts/load-test-serve.sh
 # Doc tests (nextest does not run them): API examples and the compile-fail
 # check that a borrowed buffer cannot be lent to write_async.
-cargo test --workspace --release --doc --features "$features"
+part "doc tests"
+cargo test --workspace --release --doc --features "$BATON_TEST_FEATURES"
+part "done"
