@@ -7,8 +7,8 @@
 # short random cases over CPU, chaos and composite devices). Left out:
 # baton-core's sync tests (no unsafe code; the loom models of
 # scripts/loom.sh check every interleaving of the sync core, and under Miri
-# their timed waits take about 60 of the crate's 70 s), and the kernels (about 8 minutes; run with
-# BATON_MIRI_KERNELS=1). Kernels run their portable scalar path under Miri
+# their timed waits take about 60 of the crate's 70 s), and the kernels
+# (about 8 minutes; run with BATON_MIRI_KERNELS=1). Kernels run their portable scalar path under Miri
 # (no runtime-detected AVX2 there). BATON_MIRI_ALL=1 runs every baton-core
 # test and four model-based cases.
 # Needs: rustup component add miri rust-src --toolchain nightly
