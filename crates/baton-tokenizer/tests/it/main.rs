@@ -4,6 +4,7 @@
 
 mod bpe;
 mod errors;
+mod literal;
 mod reference;
 mod spm;
 mod stream;
