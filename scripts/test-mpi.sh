@@ -246,12 +246,29 @@ bad_launch() { # LABEL WHY mpirun-arguments...
 }
 
 # The pid of rank 1 under the `timeout … mpirun` whose pid is $1 (empty if
-# not found): the child of mpirun whose environment names rank 1.
+# not found): the descendant whose environment names rank 1 (mpirun's tree
+# differs between Open MPI versions: the ranks may sit under a daemon),
+# looked for during up to 5 s. The environment is read by grep itself (-z:
+# NUL-separated): `tr | grep -q` under pipefail failed whenever grep's early
+# exit cut tr off with SIGPIPE, and the rank then looked missing.
 rank1_pid() { # TIMEOUT_PID
-  local mpid p
-  mpid=$(pgrep -P "$1" || true)
-  for p in $(pgrep -P "${mpid:-0}" || true); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then echo "$p"; fi
+  local tries p pids
+  for tries in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$1
+    local frontier=$1 next
+    while [ -n "$frontier" ]; do
+      next=""
+      for p in $frontier; do next="$next $(pgrep -P "$p" || true)"; done
+      frontier=$(echo $next)
+      pids="$pids $frontier"
+    done
+    for p in $pids; do
+      if grep -qzx 'OMPI_COMM_WORLD_RANK=1' "/proc/$p/environ" 2>/dev/null; then
+        echo "$p"
+        return
+      fi
+    done
+    sleep 0.5
   done
 }
 
