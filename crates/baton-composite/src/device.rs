@@ -4,7 +4,7 @@ use baton_core::loom::Mutex;
 use std::sync::Arc;
 
 use baton_core::backend::{
-    into_devices, Buffer, Device, DeviceError, DeviceInfo, HazardReport, IntoDevice, Stream, TensorRef,
+    into_devices, Buffer, Device, DeviceError, DeviceInfo, DeviceMemory, HazardReport, IntoDevice, Stream, TensorRef,
 };
 use baton_core::graph::Op;
 use std::time::Duration;
@@ -199,6 +199,16 @@ impl Device for CompositeDevice {
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
         let parts = self.inner.iter().map(|d| d.alloc(bytes)).collect::<Result<Vec<_>, _>>()?;
         Ok(Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), bytes, parts, None))))
+    }
+
+    /// The sum over the inner devices that keep count.
+    fn memory(&self) -> Option<DeviceMemory> {
+        let counted: Vec<DeviceMemory> = self.inner.iter().filter_map(|d| d.memory()).collect();
+        (!counted.is_empty()).then(|| DeviceMemory {
+            allocated: counted.iter().map(|m| m.allocated).sum(),
+            mapped: counted.iter().map(|m| m.mapped).sum(),
+            derived: counted.iter().map(|m| m.derived).sum(),
+        })
     }
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, Stream};
+use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, DeviceMemory, FileRange, Stream};
 use baton_core::graph::Op;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
@@ -11,6 +11,7 @@ use baton_kernels::WEIGHT_TYPES;
 
 use crate::buffer::CpuBuffer;
 use crate::device_shared::CpuDeviceShared;
+use crate::mapping::Mapping;
 use crate::pool::ThreadPool;
 use crate::stream::CpuStream;
 
@@ -75,7 +76,13 @@ impl CpuDevice {
             waits_on_host_points: true,
         };
         Ok(CpuDevice {
-            shared: Arc::new(CpuDeviceShared { info, pool, allocated: AtomicU64::new(0), packed: AtomicU64::new(0) }),
+            shared: Arc::new(CpuDeviceShared {
+                info,
+                pool,
+                allocated: AtomicU64::new(0),
+                packed: AtomicU64::new(0),
+                memory: Arc::default(),
+            }),
             next_stream: AtomicUsize::new(0),
             policy: WaitPolicy::process_default(),
         })
@@ -112,10 +119,23 @@ impl Device for CpuDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
-        let raw = CpuBuffer::new(bytes, &self.shared.info.name)
+        let raw = CpuBuffer::new(bytes, &self.shared.info.name, &self.shared.memory)
             .ok_or_else(|| DeviceError::OutOfMemory { device: self.shared.info.name.clone(), bytes })?;
         self.shared.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(Buffer::new(Box::new(raw)))
+    }
+
+    fn map_file(&self, range: FileRange<'_>) -> Result<Option<Buffer>, DeviceError> {
+        let name = &self.shared.info.name;
+        let mapping = Mapping::new(range).map_err(|e| DeviceError::backend(name, "could not map the weights", e))?;
+        let raw = CpuBuffer::mapped(mapping, name, &self.shared.memory);
+        // Sealed from the start: no write ever reaches the mapping, which
+        // lets packing give its pages back (see `mapping`).
+        Ok(Some(Buffer::new_sealed_weights(Box::new(raw))))
+    }
+
+    fn memory(&self) -> Option<DeviceMemory> {
+        Some(self.shared.memory.snapshot())
     }
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {

@@ -21,6 +21,8 @@ mod buffer;
 mod device;
 mod device_shared;
 mod exec;
+mod mapping;
+mod memory;
 mod packed_cache;
 pub use packed_cache::set_repack;
 mod pool;

@@ -8,7 +8,9 @@
 //! a weight matrix from such a buffer packs it once, here, and every later
 //! one multiplies the packed copy: it can never be stale. The packed copy
 //! lives as long as the buffer, and costs about as much memory as the
-//! matrix: the original bytes stay too (row lookups and reads use them).
+//! matrix. In an allocated buffer the original bytes stay too (row lookups
+//! and reads use them); in a file's mapping (`mapping`) their pages are
+//! given back once packed, so the matrix is held once.
 //! `BATON_REPACK=0` turns packing off for a process.
 
 use std::collections::HashMap;
@@ -16,9 +18,12 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use baton_core::loom::Mutex;
-use baton_core::{DType, Parallel};
+use baton_core::DType;
 use baton_kernels::packed::packable;
 use baton_kernels::{KernelError, PackedWeights, WeightMatrix};
+
+use crate::device_shared::CpuDeviceShared;
+use crate::mapping::MappedPages;
 
 /// Whether packing is on: off where [`set_repack`]`(false)` was called
 /// (`--no-repack`) or the environment variable `BATON_REPACK=0` is set, to
@@ -61,18 +66,33 @@ struct Key {
 #[derive(Default)]
 pub(crate) struct PackedCache {
     entries: Mutex<HashMap<Key, Arc<PackedWeights>>>,
+    /// Bytes of the packed matrices held.
+    bytes: AtomicU64,
+    /// The file mapping whose pages a packed matrix gives back; `None` for
+    /// allocated buffers.
+    source: Option<MappedPages>,
 }
 
 impl PackedCache {
+    /// The cache of a buffer that maps a file's weights and is sealed from
+    /// its creation: each matrix's pages are given back once it is packed.
+    pub(crate) fn releasing(pages: MappedPages) -> PackedCache {
+        PackedCache { source: Some(pages), ..PackedCache::default() }
+    }
+
+    /// Bytes of the packed matrices held.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     /// The packed form of `w` (bytes inside this cache's sealed buffer),
-    /// packed now on `parallel` if this is its first use (its size added to
-    /// `packed_bytes`); `None` for types
-    /// without a packed form. Streams that ask at once wait for one packing.
+    /// packed now on `device`'s pool if this is its first use (its size
+    /// counted by the device); `None` for types without a packed form.
+    /// Streams that ask at once wait for one packing.
     pub(crate) fn get_or_pack(
         &self,
         w: &WeightMatrix<'_>,
-        parallel: &dyn Parallel,
-        packed_bytes: &AtomicU64,
+        device: &CpuDeviceShared,
     ) -> Result<Option<Arc<PackedWeights>>, KernelError> {
         if !packable(w.dtype) || !enabled() {
             return Ok(None);
@@ -88,9 +108,22 @@ impl PackedCache {
         if let Some(packed) = entries.get(&key) {
             return Ok(Some(packed.clone()));
         }
-        let Some(packed) = PackedWeights::pack(w, parallel)? else { return Ok(None) };
+        let release = |rows: &[u8]| {
+            if let Some(pages) = &self.source {
+                // SAFETY: `source` is set only for a mapping that is sealed
+                // weights from its creation (`CpuDevice::map_file`): the
+                // runtime never wrote a byte of it.
+                unsafe { pages.release(rows) };
+            }
+        };
+        let Some(packed) = PackedWeights::pack_releasing(w, &device.pool, &release)? else { return Ok(None) };
         tracing::debug!(dtype = %w.dtype, rows = w.rows, cols = w.cols, bytes = packed.bytes(), "packed matmul weights");
-        packed_bytes.fetch_add(packed.bytes() as u64, Ordering::Relaxed);
+        let bytes = packed.bytes() as u64;
+        device.packed.fetch_add(bytes, Ordering::Relaxed);
+        device.memory.add_derived(bytes);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        // Pages the chunks' edges kept.
+        release(w.data);
         let packed = Arc::new(packed);
         entries.insert(key, packed.clone());
         Ok(Some(packed))

@@ -59,14 +59,22 @@ impl GgufFile {
     /// when that cannot be guaranteed.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
+        let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+        Self::map(&file, path)
+    }
+
+    /// Memory-maps an open file (`path` names it in errors) and parses it,
+    /// as [`open`](Self::open) does: a caller that maps parts of the file
+    /// again (a device's weights) then maps the same file, even if the path
+    /// is replaced meanwhile. The caveat of `open` holds.
+    pub fn map(file: &File, path: &Path) -> Result<Self, ReadError> {
         let io = |source| ReadError::Io { path: path.to_path_buf(), source };
-        let file = File::open(path).map_err(io)?;
         // SAFETY: `Mmap::map` is unsafe because the mapped memory changes if
         // another process writes or truncates the file. We rely on the
         // documented caveat above: the caller keeps the file unchanged while
         // this `GgufFile` (which owns the map) lives. The map is only read,
         // and all reads are bounds-checked against its length.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        let map = unsafe { Mmap::map(file) }.map_err(io)?;
         Self::from_storage(Storage::Mapped(map))
     }
 

@@ -108,7 +108,20 @@ impl PackedWeights {
     /// # Errors
     /// A [`KernelError`] if `w`'s layout is invalid (as `matmul` checks it).
     pub fn pack(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Result<Option<PackedWeights>, KernelError> {
-        match_packed!(w.dtype, F => pack_as::<F>(w, parallel).map(Some), _ => Ok(None))
+        Self::pack_releasing(w, parallel, &|_| {})
+    }
+
+    /// As [`pack`](Self::pack), calling `packed_rows` with the bytes of
+    /// `w`'s rows as they are packed (about a MiB at a time, from every
+    /// thread): a caller whose weights are a file's pages gives them back
+    /// while the matrix is packed, so that packing never holds a large
+    /// matrix twice.
+    pub fn pack_releasing(
+        w: &WeightMatrix<'_>,
+        parallel: &dyn Parallel,
+        packed_rows: &(dyn Fn(&[u8]) + Sync),
+    ) -> Result<Option<PackedWeights>, KernelError> {
+        match_packed!(w.dtype, F => pack_as::<F>(w, parallel, packed_rows).map(Some), _ => Ok(None))
     }
 
     /// The weight type.
@@ -159,7 +172,14 @@ impl PackedWeights {
     }
 }
 
-fn pack_as<F: PackedFormat>(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Result<PackedWeights, KernelError> {
+/// Source bytes packed between two calls of `pack_releasing`'s callback.
+const RELEASE_BYTES: usize = 1 << 20;
+
+fn pack_as<F: PackedFormat>(
+    w: &WeightMatrix<'_>,
+    parallel: &dyn Parallel,
+    packed_rows: &(dyn Fn(&[u8]) + Sync),
+) -> Result<PackedWeights, KernelError> {
     w.validate()?;
     let blocks = w.cols / F::BLOCK_ELEMS;
     let groups = w.rows.div_ceil(GROUP_ROWS);
@@ -168,8 +188,20 @@ fn pack_as<F: PackedFormat>(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Re
     let out = DisjointWrites::new(&mut data);
     let zero = vec![0u8; F::BLOCK_BYTES];
     let threads = parallel.threads();
+    let per_release = (RELEASE_BYTES / (GROUP_ROWS * w.row_stride_bytes).max(1)).max(1);
+    // The source bytes of groups `from..to` (rows past the end excluded).
+    let source = |from: usize, to: usize| {
+        let (first, end) = (from * GROUP_ROWS, (to * GROUP_ROWS).min(w.rows));
+        &w.data[(first * w.row_stride_bytes).min(w.data.len())..(end * w.row_stride_bytes).min(w.data.len())]
+    };
     let task = |t: usize| {
-        for g in split_range(groups, threads, t, 1) {
+        let range = split_range(groups, threads, t, 1);
+        let mut released = range.start;
+        for g in range.clone() {
+            if g - released == per_release {
+                packed_rows(source(released, g));
+                released = g;
+            }
             // SAFETY: group `g`'s bytes are written by this thread only
             // (disjoint group ranges per thread), inside `data`.
             let group = unsafe { std::slice::from_raw_parts_mut(out.ptr().add(g * group_bytes), group_bytes) };
@@ -184,6 +216,9 @@ fn pack_as<F: PackedFormat>(w: &WeightMatrix<'_>, parallel: &dyn Parallel) -> Re
                 });
                 F::pack_block(&rows, packed);
             }
+        }
+        if range.end > released {
+            packed_rows(source(released, range.end));
         }
     };
     if threads == 1 {

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
-use baton_core::backend::{into_devices, Bindings, Buffer, Device, IntoDevice, Pending, Stream, TensorRef};
+use baton_core::backend::{
+    into_devices, Bindings, Buffer, Device, DeviceMemory, IntoDevice, Pending, Stream, TensorRef,
+};
 use baton_core::graph::Graph;
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
@@ -16,6 +18,7 @@ use baton_tokenizer::Tokenizer;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
+use crate::memory::ModelMemory;
 use crate::tensor_parallel::TensorShares;
 use crate::weights::{KvCache, Weights};
 
@@ -49,6 +52,11 @@ pub struct LoadOptions {
     /// instead (`--tensor-exact`): the logits are then bit for bit one
     /// device's, at the price of computing those products on every device.
     pub tensor_exact: bool,
+    /// Devices that can read the file's pages in place (the CPU) map the
+    /// weights rather than copy them (`--no-mmap` turns it off): they are
+    /// then held once, as the packed forms replace the mapped pages. The
+    /// file must stay unchanged while the model lives.
+    pub mmap: bool,
 }
 
 impl Default for LoadOptions {
@@ -62,6 +70,7 @@ impl Default for LoadOptions {
             n_copies: 1,
             sync_copies: false,
             tensor_exact: false,
+            mmap: true,
         }
     }
 }
@@ -142,7 +151,11 @@ pub struct Model {
     /// the work that last read each (waited before it is rewritten).
     input_io: Vec<(Buffer, Vec<SyncPoint>)>,
     next_input: usize,
+    /// Logits of evaluations that bring their own buffer none: a row
+    /// (grown when every token's logits are asked for).
     logits_io: Buffer,
+    /// Bytes of the rows where a batch's attention outputs meet.
+    attention_rows_bytes: u64,
     /// Per run in flight: the logits of a batched step (a row per
     /// sequence), and the serial of the last run that used it.
     batch_logits_io: Vec<(Buffer, u64)>,
@@ -228,7 +241,10 @@ impl Model {
         if devices.is_empty() {
             return Err(ModelError::Input("no device to load the model on".into()));
         }
-        let file = GgufFile::open(path)?;
+        let handle = std::fs::File::open(path)
+            .map_err(|source| baton_gguf::ReadError::Io { path: path.to_path_buf(), source })?;
+        let file = GgufFile::map(&handle, path)?;
+        let source = options.mmap.then_some(&handle);
         let config = LlamaConfig::from_gguf(&file)?;
         let tokenizer = crate::vocab::tokenizer_from_gguf(&file)?;
         let chat_template = file.metadata().get_str(crate::chat::TEMPLATE_KEY).optional()?.map(str::to_string);
@@ -260,8 +276,9 @@ impl Model {
                 (weights, cache, Some((c, shares)))
             }
             None => {
-                let weights =
-                    Weights::load(&file, &config, &devices, &streams, &|l| layer_device[l], &|d| runner.is_local(d))?;
+                let weights = Weights::load(&file, source, &config, &devices, &streams, &|l| layer_device[l], &|d| {
+                    runner.is_local(d)
+                })?;
                 let slots = options.slots.max(1);
                 let cache =
                     KvCache::new(&config, (context, slots), options.cache_type, &devices, &|l| layer_device[l])?;
@@ -274,7 +291,7 @@ impl Model {
         let input_io = (0..options.n_copies.max(1))
             .map(|_| Ok((devices[first].alloc(3 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
-        let logits_io = devices[last].alloc(batch * config.vocab * 4)?;
+        let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
             Some(_) => None,
             None => devices[last].new_stream().ok(),
@@ -283,6 +300,7 @@ impl Model {
             .map(|_| Ok((devices[last].alloc(cache.slots * config.vocab * 4)?, 0)))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut attention_rows_bytes = 0;
         for (l, (k, v)) in cache.layers.iter().enumerate() {
             bound.insert(graph::key_cache_name(l), k.clone());
             bound.insert(graph::value_cache_name(l), v.clone());
@@ -301,6 +319,7 @@ impl Model {
                         &[batch, width],
                     )?,
                 };
+                attention_rows_bytes += rows.bytes() as u64;
                 bound.insert(graph::attention_rows_name(l), rows);
             }
         }
@@ -319,6 +338,7 @@ impl Model {
             input_io,
             next_input: 0,
             logits_io,
+            attention_rows_bytes,
             batch_logits_io,
             readback,
             plans: Vec::new(),
@@ -393,6 +413,28 @@ impl Model {
     /// Bytes of weights on the devices.
     pub fn weight_bytes(&self) -> usize {
         self.weights.bytes()
+    }
+
+    /// Where the model's memory goes now: weights (mapped or copied), KV
+    /// cache, io buffers, and what the devices that keep count hold.
+    pub fn memory(&self) -> ModelMemory {
+        let mut devices = DeviceMemory::default();
+        for memory in self.devices.iter().filter_map(|d| d.memory()) {
+            devices.allocated += memory.allocated;
+            devices.mapped += memory.mapped;
+            devices.derived += memory.derived;
+        }
+        let mapped = self.weights.mapped_bytes() as u64;
+        let buffers =
+            self.input_io.iter().map(|(b, _)| b.len()).chain(self.batch_logits_io.iter().map(|(b, _)| b.len()));
+        ModelMemory {
+            file: self.file_bytes,
+            weights_mapped: mapped,
+            weights_copied: self.weights.bytes() as u64 - mapped,
+            kv_cache: self.cache.layers.iter().map(|(k, v)| (k.bytes() + v.bytes()) as u64).sum(),
+            io: (buffers.sum::<usize>() + self.logits_io.len()) as u64 + self.attention_rows_bytes,
+            devices,
+        }
     }
 
     /// Bytes of weights one decode step reads: every matrix but the token
@@ -599,6 +641,12 @@ impl Model {
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
+        let needed = rows * self.config.vocab * 4;
+        if logits_buffer.is_none() && self.logits_io.len() < needed {
+            // Runs in flight hold the old buffer until they are done.
+            let last = self.layer_device[self.config.layers - 1];
+            self.logits_io = self.devices[last].alloc(needed)?;
+        }
         let logits_t =
             TensorRef::new(logits_buffer.unwrap_or(&self.logits_io), 0, DType::F32, &[rows, self.config.vocab])?;
         if let Some(written) = self.pending_inputs.take() {

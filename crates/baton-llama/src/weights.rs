@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use baton_core::backend::{Buffer, Device, Stream, TensorRef};
+use baton_core::backend::{Buffer, BufferRange, Device, FileRange, Pending, Stream, TensorRef};
 use baton_core::DType;
 use baton_gguf::GgufFile;
 
@@ -21,6 +21,7 @@ const ALIGN: usize = 64;
 pub struct Weights {
     tensors: HashMap<String, TensorRef>,
     bytes: usize,
+    mapped_bytes: usize,
 }
 
 struct Placed<'a> {
@@ -30,18 +31,32 @@ struct Placed<'a> {
     dtype: DType,
     dims: Vec<usize>,
     data: &'a [u8],
+    file_offset: u64,
 }
 
+/// Host bytes of uploads in flight at most while loading by copy: the
+/// oldest is waited for beyond this, so a load never holds a second copy of
+/// the model on the host.
+const UPLOAD_IN_FLIGHT: usize = 64 << 20;
+
 impl Weights {
-    /// Checks every weight's shape and type against `config` and uploads
-    /// each to the device `device_of(layer)` of its layer, through that
-    /// device's stream (one buffer and one host wait per device). A tied
-    /// output projection is bound as `output.weight` to the embedding's data
-    /// (uploaded once more if the output's device differs). Only devices
-    /// that are `local` (this process's) get their bytes: another process's
-    /// device is a stand-in whose tensors are placed but never read here.
+    /// Checks every weight's shape and type against `config` and places
+    /// each on the device `device_of(layer)` of its layer (one buffer per
+    /// device). A tied output projection is bound as `output.weight` to the
+    /// embedding's data (placed once more if the output's device differs).
+    ///
+    /// With `source` (the open file `file` was parsed from), a device that
+    /// can map files ([`Device::map_file`]) reads its weights straight from
+    /// the file's pages: nothing is copied, and what its kernels derive from
+    /// them (the CPU's packed matrices) replaces them in memory. Every
+    /// other device gets a buffer, filled tensor by tensor through its
+    /// stream with at most [`UPLOAD_IN_FLIGHT`] bytes of host copies at
+    /// once. Only devices that are `local` (this process's) get their
+    /// bytes: another process's device is a stand-in whose tensors are
+    /// placed but never read here.
     pub fn load(
         file: &GgufFile,
+        source: Option<&std::fs::File>,
         config: &LlamaConfig,
         devices: &[Arc<dyn Device>],
         streams: &[Stream],
@@ -50,15 +65,29 @@ impl Weights {
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
-        for Checked { name, dims: expected, dtype, data } in checked_weights(file, config)? {
+        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config)? {
             let device = device_of(config.weight_layer(&name));
             let offset = totals[device].div_ceil(ALIGN) * ALIGN;
             totals[device] = offset + data.len();
-            placed.push(Placed { name, device, offset, dtype, dims: expected, data });
+            placed.push(Placed { name, device, offset, dtype, dims: expected, data, file_offset });
         }
         let mut tensors = HashMap::new();
+        let (mut bytes, mut mapped_bytes) = (0, 0);
         for (d, device) in devices.iter().enumerate() {
-            if totals[d] == 0 {
+            let mine: Vec<&Placed<'_>> = placed.iter().filter(|p| p.device == d).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let mapped = match source {
+                Some(source) if local(d) => map_weights(&**device, source, &mine)?,
+                _ => None,
+            };
+            if let Some((buffer, start)) = mapped {
+                for p in &mine {
+                    let offset = (p.file_offset - start) as usize;
+                    tensors.insert(p.name.clone(), TensorRef::new(&buffer, offset, p.dtype, &p.dims)?);
+                }
+                mapped_bytes += mine.iter().map(|p| p.data.len()).sum::<usize>();
                 continue;
             }
             let buffer: Buffer = device.alloc(totals[d])?;
@@ -66,18 +95,16 @@ impl Weights {
             // packs its matmul weights for its kernels.
             buffer.declare_weights();
             if local(d) {
-                let mut host = vec![0u8; totals[d]];
-                for p in placed.iter().filter(|p| p.device == d) {
-                    host[p.offset..p.offset + p.data.len()].copy_from_slice(p.data);
-                }
-                streams[d].write_range_async(&buffer.all(), host)?.wait()?;
+                upload(&streams[d], &buffer, &mine)?;
             }
-            for p in placed.iter().filter(|p| p.device == d) {
+            for p in &mine {
                 tensors.insert(p.name.clone(), TensorRef::new(&buffer, p.offset, p.dtype, &p.dims)?);
             }
+            bytes += mine.iter().map(|p| p.data.len()).sum::<usize>();
         }
-        Ok(Weights { tensors, bytes: totals.iter().sum() })
+        Ok(Weights { tensors, bytes: bytes + mapped_bytes, mapped_bytes })
     }
+
     /// Checks every weight as [`load`](Self::load) does and uploads each
     /// into its own buffer of the composite `device`, held as `shares` says
     /// (split, or mirrored where a split would cut a quantization block).
@@ -89,23 +116,21 @@ impl Weights {
         shares: &TensorShares,
     ) -> Result<Weights, ModelError> {
         let mut tensors = HashMap::new();
-        let mut pending = Vec::new();
+        let mut uploads = Uploads::default();
         let mut bytes = 0;
-        for Checked { name, dims: expected, dtype, data } in checked_weights(file, config)? {
+        for Checked { name, dims: expected, dtype, data, .. } in checked_weights(file, config)? {
             let mut split = shares.weight(&name);
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
             }
             let tensor = device.alloc_split(dtype, &expected, split)?;
             tensor.buffer().declare_weights();
-            pending.push(stream.write_range_async(&tensor.buffer().all(), data.to_vec())?);
+            uploads.write(stream, &tensor.buffer().all(), data)?;
             bytes += data.len();
             tensors.insert(name, tensor);
         }
-        for p in pending {
-            p.wait().map_err(|e| ModelError::Stream(e.error))?;
-        }
-        Ok(Weights { tensors, bytes })
+        uploads.finish()?;
+        Ok(Weights { tensors, bytes, mapped_bytes: 0 })
     }
 
     /// A weight by GGUF name.
@@ -118,9 +143,15 @@ impl Weights {
         self.tensors.iter()
     }
 
-    /// Bytes of device memory the weights take.
+    /// Bytes of the weights on the devices (mapped or copied).
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Bytes of the weights read straight from the file's pages
+    /// ([`Device::map_file`]), not copied.
+    pub fn mapped_bytes(&self) -> usize {
+        self.mapped_bytes
     }
 }
 
@@ -131,6 +162,8 @@ struct Checked<'a> {
     dims: Vec<usize>,
     dtype: DType,
     data: &'a [u8],
+    /// Offset of `data` in the file.
+    file_offset: u64,
 }
 
 /// Every weight `config` needs, checked: present (a tied output reads the
@@ -159,9 +192,71 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
                 type_name: format!("{dtype} (norm weights and biases must be f32)"),
             });
         }
-        checked.push(Checked { name, dims: expected, dtype, data: tensor.data() });
+        let file_offset = tensor.info().file_offset();
+        checked.push(Checked { name, dims: expected, dtype, data: tensor.data(), file_offset });
     }
     Ok(checked)
+}
+
+/// Maps the file range that holds `placed` (one device's weights) as a
+/// buffer of that device; `None` where the device cannot map files. Returns
+/// the buffer and the file offset of its first byte.
+fn map_weights(
+    device: &dyn Device,
+    source: &std::fs::File,
+    placed: &[&Placed<'_>],
+) -> Result<Option<(Buffer, u64)>, ModelError> {
+    let start = placed.iter().map(|p| p.file_offset).min().unwrap_or(0);
+    let end = placed.iter().map(|p| p.file_offset + p.data.len() as u64).max().unwrap_or(start);
+    if end == start {
+        return Ok(None);
+    }
+    let len =
+        usize::try_from(end - start).map_err(|_| ModelError::Config("the weights do not fit in memory".into()))?;
+    let buffer = device.map_file(FileRange { file: source, offset: start, len })?;
+    Ok(buffer.map(|b| (b, start)))
+}
+
+/// Writes each of `placed` into `buffer` through `stream`, with at most
+/// [`UPLOAD_IN_FLIGHT`] bytes of host copies in flight.
+fn upload(stream: &Stream, buffer: &Buffer, placed: &[&Placed<'_>]) -> Result<(), ModelError> {
+    let mut uploads = Uploads::default();
+    for p in placed {
+        let range = buffer.range(p.offset, p.data.len())?;
+        uploads.write(stream, &range, p.data)?;
+    }
+    uploads.finish()
+}
+
+/// Host copies of weights on their way to a device, at most
+/// [`UPLOAD_IN_FLIGHT`] bytes of them.
+#[derive(Default)]
+struct Uploads {
+    in_flight: std::collections::VecDeque<(Pending<Vec<u8>>, usize)>,
+    held: usize,
+}
+
+impl Uploads {
+    /// Queues a copy of `data` into `range`, first waiting for the oldest
+    /// copies while more than the bound is held.
+    fn write(&mut self, stream: &Stream, range: &BufferRange, data: &[u8]) -> Result<(), ModelError> {
+        while self.held > UPLOAD_IN_FLIGHT {
+            let Some((done, len)) = self.in_flight.pop_front() else { break };
+            done.wait().map_err(|e| ModelError::Stream(e.error))?;
+            self.held -= len;
+        }
+        self.in_flight.push_back((stream.write_range_async(range, data.to_vec())?, data.len()));
+        self.held += data.len();
+        Ok(())
+    }
+
+    /// Waits for every copy.
+    fn finish(self) -> Result<(), ModelError> {
+        for (done, _) in self.in_flight {
+            done.wait().map_err(|e| ModelError::Stream(e.error))?;
+        }
+        Ok(())
+    }
 }
 
 /// The KV cache of every layer: keys `[kv_heads, slots × context, head_dim]`

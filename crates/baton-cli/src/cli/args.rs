@@ -75,6 +75,11 @@ pub struct ModelArgs {
     /// about as much memory again as the packed matrices).
     #[arg(long = "no-repack")]
     pub no_repack: bool,
+    /// Copy the weights into device memory instead of reading the file's
+    /// pages in place (the CPU maps them, and its packed matrices replace
+    /// the mapped pages, so the weights are held once).
+    #[arg(long = "no-mmap")]
+    pub no_mmap: bool,
     /// KV cache type (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

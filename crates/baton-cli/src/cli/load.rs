@@ -21,6 +21,7 @@ impl ModelArgs {
             n_copies: self.n_copies.max(1),
             sync_copies: self.sync_copies,
             tensor_exact: self.tensor_exact,
+            mmap: !self.no_mmap,
             slots,
         }
     }

@@ -8,6 +8,7 @@ pub mod conformance_ranks;
 pub mod conformance_report;
 pub mod devices;
 pub mod model;
+pub mod model_memory;
 pub mod perplexity;
 pub mod plan;
 pub mod run;

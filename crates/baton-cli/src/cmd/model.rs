@@ -50,6 +50,13 @@ pub enum ModelCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Where a model's memory goes: peak and resident memory after loading,
+    /// the first step and a prompt, beside the weights (mapped, copied,
+    /// packed), the KV cache, io and scratch; `--check` fails above the
+    /// budget (1.1 x file + KV + io + scratch).
+    ///
+    /// Example: baton model memory -m gemma3-270m -c 4096 -p 512
+    Memory(Box<super::model_memory::MemoryArgs>),
     /// Print a model's architecture, tensor types and hyper-parameters.
     ///
     /// Example: baton model info -m gemma3-270m
@@ -98,6 +105,7 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
             println!("{}", path.display());
         }
         ModelCommand::List { json } => list(json),
+        ModelCommand::Memory(args) => super::model_memory::run(*args)?,
         ModelCommand::Info { model } => {
             let path = resolve_model(model.as_deref())?;
             let file = baton_gguf_open(&path)?;

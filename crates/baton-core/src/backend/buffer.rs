@@ -143,6 +143,16 @@ impl Buffer {
         }
     }
 
+    /// Wraps a backend's buffer whose bytes are final weights (a file's
+    /// mapping): declared weights and sealed from the start, so no write
+    /// into it is ever accepted ([`StreamError::SealedWeights`]).
+    pub fn new_sealed_weights(raw: Box<dyn RawBuffer>) -> Buffer {
+        let buffer = Buffer::new(raw);
+        buffer.declare_weights();
+        buffer.seal_if_weights();
+        buffer
+    }
+
     /// Declares this buffer to hold model weights: written first (uploads),
     /// then only read. From the first computation that reads it on, the
     /// buffer is sealed: a later write or copy into it is refused with

@@ -42,6 +42,30 @@ pub struct DeviceInfo {
     pub waits_on_host_points: bool,
 }
 
+/// A byte range of an open file ([`Device::map_file`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FileRange<'a> {
+    /// The file, open for reading.
+    pub file: &'a std::fs::File,
+    /// Offset of the first byte.
+    pub offset: u64,
+    /// Bytes (at least 1).
+    pub len: usize,
+}
+
+/// What a device's memory holds ([`Device::memory`]), in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// Buffers allocated and not yet freed.
+    pub allocated: u64,
+    /// Buffers mapped from files ([`Device::map_file`]) and not yet
+    /// unmapped; resident only as far as they are read.
+    pub mapped: u64,
+    /// Forms the device derived from sealed weights for its kernels (the
+    /// CPU's packed matmul weights), held while their buffer lives.
+    pub derived: u64,
+}
+
 /// A device: a source of memory and streams.
 pub trait Device: Send + Sync {
     /// What it is and offers.
@@ -57,6 +81,26 @@ pub trait Device: Send + Sync {
         let shape = Shape::new(dims)?;
         let bytes = Layout::contiguous(dtype, shape)?.end_byte(dtype);
         Ok(TensorRef::whole(self.alloc(bytes)?, dtype, shape))
+    }
+
+    /// Maps `range` of a file as a buffer of weights, without copying it,
+    /// where the device can address the host's page cache (the CPU);
+    /// `Ok(None)` where it cannot, and the caller allocates and uploads.
+    ///
+    /// The buffer is declared weights and sealed from the start
+    /// ([`Buffer::is_sealed`]): the runtime refuses every write into it, so
+    /// its bytes are the file's for as long as it lives. The file must not
+    /// be changed or truncated meanwhile (as for any memory-mapped file: a
+    /// changed file changes the weights, a truncated one faults).
+    fn map_file(&self, range: FileRange<'_>) -> Result<Option<Buffer>, DeviceError> {
+        let _ = range;
+        Ok(None)
+    }
+
+    /// What the device's memory holds now, where it keeps count; `None`
+    /// where it does not.
+    fn memory(&self) -> Option<DeviceMemory> {
+        None
     }
 
     /// Creates a new in-order stream.

@@ -17,7 +17,7 @@ mod tracking;
 
 pub use bindings::{Bindings, BoundGraph, SharedGraph};
 pub use buffer::{Buffer, BufferRange, RawBuffer, TensorRef};
-pub use device::{into_devices, Device, DeviceInfo, DeviceKind, IntoDevice};
+pub use device::{into_devices, Device, DeviceInfo, DeviceKind, DeviceMemory, FileRange, IntoDevice};
 pub use error::{DeviceError, StreamError};
 pub use hazard::{HazardReport, RacingAccess};
 pub use host::{as_bytes, as_bytes_mut, Element, HostBytes, HostSlot, Pending, PendingError};

@@ -38,7 +38,7 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         let xm = MatRef::contiguous(x, m, k);
         let mut ym = MatMut::contiguous(out, m, nn);
         let packed = match ctx.packed_cache(w_id) {
-            Some(cache) => cache.get_or_pack(&w, &exec.device.pool, &exec.device.packed).map_err(kernel_err)?,
+            Some(cache) => cache.get_or_pack(&w, &exec.device).map_err(kernel_err)?,
             _ => None,
         };
         let mut scratch = exec.scratch[0].lock();

@@ -69,12 +69,15 @@ impl Executor {
             // token (attention over one more position), and a fresh zeroed
             // allocation per token costs page faults.
             let bytes = plan.arena_bytes.max(have + have / 2);
-            self.arena =
-                Some(CpuBuffer::new(bytes, &self.workspace.device.info.name).ok_or_else(|| StreamError::Kernel {
-                    device: self.workspace.device.info.name.clone(),
-                    op: "arena".into(),
-                    message: format!("could not allocate {bytes} bytes"),
-                })?);
+            self.arena = Some(
+                CpuBuffer::new(bytes, &self.workspace.device.info.name, &self.workspace.device.memory).ok_or_else(
+                    || StreamError::Kernel {
+                        device: self.workspace.device.info.name.clone(),
+                        op: "arena".into(),
+                        message: format!("could not allocate {bytes} bytes"),
+                    },
+                )?,
+            );
         }
         let arena = match &self.arena {
             Some(a) => Storage {

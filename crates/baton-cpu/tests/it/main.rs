@@ -1,6 +1,8 @@
 //! The CPU backend's integration tests, one test binary (`--test it`): the
-//! conformance suite, and the packing of sealed weights. (The loom models
+//! conformance suite, the packing of sealed weights, and weights mapped
+//! from files. (The loom models
 //! are binaries of their own: they build only under `--cfg loom`.)
 
 mod conformance;
+mod mapped;
 mod packed;

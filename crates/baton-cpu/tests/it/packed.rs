@@ -9,9 +9,9 @@ use baton_core::DType;
 use baton_cpu::CpuDevice;
 use baton_kernels::quantize_row;
 
-const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-fn values(n: usize, seed: u32) -> Vec<f32> {
+pub(crate) fn values(n: usize, seed: u32) -> Vec<f32> {
     let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(12345);
     (0..n)
         .map(|_| {
@@ -23,7 +23,7 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn matmul_graph(dtype: DType, m: usize, n: usize, k: usize) -> Arc<Graph> {
+pub(crate) fn matmul_graph(dtype: DType, m: usize, n: usize, k: usize) -> Arc<Graph> {
     let mut g = Graph::new();
     let x = g.leaf("x", DType::F32, &[m, k], Flags::INPUT).expect("x");
     let w = g.leaf("w", dtype, &[n, k], Flags::WEIGHT).expect("w");
@@ -33,7 +33,7 @@ fn matmul_graph(dtype: DType, m: usize, n: usize, k: usize) -> Arc<Graph> {
     Arc::new(g)
 }
 
-fn run(stream: &Stream, graph: &Arc<Graph>, x: &TensorRef, w: &TensorRef, y: &TensorRef) -> Vec<f32> {
+pub(crate) fn run(stream: &Stream, graph: &Arc<Graph>, x: &TensorRef, w: &TensorRef, y: &TensorRef) -> Vec<f32> {
     let mut b = Bindings::new(graph);
     b.bind_name("x", x.clone()).expect("bind x");
     b.bind_name("w", w.clone()).expect("bind w");

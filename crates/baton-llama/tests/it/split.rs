@@ -25,8 +25,7 @@ fn options(batch: usize, n_copies: usize, sync_copies: bool, split: &[f32]) -> L
         tensor_split: split.to_vec(),
         n_copies,
         sync_copies,
-        tensor_exact: false,
-        slots: 1,
+        ..LoadOptions::default()
     }
 }
 
