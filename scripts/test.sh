@@ -42,6 +42,10 @@ source scripts/test-build.sh
 bash scripts/setup-mpi.sh >/dev/null
 part "cargo nextest (build and run)"
 cargo nextest run --workspace --release --features "$BATON_TEST_FEATURES" --no-fail-fast "$@"
+# Peak RSS of SmolLM2 (and Gemma 3 where cached) against its budget: the
+# weights held once (scripts/check-memory.sh; --large adds 1B to 8B).
+part "memory (scripts/check-memory.sh)"
+BATON_BIN=target/release/baton bash scripts/check-memory.sh
 # The MPI layer under 2 and 3 ranks on loopback (its unit tests ran above).
 part "MPI (scripts/test-mpi.sh)"
 BATON_MPI_UNIT_TESTS_RAN=1 bash scripts/test-mpi.sh

@@ -62,6 +62,18 @@ struct Key {
     stride: usize,
 }
 
+impl Key {
+    fn of(w: &WeightMatrix<'_>) -> Key {
+        Key {
+            address: w.data.as_ptr() as usize,
+            dtype: w.dtype,
+            rows: w.rows,
+            cols: w.cols,
+            stride: w.row_stride_bytes,
+        }
+    }
+}
+
 /// The packed matrices of one buffer.
 #[derive(Default)]
 pub(crate) struct PackedCache {
@@ -85,6 +97,13 @@ impl PackedCache {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// The packed form of `w` if it was packed already (a row lookup of a
+    /// tied embedding reads it rather than the original pages, which a
+    /// mapping gave back).
+    pub(crate) fn get(&self, w: &WeightMatrix<'_>) -> Option<Arc<PackedWeights>> {
+        self.entries.lock().get(&Key::of(w)).cloned()
+    }
+
     /// The packed form of `w` (bytes inside this cache's sealed buffer),
     /// packed now on `device`'s pool if this is its first use (its size
     /// counted by the device); `None` for types without a packed form.
@@ -97,13 +116,7 @@ impl PackedCache {
         if !packable(w.dtype) || !enabled() {
             return Ok(None);
         }
-        let key = Key {
-            address: w.data.as_ptr() as usize,
-            dtype: w.dtype,
-            rows: w.rows,
-            cols: w.cols,
-            stride: w.row_stride_bytes,
-        };
+        let key = Key::of(w);
         let mut entries = self.entries.lock();
         if let Some(packed) = entries.get(&key) {
             return Ok(Some(packed.clone()));

@@ -68,7 +68,9 @@ pub use perplexity::{perplexity, PerplexityOptions, PerplexityResult};
 pub use fetch::{cache_dir, default_model, resolve_model, KnownModel, ModelSource, Part, DEFAULT_MODEL, KNOWN_MODELS};
 
 // Synthetic models for tests and benchmarks.
-pub use synth::{write_synth_model, ShapeParams, SynthError, SynthShape, SynthSpec, SynthSummary};
+pub use synth::{
+    write_synth_model, write_synth_model_mixed, ShapeParams, SynthError, SynthMix, SynthShape, SynthSpec, SynthSummary,
+};
 
 /// The README's code, compiled and run as doc tests (its library example
 /// runs; the whole-model example compiles).

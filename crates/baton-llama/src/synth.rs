@@ -11,6 +11,7 @@ use baton_core::DType;
 use baton_gguf::{GgmlType, GgufWriter, WriteError};
 
 pub use shape::{ShapeParams, SynthShape, SynthSpec};
+pub use tensors::SynthMix;
 
 /// What [`write_synth_model`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,11 +107,34 @@ pub enum SynthError {
 /// # Ok::<(), baton_llama::SynthError>(())
 /// ```
 pub fn write_synth_model(spec: &SynthSpec, path: impl AsRef<Path>) -> Result<SynthSummary, SynthError> {
+    write_synth_model_mixed(spec, SynthMix::Uniform, path)
+}
+
+/// As [`write_synth_model`], its matrices typed as `mix` says: with
+/// [`SynthMix::Q4KM`] (`spec.dtype` must then be Q4_K), llama.cpp's Q4_K_M
+/// mix, as the files people download come.
+///
+/// # Errors
+/// As [`write_synth_model`]; a mix over another type than Q4_K is
+/// [`SynthError::UnsupportedDType`].
+pub fn write_synth_model_mixed(
+    spec: &SynthSpec,
+    mix: SynthMix,
+    path: impl AsRef<Path>,
+) -> Result<SynthSummary, SynthError> {
     let path = path.as_ref();
-    let file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;
+    let mut file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;
+    if mix == SynthMix::Q4KM {
+        if spec.dtype != DType::Q4_K {
+            return Err(SynthError::UnsupportedDType { dtype: spec.dtype });
+        }
+        // LLAMA_FTYPE_MOSTLY_Q4_K_M.
+        file_type = 15;
+    }
     let write_error = |source| SynthError::Write { path: path.to_path_buf(), source };
     let params = spec.shape.params();
-    let plan = tensors::plan(&params, spec.dtype);
+    let mut plan = tensors::plan(&params, spec.dtype);
+    tensors::apply_mix(&mut plan, mix, &params);
 
     let mut writer = GgufWriter::new();
     metadata::add_model_keys(&mut writer, spec, file_type).map_err(write_error)?;

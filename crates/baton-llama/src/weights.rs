@@ -87,7 +87,8 @@ impl Weights {
                     let offset = (p.file_offset - start) as usize;
                     tensors.insert(p.name.clone(), TensorRef::new(&buffer, offset, p.dtype, &p.dims)?);
                 }
-                mapped_bytes += mine.iter().map(|p| p.data.len()).sum::<usize>();
+                // The mapped range (a tied output shares the embedding's).
+                mapped_bytes += buffer.len();
                 continue;
             }
             let buffer: Buffer = device.alloc(totals[d])?;

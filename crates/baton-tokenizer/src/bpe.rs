@@ -10,6 +10,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use crate::bytes::byte_map;
 use crate::error::{Result, TokenizerError};
+use crate::table::TokenTable;
 
 /// Merge rules keyed by the pair of token ids.
 pub(crate) struct BpeModel {
@@ -31,7 +32,7 @@ const NONE: usize = usize::MAX;
 impl BpeModel {
     /// Builds the rank table; every merge must name two vocabulary tokens
     /// whose concatenation is also one.
-    pub(crate) fn new(merges: &[String], token_to_id: &HashMap<String, u32>) -> Result<Self> {
+    pub(crate) fn new(merges: &[String], tokens: &TokenTable) -> Result<Self> {
         let mut table = HashMap::with_capacity(merges.len());
         for (index, merge) in merges.iter().enumerate() {
             // Split at the first space after the first character, so that a
@@ -46,7 +47,7 @@ impl BpeModel {
                 return Err(TokenizerError::MalformedMerge { index, merge: merge.clone() });
             }
             let lookup = |text: &str| {
-                token_to_id.get(text).copied().ok_or_else(|| TokenizerError::MergeTokenMissing {
+                tokens.id(text).ok_or_else(|| TokenizerError::MergeTokenMissing {
                     index,
                     merge: merge.clone(),
                     token: text.to_owned(),
@@ -62,7 +63,7 @@ impl BpeModel {
         let mut byte_ids = [None; 256];
         for (byte, slot) in byte_ids.iter_mut().enumerate() {
             let c = map.char_of(byte as u8);
-            *slot = token_to_id.get(c.encode_utf8(&mut [0u8; 4]) as &str).copied();
+            *slot = tokens.id(c.encode_utf8(&mut [0u8; 4]));
         }
         Ok(Self { merges: table, byte_ids })
     }

@@ -53,7 +53,7 @@ impl Tokenizer {
         let index = self.checked_index(id)?;
         Ok(match self.types[index] {
             TokenType::Control | TokenType::Unknown | TokenType::Unused if !render_special => &[],
-            _ => &self.pieces[index],
+            _ => self.pieces.get(index),
         })
     }
 }

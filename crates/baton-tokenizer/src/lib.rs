@@ -44,6 +44,7 @@ mod pretokenize;
 mod special;
 mod spm;
 mod synth;
+mod table;
 mod tokenizer;
 mod unicode;
 

@@ -10,17 +10,18 @@
 //! into a control, byte or unused token (so `<0x41>` typed as text stays text).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use crate::config::TokenType;
 use crate::error::{Result, TokenizerError};
+use crate::table::TokenTable;
 
 /// The SentencePiece space marker.
 pub(crate) const SPACE_MARKER: char = '\u{2581}';
 
 /// Vocabulary views the SPM merge loop needs.
 pub(crate) struct SpmModel<'a> {
-    pub(crate) token_to_id: &'a HashMap<String, u32>,
+    pub(crate) tokens: &'a TokenTable,
     pub(crate) types: &'a [TokenType],
     pub(crate) scores: &'a [f32],
     pub(crate) byte_ids: &'a [Option<u32>; 256],
@@ -63,7 +64,7 @@ impl Ord for Bigram {
 
 impl SpmModel<'_> {
     fn mergeable(&self, text: &str) -> Option<u32> {
-        let id = *self.token_to_id.get(text)?;
+        let id = self.tokens.id(text)?;
         match self.types.get(id as usize) {
             Some(TokenType::Normal | TokenType::UserDefined) => Some(id),
             _ => None,

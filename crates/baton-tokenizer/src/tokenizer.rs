@@ -1,7 +1,5 @@
 //! [`Tokenizer`]: built from a [`TokenizerConfig`], encodes text to ids.
 
-use std::collections::HashMap;
-
 use crate::bpe::BpeModel;
 use crate::bytes::{byte_map, parse_byte_token};
 use crate::config::{ModelKind, TokenType, TokenizerConfig};
@@ -9,6 +7,7 @@ use crate::error::{Result, TokenizerError};
 use crate::pretokenize::PreTokenizer;
 use crate::special::{Fragment, SpecialMatcher};
 use crate::spm::{SpmModel, SPACE_MARKER};
+use crate::table::{Strings, TokenTable};
 
 /// Which special tokens [`Tokenizer::encode`] adds and matches. The
 /// default adds none and reads control tokens as plain text: right for a
@@ -31,12 +30,11 @@ pub struct EncodeOptions {
 /// Immutable once built, so it can be shared between threads.
 pub struct Tokenizer {
     pub(crate) kind: ModelKind,
-    pub(crate) tokens: Vec<String>,
+    pub(crate) tokens: TokenTable,
     pub(crate) types: Vec<TokenType>,
-    token_to_id: HashMap<String, u32>,
     scores: Vec<f32>,
     /// The bytes each token stands for as text (special tokens: their text).
-    pub(crate) pieces: Vec<Vec<u8>>,
+    pub(crate) pieces: Strings,
     /// SPM byte-fallback tokens `<0xXX>`, by byte.
     spm_byte_ids: [Option<u32>; 256],
     bpe: Option<(BpeModel, PreTokenizer)>,
@@ -107,8 +105,7 @@ impl Tokenizer {
             None => vec![TokenType::Normal; n],
         };
         // Last id wins for duplicate texts, as in llama.cpp and HF.
-        let token_to_id: HashMap<String, u32> =
-            config.tokens.iter().enumerate().map(|(id, t)| (t.clone(), id as u32)).collect();
+        let tokens = TokenTable::new(&config.tokens);
 
         let check_id = |field: &'static str, id: Option<u32>| match id {
             Some(id) if id as usize >= n => Err(TokenizerError::SpecialIdOutOfRange { field, id, vocab_size: n }),
@@ -159,33 +156,27 @@ impl Tokenizer {
                     .merges
                     .as_ref()
                     .ok_or_else(|| TokenizerError::MissingMerges { model: config.model.clone() })?;
-                Some((BpeModel::new(merges, &token_to_id)?, pre))
+                Some((BpeModel::new(merges, &tokens)?, pre))
             }
         };
 
         let map = byte_map();
-        let pieces = config
-            .tokens
-            .iter()
-            .zip(&types)
-            .map(|(text, &kind_of)| match (kind_of, &bpe) {
-                (TokenType::Normal, Some(_)) => {
-                    let mut out = Vec::with_capacity(text.len());
-                    map.decode_str(text, &mut out);
-                    out
-                }
-                (TokenType::Normal, None) => text.replace(SPACE_MARKER, " ").into_bytes(),
-                (TokenType::Byte, None) => parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b]),
-                _ => text.as_bytes().to_vec(),
-            })
-            .collect();
+        let pieces = Strings::new(config.tokens.iter().zip(&types).map(|(text, &kind_of)| match (kind_of, &bpe) {
+            (TokenType::Normal, Some(_)) => {
+                let mut out = Vec::with_capacity(text.len());
+                map.decode_str(text, &mut out);
+                out
+            }
+            (TokenType::Normal, None) => text.replace(SPACE_MARKER, " ").into_bytes(),
+            (TokenType::Byte, None) => parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b]),
+            _ => text.as_bytes().to_vec(),
+        }));
 
         let specials = SpecialMatcher::new(&config.tokens, &types);
         Ok(Self {
             kind,
-            tokens: config.tokens.clone(),
+            tokens,
             types,
-            token_to_id,
             scores,
             pieces,
             spm_byte_ids,
@@ -264,7 +255,7 @@ impl Tokenizer {
             }
             None => {
                 let model = SpmModel {
-                    token_to_id: &self.token_to_id,
+                    tokens: &self.tokens,
                     types: &self.types,
                     scores: &self.scores,
                     byte_ids: &self.spm_byte_ids,
@@ -300,7 +291,7 @@ impl Tokenizer {
     fn encode_bpe_word(&self, model: &BpeModel, pre: PreTokenizer, word: &str, out: &mut Vec<u32>) -> Result<()> {
         if pre.ignores_merges() {
             let mapped = byte_map().encode_str(word.as_bytes());
-            if let Some(&id) = self.token_to_id.get(&mapped) {
+            if let Some(id) = self.tokens.id(&mapped) {
                 out.push(id);
                 return Ok(());
             }
@@ -329,7 +320,7 @@ impl Tokenizer {
 
     /// The vocabulary text of a token (as stored: `▁` or byte-level chars).
     pub fn token_text(&self, id: u32) -> Result<&str> {
-        Ok(&self.tokens[self.check(id)?])
+        Ok(self.tokens.text(self.check(id)?))
     }
 
     /// The type of a token.
@@ -339,7 +330,7 @@ impl Tokenizer {
 
     /// The id of the token whose vocabulary text is exactly `text`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.token_to_id.get(text).copied()
+        self.tokens.id(text)
     }
 
     /// Beginning-of-sequence token.

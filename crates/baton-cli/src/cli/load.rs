@@ -72,7 +72,10 @@ impl ModelArgs {
         }
         .with_context(|| format!("loading {}", path.display()))?;
         // Packing the weights for the CPU kernels (and building the decode
-        // plan) is part of loading, not of the first request.
+        // plan) is part of loading, not of the first request. The heap the
+        // parse freed (the file's vocabulary arrays) goes back to the system
+        // first, so the packed weights do not come on top of it.
+        return_freed_heap();
         model.warm_up().context("the warm-up step after loading")?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
@@ -124,5 +127,16 @@ impl ModelArgs {
             eprintln!("  {track}: busy {:.0}% of the traced span", share * 100.0);
         }
         Ok(())
+    }
+}
+
+/// Gives the heap pages that `free` kept back to the system (glibc keeps
+/// freed memory below the top of the heap resident).
+fn return_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own
+    // arenas; it is thread-safe and touches no live allocation.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use baton_core::DType;
 use baton_llama::baton_gguf::GgufFile;
-use baton_llama::{write_synth_model, KnownModel, SynthShape, SynthSpec, DEFAULT_MODEL, KNOWN_MODELS};
+use baton_llama::{write_synth_model_mixed, KnownModel, SynthMix, SynthShape, SynthSpec, DEFAULT_MODEL, KNOWN_MODELS};
 use clap::Subcommand;
 
 use crate::cli::args::resolve_model;
@@ -53,7 +53,7 @@ pub enum ModelCommand {
     /// Where a model's memory goes: peak and resident memory after loading,
     /// the first step and a prompt, beside the weights (mapped, copied,
     /// packed), the KV cache, io and scratch; `--check` fails above the
-    /// budget (1.1 x file + KV + io + scratch).
+    /// budget (the process before loading + 1.1 x file + KV + io + scratch).
     ///
     /// Example: baton model memory -m gemma3-270m -c 4096 -p 512
     Memory(Box<super::model_memory::MemoryArgs>),
@@ -74,11 +74,20 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
             let shape = SynthShape::from_name(&shape).with_context(|| {
                 format!("unknown shape {shape:?}: use {}", names(SynthShape::ALL.map(|s| s.name())))
             })?;
-            let dtype =
-                DType::from_name(&dtype).filter(|t| SynthSpec::SUPPORTED_DTYPES.contains(t)).with_context(|| {
-                    format!("unknown type {dtype:?}: use {}", names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name())))
-                })?;
-            let summary = write_synth_model(&SynthSpec { shape, dtype, seed }, &output)?;
+            let (dtype, mix) = if dtype.eq_ignore_ascii_case("q4_k_m") {
+                (DType::Q4_K, SynthMix::Q4KM)
+            } else {
+                let dtype = DType::from_name(&dtype).filter(|t| SynthSpec::SUPPORTED_DTYPES.contains(t)).with_context(
+                    || {
+                        format!(
+                            "unknown type {dtype:?}: use {} or q4_k_m",
+                            names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name()))
+                        )
+                    },
+                )?;
+                (dtype, SynthMix::Uniform)
+            };
+            let summary = write_synth_model_mixed(&SynthSpec { shape, dtype, seed }, mix, &output)?;
             println!(
                 "wrote {} ({} parameters, {:.1} MiB)",
                 summary.path.display(),
@@ -176,8 +185,9 @@ fn shape_help() -> String {
 /// The help of `--type`: every type a synthetic model can be written in.
 fn type_help() -> String {
     format!(
-        "{}. K-quant matrices whose rows are not multiples of 256 are stored as q8_0 (use the tiny256 or \
-         stories110M shape to avoid that).",
+        "{}, or q4_k_m (llama.cpp's mix: q4_k with q6_k for the output and some attn_v and ffn_down). \
+         K-quant matrices whose rows are not multiples of 256 are stored as q8_0 (use the tiny256, \
+         stories110M or llama shapes to avoid that).",
         names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name()))
     )
 }

@@ -69,7 +69,7 @@ pub fn run(args: MemoryArgs) -> Result<()> {
     }
     let prompted = status();
     let memory = model.memory();
-    let budget = budget(&memory);
+    let budget = budget(&memory, before.resident);
     let phases = [("start", before), ("loaded", loaded), ("first step", stepped), ("prompt", prompted)];
     if args.json {
         print_json(&memory, &phases, budget, prompt.len());
@@ -87,10 +87,10 @@ pub fn run(args: MemoryArgs) -> Result<()> {
     Ok(())
 }
 
-/// What the process may hold at its peak: the file with its slack, the KV
-/// cache, io and scratch, and what it held before loading.
-fn budget(memory: &ModelMemory) -> u64 {
-    (memory.file as f64 * FILE_SLACK) as u64 + memory.kv_cache + memory.io + memory.scratch()
+/// What the process may hold at its peak: what it held before loading (its
+/// code), the file with its slack, the KV cache, io and scratch.
+fn budget(memory: &ModelMemory, start: u64) -> u64 {
+    start + (memory.file as f64 * FILE_SLACK) as u64 + memory.kv_cache + memory.io + memory.scratch()
 }
 
 fn print_table(model: &Model, memory: &ModelMemory, phases: &[(&str, Status)], budget: u64, prompt: usize) {
@@ -118,7 +118,7 @@ fn print_table(model: &Model, memory: &ModelMemory, phases: &[(&str, Status)], b
     println!("scratch            {:>10.1} MiB (activations)", mib(memory.scratch()));
     let peak = phases.last().map_or(0, |(_, s)| s.peak);
     println!(
-        "peak {:.1} MiB against a budget of {:.1} MiB ({FILE_SLACK} x file + KV + io + scratch): {:.2}x",
+        "peak {:.1} MiB against a budget of {:.1} MiB (start + {FILE_SLACK} x file + KV + io + scratch): {:.2}x",
         mib(peak),
         mib(budget),
         peak as f64 / budget.max(1) as f64

@@ -3,7 +3,7 @@
 
 use baton_core::graph::{NodeId, Op, RopeMode};
 use baton_kernels::ops as k;
-use baton_kernels::{dequantize_row, quantize_row};
+use baton_kernels::{dequantize_row, quantize_row, WeightMatrix};
 
 use super::context::{node, node_error, Context, SharedPtr};
 use super::workspace::{for_rows, Workspace};
@@ -179,6 +179,16 @@ fn get_rows(_exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), Stre
     let (vocab, width) = (table.layout.shape.dims()[0], table.layout.shape.dims()[1]);
     let stride = table.layout.strides[0];
     let row_bytes = table.dtype.row_bytes(width).unwrap_or(0);
+    // A table packed for a matmul (a tied output projection) is read from
+    // its packed form, whose rows unpack to the same bytes: the original
+    // pages of a mapped file stay given back.
+    let packed = ctx.packed_cache(n.inputs[0]).and_then(|cache| {
+        let extent = if vocab == 0 { 0 } else { (vocab - 1) * stride + row_bytes };
+        let data = bytes.get(..extent)?;
+        cache.get(&WeightMatrix { dtype: table.dtype, data, rows: vocab, cols: width, row_stride_bytes: stride })
+    });
+    let mut unpacked = vec![0u8; if packed.is_some() { row_bytes } else { 0 }];
+    let kernel_err = |e: baton_kernels::KernelError| node_error(ctx.graph, id, e.to_string());
     // SAFETY: the op takes its output once, here.
     let out = unsafe { ctx.out_f32(id)? };
     for (t, &row) in ids.iter().enumerate() {
@@ -186,9 +196,14 @@ fn get_rows(_exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), Stre
             .ok()
             .filter(|&r| r < vocab)
             .ok_or_else(|| node_error(ctx.graph, id, format!("token id {row} outside 0..{vocab}")))?;
-        let src = &bytes[row * stride..row * stride + row_bytes];
-        dequantize_row(table.dtype, src, &mut out[t * width..(t + 1) * width])
-            .map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
+        let src = match &packed {
+            Some(packed) => {
+                packed.unpack_row(row, &mut unpacked).map_err(kernel_err)?;
+                &unpacked[..]
+            }
+            None => &bytes[row * stride..row * stride + row_bytes],
+        };
+        dequantize_row(table.dtype, src, &mut out[t * width..(t + 1) * width]).map_err(kernel_err)?;
     }
     Ok(())
 }

@@ -43,6 +43,18 @@ pub enum SynthShape {
     /// norms, 2 KV heads, FFN 192, vocabulary 512, context 512, RoPE base
     /// 1,000,000, tied output.
     Qwen3,
+    /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
+    /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, tied output (1.24B weights).
+    Llama1B,
+    /// Llama 3.2 3B's dimensions: dim 3072, 28 layers, 24 heads of 128, 8
+    /// KV heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, tied output (3.2B weights).
+    Llama3B,
+    /// Llama 3.1 8B's dimensions: dim 4096, 32 layers, 32 heads of 128, 8
+    /// KV heads, FFN 14,336, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, untied output (8.0B weights).
+    Llama8B,
 }
 
 /// The hyper-parameters of a [`SynthShape`].
@@ -89,7 +101,7 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 8] = [
+    pub const ALL: [SynthShape; 11] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
@@ -98,6 +110,9 @@ impl SynthShape {
         Self::Stories15M,
         Self::Stories110M,
         Self::Smol135M,
+        Self::Llama1B,
+        Self::Llama3B,
+        Self::Llama8B,
     ];
 
     /// The shape's name, as `baton model synth --shape` takes it.
@@ -111,6 +126,9 @@ impl SynthShape {
             Self::Gemma3 => "gemma3",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Llama1B => "llama1B",
+            Self::Llama3B => "llama3B",
+            Self::Llama8B => "llama8B",
         }
     }
 
@@ -137,7 +155,26 @@ impl SynthShape {
             rms_eps: 1e-6,
             tied_embeddings: false,
         };
+        // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
+        const LLAMA3: ShapeParams = ShapeParams {
+            arch: Architecture::Llama,
+            head_width: None,
+            sliding_window: None,
+            dim: 2048,
+            n_layers: 16,
+            n_heads: 32,
+            n_kv_heads: 8,
+            ffn: 8192,
+            vocab: 128_256,
+            context: 131_072,
+            rope_freq_base: 500_000.0,
+            rms_eps: 1e-5,
+            tied_embeddings: true,
+        };
         match self {
+            Self::Llama1B => LLAMA3,
+            Self::Llama3B => ShapeParams { dim: 3072, n_layers: 28, n_heads: 24, ..LLAMA3 },
+            Self::Llama8B => ShapeParams { dim: 4096, n_layers: 32, ffn: 14_336, tied_embeddings: false, ..LLAMA3 },
             Self::Gemma3 => ShapeParams {
                 arch: Architecture::Gemma3,
                 head_width: Some(32),

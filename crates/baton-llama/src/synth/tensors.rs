@@ -99,6 +99,46 @@ fn fallback(requested: DType, cols: usize) -> DType {
     }
 }
 
+/// How a file's matrices are typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynthMix {
+    /// Every matrix in the requested type (or its fallback).
+    #[default]
+    Uniform,
+    /// llama.cpp's Q4_K_M: Q4_K, with Q6_K for the output projection (the
+    /// token embedding when tied), and for `attn_v` and `ffn_down` in the
+    /// first and last eighth of the layers and every third layer between.
+    Q4KM,
+}
+
+/// Whether llama.cpp's `_M` mixes give layer `layer` of `layers` more bits.
+fn more_bits(layer: usize, layers: usize) -> bool {
+    layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2
+}
+
+/// Retypes `plan` (written in Q4_K) as `mix` says.
+pub(crate) fn apply_mix(plan: &mut [TensorPlan], mix: SynthMix, params: &ShapeParams) {
+    if mix == SynthMix::Uniform {
+        return;
+    }
+    let output = if params.tied_embeddings { "token_embd.weight" } else { "output.weight" };
+    for tensor in plan.iter_mut().filter(|t| t.dims.len() == 2) {
+        let layer =
+            tensor.name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()).and_then(|l| l.parse().ok());
+        let wide = match layer {
+            Some(layer) => {
+                (tensor.name.contains(".attn_v.") || tensor.name.contains(".ffn_down."))
+                    && more_bits(layer, params.n_layers)
+            }
+            None => tensor.name == output,
+        };
+        let cols = tensor.dims[0] as usize;
+        if wide && cols.is_multiple_of(DType::Q6_K.block_elems()) {
+            tensor.dtype = DType::Q6_K;
+        }
+    }
+}
+
 /// Every tensor of a model of this shape, in llama.cpp's file order:
 /// `token_embd`, the blocks, `output_norm`, then `output` unless tied.
 pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
@@ -220,5 +260,34 @@ impl ShapeParams {
     /// The number of weights in the file (every tensor's element count).
     pub fn n_params(&self) -> u64 {
         plan(self, DType::F32).iter().map(TensorPlan::elements).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::SynthShape;
+
+    #[test]
+    fn q4_k_m_gives_the_output_and_a_share_of_attn_v_and_ffn_down_six_bits() {
+        for (shape, output) in [(SynthShape::Llama8B, "output.weight"), (SynthShape::Llama1B, "token_embd.weight")] {
+            let params = shape.params();
+            let mut plan = plan(&params, DType::Q4_K);
+            apply_mix(&mut plan, SynthMix::Q4KM, &params);
+            let six: Vec<&str> = plan.iter().filter(|t| t.dtype == DType::Q6_K).map(|t| t.name.as_str()).collect();
+            assert!(six.contains(&output), "{shape}: {six:?}");
+            let layers: Vec<usize> = (0..params.n_layers).filter(|&l| more_bits(l, params.n_layers)).collect();
+            for l in &layers {
+                assert!(six.contains(&format!("blk.{l}.ffn_down.weight").as_str()), "{shape} layer {l}");
+                assert!(six.contains(&format!("blk.{l}.attn_v.weight").as_str()), "{shape} layer {l}");
+            }
+            assert_eq!(six.len(), 2 * layers.len() + 1, "{shape}: nothing else is six bits: {six:?}");
+            let other = plan.iter().filter(|t| t.dims.len() == 2 && t.dtype != DType::Q6_K);
+            assert!(other.clone().all(|t| t.dtype == DType::Q4_K), "{shape}: the rest is Q4_K");
+        }
+        // llama.cpp's pattern for 32 layers: the first and last four, and
+        // every third layer between from the sixth.
+        let wide: Vec<usize> = (0..32).filter(|&l| more_bits(l, 32)).collect();
+        assert_eq!(wide, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]);
     }
 }

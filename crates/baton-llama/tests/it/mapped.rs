@@ -34,8 +34,8 @@ fn mapped_weights_give_the_logits_of_copied_ones() {
         let mut mapped = load(true);
         let (c, m) = (copied.memory(), mapped.memory());
         assert_eq!((c.weights_mapped, m.weights_copied), (0, 0), "{dtype}: {c:?} {m:?}");
-        assert_eq!(c.weights_copied, m.weights_mapped, "{dtype}: the same weights either way");
-        assert!(m.devices.mapped > 0 && m.devices.mapped <= m.file, "{dtype}: {m:?}");
+        assert!(c.weights_copied > 0 && m.weights_mapped <= m.file, "{dtype}: {c:?} {m:?}");
+        assert_eq!(m.devices.mapped, m.weights_mapped, "{dtype}: the device counts the mapping: {m:?}");
         assert!(m.devices.allocated < c.devices.allocated, "{dtype}: mapping allocates no weights");
         assert_eq!(steps(&mut mapped), steps(&mut copied), "{dtype}: mapped and copied weights differ");
     }

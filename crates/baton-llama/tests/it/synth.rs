@@ -275,9 +275,20 @@ fn shapes_parse_by_name_and_match_their_reference_models() {
     assert_eq!(stories.n_params(), 109_529_856, "llama2.c's stories110M (tied output)");
     assert_eq!(stories.tensor_count(), 110);
     assert_eq!(SynthShape::from_name("stories110m"), Some(SynthShape::Stories110M));
+    // Llama 3.2 1B and 3B (tied) and Llama 3.1 8B: their published
+    // weight counts, 292 tensors for 32 layers untied (9 per layer + 3).
+    let counts = [(SynthShape::Llama1B, 1_235_814_400), (SynthShape::Llama3B, 3_212_749_824)];
+    for (shape, n) in counts.into_iter().chain([(SynthShape::Llama8B, 8_030_261_248)]) {
+        assert_eq!(shape.params().n_params(), n, "{shape}");
+        assert_eq!(shape.params().vocab, 128_256, "{shape}");
+    }
+    assert_eq!(SynthShape::Llama8B.params().tensor_count(), 291);
+    assert_eq!(SynthShape::from_name("LLAMA8b"), Some(SynthShape::Llama8B));
     let tiny256 = SynthShape::Tiny256.params();
     assert_eq!((tiny256.tensor_count(), tiny256.n_params()), (21, 1_443_072));
-    for shape in [SynthShape::Tiny256, SynthShape::Stories110M] {
+    for shape in
+        [SynthShape::Tiny256, SynthShape::Stories110M, SynthShape::Llama1B, SynthShape::Llama3B, SynthShape::Llama8B]
+    {
         let p = shape.params();
         // Row lengths (input widths) of every matrix: the embedding, Q/K/V,
         // gate and up read `dim`; the attention output reads the heads; down reads the FFN.
