@@ -21,6 +21,9 @@ const STORE_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
 const PLAIN: [&str; 6] = ["unary", "broadcast", "rms_norm", "softmax", "rope", "contiguous"];
 /// Ops instantiated per read type.
 const PER_LOAD_TYPE: [&str; 3] = ["get_rows", "matmul", "matmul_rows"];
+/// Types of a KV cache's keys and values (`KT`, `VT`: 0 f32, 1 f16, 2 bf16);
+/// attention is instantiated per pair.
+const KV_TYPES: [(&str, u32); 3] = [("f32", 0), ("f16", 1), ("bf16", 2)];
 /// Ops instantiated per written type.
 const PER_STORE_TYPE: [&str; 2] = ["copy_into", "scatter_rows"];
 
@@ -83,6 +86,13 @@ fn main() {
             let act = if ty.starts_with('q') { "act_q8.wgsl" } else { "act_f32.wgsl" };
             types = format!("{types}\n{}", read(dir, act));
             shaders.push((format!("{op}_{ty}"), format!("{common}\n{types}\n{body}")));
+        }
+    }
+    let attention = read(dir, "attention.wgsl");
+    for (k, kc) in KV_TYPES {
+        for (v, vc) in KV_TYPES {
+            let consts = format!("const KT: u32 = {kc}u;\nconst VT: u32 = {vc}u;");
+            shaders.push((format!("attention_{k}_{v}"), format!("{common}\n{consts}\n{attention}")));
         }
     }
     // Activation rounding for quantized matmuls, per block size.

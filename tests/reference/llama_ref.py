@@ -121,6 +121,10 @@ except ImportError:  # pragma: no cover - environment problem
 # GGUF access
 # --------------------------------------------------------------------------
 
+# Query rows of one attention product (bounds the score matrix's memory).
+ATTENTION_CHUNK = 512
+
+
 def field_value(reader: "gguf.GGUFReader", key: str, default: Any = None) -> Any:
     """Return a metadata value (scalar, string or list) or ``default``."""
     field = reader.fields.get(key)
@@ -416,16 +420,24 @@ class LlamaModel:
         qh = q.transpose(1, 0, 2)  # (H, T, hd)
         kh = k.transpose(1, 0, 2)
         vh = v.transpose(1, 0, 2)
-        scores = (qh @ kh.transpose(0, 2, 1)) * cfg.attn_scale  # (H, T, T)
-        mask = np.triu(np.ones((t, t), dtype=bool), k=1)
-        if window is not None:
-            # query i sees keys j with i - window < j <= i
-            mask |= np.tril(np.ones((t, t), dtype=bool), k=-window)
-        scores[:, mask] = -np.inf
-        scores -= scores.max(axis=-1, keepdims=True)
-        p = np.exp(scores)
-        p /= p.sum(axis=-1, keepdims=True)
-        o = (p @ vh).transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
+        # Queries in chunks, so long contexts need O(chunk x T) memory; each
+        # row is the same whole-row softmax as in one piece.
+        o = np.empty((cfg.n_head, t, hd), dtype=qh.dtype)
+        for s in range(0, t, ATTENTION_CHUNK):
+            e = min(t, s + ATTENTION_CHUNK)
+            scores = (qh[:, s:e] @ kh[:, :e].transpose(0, 2, 1)) * cfg.attn_scale  # (H, e - s, e)
+            rows = np.arange(s, e)[:, None]
+            cols = np.arange(e)[None, :]
+            mask = cols > rows
+            if window is not None:
+                # query i sees keys j with i - window < j <= i
+                mask |= cols <= rows - window
+            scores[:, mask] = -np.inf
+            scores -= scores.max(axis=-1, keepdims=True)
+            p = np.exp(scores)
+            p /= p.sum(axis=-1, keepdims=True)
+            o[:, s:e] = p @ vh[:, :e]
+        o = o.transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
         return o @ layer.wo.T
 
     def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:

@@ -82,13 +82,15 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 6] = [
+const LLAMA_SHORTS: [(&str, &str); 8] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
     ("-cnv", "--conversation"),
     ("-sys", "--system-prompt"),
     ("-np", "--parallel"),
+    ("-ctk", "--cache-type-k"),
+    ("-ctv", "--cache-type-v"),
 ];
 
 fn main() {

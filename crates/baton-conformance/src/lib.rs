@@ -31,10 +31,12 @@
 //! the Vulkan tests check the validation layer's verdict there.
 #![deny(missing_docs)]
 
+mod attention_ops;
 mod cases;
 pub mod chaos;
 pub mod contract;
 pub mod expected;
+mod op_harness;
 pub mod ops;
 pub mod reference;
 mod util;

@@ -149,6 +149,8 @@ impl Device for CpuDevice {
         match op {
             Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
             Op::CopyInto | Op::Contiguous | Op::View | Op::Leaf => true,
+            // A KV cache of any float or block type.
+            Op::Attention { .. } | Op::ScatterRows => dtype != DType::I32,
             _ => dtype == DType::F32,
         }
     }

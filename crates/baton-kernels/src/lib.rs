@@ -14,6 +14,8 @@
 //! - [`ops`]: f32 row kernels of a llama decoder (RMS norm, softmax, SiLU,
 //!   SwiGLU, add, mul, scale, dot).
 //! - [`rope`]: rotary position embedding, normal and NeoX.
+//! - [`attention`]: streamed attention over a KV cache of any type (online
+//!   softmax over blocks of keys).
 //! - [`convert`]: f16/bf16 <-> f32 rows.
 //!
 //! # Layouts
@@ -53,6 +55,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("baton-kernels assumes a little-endian host (GGUF data is little-endian)");
 
+pub mod attention;
 pub mod convert;
 mod error;
 mod isa;
@@ -74,6 +77,7 @@ mod tile;
 mod tiling;
 mod weight_types;
 
+pub use attention::{attend, AttentionScratch, KvRows, QueryRow};
 pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
 pub use isa::{with_isa, Isa};

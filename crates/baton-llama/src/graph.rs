@@ -11,11 +11,12 @@
 //! several sequences also reads `logit_rows` (which rows give logits) and
 //! writes each layer's attention rows scratch (`attn.rows.N`).
 //!
-//! Keys are stored as `[kv_heads, slots × context, head_dim]` and values
-//! transposed as `[kv_heads, head_dim, slots × context]`, so both attention
-//! products read
-//! contiguous rows; the new keys and values are scattered to their positions
-//! (later nodes that read the cache see the write, by node order).
+//! Keys and values are stored as `[kv_heads, slots × context, head_dim]`
+//! (of the cache's types, quantized ones included); the new keys and
+//! values are scattered to their positions (later nodes that read the
+//! cache see the write, by node order), and one fused attention node per
+//! sequence and layer streams over its slot (online softmax over blocks of
+//! keys: no row of scores is materialised).
 //! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
 //! (a quarter of that below the first step, so short sequences do not
 //! attend over hundreds of empty positions) and masks by position, so one
@@ -29,6 +30,7 @@ use baton_core::DType;
 
 use crate::arch::Activation;
 use crate::config::LlamaConfig;
+use crate::weights::KvTypes;
 
 /// Which logits a graph produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -144,8 +146,6 @@ struct Builder<'a> {
     g: Graph,
     config: &'a LlamaConfig,
     types: &'a dyn WeightTypes,
-    /// See [`CacheGeometry::fold_groups`].
-    fold_groups: bool,
 }
 
 impl Builder<'_> {
@@ -198,14 +198,9 @@ impl Builder<'_> {
 
     /// One sequence's attention: writes its keys and values `k`, `v`
     /// (`[t, kv_heads, head_dim]`) at `positions` of its slot's cache
-    /// `(keys, values)`, reads the first `window` positions, and returns the
-    /// output as `[heads, t, head_dim]`.
-    ///
-    /// With `fold_groups`, the query heads that share a KV head are rows of
-    /// one product (`[kv_heads, group × t, head_dim]`), so each key and value
-    /// is read (and converted from f16) once per KV head rather than once
-    /// per query head. The kernels' rows do not depend on the other rows, so
-    /// the results are the same bits either way.
+    /// `(keys, values)`, and attends over the first `window` positions
+    /// (the fused, streamed [`Op::Attention`](baton_core::graph::Op)),
+    /// returning `[t, heads, head_dim]`.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &mut self,
@@ -221,28 +216,11 @@ impl Builder<'_> {
         // graph is the same for every step within the window.
         let k_rows = self.g.permute(kc, &[1, 0, 2])?;
         self.g.scatter_rows(k_rows, k, positions)?;
-        let v_rows = self.g.permute(vc, &[2, 0, 1])?;
+        let v_rows = self.g.permute(vc, &[1, 0, 2])?;
         self.g.scatter_rows(v_rows, v, positions)?;
         let keys = self.g.narrow(kc, 1, 0, window)?;
-        let values = self.g.narrow(vc, 2, 0, window)?;
-        let qh = self.g.permute(q, &[1, 0, 2])?;
-        let qh = self.g.contiguous(qh)?;
-        let (heads, kvh, hd) = (self.config.heads, self.config.kv_heads, self.config.head_dim);
-        let t = self.g.node(q).layout.shape.dims()[0];
-        let group = heads / kvh.max(1);
-        if !self.fold_groups || group < 2 {
-            let scores = self.g.matmul(qh, keys)?;
-            let probs = self.g.softmax_window(scores, self.config.attn_scale, positions, sliding)?;
-            return self.g.matmul(probs, values);
-        }
-        // `[heads, t, ·]` is `[kv_heads, group, t, ·]`: the group's rows in turn.
-        let qg = self.g.reshape(qh, &[kvh, group * t, hd])?;
-        let scores = self.g.matmul(qg, keys)?;
-        let scores = self.g.reshape(scores, &[heads, t, window])?;
-        let probs = self.g.softmax_window(scores, self.config.attn_scale, positions, sliding)?;
-        let probs = self.g.reshape(probs, &[kvh, group * t, window])?;
-        let o = self.g.matmul(probs, values)?;
-        self.g.reshape(o, &[heads, t, hd])
+        let values = self.g.narrow(vc, 1, 0, window)?;
+        self.g.attention(q, (keys, values), positions, self.config.attn_scale, sliding)
     }
 
     /// The residual stream plus `y`, normalised first by `post_norm` where
@@ -253,20 +231,17 @@ impl Builder<'_> {
     }
 }
 
-/// The KV cache's geometry: element type, positions per slot, slots.
+/// The KV cache's geometry: element types, positions per slot, slots.
 #[derive(Clone, Copy, Debug)]
 pub struct CacheGeometry {
-    /// Element type.
-    pub dtype: DType,
+    /// Element types of the keys and the values.
+    pub dtypes: KvTypes,
     /// Positions of one slot (one sequence's context).
     pub context: usize,
     /// Sequences it holds.
     pub slots: usize,
     /// Rows of the attention rows scratch (the most tokens of a batch).
     pub batch: usize,
-    /// Fold the query heads that share a KV head into one product (not
-    /// under tensor parallelism, whose head shares need not follow groups).
-    pub fold_groups: bool,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -286,7 +261,7 @@ pub fn build(
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
-    let mut b = Builder { g: Graph::new(), config, types, fold_groups: cache.fold_groups };
+    let mut b = Builder { g: Graph::new(), config, types };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_layer`).
     b.g.set_group(Some(0));
@@ -312,8 +287,8 @@ pub fn build(
         let k = b.heads(k, kvh, &p("attn_k_norm"), positions, rope)?;
         let v = b.g.reshape(v, &[t, kvh, hd])?;
         let total = cache.slots * cache.context;
-        let kc = b.g.leaf(&key_cache_name(l), cache.dtype, &[kvh, total, hd], Flags::STATE)?;
-        let vc = b.g.leaf(&value_cache_name(l), cache.dtype, &[kvh, hd, total], Flags::STATE)?;
+        let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
+        let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
         let rows = if several {
             Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
         } else {
@@ -334,24 +309,19 @@ pub fn build(
             // one slot, so a one-sequence graph is what it always was).
             let (kc, vc) = if cache.slots > 1 {
                 let start = seq.slot * cache.context;
-                (b.g.narrow(kc, 1, start, cache.context)?, b.g.narrow(vc, 2, start, cache.context)?)
+                (b.g.narrow(kc, 1, start, cache.context)?, b.g.narrow(vc, 1, start, cache.context)?)
             } else {
                 (kc, vc)
             };
             let os = b.attention(qs, ks, vs, ps, (kc, vc), seq.window, layer.window)?;
             o = Some(match rows {
-                // Several sequences: each one's rows of the scratch, written
-                // through a view in the output's `[heads, t, hd]` order.
+                // Several sequences: each one's rows of the scratch.
                 Some(rows) => {
                     let dst = b.g.narrow(rows, 0, offset, seq.tokens)?;
                     let dst = b.g.reshape(dst, &[seq.tokens, heads, hd])?;
-                    let dst = b.g.permute(dst, &[1, 0, 2])?;
                     b.g.copy_into(dst, os)?
                 }
-                None => {
-                    let o = b.g.permute(os, &[1, 0, 2])?;
-                    b.g.contiguous(o)?
-                }
+                None => os,
             });
             offset += seq.tokens;
         }

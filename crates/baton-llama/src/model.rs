@@ -8,7 +8,7 @@ use baton_composite::{CompositeBuffer, CompositeDevice, Partition};
 use baton_core::backend::{
     into_devices, Bindings, Buffer, Device, DeviceMemory, IntoDevice, Pending, Stream, TensorRef,
 };
-use baton_core::graph::Graph;
+use baton_core::graph::{Graph, Op};
 use baton_core::sync::SyncPoint;
 use baton_core::DType;
 use baton_gguf::{GgufFile, OptionalKey};
@@ -20,7 +20,7 @@ use crate::error::ModelError;
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
 use crate::tensor_parallel::TensorShares;
-use crate::weights::{KvCache, Weights};
+use crate::weights::{KvCache, KvTypes, Weights};
 
 /// Makes the runner's edges to other processes, given the runner (its
 /// streams); see [`Model::load_over_ranks`].
@@ -35,8 +35,13 @@ pub struct LoadOptions {
     /// Sequences the KV cache holds (`--parallel`), each with its own
     /// `context` positions; see [`Model::eval_batch`].
     pub slots: usize,
-    /// Element type of the KV cache (f16 like llama.cpp, or f32).
+    /// Element type of the KV cache's keys (`-ctk`), and of its values
+    /// unless `cache_type_v` says otherwise: f16 like llama.cpp, f32, bf16,
+    /// or the block types q8_0 and q4_0 (whose blocks must divide the head
+    /// size).
     pub cache_type: DType,
+    /// Element type of the values (`-ctv`), if not `cache_type`.
+    pub cache_type_v: Option<DType>,
     /// Most tokens one evaluation takes (`-b`/`-ub`).
     pub batch: usize,
     /// Share of the layers of each device (`--tensor-split`); empty = even.
@@ -59,12 +64,20 @@ pub struct LoadOptions {
     pub mmap: bool,
 }
 
+impl LoadOptions {
+    /// The KV cache's key and value types.
+    pub fn kv_types(&self) -> KvTypes {
+        KvTypes { k: self.cache_type, v: self.cache_type_v.unwrap_or(self.cache_type) }
+    }
+}
+
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             context: None,
             slots: 1,
             cache_type: DType::F16,
+            cache_type_v: None,
             batch: 512,
             tensor_split: Vec::new(),
             n_copies: 1,
@@ -259,6 +272,7 @@ impl Model {
             Some(_) => vec![0; config.layers],
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
+        check_cache_types(&devices, &layer_device, options.kv_types())?;
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
         if let Some(remote) = remote {
@@ -272,7 +286,7 @@ impl Model {
                     .with_exact_sums(options.tensor_exact);
                 let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
                 let slots = options.slots.max(1);
-                let cache = KvCache::new_tensor_parallel(&config, (context, slots), options.cache_type, &c, &shares)?;
+                let cache = KvCache::new_tensor_parallel(&config, (context, slots), options.kv_types(), &c, &shares)?;
                 (weights, cache, Some((c, shares)))
             }
             None => {
@@ -281,7 +295,7 @@ impl Model {
                 })?;
                 let slots = options.slots.max(1);
                 let cache =
-                    KvCache::new(&config, (context, slots), options.cache_type, &devices, &|l| layer_device[l])?;
+                    KvCache::new(&config, (context, slots), options.kv_types(), &devices, &|l| layer_device[l])?;
                 (weights, cache, None)
             }
         };
@@ -516,11 +530,10 @@ impl Model {
             return Ok(found);
         }
         let geometry = CacheGeometry {
-            dtype: self.cache.dtype,
+            dtypes: self.cache.dtypes,
             context: self.cache.context,
             slots: self.cache.slots,
             batch: self.batch,
-            fold_groups: self.tensor.is_none(),
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
@@ -827,4 +840,21 @@ impl Model {
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
     }
+}
+
+/// Refuses, before anything is loaded, a KV cache type that a device
+/// holding layers cannot attend over.
+fn check_cache_types(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> Result<(), ModelError> {
+    let op = Op::Attention { scale: 1.0, window: None };
+    for (d, device) in devices.iter().enumerate() {
+        if layer_device.contains(&d) && !(device.supports(&op, kv.k) && device.supports(&op, kv.v)) {
+            return Err(ModelError::Config(format!(
+                "{} cannot hold a KV cache of {} keys and {} values",
+                device.info().name,
+                kv.k,
+                kv.v
+            )));
+        }
+    }
+    Ok(())
 }

@@ -260,19 +260,52 @@ impl Uploads {
     }
 }
 
-/// The KV cache of every layer: keys `[kv_heads, slots × context, head_dim]`
-/// and values transposed, `[kv_heads, head_dim, slots × context]`, so that
-/// attention reads both with contiguous rows. Slot `s` (one sequence) holds
-/// positions `s × context..(s + 1) × context`.
+/// The KV cache of every layer: keys and values both `[kv_heads, slots ×
+/// context, head_dim]`, so that attention reads a block of positions as
+/// contiguous rows (whole blocks of a quantized type). Slot `s` (one
+/// sequence) holds positions `s × context..(s + 1) × context`.
 pub struct KvCache {
     /// Per layer: (keys, values).
     pub layers: Vec<(TensorRef, TensorRef)>,
-    /// Element type.
-    pub dtype: DType,
+    /// Element types of the keys and of the values.
+    pub dtypes: KvTypes,
     /// Positions of one slot.
     pub context: usize,
     /// Sequences it holds.
     pub slots: usize,
+}
+
+/// Element types of a KV cache's keys and values (llama.cpp's `-ctk` and
+/// `-ctv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KvTypes {
+    /// The keys'.
+    pub k: DType,
+    /// The values'.
+    pub v: DType,
+}
+
+impl KvTypes {
+    /// Both of one type.
+    pub fn same(dtype: DType) -> KvTypes {
+        KvTypes { k: dtype, v: dtype }
+    }
+
+    /// Bytes of one position of one layer (keys and values of every KV
+    /// head), or an error naming a type whose blocks do not divide the
+    /// head size.
+    pub fn position_bytes(&self, config: &LlamaConfig) -> Result<usize, ModelError> {
+        let row = |dtype: DType| {
+            dtype.row_bytes(config.head_dim).ok_or_else(|| {
+                ModelError::Config(format!(
+                    "a {dtype} KV cache needs a head size that is a multiple of {} (this model's is {})",
+                    dtype.block_elems(),
+                    config.head_dim
+                ))
+            })
+        };
+        Ok(config.kv_heads * (row(self.k)? + row(self.v)?))
+    }
 }
 
 impl KvCache {
@@ -281,31 +314,33 @@ impl KvCache {
     pub fn new(
         config: &LlamaConfig,
         (context, slots): (usize, usize),
-        dtype: DType,
+        dtypes: KvTypes,
         devices: &[Arc<dyn Device>],
         device_of: &dyn Fn(usize) -> usize,
     ) -> Result<KvCache, ModelError> {
         let total = context * slots;
-        let per = config.kv_heads * total * config.head_dim;
-        let bytes = per * dtype.block_bytes();
+        let dims = [config.kv_heads, total, config.head_dim];
+        dtypes.position_bytes(config)?;
+        let bytes = |dtype: DType| config.kv_heads * total * dtype.row_bytes(config.head_dim).unwrap_or(0);
+        let (k_bytes, v_bytes) = (bytes(dtypes.k), bytes(dtypes.v));
         let mut layers = Vec::with_capacity(config.layers);
         let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
         for (d, device) in devices.iter().enumerate() {
             let count = (0..config.layers).filter(|&l| device_of(l) == d).count();
             if count > 0 {
-                buffers.insert(d, (device.alloc(2 * bytes * count)?, 0));
+                buffers.insert(d, (device.alloc((k_bytes + v_bytes) * count)?, 0));
             }
         }
         for l in 0..config.layers {
             let entry =
                 buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
             let (buffer, next) = (&entry.0, entry.1);
-            let k = TensorRef::new(buffer, next * bytes, dtype, &[config.kv_heads, total, config.head_dim])?;
-            let v = TensorRef::new(buffer, (next + 1) * bytes, dtype, &[config.kv_heads, config.head_dim, total])?;
-            entry.1 += 2;
+            let k = TensorRef::new(buffer, next, dtypes.k, &dims)?;
+            let v = TensorRef::new(buffer, next + k_bytes, dtypes.v, &dims)?;
+            entry.1 += k_bytes + v_bytes;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtype, context, slots })
+        Ok(KvCache { layers, dtypes, context, slots })
     }
 
     /// A zeroed cache for `slots` sequences of `context` positions on the
@@ -314,18 +349,18 @@ impl KvCache {
     pub fn new_tensor_parallel(
         config: &LlamaConfig,
         (context, slots): (usize, usize),
-        dtype: DType,
+        dtypes: KvTypes,
         device: &CompositeDevice,
         shares: &TensorShares,
     ) -> Result<KvCache, ModelError> {
-        let (kvh, hd, total) = (config.kv_heads, config.head_dim, context * slots);
+        dtypes.position_bytes(config)?;
+        let dims = [config.kv_heads, context * slots, config.head_dim];
         let mut layers = Vec::with_capacity(config.layers);
         for _ in 0..config.layers {
-            let (kd, vd) = ([kvh, total, hd], [kvh, hd, total]);
-            let k = device.alloc_split(dtype, &kd, shares.cache())?;
-            let v = device.alloc_split(dtype, &vd, shares.cache())?;
+            let k = device.alloc_split(dtypes.k, &dims, shares.cache())?;
+            let v = device.alloc_split(dtypes.v, &dims, shares.cache())?;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtype, context, slots })
+        Ok(KvCache { layers, dtypes, context, slots })
     }
 }

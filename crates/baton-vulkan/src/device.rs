@@ -118,7 +118,9 @@ impl Device for VulkanDevice {
     fn supports(&self, op: &Op, dtype: DType) -> bool {
         match op {
             Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
-            Op::CopyInto | Op::ScatterRows => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
+            Op::CopyInto | Op::ScatterRows | Op::Attention { .. } => {
+                matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+            }
             Op::Contiguous | Op::View | Op::Leaf => true,
             _ => dtype == DType::F32,
         }

@@ -18,8 +18,9 @@ mod compiled {
 
 /// Bytes of push constants every pipeline accepts.
 pub(crate) const PUSH_BYTES: u32 = 128;
-/// Storage buffers of every pipeline.
-pub(crate) const BINDINGS: u32 = 4;
+/// Storage buffers of every pipeline: `a`, `b`, `out`, `status`, and `c`
+/// and `e` for ops of more inputs (attention).
+pub(crate) const BINDINGS: u32 = 6;
 
 /// The device-side fence, compiled by glslc (see `shaders/fence.comp`).
 pub(crate) const FENCE_SPIRV: &[u8] = include_bytes!("shaders/fence.spv");

@@ -80,9 +80,15 @@ pub struct ModelArgs {
     /// the mapped pages, so the weights are held once).
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
-    /// KV cache type (default: f16; f32 for perplexity).
+    /// KV cache type of keys and values (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,
+    /// KV cache type of the keys (`-ctk`; default: `--cache-type`'s).
+    #[arg(long = "cache-type-k", value_enum, ignore_case = true)]
+    pub cache_type_k: Option<CacheType>,
+    /// KV cache type of the values (`-ctv`; default: `--cache-type`'s).
+    #[arg(long = "cache-type-v", value_enum, ignore_case = true)]
+    pub cache_type_v: Option<CacheType>,
 }
 
 impl ModelArgs {
@@ -199,7 +205,10 @@ mod tests {
 
     #[test]
     fn cache_types_parse_in_any_letter_case() {
-        for (name, dtype) in [("f16", DType::F16), ("F16", DType::F16), ("f32", DType::F32), ("F32", DType::F32)] {
+        let names = [("f16", DType::F16), ("F16", DType::F16), ("f32", DType::F32), ("F32", DType::F32)];
+        for (name, dtype) in
+            names.into_iter().chain([("q8_0", DType::Q8_0), ("Q4_0", DType::Q4_0), ("bf16", DType::BF16)])
+        {
             let args = parse_alone::<ModelArgs>(&["--cache-type", name])
                 .unwrap_or_else(|e| panic!("--cache-type {name}: {e}"));
             assert_eq!(args.cache_type.map(CacheType::dtype), Some(dtype), "--cache-type {name}");
@@ -211,7 +220,7 @@ mod tests {
         for (args, choices) in [
             (["--split-mode", "row"], "[possible values: none, layer, tensor]"),
             (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
-            (["--cache-type", "q4_0"], "[possible values: f16, f32]"),
+            (["--cache-type", "q6_k"], "[possible values: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1]"),
         ] {
             let error = parse_alone::<ModelArgs>(&args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
             assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{args:?}");

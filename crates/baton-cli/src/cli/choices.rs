@@ -41,13 +41,31 @@ pub enum RankCollective {
     Butterfly,
 }
 
-/// The KV cache's element type (`--cache-type`; any letter case).
+/// The KV cache's element type (`--cache-type`, `-ctk`, `-ctv`; any letter
+/// case). The block types need head sizes that are whole blocks (32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CacheType {
     /// Half precision (the default).
     F16,
     /// Single precision (the default of `baton perplexity`).
     F32,
+    /// bfloat16.
+    Bf16,
+    /// 8-bit blocks of 32 with an f16 scale (8.5 bits per value).
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// 4-bit blocks of 32 with an f16 scale (4.5 bits per value).
+    #[value(name = "q4_0")]
+    Q4_0,
+    /// 4-bit blocks of 32 with an f16 scale and minimum (5 bits per value).
+    #[value(name = "q4_1")]
+    Q4_1,
+    /// 5-bit blocks of 32 with an f16 scale (5.5 bits per value).
+    #[value(name = "q5_0")]
+    Q5_0,
+    /// 5-bit blocks of 32 with an f16 scale and minimum (6 bits per value).
+    #[value(name = "q5_1")]
+    Q5_1,
 }
 
 /// The name a choice is spelled with on the command line.
@@ -107,6 +125,12 @@ impl CacheType {
         match self {
             CacheType::F16 => DType::F16,
             CacheType::F32 => DType::F32,
+            CacheType::Bf16 => DType::BF16,
+            CacheType::Q8_0 => DType::Q8_0,
+            CacheType::Q4_0 => DType::Q4_0,
+            CacheType::Q4_1 => DType::Q4_1,
+            CacheType::Q5_0 => DType::Q5_0,
+            CacheType::Q5_1 => DType::Q5_1,
         }
     }
 }

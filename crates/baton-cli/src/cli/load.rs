@@ -15,7 +15,8 @@ impl ModelArgs {
     fn options(&self, slots: usize) -> LoadOptions {
         LoadOptions {
             context: self.context,
-            cache_type: self.cache_type.unwrap_or(CacheType::F16).dtype(),
+            cache_type: self.cache_type_k.or(self.cache_type).unwrap_or(CacheType::F16).dtype(),
+            cache_type_v: Some(self.cache_type_v.or(self.cache_type).unwrap_or(CacheType::F16).dtype()),
             batch: self.batch,
             tensor_split: self.tensor_split.clone(),
             n_copies: self.n_copies.max(1),

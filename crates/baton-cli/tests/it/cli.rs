@@ -109,7 +109,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     // A layer split may leave a device out; a tensor split may not.
     assert!(split("layer", "0,1").status.success(), "a zero share holds no layers");
     assert_clean_error(&split("tensor", "0,1"), "one positive share per device");
-    assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--cache-type", "q4_0"]), "--cache-type");
+    assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--cache-type", "q6_k"]), "--cache-type");
+    // The tiny model's heads of 8 cannot be whole blocks of 32.
+    assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "-ctk", "q4_0"]), "a multiple of 32");
     assert_clean_error(&baton(&["run", "-m", &model, "-p", "x", "--top-p", "0"]), "top");
     assert_clean_error(&baton(&["model", "synth", "--shape", "huge", "-o", "/tmp/x.gguf"]), "unknown shape");
 }

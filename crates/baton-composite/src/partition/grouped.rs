@@ -4,7 +4,7 @@
 //! groups (a group on two devices has its key head on both), and computes
 //! each group's heads against their key head, into one tensor of its heads.
 
-use baton_core::graph::{Flags, NodeId};
+use baton_core::graph::{Flags, NodeId, Op};
 
 use super::rules::{GroupedHeads, Rule};
 use super::{local, Builder, Source};
@@ -27,13 +27,13 @@ impl Builder<'_> {
     ) -> Result<NodeId, CompositeError> {
         let graph = self.graph;
         let node = graph.node(id);
-        let (x, w) = match (&rule.inputs[..], ins) {
-            ([TensorSplit::Split { parts: xp, .. }, TensorSplit::Split { parts: wp, .. }], [_, _]) => {
+        let (x, w) = match &rule.inputs[..] {
+            [TensorSplit::Split { parts: xp, .. }, TensorSplit::Split { parts: wp, .. }, ..] if ins.len() >= 2 => {
                 (xp[d][0].clone(), wp[d][0].clone())
             }
             _ => return Err(self.fail(id, "a grouped product needs split query and key heads")),
         };
-        let GroupedHeads { axis, group } = grouped;
+        let GroupedHeads { axis, kv_axis, group } = grouped;
         if x.start.is_multiple_of(group) && x.end.is_multiple_of(group) {
             return Ok(local::apply(&mut self.cur.graphs[d], node, ins, &node.layout)?);
         }
@@ -47,8 +47,14 @@ impl Builder<'_> {
             let heads = x.start.max(kv * group)..x.end.min((kv + 1) * group);
             let at = heads.start - x.start;
             let queries = g.narrow(ins[0], axis, at, heads.len())?;
-            let key = g.narrow(ins[1], axis, kv - w.start, 1)?;
-            let product = g.matmul(queries, key)?;
+            let key = g.narrow(ins[1], kv_axis, kv - w.start, 1)?;
+            let product = match (&node.op, ins) {
+                (Op::Attention { scale, window }, [_, _, values, positions]) => {
+                    let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
+                    g.attention(queries, (key, value), *positions, *scale, *window)?
+                }
+                _ => g.matmul(queries, key)?,
+            };
             let into = g.narrow(whole, axis, at, heads.len())?;
             g.copy_into(into, product)?;
         }

@@ -22,11 +22,14 @@ pub(crate) struct Rule {
     pub(crate) grouped: Option<GroupedHeads>,
 }
 
-/// How a device computes its query heads of a grouped-query product.
+/// How a device computes its query heads of a grouped-query product (a
+/// matmul of queries against keys, or a fused attention).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GroupedHeads {
-    /// The batch axis of x and w.
+    /// The head axis of the queries (x).
     pub(crate) axis: usize,
+    /// The head axis of the keys (w) and values.
+    pub(crate) kv_axis: usize,
     /// Query heads per key head.
     pub(crate) group: usize,
 }
@@ -78,6 +81,20 @@ pub(crate) fn rule_of(graph: &Graph, node: &Node, states: &[TensorSplit]) -> Rul
             inputs.extend(std::iter::repeat_n(Mirror, n - 1));
             rule(inputs, split(*axis, parts))
         }
+        (Op::Attention { .. }, [q @ Split { axis: 1, parts: qp }, k @ Split { axis: 0, parts: kp }, v, _])
+            if k == v =>
+        {
+            // By heads: each device its query heads with their key-value heads.
+            let group = dims(0)[1] / dims(1)[0].max(1);
+            let inputs = vec![q.clone(), k.clone(), k.clone(), Mirror];
+            if *qp == scaled(kp, group) {
+                rule(inputs, q.clone())
+            } else if holds_its_groups(qp, kp, group) {
+                Rule { inputs, output: q.clone(), grouped: Some(GroupedHeads { axis: 1, kv_axis: 0, group }) }
+            } else {
+                mirrored(n)
+            }
+        }
         (Op::GetRows, [Split { axis: 1, parts }, _]) => rule(vec![split(1, parts), Mirror], split(1, parts)),
         (Op::ScatterRows, [dst, ..]) => {
             // The target is memory: its state is fixed; the rows follow it.
@@ -112,7 +129,7 @@ fn matmul(x_dims: &[usize], w_dims: &[usize], x: &TensorSplit, w: &TensorSplit) 
             if *xp == scaled(wp, group) {
                 rule(vec![x.clone(), w.clone()], x.clone())
             } else if holds_its_groups(xp, wp, group) {
-                let grouped = Some(GroupedHeads { axis: *xa, group });
+                let grouped = Some(GroupedHeads { axis: *xa, kv_axis: *xa, group });
                 Rule { inputs: vec![x.clone(), w.clone()], output: x.clone(), grouped }
             } else {
                 mirrored(2)

@@ -106,7 +106,9 @@ pub trait Device: Send + Sync {
     /// Creates a new in-order stream.
     fn new_stream(&self) -> Result<Stream, DeviceError>;
 
-    /// Whether the device can run `op` whose first input has type `dtype`.
+    /// Whether the device can run `op` on data of type `dtype`: the
+    /// weights' for [`Op::MatMul`] and [`Op::GetRows`], the cache's for
+    /// [`Op::Attention`] and [`Op::ScatterRows`], else the first input's.
     fn supports(&self, op: &Op, dtype: DType) -> bool;
 }
 

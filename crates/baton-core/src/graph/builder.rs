@@ -187,7 +187,9 @@ impl Graph {
             return Err(GraphError::Type { op: "scatter_rows", dtype: r.dtype, input: 2 });
         }
         let (sd, dd) = (s.dims(), d.layout.shape.dims());
-        if sd.len() != dd.len() || sd[1..] != dd[1..] || r.layout.shape.dims() != [sd[0]] || d.dtype.is_quantized() {
+        // A quantized target takes whole rows of blocks (a quantized KV cache).
+        let quantized_rows = d.dtype.is_quantized() && !d.layout.rows_contiguous(d.dtype);
+        if sd.len() != dd.len() || sd[1..] != dd[1..] || r.layout.shape.dims() != [sd[0]] || quantized_rows {
             return Err(mismatch("scatter_rows", "src [T, ..], dst [N, ..], rows [T]", d.layout.shape, s));
         }
         Ok(self.push(Node {

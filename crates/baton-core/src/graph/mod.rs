@@ -8,13 +8,14 @@
 //! results land where the caller reads them.
 
 pub mod arena;
+mod attention;
 mod builder;
 mod op;
 pub mod plan_cache;
 
 use std::collections::HashMap;
 
-pub use op::{Op, RopeMode};
+pub use op::{Op, RopeMode, ATTENTION_BLOCK};
 
 use crate::shape::{Layout, ShapeError};
 use crate::DType;

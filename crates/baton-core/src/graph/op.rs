@@ -1,6 +1,10 @@
 //! The operations a llama decoder needs. Each op's exact semantics are
 //! stated here once; every backend implements exactly this.
 
+/// Key positions [`Op::Attention`] takes at a time: a row's online softmax
+/// is updated once per block, blocks counted from position 0.
+pub const ATTENTION_BLOCK: usize = 64;
+
 /// How RoPE pairs the elements of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RopeMode {
@@ -70,6 +74,28 @@ pub enum Op {
         /// every earlier key).
         window: Option<usize>,
     },
+    /// `(q [T, H, D] f32, k [Hk, S, D], v [Hk, S, D], positions [T] i32)
+    /// -> [T, H, D] f32`: attention of every query row over the cache,
+    /// streamed. Head `h` reads key-value head `h / (H / Hk)` (grouped-query
+    /// attention; `H` is a multiple of `Hk`). Row `t` sees the keys
+    /// `s <= positions[t]` (and `s < S`), and with a `window` only those
+    /// with `s > positions[t] - window`; a row that sees none is 0.
+    ///
+    /// `out[t, h] = Σ_s p_s v_s` with `p = softmax_s(scale · q[t, h] · k_s)`,
+    /// keys and values of any type converted to f32 first. Keys are taken
+    /// in blocks of [`ATTENTION_BLOCK`] positions counted from 0, with a
+    /// running maximum and sum (online softmax), so no row of scores is
+    /// ever held whole and memory does not grow with the context. Each
+    /// row's result depends on its own query, position and keys only: not
+    /// on `T`, `S` past its keys, or the other rows. The rows of `k` and
+    /// `v` must be contiguous (a quantized cache is rows of whole blocks).
+    Attention {
+        /// Multiplies the scores first.
+        scale: f32,
+        /// Keys a row sees at most, ending at its own position (`None`:
+        /// every earlier key).
+        window: Option<usize>,
+    },
     /// `(x) -> x * sigmoid(x)`.
     Silu,
     /// `(x) -> 0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`: GELU in its
@@ -80,6 +106,9 @@ pub enum Op {
     /// seen as `[positions, ..]`), converting the type; the node aliases
     /// `dst`. A row index outside `0..N` is an error. With the indices an
     /// input, the graph does not change from one decode step to the next.
+    /// A quantized `dst` (a quantized KV cache) takes rows of whole blocks,
+    /// each row quantized as [`MatMul`](Op::MatMul) rounds activations'
+    /// blocks (the type's reference quantizer).
     ScatterRows,
     /// `(dst, src) -> dst`: writes `src` into `dst` (a view of a leaf, e.g.
     /// the KV cache), converting the type; the node aliases `dst`.
@@ -104,6 +133,7 @@ impl Op {
             Op::RmsNorm { .. } => "rms_norm",
             Op::Rope { .. } => "rope",
             Op::Softmax { .. } => "softmax",
+            Op::Attention { .. } => "attention",
             Op::Silu => "silu",
             Op::Gelu => "gelu",
             Op::CopyInto => "copy_into",

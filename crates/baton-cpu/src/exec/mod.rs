@@ -15,6 +15,7 @@
 //!   before the inputs' blocks are freed (see `plan`), and `copy_into`
 //!   checks its source against its target at run time.
 
+mod attention;
 mod context;
 mod matmul;
 mod ops;
@@ -135,6 +136,7 @@ impl Executor {
         match &node.op {
             Op::Leaf | Op::View => Ok(()),
             Op::MatMul => matmul::run(&mut self.workspace, ctx, id),
+            Op::Attention { .. } => attention::run(&self.workspace, ctx, id),
             _ => ops::run(&mut self.workspace, ctx, id),
         }
     }

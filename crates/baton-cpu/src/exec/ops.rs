@@ -23,7 +23,7 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::CopyInto => copy_into(exec, ctx, id),
         Op::ScatterRows => scatter_rows(exec, ctx, id),
         Op::Contiguous => contiguous(exec, ctx, id),
-        Op::Leaf | Op::View | Op::MatMul => Ok(()),
+        Op::Leaf | Op::View | Op::MatMul | Op::Attention { .. } => Ok(()),
     }
 }
 
@@ -274,9 +274,15 @@ fn write_rows(
         return Err(node_error(ctx.graph, id, "source and target overlap"));
     }
     let cols = layout.shape.last();
-    let elem = dtype.block_bytes();
-    let inner = layout.strides4()[3];
-    exec.convert.resize(cols * elem, 0);
+    let row_bytes = dtype.row_bytes(cols).ok_or_else(|| node_error(ctx.graph, id, "rows of partial blocks"))?;
+    // A quantized target's rows are whole blocks, contiguous (the builder
+    // checks): each is written as one element of `row_bytes`.
+    let (elems, elem, inner) = if dtype.is_quantized() {
+        (1, row_bytes, row_bytes)
+    } else {
+        (cols, dtype.block_bytes(), layout.strides4()[3])
+    };
+    exec.convert.resize(row_bytes, 0);
     for (r, target) in targets.enumerate() {
         let offset = row_offset(&layout, target?).ok_or_else(|| node_error(ctx.graph, id, "row outside the target"))?;
         let row =
@@ -284,10 +290,12 @@ fn write_rows(
         quantize_row(dtype, row, &mut exec.convert).map_err(|e| node_error(ctx.graph, id, e.to_string()))?;
         // SAFETY: `offset` is one of the layout's row offsets and
         // `offset + c * inner + elem <= extent` for every element `c` because
-        // the layout's end byte bounds every element, and `storage` checked
-        // the extent; the source does not overlap (checked above); the
-        // converted row is a separate host vector of `cols` elements.
-        unsafe { scatter_elems(exec.convert.as_ptr(), dst.ptr().add(offset), cols, elem, inner) };
+        // the layout's end byte bounds every element (a quantized row's
+        // blocks are contiguous, so its end bounds the whole row), and
+        // `storage` checked the extent; the source does not overlap
+        // (checked above); the converted row is a separate host vector of
+        // `row_bytes = elems * elem` bytes.
+        unsafe { scatter_elems(exec.convert.as_ptr(), dst.ptr().add(offset), elems, elem, inner) };
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use baton_core::loom::Mutex;
 use baton_core::Parallel;
-use baton_kernels::Scratch;
+use baton_kernels::{AttentionScratch, Scratch};
 
 use super::rope_cache::RopeCache;
 use crate::device_shared::CpuDeviceShared;
@@ -15,6 +15,8 @@ use crate::device_shared::CpuDeviceShared;
 pub(crate) struct Workspace {
     pub(crate) device: Arc<CpuDeviceShared>,
     pub(crate) scratch: Vec<Mutex<Scratch>>,
+    /// The attention kernel's blocks of keys and values, per pool thread.
+    pub(crate) attention: Vec<Mutex<AttentionScratch>>,
     pub(crate) convert: Vec<u8>,
     /// Rotary angles of recent positions (`rope_cache`).
     pub(crate) rope: Mutex<RopeCache>,
@@ -26,6 +28,7 @@ impl Workspace {
         Workspace {
             device,
             scratch: (0..threads).map(|_| Mutex::new(Scratch::new())).collect(),
+            attention: (0..threads).map(|_| Mutex::new(AttentionScratch::default())).collect(),
             convert: Vec::new(),
             rope: Mutex::new(RopeCache::default()),
         }

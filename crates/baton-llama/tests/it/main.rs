@@ -7,6 +7,7 @@ mod bad_input;
 mod batch;
 mod chat;
 mod chat_reference;
+mod long_context;
 mod mapped;
 mod reference;
 mod split;

@@ -346,3 +346,78 @@ fn shader_name(op: &str, suffix: &str) -> &'static str {
         .find(|n| n.strip_prefix(op).and_then(|r| r.strip_prefix('_')) == Some(suffix))
         .unwrap_or("missing")
 }
+
+/// The attention shader's name for keys and values of these types, if it
+/// has one.
+fn attention_shader(k: DType, v: DType) -> Option<&'static str> {
+    const NAMES: [[&str; 3]; 3] = [
+        ["attention_f32_f32", "attention_f32_f16", "attention_f32_bf16"],
+        ["attention_f16_f32", "attention_f16_f16", "attention_f16_bf16"],
+        ["attention_bf16_f32", "attention_bf16_f16", "attention_bf16_bf16"],
+    ];
+    let index = |t: DType| match t {
+        DType::F32 => Some(0),
+        DType::F16 => Some(1),
+        DType::BF16 => Some(2),
+        _ => None,
+    };
+    Some(NAMES[index(k)?][index(v)?])
+}
+
+/// Elements per head the attention shader handles at most.
+const ATTENTION_MAX_DIM: usize = 256;
+
+impl Recorder<'_> {
+    pub(super) fn attention(&self, id: NodeId, scale: f32, window: Option<usize>) -> Result<(), StreamError> {
+        let node = self.node(id);
+        let [qi, ki, vi, pi] = node.inputs[..] else { return Err(self.err(id, "attention takes four inputs")) };
+        let (qn, kn, vn) = (self.node(qi), self.node(ki), self.node(vi));
+        let shader = attention_shader(kn.dtype, vn.dtype).ok_or_else(|| {
+            self.err(
+                id,
+                format!("keys of {} and values of {}: this device attends over f32, f16 or bf16", kn.dtype, vn.dtype),
+            )
+        })?;
+        let [t_len, heads, dim] = qn.layout.shape.dims()[..] else { return Err(self.err(id, "q is not [T, H, D]")) };
+        let (kv_heads, s_len) = (kn.layout.shape.dims()[0], kn.layout.shape.dims()[1]);
+        if dim > ATTENTION_MAX_DIM {
+            return Err(
+                self.err(id, format!("heads of {dim} elements (this device takes {ATTENTION_MAX_DIM} at most)"))
+            );
+        }
+        let (qb, qw) = self.words(qi)?;
+        let q_strides = &qn.layout.strides;
+        if qn.dtype != DType::F32 || (dim > 1 && q_strides[2] != 4) || q_strides[..2].iter().any(|s| s % 4 != 0) {
+            return Err(self.err(id, "queries must be f32 rows at whole-word strides"));
+        }
+        let (kb, vb) = (self.bind(ki)?, self.bind(vi)?);
+        let (pb, pw) = self.contiguous_words(pi, DType::I32)?;
+        let (yb, yw) = self.contiguous_words(id, DType::F32)?;
+        let push = [
+            qw,
+            u32_of(q_strides[0] / 4),
+            u32_of(q_strides[1] / 4),
+            kb.byte,
+            u32_of(kn.layout.strides[0]),
+            u32_of(kn.layout.strides[1]),
+            vb.byte,
+            u32_of(vn.layout.strides[0]),
+            u32_of(vn.layout.strides[1]),
+            pw,
+            yw,
+            u32_of(t_len),
+            u32_of(heads),
+            u32_of(heads / kv_heads.max(1)),
+            u32_of(dim),
+            u32_of(s_len),
+            scale.to_bits(),
+            // 0: no window (a window of 0 keys is refused when built).
+            window.map_or(0, u32_of),
+        ];
+        self.dispatch_more(
+            id,
+            Dispatch { shader, a: Some(&kb), b: Some(&qb), out: &yb, push: &push, groups: u32_of(t_len * heads) },
+            [Some(&vb), Some(&pb)],
+        )
+    }
+}

@@ -123,13 +123,31 @@ impl Recorder<'_> {
     }
 
     pub(super) fn dispatch(&self, id: NodeId, d: Dispatch<'_>) -> Result<(), StreamError> {
+        self.dispatch_more(id, d, [None, None])
+    }
+
+    /// [`dispatch`](Self::dispatch) with bindings 4 and 5 (`c` and `e`)
+    /// too, for ops of more than two inputs (unused ones name the status).
+    pub(super) fn dispatch_more(
+        &self,
+        id: NodeId,
+        d: Dispatch<'_>,
+        more: [Option<&Bound>; 2],
+    ) -> Result<(), StreamError> {
         let Dispatch { shader, a, b, out, push, groups } = d;
         if groups == 0 {
             return Ok(());
         }
         let pipeline = self.pipelines.get(shader).map_err(|e| self.err(id, e.to_string()))?;
         let status = self.bind_span(self.status, self.status.buffer_bytes).info;
-        let infos = [a.map_or(status, |x| x.info), b.map_or(status, |x| x.info), out.info, status];
+        let infos = [
+            a.map_or(status, |x| x.info),
+            b.map_or(status, |x| x.info),
+            out.info,
+            status,
+            more[0].map_or(status, |x| x.info),
+            more[1].map_or(status, |x| x.info),
+        ];
         for info in &infos {
             if info.range > self.ctx.max_storage_range {
                 return Err(self.err(id, format!("a binding of {} bytes exceeds the device's limit", info.range)));
@@ -201,6 +219,7 @@ impl Recorder<'_> {
             Op::Mul => self.broadcast(id, 1),
             Op::RmsNorm { eps } => self.rms_norm(id, eps),
             Op::Softmax { scale, causal, window } => self.softmax(id, scale, causal, window),
+            Op::Attention { scale, window } => self.attention(id, scale, window),
             Op::Rope { mode, dims, freq_base, freq_scale } => self.rope(id, mode, dims, freq_base, freq_scale),
             Op::GetRows => self.get_rows(id),
             Op::MatMul => self.matmul(id),

@@ -1,0 +1,137 @@
+//! The fused attention op against the f64 definition: whole score rows,
+//! a softmax, then the weighted values.
+
+use baton_core::graph::{Flags, Graph, Op};
+use baton_core::DType;
+
+use crate::op_harness::{check, encode, f32s, input_f32, input_i32, run, Input, FLOAT_NMSE};
+use crate::reference as r;
+use crate::util::{random, Fixture};
+
+/// Query heads, key-value heads, head size, cached positions.
+const HEADS: usize = 4;
+const KV_HEADS: usize = 2;
+const DIM: usize = 32;
+const KEYS: usize = 70;
+
+/// Attention over an f16 cache (grouped-query, keys past one block of
+/// 64), rows at positions in both blocks and one at -1 (sees nothing: 0).
+pub fn op_attention_f16(f: &Fixture) {
+    attention_case(f, (DType::F16, DType::F16), None, false);
+}
+
+/// Attention over an f32 cache with a sliding window of 5 keys, the
+/// queries a view of some heads of a wider tensor.
+pub fn op_attention_window(f: &Fixture) {
+    attention_case(f, (DType::F32, DType::F32), Some(5), true);
+}
+
+/// Attention over a cache of 8-bit blocks (`-ctk q8_0 -ctv q8_0`), on
+/// devices that declare it; the others must refuse it.
+pub fn op_attention_q8_0(f: &Fixture) {
+    attention_case(f, (DType::Q8_0, DType::Q8_0), None, false);
+}
+
+/// Attention over 4-bit keys and f16 values (`-ctk q4_0 -ctv f16`).
+pub fn op_attention_q4_0_keys(f: &Fixture) {
+    attention_case(f, (DType::Q4_0, DType::F16), Some(40), false);
+}
+
+fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, strided_q: bool) {
+    let op = Op::Attention { scale: 0.3, window };
+    if !f.devices.iter().all(|d| d.supports(&op, kt) && d.supports(&op, vt)) {
+        return;
+    }
+    let positions = [40i32, 66, -1, 69];
+    let t = positions.len();
+    // A wider query tensor whose heads 1..=HEADS are the queries when strided.
+    let q_heads = if strided_q { HEADS + 2 } else { HEADS };
+    let q = random(t * q_heads * DIM, 31);
+    let (k_values, v_values) = (random(KV_HEADS * KEYS * DIM, 32), random(KV_HEADS * KEYS * DIM, 33));
+    let (k_bytes, v_bytes) = (encode(kt, &k_values), encode(vt, &v_values));
+    let k = r::decode_row(kt, &k_bytes, k_values.len());
+    let v = r::decode_row(vt, &v_bytes, v_values.len());
+    let mut g = Graph::new();
+    let ql = g.leaf("q", DType::F32, &[t, q_heads, DIM], Flags::INPUT).expect("leaf");
+    let kl = g.leaf("k", kt, &[KV_HEADS, KEYS, DIM], Flags::STATE).expect("leaf");
+    let vl = g.leaf("v", vt, &[KV_HEADS, KEYS, DIM], Flags::STATE).expect("leaf");
+    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+    let qv = if strided_q { g.narrow(ql, 1, 1, HEADS).expect("narrow") } else { ql };
+    let y = g.attention(qv, (kl, vl), pl, 0.3, window).expect("attention");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let inputs = vec![
+        input_f32("q", &q),
+        Input { name: "k", bytes: k_bytes },
+        Input { name: "v", bytes: v_bytes },
+        input_i32("pos", &positions),
+    ];
+    let out = run(f, g, inputs);
+    let first = if strided_q { 1 } else { 0 };
+    let mut expected = Vec::with_capacity(t * HEADS * DIM);
+    for (ti, &p) in positions.iter().enumerate() {
+        for h in 0..HEADS {
+            let query = &q[(ti * q_heads + first + h) * DIM..][..DIM];
+            let kv = h / (HEADS / KV_HEADS);
+            let end = usize::try_from(p + 1).unwrap_or(0).min(KEYS);
+            let start = window.map_or(0, |w| end.saturating_sub(w));
+            expected.extend(attend(query, &k[kv * KEYS * DIM..], &v[kv * KEYS * DIM..], start..end));
+        }
+    }
+    check(&format!("attention {kt} keys, {vt} values"), &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
+/// One row: `Σ_s softmax(0.3 q·k_s) v_s` over `keys`, 0 if there are none.
+fn attend(q: &[f32], k: &[f64], v: &[f64], keys: std::ops::Range<usize>) -> Vec<f64> {
+    if keys.is_empty() {
+        return vec![0.0; DIM];
+    }
+    let scores: Vec<f64> =
+        keys.clone().map(|s| 0.3 * (0..DIM).map(|i| f64::from(q[i]) * k[s * DIM + i]).sum::<f64>()).collect();
+    let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    (0..DIM).map(|i| keys.clone().zip(&weights).map(|(s, w)| w * v[s * DIM + i]).sum::<f64>() / total).collect()
+}
+
+/// Rows scattered into a cache of 8-bit blocks (`-ctk q8_0`) at positions
+/// given as input: each written row decodes to its values within half a
+/// step of its block's scale, the other rows stay as they were.
+pub fn op_scatter_rows_q8_0(f: &Fixture) {
+    let op = Op::ScatterRows;
+    if !f.devices.iter().all(|d| d.supports(&op, DType::Q8_0)) {
+        return;
+    }
+    let (cap, heads, dim) = (6, 2, 64);
+    let rows = [4i32, 1];
+    let src = random(rows.len() * heads * dim, 34);
+    let old = random(cap * heads * dim, 35);
+    let old_bytes = encode(DType::Q8_0, &old);
+    let old_decoded = r::decode_row(DType::Q8_0, &old_bytes, old.len());
+    let mut g = Graph::new();
+    let c = g.leaf("cache", DType::Q8_0, &[heads, cap, dim], Flags::STATE).expect("leaf");
+    let s = g.leaf("src", DType::F32, &[rows.len(), heads, dim], Flags::INPUT).expect("leaf");
+    let r = g.leaf("rows", DType::I32, &[rows.len()], Flags::INPUT).expect("leaf");
+    let by_position = g.permute(c, &[1, 0, 2]).expect("permute");
+    g.scatter_rows(by_position, s, r).expect("scatter_rows");
+    let inputs = vec![input_f32("src", &src), input_i32("rows", &rows), Input { name: "cache", bytes: old_bytes }];
+    let out = run(f, g, inputs);
+    let got = r::decode_row(DType::Q8_0, &out["cache"], old.len());
+    for h in 0..heads {
+        for p in 0..cap {
+            let at = (h * cap + p) * dim;
+            let Some(t) = rows.iter().position(|&x| x as usize == p) else {
+                assert_eq!(got[at..at + dim], old_decoded[at..at + dim], "row {p} of head {h} changed");
+                continue;
+            };
+            let want = &src[(t * heads + h) * dim..][..dim];
+            for (block, values) in want.chunks(32).enumerate() {
+                let step = values.iter().fold(0.0f32, |m, v| m.max(v.abs())) as f64 / 127.0;
+                for (i, &w) in values.iter().enumerate() {
+                    let g = got[at + block * 32 + i];
+                    assert!((g - f64::from(w)).abs() <= step * 0.51 + 1e-6, "cache[{h}][{p}][{i}]: {g} vs {w}");
+                }
+            }
+        }
+    }
+}

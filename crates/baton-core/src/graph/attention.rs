@@ -1,0 +1,69 @@
+//! The fused attention node, with its shape and type rules.
+
+use super::{Flags, Graph, GraphError, Node, NodeId, Op};
+use crate::shape::{Layout, ShapeError};
+use crate::DType;
+
+fn mismatch(what: &'static str, left: &[usize], right: &[usize]) -> GraphError {
+    GraphError::Shape {
+        op: "attention",
+        source: ShapeError::Mismatch { what, left: left.to_vec(), right: right.to_vec() },
+    }
+}
+
+impl Graph {
+    /// Streamed attention of `q [T, H, D]` (f32) over keys `k [Hk, S, D]`
+    /// and values `v [Hk, S, D]` (any type, rows contiguous), row `t` at
+    /// `positions[t]` (i32); see [`Op::Attention`]. A window of 0 is refused.
+    pub fn attention(
+        &mut self,
+        q: NodeId,
+        (k, v): (NodeId, NodeId),
+        positions: NodeId,
+        scale: f32,
+        window: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
+        let qn = self.check(q)?.clone();
+        if qn.dtype != DType::F32 {
+            return Err(GraphError::Type { op: "attention", dtype: qn.dtype, input: 0 });
+        }
+        let (kn, vn) = (self.check(k)?.clone(), self.check(v)?.clone());
+        let pn = self.check(positions)?.clone();
+        if pn.dtype != DType::I32 {
+            return Err(GraphError::Type { op: "attention", dtype: pn.dtype, input: 3 });
+        }
+        let (qd, kd, vd) = (qn.layout.shape.dims(), kn.layout.shape.dims(), vn.layout.shape.dims());
+        if qd.len() != 3 || kd.len() != 3 || kd != vd {
+            return Err(mismatch("q [T, H, D], k and v [Hk, S, D]", qd, kd));
+        }
+        let (t, h, d) = (qd[0], qd[1], qd[2]);
+        if kd[2] != d || kd[0] == 0 || !h.is_multiple_of(kd[0]) {
+            return Err(mismatch("key-value heads dividing the heads, the same head size", qd, kd));
+        }
+        if pn.layout.shape.dims() != [t] {
+            return Err(mismatch("positions [T]", qd, pn.layout.shape.dims()));
+        }
+        for (node, input) in [(&kn, 1), (&vn, 2)] {
+            if !node.layout.rows_contiguous(node.dtype) {
+                return Err(GraphError::Shape { op: "attention", source: ShapeError::NotContiguous });
+            }
+            if node.dtype == DType::I32 {
+                return Err(GraphError::Type { op: "attention", dtype: node.dtype, input });
+            }
+        }
+        if window == Some(0) {
+            return Err(mismatch("a window of at least one key", qd, kd));
+        }
+        let layout = Layout::contiguous(DType::F32, qn.layout.shape)
+            .map_err(|source| GraphError::Shape { op: "attention", source })?;
+        Ok(self.push(Node {
+            op: Op::Attention { scale, window },
+            inputs: vec![q, k, v, positions],
+            dtype: DType::F32,
+            layout,
+            name: None,
+            flags: Flags::NONE,
+            group: None,
+        }))
+    }
+}

@@ -1,0 +1,122 @@
+//! The fused attention op: every query row over its key positions, split
+//! over the pool by key-value head and chunks of rows (the kernel is
+//! `baton_kernels::attend`; each row's bits do not depend on the split).
+
+use baton_core::backend::StreamError;
+use baton_core::graph::{NodeId, Op};
+use baton_core::parallel::Chunks;
+use baton_core::DType;
+use baton_core::Parallel;
+use baton_kernels::{attend, KernelError, KvRows, QueryRow};
+
+use super::context::{node, node_error, Context, SharedPtr};
+use super::workspace::Workspace;
+
+/// Rows of one key-value head a unit of work takes at most: enough that
+/// decoding a block of keys is a small part of using it.
+const ROWS_PER_UNIT: usize = 32;
+
+/// The key positions row `t` at `position` sees among `s_len`.
+fn visible(position: i32, s_len: usize, window: Option<usize>) -> std::ops::Range<usize> {
+    let Ok(p) = usize::try_from(position) else { return 0..0 };
+    let end = p.saturating_add(1).min(s_len);
+    let start = window.map_or(0, |w| p.saturating_add(1).saturating_sub(w));
+    start.min(end)..end
+}
+
+pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let Op::Attention { scale, window } = n.op else {
+        return Err(node_error(ctx.graph, id, "not an attention node"));
+    };
+    let err = |m: String| node_error(ctx.graph, id, m);
+    let (qn, kn, vn) = (node(ctx, n.inputs[0]), node(ctx, n.inputs[1]), node(ctx, n.inputs[2]));
+    let positions = ctx.indices(n.inputs[3])?;
+    let [t_len, heads, d] = qn.layout.shape.dims()[..] else { return Err(err("q is not [T, H, D]".into())) };
+    let (kv_heads, s_len) = (kn.layout.shape.dims()[0], kn.layout.shape.dims()[1]);
+    // The queries: rows of D f32s at byte strides (a view of heads is fine).
+    let q = ctx.bytes(n.inputs[0])?;
+    let (qs0, qs1) = (qn.layout.strides[0], qn.layout.strides[1]);
+    if qn.dtype != DType::F32
+        || (d > 1 && qn.layout.strides[2] != 4)
+        || !(q.as_ptr() as usize).is_multiple_of(4)
+        || !qs0.is_multiple_of(4)
+        || !qs1.is_multiple_of(4)
+    {
+        return Err(err("queries must be aligned f32 rows".into()));
+    }
+    let q_row = |t: usize, h: usize| -> &[f32] {
+        let at = t * qs0 + h * qs1;
+        let bytes = &q[at..at + 4 * d];
+        // SAFETY: `bytes` is 4-byte aligned (base and strides checked
+        // above) and holds `d` initialised f32s of the view (`bytes` covers
+        // the view's extent, which the slice indexing checks again).
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), d) }
+    };
+    let (k, v) = (ctx.bytes(n.inputs[1])?, ctx.bytes(n.inputs[2])?);
+    let kv = |bytes: &'a [u8], node: &baton_core::graph::Node, g: usize| -> Option<KvRows<'a>> {
+        Some(KvRows {
+            dtype: node.dtype,
+            data: bytes.get(g * node.layout.strides[0]..)?,
+            stride: node.layout.strides[1],
+            dim: d,
+            len: s_len,
+        })
+    };
+    let ranges: Vec<_> = positions.iter().map(|&p| visible(p, s_len, window)).collect();
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let group = heads / kv_heads.max(1);
+    // Rows of a key-value head, token-major: row r is token r / group, head
+    // g * group + r % group. Units: chunks of them, later (heavier, under
+    // the causal mask) chunks first.
+    let per_head = group * t_len;
+    let threads = exec.device.pool_threads();
+    let chunks_per_head = per_head.div_ceil(ROWS_PER_UNIT).max(threads.div_ceil(kv_heads.max(1))).min(per_head).max(1);
+    let chunk = per_head.div_ceil(chunks_per_head).max(1);
+    let chunks = per_head.div_ceil(chunk);
+    let units = chunks * kv_heads;
+    let failure = baton_core::loom::Mutex::new(None::<KernelError>);
+    let work = |unit: usize, scratch: &mut baton_kernels::AttentionScratch| {
+        let (c, g) = (chunks - 1 - unit / kv_heads, unit % kv_heads);
+        let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
+            *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
+            return;
+        };
+        let rows = c * chunk..((c + 1) * chunk).min(per_head);
+        let mut query_rows: Vec<QueryRow<'_>> = rows
+            .map(|r| {
+                let (t, h) = (r / group, g * group + r % group);
+                // SAFETY: row (t, h) of the contiguous [T, H, D] output is
+                // `d` f32s inside it, and every (t, h) belongs to exactly one
+                // unit (one head g, one chunk c), so no two threads touch it.
+                let out = unsafe { std::slice::from_raw_parts_mut(out.get().add((t * heads + h) * d), d) };
+                QueryRow { q: q_row(t, h), keys: ranges[t].clone(), out }
+            })
+            .collect();
+        if let Err(e) = attend(&mut query_rows, keys, values, scale, scratch) {
+            *failure.lock() = Some(e);
+        }
+    };
+    let work_per_unit = chunk * d * ranges.iter().map(|r| r.len()).max().unwrap_or(0);
+    if threads == 1 || units < 2 || work_per_unit * units < 64 * 1024 {
+        let mut scratch = exec.attention[0].lock();
+        for unit in 0..units {
+            work(unit, &mut scratch);
+        }
+    } else {
+        let next = Chunks::new(units, threads, 1);
+        exec.device.pool.run(&|thread| {
+            let mut scratch = exec.attention[thread].lock();
+            while let Some(taken) = next.next() {
+                for unit in taken {
+                    work(unit, &mut scratch);
+                }
+            }
+        });
+    }
+    match failure.into_inner() {
+        Some(e) => Err(err(e.to_string())),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,128 @@
+use super::*;
+use crate::quant::quantize_row;
+use crate::with_isa;
+
+/// A deterministic pseudo-random value in [-1, 1).
+fn noise(i: usize, seed: u64) -> f32 {
+    let mut x = (i as u64).wrapping_add(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    (x % 20_000) as f32 / 10_000.0 - 1.0
+}
+
+fn encode(dtype: DType, values: &[f32], dim: usize) -> Vec<u8> {
+    let row = dtype.row_bytes(dim).unwrap();
+    let mut out = vec![0u8; values.len() / dim * row];
+    for (v, o) in values.chunks_exact(dim).zip(out.chunks_exact_mut(row)) {
+        quantize_row(dtype, v, o).unwrap();
+    }
+    out
+}
+
+fn decoded(dtype: DType, bytes: &[u8], dim: usize) -> Vec<f32> {
+    let mut out = vec![0.0; bytes.len() / dtype.row_bytes(dim).unwrap() * dim];
+    dequantize_row(dtype, bytes, &mut out).unwrap();
+    out
+}
+
+/// The plain definition in f64: whole score rows, then a softmax.
+fn reference(q: &[f32], k: &[f32], v: &[f32], d: usize, keys: Range<usize>, scale: f32) -> Vec<f64> {
+    let scores: Vec<f64> =
+        keys.clone().map(|s| (0..d).map(|i| q[i] as f64 * k[s * d + i] as f64).sum::<f64>() * scale as f64).collect();
+    let top = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    (0..d).map(|i| keys.clone().zip(&weights).map(|(s, w)| w * v[s * d + i] as f64).sum::<f64>() / total).collect()
+}
+
+struct Case {
+    dtype: DType,
+    d: usize,
+    len: usize,
+    k: Vec<u8>,
+    v: Vec<u8>,
+}
+
+impl Case {
+    fn new(dtype: DType, d: usize, len: usize) -> Case {
+        let k: Vec<f32> = (0..len * d).map(|i| noise(i, 1) * 2.0).collect();
+        let v: Vec<f32> = (0..len * d).map(|i| noise(i, 2)).collect();
+        Case { dtype, d, len, k: encode(dtype, &k, d), v: encode(dtype, &v, d) }
+    }
+
+    fn rows<'a>(&self, data: &'a [u8]) -> KvRows<'a> {
+        let stride = self.dtype.row_bytes(self.d).unwrap();
+        KvRows { dtype: self.dtype, data, stride, dim: self.d, len: self.len }
+    }
+
+    fn run(&self, queries: &[Vec<f32>], ranges: &[Range<usize>]) -> Vec<Vec<f32>> {
+        let mut outs = vec![vec![0.0; self.d]; queries.len()];
+        let mut rows: Vec<QueryRow<'_>> = queries
+            .iter()
+            .zip(ranges)
+            .zip(outs.iter_mut())
+            .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out })
+            .collect();
+        attend(&mut rows, self.rows(&self.k), self.rows(&self.v), 0.125, &mut AttentionScratch::default()).unwrap();
+        outs
+    }
+}
+
+#[test]
+fn agrees_with_the_whole_row_softmax_for_every_cache_type() {
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0] {
+        for (d, len) in [(32, 1), (64, 200), (128, 64), (256, 130)] {
+            let case = Case::new(dtype, d, len);
+            let (k, v) = (decoded(dtype, &case.k, d), decoded(dtype, &case.v, d));
+            let ranges = [0..len, len / 2..len, 0..1, len - 1..len, 0..0];
+            let queries: Vec<Vec<f32>> =
+                (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 10 + r as u64)).collect()).collect();
+            let outs = case.run(&queries, &ranges);
+            for ((q, range), out) in queries.iter().zip(&ranges).zip(&outs) {
+                if range.is_empty() {
+                    assert!(out.iter().all(|&x| x == 0.0), "an empty range gives 0");
+                    continue;
+                }
+                let want = reference(q, &k, &v, d, range.clone(), 0.125);
+                for (o, w) in out.iter().zip(&want) {
+                    assert!((*o as f64 - w).abs() < 1e-5, "{dtype} d={d} len={len} {range:?}: {o} vs {w}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
+    let case = Case::new(DType::Q8_0, 64, 300);
+    let q: Vec<Vec<f32>> = (0..4).map(|r| (0..64).map(|i| noise(i, 20 + r)).collect()).collect();
+    let together = case.run(&q, &[0..300, 10..140, 0..65, 200..263]);
+    let levels: Vec<Isa> =
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()).collect();
+    for level in levels {
+        with_isa(level, || {
+            for (i, range) in [0..300, 10..140, 0..65, 200..263].into_iter().enumerate() {
+                let alone = case.run(&q[i..=i], std::slice::from_ref(&range));
+                assert_eq!(alone[0], together[i], "row {i} at {level:?}");
+            }
+        });
+    }
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let case = Case::new(DType::F16, 64, 10);
+    let q = vec![0.0f32; 64];
+    let mut out = vec![0.0f32; 64];
+    let mut rows = [QueryRow { q: &q, keys: 0..11, out: &mut out }];
+    let err = attend(&mut rows, case.rows(&case.k), case.rows(&case.v), 1.0, &mut AttentionScratch::default());
+    assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{err:?}");
+    let short = KvRows { len: 11, ..case.rows(&case.k) };
+    rows[0].keys = 0..1;
+    let err = attend(&mut rows, short, short, 1.0, &mut AttentionScratch::default());
+    assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })), "{err:?}");
+    let q5 = KvRows { dtype: DType::Q8_0, dim: 48, ..case.rows(&case.k) };
+    let err = attend(&mut rows, q5, q5, 1.0, &mut AttentionScratch::default());
+    assert!(matches!(err, Err(KernelError::PartialBlock { .. })), "{err:?}");
+}

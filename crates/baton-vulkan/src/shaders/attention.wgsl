@@ -1,0 +1,165 @@
+// Fused attention (Op::Attention): one workgroup per query row (t, h).
+// Keys (`a`) and values (`c`) are [Hk, S, D] of the types `KT` and `VT`
+// (0 f32, 1 f16, 2 bf16) at byte strides; queries (`b`) are f32 rows at word
+// strides; positions are i32 words of `e`; the output is contiguous f32
+// [T, H, D]. Keys go 64 at a time (one per invocation) with a running
+// maximum and sum, so no row of scores is kept; each invocation owns the
+// output elements local, local + 64, ... (D <= 256, checked by the host).
+
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(4) var<storage, read> c: array<u32>;
+@group(0) @binding(5) var<storage, read> e: array<u32>;
+
+struct Params {
+    q: u32,
+    q_t: u32,
+    q_h: u32,
+    k: u32,
+    k_h: u32,
+    k_s: u32,
+    v: u32,
+    v_h: u32,
+    v_s: u32,
+    positions: u32,
+    y: u32,
+    t_len: u32,
+    heads: u32,
+    group: u32,
+    dim: u32,
+    s_len: u32,
+    scale: f32,
+    window: u32,
+}
+var<immediate> p: Params;
+var<workgroup> probs: array<f32, 64>;
+var<workgroup> partial: array<f32, 64>;
+
+const LOWEST: f32 = -3.4028235e38;
+
+// Bytes of one element of type `ty`.
+fn elem_bytes(ty: u32) -> u32 {
+    if ty == 0u {
+        return 4u;
+    }
+    return 2u;
+}
+
+// The element of type `ty` at byte `at`, from the word `w` holding it.
+fn decode(ty: u32, w: u32, at: u32) -> f32 {
+    if ty == 0u {
+        return bitcast<f32>(w);
+    }
+    let bits = (w >> ((at & 2u) * 8u)) & 0xffffu;
+    if ty == 1u {
+        return half_to_f32(bits);
+    }
+    return bf16_to_f32(bits);
+}
+
+fn key(at: u32) -> f32 {
+    return decode(KT, a[at >> 2u], at);
+}
+
+fn value(at: u32) -> f32 {
+    return decode(VT, c[at >> 2u], at);
+}
+
+fn reduce_max(local: u32, x: f32) -> f32 {
+    partial[local] = x;
+    workgroupBarrier();
+    for (var width = GROUP / 2u; width > 0u; width /= 2u) {
+        if local < width {
+            partial[local] = max(partial[local], partial[local + width]);
+        }
+        workgroupBarrier();
+    }
+    let r = partial[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn reduce_sum(local: u32, x: f32) -> f32 {
+    partial[local] = x;
+    workgroupBarrier();
+    for (var width = GROUP / 2u; width > 0u; width /= 2u) {
+        if local < width {
+            partial[local] += partial[local + width];
+        }
+        workgroupBarrier();
+    }
+    let r = partial[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) local: u32) {
+    let row = group_id(wg, groups);
+    if row >= p.t_len * p.heads {
+        return;
+    }
+    let t = row / p.heads;
+    let h = row % p.heads;
+    let g = h / p.group;
+    let pos = bitcast<i32>(e[p.positions + t]);
+    var first = 0u;
+    var end = 0u;
+    if pos >= 0 {
+        end = min(u32(pos) + 1u, p.s_len);
+        if p.window != 0u && u32(pos) + 1u > p.window {
+            first = min(u32(pos) + 1u - p.window, end);
+        }
+    }
+    let kb = elem_bytes(KT);
+    let vb = elem_bytes(VT);
+    let q0 = p.q + t * p.q_t + h * p.q_h;
+    let k0 = p.k + g * p.k_h;
+    let v0 = p.v + g * p.v_h;
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    var run_max = LOWEST;
+    var run_sum = 0.0;
+    for (var base = first; base < end; base += GROUP) {
+        let s = base + local;
+        var score = LOWEST;
+        if s < end {
+            var dot = 0.0;
+            let ks = k0 + s * p.k_s;
+            for (var i = 0u; i < p.dim; i++) {
+                dot += bitcast<f32>(b[q0 + i]) * key(ks + i * kb);
+            }
+            score = dot * p.scale;
+        }
+        let new_max = max(run_max, reduce_max(local, score));
+        let correction = exp(run_max - new_max);
+        var prob = 0.0;
+        if s < end {
+            prob = exp(score - new_max);
+        }
+        probs[local] = prob;
+        run_sum = run_sum * correction + reduce_sum(local, prob);
+        run_max = new_max;
+        let n = min(GROUP, end - base);
+        for (var r = 0u; r < 4u; r++) {
+            let i = local + r * GROUP;
+            if i < p.dim {
+                var sum = acc[r] * correction;
+                for (var j = 0u; j < n; j++) {
+                    sum += probs[j] * value(v0 + (base + j) * p.v_s + i * vb);
+                }
+                acc[r] = sum;
+            }
+        }
+        workgroupBarrier();
+    }
+    var inverse = 0.0;
+    if run_sum > 0.0 {
+        inverse = 1.0 / run_sum;
+    }
+    for (var r = 0u; r < 4u; r++) {
+        let i = local + r * GROUP;
+        if i < p.dim {
+            out[p.y + row * p.dim + i] = bitcast<u32>(acc[r] * inverse);
+        }
+    }
+}
