@@ -7,7 +7,10 @@
 //! Each row's arithmetic depends only on its own query, its key range and
 //! the keys: blocks are counted from position 0, a row takes the part of
 //! each block inside its range, in order, and every sum runs in a fixed
-//! order (the dot products keep 16 partial sums, as [`crate::ops`] does).
+//! order (a dot product sums its terms in order of the head's elements, an
+//! output element its terms in order of the keys, each term a fused
+//! multiply-add, which every instruction level rounds alike; several rows
+//! or keys at once only share loads).
 //! So a row gives the same bits alone or among any other rows, at any
 //! instruction level, which is what keeps batching and tensor-parallel
 //! splits exact.
@@ -19,7 +22,7 @@ use baton_core::DType;
 
 use crate::error::KernelError;
 use crate::isa::{multiversion, Isa};
-use crate::ops::{dot_body, exp};
+use crate::ops::exp;
 use crate::quant::dequantize_row;
 
 /// Key positions decoded and taken at a time.
@@ -88,50 +91,214 @@ pub struct QueryRow<'a> {
 #[derive(Debug, Default)]
 pub struct AttentionScratch {
     keys: Vec<f32>,
+    transposed: Vec<f32>,
     values: Vec<f32>,
-    scores: Vec<f32>,
+    scores: Vec<[f32; BLOCK]>,
     state: Vec<(f32, f32)>,
 }
 
+/// Keys whose scores one pass of [`scores_impl`] keeps in registers.
+const KEY_LANES: usize = 16;
+/// Query rows scored together against each loaded key vector.
+const TILE_ROWS: usize = 4;
+
 multiversion! {
-    /// Folds keys and values `j` (rows of `q.len()`) into a row's running
-    /// state and output.
-    fn update_impl(
-        q: &[f32],
-        kv: (&[f32], &[f32]),
-        scale: f32,
-        scores: &mut [f32],
-        state: &mut (f32, f32),
-        acc: &mut [f32],
-    ) {
-        let (keys, values) = kv;
-        let d = q.len();
-        let mut top = f32::NEG_INFINITY;
-        for (s, k) in scores.iter_mut().zip(keys.chunks_exact(d)) {
-            *s = dot_body(q, k) * scale;
-            top = top.max(*s);
+    /// `out[r][j] = Σ_i q_r[i] k_j[i]` (fused multiply-adds in order of
+    /// `i`) for the `TILE_ROWS` queries `qs` and the `BLOCK` keys of the
+    /// transposed block `kt` (`kt[i * BLOCK + j]`): every row and key in a
+    /// register lane of its own, so the sums run side by side.
+    fn scores_impl(qs: [&[f32]; TILE_ROWS], kt: &[f32], out: &mut [[f32; BLOCK]; TILE_ROWS]) {
+        const CHUNKS: usize = BLOCK / KEY_LANES;
+        let d = qs[0].len();
+        let kt = &kt[..d * BLOCK];
+        let mut acc = [[[0.0f32; KEY_LANES]; CHUNKS]; TILE_ROWS];
+        for i in 0..d {
+            let k = &kt[i * BLOCK..(i + 1) * BLOCK];
+            for r in 0..TILE_ROWS {
+                let q = qs[r][i];
+                for c in 0..CHUNKS {
+                    for l in 0..KEY_LANES {
+                        acc[r][c][l] = q.mul_add(k[c * KEY_LANES + l], acc[r][c][l]);
+                    }
+                }
+            }
         }
-        let (max, sum) = *state;
-        let new_max = max.max(top);
-        // exp(-inf) is exactly 0: the first block scales nothing.
-        let correction = exp(max - new_max);
-        for s in scores.iter_mut() {
-            *s = exp(*s - new_max);
-        }
-        let mut block_sum = 0.0;
-        for &p in scores.iter() {
-            block_sum += p;
-        }
-        *state = (new_max, sum * correction + block_sum);
-        for a in acc.iter_mut() {
-            *a *= correction;
-        }
-        for (&p, v) in scores.iter().zip(values.chunks_exact(d)) {
-            for (a, &x) in acc.iter_mut().zip(v) {
-                *a += p * x;
+        for r in 0..TILE_ROWS {
+            for c in 0..CHUNKS {
+                out[r][c * KEY_LANES..(c + 1) * KEY_LANES].copy_from_slice(&acc[r][c]);
             }
         }
     }
+}
+
+/// Turns one row's dot products with keys `j` into the weights
+/// `exp(scale · dot_j - max)` under the row's new running maximum, updates
+/// its running `(max, sum)`, and returns the factor its output is scaled by.
+/// The block's sum is kept in `KEY_LANES` partial sums (key `j` in lane `j %
+/// KEY_LANES` of the row's own keys), added up as a fixed tree.
+#[inline(always)]
+fn softmax_step(scores: &mut [f32], scale: f32, state: &mut (f32, f32)) -> f32 {
+    let mut tops = [f32::NEG_INFINITY; KEY_LANES];
+    for chunk in scores.chunks_mut(KEY_LANES) {
+        for (t, s) in tops.iter_mut().zip(chunk.iter_mut()) {
+            *s *= scale;
+            *t = t.max(*s);
+        }
+    }
+    // The maximum of a set, whatever order it is taken in.
+    let top = tops.iter().fold(f32::NEG_INFINITY, |m, &t| m.max(t));
+    let (max, sum) = *state;
+    let new_max = max.max(top);
+    // exp(-inf) is exactly 0: the first block scales nothing.
+    let correction = exp(max - new_max);
+    let mut sums = [0.0f32; KEY_LANES];
+    for chunk in scores.chunks_mut(KEY_LANES) {
+        for (total, s) in sums.iter_mut().zip(chunk.iter_mut()) {
+            *s = exp(*s - new_max);
+            *total += *s;
+        }
+    }
+    let mut width = KEY_LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            sums[l] += sums[l + width];
+        }
+        width /= 2;
+    }
+    *state = (new_max, sum * correction + sums[0]);
+    correction
+}
+
+/// Folds the dot products `scores[r]` of `R` rows with the same keys `j`,
+/// and the values `j` (rows of the outputs' size), into each row's running
+/// state and output. Every output element is scaled once, then gets
+/// `p_j v_j[i]` added in order of `j` (fused multiply-adds), a register's
+/// worth of elements at a time; the rows only share the loads of the values.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn update_body<const R: usize>(
+    scores: [&mut [f32]; R],
+    values: &[f32],
+    scale: f32,
+    states: [&mut (f32, f32); R],
+    mut outs: [&mut [f32]; R],
+) {
+    let keys = scores[0].len();
+    let d = outs[0].len();
+    let values = &values[..keys * d];
+    let mut corrections = [0.0f32; R];
+    for r in 0..R {
+        assert!(scores[r].len() == keys && outs[r].len() == d, "rows folded together see the same keys");
+        corrections[r] = softmax_step(&mut *scores[r], scale, &mut *states[r]);
+    }
+    // Output elements a group of `G` registers at a time (as many as fit
+    // side by side), then one register, then one element.
+    // The weights in a fixed-size copy, so the loops below index them
+    // without bounds checks.
+    let keys = keys.min(BLOCK);
+    let mut probs = [[0.0f32; BLOCK]; R];
+    for r in 0..R {
+        probs[r][..keys].copy_from_slice(&scores[r][..keys]);
+    }
+    let mut start = 0;
+    start = accumulate::<R, 2>(&probs, keys, values, &corrections, &mut outs, start);
+    start = accumulate::<R, 1>(&probs, keys, values, &corrections, &mut outs, start);
+    for r in 0..R {
+        for i in start..d {
+            let mut a = outs[r][i] * corrections[r];
+            for j in 0..keys {
+                a = scores[r][j].mul_add(values[j * d + i], a);
+            }
+            outs[r][i] = a;
+        }
+    }
+}
+
+/// The output elements from `start` on in groups of `G` registers, as far
+/// as whole groups go: each element `i` of row `r` becomes
+/// `out[i] · correction_r + Σ_j p_rj v_j[i]`, added in order of `j`.
+/// Returns where the whole groups end.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn accumulate<const R: usize, const G: usize>(
+    probs: &[[f32; BLOCK]; R],
+    keys: usize,
+    values: &[f32],
+    corrections: &[f32; R],
+    outs: &mut [&mut [f32]; R],
+    start: usize,
+) -> usize {
+    let d = outs[0].len();
+    let width = G * KEY_LANES;
+    let end = start + (d - start) / width * width;
+    for c in (start..end).step_by(width) {
+        let mut a = [[[0.0f32; KEY_LANES]; G]; R];
+        for r in 0..R {
+            let out = &outs[r][c..c + width];
+            for g in 0..G {
+                for l in 0..KEY_LANES {
+                    a[r][g][l] = out[g * KEY_LANES + l] * corrections[r];
+                }
+            }
+        }
+        for (j, row) in values.chunks_exact(d).take(keys.min(BLOCK)).enumerate() {
+            let v: &[f32; KEY_LANES * 4] = {
+                let mut chunk = [0.0f32; KEY_LANES * 4];
+                chunk[..width].copy_from_slice(&row[c..c + width]);
+                // A copy LLVM folds into the loads below.
+                &{ chunk }
+            };
+            let p: [f32; R] = std::array::from_fn(|r| probs[r][j % BLOCK]);
+            for r in 0..R {
+                for g in 0..G {
+                    for l in 0..KEY_LANES {
+                        a[r][g][l] = p[r].mul_add(v[g * KEY_LANES + l], a[r][g][l]);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            let out = &mut outs[r][c..c + width];
+            for g in 0..G {
+                out[g * KEY_LANES..(g + 1) * KEY_LANES].copy_from_slice(&a[r][g]);
+            }
+        }
+    }
+    end
+}
+
+multiversion! {
+    /// [`update_body`] for one row.
+    fn update_one(scores: &mut [f32], values: &[f32], scale: f32, state: &mut (f32, f32), out: &mut [f32]) {
+        update_body::<1>([scores], values, scale, [state], [out])
+    }
+}
+
+multiversion! {
+    /// [`update_body`] for a tile of rows that see the same keys.
+    fn update_tile(
+        scores: [&mut [f32]; TILE_ROWS],
+        values: &[f32],
+        scale: f32,
+        states: [&mut (f32, f32); TILE_ROWS],
+        outs: [&mut [f32]; TILE_ROWS],
+    ) {
+        update_body::<TILE_ROWS>(scores, values, scale, states, outs)
+    }
+}
+
+/// Mutable references to `items[at[0]]`, `items[at[1]]`, ... (`at`
+/// strictly increasing).
+fn pick_mut<'a, T>(mut items: &'a mut [T], at: &[usize]) -> Vec<&'a mut T> {
+    let mut picked = Vec::with_capacity(at.len());
+    let mut base = 0;
+    for &i in at {
+        let (item, rest) = std::mem::take(&mut items)[i - base..].split_first_mut().expect("an index inside");
+        picked.push(item);
+        items = rest;
+        base = i + 1;
+    }
+    picked
 }
 
 /// Attention of `rows` over keys `k` and values `v` of one key-value head:
@@ -177,36 +344,73 @@ pub fn attend(
     if lo >= hi {
         return Ok(());
     }
-    let AttentionScratch { keys, values, scores, state } = scratch;
+    let AttentionScratch { keys, transposed, values, scores, state } = scratch;
     keys.resize(BLOCK * d, 0.0);
+    transposed.resize(BLOCK * d, 0.0);
     values.resize(BLOCK * d, 0.0);
-    scores.resize(BLOCK, 0.0);
+    scores.resize(TILE_ROWS, [0.0; BLOCK]);
     state.clear();
     state.resize(rows.len(), (f32::NEG_INFINITY, 0.0));
     let isa = Isa::current();
+    let zeros = vec![0.0f32; d];
+    let mut tile: Vec<usize> = Vec::with_capacity(TILE_ROWS);
     for block in lo / BLOCK..hi.div_ceil(BLOCK) {
         let (b0, b1) = ((block * BLOCK).max(lo), ((block + 1) * BLOCK).min(hi));
-        if !rows.iter().any(|r| r.keys.start < b1 && b0 < r.keys.end) {
+        let sees = |r: &QueryRow<'_>| r.keys.start < b1 && b0 < r.keys.end;
+        if !rows.iter().any(sees) {
             continue;
         }
         let n = b1 - b0;
         k.decode(b0..b1, k_row, &mut keys[..n * d])?;
         v.decode(b0..b1, v_row, &mut values[..n * d])?;
-        for (row, st) in rows.iter_mut().zip(state.iter_mut()) {
-            let (r0, r1) = (row.keys.start.max(b0), row.keys.end.min(b1));
-            if r0 >= r1 {
-                continue;
+        // Keys transposed (`[d][BLOCK]`), so a key's score is a lane of a
+        // vector; past `n` they are zeros, whose scores nothing reads.
+        for i in 0..d {
+            let column = &mut transposed[i * BLOCK..(i + 1) * BLOCK];
+            for (j, t) in column.iter_mut().enumerate() {
+                *t = if j < n { keys[j * d + i] } else { 0.0 };
             }
-            let (j0, j1) = (r0 - b0, r1 - b0);
-            update_impl(
-                isa,
-                row.q,
-                (&keys[j0 * d..j1 * d], &values[j0 * d..j1 * d]),
-                scale,
-                &mut scores[..j1 - j0],
-                st,
-                row.out,
-            );
+        }
+        let mut next = 0;
+        while next < rows.len() {
+            tile.clear();
+            while tile.len() < TILE_ROWS && next < rows.len() {
+                if sees(&rows[next]) {
+                    tile.push(next);
+                }
+                next += 1;
+            }
+            if tile.is_empty() {
+                break;
+            }
+            let mut qs = [&zeros[..]; TILE_ROWS];
+            for (q, &r) in qs.iter_mut().zip(&tile) {
+                *q = rows[r].q;
+            }
+            let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
+                (&mut scores[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
+            scores_impl(isa, qs, transposed, tile_scores);
+            // Rows that see the same keys of the block (all but those on
+            // the causal diagonal or a window's edge) fold them together.
+            let range = |r: &QueryRow<'_>| (r.keys.start.max(b0) - b0, r.keys.end.min(b1) - b0);
+            let (j0, j1) = range(&rows[tile[0]]);
+            let together = tile.iter().all(|&r| range(&rows[r]) == (j0, j1));
+            let picked_rows = pick_mut(rows, &tile);
+            let picked_states = pick_mut(state, &tile);
+            if together && tile.len() == TILE_ROWS {
+                let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
+                let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
+                let mut rs = picked_rows.into_iter();
+                let outs: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| &mut *rs.next().expect("a row").out);
+                let mut sts = picked_states.into_iter();
+                let states: [&mut (f32, f32); TILE_ROWS] = std::array::from_fn(|_| sts.next().expect("a state"));
+                update_tile(isa, scores, &values[j0 * d..j1 * d], scale, states, outs);
+            } else {
+                for ((row, st), s) in picked_rows.into_iter().zip(picked_states).zip(tile_scores.iter_mut()) {
+                    let (j0, j1) = range(row);
+                    update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, st, row.out);
+                }
+            }
         }
     }
     for (row, &(_, sum)) in rows.iter_mut().zip(state.iter()) {

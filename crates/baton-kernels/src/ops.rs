@@ -11,7 +11,7 @@
 use crate::isa::{multiversion, Isa};
 
 /// Partial sums kept by reductions (two 8-lane vectors).
-pub(crate) const LANES: usize = 16;
+const LANES: usize = 16;
 
 /// Rounds to the nearest integer, ties to even, for `|v| < 2^22` (adding and
 /// removing 1.5 * 2^23 leaves no fraction bits; vectorizes everywhere).
@@ -63,7 +63,7 @@ fn gelu_one(x: f32) -> f32 {
 }
 
 #[inline(always)]
-pub(crate) fn lane_sum(lanes: [f32; LANES]) -> f32 {
+fn lane_sum(lanes: [f32; LANES]) -> f32 {
     let mut half = [0.0f32; 8];
     for l in 0..8 {
         half[l] = lanes[l] + lanes[l + 8];
@@ -89,7 +89,7 @@ multiversion! {
 
 /// The dot product body, inlined into other kernels' bodies.
 #[inline(always)]
-pub(crate) fn dot_body(a: &[f32], b: &[f32]) -> f32 {
+fn dot_body(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; LANES];
     let (a_body, a_tail) = a.split_at(a.len() / LANES * LANES);
     let (b_body, b_tail) = b.split_at(a_body.len());

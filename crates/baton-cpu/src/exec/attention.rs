@@ -14,7 +14,7 @@ use super::workspace::Workspace;
 
 /// Rows of one key-value head a unit of work takes at most: enough that
 /// decoding a block of keys is a small part of using it.
-const ROWS_PER_UNIT: usize = 32;
+const ROWS_PER_UNIT: usize = 128;
 
 /// The key positions row `t` at `position` sees among `s_len`.
 fn visible(position: i32, s_len: usize, window: Option<usize>) -> std::ops::Range<usize> {

@@ -96,16 +96,20 @@ fn agrees_with_the_whole_row_softmax_for_every_cache_type() {
 #[test]
 fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
     let case = Case::new(DType::Q8_0, 64, 300);
-    let q: Vec<Vec<f32>> = (0..4).map(|r| (0..64).map(|i| noise(i, 20 + r)).collect()).collect();
-    let together = case.run(&q, &[0..300, 10..140, 0..65, 200..263]);
+    // Four rows that see the same keys (folded together as one tile), and
+    // rows that do not.
+    let ranges = [0..300, 0..300, 5..300, 0..300, 0..300, 10..140, 0..65, 200..263, 0..300];
+    let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..64).map(|i| noise(i, 20 + r as u64)).collect()).collect();
+    let together = case.run(&q, &ranges);
     let levels: Vec<Isa> =
         [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()).collect();
     for level in levels {
         with_isa(level, || {
-            for (i, range) in [0..300, 10..140, 0..65, 200..263].into_iter().enumerate() {
-                let alone = case.run(&q[i..=i], std::slice::from_ref(&range));
+            for (i, range) in ranges.iter().enumerate() {
+                let alone = case.run(&q[i..=i], std::slice::from_ref(range));
                 assert_eq!(alone[0], together[i], "row {i} at {level:?}");
             }
+            assert_eq!(case.run(&q, &ranges), together, "all rows at {level:?}");
         });
     }
 }
