@@ -140,10 +140,13 @@ cli_devices() {
 }
 
 # `baton run` over RANKS ranks against one process: text and logits.
-cli_run() { # MODEL RANKS LABEL [DEVICES]
-  local baton="$target/release/baton" devices rc=0 args
-  devices=${4:-$(seq -s, 0 $(($2 - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
-  args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0)
+cli_run() { # MODEL RANKS LABEL [DEVICES [EXTRA...]]
+  local baton="$target/release/baton" model=$1 ranks=$2 label=$3 devices rc=0 args
+  shift 3
+  devices=${1:-$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')}
+  [ $# -gt 0 ] && shift
+  set -- "$model" "$ranks" "$label" "$devices" "$@"
+  args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0 "${@:5}")
   timeout 120 "$baton" "${args[@]}" --devices cpu --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
   timeout 300 scripts/mpirun.sh -np "$2" "$baton" "${args[@]}" --devices "$devices" -t 1 \
     --logits-out "$work/ranks.bin" >"$work/ranks.out" 2>"$work/ranks.err" || rc=$?
@@ -372,6 +375,8 @@ cli_tensor "$smollm2" 2 SmolLM2 exact mpi
 cli_tensor "$smollm2" 2 SmolLM2 exact butterfly
 cli_tensor "$smollm2" 2 SmolLM2 partial mpi
 cli_tensor "$smollm2" 2 SmolLM2 partial butterfly
+cli_run "$smollm2" 2 "SmolLM2, q8_0 KV cache" "" -ctk q8_0 -ctv q8_0
+cli_tensor "$smollm2" 2 "SmolLM2, q8_0 KV cache" exact mpi "" -ctk q8_0 -ctv q8_0
 cli_bench "$work/tiny.gguf"
 cli_conformance block
 cli_conformance spin

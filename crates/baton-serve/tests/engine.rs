@@ -9,16 +9,17 @@ use std::time::{Duration, Instant};
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
+use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Model, SamplingParams};
 use baton_serve::engine::{Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError};
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
     baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
 fn engine(path: &std::path::Path, names: &[&str], parallel: usize, queue: usize, chunk: usize) -> Engine {
-    pipelined(path, names, parallel, queue, chunk, 1)
+    pipelined(path, names, parallel, queue, chunk, 1, DType::F16)
 }
 
 /// An engine whose model has `copies` runs in flight (groups of sequences
@@ -30,18 +31,31 @@ fn pipelined(
     queue: usize,
     chunk: usize,
     copies: usize,
+    cache: DType,
 ) -> Engine {
-    let options =
-        LoadOptions { context: Some(96), batch: 64, slots: parallel, n_copies: copies, ..LoadOptions::default() };
+    let options = LoadOptions {
+        context: Some(96),
+        batch: 64,
+        slots: parallel,
+        n_copies: copies,
+        cache_type: cache,
+        ..LoadOptions::default()
+    };
     let model = Model::load_split(path, devices(names), &options).expect("load");
     Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk }).expect("engine")
 }
 
 /// An engine over a tensor split of `cpu:0,cpu:1` (exact sums: one
 /// device's logits bit for bit).
-fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize) -> Engine {
-    let options =
-        LoadOptions { context: Some(96), batch: 64, slots: parallel, tensor_exact: true, ..LoadOptions::default() };
+fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize, cache: DType) -> Engine {
+    let options = LoadOptions {
+        context: Some(96),
+        batch: 64,
+        slots: parallel,
+        tensor_exact: true,
+        cache_type: cache,
+        ..LoadOptions::default()
+    };
     let composite = baton_composite::CompositeDevice::new(devices(&["cpu:0", "cpu:1"]), Default::default());
     let model = Model::load_tensor_parallel(path, Arc::new(composite.expect("composite")), &options).expect("load");
     Engine::start(model, "tiny", EngineOptions { parallel, queue: 16, prefill_chunk: chunk }).expect("engine")
@@ -73,9 +87,12 @@ fn requests() -> Vec<GenerateRequest> {
 
 #[test]
 fn concurrent_greedy_requests_match_each_served_alone() {
-    for dtype in [DType::F32, DType::Q4_1] {
-        let (_dir, path) = tiny_model("engine-bits", dtype, 31);
-        let alone = engine(&path, &["cpu"], 1, 16, 16);
+    // Weights and KV cache types; Qwen 3's heads of 32 take a cache of
+    // 8-bit blocks (`-ctk q8_0 -ctv q8_0`).
+    let models = [(SynthShape::Tiny, DType::F32, DType::F16), (SynthShape::Tiny, DType::Q4_1, DType::F16)];
+    for (shape, dtype, cache) in models.into_iter().chain([(SynthShape::Qwen3, DType::Q8_0, DType::Q8_0)]) {
+        let (_dir, path) = synth_model(&format!("engine-bits-{shape}"), shape, dtype, 31);
+        let alone = pipelined(&path, &["cpu"], 1, 16, 16, 1, cache);
         let expected: Vec<_> = requests().into_iter().map(|r| collect(alone.submit(r).expect("submit")).0).collect();
         alone.shutdown(Shutdown::Drain);
         let cases = [(8, 7, 1), (3, 64, 1), (8, 5, 2), (5, 64, 3)];
@@ -86,15 +103,17 @@ fn concurrent_greedy_requests_match_each_served_alone() {
         let tensor = [(&["tensor"][..], 8, 6, 1)];
         for (names, parallel, chunk, copies) in layer_splits.chain(tensor) {
             let served = if names == ["tensor"] {
-                tensor_split(&path, parallel, chunk)
+                tensor_split(&path, parallel, chunk, cache)
             } else {
-                pipelined(&path, names, parallel, 16, chunk, copies)
+                pipelined(&path, names, parallel, 16, chunk, copies, cache)
             };
             let generations: Vec<_> = requests().into_iter().map(|r| served.submit(r).expect("submit")).collect();
             for (i, (generation, want)) in generations.into_iter().zip(&expected).enumerate() {
                 let (tokens, last) = collect(generation);
-                let case = format!("{dtype} on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight");
-                assert_eq!(&tokens, want, "{case}: request {i}");
+                let case = format!(
+                    "{shape} {dtype}, {cache} cache, on {names:?}, parallel {parallel}, chunk {chunk}, {copies} in flight"
+                );
+                assert_eq!(&tokens, want, "{case}: request {i} (ended with {last:?})");
                 let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
                 assert_eq!(finish.reason, FinishReason::Length);
                 assert_eq!(finish.completion_tokens, 6 + i);

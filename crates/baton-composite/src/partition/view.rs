@@ -38,10 +38,56 @@ pub fn split_view(
     view: &Layout,
 ) -> Option<SplitView> {
     if dtype.is_quantized() {
-        let whole = view.offset == 0 && view.shape.dims() == root_dims;
+        return quantized_rows(dtype, root_dims, axis, parts, view);
+    }
+    split_elements(dtype.block_bytes(), root_dims, axis, parts, view)
+}
+
+/// [`split_view`] of a root of block-quantized rows (a quantized KV cache):
+/// a view that keeps every row whole and contiguous is a view of a root
+/// whose elements are the rows' bytes; any other one is taken only whole.
+fn quantized_rows(
+    dtype: DType,
+    root_dims: &[usize],
+    axis: usize,
+    parts: &[Vec<Range<usize>>],
+    view: &Layout,
+) -> Option<SplitView> {
+    let whole = view.offset == 0 && view.shape.dims() == root_dims;
+    let (rank, root_rank) = (view.shape.rank(), root_dims.len());
+    let cols = root_dims[root_rank - 1];
+    let rows_kept = axis + 1 < root_rank
+        && view.shape.last() == cols
+        && (cols == 1 || view.strides[rank - 1] == dtype.block_bytes());
+    let row_bytes = dtype.row_bytes(cols)?;
+    if !rows_kept {
         return whole.then(|| identity(dtype, root_dims, axis, parts));
     }
-    let e = dtype.block_bytes();
+    let mut bytes_root = root_dims.to_vec();
+    bytes_root[root_rank - 1] = row_bytes;
+    let mut bytes_view = *view;
+    let mut dims = view.shape.dims().to_vec();
+    dims[rank - 1] = row_bytes;
+    bytes_view.shape = Shape::new(&dims).ok()?;
+    bytes_view.strides[rank - 1] = 1;
+    let mut split = split_elements(1, &bytes_root, axis, parts, &bytes_view)?;
+    for layout in &mut split.layouts {
+        let mut local = layout.shape.dims().to_vec();
+        local[rank - 1] = cols;
+        layout.shape = Shape::new(&local).ok()?;
+        layout.strides[rank - 1] = dtype.block_bytes();
+    }
+    Some(split)
+}
+
+/// [`split_view`] of a root of elements of `e` bytes.
+fn split_elements(
+    e: usize,
+    root_dims: &[usize],
+    axis: usize,
+    parts: &[Vec<Range<usize>>],
+    view: &Layout,
+) -> Option<SplitView> {
     let a = root_dims[axis];
     let inner: usize = root_dims[axis + 1..].iter().product();
     let outer_stride = a * inner;
@@ -128,6 +174,33 @@ mod tests {
         view.strides[1] = ctx * hd * 4;
         view.strides[2] = 4;
         split_view(DType::F32, &[heads, ctx, hd], 0, parts, &view).expect("a split view")
+    }
+
+    /// A q8_0 cache `[heads, ctx, hd]` split by heads, seen permuted as
+    /// `[ctx, heads, hd]` and narrowed to its first positions: the split
+    /// stays on the heads, each device's view keeps whole rows of blocks.
+    #[test]
+    fn a_quantized_cache_keeps_its_split_through_whole_row_views() {
+        let (heads, ctx, hd) = (4, 16, 64);
+        let row = DType::Q8_0.row_bytes(hd).expect("row");
+        let parts = vec![vec![0..1], vec![1..4]];
+        let root = Layout::contiguous(DType::Q8_0, Shape::new(&[heads, ctx, hd]).expect("shape")).expect("root");
+        let mut permuted = root;
+        permuted.shape = Shape::new(&[ctx, heads, hd]).expect("shape");
+        permuted.strides[0] = root.strides[1];
+        permuted.strides[1] = root.strides[0];
+        let split = split_view(DType::Q8_0, &[heads, ctx, hd], 0, &parts, &permuted).expect("a split view");
+        assert_eq!(split.axis, 1);
+        assert_eq!(split.layouts[1].shape.dims(), [ctx, 3, hd]);
+        assert_eq!(split.layouts[1].strides(), [row, ctx * row, DType::Q8_0.block_bytes()]);
+        let mut narrowed = root;
+        narrowed.shape = Shape::new(&[heads, 5, hd]).expect("shape");
+        let split = split_view(DType::Q8_0, &[heads, ctx, hd], 0, &parts, &narrowed).expect("a split view");
+        assert_eq!((split.axis, split.layouts[0].shape.dims()), (0, &[1, 5, hd][..]));
+        // A view inside a row is not a split of whole rows.
+        let mut inside = root;
+        inside.shape = Shape::new(&[heads, ctx, 32]).expect("shape");
+        assert!(split_view(DType::Q8_0, &[heads, ctx, hd], 0, &parts, &inside).is_none());
     }
 
     /// A cache of one key head `[1, ctx, hd]` held whole by two devices,

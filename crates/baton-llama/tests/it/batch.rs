@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
+use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model, ModelError, SeqStep};
 use baton_testkit::argmax;
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
     baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
@@ -125,6 +126,24 @@ fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The same with a KV cache of 8-bit blocks (Qwen 3's heads of 32), and of
+/// 4-bit keys with f16 values.
+#[test]
+fn batched_sequences_match_each_sequence_alone_with_quantized_caches() {
+    let (_dir, path) = synth_model("batch-q-cache", SynthShape::Qwen3, DType::Q8_0, 23);
+    let prompts = prompts();
+    for (k, v) in [(DType::Q8_0, DType::Q8_0), (DType::Q4_0, DType::F16)] {
+        let cache = |slots| LoadOptions { cache_type: k, cache_type_v: Some(v), ..options(slots) };
+        let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &cache(1)).expect("one slot");
+        let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+        for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+            let mut many = Model::load_split(&path, devices(names), &cache(prompts.len())).expect("slots");
+            let got = batched(&mut many, &prompts, 3);
+            assert!(got == expected, "{k} keys, {v} values on {names:?}: batched logits differ from alone");
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod batch;
+mod cache_types;
 mod chat;
 mod chat_reference;
 mod long_context;

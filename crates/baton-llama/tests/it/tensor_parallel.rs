@@ -93,6 +93,22 @@ fn tensor_split_matches_one_device_on_two_and_three_devices() {
 /// rows, Q/K norms are mirrored per head, Gemma 3's single KV head is held
 /// by both devices. Exact mode is bit for bit; partial sums within the
 /// bound.
+/// A KV cache of 8-bit blocks (`-ctk q8_0 -ctv q8_0`, Qwen 3's heads of
+/// 32): the exact mode is still one device's logits bit for bit, on 2 and 3
+/// devices (3 splits its 2 KV heads' groups across devices).
+#[test]
+fn tensor_exact_is_bit_for_bit_with_a_q8_0_cache() {
+    let (_dir, path) = synth_model("tp-q8-cache", SynthShape::Qwen3, DType::Q4_0, 5);
+    let opts = LoadOptions { cache_type: DType::Q8_0, ..options(16, &[]) };
+    let mut one = Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &opts).expect("one device");
+    let reference = transcript(&mut one);
+    for names in [&["cpu:0", "cpu:1"][..], &["cpu:0", "cpu:1", "cpu:2"][..]] {
+        let exact = LoadOptions { tensor_exact: true, ..opts.clone() };
+        let mut exact = tensor_model(&path, cpus(names, WaitPolicy::Block), WaitPolicy::Block, &exact);
+        assert_eq!(transcript(&mut exact), reference, "{names:?}: exact mode with a q8_0 cache is bit for bit");
+    }
+}
+
 #[test]
 fn every_architecture_tensor_split_matches_one_device() {
     for shape in [SynthShape::Qwen2, SynthShape::Qwen3, SynthShape::Gemma3] {
