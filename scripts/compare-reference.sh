@@ -5,7 +5,8 @@
 # through its ordinary PyPI package, llama-cpp-python, which compiles
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
-# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2] [--json] [--install-only] [MODEL.gguf ...]
+# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2] [--json]
+#          [--cache-type f16|q8_0|...] [--flash-attn] [--install-only] [MODEL.gguf ...]
 #        scripts/compare-reference.sh [--isa avx2] --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
@@ -24,7 +25,7 @@ REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
 venv=target/ref-llama-venv
 mkdir -p target/compare
 
-runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args="" install_only="" isa=""
+runs=3 threads=2 n_prompt=64 n_gen=64 json="" print_args="" install_only="" isa="" cache=()
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +34,8 @@ while [ $# -gt 0 ]; do
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     --json) json=--json; shift ;;
+    --cache-type) cache+=(--cache-type "$2"); shift 2 ;;
+    --flash-attn) cache+=(--flash-attn); shift ;;
     --print-cmake-args) print_args=1; shift ;;
     --install-only) install_only=1; shift ;;
     --isa)
@@ -118,4 +121,4 @@ if [ ${#models[@]} -eq 0 ]; then
 fi
 
 exec "$venv/bin/python" scripts/compare_reference.py --baton "$baton" -r "$runs" -t "$threads" \
-  -p "$n_prompt" -n "$n_gen" $json "${models[@]}"
+  -p "$n_prompt" -n "$n_gen" $json "${cache[@]}" "${models[@]}"

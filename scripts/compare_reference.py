@@ -11,6 +11,12 @@ fresh process, which times the reference the way llama-bench does:
   warm-up. `Llama.eval` is a thin ctypes wrapper around llama_decode that
   also copies the last logits row (tens of microseconds per call).
 
+With `--cache-type T` both engines keep their KV cache in T (Baton's
+`-ctk T -ctv T`, the reference's `type_k`/`type_v`); `--flash-attn` turns
+the reference's flash attention on (which a quantized V cache needs there;
+Baton's attention always streams). The context is `-p + -n + 16`
+positions, so `-p 4096` measures a prompt attending over 4k positions.
+
 Figures are tokens per second; the table gives the median over rounds of
 each engine and the ratio baton / reference.
 """
@@ -24,10 +30,17 @@ import sys
 import time
 
 
+# GGML type ids of the cache types both engines take.
+GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
+
+
 def ref_bench(args):
     import llama_cpp
 
     n_ctx = max(256, args.p + args.n + 16)
+    extra = {}
+    if args.cache_type:
+        extra["type_k"] = extra["type_v"] = GGML_TYPES[args.cache_type]
     llm = llama_cpp.Llama(
         model_path=args.model,
         n_ctx=n_ctx,
@@ -35,7 +48,9 @@ def ref_bench(args):
         n_ubatch=max(args.p, 1),
         n_threads=args.t,
         n_threads_batch=args.t,
+        flash_attn=args.flash_attn,
         verbose=False,
+        **extra,
     )
     vocab = llm.n_vocab()
     rng = random.Random(7)
@@ -61,8 +76,10 @@ def ref_bench(args):
     print(json.dumps(out))
 
 
-def baton_bench(baton, model, t, p, n):
+def baton_bench(baton, model, t, p, n, cache_type):
     cmd = [baton, "bench", "-m", model, "-t", str(t), "-p", str(p), "-n", str(n), "-r", "1", "--json"]
+    if cache_type:
+        cmd += ["-ctk", cache_type, "-ctv", cache_type]
     lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
     out = {}
     for line in lines:
@@ -71,8 +88,12 @@ def baton_bench(baton, model, t, p, n):
     return out
 
 
-def ref_run(model, t, p, n):
+def ref_run(model, t, p, n, cache_type, flash_attn):
     cmd = [sys.executable, __file__, "ref", "--model", model, "-t", str(t), "-p", str(p), "-n", str(n)]
+    if cache_type:
+        cmd += ["--cache-type", cache_type]
+    if flash_attn:
+        cmd += ["--flash-attn"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
 
 
@@ -84,7 +105,10 @@ def compare(args):
             # Alternate which engine goes first, so drift affects both alike.
             order = [("baton", baton_bench), ("ref", None)] if round_ % 2 == 0 else [("ref", None), ("baton", baton_bench)]
             for name, _ in order:
-                got = baton_bench(args.baton, model, args.t, args.p, args.n) if name == "baton" else ref_run(model, args.t, args.p, args.n)
+                if name == "baton":
+                    got = baton_bench(args.baton, model, args.t, args.p, args.n, args.cache_type)
+                else:
+                    got = ref_run(model, args.t, args.p, args.n, args.cache_type, args.flash_attn)
                 for test, value in got.items():
                     samples[name][test].append(value)
             print(f"{model}: round {round_ + 1}/{args.r} done", file=sys.stderr)
@@ -114,6 +138,8 @@ def main():
         ap.add_argument("-t", type=int, default=2)
         ap.add_argument("-p", type=int, default=64)
         ap.add_argument("-n", type=int, default=64)
+        ap.add_argument("--cache-type", choices=sorted(GGML_TYPES))
+        ap.add_argument("--flash-attn", action="store_true")
         ref_bench(ap.parse_args())
         return
     ap = argparse.ArgumentParser()
@@ -123,6 +149,8 @@ def main():
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cache-type", choices=sorted(GGML_TYPES))
+    ap.add_argument("--flash-attn", action="store_true")
     ap.add_argument("models", nargs="+")
     compare(ap.parse_args())
 

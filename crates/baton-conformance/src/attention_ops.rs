@@ -81,6 +81,49 @@ fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, 
     check(&format!("attention {kt} keys, {vt} values"), &f32s(&out["y"]), &expected, FLOAT_NMSE);
 }
 
+/// Attention over a ring of the last 32 positions (a sliding-window
+/// layer's cache): position `s` at row `s mod 32`, rows at positions that
+/// wrap around it, a window of 12.
+pub fn op_attention_ring(f: &Fixture) {
+    let (rows, window) = (32usize, 12usize);
+    let positions = [100i32, 95, 110];
+    let t = positions.len();
+    let q = random(t * HEADS * DIM, 36);
+    let (k_values, v_values) = (random(KV_HEADS * rows * DIM, 37), random(KV_HEADS * rows * DIM, 38));
+    let mut g = Graph::new();
+    let ql = g.leaf("q", DType::F32, &[t, HEADS, DIM], Flags::INPUT).expect("leaf");
+    let kl = g.leaf("k", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+    let vl = g.leaf("v", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+    let y = g.attention(ql, (kl, vl), pl, 0.3, Some(window)).expect("attention");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let (k_bytes, v_bytes) = (encode(DType::F16, &k_values), encode(DType::F16, &v_values));
+    let k = r::decode_row(DType::F16, &k_bytes, k_values.len());
+    let v = r::decode_row(DType::F16, &v_bytes, v_values.len());
+    let inputs = vec![
+        input_f32("q", &q),
+        Input { name: "k", bytes: k_bytes },
+        Input { name: "v", bytes: v_bytes },
+        input_i32("pos", &positions),
+    ];
+    let out = run(f, g, inputs);
+    // The keys and values by position: position s is row s mod 32.
+    let by_position = |cache: &[f64], kv: usize| -> Vec<f64> {
+        (0..120).flat_map(|s| cache[(kv * rows + s % rows) * DIM..][..DIM].to_vec()).collect()
+    };
+    let mut expected = Vec::new();
+    for (ti, &p) in positions.iter().enumerate() {
+        for h in 0..HEADS {
+            let kv = h / (HEADS / KV_HEADS);
+            let end = p as usize + 1;
+            let query = &q[(ti * HEADS + h) * DIM..][..DIM];
+            expected.extend(attend(query, &by_position(&k, kv), &by_position(&v, kv), end - window..end));
+        }
+    }
+    check("attention over a ring", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+}
+
 /// One row: `Σ_s softmax(0.3 q·k_s) v_s` over `keys`, 0 if there are none.
 fn attend(q: &[f32], k: &[f64], v: &[f64], keys: std::ops::Range<usize>) -> Vec<f64> {
     if keys.is_empty() {

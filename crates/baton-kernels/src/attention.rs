@@ -29,7 +29,8 @@ use crate::quant::dequantize_row;
 pub const BLOCK: usize = ATTENTION_BLOCK;
 
 /// Keys or values of one key-value head: position `s` is `dim` elements of
-/// `dtype` (whole blocks) at byte `s * stride` of `data`, for `s < len`.
+/// `dtype` (whole blocks) at byte `(s mod len) * stride` of `data` (a
+/// cache of every position, or a ring of the last `len`).
 #[derive(Clone, Copy, Debug)]
 pub struct KvRows<'a> {
     /// Element type.
@@ -61,21 +62,24 @@ impl KvRows<'_> {
         Ok(row)
     }
 
-    /// Decodes positions `range` into `out` (`range.len() * dim` values).
+    /// Decodes positions `range` (at most `len` of them) into `out`
+    /// (`range.len() * dim` values).
     fn decode(&self, range: Range<usize>, row: usize, out: &mut [f32]) -> Result<(), KernelError> {
-        if self.stride == row {
-            let bytes = &self.data[range.start * row..range.end * row];
+        let first = range.start % self.len;
+        if self.stride == row && first + range.len() <= self.len {
+            let bytes = &self.data[first * row..(first + range.len()) * row];
             return dequantize_row(self.dtype, bytes, out);
         }
         for (s, o) in range.zip(out.chunks_exact_mut(self.dim)) {
-            dequantize_row(self.dtype, &self.data[s * self.stride..s * self.stride + row], o)?;
+            let at = (s % self.len) * self.stride;
+            dequantize_row(self.dtype, &self.data[at..at + row], o)?;
         }
         Ok(())
     }
 }
 
-/// One query row: its query (head size), the key positions it sees, and
-/// where its output goes (head size).
+/// One query row: its query (head size), the key positions it sees (at
+/// most the keys' `len`), and where its output goes (head size).
 #[derive(Debug)]
 pub struct QueryRow<'a> {
     /// The query.
@@ -325,9 +329,9 @@ pub fn attend(
     for row in rows.iter() {
         crate::error::expect_len("query size", d, row.q.len())?;
         crate::error::expect_len("output size", d, row.out.len())?;
-        if row.keys.end > k.len {
+        if row.keys.len() > k.len {
             return Err(KernelError::RangeOutOfBounds {
-                what: "attended keys",
+                what: "attended key positions (more than the cache holds)",
                 start: row.keys.start,
                 end: row.keys.end,
                 len: k.len,

@@ -180,8 +180,10 @@ impl Conversation {
             return Err(ConversationError::ContextFull { needed: tokens.len(), context });
         }
         let common = self.cached.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
-        // At least the last token is evaluated: its logits start the answer.
-        let reused = common.min(tokens.len() - 1);
+        // At least the last token is evaluated: its logits start the answer;
+        // all of them where a sliding window's ring no longer holds what
+        // resuming from the common prefix needs.
+        let reused = Some(common.min(tokens.len() - 1)).filter(|&r| model.resumable(0, r)).unwrap_or(0);
         self.cached.truncate(reused);
         let logits = model.eval_prompt(&tokens[reused..], reused)?;
         let stats = PromptStats { tokens: tokens.len(), reused, evaluated: tokens.len() - reused };

@@ -55,6 +55,22 @@ pub enum ModelError {
         /// The context size.
         context: usize,
     },
+    /// An evaluation from `past` after a longer one in the same slot went
+    /// more than `reach` positions beyond it: the sliding-window layers'
+    /// rings no longer hold the window before `past`.
+    #[error(
+        "slot {slot}: the sliding-window layers' cache no longer holds the positions before {past} \
+         (a later run overwrote them; evaluate from position 0, or go back at most {reach} positions)"
+    )]
+    RingRewound {
+        /// The slot.
+        slot: usize,
+        /// Where the evaluation started.
+        past: usize,
+        /// How far back from the furthest position written an evaluation
+        /// may start.
+        reach: usize,
+    },
     /// A bad argument (empty prompt, token id out of range…).
     #[error("{0}")]
     Input(String),

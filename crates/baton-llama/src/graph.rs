@@ -22,8 +22,10 @@
 //! attend over hundreds of empty positions) and masks by position, so one
 //! graph serves every decode step in the window: its plan is reused and the
 //! host's cost per token stays small.
-//! A sliding-window layer (Gemma 3's local layers) reads the same window
-//! and masks the keys before its last `sliding_window` positions too.
+//! A sliding-window layer (Gemma 3's local layers) masks the keys before
+//! its last `sliding_window` positions too, and where the context is longer
+//! than its window and a prompt batch its cache is a ring of the last
+//! positions ([`RING_ROWS`]), read whole.
 
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
@@ -120,6 +122,10 @@ pub fn attention_rows_name(l: usize) -> String {
 /// (batches of several sequences).
 pub const LOGIT_ROWS: &str = "logit_rows";
 
+/// Name of the input of each token's row in a sliding-window layer's ring
+/// (its position modulo the ring's rows), when the cache has rings.
+pub const RING_ROWS: &str = "ring_rows";
+
 /// Name of layer `l`'s key cache leaf.
 pub fn key_cache_name(l: usize) -> String {
     format!("cache.k.{l}")
@@ -197,27 +203,27 @@ impl Builder<'_> {
     }
 
     /// One sequence's attention: writes its keys and values `k`, `v`
-    /// (`[t, kv_heads, head_dim]`) at `positions` of its slot's cache
-    /// `(keys, values)`, and attends over the first `window` positions
-    /// (the fused, streamed [`Op::Attention`](baton_core::graph::Op)),
-    /// returning `[t, heads, head_dim]`.
+    /// (`[t, kv_heads, head_dim]`) at rows `rows` of its slot's cache
+    /// `(keys, values)` (their positions, or a ring's rows for them), and
+    /// attends over the first `window` rows (the fused, streamed
+    /// [`Op::Attention`](baton_core::graph::Op)), returning
+    /// `[t, heads, head_dim]`.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &mut self,
         q: NodeId,
-        k: NodeId,
-        v: NodeId,
-        positions: NodeId,
+        (k, v): (NodeId, NodeId),
+        (positions, rows): (NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         window: usize,
         sliding: Option<usize>,
     ) -> Result<NodeId, GraphError> {
-        // The new keys and values go to their positions (an input), so the
-        // graph is the same for every step within the window.
+        // The new keys and values go to their rows (an input), so the graph
+        // is the same for every step within the window.
         let k_rows = self.g.permute(kc, &[1, 0, 2])?;
-        self.g.scatter_rows(k_rows, k, positions)?;
+        self.g.scatter_rows(k_rows, k, rows)?;
         let v_rows = self.g.permute(vc, &[1, 0, 2])?;
-        self.g.scatter_rows(v_rows, v, positions)?;
+        self.g.scatter_rows(v_rows, v, rows)?;
         let keys = self.g.narrow(kc, 1, 0, window)?;
         let values = self.g.narrow(vc, 1, 0, window)?;
         self.g.attention(q, (keys, values), positions, self.config.attn_scale, sliding)
@@ -238,6 +244,10 @@ pub struct CacheGeometry {
     pub dtypes: KvTypes,
     /// Positions of one slot (one sequence's context).
     pub context: usize,
+    /// Rows per slot of the sliding-window layers' rings, if they have
+    /// rings ([`ring_rows`](crate::weights::ring_rows)); their rows are
+    /// written at [`RING_ROWS`].
+    pub ring: Option<usize>,
     /// Sequences it holds.
     pub slots: usize,
     /// Rows of the attention rows scratch (the most tokens of a batch).
@@ -267,6 +277,10 @@ pub fn build(
     b.g.set_group(Some(0));
     let tokens = b.g.leaf("tokens", DType::I32, &[t], Flags::INPUT)?;
     let positions = b.g.leaf("positions", DType::I32, &[t], Flags::INPUT)?;
+    let ring_rows = match cache.ring {
+        Some(_) => Some(b.g.leaf(RING_ROWS, DType::I32, &[t], Flags::INPUT)?),
+        None => None,
+    };
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
     let traits = c.traits();
@@ -286,7 +300,10 @@ pub fn build(
         let q = b.heads(q, heads, &p("attn_q_norm"), positions, rope)?;
         let k = b.heads(k, kvh, &p("attn_k_norm"), positions, rope)?;
         let v = b.g.reshape(v, &[t, kvh, hd])?;
-        let total = cache.slots * cache.context;
+        // A sliding-window layer with a ring holds its last `ring` positions.
+        let ring = layer.window.and(cache.ring).zip(ring_rows);
+        let per_slot = ring.map_or(cache.context, |(rows, _)| rows);
+        let total = cache.slots * per_slot;
         let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
         let rows = if several {
@@ -308,12 +325,17 @@ pub fn build(
             // The sequence's slot of the cache (the whole cache when it has
             // one slot, so a one-sequence graph is what it always was).
             let (kc, vc) = if cache.slots > 1 {
-                let start = seq.slot * cache.context;
-                (b.g.narrow(kc, 1, start, cache.context)?, b.g.narrow(vc, 1, start, cache.context)?)
+                let start = seq.slot * per_slot;
+                (b.g.narrow(kc, 1, start, per_slot)?, b.g.narrow(vc, 1, start, per_slot)?)
             } else {
                 (kc, vc)
             };
-            let os = b.attention(qs, ks, vs, ps, (kc, vc), seq.window, layer.window)?;
+            // A ring is read whole and written at its rows; else the window.
+            let (written_at, window) = match ring {
+                Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
+                None => (ps, seq.window),
+            };
+            let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, layer.window)?;
             o = Some(match rows {
                 // Several sequences: each one's rows of the scratch.
                 Some(rows) => {

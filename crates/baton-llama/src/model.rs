@@ -192,6 +192,10 @@ pub struct Model {
     chat_template: Option<String>,
     /// Tokens evaluated so far (every position written to the cache).
     evaluated_tokens: u64,
+    /// Per slot: one past the furthest position written since it last
+    /// started at 0 (how far a sliding-window ring may have been
+    /// overwritten).
+    frontier: Vec<usize>,
 }
 
 struct Types<'a>(&'a Weights);
@@ -280,13 +284,16 @@ impl Model {
         }
         let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
+        let batch = options.batch.clamp(1, context);
+        let ring = crate::weights::ring_rows(&config, batch, context);
         let (weights, cache, tensor) = match tensor {
             Some(c) => {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
                     .with_exact_sums(options.tensor_exact);
                 let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
                 let slots = options.slots.max(1);
-                let cache = KvCache::new_tensor_parallel(&config, (context, slots), options.kv_types(), &c, &shares)?;
+                let cache =
+                    KvCache::new_tensor_parallel(&config, (context, slots, ring), options.kv_types(), &c, &shares)?;
                 (weights, cache, Some((c, shares)))
             }
             None => {
@@ -295,15 +302,14 @@ impl Model {
                 })?;
                 let slots = options.slots.max(1);
                 let cache =
-                    KvCache::new(&config, (context, slots), options.kv_types(), &devices, &|l| layer_device[l])?;
+                    KvCache::new(&config, (context, slots, ring), options.kv_types(), &devices, &|l| layer_device[l])?;
                 (weights, cache, None)
             }
         };
-        let batch = options.batch.clamp(1, context);
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(3 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(4 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -338,6 +344,7 @@ impl Model {
             }
         }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let slot_count = cache.slots;
         Ok(Model {
             tensor,
             config,
@@ -364,6 +371,7 @@ impl Model {
             file_bytes,
             chat_template,
             evaluated_tokens: 0,
+            frontier: vec![0; slot_count],
         })
     }
 
@@ -532,6 +540,7 @@ impl Model {
         let geometry = CacheGeometry {
             dtypes: self.cache.dtypes,
             context: self.cache.context,
+            ring: self.cache.ring,
             slots: self.cache.slots,
             batch: self.batch,
         };
@@ -597,6 +606,12 @@ impl Model {
             if needed > self.cache.context {
                 return Err(ModelError::ContextFull { needed, context: self.cache.context });
             }
+            // A ring still holds the window before `past` unless a longer
+            // run since went more than its spare rows past it.
+            if !self.resumable(seq.slot, seq.past) {
+                let reach = self.cache.ring.unwrap_or(0) - self.config.sliding_window.unwrap_or(0) + 1;
+                return Err(ModelError::RingRewound { slot: seq.slot, past: seq.past, reach });
+            }
             if let Some(&bad) = seq.tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
                 return Err(ModelError::Input(format!(
                     "token id {bad} is outside the vocabulary of {}",
@@ -650,10 +665,13 @@ impl Model {
         let slot = self.next_input;
         self.next_input = (slot + 1) % self.input_io.len();
         let io = self.input_io[slot].0.clone();
-        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks])?;
+        let ring = self.cache.ring;
+        let ring_len = if ring.is_some() { t } else { 0 };
+        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
+        let ring_t = TensorRef::new(&io, (2 * t + picks.max(1)) * 4, DType::I32, &[t])?;
         let needed = rows * self.config.vocab * 4;
         if logits_buffer.is_none() && self.logits_io.len() < needed {
             // Runs in flight hold the old buffer until they are done.
@@ -682,6 +700,11 @@ impl Model {
                 end += s.tokens.len();
                 inputs.push(end as i32 - 1);
             }
+        } else {
+            inputs.push(0);
+        }
+        if let Some(rows) = ring {
+            inputs.extend(seqs.iter().flat_map(|s| (s.past..s.past + s.tokens.len()).map(|p| (p % rows) as i32)));
         }
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
@@ -700,6 +723,7 @@ impl Model {
                 "tokens" => Some(ids_t.clone()),
                 "positions" => Some(pos_t.clone()),
                 graph::LOGIT_ROWS => Some(picks_t.clone()),
+                graph::RING_ROWS => Some(ring_t.clone()),
                 "logits" => Some(logits_t.clone()),
                 _ => None,
             }
@@ -710,6 +734,11 @@ impl Model {
         // stream; its buffer comes back at the next submit.
         self.pending_inputs = Some(written);
         self.evaluated_tokens += t as u64;
+        for s in seqs {
+            let end = s.past + s.tokens.len();
+            let frontier = &mut self.frontier[s.slot];
+            *frontier = if s.past == 0 { end } else { (*frontier).max(end) };
+        }
         Ok((points, logits_t))
     }
 
@@ -793,6 +822,17 @@ impl Model {
     /// Runs that may be in flight at once (`LoadOptions::n_copies`).
     pub fn runs_in_flight(&self) -> usize {
         self.input_io.len()
+    }
+
+    /// Whether slot `slot` can take an evaluation from position `past`: its
+    /// cache still holds what that needs ([`ModelError::RingRewound`]
+    /// otherwise: a sliding-window layer's ring was overwritten by a run
+    /// that went further). From position 0 it always can.
+    pub fn resumable(&self, slot: usize, past: usize) -> bool {
+        match (self.cache.ring, self.config.sliding_window, self.frontier.get(slot)) {
+            (Some(rows), Some(window), Some(&frontier)) => past == 0 || frontier <= past + (rows - window + 1),
+            _ => true,
+        }
     }
 
     /// Evaluates `tokens` at positions `past..past + tokens.len()` of slot 0

@@ -273,6 +273,30 @@ pub struct KvCache {
     pub context: usize,
     /// Sequences it holds.
     pub slots: usize,
+    /// Rows of one slot in a sliding-window layer's cache, if they are a
+    /// ring of the last positions (position `p` at row `p mod ring`)
+    /// rather than every position; see [`ring_rows`].
+    pub ring: Option<usize>,
+}
+
+/// Rows of a sliding-window layer's ring for prompt batches of up to
+/// `batch` tokens: the window, plus room for a batch's new positions not to
+/// overwrite the ones its first rows still see, in whole blocks of the
+/// attention kernel. `None` when the model has no such layer or a ring would
+/// not be smaller than `context`.
+pub fn ring_rows(config: &LlamaConfig, batch: usize, context: usize) -> Option<usize> {
+    let window = (0..config.layers).filter_map(|l| config.layer_attention(l).window).max()?;
+    let rows = (window + batch).next_multiple_of(baton_core::graph::ATTENTION_BLOCK);
+    (rows < context).then_some(rows)
+}
+
+/// Positions per slot of layer `l`'s cache: the ring's rows for a
+/// sliding-window layer, else the whole context.
+fn layer_rows(config: &LlamaConfig, l: usize, context: usize, ring: Option<usize>) -> usize {
+    match (config.layer_attention(l).window, ring) {
+        (Some(_), Some(rows)) => rows,
+        _ => context,
+    }
 }
 
 /// Element types of a KV cache's keys and values (llama.cpp's `-ctk` and
@@ -310,37 +334,41 @@ impl KvTypes {
 
 impl KvCache {
     /// Allocates a zeroed cache for `slots` sequences of `context` positions,
-    /// each layer's on the device `device_of(layer)`.
+    /// each layer's on the device `device_of(layer)`; sliding-window layers
+    /// hold rings of `ring` rows per slot (see [`ring_rows`]).
     pub fn new(
         config: &LlamaConfig,
-        (context, slots): (usize, usize),
+        (context, slots, ring): (usize, usize, Option<usize>),
         dtypes: KvTypes,
         devices: &[Arc<dyn Device>],
         device_of: &dyn Fn(usize) -> usize,
     ) -> Result<KvCache, ModelError> {
-        let total = context * slots;
-        let dims = [config.kv_heads, total, config.head_dim];
         dtypes.position_bytes(config)?;
-        let bytes = |dtype: DType| config.kv_heads * total * dtype.row_bytes(config.head_dim).unwrap_or(0);
-        let (k_bytes, v_bytes) = (bytes(dtypes.k), bytes(dtypes.v));
+        let dims = |l: usize| [config.kv_heads, slots * layer_rows(config, l, context, ring), config.head_dim];
+        let bytes =
+            |l: usize, dtype: DType| config.kv_heads * dims(l)[1] * dtype.row_bytes(config.head_dim).unwrap_or(0);
         let mut layers = Vec::with_capacity(config.layers);
         let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
         for (d, device) in devices.iter().enumerate() {
-            let count = (0..config.layers).filter(|&l| device_of(l) == d).count();
-            if count > 0 {
-                buffers.insert(d, (device.alloc((k_bytes + v_bytes) * count)?, 0));
+            let total: usize = (0..config.layers)
+                .filter(|&l| device_of(l) == d)
+                .map(|l| bytes(l, dtypes.k) + bytes(l, dtypes.v))
+                .sum();
+            if total > 0 {
+                buffers.insert(d, (device.alloc(total)?, 0));
             }
         }
         for l in 0..config.layers {
             let entry =
                 buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
             let (buffer, next) = (&entry.0, entry.1);
-            let k = TensorRef::new(buffer, next, dtypes.k, &dims)?;
-            let v = TensorRef::new(buffer, next + k_bytes, dtypes.v, &dims)?;
+            let (k_bytes, v_bytes) = (bytes(l, dtypes.k), bytes(l, dtypes.v));
+            let k = TensorRef::new(buffer, next, dtypes.k, &dims(l))?;
+            let v = TensorRef::new(buffer, next + k_bytes, dtypes.v, &dims(l))?;
             entry.1 += k_bytes + v_bytes;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtypes, context, slots })
+        Ok(KvCache { layers, dtypes, context, slots, ring })
     }
 
     /// A zeroed cache for `slots` sequences of `context` positions on the
@@ -348,19 +376,19 @@ impl KvCache {
     /// as `shares` says.
     pub fn new_tensor_parallel(
         config: &LlamaConfig,
-        (context, slots): (usize, usize),
+        (context, slots, ring): (usize, usize, Option<usize>),
         dtypes: KvTypes,
         device: &CompositeDevice,
         shares: &TensorShares,
     ) -> Result<KvCache, ModelError> {
         dtypes.position_bytes(config)?;
-        let dims = [config.kv_heads, context * slots, config.head_dim];
         let mut layers = Vec::with_capacity(config.layers);
-        for _ in 0..config.layers {
+        for l in 0..config.layers {
+            let dims = [config.kv_heads, slots * layer_rows(config, l, context, ring), config.head_dim];
             let k = device.alloc_split(dtypes.k, &dims, shares.cache())?;
             let v = device.alloc_split(dtypes.v, &dims, shares.cache())?;
             layers.push((k, v));
         }
-        Ok(KvCache { layers, dtypes, context, slots })
+        Ok(KvCache { layers, dtypes, context, slots, ring })
     }
 }

@@ -19,6 +19,12 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     assert_eq!(lines.len(), 2, "one JSON object per test: {stdout}");
     assert!(lines[0].contains("\"test\":\"pp16\"") && lines[1].contains("\"test\":\"tg8\""), "{stdout}");
     assert!(lines[1].contains("\"host_waits_per_token\":1.000"), "one host wait per token: {}", lines[1]);
+    // At a depth (llama-bench's -d): the tests run after 40 cached positions.
+    let out = baton(&["bench", "-m", &model, "-p", "8", "-n", "4", "-d", "40", "-r", "1", "--json"]);
+    assert!(out.status.success(), "bench -d: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"test\":\"pp8 @ d40\"") && stdout.contains("\"test\":\"tg4 @ d40\""), "{stdout}");
+    assert_eq!(stdout.matches("\"n_depth\":40").count(), 2, "{stdout}");
 
     let text = std::env::temp_dir().join(format!("baton-cli-text-{}.txt", std::process::id()));
     std::fs::write(&text, "the quick brown fox jumps over the lazy dog. ".repeat(200)).expect("text");

@@ -77,9 +77,12 @@ pub enum Op {
     /// `(q [T, H, D] f32, k [Hk, S, D], v [Hk, S, D], positions [T] i32)
     /// -> [T, H, D] f32`: attention of every query row over the cache,
     /// streamed. Head `h` reads key-value head `h / (H / Hk)` (grouped-query
-    /// attention; `H` is a multiple of `Hk`). Row `t` sees the keys
-    /// `s <= positions[t]` (and `s < S`), and with a `window` only those
-    /// with `s > positions[t] - window`; a row that sees none is 0.
+    /// attention; `H` is a multiple of `Hk`). Row `t` sees the key
+    /// positions `s <= positions[t]`, and with a `window` only those with
+    /// `s > positions[t] - window`; a row that sees none is 0. Position
+    /// `s` is row `s mod S` of `k` and `v`: a cache of every position
+    /// (`S` past the last one), or a ring of the last `S` (a sliding-window
+    /// layer's). A row that sees more than `S` positions is an error.
     ///
     /// `out[t, h] = Σ_s p_s v_s` with `p = softmax_s(scale · q[t, h] · k_s)`,
     /// keys and values of any type converted to f32 first. Keys are taken

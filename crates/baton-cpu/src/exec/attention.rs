@@ -16,12 +16,13 @@ use super::workspace::Workspace;
 /// decoding a block of keys is a small part of using it.
 const ROWS_PER_UNIT: usize = 128;
 
-/// The key positions row `t` at `position` sees among `s_len`.
-fn visible(position: i32, s_len: usize, window: Option<usize>) -> std::ops::Range<usize> {
+/// The key positions a row at `position` sees (the kernel checks they
+/// fit the cache's rows).
+fn visible(position: i32, window: Option<usize>) -> std::ops::Range<usize> {
     let Ok(p) = usize::try_from(position) else { return 0..0 };
-    let end = p.saturating_add(1).min(s_len);
-    let start = window.map_or(0, |w| p.saturating_add(1).saturating_sub(w));
-    start.min(end)..end
+    let end = p.saturating_add(1);
+    let start = window.map_or(0, |w| end.saturating_sub(w));
+    start..end
 }
 
 pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Result<(), StreamError> {
@@ -63,7 +64,7 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
             len: s_len,
         })
     };
-    let ranges: Vec<_> = positions.iter().map(|&p| visible(p, s_len, window)).collect();
+    let ranges: Vec<_> = positions.iter().map(|&p| visible(p, window)).collect();
     // SAFETY: the op takes its output once, here.
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
     let group = heads / kv_heads.max(1);

@@ -114,12 +114,38 @@ fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
     }
 }
 
+/// A ring of the last positions (a sliding-window layer's cache): rows
+/// whose positions wrap around it give the bits of the same rows over a
+/// cache of every position.
+#[test]
+fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
+    let (d, total, ring) = (64, 300, 128);
+    let whole = Case::new(DType::Q8_0, d, total);
+    let row = DType::Q8_0.row_bytes(d).unwrap();
+    // Position s of the whole cache at row s % ring: the last `ring` positions.
+    let mut k = vec![0u8; ring * row];
+    let mut v = vec![0u8; ring * row];
+    for s in total - ring..total {
+        k[(s % ring) * row..][..row].copy_from_slice(&whole.k[s * row..][..row]);
+        v[(s % ring) * row..][..row].copy_from_slice(&whole.v[s * row..][..row]);
+    }
+    let ranges = [total - 100..total, 250..290, total - ring..total - 1, 180..240];
+    let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 40 + r as u64)).collect()).collect();
+    let want = whole.run(&q, &ranges);
+    let mut outs = vec![vec![0.0; d]; q.len()];
+    let mut rows: Vec<QueryRow<'_>> =
+        q.iter().zip(&ranges).zip(outs.iter_mut()).map(|((q, r), out)| QueryRow { q, keys: r.clone(), out }).collect();
+    let kv = |data| KvRows { dtype: DType::Q8_0, data, stride: row, dim: d, len: ring };
+    attend(&mut rows, kv(&k), kv(&v), 0.125, &mut AttentionScratch::default()).unwrap();
+    assert_eq!(outs, want);
+}
+
 #[test]
 fn bad_arguments_are_errors() {
     let case = Case::new(DType::F16, 64, 10);
     let q = vec![0.0f32; 64];
     let mut out = vec![0.0f32; 64];
-    let mut rows = [QueryRow { q: &q, keys: 0..11, out: &mut out }];
+    let mut rows = [QueryRow { q: &q, keys: 3..14, out: &mut out }];
     let err = attend(&mut rows, case.rows(&case.k), case.rows(&case.v), 1.0, &mut AttentionScratch::default());
     assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{err:?}");
     let short = KvRows { len: 11, ..case.rows(&case.k) };

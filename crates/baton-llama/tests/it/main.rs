@@ -11,6 +11,7 @@ mod chat_reference;
 mod long_context;
 mod mapped;
 mod reference;
+mod ring;
 mod split;
 mod synth;
 mod tensor_parallel;

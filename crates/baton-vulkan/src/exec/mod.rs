@@ -193,6 +193,7 @@ impl Executor {
             Op::GetRows => format!("token id {value} outside 0..{limit}"),
             Op::ScatterRows => format!("row index {value} outside 0..{limit}"),
             Op::Rope { .. } => format!("negative position {value}"),
+            Op::Attention { .. } => format!("a row attends {value} positions, more than the cache's {limit}"),
             _ => format!("value {value} outside 0..{limit}"),
         };
         Some(node_error(graph, device, id, message))

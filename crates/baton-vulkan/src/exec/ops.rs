@@ -413,6 +413,7 @@ impl Recorder<'_> {
             scale.to_bits(),
             // 0: no window (a window of 0 keys is refused when built).
             window.map_or(0, u32_of),
+            u32_of(id.0),
         ];
         self.dispatch_more(
             id,

@@ -2,7 +2,8 @@
 // Keys (`a`) and values (`c`) are [Hk, S, D] of the types `KT` and `VT`
 // (0 f32, 1 f16, 2 bf16) at byte strides; queries (`b`) are f32 rows at word
 // strides; positions are i32 words of `e`; the output is contiguous f32
-// [T, H, D]. Keys go 64 at a time (one per invocation) with a running
+// [T, H, D]. Position s is row s mod S of the keys and values (a ring of
+// the last S positions for a sliding-window layer). Keys go 64 at a time (one per invocation) with a running
 // maximum and sum, so no row of scores is kept; each invocation owns the
 // output elements local, local + 64, ... (D <= 256, checked by the host).
 
@@ -29,6 +30,7 @@ struct Params {
     s_len: u32,
     scale: f32,
     window: u32,
+    node: u32,
 }
 var<immediate> p: Params;
 var<workgroup> probs: array<f32, 64>;
@@ -106,9 +108,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     var first = 0u;
     var end = 0u;
     if pos >= 0 {
-        end = min(u32(pos) + 1u, p.s_len);
-        if p.window != 0u && u32(pos) + 1u > p.window {
-            first = min(u32(pos) + 1u - p.window, end);
+        end = u32(pos) + 1u;
+        if p.window != 0u && end > p.window {
+            first = end - p.window;
+        }
+        if end - first > p.s_len {
+            // More positions than the cache's rows: an error of the graph.
+            fail(p.node, end - first, p.s_len);
+            first = end;
         }
     }
     let kb = elem_bytes(KT);
@@ -124,7 +131,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         var score = LOWEST;
         if s < end {
             var dot = 0.0;
-            let ks = k0 + s * p.k_s;
+            let ks = k0 + (s % p.s_len) * p.k_s;
             for (var i = 0u; i < p.dim; i++) {
                 dot += bitcast<f32>(b[q0 + i]) * key(ks + i * kb);
             }
@@ -145,7 +152,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
             if i < p.dim {
                 var sum = acc[r] * correction;
                 for (var j = 0u; j < n; j++) {
-                    sum += probs[j] * value(v0 + (base + j) * p.v_s + i * vb);
+                    sum += probs[j] * value(v0 + ((base + j) % p.s_len) * p.v_s + i * vb);
                 }
                 acc[r] = sum;
             }

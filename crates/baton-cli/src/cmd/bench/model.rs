@@ -26,6 +26,10 @@ pub struct ModelBenchArgs {
     /// Generated tokens of the tg test (0 = skip).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
+    /// Positions already in the KV cache when each test runs (llama-bench's
+    /// `-d`): prompts and generated tokens attend over them too.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    n_depth: usize,
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
@@ -65,17 +69,17 @@ fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-fn prompt_run(model: &mut Model, prompt: &[u32]) -> Result<f64> {
+fn prompt_run(model: &mut Model, prompt: &[u32], depth: usize) -> Result<f64> {
     let start = Instant::now();
-    model.eval_prompt(prompt, 0)?;
+    model.eval_prompt(prompt, depth)?;
     Ok(prompt.len() as f64 / start.elapsed().as_secs_f64())
 }
 
-fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
+fn gen_run(model: &mut Model, n: usize, first: u32, depth: usize) -> Result<f64> {
     let vocab = model.config().vocab;
     let start = Instant::now();
     let mut token = first;
-    for past in 0..n {
+    for past in depth..depth + n {
         let logits = model.eval(&[token], past, Logits::Last)?;
         // Greedy, so the run depends on the model like a real decode.
         token = logits.iter().enumerate().fold((0, f32::MIN), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0 as u32;
@@ -87,18 +91,25 @@ fn gen_run(model: &mut Model, n: usize, first: u32) -> Result<f64> {
 /// Runs `baton bench` on a model.
 pub fn run(args: ModelBenchArgs) -> Result<()> {
     let mut margs = args.model.clone();
-    let needed = args.n_prompt.max(args.n_gen).max(1);
+    let depth = args.n_depth;
+    let needed = depth + args.n_prompt.max(args.n_gen).max(1);
     margs.context = Some(margs.context.unwrap_or(0).max(needed));
     let mut model = margs.load()?;
     let vocab = model.config().vocab;
     let mut results = Vec::new();
     let reps = args.repetitions.max(1);
+    // The cache's first `depth` positions, filled once: the tests write
+    // only after them.
+    if depth > 0 {
+        model.eval_prompt(&tokens(depth, vocab, 11), 0)?;
+    }
+    let at_depth = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt, vocab, 7);
-        prompt_run(&mut model, &prompt)?; // warm-up
-        let samples = (0..reps).map(|_| prompt_run(&mut model, &prompt)).collect::<Result<Vec<_>>>()?;
+        prompt_run(&mut model, &prompt, depth)?; // warm-up
+        let samples = (0..reps).map(|_| prompt_run(&mut model, &prompt, depth)).collect::<Result<Vec<_>>>()?;
         results.push(TestResult {
-            name: format!("pp{}", args.n_prompt),
+            name: format!("pp{}{at_depth}", args.n_prompt),
             n_prompt: args.n_prompt,
             n_gen: 0,
             samples,
@@ -107,19 +118,19 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
         });
     }
     if args.n_gen > 0 {
-        gen_run(&mut model, args.n_gen.min(8), 1)?; // warm-up
+        gen_run(&mut model, args.n_gen.min(8), 1, depth)?; // warm-up
         if let (true, Some((device, _))) = (margs.sync_profile, model.tensor_parallel()) {
             device.gate_profile().enable(true); // the gates of the measured tokens only
         }
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
         baton_cpu::profile::reset();
         baton_cpu::profile::set_enabled(args.op_profile);
-        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1)).collect::<Result<Vec<_>>>();
+        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1, depth)).collect::<Result<Vec<_>>>();
         baton_cpu::profile::set_enabled(false);
         let samples = samples?;
         let tokens = (reps * args.n_gen) as f64;
         results.push(TestResult {
-            name: format!("tg{}", args.n_gen),
+            name: format!("tg{}{at_depth}", args.n_gen),
             n_prompt: 0,
             n_gen: args.n_gen,
             samples,
@@ -155,7 +166,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
             let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
             let opt = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
             println!(
-                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"n_depth\":{depth},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
                 config.n_params(),
                 margs.devices,
                 margs.split_mode,
