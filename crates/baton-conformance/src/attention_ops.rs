@@ -51,23 +51,8 @@ fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, 
     let (k_bytes, v_bytes) = (encode(kt, &k_values), encode(vt, &v_values));
     let k = r::decode_row(kt, &k_bytes, k_values.len());
     let v = r::decode_row(vt, &v_bytes, v_values.len());
-    let mut g = Graph::new();
-    let ql = g.leaf("q", DType::F32, &[t, q_heads, DIM], Flags::INPUT).expect("leaf");
-    let kl = g.leaf("k", kt, &[KV_HEADS, KEYS, DIM], Flags::STATE).expect("leaf");
-    let vl = g.leaf("v", vt, &[KV_HEADS, KEYS, DIM], Flags::STATE).expect("leaf");
-    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
-    let qv = if strided_q { g.narrow(ql, 1, 1, HEADS).expect("narrow") } else { ql };
-    let y = g.attention(qv, (kl, vl), pl, 0.3, window).expect("attention");
-    g.mark(y, Flags::OUTPUT).expect("mark");
-    g.set_name(y, "y").expect("name");
-    let inputs = vec![
-        input_f32("q", &q),
-        Input { name: "k", bytes: k_bytes },
-        Input { name: "v", bytes: v_bytes },
-        input_i32("pos", &positions),
-    ];
-    let out = run(f, g, inputs);
     let first = if strided_q { 1 } else { 0 };
+    let out = run_attention(f, (&q, q_heads, first), (kt, k_bytes), (vt, v_bytes), &positions, window);
     let mut expected = Vec::with_capacity(t * HEADS * DIM);
     for (ti, &p) in positions.iter().enumerate() {
         for h in 0..HEADS {
@@ -78,7 +63,7 @@ fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, 
             expected.extend(attend(query, &k[kv * KEYS * DIM..], &v[kv * KEYS * DIM..], start..end));
         }
     }
-    check(&format!("attention {kt} keys, {vt} values"), &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    check(&format!("attention {kt} keys, {vt} values"), &out, &expected, FLOAT_NMSE);
 }
 
 /// Attention over a ring of the last 32 positions (a sliding-window
@@ -90,24 +75,10 @@ pub fn op_attention_ring(f: &Fixture) {
     let t = positions.len();
     let q = random(t * HEADS * DIM, 36);
     let (k_values, v_values) = (random(KV_HEADS * rows * DIM, 37), random(KV_HEADS * rows * DIM, 38));
-    let mut g = Graph::new();
-    let ql = g.leaf("q", DType::F32, &[t, HEADS, DIM], Flags::INPUT).expect("leaf");
-    let kl = g.leaf("k", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
-    let vl = g.leaf("v", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
-    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
-    let y = g.attention(ql, (kl, vl), pl, 0.3, Some(window)).expect("attention");
-    g.mark(y, Flags::OUTPUT).expect("mark");
-    g.set_name(y, "y").expect("name");
     let (k_bytes, v_bytes) = (encode(DType::F16, &k_values), encode(DType::F16, &v_values));
     let k = r::decode_row(DType::F16, &k_bytes, k_values.len());
     let v = r::decode_row(DType::F16, &v_bytes, v_values.len());
-    let inputs = vec![
-        input_f32("q", &q),
-        Input { name: "k", bytes: k_bytes },
-        Input { name: "v", bytes: v_bytes },
-        input_i32("pos", &positions),
-    ];
-    let out = run(f, g, inputs);
+    let out = run_attention(f, (&q, HEADS, 0), (DType::F16, k_bytes), (DType::F16, v_bytes), &positions, Some(window));
     // The keys and values by position: position s is row s mod 32.
     let by_position = |cache: &[f64], kv: usize| -> Vec<f64> {
         (0..120).flat_map(|s| cache[(kv * rows + s % rows) * DIM..][..DIM].to_vec()).collect()
@@ -121,7 +92,38 @@ pub fn op_attention_ring(f: &Fixture) {
             expected.extend(attend(query, &by_position(&k, kv), &by_position(&v, kv), end - window..end));
         }
     }
-    check("attention over a ring", &f32s(&out["y"]), &expected, FLOAT_NMSE);
+    check("attention over a ring", &out, &expected, FLOAT_NMSE);
+}
+
+/// Runs one attention node: queries `q` (`[T, q_heads, DIM]`, heads
+/// `first..first + HEADS` used), keys and values (`[KV_HEADS, rows, DIM]`
+/// encoded), positions; returns the output.
+fn run_attention(
+    f: &Fixture,
+    (q, q_heads, first): (&[f32], usize, usize),
+    (kt, k_bytes): (DType, Vec<u8>),
+    (vt, v_bytes): (DType, Vec<u8>),
+    positions: &[i32],
+    window: Option<usize>,
+) -> Vec<f32> {
+    let t = positions.len();
+    let rows = k_bytes.len() / kt.row_bytes(DIM).expect("row") / KV_HEADS;
+    let mut g = Graph::new();
+    let ql = g.leaf("q", DType::F32, &[t, q_heads, DIM], Flags::INPUT).expect("leaf");
+    let kl = g.leaf("k", kt, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+    let vl = g.leaf("v", vt, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+    let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+    let qv = if q_heads != HEADS { g.narrow(ql, 1, first, HEADS).expect("narrow") } else { ql };
+    let y = g.attention(qv, (kl, vl), pl, 0.3, window).expect("attention");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let inputs = vec![
+        input_f32("q", q),
+        Input { name: "k", bytes: k_bytes },
+        Input { name: "v", bytes: v_bytes },
+        input_i32("pos", positions),
+    ];
+    f32s(&run(f, g, inputs)["y"])
 }
 
 /// One row: `Σ_s softmax(0.3 q·k_s) v_s` over `keys`, 0 if there are none.
