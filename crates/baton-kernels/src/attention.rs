@@ -291,20 +291,6 @@ multiversion! {
     }
 }
 
-/// Mutable references to `items[at[0]]`, `items[at[1]]`, ... (`at`
-/// strictly increasing).
-fn pick_mut<'a, T>(mut items: &'a mut [T], at: &[usize]) -> Vec<&'a mut T> {
-    let mut picked = Vec::with_capacity(at.len());
-    let mut base = 0;
-    for &i in at {
-        let (item, rest) = std::mem::take(&mut items)[i - base..].split_first_mut().expect("an index inside");
-        picked.push(item);
-        items = rest;
-        base = i + 1;
-    }
-    picked
-}
-
 /// Attention of `rows` over keys `k` and values `v` of one key-value head:
 /// each row's output is `Σ_s softmax_s(scale · q · k_s) v_s` over its key
 /// range (0 for an empty range). See the module doc for the order of the
@@ -399,20 +385,18 @@ pub fn attend(
             let range = |r: &QueryRow<'_>| (r.keys.start.max(b0) - b0, r.keys.end.min(b1) - b0);
             let (j0, j1) = range(&rows[tile[0]]);
             let together = tile.iter().all(|&r| range(&rows[r]) == (j0, j1));
-            let picked_rows = pick_mut(rows, &tile);
-            let picked_states = pick_mut(state, &tile);
             if together && tile.len() == TILE_ROWS {
+                let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile[i]);
+                let picked_rows = rows.get_disjoint_mut(at).expect("distinct rows of the tile");
+                let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
                 let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
                 let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
-                let mut rs = picked_rows.into_iter();
-                let outs: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| &mut *rs.next().expect("a row").out);
-                let mut sts = picked_states.into_iter();
-                let states: [&mut (f32, f32); TILE_ROWS] = std::array::from_fn(|_| sts.next().expect("a state"));
+                let outs = picked_rows.map(|row| &mut *row.out);
                 update_tile(isa, scores, &values[j0 * d..j1 * d], scale, states, outs);
             } else {
-                for ((row, st), s) in picked_rows.into_iter().zip(picked_states).zip(tile_scores.iter_mut()) {
-                    let (j0, j1) = range(row);
-                    update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, st, row.out);
+                for (&r, s) in tile.iter().zip(tile_scores.iter_mut()) {
+                    let (j0, j1) = range(&rows[r]);
+                    update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, &mut state[r], rows[r].out);
                 }
             }
         }

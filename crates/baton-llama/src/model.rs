@@ -608,8 +608,7 @@ impl Model {
             }
             // A ring still holds the window before `past` unless a longer
             // run since went more than its spare rows past it.
-            if !self.resumable(seq.slot, seq.past) {
-                let reach = self.cache.ring.unwrap_or(0) - self.config.sliding_window.unwrap_or(0) + 1;
+            if let Some(reach) = self.ring_reach().filter(|_| !self.resumable(seq.slot, seq.past)) {
                 return Err(ModelError::RingRewound { slot: seq.slot, past: seq.past, reach });
             }
             if let Some(&bad) = seq.tokens.iter().find(|&&id| id as usize >= self.config.vocab) {
@@ -829,10 +828,16 @@ impl Model {
     /// otherwise: a sliding-window layer's ring was overwritten by a run
     /// that went further). From position 0 it always can.
     pub fn resumable(&self, slot: usize, past: usize) -> bool {
-        match (self.cache.ring, self.config.sliding_window, self.frontier.get(slot)) {
-            (Some(rows), Some(window), Some(&frontier)) => past == 0 || frontier <= past + (rows - window + 1),
+        match (self.ring_reach(), self.frontier.get(slot)) {
+            (Some(reach), Some(&frontier)) => past == 0 || frontier <= past + reach,
             _ => true,
         }
+    }
+
+    /// How far back from the furthest position written an evaluation may
+    /// start while the rings still hold its window (`None`: no rings).
+    fn ring_reach(&self) -> Option<usize> {
+        Some(self.cache.ring? - self.config.sliding_window? + 1)
     }
 
     /// Evaluates `tokens` at positions `past..past + tokens.len()` of slot 0

@@ -8,13 +8,11 @@
 //! 32, `<= 5e-4` (5.6e-5 measured at 4,096 positions).
 #![cfg(feature = "reference-tests")]
 
-use std::path::Path;
-use std::process::Command;
-
 use baton_core::DType;
 use baton_llama::{LoadOptions, Logits, Model, SynthShape};
-use baton_testkit::env::{python, reference_script};
 use baton_testkit::synth::synth_model;
+
+use super::reference::reference_logits_of;
 
 /// Positions compared at the end of the context.
 const LAST: usize = 4;
@@ -22,25 +20,6 @@ const LAST: usize = 4;
 /// Tokens of the context: a fixed pseudo-random sequence.
 fn tokens(n: usize, vocab: usize) -> Vec<u32> {
     (0..n as u64).map(|i| ((i.wrapping_mul(0x9E37_79B9) ^ (i >> 3)) % vocab as u64) as u32).collect()
-}
-
-fn reference_last_logits(model: &Path, tokens: &[u32]) -> Vec<Vec<f64>> {
-    let file = std::env::temp_dir().join(format!("baton-long-{}-{}.json", tokens.len(), std::process::id()));
-    let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    std::fs::write(&file, ids.join(",")).expect("write ids");
-    let out = Command::new(python())
-        .arg(reference_script("llama_ref.py"))
-        .arg("logits")
-        .arg(model)
-        .args(["--tokens", &std::fs::read_to_string(&file).expect("ids")])
-        .args(["--last", &LAST.to_string()])
-        .output()
-        .expect("run llama_ref.py");
-    let _ = std::fs::remove_file(&file);
-    assert!(out.status.success(), "llama_ref.py failed: {}", String::from_utf8_lossy(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON from llama_ref.py");
-    let rows = json["logits"].as_array().expect("logits");
-    rows.iter().map(|r| r.as_array().expect("row").iter().map(|v| v.as_f64().expect("number")).collect()).collect()
 }
 
 fn long_case(shape: SynthShape, n: usize, cache: DType, bound: f64) {
@@ -55,7 +34,7 @@ fn long_case(shape: SynthShape, n: usize, cache: DType, bound: f64) {
         model.eval(batch, i * 512, Logits::Last).expect("eval");
     }
     let ours = model.eval(tail, n - LAST, Logits::All).expect("eval").to_vec();
-    let reference = reference_last_logits(&path, &ids);
+    let reference = reference_logits_of(&path, &ids, Some(LAST));
     let (mut err, mut norm) = (0f64, 0f64);
     for (p, row) in reference.iter().enumerate() {
         for (a, b) in ours[p * vocab..(p + 1) * vocab].iter().zip(row) {

@@ -44,14 +44,19 @@ fn device() -> Arc<dyn Device> {
 
 /// The reference's logits for `tokens`, one row per position.
 fn reference_logits(model: &Path, tokens: &[u32]) -> Vec<Vec<f64>> {
+    reference_logits_of(model, tokens, None)
+}
+
+/// The reference's logits for `tokens`: one row per position, or per
+/// position of the `last` ones.
+pub(super) fn reference_logits_of(model: &Path, tokens: &[u32], last: Option<usize>) -> Vec<Vec<f64>> {
     let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    let out = Command::new(python())
-        .arg(reference_script("llama_ref.py"))
-        .args(["logits"])
-        .arg(model)
-        .args(["--tokens", &ids.join(",")])
-        .output()
-        .expect("run llama_ref.py");
+    let mut command = Command::new(python());
+    command.arg(reference_script("llama_ref.py")).args(["logits"]).arg(model).args(["--tokens", &ids.join(",")]);
+    if let Some(last) = last {
+        command.args(["--last", &last.to_string()]);
+    }
+    let out = command.output().expect("run llama_ref.py");
     assert!(out.status.success(), "llama_ref.py failed: {}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON from llama_ref.py");
     json["logits"]
