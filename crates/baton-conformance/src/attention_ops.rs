@@ -95,6 +95,34 @@ pub fn op_attention_ring(f: &Fixture) {
     check("attention over a ring", &out, &expected, FLOAT_NMSE);
 }
 
+/// A decode step over a long f16 cache (1,200 positions: several of the
+/// CPU kernel's segments, which a device may split over its threads), with
+/// a window on one case.
+pub fn op_attention_long(f: &Fixture) {
+    const LONG: usize = 1200;
+    for window in [None, Some(700)] {
+        let positions = [1199i32, 530];
+        let t = positions.len();
+        let q = random(t * HEADS * DIM, 39);
+        let (k_values, v_values) = (random(KV_HEADS * LONG * DIM, 40), random(KV_HEADS * LONG * DIM, 41));
+        let (k_bytes, v_bytes) = (encode(DType::F16, &k_values), encode(DType::F16, &v_values));
+        let k = r::decode_row(DType::F16, &k_bytes, k_values.len());
+        let v = r::decode_row(DType::F16, &v_bytes, v_values.len());
+        let out = run_attention(f, (&q, HEADS, 0), (DType::F16, k_bytes), (DType::F16, v_bytes), &positions, window);
+        let mut expected = Vec::new();
+        for (ti, &p) in positions.iter().enumerate() {
+            for h in 0..HEADS {
+                let kv = h / (HEADS / KV_HEADS);
+                let end = p as usize + 1;
+                let start = window.map_or(0, |w| end.saturating_sub(w));
+                let query = &q[(ti * HEADS + h) * DIM..][..DIM];
+                expected.extend(attend(query, &k[kv * LONG * DIM..], &v[kv * LONG * DIM..], start..end));
+            }
+        }
+        check(&format!("attention over {LONG} positions, window {window:?}"), &out, &expected, FLOAT_NMSE);
+    }
+}
+
 /// Runs one attention node: queries `q` (`[T, q_heads, DIM]`, heads
 /// `first..first + HEADS` used), keys and values (`[KV_HEADS, rows, DIM]`
 /// encoded), positions; returns the output.

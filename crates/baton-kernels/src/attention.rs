@@ -14,6 +14,14 @@
 //! So a row gives the same bits alone or among any other rows, at any
 //! instruction level, which is what keeps batching and tensor-parallel
 //! splits exact.
+//!
+//! The positions are also cut into segments of [`SEGMENT`] (counted from
+//! 0 like the blocks): a row's keys inside one segment give a [`Partial`]
+//! result of their own, and the segments' results are folded in order of
+//! position ([`fold`]). So the keys of one row can be split over threads
+//! by segment ([`attend_segments`], then [`combine`]: what a decode step
+//! of few rows over a long context needs) and give the bits of one thread
+//! taking them all ([`attend`]).
 
 use std::ops::Range;
 
@@ -25,8 +33,18 @@ use crate::isa::{multiversion, Isa};
 use crate::ops::exp;
 use crate::quant::dequantize_row;
 
+mod block;
+mod transpose;
+
+use block::{scores_impl, update_one, update_tile, TILE_ROWS};
+use transpose::{transpose_rows, RowType};
+
 /// Key positions decoded and taken at a time.
 pub const BLOCK: usize = ATTENTION_BLOCK;
+
+/// Key positions a row folds into one [`Partial`] before it joins the
+/// others: segment `s` is positions `s * SEGMENT..(s + 1) * SEGMENT`.
+pub const SEGMENT: usize = 8 * BLOCK;
 
 /// Keys or values of one key-value head: position `s` is `dim` elements of
 /// `dtype` (whole blocks) at byte `(s mod len) * stride` of `data` (a
@@ -78,6 +96,52 @@ impl KvRows<'_> {
     }
 }
 
+impl KvRows<'_> {
+    /// Decodes positions `range` (at most [`BLOCK`]) transposed into
+    /// `out` (`out[i * BLOCK + j]`: element `i` of the `j`th; zeros past
+    /// them), through `keys` for the block types.
+    fn decode_transposed(
+        &self,
+        isa: Isa,
+        range: Range<usize>,
+        row: usize,
+        keys: &mut [f32],
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let mut rows: [&[u8]; BLOCK] = [&[]; BLOCK];
+        let n = range.len();
+        let kind = match self.dtype {
+            DType::F32 => Some(RowType::F32),
+            DType::F16 => Some(RowType::F16),
+            DType::BF16 => Some(RowType::Bf16),
+            _ => None,
+        };
+        let kind = match kind {
+            Some(kind) => {
+                for (r, s) in rows.iter_mut().zip(range) {
+                    let at = (s % self.len) * self.stride;
+                    *r = &self.data[at..at + row];
+                }
+                kind
+            }
+            None => {
+                let d = self.dim;
+                self.decode(range, row, &mut keys[..n * d])?;
+                // SAFETY: any initialised f32 is 4 plain bytes, a `u8` needs
+                // no alignment, and the byte view lives no longer than
+                // `keys`, which nothing writes meanwhile.
+                let bytes = unsafe { std::slice::from_raw_parts(keys.as_ptr().cast::<u8>(), 4 * n * d) };
+                for (r, chunk) in rows.iter_mut().zip(bytes.chunks_exact((4 * d).max(1))) {
+                    *r = chunk;
+                }
+                RowType::F32
+            }
+        };
+        transpose_rows(isa, kind, &rows[..n], self.dim, out);
+        Ok(())
+    }
+}
+
 /// One query row: its query (head size), the key positions it sees (at
 /// most the keys' `len`), and where its output goes (head size).
 #[derive(Debug)]
@@ -90,204 +154,250 @@ pub struct QueryRow<'a> {
     pub out: &'a mut [f32],
 }
 
-/// One thread's buffers: a block of keys and of values in f32, scores, and
-/// each row's running maximum and sum. Reused from call to call.
+/// A query row without an output, for [`attend_segments`].
+#[derive(Clone, Debug)]
+pub struct Query<'a> {
+    /// The query.
+    pub q: &'a [f32],
+    /// Positions it attends (`start..end`, inside the keys).
+    pub keys: Range<usize>,
+}
+
+/// One row's result over some keys before normalising: the running
+/// maximum of its scaled scores and the sum of their exponentials under it
+/// (the output beside it is `Σ exp(score - max) v`). A sum of 0 means no
+/// key was seen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Partial {
+    /// The largest scaled score.
+    pub max: f32,
+    /// `Σ exp(score - max)`.
+    pub sum: f32,
+}
+
+impl Default for Partial {
+    fn default() -> Partial {
+        Partial { max: f32::NEG_INFINITY, sum: 0.0 }
+    }
+}
+
+/// One thread's buffers: a block of keys and of values in f32, scores,
+/// each row's partial result over the current segment, and the results
+/// folded so far. Reused from call to call.
 #[derive(Debug, Default)]
 pub struct AttentionScratch {
+    block: BlockScratch,
+    folded: Vec<f32>,
+    folded_state: Vec<Partial>,
+}
+
+#[derive(Debug, Default)]
+struct BlockScratch {
     keys: Vec<f32>,
     transposed: Vec<f32>,
     values: Vec<f32>,
     scores: Vec<[f32; BLOCK]>,
     state: Vec<(f32, f32)>,
+    partial: Vec<f32>,
 }
 
-/// Keys whose scores one pass of [`scores_impl`] keeps in registers.
-const KEY_LANES: usize = 16;
-/// Query rows scored together against each loaded key vector.
-const TILE_ROWS: usize = 4;
+/// The query rows of a call, with or without outputs.
+trait Rows {
+    fn count(&self) -> usize;
+    fn q(&self, r: usize) -> &[f32];
+    fn keys(&self, r: usize) -> Range<usize>;
+}
 
-multiversion! {
-    /// `out[r][j] = Σ_i q_r[i] k_j[i]` (fused multiply-adds in order of
-    /// `i`) for the `TILE_ROWS` queries `qs` and the `BLOCK` keys of the
-    /// transposed block `kt` (`kt[i * BLOCK + j]`): every row and key in a
-    /// register lane of its own, so the sums run side by side.
-    fn scores_impl(qs: [&[f32]; TILE_ROWS], kt: &[f32], out: &mut [[f32; BLOCK]; TILE_ROWS]) {
-        const CHUNKS: usize = BLOCK / KEY_LANES;
-        let d = qs[0].len();
-        let kt = &kt[..d * BLOCK];
-        let mut acc = [[[0.0f32; KEY_LANES]; CHUNKS]; TILE_ROWS];
-        for i in 0..d {
-            let k = &kt[i * BLOCK..(i + 1) * BLOCK];
-            for r in 0..TILE_ROWS {
-                let q = qs[r][i];
-                for c in 0..CHUNKS {
-                    for l in 0..KEY_LANES {
-                        acc[r][c][l] = q.mul_add(k[c * KEY_LANES + l], acc[r][c][l]);
-                    }
-                }
+/// [`Rows`] for a slice of row types with fields `q` and `keys`.
+macro_rules! rows_of {
+    ($($row:ident),*) => {$(
+        impl Rows for [$row<'_>] {
+            fn count(&self) -> usize {
+                self.len()
+            }
+            fn q(&self, r: usize) -> &[f32] {
+                self[r].q
+            }
+            fn keys(&self, r: usize) -> Range<usize> {
+                self[r].keys.clone()
             }
         }
-        for r in 0..TILE_ROWS {
-            for c in 0..CHUNKS {
-                out[r][c * KEY_LANES..(c + 1) * KEY_LANES].copy_from_slice(&acc[r][c]);
-            }
-        }
-    }
+    )*};
 }
 
-/// Turns one row's dot products with keys `j` into the weights
-/// `exp(scale · dot_j - max)` under the row's new running maximum, updates
-/// its running `(max, sum)`, and returns the factor its output is scaled by.
-/// The block's sum is kept in `KEY_LANES` partial sums (key `j` in lane `j %
-/// KEY_LANES` of the row's own keys), added up as a fixed tree.
-#[inline(always)]
-fn softmax_step(scores: &mut [f32], scale: f32, state: &mut (f32, f32)) -> f32 {
-    let mut tops = [f32::NEG_INFINITY; KEY_LANES];
-    for chunk in scores.chunks_mut(KEY_LANES) {
-        for (t, s) in tops.iter_mut().zip(chunk.iter_mut()) {
-            *s *= scale;
-            *t = t.max(*s);
+rows_of!(QueryRow, Query);
+
+/// Checks the keys, values and rows agree; returns the bytes of a key and
+/// of a value row and the span of positions any row sees (empty if none).
+fn check<R: Rows + ?Sized>(
+    rows: &R,
+    k: &KvRows<'_>,
+    v: &KvRows<'_>,
+) -> Result<(usize, usize, Range<usize>), KernelError> {
+    let (k_row, v_row) = (k.check("keys")?, v.check("values")?);
+    let d = k.dim;
+    crate::error::expect_len("values per key", d, v.dim)?;
+    crate::error::expect_len("value positions", k.len, v.len)?;
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for r in 0..rows.count() {
+        crate::error::expect_len("query size", d, rows.q(r).len())?;
+        let keys = rows.keys(r);
+        if keys.len() > k.len {
+            return Err(KernelError::RangeOutOfBounds {
+                what: "attended key positions (more than the cache holds)",
+                start: keys.start,
+                end: keys.end,
+                len: k.len,
+            });
+        }
+        if !keys.is_empty() {
+            lo = lo.min(keys.start);
+            hi = hi.max(keys.end);
         }
     }
-    // The maximum of a set, whatever order it is taken in.
-    let top = tops.iter().fold(f32::NEG_INFINITY, |m, &t| m.max(t));
-    let (max, sum) = *state;
-    let new_max = max.max(top);
-    // exp(-inf) is exactly 0: the first block scales nothing.
-    let correction = exp(max - new_max);
-    let mut sums = [0.0f32; KEY_LANES];
-    for chunk in scores.chunks_mut(KEY_LANES) {
-        for (total, s) in sums.iter_mut().zip(chunk.iter_mut()) {
-            *s = exp(*s - new_max);
-            *total += *s;
-        }
-    }
-    let mut width = KEY_LANES / 2;
-    while width > 0 {
-        for l in 0..width {
-            sums[l] += sums[l + width];
-        }
-        width /= 2;
-    }
-    *state = (new_max, sum * correction + sums[0]);
-    correction
+    Ok((k_row, v_row, if lo < hi { lo..hi } else { 0..0 }))
 }
 
-/// Folds the dot products `scores[r]` of `R` rows with the same keys `j`,
-/// and the values `j` (rows of the outputs' size), into each row's running
-/// state and output. Every output element is scaled once, then gets
-/// `p_j v_j[i]` added in order of `j` (fused multiply-adds), a register's
-/// worth of elements at a time; the rows only share the loads of the values.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)]
-fn update_body<const R: usize>(
-    scores: [&mut [f32]; R],
-    values: &[f32],
+/// Each row's [`Partial`] result and unnormalised output over each of
+/// `segments` it sees, handed to `sink(row, segment, result, output)` in
+/// order of segment.
+#[allow(clippy::too_many_arguments)]
+fn run_segments<R: Rows + ?Sized>(
+    rows: &R,
+    (k, k_row): (&KvRows<'_>, usize),
+    (v, v_row): (&KvRows<'_>, usize),
+    span: Range<usize>,
     scale: f32,
-    states: [&mut (f32, f32); R],
-    mut outs: [&mut [f32]; R],
-) {
-    let keys = scores[0].len();
-    let d = outs[0].len();
-    let values = &values[..keys * d];
-    let mut corrections = [0.0f32; R];
-    for r in 0..R {
-        assert!(scores[r].len() == keys && outs[r].len() == d, "rows folded together see the same keys");
-        corrections[r] = softmax_step(&mut *scores[r], scale, &mut *states[r]);
-    }
-    // Output elements a group of `G` registers at a time (as many as fit
-    // side by side), then one register, then one element.
-    // The weights in a fixed-size copy, so the loops below index them
-    // without bounds checks.
-    let keys = keys.min(BLOCK);
-    let mut probs = [[0.0f32; BLOCK]; R];
-    for r in 0..R {
-        probs[r][..keys].copy_from_slice(&scores[r][..keys]);
-    }
-    let mut start = 0;
-    start = accumulate::<R, 2>(&probs, keys, values, &corrections, &mut outs, start);
-    start = accumulate::<R, 1>(&probs, keys, values, &corrections, &mut outs, start);
-    for r in 0..R {
-        for i in start..d {
-            let mut a = outs[r][i] * corrections[r];
-            for j in 0..keys {
-                a = scores[r][j].mul_add(values[j * d + i], a);
-            }
-            outs[r][i] = a;
+    segments: Range<usize>,
+    scratch: &mut BlockScratch,
+    mut sink: impl FnMut(usize, usize, Partial, &[f32]),
+) -> Result<(), KernelError> {
+    let d = k.dim;
+    let n_rows = rows.count();
+    let BlockScratch { keys, transposed, values, scores, state, partial } = scratch;
+    keys.resize(BLOCK * d, 0.0);
+    transposed.resize(BLOCK * d, 0.0);
+    values.resize(BLOCK * d, 0.0);
+    scores.resize(TILE_ROWS, [0.0; BLOCK]);
+    // Each row's running state and output, then TILE_ROWS spare ones.
+    state.resize(n_rows + TILE_ROWS, (f32::NEG_INFINITY, 0.0));
+    partial.resize((n_rows + TILE_ROWS) * d, 0.0);
+    let isa = Isa::current();
+    let zeros = vec![0.0f32; d];
+    let mut tile: Vec<usize> = Vec::with_capacity(TILE_ROWS);
+    for segment in segments {
+        let (s0, s1) = ((segment * SEGMENT).max(span.start), ((segment + 1) * SEGMENT).min(span.end));
+        let in_segment = |r: usize| {
+            let keys = rows.keys(r);
+            keys.start < s1 && s0 < keys.end
+        };
+        if s0 >= s1 || !(0..n_rows).any(in_segment) {
+            continue;
         }
-    }
-}
-
-/// The output elements from `start` on in groups of `G` registers, as far
-/// as whole groups go: each element `i` of row `r` becomes
-/// `out[i] · correction_r + Σ_j p_rj v_j[i]`, added in order of `j`.
-/// Returns where the whole groups end.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)]
-fn accumulate<const R: usize, const G: usize>(
-    probs: &[[f32; BLOCK]; R],
-    keys: usize,
-    values: &[f32],
-    corrections: &[f32; R],
-    outs: &mut [&mut [f32]; R],
-    start: usize,
-) -> usize {
-    let d = outs[0].len();
-    let width = G * KEY_LANES;
-    let end = start + (d - start) / width * width;
-    for c in (start..end).step_by(width) {
-        let mut a = [[[0.0f32; KEY_LANES]; G]; R];
-        for r in 0..R {
-            let out = &outs[r][c..c + width];
-            for g in 0..G {
-                for l in 0..KEY_LANES {
-                    a[r][g][l] = out[g * KEY_LANES + l] * corrections[r];
-                }
-            }
-        }
-        for (j, row) in values.chunks_exact(d).take(keys.min(BLOCK)).enumerate() {
-            let v: &[f32; KEY_LANES * 4] = {
-                let mut chunk = [0.0f32; KEY_LANES * 4];
-                chunk[..width].copy_from_slice(&row[c..c + width]);
-                // A copy LLVM folds into the loads below.
-                &{ chunk }
+        state.fill((f32::NEG_INFINITY, 0.0));
+        partial.fill(0.0);
+        for block in s0 / BLOCK..s1.div_ceil(BLOCK) {
+            let (b0, b1) = ((block * BLOCK).max(s0), ((block + 1) * BLOCK).min(s1));
+            let sees = |r: usize| {
+                let keys = rows.keys(r);
+                keys.start < b1 && b0 < keys.end
             };
-            let p: [f32; R] = std::array::from_fn(|r| probs[r][j % BLOCK]);
-            for r in 0..R {
-                for g in 0..G {
-                    for l in 0..KEY_LANES {
-                        a[r][g][l] = p[r].mul_add(v[g * KEY_LANES + l], a[r][g][l]);
+            if !(0..n_rows).any(sees) {
+                continue;
+            }
+            let n = b1 - b0;
+            // Keys transposed (`[d][BLOCK]`), so a key's score is a lane of
+            // a vector.
+            k.decode_transposed(isa, b0..b1, k_row, keys, transposed)?;
+            v.decode(b0..b1, v_row, &mut values[..n * d])?;
+            let range = |r: usize| {
+                let keys = rows.keys(r);
+                (keys.start.max(b0) - b0, keys.end.min(b1) - b0)
+            };
+            let mut next = 0;
+            while next < n_rows {
+                tile.clear();
+                while tile.len() < TILE_ROWS && next < n_rows {
+                    if sees(next) {
+                        tile.push(next);
+                    }
+                    next += 1;
+                }
+                if tile.is_empty() {
+                    break;
+                }
+                let mut qs = [&zeros[..]; TILE_ROWS];
+                for (q, &r) in qs.iter_mut().zip(&tile) {
+                    *q = rows.q(r);
+                }
+                let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
+                    (&mut scores[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
+                scores_impl(isa, qs, transposed, tile_scores);
+                // Rows that see the same keys of the block (all but those on
+                // the causal diagonal or a window's edge) fold them together.
+                let (j0, j1) = range(tile[0]);
+                let together = tile.iter().all(|&r| range(r) == (j0, j1));
+                if together && tile.len() > 1 {
+                    // A short tile is filled up with spare rows (after the
+                    // real ones), which cost a little arithmetic but let
+                    // the real rows share one pass over the values.
+                    let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile.get(i).copied().unwrap_or(n_rows + i));
+                    state[n_rows..].fill((f32::NEG_INFINITY, 0.0));
+                    let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
+                    let outs = partial.get_disjoint_mut(at.map(|r| r * d..(r + 1) * d)).expect("distinct rows");
+                    let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
+                    let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
+                    update_tile(isa, scores, &values[j0 * d..j1 * d], scale, states, outs);
+                } else {
+                    for (&r, s) in tile.iter().zip(tile_scores.iter_mut()) {
+                        let (j0, j1) = range(r);
+                        let out = &mut partial[r * d..(r + 1) * d];
+                        update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, &mut state[r], out);
                     }
                 }
             }
         }
-        for r in 0..R {
-            let out = &mut outs[r][c..c + width];
-            for g in 0..G {
-                out[g * KEY_LANES..(g + 1) * KEY_LANES].copy_from_slice(&a[r][g]);
-            }
+        for r in (0..n_rows).filter(|&r| in_segment(r)) {
+            let (max, sum) = state[r];
+            sink(r, segment, Partial { max, sum }, &partial[r * d..(r + 1) * d]);
         }
     }
-    end
+    Ok(())
 }
 
 multiversion! {
-    /// [`update_body`] for one row.
-    fn update_one(scores: &mut [f32], values: &[f32], scale: f32, state: &mut (f32, f32), out: &mut [f32]) {
-        update_body::<1>([scores], values, scale, [state], [out])
+    /// Folds a later segment's result `(part, part_out)` into the result
+    /// so far `(acc, acc_out)`: both rescaled to the larger maximum, each
+    /// element `part_out[i] · c_part + acc_out[i] · c_acc` (one product,
+    /// then a fused multiply-add). A segment with nothing seen is skipped;
+    /// the first seen one is taken as it is.
+    pub fn fold(acc: &mut Partial, acc_out: &mut [f32], part: Partial, part_out: &[f32]) {
+        if part.sum == 0.0 {
+            return;
+        }
+        if acc.sum == 0.0 {
+            *acc = part;
+            acc_out.copy_from_slice(part_out);
+            return;
+        }
+        let max = acc.max.max(part.max);
+        let (c_acc, c_part) = (exp(acc.max - max), exp(part.max - max));
+        *acc = Partial { max, sum: part.sum.mul_add(c_part, acc.sum * c_acc) };
+        for (a, &p) in acc_out.iter_mut().zip(part_out) {
+            *a = p.mul_add(c_part, *a * c_acc);
+        }
     }
 }
 
-multiversion! {
-    /// [`update_body`] for a tile of rows that see the same keys.
-    fn update_tile(
-        scores: [&mut [f32]; TILE_ROWS],
-        values: &[f32],
-        scale: f32,
-        states: [&mut (f32, f32); TILE_ROWS],
-        outs: [&mut [f32]; TILE_ROWS],
-    ) {
-        update_body::<TILE_ROWS>(scores, values, scale, states, outs)
+/// `out = acc_out / sum` (0 if nothing was seen).
+fn normalise(acc: Partial, acc_out: &[f32], out: &mut [f32]) {
+    if acc.sum > 0.0 {
+        let inverse = 1.0 / acc.sum;
+        for (o, &a) in out.iter_mut().zip(acc_out) {
+            *o = a * inverse;
+        }
+    } else {
+        out.fill(0.0);
     }
 }
 
@@ -307,109 +417,81 @@ pub fn attend(
     scale: f32,
     scratch: &mut AttentionScratch,
 ) -> Result<(), KernelError> {
-    let (k_row, v_row) = (k.check("keys")?, v.check("values")?);
+    let (k_row, v_row, span) = check(&*rows, &k, &v)?;
     let d = k.dim;
-    crate::error::expect_len("values per key", d, v.dim)?;
-    crate::error::expect_len("value positions", k.len, v.len)?;
-    let (mut lo, mut hi) = (usize::MAX, 0);
     for row in rows.iter() {
-        crate::error::expect_len("query size", d, row.q.len())?;
         crate::error::expect_len("output size", d, row.out.len())?;
-        if row.keys.len() > k.len {
-            return Err(KernelError::RangeOutOfBounds {
-                what: "attended key positions (more than the cache holds)",
-                start: row.keys.start,
-                end: row.keys.end,
-                len: k.len,
-            });
-        }
-        if !row.keys.is_empty() {
-            lo = lo.min(row.keys.start);
-            hi = hi.max(row.keys.end);
-        }
     }
-    for row in rows.iter_mut() {
-        row.out.fill(0.0);
+    let AttentionScratch { block, folded, folded_state } = scratch;
+    folded.clear();
+    folded.resize(rows.len() * d, 0.0);
+    folded_state.clear();
+    folded_state.resize(rows.len(), Partial::default());
+    if !span.is_empty() {
+        let isa = Isa::current();
+        let segments = span.start / SEGMENT..span.end.div_ceil(SEGMENT);
+        run_segments(&*rows, (&k, k_row), (&v, v_row), span, scale, segments, block, |r, _, part, out| {
+            fold(isa, &mut folded_state[r], &mut folded[r * d..(r + 1) * d], part, out);
+        })?;
     }
-    if lo >= hi {
-        return Ok(());
-    }
-    let AttentionScratch { keys, transposed, values, scores, state } = scratch;
-    keys.resize(BLOCK * d, 0.0);
-    transposed.resize(BLOCK * d, 0.0);
-    values.resize(BLOCK * d, 0.0);
-    scores.resize(TILE_ROWS, [0.0; BLOCK]);
-    state.clear();
-    state.resize(rows.len(), (f32::NEG_INFINITY, 0.0));
-    let isa = Isa::current();
-    let zeros = vec![0.0f32; d];
-    let mut tile: Vec<usize> = Vec::with_capacity(TILE_ROWS);
-    for block in lo / BLOCK..hi.div_ceil(BLOCK) {
-        let (b0, b1) = ((block * BLOCK).max(lo), ((block + 1) * BLOCK).min(hi));
-        let sees = |r: &QueryRow<'_>| r.keys.start < b1 && b0 < r.keys.end;
-        if !rows.iter().any(sees) {
-            continue;
-        }
-        let n = b1 - b0;
-        k.decode(b0..b1, k_row, &mut keys[..n * d])?;
-        v.decode(b0..b1, v_row, &mut values[..n * d])?;
-        // Keys transposed (`[d][BLOCK]`), so a key's score is a lane of a
-        // vector; past `n` they are zeros, whose scores nothing reads.
-        for i in 0..d {
-            let column = &mut transposed[i * BLOCK..(i + 1) * BLOCK];
-            for (j, t) in column.iter_mut().enumerate() {
-                *t = if j < n { keys[j * d + i] } else { 0.0 };
-            }
-        }
-        let mut next = 0;
-        while next < rows.len() {
-            tile.clear();
-            while tile.len() < TILE_ROWS && next < rows.len() {
-                if sees(&rows[next]) {
-                    tile.push(next);
-                }
-                next += 1;
-            }
-            if tile.is_empty() {
-                break;
-            }
-            let mut qs = [&zeros[..]; TILE_ROWS];
-            for (q, &r) in qs.iter_mut().zip(&tile) {
-                *q = rows[r].q;
-            }
-            let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
-                (&mut scores[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
-            scores_impl(isa, qs, transposed, tile_scores);
-            // Rows that see the same keys of the block (all but those on
-            // the causal diagonal or a window's edge) fold them together.
-            let range = |r: &QueryRow<'_>| (r.keys.start.max(b0) - b0, r.keys.end.min(b1) - b0);
-            let (j0, j1) = range(&rows[tile[0]]);
-            let together = tile.iter().all(|&r| range(&rows[r]) == (j0, j1));
-            if together && tile.len() == TILE_ROWS {
-                let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile[i]);
-                let picked_rows = rows.get_disjoint_mut(at).expect("distinct rows of the tile");
-                let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
-                let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
-                let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
-                let outs = picked_rows.map(|row| &mut *row.out);
-                update_tile(isa, scores, &values[j0 * d..j1 * d], scale, states, outs);
-            } else {
-                for (&r, s) in tile.iter().zip(tile_scores.iter_mut()) {
-                    let (j0, j1) = range(&rows[r]);
-                    update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, &mut state[r], rows[r].out);
-                }
-            }
-        }
-    }
-    for (row, &(_, sum)) in rows.iter_mut().zip(state.iter()) {
-        if sum > 0.0 {
-            let inverse = 1.0 / sum;
-            for o in row.out.iter_mut() {
-                *o *= inverse;
-            }
-        }
+    for ((row, &acc), acc_out) in rows.iter_mut().zip(folded_state.iter()).zip(folded.chunks_exact(d.max(1))) {
+        normalise(acc, acc_out, row.out);
     }
     Ok(())
+}
+
+/// The per-segment results of `rows` over `segments` (segment indices, see
+/// [`SEGMENT`]), for splitting one row's keys over threads: segment `s`'s
+/// result for row `r` goes to `states[(s - segments.start) * rows.len() +
+/// r]` and its output to the `d` values at the same index of `outs`
+/// (`results` is `(states, outs)`); a
+/// segment a row does not see gets `Partial::default()` and zeros.
+/// [`combine`] folds them into what [`attend`] gives.
+///
+/// # Errors
+/// As [`attend`], and [`KernelError::BufferTooSmall`] if `states` or
+/// `outs` is not sized for every row and segment.
+pub fn attend_segments(
+    rows: &[Query<'_>],
+    k: KvRows<'_>,
+    v: KvRows<'_>,
+    scale: f32,
+    segments: Range<usize>,
+    (states, outs): (&mut [Partial], &mut [f32]),
+    scratch: &mut AttentionScratch,
+) -> Result<(), KernelError> {
+    let (k_row, v_row, span) = check(rows, &k, &v)?;
+    let d = k.dim;
+    let n = rows.len() * segments.len();
+    crate::error::expect_len("segment results", n, states.len())?;
+    crate::error::expect_len("segment outputs", n * d, outs.len())?;
+    states.fill(Partial::default());
+    outs.fill(0.0);
+    if span.is_empty() {
+        return Ok(());
+    }
+    let first = segments.start;
+    run_segments(rows, (&k, k_row), (&v, v_row), span, scale, segments, &mut scratch.block, |r, s, part, out| {
+        let at = (s - first) * rows.len() + r;
+        states[at] = part;
+        outs[at * d..(at + 1) * d].copy_from_slice(out);
+    })
+}
+
+/// One row's output from its per-segment results (in order of segment,
+/// from [`attend_segments`]): the same bits as [`attend`] gives it.
+///
+/// # Panics
+/// If an output is not the size of `out` (a caller bug).
+pub fn combine<'p>(parts: impl IntoIterator<Item = (Partial, &'p [f32])>, out: &mut [f32]) {
+    let isa = Isa::current();
+    let mut acc = Partial::default();
+    let mut acc_out = vec![0.0f32; out.len()];
+    for (part, part_out) in parts {
+        assert_eq!(part_out.len(), out.len(), "combine: a segment's output is not the row's size");
+        fold(isa, &mut acc, &mut acc_out, part, part_out);
+    }
+    normalise(acc, &acc_out, out);
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ mod tile;
 mod tiling;
 mod weight_types;
 
-pub use attention::{attend, AttentionScratch, KvRows, QueryRow};
+pub use attention::{attend, attend_segments, combine, AttentionScratch, KvRows, Partial, Query, QueryRow, SEGMENT};
 pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
 pub use isa::{with_isa, Isa};

@@ -1,13 +1,16 @@
 //! The fused attention op: every query row over its key positions, split
-//! over the pool by key-value head and chunks of rows (the kernel is
-//! `baton_kernels::attend`; each row's bits do not depend on the split).
+//! over the pool by key-value head and chunks of rows, or, for a few rows
+//! over many positions (a decode step), by key-value head and groups of
+//! key segments whose results are combined afterwards (the kernels are
+//! `baton_kernels::attend`, `attend_segments` and `combine`; each row's
+//! bits do not depend on the split).
 
 use baton_core::backend::StreamError;
 use baton_core::graph::{NodeId, Op};
 use baton_core::parallel::Chunks;
 use baton_core::DType;
 use baton_core::Parallel;
-use baton_kernels::{attend, KernelError, KvRows, QueryRow};
+use baton_kernels::{attend, attend_segments, combine, KernelError, KvRows, Partial, Query, QueryRow, SEGMENT};
 
 use super::context::{node, node_error, Context, SharedPtr};
 use super::workspace::Workspace;
@@ -15,6 +18,10 @@ use super::workspace::Workspace;
 /// Rows of one key-value head a unit of work takes at most: enough that
 /// decoding a block of keys is a small part of using it.
 const ROWS_PER_UNIT: usize = 128;
+
+/// Rows of a key-value head up to which the keys, rather than the rows,
+/// are split over the pool (when they span several segments).
+const SPLIT_KEYS_ROWS: usize = 64;
 
 /// The key positions a row at `position` sees (the kernel checks they
 /// fit the cache's rows).
@@ -66,55 +73,120 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
     };
     let ranges: Vec<_> = positions.iter().map(|&p| visible(p, window)).collect();
     // SAFETY: the op takes its output once, here.
-    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let out_rows = unsafe { ctx.out_f32(id)? };
     let group = heads / kv_heads.max(1);
     // Rows of a key-value head, token-major: row r is token r / group, head
-    // g * group + r % group. Units: chunks of them, later (heavier, under
-    // the causal mask) chunks first.
+    // g * group + r % group.
     let per_head = group * t_len;
     let threads = exec.device.pool_threads();
-    let chunks_per_head = per_head.div_ceil(ROWS_PER_UNIT).max(threads.div_ceil(kv_heads.max(1))).min(per_head).max(1);
-    let chunk = per_head.div_ceil(chunks_per_head).max(1);
-    let chunks = per_head.div_ceil(chunk);
-    let units = chunks * kv_heads;
-    let failure = baton_core::loom::Mutex::new(None::<KernelError>);
-    let work = |unit: usize, scratch: &mut baton_kernels::AttentionScratch| {
-        let (c, g) = (chunks - 1 - unit / kv_heads, unit % kv_heads);
-        let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
-            *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
-            return;
-        };
-        let rows = c * chunk..((c + 1) * chunk).min(per_head);
-        let mut query_rows: Vec<QueryRow<'_>> = rows
-            .map(|r| {
-                let (t, h) = (r / group, g * group + r % group);
-                // SAFETY: row (t, h) of the contiguous [T, H, D] output is
-                // `d` f32s inside it, and every (t, h) belongs to exactly one
-                // unit (one head g, one chunk c), so no two threads touch it.
-                let out = unsafe { std::slice::from_raw_parts_mut(out.get().add((t * heads + h) * d), d) };
-                QueryRow { q: q_row(t, h), keys: ranges[t].clone(), out }
-            })
-            .collect();
-        if let Err(e) = attend(&mut query_rows, keys, values, scale, scratch) {
-            *failure.lock() = Some(e);
-        }
+    let query =
+        |g: usize, r: usize| Query { q: q_row(r / group, g * group + r % group), keys: ranges[r / group].clone() };
+    let out_at = |g: usize, r: usize| ((r / group) * heads + g * group + r % group) * d;
+    let span = {
+        let seen = ranges.iter().filter(|r| !r.is_empty());
+        let (lo, hi) = seen.fold((usize::MAX, 0), |(lo, hi), r| (lo.min(r.start), hi.max(r.end)));
+        lo.min(hi)..hi
     };
-    let work_per_unit = chunk * d * ranges.iter().map(|r| r.len()).max().unwrap_or(0);
-    if threads == 1 || units < 2 || work_per_unit * units < 64 * 1024 {
-        let mut scratch = exec.attention[0].lock();
-        for unit in 0..units {
-            work(unit, &mut scratch);
-        }
-    } else {
-        let next = Chunks::new(units, threads, 1);
-        exec.device.pool.run(&|thread| {
-            let mut scratch = exec.attention[thread].lock();
-            while let Some(taken) = next.next() {
-                for unit in taken {
+    let segments = if span.is_empty() { 0..0 } else { span.start / SEGMENT..span.end.div_ceil(SEGMENT) };
+    let failure = baton_core::loom::Mutex::new(None::<KernelError>);
+    let run_units =
+        |units: usize, serial: bool, work: &(dyn Fn(usize, &mut baton_kernels::AttentionScratch) + Sync)| {
+            if serial || threads == 1 || units < 2 {
+                let mut scratch = exec.attention[0].lock();
+                for unit in 0..units {
                     work(unit, &mut scratch);
                 }
+            } else {
+                let next = Chunks::new(units, threads, 1);
+                exec.device.pool.run(&|thread| {
+                    let mut scratch = exec.attention[thread].lock();
+                    while let Some(taken) = next.next() {
+                        for unit in taken {
+                            work(unit, &mut scratch);
+                        }
+                    }
+                });
             }
-        });
+        };
+    if threads > 1 && per_head <= SPLIT_KEYS_ROWS && segments.len() >= 2 {
+        // Units: (head, group of segments); each writes the per-segment
+        // results of every row of its head into its own part of `states`
+        // and `outs` (laid out head, segment, row), then each row's
+        // segments are combined in order.
+        let n_seg = segments.len();
+        let per_group = n_seg.div_ceil((2 * threads).div_ceil(kv_heads.max(1))).max(1);
+        let groups = n_seg.div_ceil(per_group);
+        let mut states = vec![Partial::default(); kv_heads * n_seg * per_head];
+        let mut outs = vec![0.0f32; states.len() * d];
+        let mut parts = Vec::with_capacity(kv_heads * groups);
+        let (mut states_left, mut outs_left) = (&mut states[..], &mut outs[..]);
+        for _ in 0..kv_heads {
+            for i in 0..groups {
+                let count = per_group.min(n_seg - i * per_group) * per_head;
+                let (s, rest) = std::mem::take(&mut states_left).split_at_mut(count);
+                let (o, rest_out) = std::mem::take(&mut outs_left).split_at_mut(count * d);
+                (states_left, outs_left) = (rest, rest_out);
+                parts.push(baton_core::loom::Mutex::new((s, o)));
+            }
+        }
+        let work = |unit: usize, scratch: &mut baton_kernels::AttentionScratch| {
+            let (g, i) = (unit / groups, unit % groups);
+            let first = segments.start + i * per_group;
+            let mine = first..(first + per_group).min(segments.end);
+            let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
+                *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
+                return;
+            };
+            let queries: Vec<Query<'_>> = (0..per_head).map(|r| query(g, r)).collect();
+            let mut part = parts[unit].lock();
+            let (states, outs) = &mut *part;
+            if let Err(e) = attend_segments(&queries, keys, values, scale, mine, (states, outs), scratch) {
+                *failure.lock() = Some(e);
+            }
+        };
+        run_units(kv_heads * groups, false, &work);
+        drop(parts);
+        for g in 0..kv_heads {
+            for r in 0..per_head {
+                let at = |s: usize| (g * n_seg + s) * per_head + r;
+                let results = (0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d]));
+                combine(results, &mut out_rows[out_at(g, r)..][..d]);
+            }
+        }
+    } else {
+        let out = SharedPtr(out_rows.as_mut_ptr());
+        // Units: chunks of each head's rows, later (heavier, under the
+        // causal mask) chunks first.
+        let chunks_per_head =
+            per_head.div_ceil(ROWS_PER_UNIT).max(threads.div_ceil(kv_heads.max(1))).min(per_head).max(1);
+        let chunk = per_head.div_ceil(chunks_per_head).max(1);
+        let chunks = per_head.div_ceil(chunk);
+        let units = chunks * kv_heads;
+        let work = |unit: usize, scratch: &mut baton_kernels::AttentionScratch| {
+            let (c, g) = (chunks - 1 - unit / kv_heads, unit % kv_heads);
+            let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
+                *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
+                return;
+            };
+            let rows = c * chunk..((c + 1) * chunk).min(per_head);
+            let mut query_rows: Vec<QueryRow<'_>> = rows
+                .map(|r| {
+                    let Query { q, keys } = query(g, r);
+                    // SAFETY: row (t, h) of the contiguous [T, H, D] output
+                    // is `d` f32s inside it, and every (t, h) belongs to
+                    // exactly one unit (one head g, one chunk c), so no two
+                    // threads touch it.
+                    let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(out_at(g, r)), d) };
+                    QueryRow { q, keys, out }
+                })
+                .collect();
+            if let Err(e) = attend(&mut query_rows, keys, values, scale, scratch) {
+                *failure.lock() = Some(e);
+            }
+        };
+        let work_per_unit = chunk * d * span.len();
+        // Little work altogether: one thread, not the pool's wake-ups.
+        run_units(units, work_per_unit * units < 64 * 1024, &work);
     }
     match failure.into_inner() {
         Some(e) => Err(err(e.to_string())),

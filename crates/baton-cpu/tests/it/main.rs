@@ -6,3 +6,4 @@
 mod conformance;
 mod mapped;
 mod packed;
+mod threads;

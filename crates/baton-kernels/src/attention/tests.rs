@@ -95,7 +95,13 @@ fn agrees_with_the_whole_row_softmax_for_every_cache_type() {
 
 #[test]
 fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
-    let case = Case::new(DType::Q8_0, 64, 300);
+    for dtype in [DType::Q8_0, DType::F16, DType::BF16, DType::F32] {
+        rows_alone_and_together(dtype);
+    }
+}
+
+fn rows_alone_and_together(dtype: DType) {
+    let case = Case::new(dtype, 64, 300);
     // Four rows that see the same keys (folded together as one tile), and
     // rows that do not.
     let ranges = [0..300, 0..300, 5..300, 0..300, 0..300, 10..140, 0..65, 200..263, 0..300];
@@ -107,9 +113,12 @@ fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
         with_isa(level, || {
             for (i, range) in ranges.iter().enumerate() {
                 let alone = case.run(&q[i..=i], std::slice::from_ref(range));
-                assert_eq!(alone[0], together[i], "row {i} at {level:?}");
+                assert_eq!(alone[0], together[i], "{dtype} row {i} at {level:?}");
             }
-            assert_eq!(case.run(&q, &ranges), together, "all rows at {level:?}");
+            assert_eq!(case.run(&q, &ranges), together, "{dtype} all rows at {level:?}");
+            // Three rows that see the same keys: a tile filled up with a
+            // spare row.
+            assert_eq!(case.run(&q[..3], &ranges[..3]), together[..3], "{dtype} three rows at {level:?}");
         });
     }
 }
@@ -119,7 +128,8 @@ fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
 /// cache of every position.
 #[test]
 fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
-    let (d, total, ring) = (64, 300, 128);
+    // Past the first segment, so rows also cross a segment's edge.
+    let (d, total, ring) = (64, SEGMENT + 100, 128);
     let whole = Case::new(DType::Q8_0, d, total);
     let row = DType::Q8_0.row_bytes(d).unwrap();
     // Position s of the whole cache at row s % ring: the last `ring` positions.
@@ -129,7 +139,13 @@ fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
         k[(s % ring) * row..][..row].copy_from_slice(&whole.k[s * row..][..row]);
         v[(s % ring) * row..][..row].copy_from_slice(&whole.v[s * row..][..row]);
     }
-    let ranges = [total - 100..total, 250..290, total - ring..total - 1, 180..240];
+    let ranges = [
+        total - 100..total,
+        total - 50..total - 10,
+        total - ring..total - 1,
+        total - 120..total - 60,
+        SEGMENT - 20..SEGMENT + 50,
+    ];
     let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 40 + r as u64)).collect()).collect();
     let want = whole.run(&q, &ranges);
     let mut outs = vec![vec![0.0; d]; q.len()];
@@ -155,4 +171,47 @@ fn bad_arguments_are_errors() {
     let q5 = KvRows { dtype: DType::Q8_0, dim: 48, ..case.rows(&case.k) };
     let err = attend(&mut rows, q5, q5, 1.0, &mut AttentionScratch::default());
     assert!(matches!(err, Err(KernelError::PartialBlock { .. })), "{err:?}");
+}
+
+/// Rows over several segments, their keys split over "threads" by groups
+/// of segments and combined afterwards, give the bits of one call that
+/// takes every key, at every level.
+#[test]
+fn keys_split_by_segment_and_combined_give_the_bits_of_one_call() {
+    let (d, len) = (64, 3 * SEGMENT + 70);
+    let case = Case::new(DType::F16, d, len);
+    let ranges = [0..len, 100..len, 0..SEGMENT + 3, 2 * SEGMENT..2 * SEGMENT + 1, 0..0, 5..len - 9];
+    let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 60 + r as u64)).collect()).collect();
+    let want = case.run(&q, &ranges);
+    let queries: Vec<Query<'_>> = q.iter().zip(&ranges).map(|(q, r)| Query { q, keys: r.clone() }).collect();
+    let n_seg = len.div_ceil(SEGMENT);
+    for level in [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()) {
+        with_isa(level, || {
+            for per_group in [1, 2, n_seg] {
+                let mut states = vec![Partial::default(); n_seg * q.len()];
+                let mut outs = vec![0.0f32; n_seg * q.len() * d];
+                for first in (0..n_seg).step_by(per_group) {
+                    let mine = first..(first + per_group).min(n_seg);
+                    let at = first * q.len();
+                    let n = mine.len() * q.len();
+                    attend_segments(
+                        &queries,
+                        case.rows(&case.k),
+                        case.rows(&case.v),
+                        0.125,
+                        mine,
+                        (&mut states[at..at + n], &mut outs[at * d..(at + n) * d]),
+                        &mut AttentionScratch::default(),
+                    )
+                    .unwrap();
+                }
+                for (r, want) in want.iter().enumerate() {
+                    let mut out = vec![1.0f32; d];
+                    let at = |s: usize| s * q.len() + r;
+                    combine((0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d])), &mut out);
+                    assert_eq!(&out, want, "row {r} {:?} at {level:?}, {per_group} segments a group", ranges[r]);
+                }
+            }
+        });
+    }
 }
