@@ -3,13 +3,15 @@
 Usage: python openai_client.py BASE_URL   (e.g. http://127.0.0.1:8080/v1)
 
 Checks chat and text completions, whole and streamed, stop strings, a seed
-giving the same text twice, and usage counts; exits non-zero on the first
-failure.
+giving the same text twice, and usage counts, then `GET /metrics` with the
+Prometheus client's own parser; exits non-zero on the first failure.
 """
 
 import sys
+import urllib.request
 
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def check(cond, what):
@@ -95,7 +97,34 @@ def main():
     penalized = client.completions.create(model=model, prompt="One, two, one, two, one,", max_tokens=16,
                                           temperature=0, seed=1, frequency_penalty=2.0).choices[0].text
     check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
+    check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
+
+
+def check_metrics(root, generated_at_least):
+    """`GET /metrics` parsed by prometheus_client: the families and values
+    that the requests above must have left."""
+    with urllib.request.urlopen(f"{root}/metrics", timeout=30) as r:
+        check(r.headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"), "metrics content type")
+        text = r.read().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    value = lambda family, sample, **labels: next(
+        s.value for s in families[family].samples if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()))
+    for name, kind in [("baton_requests_running", "gauge"), ("baton_requests_queued", "gauge"),
+                       ("baton_generated_tokens", "counter"), ("baton_prompt_tokens", "counter"),
+                       ("baton_time_to_first_token_seconds", "histogram"),
+                       ("baton_inter_token_latency_seconds", "histogram"), ("baton_kv_slots_free", "gauge"),
+                       ("baton_steps", "counter"), ("baton_host_waits_per_step", "gauge")]:
+        check(name in families and families[name].type == kind, f"/metrics has the {kind} {name}")
+    check(value("baton_generated_tokens", "baton_generated_tokens_total") >= generated_at_least,
+          "/metrics counts the generated tokens")
+    ended = value("baton_requests_ended", "baton_requests_ended_total", reason="stop") + \
+        value("baton_requests_ended", "baton_requests_ended_total", reason="length")
+    ttft = value("baton_time_to_first_token_seconds", "baton_time_to_first_token_seconds_count")
+    check(ended >= 8 and ttft >= ended - 1, f"/metrics: {ended} requests ended, {ttft} first tokens timed")
+    buckets = [s.value for s in families["baton_inter_token_latency_seconds"].samples if s.name.endswith("_bucket")]
+    check(buckets == sorted(buckets) and buckets[-1] > 0, "inter-token latency buckets are cumulative")
+    check(value("baton_requests_running", "baton_requests_running") == 0, "nothing runs after the requests")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
+mod metrics;
 mod options;
 mod request;
 mod shared;
@@ -34,6 +35,7 @@ use std::thread::JoinHandle;
 use baton_llama::{Model, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
+pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use options::{EngineOptions, Shutdown};
 pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError};
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
@@ -75,6 +77,32 @@ pub struct EngineStats {
     /// Panics caught in the engine's turns (each failed the sequences of
     /// the steps in flight; see [`EngineState`]).
     pub panics: u64,
+}
+
+/// Everything `GET /metrics` reports, read at one time.
+#[derive(Clone, Debug)]
+pub struct EngineMetrics {
+    /// The counters.
+    pub stats: EngineStats,
+    /// Generations ended at an end-of-generation token.
+    pub ended_stop: u64,
+    /// Generations ended at `max_tokens` or the context's end.
+    pub ended_length: u64,
+    /// Generations ended by a failure.
+    pub ended_failed: u64,
+    /// Sequence slots (`--parallel`), and those running now.
+    pub slots: usize,
+    /// Cache positions the running sequences hold, and all the slots hold
+    /// at most (`slots` times the context).
+    pub kv_positions_used: u64,
+    /// `slots` times the context.
+    pub kv_positions_total: u64,
+    /// Time from a request's submission to its first token.
+    pub time_to_first_token: HistogramSnapshot,
+    /// Time between two tokens of one sequence.
+    pub inter_token_latency: HistogramSnapshot,
+    /// Tokens generated per second over the last [`THROUGHPUT_WINDOW`].
+    pub tokens_per_second: f64,
 }
 
 /// Whether the engine can take requests.
@@ -173,6 +201,24 @@ impl Engine {
         }
     }
 
+    /// The counters, latency histograms and throughput now.
+    pub fn metrics(&self) -> EngineMetrics {
+        let s = &self.shared;
+        let slots = self.options.parallel;
+        EngineMetrics {
+            stats: self.stats(),
+            ended_stop: s.ended_stop.load(Ordering::Relaxed),
+            ended_length: s.ended_length.load(Ordering::Relaxed),
+            ended_failed: s.ended_failed.load(Ordering::Relaxed),
+            slots,
+            kv_positions_used: s.kv_positions.load(Ordering::Relaxed),
+            kv_positions_total: (slots * self.info.context) as u64,
+            time_to_first_token: s.ttft.snapshot(),
+            inter_token_latency: s.itl.snapshot(),
+            tokens_per_second: s.throughput.per_second(),
+        }
+    }
+
     /// Whether the engine takes requests, and if not, why. An engine whose
     /// worker thread ended without a shutdown (it cannot, short of an
     /// abort) reads as failed.
@@ -216,7 +262,11 @@ impl Engine {
             }
         }
         let (events, receiver) = tmpsc::unbounded_channel();
-        if self.commands.send(Command::Submit(Admitted { request, events })).is_err() {
+        if self
+            .commands
+            .send(Command::Submit(Admitted { request, events, submitted: std::time::Instant::now() }))
+            .is_err()
+        {
             queued.fetch_sub(1, Ordering::AcqRel);
             return Err(SubmitError::ShuttingDown);
         }

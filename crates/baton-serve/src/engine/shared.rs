@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use baton_core::loom::plain::Mutex;
 use tokio::sync::mpsc as tmpsc;
 
+use super::metrics::{Histogram, Throughput};
 use super::options::Shutdown;
 use super::request::{Event, GenerateRequest};
 
@@ -23,13 +24,46 @@ pub(super) struct Shared {
     pub(super) host_waits: AtomicU64,
     pub(super) cancelled: AtomicU64,
     pub(super) panics: AtomicU64,
+    /// Generations that ended at an end-of-generation token, at their
+    /// length, and with a failure.
+    pub(super) ended_stop: AtomicU64,
+    pub(super) ended_length: AtomicU64,
+    pub(super) ended_failed: AtomicU64,
+    /// Cache positions the running sequences hold.
+    pub(super) kv_positions: AtomicU64,
+    /// From a request's submission to its first token.
+    pub(super) ttft: Histogram,
+    /// Between two tokens of a sequence.
+    pub(super) itl: Histogram,
+    pub(super) throughput: Throughput,
     /// Why the worker stopped for good, once it has.
     pub(super) failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Counts a generation's last event by how it ended.
+    pub(super) fn count_end(&self, end: &Event) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match end {
+            Event::Done(done) if done.reason == super::request::FinishReason::Stop => {
+                self.ended_stop.fetch_add(1, Relaxed);
+            }
+            Event::Done(_) => {
+                self.ended_length.fetch_add(1, Relaxed);
+            }
+            Event::Failed(_) => {
+                self.ended_failed.fetch_add(1, Relaxed);
+            }
+            Event::Token(_) => {}
+        }
+    }
 }
 
 /// A request the worker takes, with where its events go.
 pub(super) struct Admitted {
     pub(super) request: GenerateRequest,
+    /// When the handle took it.
+    pub(super) submitted: std::time::Instant,
     pub(super) events: tmpsc::UnboundedSender<Event>,
 }
 

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
@@ -46,6 +47,9 @@ struct Seq {
     max_tokens: usize,
     sampler: Sampler,
     stop_at_eog: bool,
+    /// When the request was submitted, and when its last token was sent.
+    submitted: Instant,
+    last_token: Option<Instant>,
 }
 
 impl Seq {
@@ -142,6 +146,7 @@ impl Worker {
                     let running: Vec<_> = self.running.drain(..).collect();
                     for seq in running {
                         self.free_slots.push(seq.slot);
+                        self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
                         let _ = seq.events.send(Event::Failed(why.clone()));
                     }
                     if panics >= MAX_PANICS_WITHOUT_A_STEP {
@@ -220,10 +225,12 @@ impl Worker {
 
     fn fail_all(&mut self, why: &str) {
         for seq in self.running.drain(..) {
+            self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = seq.events.send(Event::Failed(why.to_string()));
             self.free_slots.push(seq.slot);
         }
         for admitted in self.waiting.drain(..) {
+            self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = admitted.events.send(Event::Failed(why.to_string()));
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
@@ -254,7 +261,7 @@ impl Worker {
     /// Moves waiting requests into free slots, in order of arrival.
     fn admit(&mut self) {
         while !self.free_slots.is_empty() {
-            let Some(Admitted { request, events }) = self.waiting.pop_front() else { break };
+            let Some(Admitted { request, events, submitted }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             let Some(slot) = self.free_slots.pop() else { break };
             // The group with the fewest sequences.
@@ -280,6 +287,8 @@ impl Worker {
                 max_tokens,
                 sampler,
                 stop_at_eog: request.stop_at_eog,
+                submitted,
+                last_token: None,
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -347,6 +356,7 @@ impl Worker {
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
+        let mut step_tokens = 0;
         for (row, &(id, n)) in picked.iter().enumerate() {
             // A sequence cancelled while its step ran is gone.
             let Some(i) = self.running.iter().position(|s| s.id == id) else { continue };
@@ -361,21 +371,25 @@ impl Worker {
             }
             let row_logits = &logits[row * vocab..(row + 1) * vocab];
             let before = seq.generated;
-            let end = match next_token(seq, row_logits, &self.tokenizer, context) {
+            let end = match next_token(seq, row_logits, &self.tokenizer, context, &self.shared) {
                 Ok(Some(reason)) => Some(seq.finish(reason)),
                 Ok(None) => None,
                 Err(why) => Some(Event::Failed(why)),
             };
-            self.shared.generated.fetch_add((seq.generated - before) as u64, Ordering::Relaxed);
+            let made = (seq.generated - before) as u64;
+            self.shared.generated.fetch_add(made, Ordering::Relaxed);
+            step_tokens += made;
             if let Some(end) = end {
                 finished.push((i, end));
             }
         }
         // The counters first, then the last events: a client that got its
         // last event sees the engine without it.
+        self.shared.throughput.add(step_tokens);
         finished.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
         let mut ends = Vec::with_capacity(finished.len());
         for (i, end) in finished {
+            self.shared.count_end(&end);
             let seq = self.running.remove(i);
             self.free_slots.push(seq.slot);
             ends.push((seq.events, end));
@@ -400,6 +414,7 @@ impl Worker {
         });
         for (events, slot) in ends {
             self.free_slots.push(slot);
+            self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = events.send(Event::Failed(why.to_string()));
         }
         self.publish();
@@ -409,6 +424,8 @@ impl Worker {
         self.shared.running.store(self.running.len(), Ordering::Relaxed);
         self.shared.free.store(self.free_slots.len(), Ordering::Release);
         self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);
+        let positions: usize = self.running.iter().map(|s| s.past).sum();
+        self.shared.kv_positions.store(positions as u64, Ordering::Relaxed);
     }
 }
 
@@ -419,6 +436,7 @@ fn next_token(
     logits: &[f32],
     tokenizer: &Tokenizer,
     context: usize,
+    shared: &Shared,
 ) -> Result<Option<FinishReason>, String> {
     let token = seq.sampler.sample(logits).map_err(|e| format!("sampling failed: {e}"))?;
     let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
@@ -431,6 +449,12 @@ fn next_token(
     // A client that went away is noticed (and its slot freed) before the
     // next step.
     let _ = seq.events.send(Event::Token(token));
+    let now = Instant::now();
+    match seq.last_token {
+        None => shared.ttft.observe(now.duration_since(seq.submitted)),
+        Some(last) => shared.itl.observe(now.duration_since(last)),
+    }
+    seq.last_token = Some(now);
     if seq.generated >= seq.max_tokens || seq.past >= context {
         return Ok(Some(FinishReason::Length));
     }

@@ -8,6 +8,10 @@
 //! - `POST /v1/completions`: `prompt` is a string, a list of one string, or
 //!   a list of token ids.
 //! - `GET /v1/models`: the one served model.
+//! - `GET /metrics`: Prometheus' text format: requests running, queued and
+//!   ended (by reason), prompt and generated tokens, tokens per second
+//!   over the last 10 s, time to first token and inter-token latency
+//!   (histograms), KV slots and positions used, steps and host waits.
 //! - `GET /health`: 200 `{"status": "ok", "running", "queued", ...}` while
 //!   the engine takes requests; 503 with `"status": "shutting down"`, or
 //!   `"status": "failed"` and the cause in `"error"`, when it does not.
@@ -40,6 +44,7 @@ mod body;
 mod error;
 mod generate;
 pub mod listen;
+mod metrics;
 mod options;
 mod params;
 mod routes;
@@ -77,6 +82,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
     };
     Ok(Router::new()
         .route("/health", get(routes::health))
+        .route("/metrics", get(metrics::metrics))
         .route("/v1/models", get(routes::models))
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))

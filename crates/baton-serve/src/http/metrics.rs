@@ -1,0 +1,124 @@
+//! `GET /metrics`: the engine's counters, gauges and latency histograms in
+//! Prometheus' text format (version 0.0.4).
+
+use std::fmt::Write;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+
+use super::state::AppState;
+use crate::engine::{EngineMetrics, HistogramSnapshot, LATENCY_BUCKETS};
+
+/// The text format's content type.
+const CONTENT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /metrics`.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let text = render(&state.engine.metrics(), &state.engine.info().name);
+    ([(CONTENT_TYPE, CONTENT)], text).into_response()
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// One metric family: its help and type lines, then `samples` (name
+/// suffix, labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (suffix, labels, value) in samples {
+        let labels = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}{suffix}{labels} {value}");
+    }
+}
+
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+    family(out, name, kind, help, &[("", String::new(), value)]);
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramSnapshot) {
+    let mut samples: Vec<(&str, String, f64)> = LATENCY_BUCKETS
+        .iter()
+        .zip(&h.cumulative)
+        .map(|(bound, &count)| ("_bucket", format!("le=\"{bound}\""), count as f64))
+        .collect();
+    samples.push(("_bucket", "le=\"+Inf\"".into(), h.count() as f64));
+    samples.push(("_sum", String::new(), h.sum_seconds));
+    samples.push(("_count", String::new(), h.count() as f64));
+    family(out, name, "histogram", help, &samples);
+}
+
+/// The exposition of `m` for the model `model`.
+pub fn render(m: &EngineMetrics, model: &str) -> String {
+    let s = &m.stats;
+    let mut out = String::new();
+    family(
+        &mut out,
+        "baton_model_info",
+        "gauge",
+        "The served model.",
+        &[("", format!("model=\"{}\"", escape(model)), 1.0)],
+    );
+    single(&mut out, "baton_requests_running", "gauge", "Requests generating now.", s.running as f64);
+    single(&mut out, "baton_requests_queued", "gauge", "Requests waiting for a sequence slot.", s.queued as f64);
+    let ended =
+        [("stop", m.ended_stop), ("length", m.ended_length), ("failed", m.ended_failed), ("cancelled", s.cancelled)];
+    let ended: Vec<_> = ended.iter().map(|(r, n)| ("", format!("reason=\"{r}\""), *n as f64)).collect();
+    family(&mut out, "baton_requests_ended_total", "counter", "Requests ended, by how they ended.", &ended);
+    single(&mut out, "baton_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens as f64);
+    single(&mut out, "baton_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens as f64);
+    single(
+        &mut out,
+        "baton_generated_tokens_per_second",
+        "gauge",
+        "Tokens generated per second over the last 10 seconds.",
+        m.tokens_per_second,
+    );
+    histogram(
+        &mut out,
+        "baton_time_to_first_token_seconds",
+        "From a request's submission to its first generated token.",
+        &m.time_to_first_token,
+    );
+    histogram(
+        &mut out,
+        "baton_inter_token_latency_seconds",
+        "Between two generated tokens of one request.",
+        &m.inter_token_latency,
+    );
+    let used = s.running.min(m.slots);
+    single(&mut out, "baton_kv_slots_used", "gauge", "Sequence slots of the KV cache in use.", used as f64);
+    single(&mut out, "baton_kv_slots_free", "gauge", "Sequence slots of the KV cache free.", (m.slots - used) as f64);
+    single(
+        &mut out,
+        "baton_kv_positions_used",
+        "gauge",
+        "KV cache positions the running requests hold.",
+        m.kv_positions_used as f64,
+    );
+    single(
+        &mut out,
+        "baton_kv_positions_total",
+        "gauge",
+        "KV cache positions of all slots.",
+        m.kv_positions_total as f64,
+    );
+    single(&mut out, "baton_steps_total", "counter", "Batched forward passes.", s.steps as f64);
+    single(
+        &mut out,
+        "baton_host_waits_total",
+        "counter",
+        "Times the host blocked on the devices.",
+        s.host_waits as f64,
+    );
+    let per_step = if s.steps > 0 { s.host_waits as f64 / s.steps as f64 } else { 0.0 };
+    single(&mut out, "baton_host_waits_per_step", "gauge", "Host waits per step so far.", per_step);
+    single(&mut out, "baton_engine_panics_total", "counter", "Panics caught in the engine's turns.", s.panics as f64);
+    out
+}
+
+#[cfg(test)]
+mod tests;
