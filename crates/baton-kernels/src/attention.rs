@@ -97,6 +97,27 @@ impl KvRows<'_> {
 }
 
 impl KvRows<'_> {
+    /// Asks the CPU to start loading the rows of positions `range` (when
+    /// they lie in one run of bytes), so the next block's decode finds them
+    /// in cache.
+    fn prefetch(&self, range: Range<usize>, row: usize) {
+        let first = range.start % self.len.max(1);
+        if self.stride != row || first + range.len() > self.len {
+            return;
+        }
+        let Some(bytes) = self.data.get(first * row..(first + range.len()) * row) else { return };
+        #[cfg(target_arch = "x86_64")]
+        for line in bytes.chunks(64) {
+            // SAFETY: SSE, the one feature `_mm_prefetch` needs, is part of
+            // every x86_64 CPU; a prefetch is a hint that never faults and
+            // changes no state a program can see (and the address is inside
+            // `bytes` anyway).
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = bytes;
+    }
+
     /// Decodes positions `range` (at most [`BLOCK`]) transposed into
     /// `out` (`out[i * BLOCK + j]`: element `i` of the `j`th; zeros past
     /// them), through `keys` for the block types.
@@ -310,6 +331,9 @@ fn run_segments<R: Rows + ?Sized>(
             // a vector.
             k.decode_transposed(isa, b0..b1, k_row, keys, transposed)?;
             v.decode(b0..b1, v_row, &mut values[..n * d])?;
+            let next = b1..(b1 + BLOCK).min(s1);
+            k.prefetch(next.clone(), k_row);
+            v.prefetch(next, v_row);
             let range = |r: usize| {
                 let keys = rows.keys(r);
                 (keys.start.max(b0) - b0, keys.end.min(b1) - b0)
