@@ -3,7 +3,7 @@
 Usage: python openai_client.py BASE_URL   (e.g. http://127.0.0.1:8080/v1)
 
 Checks chat and text completions, whole and streamed, stop strings, a seed
-giving the same text twice, and usage counts, then `GET /metrics` with the
+giving the same text twice, usage counts and logprobs, then `GET /metrics` with the
 Prometheus client's own parser; exits non-zero on the first failure.
 """
 
@@ -97,8 +97,43 @@ def main():
     penalized = client.completions.create(model=model, prompt="One, two, one, two, one,", max_tokens=16,
                                           temperature=0, seed=1, frequency_penalty=2.0).choices[0].text
     check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
+    check_logprobs(client, model, messages, greedy)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
+
+
+def check_logprobs(client, model, messages, greedy):
+    """logprobs / top_logprobs on chat and completions, whole and streamed,
+    in the shapes the client parses."""
+    whole = client.chat.completions.create(messages=messages, logprobs=True, top_logprobs=3, **greedy)
+    content = whole.choices[0].logprobs.content
+    check(len(content) == whole.usage.completion_tokens, f"one logprobs entry per token ({len(content)})")
+    text = b"".join(bytes(c.bytes) for c in content).decode("utf-8", "replace")
+    check(text == whole.choices[0].message.content, "the entries' bytes spell the answer")
+    tops = [[t.logprob for t in c.top_logprobs] for c in content]
+    check(all(c.logprob <= 0 and len(t) == 3 and t == sorted(t, reverse=True) for c, t in zip(content, tops)),
+          "every entry has 3 top_logprobs, most likely first")
+    check(all(c.top_logprobs[0].token == c.token and c.top_logprobs[0].logprob == c.logprob for c in content),
+          "greedy draws the most likely token every time")
+    streamed = []
+    for chunk in client.chat.completions.create(messages=messages, logprobs=True, top_logprobs=3, stream=True,
+                                                **greedy):
+        if chunk.choices and chunk.choices[0].logprobs:
+            streamed.extend(chunk.choices[0].logprobs.content)
+    check([(c.token, c.logprob) for c in streamed] == [(c.token, c.logprob) for c in content],
+          "streamed chat logprobs equal the whole answer's")
+    done = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0,
+                                     logprobs=2)
+    lp, text = done.choices[0].logprobs, done.choices[0].text
+    n = done.usage.completion_tokens
+    check(len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == n, "completion logprobs per token")
+    check("".join(lp.tokens) == text and lp.text_offset == sorted(lp.text_offset), "completion tokens and offsets")
+    check(all(len(t) <= 2 and max(t.values()) <= 0 for t in lp.top_logprobs), "completion top_logprobs")
+    try:
+        client.chat.completions.create(messages=messages, logprobs=True, top_logprobs=21, **greedy)
+        check(False, "top_logprobs past 20 is refused")
+    except openai.BadRequestError:
+        check(True, "top_logprobs past 20 is refused with 400")
 
 
 def check_metrics(root, generated_at_least):

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use baton_llama::{EncodeOptions, LoadOptions, Model, SamplingParams};
+use baton_llama::{EncodeOptions, LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, Event, GenerateRequest, Shutdown};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,6 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while let Some(event) = g.blocking_next() {
                 match event {
                     Event::Token(_) => tokens += 1,
+                    Event::Logprobs(_) => {}
                     Event::Done(_) => break,
                     Event::Failed(why) => return Err(why.into()),
                 }
@@ -57,5 +58,5 @@ fn request(prompt: &[u32], max_tokens: usize, i: u32) -> GenerateRequest {
     // A different first token per client, so the sequences differ.
     let mut prompt = prompt.to_vec();
     prompt.push(1000 + i);
-    GenerateRequest { prompt, max_tokens: Some(max_tokens), sampling: SamplingParams::greedy(), stop_at_eog: false }
+    GenerateRequest::greedy(prompt, max_tokens)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_llama::SynthShape;
-use baton_llama::{LoadOptions, Model, SamplingParams};
+use baton_llama::{LoadOptions, Logits, Model, SamplingParams};
 use baton_serve::engine::{Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError};
 use baton_testkit::synth::{synth_model, tiny_model};
 
@@ -62,7 +62,7 @@ fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize, cache: DT
 }
 
 fn greedy(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
-    GenerateRequest { prompt, max_tokens: Some(max_tokens), sampling: SamplingParams::greedy(), stop_at_eog: false }
+    GenerateRequest::greedy(prompt, max_tokens)
 }
 
 /// Every event of a generation, blocking.
@@ -83,6 +83,53 @@ fn requests() -> Vec<GenerateRequest> {
             greedy((0..len).map(|j| (i * 131 + j * 17 + 3) % 512).collect(), 6 + i as usize)
         })
         .collect()
+}
+
+/// Each generated token comes after its log-probabilities: the
+/// log-softmax (over the whole vocabulary, in f64) of the logits the same
+/// model gives when it evaluates the prompt and the tokens itself, the
+/// drawn token among the alternatives, the alternatives most likely first.
+#[test]
+fn logprobs_are_the_log_softmax_of_the_model_logits() {
+    let (_dir, path) = synth_model("engine-logprobs", SynthShape::Tiny, DType::F32, 31);
+    let served = engine(&path, &["cpu"], 2, 4, 16);
+    let prompt = vec![1, 5, 9];
+    let request = GenerateRequest { logprobs: Some(4), ..greedy(prompt.clone(), 6) };
+    let mut generation = served.submit(request).expect("submit");
+    let (mut entries, mut tokens) = (Vec::new(), Vec::new());
+    loop {
+        match generation.blocking_next().expect("an event") {
+            Event::Logprobs(entry) => {
+                assert_eq!(entries.len(), tokens.len(), "one entry before each token");
+                entries.push(entry);
+            }
+            Event::Token(t) => tokens.push(t),
+            Event::Done(_) => break,
+            Event::Failed(why) => panic!("{why}"),
+        }
+    }
+    assert_eq!(entries.len(), 6);
+    let options = LoadOptions { context: Some(96), batch: 64, ..LoadOptions::default() };
+    let mut model = Model::load_split(&path, devices(&["cpu"]), &options).expect("load");
+    let mut seen = prompt.clone();
+    for (entry, &token) in entries.iter().zip(&tokens) {
+        assert_eq!(entry.token, token);
+        let logits = model.eval(&seen, 0, Logits::Last).expect("eval").to_vec();
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let norm = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+        let want = |id: u32| logits[id as usize] as f64 - norm;
+        assert!((entry.logprob as f64 - want(token)).abs() < 1e-5, "{} vs {}", entry.logprob, want(token));
+        assert_eq!(entry.top.len(), 4);
+        assert_eq!(entry.top[0].0, token, "greedy draws the most likely token");
+        for pair in entry.top.windows(2) {
+            assert!(pair[0].1 >= pair[1].1, "most likely first: {:?}", entry.top);
+        }
+        for &(id, logprob) in &entry.top {
+            assert!((logprob as f64 - want(id)).abs() < 1e-5);
+        }
+        seen.push(token);
+    }
+    served.shutdown(Shutdown::Drain);
 }
 
 #[test]
@@ -183,6 +230,7 @@ fn bad_requests_are_refused_before_queueing() {
             },
             "top_p",
         ),
+        (GenerateRequest { logprobs: Some(21), ..greedy(vec![1], 3) }, "at most 20 alternatives"),
     ];
     for (request, why) in cases {
         let err = served.submit(request).expect_err(why).to_string();

@@ -37,7 +37,7 @@ use tokio::sync::mpsc as tmpsc;
 
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use options::{EngineOptions, Shutdown};
-pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError};
+pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
 use shared::{Admitted, Command, Shared};
@@ -291,6 +291,9 @@ impl Engine {
                 return Err(SubmitError::ExceedsContext { prompt, max_tokens, context })
             }
             _ => {}
+        }
+        if let Some(asked) = request.logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
+            return Err(SubmitError::TooManyLogprobs { asked, max: MAX_TOP_LOGPROBS });
         }
         request.sampling.validate()?;
         Ok(())

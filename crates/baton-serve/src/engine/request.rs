@@ -15,6 +15,41 @@ pub struct GenerateRequest {
     /// Stop at an end-of-generation token (the end of text, or any control
     /// token such as an end of turn). `false` generates through them.
     pub stop_at_eog: bool,
+    /// Send each token's log-probability, with this many of the most likely
+    /// alternatives (at most [`MAX_TOP_LOGPROBS`]), as an
+    /// [`Event::Logprobs`] before its [`Event::Token`]; `None`: not sent.
+    pub logprobs: Option<usize>,
+}
+
+impl GenerateRequest {
+    /// `max_tokens` greedy tokens after `prompt`, through end-of-generation
+    /// tokens, without log-probabilities (what benchmarks and tests run).
+    pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
+        GenerateRequest {
+            prompt,
+            max_tokens: Some(max_tokens),
+            sampling: SamplingParams::greedy(),
+            stop_at_eog: false,
+            logprobs: None,
+        }
+    }
+}
+
+/// Most alternatives a request may ask log-probabilities of.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// A generated token's log-probability and the most likely alternatives,
+/// from the model's log-softmax over the whole vocabulary before any
+/// sampling filter or penalty.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    /// The token drawn.
+    pub token: u32,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// The most likely tokens with their log-probabilities, most likely
+    /// first (ties: lower id first).
+    pub top: Vec<(u32, f32)>,
 }
 
 /// Why a generation ended.
@@ -41,6 +76,9 @@ pub struct Finish {
 /// [`Event::Done`] or [`Event::Failed`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The log-probabilities of the token the next [`Event::Token`] sends
+    /// (only when the request asks for them).
+    Logprobs(TokenLogprobs),
     /// The next generated token.
     Token(u32),
     /// The generation ended normally.
@@ -88,6 +126,14 @@ pub enum SubmitError {
     /// `max_tokens` is 0.
     #[error("max_tokens must be at least 1")]
     ZeroMaxTokens,
+    /// More log-probability alternatives than served.
+    #[error("at most {max} alternatives' log-probabilities are served, not {asked}")]
+    TooManyLogprobs {
+        /// Alternatives asked for.
+        asked: usize,
+        /// [`MAX_TOP_LOGPROBS`].
+        max: usize,
+    },
     /// The sampling parameters are invalid.
     #[error(transparent)]
     Sampling(#[from] SamplingError),

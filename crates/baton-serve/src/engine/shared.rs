@@ -54,7 +54,7 @@ impl Shared {
             Event::Failed(_) => {
                 self.ended_failed.fetch_add(1, Relaxed);
             }
-            Event::Token(_) => {}
+            Event::Token(_) | Event::Logprobs(_) => {}
         }
     }
 }

@@ -12,7 +12,7 @@ use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::options::{EngineOptions, Shutdown};
-use super::request::{Event, Finish, FinishReason};
+use super::request::{Event, Finish, FinishReason, TokenLogprobs};
 use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -50,6 +50,8 @@ struct Seq {
     /// When the request was submitted, and when its last token was sent.
     submitted: Instant,
     last_token: Option<Instant>,
+    /// Alternatives to send log-probabilities of, when asked.
+    logprobs: Option<usize>,
 }
 
 impl Seq {
@@ -289,6 +291,7 @@ impl Worker {
                 stop_at_eog: request.stop_at_eog,
                 submitted,
                 last_token: None,
+                logprobs: request.logprobs,
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -443,6 +446,9 @@ fn next_token(
     if seq.stop_at_eog && eog {
         return Ok(Some(FinishReason::Stop));
     }
+    if let Some(top) = seq.logprobs {
+        let _ = seq.events.send(Event::Logprobs(token_logprobs(logits, token, top)));
+    }
     seq.sampler.accept(token);
     seq.generated += 1;
     seq.next = Some(token);
@@ -459,4 +465,47 @@ fn next_token(
         return Ok(Some(FinishReason::Length));
     }
     Ok(None)
+}
+
+/// `token`'s log-probability under `logits` and the `top` most likely
+/// tokens': `logits[i] - max - ln Σ exp(logits[j] - max)`, the sum in f64.
+/// The alternatives are kept in a sorted list of at most `top` entries as
+/// the logits go by (`top` is at most 20).
+fn token_logprobs(logits: &[f32], token: u32, top: usize) -> TokenLogprobs {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    let norm = f64::from(max) + sum.ln();
+    let logprob = |l: f32| (f64::from(l) - norm) as f32;
+    // Most likely first; ties: lower id first (the earlier one stays ahead).
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(top + 1);
+    for (id, &l) in logits.iter().enumerate() {
+        if top == 0 || best.len() == top && best.last().is_some_and(|&(_, worst)| l <= worst) {
+            continue;
+        }
+        let at = best.partition_point(|&(_, b)| b >= l);
+        best.insert(at, (id as u32, l));
+        best.truncate(top);
+    }
+    let chosen = logits.get(token as usize).copied().unwrap_or(f32::NEG_INFINITY);
+    TokenLogprobs { token, logprob: logprob(chosen), top: best.into_iter().map(|(id, l)| (id, logprob(l))).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logprobs_are_the_log_softmax_and_the_top_ones_sorted() {
+        let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5];
+        let lp = token_logprobs(&logits, 4, 3);
+        let norm = logits.iter().map(|&l| f64::from(l).exp()).sum::<f64>().ln();
+        assert!((f64::from(lp.logprob) - (0.5 - norm)).abs() < 1e-6);
+        let ids: Vec<u32> = lp.top.iter().map(|&(id, _)| id).collect();
+        assert_eq!(ids, [1, 2, 0], "most likely first, ties by id");
+        assert!((f64::from(lp.top[2].1) - (1.0 - norm)).abs() < 1e-6);
+        let total: f64 = logits.iter().map(|&l| (f64::from(l) - norm).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        assert!(token_logprobs(&logits, 1, 0).top.is_empty());
+        assert_eq!(token_logprobs(&logits, 0, 20).top.len(), logits.len());
+    }
 }

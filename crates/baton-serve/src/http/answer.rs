@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::generate::{drive, Outcome};
+use super::logprobs::LogprobsWriter;
 use super::params::Job;
 use super::types::{Answer, ChatChoice, Delta, TextChoice, Usage};
 use crate::engine::Generation;
@@ -53,21 +54,26 @@ impl Meta {
         Answer { id: self.id.clone(), object, created: self.created, model: self.model.clone(), choices, usage }
     }
 
-    /// The JSON of a chunk with `text` (and `finish`, on the last), or of
-    /// the usage chunk when `usage` is given.
-    fn chunk(&self, text: Option<String>, finish: Option<&'static str>, usage: Option<Usage>) -> String {
+    /// The JSON of a chunk with `text` and its tokens' `logprobs` (and
+    /// `finish`, on the last), or of the usage chunk when `usage` is given.
+    fn chunk(
+        &self,
+        text: Option<String>,
+        logprobs: Option<serde_json::Value>,
+        finish: Option<&'static str>,
+        usage: Option<Usage>,
+    ) -> String {
         let no_choice = usage.is_some();
         match self.kind {
             Kind::Chat => {
                 let delta = Delta { role: None, content: text };
                 let choice =
-                    ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: finish };
+                    ChatChoice { index: 0, message: None, delta: Some(delta), logprobs, finish_reason: finish };
                 let choices = if no_choice { Vec::new() } else { vec![choice] };
                 to_json(&self.answer("chat.completion.chunk", choices, usage))
             }
             Kind::Completion => {
-                let choice =
-                    TextChoice { index: 0, text: text.unwrap_or_default(), logprobs: None, finish_reason: finish };
+                let choice = TextChoice { index: 0, text: text.unwrap_or_default(), logprobs, finish_reason: finish };
                 let choices = if no_choice { Vec::new() } else { vec![choice] };
                 to_json(&self.answer("text_completion", choices, usage))
             }
@@ -82,21 +88,16 @@ impl Meta {
     }
 
     /// The whole answer.
-    fn whole(&self, text: String, finish: &'static str, usage: Usage) -> Response {
+    fn whole(&self, text: String, logprobs: Option<serde_json::Value>, finish: &'static str, usage: Usage) -> Response {
         match self.kind {
             Kind::Chat => {
                 let message = Delta { role: Some("assistant"), content: Some(text) };
-                let choice = ChatChoice {
-                    index: 0,
-                    message: Some(message),
-                    delta: None,
-                    logprobs: None,
-                    finish_reason: Some(finish),
-                };
+                let choice =
+                    ChatChoice { index: 0, message: Some(message), delta: None, logprobs, finish_reason: Some(finish) };
                 Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
             }
             Kind::Completion => {
-                let choice = TextChoice { index: 0, text, logprobs: None, finish_reason: Some(finish) };
+                let choice = TextChoice { index: 0, text, logprobs, finish_reason: Some(finish) };
                 Json(self.answer("text_completion", vec![choice], Some(usage))).into_response()
             }
         }
@@ -115,10 +116,19 @@ fn event(data: &str) -> String {
 pub async fn whole(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, meta: Meta) -> Response {
     let prompt = job.request.prompt.len();
     let mut text = String::new();
-    let outcome =
-        drive(generation, &tokenizer, job.stops, prompt, |piece| text.push_str(&piece), std::future::pending()).await;
+    let mut entries = Vec::new();
+    let on_text = |piece: String, logprobs: Vec<_>| {
+        text.push_str(&piece);
+        entries.extend(logprobs);
+    };
+    let outcome = drive(generation, &tokenizer, job.stops, prompt, on_text, std::future::pending()).await;
     match outcome {
-        Outcome::Finished { reason, usage } => meta.whole(text, reason, usage),
+        Outcome::Finished { reason, usage, logprobs } => {
+            entries.extend(logprobs);
+            let logprobs =
+                job.request.logprobs.map(|_| LogprobsWriter::new(meta.kind == Kind::Chat).render(&entries, &tokenizer));
+            meta.whole(text, logprobs, reason, usage)
+        }
         Outcome::Failed(why) => ApiError::server(why).into_response(),
         Outcome::Cancelled => ApiError::server("the request was cancelled").into_response(),
     }
@@ -134,19 +144,25 @@ pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, met
         if meta.kind == Kind::Chat {
             let _ = tx.send(event(&meta.opening()));
         }
-        let on_text = |text: String| {
-            let _ = tx.send(event(&meta.chunk(Some(text), None, None)));
+        let asked = job.request.logprobs.is_some();
+        let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
+        let outcome = {
+            let mut on_text = |text: String, entries: Vec<_>| {
+                let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
+                let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
+            };
+            drive(generation, &tokenizer, job.stops, prompt, &mut on_text, tx.closed()).await
         };
-        let outcome = drive(generation, &tokenizer, job.stops, prompt, on_text, tx.closed()).await;
         match outcome {
-            Outcome::Finished { reason, usage } => {
+            Outcome::Finished { reason, usage, logprobs } => {
+                let rest = (asked && !logprobs.is_empty()).then(|| writer.render(&logprobs, &tokenizer));
                 let last = match meta.kind {
-                    Kind::Chat => meta.chunk(None, Some(reason), None),
-                    Kind::Completion => meta.chunk(Some(String::new()), Some(reason), None),
+                    Kind::Chat => meta.chunk(None, rest, Some(reason), None),
+                    Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason), None),
                 };
                 let _ = tx.send(event(&last));
                 if job.include_usage {
-                    let _ = tx.send(event(&meta.chunk(None, None, Some(usage))));
+                    let _ = tx.send(event(&meta.chunk(None, None, None, Some(usage))));
                 }
                 let _ = tx.send(event("[DONE]"));
             }

@@ -106,6 +106,7 @@ impl From<SubmitError> for ApiError {
                 e
             }
             SubmitError::ZeroMaxTokens => Self::invalid_param("max_tokens", message),
+            SubmitError::TooManyLogprobs { .. } => Self::invalid_param("top_logprobs", message),
             SubmitError::EmptyPrompt | SubmitError::BadToken { .. } => Self::invalid_param("prompt", message),
             SubmitError::Sampling(_) => Self::invalid(message),
         }

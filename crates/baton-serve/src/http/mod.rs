@@ -26,7 +26,12 @@
 //! llama.cpp's ([`SamplingParams::default`](baton_llama::SamplingParams)).
 //! `presence_penalty` and `frequency_penalty` (in `[-2, 2]`, over the same
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
-//! honoured; `logprobs` and `echo` are refused (400). `model` must be absent or the
+//! honoured. `logprobs` (chat: `true` with `top_logprobs` 0 to 20;
+//! completions: the number of alternatives) sends each generated token's
+//! log-probability under the model's log-softmax over the whole vocabulary
+//! (before penalties and filters) and its most likely alternatives, in
+//! OpenAI's shapes, whole and streamed (`logprobs.rs`); `echo` is refused
+//! (400). `model` must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong
 //! type is a 400.
@@ -44,6 +49,7 @@ mod body;
 mod error;
 mod generate;
 pub mod listen;
+mod logprobs;
 mod metrics;
 mod options;
 mod params;

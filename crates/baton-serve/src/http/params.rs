@@ -7,7 +7,7 @@ use baton_llama::SamplingParams;
 
 use super::error::ApiError;
 use super::types::{Params, Stop};
-use crate::engine::{GenerateRequest, ModelInfo};
+use crate::engine::{GenerateRequest, ModelInfo, MAX_TOP_LOGPROBS};
 
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
@@ -35,12 +35,7 @@ impl Job {
         if let Some(n) = params.n.filter(|&n| n != 1) {
             return Err(ApiError::invalid_param("n", format!("n = {n}: only n = 1 (one choice) is served")));
         }
-        if let Some(logprobs) = &params.logprobs {
-            let off = logprobs.is_null() || *logprobs == false || logprobs.as_u64() == Some(0);
-            if !off {
-                return Err(ApiError::invalid_param("logprobs", "log-probabilities are not served"));
-            }
-        }
+        let logprobs = logprobs(params)?;
         let stops = stops(params.stop.clone())?;
         let max_tokens = params.max_completion_tokens.or(params.max_tokens);
         let max_tokens = max_tokens
@@ -51,10 +46,39 @@ impl Job {
             max_tokens,
             sampling: sampling(params, info.context)?,
             stop_at_eog: !params.ignore_eos,
+            logprobs,
         };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(Job { request, stops, stream: params.stream, include_usage })
     }
+}
+
+/// The alternatives per token to send log-probabilities of, or `None`:
+/// `logprobs: true` with `top_logprobs` (chat), or `logprobs: n`
+/// (completions); absent, null or `false` is off.
+fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
+    use serde_json::Value;
+    let bad = |why: String| ApiError::invalid_param("logprobs", why);
+    let top = params.top_logprobs.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let asked = match &params.logprobs {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {
+            if top.is_some_and(|n| n > 0) {
+                return Err(ApiError::invalid_param("top_logprobs", "top_logprobs needs logprobs: true"));
+            }
+            return Ok(None);
+        }
+        Some(Value::Bool(true)) => top.unwrap_or(0),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => return Err(bad(format!("logprobs = {n}: a count of alternatives (0 to {MAX_TOP_LOGPROBS})"))),
+        },
+        Some(other) => return Err(bad(format!("logprobs = {other}: true, false or a count of alternatives"))),
+    };
+    if asked > MAX_TOP_LOGPROBS {
+        let name = if params.top_logprobs.is_some() { "top_logprobs" } else { "logprobs" };
+        return Err(ApiError::invalid_param(name, format!("at most {MAX_TOP_LOGPROBS} alternatives, not {asked}")));
+    }
+    Ok(Some(asked))
 }
 
 fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
@@ -163,7 +187,11 @@ mod tests {
             r#"{"presence_penalty":2.5}"#,
             r#"{"frequency_penalty":-3}"#,
             r#"{"n":2}"#,
-            r#"{"logprobs":true}"#,
+            r#"{"logprobs":true,"top_logprobs":21}"#,
+            r#"{"logprobs":30}"#,
+            r#"{"logprobs":-1}"#,
+            r#"{"logprobs":"yes"}"#,
+            r#"{"top_logprobs":3}"#,
             r#"{"stop":["a",""]}"#,
             r#"{"temperature":-1}"#,
             r#"{"top_p":0}"#,
@@ -176,6 +204,21 @@ mod tests {
         let e = Job::new(&params(r#"{"model":"other"}"#), vec![1], &info()).expect_err("unknown model");
         assert_eq!(e.status, 404);
         assert!(Job::new(&params(r#"{"presence_penalty":0,"n":1,"logprobs":false}"#), vec![1], &info()).is_ok());
+    }
+
+    #[test]
+    fn logprobs_are_asked_as_chat_or_completions_ask() {
+        for (json, expected) in [
+            (r#"{}"#, None),
+            (r#"{"logprobs":false,"top_logprobs":0}"#, None),
+            (r#"{"logprobs":null}"#, None),
+            (r#"{"logprobs":true}"#, Some(0)),
+            (r#"{"logprobs":true,"top_logprobs":20}"#, Some(20)),
+            (r#"{"logprobs":0}"#, Some(0)),
+            (r#"{"logprobs":5}"#, Some(5)),
+        ] {
+            assert_eq!(Job::new(&params(json), vec![1], &info()).expect(json).request.logprobs, expected, "{json}");
+        }
     }
 
     #[test]

@@ -61,8 +61,11 @@ pub struct Params {
     pub repeat_last_n: Option<i64>,
     /// Choices to generate: only 1.
     pub n: Option<u64>,
-    /// Log-probabilities: not served (absent, null, `false` or 0 only).
+    /// Log-probabilities of the generated tokens: `true`/`false` (chat), or
+    /// the number of alternatives (completions; 0 = the drawn token only).
     pub logprobs: Option<serde_json::Value>,
+    /// Alternatives per token with `logprobs: true` (0 to 20).
+    pub top_logprobs: Option<u64>,
     /// llama.cpp's `ignore_eos`: generate through end-of-generation tokens
     /// (until `max_tokens` or the context is full); `null` is `false`.
     #[serde(default, deserialize_with = "null_is_false")]
@@ -181,8 +184,8 @@ pub struct ChatChoice {
     /// The new part (streaming).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta: Option<Delta>,
-    /// Log-probabilities: always null.
-    pub logprobs: Option<()>,
+    /// Log-probabilities, when asked for (else null).
+    pub logprobs: Option<serde_json::Value>,
     /// `stop` or `length` on the last one, else null.
     pub finish_reason: Option<&'static str>,
 }
@@ -194,8 +197,8 @@ pub struct TextChoice {
     pub index: u32,
     /// The text (whole, or the new part when streaming).
     pub text: String,
-    /// Log-probabilities: always null.
-    pub logprobs: Option<()>,
+    /// Log-probabilities, when asked for (else null).
+    pub logprobs: Option<serde_json::Value>,
     /// `stop` or `length` on the last one, else null.
     pub finish_reason: Option<&'static str>,
 }
