@@ -98,6 +98,7 @@ def main():
                                           temperature=0, seed=1, frequency_penalty=2.0).choices[0].text
     check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
     check_logprobs(client, model, messages, greedy)
+    check_prefix_cache(client, messages, greedy)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -136,6 +137,19 @@ def check_logprobs(client, model, messages, greedy):
         check(True, "top_logprobs past 20 is refused with 400")
 
 
+def check_prefix_cache(client, messages, greedy):
+    """A second chat turn reuses the first's keys and values (the slot's
+    prefix cache): usage.prompt_tokens_details.cached_tokens covers at least
+    the first turn's prompt."""
+    first = client.chat.completions.create(messages=messages, **greedy)
+    turn = messages + [{"role": "assistant", "content": first.choices[0].message.content},
+                       {"role": "user", "content": "Now three more."}]
+    second = client.chat.completions.create(messages=turn, **greedy)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    check(cached >= first.usage.prompt_tokens and cached < second.usage.prompt_tokens,
+          f"the second turn takes {cached} of its {second.usage.prompt_tokens} prompt tokens from the cache")
+
+
 def check_metrics(root, generated_at_least):
     """`GET /metrics` parsed by prometheus_client: the families and values
     that the requests above must have left."""
@@ -149,7 +163,8 @@ def check_metrics(root, generated_at_least):
                        ("baton_generated_tokens", "counter"), ("baton_prompt_tokens", "counter"),
                        ("baton_time_to_first_token_seconds", "histogram"),
                        ("baton_inter_token_latency_seconds", "histogram"), ("baton_kv_slots_free", "gauge"),
-                       ("baton_steps", "counter"), ("baton_host_waits_per_step", "gauge")]:
+                       ("baton_steps", "counter"), ("baton_host_waits_per_step", "gauge"),
+                       ("baton_prefix_cache_hit_ratio", "gauge")]:
         check(name in families and families[name].type == kind, f"/metrics has the {kind} {name}")
     check(value("baton_generated_tokens", "baton_generated_tokens_total") >= generated_at_least,
           "/metrics counts the generated tokens")
@@ -160,6 +175,7 @@ def check_metrics(root, generated_at_least):
     buckets = [s.value for s in families["baton_inter_token_latency_seconds"].samples if s.name.endswith("_bucket")]
     check(buckets == sorted(buckets) and buckets[-1] > 0, "inter-token latency buckets are cumulative")
     check(value("baton_requests_running", "baton_requests_running") == 0, "nothing runs after the requests")
+    check(0 < value("baton_prefix_cache_hit_ratio", "baton_prefix_cache_hit_ratio") < 1, "a prefix-cache hit ratio")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while let Some(event) = g.blocking_next() {
                 match event {
                     Event::Token(_) => tokens += 1,
-                    Event::Logprobs(_) => {}
+                    Event::Logprobs(_) | Event::Started { .. } => {}
                     Event::Done(_) => break,
                     Event::Failed(why) => return Err(why.into()),
                 }

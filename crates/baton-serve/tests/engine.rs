@@ -11,7 +11,9 @@ use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_llama::SynthShape;
 use baton_llama::{LoadOptions, Logits, Model, SamplingParams};
-use baton_serve::engine::{Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError};
+use baton_serve::engine::{
+    Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError, TokenLogprobs,
+};
 use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
@@ -71,6 +73,7 @@ fn collect(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Event)
     loop {
         match generation.blocking_next().expect("a last event") {
             Event::Token(t) => tokens.push(t),
+            Event::Started { .. } | Event::Logprobs(_) => {}
             last => return (tokens, last),
         }
     }
@@ -104,6 +107,7 @@ fn logprobs_are_the_log_softmax_of_the_model_logits() {
                 entries.push(entry);
             }
             Event::Token(t) => tokens.push(t),
+            Event::Started { .. } => {}
             Event::Done(_) => break,
             Event::Failed(why) => panic!("{why}"),
         }
@@ -130,6 +134,69 @@ fn logprobs_are_the_log_softmax_of_the_model_logits() {
         seen.push(token);
     }
     served.shutdown(Shutdown::Drain);
+}
+
+/// A generation's tokens, log-probabilities (20 alternatives) and the
+/// cached prompt tokens its end reports.
+fn with_logprobs(engine: &Engine, prompt: Vec<u32>, max_tokens: usize) -> (Vec<u32>, Vec<TokenLogprobs>, usize) {
+    let request = GenerateRequest { logprobs: Some(20), ..greedy(prompt, max_tokens) };
+    let mut generation = engine.submit(request).expect("submit");
+    let (mut tokens, mut entries) = (Vec::new(), Vec::new());
+    loop {
+        match generation.blocking_next().expect("an event") {
+            Event::Token(t) => tokens.push(t),
+            Event::Logprobs(e) => entries.push(e),
+            Event::Started { .. } => {}
+            Event::Done(finish) => return (tokens, entries, finish.cached_tokens),
+            Event::Failed(why) => panic!("{why}"),
+        }
+    }
+}
+
+/// The prefix cache: a request whose prompt starts with what a free slot
+/// holds evaluates only the rest, and gets the bits (tokens and
+/// log-probabilities of 20 alternatives) of an engine that evaluates it
+/// all: the same request again, a second turn that extends the first, and
+/// both behind other sequences.
+#[test]
+fn a_cached_prefix_gives_the_bits_of_evaluating_it() {
+    let (_dir, path) = synth_model("engine-prefix", SynthShape::Tiny, DType::F32, 37);
+    let first: Vec<u32> = (1..30).collect();
+    let fresh = || engine(&path, &["cpu"], 4, 4, 8);
+    let cold = fresh();
+    let (answer, logprobs, cached) = with_logprobs(&cold, first.clone(), 6);
+    assert_eq!(cached, 0);
+    let mut second = first.clone();
+    second.extend(&answer);
+    second.extend([40, 41, 42]);
+    let cold_second = fresh();
+    let want_second = with_logprobs(&cold_second, second.clone(), 6);
+    assert_eq!(want_second.2, 0);
+    for (i, warm) in [fresh(), fresh()].into_iter().enumerate() {
+        // The second time, other sequences run beside.
+        let busy: Vec<_> = [vec![3, 3, 3], vec![7; 20]]
+            .into_iter()
+            .filter(|_| i == 1)
+            .map(|p| warm.submit(greedy(p, 60)).expect("submit"))
+            .collect();
+        let again = with_logprobs(&warm, first.clone(), 6);
+        assert_eq!((&again.0, &again.1), (&answer, &logprobs), "the first turn");
+        for _ in 0..2 {
+            let (tokens, entries, cached) = with_logprobs(&warm, first.clone(), 6);
+            assert_eq!(cached, first.len() - 1, "the whole prompt but its last token from the cache");
+            assert_eq!((tokens, entries), (answer.clone(), logprobs.clone()), "the same request again");
+        }
+        let (tokens, entries, cached) = with_logprobs(&warm, second.clone(), 6);
+        // The first turn's prompt and answer but the last answer token
+        // (drawn, never evaluated).
+        assert_eq!(cached, first.len() + answer.len() - 1, "the second turn reuses the first");
+        assert_eq!((tokens, entries), (want_second.0.clone(), want_second.1.clone()), "the second turn");
+        assert!(warm.metrics().prompt_tokens_cached > 0);
+        if i == 1 {
+            assert_eq!(warm.stats().running, 2, "the other sequences ran beside");
+        }
+        drop(busy);
+    }
 }
 
 #[test]
@@ -189,6 +256,7 @@ fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
     let served = engine(&path, &["cpu"], 1, 1, 16);
     // Runs until its context is full unless dropped.
     let mut long = served.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("submit");
+    assert!(matches!(long.blocking_next(), Some(Event::Started { cached_tokens: 0 })));
     assert!(matches!(long.blocking_next(), Some(Event::Token(_))));
     let waiting = served.submit(greedy(vec![4, 5], 3)).expect("queued");
     eventually(&served, |s| s.queued == 1);
@@ -201,6 +269,7 @@ fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
     let (tokens, _) = collect(first);
     assert_eq!(tokens.len(), 2);
     let mut busy = none.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("free again");
+    assert!(matches!(busy.blocking_next(), Some(Event::Started { .. })));
     assert!(matches!(busy.blocking_next(), Some(Event::Token(_))));
     assert!(matches!(none.submit(greedy(vec![4], 2)), Err(SubmitError::QueueFull { .. })));
     drop(busy);

@@ -14,6 +14,11 @@
 //! away, or one whose stop string matched) frees its slot before the next
 //! step.
 //!
+//! A request takes the free slot whose cache holds the longest prefix of
+//! its prompt (the slot's last sequence's tokens) and evaluates only the
+//! rest (`prefix.rs`); [`Event::Started`] and [`Finish`] say how many
+//! tokens it reused.
+//!
 //! Over a layer split of several devices whose model keeps several runs in
 //! flight (`LoadOptions::n_copies`), the sequences are dealt into that many
 //! groups, and each group keeps one step in flight: while the last device
@@ -22,6 +27,7 @@
 
 mod metrics;
 mod options;
+mod prefix;
 mod request;
 mod shared;
 mod worker;
@@ -90,6 +96,8 @@ pub struct EngineMetrics {
     pub ended_length: u64,
     /// Generations ended by a failure.
     pub ended_failed: u64,
+    /// Prompt tokens whose keys and values came from the prefix cache.
+    pub prompt_tokens_cached: u64,
     /// Sequence slots (`--parallel`), and those running now.
     pub slots: usize,
     /// Cache positions the running sequences hold, and all the slots hold
@@ -210,6 +218,7 @@ impl Engine {
             ended_stop: s.ended_stop.load(Ordering::Relaxed),
             ended_length: s.ended_length.load(Ordering::Relaxed),
             ended_failed: s.ended_failed.load(Ordering::Relaxed),
+            prompt_tokens_cached: s.prompt_cached.load(Ordering::Relaxed),
             slots,
             kv_positions_used: s.kv_positions.load(Ordering::Relaxed),
             kv_positions_total: (slots * self.info.context) as u64,

@@ -70,12 +70,21 @@ pub struct Finish {
     pub prompt_tokens: usize,
     /// Tokens generated (sent as [`Event::Token`]).
     pub completion_tokens: usize,
+    /// Tokens of the prompt whose keys and values came from the prefix
+    /// cache (not evaluated again).
+    pub cached_tokens: usize,
 }
 
 /// What the engine sends a generation, in order: tokens, then exactly one
 /// [`Event::Done`] or [`Event::Failed`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The request took a sequence slot (the first event): how many of its
+    /// prompt's first tokens the slot's cache already held.
+    Started {
+        /// Prompt tokens not evaluated again.
+        cached_tokens: usize,
+    },
     /// The log-probabilities of the token the next [`Event::Token`] sends
     /// (only when the request asks for them).
     Logprobs(TokenLogprobs),

@@ -29,6 +29,8 @@ pub(super) struct Shared {
     pub(super) ended_stop: AtomicU64,
     pub(super) ended_length: AtomicU64,
     pub(super) ended_failed: AtomicU64,
+    /// Prompt tokens taken from the prefix cache.
+    pub(super) prompt_cached: AtomicU64,
     /// Cache positions the running sequences hold.
     pub(super) kv_positions: AtomicU64,
     /// From a request's submission to its first token.
@@ -54,7 +56,7 @@ impl Shared {
             Event::Failed(_) => {
                 self.ended_failed.fetch_add(1, Relaxed);
             }
-            Event::Token(_) | Event::Logprobs(_) => {}
+            Event::Token(_) | Event::Logprobs(_) | Event::Started { .. } => {}
         }
     }
 }

@@ -12,6 +12,7 @@ use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::options::{EngineOptions, Shutdown};
+use super::prefix::SlotCache;
 use super::request::{Event, Finish, FinishReason, TokenLogprobs};
 use super::shared::{Admitted, Command, Shared};
 
@@ -52,6 +53,10 @@ struct Seq {
     last_token: Option<Instant>,
     /// Alternatives to send log-probabilities of, when asked.
     logprobs: Option<usize>,
+    /// Prompt tokens the slot's cache already held.
+    cached: usize,
+    /// The tokens generated so far.
+    sent: Vec<u32>,
 }
 
 impl Seq {
@@ -60,7 +65,13 @@ impl Seq {
     }
 
     fn finish(&self, reason: FinishReason) -> Event {
-        Event::Done(Finish { reason, prompt_tokens: self.prompt.len(), completion_tokens: self.generated })
+        let (prompt_tokens, completion_tokens, cached_tokens) = (self.prompt.len(), self.generated, self.cached);
+        Event::Done(Finish { reason, prompt_tokens, completion_tokens, cached_tokens })
+    }
+
+    /// The tokens whose keys and values its slot holds.
+    fn in_cache(&self) -> impl Iterator<Item = u32> + '_ {
+        self.prompt.iter().chain(&self.sent).copied().take(self.past)
     }
 }
 
@@ -86,6 +97,8 @@ pub(super) struct Worker {
     next_id: u64,
     /// The model's tokenizer (end-of-generation tokens).
     tokenizer: Arc<Tokenizer>,
+    /// What each slot's cache holds, for the next request's prefix.
+    prefix: SlotCache,
 }
 
 impl Worker {
@@ -96,6 +109,7 @@ impl Worker {
         inbox: mpsc::Receiver<Command>,
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
+        let prefix = SlotCache::new(options.parallel);
         // A group per device of a layer split (each device works on another
         // group's step), no more than runs may be in flight or there are
         // sequences. One device gets one group: halves of the batch would
@@ -115,6 +129,7 @@ impl Worker {
             flights: (0..groups).map(|_| None).collect(),
             next_id: 0,
             tokenizer,
+            prefix,
         }
     }
 
@@ -148,6 +163,7 @@ impl Worker {
                     let running: Vec<_> = self.running.drain(..).collect();
                     for seq in running {
                         self.free_slots.push(seq.slot);
+                        self.prefix.clear(seq.slot);
                         self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
                         let _ = seq.events.send(Event::Failed(why.clone()));
                     }
@@ -228,6 +244,7 @@ impl Worker {
     fn fail_all(&mut self, why: &str) {
         for seq in self.running.drain(..) {
             self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
+            self.prefix.clear(seq.slot);
             let _ = seq.events.send(Event::Failed(why.to_string()));
             self.free_slots.push(seq.slot);
         }
@@ -241,11 +258,13 @@ impl Worker {
 
     /// Frees the slots of generations whose client went away.
     fn drop_cancelled(&mut self) {
-        let (shared, free) = (&self.shared, &mut self.free_slots);
+        let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
         self.running.retain(|seq| {
             let gone = seq.events.is_closed();
             if gone {
                 free.push(seq.slot);
+                // A step of it still in flight writes only past `past`.
+                prefix.store(seq.slot, seq.in_cache());
                 shared.cancelled.fetch_add(1, Ordering::Relaxed);
             }
             !gone
@@ -265,7 +284,12 @@ impl Worker {
         while !self.free_slots.is_empty() {
             let Some(Admitted { request, events, submitted }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-            let Some(slot) = self.free_slots.pop() else { break };
+            let model = &self.model;
+            let resumable = |slot: usize, past: usize| model.resumable(slot, past);
+            let Some((at, cached)) = self.prefix.pick(&self.free_slots, &request.prompt, resumable) else { break };
+            let slot = self.free_slots.swap_remove(at);
+            self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
+            let _ = events.send(Event::Started { cached_tokens: cached });
             // The group with the fewest sequences.
             let groups = self.flights.len();
             let group = (0..groups).min_by_key(|&g| self.running.iter().filter(|s| s.group == g).count()).unwrap_or(0);
@@ -282,9 +306,9 @@ impl Worker {
                 group,
                 events,
                 prompt: request.prompt,
-                read: 0,
+                read: cached,
                 next: None,
-                past: 0,
+                past: cached,
                 generated: 0,
                 max_tokens,
                 sampler,
@@ -292,6 +316,8 @@ impl Worker {
                 submitted,
                 last_token: None,
                 logprobs: request.logprobs,
+                cached,
+                sent: Vec::new(),
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -394,6 +420,11 @@ impl Worker {
         for (i, end) in finished {
             self.shared.count_end(&end);
             let seq = self.running.remove(i);
+            if matches!(end, Event::Failed(_)) {
+                self.prefix.clear(seq.slot);
+            } else {
+                self.prefix.store(seq.slot, seq.in_cache());
+            }
             self.free_slots.push(seq.slot);
             ends.push((seq.events, end));
         }
@@ -417,6 +448,7 @@ impl Worker {
         });
         for (events, slot) in ends {
             self.free_slots.push(slot);
+            self.prefix.clear(slot);
             self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = events.send(Event::Failed(why.to_string()));
         }
@@ -451,6 +483,7 @@ fn next_token(
     }
     seq.sampler.accept(token);
     seq.generated += 1;
+    seq.sent.push(token);
     seq.next = Some(token);
     // A client that went away is noticed (and its slot freed) before the
     // next step.

@@ -41,6 +41,7 @@ pub async fn drive(
     cancelled: impl Future<Output = ()>,
 ) -> Outcome {
     let mut pending: Vec<TokenLogprobs> = Vec::new();
+    let mut cached = 0;
     let mut decoder = tokenizer.stream_decoder(false);
     let mut matcher = StopMatcher::new(stops);
     let mut completion = 0usize;
@@ -57,6 +58,7 @@ pub async fn drive(
             event = generation.next() => event,
         };
         match event {
+            Some(Event::Started { cached_tokens }) => cached = cached_tokens,
             Some(Event::Logprobs(entry)) => pending.push(entry),
             Some(Event::Token(token)) => {
                 completion += 1;
@@ -68,7 +70,7 @@ pub async fn drive(
                 let released = matcher.push(&piece);
                 send(released.text, &mut pending);
                 if released.stopped {
-                    let usage = Usage::new(prompt_tokens, completion);
+                    let usage = Usage::new(prompt_tokens, completion, cached);
                     return Outcome::Finished { reason: "stop", usage, logprobs: pending };
                 }
             }
@@ -77,7 +79,7 @@ pub async fn drive(
                     let released = matcher.push(&rest);
                     send(released.text, &mut pending);
                     if released.stopped {
-                        let usage = Usage::new(prompt_tokens, completion);
+                        let usage = Usage::new(prompt_tokens, completion, cached);
                         return Outcome::Finished { reason: "stop", usage, logprobs: pending };
                     }
                 }
@@ -86,7 +88,7 @@ pub async fn drive(
                     FinishReason::Stop => "stop",
                     FinishReason::Length => "length",
                 };
-                let usage = Usage::new(finish.prompt_tokens, finish.completion_tokens);
+                let usage = Usage::new(finish.prompt_tokens, finish.completion_tokens, finish.cached_tokens);
                 return Outcome::Finished { reason, usage, logprobs: pending };
             }
             Some(Event::Failed(why)) => return Outcome::Failed(why),

@@ -69,6 +69,22 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     let ended: Vec<_> = ended.iter().map(|(r, n)| ("", format!("reason=\"{r}\""), *n as f64)).collect();
     family(&mut out, "baton_requests_ended_total", "counter", "Requests ended, by how they ended.", &ended);
     single(&mut out, "baton_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens as f64);
+    single(
+        &mut out,
+        "baton_prompt_tokens_cached_total",
+        "counter",
+        "Prompt tokens whose keys and values came from the prefix cache.",
+        m.prompt_tokens_cached as f64,
+    );
+    let read = s.prompt_tokens + m.prompt_tokens_cached;
+    let ratio = if read > 0 { m.prompt_tokens_cached as f64 / read as f64 } else { 0.0 };
+    single(
+        &mut out,
+        "baton_prefix_cache_hit_ratio",
+        "gauge",
+        "Share of the prompt tokens so far that came from the prefix cache.",
+        ratio,
+    );
     single(&mut out, "baton_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens as f64);
     single(
         &mut out,

@@ -153,12 +153,27 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Their sum.
     pub total_tokens: usize,
+    /// How the prompt was read.
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+/// OpenAI's `usage.prompt_tokens_details`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens whose keys and values came from the prefix cache.
+    pub cached_tokens: usize,
 }
 
 impl Usage {
-    /// The counts of `prompt` and `completion` tokens.
-    pub fn new(prompt: usize, completion: usize) -> Usage {
-        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    /// The counts of `prompt` and `completion` tokens, `cached` of the
+    /// prompt's from the prefix cache.
+    pub fn new(prompt: usize, completion: usize, cached: usize) -> Usage {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
+        }
     }
 }
 

@@ -18,6 +18,7 @@ fn sample() -> EngineMetrics {
         ended_stop: 4,
         ended_length: 5,
         ended_failed: 6,
+        prompt_tokens_cached: 21,
         slots: 4,
         kv_positions_used: 90,
         kv_positions_total: 4096,
@@ -60,6 +61,7 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_requests_ended_total{reason=\"cancelled\"}"], 3.0);
     assert_eq!(values["baton_requests_ended_total{reason=\"failed\"}"], 6.0);
     assert_eq!(values["baton_generated_tokens_total"], 40.0);
+    assert_eq!(values["baton_prefix_cache_hit_ratio"], 0.75, "21 cached of 28 read");
     assert_eq!(values["baton_generated_tokens_per_second"], 12.5);
     assert_eq!(values["baton_kv_slots_free"], 2.0);
     assert_eq!(values["baton_host_waits_per_step"], 1.0);

@@ -1,0 +1,94 @@
+//! Reuse of a free slot's cache by the next request whose prompt starts
+//! with the same tokens (a prefix cache at the granularity of sequence
+//! slots): the KV rows of a finished or cancelled sequence stay in its
+//! slot, and a new request takes the free slot whose tokens share the
+//! longest prefix with its prompt (the least recently used one when none
+//! does, so a slot's content is evicted last-used-first), then evaluates
+//! only the rest. Since every row's keys, values and attention are the
+//! same bits whatever else is in the batch, a reused prefix gives the bits
+//! of evaluating it again.
+
+/// The tokens whose keys and values each slot holds (positions `0..len`).
+#[derive(Debug)]
+pub(super) struct SlotCache {
+    tokens: Vec<Vec<u32>>,
+    last_used: Vec<u64>,
+    clock: u64,
+}
+
+impl SlotCache {
+    /// `slots` empty slots.
+    pub(super) fn new(slots: usize) -> SlotCache {
+        SlotCache { tokens: vec![Vec::new(); slots], last_used: vec![0; slots], clock: 0 }
+    }
+
+    /// Which of the `free` slots `prompt` should take (an index into
+    /// `free`), and how many of its first tokens that slot already holds.
+    /// At least one token is left to evaluate (its logits are needed), and
+    /// a reuse the model cannot resume from (`resumable(slot, past)`, a
+    /// sliding window's ring overwritten) counts as none.
+    pub(super) fn pick(
+        &self,
+        free: &[usize],
+        prompt: &[u32],
+        resumable: impl Fn(usize, usize) -> bool,
+    ) -> Option<(usize, usize)> {
+        let reuse = |slot: usize| {
+            let held = self.tokens.get(slot).map_or(&[][..], Vec::as_slice);
+            let common = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            let common = common.min(prompt.len().saturating_sub(1));
+            if common > 0 && resumable(slot, common) {
+                common
+            } else {
+                0
+            }
+        };
+        free.iter()
+            .enumerate()
+            .map(|(i, &slot)| (i, reuse(slot), self.last_used.get(slot).copied().unwrap_or(0)))
+            // The longest reuse; among equals, the least recently used.
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)))
+            .map(|(i, reuse, _)| (i, reuse))
+    }
+
+    /// Slot `slot` now holds `tokens` (at positions `0..tokens.len()`).
+    pub(super) fn store(&mut self, slot: usize, tokens: impl IntoIterator<Item = u32>) {
+        self.clock += 1;
+        if let (Some(held), Some(used)) = (self.tokens.get_mut(slot), self.last_used.get_mut(slot)) {
+            held.clear();
+            held.extend(tokens);
+            *used = self.clock;
+        }
+    }
+
+    /// Slot `slot` holds nothing usable (a failed step may have half
+    /// written it).
+    pub(super) fn clear(&mut self, slot: usize) {
+        self.store(slot, []);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_prefix_wins_then_the_least_recently_used() {
+        let mut cache = SlotCache::new(3);
+        cache.store(0, [1, 2, 3, 4]);
+        cache.store(1, [1, 2, 9]);
+        cache.store(2, [7]);
+        let any = |_: usize, _: usize| true;
+        assert_eq!(cache.pick(&[0, 1, 2], &[1, 2, 3, 5], any), Some((0, 3)));
+        assert_eq!(cache.pick(&[1, 2], &[1, 2, 3, 5], any), Some((0, 2)));
+        // The whole prompt held: one token left to evaluate.
+        assert_eq!(cache.pick(&[0, 1, 2], &[1, 2, 3, 4], any), Some((0, 3)));
+        // Nothing shared: the least recently used slot (0).
+        assert_eq!(cache.pick(&[2, 1, 0], &[5, 5], any), Some((2, 0)));
+        // A reuse the model cannot resume counts as none.
+        assert_eq!(cache.pick(&[0, 1], &[1, 2, 3, 5], |slot, _| slot != 0), Some((1, 2)));
+        assert_eq!(cache.pick(&[], &[1], any), None);
+        cache.clear(0);
+        assert_eq!(cache.pick(&[0], &[1, 2, 3, 5], any), Some((0, 0)));
+    }
+}
