@@ -356,22 +356,22 @@ fn run_segments<R: Rows + ?Sized>(
                 }
                 let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
                     (&mut scores[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
-                scores_impl(isa, qs, transposed, tile_scores);
+                scores_impl(isa, qs, tile.len(), transposed, tile_scores);
                 // Rows that see the same keys of the block (all but those on
                 // the causal diagonal or a window's edge) fold them together.
                 let (j0, j1) = range(tile[0]);
                 let together = tile.iter().all(|&r| range(r) == (j0, j1));
                 if together && tile.len() > 1 {
                     // A short tile is filled up with spare rows (after the
-                    // real ones), which cost a little arithmetic but let
-                    // the real rows share one pass over the values.
+                    // real ones) that the kernel does not touch, so the
+                    // real rows share one pass over the values.
                     let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile.get(i).copied().unwrap_or(n_rows + i));
                     state[n_rows..].fill((f32::NEG_INFINITY, 0.0));
                     let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
                     let outs = partial.get_disjoint_mut(at.map(|r| r * d..(r + 1) * d)).expect("distinct rows");
                     let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
                     let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
-                    update_tile(isa, scores, &values[j0 * d..j1 * d], scale, states, outs);
+                    update_tile(isa, scores, tile.len(), &values[j0 * d..j1 * d], scale, states, outs);
                 } else {
                     for (&r, s) in tile.iter().zip(tile_scores.iter_mut()) {
                         let (j0, j1) = range(r);

@@ -12,31 +12,50 @@ pub(super) const KEY_LANES: usize = 16;
 /// Query rows scored together against each loaded key vector.
 pub(super) const TILE_ROWS: usize = 4;
 
-multiversion! {
-    /// `out[r][j] = Σ_i q_r[i] k_j[i]` (fused multiply-adds in order of
-    /// `i`) for the `TILE_ROWS` queries `qs` and the `BLOCK` keys of the
-    /// transposed block `kt` (`kt[i * BLOCK + j]`): every row and key in a
-    /// register lane of its own, so the sums run side by side.
-    pub(super) fn scores_impl(qs: [&[f32]; TILE_ROWS], kt: &[f32], out: &mut [[f32; BLOCK]; TILE_ROWS]) {
-        const CHUNKS: usize = BLOCK / KEY_LANES;
-        let d = qs[0].len();
-        let kt = &kt[..d * BLOCK];
-        let mut acc = [[[0.0f32; KEY_LANES]; CHUNKS]; TILE_ROWS];
-        for i in 0..d {
-            let k = &kt[i * BLOCK..(i + 1) * BLOCK];
-            for r in 0..TILE_ROWS {
-                let q = qs[r][i];
-                for c in 0..CHUNKS {
-                    for l in 0..KEY_LANES {
-                        acc[r][c][l] = q.mul_add(k[c * KEY_LANES + l], acc[r][c][l]);
-                    }
+/// `out[r][j] = Σ_i q_r[i] k_j[i]` (fused multiply-adds in order of `i`)
+/// for the `R` queries `qs` and the `BLOCK` keys of the transposed block
+/// `kt` (`kt[i * BLOCK + j]`): every row and key in a register lane of its
+/// own, so the sums run side by side.
+#[inline(always)]
+fn scores_body<const R: usize>(qs: [&[f32]; R], kt: &[f32], out: &mut [[f32; BLOCK]; R]) {
+    const CHUNKS: usize = BLOCK / KEY_LANES;
+    let d = qs[0].len();
+    let kt = &kt[..d * BLOCK];
+    let mut acc = [[[0.0f32; KEY_LANES]; CHUNKS]; R];
+    for i in 0..d {
+        let k = &kt[i * BLOCK..(i + 1) * BLOCK];
+        for r in 0..R {
+            let q = qs[r][i];
+            for c in 0..CHUNKS {
+                for l in 0..KEY_LANES {
+                    acc[r][c][l] = q.mul_add(k[c * KEY_LANES + l], acc[r][c][l]);
                 }
             }
         }
-        for r in 0..TILE_ROWS {
-            for c in 0..CHUNKS {
-                out[r][c * KEY_LANES..(c + 1) * KEY_LANES].copy_from_slice(&acc[r][c]);
-            }
+    }
+    for r in 0..R {
+        for c in 0..CHUNKS {
+            out[r][c * KEY_LANES..(c + 1) * KEY_LANES].copy_from_slice(&acc[r][c]);
+        }
+    }
+}
+
+/// The first `rows` of an array of `TILE_ROWS`, as an array of `R`.
+#[inline(always)]
+fn first<T, const R: usize>(items: [T; TILE_ROWS]) -> [T; R] {
+    let mut items = items.into_iter();
+    std::array::from_fn(|_| items.next().expect("R <= TILE_ROWS"))
+}
+
+multiversion! {
+    /// [`scores_body`] for the first `rows` (1 to `TILE_ROWS`) of `qs` and
+    /// `out`: a decode step's group of query heads costs its own rows only.
+    pub(super) fn scores_impl(qs: [&[f32]; TILE_ROWS], rows: usize, kt: &[f32], out: &mut [[f32; BLOCK]; TILE_ROWS]) {
+        match rows {
+            1 => scores_body::<1>(first(qs), kt, (&mut out[..1]).try_into().expect("1 row")),
+            2 => scores_body::<2>(first(qs), kt, (&mut out[..2]).try_into().expect("2 rows")),
+            3 => scores_body::<3>(first(qs), kt, (&mut out[..3]).try_into().expect("3 rows")),
+            _ => scores_body::<TILE_ROWS>(qs, kt, out),
         }
     }
 }
@@ -185,14 +204,20 @@ multiversion! {
 }
 
 multiversion! {
-    /// [`update_body`] for a tile of rows that see the same keys.
+    /// [`update_body`] for the first `rows` (2 to `TILE_ROWS`) of a tile of
+    /// rows that see the same keys (the others are not touched).
     pub(super) fn update_tile(
         scores: [&mut [f32]; TILE_ROWS],
+        rows: usize,
         values: &[f32],
         scale: f32,
         states: [&mut (f32, f32); TILE_ROWS],
         outs: [&mut [f32]; TILE_ROWS],
     ) {
-        update_body::<TILE_ROWS>(scores, values, scale, states, outs)
+        match rows {
+            2 => update_body::<2>(first(scores), values, scale, first(states), first(outs)),
+            3 => update_body::<3>(first(scores), values, scale, first(states), first(outs)),
+            _ => update_body::<TILE_ROWS>(scores, values, scale, states, outs),
+        }
     }
 }
