@@ -3,8 +3,9 @@
 # slots, streams: where its unsafe blocks are) and memory planner; the CPU
 # backend's pool, bell, and the contract and op tests that exercise every
 # unsafe path of it (raw buffer access, copies, executor slices, host
-# slots); and a sample of the model-based test of the safe async API (two
-# short random cases over CPU, chaos and composite devices). Left out:
+# slots); a sample of the model-based test of the safe async API (two
+# short random cases over CPU, chaos and composite devices); and two of the
+# attention kernel's tests. Left out:
 # baton-core's sync tests (no unsafe code; the loom models of
 # scripts/loom.sh check every interleaving of the sync core, and under Miri
 # their timed waits take about 60 of the crate's 70 s), and the kernels
@@ -27,9 +28,16 @@ cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
   contract_block::h_own contract_block::c_order contract_block::m_order contract_block::d_defer \
   contract_block::d_return contract_block::e_sticky contract_block::q_fifo contract_block::r_own \
   ops::op_copy_into ops::op_matmul_batched ops::op_matmul_strided ops::op_get_rows \
-  ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast
+  ops::op_softmax_causal ops::op_rope_normal ops::op_contiguous_permuted ops::op_add_broadcast \
+  ops::op_attention_window
 BATON_MODEL_CASES=$cases BATON_MODEL_OPS=12 cargo +nightly miri test -p baton-composite --test model_based \
   random_sequences_keep_the_contract
+# The attention kernel's block decode (a byte view of decoded keys), on a
+# q8_0 ring that crosses a segment edge, and its argument checks (about a
+# minute).
+cargo +nightly miri test -p baton-kernels --lib -- \
+  attention::tests::a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache \
+  attention::tests::bad_arguments_are_errors
 # The kernels' packing and portable packed tiles (about 8 minutes: outside
 # CI's time budget; run with BATON_MIRI_KERNELS=1).
 if [ "${BATON_MIRI_KERNELS:-0}" = 1 ]; then
