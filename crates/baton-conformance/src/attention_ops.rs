@@ -74,10 +74,7 @@ pub fn op_attention_ring(f: &Fixture) {
     let positions = [100i32, 95, 110];
     let t = positions.len();
     let q = random(t * HEADS * DIM, 36);
-    let (k_values, v_values) = (random(KV_HEADS * rows * DIM, 37), random(KV_HEADS * rows * DIM, 38));
-    let (k_bytes, v_bytes) = (encode(DType::F16, &k_values), encode(DType::F16, &v_values));
-    let k = r::decode_row(DType::F16, &k_bytes, k_values.len());
-    let v = r::decode_row(DType::F16, &v_bytes, v_values.len());
+    let ((k_bytes, k), (v_bytes, v)) = (f16_cache(rows, 37), f16_cache(rows, 38));
     let out = run_attention(f, (&q, HEADS, 0), (DType::F16, k_bytes), (DType::F16, v_bytes), &positions, Some(window));
     // The keys and values by position: position s is row s mod 32.
     let by_position = |cache: &[f64], kv: usize| -> Vec<f64> {
@@ -104,10 +101,7 @@ pub fn op_attention_long(f: &Fixture) {
         let positions = [1199i32, 530];
         let t = positions.len();
         let q = random(t * HEADS * DIM, 39);
-        let (k_values, v_values) = (random(KV_HEADS * LONG * DIM, 40), random(KV_HEADS * LONG * DIM, 41));
-        let (k_bytes, v_bytes) = (encode(DType::F16, &k_values), encode(DType::F16, &v_values));
-        let k = r::decode_row(DType::F16, &k_bytes, k_values.len());
-        let v = r::decode_row(DType::F16, &v_bytes, v_values.len());
+        let ((k_bytes, k), (v_bytes, v)) = (f16_cache(LONG, 40), f16_cache(LONG, 41));
         let out = run_attention(f, (&q, HEADS, 0), (DType::F16, k_bytes), (DType::F16, v_bytes), &positions, window);
         let mut expected = Vec::new();
         for (ti, &p) in positions.iter().enumerate() {
@@ -121,6 +115,15 @@ pub fn op_attention_long(f: &Fixture) {
         }
         check(&format!("attention over {LONG} positions, window {window:?}"), &out, &expected, FLOAT_NMSE);
     }
+}
+
+/// Random keys or values of `rows` positions per KV head in f16: the
+/// bytes, and the values they hold.
+fn f16_cache(rows: usize, seed: u64) -> (Vec<u8>, Vec<f64>) {
+    let values = random(KV_HEADS * rows * DIM, seed);
+    let bytes = encode(DType::F16, &values);
+    let decoded = r::decode_row(DType::F16, &bytes, values.len());
+    (bytes, decoded)
 }
 
 /// Runs one attention node: queries `q` (`[T, q_heads, DIM]`, heads

@@ -366,7 +366,6 @@ fn run_segments<R: Rows + ?Sized>(
                     // real ones) that the kernel does not touch, so the
                     // real rows share one pass over the values.
                     let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile.get(i).copied().unwrap_or(n_rows + i));
-                    state[n_rows..].fill((f32::NEG_INFINITY, 0.0));
                     let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
                     let outs = partial.get_disjoint_mut(at.map(|r| r * d..(r + 1) * d)).expect("distinct rows");
                     let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
@@ -413,12 +412,12 @@ multiversion! {
     }
 }
 
-/// `out = acc_out / sum` (0 if nothing was seen).
-fn normalise(acc: Partial, acc_out: &[f32], out: &mut [f32]) {
+/// `out /= sum`, in place (0 if nothing was seen).
+fn normalise(acc: Partial, out: &mut [f32]) {
     if acc.sum > 0.0 {
         let inverse = 1.0 / acc.sum;
-        for (o, &a) in out.iter_mut().zip(acc_out) {
-            *o = a * inverse;
+        for o in out.iter_mut() {
+            *o *= inverse;
         }
     } else {
         out.fill(0.0);
@@ -459,7 +458,8 @@ pub fn attend(
         })?;
     }
     for ((row, &acc), acc_out) in rows.iter_mut().zip(folded_state.iter()).zip(folded.chunks_exact(d.max(1))) {
-        normalise(acc, acc_out, row.out);
+        row.out.copy_from_slice(acc_out);
+        normalise(acc, row.out);
     }
     Ok(())
 }
@@ -508,14 +508,14 @@ pub fn attend_segments(
 /// # Panics
 /// If an output is not the size of `out` (a caller bug).
 pub fn combine<'p>(parts: impl IntoIterator<Item = (Partial, &'p [f32])>, out: &mut [f32]) {
+    // `out` holds the folded output (the first seen segment is copied in).
     let isa = Isa::current();
     let mut acc = Partial::default();
-    let mut acc_out = vec![0.0f32; out.len()];
     for (part, part_out) in parts {
         assert_eq!(part_out.len(), out.len(), "combine: a segment's output is not the row's size");
-        fold(isa, &mut acc, &mut acc_out, part, part_out);
+        fold(isa, &mut acc, out, part, part_out);
     }
-    normalise(acc, &acc_out, out);
+    normalise(acc, out);
 }
 
 #[cfg(test)]
