@@ -9,6 +9,9 @@
 //! generator of Java's `SplittableRandom` and of the xoshiro family) gives
 //! all of that in a dozen lines and passes BigCrush.
 
+/// SplitMix64's increment: the odd integer nearest 2^64 / φ.
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// SplitMix64: a 64-bit counter stepped by the golden-ratio increment, each
 /// output a bijective mix of the counter.
 #[derive(Debug, Clone)]
@@ -25,9 +28,18 @@ impl SplitMix64 {
         Self { state: mixer.next_u64() }
     }
 
+    /// The generator `steps` outputs further on: SplitMix64's state is a
+    /// counter, so skipping ahead costs one multiplication. Every
+    /// [`next_normal`](Self::next_normal) takes one step, so a writer can
+    /// start each row of a tensor at its own offset on its own thread and
+    /// still write the bytes of one sequential pass.
+    pub(crate) fn skipped(&self, steps: u64) -> Self {
+        Self { state: self.state.wrapping_add(GAMMA.wrapping_mul(steps)) }
+    }
+
     /// The next 64 uniformly distributed bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.state = self.state.wrapping_add(GAMMA);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -81,6 +93,17 @@ mod tests {
         assert!(mean.abs() < 0.02, "mean {mean}");
         assert!((var.sqrt() - 1.0).abs() < 0.02, "std {}", var.sqrt());
         assert!(samples.iter().all(|x| x.abs() <= 3.47));
+    }
+
+    #[test]
+    fn skipping_ahead_lands_where_stepping_does() {
+        let mut stepped = SplitMix64::for_tensor(3, "w");
+        let skipped = stepped.skipped(1_000);
+        for _ in 0..1_000 {
+            stepped.next_normal();
+        }
+        assert_eq!(stepped.clone().next_u64(), skipped.clone().next_u64());
+        assert_eq!(skipped.skipped(0).next_u64(), stepped.next_u64());
     }
 
     #[test]

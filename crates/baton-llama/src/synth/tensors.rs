@@ -79,10 +79,11 @@ impl TensorPlan {
             rng: SplitMix64::for_tensor(seed, &self.name),
             init: self.init,
             dtype: self.dtype,
+            row_elems,
+            row_bytes,
             rows_left: rows,
-            values: vec![0.0; row_elems],
-            encoded: vec![0; row_bytes],
-            position: row_bytes,
+            encoded: Vec::new(),
+            position: 0,
         }
     }
 }
@@ -191,30 +192,69 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
     tensors
 }
 
-/// A [`Read`] that generates a tensor's bytes one row at a time, so only one
-/// row of values and one encoded row are ever in memory.
+/// Bytes of rows a [`RowSource`] generates at a time (at least one row).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// A [`Read`] that generates a tensor's bytes a batch of rows at a time
+/// (about [`BATCH_BYTES`]), so the file is never held in memory. The rows of
+/// a batch are drawn and quantized on every core: each thread starts its rows'
+/// generator at their offset in the tensor's stream, so the bytes are those
+/// of one sequential pass, whatever the number of threads.
 pub(crate) struct RowSource {
+    /// The generator at the first value of the next row to draw.
     rng: SplitMix64,
     init: Init,
     dtype: DType,
+    row_elems: usize,
+    row_bytes: usize,
     rows_left: usize,
-    values: Vec<f32>,
+    /// The current batch's encoded rows.
     encoded: Vec<u8>,
     /// How much of `encoded` has been handed out.
     position: usize,
 }
 
 impl RowSource {
-    fn next_row(&mut self) -> io::Result<()> {
-        for value in &mut self.values {
-            let noise = self.rng.next_normal();
-            *value = match self.init {
-                Init::Noise { std } => std * noise,
-                Init::NearOne => 1.0 + 0.1 * noise,
-            };
+    /// Draws and encodes the next batch of rows into `encoded`.
+    fn next_batch(&mut self) -> io::Result<()> {
+        let rows = (BATCH_BYTES / self.row_bytes).clamp(1, self.rows_left);
+        self.encoded.resize(rows * self.row_bytes, 0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(rows);
+        let rows_per_thread = rows.div_ceil(threads);
+        let (rng, init, dtype, row_elems, row_bytes) =
+            (&self.rng, self.init, self.dtype, self.row_elems, self.row_bytes);
+        let draw = |first_row: usize, out: &mut [u8]| -> io::Result<()> {
+            let mut rng = rng.skipped((first_row * row_elems) as u64);
+            let mut values = vec![0.0; row_elems];
+            for row in out.chunks_mut(row_bytes) {
+                for value in &mut values {
+                    let noise = rng.next_normal();
+                    *value = match init {
+                        Init::Noise { std } => std * noise,
+                        Init::NearOne => 1.0 + 0.1 * noise,
+                    };
+                }
+                quantize_row(dtype, &values, row).map_err(io::Error::other)?;
+            }
+            Ok(())
+        };
+        if threads == 1 {
+            draw(0, &mut self.encoded)?;
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = self
+                    .encoded
+                    .chunks_mut(rows_per_thread * row_bytes)
+                    .enumerate()
+                    .map(|(i, out)| scope.spawn(move || draw(i * rows_per_thread, out)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().map_err(|_| io::Error::other("a synth thread panicked"))?)
+            })?;
         }
-        quantize_row(self.dtype, &self.values, &mut self.encoded).map_err(io::Error::other)?;
-        self.rows_left -= 1;
+        self.rng = self.rng.skipped((rows * self.row_elems) as u64);
+        self.rows_left -= rows;
         self.position = 0;
         Ok(())
     }
@@ -228,14 +268,13 @@ impl Read for RowSource {
                 if self.rows_left == 0 {
                     break;
                 }
-                if self.encoded.is_empty() {
+                if self.row_bytes == 0 {
                     return Err(io::Error::other(format!(
                         "synthetic tensor rows of {} {} values are not whole blocks",
-                        self.values.len(),
-                        self.dtype
+                        self.row_elems, self.dtype
                     )));
                 }
-                self.next_row()?;
+                self.next_batch()?;
             }
             let available = &self.encoded[self.position..];
             let n = available.len().min(buf.len() - written);
@@ -267,6 +306,36 @@ impl ShapeParams {
 mod tests {
     use super::*;
     use crate::synth::SynthShape;
+
+    /// The rows drawn and encoded one after another from one generator:
+    /// what the batched, threaded source must reproduce.
+    fn sequential_bytes(plan: &TensorPlan, seed: u64) -> Vec<u8> {
+        let cols = plan.dims[0] as usize;
+        let mut rng = SplitMix64::for_tensor(seed, &plan.name);
+        let mut values = vec![0.0; cols];
+        let mut row = vec![0; plan.dtype.row_bytes(cols).unwrap()];
+        let mut out = Vec::new();
+        for _ in 0..plan.dims[1] {
+            values.iter_mut().for_each(|v| *v = 0.5 * rng.next_normal());
+            quantize_row(plan.dtype, &values, &mut row).unwrap();
+            out.extend_from_slice(&row);
+        }
+        out
+    }
+
+    #[test]
+    fn batched_rows_on_every_core_are_the_bytes_of_one_sequential_pass() {
+        // 4 KiB rows (F32) and 2,304-byte rows (Q4_K), enough of them for
+        // two batches and a short last one.
+        for (dtype, cols, rows) in [(DType::F32, 1024, 1_100), (DType::Q4_K, 4096, 2_000)] {
+            let mut plan = TensorPlan::matrix("blk.0.ffn_up.weight".into(), cols, rows, dtype);
+            plan.init = Init::Noise { std: 0.5 };
+            let mut written = Vec::new();
+            plan.source(9).read_to_end(&mut written).unwrap();
+            assert!(written.len() > BATCH_BYTES, "{dtype}: more than one batch");
+            assert!(written == sequential_bytes(&plan, 9), "{dtype}");
+        }
+    }
 
     #[test]
     fn q4_k_m_gives_the_output_and_a_share_of_attn_v_and_ffn_down_six_bits() {
