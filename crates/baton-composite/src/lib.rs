@@ -49,6 +49,7 @@ pub mod collective;
 mod device;
 mod error;
 mod exec;
+mod mapped;
 pub mod partition;
 mod prepared;
 mod profile;

@@ -290,7 +290,7 @@ impl Model {
             Some(c) => {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
                     .with_exact_sums(options.tensor_exact);
-                let weights = Weights::load_tensor_parallel(&file, &config, &c, &streams[0], &shares)?;
+                let weights = Weights::load_tensor_parallel(&file, source, &config, &c, &streams[0], &shares)?;
                 let slots = options.slots.max(1);
                 let cache =
                     KvCache::new_tensor_parallel(&config, (context, slots, ring), options.kv_types(), &c, &shares)?;

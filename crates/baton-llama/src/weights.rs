@@ -106,11 +106,18 @@ impl Weights {
         Ok(Weights { tensors, bytes: bytes + mapped_bytes, mapped_bytes })
     }
 
-    /// Checks every weight as [`load`](Self::load) does and uploads each
-    /// into its own buffer of the composite `device`, held as `shares` says
+    /// Checks every weight as [`load`](Self::load) does and places each in
+    /// its own buffer of the composite `device`, held as `shares` says
     /// (split, or mirrored where a split would cut a quantization block).
+    /// With `source` (the open file), each inner device maps its share of
+    /// the file where the share is one range of it and the device can map
+    /// ([`CompositeDevice::map_split`]): a matrix cut by rows, a mirrored
+    /// norm or embedding. The rest (matrices cut along their rows' length,
+    /// devices that cannot map) is uploaded, at most [`UPLOAD_IN_FLIGHT`]
+    /// bytes of host copies at once.
     pub fn load_tensor_parallel(
         file: &GgufFile,
+        source: Option<&std::fs::File>,
         config: &LlamaConfig,
         device: &CompositeDevice,
         stream: &Stream,
@@ -118,20 +125,27 @@ impl Weights {
     ) -> Result<Weights, ModelError> {
         let mut tensors = HashMap::new();
         let mut uploads = Uploads::default();
-        let mut bytes = 0;
-        for Checked { name, dims: expected, dtype, data, .. } in checked_weights(file, config)? {
+        let (mut bytes, mut mapped_bytes) = (0, 0);
+        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config)? {
             let mut split = shares.weight(&name);
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
             }
+            bytes += data.len();
+            if let Some(source) = source {
+                if let Some(tensor) = device.map_split(source, file_offset, (dtype, &expected), split.clone())? {
+                    mapped_bytes += data.len();
+                    tensors.insert(name, tensor);
+                    continue;
+                }
+            }
             let tensor = device.alloc_split(dtype, &expected, split)?;
             tensor.buffer().declare_weights();
             uploads.write(stream, &tensor.buffer().all(), data)?;
-            bytes += data.len();
             tensors.insert(name, tensor);
         }
         uploads.finish()?;
-        Ok(Weights { tensors, bytes, mapped_bytes: 0 })
+        Ok(Weights { tensors, bytes, mapped_bytes })
     }
 
     /// A weight by GGUF name.

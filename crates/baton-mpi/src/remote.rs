@@ -7,8 +7,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use baton_core::backend::{
-    Buffer, BufferRange, Device, DeviceError, DeviceInfo, DeviceKind, RawBuffer, RawStream, Stream, StreamError,
-    StreamOp,
+    Buffer, BufferRange, Device, DeviceError, DeviceInfo, DeviceKind, FileRange, RawBuffer, RawStream, Stream,
+    StreamError, StreamOp,
 };
 use baton_core::graph::Op;
 use baton_core::loom::Mutex;
@@ -66,6 +66,13 @@ impl Device for RemoteDevice {
 
     fn alloc(&self, bytes: usize) -> Result<Buffer, DeviceError> {
         Ok(Buffer::new(Box::new(NoMemory { len: bytes, device: self.info.name.clone() })))
+    }
+
+    /// A stand-in maps nothing: another rank holds these bytes, so this
+    /// rank's share of a tensor-parallel weight costs it no memory.
+    fn map_file(&self, range: FileRange<'_>) -> Result<Option<Buffer>, DeviceError> {
+        let stand_in = NoMemory { len: range.len, device: self.info.name.clone() };
+        Ok(Some(Buffer::new_sealed_weights(Box::new(stand_in))))
     }
 
     fn new_stream(&self) -> Result<Stream, DeviceError> {

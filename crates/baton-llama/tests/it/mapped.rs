@@ -56,3 +56,45 @@ fn the_logits_buffer_grows_only_when_every_tokens_logits_are_asked_for() {
     assert_eq!(all.len() as u64, 20 * vocab);
     assert_eq!(model.memory().io, io + 19 * vocab * 4, "grown to the rows asked for");
 }
+
+/// Under tensor parallelism each inner device maps its own share where it
+/// is one range of the file (matrices cut by rows, mirrored tensors), with
+/// the logits of shares copied into device memory, bit for bit; the matrices
+/// cut along their rows' length are still copied.
+#[test]
+fn tensor_parallel_shares_mapped_give_the_logits_of_copied_ones() {
+    use std::sync::Arc;
+
+    use baton_composite::CompositeDevice;
+    use baton_core::sync::WaitPolicy;
+
+    for dtype in [DType::Q4_K, DType::Q8_0, DType::F32] {
+        let (_dir, path) = tiny_model("mapped-tp", dtype, 6);
+        let load = |mmap: bool, exact: bool| {
+            let options =
+                LoadOptions { context: Some(32), batch: 8, mmap, tensor_exact: exact, ..LoadOptions::default() };
+            let inner = baton_cpu::open(&["cpu:0", "cpu:1"]).expect("devices");
+            let composite = CompositeDevice::new(inner, WaitPolicy::Block).expect("composite");
+            Model::load_tensor_parallel(&path, Arc::new(composite), &options).expect("load")
+        };
+        for exact in [false, true] {
+            let mut copied = load(false, exact);
+            let mut mapped = load(true, exact);
+            let (c, m) = (copied.memory(), mapped.memory());
+            assert_eq!(c.weights_mapped, 0, "{dtype}: {c:?}");
+            assert!(m.weights_mapped > m.weights_copied, "{dtype}: most weights mapped: {m:?}");
+            // The exact mode holds `attn_output` and `ffn_down` whole.
+            assert_eq!(m.weights_copied > 0, !exact, "{dtype}: cuts along the rows are copied: {m:?}");
+            assert!(m.devices.mapped >= m.weights_mapped, "{dtype}: the devices count their mappings: {m:?}");
+            assert!(
+                m.devices.allocated + m.weights_mapped <= c.devices.allocated,
+                "{dtype}: mapped shares allocate nothing: {m:?} {c:?}"
+            );
+            assert_eq!(
+                steps(&mut mapped),
+                steps(&mut copied),
+                "{dtype} exact={exact}: mapped and copied shares differ"
+            );
+        }
+    }
+}
