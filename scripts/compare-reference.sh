@@ -6,7 +6,7 @@
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
 # Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2] [--json]
-#          [--cache-type f16|q8_0|...] [--flash-attn] [--install-only] [MODEL.gguf ...]
+#          [--cache-type f16|q8_0|...] [--flash-attn] [--memory] [--install-only] [MODEL.gguf ...]
 #        scripts/compare-reference.sh [--isa avx2] --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
@@ -14,6 +14,9 @@
 # and in F16, a stories110M-shape random model in Q4_K (the synthetic
 # ones are written with `baton model synth` into target/compare/), and the
 # real Gemma 3 270M Q4_K_M (`baton model fetch gemma3-270m`).
+# --memory compares peak RSS and load time instead of speed (each engine
+# loads with a 512-position context and generates 8 tokens; see
+# compare_reference.py).
 # --install-only builds the reference engine and stops.
 # --isa avx2 compares both engines at the AVX2 level (what an AMD EPYC or
 # an older Intel runs): the reference is built with the AVX2 set only, into
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --json) json=--json; shift ;;
     --cache-type) cache+=(--cache-type "$2"); shift 2 ;;
     --flash-attn) cache+=(--flash-attn); shift ;;
+    --memory) cache+=(--memory); shift ;;
     --print-cmake-args) print_args=1; shift ;;
     --install-only) install_only=1; shift ;;
     --isa)
@@ -44,7 +48,7 @@ while [ $# -gt 0 ]; do
         echo "--isa takes avx2 (the default is every extension this CPU runs)" >&2
         exit 2
       fi ;;
-    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done

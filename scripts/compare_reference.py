@@ -19,11 +19,22 @@ positions, so `-p 4096` measures a prompt attending over 4k positions.
 
 Figures are tokens per second; the table gives the median over rounds of
 each engine and the ratio baton / reference.
+
+With `--memory` it measures what a new user sees instead: each engine in a
+fresh process loads the model with a context of 512 positions and
+generates 8 tokens from "Hello" (`baton run -p Hello -n 8 -c 512`; the
+reference's `Llama(n_ctx=512)` and a call), alternating, after one
+untimed run of each so the file is in the page cache. It reports the peak
+resident memory of the process (the kernel's `ru_maxrss` for that child)
+and the load time (Baton's `load:` line; the reference's `Llama(...)`
+constructor, timed inside its process), medians over rounds.
 """
 
 import argparse
 import json
+import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -74,6 +85,61 @@ def ref_bench(args):
             llm.eval([tok])
         out["tg"] = args.n / (time.perf_counter() - start)
     print(json.dumps(out))
+
+
+def ref_load(args):
+    import llama_cpp
+
+    start = time.perf_counter()
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=512, n_threads=args.t, n_threads_batch=args.t, verbose=False)
+    load = time.perf_counter() - start
+    llm("Hello", max_tokens=8, temperature=0.0)
+    print(json.dumps({"load": load}))
+
+
+def measure_memory(cmd):
+    """Peak RSS (KiB) of one run of `cmd` and what it printed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err[-2000:]}")
+    return usage.ru_maxrss, out, err
+
+
+def baton_memory(baton, model, t):
+    cmd = [baton, "run", "-m", model, "-p", "Hello", "-n", "8", "-t", str(t), "-c", "512", "--temp", "0"]
+    peak, out, err = measure_memory(cmd)
+    match = re.search(r"load: ([0-9.]+) s", out + err)
+    if not match:
+        raise RuntimeError(f"no load time in baton's output: {(out + err)[-500:]}")
+    return {"peak": peak, "load": float(match.group(1))}
+
+
+def ref_memory(model, t):
+    peak, out, _ = measure_memory([sys.executable, __file__, "ref-load", "--model", model, "-t", str(t)])
+    return {"peak": peak, "load": json.loads(out.splitlines()[-1])["load"]}
+
+
+def compare_memory(args):
+    print("| model | file MiB | baton peak MiB | reference peak MiB | ratio | baton load s | reference load s | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for model in args.models:
+        baton_memory(args.baton, model, args.t)  # the page cache, warm for both
+        ref_memory(model, args.t)
+        samples = {"baton": [], "ref": []}
+        for round_ in range(args.r):
+            engines = [("baton", lambda: baton_memory(args.baton, model, args.t)), ("ref", lambda: ref_memory(model, args.t))]
+            for name, run in engines if round_ % 2 == 0 else engines[::-1]:
+                samples[name].append(run())
+            print(f"{model}: round {round_ + 1}/{args.r} done", file=sys.stderr)
+        med = {name: {k: statistics.median(s[k] for s in runs) for k in ("peak", "load")} for name, runs in samples.items()}
+        b, r = med["baton"], med["ref"]
+        file_mib = os.path.getsize(model) / 2**20
+        name = model.rsplit("/", 1)[-1]
+        print(f"| {name} | {file_mib:.0f} | {b['peak'] / 1024:.0f} | {r['peak'] / 1024:.0f} | {b['peak'] / r['peak']:.2f}x "
+              f"| {b['load']:.2f} | {r['load']:.2f} | {b['load'] / r['load']:.2f}x |")
 
 
 def baton_bench(baton, model, t, p, n, cache_type):
@@ -131,6 +197,13 @@ def compare(args):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "ref-load":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("mode")
+        ap.add_argument("--model", required=True)
+        ap.add_argument("-t", type=int, default=2)
+        ref_load(ap.parse_args())
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "ref":
         ap = argparse.ArgumentParser()
         ap.add_argument("mode")
@@ -151,8 +224,10 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cache-type", choices=sorted(GGML_TYPES))
     ap.add_argument("--flash-attn", action="store_true")
+    ap.add_argument("--memory", action="store_true")
     ap.add_argument("models", nargs="+")
-    compare(ap.parse_args())
+    args = ap.parse_args()
+    compare_memory(args) if args.memory else compare(args)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ mod x86;
 use kpack::KPack;
 pub(crate) use layout::PackedK;
 
+/// The 8 bytes of `bytes` from `at`, little-endian.
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
 impl<F: KPack> PackedFormat for PackedK<F> {
     const DTYPE: DType = F::DTYPE;
     const BLOCK_ELEMS: usize = SUPER_ELEMS;
@@ -63,12 +70,19 @@ impl<F: KPack> PackedFormat for PackedK<F> {
         let () = Self::_CHECKS;
         out.fill(0);
         for (r, block) in rows.iter().enumerate() {
+            // A pair's 8 values are the same bits of 8 consecutive GGUF
+            // bytes (every format keeps runs of 32 values in 32 bytes, see
+            // `pairs_are_eight_consecutive_bytes`), and land in 8
+            // consecutive packed bytes: a pair moves as one u64, its bits
+            // shifted and masked in every byte at once.
             for (index, plane) in F::PLANES.iter().enumerate() {
-                let mask = (1u8 << plane.bits) - 1;
-                for e in 0..SUPER_ELEMS {
-                    let (byte, shift) = F::source(index, e);
-                    let (at, to) = Self::plane_slot(index, r, e);
-                    out[at] |= ((block[byte] >> shift) & mask) << to;
+                let mask = u64::from_ne_bytes([(1u8 << plane.bits) - 1; 8]);
+                for pair in 0..SUPER_ELEMS / 8 {
+                    let (byte, shift) = F::source(index, 8 * pair);
+                    let (at, to) = Self::plane_slot(index, r, 8 * pair);
+                    let values = (read_u64(block, byte) >> shift) & mask;
+                    let packed = read_u64(out, at) | (values << to);
+                    out[at..at + 8].copy_from_slice(&packed.to_le_bytes());
                 }
             }
             let (scales, offsets) = F::scales_offsets(block);
@@ -198,6 +212,40 @@ unsafe fn tile_scalar<F: KPack, const MR: usize>(
 #[cfg(test)]
 mod tests {
     use baton_core::parallel::SingleThread;
+
+    use super::kpack::KPack;
+    use super::PackedK;
+    use crate::quant::kquant::{Q4K, Q5K, Q6K, SUPER_ELEMS};
+    use crate::quant::kquant_low_bits::{Q2K, Q3K};
+
+    /// What `pack_block` relies on to move a pair as one u64: its 8 values
+    /// are the same bits of 8 consecutive GGUF bytes, and go to 8
+    /// consecutive packed bytes at one shift.
+    fn pairs_are_eight_consecutive_bytes<F: KPack>() {
+        for (index, plane) in F::PLANES.iter().enumerate() {
+            assert!(8 % plane.bits == 0, "a plane's pairs fill whole bytes");
+            for pair in 0..SUPER_ELEMS / 8 {
+                let (byte, shift) = F::source(index, 8 * pair);
+                assert!(shift + plane.bits <= 8);
+                for r in 0..8 {
+                    let (at, to) = PackedK::<F>::plane_slot(index, r, 8 * pair);
+                    for j in 0..8 {
+                        assert_eq!(F::source(index, 8 * pair + j), (byte + j, shift), "plane {index} pair {pair}");
+                        assert_eq!(PackedK::<F>::plane_slot(index, r, 8 * pair + j), (at + j, to));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_k_quant_keeps_a_pair_in_eight_consecutive_bytes() {
+        pairs_are_eight_consecutive_bytes::<Q2K>();
+        pairs_are_eight_consecutive_bytes::<Q3K>();
+        pairs_are_eight_consecutive_bytes::<Q4K>();
+        pairs_are_eight_consecutive_bytes::<Q5K>();
+        pairs_are_eight_consecutive_bytes::<Q6K>();
+    }
 
     use crate::{matmul, matmul_packed, quantize_row, DType, MatMut, MatRef, PackedWeights, Scratch, WeightMatrix};
 
