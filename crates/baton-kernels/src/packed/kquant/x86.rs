@@ -172,6 +172,7 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
     for b in 0..blocks {
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
+        prefetch::<F>(block);
         let a = |i: usize| &acts[i * blocks + b];
         // Two sums per row, alternate chains of pairs: a lone activation
         // row would otherwise wait on each `vpdpwssd`'s latency.
