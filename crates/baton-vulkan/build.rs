@@ -21,9 +21,9 @@ const STORE_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
 const PLAIN: [&str; 6] = ["unary", "broadcast", "rms_norm", "softmax", "rope", "contiguous"];
 /// Ops instantiated per read type.
 const PER_LOAD_TYPE: [&str; 3] = ["get_rows", "matmul", "matmul_rows"];
-/// Types of a KV cache's keys and values (`KT`, `VT`: 0 f32, 1 f16, 2 bf16);
-/// attention is instantiated per pair.
-const KV_TYPES: [(&str, u32); 3] = [("f32", 0), ("f16", 1), ("bf16", 2)];
+/// Types of a KV cache's keys and values (`KT`, `VT`: 0 f32, 1 f16, 2 bf16,
+/// 3 q8_0); attention is instantiated per pair.
+const KV_TYPES: [(&str, u32); 4] = [("f32", 0), ("f16", 1), ("bf16", 2), ("q8_0", 3)];
 /// Ops instantiated per written type.
 const PER_STORE_TYPE: [&str; 2] = ["copy_into", "scatter_rows"];
 
@@ -101,8 +101,16 @@ fn main() {
         let source = format!("{common}\nconst BLOCK_ELEMS: u32 = {block}u;\n{quantize}");
         shaders.push((format!("quantize_act_{block}"), source));
     }
+    // ScatterRows shares its parameters between the per-element stores and
+    // the per-block Q8_0 one (rows quantized into a Q8_0 KV cache).
+    let scatter_params = read(dir, "scatter_params.wgsl");
+    let q8 = read(dir, "scatter_rows_q8_0.wgsl");
+    shaders.push(("scatter_rows_q8_0".into(), format!("{common}\n{scatter_params}\n{q8}")));
     for op in PER_STORE_TYPE {
-        let body = read(dir, &format!("{op}.wgsl"));
+        let mut body = read(dir, &format!("{op}.wgsl"));
+        if op == "scatter_rows" {
+            body = format!("{scatter_params}\n{body}");
+        }
         for ty in STORE_TYPES {
             let stores = read(dir, &format!("stores/{ty}.wgsl"));
             shaders.push((format!("{op}_{ty}"), format!("{common}\n{body}\n{stores}")));

@@ -118,8 +118,10 @@ impl Device for VulkanDevice {
     fn supports(&self, op: &Op, dtype: DType) -> bool {
         match op {
             Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
-            Op::CopyInto | Op::ScatterRows | Op::Attention { .. } => {
-                matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+            Op::CopyInto => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
+            // KV caches: float, or rows of Q8_0 blocks (`-ctk q8_0`).
+            Op::ScatterRows | Op::Attention { .. } => {
+                matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0)
             }
             Op::Contiguous | Op::View | Op::Leaf => true,
             _ => dtype == DType::F32,

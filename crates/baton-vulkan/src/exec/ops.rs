@@ -249,16 +249,31 @@ impl Recorder<'_> {
     }
 
     pub(super) fn scatter_rows(&self, id: NodeId) -> Result<(), StreamError> {
-        let suffix = self.store_suffix(id)?;
         let node = self.node(id);
+        let suffix = match node.dtype {
+            DType::Q8_0 => "q8_0",
+            _ => self.store_suffix(id)?,
+        };
         let (src, rows) = (node.inputs[1], node.inputs[2]);
         let (sb, sw) = self.contiguous_words(src, DType::F32)?;
         let (rb, rw) = self.contiguous_words(rows, DType::I32)?;
         let db = self.bind(id)?;
         let outer = node.layout.shape.dims()[0];
         let per_row = self.elems(id) / outer.max(1);
-        let n = self.elems(src);
+        let mut n = self.elems(src);
         let v = self.view_params(id)?;
+        if node.dtype == DType::Q8_0 {
+            // One invocation per block: the view's last dimension must be
+            // whole blocks, each at its stride (the block's bytes).
+            let layout = node.layout;
+            let last = layout.shape.last();
+            if !last.is_multiple_of(Q8_0_ELEMS)
+                || layout.strides()[layout.shape.rank() - 1] != DType::Q8_0.block_bytes()
+            {
+                return Err(self.err(id, "a Q8_0 destination takes rows of whole, contiguous blocks"));
+            }
+            n /= Q8_0_ELEMS;
+        }
         let push = [
             sw,
             db.byte,
@@ -350,19 +365,18 @@ fn shader_name(op: &str, suffix: &str) -> &'static str {
 /// The attention shader's name for keys and values of these types, if it
 /// has one.
 fn attention_shader(k: DType, v: DType) -> Option<&'static str> {
-    const NAMES: [[&str; 3]; 3] = [
-        ["attention_f32_f32", "attention_f32_f16", "attention_f32_bf16"],
-        ["attention_f16_f32", "attention_f16_f16", "attention_f16_bf16"],
-        ["attention_bf16_f32", "attention_bf16_f16", "attention_bf16_bf16"],
-    ];
-    let index = |t: DType| match t {
-        DType::F32 => Some(0),
-        DType::F16 => Some(1),
-        DType::BF16 => Some(2),
+    let suffix = |t: DType| match t {
+        DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 => type_suffix(t),
         _ => None,
     };
-    Some(NAMES[index(k)?][index(v)?])
+    let (k, v) = (suffix(k)?, suffix(v)?);
+    crate::pipelines::shader_names().find(|n| {
+        n.strip_prefix("attention_").and_then(|r| r.strip_prefix(k)).and_then(|r| r.strip_prefix('_')) == Some(v)
+    })
 }
+
+/// Values of a Q8_0 block.
+const Q8_0_ELEMS: usize = 32;
 
 /// Elements per head the attention shader handles at most.
 const ATTENTION_MAX_DIM: usize = 256;
@@ -375,7 +389,10 @@ impl Recorder<'_> {
         let shader = attention_shader(kn.dtype, vn.dtype).ok_or_else(|| {
             self.err(
                 id,
-                format!("keys of {} and values of {}: this device attends over f32, f16 or bf16", kn.dtype, vn.dtype),
+                format!(
+                    "keys of {} and values of {}: this device attends over f32, f16, bf16 or q8_0",
+                    kn.dtype, vn.dtype
+                ),
             )
         })?;
         let [t_len, heads, dim] = qn.layout.shape.dims()[..] else { return Err(self.err(id, "q is not [T, H, D]")) };
@@ -384,6 +401,13 @@ impl Recorder<'_> {
             return Err(
                 self.err(id, format!("heads of {dim} elements (this device takes {ATTENTION_MAX_DIM} at most)"))
             );
+        }
+        for cache in [kn, vn] {
+            let blocks = cache.dtype != DType::Q8_0
+                || (dim.is_multiple_of(Q8_0_ELEMS) && cache.layout.strides()[2] == DType::Q8_0.block_bytes());
+            if !blocks {
+                return Err(self.err(id, "a Q8_0 cache takes heads of whole, contiguous blocks"));
+            }
         }
         let (qb, qw) = self.words(qi)?;
         let q_strides = &qn.layout.strides;

@@ -1,6 +1,7 @@
 // Fused attention (Op::Attention): one workgroup per query row (t, h).
 // Keys (`a`) and values (`c`) are [Hk, S, D] of the types `KT` and `VT`
-// (0 f32, 1 f16, 2 bf16) at byte strides; queries (`b`) are f32 rows at word
+// (0 f32, 1 f16, 2 bf16, 3 q8_0: rows of 34-byte blocks of 32, an f16 scale
+// then 32 signed bytes) at byte strides; queries (`b`) are f32 rows at word
 // strides; positions are i32 words of `e`; the output is contiguous f32
 // [T, H, D]. Position s is row s mod S of the keys and values (a ring of
 // the last S positions for a sliding-window layer). Keys go 64 at a time (one per invocation) with a running
@@ -38,32 +39,43 @@ var<workgroup> partial: array<f32, 64>;
 
 const LOWEST: f32 = -3.4028235e38;
 
-// Bytes of one element of type `ty`.
-fn elem_bytes(ty: u32) -> u32 {
-    if ty == 0u {
-        return 4u;
+// The word of `a` (`from_c` false) or `c` (true) holding byte `at`.
+fn word_at(from_c: bool, at: u32) -> u32 {
+    if from_c {
+        return c[at >> 2u];
     }
-    return 2u;
+    return a[at >> 2u];
 }
 
-// The element of type `ty` at byte `at`, from the word `w` holding it.
-fn decode(ty: u32, w: u32, at: u32) -> f32 {
+// The 16 bits at byte `at` (even) of `a` or `c`.
+fn half_bits(from_c: bool, at: u32) -> u32 {
+    return (word_at(from_c, at) >> ((at & 2u) * 8u)) & 0xffffu;
+}
+
+// Element `i` of the row at byte `row` of `a` or `c`, of type `ty`, as f32.
+fn element(from_c: bool, ty: u32, row: u32, i: u32) -> f32 {
     if ty == 0u {
-        return bitcast<f32>(w);
+        return bitcast<f32>(word_at(from_c, row + 4u * i));
     }
-    let bits = (w >> ((at & 2u) * 8u)) & 0xffffu;
+    if ty == 3u {
+        let block = row + (i / 32u) * 34u;
+        let at = block + 2u + i % 32u;
+        let q = (word_at(from_c, at) >> ((at & 3u) * 8u)) & 0xffu;
+        return half_to_f32(half_bits(from_c, block)) * f32((i32(q) << 24u) >> 24u);
+    }
+    let bits = half_bits(from_c, row + 2u * i);
     if ty == 1u {
         return half_to_f32(bits);
     }
     return bf16_to_f32(bits);
 }
 
-fn key(at: u32) -> f32 {
-    return decode(KT, a[at >> 2u], at);
+fn key(row: u32, i: u32) -> f32 {
+    return element(false, KT, row, i);
 }
 
-fn value(at: u32) -> f32 {
-    return decode(VT, c[at >> 2u], at);
+fn value(row: u32, i: u32) -> f32 {
+    return element(true, VT, row, i);
 }
 
 fn reduce_max(local: u32, x: f32) -> f32 {
@@ -118,8 +130,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
             first = end;
         }
     }
-    let kb = elem_bytes(KT);
-    let vb = elem_bytes(VT);
     let q0 = p.q + t * p.q_t + h * p.q_h;
     let k0 = p.k + g * p.k_h;
     let v0 = p.v + g * p.v_h;
@@ -133,7 +143,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
             var dot = 0.0;
             let ks = k0 + (s % p.s_len) * p.k_s;
             for (var i = 0u; i < p.dim; i++) {
-                dot += bitcast<f32>(b[q0 + i]) * key(ks + i * kb);
+                dot += bitcast<f32>(b[q0 + i]) * key(ks, i);
             }
             score = dot * p.scale;
         }
@@ -152,7 +162,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
             if i < p.dim {
                 var sum = acc[r] * correction;
                 for (var j = 0u; j < n; j++) {
-                    sum += probs[j] * value(v0 + ((base + j) % p.s_len) * p.v_s + i * vb);
+                    sum += probs[j] * value(v0 + ((base + j) % p.s_len) * p.v_s, i);
                 }
                 acc[r] = sum;
             }
