@@ -22,8 +22,9 @@ const PLAIN: [&str; 6] = ["unary", "broadcast", "rms_norm", "softmax", "rope", "
 /// Ops instantiated per read type.
 const PER_LOAD_TYPE: [&str; 3] = ["get_rows", "matmul", "matmul_rows"];
 /// Types of a KV cache's keys and values (`KT`, `VT`: 0 f32, 1 f16, 2 bf16,
-/// 3 q8_0); attention is instantiated per pair.
-const KV_TYPES: [(&str, u32); 4] = [("f32", 0), ("f16", 1), ("bf16", 2), ("q8_0", 3)];
+/// 3 q8_0, 4 q4_0); attention is instantiated per pair, and ScatterRows per
+/// block type (`scatter_rows_block.wgsl` with `stores/block_*.wgsl`).
+const KV_TYPES: [(&str, u32); 5] = [("f32", 0), ("f16", 1), ("bf16", 2), ("q8_0", 3), ("q4_0", 4)];
 /// Ops instantiated per written type.
 const PER_STORE_TYPE: [&str; 2] = ["copy_into", "scatter_rows"];
 
@@ -102,10 +103,13 @@ fn main() {
         shaders.push((format!("quantize_act_{block}"), source));
     }
     // ScatterRows shares its parameters between the per-element stores and
-    // the per-block Q8_0 one (rows quantized into a Q8_0 KV cache).
+    // the per-block ones (rows quantized into a block-typed KV cache).
     let scatter_params = read(dir, "scatter_params.wgsl");
-    let q8 = read(dir, "scatter_rows_q8_0.wgsl");
-    shaders.push(("scatter_rows_q8_0".into(), format!("{common}\n{scatter_params}\n{q8}")));
+    let blocks = read(dir, "scatter_rows_block.wgsl");
+    for (ty, _) in &KV_TYPES[3..] {
+        let store = read(dir, &format!("stores/block_{ty}.wgsl"));
+        shaders.push((format!("scatter_rows_{ty}"), format!("{common}\n{scatter_params}\n{blocks}\n{store}")));
+    }
     for op in PER_STORE_TYPE {
         let mut body = read(dir, &format!("{op}.wgsl"));
         if op == "scatter_rows" {

@@ -119,9 +119,9 @@ impl Device for VulkanDevice {
         match op {
             Op::MatMul | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
             Op::CopyInto => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
-            // KV caches: float, or rows of Q8_0 blocks (`-ctk q8_0`).
+            // KV caches: float, or rows of Q8_0 or Q4_0 blocks (`-ctk q8_0`).
             Op::ScatterRows | Op::Attention { .. } => {
-                matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0)
+                matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 | DType::Q4_0)
             }
             Op::Contiguous | Op::View | Op::Leaf => true,
             _ => dtype == DType::F32,

@@ -251,7 +251,7 @@ impl Recorder<'_> {
     pub(super) fn scatter_rows(&self, id: NodeId) -> Result<(), StreamError> {
         let node = self.node(id);
         let suffix = match node.dtype {
-            DType::Q8_0 => "q8_0",
+            DType::Q8_0 | DType::Q4_0 => type_suffix(node.dtype).unwrap_or("missing"),
             _ => self.store_suffix(id)?,
         };
         let (src, rows) = (node.inputs[1], node.inputs[2]);
@@ -262,17 +262,15 @@ impl Recorder<'_> {
         let per_row = self.elems(id) / outer.max(1);
         let mut n = self.elems(src);
         let v = self.view_params(id)?;
-        if node.dtype == DType::Q8_0 {
+        if node.dtype.is_quantized() {
             // One invocation per block: the view's last dimension must be
             // whole blocks, each at its stride (the block's bytes).
-            let layout = node.layout;
-            let last = layout.shape.last();
-            if !last.is_multiple_of(Q8_0_ELEMS)
-                || layout.strides()[layout.shape.rank() - 1] != DType::Q8_0.block_bytes()
-            {
-                return Err(self.err(id, "a Q8_0 destination takes rows of whole, contiguous blocks"));
+            if !whole_blocks(node.dtype, &node.layout) {
+                return Err(
+                    self.err(id, format!("a {} destination takes rows of whole, contiguous blocks", node.dtype))
+                );
             }
-            n /= Q8_0_ELEMS;
+            n /= node.dtype.block_elems();
         }
         let push = [
             sw,
@@ -366,7 +364,7 @@ fn shader_name(op: &str, suffix: &str) -> &'static str {
 /// has one.
 fn attention_shader(k: DType, v: DType) -> Option<&'static str> {
     let suffix = |t: DType| match t {
-        DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 => type_suffix(t),
+        DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 | DType::Q4_0 => type_suffix(t),
         _ => None,
     };
     let (k, v) = (suffix(k)?, suffix(v)?);
@@ -375,8 +373,15 @@ fn attention_shader(k: DType, v: DType) -> Option<&'static str> {
     })
 }
 
-/// Values of a Q8_0 block.
-const Q8_0_ELEMS: usize = 32;
+/// Whether a view of `dtype` (a block type of 32 values) has a last
+/// dimension of whole blocks, each at its stride: what the block shaders
+/// (ScatterRows into a cache, attention over one) read and write.
+fn whole_blocks(dtype: DType, layout: &baton_core::Layout) -> bool {
+    let rank = layout.shape.rank();
+    dtype.block_elems() == 32
+        && layout.shape.last().is_multiple_of(dtype.block_elems())
+        && layout.strides()[rank - 1] == dtype.block_bytes()
+}
 
 /// Elements per head the attention shader handles at most.
 const ATTENTION_MAX_DIM: usize = 256;
@@ -390,7 +395,7 @@ impl Recorder<'_> {
             self.err(
                 id,
                 format!(
-                    "keys of {} and values of {}: this device attends over f32, f16, bf16 or q8_0",
+                    "keys of {} and values of {}: this device attends over f32, f16, bf16, q8_0 or q4_0",
                     kn.dtype, vn.dtype
                 ),
             )
@@ -403,10 +408,8 @@ impl Recorder<'_> {
             );
         }
         for cache in [kn, vn] {
-            let blocks = cache.dtype != DType::Q8_0
-                || (dim.is_multiple_of(Q8_0_ELEMS) && cache.layout.strides()[2] == DType::Q8_0.block_bytes());
-            if !blocks {
-                return Err(self.err(id, "a Q8_0 cache takes heads of whole, contiguous blocks"));
+            if cache.dtype.is_quantized() && !whole_blocks(cache.dtype, &cache.layout) {
+                return Err(self.err(id, format!("a {} cache takes heads of whole, contiguous blocks", cache.dtype)));
             }
         }
         let (qb, qw) = self.words(qi)?;

@@ -1,7 +1,7 @@
 // Fused attention (Op::Attention): one workgroup per query row (t, h).
 // Keys (`a`) and values (`c`) are [Hk, S, D] of the types `KT` and `VT`
-// (0 f32, 1 f16, 2 bf16, 3 q8_0: rows of 34-byte blocks of 32, an f16 scale
-// then 32 signed bytes) at byte strides; queries (`b`) are f32 rows at word
+// (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0: rows of blocks of 32 values, an f16
+// scale then 32 signed bytes or 16 bytes of nibbles) at byte strides; queries (`b`) are f32 rows at word
 // strides; positions are i32 words of `e`; the output is contiguous f32
 // [T, H, D]. Position s is row s mod S of the keys and values (a ring of
 // the last S positions for a sliding-window layer). Keys go 64 at a time (one per invocation) with a running
@@ -62,6 +62,15 @@ fn element(from_c: bool, ty: u32, row: u32, i: u32) -> f32 {
         let at = block + 2u + i % 32u;
         let q = (word_at(from_c, at) >> ((at & 3u) * 8u)) & 0xffu;
         return half_to_f32(half_bits(from_c, block)) * f32((i32(q) << 24u) >> 24u);
+    }
+    if ty == 4u {
+        // Value j of a block: the low nibble of byte j, or the high one of
+        // byte j - 16; x = d (q - 8).
+        let block = row + (i / 32u) * 18u;
+        let j = i % 32u;
+        let at = block + 2u + j % 16u;
+        let q = (word_at(from_c, at) >> ((at & 3u) * 8u + (j / 16u) * 4u)) & 0xfu;
+        return half_to_f32(half_bits(from_c, block)) * (f32(q) - 8.0);
     }
     let bits = half_bits(from_c, row + 2u * i);
     if ty == 1u {

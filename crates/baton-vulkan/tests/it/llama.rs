@@ -36,7 +36,7 @@ fn same_logits_with(shape: SynthShape, dtype: DType, bound: f64, options: &LoadO
     let expected = on_cpu.eval_prompt(&prompt, 0).expect("cpu prompt").to_vec();
     let got = on_gpu.eval_prompt(&prompt, 0).expect("vulkan prompt").to_vec();
     let e = relative_rms(&got, &expected);
-    eprintln!("{dtype} prompt: relative RMS difference {e:e}");
+    eprintln!("{dtype} prompt ({} cache): relative RMS difference {e:e}", options.cache_type);
     assert!(e < bound, "{dtype} prompt: relative RMS difference {e:e} (bound {bound:e})");
     for (past, token) in (prompt.len()..).zip([5u32, 300, 11]) {
         let expected = on_cpu.eval_prompt(&[token], past).expect("cpu decode").to_vec();
@@ -79,15 +79,18 @@ fn q4_k_model_matches_the_cpu() {
     same_logits(SynthShape::Tiny256, DType::Q4_K, QUANTIZED);
 }
 
-/// A KV cache of Q8_0 blocks (`-ctk q8_0 -ctv q8_0`) on shapes whose heads
-/// are whole blocks (Qwen 3's of 32; Gemma 3's, with its sliding-window
-/// rings): the shaders quantize each new key and value row as the CPU does
-/// and attend over the blocks, so the logits differ by the order of the f32
-/// sums, and by a rounding step where a value lands on a tie.
+/// KV caches of Q8_0 and Q4_0 blocks (`-ctk q8_0 -ctv q8_0`, and q4_0) on
+/// shapes whose heads are whole blocks (Qwen 3's of 32; Gemma 3's, with its
+/// sliding-window rings): the shaders quantize each new key and value row as
+/// the CPU does and attend over the blocks, so the logits differ by the
+/// order of the f32 sums, and by a rounding step where a value lands on a
+/// tie (a device may fuse a product and a sum that the CPU rounds apart).
 #[test]
-fn q8_0_cache_matches_the_cpu() {
-    let options = LoadOptions { cache_type: DType::Q8_0, ..Default::default() };
-    for shape in [SynthShape::Qwen3, SynthShape::Gemma3] {
-        same_logits_with(shape, DType::F32, 1e-3, &options);
+fn block_caches_match_the_cpu() {
+    for (cache_type, bound) in [(DType::Q8_0, 1e-3), (DType::Q4_0, 1e-2)] {
+        let options = LoadOptions { cache_type, ..Default::default() };
+        for shape in [SynthShape::Qwen3, SynthShape::Gemma3] {
+            same_logits_with(shape, DType::F32, bound, &options);
+        }
     }
 }

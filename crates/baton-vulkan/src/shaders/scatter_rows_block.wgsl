@@ -1,10 +1,10 @@
 // Writes row t of contiguous f32 src [T, ..] (`a`) into row rows[t] (i32
-// words of `b`) of a strided view dst [N, ..] of Q8_0 blocks (a quantized
-// KV cache): one invocation per block of 32 values, quantized as the host's
-// reference quantizer does (d = amax / 127, q = x / d rounded half away
-// from zero, d stored as f16). The view's last dimension is whole blocks of
-// 34 bytes (its stride), its other strides are bytes. A row index outside
-// 0..N is an error of the computation.
+// words of `b`) of a strided view dst [N, ..] of 32-value blocks (a
+// quantized KV cache): one invocation per block, quantized by the block
+// type's `store_block` (stores/block_*.wgsl), as the host's reference
+// quantizer does. The view's last dimension is whole blocks of
+// BLOCK_BYTES (its stride), its other strides are bytes. A row index
+// outside 0..N is an error of the computation.
 
 // The 16 bits `v` at byte `at` (even) of `out`, merged into their word with
 // two atomics on disjoint bits, so neighbouring blocks written by other
@@ -40,22 +40,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         return;
     }
     let src = p.src + t * p.per_row + block * 32u;
-    var amax = 0.0;
-    for (var k = 0u; k < 32u; k++) {
-        amax = max(amax, abs(bitcast<f32>(a[src + k])));
-    }
-    let d = amax / 127.0;
-    var id = 0.0;
-    if d != 0.0 {
-        id = 1.0 / d;
-    }
     var c = coords4(u32(row) * p.per_row + block * 32u, p.d1, p.d2, p.d3);
     c.w = c.w / 32u;
     let at = p.dst + strided(c, vec4<u32>(p.s0, p.s1, p.s2, p.s3));
-    store_half(at, f32_to_half(d));
-    for (var k = 0u; k < 16u; k++) {
-        let lo = u32(round_away(bitcast<f32>(a[src + 2u * k]) * id)) & 0xffu;
-        let hi = u32(round_away(bitcast<f32>(a[src + 2u * k + 1u]) * id)) & 0xffu;
-        store_half(at + 2u + 2u * k, lo | (hi << 8u));
-    }
+    store_block(src, at);
 }
