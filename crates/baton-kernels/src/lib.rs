@@ -68,6 +68,7 @@ pub mod rope;
 mod activation;
 mod block_tiles;
 mod float_tile;
+mod huge_pages;
 mod kquant_tile;
 mod matrix;
 mod quant_tile;

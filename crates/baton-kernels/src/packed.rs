@@ -184,7 +184,9 @@ fn pack_as<F: PackedFormat>(
     let blocks = w.cols / F::BLOCK_ELEMS;
     let groups = w.rows.div_ceil(GROUP_ROWS);
     let group_bytes = blocks * F::PACKED_BYTES;
+    // Zeroed pages from the kernel, not yet touched: huge ones if it agrees.
     let mut data = vec![0u8; groups * group_bytes].into_boxed_slice();
+    crate::huge_pages::advise(&mut data);
     let out = DisjointWrites::new(&mut data);
     let zero = vec![0u8; F::BLOCK_BYTES];
     let threads = parallel.threads();
