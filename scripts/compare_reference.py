@@ -38,6 +38,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -99,10 +100,14 @@ def ref_load(args):
 
 def measure_memory(cmd):
     """Peak RSS (KiB) of one run of `cmd` and what it printed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    # stderr goes to a file, so a child that fills one pipe while this reads
+    # the other cannot block both.
+    with tempfile.TemporaryFile(mode="w+") as err_file:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, text=True)
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        err_file.seek(0)
+        err = err_file.read()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {err[-2000:]}")
     return usage.ru_maxrss, out, err
