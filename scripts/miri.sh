@@ -32,11 +32,12 @@ cargo +nightly miri test -p baton-cpu -- pool:: bell:: \
   ops::op_attention_window
 BATON_MODEL_CASES=$cases BATON_MODEL_OPS=12 cargo +nightly miri test -p baton-composite --test model_based \
   random_sequences_keep_the_contract
-# The attention kernel's block decode (a byte view of decoded keys), on a
-# q8_0 ring that crosses a segment edge, and its argument checks (about a
-# minute).
+# The attention kernel on a q8_0 ring that crosses a segment edge (a byte
+# view of decoded keys), its values read in place (an `align_to` view of
+# an f32 cache's bytes) and decoded, and its argument checks.
 cargo +nightly miri test -p baton-kernels --lib -- \
   attention::tests::a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache \
+  attention::tests::rows_read_in_place_give_the_bits_of_rows_decoded_first \
   attention::tests::bad_arguments_are_errors
 # The kernels' packing and portable packed tiles (about 8 minutes: outside
 # CI's time budget; run with BATON_MIRI_KERNELS=1).

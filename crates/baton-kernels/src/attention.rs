@@ -1,5 +1,5 @@
 //! Streamed attention of query rows over one key-value head: keys and
-//! values are decoded to f32 a block of [`BLOCK`] positions at a time and
+//! values are taken a block of [`BLOCK`] positions at a time and
 //! each row keeps a running maximum, sum and output (online softmax), so
 //! no row of scores is held whole and the scratch does not grow with the
 //! context.
@@ -7,10 +7,14 @@
 //! Each row's arithmetic depends only on its own query, its key range and
 //! the keys: blocks are counted from position 0, a row takes the part of
 //! each block inside its range, in order, and every sum runs in a fixed
-//! order (a dot product sums its terms in order of the head's elements, an
-//! output element its terms in order of the keys, each term a fused
-//! multiply-add, which every instruction level rounds alike; several rows
-//! or keys at once only share loads).
+//! order (a dot product sums its terms in order of the head's elements,
+//! `scores`; an output element its terms in order of the keys, `values`;
+//! each term a fused multiply-add), which every instruction level rounds
+//! alike; several rows or keys at once only share loads. Keys are
+//! transposed a block at a time; values are read where the cache holds
+//! them (f32, f16, bf16, Q8_0 and Q4_0 rows in one run of bytes, widened or
+//! decoded as they are loaded), else decoded to f32 a block at a time
+//! (`source`).
 //! So a row gives the same bits alone or among any other rows, at any
 //! instruction level, which is what keeps batching and tensor-parallel
 //! splits exact.
@@ -34,9 +38,15 @@ use crate::ops::exp;
 use crate::quant::dequantize_row;
 
 mod block;
+mod scores;
+mod source;
 mod transpose;
+#[allow(clippy::needless_range_loop)]
+mod values;
 
-use block::{scores_impl, update_one, update_tile, TILE_ROWS};
+use block::{update_one, update_tile, TILE_ROWS};
+use scores::scores;
+use source::{BlockRows, F32Rows, HalfRows, Source};
 use transpose::{transpose_rows, RowType};
 
 /// Key positions decoded and taken at a time.
@@ -96,28 +106,40 @@ impl KvRows<'_> {
     }
 }
 
-impl KvRows<'_> {
-    /// Asks the CPU to start loading the rows of positions `range` (when
-    /// they lie in one run of bytes), so the next block's decode finds them
-    /// in cache.
-    fn prefetch(&self, range: Range<usize>, row: usize) {
-        let first = range.start % self.len.max(1);
-        if self.stride != row || first + range.len() > self.len {
-            return;
+impl<'a> KvRows<'a> {
+    /// Positions `range` (at most [`BLOCK`]) as the kernels read them: the
+    /// cache's own rows where they are f32, f16, bf16, Q8_0 or Q4_0 in one
+    /// run of bytes, else decoded into `buf` (`range.len() * dim` values).
+    fn source<'s>(&self, range: Range<usize>, row: usize, buf: &'s mut [f32]) -> Result<Source<'s>, KernelError>
+    where
+        'a: 's,
+    {
+        let (first, n, d) = (range.start % self.len.max(1), range.len(), self.dim);
+        if self.stride == row && first + n <= self.len && d > 0 {
+            let bytes: &'a [u8] = &self.data[first * row..(first + n) * row];
+            match self.dtype {
+                DType::F16 => return Ok(Source::F16(HalfRows::new(bytes, d))),
+                DType::BF16 => return Ok(Source::Bf16(HalfRows::new(bytes, d))),
+                DType::Q8_0 => return Ok(Source::Q8_0(BlockRows::new(bytes, d))),
+                DType::Q4_0 => return Ok(Source::Q4_0(BlockRows::new(bytes, d))),
+                DType::F32 => {
+                    // SAFETY: every bit pattern is a valid f32, and
+                    // `align_to` returns a middle part that is aligned.
+                    let (head, floats, _) = unsafe { bytes.align_to::<f32>() };
+                    if head.is_empty() && floats.len() == n * d {
+                        return Ok(Source::F32(F32Rows::new(floats, d)));
+                    }
+                }
+                _ => {}
+            }
         }
-        let Some(bytes) = self.data.get(first * row..(first + range.len()) * row) else { return };
-        #[cfg(target_arch = "x86_64")]
-        for line in bytes.chunks(64) {
-            // SAFETY: SSE, the one feature `_mm_prefetch` needs, is part of
-            // every x86_64 CPU; a prefetch is a hint that never faults and
-            // changes no state a program can see (and the address is inside
-            // `bytes` anyway).
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = bytes;
+        let out = &mut buf[..n * d];
+        self.decode(range, row, out)?;
+        Ok(Source::F32(F32Rows::new(out, d.max(1))))
     }
+}
 
+impl KvRows<'_> {
     /// Decodes positions `range` (at most [`BLOCK`]) transposed into
     /// `out` (`out[i * BLOCK + j]`: element `i` of the `j`th; zeros past
     /// them), through `keys` for the block types.
@@ -160,6 +182,28 @@ impl KvRows<'_> {
         };
         transpose_rows(isa, kind, &rows[..n], self.dim, out);
         Ok(())
+    }
+
+    /// Asks the CPU to start loading the rows of positions `range` (when
+    /// they lie in one run of bytes) into L2, so the next block finds them
+    /// in cache. (Into L1, a block's hundreds of lines held its few miss
+    /// buffers: decode over 4,096 positions of SmolLM2 ran 10% slower.)
+    fn prefetch(&self, range: Range<usize>, row: usize) {
+        let first = range.start % self.len.max(1);
+        if self.stride != row || first + range.len() > self.len {
+            return;
+        }
+        let Some(bytes) = self.data.get(first * row..(first + range.len()) * row) else { return };
+        #[cfg(target_arch = "x86_64")]
+        for line in bytes.chunks(64) {
+            // SAFETY: SSE, the one feature `_mm_prefetch` needs, is part of
+            // every x86_64 CPU; a prefetch is a hint that never faults and
+            // changes no state a program can see (and the address is inside
+            // `bytes` anyway).
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = bytes;
     }
 }
 
@@ -215,9 +259,9 @@ pub struct AttentionScratch {
 #[derive(Debug, Default)]
 struct BlockScratch {
     keys: Vec<f32>,
-    transposed: Vec<f32>,
     values: Vec<f32>,
     scores: Vec<[f32; BLOCK]>,
+    transposed: Vec<f32>,
     state: Vec<(f32, f32)>,
     partial: Vec<f32>,
 }
@@ -295,11 +339,11 @@ fn run_segments<R: Rows + ?Sized>(
 ) -> Result<(), KernelError> {
     let d = k.dim;
     let n_rows = rows.count();
-    let BlockScratch { keys, transposed, values, scores, state, partial } = scratch;
+    let BlockScratch { keys, transposed, values, scores: score_rows, state, partial } = scratch;
     keys.resize(BLOCK * d, 0.0);
     transposed.resize(BLOCK * d, 0.0);
     values.resize(BLOCK * d, 0.0);
-    scores.resize(TILE_ROWS, [0.0; BLOCK]);
+    score_rows.resize(TILE_ROWS, [0.0; BLOCK]);
     // Each row's running state and output, then TILE_ROWS spare ones.
     state.resize(n_rows + TILE_ROWS, (f32::NEG_INFINITY, 0.0));
     partial.resize((n_rows + TILE_ROWS) * d, 0.0);
@@ -326,11 +370,10 @@ fn run_segments<R: Rows + ?Sized>(
             if !(0..n_rows).any(sees) {
                 continue;
             }
-            let n = b1 - b0;
             // Keys transposed (`[d][BLOCK]`), so a key's score is a lane of
-            // a vector.
+            // a vector; values as the cache holds them where it can.
             k.decode_transposed(isa, b0..b1, k_row, keys, transposed)?;
-            v.decode(b0..b1, v_row, &mut values[..n * d])?;
+            let value_rows = v.source(b0..b1, v_row, values)?;
             let next = b1..(b1 + BLOCK).min(s1);
             k.prefetch(next.clone(), k_row);
             v.prefetch(next, v_row);
@@ -355,8 +398,8 @@ fn run_segments<R: Rows + ?Sized>(
                     *q = rows.q(r);
                 }
                 let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
-                    (&mut scores[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
-                scores_impl(isa, qs, tile.len(), transposed, tile_scores);
+                    (&mut score_rows[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
+                scores(isa, qs, tile.len(), transposed, tile_scores);
                 // Rows that see the same keys of the block (all but those on
                 // the causal diagonal or a window's edge) fold them together.
                 let (j0, j1) = range(tile[0]);
@@ -368,14 +411,14 @@ fn run_segments<R: Rows + ?Sized>(
                     let at: [usize; TILE_ROWS] = std::array::from_fn(|i| tile.get(i).copied().unwrap_or(n_rows + i));
                     let states = state.get_disjoint_mut(at).expect("distinct rows of the tile");
                     let outs = partial.get_disjoint_mut(at.map(|r| r * d..(r + 1) * d)).expect("distinct rows");
-                    let mut ss = tile_scores.iter_mut().map(|s| &mut s[j0..j1]);
-                    let scores: [&mut [f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
-                    update_tile(isa, scores, tile.len(), &values[j0 * d..j1 * d], scale, states, outs);
+                    let mut ss = tile_scores.iter().map(|s| &s[j0..j1]);
+                    let scores: [&[f32]; TILE_ROWS] = std::array::from_fn(|_| ss.next().expect("a score row"));
+                    update_tile(isa, scores, tile.len(), value_rows.skip(j0), scale, states, outs);
                 } else {
-                    for (&r, s) in tile.iter().zip(tile_scores.iter_mut()) {
+                    for (&r, s) in tile.iter().zip(tile_scores.iter()) {
                         let (j0, j1) = range(r);
                         let out = &mut partial[r * d..(r + 1) * d];
-                        update_one(isa, &mut s[j0..j1], &values[j0 * d..j1 * d], scale, &mut state[r], out);
+                        update_one(isa, &s[j0..j1], value_rows.skip(j0), scale, &mut state[r], out);
                     }
                 }
             }
@@ -518,5 +561,7 @@ pub fn combine<'p>(parts: impl IntoIterator<Item = (Partial, &'p [f32])>, out: &
     normalise(acc, out);
 }
 
+#[cfg(test)]
+mod level_tests;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@ use crate::quant::quantize_row;
 use crate::with_isa;
 
 /// A deterministic pseudo-random value in [-1, 1).
-fn noise(i: usize, seed: u64) -> f32 {
+pub(super) fn noise(i: usize, seed: u64) -> f32 {
     let mut x = (i as u64).wrapping_add(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^= x >> 29;
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -213,5 +213,54 @@ fn keys_split_by_segment_and_combined_give_the_bits_of_one_call() {
                 }
             }
         });
+    }
+}
+
+/// The kernels read f32, f16, bf16, Q8_0 and Q4_0 rows where the cache
+/// holds them when they lie in one run of bytes (and f32 is aligned), else
+/// decode them first: both give the same bits.
+#[test]
+fn rows_read_in_place_give_the_bits_of_rows_decoded_first() {
+    // Two blocks of positions, the second short.
+    let len = 70;
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0] {
+        let d = dtype.block_elems().max(16);
+        let case = Case::new(dtype, d, len);
+        let row = dtype.row_bytes(d).unwrap();
+        let ranges = [0..len, 0..len, 7..69];
+        let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 50 + r as u64)).collect()).collect();
+        let run = |k: KvRows<'_>, v: KvRows<'_>| {
+            let mut outs = vec![vec![0.0; d]; q.len()];
+            let mut rows: Vec<QueryRow<'_>> = q
+                .iter()
+                .zip(&ranges)
+                .zip(outs.iter_mut())
+                .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out })
+                .collect();
+            attend(&mut rows, k, v, 0.125, &mut AttentionScratch::default()).unwrap();
+            outs
+        };
+        // In place: rows one after the other, f32 at an aligned address.
+        let aligned =
+            |bytes: &[u8]| -> Vec<u32> { bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect() };
+        let (k_words, v_words) = (aligned(&case.k), aligned(&case.v));
+        // SAFETY: a u32 is 4 plain bytes; the views live no longer than the words.
+        let (k_bytes, v_bytes) = unsafe {
+            (
+                std::slice::from_raw_parts(k_words.as_ptr().cast::<u8>(), case.k.len()),
+                std::slice::from_raw_parts(v_words.as_ptr().cast::<u8>(), case.v.len()),
+            )
+        };
+        let kv = |data, stride| KvRows { dtype, data, stride, dim: d, len };
+        let in_place = run(kv(k_bytes, row), kv(v_bytes, row));
+        // Decoded: rows 8 bytes apart more than their size.
+        let spread =
+            |bytes: &[u8]| -> Vec<u8> { bytes.chunks(row).flat_map(|r| r.iter().copied().chain([0u8; 8])).collect() };
+        let (k_spread, v_spread) = (spread(&case.k), spread(&case.v));
+        assert_eq!(run(kv(&k_spread, row + 8), kv(&v_spread, row + 8)), in_place, "{dtype} spread rows");
+        // Decoded: f32 rows at an odd address.
+        let shifted = |bytes: &[u8]| -> Vec<u8> { std::iter::once(0u8).chain(bytes.iter().copied()).collect() };
+        let (k_odd, v_odd) = (shifted(&case.k), shifted(&case.v));
+        assert_eq!(run(kv(&k_odd[1..], row), kv(&v_odd[1..], row)), in_place, "{dtype} rows at an odd address");
     }
 }
