@@ -1,7 +1,10 @@
 //! The AVX-512 (VNNI) tile of the packed 32-value formats: two steps per
-//! 512-bit register (i32 lanes 0..8 one step's 8 rows, 8..16 another's),
-//! `vpdpbusd` against the activations' two 4-byte groups (one per half),
-//! the halves added at the block's end (exact integers), then the AVX2
+//! 512-bit register. For several activation rows the weights are permuted
+//! once per pair so that i32 lane `2r + h` is row `r`'s step `h`, and
+//! `vpdpbusd` takes each row's 8 bytes of both steps broadcast to every
+//! 64-bit lane; a lone row instead permutes its activations to the two
+//! halves (i32 lanes 0..8 step `h = 0`, 8..16 `h = 1`). Either way a row's
+//! step sums are added at the block's end (exact integers), then the AVX2
 //! tile's f32 operations. Q8_0 weights enter as `w + 128` (unsigned), so
 //! their offset is `-128 d` times the activation sum.
 
@@ -73,6 +76,12 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
         Offset::StoredMin => None,
     };
     let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    // Lane 2r + h of a pair's weights after this permutation is row r of
+    // its step h (the packed block holds step 0's rows in lanes 0..8 and
+    // step 1's in 8..16), so one 64-bit word of activation bytes (steps s0
+    // and s0 + 1 are 8 consecutive bytes) broadcast to every lane meets
+    // both: the permutation is once per pair, not once per row.
+    let interleave = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
     for b in 0..blocks {
         // SAFETY: block b < blocks of the group (caller's guarantee).
         let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
@@ -80,20 +89,37 @@ pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
         // SAFETY: as above.
         let (d, offset) = unsafe { scales::<F>(p, centre) };
         let x: [&ActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
-        // SAFETY: each `q` is 32 bytes.
-        let xq: [__m512i; MR] =
-            std::array::from_fn(|i| _mm512_castsi256_si512(unsafe { _mm256_loadu_si256(x[i].q.as_ptr().cast()) }));
         let mut dot = [_mm512_setzero_si512(); MR];
+        if MR == 1 {
+            // One row: its activations permuted to the two steps' halves
+            // cost what permuting the weights would, and the halves add
+            // in one instruction fewer.
+            // SAFETY: `q` is 32 bytes.
+            let xq = _mm512_castsi256_si512(unsafe { _mm256_loadu_si256(x[0].q.as_ptr().cast()) });
+            // SAFETY: `p` is a whole packed block.
+            for (w, s0, s1) in unsafe { step_pairs::<F>(p) } {
+                let index = halves_epi32(s0 as i32, s1 as i32);
+                dot[0] = _mm512_dpbusd_epi32(dot[0], w, _mm512_permutexvar_epi32(index, xq));
+            }
+            let sum = _mm256_add_epi32(_mm512_castsi512_si256(dot[0]), _mm512_extracti64x4_epi64::<1>(dot[0]));
+            accumulate(&mut acc[0], sum, d, offset, x[0]);
+            continue;
+        }
         // SAFETY: `p` is a whole packed block.
         for (w, s0, s1) in unsafe { step_pairs::<F>(p) } {
-            let index = halves_epi32(s0 as i32, s1 as i32);
+            debug_assert_eq!(s1, s0 + 1, "a pair's steps are neighbours");
+            let w = _mm512_permutexvar_epi32(interleave, w);
             for i in 0..MR {
-                dot[i] = _mm512_dpbusd_epi32(dot[i], w, _mm512_permutexvar_epi32(index, xq[i]));
+                // SAFETY: bytes 4 s0 .. 4 s0 + 8 of the block's 32 (s0 <= 6).
+                let word = unsafe { x[i].q.as_ptr().add(4 * s0).cast::<i64>().read_unaligned() };
+                dot[i] = _mm512_dpbusd_epi32(dot[i], w, _mm512_set1_epi64(word));
             }
         }
         for i in 0..MR {
-            let sum = _mm256_add_epi32(_mm512_castsi512_si256(dot[i]), _mm512_extracti64x4_epi64::<1>(dot[i]));
-            accumulate(&mut acc[i], sum, d, offset, x[i]);
+            // Each row's two steps' sums (lanes 2r, 2r + 1) added, then the
+            // 64-bit lanes narrowed: the exact integers of the other levels.
+            let pairs = _mm512_add_epi32(dot[i], _mm512_srli_epi64::<32>(dot[i]));
+            accumulate(&mut acc[i], _mm512_cvtepi64_epi32(pairs), d, offset, x[i]);
         }
     }
     finish(&acc, out);
