@@ -11,6 +11,10 @@
 //! before the text and after each special token, so the decoder drops one
 //! leading space of the first text token after the start or a special token.
 
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::sync::Arc;
+
 use crate::config::{ModelKind, TokenType};
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;
@@ -40,7 +44,13 @@ impl Tokenizer {
 
     /// A decoder for ids that arrive one at a time (generation).
     pub fn stream_decoder(&self, render_special: bool) -> StreamDecoder<'_> {
-        StreamDecoder { tokenizer: self, render_special, pending: Vec::new(), strip_space: self.strips_space() }
+        StreamDecoder::over(self, render_special)
+    }
+
+    /// A decoder that holds its own handle to the tokenizer, for a caller
+    /// that cannot hold a borrow (a Python iterator, a spawned task).
+    pub fn shared_stream_decoder(self: &Arc<Self>, render_special: bool) -> StreamDecoder<'static, Arc<Tokenizer>> {
+        StreamDecoder::over(self.clone(), render_special)
     }
 
     fn strips_space(&self) -> bool {
@@ -74,20 +84,30 @@ impl Tokenizer {
 /// assert_eq!(text, "naïve 🙂");
 /// # Ok::<(), baton_tokenizer::TokenizerError>(())
 /// ```
+///
+/// `T` is how it reaches the tokenizer: a borrow
+/// ([`Tokenizer::stream_decoder`]) or an owned handle
+/// ([`Tokenizer::shared_stream_decoder`]).
 #[derive(Debug)]
-pub struct StreamDecoder<'t> {
-    tokenizer: &'t Tokenizer,
+pub struct StreamDecoder<'t, T: Deref<Target = Tokenizer> = &'t Tokenizer> {
+    tokenizer: T,
     render_special: bool,
     /// Bytes of an unfinished UTF-8 character.
     pending: Vec<u8>,
     /// Drop one leading space from the next text token (SentencePiece).
     strip_space: bool,
+    borrow: PhantomData<&'t Tokenizer>,
 }
 
-impl StreamDecoder<'_> {
+impl<T: Deref<Target = Tokenizer>> StreamDecoder<'_, T> {
+    fn over(tokenizer: T, render_special: bool) -> Self {
+        let strip_space = tokenizer.strips_space();
+        StreamDecoder { tokenizer, render_special, pending: Vec::new(), strip_space, borrow: PhantomData }
+    }
+
     /// Adds one token; returns the text it completes, if any.
     pub fn push(&mut self, id: u32) -> Result<Option<String>> {
-        let tokenizer = self.tokenizer;
+        let tokenizer = &*self.tokenizer;
         let kind = tokenizer.token_type(id)?;
         let mut bytes = tokenizer.token_bytes(id, self.render_special)?;
         if matches!(kind, TokenType::Control | TokenType::UserDefined | TokenType::Unknown) {

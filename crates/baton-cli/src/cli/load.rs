@@ -1,10 +1,7 @@
 //! The model `ModelArgs` name, loaded and placed as they say, and its trace
 //! and sync profile reported after the work.
 
-use std::sync::Arc;
-
 use anyhow::{Context, Result};
-use baton_composite::CompositeDevice;
 use baton_llama::{LoadOptions, Model};
 
 use super::args::ModelArgs;
@@ -52,32 +49,12 @@ impl ModelArgs {
             return Ok(model);
         }
         let devices = super::devices::open(&self.devices, self.threads)?;
-        let devices = match self.split_mode {
-            SplitMode::Layer | SplitMode::Tensor => devices,
-            SplitMode::None => devices.into_iter().take(1).collect(),
+        let split = match self.split_mode {
+            SplitMode::None => baton_load::SplitMode::None,
+            SplitMode::Layer => baton_load::SplitMode::Layer,
+            SplitMode::Tensor => baton_load::SplitMode::Tensor,
         };
-        if !self.tensor_split.is_empty() && self.tensor_split.len() != devices.len() {
-            anyhow::bail!("--tensor-split has {} shares for {} devices", self.tensor_split.len(), devices.len());
-        }
-        if self.tensor_split.iter().any(|w| !w.is_finite() || *w < 0.0)
-            || (!self.tensor_split.is_empty() && self.tensor_split.iter().all(|w| *w == 0.0))
-        {
-            anyhow::bail!("--tensor-split {:?}: shares are numbers of at least 0, not all 0", self.tensor_split);
-        }
-        let mut model = if self.split_mode == SplitMode::Tensor {
-            let policy = gate_policy(self.gate_policy);
-            let composite = CompositeDevice::new(devices, policy).context("building the composite device")?;
-            Model::load_tensor_parallel(&path, Arc::new(composite), &options)
-        } else {
-            Model::load_split(&path, devices, &options)
-        }
-        .with_context(|| format!("loading {}", path.display()))?;
-        // Packing the weights for the CPU kernels (and building the decode
-        // plan) is part of loading, not of the first request. The heap the
-        // parse freed (the file's vocabulary arrays) goes back to the system
-        // first, so the packed weights do not come on top of it.
-        return_freed_heap();
-        model.warm_up().context("the warm-up step after loading")?;
+        let mut model = baton_load::load_model(&path, devices, split, gate_policy(self.gate_policy), &options)?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }
@@ -128,16 +105,5 @@ impl ModelArgs {
             eprintln!("  {track}: busy {:.0}% of the traced span", share * 100.0);
         }
         Ok(())
-    }
-}
-
-/// Gives the heap pages that `free` kept back to the system (glibc keeps
-/// freed memory below the top of the heap resident).
-fn return_freed_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator's own
-    // arenas; it is thread-safe and touches no live allocation.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -1,0 +1,136 @@
+//! A generation's events turned into text: tokens decoded incrementally
+//! (never half a character), stop strings matched across tokens, and the
+//! log-probabilities of the tokens behind each piece handed out with it.
+//!
+//! The HTTP answers (`http::generate`) and the Python package drive the
+//! same [`TextStream`], one [`Event`] at a time, each waiting for events
+//! its own way.
+
+use std::sync::Arc;
+
+use baton_llama::baton_tokenizer::StreamDecoder;
+use baton_llama::Tokenizer;
+
+use crate::engine::{Event, FinishReason, TokenLogprobs};
+use crate::http::types::Usage;
+use crate::http::StopMatcher;
+
+/// How a generation ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It finished: `stop` (end of generation or a stop string) or
+    /// `length`, with its counts.
+    Finished {
+        /// `stop` or `length`.
+        reason: &'static str,
+        /// Token counts.
+        usage: Usage,
+        /// Log-probabilities of tokens not yet handed out with text.
+        logprobs: Vec<TokenLogprobs>,
+    },
+    /// The engine failed; the message says why.
+    Failed(String),
+    /// The client went away (the generation was dropped).
+    Cancelled,
+}
+
+/// What one [`TextStream::push`] gives: text that is safe to hand out now
+/// (with the log-probabilities of the tokens since the last piece), and
+/// the end, when this event ended the generation.
+#[derive(Debug, Default)]
+pub struct Pushed {
+    /// Text to hand out, never empty.
+    pub text: Option<(String, Vec<TokenLogprobs>)>,
+    /// The end of the generation (the caller drops it then, which frees
+    /// its sequence when a stop string ended it early).
+    pub end: Option<Outcome>,
+}
+
+/// Turns one generation's events into text.
+#[derive(Debug)]
+pub struct TextStream {
+    decoder: StreamDecoder<'static, Arc<Tokenizer>>,
+    matcher: StopMatcher,
+    pending: Vec<TokenLogprobs>,
+    prompt_tokens: usize,
+    completion: usize,
+    cached: usize,
+}
+
+impl TextStream {
+    /// A stream for a generation of a `prompt_tokens`-token prompt that
+    /// ends at any of `stops` (non-empty strings).
+    pub fn new(tokenizer: &Arc<Tokenizer>, stops: Vec<String>, prompt_tokens: usize) -> TextStream {
+        TextStream {
+            decoder: tokenizer.shared_stream_decoder(false),
+            matcher: StopMatcher::new(stops),
+            pending: Vec::new(),
+            prompt_tokens,
+            completion: 0,
+            cached: 0,
+        }
+    }
+
+    /// Takes the next event (`None`: the engine dropped the generation).
+    pub fn push(&mut self, event: Option<Event>) -> Pushed {
+        let mut pushed = Pushed::default();
+        match event {
+            Some(Event::Started { cached_tokens }) => self.cached = cached_tokens,
+            Some(Event::Logprobs(entry)) => self.pending.push(entry),
+            Some(Event::Token(token)) => {
+                self.completion += 1;
+                match self.decoder.push(token) {
+                    Ok(Some(piece)) if self.release(&piece, &mut pushed) => pushed.end = Some(self.stop_string_end()),
+                    Ok(_) => {}
+                    Err(e) => pushed.end = Some(Outcome::Failed(format!("decoding token {token}: {e}"))),
+                }
+            }
+            Some(Event::Done(finish)) => {
+                if let Some(rest) = self.decoder.finish() {
+                    if self.release(&rest, &mut pushed) {
+                        pushed.end = Some(self.stop_string_end());
+                        return pushed;
+                    }
+                }
+                let rest = self.matcher.finish();
+                self.hand_out(rest, &mut pushed);
+                let reason = match finish.reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::Length => "length",
+                };
+                let usage = Usage::new(finish.prompt_tokens, finish.completion_tokens, finish.cached_tokens);
+                pushed.end = Some(Outcome::Finished { reason, usage, logprobs: std::mem::take(&mut self.pending) });
+            }
+            Some(Event::Failed(why)) => pushed.end = Some(Outcome::Failed(why)),
+            None => pushed.end = Some(Outcome::Failed("the engine stopped before the generation ended".into())),
+        }
+        pushed
+    }
+
+    /// Passes `piece` through the stop strings; whether one matched.
+    fn release(&mut self, piece: &str, pushed: &mut Pushed) -> bool {
+        let released = self.matcher.push(piece);
+        self.hand_out(released.text, pushed);
+        released.stopped
+    }
+
+    fn hand_out(&mut self, text: String, pushed: &mut Pushed) {
+        if text.is_empty() {
+            return;
+        }
+        let logprobs = std::mem::take(&mut self.pending);
+        match &mut pushed.text {
+            Some((held, held_logprobs)) => {
+                held.push_str(&text);
+                held_logprobs.extend(logprobs);
+            }
+            None => pushed.text = Some((text, logprobs)),
+        }
+    }
+
+    /// The end a stop string made: `stop`, with the tokens so far.
+    fn stop_string_end(&mut self) -> Outcome {
+        let usage = Usage::new(self.prompt_tokens, self.completion, self.cached);
+        Outcome::Finished { reason: "stop", usage, logprobs: std::mem::take(&mut self.pending) }
+    }
+}
