@@ -6,7 +6,8 @@
 # (scripts/fetch-smollm2.sh), and the Vulkan backend's conformance suite on
 # Mesa's lavapipe (scripts/setup-vulkan.sh installs it), and the MPI tests
 # (scripts/test-mpi.sh, which installs Open MPI), and the server with the
-# official `openai` client (scripts/test-serve.sh). Extra arguments go to
+# official `openai` client (scripts/test-serve.sh), and the Python package
+# (scripts/test-python.sh). Extra arguments go to
 # cargo nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +57,9 @@ bash scripts/test-serve.sh
 # input, on a synthetic model.
 part "load test (scripts/load-test-serve.sh)"
 bash scripts/load-test-serve.sh
+# The Python package: its wheel built with maturin, then its pytest suite.
+part "Python package (scripts/test-python.sh)"
+BATON_BIN=target/release/baton bash scripts/test-python.sh
 # Doc tests (nextest does not run them): API examples and the compile-fail
 # check that a borrowed buffer cannot be lent to write_async.
 part "doc tests"

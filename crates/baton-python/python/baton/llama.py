@@ -1,0 +1,382 @@
+"""``Llama``: llama-cpp-python's class, over Baton's engine."""
+
+import os
+import random
+import sys
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from . import _args, _shapes
+from ._baton import _Generation, _Model
+
+# llama.cpp's "pick a random seed" value.
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+
+_CACHE_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0")
+
+
+def known_models() -> List[str]:
+    """The names ``Llama.from_known`` takes (``baton model list``)."""
+    return _Model.known()
+
+
+class Llama:
+    """A GGUF model loaded for generation, with llama-cpp-python's API.
+
+    ``model_path`` is a GGUF file. ``n_ctx`` is the positions of one
+    sequence (0: the model's trained context), ``n_batch`` the most prompt
+    tokens one step reads, ``n_threads`` the threads of each CPU device
+    (``None``: all cores). Baton's own: ``devices`` (``["cpu"]``,
+    ``["cpu:0", "cpu:1"]``, ``["vulkan:0"]``), ``split_mode`` (``"layer"``,
+    ``"tensor"`` or ``"none"``), ``tensor_split`` (each device's share),
+    ``n_parallel`` (sequences the engine batches at once; calls from
+    several Python threads share its steps), ``type_k``/``type_v`` (the KV
+    cache's types: f16, f32, bf16, q8_0, q4_0).
+    """
+
+    def __init__(
+        self,
+        model_path: Union[str, "os.PathLike[str]"],
+        *,
+        n_ctx: int = 512,
+        n_batch: int = 512,
+        n_threads: Optional[int] = None,
+        seed: int = LLAMA_DEFAULT_SEED,
+        verbose: bool = True,
+        devices: Union[None, str, Sequence[str]] = None,
+        split_mode: str = "layer",
+        tensor_split: Optional[Sequence[float]] = None,
+        n_parallel: int = 1,
+        type_k: str = "f16",
+        type_v: str = "f16",
+    ) -> None:
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError(f"model_path must be a path, not {type(model_path).__name__}")
+        n_ctx = _args.integer("n_ctx", n_ctx, minimum=0)
+        n_batch = _args.integer("n_batch", n_batch, minimum=1)
+        n_threads = _args.integer("n_threads", n_threads, minimum=1, allow_none=True)
+        n_parallel = _args.integer("n_parallel", n_parallel, minimum=1)
+        seed = _args.integer("seed", seed, minimum=-1, maximum=2**64 - 1)
+        self._seed = LLAMA_DEFAULT_SEED if seed == -1 else seed
+        if not isinstance(split_mode, str):
+            raise TypeError(f"split_mode must be a string, not {type(split_mode).__name__}")
+        for name, value in (("type_k", type_k), ("type_v", type_v)):
+            if value not in _CACHE_TYPES:
+                raise ValueError(f"{name} must be one of {', '.join(_CACHE_TYPES)}, not {value!r}")
+        shares = [_args.number("tensor_split", w) for w in (tensor_split or [])]
+        self.model_path = os.fspath(model_path)
+        self.verbose = bool(verbose)
+        start = time.perf_counter()
+        self._model = _Model.load(
+            self.model_path,
+            n_ctx,
+            n_threads,
+            n_batch,
+            _args.devices(devices),
+            split_mode,
+            shares,
+            n_parallel,
+            type_k,
+            type_v,
+        )
+        self._names = _shapes.TokenText(self._model.token_bytes)
+        if self.verbose:
+            print(
+                f"baton: loaded {self.model_path} in {time.perf_counter() - start:.2f} s "
+                f"(context {self._model.n_ctx}, devices {_args.devices(devices)}, split {split_mode})",
+                file=sys.stderr,
+            )
+
+    @classmethod
+    def from_known(cls, name: str, **kwargs: Any) -> "Llama":
+        """Loads a known model by name (``smollm2-135m``, ``gemma3-270m``),
+        fetched into Baton's cache on first use as ``baton model fetch``
+        does."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        if name not in _Model.known():
+            raise ValueError(f"unknown model {name!r}: the known models are {', '.join(_Model.known())}")
+        return cls(_Model.resolve(name), **kwargs)
+
+    # The model's figures and tokens.
+
+    def n_ctx(self) -> int:
+        return self._model.n_ctx
+
+    def n_vocab(self) -> int:
+        return self._model.n_vocab
+
+    def token_bos(self) -> int:
+        return -1 if self._model.bos is None else self._model.bos
+
+    def token_eos(self) -> int:
+        return -1 if self._model.eos is None else self._model.eos
+
+    @property
+    def chat_template(self) -> str:
+        return self._model.chat_template
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> List[int]:
+        """Token ids of UTF-8 ``text`` (a ``str`` is taken too)."""
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"text must be bytes or str, not {type(text).__name__}")
+        return self._model.tokenize(bytes(text), bool(add_bos), bool(special))
+
+    def detokenize(self, tokens: Sequence[int], prev_tokens: Optional[Sequence[int]] = None, special: bool = False) -> bytes:
+        """The UTF-8 text of ``tokens`` (``prev_tokens`` is accepted for
+        llama-cpp-python's signature; the text does not depend on it)."""
+        return self._model.detokenize(_args.token_list("tokens", tokens), bool(special))
+
+    # Generation.
+
+    def _prompt_tokens(self, prompt: Union[str, bytes, Sequence[int]]) -> List[int]:
+        if isinstance(prompt, (str, bytes)):
+            tokens = self.tokenize(prompt, add_bos=True, special=True)
+        else:
+            tokens = _args.token_list("prompt", prompt)
+        if not tokens:
+            raise ValueError("the prompt gives no tokens")
+        if len(tokens) >= self._model.n_ctx:
+            raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
+        return tokens
+
+    def _start(
+        self,
+        tokens: List[int],
+        max_tokens: Optional[int],
+        temperature: float,
+        top_p: float,
+        min_p: float,
+        top_k: int,
+        repeat_penalty: float,
+        presence_penalty: float,
+        frequency_penalty: float,
+        seed: Optional[int],
+        stop: List[str],
+        logprobs: Optional[int],
+    ) -> _Generation:
+        max_tokens = _args.integer("max_tokens", max_tokens, allow_none=True)
+        room = self._model.n_ctx - len(tokens)
+        # llama-cpp-python: None or <= 0 generates until the context is full;
+        # more than fits ends at the context's end.
+        limit = room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
+        top_k = _args.integer("top_k", top_k)
+        seed = _args.integer("seed", seed, minimum=-1, maximum=2**64 - 1, allow_none=True)
+        if seed is None or seed == -1:
+            seed = random.getrandbits(64) if self._seed == LLAMA_DEFAULT_SEED else self._seed
+        return self._model.generate(
+            tokens,
+            limit,
+            _args.number("temperature", temperature),
+            max(top_k, 0),
+            _args.number("top_p", top_p),
+            _args.number("min_p", min_p),
+            _args.number("repeat_penalty", repeat_penalty),
+            64,
+            _args.number("presence_penalty", presence_penalty),
+            _args.number("frequency_penalty", frequency_penalty),
+            seed,
+            stop,
+            logprobs,
+            True,
+        )
+
+    def create_completion(
+        self,
+        prompt: Union[str, bytes, Sequence[int]],
+        suffix: Optional[str] = None,
+        max_tokens: Optional[int] = 16,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        logprobs: Optional[int] = None,
+        echo: bool = False,
+        stop: Union[None, str, List[str]] = None,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        top_k: int = 40,
+        stream: bool = False,
+        seed: Optional[int] = None,
+    ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """Continues ``prompt``: a completion dict, or with ``stream=True``
+        an iterator of chunks (llama-cpp-python's shapes)."""
+        if suffix is not None:
+            raise ValueError("suffix (fill-in-the-middle) is not served by Baton")
+        if _args.number("typical_p", typical_p) != 1.0:
+            raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
+        logprobs = _args.integer("logprobs", logprobs, minimum=0, allow_none=True)
+        if echo and logprobs is not None:
+            raise ValueError("echo with logprobs (the prompt's log-probabilities) is not served by Baton")
+        tokens = self._prompt_tokens(prompt)
+        stops = _args.stops(stop)
+        generation = self._start(
+            tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
+            presence_penalty, frequency_penalty, seed, stops, logprobs,
+        )
+        cid = _shapes.new_id("cmpl")
+        head = ""
+        if echo:
+            head = prompt if isinstance(prompt, str) else self.detokenize(tokens).decode("utf-8", errors="replace")
+        if stream:
+            return self._stream_completion(generation, cid, head, logprobs is not None)
+        return self._whole_completion(generation, cid, head, logprobs is not None)
+
+    def __call__(self, prompt: Union[str, bytes, Sequence[int]], *args: Any, **kwargs: Any) -> Any:
+        """``create_completion``."""
+        return self.create_completion(prompt, *args, **kwargs)
+
+    def _whole_completion(self, generation: _Generation, cid: str, head: str, want_logprobs: bool) -> Dict[str, Any]:
+        text, entries = _drain(generation)
+        logprobs = _shapes.completion_logprobs(entries, self._names, len(head)) if want_logprobs else None
+        choice = _shapes.completion_choice(head + text, logprobs, generation.finish_reason)
+        use = _shapes.usage(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens)
+        return _shapes.completion(cid, self.model_path, choice, use)
+
+    def _stream_completion(
+        self, generation: _Generation, cid: str, head: str, want_logprobs: bool
+    ) -> Iterator[Dict[str, Any]]:
+        offset = len(head)
+        try:
+            if head:
+                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(head, None, None), None)
+            for text, entries in generation:
+                logprobs = _shapes.completion_logprobs(entries, self._names, offset) if want_logprobs else None
+                offset += len(text)
+                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(text, logprobs, None), None)
+            trailing = generation.trailing_logprobs()
+            logprobs = _shapes.completion_logprobs(trailing, self._names, offset) if want_logprobs and trailing else None
+            choice = _shapes.completion_choice("", logprobs, generation.finish_reason)
+            yield _shapes.completion(cid, self.model_path, choice, None)
+        finally:
+            generation.cancel()
+
+    def create_chat_completion(
+        self,
+        messages: List[Dict[str, Any]],
+        temperature: float = 0.2,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        stream: bool = False,
+        stop: Union[None, str, List[str]] = None,
+        seed: Optional[int] = None,
+        response_format: Optional[Dict[str, Any]] = None,
+        max_tokens: Optional[int] = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        logprobs: Optional[bool] = None,
+        top_logprobs: Optional[int] = None,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        tool_choice: Any = None,
+    ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """Answers ``messages`` through the model's chat template: a chat
+        completion dict, or with ``stream=True`` an iterator of chunks."""
+        if tools or tool_choice not in (None, "none"):
+            raise ValueError("tools are not served by Baton yet")
+        if response_format is not None:
+            if not isinstance(response_format, dict):
+                raise TypeError("response_format must be a dict such as {'type': 'text'}")
+            if response_format.get("type", "text") != "text":
+                raise ValueError(
+                    f"response_format {response_format.get('type')!r} is not served by Baton yet "
+                    "(constrained decoding): only 'text'"
+                )
+        if _args.number("typical_p", typical_p) != 1.0:
+            raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
+        top = _args.integer("top_logprobs", top_logprobs, minimum=0, allow_none=True)
+        want_logprobs = bool(logprobs)
+        if top is not None and not want_logprobs:
+            raise ValueError("top_logprobs needs logprobs=True")
+        tokens = self._model.chat_prompt(_messages(messages))
+        if len(tokens) >= self._model.n_ctx:
+            raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
+        generation = self._start(
+            tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
+            presence_penalty, frequency_penalty, seed, _args.stops(stop),
+            (top or 0) if want_logprobs else None,
+        )
+        cid = _shapes.new_id("chatcmpl")
+        if stream:
+            return self._stream_chat(generation, cid, want_logprobs)
+        text, entries = _drain(generation)
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": _shapes.chat_logprobs(entries, self._names) if want_logprobs else None,
+            "finish_reason": generation.finish_reason,
+        }
+        use = _shapes.usage(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens)
+        return _shapes.chat(cid, self.model_path, choice, use)
+
+    def _stream_chat(self, generation: _Generation, cid: str, want_logprobs: bool) -> Iterator[Dict[str, Any]]:
+        try:
+            yield _shapes.chat_chunk(cid, self.model_path, {"role": "assistant"}, None, None)
+            for text, entries in generation:
+                logprobs = _shapes.chat_logprobs(entries, self._names) if want_logprobs else None
+                yield _shapes.chat_chunk(cid, self.model_path, {"content": text}, logprobs, None)
+            yield _shapes.chat_chunk(cid, self.model_path, {}, None, generation.finish_reason)
+        finally:
+            generation.cancel()
+
+    # Life cycle.
+
+    def close(self) -> None:
+        """Stops the engine; running generations end with an error."""
+        self._model.close()
+
+    def __enter__(self) -> "Llama":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _drain(generation: _Generation):
+    """Runs a generation to its end: its text and logprob entries. An
+    interruption (Ctrl-C) cancels it, which frees its sequence."""
+    pieces: List[str] = []
+    entries: List[Any] = []
+    try:
+        for text, logprobs in generation:
+            pieces.append(text)
+            entries.extend(logprobs)
+        entries.extend(generation.trailing_logprobs())
+    finally:
+        generation.cancel()
+    return "".join(pieces), entries
+
+
+def _messages(messages: Any) -> List[tuple]:
+    if not isinstance(messages, (list, tuple)):
+        raise TypeError(f"messages must be a list of dicts, not {type(messages).__name__}")
+    if not messages:
+        raise ValueError("messages is empty")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise TypeError(f"messages[{i}] must be a dict with role and content, not {type(m).__name__}")
+        role = m.get("role")
+        if not isinstance(role, str):
+            raise ValueError(f"messages[{i}] has no role (a string)")
+        content = m.get("content")
+        if content is None:
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            parts = []
+            for part in content:
+                if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                    raise ValueError(f"messages[{i}]: only content parts of type 'text' are served")
+                parts.append(part["text"])
+            text = "".join(parts)
+        else:
+            raise TypeError(f"messages[{i}].content must be a string, a list of parts or None")
+        out.append((role, text))
+    return out

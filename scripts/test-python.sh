@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Python package (crates/baton-python): its wheel built and installed
+# by scripts/setup-python-package.sh, then its pytest suite
+# (crates/baton-python/tests) against SmolLM2 (BATON_SMOLLM2, else the
+# cached file) and the baton binary (BATON_BIN, else target/release/baton)
+# for the side-by-side checks. A suite that hangs is ended after 10
+# minutes. Extra arguments go to pytest.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+python=$(bash scripts/setup-python-package.sh | tail -n 1)
+export BATON_BIN=${BATON_BIN:-$repo/target/release/baton}
+[ -x "$BATON_BIN" ] || cargo build --release -p baton-cli >&2
+# From the tests' folder, so `import baton` is the installed wheel.
+cd crates/baton-python/tests
+timeout 600 "$python" -m pytest -q -p no:cacheprovider "$@" .
