@@ -71,11 +71,12 @@ pub fn load_model(
     } else {
         Model::load_split(path, devices, options)
     };
-    let mut model = loaded.map_err(|source| LoadError::Model { path: path.display().to_string(), source })?;
+    let mut model =
+        loaded.map_err(|source| LoadError::Model { path: path.display().to_string(), source: Box::new(source) })?;
     // The heap the parse freed (the file's vocabulary arrays) goes back to
     // the system first, so the packed weights do not come on top of it.
     return_freed_heap();
-    model.warm_up().map_err(LoadError::WarmUp)?;
+    model.warm_up().map_err(|e| LoadError::WarmUp(Box::new(e)))?;
     Ok(model)
 }
 

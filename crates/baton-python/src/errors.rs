@@ -2,8 +2,9 @@
 //!
 //! - `BatonError`: the base of them all.
 //! - `ModelError`: a model that cannot be found, fetched, loaded or run.
-//! - `DeviceError`: a device list that names no device, or one that fails
-//!   to open.
+//! - `DeviceError`: a device that fails to open.
+//! - `StreamError`: work a stream refused (a tensor of another device, a
+//!   size that does not match) or that failed (a point never reached).
 //!
 //! A bad argument (a prompt too long for the context, a temperature below
 //! zero, an unknown split mode) is a `ValueError`, as Python code expects.
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 create_exception!(_baton, BatonError, PyException, "The base of Baton's errors.");
 create_exception!(_baton, ModelError, BatonError, "A model that cannot be found, fetched, loaded or run.");
 create_exception!(_baton, DeviceError, BatonError, "A device that cannot be opened.");
+create_exception!(_baton, StreamError, BatonError, "Work on a stream that was refused or failed.");
 
 /// Adds the exception types to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,6 +26,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BatonError", py.get_type::<BatonError>())?;
     m.add("ModelError", py.get_type::<ModelError>())?;
     m.add("DeviceError", py.get_type::<DeviceError>())?;
+    m.add("StreamError", py.get_type::<StreamError>())?;
     Ok(())
 }
 
@@ -57,6 +60,11 @@ pub fn load_error(error: LoadError) -> PyErr {
 /// A model-level failure (fetching, tokenizing, templates).
 pub fn model_error(error: &dyn std::error::Error) -> PyErr {
     ModelError::new_err(chain(error))
+}
+
+/// A stream's refusal or failure.
+pub fn stream_error(error: &dyn std::error::Error) -> PyErr {
+    StreamError::new_err(chain(error))
 }
 
 /// A refused request: the caller's mistake is a `ValueError`, the

@@ -8,12 +8,14 @@
 //! released, waking every [`generation::SIGNAL_TICK`] to let Python raise
 //! `KeyboardInterrupt`; dropping or cancelling it frees its sequence before
 //! the engine's next step, so an interrupted generation leaves the model
-//! usable.
+//! usable. The runtime's devices, streams and points are there too
+//! (`runtime.rs`).
 #![deny(missing_docs)]
 
 mod errors;
 mod generation;
 mod model;
+mod runtime;
 
 use pyo3::prelude::*;
 
@@ -22,6 +24,12 @@ use pyo3::prelude::*;
 fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::PyModel>()?;
     m.add_class::<generation::PyGeneration>()?;
+    m.add_class::<runtime::PyDevice>()?;
+    m.add_class::<runtime::PyTensor>()?;
+    m.add_class::<runtime::PyStream>()?;
+    m.add_class::<runtime::PyPoint>()?;
+    m.add_class::<runtime::PyRead>()?;
+    m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
