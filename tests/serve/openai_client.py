@@ -99,6 +99,7 @@ def main():
     check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
     check_logprobs(client, model, messages, greedy)
     check_prefix_cache(client, messages, greedy)
+    check_embeddings(client, model)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -135,6 +136,19 @@ def check_logprobs(client, model, messages, greedy):
         check(False, "top_logprobs past 20 is refused")
     except openai.BadRequestError:
         check(True, "top_logprobs past 20 is refused with 400")
+
+
+def check_embeddings(client, model):
+    """`/v1/embeddings` through the client: unit vectors of one width, the
+    same text the same vector, in the order given."""
+    texts = ["The cat sat on the mat.", "Quantum chromodynamics.", "The cat sat on the mat."]
+    got = client.embeddings.create(model=model, input=texts)
+    vectors = [d.embedding for d in sorted(got.data, key=lambda d: d.index)]
+    check(len(vectors) == 3 and len({len(v) for v in vectors}) == 1 and len(vectors[0]) > 0,
+          f"three embeddings of one width ({[len(v) for v in vectors]})")
+    check(all(abs(sum(x * x for x in v) - 1) < 1e-4 for v in vectors), "embeddings have unit length")
+    check(vectors[0] == vectors[2] and vectors[0] != vectors[1], "the same text gives the same embedding")
+    check(got.usage.prompt_tokens > 0 and got.usage.total_tokens == got.usage.prompt_tokens, f"usage {got.usage}")
 
 
 def check_prefix_cache(client, messages, greedy):

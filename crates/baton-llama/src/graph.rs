@@ -41,7 +41,14 @@ pub enum Logits {
     Last,
     /// Every token's (perplexity, teacher-forced checks).
     All,
+    /// No logits: every token's final hidden state (after the output norm),
+    /// `dim` values per token, of one sequence (embeddings). The graph's
+    /// output is named [`HIDDEN`].
+    Hidden,
 }
+
+/// The name of a [`Logits::Hidden`] graph's output.
+pub const HIDDEN: &str = "hidden";
 
 /// Positions the attention window grows by: decode steps within one
 /// window share one graph (and so one plan). Up to this many positions it
@@ -369,6 +376,14 @@ pub fn build(
     }
     b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight", c.dim)?;
+    if shape.logits == Logits::Hidden {
+        if several {
+            return Err(GraphError::Invalid("hidden states are for one sequence at a time".into()));
+        }
+        b.g.mark(x, Flags::OUTPUT)?;
+        b.g.set_name(x, HIDDEN)?;
+        return Ok(b.g);
+    }
     if several {
         if shape.logits == Logits::All {
             return Err(GraphError::Invalid("every token's logits are for one sequence at a time".into()));

@@ -25,6 +25,7 @@ mod chat;
 mod chat_tokens;
 mod config;
 mod conversation;
+mod embedding;
 mod error;
 mod fetch;
 mod graph;
@@ -45,6 +46,7 @@ pub use baton_tokenizer::{EncodeOptions, Tokenizer};
 // Loading a model and evaluating tokens.
 pub use arch::{Activation, ArchTraits, Architecture, LayerAttention};
 pub use config::LlamaConfig;
+pub use embedding::{normalize, Pooling};
 pub use error::ModelError;
 pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
 pub use memory::ModelMemory;

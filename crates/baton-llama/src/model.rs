@@ -568,7 +568,7 @@ impl Model {
             .iter()
             .map(|n| match n.name.as_deref() {
                 // Bound per step (submit_inner).
-                Some("tokens" | "positions" | "logits" | graph::LOGIT_ROWS) | None => None,
+                Some("tokens" | "positions" | "logits" | graph::HIDDEN | graph::LOGIT_ROWS) | None => None,
                 Some(name) => self.bound.get(name).cloned(),
             })
             .collect();
@@ -582,7 +582,7 @@ impl Model {
         if seqs.is_empty() {
             return Err(ModelError::Input("a batch needs at least one sequence".into()));
         }
-        if logits == Logits::All && seqs.len() > 1 {
+        if matches!(logits, Logits::All | Logits::Hidden) && seqs.len() > 1 {
             return Err(ModelError::Input("every token's logits are for one sequence at a time".into()));
         }
         let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
@@ -657,9 +657,10 @@ impl Model {
         };
         let (plan, by_node) = self.plan_and_bound(&shape)?;
         let rows = match logits {
-            Logits::All => t,
+            Logits::All | Logits::Hidden => t,
             Logits::Last => seqs.len(),
         };
+        let width = if logits == Logits::Hidden { self.config.dim } else { self.config.vocab };
         let picks = if seqs.len() > 1 { seqs.len() } else { 0 };
         let slot = self.next_input;
         self.next_input = (slot + 1) % self.input_io.len();
@@ -671,14 +672,13 @@ impl Model {
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
         let ring_t = TensorRef::new(&io, (2 * t + picks.max(1)) * 4, DType::I32, &[t])?;
-        let needed = rows * self.config.vocab * 4;
+        let needed = rows * width * 4;
         if logits_buffer.is_none() && self.logits_io.len() < needed {
             // Runs in flight hold the old buffer until they are done.
             let last = self.layer_device[self.config.layers - 1];
             self.logits_io = self.devices[last].alloc(needed)?;
         }
-        let logits_t =
-            TensorRef::new(logits_buffer.unwrap_or(&self.logits_io), 0, DType::F32, &[rows, self.config.vocab])?;
+        let logits_t = TensorRef::new(logits_buffer.unwrap_or(&self.logits_io), 0, DType::F32, &[rows, width])?;
         if let Some(written) = self.pending_inputs.take() {
             // Done long ago in practice (earlier on the stream than the last
             // logits); a real wait is counted.
@@ -723,7 +723,7 @@ impl Model {
                 "positions" => Some(pos_t.clone()),
                 graph::LOGIT_ROWS => Some(picks_t.clone()),
                 graph::RING_ROWS => Some(ring_t.clone()),
-                "logits" => Some(logits_t.clone()),
+                "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,
             }
         };
@@ -744,9 +744,8 @@ impl Model {
     /// Waits for the logits a submitted run fills and returns them; with
     /// `done` (the run's point), on the readback stream after that point.
     fn read_logits(&mut self, logits_t: &TensorRef, done: Option<&SyncPoint>) -> Result<&[f32], ModelError> {
-        let rows = logits_t.shape().dims()[0];
         let mut host_logits = self.host_logits.take().unwrap_or_default();
-        host_logits.resize(rows * self.config.vocab, 0.0);
+        host_logits.resize(logits_t.shape().elems(), 0.0);
         let last = self.layer_device[self.config.layers - 1];
         let stream = match (done, &self.readback) {
             (Some(done), Some(readback)) => {
@@ -865,6 +864,30 @@ impl Model {
         }
         let last = chunks - 1;
         self.eval(&tokens[last * batch..], past + last * batch, Logits::Last)
+    }
+
+    /// Every token's final hidden state (`dim` values each, after the
+    /// output norm) of `tokens` evaluated from position 0 of `slot`, in
+    /// batches of [`batch`](Self::batch); the slot's cache holds the tokens
+    /// afterwards (a later evaluation of that slot from position 0
+    /// overwrites them).
+    pub fn eval_hidden(&mut self, slot: usize, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::Input("the text to embed gives no tokens".into()));
+        }
+        if self.tensor_parallel().is_some() || self.runner.remote().is_some() {
+            return Err(ModelError::Input(
+                "hidden states (embeddings) are read on one process without --split-mode tensor".into(),
+            ));
+        }
+        let batch = self.batch;
+        let mut hidden = Vec::with_capacity(tokens.len() * self.config.dim);
+        for (i, chunk) in tokens.chunks(batch).enumerate() {
+            let step = [SeqStep { slot, past: i * batch, tokens: chunk }];
+            let (_, rows) = self.submit(&step, Logits::Hidden, None)?;
+            hidden.extend_from_slice(self.read_logits(&rows, None)?);
+        }
+        Ok(hidden)
     }
 
     /// Runs one decode step (token 0 at position 0 of slot 0) and drops

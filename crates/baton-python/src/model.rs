@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, SamplingParams};
+use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, Pooling, SamplingParams};
 use baton_load::SplitMode;
 use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::errors::{load_error, model_error, submit_error};
-use crate::generation::PyGeneration;
+use crate::errors::{load_error, model_error, submit_error, BatonError};
+use crate::generation::{PyGeneration, SIGNAL_TICK};
 
 /// A model loaded over its devices, run by an engine thread that owns it.
 #[pyclass(module = "baton._baton", name = "_Model", frozen)]
@@ -201,6 +201,38 @@ impl PyModel {
         let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs };
         let generation = self.engine.submit(request).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
+    }
+
+    /// The embeddings of `inputs` (token lists): each one's hidden states
+    /// pooled as `pooling` says (`mean` or `last`), normalised to unit
+    /// length when `normalize`. Waits with the GIL released; Ctrl-C drops
+    /// the inputs not yet computed.
+    fn embed(&self, py: Python<'_>, inputs: Vec<Vec<u32>>, pooling: &str, normalize: bool) -> PyResult<Vec<Vec<f32>>> {
+        let pooling: Pooling =
+            pooling.parse().map_err(|e: baton_llama::ModelError| PyValueError::new_err(e.to_string()))?;
+        let mut tickets = inputs
+            .into_iter()
+            .map(|tokens| self.engine.embed(tokens, pooling).map_err(submit_error))
+            .collect::<PyResult<Vec<_>>>()?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| model_error(&e))?;
+        let mut out = Vec::with_capacity(tickets.len());
+        for ticket in &mut tickets {
+            let answer = loop {
+                let waited =
+                    py.detach(|| runtime.block_on(async { tokio::time::timeout(SIGNAL_TICK, ticket.wait()).await }));
+                match waited {
+                    Ok(answer) => break answer,
+                    Err(_) => py.check_signals()?,
+                }
+            };
+            let mut vector = answer.map_err(|why| BatonError::new_err(format!("the embedding failed: {why}")))?;
+            if normalize {
+                baton_llama::normalize(&mut vector);
+            }
+            out.push(vector);
+        }
+        Ok(out)
     }
 
     /// Stops the engine: running generations end with an error, and the

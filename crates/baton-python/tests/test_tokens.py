@@ -63,3 +63,27 @@ def test_chat_logprobs_have_openais_shape(llm):
         assert bytes(entry["bytes"]).decode("utf-8", errors="replace") == entry["token"]
         assert len(entry["top_logprobs"]) == 2
         assert entry["top_logprobs"][0]["logprob"] >= entry["top_logprobs"][1]["logprob"]
+
+
+def test_embeddings_are_pooled_hidden_states(llm, model_path):
+    import baton
+
+    one = llm.embed("The cat sat on the mat.")
+    assert isinstance(one, list) and len(one) == 576 and all(isinstance(x, float) for x in one)
+    unit = llm.embed("The cat sat on the mat.", normalize=True)
+    norm = math.sqrt(sum(x * x for x in one))
+    assert sum(x * x for x in unit) == pytest.approx(1.0, abs=1e-5)
+    assert unit == pytest.approx([x / norm for x in one], abs=1e-6)
+    many, count = llm.embed(["The cat sat on the mat.", "Quantum chromodynamics."], return_count=True)
+    assert many[0] == one and count == len(llm.tokenize(b"The cat sat on the mat.")) + len(
+        llm.tokenize(b"Quantum chromodynamics.")
+    )
+    response = llm.create_embedding(["a", "b"])
+    assert response["object"] == "list" and [d["index"] for d in response["data"]] == [0, 1]
+    with baton.Llama(model_path, n_threads=2, pooling="last", verbose=False) as last:
+        assert last.embed("The cat sat on the mat.") != one, "the last token's state is not the mean"
+    with pytest.raises(TypeError):
+        llm.embed(5)
+    with pytest.raises(ValueError, match="exceed context"):
+        llm.embed("word " * 1000, truncate=False)
+    assert len(llm.embed("word " * 1000)) == 576, "a long text is cut to the context"

@@ -11,7 +11,8 @@
 //!   [`Model::eval_batch`](baton_llama::Model::eval_batch)), so a request's
 //!   greedy output is the same served alone or under load.
 //! - [`http`]: the OpenAI-compatible server (`/v1/chat/completions`,
-//!   `/v1/completions`, `/v1/models`, `/health`) on axum, which turns
+//!   `/v1/completions`, `/v1/embeddings`, `/v1/models`, `/health`,
+//!   `/metrics`) on axum, which turns
 //!   requests into [`engine::GenerateRequest`]s and streams the tokens back.
 #![deny(missing_docs)]
 

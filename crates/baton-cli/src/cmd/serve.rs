@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// 512, or less to stay under the open-file limit, `ulimit -n`).
     #[arg(long = "max-connections")]
     max_connections: Option<usize>,
+    /// How `/v1/embeddings` pools a text's hidden states: `mean` over its
+    /// tokens or the `last` token's (llama-server's `--pooling`).
+    #[arg(long, default_value = "mean", value_parser = ["mean", "last"])]
+    pooling: String,
 }
 
 /// Descriptors kept for everything but connections: the model file, the
@@ -117,6 +121,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         body_timeout,
         max_connections,
         stop_when_the_engine_fails: true,
+        pooling: args.pooling.parse()?,
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {

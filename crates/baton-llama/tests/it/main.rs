@@ -8,6 +8,7 @@ mod batch;
 mod cache_types;
 mod chat;
 mod chat_reference;
+mod embedding;
 mod long_context;
 mod mapped;
 mod reference;

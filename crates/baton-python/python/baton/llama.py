@@ -31,7 +31,9 @@ class Llama:
     ``"tensor"`` or ``"none"``), ``tensor_split`` (each device's share),
     ``n_parallel`` (sequences the engine batches at once; calls from
     several Python threads share its steps), ``type_k``/``type_v`` (the KV
-    cache's types: f16, f32, bf16, q8_0, q4_0).
+    cache's types: f16, f32, bf16, q8_0, q4_0), ``pooling`` (how ``embed``
+    pools a text's hidden states: ``"mean"`` or ``"last"``). ``embedding``
+    is taken for llama-cpp-python's signature: any model embeds.
     """
 
     def __init__(
@@ -49,6 +51,8 @@ class Llama:
         n_parallel: int = 1,
         type_k: str = "f16",
         type_v: str = "f16",
+        embedding: bool = False,
+        pooling: str = "mean",
     ) -> None:
         if not isinstance(model_path, (str, os.PathLike)):
             raise TypeError(f"model_path must be a path, not {type(model_path).__name__}")
@@ -64,6 +68,9 @@ class Llama:
             if value not in _CACHE_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(_CACHE_TYPES)}, not {value!r}")
         shares = [_args.number("tensor_split", w) for w in (tensor_split or [])]
+        if pooling not in ("mean", "last"):
+            raise ValueError(f"pooling must be 'mean' or 'last', not {pooling!r}")
+        self.pooling = pooling
         self.model_path = os.fspath(model_path)
         self.verbose = bool(verbose)
         start = time.perf_counter()
@@ -323,6 +330,52 @@ class Llama:
             yield _shapes.chat_chunk(cid, self.model_path, {}, None, generation.finish_reason)
         finally:
             generation.cancel()
+
+    # Embeddings.
+
+    def embed(
+        self,
+        input: Union[str, List[str]],
+        normalize: bool = False,
+        truncate: bool = True,
+        return_count: bool = False,
+    ) -> Any:
+        """The embedding of a text (a list of floats), or of each text of a
+        list: the final hidden states pooled (``pooling``), scaled to unit
+        length when ``normalize``. ``truncate`` cuts a text longer than the
+        context (else it is a ValueError). With ``return_count``, also the
+        number of tokens embedded."""
+        texts = [input] if isinstance(input, str) else input
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("input must be a string or a list of strings")
+        if not texts:
+            raise ValueError("input is empty")
+        token_lists = []
+        for text in texts:
+            tokens = self.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+            if len(tokens) > self._model.n_ctx:
+                if not truncate:
+                    raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
+                tokens = tokens[: self._model.n_ctx]
+            token_lists.append(tokens)
+        vectors = self._model.embed(token_lists, self.pooling, bool(normalize))
+        out = vectors[0] if isinstance(input, str) else vectors
+        if return_count:
+            return out, sum(len(t) for t in token_lists)
+        return out
+
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+        """OpenAI's embeddings response (unit vectors, as `/v1/embeddings`
+        gives them)."""
+        vectors, count = self.embed(input, normalize=True, return_count=True)
+        if isinstance(input, str):
+            vectors = [vectors]
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+            "model": model or self.model_path,
+            "usage": {"prompt_tokens": count, "total_tokens": count},
+        }
 
     # Life cycle.
 

@@ -25,6 +25,7 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
+mod embed;
 mod metrics;
 mod options;
 mod prefix;
@@ -38,9 +39,10 @@ use std::sync::{mpsc, Arc};
 use baton_core::loom::plain::Mutex;
 use std::thread::JoinHandle;
 
-use baton_llama::{Model, Tokenizer};
+use baton_llama::{Model, Pooling, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
+pub use embed::EmbeddingTicket;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use options::{EngineOptions, Shutdown};
 pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS};
@@ -57,6 +59,8 @@ pub struct ModelInfo {
     pub context: usize,
     /// Vocabulary size.
     pub vocab: usize,
+    /// The hidden size (an embedding's width).
+    pub dim: usize,
     /// The model's chat template, if the file has one.
     pub chat_template: Option<String>,
     /// The end-of-text token.
@@ -165,6 +169,7 @@ impl Engine {
             name: name.into(),
             context: model.context(),
             vocab: model.config().vocab,
+            dim: model.config().dim,
             chat_template: model.chat_template().map(str::to_string),
             eos: tokenizer.eos_id(),
         });
@@ -247,6 +252,44 @@ impl Engine {
     /// Queues `request`; its tokens arrive on the returned [`Generation`].
     pub fn submit(&self, request: GenerateRequest) -> Result<Generation, SubmitError> {
         self.check(&request)?;
+        self.take_queue_place()?;
+        let (events, receiver) = tmpsc::unbounded_channel();
+        if self
+            .commands
+            .send(Command::Submit(Admitted { request, events, submitted: std::time::Instant::now() }))
+            .is_err()
+        {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(SubmitError::ShuttingDown);
+        }
+        Ok(Generation { events: receiver })
+    }
+
+    /// Queues the embedding of `tokens` (at most a sequence's context),
+    /// pooled as `pooling` says; it waits in the same queue as generations
+    /// and runs on the next free slot between steps (`embed.rs`).
+    pub fn embed(&self, tokens: Vec<u32>, pooling: Pooling) -> Result<EmbeddingTicket, SubmitError> {
+        let (len, context) = (tokens.len(), self.info.context);
+        if len == 0 {
+            return Err(SubmitError::EmptyPrompt);
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.info.vocab) {
+            return Err(SubmitError::BadToken { id, vocab: self.info.vocab });
+        }
+        if len > context {
+            return Err(SubmitError::TooLongToEmbed { tokens: len, context });
+        }
+        self.take_queue_place()?;
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        if self.commands.send(Command::Embed(embed::EmbedJob { tokens, pooling, reply })).is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(SubmitError::ShuttingDown);
+        }
+        Ok(EmbeddingTicket { reply: receiver })
+    }
+
+    /// Takes a place in the queue for a request, or says why not.
+    fn take_queue_place(&self) -> Result<(), SubmitError> {
         if !self.shared.accepting.load(Ordering::Acquire) {
             return Err(match self.shared.failure.lock().clone() {
                 Some(why) => SubmitError::EngineFailed(why),
@@ -266,20 +309,10 @@ impl Engine {
                 });
             }
             match queued.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => break,
+                Ok(_) => return Ok(()),
                 Err(actual) => now = actual,
             }
         }
-        let (events, receiver) = tmpsc::unbounded_channel();
-        if self
-            .commands
-            .send(Command::Submit(Admitted { request, events, submitted: std::time::Instant::now() }))
-            .is_err()
-        {
-            queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(SubmitError::ShuttingDown);
-        }
-        Ok(Generation { events: receiver })
     }
 
     fn check(&self, request: &GenerateRequest) -> Result<(), SubmitError> {

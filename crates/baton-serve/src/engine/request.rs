@@ -132,6 +132,14 @@ pub enum SubmitError {
         /// Positions of one sequence's context.
         context: usize,
     },
+    /// A text to embed longer than a sequence's context.
+    #[error("the text to embed has {tokens} tokens; a sequence's context holds {context}")]
+    TooLongToEmbed {
+        /// Tokens of the text.
+        tokens: usize,
+        /// Positions of one sequence's context.
+        context: usize,
+    },
     /// `max_tokens` is 0.
     #[error("max_tokens must be at least 1")]
     ZeroMaxTokens,

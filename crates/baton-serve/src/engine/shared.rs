@@ -72,6 +72,7 @@ pub(super) struct Admitted {
 /// What a handle asks of the worker.
 pub(super) enum Command {
     Submit(Admitted),
+    Embed(super::embed::EmbedJob),
     Shutdown(Shutdown),
     /// Makes the worker's turn panic (feature `fault-injection`).
     #[cfg(feature = "fault-injection")]

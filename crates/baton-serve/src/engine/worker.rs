@@ -11,6 +11,7 @@ use std::time::Instant;
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
+use super::embed::EmbedJob;
 use super::options::{EngineOptions, Shutdown};
 use super::prefix::SlotCache;
 use super::request::{Event, Finish, FinishReason, TokenLogprobs};
@@ -99,6 +100,8 @@ pub(super) struct Worker {
     tokenizer: Arc<Tokenizer>,
     /// What each slot's cache holds, for the next request's prefix.
     prefix: SlotCache,
+    /// Embedding requests waiting for a free slot, in order of arrival.
+    embeds: VecDeque<EmbedJob>,
 }
 
 impl Worker {
@@ -130,6 +133,7 @@ impl Worker {
             next_id: 0,
             tokenizer,
             prefix,
+            embeds: VecDeque::new(),
         }
     }
 
@@ -180,7 +184,7 @@ impl Worker {
     /// steps; `false` when the worker must stop.
     fn turn(&mut self) -> bool {
         let in_flight = self.flights.iter().any(Option::is_some);
-        if self.running.is_empty() && self.waiting.is_empty() && !in_flight {
+        if self.running.is_empty() && self.waiting.is_empty() && self.embeds.is_empty() && !in_flight {
             if self.draining {
                 return false;
             }
@@ -200,6 +204,7 @@ impl Worker {
             }
         }
         self.drop_cancelled();
+        self.run_embeds();
         self.admit();
         self.round();
         self.publish();
@@ -214,8 +219,10 @@ impl Worker {
         *self.shared.failure.lock() = Some(why.to_string());
         self.shared.accepting.store(false, Ordering::Release);
         while let Ok(command) = self.inbox.try_recv() {
-            if let Command::Submit(admitted) = command {
-                self.waiting.push_back(admitted);
+            match command {
+                Command::Submit(admitted) => self.waiting.push_back(admitted),
+                Command::Embed(job) => self.embeds.push_back(job),
+                _ => {}
             }
         }
         self.fail_all(why);
@@ -226,6 +233,10 @@ impl Worker {
         match command {
             Command::Submit(admitted) => {
                 self.waiting.push_back(admitted);
+                true
+            }
+            Command::Embed(job) => {
+                self.embeds.push_back(job);
                 true
             }
             Command::Shutdown(Shutdown::Drain) => {
@@ -253,7 +264,31 @@ impl Worker {
             let _ = admitted.events.send(Event::Failed(why.to_string()));
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
+        for job in self.embeds.drain(..) {
+            let _ = job.reply.send(Err(why.to_string()));
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+        }
         self.publish();
+    }
+
+    /// Computes waiting embeddings on free slots, before the waiting
+    /// generations take them (an embedding is one forward pass). A client
+    /// that went away is skipped.
+    fn run_embeds(&mut self) {
+        while let Some(&slot) = self.free_slots.last() {
+            let Some(job) = self.embeds.pop_front() else { break };
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            if job.reply.is_closed() {
+                self.shared.cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // The slot's cache is overwritten from position 0 whatever
+            // happens next: it no longer holds the prefix it held.
+            self.prefix.clear(slot);
+            let answer = self.model.embed(slot, &job.tokens, job.pooling).map_err(|e| e.to_string());
+            self.shared.prompt.fetch_add(job.tokens.len() as u64, Ordering::Relaxed);
+            let _ = job.reply.send(answer);
+        }
     }
 
     /// Frees the slots of generations whose client went away.

@@ -100,7 +100,9 @@ impl From<SubmitError> for ApiError {
             SubmitError::ShuttingDown | SubmitError::EngineFailed(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
             }
-            SubmitError::PromptTooLong { .. } | SubmitError::ExceedsContext { .. } => {
+            SubmitError::PromptTooLong { .. }
+            | SubmitError::ExceedsContext { .. }
+            | SubmitError::TooLongToEmbed { .. } => {
                 let mut e = Self::invalid(message);
                 e.body.code = Some("context_length_exceeded");
                 e

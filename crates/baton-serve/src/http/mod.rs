@@ -7,6 +7,8 @@
 //!   as `baton run --chat` renders them.
 //! - `POST /v1/completions`: `prompt` is a string, a list of one string, or
 //!   a list of token ids.
+//! - `POST /v1/embeddings`: each input's hidden states pooled (mean or
+//!   last token, `ServerOptions::pooling`) and normalised (`embeddings.rs`).
 //! - `GET /v1/models`: the one served model.
 //! - `GET /metrics`: Prometheus' text format: requests running, queued and
 //!   ended (by reason), prompt and generated tokens, tokens per second
@@ -46,6 +48,7 @@
 
 mod answer;
 mod body;
+pub mod embeddings;
 mod error;
 mod generate;
 pub mod listen;
@@ -79,12 +82,15 @@ use crate::engine::Engine;
 /// The server's routes over `engine`.
 pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeError> {
     let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())?;
+    let dim = engine.info().dim;
     let state = state::AppState {
         engine,
         template: Arc::new(template),
         started: state::unix_now(),
         requests: Arc::new(AtomicU64::new(0)),
         body_timeout: options.body_timeout,
+        pooling: options.pooling,
+        embedding_dim: dim,
     };
     Ok(Router::new()
         .route("/health", get(routes::health))
@@ -92,6 +98,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/models", get(routes::models))
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))
+        .route("/v1/embeddings", post(embeddings::embeddings))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
         .with_state(state))

@@ -24,6 +24,8 @@ pub struct ServerOptions {
     /// Stop serving (and return [`ServeError::EngineFailed`](super::ServeError::EngineFailed)) when the
     /// engine stops for good, rather than answer 503 to every request.
     pub stop_when_the_engine_fails: bool,
+    /// How `/v1/embeddings` pools a text's hidden states (`--pooling`).
+    pub pooling: baton_llama::Pooling,
 }
 
 impl Default for ServerOptions {
@@ -35,6 +37,7 @@ impl Default for ServerOptions {
             body_timeout: Duration::from_secs(30),
             max_connections: 512,
             stop_when_the_engine_fails: true,
+            pooling: baton_llama::Pooling::Mean,
         }
     }
 }

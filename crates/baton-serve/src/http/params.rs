@@ -156,7 +156,7 @@ mod tests {
     use super::*;
 
     fn info() -> ModelInfo {
-        ModelInfo { name: "m".into(), context: 64, vocab: 100, chat_template: None, eos: None }
+        ModelInfo { name: "m".into(), context: 64, vocab: 100, dim: 8, chat_template: None, eos: None }
     }
 
     fn params(json: &str) -> Params {

@@ -18,6 +18,10 @@ pub struct AppState {
     pub(super) requests: Arc<AtomicU64>,
     /// How long a request body may take to arrive.
     pub(super) body_timeout: std::time::Duration,
+    /// How `/v1/embeddings` pools a text's hidden states.
+    pub(super) pooling: baton_llama::Pooling,
+    /// The width of an embedding (the model's hidden size).
+    pub(super) embedding_dim: usize,
 }
 
 /// Unix seconds now.

@@ -4,6 +4,8 @@
 
 mod server;
 
+mod embeddings;
+
 #[cfg(feature = "fault-injection")]
 mod faults;
 mod hostile;
