@@ -12,7 +12,9 @@
 //! form of a matrix once it exists, so after packing, its pages are given
 //! back (`MADV_DONTNEED`). A later read of the original bytes (a row lookup
 //! of a tied embedding, a conformance read) faults the page in again from
-//! the page cache, with the same bytes, because none was ever written.
+//! the page cache, with the same bytes, because none was ever written; the
+//! released range is marked `MADV_RANDOM`, so such a fault brings in its
+//! page, not a readahead window around it.
 
 use std::ptr::NonNull;
 
@@ -151,6 +153,13 @@ impl MappedPages {
         // unmaps clean private pages, which later reads fault in again from
         // the file. A failure (none is expected) only leaves them resident.
         let done = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        // What reads these pages again reads a few rows at random (a tied
+        // embedding's lookups): without this, each fault reads around it as
+        // much as the disk's readahead (8 MiB on some virtual disks), all
+        // of it resident again.
+        // SAFETY: as above; MADV_RANDOM only changes the kernel's readahead
+        // for the range, never its contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_RANDOM) };
         if done == 0 {
             end - start
         } else {
