@@ -100,6 +100,7 @@ def main():
     check_logprobs(client, model, messages, greedy)
     check_prefix_cache(client, messages, greedy)
     check_embeddings(client, model)
+    check_echo(client, model)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -149,6 +150,22 @@ def check_embeddings(client, model):
     check(all(abs(sum(x * x for x in v) - 1) < 1e-4 for v in vectors), "embeddings have unit length")
     check(vectors[0] == vectors[2] and vectors[0] != vectors[1], "the same text gives the same embedding")
     check(got.usage.prompt_tokens > 0 and got.usage.total_tokens == got.usage.prompt_tokens, f"usage {got.usage}")
+
+
+def check_echo(client, model):
+    """`echo` with `logprobs` and `max_tokens: 0`: the prompt scored, as an
+    evaluation harness asks."""
+    prompt = "The capital of France is Paris"
+    got = client.completions.create(model=model, prompt=prompt, echo=True, logprobs=1, max_tokens=0)
+    choice = got.choices[0]
+    lp = choice.logprobs
+    check(choice.text == prompt, f"echo sends the prompt back: {choice.text!r}")
+    check(lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:]),
+          "the prompt's tokens are scored, the first with null")
+    check(len(lp.tokens) == got.usage.prompt_tokens and got.usage.completion_tokens == 0, f"usage {got.usage}")
+    more = client.completions.create(model=model, prompt=prompt, echo=True, max_tokens=4, temperature=0)
+    check(more.choices[0].text.startswith(prompt) and len(more.choices[0].text) > len(prompt),
+          "echo puts the prompt before the completion")
 
 
 def check_prefix_cache(client, messages, greedy):

@@ -845,7 +845,18 @@ impl Model {
     /// or one per token with [`Logits::All`]. The host waits once, for the
     /// logits (their read waits for its own point only).
     pub fn eval(&mut self, tokens: &[u32], past: usize, logits: Logits) -> Result<&[f32], ModelError> {
-        let (_, logits_t) = self.submit(&[SeqStep { slot: 0, past, tokens }], logits, None)?;
+        self.eval_slot(0, tokens, past, logits)
+    }
+
+    /// As [`eval`](Self::eval), on sequence slot `slot` of the cache.
+    pub fn eval_slot(
+        &mut self,
+        slot: usize,
+        tokens: &[u32],
+        past: usize,
+        logits: Logits,
+    ) -> Result<&[f32], ModelError> {
+        let (_, logits_t) = self.submit(&[SeqStep { slot, past, tokens }], logits, None)?;
         self.read_logits(&logits_t, None)
     }
 

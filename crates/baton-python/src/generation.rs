@@ -16,7 +16,7 @@ pub const SIGNAL_TICK: Duration = Duration::from_millis(50);
 
 /// A token's log-probability for Python: `(token, logprob, [(token,
 /// logprob), ...])`, the alternatives most likely first.
-type LogprobTuple = (u32, f32, Vec<(u32, f32)>);
+pub type LogprobTuple = (u32, f32, Vec<(u32, f32)>);
 
 struct Running {
     generation: Generation,

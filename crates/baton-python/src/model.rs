@@ -8,12 +8,12 @@ use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, Pooling, SamplingParams};
 use baton_load::SplitMode;
-use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, Shutdown};
+use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::{load_error, model_error, submit_error, BatonError};
-use crate::generation::{PyGeneration, SIGNAL_TICK};
+use crate::generation::{LogprobTuple, PyGeneration, SIGNAL_TICK};
 
 /// A model loaded over its devices, run by an engine thread that owns it.
 #[pyclass(module = "baton._baton", name = "_Model", frozen)]
@@ -214,19 +214,9 @@ impl PyModel {
             .into_iter()
             .map(|tokens| self.engine.embed(tokens, pooling).map_err(submit_error))
             .collect::<PyResult<Vec<_>>>()?;
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| model_error(&e))?;
         let mut out = Vec::with_capacity(tickets.len());
         for ticket in &mut tickets {
-            let answer = loop {
-                let waited =
-                    py.detach(|| runtime.block_on(async { tokio::time::timeout(SIGNAL_TICK, ticket.wait()).await }));
-                match waited {
-                    Ok(answer) => break answer,
-                    Err(_) => py.check_signals()?,
-                }
-            };
-            let mut vector = answer.map_err(|why| BatonError::new_err(format!("the embedding failed: {why}")))?;
+            let mut vector = wait_pass(py, ticket, "the embedding")?;
             if normalize {
                 baton_llama::normalize(&mut vector);
             }
@@ -235,10 +225,34 @@ impl PyModel {
         Ok(out)
     }
 
+    /// Each token of `tokens` after the first: its log-probability after
+    /// the ones before it, with `top` alternatives, as `(token, logprob,
+    /// [(token, logprob), ...])` (one pass on a free slot; `echo` with
+    /// `logprobs`).
+    fn score(&self, py: Python<'_>, tokens: Vec<u32>, top: usize) -> PyResult<Vec<LogprobTuple>> {
+        let mut ticket = self.engine.score(tokens, top).map_err(submit_error)?;
+        let entries = wait_pass(py, &mut ticket, "scoring the prompt")?;
+        Ok(entries.into_iter().map(|e| (e.token, e.logprob, e.top)).collect())
+    }
+
     /// Stops the engine: running generations end with an error, and the
     /// model's memory is freed once the last handle goes.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.engine.shutdown(Shutdown::Cancel));
+    }
+}
+
+/// Waits for a single pass with the GIL released, letting Python raise
+/// `KeyboardInterrupt` every [`SIGNAL_TICK`] (the ticket is then dropped,
+/// and a pass not yet started is skipped).
+fn wait_pass<T: Send>(py: Python<'_>, ticket: &mut PassTicket<T>, what: &str) -> PyResult<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| model_error(&e))?;
+    loop {
+        let waited = py.detach(|| runtime.block_on(async { tokio::time::timeout(SIGNAL_TICK, ticket.wait()).await }));
+        match waited {
+            Ok(answer) => return answer.map_err(|why| BatonError::new_err(format!("{what} failed: {why}"))),
+            Err(_) => py.check_signals()?,
+        }
     }
 }
 

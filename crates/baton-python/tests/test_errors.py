@@ -47,7 +47,6 @@ def test_bad_generation_arguments(llm):
         (lambda: llm("x", seed=2**70), ValueError, "seed"),
         (lambda: llm("x", logprobs=21), ValueError, "21"),
         (lambda: llm("x", suffix="y"), ValueError, "suffix"),
-        (lambda: llm("x", echo=True, logprobs=1), ValueError, "echo"),
         (lambda: llm([llm.n_vocab()]), ValueError, "outside the vocabulary"),
         (lambda: llm([-1]), ValueError, "token id"),
         (lambda: llm([]), ValueError, "no tokens"),

@@ -87,3 +87,21 @@ def test_embeddings_are_pooled_hidden_states(llm, model_path):
     with pytest.raises(ValueError, match="exceed context"):
         llm.embed("word " * 1000, truncate=False)
     assert len(llm.embed("word " * 1000)) == 576, "a long text is cut to the context"
+
+
+def test_echo_with_logprobs_scores_the_prompt_then_the_completion(llm):
+    prompt = "The capital of France is"
+    n_prompt = len(llm.tokenize(prompt.encode()))
+    out = llm(prompt, max_tokens=4, temperature=0, echo=True, logprobs=2)
+    (choice,) = out["choices"]
+    lp = choice["logprobs"]
+    assert choice["text"].startswith(prompt)
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, "nothing predicts the first token"
+    assert len(lp["tokens"]) >= n_prompt + out["usage"]["completion_tokens"] - 1
+    assert all(v <= 0 for v in lp["token_logprobs"][1:])
+    assert lp["text_offset"] == sorted(lp["text_offset"])
+    plain = llm(prompt, max_tokens=4, temperature=0, logprobs=2)["choices"][0]["logprobs"]
+    assert lp["token_logprobs"][n_prompt:] == plain["token_logprobs"], "the completion's entries follow the prompt's"
+    streamed = list(llm(prompt, max_tokens=4, temperature=0, echo=True, logprobs=2, stream=True))
+    assert streamed[0]["choices"][0]["text"] == prompt
+    assert streamed[0]["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"][:n_prompt]

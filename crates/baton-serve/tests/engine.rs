@@ -88,6 +88,39 @@ fn requests() -> Vec<GenerateRequest> {
         .collect()
 }
 
+/// A prompt's score (`echo` with `logprobs`) gives each of its tokens the
+/// log-probability and alternatives its generation had: the prompt and the
+/// greedy tokens after it, scored in one pass, against the entries the
+/// generation sent (the same logits rows, bit for bit: row invariance).
+#[test]
+fn a_scored_prompt_gives_its_tokens_the_logprobs_of_their_generation() {
+    let (_dir, path) = synth_model("engine-score", SynthShape::Tiny, DType::Q8_0, 37);
+    let served = engine(&path, &["cpu"], 2, 4, 16);
+    let prompt = vec![4, 8, 15, 16, 23, 42];
+    let mut generation =
+        served.submit(GenerateRequest { logprobs: Some(3), ..greedy(prompt.clone(), 5) }).expect("submit");
+    let (mut entries, mut tokens) = (Vec::new(), Vec::new());
+    loop {
+        match generation.blocking_next().expect("an event") {
+            Event::Logprobs(entry) => entries.push(entry),
+            Event::Token(t) => tokens.push(t),
+            Event::Started { .. } => {}
+            Event::Done(_) => break,
+            Event::Failed(why) => panic!("{why}"),
+        }
+    }
+    let all: Vec<u32> = prompt.iter().chain(&tokens).copied().collect();
+    let scored = served.score(all.clone(), 3).expect("score").blocking_wait().expect("scored");
+    assert_eq!(scored.len(), all.len() - 1, "every token but the first");
+    assert_eq!(&scored[prompt.len() - 1..], &entries[..], "the generated tokens' entries, bit for bit");
+    for (entry, &token) in scored.iter().zip(&all[1..]) {
+        assert_eq!(entry.token, token);
+    }
+    assert!(matches!(served.score(vec![], 1), Err(SubmitError::EmptyPrompt)));
+    assert!(matches!(served.score(vec![1], 21), Err(SubmitError::TooManyLogprobs { .. })));
+    assert!(matches!(served.score(vec![1; 97], 1), Err(SubmitError::TooLongToEmbed { .. })));
+}
+
 /// Each generated token comes after its log-probabilities: the
 /// log-softmax (over the whole vocabulary, in f64) of the logits the same
 /// model gives when it evaluates the prompt and the tokens itself, the

@@ -66,10 +66,20 @@ class TokenText:
         return self._token_bytes(token).decode("utf-8", errors="replace")
 
 
-def completion_logprobs(entries: List[LogprobTuple], names: TokenText, offset: int) -> Dict[str, Any]:
+def completion_logprobs(
+    entries: List[LogprobTuple], names: TokenText, offset: int, unscored: Optional[int] = None
+) -> Dict[str, Any]:
     """The legacy completions shape: tokens, text offsets, logprobs, and a
-    dict of the alternatives per token (llama-cpp-python's `logprobs=N`)."""
+    dict of the alternatives per token (llama-cpp-python's `logprobs=N`);
+    `unscored` first, with `None`s (a prompt's first token under `echo`)."""
     tokens, offsets, values, tops = [], [], [], []
+    if unscored is not None:
+        text = names.text(unscored)
+        tokens.append(text)
+        offsets.append(offset)
+        offset += len(text)
+        values.append(None)
+        tops.append(None)
     for token, logprob, top in entries:
         text = names.text(token)
         tokens.append(text)

@@ -216,9 +216,9 @@ class Llama:
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
         logprobs = _args.integer("logprobs", logprobs, minimum=0, allow_none=True)
-        if echo and logprobs is not None:
-            raise ValueError("echo with logprobs (the prompt's log-probabilities) is not served by Baton")
         tokens = self._prompt_tokens(prompt)
+        # echo with logprobs: the prompt's tokens scored in one pass first.
+        scored = self._model.score(tokens, logprobs) if echo and logprobs is not None else None
         stops = _args.stops(stop)
         generation = self._start(
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
@@ -228,28 +228,41 @@ class Llama:
         head = ""
         if echo:
             head = prompt if isinstance(prompt, str) else self.detokenize(tokens).decode("utf-8", errors="replace")
+        echoed = (tokens[0], scored) if scored is not None else None
         if stream:
-            return self._stream_completion(generation, cid, head, logprobs is not None)
-        return self._whole_completion(generation, cid, head, logprobs is not None)
+            return self._stream_completion(generation, cid, head, logprobs is not None, echoed)
+        return self._whole_completion(generation, cid, head, logprobs is not None, echoed)
 
     def __call__(self, prompt: Union[str, bytes, Sequence[int]], *args: Any, **kwargs: Any) -> Any:
         """``create_completion``."""
         return self.create_completion(prompt, *args, **kwargs)
 
-    def _whole_completion(self, generation: _Generation, cid: str, head: str, want_logprobs: bool) -> Dict[str, Any]:
+    def _whole_completion(
+        self, generation: _Generation, cid: str, head: str, want_logprobs: bool, echoed: Optional[tuple]
+    ) -> Dict[str, Any]:
         text, entries = _drain(generation)
-        logprobs = _shapes.completion_logprobs(entries, self._names, len(head)) if want_logprobs else None
+        if echoed is not None:
+            first, scored = echoed
+            logprobs = _shapes.completion_logprobs(scored + entries, self._names, 0, unscored=first)
+        elif want_logprobs:
+            logprobs = _shapes.completion_logprobs(entries, self._names, len(head))
+        else:
+            logprobs = None
         choice = _shapes.completion_choice(head + text, logprobs, generation.finish_reason)
         use = _shapes.usage(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens)
         return _shapes.completion(cid, self.model_path, choice, use)
 
     def _stream_completion(
-        self, generation: _Generation, cid: str, head: str, want_logprobs: bool
+        self, generation: _Generation, cid: str, head: str, want_logprobs: bool, echoed: Optional[tuple]
     ) -> Iterator[Dict[str, Any]]:
         offset = len(head)
         try:
             if head:
-                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(head, None, None), None)
+                head_logprobs = None
+                if echoed is not None:
+                    first, scored = echoed
+                    head_logprobs = _shapes.completion_logprobs(scored, self._names, 0, unscored=first)
+                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(head, head_logprobs, None), None)
             for text, entries in generation:
                 logprobs = _shapes.completion_logprobs(entries, self._names, offset) if want_logprobs else None
                 offset += len(text)

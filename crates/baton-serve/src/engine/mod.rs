@@ -25,9 +25,10 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
-mod embed;
+mod logprobs;
 mod metrics;
 mod options;
+mod passes;
 mod prefix;
 mod request;
 mod shared;
@@ -42,9 +43,9 @@ use std::thread::JoinHandle;
 use baton_llama::{Model, Pooling, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
-pub use embed::EmbeddingTicket;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use options::{EngineOptions, Shutdown};
+pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
 pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
@@ -267,8 +268,29 @@ impl Engine {
 
     /// Queues the embedding of `tokens` (at most a sequence's context),
     /// pooled as `pooling` says; it waits in the same queue as generations
-    /// and runs on the next free slot between steps (`embed.rs`).
+    /// and runs on the next free slot between steps (`passes.rs`).
     pub fn embed(&self, tokens: Vec<u32>, pooling: Pooling) -> Result<EmbeddingTicket, SubmitError> {
+        self.check_pass(&tokens)?;
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        self.queue_pass(passes::PassJob::Embed { tokens, pooling, reply })?;
+        Ok(PassTicket { reply: receiver })
+    }
+
+    /// Queues the scoring of `tokens` (at most a sequence's context): the
+    /// log-probability of each token after the ones before it, with `top`
+    /// alternatives (at most [`MAX_TOP_LOGPROBS`]); as [`embed`](Self::embed),
+    /// one pass on a free slot.
+    pub fn score(&self, tokens: Vec<u32>, top: usize) -> Result<ScoreTicket, SubmitError> {
+        if top > MAX_TOP_LOGPROBS {
+            return Err(SubmitError::TooManyLogprobs { asked: top, max: MAX_TOP_LOGPROBS });
+        }
+        self.check_pass(&tokens)?;
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        self.queue_pass(passes::PassJob::Score { tokens, top, reply })?;
+        Ok(PassTicket { reply: receiver })
+    }
+
+    fn check_pass(&self, tokens: &[u32]) -> Result<(), SubmitError> {
         let (len, context) = (tokens.len(), self.info.context);
         if len == 0 {
             return Err(SubmitError::EmptyPrompt);
@@ -279,13 +301,16 @@ impl Engine {
         if len > context {
             return Err(SubmitError::TooLongToEmbed { tokens: len, context });
         }
+        Ok(())
+    }
+
+    fn queue_pass(&self, job: passes::PassJob) -> Result<(), SubmitError> {
         self.take_queue_place()?;
-        let (reply, receiver) = tokio::sync::oneshot::channel();
-        if self.commands.send(Command::Embed(embed::EmbedJob { tokens, pooling, reply })).is_err() {
+        if self.commands.send(Command::Pass(job)).is_err() {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(SubmitError::ShuttingDown);
         }
-        Ok(EmbeddingTicket { reply: receiver })
+        Ok(())
     }
 
     /// Takes a place in the queue for a request, or says why not.

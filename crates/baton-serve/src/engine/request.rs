@@ -132,8 +132,8 @@ pub enum SubmitError {
         /// Positions of one sequence's context.
         context: usize,
     },
-    /// A text to embed longer than a sequence's context.
-    #[error("the text to embed has {tokens} tokens; a sequence's context holds {context}")]
+    /// A text to embed or score longer than a sequence's context.
+    #[error("the text has {tokens} tokens; a sequence's context holds {context}")]
     TooLongToEmbed {
         /// Tokens of the text.
         tokens: usize,

@@ -72,7 +72,7 @@ pub(super) struct Admitted {
 /// What a handle asks of the worker.
 pub(super) enum Command {
     Submit(Admitted),
-    Embed(super::embed::EmbedJob),
+    Pass(super::passes::PassJob),
     Shutdown(Shutdown),
     /// Makes the worker's turn panic (feature `fault-injection`).
     #[cfg(feature = "fault-injection")]

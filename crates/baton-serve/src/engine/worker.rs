@@ -11,10 +11,11 @@ use std::time::Instant;
 use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
-use super::embed::EmbedJob;
+use super::logprobs::token_logprobs;
 use super::options::{EngineOptions, Shutdown};
+use super::passes::PassJob;
 use super::prefix::SlotCache;
-use super::request::{Event, Finish, FinishReason, TokenLogprobs};
+use super::request::{Event, Finish, FinishReason};
 use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -100,8 +101,9 @@ pub(super) struct Worker {
     tokenizer: Arc<Tokenizer>,
     /// What each slot's cache holds, for the next request's prefix.
     prefix: SlotCache,
-    /// Embedding requests waiting for a free slot, in order of arrival.
-    embeds: VecDeque<EmbedJob>,
+    /// Single passes (embeddings, prompt scores) waiting for a free slot,
+    /// in order of arrival.
+    passes: VecDeque<PassJob>,
 }
 
 impl Worker {
@@ -133,7 +135,7 @@ impl Worker {
             next_id: 0,
             tokenizer,
             prefix,
-            embeds: VecDeque::new(),
+            passes: VecDeque::new(),
         }
     }
 
@@ -184,7 +186,7 @@ impl Worker {
     /// steps; `false` when the worker must stop.
     fn turn(&mut self) -> bool {
         let in_flight = self.flights.iter().any(Option::is_some);
-        if self.running.is_empty() && self.waiting.is_empty() && self.embeds.is_empty() && !in_flight {
+        if self.running.is_empty() && self.waiting.is_empty() && self.passes.is_empty() && !in_flight {
             if self.draining {
                 return false;
             }
@@ -204,7 +206,7 @@ impl Worker {
             }
         }
         self.drop_cancelled();
-        self.run_embeds();
+        self.run_passes();
         self.admit();
         self.round();
         self.publish();
@@ -221,7 +223,7 @@ impl Worker {
         while let Ok(command) = self.inbox.try_recv() {
             match command {
                 Command::Submit(admitted) => self.waiting.push_back(admitted),
-                Command::Embed(job) => self.embeds.push_back(job),
+                Command::Pass(job) => self.passes.push_back(job),
                 _ => {}
             }
         }
@@ -235,8 +237,8 @@ impl Worker {
                 self.waiting.push_back(admitted);
                 true
             }
-            Command::Embed(job) => {
-                self.embeds.push_back(job);
+            Command::Pass(job) => {
+                self.passes.push_back(job);
                 true
             }
             Command::Shutdown(Shutdown::Drain) => {
@@ -264,30 +266,29 @@ impl Worker {
             let _ = admitted.events.send(Event::Failed(why.to_string()));
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
-        for job in self.embeds.drain(..) {
-            let _ = job.reply.send(Err(why.to_string()));
+        for job in self.passes.drain(..) {
+            job.fail(why);
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
         self.publish();
     }
 
-    /// Computes waiting embeddings on free slots, before the waiting
-    /// generations take them (an embedding is one forward pass). A client
+    /// Runs waiting single passes (`passes.rs`) on free slots, before the
+    /// waiting generations take them (a pass is one forward pass). A client
     /// that went away is skipped.
-    fn run_embeds(&mut self) {
+    fn run_passes(&mut self) {
         while let Some(&slot) = self.free_slots.last() {
-            let Some(job) = self.embeds.pop_front() else { break };
+            let Some(job) = self.passes.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-            if job.reply.is_closed() {
+            if job.abandoned() {
                 self.shared.cancelled.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             // The slot's cache is overwritten from position 0 whatever
             // happens next: it no longer holds the prefix it held.
             self.prefix.clear(slot);
-            let answer = self.model.embed(slot, &job.tokens, job.pooling).map_err(|e| e.to_string());
-            self.shared.prompt.fetch_add(job.tokens.len() as u64, Ordering::Relaxed);
-            let _ = job.reply.send(answer);
+            self.shared.prompt.fetch_add(job.tokens() as u64, Ordering::Relaxed);
+            job.run(&mut self.model, slot);
         }
     }
 
@@ -533,47 +534,4 @@ fn next_token(
         return Ok(Some(FinishReason::Length));
     }
     Ok(None)
-}
-
-/// `token`'s log-probability under `logits` and the `top` most likely
-/// tokens': `logits[i] - max - ln Σ exp(logits[j] - max)`, the sum in f64.
-/// The alternatives are kept in a sorted list of at most `top` entries as
-/// the logits go by (`top` is at most 20).
-fn token_logprobs(logits: &[f32], token: u32, top: usize) -> TokenLogprobs {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    let norm = f64::from(max) + sum.ln();
-    let logprob = |l: f32| (f64::from(l) - norm) as f32;
-    // Most likely first; ties: lower id first (the earlier one stays ahead).
-    let mut best: Vec<(u32, f32)> = Vec::with_capacity(top + 1);
-    for (id, &l) in logits.iter().enumerate() {
-        if top == 0 || best.len() == top && best.last().is_some_and(|&(_, worst)| l <= worst) {
-            continue;
-        }
-        let at = best.partition_point(|&(_, b)| b >= l);
-        best.insert(at, (id as u32, l));
-        best.truncate(top);
-    }
-    let chosen = logits.get(token as usize).copied().unwrap_or(f32::NEG_INFINITY);
-    TokenLogprobs { token, logprob: logprob(chosen), top: best.into_iter().map(|(id, l)| (id, logprob(l))).collect() }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn logprobs_are_the_log_softmax_and_the_top_ones_sorted() {
-        let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5];
-        let lp = token_logprobs(&logits, 4, 3);
-        let norm = logits.iter().map(|&l| f64::from(l).exp()).sum::<f64>().ln();
-        assert!((f64::from(lp.logprob) - (0.5 - norm)).abs() < 1e-6);
-        let ids: Vec<u32> = lp.top.iter().map(|&(id, _)| id).collect();
-        assert_eq!(ids, [1, 2, 0], "most likely first, ties by id");
-        assert!((f64::from(lp.top[2].1) - (1.0 - norm)).abs() < 1e-6);
-        let total: f64 = logits.iter().map(|&l| (f64::from(l) - norm).exp()).sum();
-        assert!((total - 1.0).abs() < 1e-12);
-        assert!(token_logprobs(&logits, 1, 0).top.is_empty());
-        assert_eq!(token_logprobs(&logits, 0, 20).top.len(), logits.len());
-    }
 }

@@ -25,7 +25,7 @@ use super::generate::{drive, Outcome};
 use super::logprobs::LogprobsWriter;
 use super::params::Job;
 use super::types::{Answer, ChatChoice, Delta, TextChoice, Usage};
-use crate::engine::Generation;
+use crate::engine::{Generation, TokenLogprobs};
 
 /// Which endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,11 +112,78 @@ fn event(data: &str) -> String {
     format!("data: {data}\n\n")
 }
 
-/// Runs the generation and answers with the whole text.
-pub async fn whole(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, meta: Meta) -> Response {
+/// A completion's prompt sent back before its text (`echo`): the prompt's
+/// text and, when log-probabilities are asked, its tokens' (the first one
+/// has none).
+#[derive(Debug)]
+pub struct Echo {
+    /// The prompt as text.
+    pub text: String,
+    /// The prompt's first token.
+    pub first: u32,
+    /// Each later prompt token's log-probability, when asked.
+    pub entries: Option<Vec<TokenLogprobs>>,
+}
+
+impl Echo {
+    /// The echo's text and `logprobs` object, through `writer`.
+    fn render(&self, writer: &mut LogprobsWriter, tokenizer: &Tokenizer) -> (String, Option<serde_json::Value>) {
+        let logprobs = self.entries.as_ref().map(|entries| {
+            writer.unscored(self.first);
+            writer.render(entries, tokenizer)
+        });
+        (self.text.clone(), logprobs)
+    }
+}
+
+/// Answers with the echo alone (`max_tokens: 0`): nothing is generated.
+pub fn echo_only(echo: &Echo, tokenizer: &Tokenizer, job: &Job, meta: &Meta) -> Response {
+    let (text, logprobs) = echo.render(&mut LogprobsWriter::new(false), tokenizer);
+    let usage = Usage::new(job.request.prompt.len(), 0, 0);
+    if !job.stream {
+        return meta.whole(text, logprobs, "length", usage);
+    }
+    let mut events = vec![event(&meta.chunk(Some(text), logprobs, Some("length"), None))];
+    if job.include_usage {
+        events.push(event(&meta.chunk(None, None, None, Some(usage))));
+    }
+    events.push(event("[DONE]"));
+    event_stream(stream::iter(events.into_iter().map(Ok::<_, Infallible>)))
+}
+
+/// A response of server-sent events from `events`.
+fn event_stream(events: impl futures_util::Stream<Item = Result<String, Infallible>> + Send + 'static) -> Response {
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
+        .into_response()
+}
+
+/// A generation on its way to its answer: what [`whole`] and [`streamed`]
+/// take.
+pub struct Answering {
+    /// The engine's generation.
+    pub generation: Generation,
+    /// The model's tokenizer.
+    pub tokenizer: Arc<Tokenizer>,
+    /// The checked request.
+    pub job: Job,
+    /// What every chunk repeats.
+    pub meta: Meta,
+    /// The prompt sent first (`echo`).
+    pub echo: Option<Echo>,
+}
+
+/// Runs the generation and answers with the whole text (after the echo of
+/// the prompt, when there is one).
+pub async fn whole(answering: Answering) -> Response {
+    let Answering { generation, tokenizer, job, meta, echo } = answering;
     let prompt = job.request.prompt.len();
-    let mut text = String::new();
+    let mut text = echo.as_ref().map_or_else(String::new, |e| e.text.clone());
+    let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
     let mut entries = Vec::new();
+    if let Some(Echo { first, entries: Some(scored), .. }) = &echo {
+        writer.unscored(*first);
+        entries.extend(scored.iter().cloned());
+    }
     let on_text = |piece: String, logprobs: Vec<_>| {
         text.push_str(&piece);
         entries.extend(logprobs);
@@ -125,8 +192,7 @@ pub async fn whole(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, 
     match outcome {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
-            let logprobs =
-                job.request.logprobs.map(|_| LogprobsWriter::new(meta.kind == Kind::Chat).render(&entries, &tokenizer));
+            let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
             meta.whole(text, logprobs, reason, usage)
         }
         Outcome::Failed(why) => ApiError::server(why).into_response(),
@@ -136,8 +202,10 @@ pub async fn whole(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, 
 
 /// Answers at once with an event stream that a task fills as tokens come;
 /// when the client goes away, the stream's receiver is dropped, the task
-/// sees its channel closed and drops the generation.
-pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, meta: Meta) -> Response {
+/// sees its channel closed and drops the generation. An echo of the
+/// prompt is the first chunk.
+pub fn streamed(answering: Answering) -> Response {
+    let Answering { generation, tokenizer, job, meta, echo } = answering;
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
         let prompt = job.request.prompt.len();
@@ -146,6 +214,10 @@ pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, met
         }
         let asked = job.request.logprobs.is_some();
         let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
+        if let Some(echo) = &echo {
+            let (text, logprobs) = echo.render(&mut writer, &tokenizer);
+            let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
+        }
         let outcome = {
             let mut on_text = |text: String, entries: Vec<_>| {
                 let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
@@ -172,7 +244,5 @@ pub fn streamed(generation: Generation, tokenizer: Arc<Tokenizer>, job: Job, met
             Outcome::Cancelled => {}
         }
     });
-    let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) });
-    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
-        .into_response()
+    event_stream(stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) }))
 }

@@ -16,6 +16,9 @@ pub struct LogprobsWriter {
     chat: bool,
     /// Characters of the text the entries so far stand for.
     offset: usize,
+    /// A first token to render before the next entries, without a
+    /// log-probability (a prompt's first token under `echo`).
+    unscored: Option<u32>,
 }
 
 /// A token's text (special tokens as their text) and bytes.
@@ -37,7 +40,14 @@ fn number(logprob: f32) -> Value {
 impl LogprobsWriter {
     /// A writer for chat answers (`chat`) or completions.
     pub fn new(chat: bool) -> LogprobsWriter {
-        LogprobsWriter { chat, offset: 0 }
+        LogprobsWriter { chat, offset: 0, unscored: None }
+    }
+
+    /// Renders `token` first in the next completions' `logprobs`, with
+    /// `null` for its log-probability and alternatives (nothing came
+    /// before it to predict it), as `echo` shows a prompt's first token.
+    pub fn unscored(&mut self, token: u32) {
+        self.unscored = Some(token);
     }
 
     /// The `logprobs` object of a choice holding `entries`.
@@ -63,6 +73,14 @@ impl LogprobsWriter {
             }
             false => {
                 let (mut tokens, mut logprobs, mut tops, mut offsets) = (vec![], vec![], vec![], vec![]);
+                if let Some(first) = self.unscored.take() {
+                    let (token, _) = piece(tokenizer, first);
+                    offsets.push(self.offset);
+                    self.offset += token.chars().count();
+                    tokens.push(token);
+                    logprobs.push(Value::Null);
+                    tops.push(Value::Null);
+                }
                 for e in entries {
                     let (token, _) = piece(tokenizer, e.token);
                     offsets.push(self.offset);

@@ -32,8 +32,10 @@
 //! completions: the number of alternatives) sends each generated token's
 //! log-probability under the model's log-softmax over the whole vocabulary
 //! (before penalties and filters) and its most likely alternatives, in
-//! OpenAI's shapes, whole and streamed (`logprobs.rs`); `echo` is refused
-//! (400). `model` must be absent or the
+//! OpenAI's shapes, whole and streamed (`logprobs.rs`); `echo` (completions)
+//! sends the prompt first, with its tokens' log-probabilities when asked
+//! (one pass over the prompt; `max_tokens: 0` generates nothing). `model`
+//! must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong
 //! type is a 400.

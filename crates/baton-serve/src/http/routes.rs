@@ -9,7 +9,7 @@ use axum::Json;
 use baton_llama::{EncodeOptions, Message};
 use serde_json::json;
 
-use super::answer::{self, Kind, Meta};
+use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
@@ -34,14 +34,40 @@ impl AppState {
 
     /// Submits the job and answers, streamed or whole.
     async fn run(&self, job: Job, kind: Kind) -> Result<Response, ApiError> {
-        let generation = self.engine.submit(job.request.clone())?;
+        self.run_echoed(job, kind, None).await
+    }
+
+    /// Runs `job`, its answer opening with `echo` when given; with
+    /// `max_tokens: 0` the echo alone answers.
+    async fn run_echoed(&self, job: Job, kind: Kind, echo: Option<Echo>) -> Result<Response, ApiError> {
         let tokenizer = self.engine.tokenizer().clone();
-        let meta = self.meta(kind);
-        Ok(if job.stream {
-            answer::streamed(generation, tokenizer, job, meta)
-        } else {
-            answer::whole(generation, tokenizer, job, meta).await
-        })
+        if let (Some(echo), Some(0)) = (&echo, job.request.max_tokens) {
+            return Ok(answer::echo_only(echo, &tokenizer, &job, &self.meta(kind)));
+        }
+        let generation = self.engine.submit(job.request.clone())?;
+        let stream = job.stream;
+        let answering = Answering { generation, tokenizer, job, meta: self.meta(kind), echo };
+        Ok(if stream { answer::streamed(answering) } else { answer::whole(answering).await })
+    }
+
+    /// The echo of a completion's prompt: its text (`text`, or the tokens
+    /// decoded) and, when log-probabilities are asked, its tokens' (one
+    /// pass over the prompt on a free slot before the generation).
+    async fn echo(&self, job: &Job, text: Option<String>) -> Result<Echo, ApiError> {
+        let prompt = &job.request.prompt;
+        let text = match text {
+            Some(text) => text,
+            None => self
+                .engine
+                .tokenizer()
+                .decode_with(prompt, true)
+                .map_err(|e| ApiError::invalid_param("prompt", e.to_string()))?,
+        };
+        let entries = match job.request.logprobs {
+            Some(top) => Some(self.engine.score(prompt.clone(), top)?.wait().await.map_err(ApiError::server)?),
+            None => None,
+        };
+        Ok(Echo { text, first: prompt.first().copied().unwrap_or(0), entries })
     }
 }
 
@@ -126,9 +152,6 @@ pub async fn completion(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    if request.echo {
-        return Err(ApiError::invalid_param("echo", "echo is not served"));
-    }
     let text = match request.prompt {
         Prompt::Text(text) => text,
         Prompt::Texts(mut texts) if texts.len() == 1 => texts.remove(0),
@@ -140,17 +163,26 @@ pub async fn completion(
         }
         Prompt::Tokens(ids) => {
             let job = Job::new(&request.params, ids, state.engine.info())?;
-            return state.run(job, Kind::Completion).await;
+            let echo = match request.echo {
+                true => Some(state.echo(&job, None).await?),
+                false => None,
+            };
+            return state.run_echoed(job, Kind::Completion, echo).await;
         }
     };
     // Tokenizing a long prompt is CPU work: off the HTTP threads.
     let tokenizer = state.engine.tokenizer().clone();
+    let source = text.clone();
     let prompt = tokio::task::spawn_blocking(move || {
-        tokenizer.encode(&text, EncodeOptions { add_special: true, parse_special: true })
+        tokenizer.encode(&source, EncodeOptions { add_special: true, parse_special: true })
     })
     .await
     .map_err(|e| ApiError::server(format!("tokenizing the prompt: {e}")))?
     .map_err(|e| ApiError::invalid_param("prompt", format!("tokenizing the prompt: {e}")))?;
     let job = Job::new(&request.params, prompt, state.engine.info())?;
-    state.run(job, Kind::Completion).await
+    let echo = match request.echo {
+        true => Some(state.echo(&job, Some(text)).await?),
+        false => None,
+    };
+    state.run_echoed(job, Kind::Completion, echo).await
 }

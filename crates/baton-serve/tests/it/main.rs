@@ -4,6 +4,7 @@
 
 mod server;
 
+mod echo;
 mod embeddings;
 
 #[cfg(feature = "fault-injection")]

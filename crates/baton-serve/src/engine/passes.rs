@@ -1,0 +1,116 @@
+//! Single passes: work that takes a free sequence slot for one evaluation
+//! of a whole text between the engine's steps, then gives the slot back.
+//!
+//! - An embedding: the text's final hidden states pooled
+//!   ([`baton_llama::Model::embed`]; callers normalise).
+//! - A prompt's score: the log-probability of each of its tokens after the
+//!   ones before it, with the most likely alternatives (`echo` with
+//!   `logprobs` on `/v1/completions`, what evaluation harnesses ask).
+//!
+//! A pass is its own forward pass, queued on the devices after the decode
+//! step in flight: the running sequences' logits do not change (the
+//! kernels give every row the bits it gets alone), they only wait for it.
+//! The slot's cache forgets what it held for the prefix cache.
+
+use baton_llama::{Logits, Model, ModelError, Pooling};
+use tokio::sync::oneshot;
+
+use super::logprobs::token_logprobs;
+use super::request::TokenLogprobs;
+
+/// A single pass on its way to the worker.
+pub(super) enum PassJob {
+    /// An embedding.
+    Embed { tokens: Vec<u32>, pooling: Pooling, reply: oneshot::Sender<Result<Vec<f32>, String>> },
+    /// A prompt's score, with `top` alternatives per token.
+    Score { tokens: Vec<u32>, top: usize, reply: oneshot::Sender<Result<Vec<TokenLogprobs>, String>> },
+}
+
+impl PassJob {
+    /// Tokens the pass evaluates.
+    pub(super) fn tokens(&self) -> usize {
+        match self {
+            PassJob::Embed { tokens, .. } | PassJob::Score { tokens, .. } => tokens.len(),
+        }
+    }
+
+    /// Whether its client went away.
+    pub(super) fn abandoned(&self) -> bool {
+        match self {
+            PassJob::Embed { reply, .. } => reply.is_closed(),
+            PassJob::Score { reply, .. } => reply.is_closed(),
+        }
+    }
+
+    /// Runs the pass on `slot` and answers.
+    pub(super) fn run(self, model: &mut Model, slot: usize) {
+        match self {
+            PassJob::Embed { tokens, pooling, reply } => {
+                let _ = reply.send(model.embed(slot, &tokens, pooling).map_err(|e| e.to_string()));
+            }
+            PassJob::Score { tokens, top, reply } => {
+                let _ = reply.send(score(model, slot, &tokens, top).map_err(|e| e.to_string()));
+            }
+        }
+    }
+
+    /// Answers with `why` instead.
+    pub(super) fn fail(self, why: &str) {
+        match self {
+            PassJob::Embed { reply, .. } => drop(reply.send(Err(why.to_string()))),
+            PassJob::Score { reply, .. } => drop(reply.send(Err(why.to_string()))),
+        }
+    }
+}
+
+/// Each token's log-probability after the ones before it (none for the
+/// first), evaluated from position 0 of `slot` in batches of the model's
+/// batch size, one batch's logits at a time.
+fn score(model: &mut Model, slot: usize, tokens: &[u32], top: usize) -> Result<Vec<TokenLogprobs>, ModelError> {
+    let (batch, vocab) = (model.batch(), model.config().vocab);
+    let mut out = Vec::with_capacity(tokens.len().saturating_sub(1));
+    for (i, chunk) in tokens.chunks(batch).enumerate() {
+        let start = i * batch;
+        let logits = model.eval_slot(slot, chunk, start, Logits::All)?;
+        for (row, logits) in logits.chunks_exact(vocab).enumerate() {
+            // Row r predicts the token at position start + r + 1.
+            if let Some(&next) = tokens.get(start + row + 1) {
+                out.push(token_logprobs(logits, next, top));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The answer to a single pass on its way: an embedding
+/// ([`EmbeddingTicket`]) or a prompt's score ([`ScoreTicket`]).
+#[derive(Debug)]
+pub struct PassTicket<T> {
+    pub(super) reply: oneshot::Receiver<Result<T, String>>,
+}
+
+/// The pooled hidden state of [`Engine::embed`](super::Engine::embed).
+pub type EmbeddingTicket = PassTicket<Vec<f32>>;
+
+/// The prompt's log-probabilities of [`Engine::score`](super::Engine::score).
+pub type ScoreTicket = PassTicket<Vec<TokenLogprobs>>;
+
+impl<T> PassTicket<T> {
+    /// The answer, or why the pass failed. Once it has given its answer,
+    /// the ticket gives only an error.
+    pub async fn wait(&mut self) -> Result<T, String> {
+        if self.reply.is_terminated() {
+            return Err(Self::gone());
+        }
+        (&mut self.reply).await.unwrap_or_else(|_| Err(Self::gone()))
+    }
+
+    /// As [`wait`](Self::wait), blocking this thread (not for async code).
+    pub fn blocking_wait(self) -> Result<T, String> {
+        self.reply.blocking_recv().unwrap_or_else(|_| Err(Self::gone()))
+    }
+
+    fn gone() -> String {
+        "the engine stopped before the pass was done".into()
+    }
+}
