@@ -9,7 +9,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 python=$(bash scripts/setup-python-package.sh | tail -n 1)
-export BATON_BIN=${BATON_BIN:-$repo/target/release/baton}
+# Absolute: the tests run from their own folder.
+BATON_BIN=$(realpath -m "${BATON_BIN:-$repo/target/release/baton}")
+export BATON_BIN
 [ -x "$BATON_BIN" ] || cargo build --release -p baton-cli >&2
 # From the tests' folder, so `import baton` is the installed wheel.
 cd crates/baton-python/tests
