@@ -7,6 +7,7 @@ giving the same text twice, usage counts and logprobs, then `GET /metrics` with 
 Prometheus client's own parser; exits non-zero on the first failure.
 """
 
+import json
 import sys
 import urllib.request
 
@@ -101,6 +102,7 @@ def main():
     check_prefix_cache(client, messages, greedy)
     check_embeddings(client, model)
     check_echo(client, model)
+    check_json_object(client, model)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -166,6 +168,20 @@ def check_echo(client, model):
     more = client.completions.create(model=model, prompt=prompt, echo=True, max_tokens=4, temperature=0)
     check(more.choices[0].text.startswith(prompt) and len(more.choices[0].text) > len(prompt),
           "echo puts the prompt before the completion")
+
+
+def check_json_object(client, model):
+    """`response_format: json_object`: the answer parses as a JSON object."""
+    got = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+        max_tokens=64,
+        temperature=0,
+        response_format={"type": "json_object"},
+    )
+    text = got.choices[0].message.content
+    check(got.choices[0].finish_reason == "stop", f"the JSON object closed: {text!r}")
+    check(isinstance(json.loads(text), dict), f"the answer is a JSON object: {text!r}")
 
 
 def check_prefix_cache(client, messages, greedy):

@@ -24,6 +24,7 @@ mod arch;
 mod chat;
 mod chat_tokens;
 mod config;
+pub mod constraint;
 mod conversation;
 mod embedding;
 mod error;

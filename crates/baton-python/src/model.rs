@@ -8,7 +8,7 @@ use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, Pooling, SamplingParams};
 use baton_load::SplitMode;
-use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, PassTicket, Shutdown};
+use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -164,7 +164,8 @@ impl PyModel {
     }
 
     /// Starts generating after `prompt`; tokens come from the returned
-    /// iterator. The sampling fields are `SamplingParams`' own.
+    /// iterator. The sampling fields are `SamplingParams`' own; with
+    /// `json_object` the text is held to one JSON object.
     #[allow(clippy::too_many_arguments)]
     fn generate(
         &self,
@@ -182,6 +183,7 @@ impl PyModel {
         stop: Vec<String>,
         logprobs: Option<usize>,
         stop_at_eog: bool,
+        json_object: bool,
     ) -> PyResult<PyGeneration> {
         if stop.iter().any(String::is_empty) {
             return Err(PyValueError::new_err("a stop string is empty"));
@@ -198,7 +200,8 @@ impl PyModel {
             seed,
         };
         let prompt_tokens = prompt.len();
-        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs };
+        let format = if json_object { OutputFormat::JsonObject } else { OutputFormat::Text };
+        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format };
         let generation = self.engine.submit(request).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
     }

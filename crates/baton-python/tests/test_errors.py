@@ -57,7 +57,7 @@ def test_bad_generation_arguments(llm):
         (lambda: llm.create_chat_completion([{"role": "user", "content": 5}]), TypeError, "content"),
         (lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], top_logprobs=2), ValueError, "logprobs"),
         (
-            lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], response_format={"type": "json_object"}),
+            lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], response_format={"type": "json_schema"}),
             ValueError,
             "response_format",
         ),

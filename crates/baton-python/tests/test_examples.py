@@ -88,3 +88,17 @@ def test_a_tensor_split_over_two_devices_generates(model_path):
 
 def test_known_models_are_listed():
     assert "smollm2-135m" in baton.known_models()
+
+
+def test_json_object_response_format_gives_a_json_object(llm):
+    import json
+
+    out = llm.create_chat_completion(
+        [{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+        max_tokens=64,
+        temperature=0,
+        response_format={"type": "json_object"},
+    )
+    choice = out["choices"][0]
+    assert choice["finish_reason"] == "stop", choice
+    assert isinstance(json.loads(choice["message"]["content"]), dict)

@@ -163,6 +163,7 @@ class Llama:
         seed: Optional[int],
         stop: List[str],
         logprobs: Optional[int],
+        json_object: bool = False,
     ) -> _Generation:
         max_tokens = _args.integer("max_tokens", max_tokens, allow_none=True)
         room = self._model.n_ctx - len(tokens)
@@ -188,6 +189,7 @@ class Llama:
             stop,
             logprobs,
             True,
+            json_object,
         )
 
     def create_completion(
@@ -299,13 +301,17 @@ class Llama:
         completion dict, or with ``stream=True`` an iterator of chunks."""
         if tools or tool_choice not in (None, "none"):
             raise ValueError("tools are not served by Baton yet")
+        json_object = False
         if response_format is not None:
             if not isinstance(response_format, dict):
-                raise TypeError("response_format must be a dict such as {'type': 'text'}")
-            if response_format.get("type", "text") != "text":
+                raise TypeError("response_format must be a dict such as {'type': 'json_object'}")
+            kind = response_format.get("type", "text")
+            if kind == "json_object":
+                json_object = True
+            elif kind != "text":
                 raise ValueError(
-                    f"response_format {response_format.get('type')!r} is not served by Baton yet "
-                    "(constrained decoding): only 'text'"
+                    f"response_format {kind!r} is not served by Baton yet: 'text' or 'json_object' "
+                    "(a JSON schema is not)"
                 )
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
@@ -320,6 +326,7 @@ class Llama:
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
             presence_penalty, frequency_penalty, seed, _args.stops(stop),
             (top or 0) if want_logprobs else None,
+            json_object,
         )
         cid = _shapes.new_id("chatcmpl")
         if stream:

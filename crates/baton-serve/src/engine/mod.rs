@@ -46,7 +46,9 @@ use tokio::sync::mpsc as tmpsc;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
-pub use request::{Event, Finish, FinishReason, GenerateRequest, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS};
+pub use request::{
+    Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS,
+};
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
 use shared::{Admitted, Command, Shared};

@@ -19,6 +19,20 @@ pub struct GenerateRequest {
     /// alternatives (at most [`MAX_TOP_LOGPROBS`]), as an
     /// [`Event::Logprobs`] before its [`Event::Token`]; `None`: not sent.
     pub logprobs: Option<usize>,
+    /// What the text must be: free text, or one JSON object (decoding held
+    /// to it; the generation ends with `Stop` when the object closes).
+    pub format: OutputFormat,
+}
+
+/// What a generation's text must be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Any text.
+    #[default]
+    Text,
+    /// One JSON object (`response_format: {"type": "json_object"}`),
+    /// through [`baton_llama::constraint::JsonObject`].
+    JsonObject,
 }
 
 impl GenerateRequest {
@@ -31,6 +45,7 @@ impl GenerateRequest {
             sampling: SamplingParams::greedy(),
             stop_at_eog: false,
             logprobs: None,
+            format: OutputFormat::Text,
         }
     }
 }

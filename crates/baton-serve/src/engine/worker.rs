@@ -9,13 +9,14 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use baton_llama::baton_tokenizer::TokenType;
+use baton_llama::constraint::JsonObject;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::logprobs::token_logprobs;
 use super::options::{EngineOptions, Shutdown};
 use super::passes::PassJob;
 use super::prefix::SlotCache;
-use super::request::{Event, Finish, FinishReason};
+use super::request::{Event, Finish, FinishReason, OutputFormat};
 use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -59,6 +60,8 @@ struct Seq {
     cached: usize,
     /// The tokens generated so far.
     sent: Vec<u32>,
+    /// The JSON object its text is held to, if any.
+    json: Option<JsonObject>,
 }
 
 impl Seq {
@@ -354,6 +357,7 @@ impl Worker {
                 logprobs: request.logprobs,
                 cached,
                 sent: Vec::new(),
+                json: (request.format == OutputFormat::JsonObject).then(JsonObject::new),
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -509,10 +513,26 @@ fn next_token(
     context: usize,
     shared: &Shared,
 ) -> Result<Option<FinishReason>, String> {
-    let token = seq.sampler.sample(logits).map_err(|e| format!("sampling failed: {e}"))?;
+    let token = match &seq.json {
+        Some(json) => {
+            // Only tokens that keep the text a JSON object may be drawn.
+            let mut allowed = logits.to_vec();
+            if json.mask(&mut allowed, tokenizer) == 0 {
+                return Err("no token can continue the JSON object".into());
+            }
+            seq.sampler.sample(&allowed)
+        }
+        None => seq.sampler.sample(logits),
+    }
+    .map_err(|e| format!("sampling failed: {e}"))?;
     let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
     if seq.stop_at_eog && eog {
         return Ok(Some(FinishReason::Stop));
+    }
+    if let Some(json) = &mut seq.json {
+        if !json.accept(token, tokenizer) {
+            return Err(format!("token {token} does not continue the JSON object"));
+        }
     }
     if let Some(top) = seq.logprobs {
         let _ = seq.events.send(Event::Logprobs(token_logprobs(logits, token, top)));
@@ -530,6 +550,9 @@ fn next_token(
         Some(last) => shared.itl.observe(now.duration_since(last)),
     }
     seq.last_token = Some(now);
+    if seq.json.as_ref().is_some_and(JsonObject::is_complete) {
+        return Ok(Some(FinishReason::Stop));
+    }
     if seq.generated >= seq.max_tokens || seq.past >= context {
         return Ok(Some(FinishReason::Length));
     }

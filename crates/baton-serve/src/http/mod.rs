@@ -34,7 +34,9 @@
 //! (before penalties and filters) and its most likely alternatives, in
 //! OpenAI's shapes, whole and streamed (`logprobs.rs`); `echo` (completions)
 //! sends the prompt first, with its tokens' log-probabilities when asked
-//! (one pass over the prompt; `max_tokens: 0` generates nothing). `model`
+//! (one pass over the prompt; `max_tokens: 0` generates nothing).
+//! `response_format: {"type": "json_object"}` holds the answer to one JSON
+//! object ([`baton_llama::constraint`]); a JSON schema gets 400. `model`
 //! must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong

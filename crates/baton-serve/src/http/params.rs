@@ -7,7 +7,7 @@ use baton_llama::SamplingParams;
 
 use super::error::ApiError;
 use super::types::{Params, Stop};
-use crate::engine::{GenerateRequest, ModelInfo, MAX_TOP_LOGPROBS};
+use crate::engine::{GenerateRequest, ModelInfo, OutputFormat, MAX_TOP_LOGPROBS};
 
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
@@ -47,6 +47,7 @@ impl Job {
             sampling: sampling(params, info.context)?,
             stop_at_eog: !params.ignore_eos,
             logprobs,
+            format: format(params.response_format.as_ref())?,
         };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         Ok(Job { request, stops, stream: params.stream, include_usage })
@@ -79,6 +80,25 @@ fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
         return Err(ApiError::invalid_param(name, format!("at most {MAX_TOP_LOGPROBS} alternatives, not {asked}")));
     }
     Ok(Some(asked))
+}
+
+/// `response_format`: `{"type": "text"}` (or absent) or `{"type":
+/// "json_object"}`; a JSON schema is refused, naming what is served.
+fn format(value: Option<&serde_json::Value>) -> Result<OutputFormat, ApiError> {
+    let Some(value) = value.filter(|v| !v.is_null()) else { return Ok(OutputFormat::Text) };
+    let kind = value.get("type").and_then(serde_json::Value::as_str);
+    match kind {
+        Some("text") => Ok(OutputFormat::Text),
+        Some("json_object") => Ok(OutputFormat::JsonObject),
+        Some("json_schema") => Err(ApiError::invalid_param(
+            "response_format",
+            "json_schema is not served yet: {\"type\": \"json_object\"} holds the answer to a JSON object",
+        )),
+        _ => Err(ApiError::invalid_param(
+            "response_format",
+            format!("{value}: {{\"type\": \"text\"}} or {{\"type\": \"json_object\"}}"),
+        )),
+    }
 }
 
 fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {

@@ -76,6 +76,8 @@ pub struct Params {
     pub stream: bool,
     /// Options of the stream.
     pub stream_options: Option<StreamOptions>,
+    /// `{"type": "text"}` (the default) or `{"type": "json_object"}`.
+    pub response_format: Option<serde_json::Value>,
 }
 
 /// A chat message's content: text, or a list of parts of which only text

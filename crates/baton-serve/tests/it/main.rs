@@ -11,4 +11,5 @@ mod embeddings;
 mod faults;
 mod hostile;
 mod http;
+mod json_format;
 mod shutdown;
