@@ -5,12 +5,13 @@
 //! {"type": "json_object"}`): a token is allowed when its bytes keep the
 //! text a prefix of a valid JSON text whose top-level value is an object;
 //! end-of-generation tokens are never allowed, and the caller ends the
-//! generation once the object is complete. The likeliest
-//! [`CANDIDATES`] tokens are checked first and the others are set aside;
-//! only when none of those may follow is the whole vocabulary checked. So
-//! a step costs a partial sort and a few hundred short checks, and the
-//! draw is among the likely tokens that fit (the sampler's own top-k,
-//! top-p and min-p then apply to them as usual).
+//! generation once the object is complete. A caller draws first and
+//! checks the token ([`JsonObject::allows`], one short check); only a token
+//! that does not fit makes it [`mask`](JsonObject::mask) the logits and
+//! draw again. The mask checks the likeliest [`CANDIDATES`] tokens and
+//! sets the others aside; only when none of those may follow is the whole
+//! vocabulary checked. So the draw is among the likely tokens that fit
+//! (the sampler's own top-k, top-p and min-p then apply to them as usual).
 
 mod json;
 

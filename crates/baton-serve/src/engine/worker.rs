@@ -513,18 +513,20 @@ fn next_token(
     context: usize,
     shared: &Shared,
 ) -> Result<Option<FinishReason>, String> {
-    let token = match &seq.json {
-        Some(json) => {
-            // Only tokens that keep the text a JSON object may be drawn.
-            let mut allowed = logits.to_vec();
-            if json.mask(&mut allowed, tokenizer) == 0 {
-                return Err("no token can continue the JSON object".into());
-            }
-            seq.sampler.sample(&allowed)
+    let sampling_failed = |e: baton_llama::SamplingError| format!("sampling failed: {e}");
+    let mut token = seq.sampler.sample(logits).map_err(sampling_failed)?;
+    if let Some(json) = seq.json.as_ref().filter(|json| !json.allows(token, tokenizer)) {
+        // A token that cannot continue the JSON object: drawn again among
+        // those that can. Drawing first and checking after costs one check
+        // when the token fits; the token drawn in the end follows the
+        // distribution restricted to the tokens that fit (a rejection
+        // sampler), up to where the filters (top-k, top-p) apply.
+        let mut allowed = logits.to_vec();
+        if json.mask(&mut allowed, tokenizer) == 0 {
+            return Err("no token can continue the JSON object".into());
         }
-        None => seq.sampler.sample(logits),
+        token = seq.sampler.sample(&allowed).map_err(sampling_failed)?;
     }
-    .map_err(|e| format!("sampling failed: {e}"))?;
     let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
     if seq.stop_at_eog && eog {
         return Ok(Some(FinishReason::Stop));

@@ -47,6 +47,10 @@ pub struct ServeBenchArgs {
     /// The model name to send (llama.cpp's server wants none).
     #[arg(long = "model-name")]
     model_name: Option<String>,
+    /// Hold every answer to a JSON object (`response_format: json_object`),
+    /// to measure what constrained decoding costs.
+    #[arg(long = "json-object")]
+    json_object: bool,
     /// Streams running while the long prompt arrives (0: no stall phase).
     #[arg(long = "stall-streams", default_value_t = 4)]
     stall_streams: usize,
@@ -79,6 +83,7 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         ignore_eos: args.ignore_eos,
         model: args.model_name.clone(),
+        json_object: args.json_object,
         timeout: Duration::from_secs(args.request_timeout),
     };
     let parallel = args.serve.parallel.unwrap_or_else(|| args.clients.iter().copied().max().unwrap_or(1));

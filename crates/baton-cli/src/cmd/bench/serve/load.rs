@@ -35,6 +35,9 @@ pub struct RequestShape {
     pub ignore_eos: bool,
     /// The model name to send, if any.
     pub model: Option<String>,
+    /// Ask for `response_format: {"type": "json_object"}` (constrained
+    /// decoding's cost).
+    pub json_object: bool,
     /// Time allowed for one whole response.
     pub timeout: Duration,
 }
@@ -54,6 +57,9 @@ impl RequestShape {
         }
         if let Some(model) = &self.model {
             body["model"] = json!(model);
+        }
+        if self.json_object {
+            body["response_format"] = json!({"type": "json_object"});
         }
         body.to_string()
     }
