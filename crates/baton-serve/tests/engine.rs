@@ -118,7 +118,7 @@ fn a_scored_prompt_gives_its_tokens_the_logprobs_of_their_generation() {
     }
     assert!(matches!(served.score(vec![], 1), Err(SubmitError::EmptyPrompt)));
     assert!(matches!(served.score(vec![1], 21), Err(SubmitError::TooManyLogprobs { .. })));
-    assert!(matches!(served.score(vec![1; 97], 1), Err(SubmitError::TooLongToEmbed { .. })));
+    assert!(matches!(served.score(vec![1; 97], 1), Err(SubmitError::TextTooLong { .. })));
 }
 
 /// Each generated token comes after its log-probabilities: the

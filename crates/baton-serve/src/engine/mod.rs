@@ -301,7 +301,7 @@ impl Engine {
             return Err(SubmitError::BadToken { id, vocab: self.info.vocab });
         }
         if len > context {
-            return Err(SubmitError::TooLongToEmbed { tokens: len, context });
+            return Err(SubmitError::TextTooLong { tokens: len, context });
         }
         Ok(())
     }

@@ -149,7 +149,7 @@ pub enum SubmitError {
     },
     /// A text to embed or score longer than a sequence's context.
     #[error("the text has {tokens} tokens; a sequence's context holds {context}")]
-    TooLongToEmbed {
+    TextTooLong {
         /// Tokens of the text.
         tokens: usize,
         /// Positions of one sequence's context.

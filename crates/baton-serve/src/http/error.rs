@@ -102,7 +102,7 @@ impl From<SubmitError> for ApiError {
             }
             SubmitError::PromptTooLong { .. }
             | SubmitError::ExceedsContext { .. }
-            | SubmitError::TooLongToEmbed { .. } => {
+            | SubmitError::TextTooLong { .. } => {
                 let mut e = Self::invalid(message);
                 e.body.code = Some("context_length_exceeded");
                 e
