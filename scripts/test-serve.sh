@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `baton serve` checked with the official `openai` Python client
 # (tests/serve/openai_client.py): chat and completions, streamed and whole,
-# stop strings, seeds, errors, and `/metrics` read by `prometheus_client`'s
-# parser. Builds baton (release), installs `openai` in
+# stop strings, seeds, errors, structured output and tool calls (answers
+# validated by the `jsonschema` package), and `/metrics` read by
+# `prometheus_client`'s parser. Builds baton (release), installs `openai` in
 # the reference venv (scripts/setup-python.sh), starts the server on a free
 # port with SmolLM2 (BATON_SMOLLM2, default: the cached SmolLM2-135M-Instruct
 # Q4_1) and stops it on exit. BATON_BIN names a baton binary to use instead
@@ -17,8 +18,8 @@ python=$(scripts/setup-python.sh | tail -n1)
 venv=$(dirname "$(dirname "$python")")
 exec 9>"$venv.lock"
 flock 9
-"$python" -c 'import openai, prometheus_client' 2>/dev/null ||
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40" "prometheus-client>=0.20" >&2
+"$python" -c 'import openai, prometheus_client, jsonschema' 2>/dev/null ||
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40" "prometheus-client>=0.20" "jsonschema>=4" >&2
 flock -u 9
 
 baton=${BATON_BIN:-}

@@ -11,6 +11,7 @@ import json
 import sys
 import urllib.request
 
+import jsonschema
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -103,6 +104,8 @@ def main():
     check_embeddings(client, model)
     check_echo(client, model)
     check_json_object(client, model)
+    check_json_schema(client, model)
+    check_tool_call(client, model)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -182,6 +185,72 @@ def check_json_object(client, model):
     text = got.choices[0].message.content
     check(got.choices[0].finish_reason == "stop", f"the JSON object closed: {text!r}")
     check(isinstance(json.loads(text), dict), f"the answer is a JSON object: {text!r}")
+
+
+def check_json_schema(client, model):
+    """`response_format: json_schema`: the answer validates against the
+    schema (checked by the `jsonschema` package), whole and streamed."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 40},
+            "country": {"type": "string", "maxLength": 40},
+            "population": {"type": "integer"},
+            "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3},
+        },
+        "required": ["city", "country", "population", "landmarks"],
+        "additionalProperties": False,
+    }
+    form = {"type": "json_schema", "json_schema": {"name": "city", "strict": True, "schema": schema}}
+    messages = [{"role": "user", "content": "Describe Paris as JSON."}]
+    got = client.chat.completions.create(model=model, messages=messages, max_tokens=160, temperature=0,
+                                         response_format=form)
+    text = got.choices[0].message.content
+    check(got.choices[0].finish_reason == "stop", f"the answer closed: {text!r}")
+    jsonschema.validate(json.loads(text), schema)
+    streamed = client.chat.completions.create(model=model, messages=messages, max_tokens=160, temperature=0,
+                                              response_format=form, stream=True)
+    check("".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == text,
+          "the streamed answer is the whole one")
+    try:
+        client.chat.completions.create(model=model, messages=messages, max_tokens=4, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}})
+        check(False, "a pattern is refused")
+    except openai.BadRequestError as e:
+        check("pattern" in str(e), f"the refusal names the construct: {e}")
+
+
+def check_tool_call(client, model):
+    """`tools` with `tool_choice: required`: the client parses the call, its
+    arguments validate against the tool's parameters; the call and its
+    result go back for the next turn."""
+    parameters = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 40},
+                       "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"],
+        "additionalProperties": False,
+    }
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                               "parameters": parameters}}]
+    messages = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    got = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required",
+                                         max_tokens=64, temperature=0)
+    choice = got.choices[0]
+    check(choice.finish_reason == "tool_calls", f"a call: {choice}")
+    call = choice.message.tool_calls[0]
+    check(call.function.name == "get_weather" and call.id.startswith("call_"), f"the call {call}")
+    arguments = json.loads(call.function.arguments)
+    jsonschema.validate(arguments, parameters)
+    streamed = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required",
+                                              max_tokens=64, temperature=0, stream=True)
+    deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
+    check(len(deltas) == 1 and deltas[0][0].function.arguments == call.function.arguments,
+          f"the streamed call is the whole one: {deltas}")
+    turn = messages + [choice.message.model_dump(exclude_none=True),
+                       {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 18})}]
+    after = client.chat.completions.create(model=model, messages=turn, tools=tools, max_tokens=24, temperature=0)
+    check(after.choices[0].finish_reason in ("stop", "length", "tool_calls"), "the result goes back")
 
 
 def check_prefix_cache(client, messages, greedy):

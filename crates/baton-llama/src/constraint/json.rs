@@ -34,7 +34,7 @@ enum State {
 /// digits, after `.`, in the fraction, after `e`, after the exponent's
 /// sign, in the exponent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Num {
+pub(super) enum Num {
     Minus,
     Zero,
     Int,
@@ -47,12 +47,12 @@ enum Num {
 
 impl Num {
     /// Whether the number may end here.
-    fn can_end(self) -> bool {
+    pub(super) fn can_end(self) -> bool {
         matches!(self, Num::Zero | Num::Int | Num::Frac | Num::Exp)
     }
 
     /// The state after `b`, or `None` when `b` does not continue the number.
-    fn next(self, b: u8) -> Option<Num> {
+    pub(super) fn next(self, b: u8) -> Option<Num> {
         let digit = b.is_ascii_digit();
         Some(match (self, b) {
             (Num::Minus, b'0') => Num::Zero,
@@ -68,7 +68,7 @@ impl Num {
     }
 }
 
-fn is_space(b: u8) -> bool {
+pub(super) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 

@@ -1,5 +1,8 @@
 //! What a client asks the engine for, and what comes back.
 
+use std::sync::Arc;
+
+use baton_llama::constraint::{Constraint, Schema};
 use baton_llama::{SamplingError, SamplingParams};
 
 /// One generation: a tokenized prompt and how to continue it.
@@ -25,14 +28,62 @@ pub struct GenerateRequest {
 }
 
 /// What a generation's text must be.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub enum OutputFormat {
     /// Any text.
     #[default]
     Text,
-    /// One JSON object (`response_format: {"type": "json_object"}`),
-    /// through [`baton_llama::constraint::JsonObject`].
+    /// One JSON object (`response_format: {"type": "json_object"}`).
     JsonObject,
+    /// A JSON text the schema accepts (`{"type": "json_schema"}`).
+    JsonSchema(Arc<Schema>),
+    /// A tool call the schema accepts (see [`Schema::tool_call`]): the
+    /// whole text (`tool_choice: "required"` or a named function).
+    ToolCall(Arc<Schema>),
+    /// Free text, or [`TOOL_CALL_OPEN`](baton_llama::constraint::TOOL_CALL_OPEN)
+    /// then a call (`tool_choice: "auto"`).
+    ToolCallOrText(Arc<Schema>),
+}
+
+impl OutputFormat {
+    /// An OpenAI `response_format`: `{"type": "text"}`, `{"type":
+    /// "json_object"}`, or `{"type": "json_schema", "json_schema": {"name":
+    /// …, "schema": {…}}}`; `Err` says what is wrong, naming the construct
+    /// of a schema decoding cannot be held to.
+    pub fn from_response_format(value: &serde_json::Value) -> Result<OutputFormat, String> {
+        match value.get("type").and_then(serde_json::Value::as_str) {
+            Some("text") => Ok(OutputFormat::Text),
+            Some("json_object") => Ok(OutputFormat::JsonObject),
+            Some("json_schema") => {
+                let spec = value
+                    .get("json_schema")
+                    .filter(|s| s.is_object())
+                    .ok_or("json_schema: an object with the schema under \"schema\" is missing")?;
+                if spec.get("name").is_some_and(|n| !n.is_string()) {
+                    return Err("json_schema.name is a string".into());
+                }
+                // Without a schema, any JSON text (OpenAI's default).
+                let schema = spec.get("schema").unwrap_or(&serde_json::Value::Bool(true));
+                let schema = Schema::compile(schema).map_err(|e| format!("json_schema.schema: {e}"))?;
+                Ok(OutputFormat::JsonSchema(Arc::new(schema)))
+            }
+            _ => Err(format!(
+                "{value}: {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\"}}"
+            )),
+        }
+    }
+
+    /// The constraint decoding is held to (`None` for free text).
+    pub fn constraint(&self) -> Option<Constraint> {
+        match self {
+            OutputFormat::Text => None,
+            OutputFormat::JsonObject => Some(Constraint::json_object()),
+            OutputFormat::JsonSchema(schema) | OutputFormat::ToolCall(schema) => {
+                Some(Constraint::schema(schema.clone()))
+            }
+            OutputFormat::ToolCallOrText(schema) => Some(Constraint::call_or_text(schema.clone())),
+        }
+    }
 }
 
 impl GenerateRequest {

@@ -9,14 +9,14 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::constraint::JsonObject;
+use baton_llama::constraint::Constraint;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::logprobs::token_logprobs;
 use super::options::{EngineOptions, Shutdown};
 use super::passes::PassJob;
 use super::prefix::SlotCache;
-use super::request::{Event, Finish, FinishReason, OutputFormat};
+use super::request::{Event, Finish, FinishReason};
 use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -61,7 +61,7 @@ struct Seq {
     /// The tokens generated so far.
     sent: Vec<u32>,
     /// The JSON object its text is held to, if any.
-    json: Option<JsonObject>,
+    constraint: Option<Constraint>,
 }
 
 impl Seq {
@@ -357,7 +357,7 @@ impl Worker {
                 logprobs: request.logprobs,
                 cached,
                 sent: Vec::new(),
-                json: (request.format == OutputFormat::JsonObject).then(JsonObject::new),
+                constraint: request.format.constraint(),
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -515,26 +515,30 @@ fn next_token(
 ) -> Result<Option<FinishReason>, String> {
     let sampling_failed = |e: baton_llama::SamplingError| format!("sampling failed: {e}");
     let mut token = seq.sampler.sample(logits).map_err(sampling_failed)?;
-    if let Some(json) = seq.json.as_ref().filter(|json| !json.allows(token, tokenizer)) {
-        // A token that cannot continue the JSON object: drawn again among
-        // those that can. Drawing first and checking after costs one check
-        // when the token fits; the token drawn in the end follows the
+    if seq.constraint.as_ref().is_some_and(Constraint::is_free) {
+        // Free text from here on (a tool choice answered in words).
+        seq.constraint = None;
+    }
+    if let Some(constraint) = seq.constraint.as_ref().filter(|c| !c.allows(token, tokenizer)) {
+        // A token that cannot continue the constrained text: drawn again
+        // among those that can. Drawing first and checking after costs one
+        // check when the token fits; the token drawn in the end follows the
         // distribution restricted to the tokens that fit (a rejection
         // sampler), up to where the filters (top-k, top-p) apply.
         let mut allowed = logits.to_vec();
-        if json.mask(&mut allowed, tokenizer) == 0 {
-            return Err("no token can continue the JSON object".into());
+        if constraint.mask(&mut allowed, tokenizer) == 0 {
+            return Err("no token can continue the constrained text".into());
         }
         token = seq.sampler.sample(&allowed).map_err(sampling_failed)?;
+    }
+    if let Some(constraint) = &mut seq.constraint {
+        if !constraint.accept(token, tokenizer) {
+            return Err(format!("token {token} does not continue the constrained text"));
+        }
     }
     let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
     if seq.stop_at_eog && eog {
         return Ok(Some(FinishReason::Stop));
-    }
-    if let Some(json) = &mut seq.json {
-        if !json.accept(token, tokenizer) {
-            return Err(format!("token {token} does not continue the JSON object"));
-        }
     }
     if let Some(top) = seq.logprobs {
         let _ = seq.events.send(Event::Logprobs(token_logprobs(logits, token, top)));
@@ -552,7 +556,7 @@ fn next_token(
         Some(last) => shared.itl.observe(now.duration_since(last)),
     }
     seq.last_token = Some(now);
-    if seq.json.as_ref().is_some_and(JsonObject::is_complete) {
+    if seq.constraint.as_ref().is_some_and(Constraint::is_complete) {
         return Ok(Some(FinishReason::Stop));
     }
     if seq.generated >= seq.max_tokens || seq.past >= context {

@@ -24,6 +24,7 @@ use super::error::ApiError;
 use super::generate::{drive, Outcome};
 use super::logprobs::LogprobsWriter;
 use super::params::Job;
+use super::tools::{may_be_call, read_call, Call, ToolMode};
 use super::types::{Answer, ChatChoice, Delta, TextChoice, Usage};
 use crate::engine::{Generation, TokenLogprobs};
 
@@ -66,7 +67,7 @@ impl Meta {
         let no_choice = usage.is_some();
         match self.kind {
             Kind::Chat => {
-                let delta = Delta { role: None, content: text };
+                let delta = Delta { role: None, content: text, tool_calls: None };
                 let choice =
                     ChatChoice { index: 0, message: None, delta: Some(delta), logprobs, finish_reason: finish };
                 let choices = if no_choice { Vec::new() } else { vec![choice] };
@@ -82,7 +83,7 @@ impl Meta {
 
     /// The chat stream's first chunk: the assistant's role.
     fn opening(&self) -> String {
-        let delta = Delta { role: Some("assistant"), content: Some(String::new()) };
+        let delta = Delta { role: Some("assistant"), content: Some(String::new()), tool_calls: None };
         let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: None };
         to_json(&self.answer("chat.completion.chunk", vec![choice], None))
     }
@@ -91,7 +92,7 @@ impl Meta {
     fn whole(&self, text: String, logprobs: Option<serde_json::Value>, finish: &'static str, usage: Usage) -> Response {
         match self.kind {
             Kind::Chat => {
-                let message = Delta { role: Some("assistant"), content: Some(text) };
+                let message = Delta { role: Some("assistant"), content: Some(text), tool_calls: None };
                 let choice =
                     ChatChoice { index: 0, message: Some(message), delta: None, logprobs, finish_reason: Some(finish) };
                 Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
@@ -101,6 +102,30 @@ impl Meta {
                 Json(self.answer("text_completion", vec![choice], Some(usage))).into_response()
             }
         }
+    }
+
+    /// The id of the answer's tool call.
+    fn call_id(&self) -> String {
+        format!("call_{}", self.id.rsplit('-').take(2).collect::<Vec<_>>().join(""))
+    }
+
+    /// The chunk of a streamed tool call (the whole call in one delta).
+    fn call_chunk(&self, call: &Call, logprobs: Option<serde_json::Value>) -> String {
+        let delta = Delta { role: None, content: None, tool_calls: Some(vec![call.to_json(&self.call_id(), Some(0))]) };
+        let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs, finish_reason: None };
+        to_json(&self.answer("chat.completion.chunk", vec![choice], None))
+    }
+
+    /// The whole answer of a tool call.
+    fn whole_call(&self, call: &Call, logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
+        let message = Delta {
+            role: Some("assistant"),
+            content: None,
+            tool_calls: Some(vec![call.to_json(&self.call_id(), None)]),
+        };
+        let choice =
+            ChatChoice { index: 0, message: Some(message), delta: None, logprobs, finish_reason: Some("tool_calls") };
+        Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
     }
 }
 
@@ -193,7 +218,10 @@ pub async fn whole(answering: Answering) -> Response {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
-            meta.whole(text, logprobs, reason, usage)
+            match job.tools.and_then(|mode| read_call(&text, mode)) {
+                Some(call) => meta.whole_call(&call, logprobs, usage),
+                None => meta.whole(text, logprobs, reason, usage),
+            }
         }
         Outcome::Failed(why) => ApiError::server(why).into_response(),
         Outcome::Cancelled => ApiError::server("the request was cancelled").into_response(),
@@ -218,15 +246,42 @@ pub fn streamed(answering: Answering) -> Response {
             let (text, logprobs) = echo.render(&mut writer, &tokenizer);
             let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
         }
+        // A text that is or may become a tool call is held back until it
+        // is known which (then sent as words, or as the call at the end).
+        let mut held: Option<(String, Vec<TokenLogprobs>)> = job.tools.map(|_| Default::default());
         let outcome = {
             let mut on_text = |text: String, entries: Vec<_>| {
+                let (text, entries) = match held.as_mut() {
+                    Some((kept, kept_entries)) => {
+                        kept.push_str(&text);
+                        kept_entries.extend(entries);
+                        if job.tools != Some(ToolMode::Auto) || may_be_call(kept) {
+                            return;
+                        }
+                        held.take().unwrap_or_default()
+                    }
+                    None => (text, entries),
+                };
                 let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
                 let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
             };
             drive(generation, &tokenizer, job.stops, prompt, &mut on_text, tx.closed()).await
         };
         match outcome {
-            Outcome::Finished { reason, usage, logprobs } => {
+            Outcome::Finished { mut reason, usage, mut logprobs } => {
+                if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
+                    entries.append(&mut logprobs);
+                    let rendered = asked.then(|| writer.render(&entries, &tokenizer));
+                    match job.tools.and_then(|mode| read_call(&text, mode)) {
+                        Some(call) => {
+                            reason = "tool_calls";
+                            let _ = tx.send(event(&meta.call_chunk(&call, rendered)));
+                        }
+                        None => {
+                            let _ = tx.send(event(&meta.chunk(Some(text), rendered, None, None)));
+                        }
+                    }
+                }
                 let rest = (asked && !logprobs.is_empty()).then(|| writer.render(&logprobs, &tokenizer));
                 let last = match meta.kind {
                     Kind::Chat => meta.chunk(None, rest, Some(reason), None),

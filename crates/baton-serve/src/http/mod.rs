@@ -64,6 +64,7 @@ mod routes;
 mod serve_error;
 mod state;
 mod stop;
+pub mod tools;
 pub mod types;
 
 use std::future::Future;

@@ -6,6 +6,7 @@ use std::hash::BuildHasher;
 use baton_llama::SamplingParams;
 
 use super::error::ApiError;
+use super::tools::ToolMode;
 use super::types::{Params, Stop};
 use crate::engine::{GenerateRequest, ModelInfo, OutputFormat, MAX_TOP_LOGPROBS};
 
@@ -23,6 +24,8 @@ pub struct Job {
     pub stream: bool,
     /// Send the `usage` chunk at the end of a stream.
     pub include_usage: bool,
+    /// The answer may be a tool call (chat with `tools`).
+    pub tools: Option<ToolMode>,
 }
 
 impl Job {
@@ -50,7 +53,7 @@ impl Job {
             format: format(params.response_format.as_ref())?,
         };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        Ok(Job { request, stops, stream: params.stream, include_usage })
+        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None })
     }
 }
 
@@ -82,22 +85,13 @@ fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
     Ok(Some(asked))
 }
 
-/// `response_format`: `{"type": "text"}` (or absent) or `{"type":
-/// "json_object"}`; a JSON schema is refused, naming what is served.
+/// `response_format` (see [`OutputFormat::from_response_format`]).
 fn format(value: Option<&serde_json::Value>) -> Result<OutputFormat, ApiError> {
-    let Some(value) = value.filter(|v| !v.is_null()) else { return Ok(OutputFormat::Text) };
-    let kind = value.get("type").and_then(serde_json::Value::as_str);
-    match kind {
-        Some("text") => Ok(OutputFormat::Text),
-        Some("json_object") => Ok(OutputFormat::JsonObject),
-        Some("json_schema") => Err(ApiError::invalid_param(
-            "response_format",
-            "json_schema is not served yet: {\"type\": \"json_object\"} holds the answer to a JSON object",
-        )),
-        _ => Err(ApiError::invalid_param(
-            "response_format",
-            format!("{value}: {{\"type\": \"text\"}} or {{\"type\": \"json_object\"}}"),
-        )),
+    match value.filter(|v| !v.is_null()) {
+        None => Ok(OutputFormat::Text),
+        Some(value) => {
+            OutputFormat::from_response_format(value).map_err(|why| ApiError::invalid_param("response_format", why))
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use baton_llama::constraint::TOOL_CALL_OPEN;
 use baton_llama::{EncodeOptions, Message};
 use serde_json::json;
 
@@ -14,6 +15,7 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
 use super::state::{unix_now, AppState};
+use super::tools::{self, ToolMode};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Prompt};
 use crate::engine::EngineState;
 
@@ -108,7 +110,23 @@ pub async fn chat(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    let messages = request.messages.iter().map(message).collect::<Result<Vec<_>, _>>()?;
+    let plan = tools::plan(request.tools.as_ref(), request.tool_choice.as_ref())?;
+    if plan.is_some()
+        && request
+            .params
+            .response_format
+            .as_ref()
+            .is_some_and(|f| f.get("type").and_then(|t| t.as_str()) != Some("text"))
+    {
+        return Err(ApiError::invalid_param(
+            "response_format",
+            "a response_format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
+        ));
+    }
+    let mut messages = conversation(&request.messages)?;
+    if let Some(plan) = &plan {
+        messages = tools::with_tools(messages, plan);
+    }
     // Rendering and tokenizing a long conversation is CPU work: off the
     // HTTP threads, so `/health` and other requests do not wait on it.
     let (template, tokenizer) = (state.template.clone(), state.engine.tokenizer().clone());
@@ -118,9 +136,50 @@ pub async fn chat(
     // As baton_llama::Conversation::tokens: the template's special tokens
     // parsed, the messages' content as literal text, BOS in front when the
     // model adds one and the template did not write it.
-    let prompt = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
-    let job = Job::new(&request.params, prompt, state.engine.info())?;
+    let mut prompt = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    if plan.as_ref().is_some_and(|p| p.mode == ToolMode::Required) {
+        // The answer opens the call as the tools' instructions show.
+        let opening = format!("{TOOL_CALL_OPEN}\n");
+        let options = EncodeOptions { add_special: false, parse_special: false };
+        let tokens = state.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
+        prompt.extend(tokens);
+    }
+    let mut job = Job::new(&request.params, prompt, state.engine.info())?;
+    if let Some(plan) = plan {
+        job.request.format = plan.format;
+        job.tools = Some(plan.mode);
+    }
     state.run(job, Kind::Chat).await
+}
+
+/// The request's messages as the template takes them: earlier tool calls
+/// written into the assistant's text, tool results as user turns (one for
+/// results in a row).
+fn conversation(messages: &[ChatMessage]) -> Result<Vec<Message>, ApiError> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut after_result = false;
+    for m in messages {
+        let mut next = message(m)?;
+        if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_null()) {
+            if m.role != "assistant" {
+                return Err(ApiError::invalid_param("messages", "only assistant messages carry tool_calls"));
+            }
+            let written = tools::written_calls(calls)?;
+            next.content = if next.content.is_empty() { written } else { format!("{}\n{written}", next.content) };
+        }
+        if m.role == "tool" {
+            let result = tools::written_result(&next.content);
+            match out.last_mut() {
+                Some(last) if after_result => last.content = format!("{}\n{result}", last.content),
+                _ => out.push(Message::user(result)),
+            }
+            after_result = true;
+            continue;
+        }
+        after_result = false;
+        out.push(next);
+    }
+    Ok(out)
 }
 
 fn message(m: &ChatMessage) -> Result<Message, ApiError> {

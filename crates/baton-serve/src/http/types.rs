@@ -108,6 +108,9 @@ pub struct ChatMessage {
     pub role: String,
     /// What it says (`null` = empty).
     pub content: Option<Content>,
+    /// An assistant message's calls of tools (`tool_calls`).
+    #[serde(default)]
+    pub tool_calls: Option<serde_json::Value>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -115,6 +118,12 @@ pub struct ChatMessage {
 pub struct ChatRequest {
     /// The conversation.
     pub messages: Vec<ChatMessage>,
+    /// Functions the model may call (see [`super::tools`]).
+    #[serde(default)]
+    pub tools: Option<serde_json::Value>,
+    /// `none`, `auto`, `required` or a named function.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
     /// How to generate.
     #[serde(flatten)]
     pub params: Params,
@@ -188,6 +197,9 @@ pub struct Delta {
     /// Text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The tools called (see [`super::tools`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<serde_json::Value>>,
 }
 
 /// One choice of a chat answer (`message`) or chunk (`delta`).

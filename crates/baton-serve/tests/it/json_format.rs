@@ -1,8 +1,12 @@
 //! `response_format: {"type": "json_object"}`: the answer is held to one
 //! JSON object (a valid prefix of one while it runs out of tokens, a whole
-//! one when it ends with `stop`), whole and streamed; other formats get 400.
+//! one when it ends with `stop`), whole and streamed; `json_schema` to a
+//! text the schema accepts; other formats, and schemas that cannot be
+//! held, get 400.
 
-use baton_llama::constraint::JsonPrefix;
+use std::sync::Arc;
+
+use baton_llama::constraint::{JsonPrefix, Schema, SchemaPrefix};
 use serde_json::{json, Value};
 
 use crate::server::*;
@@ -15,6 +19,16 @@ fn holds_to_an_object(text: &str, finish: &str) {
         let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
         assert!(value.is_object(), "{text:?}");
     }
+}
+
+/// The request streamed gives the whole answer's text and finish.
+fn streams_as_whole(server: &Server, request: &Value, text: &str, finish: &str) {
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (status, events) = server.stream("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200);
+    let (stream_text, stream_finish, _) = read_stream(&events, true);
+    assert_eq!((stream_text.as_str(), stream_finish.as_str()), (text, finish), "streamed as whole");
 }
 
 #[test]
@@ -36,12 +50,7 @@ fn json_object_answers_are_json_objects() {
         );
         holds_to_an_object(text, finish);
         stops += usize::from(finish == "stop");
-        let mut streamed = request.clone();
-        streamed["stream"] = json!(true);
-        let (status, events) = server.stream("/v1/chat/completions", &streamed);
-        assert_eq!(status, 200);
-        let (stream_text, stream_finish, _) = read_stream(&events, true);
-        assert_eq!((stream_text.as_str(), stream_finish.as_str()), (text, finish), "streamed as whole");
+        streams_as_whole(&server, &request, text, finish);
     }
     eprintln!("{stops} of 6 objects closed within 48 tokens");
     // Completions take it too.
@@ -60,7 +69,12 @@ fn json_object_answers_are_json_objects() {
 fn other_response_formats_are_refused() {
     let server = Server::start(1, 4, 64);
     for format in [
-        json!({"type": "json_schema", "json_schema": {"schema": {}}}),
+        json!({"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a+"}}}),
+        json!({"type": "json_schema", "json_schema": {"schema": {"type": "text"}}}),
+        json!({"type": "json_schema", "json_schema": {"schema": {"oneOf": [{"type": "string"}]}}}),
+        json!({"type": "json_schema", "json_schema": {"name": 3, "schema": {}}}),
+        json!({"type": "json_schema", "json_schema": "x"}),
+        json!({"type": "json_schema"}),
         json!({"type": "yaml"}),
         json!("json"),
         json!({}),
@@ -70,7 +84,60 @@ fn other_response_formats_are_refused() {
         assert_eq!(status, 400, "{format}: {body}");
         assert_eq!(body["error"]["param"], "response_format", "{body}");
     }
+    // The construct that cannot be held is named, with where it is.
+    let request = json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+        "json_schema": {"schema": {"properties": {"a": {"type": "integer", "minimum": 0}}}}}});
+    let message = server.post("/v1/chat/completions", &request).1["error"]["message"].to_string();
+    assert!(message.contains("minimum") && message.contains("/properties/a"), "{message}");
     let request =
         json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "response_format": {"type": "text"}});
     assert_eq!(server.post("/v1/chat/completions", &request).0, 200);
+}
+
+/// A schema of the kind structured-output clients send.
+fn order_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "item": {"enum": ["tea", "coffee", "cake"]},
+            "count": {"type": "integer"},
+            "urgent": {"type": "boolean"},
+            "note": {"anyOf": [{"type": "string", "maxLength": 8}, {"type": "null"}]},
+        },
+        "required": ["item", "count", "urgent", "note"],
+        "additionalProperties": false,
+    })
+}
+
+#[test]
+fn json_schema_answers_follow_the_schema() {
+    let server = Server::start(2, 8, 512);
+    let schema = Arc::new(Schema::compile(&order_schema()).expect("compiles"));
+    let mut stops = 0;
+    for seed in 0..6 {
+        let request = json!({
+            "messages": [{"role": "user", "content": "order"}],
+            "max_tokens": 96, "temperature": 0.8, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "order", "strict": true, "schema": order_schema()}},
+        });
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let choice = &body["choices"][0];
+        let text = choice["message"]["content"].as_str().expect("content");
+        let finish = choice["finish_reason"].as_str().expect("finish");
+        let mut prefix = SchemaPrefix::new(schema.clone());
+        assert!(prefix.push_all(text.as_bytes()), "not the start of an order: {text:?}");
+        if finish == "stop" {
+            stops += 1;
+            assert!(prefix.is_complete(), "{text:?}");
+            let order: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert!(["tea", "coffee", "cake"].contains(&order["item"].as_str().expect("item")), "{order}");
+            assert!(order["count"].is_i64() && order["urgent"].is_boolean(), "{order}");
+            assert!(order["note"].is_null() || order["note"].as_str().is_some_and(|n| n.chars().count() <= 8));
+            assert_eq!(order.as_object().map(|o| o.len()), Some(4), "{order}");
+        }
+        streams_as_whole(&server, &request, text, finish);
+    }
+    eprintln!("{stops} of 6 orders closed");
+    assert!(stops > 0, "no order closed within 96 tokens");
 }

@@ -13,3 +13,4 @@ mod hostile;
 mod http;
 mod json_format;
 mod shutdown;
+mod tools;

@@ -1,0 +1,462 @@
+//! JSON Schema compiled to the rules a [`SchemaPrefix`](super::SchemaPrefix)
+//! reads text by.
+//!
+//! The subset served is what structured-output clients send (OpenAI's
+//! strict mode, Pydantic's models): `type` (one or several), `properties`,
+//! `required`, `additionalProperties` (a boolean or a schema), `items`,
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, `enum`, `const`,
+//! `anyOf`, a one-element `allOf`, and `$ref` into `$defs`/`definitions`
+//! (recursion included). Annotations (`title`, `description`, `default`,
+//! `examples`, `$schema`, `$id`, `$comment`, `format`, `deprecated`,
+//! `readOnly`, `writeOnly`, `discriminator`) are read past: `format` is an
+//! annotation unless a validator is told to assert it. Every other keyword
+//! is refused with a [`SchemaError`] that names it, rather than served
+//! without being enforced.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+/// A node's index in [`Schema::nodes`].
+pub(super) type NodeId = u32;
+
+/// The node that accepts any JSON value.
+pub(super) const ANY: NodeId = 0;
+
+/// Most properties an object schema may name (the reader keeps the ones
+/// seen in a 64-bit set).
+pub const MAX_PROPERTIES: usize = 64;
+
+/// Most nodes a schema compiles to.
+const MAX_NODES: usize = 4096;
+
+/// JSON types, as bits.
+pub(super) mod types {
+    pub const OBJECT: u8 = 1;
+    pub const ARRAY: u8 = 2;
+    pub const STRING: u8 = 4;
+    pub const NUMBER: u8 = 8;
+    pub const INTEGER: u8 = 16;
+    pub const BOOLEAN: u8 = 32;
+    pub const NULL: u8 = 64;
+    pub const ALL: u8 = 127;
+}
+
+/// One property of an object schema.
+#[derive(Clone, Debug)]
+pub(super) struct Property {
+    /// The name as it stands between the quotes of a JSON key (escaped).
+    pub key: Vec<u8>,
+    pub node: NodeId,
+    pub required: bool,
+}
+
+/// What values of the listed types must be (each rule applies to its type).
+#[derive(Clone, Debug)]
+pub(super) struct Rules {
+    pub types: u8,
+    pub properties: Vec<Property>,
+    /// The schema of keys not in `properties`; `None`: none allowed.
+    pub additional: Option<NodeId>,
+    /// Properties come in their order, each once, the required first
+    /// (tool calls: `name` before `arguments`).
+    pub ordered: bool,
+    pub items: NodeId,
+    pub min_items: u32,
+    pub max_items: u32,
+    pub min_length: u32,
+    pub max_length: u32,
+}
+
+/// The rules of a node that is not [`Node::Typed`]: no type.
+pub(super) static NO_RULES: Rules = Rules {
+    types: 0,
+    properties: Vec::new(),
+    additional: None,
+    ordered: false,
+    items: ANY,
+    min_items: 0,
+    max_items: 0,
+    min_length: 0,
+    max_length: 0,
+};
+
+impl Rules {
+    fn of(types: u8) -> Rules {
+        Rules { types, additional: Some(ANY), max_items: u32::MAX, max_length: u32::MAX, ..NO_RULES.clone() }
+    }
+
+    /// The required properties, as bits of the list.
+    pub fn required(&self) -> u64 {
+        self.properties.iter().enumerate().filter(|(_, p)| p.required).fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// The properties a key may still name, as bits, when `seen` are
+    /// written.
+    pub fn open(&self, seen: u64) -> u64 {
+        let unseen = (0..self.properties.len()).filter(|&i| seen & 1 << i == 0).fold(0u64, |m, i| m | 1 << i);
+        if self.ordered {
+            unseen & unseen.wrapping_neg()
+        } else {
+            unseen
+        }
+    }
+}
+
+/// What a value must be.
+#[derive(Clone, Debug)]
+pub(super) enum Node {
+    /// Values of the types in its rules, each held to them.
+    Typed(Rules),
+    /// One of these JSON texts, written compactly.
+    Literals(Vec<Vec<u8>>),
+    /// A value any of these accepts.
+    AnyOf(Vec<NodeId>),
+    /// Filled in when a `$ref` is reached while its target compiles.
+    Pending,
+}
+
+/// A schema that cannot be served.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SchemaError {
+    /// A keyword (or a form of one) decoding cannot be held to.
+    #[error("{path}: `{keyword}` is not supported in constrained decoding")]
+    Unsupported {
+        /// Where in the schema, as a JSON pointer.
+        path: String,
+        /// The keyword.
+        keyword: String,
+    },
+    /// Not a JSON Schema (a keyword of the wrong type, an unknown type…).
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// Where in the schema, as a JSON pointer.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A compiled JSON Schema.
+#[derive(Clone, Debug)]
+pub struct Schema {
+    pub(super) nodes: Vec<Node>,
+    pub(super) root: NodeId,
+}
+
+/// Keywords read past.
+const ANNOTATIONS: [&str; 12] = [
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$comment",
+    "format",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "discriminator",
+];
+
+impl Schema {
+    /// Compiles a JSON Schema document.
+    pub fn compile(document: &Value) -> Result<Schema, SchemaError> {
+        let mut compiler = Compiler { document, nodes: vec![Node::Typed(Rules::of(types::ALL))], refs: HashMap::new() };
+        let root = compiler.node(document, "")?;
+        compiler.check_loops()?;
+        Ok(Schema { nodes: compiler.nodes, root })
+    }
+
+    /// A tool call: an object `{"name": N, "arguments": A}` for one of
+    /// `tools` (a name and its parameters' schema), `name` first.
+    pub fn tool_call<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Result<Schema, SchemaError> {
+        let mut compiler =
+            Compiler { document: &Value::Null, nodes: vec![Node::Typed(Rules::of(types::ALL))], refs: HashMap::new() };
+        let mut calls = Vec::new();
+        for (i, (name, parameters)) in tools.into_iter().enumerate() {
+            compiler.document = parameters;
+            compiler.refs.clear();
+            let arguments = compiler.node(parameters, &format!("/tools/{i}/function/parameters"))?;
+            let name = compiler.push(Node::Literals(vec![compact(&Value::from(name))]))?;
+            let property = |key: &str, node| Property { key: key.as_bytes().to_vec(), node, required: true };
+            let properties = vec![property("name", name), property("arguments", arguments)];
+            let call = Rules { properties, additional: None, ordered: true, ..Rules::of(types::OBJECT) };
+            calls.push(compiler.push(Node::Typed(call))?);
+        }
+        if calls.is_empty() {
+            return Err(invalid("/tools", "no tools to call"));
+        }
+        let root = if calls.len() == 1 { calls[0] } else { compiler.push(Node::AnyOf(calls))? };
+        compiler.check_loops()?;
+        Ok(Schema { nodes: compiler.nodes, root })
+    }
+}
+
+/// A value written compactly (the bytes a literal must be).
+fn compact(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn invalid(path: &str, reason: impl Into<String>) -> SchemaError {
+    SchemaError::Invalid { path: if path.is_empty() { "/".into() } else { path.into() }, reason: reason.into() }
+}
+
+fn unsupported(path: &str, keyword: &str) -> SchemaError {
+    SchemaError::Unsupported { path: if path.is_empty() { "/".into() } else { path.into() }, keyword: keyword.into() }
+}
+
+struct Compiler<'a> {
+    document: &'a Value,
+    nodes: Vec<Node>,
+    refs: HashMap<String, NodeId>,
+}
+
+impl<'a> Compiler<'a> {
+    fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
+        if self.nodes.len() >= MAX_NODES {
+            return Err(invalid("/", format!("the schema compiles to more than {MAX_NODES} nodes")));
+        }
+        self.nodes.push(node);
+        Ok((self.nodes.len() - 1) as NodeId)
+    }
+
+    /// Refuses an `anyOf` that reaches itself through `anyOf`s alone
+    /// (through `$ref`s): its branches would read no byte.
+    fn check_loops(&self) -> Result<(), SchemaError> {
+        fn reaches(nodes: &[Node], from: NodeId, on_path: &mut Vec<NodeId>) -> bool {
+            let Node::AnyOf(children) = &nodes[from as usize] else { return false };
+            if on_path.contains(&from) {
+                return true;
+            }
+            on_path.push(from);
+            let looped = children.iter().any(|&c| reaches(nodes, c, on_path));
+            on_path.pop();
+            looped
+        }
+        match (0..self.nodes.len() as NodeId).find(|&id| reaches(&self.nodes, id, &mut Vec::new())) {
+            Some(_) => Err(unsupported("/", "$ref cycle that reads no text")),
+            None => Ok(()),
+        }
+    }
+
+    fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
+        let object = match schema {
+            Value::Bool(true) => return Ok(ANY),
+            Value::Bool(false) => return Err(unsupported(path, "false")),
+            Value::Object(object) => object,
+            _ => return Err(invalid(path, "a schema is an object or a boolean")),
+        };
+        if let Some(reference) = object.get("$ref") {
+            return self.reference(object, reference, path);
+        }
+        if let Some(literals) = self.literals(object, path)? {
+            return self.push(Node::Literals(literals));
+        }
+        if let Some(all) = object.get("allOf") {
+            self.only(object, &["allOf"], path)?;
+            return match all.as_array().map(Vec::as_slice) {
+                Some([one]) => self.node(one, &format!("{path}/allOf/0")),
+                _ => Err(unsupported(path, "allOf")),
+            };
+        }
+        if let Some(any) = object.get("anyOf") {
+            self.only(object, &["anyOf", "$defs", "definitions"], path)?;
+            let branches =
+                any.as_array().filter(|a| !a.is_empty()).ok_or_else(|| invalid(path, "anyOf is a non-empty array"))?;
+            let mut children = Vec::with_capacity(branches.len());
+            for (i, branch) in branches.iter().enumerate() {
+                children.push(self.node(branch, &format!("{path}/anyOf/{i}"))?);
+            }
+            return self.push(Node::AnyOf(children));
+        }
+        self.typed(object, path)
+    }
+
+    /// Fails on any keyword besides `allowed` and the annotations.
+    fn only(&self, object: &Map<String, Value>, allowed: &[&str], path: &str) -> Result<(), SchemaError> {
+        match object.keys().find(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
+            Some(keyword) => Err(unsupported(path, keyword)),
+            None => Ok(()),
+        }
+    }
+
+    fn reference(&mut self, object: &Map<String, Value>, reference: &Value, path: &str) -> Result<NodeId, SchemaError> {
+        self.only(object, &["$ref", "$defs", "definitions"], path)?;
+        let reference = reference.as_str().ok_or_else(|| invalid(path, "$ref is a string"))?;
+        if let Some(&id) = self.refs.get(reference) {
+            return Ok(id);
+        }
+        let pointer = reference.strip_prefix('#').ok_or_else(|| unsupported(path, "$ref outside the document"))?;
+        let target = self
+            .document
+            .pointer(pointer)
+            .ok_or_else(|| invalid(path, format!("$ref {reference} points at nothing")))?;
+        // Placed before its target compiles, so a recursive schema refers
+        // to itself; a chain of references that reads nothing is refused
+        // where it loops back.
+        let id = self.push(Node::Pending)?;
+        self.refs.insert(reference.to_string(), id);
+        let compiled = self.node(target, pointer)?;
+        if compiled == id {
+            return Err(unsupported(path, "$ref cycle that reads no text"));
+        }
+        self.nodes[id as usize] = self.nodes[compiled as usize].clone();
+        if matches!(self.nodes[id as usize], Node::Pending) {
+            return Err(unsupported(path, "$ref cycle that reads no text"));
+        }
+        Ok(id)
+    }
+
+    fn literals(&self, object: &Map<String, Value>, path: &str) -> Result<Option<Vec<Vec<u8>>>, SchemaError> {
+        let values = match (object.get("enum"), object.get("const")) {
+            (Some(_), Some(_)) => return Err(unsupported(path, "enum beside const")),
+            (Some(Value::Array(values)), None) if !values.is_empty() => values.clone(),
+            (Some(_), None) => return Err(invalid(path, "enum is a non-empty array")),
+            (None, Some(value)) => vec![value.clone()],
+            (None, None) => return Ok(None),
+        };
+        self.only(object, &["enum", "const", "type"], path)?;
+        // A `type` beside them keeps the values of that type.
+        let kinds = match object.get("type") {
+            Some(t) => type_bits(t, path)?,
+            None => types::ALL,
+        };
+        let kept: Vec<Vec<u8>> = values.iter().filter(|v| value_type(v) & kinds != 0).map(compact).collect();
+        if kept.is_empty() {
+            return Err(invalid(path, "no value of enum/const has the type given"));
+        }
+        Ok(Some(kept))
+    }
+
+    fn typed(&mut self, object: &'a Map<String, Value>, path: &str) -> Result<NodeId, SchemaError> {
+        const KEYWORDS: [&str; 11] = [
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
+            "$defs",
+            "definitions",
+        ];
+        self.only(object, &KEYWORDS, path)?;
+        let kinds = match object.get("type") {
+            Some(t) => type_bits(t, path)?,
+            None => types::ALL,
+        };
+        let count = |key: &str| -> Result<Option<u32>, SchemaError> {
+            match object.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(|n| Some(n.min(u32::MAX as u64) as u32))
+                    .ok_or_else(|| invalid(path, format!("{key} is a non-negative integer"))),
+            }
+        };
+        let (min_items, max_items) = (count("minItems")?.unwrap_or(0), count("maxItems")?.unwrap_or(u32::MAX));
+        let (min_length, max_length) = (count("minLength")?.unwrap_or(0), count("maxLength")?.unwrap_or(u32::MAX));
+        if min_items > max_items || min_length > max_length {
+            return Err(invalid(path, "a minimum above its maximum"));
+        }
+        let items = match object.get("items") {
+            None => ANY,
+            Some(Value::Array(_)) => return Err(unsupported(path, "items as an array (prefixItems)")),
+            Some(items) => self.node(items, &format!("{path}/items"))?,
+        };
+        let required: Vec<&str> = match object.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|n| n.as_str().ok_or_else(|| invalid(path, "required lists strings")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(invalid(path, "required is an array of strings")),
+        };
+        let mut properties = Vec::new();
+        if let Some(declared) = object.get("properties") {
+            let declared = declared.as_object().ok_or_else(|| invalid(path, "properties is an object"))?;
+            if declared.len() > MAX_PROPERTIES {
+                return Err(unsupported(path, &format!("more than {MAX_PROPERTIES} properties")));
+            }
+            for (name, schema) in declared {
+                let node = self.node(schema, &format!("{path}/properties/{}", pointer_escape(name)))?;
+                properties.push(Property { key: key_of(name), node, required: required.contains(&&**name) });
+            }
+        }
+        let undeclared: Vec<Vec<u8>> =
+            required.iter().map(|n| key_of(n)).filter(|k| !properties.iter().any(|p| p.key == *k)).collect();
+        if let Some(key) = undeclared.first() {
+            // A required name with no schema of its own: any value.
+            let additional = object.get("additionalProperties").is_some_and(|a| a != &Value::Bool(true));
+            if additional || properties.len() + undeclared.len() > MAX_PROPERTIES {
+                let name = String::from_utf8_lossy(key);
+                return Err(invalid(path, format!("required property \"{name}\" is not in properties")));
+            }
+            properties.extend(undeclared.into_iter().map(|key| Property { key, node: ANY, required: true }));
+        }
+        let additional = match object.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some(ANY),
+            Some(Value::Bool(false)) => None,
+            Some(schema) => Some(self.node(schema, &format!("{path}/additionalProperties"))?),
+        };
+        self.push(Node::Typed(Rules {
+            types: kinds,
+            properties,
+            additional,
+            ordered: false,
+            items,
+            min_items,
+            max_items,
+            min_length,
+            max_length,
+        }))
+    }
+}
+
+/// A name as it stands between the quotes of a JSON key.
+fn key_of(name: &str) -> Vec<u8> {
+    let quoted = compact(&Value::from(name));
+    quoted[1..quoted.len() - 1].to_vec()
+}
+
+/// `~` and `/` escaped for a JSON pointer.
+fn pointer_escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+fn type_bits(value: &Value, path: &str) -> Result<u8, SchemaError> {
+    let one = |v: &Value| -> Result<u8, SchemaError> {
+        Ok(match v.as_str() {
+            Some("object") => types::OBJECT,
+            Some("array") => types::ARRAY,
+            Some("string") => types::STRING,
+            Some("number") => types::NUMBER | types::INTEGER,
+            Some("integer") => types::INTEGER,
+            Some("boolean") => types::BOOLEAN,
+            Some("null") => types::NULL,
+            _ => return Err(invalid(path, format!("unknown type {v}"))),
+        })
+    };
+    match value {
+        Value::Array(list) if !list.is_empty() => list.iter().try_fold(0, |bits, v| Ok(bits | one(v)?)),
+        Value::Array(_) => Err(invalid(path, "type is a name or a non-empty list")),
+        v => one(v),
+    }
+}
+
+/// The type bit of a value (an integral number counts as an integer).
+fn value_type(value: &Value) -> u8 {
+    match value {
+        Value::Object(_) => types::OBJECT,
+        Value::Array(_) => types::ARRAY,
+        Value::String(_) => types::STRING,
+        Value::Number(n) if n.is_i64() || n.is_u64() => types::INTEGER,
+        Value::Number(_) => types::NUMBER,
+        Value::Bool(_) => types::BOOLEAN,
+        Value::Null => types::NULL,
+    }
+}

@@ -1,0 +1,242 @@
+//! Tools on `/v1/chat/completions`: `tools` and `tool_choice` checked, the
+//! tools written into the conversation, and the model's call read back as
+//! `tool_calls`.
+//!
+//! The tools reach the model through its own chat template: they are
+//! described in the system message (one added when the conversation has
+//! none) in the Hermes format that Qwen, SmolLM and most open tool-calling
+//! models were trained on: the functions' signatures as JSON inside
+//! `<tools></tools>`, and a call written as `<tool_call>{"name": …,
+//! "arguments": {…}}</tool_call>`. Earlier calls in the conversation
+//! (assistant messages with `tool_calls`) are written the same way, and
+//! their results (`tool` messages) go back as user turns inside
+//! `<tool_response></tool_response>`, which every template takes (Gemma's
+//! knows only `user` and `model`).
+//!
+//! Decoding then holds the call to its schema ([`Schema::tool_call`]):
+//! `tool_choice: "required"` or a named function opens the answer with
+//! `<tool_call>` and holds all of it; `"auto"` (the default) lets the model
+//! answer in words or open a call, held to the schema once opened;
+//! `"none"` leaves the tools out. One call per answer is served.
+
+use std::sync::Arc;
+
+use baton_llama::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_llama::Message;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use crate::engine::OutputFormat;
+
+/// Most tools a request may offer.
+pub const MAX_TOOLS: usize = 64;
+
+/// How the answer may call a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolMode {
+    /// The answer is a call (the prompt ends with [`TOOL_CALL_OPEN`]).
+    Required,
+    /// Words, or a call opened by [`TOOL_CALL_OPEN`].
+    Auto,
+}
+
+/// The tools of a request that may call one.
+#[derive(Debug, Clone)]
+pub struct ToolPlan {
+    /// How the answer may call one.
+    pub mode: ToolMode,
+    /// The format decoding is held to.
+    pub format: OutputFormat,
+    /// The system message's description of the tools.
+    pub preamble: String,
+}
+
+fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
+    ApiError::invalid_param(name, why)
+}
+
+/// Checks `tools` and `tool_choice`; `None` when no tool may be called.
+pub fn plan(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<ToolPlan>, ApiError> {
+    let tools = match tools {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(list)) => list.as_slice(),
+        Some(_) => return Err(bad("tools", "tools is a list of {\"type\": \"function\", \"function\": {…}}")),
+    };
+    if tools.len() > MAX_TOOLS {
+        return Err(bad("tools", format!("at most {MAX_TOOLS} tools, not {}", tools.len())));
+    }
+    let mut functions = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        functions.push(function(tool).map_err(|why| bad("tools", format!("tools[{i}]: {why}")))?);
+    }
+    if let Some(name) =
+        functions.iter().enumerate().find_map(|(i, f)| functions[..i].iter().any(|g| g.0 == f.0).then_some(&f.0))
+    {
+        return Err(bad("tools", format!("two tools are named {name:?}")));
+    }
+    let named = |name: &str| functions.iter().position(|f| f.0 == name);
+    let (mode, only) = match choice {
+        None | Some(Value::Null) => (if functions.is_empty() { None } else { Some(ToolMode::Auto) }, None),
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => (None, None),
+            "auto" => (Some(ToolMode::Auto), None),
+            "required" => (Some(ToolMode::Required), None),
+            other => {
+                return Err(bad("tool_choice", format!("{other:?}: \"none\", \"auto\", \"required\" or a function")))
+            }
+        },
+        Some(Value::Object(o)) => {
+            let name = o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .filter(|_| o.get("type").and_then(Value::as_str) == Some("function"))
+                .ok_or_else(|| {
+                    bad("tool_choice", "a named choice is {\"type\": \"function\", \"function\": {\"name\": …}}")
+                })?;
+            let index = named(name).ok_or_else(|| bad("tool_choice", format!("no tool is named {name:?}")))?;
+            (Some(ToolMode::Required), Some(index))
+        }
+        Some(other) => {
+            return Err(bad("tool_choice", format!("{other}: \"none\", \"auto\", \"required\" or a function")))
+        }
+    };
+    let Some(mode) = mode else { return Ok(None) };
+    if functions.is_empty() {
+        return Err(bad("tool_choice", "tool_choice asks for a call but no tools are given"));
+    }
+    let callable: Vec<&(String, Value, Value)> = match only {
+        Some(i) => vec![&functions[i]],
+        None => functions.iter().collect(),
+    };
+    let schema = Schema::tool_call(callable.iter().map(|f| (f.0.as_str(), &f.2)))
+        .map_err(|e| bad("tools", format!("parameters: {e}")))?;
+    let schema = Arc::new(schema);
+    let format = match mode {
+        ToolMode::Required => OutputFormat::ToolCall(schema),
+        ToolMode::Auto => OutputFormat::ToolCallOrText(schema),
+    };
+    Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable) }))
+}
+
+/// A tool's name, its declaration as the model sees it, and its
+/// parameters' schema.
+fn function(tool: &Value) -> Result<(String, Value, Value), String> {
+    if tool.get("type").and_then(Value::as_str) != Some("function") {
+        return Err("a tool is {\"type\": \"function\", \"function\": {…}}".into());
+    }
+    let function = tool.get("function").and_then(Value::as_object).ok_or("function is missing")?;
+    let name = function.get("name").and_then(Value::as_str).ok_or("function.name is missing")?;
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if name.is_empty() || name.len() > 64 || !name.chars().all(valid) {
+        return Err(format!("function.name {name:?}: 1 to 64 letters, digits, `_` or `-`"));
+    }
+    if function.get("description").is_some_and(|d| !d.is_string()) {
+        return Err("function.description is a string".into());
+    }
+    let parameters = function.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let mut declared = serde_json::Map::new();
+    declared.insert("name".into(), Value::from(name));
+    if let Some(description) = function.get("description") {
+        declared.insert("description".into(), description.clone());
+    }
+    declared.insert("parameters".into(), parameters.clone());
+    Ok((name.to_string(), json!({"type": "function", "function": declared}), parameters))
+}
+
+fn preamble(functions: &[&(String, Value, Value)]) -> String {
+    let signatures: Vec<String> = functions.iter().map(|f| f.1.to_string()).collect();
+    format!(
+        "# Tools\n\nYou may call one of the following functions to answer the user.\n\n\
+         You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n\
+         To call a function, return a json object with the function name and arguments within \
+         {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE} XML tags:\n{TOOL_CALL_OPEN}\n\
+         {{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n{TOOL_CALL_CLOSE}",
+        signatures.join("\n")
+    )
+}
+
+/// The conversation with the tools described in its system message.
+pub fn with_tools(mut messages: Vec<Message>, plan: &ToolPlan) -> Vec<Message> {
+    match messages.first_mut() {
+        Some(first) if first.role == "system" => {
+            first.content = format!("{}\n\n{}", first.content.trim_end(), plan.preamble);
+        }
+        _ => messages.insert(0, Message::system(plan.preamble.clone())),
+    }
+    messages
+}
+
+/// An assistant message's earlier `tool_calls`, written as the model
+/// writes a call.
+pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
+    let list = calls.as_array().ok_or_else(|| bad("messages", "tool_calls is a list"))?;
+    let mut text = String::new();
+    for call in list {
+        let function = call.get("function").ok_or_else(|| bad("messages", "a tool call has no function"))?;
+        let name =
+            function.get("name").and_then(Value::as_str).ok_or_else(|| bad("messages", "a tool call has no name"))?;
+        let arguments = match function.get("arguments") {
+            // OpenAI sends the arguments as a JSON string.
+            Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+            Some(other) => other.clone(),
+            None => json!({}),
+        };
+        let call = json!({"name": name, "arguments": arguments});
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}"));
+    }
+    Ok(text)
+}
+
+/// A tool's result, written as the user turn that carries it.
+pub fn written_result(content: &str) -> String {
+    format!("<tool_response>\n{content}\n</tool_response>")
+}
+
+/// A call read back from the answer's text: the function's name and its
+/// arguments as a JSON text (what `function.arguments` carries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The function's name.
+    pub name: String,
+    /// The arguments, a JSON text.
+    pub arguments: String,
+}
+
+impl Call {
+    /// The `tool_calls` entry (`index` set when streamed).
+    pub fn to_json(&self, id: &str, index: Option<usize>) -> Value {
+        let mut call =
+            json!({"id": id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}});
+        if let (Some(index), Some(map)) = (index, call.as_object_mut()) {
+            map.insert("index".into(), Value::from(index));
+        }
+        call
+    }
+}
+
+/// The call the text holds, if it is one: the JSON object alone
+/// ([`ToolMode::Required`]) or opened by [`TOOL_CALL_OPEN`]
+/// ([`ToolMode::Auto`]), closed or not by [`TOOL_CALL_CLOSE`].
+pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
+    let body = match mode {
+        ToolMode::Required => text,
+        ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
+    };
+    let body = body.trim();
+    let body = body.strip_suffix(TOOL_CALL_CLOSE).unwrap_or(body);
+    let value: Value = serde_json::from_str(body).ok()?;
+    let name = value.get("name")?.as_str()?.to_string();
+    let arguments = value.get("arguments")?.to_string();
+    Some(Call { name, arguments })
+}
+
+/// Whether `text` may still open a call (auto mode): it is empty, a start
+/// of [`TOOL_CALL_OPEN`], or opens with it (after whitespace).
+pub fn may_be_call(text: &str) -> bool {
+    let text = text.trim_start();
+    TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN)
+}
