@@ -164,8 +164,9 @@ impl PyModel {
     }
 
     /// Starts generating after `prompt`; tokens come from the returned
-    /// iterator. The sampling fields are `SamplingParams`' own; with
-    /// `json_object` the text is held to one JSON object.
+    /// iterator. The sampling fields are `SamplingParams`' own;
+    /// `response_format` (an OpenAI `response_format` as a JSON text) holds
+    /// the text to a JSON object or schema.
     #[allow(clippy::too_many_arguments)]
     fn generate(
         &self,
@@ -183,7 +184,7 @@ impl PyModel {
         stop: Vec<String>,
         logprobs: Option<usize>,
         stop_at_eog: bool,
-        json_object: bool,
+        response_format: Option<String>,
     ) -> PyResult<PyGeneration> {
         if stop.iter().any(String::is_empty) {
             return Err(PyValueError::new_err("a stop string is empty"));
@@ -200,7 +201,15 @@ impl PyModel {
             seed,
         };
         let prompt_tokens = prompt.len();
-        let format = if json_object { OutputFormat::JsonObject } else { OutputFormat::Text };
+        let format = match response_format {
+            None => OutputFormat::Text,
+            Some(text) => {
+                let value = serde_json::from_str(&text)
+                    .map_err(|e| PyValueError::new_err(format!("response_format is not JSON: {e}")))?;
+                OutputFormat::from_response_format(&value)
+                    .map_err(|why| PyValueError::new_err(format!("response_format: {why}")))?
+            }
+        };
         let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format };
         let generation = self.engine.submit(request).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)

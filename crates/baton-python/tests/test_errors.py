@@ -61,6 +61,23 @@ def test_bad_generation_arguments(llm):
             ValueError,
             "response_format",
         ),
+        (
+            lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], response_format={
+                "type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}),
+            ValueError,
+            "pattern",
+        ),
+        (
+            lambda: llm.create_chat_completion(
+                [{"role": "user", "content": "x"}], response_format={"type": "json_object", "schema": {"type": 3}}),
+            ValueError,
+            "unknown type",
+        ),
+        (
+            lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], tools=[{"type": "function"}]),
+            ValueError,
+            "baton serve",
+        ),
         (lambda: llm.tokenize(42), TypeError, "bytes or str"),
         (lambda: llm.tokenize(b"\xff\xfe"), ValueError, "UTF-8"),
         (lambda: llm.detokenize([2**40]), ValueError, "token id"),

@@ -102,3 +102,25 @@ def test_json_object_response_format_gives_a_json_object(llm):
     choice = out["choices"][0]
     assert choice["finish_reason"] == "stop", choice
     assert isinstance(json.loads(choice["message"]["content"]), dict)
+
+
+def test_json_schema_response_formats_follow_the_schema(llm):
+    import json
+
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    messages = [{"role": "user", "content": "Describe Paris as JSON."}]
+    # OpenAI's shape, and llama-cpp-python's ("json_object" with a schema).
+    for form in ({"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
+                 {"type": "json_object", "schema": schema}):
+        out = llm.create_chat_completion(messages, max_tokens=64, temperature=0, response_format=form)
+        choice = out["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        value = json.loads(choice["message"]["content"])
+        assert set(value) == {"city", "population"}, value
+        assert isinstance(value["city"], str) and len(value["city"]) <= 30, value
+        assert isinstance(value["population"], int), value

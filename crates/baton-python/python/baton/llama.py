@@ -1,5 +1,6 @@
 """``Llama``: llama-cpp-python's class, over Baton's engine."""
 
+import json
 import os
 import random
 import sys
@@ -163,7 +164,7 @@ class Llama:
         seed: Optional[int],
         stop: List[str],
         logprobs: Optional[int],
-        json_object: bool = False,
+        response_format: Optional[str] = None,
     ) -> _Generation:
         max_tokens = _args.integer("max_tokens", max_tokens, allow_none=True)
         room = self._model.n_ctx - len(tokens)
@@ -189,7 +190,7 @@ class Llama:
             stop,
             logprobs,
             True,
-            json_object,
+            response_format,
         )
 
     def create_completion(
@@ -300,19 +301,8 @@ class Llama:
         """Answers ``messages`` through the model's chat template: a chat
         completion dict, or with ``stream=True`` an iterator of chunks."""
         if tools or tool_choice not in (None, "none"):
-            raise ValueError("tools are not served by Baton yet")
-        json_object = False
-        if response_format is not None:
-            if not isinstance(response_format, dict):
-                raise TypeError("response_format must be a dict such as {'type': 'json_object'}")
-            kind = response_format.get("type", "text")
-            if kind == "json_object":
-                json_object = True
-            elif kind != "text":
-                raise ValueError(
-                    f"response_format {kind!r} is not served by Baton yet: 'text' or 'json_object' "
-                    "(a JSON schema is not)"
-                )
+            raise ValueError("tools are served by `baton serve` (/v1/chat/completions), not yet by the Python package")
+        form = _response_format(response_format)
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
         top = _args.integer("top_logprobs", top_logprobs, minimum=0, allow_none=True)
@@ -326,7 +316,7 @@ class Llama:
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
             presence_penalty, frequency_penalty, seed, _args.stops(stop),
             (top or 0) if want_logprobs else None,
-            json_object,
+            form,
         )
         cid = _shapes.new_id("chatcmpl")
         if stream:
@@ -453,3 +443,22 @@ def _messages(messages: Any) -> List[tuple]:
             raise TypeError(f"messages[{i}].content must be a string, a list of parts or None")
         out.append((role, text))
     return out
+
+
+def _response_format(response_format: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The format as the engine takes it (an OpenAI ``response_format`` as
+    JSON text), or None for free text. llama-cpp-python's form of a schema,
+    ``{"type": "json_object", "schema": {...}}``, is taken too."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise TypeError("response_format must be a dict such as {'type': 'json_object'}")
+    kind = response_format.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object" and response_format.get("schema") is not None:
+        response_format = {"type": "json_schema", "json_schema": {"schema": response_format["schema"]}}
+    try:
+        return json.dumps(response_format)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"response_format must be JSON: {e}") from None

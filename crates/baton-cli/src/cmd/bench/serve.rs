@@ -49,8 +49,13 @@ pub struct ServeBenchArgs {
     model_name: Option<String>,
     /// Hold every answer to a JSON object (`response_format: json_object`),
     /// to measure what constrained decoding costs.
-    #[arg(long = "json-object")]
+    #[arg(long = "json-object", conflicts_with = "json_schema")]
     json_object: bool,
+    /// Hold every answer to the JSON Schema in this file
+    /// (`response_format: json_schema`), to measure what schema-constrained
+    /// decoding costs.
+    #[arg(long = "json-schema", value_name = "FILE")]
+    json_schema: Option<std::path::PathBuf>,
     /// Streams running while the long prompt arrives (0: no stall phase).
     #[arg(long = "stall-streams", default_value_t = 4)]
     stall_streams: usize,
@@ -72,6 +77,18 @@ pub struct ServeBenchArgs {
     serve: ServeCommand,
 }
 
+/// The `response_format` the requests ask for, if any.
+fn response_format(args: &ServeBenchArgs) -> Result<Option<serde_json::Value>> {
+    if args.json_object {
+        return Ok(Some(serde_json::json!({"type": "json_object"})));
+    }
+    let Some(path) = &args.json_schema else { return Ok(None) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    Ok(Some(serde_json::json!({"type": "json_schema", "json_schema": {"name": "bench", "schema": schema}})))
+}
+
 /// Runs `baton bench serve`.
 pub fn run(args: ServeBenchArgs) -> Result<()> {
     ensure!(!args.clients.is_empty() && !args.clients.contains(&0), "--clients must list counts of at least 1");
@@ -83,7 +100,7 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         ignore_eos: args.ignore_eos,
         model: args.model_name.clone(),
-        json_object: args.json_object,
+        response_format: response_format(&args)?,
         timeout: Duration::from_secs(args.request_timeout),
     };
     let parallel = args.serve.parallel.unwrap_or_else(|| args.clients.iter().copied().max().unwrap_or(1));

@@ -35,9 +35,8 @@ pub struct RequestShape {
     pub ignore_eos: bool,
     /// The model name to send, if any.
     pub model: Option<String>,
-    /// Ask for `response_format: {"type": "json_object"}` (constrained
-    /// decoding's cost).
-    pub json_object: bool,
+    /// The `response_format` to ask for (constrained decoding's cost).
+    pub response_format: Option<serde_json::Value>,
     /// Time allowed for one whole response.
     pub timeout: Duration,
 }
@@ -58,8 +57,8 @@ impl RequestShape {
         if let Some(model) = &self.model {
             body["model"] = json!(model);
         }
-        if self.json_object {
-            body["response_format"] = json!({"type": "json_object"});
+        if let Some(format) = &self.response_format {
+            body["response_format"] = format.clone();
         }
         body.to_string()
     }
