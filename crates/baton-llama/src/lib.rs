@@ -30,6 +30,7 @@ mod embedding;
 mod error;
 mod fetch;
 mod graph;
+mod kv_copy;
 mod memory;
 mod model;
 mod perplexity;

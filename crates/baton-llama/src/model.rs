@@ -833,6 +833,35 @@ impl Model {
         }
     }
 
+    /// Gives slot `to` slot `from`'s keys and values at positions
+    /// `0..len`, as a copy on the device queued behind the work that wrote
+    /// them: an evaluation of slot `to` may then start at position `len`
+    /// and gets the bits evaluating those positions would give. `Ok(false)`
+    /// (nothing queued) where a copy is not served: under tensor
+    /// parallelism, over several processes, or when `from`'s sliding-window
+    /// rings no longer hold what `len` needs.
+    pub fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> Result<bool, ModelError> {
+        let (slots, context) = (self.cache.slots, self.cache.context);
+        if from >= slots || to >= slots || len > context {
+            return Err(ModelError::Config(format!(
+                "a KV copy of {len} positions from slot {from} to slot {to} (the cache has {slots} slots of {context})"
+            )));
+        }
+        if from == to || len == 0 {
+            return Ok(true);
+        }
+        if self.tensor.is_some() || self.runner.remote().is_some() || !self.resumable(from, len) {
+            return Ok(false);
+        }
+        let (runner, layer_device) = (&self.runner, &self.layer_device);
+        self.cache.copy_prefix(&self.config, (from, to, len), &|l| runner.stream(layer_device[l]).clone())?;
+        if let (Some(&frontier), Some(_)) = (self.frontier.get(from), self.frontier.get(to)) {
+            // The rings were copied whole: `to`'s hold what `from`'s do.
+            self.frontier[to] = if self.cache.ring.is_some() { frontier } else { len };
+        }
+        Ok(true)
+    }
+
     /// How far back from the furthest position written an evaluation may
     /// start while the rings still hold its window (`None`: no rings).
     fn ring_reach(&self) -> Option<usize> {

@@ -22,7 +22,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let prompt_text = "Once upon a time, in a small village by the sea, there lived";
         let prompt =
             model.tokenizer().encode(prompt_text, EncodeOptions { add_special: true, parse_special: false })?;
-        let engine = Engine::start(model, "m", EngineOptions { parallel: clients, queue: 64, prefill_chunk: 256 })?;
+        let engine = Engine::start(
+            model,
+            "m",
+            EngineOptions { parallel: clients, queue: 64, prefill_chunk: 256, ..EngineOptions::default() },
+        )?;
         // Warm up (plans).
         let mut warm = engine.submit(request(&prompt, 4, 0))?;
         while !matches!(warm.blocking_next(), Some(Event::Done(_)) | None) {}

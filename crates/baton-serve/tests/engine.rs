@@ -44,7 +44,8 @@ fn pipelined(
         ..LoadOptions::default()
     };
     let model = Model::load_split(path, devices(names), &options).expect("load");
-    Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk }).expect("engine")
+    Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: chunk, ..EngineOptions::default() })
+        .expect("engine")
 }
 
 /// An engine over a tensor split of `cpu:0,cpu:1` (exact sums: one
@@ -60,7 +61,12 @@ fn tensor_split(path: &std::path::Path, parallel: usize, chunk: usize, cache: DT
     };
     let composite = baton_composite::CompositeDevice::new(devices(&["cpu:0", "cpu:1"]), Default::default());
     let model = Model::load_tensor_parallel(path, Arc::new(composite.expect("composite")), &options).expect("load");
-    Engine::start(model, "tiny", EngineOptions { parallel, queue: 16, prefill_chunk: chunk }).expect("engine")
+    Engine::start(
+        model,
+        "tiny",
+        EngineOptions { parallel, queue: 16, prefill_chunk: chunk, ..EngineOptions::default() },
+    )
+    .expect("engine")
 }
 
 fn greedy(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
@@ -229,6 +235,42 @@ fn a_cached_prefix_gives_the_bits_of_evaluating_it() {
             assert_eq!(warm.stats().running, 2, "the other sequences ran beside");
         }
         drop(busy);
+    }
+}
+
+/// A request whose prompt starts with what a running sequence has
+/// evaluated takes those positions by a copy from its slot, and gets the
+/// bits of evaluating them: a shared system prompt, once per layer split.
+#[test]
+fn a_running_sequences_prefix_is_copied_with_the_bits_of_evaluating_it() {
+    let (_dir, path) = synth_model("engine-running-prefix", SynthShape::Tiny, DType::F32, 41);
+    let system: Vec<u32> = (100..130).collect();
+    let mut asked = system.clone();
+    asked.extend([7, 8, 9, 10, 11]);
+    let cold = engine(&path, &["cpu"], 2, 4, 8);
+    let want = with_logprobs(&cold, asked.clone(), 8);
+    assert_eq!(want.2, 0);
+    for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+        let warm = engine(&path, names, 3, 4, 8);
+        let mut long = system.clone();
+        long.extend([60, 61]);
+        let mut running = warm.submit(greedy(long.clone(), 50)).expect("submit");
+        // Its prompt is evaluated once its first token comes.
+        let first = loop {
+            if let Some(Event::Token(t)) = running.blocking_next() {
+                break t;
+            }
+        };
+        let copied_before = warm.metrics().prompt_tokens_cached;
+        let (tokens, entries, cached) = with_logprobs(&warm, asked.clone(), 8);
+        assert_eq!(cached, system.len(), "{names:?}: the system prompt is copied from the running sequence");
+        assert_eq!((tokens, entries), (want.0.clone(), want.1.clone()), "{names:?}: the bits of evaluating it");
+        assert_eq!(warm.metrics().prompt_tokens_cached - copied_before, system.len() as u64);
+        assert_eq!(warm.stats().running, 1, "{names:?}: the other sequence still runs");
+        // It goes on with its own tokens too.
+        let (rest, _) = collect(running);
+        let alone = collect(cold.submit(greedy(long, 50)).expect("submit")).0;
+        assert_eq!([vec![first], rest].concat(), alone, "{names:?}: the source sequence's tokens");
     }
 }
 

@@ -67,8 +67,12 @@ fn logprobs_match_the_float64_reference() {
     let options = LoadOptions { context: Some(128), slots: 2, cache_type: DType::F32, ..LoadOptions::default() };
     let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
     let model = Model::load(&path, device, &options).expect("load");
-    let engine =
-        Engine::start(model, "tiny", EngineOptions { parallel: 2, queue: 4, prefill_chunk: 16 }).expect("engine");
+    let engine = Engine::start(
+        model,
+        "tiny",
+        EngineOptions { parallel: 2, queue: 4, prefill_chunk: 16, ..EngineOptions::default() },
+    )
+    .expect("engine");
     let prompt: Vec<u32> = vec![1, 17, 42, 99, 7, 63, 250, 3];
     let sampled =
         SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 7, ..SamplingParams::greedy() };

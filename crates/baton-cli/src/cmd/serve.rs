@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// tokens or the `last` token's (llama-server's `--pooling`).
     #[arg(long, default_value = "mean", value_parser = ["mean", "last"])]
     pooling: String,
+    /// Evaluate every prompt whole: no reuse of the keys and values of
+    /// earlier or running sequences that began the same way (to measure
+    /// what the prefix cache saves).
+    #[arg(long = "no-prefix-cache")]
+    no_prefix_cache: bool,
 }
 
 /// Descriptors kept for everything but connections: the model file, the
@@ -107,7 +112,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         None => path.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned()),
     };
     let model = args.model.load_slots(args.parallel.max(1))?;
-    let options = EngineOptions { parallel: args.parallel, queue: args.queue, prefill_chunk: args.prefill_chunk };
+    let options = EngineOptions {
+        parallel: args.parallel,
+        queue: args.queue,
+        prefill_chunk: args.prefill_chunk,
+        prefix_cache: !args.no_prefix_cache,
+    };
     let engine = Engine::start(model, name.clone(), options).context("starting the engine")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -9,6 +9,7 @@ mod cache_types;
 mod chat;
 mod chat_reference;
 mod embedding;
+mod kv_copy;
 mod long_context;
 mod mapped;
 mod reference;

@@ -13,11 +13,15 @@ pub struct EngineOptions {
     pub queue: usize,
     /// Most prompt tokens one step reads (a chunk of a long prompt).
     pub prefill_chunk: usize,
+    /// Reuse the keys and values of earlier and running sequences for a
+    /// prompt that starts as theirs did (on by default; `false` evaluates
+    /// every prompt whole, for measuring what the reuse saves).
+    pub prefix_cache: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64 }
+        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64, prefix_cache: true }
     }
 }
 

@@ -87,6 +87,10 @@ struct Flight {
     picked: Vec<(u64, usize)>,
 }
 
+/// Fewest positions worth copying from a running sequence rather than
+/// evaluating (a copy is a few hundred small device copies).
+const MIN_COPY: usize = 4;
+
 pub(super) struct Worker {
     model: Model,
     options: EngineOptions,
@@ -324,9 +328,12 @@ impl Worker {
             let Some(Admitted { request, events, submitted }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             let model = &self.model;
-            let resumable = |slot: usize, past: usize| model.resumable(slot, past);
+            let reuse = self.options.prefix_cache;
+            let resumable = |slot: usize, past: usize| reuse && model.resumable(slot, past);
             let Some((at, cached)) = self.prefix.pick(&self.free_slots, &request.prompt, resumable) else { break };
             let slot = self.free_slots.swap_remove(at);
+            let copied = if reuse { self.copy_from_running(&request.prompt, slot) } else { None };
+            let cached = copied.unwrap_or(cached).max(cached);
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
             // The group with the fewest sequences.
@@ -363,6 +370,38 @@ impl Worker {
         // Before the first step: a submit that sees the first token sees
         // the slot taken.
         self.publish();
+    }
+
+    /// When a running sequence has evaluated a longer start of `prompt`
+    /// than `slot` holds (a shared system prompt, a conversation's earlier
+    /// turns), copies those positions into `slot` on the device and
+    /// returns how many; `None` when none is longer by
+    /// [`MIN_COPY`] or the model cannot copy. The copy gives the bits an
+    /// evaluation would (batch invariance), so it is a prefix cache over
+    /// running sequences too.
+    fn copy_from_running(&mut self, prompt: &[u32], slot: usize) -> Option<usize> {
+        let held = self.prefix.held(slot, prompt);
+        let (from, len) = self
+            .running
+            .iter()
+            .map(|seq| (seq.slot, seq.in_cache().zip(prompt).take_while(|(a, b)| a == *b).count()))
+            .max_by_key(|&(_, len)| len)?;
+        // One token at least is left to evaluate (its logits are needed).
+        let len = len.min(prompt.len().saturating_sub(1));
+        if len < held + MIN_COPY {
+            return None;
+        }
+        match self.model.copy_prefix(from, slot, len) {
+            Ok(true) => {
+                self.prefix.store(slot, prompt[..len].iter().copied());
+                Some(len)
+            }
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!("copying a running sequence's prefix failed: {e}");
+                None
+            }
+        }
     }
 
     /// One round: for each group of sequences, the logits of its step in

@@ -43,8 +43,12 @@ impl Server {
         let load = LoadOptions { context: Some(context), slots: parallel, ..LoadOptions::default() };
         let device = cpus(&["cpu"], WaitPolicy::Block).remove(0);
         let model = Model::load(&path, device, &load).expect("load the tiny model");
-        let engine =
-            Engine::start(model, "tiny", EngineOptions { parallel, queue, prefill_chunk: 32 }).expect("engine");
+        let engine = Engine::start(
+            model,
+            "tiny",
+            EngineOptions { parallel, queue, prefill_chunk: 32, ..EngineOptions::default() },
+        )
+        .expect("engine");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = listener.local_addr().expect("address");

@@ -56,6 +56,11 @@ pub struct ServeBenchArgs {
     /// decoding costs.
     #[arg(long = "json-schema", value_name = "FILE")]
     json_schema: Option<std::path::PathBuf>,
+    /// Words (about one token each) of a text every prompt of the phases
+    /// starts with, as a shared system prompt would: what the prefix cache
+    /// saves (compare with `--serve-arg --no-prefix-cache`).
+    #[arg(long = "shared-prefix-words", default_value_t = 0)]
+    shared_prefix_words: usize,
     /// Streams running while the long prompt arrives (0: no stall phase).
     #[arg(long = "stall-streams", default_value_t = 4)]
     stall_streams: usize,
@@ -101,6 +106,7 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         ignore_eos: args.ignore_eos,
         model: args.model_name.clone(),
         response_format: response_format(&args)?,
+        shared_prefix: load::shared_prefix(args.shared_prefix_words),
         timeout: Duration::from_secs(args.request_timeout),
     };
     let parallel = args.serve.parallel.unwrap_or_else(|| args.clients.iter().copied().max().unwrap_or(1));

@@ -37,6 +37,9 @@ pub struct RequestShape {
     pub model: Option<String>,
     /// The `response_format` to ask for (constrained decoding's cost).
     pub response_format: Option<serde_json::Value>,
+    /// Text every prompt of the phases starts with (a shared system
+    /// prompt: what a prefix cache saves); empty for none.
+    pub shared_prefix: String,
     /// Time allowed for one whole response.
     pub timeout: Duration,
 }
@@ -157,8 +160,8 @@ pub fn run_phase(
                         if index >= requests || start.elapsed() > time_limit {
                             return Ok(());
                         }
-                        let prompt = PROMPTS[index % PROMPTS.len()];
-                        let record = stream_one(endpoint, shape, prompt, shape.max_tokens, |_| true)?;
+                        let prompt = format!("{}{}", shape.shared_prefix, PROMPTS[index % PROMPTS.len()]);
+                        let record = stream_one(endpoint, shape, &prompt, shape.max_tokens, |_| true)?;
                         records.lock().map_err(|_| anyhow::anyhow!("a client thread panicked"))?.push(record);
                     }
                 })
@@ -303,6 +306,15 @@ pub fn run_stall(
 
 /// A prompt of `words` words, each about one token, that does not repeat
 /// itself in short periods.
+/// A shared prefix of `words` words (about one token each), ending in a
+/// paragraph break; empty for 0.
+pub fn shared_prefix(words: usize) -> String {
+    if words == 0 {
+        return String::new();
+    }
+    format!("{}\n\n", long_prompt(words))
+}
+
 fn long_prompt(words: usize) -> String {
     const WORDS: [&str; 16] = [
         "river", "stone", "garden", "light", "window", "music", "paper", "green", "table", "winter", "city", "horse",
