@@ -1,8 +1,11 @@
-//! Copies of a sequence's keys and values from one cache slot to another
-//! (llama.cpp's `seq_cp`): a request whose prompt starts with what a
-//! running sequence has evaluated takes those positions as a copy on the
-//! device instead of evaluating them again. Every position's keys and
-//! values are the same bits whatever else was in its batch, so the copy
+//! A sequence's first positions moved between cache slots and host memory:
+//! copied from one slot to another on the device (llama.cpp's `seq_cp`),
+//! so a request whose prompt starts with what a running sequence has
+//! evaluated takes those positions instead of evaluating them again; and
+//! saved to host memory and written back later (llama-server's
+//! `--cache-ram`), so a prompt a slot held before it was reused is not
+//! evaluated again either. Every position's keys and values are the same
+//! bits whatever else was in its batch, so a copied or restored prefix
 //! gives the bits an evaluation would.
 
 use baton_core::backend::{Stream, TensorRef};
@@ -10,6 +13,34 @@ use baton_core::backend::{Stream, TensorRef};
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::weights::KvCache;
+
+/// A slot's keys and values at positions `0..len`, in host memory
+/// ([`Model::save_prefix`](crate::Model::save_prefix)).
+#[derive(Debug)]
+pub struct SavedPrefix {
+    len: usize,
+    /// The slot's frontier when saved (its rings' contents).
+    pub(crate) frontier: usize,
+    /// Per layer, keys then values, per KV head: the rows.
+    chunks: Vec<Vec<u8>>,
+}
+
+impl SavedPrefix {
+    /// Positions it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no position.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Host bytes it takes.
+    pub fn bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+}
 
 impl KvCache {
     /// Rows of one slot in layer `l`'s cache: the ring's for a
@@ -21,23 +52,23 @@ impl KvCache {
         }
     }
 
-    /// Queues on `stream_of(layer)` copies of slot `from`'s positions
-    /// `0..len` into slot `to`: those rows of every layer, or a
-    /// sliding-window layer's whole ring (the caller has checked the ring
-    /// still holds the window before `len`). The streams' hazard tracking
-    /// orders the copies after the writes of those rows and before later
-    /// work on them. The slots must differ and exist.
-    pub(crate) fn copy_prefix(
+    /// The rows of slot `slot` that hold positions `0..len` (a
+    /// sliding-window layer's whole ring), per layer, keys then values, per
+    /// KV head, with each one's layer.
+    fn prefix_views(
         &self,
         config: &LlamaConfig,
-        (from, to, len): (usize, usize, usize),
-        stream_of: &dyn Fn(usize) -> Stream,
-    ) -> Result<(), ModelError> {
-        if from >= self.slots || to >= self.slots || len > self.context || from == to {
-            return Err(ModelError::Config(format!("a KV copy of {len} positions from slot {from} to slot {to}")));
+        slot: usize,
+        len: usize,
+    ) -> Result<Vec<(usize, TensorRef)>, ModelError> {
+        if slot >= self.slots || len > self.context {
+            return Err(ModelError::Config(format!(
+                "positions 0..{len} of slot {slot} (the cache has {} slots of {})",
+                self.slots, self.context
+            )));
         }
+        let mut views = Vec::with_capacity(self.layers.len() * 2 * config.kv_heads);
         for (l, (k, v)) in self.layers.iter().enumerate() {
-            let stream = stream_of(l);
             let slot_rows = self.slot_rows(config, l);
             let rows = if slot_rows < self.context { slot_rows } else { len };
             for t in [k, v] {
@@ -45,13 +76,73 @@ impl KvCache {
                     ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), config.head_dim))
                 })?;
                 for head in 0..config.kv_heads {
-                    let at = |slot: usize| t.offset() + ((head * self.slots + slot) * slot_rows) * row_bytes;
-                    let dims = [rows, config.head_dim];
-                    let src = TensorRef::new(t.buffer(), at(from), t.dtype(), &dims)?;
-                    let dst = TensorRef::new(t.buffer(), at(to), t.dtype(), &dims)?;
-                    stream.copy(&src, &dst, None)?;
+                    let at = t.offset() + ((head * self.slots + slot) * slot_rows) * row_bytes;
+                    views.push((l, TensorRef::new(t.buffer(), at, t.dtype(), &[rows, config.head_dim])?));
                 }
             }
+        }
+        Ok(views)
+    }
+
+    /// Queues on `stream_of(layer)` copies of slot `from`'s positions
+    /// `0..len` into slot `to` (the caller has checked that `from`'s rings
+    /// still hold the window before `len`). The streams' hazard tracking
+    /// orders the copies after the writes of those rows and before later
+    /// work on them.
+    pub(crate) fn copy_prefix(
+        &self,
+        config: &LlamaConfig,
+        (from, to, len): (usize, usize, usize),
+        stream_of: &dyn Fn(usize) -> Stream,
+    ) -> Result<(), ModelError> {
+        if from == to {
+            return Err(ModelError::Config(format!("a KV copy from slot {from} to itself")));
+        }
+        let pairs = self.prefix_views(config, from, len)?.into_iter().zip(self.prefix_views(config, to, len)?);
+        for ((l, src), (_, dst)) in pairs {
+            stream_of(l).copy(&src, &dst, None)?;
+        }
+        Ok(())
+    }
+
+    /// Reads slot `slot`'s positions `0..len` into host memory, waiting
+    /// for the reads.
+    pub(crate) fn save_prefix(
+        &self,
+        config: &LlamaConfig,
+        (slot, len, frontier): (usize, usize, usize),
+        stream_of: &dyn Fn(usize) -> Stream,
+    ) -> Result<SavedPrefix, ModelError> {
+        let reads = self
+            .prefix_views(config, slot, len)?
+            .into_iter()
+            .map(|(l, view)| stream_of(l).read_async(&view))
+            .collect::<Result<Vec<_>, _>>()?;
+        let chunks = reads.into_iter().map(|r| r.wait()).collect::<Result<Vec<_>, _>>()?;
+        Ok(SavedPrefix { len, frontier, chunks })
+    }
+
+    /// Writes `saved` into slot `slot`, waiting for the writes.
+    pub(crate) fn restore_prefix(
+        &self,
+        config: &LlamaConfig,
+        slot: usize,
+        saved: &SavedPrefix,
+        stream_of: &dyn Fn(usize) -> Stream,
+    ) -> Result<(), ModelError> {
+        let views = self.prefix_views(config, slot, saved.len)?;
+        let fits = views.len() == saved.chunks.len()
+            && views.iter().zip(&saved.chunks).all(|((_, v), c)| v.bytes() == c.len());
+        if !fits {
+            return Err(ModelError::Config("a saved prefix of another cache's geometry".into()));
+        }
+        let writes = views
+            .iter()
+            .zip(&saved.chunks)
+            .map(|((l, view), chunk)| stream_of(*l).write_async(view, chunk.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        for write in writes {
+            write.wait()?;
         }
         Ok(())
     }

@@ -51,6 +51,7 @@ pub use config::LlamaConfig;
 pub use embedding::{normalize, Pooling};
 pub use error::ModelError;
 pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
+pub use kv_copy::SavedPrefix;
 pub use memory::ModelMemory;
 pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, SeqStep};
 pub use tensor_parallel::TensorShares;

@@ -18,6 +18,7 @@ use baton_tokenizer::Tokenizer;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
+use crate::kv_copy::SavedPrefix;
 use crate::memory::ModelMemory;
 use crate::tensor_parallel::TensorShares;
 use crate::weights::{KvCache, KvTypes, Weights};
@@ -858,6 +859,38 @@ impl Model {
         if let (Some(&frontier), Some(_)) = (self.frontier.get(from), self.frontier.get(to)) {
             // The rings were copied whole: `to`'s hold what `from`'s do.
             self.frontier[to] = if self.cache.ring.is_some() { frontier } else { len };
+        }
+        Ok(true)
+    }
+
+    /// Slot `slot`'s keys and values at positions `0..len`, read into host
+    /// memory (the host waits for the reads); `None` where that is not
+    /// served (under tensor parallelism, over several processes, when the
+    /// slot's rings no longer hold the window before `len`, or for no
+    /// position). [`restore_prefix`](Self::restore_prefix) writes it back.
+    pub fn save_prefix(&mut self, slot: usize, len: usize) -> Result<Option<SavedPrefix>, ModelError> {
+        if self.tensor.is_some() || self.runner.remote().is_some() || len == 0 || !self.resumable(slot, len) {
+            return Ok(None);
+        }
+        let frontier = self.frontier.get(slot).copied().unwrap_or(len);
+        let (runner, layer_device) = (&self.runner, &self.layer_device);
+        let saved =
+            self.cache.save_prefix(&self.config, (slot, len, frontier), &|l| runner.stream(layer_device[l]).clone())?;
+        Ok(Some(saved))
+    }
+
+    /// Writes `saved` (from [`save_prefix`](Self::save_prefix) of this
+    /// model) into slot `slot`: an evaluation of the slot may then start at
+    /// position `saved.len()`, with the bits evaluating those positions
+    /// would give. `Ok(false)` (nothing written) where that is not served.
+    pub fn restore_prefix(&mut self, slot: usize, saved: &SavedPrefix) -> Result<bool, ModelError> {
+        if self.tensor.is_some() || self.runner.remote().is_some() {
+            return Ok(false);
+        }
+        let (runner, layer_device) = (&self.runner, &self.layer_device);
+        self.cache.restore_prefix(&self.config, slot, saved, &|l| runner.stream(layer_device[l]).clone())?;
+        if let Some(frontier) = self.frontier.get_mut(slot) {
+            *frontier = if self.cache.ring.is_some() { saved.frontier } else { saved.len() };
         }
         Ok(true)
     }

@@ -274,6 +274,43 @@ fn a_running_sequences_prefix_is_copied_with_the_bits_of_evaluating_it() {
     }
 }
 
+/// `--cache-ram`: a prompt whose slot another request took is saved to
+/// host memory and written back for a request that starts the same way,
+/// with the bits of evaluating it; the budget holds, and a budget smaller
+/// than a prompt keeps nothing and changes nothing.
+#[test]
+fn a_prompt_saved_in_host_memory_comes_back_with_its_bits() {
+    let (_dir, path) = synth_model("engine-cache-ram", SynthShape::Tiny, DType::F32, 43);
+    let first: Vec<u32> = (200..260).collect();
+    let mut again = first.clone();
+    again.extend([3, 4, 5]);
+    let cold = engine(&path, &["cpu"], 2, 4, 8);
+    let want = with_logprobs(&cold, again.clone(), 6);
+    for budget in [64 << 20, 1024] {
+        let options = LoadOptions { context: Some(96), batch: 64, slots: 2, ..LoadOptions::default() };
+        let model = Model::load_split(&path, devices(&["cpu"]), &options).expect("load");
+        let options =
+            EngineOptions { parallel: 2, queue: 4, prefill_chunk: 8, cache_ram: budget, ..EngineOptions::default() };
+        let warm = Engine::start(model, "tiny", options).expect("engine");
+        with_logprobs(&warm, first.clone(), 4);
+        // Two other prompts take both slots: the first prompt's is reused.
+        for other in [vec![9; 40], vec![11; 40]] {
+            with_logprobs(&warm, other, 4);
+        }
+        let metrics = warm.metrics();
+        assert!(metrics.cache_ram_bytes <= budget as u64, "{budget}: {} bytes held", metrics.cache_ram_bytes);
+        let (tokens, entries, cached) = with_logprobs(&warm, again.clone(), 6);
+        assert_eq!((tokens, entries), (want.0.clone(), want.1.clone()), "{budget}: the bits of evaluating it");
+        if budget > 1024 {
+            assert!(metrics.cache_ram_prompts >= 1, "the first prompt was saved");
+            assert_eq!(cached, first.len(), "the first prompt from host memory");
+        } else {
+            assert_eq!((metrics.cache_ram_prompts, metrics.cache_ram_bytes), (0, 0), "nothing fits in 1 KiB");
+            assert_eq!(cached, 0);
+        }
+    }
+}
+
 #[test]
 fn concurrent_greedy_requests_match_each_served_alone() {
     // Weights and KV cache types; Qwen 3's heads of 32 take a cache of

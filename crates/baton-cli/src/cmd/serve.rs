@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// what the prefix cache saves).
     #[arg(long = "no-prefix-cache")]
     no_prefix_cache: bool,
+    /// MiB of host memory for the keys and values of prompts whose slot was
+    /// taken by another request (llama-server's `--cache-ram`); a later
+    /// request that starts the same way gets them back instead of
+    /// evaluating them. 0 keeps none.
+    #[arg(long = "cache-ram", value_name = "MiB", default_value_t = 8192)]
+    cache_ram: usize,
 }
 
 /// Descriptors kept for everything but connections: the model file, the
@@ -117,6 +123,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         queue: args.queue,
         prefill_chunk: args.prefill_chunk,
         prefix_cache: !args.no_prefix_cache,
+        cache_ram: args.cache_ram.saturating_mul(1 << 20),
     };
     let engine = Engine::start(model, name.clone(), options).context("starting the engine")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,7 +1,8 @@
-//! `Model::copy_prefix`: a slot given another slot's first positions by a
-//! copy on the device continues with the bits of evaluating them, for the
-//! toys (every position kept), Gemma 3's rings, and a q8_0 cache; what
-//! a copy cannot serve is refused with `false`.
+//! `Model::copy_prefix`, `save_prefix` and `restore_prefix`: a slot given
+//! another slot's first positions by a copy on the device, or by a write
+//! of what was saved to host memory, continues with the bits of evaluating
+//! them, for the toys (every position kept), Gemma 3's rings, and a q8_0
+//! cache; what cannot be served is refused with `false` or `None`.
 
 use baton_core::DType;
 use baton_llama::{LoadOptions, Logits, Model, SynthShape};
@@ -63,4 +64,39 @@ fn copies_that_cannot_be_served_are_refused() {
     assert!(model.copy_prefix(0, 0, 10).expect("copy to itself"));
     assert!(model.copy_prefix(0, 3, 10).is_err(), "no slot 3");
     assert!(model.copy_prefix(0, 1, 257).is_err(), "past the context");
+}
+
+#[test]
+fn a_saved_prefix_written_back_continues_with_the_bits_of_an_evaluated_one() {
+    for (shape, cache) in
+        [(SynthShape::Tiny, DType::F32), (SynthShape::Tiny256, DType::Q8_0), (SynthShape::Gemma3, DType::F16)]
+    {
+        let (_dir, mut model) = load(shape, cache, 16);
+        let tokens: Vec<u32> = (0..120u32).map(|i| (i * 31 + 9) % 512).collect();
+        let whole = rest(&mut model, 0, &tokens, 0);
+        let saved = model.save_prefix(0, 96).expect("save").expect("served");
+        assert_eq!(saved.len(), 96);
+        assert!(saved.bytes() > 0);
+        // Slot 0 is reused for other tokens; slot 2 gets the saved prefix.
+        let other: Vec<u32> = (0..100u32).map(|i| (i * 7 + 1) % 512).collect();
+        rest(&mut model, 0, &other, 0);
+        rest(&mut model, 2, &other, 0);
+        assert!(model.restore_prefix(2, &saved).expect("restore"));
+        let vocab = model.config().vocab;
+        assert!(
+            rest(&mut model, 2, &tokens, 96) == whole[96 * vocab..],
+            "{shape} {cache}: a restored prefix changes the logits"
+        );
+    }
+    // Refused: a ring that lost the window, no position; and a slot or a
+    // geometry the cache does not have is an error.
+    let (_dir, mut model) = load(SynthShape::Gemma3, DType::F32, 16);
+    let tokens: Vec<u32> = (0..200u32).map(|i| (i * 13 + 5) % 512).collect();
+    rest(&mut model, 0, &tokens, 0);
+    assert!(model.save_prefix(0, 100).expect("no error").is_none());
+    assert!(model.save_prefix(0, 0).expect("no error").is_none());
+    let saved = model.save_prefix(0, 150).expect("save").expect("served");
+    assert!(model.restore_prefix(3, &saved).is_err(), "no slot 3");
+    let (_dir2, mut other) = load(SynthShape::Tiny, DType::F32, 16);
+    assert!(other.restore_prefix(0, &saved).is_err(), "another model's prefix");
 }

@@ -25,6 +25,7 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
+mod host_cache;
 mod logprobs;
 mod metrics;
 mod options;
@@ -118,6 +119,10 @@ pub struct EngineMetrics {
     pub inter_token_latency: HistogramSnapshot,
     /// Tokens generated per second over the last [`THROUGHPUT_WINDOW`].
     pub tokens_per_second: f64,
+    /// Prompts whose keys and values host memory holds (`--cache-ram`).
+    pub cache_ram_prompts: usize,
+    /// Their bytes.
+    pub cache_ram_bytes: u64,
 }
 
 /// Whether the engine can take requests.
@@ -233,6 +238,8 @@ impl Engine {
             time_to_first_token: s.ttft.snapshot(),
             inter_token_latency: s.itl.snapshot(),
             tokens_per_second: s.throughput.per_second(),
+            cache_ram_prompts: s.ram_prompts.load(Ordering::Relaxed),
+            cache_ram_bytes: s.ram_bytes.load(Ordering::Relaxed),
         }
     }
 

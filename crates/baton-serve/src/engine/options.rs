@@ -17,11 +17,14 @@ pub struct EngineOptions {
     /// prompt that starts as theirs did (on by default; `false` evaluates
     /// every prompt whole, for measuring what the reuse saves).
     pub prefix_cache: bool,
+    /// Bytes of host memory for the keys and values of prompts whose slot
+    /// was reused (llama-server's `--cache-ram`); 0 keeps none.
+    pub cache_ram: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64, prefix_cache: true }
+        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64, prefix_cache: true, cache_ram: 0 }
     }
 }
 

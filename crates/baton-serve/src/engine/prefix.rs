@@ -51,10 +51,9 @@ impl SlotCache {
             .map(|(i, reuse, _)| (i, reuse))
     }
 
-    /// How many of `prompt`'s first tokens slot `slot` holds.
-    pub(super) fn held(&self, slot: usize, prompt: &[u32]) -> usize {
-        let held = self.tokens.get(slot).map_or(&[][..], Vec::as_slice);
-        held.iter().zip(prompt).take_while(|(a, b)| a == b).count()
+    /// The tokens slot `slot` holds.
+    pub(super) fn tokens(&self, slot: usize) -> &[u32] {
+        self.tokens.get(slot).map_or(&[][..], Vec::as_slice)
     }
 
     /// Slot `slot` now holds `tokens` (at positions `0..tokens.len()`).

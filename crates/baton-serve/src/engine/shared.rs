@@ -33,6 +33,9 @@ pub(super) struct Shared {
     pub(super) prompt_cached: AtomicU64,
     /// Cache positions the running sequences hold.
     pub(super) kv_positions: AtomicU64,
+    /// Prompts saved in host memory (`--cache-ram`), and their bytes.
+    pub(super) ram_prompts: AtomicUsize,
+    pub(super) ram_bytes: AtomicU64,
     /// From a request's submission to its first token.
     pub(super) ttft: Histogram,
     /// Between two tokens of a sequence.

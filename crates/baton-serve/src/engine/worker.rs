@@ -12,6 +12,7 @@ use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::constraint::Constraint;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
+use super::host_cache::HostCache;
 use super::logprobs::token_logprobs;
 use super::options::{EngineOptions, Shutdown};
 use super::passes::PassJob;
@@ -87,9 +88,7 @@ struct Flight {
     picked: Vec<(u64, usize)>,
 }
 
-/// Fewest positions worth copying from a running sequence rather than
-/// evaluating (a copy is a few hundred small device copies).
-const MIN_COPY: usize = 4;
+mod reuse;
 
 pub(super) struct Worker {
     model: Model,
@@ -108,6 +107,8 @@ pub(super) struct Worker {
     tokenizer: Arc<Tokenizer>,
     /// What each slot's cache holds, for the next request's prefix.
     prefix: SlotCache,
+    /// Prompts saved from slots that were reused (`--cache-ram`).
+    host: HostCache,
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
     passes: VecDeque<PassJob>,
@@ -122,6 +123,7 @@ impl Worker {
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
         let prefix = SlotCache::new(options.parallel);
+        let host = HostCache::new(options.cache_ram);
         // A group per device of a layer split (each device works on another
         // group's step), no more than runs may be in flight or there are
         // sequences. One device gets one group: halves of the batch would
@@ -142,6 +144,7 @@ impl Worker {
             next_id: 0,
             tokenizer,
             prefix,
+            host,
             passes: VecDeque::new(),
         }
     }
@@ -293,6 +296,7 @@ impl Worker {
             }
             // The slot's cache is overwritten from position 0 whatever
             // happens next: it no longer holds the prefix it held.
+            self.save_to_ram(slot, &[]);
             self.prefix.clear(slot);
             self.shared.prompt.fetch_add(job.tokens() as u64, Ordering::Relaxed);
             job.run(&mut self.model, slot);
@@ -332,8 +336,7 @@ impl Worker {
             let resumable = |slot: usize, past: usize| reuse && model.resumable(slot, past);
             let Some((at, cached)) = self.prefix.pick(&self.free_slots, &request.prompt, resumable) else { break };
             let slot = self.free_slots.swap_remove(at);
-            let copied = if reuse { self.copy_from_running(&request.prompt, slot) } else { None };
-            let cached = copied.unwrap_or(cached).max(cached);
+            let cached = if reuse { self.reuse_prefix(&request.prompt, slot, cached) } else { cached };
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
             // The group with the fewest sequences.
@@ -370,38 +373,6 @@ impl Worker {
         // Before the first step: a submit that sees the first token sees
         // the slot taken.
         self.publish();
-    }
-
-    /// When a running sequence has evaluated a longer start of `prompt`
-    /// than `slot` holds (a shared system prompt, a conversation's earlier
-    /// turns), copies those positions into `slot` on the device and
-    /// returns how many; `None` when none is longer by
-    /// [`MIN_COPY`] or the model cannot copy. The copy gives the bits an
-    /// evaluation would (batch invariance), so it is a prefix cache over
-    /// running sequences too.
-    fn copy_from_running(&mut self, prompt: &[u32], slot: usize) -> Option<usize> {
-        let held = self.prefix.held(slot, prompt);
-        let (from, len) = self
-            .running
-            .iter()
-            .map(|seq| (seq.slot, seq.in_cache().zip(prompt).take_while(|(a, b)| a == *b).count()))
-            .max_by_key(|&(_, len)| len)?;
-        // One token at least is left to evaluate (its logits are needed).
-        let len = len.min(prompt.len().saturating_sub(1));
-        if len < held + MIN_COPY {
-            return None;
-        }
-        match self.model.copy_prefix(from, slot, len) {
-            Ok(true) => {
-                self.prefix.store(slot, prompt[..len].iter().copied());
-                Some(len)
-            }
-            Ok(false) => None,
-            Err(e) => {
-                tracing::warn!("copying a running sequence's prefix failed: {e}");
-                None
-            }
-        }
     }
 
     /// One round: for each group of sequences, the logits of its step in
@@ -540,6 +511,12 @@ impl Worker {
         self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);
         let positions: usize = self.running.iter().map(|s| s.past).sum();
         self.shared.kv_positions.store(positions as u64, Ordering::Relaxed);
+    }
+
+    /// Publishes what host memory holds (`--cache-ram`).
+    fn publish_host(&self) {
+        self.shared.ram_prompts.store(self.host.len(), Ordering::Relaxed);
+        self.shared.ram_bytes.store(self.host.used() as u64, Ordering::Relaxed);
     }
 }
 

@@ -85,6 +85,20 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
         "Share of the prompt tokens so far that came from the prefix cache.",
         ratio,
     );
+    single(
+        &mut out,
+        "baton_prompt_cache_ram_prompts",
+        "gauge",
+        "Prompts whose keys and values host memory holds (--cache-ram).",
+        m.cache_ram_prompts as f64,
+    );
+    single(
+        &mut out,
+        "baton_prompt_cache_ram_bytes",
+        "gauge",
+        "Bytes of those keys and values.",
+        m.cache_ram_bytes as f64,
+    );
     single(&mut out, "baton_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens as f64);
     single(
         &mut out,

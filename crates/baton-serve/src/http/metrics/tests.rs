@@ -25,6 +25,8 @@ fn sample() -> EngineMetrics {
         time_to_first_token: HistogramSnapshot { cumulative: cumulative.clone(), sum_seconds: 1.5 },
         inter_token_latency: HistogramSnapshot { cumulative, sum_seconds: 0.25 },
         tokens_per_second: 12.5,
+        cache_ram_prompts: 2,
+        cache_ram_bytes: 4096,
     }
 }
 
@@ -63,6 +65,8 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_generated_tokens_total"], 40.0);
     assert_eq!(values["baton_prefix_cache_hit_ratio"], 0.75, "21 cached of 28 read");
     assert_eq!(values["baton_generated_tokens_per_second"], 12.5);
+    assert_eq!(values["baton_prompt_cache_ram_bytes"], 4096.0);
+    assert_eq!(values["baton_prompt_cache_ram_prompts"], 2.0);
     assert_eq!(values["baton_kv_slots_free"], 2.0);
     assert_eq!(values["baton_host_waits_per_step"], 1.0);
     assert_eq!(values["baton_time_to_first_token_seconds_bucket{le=\"+Inf\"}"], LATENCY_BUCKETS.len() as f64);
