@@ -24,11 +24,15 @@
 #   MPI, and over the butterfly): --tensor-exact bit for bit as one
 #   process's -sm tensor, partial sums within its NMSE bound; rank 1
 #   stopped mid-decode under -sm tensor;
-# - `baton conformance` across 2 ranks under each wait policy.
+# - `baton conformance` across 2 ranks under each wait policy;
+# - `baton serve` over 2 ranks (-sm layer and tensor): the openai client
+#   test, one process's greedy text, and rank 1 stopped mid-stream (an
+#   error event naming it, the job ended within the deadline).
 # Uses CARGO_TARGET_DIR when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/test-build.sh
+source scripts/rank-pid.sh
 # The release build the rest of the suite uses (nothing to compile after
 # scripts/test.sh's nextest run, which also ran the crate's unit tests).
 target=$(build_release_binaries)
@@ -248,33 +252,6 @@ bad_launch() { # LABEL WHY mpirun-arguments...
   fi
 }
 
-# The pid of rank 1 under the `timeout … mpirun` whose pid is $1 (empty if
-# not found): the descendant whose environment names rank 1 (mpirun's tree
-# differs between Open MPI versions: the ranks may sit under a daemon),
-# looked for during up to 5 s. The environment is read by grep itself (-z:
-# NUL-separated): `tr | grep -q` under pipefail failed whenever grep's early
-# exit cut tr off with SIGPIPE, and the rank then looked missing.
-rank1_pid() { # TIMEOUT_PID
-  local tries p pids
-  for tries in 1 2 3 4 5 6 7 8 9 10; do
-    pids=$1
-    local frontier=$1 next
-    while [ -n "$frontier" ]; do
-      next=""
-      for p in $frontier; do next="$next $(pgrep -P "$p" || true)"; done
-      frontier=$(echo $next)
-      pids="$pids $frontier"
-    done
-    for p in $pids; do
-      if grep -qzx 'OMPI_COMM_WORLD_RANK=1' "/proc/$p/environ" 2>/dev/null; then
-        echo "$p"
-        return
-      fi
-    done
-    sleep 0.5
-  done
-}
-
 # `baton run` over 2 ranks; rank 1 stops (SIGSTOP) mid-decode: rank 0 must
 # fail within the deadline naming it, and the job exit non-zero (layer
 # split: rank 0 waits on a receive; with `-sm tensor`, on a gate).
@@ -286,7 +263,7 @@ cli_silent() { # MODEL [EXTRA...]
     -m "$model" -p "Once upon a time" -n 100000 --temp 0 --devices cpu@0,cpu@1 -t 1 "$@" >/dev/null 2>"$work/silent.err" &
   tpid=$!
   sleep 4
-  rank_pid=$(rank1_pid "$tpid")
+  rank_pid=$(rank_pid "$tpid" 1)
   [ -n "$rank_pid" ] && kill -STOP "$rank_pid"
   wait "$tpid" || rc=$?
   ended=$(date +%s)
@@ -296,6 +273,76 @@ cli_silent() { # MODEL [EXTRA...]
     fail "baton run $* with rank 1 stopped mid-decode (exit $rc, rank pid ${rank_pid:-not found})"
   else
     echo "ok: baton run $* with rank 1 stopped mid-decode: rank 0 named it, job exit $rc after $((ended - started)) s (stopped at 4 s)"
+  fi
+}
+
+# `baton serve` over 2 ranks (`-sm layer`, or `tensor --tensor-exact`, whose
+# logits are one device's bit for bit, so the greedy answers the test
+# checks are one process's): the openai client test (scripts/test-serve.sh,
+# embeddings refused over ranks).
+serve_ranks() { # SPLIT
+  local rc=0
+  BATON_SERVE_RANKS=2 BATON_SERVE_SPLIT=$1 BATON_BIN="$target/release/baton" timeout 300 \
+    bash scripts/test-serve.sh >"$work/serve.out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    tail -n 40 "$work/serve.out" >&2
+    fail "baton serve over 2 ranks, -sm $1: the openai client test (exit $rc)"
+  else
+    echo "ok: baton serve over 2 ranks, -sm $1: the openai client test passed"
+  fi
+}
+
+# The address `baton serve` printed in log $1 (waits up to 60 s).
+served_at() { # LOG
+  local addr="" i
+  for i in $(seq 600); do
+    addr=$(grep -o 'listening on http://[0-9.:]*' "$1" | head -n1 | sed 's/listening on //') || true
+    [ -n "$addr" ] && break
+    sleep 0.1
+  done
+  echo "$addr"
+}
+
+# `baton serve` over 2 ranks gives one process's greedy text; then rank 1
+# stops (SIGSTOP) mid-stream: the stream must end with an error event
+# naming the silent rank (not a cut stream), and the job exit non-zero
+# within the deadline.
+serve_stopped() { # MODEL
+  local one="$work/serve-one.log" two="$work/serve-two.log" addr pid tpid rank_pid="" rc=0 started ended
+  local body='{"prompt": "The capital of France is", "max_tokens": 24, "temperature": 0}'
+  "$target/release/baton" serve -m "$1" --host 127.0.0.1 --port 0 -t 1 2>"$one" &
+  pid=$!
+  addr=$(served_at "$one")
+  local want got
+  want=$(curl -s "$addr/v1/completions" -d "$body" | grep -o '"text":"[^"]*"')
+  kill -INT "$pid"
+  wait "$pid" || true
+  BATON_REMOTE_DEADLINE=3 timeout 90 scripts/mpirun.sh -np 2 -x BATON_REMOTE_DEADLINE "$target/release/baton" serve \
+    -m "$1" --host 127.0.0.1 --port 0 --devices cpu@0,cpu@1 -t 1 2>"$two" &
+  tpid=$!
+  addr=$(served_at "$two")
+  got=$(curl -s "$addr/v1/completions" -d "$body" | grep -o '"text":"[^"]*"')
+  curl -sN "$addr/v1/completions" -d '{"prompt": "Once upon a time", "max_tokens": 2000, "stream": true,
+    "ignore_eos": true}' >"$work/serve-stream.out" 2>/dev/null &
+  sleep 1
+  started=$(date +%s)
+  rank_pid=$(rank_pid "$tpid" 1)
+  [ -n "$rank_pid" ] && kill -STOP "$rank_pid"
+  wait "$tpid" || rc=$?
+  ended=$(date +%s)
+  [ -n "$rank_pid" ] && kill -CONT "$rank_pid" 2>/dev/null
+  if [ -z "$want" ] || [ "$want" != "$got" ]; then
+    fail "baton serve over 2 ranks: greedy text $got, one process $want"
+  else
+    echo "ok: baton serve over 2 ranks: the greedy text of one process"
+  fi
+  if [ -z "$rank_pid" ] || [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ $((ended - started)) -gt 20 ] ||
+    ! grep -q '"error".*silent rank(s) \[1\]' "$work/serve-stream.out" || grep -q 'DONE' "$work/serve-stream.out"; then
+    tail -c 600 "$work/serve-stream.out" >&2
+    tail -n 20 "$two" >&2
+    fail "baton serve over 2 ranks with rank 1 stopped mid-stream (exit $rc after $((ended - started)) s)"
+  else
+    echo "ok: baton serve over 2 ranks with rank 1 stopped mid-stream: an error event named it, job exit $rc after $((ended - started)) s"
   fi
 }
 
@@ -309,7 +356,7 @@ cli_killed() { # MODEL
     --devices cpu@0,cpu@1 -t 1 -sm tensor >/dev/null 2>"$work/killed.err" &
   tpid=$!
   sleep 4
-  rank_pid=$(rank1_pid "$tpid")
+  rank_pid=$(rank_pid "$tpid" 1)
   [ -n "$rank_pid" ] && kill -KILL "$rank_pid"
   wait "$tpid" || rc=$?
   ended=$(date +%s)
@@ -385,6 +432,9 @@ cli_bad_launches "$work/tiny.gguf"
 cli_silent "$smollm2"
 cli_silent "$smollm2" -sm tensor
 cli_killed "$smollm2"
+serve_ranks layer
+serve_ranks "tensor --tensor-exact"
+serve_stopped "$smollm2"
 
 if [ "$failures" != 0 ]; then
   echo "$failures MPI test(s) failed" >&2

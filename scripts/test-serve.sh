@@ -7,7 +7,10 @@
 # the reference venv (scripts/setup-python.sh), starts the server on a free
 # port with SmolLM2 (BATON_SMOLLM2, default: the cached SmolLM2-135M-Instruct
 # Q4_1) and stops it on exit. BATON_BIN names a baton binary to use instead
-# of building target/release/baton.
+# of building target/release/baton. BATON_SERVE_RANKS=N serves over N
+# ranks of an MPI job (scripts/mpirun.sh; `--devices cpu@0,...,cpu@N-1`,
+# one thread each, `-sm` BATON_SERVE_SPLIT, default layer, which may carry
+# more arguments: "tensor --tensor-exact"), where embeddings are refused.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -34,7 +37,15 @@ cleanup() {
   rm -f "$log"
 }
 trap cleanup EXIT
-"$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 2 -c 1024 -t 2 2>"$log" &
+ranks=${BATON_SERVE_RANKS:-1}
+if [ "$ranks" -gt 1 ]; then
+  devices=$(seq 0 $((ranks - 1)) | sed 's/^/cpu@/' | paste -sd,)
+  scripts/mpirun.sh -np "$ranks" "$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 2 -c 1024 -t 1 \
+    --devices "$devices" -sm ${BATON_SERVE_SPLIT:-layer} 2>"$log" &
+  export BATON_SERVE_OVER_RANKS=1
+else
+  "$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 2 -c 1024 -t 2 2>"$log" &
+fi
 server=$!
 addr=
 for _ in $(seq 600); do
@@ -46,8 +57,15 @@ done
 [ -n "$addr" ] || { cat "$log" >&2; echo "test-serve: the server did not start" >&2; exit 1; }
 echo "test-serve: server at $addr" >&2
 "$python" tests/serve/openai_client.py "$addr/v1"
-# Ctrl-C (SIGINT) drains and exits 0.
-kill -INT "$server"
+# Ctrl-C (SIGINT) drains and exits 0. Over ranks it goes to rank 0, the
+# server (mpirun's own SIGINT ends the job at once); the other ranks end
+# when rank 0 tells them.
+if [ "$ranks" -gt 1 ]; then
+  source scripts/rank-pid.sh
+  kill -INT "$(rank_pid "$server" 0)"
+else
+  kill -INT "$server"
+fi
 status=0
 wait "$server" || status=$?
 server=

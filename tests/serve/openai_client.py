@@ -8,6 +8,7 @@ Prometheus client's own parser; exits non-zero on the first failure.
 """
 
 import json
+import os
 import sys
 import urllib.request
 
@@ -101,7 +102,10 @@ def main():
     check(plain != penalized, "frequency_penalty changes a repetitive greedy text")
     check_logprobs(client, model, messages, greedy)
     check_prefix_cache(client, messages, greedy)
-    check_embeddings(client, model)
+    if os.environ.get("BATON_SERVE_OVER_RANKS") == "1":
+        check_no_embeddings_over_ranks(client, model)
+    else:
+        check_embeddings(client, model)
     check_echo(client, model)
     check_json_object(client, model)
     check_json_schema(client, model)
@@ -155,6 +159,16 @@ def check_embeddings(client, model):
     check(all(abs(sum(x * x for x in v) - 1) < 1e-4 for v in vectors), "embeddings have unit length")
     check(vectors[0] == vectors[2] and vectors[0] != vectors[1], "the same text gives the same embedding")
     check(got.usage.prompt_tokens > 0 and got.usage.total_tokens == got.usage.prompt_tokens, f"usage {got.usage}")
+
+
+def check_no_embeddings_over_ranks(client, model):
+    """Over MPI ranks, `/v1/embeddings` is refused with an error that says
+    why, and the server goes on."""
+    try:
+        client.embeddings.create(model=model, input="hello")
+        check(False, "embeddings are refused over ranks")
+    except openai.APIError as e:
+        check("over ranks" in str(e), f"the refusal says why: {e}")
 
 
 def check_echo(client, model):

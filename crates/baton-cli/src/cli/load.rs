@@ -32,21 +32,40 @@ impl ModelArgs {
     /// Loads the model with `slots` sequences in its KV cache
     /// (`baton serve --parallel`), each of `-c` positions.
     pub fn load_slots(&self, slots: usize) -> Result<Model> {
-        let path = self.path()?;
-        let options = self.options(slots);
-        if self.no_repack {
-            baton_cpu::set_repack(false);
-        }
         #[cfg(feature = "mpi")]
+        return Ok(self.load_slots_linked(slots)?.0);
+        #[cfg(not(feature = "mpi"))]
+        self.load_slots_here(slots)
+    }
+
+    /// As [`load_slots`](Self::load_slots), with the link a server over
+    /// the ranks of an MPI job speaks on (`None` in one process).
+    #[cfg(feature = "mpi")]
+    pub fn load_slots_linked(&self, slots: usize) -> Result<(Model, Option<super::rank_model::RankLink>)> {
         if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
-            let mut model = super::rank_model::load(self, &path, &options)?;
+            let path = self.path()?;
+            let options = self.options(slots);
+            if self.no_repack {
+                baton_cpu::set_repack(false);
+            }
+            let (mut model, link) = super::rank_model::load_linked(self, &path, &options)?;
             // Every rank runs the same command, so every rank takes this
             // step at the same point: it is collective like any other.
             model.warm_up().context("the warm-up step after loading")?;
             if self.trace.is_some() || self.sync_profile {
                 model.set_trace(Some(baton_sched::Trace::new()));
             }
-            return Ok(model);
+            return Ok((model, Some(link)));
+        }
+        Ok((self.load_slots_here(slots)?, None))
+    }
+
+    /// Loads the model in this process.
+    fn load_slots_here(&self, slots: usize) -> Result<Model> {
+        let path = self.path()?;
+        let options = self.options(slots);
+        if self.no_repack {
+            baton_cpu::set_repack(false);
         }
         let devices = super::devices::open(&self.devices, self.threads)?;
         let split = match self.split_mode {

@@ -29,10 +29,33 @@ pub fn names_ranks(list: &str) -> bool {
     list.contains('@')
 }
 
-/// Loads the model over the ranks of the job (see the module's docs).
-pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Model> {
+/// What a server over ranks speaks on besides the model's own traffic
+/// (`baton serve`): a communicator of its own, the bound of a remote wait,
+/// and this rank.
+pub struct RankLink {
+    /// The communicator of the server's calls (`baton_serve`'s mirror).
+    pub comm: baton_mpi::Comm,
+    /// How long a remote wait may take.
+    pub bound: RemoteBound,
+    /// This process's rank, and the job's size.
+    pub rank: usize,
+    /// Ranks in the job.
+    pub size: usize,
+}
+
+/// Loads the model over the ranks of the job (see the module's docs), with
+/// a [`RankLink`] for a server.
+pub fn load_linked(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<(Model, RankLink)> {
     let world = Arc::new(World::init()?);
     let comm = world.communicator()?;
+    // Made by every rank in the same order (a collective), before the
+    // model's own.
+    let link = RankLink {
+        comm: world.communicator()?,
+        bound: RemoteBound::from_env(),
+        rank: world.rank(),
+        size: world.size(),
+    };
     let bound = RemoteBound::from_env();
     let (rank, size) = (world.rank(), world.size());
     let (ranked, opened) = every_rank(&comm, &bound, launch_checks(&comm, &bound, args, path, rank, size))?;
@@ -49,7 +72,7 @@ pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Mode
         silence_stdout()?;
     }
     if args.split_mode == SplitMode::Tensor {
-        return load_tensor(args, path, options, world, devices, device_ranks, bound);
+        return Ok((load_tensor(args, path, options, world, devices, device_ranks, bound)?, link));
     }
     let edges =
         |runner: &baton_sched::Runner| -> Result<Arc<dyn RemoteEdges>, SchedError> {
@@ -57,7 +80,7 @@ pub fn load(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Result<Mode
                 .map_err(|e| SchedError::Remote { from: 0, to: 0, cause: format!("connecting the ranks: {e}") })?;
             Ok(Arc::new(edges.keeping(world.clone())))
         };
-    Ok(Model::load_over_ranks(path, devices, options, &edges)?)
+    Ok((Model::load_over_ranks(path, devices, options, &edges)?, link))
 }
 
 /// Loads the model tensor parallel over the ranks: a composite device over

@@ -13,3 +13,5 @@ pub mod perplexity;
 pub mod plan;
 pub mod run;
 pub mod serve;
+#[cfg(feature = "mpi")]
+pub mod serve_ranks;

@@ -117,7 +117,15 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(alias) => alias.clone(),
         None => path.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned()),
     };
+    #[cfg(feature = "mpi")]
+    let (mut model, link) = args.model.load_slots_linked(args.parallel.max(1))?;
+    #[cfg(not(feature = "mpi"))]
     let model = args.model.load_slots(args.parallel.max(1))?;
+    #[cfg(feature = "mpi")]
+    if let Some(link) = link.as_ref().filter(|l| l.rank != 0) {
+        // Rank 0 serves; this rank makes its model calls with it.
+        return super::serve_ranks::follow_rank_0(&mut model, link);
+    }
     let options = EngineOptions {
         parallel: args.parallel,
         queue: args.queue,
@@ -125,7 +133,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         prefix_cache: !args.no_prefix_cache,
         cache_ram: args.cache_ram.saturating_mul(1 << 20),
     };
-    let engine = Engine::start(model, name.clone(), options).context("starting the engine")?;
+    #[cfg(feature = "mpi")]
+    let engine = match link {
+        Some(link) => {
+            let mirror = Box::new(super::serve_ranks::RankMirror::new(link));
+            Engine::start_mirrored(model, name.clone(), options, mirror)
+        }
+        None => Engine::start(model, name.clone(), options),
+    };
+    #[cfg(not(feature = "mpi"))]
+    let engine = Engine::start(model, name.clone(), options);
+    let engine = engine.context("starting the engine")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

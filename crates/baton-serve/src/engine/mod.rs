@@ -28,6 +28,7 @@
 mod host_cache;
 mod logprobs;
 mod metrics;
+mod mirror;
 mod options;
 mod passes;
 mod prefix;
@@ -45,6 +46,7 @@ use baton_llama::{Model, Pooling, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
+pub use mirror::{follow, follow_with, DecodeError, Mirror, MirrorCall};
 pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
 pub use request::{
@@ -162,6 +164,29 @@ pub enum EngineError {
 impl Engine {
     /// Starts the worker thread, which owns `model` from now on.
     pub fn start(model: Model, name: impl Into<String>, options: EngineOptions) -> Result<Engine, EngineError> {
+        Self::start_with(model, name, options, None)
+    }
+
+    /// As [`start`](Self::start), for a model split over the ranks of an
+    /// MPI job, on rank 0: `mirror` tells the other ranks (which run
+    /// [`follow`]) each call they make with it. A rank that stops, goes
+    /// silent or fails stops the engine ([`EngineState::Failed`]), failing
+    /// every request.
+    pub fn start_mirrored(
+        model: Model,
+        name: impl Into<String>,
+        options: EngineOptions,
+        mirror: Box<dyn Mirror>,
+    ) -> Result<Engine, EngineError> {
+        Self::start_with(model, name, options, Some(mirror))
+    }
+
+    fn start_with(
+        model: Model,
+        name: impl Into<String>,
+        options: EngineOptions,
+        mirror: Option<Box<dyn Mirror>>,
+    ) -> Result<Engine, EngineError> {
         if options.parallel == 0 || options.prefill_chunk == 0 {
             return Err(EngineError::Options("parallel and prefill_chunk must be at least 1".into()));
         }
@@ -187,7 +212,7 @@ impl Engine {
             ..Shared::default()
         });
         let (commands, inbox) = mpsc::channel();
-        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox);
+        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox, mirror);
         let handle = std::thread::Builder::new().name("baton-engine".into()).spawn(move || worker.run())?;
         Ok(Engine { info, tokenizer, options, shared, commands, worker: Arc::new(Mutex::new(Some(handle))) })
     }

@@ -55,6 +55,11 @@ impl PassJob {
     }
 
     /// Answers with `why` instead.
+    /// Whether it is an embedding's pass.
+    pub(super) fn is_embedding(&self) -> bool {
+        matches!(self, PassJob::Embed { .. })
+    }
+
     pub(super) fn fail(self, why: &str) {
         match self {
             PassJob::Embed { reply, .. } => drop(reply.send(Err(why.to_string()))),
@@ -66,7 +71,12 @@ impl PassJob {
 /// Each token's log-probability after the ones before it (none for the
 /// first), evaluated from position 0 of `slot` in batches of the model's
 /// batch size, one batch's logits at a time.
-fn score(model: &mut Model, slot: usize, tokens: &[u32], top: usize) -> Result<Vec<TokenLogprobs>, ModelError> {
+pub(super) fn score(
+    model: &mut Model,
+    slot: usize,
+    tokens: &[u32],
+    top: usize,
+) -> Result<Vec<TokenLogprobs>, ModelError> {
     let (batch, vocab) = (model.batch(), model.config().vocab);
     let mut out = Vec::with_capacity(tokens.len().saturating_sub(1));
     for (i, chunk) in tokens.chunks(batch).enumerate() {

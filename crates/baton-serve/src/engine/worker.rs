@@ -14,6 +14,7 @@ use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
 use super::host_cache::HostCache;
 use super::logprobs::token_logprobs;
+use super::mirror::{Mirror, MirrorCall};
 use super::options::{EngineOptions, Shutdown};
 use super::passes::PassJob;
 use super::prefix::SlotCache;
@@ -109,6 +110,10 @@ pub(super) struct Worker {
     prefix: SlotCache,
     /// Prompts saved from slots that were reused (`--cache-ram`).
     host: HostCache,
+    /// Serving over ranks: tells the other ranks each model call first.
+    mirror: Option<Box<dyn Mirror>>,
+    /// A rank stopped answering: the engine has stopped for good.
+    dead: bool,
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
     passes: VecDeque<PassJob>,
@@ -120,6 +125,7 @@ impl Worker {
         options: EngineOptions,
         shared: Arc<Shared>,
         inbox: mpsc::Receiver<Command>,
+        mirror: Option<Box<dyn Mirror>>,
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
         let prefix = SlotCache::new(options.parallel);
@@ -145,6 +151,8 @@ impl Worker {
             tokenizer,
             prefix,
             host,
+            mirror,
+            dead: false,
             passes: VecDeque::new(),
         }
     }
@@ -159,6 +167,14 @@ impl Worker {
     /// records the cause (which [`Engine::state`](super::Engine::state)
     /// and `/health` report), fails every request and stops.
     pub(super) fn run(mut self) {
+        self.run_turns();
+        if let Some(mirror) = self.mirror.as_mut() {
+            // The other ranks end with the engine (they may be gone).
+            let _ = mirror.tell(&MirrorCall::Stop);
+        }
+    }
+
+    fn run_turns(&mut self) {
         let mut panics = 0;
         loop {
             let steps_before = self.shared.steps.load(Ordering::Relaxed);
@@ -200,14 +216,29 @@ impl Worker {
             if self.draining {
                 return false;
             }
-            // Idle: block until something comes (or every handle is gone).
-            match self.inbox.recv() {
-                Ok(command) => {
+            // Idle: block until something comes (or every handle is gone);
+            // over ranks, telling them now and then that all is well.
+            let command = match self.mirror.as_ref().map(|m| m.idle_interval()) {
+                None => self.inbox.recv().ok(),
+                Some(interval) => loop {
+                    match self.inbox.recv_timeout(interval) {
+                        Ok(command) => break Some(command),
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            if !self.tell(&MirrorCall::Idle) {
+                                return false;
+                            }
+                        }
+                    }
+                },
+            };
+            match command {
+                Some(command) => {
                     if !self.handle(command) {
                         return false;
                     }
                 }
-                Err(_) => return false,
+                None => return false,
             }
         }
         while let Ok(command) = self.inbox.try_recv() {
@@ -220,7 +251,30 @@ impl Worker {
         self.admit();
         self.round();
         self.publish();
-        true
+        !self.dead
+    }
+
+    /// Tells the other ranks `call` (serving over ranks); `false` when one
+    /// stopped, went silent or failed: the engine has then stopped.
+    fn tell(&mut self, call: &MirrorCall) -> bool {
+        if self.dead {
+            return false;
+        }
+        let Some(mirror) = self.mirror.as_mut() else { return true };
+        match mirror.tell(call) {
+            Ok(()) => true,
+            Err(why) => {
+                self.ranks_failed(&why);
+                false
+            }
+        }
+    }
+
+    /// Over ranks, a failure of a call every rank makes leaves the ranks
+    /// out of step: the engine stops, failing every request.
+    fn ranks_failed(&mut self, why: &str) {
+        self.dead = true;
+        self.die(&format!("serving over ranks: {why}"));
     }
 
     /// Stops the engine for good after `why`: records it, refuses new
@@ -299,6 +353,16 @@ impl Worker {
             self.save_to_ram(slot, &[]);
             self.prefix.clear(slot);
             self.shared.prompt.fetch_add(job.tokens() as u64, Ordering::Relaxed);
+            if self.mirror.is_some() && job.is_embedding() {
+                // The model reads hidden states on one process only.
+                job.fail(
+                    "embeddings are not served over ranks (a model split over processes); serve them from one process",
+                );
+                continue;
+            }
+            if !self.tell(&job.mirror_call(slot)) {
+                return job.fail("serving over ranks: a rank stopped");
+            }
             job.run(&mut self.model, slot);
         }
     }
@@ -381,8 +445,11 @@ impl Worker {
     /// devices of a layer split while the next group's runs on the first.
     fn round(&mut self) {
         for group in 0..self.flights.len() {
+            if self.dead {
+                return;
+            }
             if let Some(flight) = self.flights[group].take() {
-                self.process(flight);
+                self.process(flight, group);
             }
             self.submit(group);
         }
@@ -413,23 +480,35 @@ impl Worker {
             picked.push((seq.id, n));
             steps.push(SeqStep { slot: seq.slot, past: seq.past, tokens });
         }
-        if steps.is_empty() {
+        if steps.is_empty() || self.dead {
             return;
+        }
+        if let Some(mirror) = self.mirror.as_mut() {
+            // The fields apart: `steps` borrows the running sequences.
+            if let Err(why) = mirror.tell(&MirrorCall::step(group, &steps)) {
+                drop(steps);
+                return self.ranks_failed(&why);
+            }
         }
         match self.model.submit_batch(&steps) {
             Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked }),
+            Err(e) if self.mirror.is_some() => self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
         }
     }
 
     /// Reads a step's logits, samples each sequence's next token and sends
     /// it; ends the sequences that are done.
-    fn process(&mut self, flight: Flight) {
+    fn process(&mut self, flight: Flight, group: usize) {
         let Flight { ticket, picked } = flight;
+        if !self.tell(&MirrorCall::Logits { group: group as u32 }) {
+            return;
+        }
         let (vocab, context) = (self.model.config().vocab, self.model.context());
         // Read in place: the loop below touches other fields only.
         let logits = match self.model.batch_logits(ticket) {
             Ok(logits) => logits,
+            Err(e) if self.mirror.is_some() => return self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
         };
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
