@@ -100,6 +100,10 @@ pub struct BatchShape {
     /// Which logits: [`Logits::Last`] gives one row per sequence (its last
     /// token's); [`Logits::All`] (one sequence only) one per token.
     pub logits: Logits,
+    /// Rows whose final hidden states are an output besides the logits
+    /// (the [`HIDDEN_ROWS`] input picks them; a step that carries an
+    /// embedding's tokens): 0 for none.
+    pub hidden_rows: usize,
 }
 
 impl BatchShape {
@@ -114,6 +118,7 @@ impl From<GraphShape> for BatchShape {
         BatchShape {
             seqs: vec![SeqShape { slot: 0, tokens: shape.tokens, window: shape.window }],
             logits: shape.logits,
+            hidden_rows: 0,
         }
     }
 }
@@ -128,6 +133,10 @@ pub fn attention_rows_name(l: usize) -> String {
 /// Name of the input that picks each sequence's last row for the logits
 /// (batches of several sequences).
 pub const LOGIT_ROWS: &str = "logit_rows";
+
+/// Name of the input that picks the rows whose hidden states a batch
+/// outputs besides its logits ([`BatchShape::hidden_rows`]).
+pub const HIDDEN_ROWS: &str = "hidden_rows";
 
 /// Name of the input of each token's row in a sliding-window layer's ring
 /// (its position modulo the ring's rows), when the cache has rings.
@@ -383,6 +392,12 @@ pub fn build(
         b.g.mark(x, Flags::OUTPUT)?;
         b.g.set_name(x, HIDDEN)?;
         return Ok(b.g);
+    }
+    if shape.hidden_rows > 0 {
+        let picks = b.g.leaf(HIDDEN_ROWS, DType::I32, &[shape.hidden_rows], Flags::INPUT)?;
+        let hidden = b.g.get_rows(x, picks)?;
+        b.g.mark(hidden, Flags::OUTPUT)?;
+        b.g.set_name(hidden, HIDDEN)?;
     }
     if several {
         if shape.logits == Logits::All {

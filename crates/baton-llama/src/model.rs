@@ -103,6 +103,9 @@ pub struct BatchTicket {
     done: SyncPoint,
     /// The logits it fills.
     logits: TensorRef,
+    /// The hidden states it fills, when some were asked for
+    /// ([`Model::submit_batch_hidden`]).
+    hidden: Option<TensorRef>,
 }
 
 /// One sequence's tokens in a batched evaluation ([`Model::eval_batch`]).
@@ -173,6 +176,9 @@ pub struct Model {
     /// Per run in flight: the logits of a batched step (a row per
     /// sequence), and the serial of the last run that used it.
     batch_logits_io: Vec<(Buffer, u64)>,
+    /// Per run in flight: the hidden states of a batched step's embedding
+    /// rows (allocated at the first such step).
+    batch_hidden_io: Vec<Option<Buffer>>,
     /// A stream of the last device that reads a batched step's logits once
     /// that step is done, not behind later steps queued on the device's
     /// own stream (which would serialise steps in flight). `None` where the
@@ -310,7 +316,7 @@ impl Model {
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(4 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(5 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -357,6 +363,7 @@ impl Model {
             cache,
             bound,
             batch,
+            batch_hidden_io: vec![None; input_io.len()],
             input_io,
             next_input: 0,
             logits_io,
@@ -554,7 +561,7 @@ impl Model {
         let leaf_device = |id: baton_core::graph::NodeId| {
             let name = g2.node(id).name.as_deref()?;
             match name {
-                "tokens" | "positions" | graph::LOGIT_ROWS => Some(first),
+                "tokens" | "positions" | graph::LOGIT_ROWS | graph::HIDDEN_ROWS => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
                 }
@@ -569,7 +576,8 @@ impl Model {
             .iter()
             .map(|n| match n.name.as_deref() {
                 // Bound per step (submit_inner).
-                Some("tokens" | "positions" | "logits" | graph::HIDDEN | graph::LOGIT_ROWS) | None => None,
+                Some("tokens" | "positions" | "logits" | graph::HIDDEN | graph::LOGIT_ROWS | graph::HIDDEN_ROWS)
+                | None => None,
                 Some(name) => self.bound.get(name).cloned(),
             })
             .collect();
@@ -632,19 +640,38 @@ impl Model {
         logits_buffer: Option<&Buffer>,
     ) -> Result<(RunPoints, TensorRef), ModelError> {
         let start = std::time::Instant::now();
-        let result = self.submit_inner(seqs, logits, logits_buffer);
+        let result = self.submit_inner(seqs, logits, logits_buffer, None);
         self.host_submit += start.elapsed();
-        result
+        result.map(|(points, logits, _)| (points, logits))
     }
 
+    /// As [`submit`](Self::submit); with `hidden` (a flag per sequence and
+    /// a buffer), the final hidden states of every token of the flagged
+    /// sequences are an output too, into that buffer.
     fn submit_inner(
         &mut self,
         seqs: &[SeqStep<'_>],
         logits: Logits,
         logits_buffer: Option<&Buffer>,
-    ) -> Result<(RunPoints, TensorRef), ModelError> {
+        hidden: Option<(&[bool], &Buffer)>,
+    ) -> Result<(RunPoints, TensorRef, Option<TensorRef>), ModelError> {
         self.check(seqs, logits)?;
         let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        // The rows whose hidden states are asked for.
+        let hidden_rows: Vec<i32> = match hidden {
+            Some((flags, _)) => {
+                let mut start = 0;
+                let mut rows = Vec::new();
+                for (s, &wanted) in seqs.iter().zip(flags) {
+                    if wanted {
+                        rows.extend((start..start + s.tokens.len()).map(|r| r as i32));
+                    }
+                    start += s.tokens.len();
+                }
+                rows
+            }
+            None => Vec::new(),
+        };
         let context = self.cache.context;
         let shape = BatchShape {
             seqs: seqs
@@ -655,6 +682,7 @@ impl Model {
                 })
                 .collect(),
             logits,
+            hidden_rows: hidden_rows.len(),
         };
         let (plan, by_node) = self.plan_and_bound(&shape)?;
         let rows = match logits {
@@ -668,11 +696,19 @@ impl Model {
         let io = self.input_io[slot].0.clone();
         let ring = self.cache.ring;
         let ring_len = if ring.is_some() { t } else { 0 };
-        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len])?;
+        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len + hidden_rows.len()])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
         let ring_t = TensorRef::new(&io, (2 * t + picks.max(1)) * 4, DType::I32, &[t])?;
+        let hidden_at = (2 * t + picks.max(1) + ring_len) * 4;
+        let hidden_rows_t = TensorRef::new(&io, hidden_at, DType::I32, &[hidden_rows.len().max(1)])?;
+        let hidden_t = match hidden {
+            Some((_, buffer)) if !hidden_rows.is_empty() => {
+                Some(TensorRef::new(buffer, 0, DType::F32, &[hidden_rows.len(), self.config.dim])?)
+            }
+            _ => None,
+        };
         let needed = rows * width * 4;
         if logits_buffer.is_none() && self.logits_io.len() < needed {
             // Runs in flight hold the old buffer until they are done.
@@ -706,6 +742,7 @@ impl Model {
         if let Some(rows) = ring {
             inputs.extend(seqs.iter().flat_map(|s| (s.past..s.past + s.tokens.len()).map(|p| (p % rows) as i32)));
         }
+        inputs.extend_from_slice(&hidden_rows);
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
@@ -724,6 +761,8 @@ impl Model {
                 "positions" => Some(pos_t.clone()),
                 graph::LOGIT_ROWS => Some(picks_t.clone()),
                 graph::RING_ROWS => Some(ring_t.clone()),
+                graph::HIDDEN_ROWS => Some(hidden_rows_t.clone()),
+                graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,
             }
@@ -739,7 +778,7 @@ impl Model {
             let frontier = &mut self.frontier[s.slot];
             *frontier = if s.past == 0 { end } else { (*frontier).max(end) };
         }
-        Ok((points, logits_t))
+        Ok((points, logits_t, hidden_t))
     }
 
     /// Waits for the logits a submitted run fills and returns them; with
@@ -794,14 +833,84 @@ impl Model {
         let slot = self.next_input;
         let buffer = self.batch_logits_io.get(slot).map(|(buffer, _)| buffer.clone());
         let (points, logits) = self.submit(seqs, Logits::Last, buffer.as_ref())?;
-        let serial = match self.batch_logits_io.get_mut(slot) {
+        let serial = self.next_serial(slot);
+        Ok(BatchTicket { slot, serial, done: points.done, logits, hidden: None })
+    }
+
+    /// As [`submit_batch`](Self::submit_batch), with the final hidden
+    /// states (after the output norm) of every token of the sequences
+    /// `hidden` flags as an output too: an embedding's tokens carried by a
+    /// decode step. Read them with [`batch_hidden`](Self::batch_hidden)
+    /// before the logits. Every row is computed as it would be alone, so
+    /// the other sequences' logits keep their bits. On one process without
+    /// tensor parallelism only.
+    pub fn submit_batch_hidden(&mut self, seqs: &[SeqStep<'_>], hidden: &[bool]) -> Result<BatchTicket, ModelError> {
+        if hidden.len() != seqs.len() {
+            return Err(ModelError::Input(format!("{} hidden flags for {} sequences", hidden.len(), seqs.len())));
+        }
+        if self.tensor.is_some() || self.runner.remote().is_some() {
+            return Err(ModelError::Input(
+                "hidden states (embeddings) are read on one process without --split-mode tensor".into(),
+            ));
+        }
+        let slot = self.next_input;
+        if self.batch_hidden_io[slot].is_none() {
+            let last = self.layer_device[self.config.layers - 1];
+            self.batch_hidden_io[slot] = Some(self.devices[last].alloc(self.batch * self.config.dim * 4)?);
+        }
+        let logits_buffer = self.batch_logits_io[slot].0.clone();
+        let hidden_buffer =
+            self.batch_hidden_io[slot].clone().ok_or_else(|| ModelError::Config("no hidden buffer".into()))?;
+        let start = std::time::Instant::now();
+        let result = self.submit_inner(seqs, Logits::Last, Some(&logits_buffer), Some((hidden, &hidden_buffer)));
+        self.host_submit += start.elapsed();
+        let (points, logits, hidden) = result?;
+        let serial = self.next_serial(slot);
+        Ok(BatchTicket { slot, serial, done: points.done, logits, hidden })
+    }
+
+    /// Whether steps can carry hidden states
+    /// ([`submit_batch_hidden`](Self::submit_batch_hidden)): on one process
+    /// without tensor parallelism.
+    pub fn hidden_in_steps(&self) -> bool {
+        self.tensor.is_none() && self.runner.remote().is_none()
+    }
+
+    /// The next serial of run slot `slot`'s buffers.
+    fn next_serial(&mut self, slot: usize) -> u64 {
+        match self.batch_logits_io.get_mut(slot) {
             Some((_, serial)) => {
                 *serial += 1;
                 *serial
             }
             None => 0,
+        }
+    }
+
+    /// Waits for a step of [`submit_batch_hidden`](Self::submit_batch_hidden)
+    /// and returns its hidden states: `dim` values per flagged token, in
+    /// row order (empty when none were flagged).
+    pub fn batch_hidden(&mut self, ticket: &BatchTicket) -> Result<Vec<f32>, ModelError> {
+        let Some(hidden) = &ticket.hidden else { return Ok(Vec::new()) };
+        let current = self.batch_logits_io.get(ticket.slot).map_or(0, |(_, serial)| *serial);
+        if current != ticket.serial {
+            return Err(ModelError::Input("the step's hidden states were overwritten by later steps".into()));
+        }
+        // As the logits: on the readback stream after the step, not behind
+        // later steps queued on the device's own.
+        let last = self.layer_device[self.config.layers - 1];
+        let stream = match &self.readback {
+            Some(readback) => {
+                readback.wait(&ticket.done)?;
+                readback.clone()
+            }
+            None => self.runner.stream(last).clone(),
         };
-        Ok(BatchTicket { slot, serial, done: points.done, logits })
+        let read = stream.read_into_async(hidden, vec![0f32; hidden.shape().elems()])?;
+        if !read.is_ready() {
+            self.host_waits += 1;
+        }
+        read.wait().map_err(|e| ModelError::Stream(e.error))
     }
 
     /// Waits for a submitted step and returns its logits: one row of

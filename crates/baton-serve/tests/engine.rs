@@ -311,6 +311,47 @@ fn a_prompt_saved_in_host_memory_comes_back_with_its_bits() {
     }
 }
 
+/// Embeddings ride the decode steps (their tokens in the steps' rows, in
+/// chunks of the prefill budget): each is the text's alone bit for bit
+/// (`Model::embed`), and a generation beside keeps its tokens and
+/// log-probabilities.
+#[test]
+fn embeddings_in_the_steps_are_the_texts_alone_and_change_no_generation() {
+    let (_dir, path) = synth_model("engine-embed-steps", SynthShape::Tiny, DType::F32, 47);
+    let texts: Vec<Vec<u32>> =
+        (0..6u32).map(|i| (0..(5 + 7 * i)).map(|j| (i * 31 + j * 7 + 1) % 500).collect()).collect();
+    let options = LoadOptions { context: Some(96), batch: 64, slots: 1, ..LoadOptions::default() };
+    let mut alone = Model::load_split(&path, devices(&["cpu"]), &options).expect("load");
+    let want: Vec<Vec<f32>> =
+        texts.iter().map(|t| alone.embed(0, t, baton_llama::Pooling::Mean).expect("embed")).collect();
+    let prompt: Vec<u32> = (1..25).collect();
+    let cold = engine(&path, &["cpu"], 4, 8, 8);
+    let generation = with_logprobs(&cold, prompt.clone(), 30);
+    for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+        let served = engine(&path, names, 4, 16, 8);
+        let running =
+            served.submit(GenerateRequest { logprobs: Some(20), ..greedy(prompt.clone(), 30) }).expect("submit");
+        let tickets: Vec<_> =
+            texts.iter().map(|t| served.embed(t.clone(), baton_llama::Pooling::Mean).expect("embed")).collect();
+        for (i, (ticket, want)) in tickets.into_iter().zip(&want).enumerate() {
+            let got = ticket.blocking_wait().expect("an embedding");
+            assert!(got == *want, "{names:?}: text {i} differs from its embedding alone");
+        }
+        let (mut tokens, mut entries) = (Vec::new(), Vec::new());
+        let mut running = running;
+        loop {
+            match running.blocking_next().expect("an event") {
+                Event::Token(t) => tokens.push(t),
+                Event::Logprobs(e) => entries.push(e),
+                Event::Done(_) => break,
+                Event::Failed(why) => panic!("{why}"),
+                Event::Started { .. } => {}
+            }
+        }
+        assert_eq!((tokens, entries), (generation.0.clone(), generation.1.clone()), "{names:?}: the generation beside");
+    }
+}
+
 #[test]
 fn concurrent_greedy_requests_match_each_served_alone() {
     // Weights and KV cache types; Qwen 3's heads of 32 take a cache of

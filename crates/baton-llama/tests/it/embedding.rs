@@ -65,3 +65,35 @@ fn an_embedding_does_not_depend_on_the_batch_or_the_slot() {
     assert!(whole.embed(0, &[], Pooling::Mean).is_err(), "an empty text is an error");
     assert!(whole.embed(5, &TOKENS, Pooling::Mean).is_err(), "a slot that does not exist is an error");
 }
+
+/// A step that carries an embedding's tokens beside a decoding sequence
+/// (`submit_batch_hidden`): the hidden states are those of the text alone,
+/// bit for bit, and the other sequence's logits keep their bits.
+#[test]
+fn hidden_states_batched_into_a_step_are_the_texts_alone() {
+    let (_dir, path) = tiny_model("hidden-batched", DType::F32, 19);
+    let options = LoadOptions { context: Some(32), batch: 16, slots: 3, ..LoadOptions::default() };
+    let device = || baton_cpu::open(&["cpu:0"]).expect("device").remove(0);
+    let mut alone = Model::load(&path, device(), &options).expect("load");
+    let want_hidden = alone.eval_hidden(2, &TOKENS).expect("hidden states");
+    let prompt = [5u32, 6, 7];
+    let want_logits = alone.eval_slot(0, &prompt, 0, Logits::Last).expect("logits").to_vec();
+    let mut batched = Model::load(&path, device(), &options).expect("load");
+    // The text in two chunks, beside the other sequence's prompt.
+    let dim = batched.config().dim;
+    let mut hidden = Vec::new();
+    let steps = [
+        baton_llama::SeqStep { slot: 0, past: 0, tokens: &prompt },
+        baton_llama::SeqStep { slot: 2, past: 0, tokens: &TOKENS[..6] },
+    ];
+    let ticket = batched.submit_batch_hidden(&steps, &[false, true]).expect("submit");
+    hidden.extend(batched.batch_hidden(&ticket).expect("hidden"));
+    let logits = batched.batch_logits(ticket).expect("logits");
+    assert!(logits[..want_logits.len()] == want_logits[..], "the other sequence's logits changed");
+    let rest = [baton_llama::SeqStep { slot: 2, past: 6, tokens: &TOKENS[6..] }];
+    let ticket = batched.submit_batch_hidden(&rest, &[true]).expect("submit");
+    hidden.extend(batched.batch_hidden(&ticket).expect("hidden"));
+    assert_eq!(hidden.len(), TOKENS.len() * dim);
+    assert!(hidden == want_hidden, "batched hidden states differ from the text's alone");
+    assert!(batched.submit_batch_hidden(&rest, &[true, false]).is_err(), "a flag per sequence");
+}

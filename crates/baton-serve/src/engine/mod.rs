@@ -25,6 +25,7 @@
 //! finishes one group's step, the first starts the next group's, and the
 //! host samples one group while the devices run the others.
 
+mod embed_seq;
 mod host_cache;
 mod logprobs;
 mod metrics;

@@ -12,6 +12,7 @@ use baton_llama::baton_tokenizer::TokenType;
 use baton_llama::constraint::Constraint;
 use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
 
+use super::embed_seq::EmbedSeq;
 use super::host_cache::HostCache;
 use super::logprobs::token_logprobs;
 use super::mirror::{Mirror, MirrorCall};
@@ -87,8 +88,12 @@ impl Seq {
 struct Flight {
     ticket: BatchTicket,
     picked: Vec<(u64, usize)>,
+    /// Per picked entry: an embedding's rows, whose hidden states the step
+    /// outputs.
+    hidden: Vec<bool>,
 }
 
+mod embeds;
 mod reuse;
 
 pub(super) struct Worker {
@@ -114,6 +119,8 @@ pub(super) struct Worker {
     mirror: Option<Box<dyn Mirror>>,
     /// A rank stopped answering: the engine has stopped for good.
     dead: bool,
+    /// Embeddings riding the steps (`embeds.rs`).
+    embeds: Vec<EmbedSeq>,
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
     passes: VecDeque<PassJob>,
@@ -153,6 +160,7 @@ impl Worker {
             host,
             mirror,
             dead: false,
+            embeds: Vec::new(),
             passes: VecDeque::new(),
         }
     }
@@ -199,6 +207,7 @@ impl Worker {
                         self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
                         let _ = seq.events.send(Event::Failed(why.clone()));
                     }
+                    self.fail_embeds(None, &why);
                     if panics >= MAX_PANICS_WITHOUT_A_STEP {
                         return self.die(&why);
                     }
@@ -212,7 +221,8 @@ impl Worker {
     /// steps; `false` when the worker must stop.
     fn turn(&mut self) -> bool {
         let in_flight = self.flights.iter().any(Option::is_some);
-        if self.running.is_empty() && self.waiting.is_empty() && self.passes.is_empty() && !in_flight {
+        let nothing = self.running.is_empty() && self.embeds.is_empty() && self.waiting.is_empty();
+        if nothing && self.passes.is_empty() && !in_flight {
             if self.draining {
                 return false;
             }
@@ -334,6 +344,7 @@ impl Worker {
             job.fail(why);
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
+        self.fail_embeds(None, why);
         self.publish();
     }
 
@@ -360,6 +371,16 @@ impl Worker {
                 );
                 continue;
             }
+            let job = if job.is_embedding() && self.model.hidden_in_steps() {
+                // It rides the steps on this slot.
+                self.free_slots.pop();
+                match self.embed_in_steps(job, slot) {
+                    Ok(()) => continue,
+                    Err(job) => job,
+                }
+            } else {
+                job
+            };
             if !self.tell(&job.mirror_call(slot)) {
                 return job.fail("serving over ranks: a rank stopped");
             }
@@ -369,6 +390,7 @@ impl Worker {
 
     /// Frees the slots of generations whose client went away.
     fn drop_cancelled(&mut self) {
+        self.drop_cancelled_embeds();
         let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
         self.running.retain(|seq| {
             let gone = seq.events.is_closed();
@@ -403,9 +425,7 @@ impl Worker {
             let cached = if reuse { self.reuse_prefix(&request.prompt, slot, cached) } else { cached };
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
-            // The group with the fewest sequences.
-            let groups = self.flights.len();
-            let group = (0..groups).min_by_key(|&g| self.running.iter().filter(|s| s.group == g).count()).unwrap_or(0);
+            let group = self.least_loaded_group();
             self.next_id += 1;
             let context = self.model.context();
             let max_tokens = request.max_tokens.unwrap_or(context - request.prompt.len());
@@ -437,6 +457,14 @@ impl Worker {
         // Before the first step: a submit that sees the first token sees
         // the slot taken.
         self.publish();
+    }
+
+    /// The group with the fewest sequences (embeddings included).
+    fn least_loaded_group(&self) -> usize {
+        let load = |g: usize| {
+            self.running.iter().filter(|s| s.group == g).count() + self.embeds.iter().filter(|e| e.group == g).count()
+        };
+        (0..self.flights.len()).min_by_key(|&g| load(g)).unwrap_or(0)
     }
 
     /// One round: for each group of sequences, the logits of its step in
@@ -480,6 +508,23 @@ impl Worker {
             picked.push((seq.id, n));
             steps.push(SeqStep { slot: seq.slot, past: seq.past, tokens });
         }
+        // Embeddings ride in the prefill budget left (`embeds.rs`).
+        let mut hidden = vec![false; steps.len()];
+        for embed in self.embeds.iter().filter(|e| e.group == group) {
+            let n = (embed.tokens.len() - embed.read).min(budget).min(room);
+            if n == 0 {
+                continue;
+            }
+            budget -= n;
+            room -= n;
+            picked.push((embed.id, n));
+            steps.push(SeqStep {
+                slot: embed.slot,
+                past: embed.read,
+                tokens: &embed.tokens[embed.read..embed.read + n],
+            });
+            hidden.push(true);
+        }
         if steps.is_empty() || self.dead {
             return;
         }
@@ -490,8 +535,12 @@ impl Worker {
                 return self.ranks_failed(&why);
             }
         }
-        match self.model.submit_batch(&steps) {
-            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked }),
+        let submitted = match hidden.contains(&true) {
+            true => self.model.submit_batch_hidden(&steps, &hidden),
+            false => self.model.submit_batch(&steps),
+        };
+        match submitted {
+            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden }),
             Err(e) if self.mirror.is_some() => self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
         }
@@ -500,9 +549,15 @@ impl Worker {
     /// Reads a step's logits, samples each sequence's next token and sends
     /// it; ends the sequences that are done.
     fn process(&mut self, flight: Flight, group: usize) {
-        let Flight { ticket, picked } = flight;
+        let Flight { ticket, picked, hidden } = flight;
         if !self.tell(&MirrorCall::Logits { group: group as u32 }) {
             return;
+        }
+        if hidden.contains(&true) {
+            match self.model.batch_hidden(&ticket) {
+                Ok(states) => self.take_hidden(&picked, &hidden, &states),
+                Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
+            }
         }
         let (vocab, context) = (self.model.config().vocab, self.model.context());
         // Read in place: the loop below touches other fields only.
@@ -581,6 +636,7 @@ impl Worker {
             self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = events.send(Event::Failed(why.to_string()));
         }
+        self.fail_embeds(Some(picked), why);
         self.publish();
     }
 

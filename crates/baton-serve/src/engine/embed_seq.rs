@@ -1,0 +1,19 @@
+//! An embedding whose tokens ride the decode steps (see the worker's
+//! `embeds.rs`).
+
+use baton_llama::Pooling;
+use tokio::sync::oneshot;
+
+/// An embedding on its way through the steps.
+pub(super) struct EmbedSeq {
+    pub(super) id: u64,
+    pub(super) slot: usize,
+    pub(super) group: usize,
+    pub(super) tokens: Vec<u32>,
+    /// Tokens sent in steps so far.
+    pub(super) read: usize,
+    pub(super) pooling: Pooling,
+    /// Hidden states of the tokens read, `dim` each.
+    pub(super) hidden: Vec<f32>,
+    pub(super) reply: oneshot::Sender<Result<Vec<f32>, String>>,
+}
