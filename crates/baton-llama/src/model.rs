@@ -988,6 +988,16 @@ impl Model {
         Ok(Some(saved))
     }
 
+    /// Whether a slot given `saved` can evaluate from position `past`
+    /// (`past` at most its length): its sliding-window rings, as saved,
+    /// still hold the window before `past`.
+    pub fn restorable(&self, saved: &SavedPrefix, past: usize) -> bool {
+        match self.ring_reach() {
+            Some(reach) => past == 0 || (past <= saved.len() && saved.frontier <= past + reach),
+            None => past <= saved.len(),
+        }
+    }
+
     /// Writes `saved` (from [`save_prefix`](Self::save_prefix) of this
     /// model) into slot `slot`: an evaluation of the slot may then start at
     /// position `saved.len()`, with the bits evaluating those positions

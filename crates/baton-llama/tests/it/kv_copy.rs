@@ -96,6 +96,12 @@ fn a_saved_prefix_written_back_continues_with_the_bits_of_an_evaluated_one() {
     assert!(model.save_prefix(0, 100).expect("no error").is_none());
     assert!(model.save_prefix(0, 0).expect("no error").is_none());
     let saved = model.save_prefix(0, 150).expect("save").expect("served");
+    // Its rings (64 rows, window 8) hold positions up to 200: a prompt that
+    // parts from it at 150 may resume there, one that parts at 100 may not.
+    assert!(model.restorable(&saved, 150) && model.restorable(&saved, 143) && model.restorable(&saved, 0));
+    assert!(!model.restorable(&saved, 142) && !model.restorable(&saved, 100));
+    assert!(model.restore_prefix(1, &saved).expect("restore"));
+    assert!(model.resumable(1, 143) && !model.resumable(1, 142), "the restored slot's frontier is the saved one");
     assert!(model.restore_prefix(3, &saved).is_err(), "no slot 3");
     let (_dir2, mut other) = load(SynthShape::Tiny, DType::F32, 16);
     assert!(other.restore_prefix(0, &saved).is_err(), "another model's prefix");

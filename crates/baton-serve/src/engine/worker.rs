@@ -376,7 +376,10 @@ impl Worker {
                 self.free_slots.pop();
                 match self.embed_in_steps(job, slot) {
                     Ok(()) => continue,
-                    Err(job) => job,
+                    Err(job) => {
+                        self.free_slots.push(slot);
+                        job
+                    }
                 }
             } else {
                 job

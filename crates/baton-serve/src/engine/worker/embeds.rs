@@ -57,7 +57,6 @@ impl Worker {
             } else {
                 Err(format!("{} hidden states for {} tokens", embed.hidden.len() / dim, embed.tokens.len()))
             };
-            self.shared.prompt.fetch_add(embed.tokens.len() as u64, Ordering::Relaxed);
             let _ = embed.reply.send(result);
             // Its slot holds the text's keys and values: a prefix too.
             self.prefix.store(embed.slot, embed.tokens.iter().copied());

@@ -77,6 +77,10 @@ impl Worker {
     /// gives.
     fn restore_from_ram(&mut self, prompt: &[u32], slot: usize, have: usize) -> Option<usize> {
         let (saved, len) = self.host.best(prompt, have + MIN_COPY - 1)?;
+        if !self.model.restorable(saved, len) {
+            // Its rings hold positions past where this prompt parts from it.
+            return None;
+        }
         match self.model.restore_prefix(slot, saved) {
             Ok(true) => {
                 self.prefix.store(slot, prompt[..len].iter().copied());
