@@ -179,7 +179,12 @@ fn logprobs_are_the_log_softmax_of_the_model_logits() {
 /// cached prompt tokens its end reports.
 fn with_logprobs(engine: &Engine, prompt: Vec<u32>, max_tokens: usize) -> (Vec<u32>, Vec<TokenLogprobs>, usize) {
     let request = GenerateRequest { logprobs: Some(20), ..greedy(prompt, max_tokens) };
-    let mut generation = engine.submit(request).expect("submit");
+    drain(engine.submit(request).expect("submit"))
+}
+
+/// Every token and log-probability of a generation, and the cached
+/// prompt tokens its end reports.
+fn drain(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Vec<TokenLogprobs>, usize) {
     let (mut tokens, mut entries) = (Vec::new(), Vec::new());
     loop {
         match generation.blocking_next().expect("an event") {
@@ -337,17 +342,7 @@ fn embeddings_in_the_steps_are_the_texts_alone_and_change_no_generation() {
             let got = ticket.blocking_wait().expect("an embedding");
             assert!(got == *want, "{names:?}: text {i} differs from its embedding alone");
         }
-        let (mut tokens, mut entries) = (Vec::new(), Vec::new());
-        let mut running = running;
-        loop {
-            match running.blocking_next().expect("an event") {
-                Event::Token(t) => tokens.push(t),
-                Event::Logprobs(e) => entries.push(e),
-                Event::Done(_) => break,
-                Event::Failed(why) => panic!("{why}"),
-                Event::Started { .. } => {}
-            }
-        }
+        let (tokens, entries, _) = drain(running);
         assert_eq!((tokens, entries), (generation.0.clone(), generation.1.clone()), "{names:?}: the generation beside");
     }
 }
