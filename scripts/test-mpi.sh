@@ -424,6 +424,14 @@ cli_tensor "$smollm2" 2 SmolLM2 partial mpi
 cli_tensor "$smollm2" 2 SmolLM2 partial butterfly
 cli_run "$smollm2" 2 "SmolLM2, q8_0 KV cache" "" -ctk q8_0 -ctv q8_0
 cli_tensor "$smollm2" 2 "SmolLM2, q8_0 KV cache" exact mpi "" -ctk q8_0 -ctv q8_0
+# Gemma 3's one key head is held by both ranks (their query heads share it):
+# the all-gather of shared segments. Where the file is in the model cache
+# (the CLI's model tests fetch it), as the memory check does.
+gemma="${BATON_CACHE_DIR:-$HOME/.cache/baton}/models/gemma-3-270m-q4_k_m.gguf"
+if [ -f "$gemma" ]; then
+  cli_tensor "$gemma" 2 "Gemma 3 270M" exact mpi
+  cli_tensor "$gemma" 2 "Gemma 3 270M" partial mpi
+fi
 cli_bench "$work/tiny.gguf"
 cli_conformance block
 cli_conformance spin

@@ -140,7 +140,8 @@ impl RankStream {
         }
         self.gate(Some(input), Some(output), move |comm, input, output, bound| {
             let counts = layout.counts();
-            let mut gathered = vec![0f32; layout.total()];
+            // Every rank's part (shared indices once per holder).
+            let mut gathered = vec![0f32; counts.iter().sum()];
             comm.all_gather_uneven(input, &mut gathered, &counts, bound)?;
             layout.place(&gathered, output);
             Ok(())
