@@ -19,6 +19,12 @@ pub struct SplitTensor {
     pub dims: Vec<usize>,
     /// How the devices hold it.
     pub split: TensorSplit,
+    /// Whether every part holds the whole tensor's bytes (a mapping of the
+    /// file's range, `mapped`) of which device `d` reads only its share as
+    /// a strided view: a matrix cut along its rows' length, whose shares
+    /// are not one range of the file. The partition takes each device's
+    /// share as that view (`Partition::bound_windows`).
+    pub windowed: bool,
 }
 
 /// Memory of a composite device: part `d` lives on inner device `d`.
@@ -54,6 +60,12 @@ impl CompositeBuffer {
         self.tensor.as_ref()
     }
 
+    /// Whether every part holds the whole tensor, each device reading its
+    /// share as a view ([`SplitTensor::windowed`]).
+    pub fn windowed(&self) -> bool {
+        self.tensor.as_ref().is_some_and(|t| t.windowed)
+    }
+
     /// How the buffer's tensor is held (mirrored for plain allocations).
     pub fn split(&self) -> TensorSplit {
         self.tensor.as_ref().map_or(TensorSplit::Mirror, |t| t.split.clone())
@@ -84,7 +96,8 @@ impl CompositeBuffer {
         match &self.tensor {
             None => TensorRef::new(&self.parts[d], tensor.offset(), tensor.dtype(), tensor.shape().dims()),
             Some(t) if tensor.offset() == 0 && tensor.shape().dims() == t.dims.as_slice() => {
-                TensorRef::new(&self.parts[d], 0, t.dtype, &t.split.local_dims(&t.dims, d))
+                let dims = if t.windowed { t.dims.clone() } else { t.split.local_dims(&t.dims, d) };
+                TensorRef::new(&self.parts[d], 0, t.dtype, &dims)
             }
             Some(t) => Err(StreamError::Binding {
                 node: format!("{} buffer", self.device),

@@ -184,7 +184,7 @@ impl CompositeDevice {
         let parts = (0..self.inner.len())
             .map(|d| Ok(self.inner[d].alloc(bytes(&split.local_dims(dims, d))?)?))
             .collect::<Result<Vec<_>, CompositeError>>()?;
-        let tensor = SplitTensor { dtype, dims: dims.to_vec(), split };
+        let tensor = SplitTensor { dtype, dims: dims.to_vec(), split, windowed: false };
         let buffer = Buffer::new(Box::new(CompositeBuffer::new(self.info.name.clone(), len, parts, Some(tensor))));
         Ok(TensorRef::new(&buffer, 0, dtype, dims)?)
     }

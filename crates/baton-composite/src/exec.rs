@@ -96,7 +96,9 @@ impl PartitionCache {
             Some((_, _, p)) => p.clone(),
             None => {
                 let bound = Partition::bound_splits(graph, bindings);
-                let mut partition = Partition::build_with(graph, bound, devices.len(), collective, self.fold)?;
+                let windows = Partition::bound_windows(graph, bindings);
+                let mut partition =
+                    Partition::build_windowed(graph, bound, windows, devices.len(), collective, self.fold)?;
                 partition.allocate(devices)?;
                 let partition = Arc::new(partition);
                 if self.entries.len() == KEPT {

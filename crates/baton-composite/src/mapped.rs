@@ -8,9 +8,16 @@
 //! contiguous byte range of the file, and a device that can map files
 //! ([`Device::map_file`]) reads it there: nothing is copied, and what its
 //! kernels derive from it (the CPU's packed matrices) replaces it in memory,
-//! as on one device. A matrix cut along its rows' length (the inner
-//! dimension of a product) has shares strided through the file; those, and
-//! every share of a device that cannot map, are copied as before.
+//! as on one device.
+//!
+//! A matrix cut along its rows' length (the inner dimension of a product)
+//! has shares strided through the file. There each device maps the whole
+//! tensor's range and reads its share as a strided view (a *windowed*
+//! tensor, [`SplitTensor::windowed`]): its kernels pack the share from the
+//! file's pages and give them back, so each device still holds only its
+//! share, packed, and nothing is copied. An MPI rank's stand-in for another
+//! rank's device maps nothing. Every share of a device that cannot map
+//! (Vulkan) is copied as before.
 
 use std::ops::Range;
 
@@ -49,12 +56,27 @@ pub(crate) fn share_bytes(dtype: DType, dims: &[usize], split: &TensorSplit, d: 
     }
 }
 
+/// Bytes of a whole tensor of `dtype` and `dims` (rows of whole blocks).
+fn whole_bytes(dtype: DType, dims: &[usize]) -> Option<usize> {
+    let (&last, outer) = dims.split_last()?;
+    dtype.row_bytes(last)?.checked_mul(outer.iter().product())
+}
+
+/// Whether each device's share of a `split` tensor is one strided view of
+/// the whole (one segment of the cut dimension per device), so that a
+/// device holding the whole tensor's bytes can read its share in place.
+fn windowable(split: &TensorSplit) -> bool {
+    matches!(split, TensorSplit::Split { parts, .. } if parts.iter().all(|p| p.len() == 1))
+}
+
 impl CompositeDevice {
     /// A tensor of `dtype` and `dims` held as `split`, each inner device's
     /// share mapped from `file`, where the whole tensor lies at byte
-    /// `offset`; `None` (nothing mapped) when a share is not one range of the
-    /// file or an inner device cannot map files: the caller then allocates
-    /// with [`alloc_split`](Self::alloc_split) and uploads.
+    /// `offset`: the share's own range where it is one, else the whole
+    /// tensor, read as a view (windowed). `None` (nothing mapped) for
+    /// partial sums, a device holding several segments, or an inner device
+    /// that cannot map files: the caller then allocates with
+    /// [`alloc_split`](Self::alloc_split) and uploads.
     ///
     /// Mapped shares are sealed weights from the start, as a device's own
     /// mapping ([`Device::map_file`]).
@@ -70,9 +92,20 @@ impl CompositeDevice {
     ) -> Result<Option<TensorRef>, CompositeError> {
         let inner = self.inner();
         split.check(dtype, dims, inner.len())?;
-        let Some(ranges) = (0..inner.len()).map(|d| share_bytes(dtype, dims, &split, d)).collect::<Option<Vec<_>>>()
-        else {
-            return Ok(None);
+        let shares = (0..inner.len()).map(|d| share_bytes(dtype, dims, &split, d)).collect::<Option<Vec<_>>>();
+        let windowed = shares.is_none();
+        let ranges = match shares {
+            Some(ranges) => ranges,
+            // Each device maps the whole tensor and reads its share as a
+            // view, which needs one segment per device.
+            None if windowable(&split) => {
+                let whole = whole_bytes(dtype, dims).ok_or_else(|| CompositeError::BadSplit {
+                    dims: dims.to_vec(),
+                    reason: format!("rows are not whole blocks of {dtype}"),
+                })?;
+                vec![0..whole; inner.len()]
+            }
+            None => return Ok(None),
         };
         if ranges.iter().any(|r| r.is_empty()) {
             return Ok(None);
@@ -86,7 +119,7 @@ impl CompositeDevice {
             }
         }
         let len = ranges.iter().map(|r| r.end).max().unwrap_or(0);
-        let tensor = SplitTensor { dtype, dims: dims.to_vec(), split };
+        let tensor = SplitTensor { dtype, dims: dims.to_vec(), split, windowed };
         let raw = CompositeBuffer::new(self.info().name.clone(), len, parts, Some(tensor));
         let buffer = Buffer::new_sealed_weights(Box::new(raw));
         Ok(Some(TensorRef::new(&buffer, 0, dtype, dims)?))

@@ -212,7 +212,9 @@ impl CompositeStream {
                 let (from, to) = (self.composite(&src, "copy")?, self.composite(&dst, "copy")?);
                 let same = match (from.tensor(), to.tensor()) {
                     (None, None) => true,
-                    (Some(a), Some(b)) => a.split == b.split && a.dims == b.dims && a.dtype == b.dtype,
+                    (Some(a), Some(b)) => {
+                        a.split == b.split && a.dims == b.dims && a.dtype == b.dtype && a.windowed == b.windowed
+                    }
                     _ => false,
                 };
                 if !same {
@@ -238,7 +240,8 @@ impl CompositeStream {
     fn read(&self, src: &BufferRange, dst: Arc<dyn HostSlot>) -> Result<(), CompositeError> {
         let buffer = self.composite(src, "read")?;
         let lead = self.leader;
-        let mirrored = buffer.tensor().is_some_and(|t| t.split == crate::TensorSplit::Mirror);
+        // A windowed tensor's parts each hold all of it, as a mirror's do.
+        let mirrored = buffer.tensor().is_some_and(|t| t.split == crate::TensorSplit::Mirror || t.windowed);
         let Some(tensor) = buffer.tensor().cloned().filter(|_| !mirrored) else {
             // Mirrored memory: the leader's part holds every byte.
             let range = match mirrored {
@@ -283,8 +286,8 @@ struct PartSlot {
 impl HostSlot for PartSlot {
     fn with_bytes(&self, f: &mut dyn FnMut(&[u8])) {
         self.whole.with_bytes(&mut |bytes| match &self.tensor {
-            None => f(bytes),
-            Some(t) => f(&scatter_bytes(&t.split, t.dtype, &t.dims, self.device, bytes)),
+            Some(t) if !t.windowed => f(&scatter_bytes(&t.split, t.dtype, &t.dims, self.device, bytes)),
+            _ => f(bytes),
         });
     }
 

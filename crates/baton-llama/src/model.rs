@@ -506,13 +506,16 @@ impl Model {
         let plan = self.plan(shape)?;
         let graph = plan.graph.clone();
         let mut bound = Partition::bound_splits(&graph, &Bindings::new(&graph));
+        let mut windows = vec![false; bound.len()];
         for id in graph.bound_nodes() {
             let name = graph.node(id).name.as_deref().unwrap_or("");
-            let split = self.bound.get(name).and_then(|t| CompositeBuffer::of(t.buffer())).map(|b| b.split());
-            bound[id.0] = split;
+            let buffer = self.bound.get(name).and_then(|t| CompositeBuffer::of(t.buffer()));
+            bound[id.0] = buffer.map(|b| b.split());
+            windows[id.0] = buffer.is_some_and(|b| b.windowed());
         }
         let fold = device.folds_gates().unwrap_or(false);
-        let partition = Partition::build_with(&graph, bound, device.inner().len(), &**device.collective(), fold)?;
+        let inner = device.inner().len();
+        let partition = Partition::build_windowed(&graph, bound, windows, inner, &**device.collective(), fold)?;
         Ok(Some(partition))
     }
 

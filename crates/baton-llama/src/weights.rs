@@ -109,12 +109,13 @@ impl Weights {
     /// Checks every weight as [`load`](Self::load) does and places each in
     /// its own buffer of the composite `device`, held as `shares` says
     /// (split, or mirrored where a split would cut a quantization block).
-    /// With `source` (the open file), each inner device maps its share of
-    /// the file where the share is one range of it and the device can map
-    /// ([`CompositeDevice::map_split`]): a matrix cut by rows, a mirrored
-    /// norm or embedding. The rest (matrices cut along their rows' length,
-    /// devices that cannot map) is uploaded, at most [`UPLOAD_IN_FLIGHT`]
-    /// bytes of host copies at once.
+    /// With `source` (the open file), each inner device that can map files
+    /// maps its share of the file ([`CompositeDevice::map_split`]): the
+    /// share's range for a matrix cut by rows or a mirrored norm or
+    /// embedding, the whole matrix read as a strided view for one cut along
+    /// its rows' length. The rest (partial sums, devices that cannot map)
+    /// is uploaded, at most [`UPLOAD_IN_FLIGHT`] bytes of host copies at
+    /// once.
     pub fn load_tensor_parallel(
         file: &GgufFile,
         source: Option<&std::fs::File>,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use baton_core::backend::{Bindings, Device, TensorRef};
 use baton_core::graph::{Flags, Graph, NodeId, Op};
-use baton_core::shape::Layout;
+use baton_core::shape::{Layout, Shape};
 use baton_core::DType;
 
 use crate::buffer::CompositeBuffer;
@@ -134,9 +134,36 @@ impl Partition {
         collective: &dyn Collective,
         fold: bool,
     ) -> Result<Partition, CompositeError> {
+        Self::build_windowed(graph, bound, Vec::new(), devices, collective, fold)
+    }
+
+    /// As [`build_with`](Self::build_with), where `windows[i]` says that the
+    /// split tensor bound to node `i` is windowed ([`bound_windows`](Self::bound_windows)):
+    /// each device's part holds the whole tensor, and the device reads its
+    /// share as a strided view of it (missing entries: not windowed).
+    pub fn build_windowed(
+        graph: &Graph,
+        bound: Vec<Option<TensorSplit>>,
+        windows: Vec<bool>,
+        devices: usize,
+        collective: &dyn Collective,
+        fold: bool,
+    ) -> Result<Partition, CompositeError> {
         let mut builder = Builder::new(graph, bound, devices, collective);
+        builder.windows = windows;
         builder.fold = fold && devices > 1;
         builder.run()
+    }
+
+    /// Which of `bindings`' nodes are bound to windowed split tensors
+    /// ([`SplitTensor::windowed`](crate::SplitTensor::windowed), for
+    /// [`build_windowed`](Self::build_windowed)).
+    pub fn bound_windows(graph: &Graph, bindings: &Bindings) -> Vec<bool> {
+        let mut out = vec![false; graph.nodes().len()];
+        for id in graph.bound_nodes() {
+            out[id.0] = bindings.get(id).and_then(|t| CompositeBuffer::of(t.buffer())).is_some_and(|b| b.windowed());
+        }
+        out
     }
 
     /// The splits of the tensors bound to `bindings`' nodes (for
@@ -211,6 +238,9 @@ struct Builder<'a> {
     n: usize,
     collective: &'a dyn Collective,
     bound: Vec<Option<TensorSplit>>,
+    /// Per bound node, whether its split tensor is windowed (each part the
+    /// whole tensor; see `import`).
+    windows: Vec<bool>,
     state: Vec<TensorSplit>,
     views: HashMap<NodeId, ViewPlan>,
     steps: Vec<StepBuild>,
@@ -238,6 +268,7 @@ impl<'a> Builder<'a> {
             n,
             collective,
             bound,
+            windows: Vec::new(),
             state: vec![TensorSplit::Mirror; graph.nodes().len()],
             views: HashMap::new(),
             steps: Vec::new(),
@@ -298,13 +329,48 @@ impl<'a> Builder<'a> {
         let name = format!("in.{}.{}", id.0, self.leaves);
         let flags = if matches!(node.op, Op::Leaf) { node.flags } else { Flags::INPUT };
         let flags = if flags.contains(Flags::OUTPUT) { Flags::INPUT } else { flags };
+        let windowed = matches!(node.op, Op::Leaf) && self.windowed(id);
         let mut out = Vec::with_capacity(self.n);
         for (d, source) in sources.iter().enumerate() {
-            let leaf = self.cur.graphs[d].leaf(&name, node.dtype, &state.local_dims(&full, d), flags)?;
+            let local = state.local_dims(&full, d);
+            let g = &mut self.cur.graphs[d];
+            let leaf = g.leaf(&name, node.dtype, if windowed { &full } else { &local }, flags)?;
             self.cur.binds[d].push((leaf, source.clone()));
-            out.push(leaf);
+            out.push(if windowed { Self::window(g, leaf, node.dtype, &full, state, d)? } else { leaf });
         }
         Ok(out)
+    }
+
+    /// Whether node `id` is bound to a windowed split tensor.
+    fn windowed(&self, id: NodeId) -> bool {
+        self.windows.get(id.0).copied().unwrap_or(false)
+    }
+
+    /// Device `d`'s share of a windowed leaf (the whole tensor of `full`
+    /// dims): a view of its segment of the split dimension, strided as the
+    /// whole tensor (rows of a quantized type stay whole blocks: the split
+    /// checked that its segments cut none).
+    fn window(
+        g: &mut Graph,
+        leaf: NodeId,
+        dtype: DType,
+        full: &[usize],
+        state: &TensorSplit,
+        d: usize,
+    ) -> Result<NodeId, CompositeError> {
+        let TensorSplit::Split { axis, parts } = state else { return Ok(leaf) };
+        let [segment] = parts[d].as_slice() else {
+            return Err(CompositeError::Unsupported { op: "partition", reason: "a window of several segments".into() });
+        };
+        let bad = |reason: String| CompositeError::BadSplit { dims: full.to_vec(), reason };
+        let whole =
+            Shape::new(full).and_then(|shape| Layout::contiguous(dtype, shape)).map_err(|e| bad(e.to_string()))?;
+        let offset = if *axis + 1 == full.len() {
+            dtype.row_bytes(segment.start).ok_or_else(|| bad(format!("segment {segment:?} cuts a block of {dtype}")))?
+        } else {
+            segment.start * whole.strides()[*axis]
+        };
+        Ok(g.view(leaf, &state.local_dims(full, d), whole.strides(), offset)?)
     }
 
     /// `id`'s value in the current segment, in its natural state.
@@ -410,6 +476,13 @@ impl<'a> Builder<'a> {
             return Ok(Vec::new());
         }
         let node = self.graph.node(id);
+        if outputs.is_none() && matches!(node.op, Op::Leaf) && self.windowed(id) {
+            // Every device's part holds the whole tensor: it is gathered as
+            // bound, without a gate.
+            let whole = vec![Source::Bound(id); self.n];
+            self.gathered.insert(id, whole.clone());
+            return Ok(whole);
+        }
         if node.dtype != DType::F32 {
             return Err(self.fail(id, format!("a gate needs f32, not {}", node.dtype)));
         }
@@ -497,6 +570,11 @@ impl<'a> Builder<'a> {
     fn plan_view(&mut self, id: NodeId) -> Result<(), CompositeError> {
         let node = self.graph.node(id);
         let root = self.graph.storage_root(id);
+        if self.windowed(root) {
+            // Its local value is already a view of the whole tensor, which
+            // the layouts below (over a part stored alone) do not describe.
+            return Err(self.fail(id, "a view of a windowed tensor (use it whole)"));
+        }
         let plan = match &self.state[root.0] {
             TensorSplit::Split { axis, parts } => {
                 let root_dims = self.dims(root);

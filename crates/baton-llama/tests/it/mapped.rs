@@ -57,18 +57,32 @@ fn the_logits_buffer_grows_only_when_every_tokens_logits_are_asked_for() {
     assert_eq!(model.memory().io, io + 19 * vocab * 4, "grown to the rows asked for");
 }
 
-/// Under tensor parallelism each inner device maps its own share where it
-/// is one range of the file (matrices cut by rows, mirrored tensors), with
-/// the logits of shares copied into device memory, bit for bit; the matrices
-/// cut along their rows' length are still copied.
+/// Under tensor parallelism each inner device maps its own share, with the
+/// logits of shares copied into device memory, bit for bit: where the share
+/// is one range of the file (matrices cut by rows, mirrored tensors), that
+/// range; for a matrix cut along its rows' length (`attn_output`,
+/// `ffn_down`), the whole matrix, read as a strided view (windowed), so
+/// nothing is copied.
 #[test]
 fn tensor_parallel_shares_mapped_give_the_logits_of_copied_ones() {
+    tensor_parallel_mapped_against_copied(&[DType::Q4_K, DType::Q8_0, DType::Q4_1, DType::F32]);
+}
+
+/// The same with packing off (`--no-repack`): the kernels read the
+/// windowed shares' rows in place, strided.
+#[test]
+fn tensor_parallel_shares_mapped_and_read_unpacked_give_the_logits_of_copied_ones() {
+    baton_cpu::set_repack(false);
+    tensor_parallel_mapped_against_copied(&[DType::Q4_K, DType::Q8_0, DType::F16]);
+}
+
+fn tensor_parallel_mapped_against_copied(dtypes: &[DType]) {
     use std::sync::Arc;
 
     use baton_composite::CompositeDevice;
     use baton_core::sync::WaitPolicy;
 
-    for dtype in [DType::Q4_K, DType::Q8_0, DType::F32] {
+    for &dtype in dtypes {
         let (_dir, path) = tiny_model("mapped-tp", dtype, 6);
         let load = |mmap: bool, exact: bool| {
             let options =
@@ -83,8 +97,7 @@ fn tensor_parallel_shares_mapped_give_the_logits_of_copied_ones() {
             let (c, m) = (copied.memory(), mapped.memory());
             assert_eq!(c.weights_mapped, 0, "{dtype}: {c:?}");
             assert!(m.weights_mapped > m.weights_copied, "{dtype}: most weights mapped: {m:?}");
-            // The exact mode holds `attn_output` and `ffn_down` whole.
-            assert_eq!(m.weights_copied > 0, !exact, "{dtype}: cuts along the rows are copied: {m:?}");
+            assert_eq!(m.weights_copied, 0, "{dtype}: cuts along the rows are mapped too: {m:?}");
             assert!(m.devices.mapped >= m.weights_mapped, "{dtype}: the devices count their mappings: {m:?}");
             assert!(
                 m.devices.allocated + m.weights_mapped <= c.devices.allocated,
