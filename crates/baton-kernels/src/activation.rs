@@ -29,7 +29,10 @@ fn round_block(x: &[f32], q: &mut [i8]) -> f32 {
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for (q, &v) in q.iter_mut().zip(x) {
-        *q = crate::ops::round_small(v * id) as i8;
+        // In -127..=127 already (|v| <= amax); the clamp and the cast
+        // through i32 are what vectorize: a float cast straight to i8
+        // saturates element by element.
+        *q = crate::ops::round_small(v * id).clamp(-127.0, 127.0) as i32 as i8;
     }
     d
 }
