@@ -6,7 +6,8 @@ environment. For each model and each of `-r` rounds it runs, alternating,
 fresh process, which times the reference the way llama-bench does:
 
 - pp: one batch of `-p` random token ids through `Llama.eval` (n_batch and
-  n_ubatch = p, so one llama_decode), after a warm-up batch;
+  n_ubatch = p, so one llama_decode), after a warm-up batch of at most 512
+  of them (as `baton bench` warms up);
 - tg: `-n` single-token `Llama.eval` calls from an empty cache, after a
   warm-up. `Llama.eval` is a thin ctypes wrapper around llama_decode that
   also copies the last logits row (tens of microseconds per call).
@@ -70,7 +71,7 @@ def ref_bench(args):
     if args.p > 0:
         prompt = [rng.randrange(vocab) for _ in range(args.p)]
         llm.reset()
-        llm.eval(prompt)  # warm-up
+        llm.eval(prompt[:512])  # warm-up, as long as Baton's (at most 512 tokens)
         llm.reset()
         start = time.perf_counter()
         llm.eval(prompt)

@@ -25,6 +25,16 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"test\":\"pp8 @ d40\"") && stdout.contains("\"test\":\"tg4 @ d40\""), "{stdout}");
     assert_eq!(stdout.matches("\"n_depth\":40").count(), 2, "{stdout}");
+    // Sequences decoded together (a server's batch), after the depth copied
+    // to each: one step per token of all of them.
+    let out = baton(&["bench", "-m", &model, "-p", "0", "-n", "4", "-d", "40", "--parallel", "3", "-r", "1", "--json"]);
+    assert!(out.status.success(), "bench --parallel: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"test\":\"tg4 x3 @ d40\"") && stdout.contains("\"parallel\":3"), "{stdout}");
+    assert!(stdout.contains("\"host_waits_per_token\":0.333"), "one host wait per step of 3: {stdout}");
+    let out = baton(&["bench", "-m", &model, "-p", "0", "-n", "4", "--parallel", "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--parallel") && !stderr.contains("panicked"), "{stderr}");
 
     let text = std::env::temp_dir().join(format!("baton-cli-text-{}.txt", std::process::id()));
     std::fs::write(&text, "the quick brown fox jumps over the lazy dog. ".repeat(200)).expect("text");

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use baton_llama::{Logits, Model};
+use baton_llama::{Logits, Model, SeqStep};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -44,18 +44,30 @@ pub struct ModelBenchArgs {
     /// decoded token's time goes (op, weight type: µs per token, share).
     #[arg(long)]
     op_profile: bool,
+    /// Sequences decoded together in the tg test, as `baton serve
+    /// --parallel` runs them: each step takes one token of every sequence
+    /// and gives every sequence's logits (llama-batched-bench's shape).
+    /// t/s counts the tokens of all of them; the test is named `tg64 x8`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    parallel: u16,
 }
 
 struct TestResult {
     name: String,
     n_prompt: usize,
     n_gen: usize,
+    /// Sequences decoded together (`--parallel`; 1 for pp).
+    parallel: usize,
     samples: Vec<f64>,
     /// Host blocking waits per generated token (tg only).
     host_waits_per_token: Option<f64>,
     /// Host microseconds per token spent submitting (tg only).
     sched_us_per_token: Option<f64>,
 }
+
+/// Tokens of the warm-up prompt before `-p` is timed (as long as `-p`, at
+/// most this).
+const WARM_UP_PROMPT: usize = 512;
 
 fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
     let mut state = seed | 1;
@@ -80,12 +92,35 @@ fn gen_run(model: &mut Model, n: usize, first: u32, depth: usize) -> Result<f64>
     let start = Instant::now();
     let mut token = first;
     for past in depth..depth + n {
-        let logits = model.eval(&[token], past, Logits::Last)?;
-        // Greedy, so the run depends on the model like a real decode.
-        token = logits.iter().enumerate().fold((0, f32::MIN), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0 as u32;
-        token = token.min(vocab as u32 - 1);
+        token = greedy(model.eval(&[token], past, Logits::Last)?).min(vocab as u32 - 1);
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// `n` steps of `parallel` sequences (slots `0..parallel`) each decoding
+/// one token, greedy, every step reading every sequence's logits; tokens
+/// per second over all of them.
+fn parallel_run(model: &mut Model, n: usize, parallel: usize, depth: usize) -> Result<f64> {
+    let vocab = model.config().vocab;
+    let start = Instant::now();
+    let mut next: Vec<u32> = (0..parallel as u32).map(|s| 1 + s % vocab as u32).collect();
+    for past in depth..depth + n {
+        let steps: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
+        let seqs: Vec<SeqStep<'_>> =
+            steps.iter().enumerate().map(|(slot, tokens)| SeqStep { slot, past, tokens }).collect();
+        let ticket = model.submit_batch(&seqs)?;
+        let logits = model.batch_logits(ticket)?;
+        for (row, token) in logits.chunks_exact(vocab).zip(&mut next) {
+            *token = greedy(row);
+        }
+    }
+    Ok((n * parallel) as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The greedy token of a row of logits: the largest (the lowest id of
+/// ties), so that a run depends on the model like a real decode.
+fn greedy(row: &[f32]) -> u32 {
+    row.iter().enumerate().fold((0, f32::MIN), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0 as u32
 }
 
 /// Runs `baton bench` on a model.
@@ -94,7 +129,8 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let depth = args.n_depth;
     let needed = depth + args.n_prompt.max(args.n_gen).max(1);
     margs.context = Some(margs.context.unwrap_or(0).max(needed));
-    let mut model = margs.load()?;
+    let parallel = usize::from(args.parallel);
+    let mut model = margs.load_slots(parallel)?;
     let vocab = model.config().vocab;
     let mut results = Vec::new();
     let reps = args.repetitions.max(1);
@@ -102,37 +138,51 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     // only after them.
     if depth > 0 {
         model.eval_prompt(&tokens(depth, vocab, 11), 0)?;
+        for slot in 1..parallel {
+            if !model.copy_prefix(0, slot, depth)? {
+                anyhow::bail!("the depth's {depth} positions could not be copied to sequence {slot}");
+            }
+        }
     }
     let at_depth = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt, vocab, 7);
-        prompt_run(&mut model, &prompt, depth)?; // warm-up
+        // Warm-up: at most 512 tokens, enough to pack every weight and
+        // bring the pages in; a full 16k-token warm-up would double the run.
+        prompt_run(&mut model, &prompt[..prompt.len().min(WARM_UP_PROMPT)], depth)?;
         let samples = (0..reps).map(|_| prompt_run(&mut model, &prompt, depth)).collect::<Result<Vec<_>>>()?;
         results.push(TestResult {
             name: format!("pp{}{at_depth}", args.n_prompt),
             n_prompt: args.n_prompt,
             n_gen: 0,
+            parallel: 1,
             samples,
             host_waits_per_token: None,
             sched_us_per_token: None,
         });
     }
     if args.n_gen > 0 {
-        gen_run(&mut model, args.n_gen.min(8), 1, depth)?; // warm-up
+        let run = |model: &mut Model, n: usize| match parallel {
+            1 => gen_run(model, n, 1, depth),
+            _ => parallel_run(model, n, parallel, depth),
+        };
+        run(&mut model, args.n_gen.min(8))?; // warm-up
         if let (true, Some((device, _))) = (margs.sync_profile, model.tensor_parallel()) {
             device.gate_profile().enable(true); // the gates of the measured tokens only
         }
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
         baton_cpu::profile::reset();
         baton_cpu::profile::set_enabled(args.op_profile);
-        let samples = (0..reps).map(|_| gen_run(&mut model, args.n_gen, 1, depth)).collect::<Result<Vec<_>>>();
+        let samples = (0..reps).map(|_| run(&mut model, args.n_gen)).collect::<Result<Vec<_>>>();
         baton_cpu::profile::set_enabled(false);
         let samples = samples?;
-        let tokens = (reps * args.n_gen) as f64;
+        let tokens = (reps * args.n_gen * parallel) as f64;
+        let times = if parallel > 1 { format!(" x{parallel}") } else { String::new() };
         results.push(TestResult {
-            name: format!("tg{}{at_depth}", args.n_gen),
+            name: format!("tg{}{times}{at_depth}", args.n_gen),
             n_prompt: 0,
             n_gen: args.n_gen,
+            parallel,
             samples,
             host_waits_per_token: Some((model.host_waits() - waits0) as f64 / tokens),
             sched_us_per_token: Some((model.host_submit_time() - submit0).as_secs_f64() * 1e6 / tokens),
@@ -158,7 +208,8 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     // over the bandwidth (tg rows only).
     let roofline = |r: &TestResult| -> Option<f64> {
         let bw = bandwidth?;
-        (r.n_gen > 0).then(|| token_bytes * mean_std(&r.samples).0 / (bw.triad * 1e9))
+        // A step of `parallel` sequences reads the weights once.
+        (r.n_gen > 0).then(|| token_bytes * mean_std(&r.samples).0 / r.parallel as f64 / (bw.triad * 1e9))
     };
     if args.json {
         for r in &results {
@@ -166,7 +217,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
             let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
             let opt = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
             println!(
-                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"n_depth\":{depth},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"parallel\":{},\"n_depth\":{depth},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
                 config.n_params(),
                 margs.devices,
                 margs.split_mode,
@@ -176,6 +227,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
                 r.name,
                 r.n_prompt,
                 r.n_gen,
+                r.parallel,
                 samples.join(","),
                 opt(r.host_waits_per_token),
                 opt(r.sched_us_per_token),
@@ -203,7 +255,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
         );
     }
     if args.op_profile && args.n_gen > 0 {
-        let tokens = (reps * args.n_gen) as f64;
+        let tokens = (reps * args.n_gen * parallel) as f64;
         // The mean time per token over all tg runs (not 1 / mean rate).
         let samples = &results[results.len() - 1].samples;
         let token_us = 1e6 * samples.iter().map(|ts| 1.0 / ts).sum::<f64>() / samples.len() as f64;
