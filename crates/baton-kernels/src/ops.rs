@@ -140,25 +140,52 @@ multiversion! {
     }
 }
 
+/// Values an element-wise kernel takes per step of its loop: several
+/// registers' worth, so the long dependency chain of each (`exp`'s
+/// polynomial, then a division) overlaps the others' instead of waiting.
+const ELEMENTWISE_STEP: usize = 64;
+
+/// `out[i] = f(x[i])`, `ELEMENTWISE_STEP` values at a time.
+#[inline(always)]
+fn map_body(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+    let body = x.len() / ELEMENTWISE_STEP * ELEMENTWISE_STEP;
+    let (x_body, x_tail) = x.split_at(body);
+    let (o_body, o_tail) = out.split_at_mut(body);
+    for (o, v) in o_body.chunks_exact_mut(ELEMENTWISE_STEP).zip(x_body.chunks_exact(ELEMENTWISE_STEP)) {
+        for i in 0..ELEMENTWISE_STEP {
+            o[i] = f(v[i]);
+        }
+    }
+    for (o, &v) in o_tail.iter_mut().zip(x_tail) {
+        *o = f(v);
+    }
+}
+
 multiversion! {
     fn silu_impl(x: &[f32], out: &mut [f32]) {
-        for (o, &v) in out.iter_mut().zip(x) {
-            *o = silu_one(v);
-        }
+        map_body(x, out, silu_one)
     }
 }
 
 multiversion! {
     fn gelu_impl(x: &[f32], out: &mut [f32]) {
-        for (o, &v) in out.iter_mut().zip(x) {
-            *o = gelu_one(v);
-        }
+        map_body(x, out, gelu_one)
     }
 }
 
 multiversion! {
     fn swiglu_impl(gate: &[f32], up: &[f32], out: &mut [f32]) {
-        for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        let body = gate.len() / ELEMENTWISE_STEP * ELEMENTWISE_STEP;
+        for ((o, g), u) in out[..body]
+            .chunks_exact_mut(ELEMENTWISE_STEP)
+            .zip(gate[..body].chunks_exact(ELEMENTWISE_STEP))
+            .zip(up[..body].chunks_exact(ELEMENTWISE_STEP))
+        {
+            for i in 0..ELEMENTWISE_STEP {
+                o[i] = silu_one(g[i]) * u[i];
+            }
+        }
+        for ((o, &g), &u) in out[body..].iter_mut().zip(&gate[body..]).zip(&up[body..]) {
             *o = silu_one(g) * u;
         }
     }
