@@ -9,7 +9,7 @@
 //! values, while the exact sum would leave them multiplied by the raw,
 //! uncentred nibbles, a larger error (docs/measurements.md).
 
-use crate::isa::multiversion;
+use crate::isa::{multiversion, Isa};
 use crate::quant::kquant::{GROUPS, GROUP_ELEMS, SUPER_ELEMS};
 use crate::quant::BLOCK_ELEMS;
 
@@ -52,9 +52,27 @@ pub(crate) struct ActBlock {
     pub q: [i8; BLOCK_ELEMS],
 }
 
+/// Quantizes `src` (whole blocks) into `dst` (`src.len() / 32` blocks), at
+/// `isa` (the same bits at every level).
+pub(crate) fn quantize_activations(isa: Isa, src: &[f32], dst: &mut [ActBlock]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        debug_assert_eq!(src.len(), dst.len() * BLOCK_ELEMS);
+        for (x, block) in src.chunks_exact(BLOCK_ELEMS).zip(dst.iter_mut()) {
+            let mut sums = [0i32; BLOCK_ELEMS / 16];
+            // SAFETY: `Isa::Avx512` only comes from `Isa::current()`, which
+            // returns it only when the CPU reports AVX-512 F, BW, VL and DQ.
+            block.d = unsafe { avx512::round_block(x, &mut block.q, &mut sums) };
+            block.sum = block.d * sums.iter().sum::<i32>() as f32;
+        }
+        return;
+    }
+    quantize_activations_portable(isa, src, dst)
+}
+
 multiversion! {
-    /// Quantizes `src` (whole blocks) into `dst` (`src.len() / 32` blocks).
-    pub(crate) fn quantize_activations(src: &[f32], dst: &mut [ActBlock]) {
+    /// [`quantize_activations`] in portable code, vectorized by the compiler.
+    fn quantize_activations_portable(src: &[f32], dst: &mut [ActBlock]) {
         debug_assert_eq!(src.len(), dst.len() * BLOCK_ELEMS);
         for (x, block) in src.chunks_exact(BLOCK_ELEMS).zip(dst.iter_mut()) {
             block.d = round_block(x, &mut block.q);
@@ -84,14 +102,127 @@ impl Default for SuperActBlock {
     }
 }
 
+/// Quantizes `src` (whole super-blocks) into `dst` (`src.len() / 256`
+/// blocks), at `isa` (the same bits at every level).
+pub(crate) fn quantize_super_activations(isa: Isa, src: &[f32], dst: &mut [SuperActBlock]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        debug_assert_eq!(src.len(), dst.len() * SUPER_ELEMS);
+        for (x, block) in src.chunks_exact(SUPER_ELEMS).zip(dst.iter_mut()) {
+            let mut sums = [0i32; GROUPS];
+            // SAFETY: as in `quantize_activations`.
+            block.d = unsafe { avx512::round_block(x, &mut block.q, &mut sums) };
+            for (out, &sum) in block.sums.iter_mut().zip(&sums) {
+                // 16 values of -127..=127: the sum fits.
+                *out = sum as i16;
+            }
+        }
+        return;
+    }
+    quantize_super_activations_portable(isa, src, dst)
+}
+
 multiversion! {
-    /// Quantizes `src` (whole super-blocks) into `dst` (`src.len() / 256` blocks).
-    pub(crate) fn quantize_super_activations(src: &[f32], dst: &mut [SuperActBlock]) {
+    /// [`quantize_super_activations`] in portable code.
+    fn quantize_super_activations_portable(src: &[f32], dst: &mut [SuperActBlock]) {
         debug_assert_eq!(src.len(), dst.len() * SUPER_ELEMS);
         for (x, block) in src.chunks_exact(SUPER_ELEMS).zip(dst.iter_mut()) {
             block.d = round_block(x, &mut block.q);
             for (sum, q) in block.sums.iter_mut().zip(block.q.chunks_exact(GROUP_ELEMS)) {
                 *sum = q.iter().map(|&v| i16::from(v)).sum();
+            }
+        }
+    }
+}
+
+/// [`round_block`] written for AVX-512, which the compiler's version of the
+/// portable one leaves to scalar steps per block (the horizontal maximum and
+/// sum). The same bits: the maximum ignores NaN as `f32::max` does, values
+/// round half to even, and a NaN value becomes 0 as its `as` cast makes it.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Quantizes `x` (16 values per `sums` entry) into `q` and returns `d`;
+    /// `sums[i]` is the sum of `q[16 i..16 i + 16]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn round_block(x: &[f32], q: &mut [i8], sums: &mut [i32]) -> f32 {
+        assert!(x.len() == q.len() && x.len() == sums.len() * 16, "round_block: 16 values per sum");
+        let mut top = _mm512_setzero_ps();
+        for c in x.chunks_exact(16) {
+            // SAFETY: `c` is 16 f32s.
+            let v = unsafe { _mm512_loadu_ps(c.as_ptr()) };
+            // Where `|v|` (the first operand) is NaN, `top` stays.
+            top = _mm512_max_ps(_mm512_abs_ps(v), top);
+        }
+        let amax = _mm512_reduce_max_ps(top);
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (scale, lo, hi) = (_mm512_set1_ps(id), _mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+        for ((c, out), sum) in x.chunks_exact(16).zip(q.chunks_exact_mut(16)).zip(sums.iter_mut()) {
+            // SAFETY: `c` is 16 f32s.
+            let v = unsafe { _mm512_loadu_ps(c.as_ptr()) };
+            let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(v, scale));
+            // A NaN `r` (the second operand) passes both, as through `clamp`.
+            let r = _mm512_max_ps(lo, _mm512_min_ps(hi, r));
+            let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(r, r);
+            let qi = _mm512_maskz_mov_epi32(ordered, _mm512_cvttps_epi32(r));
+            // SAFETY: `out` is 16 bytes, written unaligned.
+            unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(qi)) };
+            *sum = _mm512_reduce_add_epi32(qi);
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values a row of activations may hold, the awkward ones included.
+    fn rows() -> Vec<Vec<f32>> {
+        let mut state = 7u64;
+        let mut random = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+        };
+        let plain: Vec<f32> = (0..512).map(|_| random()).collect();
+        let mut awkward = plain.clone();
+        for (i, v) in
+            [f32::NAN, 0.0, -0.0, f32::INFINITY, 1e-40, -1e30, 3.5, -2.5, f32::NEG_INFINITY].iter().enumerate()
+        {
+            awkward[i * 37] = *v;
+        }
+        // A block of zeros, one of ties (x.5 after scaling), one of NaNs.
+        awkward[256..288].fill(0.0);
+        for (i, v) in awkward[288..320].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) + 0.5;
+        }
+        awkward[320..352].fill(f32::NAN);
+        vec![plain, awkward]
+    }
+
+    #[test]
+    fn every_level_quantizes_to_the_same_bits() {
+        for row in rows() {
+            let mut want = vec![ActBlock::default(); row.len() / BLOCK_ELEMS];
+            quantize_activations(Isa::Scalar, &row, &mut want);
+            let mut want_super = vec![SuperActBlock::default(); row.len() / SUPER_ELEMS];
+            quantize_super_activations(Isa::Scalar, &row, &mut want_super);
+            for isa in [Isa::Avx2, Isa::Avx512].into_iter().filter(|&isa| isa <= Isa::current()) {
+                let mut got = vec![ActBlock::default(); want.len()];
+                quantize_activations(isa, &row, &mut got);
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!((g.d.to_bits(), g.sum.to_bits(), g.q), (w.d.to_bits(), w.sum.to_bits(), w.q), "{isa:?}");
+                }
+                let mut got = vec![SuperActBlock::default(); want_super.len()];
+                quantize_super_activations(isa, &row, &mut got);
+                for (g, w) in got.iter().zip(&want_super) {
+                    assert_eq!((g.d.to_bits(), g.q, g.sums), (w.d.to_bits(), w.q, w.sums), "{isa:?}");
+                }
             }
         }
     }
