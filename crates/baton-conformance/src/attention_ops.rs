@@ -38,7 +38,7 @@ pub fn op_attention_q4_0_keys(f: &Fixture) {
 }
 
 fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, strided_q: bool) {
-    let op = Op::Attention { scale: 0.3, window };
+    let op = Op::Attention { scale: 0.3, window, slot_rows: None };
     if !f.devices.iter().all(|d| d.supports(&op, kt) && d.supports(&op, vt)) {
         return;
     }
@@ -114,6 +114,61 @@ pub fn op_attention_long(f: &Fixture) {
             }
         }
         check(&format!("attention over {LONG} positions, window {window:?}"), &out, &expected, FLOAT_NMSE);
+    }
+}
+
+/// Every sequence of a batched step in one node (in slots): 3 caches of
+/// 24 rows in one f16 tensor, rows reading slots out of order (one slot
+/// twice, apart), once over whole caches and once over rings of the last
+/// 24 positions with a window of 20 (positions that wrap). Devices that do
+/// not declare the form are skipped.
+pub fn op_attention_in_slots(f: &Fixture) {
+    const SLOT_ROWS: usize = 24;
+    const SLOTS: usize = 3;
+    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(SLOT_ROWS) };
+    if !f.devices.iter().all(|d| d.supports(&op, DType::F16)) {
+        return;
+    }
+    let slots = [2i32, 0, 2, 1, 0];
+    for (window, positions) in [(None, [23i32, 5, 0, 17, -1]), (Some(20), [30, 70, 47, 23, 100])] {
+        let t = positions.len();
+        let q = random(t * HEADS * DIM, 42);
+        let ((k_bytes, k), (v_bytes, v)) = (f16_cache(SLOTS * SLOT_ROWS, 43), f16_cache(SLOTS * SLOT_ROWS, 44));
+        let mut g = Graph::new();
+        let ql = g.leaf("q", DType::F32, &[t, HEADS, DIM], Flags::INPUT).expect("leaf");
+        let kl = g.leaf("k", DType::F16, &[KV_HEADS, SLOTS * SLOT_ROWS, DIM], Flags::STATE).expect("leaf");
+        let vl = g.leaf("v", DType::F16, &[KV_HEADS, SLOTS * SLOT_ROWS, DIM], Flags::STATE).expect("leaf");
+        let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+        let sl = g.leaf("slots", DType::I32, &[t], Flags::INPUT).expect("leaf");
+        let y = g.attention_in_slots(ql, (kl, vl), (pl, sl), SLOT_ROWS, 0.3, window).expect("attention");
+        g.mark(y, Flags::OUTPUT).expect("mark");
+        g.set_name(y, "y").expect("name");
+        let inputs = vec![
+            input_f32("q", &q),
+            Input { name: "k", bytes: k_bytes },
+            Input { name: "v", bytes: v_bytes },
+            input_i32("pos", &positions),
+            input_i32("slots", &slots),
+        ];
+        let out = f32s(&run(f, g, inputs)["y"]);
+        // Slot `slot`'s keys or values by position: position s is row
+        // `slot · 24 + s mod 24`.
+        let by_position = |cache: &[f64], kv: usize, slot: usize| -> Vec<f64> {
+            let base = kv * SLOTS * SLOT_ROWS + slot * SLOT_ROWS;
+            (0..101).flat_map(|s| cache[(base + s % SLOT_ROWS) * DIM..][..DIM].to_vec()).collect()
+        };
+        let mut expected = Vec::new();
+        for (ti, (&p, &slot)) in positions.iter().zip(&slots).enumerate() {
+            for h in 0..HEADS {
+                let kv = h / (HEADS / KV_HEADS);
+                let end = usize::try_from(p + 1).unwrap_or(0);
+                let start = window.map_or(0, |w| end.saturating_sub(w));
+                let query = &q[(ti * HEADS + h) * DIM..][..DIM];
+                let (keys, values) = (by_position(&k, kv, slot as usize), by_position(&v, kv, slot as usize));
+                expected.extend(attend(query, &keys, &values, start..end));
+            }
+        }
+        check(&format!("attention in slots, window {window:?}"), &out, &expected, FLOAT_NMSE);
     }
 }
 

@@ -13,8 +13,8 @@ use baton_core::DType;
 use crate::reference as r;
 
 pub use crate::attention_ops::{
-    op_attention_f16, op_attention_long, op_attention_q4_0_keys, op_attention_q8_0, op_attention_ring,
-    op_attention_window, op_scatter_rows_q8_0,
+    op_attention_f16, op_attention_in_slots, op_attention_long, op_attention_q4_0_keys, op_attention_q8_0,
+    op_attention_ring, op_attention_window, op_scatter_rows_q8_0,
 };
 use crate::op_harness::{check, encode, f32s, f64s, input_f32, input_i32, run, Input};
 pub use crate::op_harness::{FLOAT_NMSE, QUANT_NMSE};

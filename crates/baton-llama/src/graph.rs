@@ -16,7 +16,13 @@
 //! values are scattered to their positions (later nodes that read the
 //! cache see the write, by node order), and one fused attention node per
 //! sequence and layer streams over its slot (online softmax over blocks of
-//! keys: no row of scores is materialised).
+//! keys: no row of scores is materialised). A batch of several sequences
+//! on devices that attend in slots ([`BatchShape::in_slots`]) has instead
+//! one scatter of each kind and one attention node per layer for all its
+//! sequences: each row reads its own slot (the [`SLOTS`] input) and writes
+//! its keys and values at its row of the whole cache ([`CACHE_ROWS`],
+//! [`RING_CACHE_ROWS`]), so the graph depends on the batch's token counts
+//! only.
 //! Attention reads a window of the cache padded to [`WINDOW_STEP`] positions
 //! (a quarter of that below the first step, so short sequences do not
 //! attend over hundreds of empty positions) and masks by position, so one
@@ -104,6 +110,10 @@ pub struct BatchShape {
     /// (the [`HIDDEN_ROWS`] input picks them; a step that carries an
     /// embedding's tokens): 0 for none.
     pub hidden_rows: usize,
+    /// One attention node per layer for every sequence, each row in its
+    /// own slot ([`SLOTS`]); the sequences' slots and windows are then
+    /// inputs, and [`SeqShape`]'s `slot` and `window` are 0.
+    pub in_slots: bool,
 }
 
 impl BatchShape {
@@ -119,6 +129,7 @@ impl From<GraphShape> for BatchShape {
             seqs: vec![SeqShape { slot: 0, tokens: shape.tokens, window: shape.window }],
             logits: shape.logits,
             hidden_rows: 0,
+            in_slots: false,
         }
     }
 }
@@ -141,6 +152,18 @@ pub const HIDDEN_ROWS: &str = "hidden_rows";
 /// Name of the input of each token's row in a sliding-window layer's ring
 /// (its position modulo the ring's rows), when the cache has rings.
 pub const RING_ROWS: &str = "ring_rows";
+
+/// Name of the input of each token's slot (batches in slots).
+pub const SLOTS: &str = "slots";
+
+/// Name of the input of each token's row in the whole cache of a layer
+/// without a ring: `slot × context + position` (batches in slots).
+pub const CACHE_ROWS: &str = "cache_rows";
+
+/// Name of the input of each token's row in the whole ring cache of a
+/// sliding-window layer: `slot × ring + position mod ring` (batches in
+/// slots, when the cache has rings).
+pub const RING_CACHE_ROWS: &str = "ring_cache_rows";
 
 /// Name of layer `l`'s key cache leaf.
 pub fn key_cache_name(l: usize) -> String {
@@ -236,13 +259,59 @@ impl Builder<'_> {
     ) -> Result<NodeId, GraphError> {
         // The new keys and values go to their rows (an input), so the graph
         // is the same for every step within the window.
-        let k_rows = self.g.permute(kc, &[1, 0, 2])?;
-        self.g.scatter_rows(k_rows, k, rows)?;
-        let v_rows = self.g.permute(vc, &[1, 0, 2])?;
-        self.g.scatter_rows(v_rows, v, rows)?;
+        self.write_cache((k, v), (kc, vc), rows)?;
         let keys = self.g.narrow(kc, 1, 0, window)?;
         let values = self.g.narrow(vc, 1, 0, window)?;
         self.g.attention(q, (keys, values), positions, self.config.attn_scale, sliding)
+    }
+
+    /// Writes keys `k` and values `v` (`[t, kv_heads, head_dim]`) at rows
+    /// `rows` of the caches `(kc, vc)` (`[kv_heads, rows, head_dim]`).
+    fn write_cache(
+        &mut self,
+        (k, v): (NodeId, NodeId),
+        (kc, vc): (NodeId, NodeId),
+        rows: NodeId,
+    ) -> Result<(), GraphError> {
+        for (new, cache) in [(k, kc), (v, vc)] {
+            let by_row = self.g.permute(cache, &[1, 0, 2])?;
+            self.g.scatter_rows(by_row, new, rows)?;
+        }
+        Ok(())
+    }
+
+    /// Every sequence's attention in one node (a batch in slots): writes the
+    /// keys and values `k`, `v` at each row's row `rows` of the whole
+    /// caches `(kc, vc)` and attends each query row over its own slot of
+    /// `per_slot` rows (`slots`).
+    fn attention_in_slots(
+        &mut self,
+        q: NodeId,
+        (k, v): (NodeId, NodeId),
+        (positions, slots, rows): (NodeId, NodeId, NodeId),
+        (kc, vc): (NodeId, NodeId),
+        per_slot: usize,
+        sliding: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
+        self.write_cache((k, v), (kc, vc), rows)?;
+        self.g.attention_in_slots(q, (kc, vc), (positions, slots), per_slot, self.config.attn_scale, sliding)
+    }
+
+    /// Layer `l`'s gated feed-forward block (SwiGLU or GeGLU) on the
+    /// residual stream `x`, added back to it.
+    fn feed_forward(&mut self, l: usize, x: NodeId) -> Result<NodeId, GraphError> {
+        let c = self.config;
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let h = self.norm(x, &p("ffn_norm"), c.dim)?;
+        let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
+        let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
+        let gate = match c.traits().activation {
+            Activation::Silu => self.g.silu(gate)?,
+            Activation::GeluTanh => self.g.gelu(gate)?,
+        };
+        let act = self.g.mul(gate, up)?;
+        let down = self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
+        self.residual(x, down, &p("post_ffw_norm"))
     }
 
     /// The residual stream plus `y`, normalised first by `post_norm` where
@@ -251,6 +320,13 @@ impl Builder<'_> {
         let y = if self.config.traits().post_norms { self.norm(y, post_norm, self.config.dim)? } else { y };
         self.g.add(x, y)
     }
+}
+
+/// The inputs of a batch in slots (see [`BatchShape::in_slots`]).
+struct InSlots {
+    slots: NodeId,
+    rows: NodeId,
+    ring_rows: Option<NodeId>,
 }
 
 /// The KV cache's geometry: element types, positions per slot, slots.
@@ -297,6 +373,18 @@ pub fn build(
         Some(_) => Some(b.g.leaf(RING_ROWS, DType::I32, &[t], Flags::INPUT)?),
         None => None,
     };
+    // In slots: each row's slot and its rows in the whole caches.
+    let in_slots = match shape.in_slots {
+        true => Some(InSlots {
+            slots: b.g.leaf(SLOTS, DType::I32, &[t], Flags::INPUT)?,
+            rows: b.g.leaf(CACHE_ROWS, DType::I32, &[t], Flags::INPUT)?,
+            ring_rows: match cache.ring {
+                Some(_) => Some(b.g.leaf(RING_CACHE_ROWS, DType::I32, &[t], Flags::INPUT)?),
+                None => None,
+            },
+        }),
+        false => None,
+    };
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
     let traits = c.traits();
@@ -322,6 +410,19 @@ pub fn build(
         let total = cache.slots * per_slot;
         let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
+        if let Some(inputs) = &in_slots {
+            let rows = match ring {
+                Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
+                None => inputs.rows,
+            };
+            let o =
+                b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, layer.window)?;
+            let o = b.g.reshape(o, &[t, heads * hd])?;
+            let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
+            x = b.residual(x, attn, &p("post_attention_norm"))?;
+            x = b.feed_forward(l, x)?;
+            continue;
+        }
         let rows = if several {
             Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
         } else {
@@ -371,17 +472,7 @@ pub fn build(
         let o = b.g.reshape(o, &[t, heads * hd])?;
         let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
         x = b.residual(x, attn, &p("post_attention_norm"))?;
-        // Feed-forward (gated: SwiGLU or GeGLU).
-        let h = b.norm(x, &p("ffn_norm"), c.dim)?;
-        let gate = b.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
-        let up = b.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
-        let gate = match traits.activation {
-            Activation::Silu => b.g.silu(gate)?,
-            Activation::GeluTanh => b.g.gelu(gate)?,
-        };
-        let act = b.g.mul(gate, up)?;
-        let down = b.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
-        x = b.residual(x, down, &p("post_ffw_norm"))?;
+        x = b.feed_forward(l, x)?;
     }
     b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight", c.dim)?;

@@ -63,6 +63,10 @@ pub struct LoadOptions {
     /// then held once, as the packed forms replace the mapped pages. The
     /// file must stay unchanged while the model lives.
     pub mmap: bool,
+    /// In a step of several sequences, one attention node per sequence and
+    /// layer even where the devices attend in slots (for comparisons; the
+    /// logits are the same bits either way).
+    pub attention_per_sequence: bool,
 }
 
 impl LoadOptions {
@@ -85,6 +89,7 @@ impl Default for LoadOptions {
             sync_copies: false,
             tensor_exact: false,
             mmap: true,
+            attention_per_sequence: false,
         }
     }
 }
@@ -164,6 +169,10 @@ pub struct Model {
     /// Leaves by name (weights and caches).
     bound: HashMap<String, TensorRef>,
     batch: usize,
+    /// Whether every device holding layers attends in slots: a batch of
+    /// several sequences then has one attention node per layer
+    /// ([`BatchShape::in_slots`]).
+    in_slots: bool,
     /// Token and position buffers, one per run in flight, and the points of
     /// the work that last read each (waited before it is rewritten).
     input_io: Vec<(Buffer, Vec<SyncPoint>)>,
@@ -284,6 +293,7 @@ impl Model {
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
         check_cache_types(&devices, &layer_device, options.kv_types())?;
+        let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
         if let Some(remote) = remote {
@@ -316,7 +326,7 @@ impl Model {
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(5 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(8 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -363,6 +373,7 @@ impl Model {
             cache,
             bound,
             batch,
+            in_slots,
             batch_hidden_io: vec![None; input_io.len()],
             input_io,
             next_input: 0,
@@ -564,7 +575,13 @@ impl Model {
         let leaf_device = |id: baton_core::graph::NodeId| {
             let name = g2.node(id).name.as_deref()?;
             match name {
-                "tokens" | "positions" | graph::LOGIT_ROWS | graph::HIDDEN_ROWS => Some(first),
+                "tokens"
+                | "positions"
+                | graph::LOGIT_ROWS
+                | graph::HIDDEN_ROWS
+                | graph::SLOTS
+                | graph::CACHE_ROWS
+                | graph::RING_CACHE_ROWS => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
                 }
@@ -579,7 +596,17 @@ impl Model {
             .iter()
             .map(|n| match n.name.as_deref() {
                 // Bound per step (submit_inner).
-                Some("tokens" | "positions" | "logits" | graph::HIDDEN | graph::LOGIT_ROWS | graph::HIDDEN_ROWS)
+                Some(
+                    "tokens"
+                    | "positions"
+                    | "logits"
+                    | graph::HIDDEN
+                    | graph::LOGIT_ROWS
+                    | graph::HIDDEN_ROWS
+                    | graph::SLOTS
+                    | graph::CACHE_ROWS
+                    | graph::RING_CACHE_ROWS,
+                )
                 | None => None,
                 Some(name) => self.bound.get(name).cloned(),
             })
@@ -676,16 +703,22 @@ impl Model {
             None => Vec::new(),
         };
         let context = self.cache.context;
+        // In slots, the graph depends on the token counts only.
+        let in_slots = self.in_slots && seqs.len() > 1;
         let shape = BatchShape {
             seqs: seqs
                 .iter()
-                .map(|s| {
-                    let window = GraphShape::new(s.tokens.len(), s.past, logits, context).window;
-                    SeqShape { slot: s.slot, tokens: s.tokens.len(), window }
+                .map(|s| match in_slots {
+                    true => SeqShape { slot: 0, tokens: s.tokens.len(), window: 0 },
+                    false => {
+                        let window = GraphShape::new(s.tokens.len(), s.past, logits, context).window;
+                        SeqShape { slot: s.slot, tokens: s.tokens.len(), window }
+                    }
                 })
                 .collect(),
             logits,
             hidden_rows: hidden_rows.len(),
+            in_slots,
         };
         let (plan, by_node) = self.plan_and_bound(&shape)?;
         let rows = match logits {
@@ -699,13 +732,19 @@ impl Model {
         let io = self.input_io[slot].0.clone();
         let ring = self.cache.ring;
         let ring_len = if ring.is_some() { t } else { 0 };
-        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len + hidden_rows.len()])?;
+        let in_slots_len = if in_slots { 2 * t + ring_len } else { 0 };
+        let inputs_t =
+            TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
         let ring_t = TensorRef::new(&io, (2 * t + picks.max(1)) * 4, DType::I32, &[t])?;
         let hidden_at = (2 * t + picks.max(1) + ring_len) * 4;
         let hidden_rows_t = TensorRef::new(&io, hidden_at, DType::I32, &[hidden_rows.len().max(1)])?;
+        // In slots: each token's slot, then its rows in the whole caches.
+        let slots_at = hidden_at + hidden_rows.len() * 4;
+        let slot_inputs: Vec<TensorRef> =
+            (0..3).map(|i| TensorRef::new(&io, slots_at + i * t * 4, DType::I32, &[t])).collect::<Result<_, _>>()?;
         let hidden_t = match hidden {
             Some((_, buffer)) if !hidden_rows.is_empty() => {
                 Some(TensorRef::new(buffer, 0, DType::F32, &[hidden_rows.len(), self.config.dim])?)
@@ -746,6 +785,14 @@ impl Model {
             inputs.extend(seqs.iter().flat_map(|s| (s.past..s.past + s.tokens.len()).map(|p| (p % rows) as i32)));
         }
         inputs.extend_from_slice(&hidden_rows);
+        if in_slots {
+            let each = |s: &SeqStep<'_>| std::iter::repeat_n(s.slot, s.tokens.len()).zip(s.past..);
+            inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, _)| slot as i32)));
+            inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, p)| (slot * context + p) as i32)));
+            if let Some(rows) = ring {
+                inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, p)| (slot * rows + p % rows) as i32)));
+            }
+        }
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
@@ -765,6 +812,9 @@ impl Model {
                 graph::LOGIT_ROWS => Some(picks_t.clone()),
                 graph::RING_ROWS => Some(ring_t.clone()),
                 graph::HIDDEN_ROWS => Some(hidden_rows_t.clone()),
+                graph::SLOTS => Some(slot_inputs[0].clone()),
+                graph::CACHE_ROWS => Some(slot_inputs[1].clone()),
+                graph::RING_CACHE_ROWS => Some(slot_inputs[2].clone()),
                 graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,
@@ -1099,16 +1149,33 @@ impl Model {
         Ok(())
     }
 
+    /// Whether a step of several sequences attends in slots: one attention
+    /// node per layer for all of them (see [`LoadOptions::attention_per_sequence`]).
+    pub fn attends_in_slots(&self) -> bool {
+        self.in_slots
+    }
+
     /// Plans built so far (for tests of plan reuse).
     pub fn cached_plans(&self) -> usize {
         self.plans.len()
     }
 }
 
+/// Whether every device holding layers attends in slots over a cache of
+/// these types.
+fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> bool {
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(1) };
+    devices
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| layer_device.contains(d))
+        .all(|(_, device)| device.supports(&op, kv.k) && device.supports(&op, kv.v))
+}
+
 /// Refuses, before anything is loaded, a KV cache type that a device
 /// holding layers cannot attend over.
 fn check_cache_types(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> Result<(), ModelError> {
-    let op = Op::Attention { scale: 1.0, window: None };
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: None };
     for (d, device) in devices.iter().enumerate() {
         if layer_device.contains(&d) && !(device.supports(&op, kv.k) && device.supports(&op, kv.v)) {
             return Err(ModelError::Config(format!(

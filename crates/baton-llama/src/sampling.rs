@@ -308,6 +308,24 @@ impl Sampler {
             return Err(error.clone());
         }
         check_logits(logits)?;
+        if self.params.is_greedy() && !self.penalizes() {
+            // The row's best, as `load_candidates` then `argmax` find it,
+            // without copying the row.
+            let mut best = Candidate { id: 0, logit: logits[0].min(f32::MAX) };
+            for (id, &logit) in logits.iter().enumerate().skip(1) {
+                let logit = logit.min(f32::MAX);
+                if logit > best.logit {
+                    // `check_logits` bounded the length by u32::MAX + 1.
+                    best = Candidate { id: id as u32, logit };
+                }
+            }
+            self.candidates.clear();
+            if best.logit == f32::NEG_INFINITY {
+                return Err(SamplingError::AllMasked { vocab_size: logits.len() });
+            }
+            self.candidates.push(best);
+            return Ok(best.id);
+        }
         self.load_candidates(logits);
 
         let best = self.argmax();
@@ -327,6 +345,14 @@ impl Sampler {
         Ok(self.draw())
     }
 
+    /// Whether a penalty changes some logit (penalties set and a history).
+    fn penalizes(&self) -> bool {
+        let SamplingParams {
+            repeat_penalty: penalty, presence_penalty: presence, frequency_penalty: frequency, ..
+        } = self.params;
+        !((penalty == 1.0 && presence == 0.0 && frequency == 0.0) || self.history.is_empty())
+    }
+
     /// Fills `candidates` with the whole row, in id order, and applies the
     /// repetition penalty. Every logit it leaves is finite or -inf: +inf
     /// (in the row, or from dividing by a tiny penalty) becomes
@@ -339,12 +365,12 @@ impl Sampler {
             logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit: logit.min(f32::MAX) }),
         );
 
+        if !self.penalizes() {
+            return;
+        }
         let SamplingParams {
             repeat_penalty: penalty, presence_penalty: presence, frequency_penalty: frequency, ..
         } = self.params;
-        if (penalty == 1.0 && presence == 0.0 && frequency == 0.0) || self.history.is_empty() {
-            return;
-        }
         self.penalized.clear();
         self.penalized.extend(self.history.iter().copied());
         self.penalized.sort_unstable();

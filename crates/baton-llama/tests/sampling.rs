@@ -125,6 +125,9 @@ fn greedy_ties_go_to_the_lowest_id() {
     assert_eq!(sampler.sample(&[7.0, 7.0]), Ok(0));
     // +0 and -0 are equal logits, so the lower id wins here too.
     assert_eq!(sampler.sample(&[-1.0, -0.0, 0.0]), Ok(1));
+    // +inf counts as the largest finite logit (as in the filters): a tie.
+    assert_eq!(sampler.sample(&[0.0, f32::MAX, f32::INFINITY]), Ok(1));
+    assert_eq!(sampler.sample(&[f32::NEG_INFINITY, f32::NEG_INFINITY, -f32::MAX]), Ok(2));
 }
 
 #[test]

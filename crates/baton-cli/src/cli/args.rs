@@ -80,6 +80,11 @@ pub struct ModelArgs {
     /// the mapped pages, so the weights are held once).
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
+    /// In a step of several sequences, one attention op per sequence and
+    /// layer (the form before ops in slots; for comparisons), instead of
+    /// one op for every sequence.
+    #[arg(long = "attention-per-sequence")]
+    pub attention_per_sequence: bool,
     /// KV cache type of keys and values (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

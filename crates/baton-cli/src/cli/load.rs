@@ -20,6 +20,7 @@ impl ModelArgs {
             sync_copies: self.sync_copies,
             tensor_exact: self.tensor_exact,
             mmap: !self.no_mmap,
+            attention_per_sequence: self.attention_per_sequence,
             slots,
         }
     }

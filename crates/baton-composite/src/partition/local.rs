@@ -20,7 +20,10 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
             [x, positions] => g.softmax_window(*x, scale, *positions, window),
             _ => g.softmax(i[0], scale, causal),
         },
-        Op::Attention { scale, window } => g.attention(i[0], (i[1], i[2]), i[3], scale, window),
+        Op::Attention { scale, window, slot_rows: None } => g.attention(i[0], (i[1], i[2]), i[3], scale, window),
+        Op::Attention { scale, window, slot_rows: Some(rows) } => {
+            g.attention_in_slots(i[0], (i[1], i[2]), (i[3], i[4]), rows, scale, window)
+        }
         Op::Silu => g.silu(i[0]),
         Op::Gelu => g.gelu(i[0]),
         Op::ScatterRows => g.scatter_rows(i[0], i[1], i[2]),

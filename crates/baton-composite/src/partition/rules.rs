@@ -81,12 +81,14 @@ pub(crate) fn rule_of(graph: &Graph, node: &Node, states: &[TensorSplit]) -> Rul
             inputs.extend(std::iter::repeat_n(Mirror, n - 1));
             rule(inputs, split(*axis, parts))
         }
-        (Op::Attention { .. }, [q @ Split { axis: 1, parts: qp }, k @ Split { axis: 0, parts: kp }, v, _])
+        (Op::Attention { .. }, [q @ Split { axis: 1, parts: qp }, k @ Split { axis: 0, parts: kp }, v, ..])
             if k == v =>
         {
-            // By heads: each device its query heads with their key-value heads.
+            // By heads: each device its query heads with their key-value
+            // heads; the positions (and slots) whole.
             let group = dims(0)[1] / dims(1)[0].max(1);
-            let inputs = vec![q.clone(), k.clone(), k.clone(), Mirror];
+            let mut inputs = vec![q.clone(), k.clone(), k.clone()];
+            inputs.extend(std::iter::repeat_n(Mirror, n - 3));
             if *qp == scaled(kp, group) {
                 rule(inputs, q.clone())
             } else if holds_its_groups(qp, kp, group) {

@@ -23,6 +23,36 @@ impl Graph {
         scale: f32,
         window: Option<usize>,
     ) -> Result<NodeId, GraphError> {
+        self.attention_node(q, (k, v), positions, None, scale, window)
+    }
+
+    /// Attention of `q [T, H, D]` over `S / rows` caches of `rows` rows
+    /// each held in `k` and `v` (`[Hk, S, D]`), row `t` over cache
+    /// `slots[t]` (i32 `[T]`) at `positions[t]`: every sequence of a
+    /// batched step in one op (see [`Op::Attention`]'s slots). `S` must be
+    /// a multiple of `rows`.
+    pub fn attention_in_slots(
+        &mut self,
+        q: NodeId,
+        (k, v): (NodeId, NodeId),
+        (positions, slots): (NodeId, NodeId),
+        rows: usize,
+        scale: f32,
+        window: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
+        self.attention_node(q, (k, v), positions, Some((slots, rows)), scale, window)
+    }
+
+    /// The node of either form; `slots` with the rows of each cache.
+    pub(crate) fn attention_node(
+        &mut self,
+        q: NodeId,
+        (k, v): (NodeId, NodeId),
+        positions: NodeId,
+        slots: Option<(NodeId, usize)>,
+        scale: f32,
+        window: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
         let qn = self.check(q)?.clone();
         if qn.dtype != DType::F32 {
             return Err(GraphError::Type { op: "attention", dtype: qn.dtype, input: 0 });
@@ -54,11 +84,25 @@ impl Graph {
         if window == Some(0) {
             return Err(mismatch("a window of at least one key", qd, kd));
         }
+        let mut inputs = vec![q, k, v, positions];
+        if let Some((slots, rows)) = slots {
+            let sn = self.check(slots)?;
+            if sn.dtype != DType::I32 {
+                return Err(GraphError::Type { op: "attention", dtype: sn.dtype, input: 4 });
+            }
+            if sn.layout.shape.dims() != [t] {
+                return Err(mismatch("slots [T]", qd, sn.layout.shape.dims()));
+            }
+            if rows == 0 || !kd[1].is_multiple_of(rows) {
+                return Err(mismatch("caches of a whole number of rows", &[rows], kd));
+            }
+            inputs.push(slots);
+        }
         let layout = Layout::contiguous(DType::F32, qn.layout.shape)
             .map_err(|source| GraphError::Shape { op: "attention", source })?;
         Ok(self.push(Node {
-            op: Op::Attention { scale, window },
-            inputs: vec![q, k, v, positions],
+            op: Op::Attention { scale, window, slot_rows: slots.map(|(_, rows)| rows) },
+            inputs,
             dtype: DType::F32,
             layout,
             name: None,

@@ -92,12 +92,23 @@ pub enum Op {
     /// row's result depends on its own query, position and keys only: not
     /// on `T`, `S` past its keys, or the other rows. The rows of `k` and
     /// `v` must be contiguous (a quantized cache is rows of whole blocks).
+    ///
+    /// **In slots** (`slot_rows: Some(R)`, a fifth input `slots [T]` i32):
+    /// `k` and `v` hold `S / R` caches of `R` rows each, one per sequence,
+    /// and row `t` reads cache `slots[t]`: its position `s` is row
+    /// `slots[t] · R + (s mod R)`. So one op attends every sequence of a
+    /// batched decode step, each over its own cache, and each row's result
+    /// is bit for bit what the op gives it over that cache alone. A slot
+    /// outside `0..S / R` is an error.
     Attention {
         /// Multiplies the scores first.
         scale: f32,
         /// Keys a row sees at most, ending at its own position (`None`:
         /// every earlier key).
         window: Option<usize>,
+        /// Rows of each sequence's cache, when `k` and `v` hold several
+        /// (`None`: one cache of `S` rows, four inputs).
+        slot_rows: Option<usize>,
     },
     /// `(x) -> x * sigmoid(x)`.
     Silu,

@@ -3,7 +3,9 @@
 //! over many positions (a decode step), by key-value head and groups of
 //! key segments whose results are combined afterwards (the kernels are
 //! `baton_kernels::attend`, `attend_segments` and `combine`; each row's
-//! bits do not depend on the split).
+//! bits do not depend on the split). In slots (a batched step of several
+//! sequences), each sequence's rows are a run over its own cache, and the
+//! units of every run share the pool.
 
 use baton_core::backend::StreamError;
 use baton_core::graph::{NodeId, Op};
@@ -32,9 +34,39 @@ fn visible(position: i32, window: Option<usize>) -> std::ops::Range<usize> {
     start..end
 }
 
+/// Consecutive query rows (tokens) over one cache: `base` is the cache's
+/// first row in `k` and `v`, `len` its rows.
+#[derive(Clone, Debug)]
+struct Run {
+    tokens: std::ops::Range<usize>,
+    base: usize,
+    len: usize,
+}
+
+/// The runs of an op: one over the whole cache, or (in slots of `rows`
+/// rows) one per stretch of rows reading the same slot.
+fn runs(t_len: usize, s_len: usize, slots: Option<(&[i32], usize)>) -> Result<Vec<Run>, String> {
+    let Some((slots, rows)) = slots else {
+        return Ok(vec![Run { tokens: 0..t_len, base: 0, len: s_len }]);
+    };
+    let count = s_len / rows.max(1);
+    let mut runs: Vec<Run> = Vec::new();
+    for (t, &slot) in slots.iter().enumerate() {
+        let slot = usize::try_from(slot)
+            .ok()
+            .filter(|&s| s < count)
+            .ok_or_else(|| format!("row {t} reads slot {slot}; the caches hold {count}"))?;
+        match runs.last_mut() {
+            Some(run) if run.base == slot * rows && run.tokens.end == t => run.tokens.end = t + 1,
+            _ => runs.push(Run { tokens: t..t + 1, base: slot * rows, len: rows }),
+        }
+    }
+    Ok(runs)
+}
+
 pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
-    let Op::Attention { scale, window } = n.op else {
+    let Op::Attention { scale, window, slot_rows } = n.op else {
         return Err(node_error(ctx.graph, id, "not an attention node"));
     };
     let err = |m: String| node_error(ctx.graph, id, m);
@@ -42,6 +74,12 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
     let positions = ctx.indices(n.inputs[3])?;
     let [t_len, heads, d] = qn.layout.shape.dims()[..] else { return Err(err("q is not [T, H, D]".into())) };
     let (kv_heads, s_len) = (kn.layout.shape.dims()[0], kn.layout.shape.dims()[1]);
+    let slots = match (slot_rows, n.inputs.get(4)) {
+        (Some(rows), Some(&input)) => Some((ctx.indices(input)?, rows)),
+        (None, None) => None,
+        _ => return Err(err("the slots input and the rows of a slot go together".into())),
+    };
+    let runs = runs(t_len, s_len, slots).map_err(err)?;
     // The queries: rows of D f32s at byte strides (a view of heads is fine).
     let q = ctx.bytes(n.inputs[0])?;
     let (qs0, qs1) = (qn.layout.strides[0], qn.layout.strides[1]);
@@ -62,33 +100,37 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
         unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), d) }
     };
     let (k, v) = (ctx.bytes(n.inputs[1])?, ctx.bytes(n.inputs[2])?);
-    let kv = |bytes: &'a [u8], node: &baton_core::graph::Node, g: usize| -> Option<KvRows<'a>> {
+    // Key-value head `g` of the cache of `run`.
+    let kv = |bytes: &'a [u8], node: &baton_core::graph::Node, g: usize, run: &Run| -> Option<KvRows<'a>> {
         Some(KvRows {
             dtype: node.dtype,
-            data: bytes.get(g * node.layout.strides[0]..)?,
+            data: bytes.get(g * node.layout.strides[0] + run.base * node.layout.strides[1]..)?,
             stride: node.layout.strides[1],
             dim: d,
-            len: s_len,
+            len: run.len,
         })
     };
     let ranges: Vec<_> = positions.iter().map(|&p| visible(p, window)).collect();
     // SAFETY: the op takes its output once, here.
     let out_rows = unsafe { ctx.out_f32(id)? };
     let group = heads / kv_heads.max(1);
-    // Rows of a key-value head, token-major: row r is token r / group, head
-    // g * group + r % group.
-    let per_head = group * t_len;
     let threads = exec.device.pool_threads();
-    let query =
-        |g: usize, r: usize| Query { q: q_row(r / group, g * group + r % group), keys: ranges[r / group].clone() };
-    let out_at = |g: usize, r: usize| ((r / group) * heads + g * group + r % group) * d;
-    let span = {
-        let seen = ranges.iter().filter(|r| !r.is_empty());
+    // Rows of a key-value head in a run, token-major: row r is token
+    // `run.tokens.start + r / group`, head g * group + r % group.
+    let per_head = |run: &Run| group * run.tokens.len();
+    let token = |run: &Run, r: usize| run.tokens.start + r / group;
+    let query = |run: &Run, g: usize, r: usize| Query {
+        q: q_row(token(run, r), g * group + r % group),
+        keys: ranges[token(run, r)].clone(),
+    };
+    let out_at = |run: &Run, g: usize, r: usize| (token(run, r) * heads + g * group + r % group) * d;
+    let span_of = |run: &Run| {
+        let seen = ranges[run.tokens.clone()].iter().filter(|r| !r.is_empty());
         let (lo, hi) = seen.fold((usize::MAX, 0), |(lo, hi), r| (lo.min(r.start), hi.max(r.end)));
         lo.min(hi)..hi
     };
-    let segments = if span.is_empty() { 0..0 } else { span.start / SEGMENT..span.end.div_ceil(SEGMENT) };
     let failure = baton_core::loom::Mutex::new(None::<KernelError>);
+    let missing_head = |g: usize| KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 };
     let run_units =
         |units: usize, serial: bool, work: &(dyn Fn(usize, &mut baton_kernels::AttentionScratch) + Sync)| {
             if serial || threads == 1 || units < 2 {
@@ -108,11 +150,17 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
                 });
             }
         };
-    if threads > 1 && per_head <= SPLIT_KEYS_ROWS && segments.len() >= 2 {
-        // Units: (head, group of segments); each writes the per-segment
-        // results of every row of its head into its own part of `states`
-        // and `outs` (laid out head, segment, row), then each row's
-        // segments are combined in order.
+    let one = runs.len() == 1;
+    let span = span_of(&runs[0]);
+    let segments = if span.is_empty() { 0..0 } else { span.start / SEGMENT..span.end.div_ceil(SEGMENT) };
+    if one && threads > 1 && per_head(&runs[0]) <= SPLIT_KEYS_ROWS && segments.len() >= 2 {
+        // One run of few rows over many keys. Units: (head, group of
+        // segments); each writes the per-segment results of every row of
+        // its head into its own part of `states` and `outs` (laid out
+        // head, segment, row), then each row's segments are combined in
+        // order.
+        let run = &runs[0];
+        let per_head = per_head(run);
         let n_seg = segments.len();
         let per_group = n_seg.div_ceil((2 * threads).div_ceil(kv_heads.max(1))).max(1);
         let groups = n_seg.div_ceil(per_group);
@@ -133,11 +181,11 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
             let (g, i) = (unit / groups, unit % groups);
             let first = segments.start + i * per_group;
             let mine = first..(first + per_group).min(segments.end);
-            let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
-                *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
+            let (Some(keys), Some(values)) = (kv(k, kn, g, run), kv(v, vn, g, run)) else {
+                *failure.lock() = Some(missing_head(g));
                 return;
             };
-            let queries: Vec<Query<'_>> = (0..per_head).map(|r| query(g, r)).collect();
+            let queries: Vec<Query<'_>> = (0..per_head).map(|r| query(run, g, r)).collect();
             let mut part = parts[unit].lock();
             let (states, outs) = &mut *part;
             if let Err(e) = attend_segments(&queries, keys, values, scale, mine, (states, outs), scratch) {
@@ -150,33 +198,43 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
             for r in 0..per_head {
                 let at = |s: usize| (g * n_seg + s) * per_head + r;
                 let results = (0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d]));
-                combine(results, &mut out_rows[out_at(g, r)..][..d]);
+                combine(results, &mut out_rows[out_at(run, g, r)..][..d]);
             }
         }
     } else {
         let out = SharedPtr(out_rows.as_mut_ptr());
-        // Units: chunks of each head's rows, later (heavier, under the
-        // causal mask) chunks first.
-        let chunks_per_head =
-            per_head.div_ceil(ROWS_PER_UNIT).max(threads.div_ceil(kv_heads.max(1))).min(per_head).max(1);
-        let chunk = per_head.div_ceil(chunks_per_head).max(1);
-        let chunks = per_head.div_ceil(chunk);
-        let units = chunks * kv_heads;
+        // Units: (run, chunk of a head's rows, head), later (heavier, under
+        // the causal mask) chunks of a run first. One run alone is cut into
+        // enough chunks to give every thread work.
+        let spread = if one { threads.div_ceil(kv_heads.max(1)) } else { 1 };
+        let mut units = Vec::new();
+        let mut work_total = 0;
+        for (i, run) in runs.iter().enumerate() {
+            let per_head = per_head(run);
+            let chunks_per_head = per_head.div_ceil(ROWS_PER_UNIT).max(spread).min(per_head).max(1);
+            let chunk = per_head.div_ceil(chunks_per_head).max(1);
+            let chunks = per_head.div_ceil(chunk);
+            for c in (0..chunks).rev() {
+                units.extend((0..kv_heads).map(|g| (i, g, c * chunk..((c + 1) * chunk).min(per_head))));
+            }
+            work_total += per_head * kv_heads * d * span_of(run).len();
+        }
         let work = |unit: usize, scratch: &mut baton_kernels::AttentionScratch| {
-            let (c, g) = (chunks - 1 - unit / kv_heads, unit % kv_heads);
-            let (Some(keys), Some(values)) = (kv(k, kn, g), kv(v, vn, g)) else {
-                *failure.lock() = Some(KernelError::BufferTooSmall { what: "key-value heads", needed: g, actual: 0 });
+            let (i, g, ref rows) = units[unit];
+            let run = &runs[i];
+            let (Some(keys), Some(values)) = (kv(k, kn, g, run), kv(v, vn, g, run)) else {
+                *failure.lock() = Some(missing_head(g));
                 return;
             };
-            let rows = c * chunk..((c + 1) * chunk).min(per_head);
             let mut query_rows: Vec<QueryRow<'_>> = rows
+                .clone()
                 .map(|r| {
-                    let Query { q, keys } = query(g, r);
+                    let Query { q, keys } = query(run, g, r);
                     // SAFETY: row (t, h) of the contiguous [T, H, D] output
                     // is `d` f32s inside it, and every (t, h) belongs to
-                    // exactly one unit (one head g, one chunk c), so no two
-                    // threads touch it.
-                    let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(out_at(g, r)), d) };
+                    // exactly one unit (one run holds token t, one head g,
+                    // one chunk of its rows), so no two threads touch it.
+                    let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(out_at(run, g, r)), d) };
                     QueryRow { q, keys, out }
                 })
                 .collect();
@@ -184,12 +242,33 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
                 *failure.lock() = Some(e);
             }
         };
-        let work_per_unit = chunk * d * span.len();
         // Little work altogether: one thread, not the pool's wake-ups.
-        run_units(units, work_per_unit * units < 64 * 1024, &work);
+        run_units(units.len(), work_total < 64 * 1024, &work);
     }
     match failure.into_inner() {
         Some(e) => Err(err(e.to_string())),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn rows_of_one_slot_in_a_row_are_one_run_and_a_slot_again_later_is_another() {
+        let got = runs(5, 72, Some((&[2, 2, 0, 1, 2], 24))).expect("runs");
+        let got: Vec<_> = got.iter().map(|r| (r.tokens.clone(), r.base, r.len)).collect();
+        assert_eq!(got, [(0..2, 48, 24), (2..3, 0, 24), (3..4, 24, 24), (4..5, 48, 24)]);
+        let whole = runs(3, 40, None).expect("one cache");
+        assert_eq!(whole.iter().map(|r| (r.tokens.clone(), r.base, r.len)).collect::<Vec<_>>(), [(0..3, 0, 40)]);
+    }
+
+    #[test]
+    fn a_slot_outside_the_caches_is_an_error() {
+        for bad in [3, -1, i32::MAX] {
+            let err = runs(2, 72, Some((&[0, bad], 24))).expect_err("a slot outside 0..3");
+            assert!(err.contains(&format!("row 1 reads slot {bad}; the caches hold 3")), "{err}");
+        }
     }
 }

@@ -26,3 +26,10 @@ fn attention_of_prompt_rows_split_by_chunks() {
     ops::op_attention_f16(&devices());
     ops::op_attention_window(&devices());
 }
+
+/// Every sequence of a batched step in one attention op (in slots): runs
+/// of rows over their own caches share the threads.
+#[test]
+fn attention_in_slots_over_threads() {
+    ops::op_attention_in_slots(&devices());
+}

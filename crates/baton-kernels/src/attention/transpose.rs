@@ -42,6 +42,9 @@ impl RowType {
     }
 }
 
+/// Zero bytes: a row of zeros that pads the last group of eight keys.
+static ZEROS: [u8; 2048] = [0; 2048];
+
 /// Writes keys `rows` (at most [`BLOCK`], each `d` values of `kind`) to
 /// `out` transposed, zeros in the columns past them (scores nobody reads).
 ///
@@ -52,22 +55,31 @@ pub(super) fn transpose_rows(isa: Isa, kind: RowType, rows: &[&[u8]], d: usize, 
     let n = rows.len();
     assert!(n <= BLOCK && out.len() >= d * BLOCK, "transpose_rows: a block of keys");
     assert!(rows.iter().all(|r| r.len() >= d * kind.bytes()), "transpose_rows: rows of d values");
+    // Columns written by the vector path: every key, the last group of
+    // eight padded with rows of zeros (so the columns past the keys are
+    // zeros as the scalar path writes them).
     let mut whole = 0;
     #[cfg(target_arch = "x86_64")]
     if isa.has_avx2() && d.is_multiple_of(8) {
-        whole = n / 8 * 8;
+        let zero: &[u8] = &ZEROS;
+        let padded = if d * kind.bytes() <= zero.len() { n.div_ceil(8) * 8 } else { n / 8 * 8 };
+        let mut group: [&[u8]; BLOCK] = [zero; BLOCK];
+        group[..n].copy_from_slice(rows);
+        whole = padded;
         // SAFETY: `isa` comes from `Isa::current`, so the CPU has AVX2, FMA
         // and F16C; the asserts above give every row `d` values and `out`
-        // `d * BLOCK`, `d` is a multiple of 8, and only rows below `whole
-        // <= n` are read.
-        unsafe { transpose_avx2(kind, &rows[..whole], d, out) };
+        // `d * BLOCK`, the zero rows hold `d` values when they are used
+        // (checked above), `d` is a multiple of 8, and `padded <= BLOCK`
+        // (BLOCK is a multiple of 8).
+        unsafe { transpose_avx2(kind, &group[..padded], d, out) };
     }
     let _ = isa;
     for i in 0..d {
         let column = &mut out[i * BLOCK..(i + 1) * BLOCK];
-        for (j, t) in column.iter_mut().enumerate().skip(whole) {
-            *t = if j < n { kind.element(rows[j], i) } else { 0.0 };
+        for (j, t) in column.iter_mut().enumerate().take(n).skip(whole) {
+            *t = kind.element(rows[j], i);
         }
+        column[whole.max(n)..].fill(0.0);
     }
 }
 
@@ -147,6 +159,42 @@ unsafe fn transpose_avx2(kind: RowType, rows: &[&[u8]], d: usize, out: &mut [f32
                 // SAFETY: `(i0 + c) * BLOCK + j0 + 8 <= d * BLOCK` since
                 // `i0 + c < d` and `j0 + 8 <= BLOCK`.
                 unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((i0 + c) * BLOCK + j0), column) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every level writes each key's elements to its column and zeros past
+    /// the keys, whatever `out` held, for keys that fill no whole group of
+    /// eight, several, and head sizes past the zero row (f32 576).
+    #[test]
+    fn every_level_gives_the_columns_and_zeros_past_the_keys() {
+        let levels = [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected());
+        for level in levels {
+            for kind in [RowType::F32, RowType::F16, RowType::Bf16] {
+                for d in [8, 12, 40, 64, 256, 576] {
+                    let bytes: Vec<u8> =
+                        (0..BLOCK * d * kind.bytes()).map(|i| (i * 37 % 251) as u8 & 0x3f | 0x40).collect();
+                    let all: Vec<&[u8]> = bytes.chunks_exact(d * kind.bytes()).collect();
+                    for n in [0, 1, 3, 7, 8, 9, 17, 63, BLOCK] {
+                        let mut out = vec![f32::NAN; d * BLOCK];
+                        transpose_rows(level, kind, &all[..n], d, &mut out);
+                        for i in 0..d {
+                            for j in 0..BLOCK {
+                                let want = if j < n { kind.element(all[j], i) } else { 0.0 };
+                                let got = out[i * BLOCK + j];
+                                assert!(
+                                    got.to_bits() == want.to_bits(),
+                                    "{level:?} {kind:?} d {d} n {n}: element {i} of key {j} is {got}, not {want}"
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
     }

@@ -113,15 +113,18 @@ fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
         let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
         let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
         for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
-            for chunk in [3, 32] {
-                let mut many = Model::load_split(&path, devices(names), &options(prompts.len())).expect("slots");
+            for (chunk, per_sequence) in [(3, false), (32, false), (3, true)] {
+                let opts = LoadOptions { attention_per_sequence: per_sequence, ..options(prompts.len()) };
+                let mut many = Model::load_split(&path, devices(names), &opts).expect("slots");
+                assert_eq!(many.attends_in_slots(), !per_sequence);
                 let got = batched(&mut many, &prompts, chunk);
                 for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
                     assert_eq!(got.len(), want.len());
                     for (k, (g, w)) in got.iter().zip(want).enumerate() {
                         assert!(
                             g == w,
-                            "{dtype} on {names:?}, chunk {chunk}: sequence {s}, logits {k} differ from alone"
+                            "{dtype} on {names:?}, chunk {chunk} (one attention per sequence: {per_sequence}): \
+                             sequence {s}, logits {k} differ from alone"
                         );
                     }
                 }
@@ -166,6 +169,31 @@ fn windows_of_different_lengths_in_one_batch_keep_each_sequence_alone() {
     let got = batched(&mut many, &prompts, 37);
     for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
         assert!(got == want, "sequence {s} differs from alone");
+    }
+}
+
+/// Gemma 3's sliding-window layers with rings (a context longer than the
+/// window and a batch): sequences in slots write and read their own rings
+/// (rows `slot × ring + position mod ring`), over many turns of them.
+#[test]
+fn batched_sequences_with_rings_match_each_sequence_alone() {
+    let (_dir, path) = synth_model("batch-rings", SynthShape::Gemma3, DType::Q8_0, 31);
+    let prompts: Vec<Vec<u32>> = [90usize, 7, 140, 66]
+        .iter()
+        .enumerate()
+        .map(|(s, &n)| (0..n as u32).map(|i| (i * 29 + s as u32 * 11 + 3) % 512).collect())
+        .collect();
+    for cache in [DType::F16, DType::Q8_0] {
+        let opts =
+            |slots| LoadOptions { context: Some(256), batch: 16, slots, cache_type: cache, ..LoadOptions::default() };
+        let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &opts(1)).expect("one slot");
+        let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+        let mut many = Model::load(&path, devices(&["cpu"]).remove(0), &opts(prompts.len())).expect("slots");
+        assert!(many.attends_in_slots());
+        let got = batched(&mut many, &prompts, 4);
+        for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
+            assert!(got == want, "{cache} cache: sequence {s} differs from alone");
+        }
     }
 }
 
