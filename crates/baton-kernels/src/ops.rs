@@ -30,8 +30,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     const HIGHEST: f32 = 88.3;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
+    const MAGIC: f32 = 12_582_912.0;
     let clamped = x.clamp(LOWEST, HIGHEST);
-    let n = round_small(clamped * std::f32::consts::LOG2_E);
+    // `round_small`, keeping the sum: its low bits are `n` as an integer.
+    let shifted = clamped * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
     let r = clamped - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4;
     let p = p * r + 1.398_199_9e-3;
@@ -40,7 +43,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let e_r = p * r * r + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from the integer bits (`n` is in [-126, 128]: `shifted` is
+    // MAGIC + n exactly). `n as i32` would saturate, which LLVM does one
+    // lane at a time; this stays in the vector.
+    let n_int = shifted.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
+    let scale = f32::from_bits((n_int.wrapping_add(127) as u32) << 23);
     if x < LOWEST {
         0.0
     } else {
@@ -331,5 +338,38 @@ mod tests {
         assert!(worst < 5e-7, "worst relative error {worst}");
         assert_eq!(exp(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp(0.0), 1.0);
+    }
+
+    /// `exp` with 2^n from a saturating cast, as it was written first.
+    fn exp_by_cast(x: f32) -> f32 {
+        let clamped = x.clamp(-87.336_54, 88.3);
+        let n = round_small(clamped * std::f32::consts::LOG2_E);
+        let r = clamped - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let p = 1.987_569_1e-4;
+        let p = p * r + 1.398_199_9e-3;
+        let p = p * r + 8.333_452e-3;
+        let p = p * r + 4.166_579_6e-2;
+        let p = p * r + 1.666_666_5e-1;
+        let p = p * r + 0.5;
+        let e_r = p * r * r + r + 1.0;
+        let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+        if x < -87.336_54 {
+            0.0
+        } else {
+            e_r * scale
+        }
+    }
+
+    #[test]
+    fn exp_takes_two_to_the_n_from_the_rounding_sum_with_the_bits_of_a_cast() {
+        // Every 97th f32 of [-100, 100] and the ends of the clamp.
+        let hi = 100.0f32.to_bits();
+        let negatives = (0..hi).step_by(97).map(|b| f32::from_bits(b | 0x8000_0000));
+        let positives = (0..hi).step_by(97).map(f32::from_bits);
+        let ends = [-87.336_54, -87.336_55, -87.336_53, 88.3, 88.31, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
+        for x in negatives.chain(positives).chain(ends) {
+            assert_eq!(exp(x).to_bits(), exp_by_cast(x).to_bits(), "exp({x})");
+        }
+        assert!(exp(f32::NAN).is_nan());
     }
 }
