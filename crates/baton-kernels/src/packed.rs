@@ -335,7 +335,11 @@ unsafe fn compute_as<F: PackedFormat>(
         let keep = cols.start.max(first)..cols.end.min(first + GROUP_ROWS);
         let mut m0 = 0;
         while m0 < m {
-            let rows = (m - m0).min(TILE_ROWS);
+            // 8 rows where the format's tile takes them, else 4, 3, 2, 1.
+            let rows = match (m - m0).min(F::tile_rows(isa)) {
+                r if r >= 8 => 8,
+                r => r.min(TILE_ROWS),
+            };
             macro_rules! tile {
                 ($mr:literal) => {{
                     let mut tile = [[0.0f32; GROUP_ROWS]; $mr];
@@ -352,6 +356,7 @@ unsafe fn compute_as<F: PackedFormat>(
                 }};
             }
             match rows {
+                8 => tile!(8),
                 4 => tile!(4),
                 3 => tile!(3),
                 2 => tile!(2),

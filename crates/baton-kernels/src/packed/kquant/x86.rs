@@ -168,14 +168,17 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
 ) {
     let per_sub = PackedK::<F>::PAIRS_PER_SUB;
     let chain = PackedK::<F>::CHAIN;
+    // Sums per row: two alternate chains of pairs for up to 2 rows (a lone
+    // row would otherwise wait on each `vpdpwssd`'s latency), one for more
+    // (the rows' chains interleave, and 8 rows need the registers). The
+    // integers are exact, so the split changes no bit.
+    let chains = if MR > 2 { 1 } else { 2 };
     let mut acc = [_mm512_setzero_ps(); MR];
     for b in 0..blocks {
         // SAFETY: block b is inside the group (caller's guarantee).
         let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
         prefetch::<F>(block);
         let a = |i: usize| &acts[i * blocks + b];
-        // Two sums per row, alternate chains of pairs: a lone activation
-        // row would otherwise wait on each `vpdpwssd`'s latency.
         let mut dots = [[_mm512_setzero_si512(); MR]; 2];
         for o in 0..4 {
             let mut part = [_mm512_setzero_si512(); MR];
@@ -201,7 +204,7 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
                     }
                     if ($p + 1) % chain == 0 {
                         for i in 0..MR {
-                            let dot = &mut dots[(pair / chain) % 2][i];
+                            let dot = &mut dots[(pair / chain) % chains][i];
                             *dot = dpwssd(*dot, part[i], scale);
                         }
                     }
