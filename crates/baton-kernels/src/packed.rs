@@ -44,7 +44,8 @@ mod kquant;
 use format::PackedFormat;
 pub use format::GROUP_ROWS;
 
-/// Activation rows per tile.
+/// Activation rows per tile below 8 (a format's tile may take 8 at a
+/// level with the registers: [`PackedFormat::tile_rows`]).
 const TILE_ROWS: usize = 4;
 
 /// Calls `$body` with `$F` bound to the packed format of `$dtype`, or
@@ -311,8 +312,9 @@ unsafe fn compute_packed(
     }, _ => unreachable!("only packable types are packed"))
 }
 
-/// The loop nest: for each group overlapping `cols`, every 4-row tile of
-/// the activations (remainders 3, 2, 1), storing the columns in `cols`.
+/// The loop nest: for each group overlapping `cols`, every 8-row tile of
+/// the activations where the format's tile takes 8, then 4-row tiles
+/// (remainders 3, 2, 1), storing the columns in `cols`.
 ///
 /// # Safety
 /// As [`compute_packed`].
