@@ -58,10 +58,32 @@ use crate::tiling::{compute, Activations, DisjointWrites};
 
 /// Reusable memory for quantized activations, so that a decode loop that
 /// keeps one `Scratch` per thread allocates nothing per call once warm.
+///
+/// It remembers which rows each of its two forms last quantized, so that
+/// products of the same input (the query, key and value projections; the
+/// gate and up projections) quantize it once: see
+/// [`Scratch::reuse_next`].
 #[derive(Debug, Default)]
 pub struct Scratch {
     blocks: Vec<ActBlock>,
     super_blocks: Vec<SuperActBlock>,
+    /// What `blocks` and `super_blocks` hold the quantized form of.
+    blocks_of: Option<Quantized>,
+    super_blocks_of: Option<Quantized>,
+    /// Whether the next call may take what a buffer holds (see
+    /// [`Scratch::reuse_next`]).
+    reuse: bool,
+}
+
+/// The rows a buffer of a [`Scratch`] holds quantized: where they were and
+/// their shape, and the level that quantized them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Quantized {
+    data: usize,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    isa: Isa,
 }
 
 impl Scratch {
@@ -78,6 +100,18 @@ impl Scratch {
         if cols.is_multiple_of(SUPER_ELEMS) {
             grow(&mut self.super_blocks, rows * cols / SUPER_ELEMS);
         }
+    }
+
+    /// Lets the next product through this scratch take the quantized rows
+    /// it holds instead of quantizing again, where they are the same rows
+    /// (same memory, shape and level) in the form the weights need. The
+    /// caller states with `unchanged` that the values there are still
+    /// those quantized (no write since: e.g. the same graph node's output
+    /// read by two products in a row); with `false` the next call
+    /// quantizes. Either way it applies to the next call only. The reused
+    /// blocks are the bits quantizing again would give.
+    pub fn reuse_next(&mut self, unchanged: bool) {
+        self.reuse = unchanged;
     }
 }
 
@@ -227,20 +261,33 @@ impl Scratch {
     /// The activations in the form weights of `dtype` multiply against:
     /// `x` itself for float weights, else `x` quantized into this scratch.
     fn activations<'a>(&'a mut self, isa: Isa, dtype: DType, x: &MatRef<'a>, split: &dyn RowSplit) -> Activations<'a> {
+        let reuse = std::mem::take(&mut self.reuse);
+        let of =
+            Quantized { data: x.data.as_ptr() as usize, rows: x.rows, cols: x.cols, row_stride: x.row_stride, isa };
         if dtype.is_k_quant() {
-            Activations::SuperBlocks(self.quantize(isa, x, split))
+            let fresh = !reuse || self.super_blocks_of != Some(of);
+            self.super_blocks_of = Some(of);
+            Activations::SuperBlocks(self.quantize(isa, x, split, fresh))
         } else if dtype.is_quantized() {
-            Activations::Blocks(self.quantize(isa, x, split))
+            let fresh = !reuse || self.blocks_of != Some(of);
+            self.blocks_of = Some(of);
+            Activations::Blocks(self.quantize(isa, x, split, fresh))
         } else {
             Activations::Float { x: x.data, stride: x.row_stride }
         }
     }
 
     /// Quantizes every row of `x` (whole blocks, checked by the caller) and
-    /// returns the blocks, row after row.
-    fn quantize<B: ActivationBlock>(&mut self, isa: Isa, x: &MatRef<'_>, split: &dyn RowSplit) -> &[B] {
+    /// returns the blocks, row after row; with `fresh` false, returns the
+    /// blocks it holds of those rows.
+    fn quantize<B: ActivationBlock>(&mut self, isa: Isa, x: &MatRef<'_>, split: &dyn RowSplit, fresh: bool) -> &[B] {
         let blocks_per_row = x.cols / B::ELEMS;
         let buffer = B::buffer(self);
+        if !fresh {
+            // The caller's word (`reuse_next`) and the same rows, shape and
+            // level as the blocks held: they are what quantizing gives.
+            return &buffer[..x.rows * blocks_per_row];
+        }
         grow(buffer, x.rows * blocks_per_row);
         let dst = DisjointWrites::new(&mut buffer[..x.rows * blocks_per_row]);
         split.for_each_part(x.rows, &|rows| {

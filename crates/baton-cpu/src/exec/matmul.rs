@@ -11,6 +11,9 @@ use super::workspace::Workspace;
 pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let (x_id, w_id) = (n.inputs[0], n.inputs[1]);
+    // The same input as the product just before (q, k, v; gate, up): its
+    // quantized rows are still valid (see `Workspace::last_product_input`).
+    let unchanged = exec.last_product_input.replace(x_id) == Some(x_id);
     let x = ctx.f32s(x_id)?;
     let w_node = node(ctx, w_id);
     let w_bytes = ctx.bytes(w_id)?;
@@ -42,11 +45,14 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
             _ => None,
         };
         let mut scratch = exec.scratch[0].lock();
-        return match packed {
+        scratch.reuse_next(unchanged);
+        let result = match packed {
             Some(packed) => matmul_packed(&exec.device.pool, &packed, &xm, &mut ym, &mut scratch),
             None => matmul(&exec.device.pool, &w, &xm, &mut ym, &mut scratch),
-        }
-        .map_err(kernel_err);
+        };
+        // Spent, whether or not the product reached its activations.
+        scratch.reuse_next(false);
+        return result.map_err(kernel_err);
     }
     // Many small products (attention heads): one thread per batch range.
     let out_ptr = SharedPtr(out.as_mut_ptr());

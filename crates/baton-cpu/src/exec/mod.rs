@@ -119,6 +119,8 @@ impl Executor {
             };
         }
         let ctx = Context { graph, roots: &roots, packed: &packed };
+        // The host may have rewritten any tensor since the last computation.
+        self.workspace.last_product_input = None;
         let profiling = crate::profile::enabled();
         for (i, node) in graph.nodes().iter().enumerate() {
             if profiling && !matches!(node.op, Op::Leaf | Op::View) {
@@ -134,8 +136,13 @@ impl Executor {
 
     fn run_node(&mut self, ctx: &Context<'_>, id: NodeId, node: &Node) -> Result<(), StreamError> {
         match &node.op {
-            Op::Leaf | Op::View => Ok(()),
-            Op::MatMul => matmul::run(&mut self.workspace, ctx, id),
+            Op::Leaf | Op::View => return Ok(()),
+            Op::MatMul => return matmul::run(&mut self.workspace, ctx, id),
+            _ => {}
+        }
+        // Any other op may write memory a later product reads.
+        self.workspace.last_product_input = None;
+        match &node.op {
             Op::Attention { .. } => attention::run(&self.workspace, ctx, id),
             _ => ops::run(&mut self.workspace, ctx, id),
         }

@@ -20,6 +20,11 @@ pub(crate) struct Workspace {
     pub(crate) convert: Vec<u8>,
     /// Rotary angles of recent positions (`rope_cache`).
     pub(crate) rope: Mutex<RopeCache>,
+    /// The input of the last op run, if it was a product: a product of the
+    /// same input right after it reuses its quantized rows (nothing has
+    /// written them since: the only op between wrote its own output, and
+    /// the plan never places an output over an input still to be read).
+    pub(crate) last_product_input: Option<baton_core::graph::NodeId>,
 }
 
 impl Workspace {
@@ -31,6 +36,7 @@ impl Workspace {
             attention: (0..threads).map(|_| Mutex::new(AttentionScratch::default())).collect(),
             convert: Vec::new(),
             rope: Mutex::new(RopeCache::default()),
+            last_product_input: None,
         }
     }
 }

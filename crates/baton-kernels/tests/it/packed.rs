@@ -284,3 +284,59 @@ fn packed_shape_errors_are_typed() {
     assert!(PackedWeights::pack(&f32_matrix, &SingleThread).expect("valid").is_none());
     assert!(TYPES.iter().all(|&t| packable(t)) && !packable(DType::F32));
 }
+
+/// `Scratch::reuse_next`: a product of the same rows right after another
+/// takes their quantized blocks, which are the bits of quantizing again;
+/// rows changed in place are quantized again when the caller says so;
+/// other rows, another shape or the other form of blocks are quantized
+/// whatever the caller says.
+#[test]
+fn reused_activations_give_the_bits_of_quantizing_again() {
+    let mut rng = Rng::new(91);
+    let (n, k, m) = (16, 256, 5);
+    let matrix = |dtype: DType, rng: &mut Rng| -> Vec<u8> {
+        let row_bytes = dtype.row_bytes(k).expect("whole blocks");
+        let mut w = vec![0u8; n * row_bytes];
+        for row in w.chunks_exact_mut(row_bytes) {
+            quantize_row(dtype, &rng.vec(k, 1.0), row).expect("row");
+        }
+        w
+    };
+    let pack = |dtype: DType, bytes: &[u8]| {
+        let w = WeightMatrix { dtype, data: bytes, rows: n, cols: k, row_stride_bytes: dtype.row_bytes(k).unwrap() };
+        PackedWeights::pack(&w, &SingleThread).expect("valid").expect("packable")
+    };
+    let (q4_1a, q4_1b, q4_k) =
+        (matrix(DType::Q4_1, &mut rng), matrix(DType::Q4_1, &mut rng), matrix(DType::Q4_K, &mut rng));
+    let (first, second, kquant) = (pack(DType::Q4_1, &q4_1a), pack(DType::Q4_1, &q4_1b), pack(DType::Q4_K, &q4_k));
+    let product = |w: &PackedWeights, x: &[f32], rows: usize, scratch: &mut Scratch| -> Vec<f32> {
+        let mut y = vec![0.0f32; rows * n];
+        let xm = MatRef::contiguous(&x[..rows * k], rows, k);
+        matmul_packed(&SingleThread, w, &xm, &mut MatMut::contiguous(&mut y, rows, n), scratch).expect("product");
+        y
+    };
+    let alone = |w: &PackedWeights, x: &[f32], rows: usize| product(w, x, rows, &mut Scratch::new());
+    let mut x = rng.vec(m * k, 1.0);
+    let mut scratch = Scratch::new();
+    product(&first, &x, m, &mut scratch);
+    scratch.reuse_next(true);
+    assert_eq!(product(&second, &x, m, &mut scratch), alone(&second, &x, m), "the same rows reused");
+    // Changed in place: quantized again when the caller says so...
+    x[3] += 10.0;
+    scratch.reuse_next(false);
+    assert_eq!(product(&second, &x, m, &mut scratch), alone(&second, &x, m), "changed rows quantized again");
+    // ...and reused when it (wrongly) says they did not change: the old
+    // blocks were taken, which is what the caller's word is for.
+    let before = alone(&second, &x, m);
+    x[3] -= 10.0;
+    scratch.reuse_next(true);
+    assert_eq!(product(&second, &x, m, &mut scratch), before, "the held blocks are taken on the caller's word");
+    // Another shape (fewer rows at the same address) or the other form.
+    scratch.reuse_next(true);
+    assert_eq!(product(&second, &x, m - 1, &mut scratch), alone(&second, &x, m - 1), "another shape");
+    scratch.reuse_next(true);
+    assert_eq!(product(&kquant, &x, m, &mut scratch), alone(&kquant, &x, m), "the K-quants' blocks");
+    // The word is for one call: without it, the next product quantizes.
+    x[0] += 1.0;
+    assert_eq!(product(&second, &x, m, &mut scratch), alone(&second, &x, m), "one call only");
+}
