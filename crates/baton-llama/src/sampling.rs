@@ -311,14 +311,7 @@ impl Sampler {
         if self.params.is_greedy() && !self.penalizes() {
             // The row's best, as `load_candidates` then `argmax` find it,
             // without copying the row.
-            let mut best = Candidate { id: 0, logit: logits[0].min(f32::MAX) };
-            for (id, &logit) in logits.iter().enumerate().skip(1) {
-                let logit = logit.min(f32::MAX);
-                if logit > best.logit {
-                    // `check_logits` bounded the length by u32::MAX + 1.
-                    best = Candidate { id: id as u32, logit };
-                }
-            }
+            let best = best_of(logits);
             self.candidates.clear();
             if best.logit == f32::NEG_INFINITY {
                 return Err(SamplingError::AllMasked { vocab_size: logits.len() });
@@ -525,6 +518,11 @@ impl Sampler {
     }
 }
 
+/// Lanes of the row scans below: independent comparisons the compiler
+/// keeps in vector registers (an early-exit search or one running best
+/// is one element at a time).
+const SCAN_LANES: usize = 16;
+
 /// Rejects an empty or oversized row and NaN logits.
 fn check_logits(logits: &[f32]) -> Result<(), SamplingError> {
     if logits.is_empty() {
@@ -533,10 +531,45 @@ fn check_logits(logits: &[f32]) -> Result<(), SamplingError> {
     if u32::try_from(logits.len() - 1).is_err() {
         return Err(SamplingError::VocabTooLarge { vocab_size: logits.len() });
     }
+    let chunks = logits.chunks_exact(SCAN_LANES);
+    let tail = chunks.remainder();
+    let mut nan = [false; SCAN_LANES];
+    for chunk in chunks {
+        for (seen, &logit) in nan.iter_mut().zip(chunk) {
+            *seen |= logit.is_nan();
+        }
+    }
+    if !nan.contains(&true) && !tail.iter().any(|logit| logit.is_nan()) {
+        return Ok(());
+    }
     match logits.iter().position(|&logit| logit.is_nan()) {
         Some(index) => Err(SamplingError::InvalidLogit { index, value: logits[index] }),
         None => Ok(()),
     }
+}
+
+/// The first candidate of the highest logit, `+inf` counting as
+/// `f32::MAX` (what `load_candidates` then `argmax` pick), in two vector
+/// passes: the highest value, then the first block of lanes holding it.
+/// `logits` is not empty and has no NaN (`check_logits`).
+fn best_of(logits: &[f32]) -> Candidate {
+    let mut lanes = [f32::NEG_INFINITY; SCAN_LANES];
+    let chunks = logits.chunks_exact(SCAN_LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &logit) in lanes.iter_mut().zip(chunk) {
+            let logit = logit.min(f32::MAX);
+            if logit > *lane {
+                *lane = logit;
+            }
+        }
+    }
+    let best = lanes.iter().chain(tail).fold(f32::NEG_INFINITY, |best, &logit| best.max(logit.min(f32::MAX)));
+    let at = |logit: &f32| logit.min(f32::MAX) == best;
+    let block = logits.chunks(SCAN_LANES).position(|chunk| chunk.iter().any(at)).unwrap_or(0);
+    let within = logits[block * SCAN_LANES..].iter().position(at).unwrap_or(0);
+    // `check_logits` bounded the length by u32::MAX + 1.
+    Candidate { id: (block * SCAN_LANES + within) as u32, logit: best }
 }
 
 /// A penalized logit the filters can compute with: clamped to the finite
@@ -613,6 +646,57 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `best_of` against the running best it replaces, on rows of few
+    /// distinct values (many ties), infinities, both zeros, every length
+    /// around the lanes and a vocabulary's, the best anywhere.
+    #[test]
+    fn best_of_is_the_first_of_the_highest_logits() {
+        let running = |logits: &[f32]| {
+            let mut best = Candidate { id: 0, logit: logits[0].min(f32::MAX) };
+            for (id, &logit) in logits.iter().enumerate().skip(1) {
+                if logit.min(f32::MAX) > best.logit {
+                    best = Candidate { id: id as u32, logit: logit.min(f32::MAX) };
+                }
+            }
+            best
+        };
+        let values = [-1.0, 0.0, -0.0, 2.5, f32::INFINITY, f32::MAX, f32::NEG_INFINITY, -f32::MAX];
+        let mut rng = Xoshiro256StarStar::from_seed(5);
+        for len in (1..70).chain([1000, 49152]) {
+            for round in 0..20 {
+                let row: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let pick = rng.next_u64() as usize;
+                        if round % 2 == 0 {
+                            values[pick % values.len()]
+                        } else {
+                            (pick % 7) as f32 - 3.0
+                        }
+                    })
+                    .collect();
+                let (got, want) = (best_of(&row), running(&row));
+                assert_eq!(
+                    (got.id, got.logit.to_bits() == want.logit.to_bits() || got.logit == want.logit),
+                    (want.id, true),
+                    "{row:?}"
+                );
+            }
+        }
+        assert_eq!(best_of(&[f32::NEG_INFINITY; 40]).id, 0);
+    }
+
+    #[test]
+    fn a_nan_anywhere_is_found_at_its_index() {
+        for len in [1, 15, 16, 17, 49152] {
+            for at in [0, len / 2, len - 1] {
+                let mut row = vec![0.5f32; len];
+                row[at] = f32::NAN;
+                assert!(matches!(check_logits(&row), Err(SamplingError::InvalidLogit { index, .. }) if index == at));
+            }
+            assert_eq!(check_logits(&vec![0.5f32; len]), Ok(()));
+        }
+    }
 
     #[test]
     fn xoshiro256_star_star_matches_the_reference_outputs() {

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use baton_llama::{Logits, Model, SeqStep};
+use baton_llama::{Logits, Model, Sampler, SamplingParams, SeqStep};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -91,8 +91,9 @@ fn gen_run(model: &mut Model, n: usize, first: u32, depth: usize) -> Result<f64>
     let vocab = model.config().vocab;
     let start = Instant::now();
     let mut token = first;
+    let mut sampler = Sampler::new(SamplingParams::greedy());
     for past in depth..depth + n {
-        token = greedy(model.eval(&[token], past, Logits::Last)?).min(vocab as u32 - 1);
+        token = greedy(&mut sampler, model.eval(&[token], past, Logits::Last)?).min(vocab as u32 - 1);
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
@@ -104,6 +105,7 @@ fn parallel_run(model: &mut Model, n: usize, parallel: usize, depth: usize) -> R
     let vocab = model.config().vocab;
     let start = Instant::now();
     let mut next: Vec<u32> = (0..parallel as u32).map(|s| 1 + s % vocab as u32).collect();
+    let mut sampler = Sampler::new(SamplingParams::greedy());
     for past in depth..depth + n {
         let steps: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
         let seqs: Vec<SeqStep<'_>> =
@@ -111,16 +113,18 @@ fn parallel_run(model: &mut Model, n: usize, parallel: usize, depth: usize) -> R
         let ticket = model.submit_batch(&seqs)?;
         let logits = model.batch_logits(ticket)?;
         for (row, token) in logits.chunks_exact(vocab).zip(&mut next) {
-            *token = greedy(row);
+            *token = greedy(&mut sampler, row);
         }
     }
     Ok((n * parallel) as f64 / start.elapsed().as_secs_f64())
 }
 
-/// The greedy token of a row of logits: the largest (the lowest id of
-/// ties), so that a run depends on the model like a real decode.
-fn greedy(row: &[f32]) -> u32 {
-    row.iter().enumerate().fold((0, f32::MIN), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0 as u32
+/// The greedy token of a row of logits as the server draws it (the largest,
+/// the lowest id of ties), so that a run depends on the model like a real
+/// decode and reads the logits as `baton serve` does; 0 for a row the
+/// sampler refuses (NaN, every logit -inf).
+fn greedy(sampler: &mut Sampler, row: &[f32]) -> u32 {
+    sampler.sample(row).unwrap_or(0)
 }
 
 /// Runs `baton bench` on a model.
