@@ -23,7 +23,7 @@ pub(crate) fn round_small(v: f32) -> f32 {
 
 /// `e^x` with a relative error of about 2e-7 for `x` in `[-87.3, 88.3]`;
 /// 0 below (so `-inf` gives exactly 0), `e^88.3` above. Branch-free so loops
-/// over it vectorize. Coefficients: the Cephes `expf` polynomial.
+/// over it vectorize.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     const LOWEST: f32 = -87.336_54;
@@ -35,14 +35,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     // `round_small`, keeping the sum: its low bits are `n` as an integer.
     let shifted = clamped * std::f32::consts::LOG2_E + MAGIC;
     let n = shifted - MAGIC;
-    let r = clamped - n * LN2_HI - n * LN2_LO;
-    let p = 1.987_569_1e-4;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 0.5;
-    let e_r = p * r * r + r + 1.0;
+    let e_r = exp_reduced(clamped - n * LN2_HI - n * LN2_LO);
     // 2^n from the integer bits (`n` is in [-126, 128]: `shifted` is
     // MAGIC + n exactly). `n as i32` would saturate, which LLVM does one
     // lane at a time; this stays in the vector.
@@ -53,6 +46,18 @@ pub(crate) fn exp(x: f32) -> f32 {
     } else {
         e_r * scale
     }
+}
+
+/// `e^r` for `|r| <= ln 2 / 2` (the Cephes `expf` polynomial).
+#[inline(always)]
+fn exp_reduced(r: f32) -> f32 {
+    let p = 1.987_569_1e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    p * r * r + r + 1.0
 }
 
 #[inline(always)]
@@ -344,14 +349,7 @@ mod tests {
     fn exp_by_cast(x: f32) -> f32 {
         let clamped = x.clamp(-87.336_54, 88.3);
         let n = round_small(clamped * std::f32::consts::LOG2_E);
-        let r = clamped - n * 0.693_359_4 - n * -2.121_944_4e-4;
-        let p = 1.987_569_1e-4;
-        let p = p * r + 1.398_199_9e-3;
-        let p = p * r + 8.333_452e-3;
-        let p = p * r + 4.166_579_6e-2;
-        let p = p * r + 1.666_666_5e-1;
-        let p = p * r + 0.5;
-        let e_r = p * r * r + r + 1.0;
+        let e_r = exp_reduced(clamped - n * 0.693_359_4 - n * -2.121_944_4e-4);
         let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
         if x < -87.336_54 {
             0.0

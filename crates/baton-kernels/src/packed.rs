@@ -44,9 +44,20 @@ mod kquant;
 use format::PackedFormat;
 pub use format::GROUP_ROWS;
 
-/// Activation rows per tile below 8 (a format's tile may take 8 at a
-/// level with the registers: [`PackedFormat::tile_rows`]).
+/// Activation rows per tile below 8 (see [`tile_rows`]).
 const TILE_ROWS: usize = 4;
+
+/// The most activation rows one tile takes at `isa`: 8 at AVX-512, whose
+/// 32 registers hold them (the 32-value tile: 8 sums and 16 halves of
+/// accumulators; the K-quant tile: one chain of sums per row), so each
+/// block is unpacked once for 8 rows; 4 at the other levels.
+fn tile_rows(isa: Isa) -> usize {
+    if isa == Isa::Avx512 {
+        8
+    } else {
+        TILE_ROWS
+    }
+}
 
 /// Calls `$body` with `$F` bound to the packed format of `$dtype`, or
 /// evaluates `$none` if the type has no packed form.
@@ -313,7 +324,7 @@ unsafe fn compute_packed(
 }
 
 /// The loop nest: for each group overlapping `cols`, every 8-row tile of
-/// the activations where the format's tile takes 8, then 4-row tiles
+/// the activations where the level's tile takes 8, then 4-row tiles
 /// (remainders 3, 2, 1), storing the columns in `cols`.
 ///
 /// # Safety
@@ -337,8 +348,8 @@ unsafe fn compute_as<F: PackedFormat>(
         let keep = cols.start.max(first)..cols.end.min(first + GROUP_ROWS);
         let mut m0 = 0;
         while m0 < m {
-            // 8 rows where the format's tile takes them, else 4, 3, 2, 1.
-            let rows = match (m - m0).min(F::tile_rows(isa)) {
+            // 8 rows where the level's tile takes them, else 4, 3, 2, 1.
+            let rows = match (m - m0).min(tile_rows(isa)) {
                 r if r >= 8 => 8,
                 r => r.min(TILE_ROWS),
             };

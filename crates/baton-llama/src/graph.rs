@@ -410,64 +410,59 @@ pub fn build(
         let total = cache.slots * per_slot;
         let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
-        if let Some(inputs) = &in_slots {
+        let o = if let Some(inputs) = &in_slots {
             let rows = match ring {
                 Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
                 None => inputs.rows,
             };
-            let o =
-                b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, layer.window)?;
-            let o = b.g.reshape(o, &[t, heads * hd])?;
-            let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
-            x = b.residual(x, attn, &p("post_attention_norm"))?;
-            x = b.feed_forward(l, x)?;
-            continue;
-        }
-        let rows = if several {
-            Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
+            b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, layer.window)?
         } else {
-            None
-        };
-        let mut offset = 0;
-        let mut o = None;
-        for seq in &shape.seqs {
-            let part = |b: &mut Builder, x: NodeId| -> Result<NodeId, GraphError> {
-                if several {
-                    b.g.narrow(x, 0, offset, seq.tokens)
-                } else {
-                    Ok(x)
-                }
-            };
-            let (qs, ks, vs, ps) = (part(&mut b, q)?, part(&mut b, k)?, part(&mut b, v)?, part(&mut b, positions)?);
-            // The sequence's slot of the cache (the whole cache when it has
-            // one slot, so a one-sequence graph is what it always was).
-            let (kc, vc) = if cache.slots > 1 {
-                let start = seq.slot * per_slot;
-                (b.g.narrow(kc, 1, start, per_slot)?, b.g.narrow(vc, 1, start, per_slot)?)
+            let rows = if several {
+                Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
             } else {
-                (kc, vc)
+                None
             };
-            // A ring is read whole and written at its rows; else the window.
-            let (written_at, window) = match ring {
-                Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
-                None => (ps, seq.window),
-            };
-            let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, layer.window)?;
-            o = Some(match rows {
-                // Several sequences: each one's rows of the scratch.
-                Some(rows) => {
-                    let dst = b.g.narrow(rows, 0, offset, seq.tokens)?;
-                    let dst = b.g.reshape(dst, &[seq.tokens, heads, hd])?;
-                    b.g.copy_into(dst, os)?
-                }
-                None => os,
-            });
-            offset += seq.tokens;
-        }
-        let o = match (rows, o) {
-            (Some(rows), _) => b.g.narrow(rows, 0, 0, t)?,
-            (None, Some(o)) => o,
-            (None, None) => return Err(GraphError::Invalid("a batch without sequences".into())),
+            let mut offset = 0;
+            let mut o = None;
+            for seq in &shape.seqs {
+                let part = |b: &mut Builder, x: NodeId| -> Result<NodeId, GraphError> {
+                    if several {
+                        b.g.narrow(x, 0, offset, seq.tokens)
+                    } else {
+                        Ok(x)
+                    }
+                };
+                let (qs, ks, vs, ps) = (part(&mut b, q)?, part(&mut b, k)?, part(&mut b, v)?, part(&mut b, positions)?);
+                // The sequence's slot of the cache (the whole cache when it has
+                // one slot, so a one-sequence graph is what it always was).
+                let (kc, vc) = if cache.slots > 1 {
+                    let start = seq.slot * per_slot;
+                    (b.g.narrow(kc, 1, start, per_slot)?, b.g.narrow(vc, 1, start, per_slot)?)
+                } else {
+                    (kc, vc)
+                };
+                // A ring is read whole and written at its rows; else the window.
+                let (written_at, window) = match ring {
+                    Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
+                    None => (ps, seq.window),
+                };
+                let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, layer.window)?;
+                o = Some(match rows {
+                    // Several sequences: each one's rows of the scratch.
+                    Some(rows) => {
+                        let dst = b.g.narrow(rows, 0, offset, seq.tokens)?;
+                        let dst = b.g.reshape(dst, &[seq.tokens, heads, hd])?;
+                        b.g.copy_into(dst, os)?
+                    }
+                    None => os,
+                });
+                offset += seq.tokens;
+            }
+            match (rows, o) {
+                (Some(rows), _) => b.g.narrow(rows, 0, 0, t)?,
+                (None, Some(o)) => o,
+                (None, None) => return Err(GraphError::Invalid("a batch without sequences".into())),
+            }
         };
         let o = b.g.reshape(o, &[t, heads * hd])?;
         let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;

@@ -341,9 +341,11 @@ impl Model {
         for (l, (k, v)) in cache.layers.iter().enumerate() {
             bound.insert(graph::key_cache_name(l), k.clone());
             bound.insert(graph::value_cache_name(l), v.clone());
-            if cache.slots > 1 {
+            if cache.slots > 1 && !in_slots {
                 // Where the attention outputs of a batch's sequences meet
-                // (split by heads under tensor parallelism).
+                // when each has its own attention node (split by heads
+                // under tensor parallelism); attention in slots writes
+                // them in place.
                 let width = config.heads * config.head_dim;
                 let rows = match &tensor {
                     Some((composite, shares)) => {
@@ -743,8 +745,12 @@ impl Model {
         let hidden_rows_t = TensorRef::new(&io, hidden_at, DType::I32, &[hidden_rows.len().max(1)])?;
         // In slots: each token's slot, then its rows in the whole caches.
         let slots_at = hidden_at + hidden_rows.len() * 4;
-        let slot_inputs: Vec<TensorRef> =
-            (0..3).map(|i| TensorRef::new(&io, slots_at + i * t * 4, DType::I32, &[t])).collect::<Result<_, _>>()?;
+        let slot_inputs: Vec<TensorRef> = match in_slots {
+            true => {
+                (0..3).map(|i| TensorRef::new(&io, slots_at + i * t * 4, DType::I32, &[t])).collect::<Result<_, _>>()?
+            }
+            false => Vec::new(),
+        };
         let hidden_t = match hidden {
             Some((_, buffer)) if !hidden_rows.is_empty() => {
                 Some(TensorRef::new(buffer, 0, DType::F32, &[hidden_rows.len(), self.config.dim])?)
@@ -812,9 +818,9 @@ impl Model {
                 graph::LOGIT_ROWS => Some(picks_t.clone()),
                 graph::RING_ROWS => Some(ring_t.clone()),
                 graph::HIDDEN_ROWS => Some(hidden_rows_t.clone()),
-                graph::SLOTS => Some(slot_inputs[0].clone()),
-                graph::CACHE_ROWS => Some(slot_inputs[1].clone()),
-                graph::RING_CACHE_ROWS => Some(slot_inputs[2].clone()),
+                graph::SLOTS => slot_inputs.first().cloned(),
+                graph::CACHE_ROWS => slot_inputs.get(1).cloned(),
+                graph::RING_CACHE_ROWS => slot_inputs.get(2).cloned(),
                 graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,

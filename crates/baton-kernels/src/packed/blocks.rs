@@ -76,16 +76,6 @@ impl<F: BlockFormat> PackedFormat for Blocks<F> {
         }
     }
 
-    fn tile_rows(isa: Isa) -> usize {
-        // AVX-512 has the registers for 8 rows (8 sums, 16 halves of
-        // accumulators): each block's weights are unpacked once for them.
-        if isa == Isa::Avx512 {
-            8
-        } else {
-            4
-        }
-    }
-
     fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]) {
         for (from, to) in halves::<F>(r) {
             out[from..from + 2].copy_from_slice(&packed[to..to + 2]);

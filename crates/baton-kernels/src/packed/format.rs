@@ -30,12 +30,6 @@ pub(crate) trait PackedFormat {
     /// [`Self::pack_block`]).
     fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]);
 
-    /// The most activation rows one [`Self::tile`] takes at `isa` (4 or 8):
-    /// as many as the level's registers hold.
-    fn tile_rows(_isa: Isa) -> usize {
-        4
-    }
-
     /// `out[i][r] = x[i] · W[r]` for the group at `group` (all `blocks`
     /// packed blocks) and `MR` activation rows.
     ///

@@ -97,16 +97,6 @@ impl<F: KPack> PackedFormat for PackedK<F> {
         }
     }
 
-    fn tile_rows(isa: Isa) -> usize {
-        // AVX-512 has the registers for 8 rows (one chain of sums each):
-        // each super-block's weights are unpacked once for them.
-        if isa == Isa::Avx512 {
-            8
-        } else {
-            4
-        }
-    }
-
     fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]) {
         out.fill(0);
         for (index, plane) in F::PLANES.iter().enumerate() {
