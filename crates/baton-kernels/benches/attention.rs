@@ -8,8 +8,10 @@
 //! from f32 keys, a softmax, then the weighted values (what a kernel that
 //! materialises scores does), one row at a time.
 //!
-//! Run with `cargo bench -p baton-kernels --bench attention`. Each figure
-//! is the best of 5 alternating rounds of about 20 ms.
+//! Run with `cargo bench -p baton-kernels --bench attention`;
+//! `BATON_BENCH_POSITIONS=32,64` times those depths instead (a batched
+//! decode step's short caches, where a call's fixed cost shows). Each
+//! figure is the best of 5 alternating rounds of about 20 ms.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -86,7 +88,11 @@ fn main() {
     header += " best / scalar | plain f32 reference | best / reference |";
     println!("{header}");
     println!("|{}", " --- |".repeat(6 + levels.len()));
-    for positions in [512, 4096] {
+    let list: Vec<usize> = std::env::var("BATON_BENCH_POSITIONS")
+        .ok()
+        .map(|s| s.split(',').map(|p| p.parse().expect("a count of positions")).collect())
+        .unwrap_or(vec![512, 4096]);
+    for positions in list {
         let k: Vec<f32> = (0..positions * D).map(|i| noise(i, 1)).collect();
         let v: Vec<f32> = (0..positions * D).map(|i| noise(i, 2)).collect();
         for dtype in [DType::F16, DType::BF16, DType::F32, DType::Q8_0] {

@@ -264,6 +264,29 @@ struct BlockScratch {
     transposed: Vec<f32>,
     state: Vec<(f32, f32)>,
     partial: Vec<f32>,
+    /// A query of zeros for the spare rows of a tile (never written).
+    zeros: Vec<f32>,
+}
+
+/// The rows of one tile: at most [`TILE_ROWS`], without an allocation.
+#[derive(Default)]
+struct Tile {
+    rows: [usize; TILE_ROWS],
+    len: usize,
+}
+
+impl Tile {
+    fn push(&mut self, r: usize) {
+        self.rows[self.len] = r;
+        self.len += 1;
+    }
+}
+
+impl std::ops::Deref for Tile {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.rows[..self.len]
+    }
 }
 
 /// The query rows of a call, with or without outputs.
@@ -339,7 +362,7 @@ fn run_segments<R: Rows + ?Sized>(
 ) -> Result<(), KernelError> {
     let d = k.dim;
     let n_rows = rows.count();
-    let BlockScratch { keys, transposed, values, scores: score_rows, state, partial } = scratch;
+    let BlockScratch { keys, transposed, values, scores: score_rows, state, partial, zeros } = scratch;
     keys.resize(BLOCK * d, 0.0);
     transposed.resize(BLOCK * d, 0.0);
     values.resize(BLOCK * d, 0.0);
@@ -348,8 +371,17 @@ fn run_segments<R: Rows + ?Sized>(
     state.resize(n_rows + TILE_ROWS, (f32::NEG_INFINITY, 0.0));
     partial.resize((n_rows + TILE_ROWS) * d, 0.0);
     let isa = Isa::current();
-    let zeros = vec![0.0f32; d];
-    let mut tile: Vec<usize> = Vec::with_capacity(TILE_ROWS);
+    zeros.resize(d, 0.0);
+    let zeros = &zeros[..d];
+    let mut tile = Tile::default();
+    // The first block's keys and values are asked for together (each later
+    // block is asked for while the one before it is used): a batched decode
+    // step starts a call per sequence and head on rows that left the caches
+    // a step ago, and waited for their misses one after another (attention
+    // of 8 sequences of SmolLM2: 132 -> 106 us a token).
+    let first_block = span.start / BLOCK * BLOCK..(span.start / BLOCK * BLOCK + BLOCK).min(span.end);
+    k.prefetch(first_block.clone(), k_row);
+    v.prefetch(first_block, v_row);
     for segment in segments {
         let (s0, s1) = ((segment * SEGMENT).max(span.start), ((segment + 1) * SEGMENT).min(span.end));
         let in_segment = |r: usize| {
@@ -383,7 +415,7 @@ fn run_segments<R: Rows + ?Sized>(
             };
             let mut next = 0;
             while next < n_rows {
-                tile.clear();
+                tile.len = 0;
                 while tile.len() < TILE_ROWS && next < n_rows {
                     if sees(next) {
                         tile.push(next);
@@ -393,13 +425,13 @@ fn run_segments<R: Rows + ?Sized>(
                 if tile.is_empty() {
                     break;
                 }
-                let mut qs = [&zeros[..]; TILE_ROWS];
-                for (q, &r) in qs.iter_mut().zip(&tile) {
+                let mut qs = [zeros; TILE_ROWS];
+                for (q, &r) in qs.iter_mut().zip(tile.iter()) {
                     *q = rows.q(r);
                 }
                 let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
                     (&mut score_rows[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
-                scores(isa, qs, tile.len(), transposed, tile_scores);
+                scores(isa, qs, tile.len(), b1 - b0, transposed, tile_scores);
                 // Rows that see the same keys of the block (all but those on
                 // the causal diagonal or a window's edge) fold them together.
                 let (j0, j1) = range(tile[0]);

@@ -6,4 +6,5 @@
 mod conformance;
 mod mapped;
 mod packed;
+mod scatter;
 mod threads;

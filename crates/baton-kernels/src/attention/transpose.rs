@@ -7,6 +7,7 @@
 
 use baton_core::graph::ATTENTION_BLOCK as BLOCK;
 
+use super::block::KEY_LANES;
 use crate::isa::Isa;
 
 #[cfg(target_arch = "x86_64")]
@@ -45,8 +46,17 @@ impl RowType {
 /// Zero bytes: a row of zeros that pads the last group of eight keys.
 static ZEROS: [u8; 2048] = [0; 2048];
 
+/// The columns of a transposed block that hold `keys` keys: whole
+/// registers of scores ([`KEY_LANES`]), so a block that is not full (a
+/// decode step's last block) costs its keys, not [`BLOCK`].
+pub(super) fn columns(keys: usize) -> usize {
+    keys.div_ceil(KEY_LANES) * KEY_LANES
+}
+
 /// Writes keys `rows` (at most [`BLOCK`], each `d` values of `kind`) to
-/// `out` transposed, zeros in the columns past them (scores nobody reads).
+/// `out` transposed, zeros in the columns past them up to
+/// [`columns`]`(rows.len())` (scores nobody reads); the columns past those
+/// are not touched.
 ///
 /// # Panics
 /// If a row is shorter than `d` values, there are more than [`BLOCK`]
@@ -55,14 +65,15 @@ pub(super) fn transpose_rows(isa: Isa, kind: RowType, rows: &[&[u8]], d: usize, 
     let n = rows.len();
     assert!(n <= BLOCK && out.len() >= d * BLOCK, "transpose_rows: a block of keys");
     assert!(rows.iter().all(|r| r.len() >= d * kind.bytes()), "transpose_rows: rows of d values");
-    // Columns written by the vector path: every key, the last group of
-    // eight padded with rows of zeros (so the columns past the keys are
-    // zeros as the scalar path writes them).
+    let cols = columns(n);
+    // Columns written by the vector path: every key, then rows of zeros up
+    // to `cols` (so the columns past the keys are zeros as the scalar path
+    // writes them).
     let mut whole = 0;
     #[cfg(target_arch = "x86_64")]
     if isa.has_avx2() && d.is_multiple_of(8) {
         let zero: &[u8] = &ZEROS;
-        let padded = if d * kind.bytes() <= zero.len() { n.div_ceil(8) * 8 } else { n / 8 * 8 };
+        let padded = if d * kind.bytes() <= zero.len() { cols } else { n / 8 * 8 };
         let mut group: [&[u8]; BLOCK] = [zero; BLOCK];
         group[..n].copy_from_slice(rows);
         whole = padded;
@@ -70,16 +81,18 @@ pub(super) fn transpose_rows(isa: Isa, kind: RowType, rows: &[&[u8]], d: usize, 
         // and F16C; the asserts above give every row `d` values and `out`
         // `d * BLOCK`, the zero rows hold `d` values when they are used
         // (checked above), `d` is a multiple of 8, and `padded <= BLOCK`
-        // (BLOCK is a multiple of 8).
+        // is a multiple of 8 (KEY_LANES and BLOCK are).
         unsafe { transpose_avx2(kind, &group[..padded], d, out) };
     }
     let _ = isa;
-    for i in 0..d {
-        let column = &mut out[i * BLOCK..(i + 1) * BLOCK];
-        for (j, t) in column.iter_mut().enumerate().take(n).skip(whole) {
-            *t = kind.element(rows[j], i);
+    if whole < cols {
+        for i in 0..d {
+            let column = &mut out[i * BLOCK..i * BLOCK + cols];
+            for (j, t) in column.iter_mut().enumerate().take(n).skip(whole) {
+                *t = kind.element(rows[j], i);
+            }
+            column[whole.max(n)..].fill(0.0);
         }
-        column[whole.max(n)..].fill(0.0);
     }
 }
 
@@ -169,8 +182,10 @@ mod tests {
     use super::*;
 
     /// Every level writes each key's elements to its column and zeros past
-    /// the keys, whatever `out` held, for keys that fill no whole group of
-    /// eight, several, and head sizes past the zero row (f32 576).
+    /// the keys up to the columns of their registers, whatever `out` held,
+    /// and leaves the columns past those as they were, for keys that fill
+    /// no whole group of eight, several, and head sizes past the zero row
+    /// (f32 576).
     #[test]
     fn every_level_gives_the_columns_and_zeros_past_the_keys() {
         let levels = [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected());
@@ -180,12 +195,16 @@ mod tests {
                     let bytes: Vec<u8> =
                         (0..BLOCK * d * kind.bytes()).map(|i| (i * 37 % 251) as u8 & 0x3f | 0x40).collect();
                     let all: Vec<&[u8]> = bytes.chunks_exact(d * kind.bytes()).collect();
-                    for n in [0, 1, 3, 7, 8, 9, 17, 63, BLOCK] {
+                    for n in [0, 1, 3, 7, 8, 9, 16, 17, 32, 33, 48, 63, BLOCK] {
                         let mut out = vec![f32::NAN; d * BLOCK];
                         transpose_rows(level, kind, &all[..n], d, &mut out);
                         for i in 0..d {
                             for j in 0..BLOCK {
-                                let want = if j < n { kind.element(all[j], i) } else { 0.0 };
+                                let want = match j {
+                                    _ if j < n => kind.element(all[j], i),
+                                    _ if j < columns(n) => 0.0,
+                                    _ => f32::NAN,
+                                };
                                 let got = out[i * BLOCK + j];
                                 assert!(
                                     got.to_bits() == want.to_bits(),
