@@ -342,23 +342,47 @@ unsafe fn compute_as<F: PackedFormat>(
         return;
     }
     let act_rows = |m0: usize, rows: usize| acts.rows(m0 * w.blocks, (m0 + rows) * w.blocks);
-    for g in cols.start / GROUP_ROWS..cols.end.div_ceil(GROUP_ROWS) {
-        let group = w.data[g * w.group_bytes..][..w.group_bytes].as_ptr();
-        let first = g * GROUP_ROWS;
-        let keep = cols.start.max(first)..cols.end.min(first + GROUP_ROWS);
+    // The tiles' rows: 8 where the level's tile takes them, else 4, 3, 2, 1.
+    let row_tiles = || {
         let mut m0 = 0;
-        while m0 < m {
-            // 8 rows where the level's tile takes them, else 4, 3, 2, 1.
+        std::iter::from_fn(move || {
             let rows = match (m - m0).min(tile_rows(isa)) {
+                0 => return None,
                 r if r >= 8 => 8,
                 r => r.min(TILE_ROWS),
             };
+            m0 += rows;
+            Some((m0 - rows, rows))
+        })
+    };
+    let groups = cols.start / GROUP_ROWS..cols.end.div_ceil(GROUP_ROWS);
+    let group = |g: usize| w.data[g * w.group_bytes..][..w.group_bytes].as_ptr();
+    let mut g = groups.start;
+    while g < groups.end {
+        // Two groups at once where the level's pair tile is faster.
+        let pair = g + 1 < groups.end && F::pairs_faster(isa, m.min(tile_rows(isa)));
+        let count = if pair { 2 } else { 1 };
+        let first = g * GROUP_ROWS;
+        let keep = cols.start.max(first)..cols.end.min(first + count * GROUP_ROWS);
+        for (m0, rows) in row_tiles() {
             macro_rules! tile {
                 ($mr:literal) => {{
-                    let mut tile = [[0.0f32; GROUP_ROWS]; $mr];
-                    // SAFETY: `group` is the whole group (sliced above);
-                    // `act_rows` holds rows m0..m0 + $mr; `isa` is current.
-                    unsafe { F::tile::<$mr>(isa, act_rows(m0, $mr), w.blocks, group, &mut tile) };
+                    let mut tile = [[0.0f32; 2 * GROUP_ROWS]; $mr];
+                    if pair {
+                        // SAFETY: both groups are whole (sliced above);
+                        // `act_rows` holds rows m0..m0 + $mr; `isa` is
+                        // current.
+                        unsafe {
+                            F::tile_pair::<$mr>(isa, act_rows(m0, $mr), w.blocks, [group(g), group(g + 1)], &mut tile)
+                        };
+                    } else {
+                        let mut one = [[0.0f32; GROUP_ROWS]; $mr];
+                        // SAFETY: as above, for the one group.
+                        unsafe { F::tile::<$mr>(isa, act_rows(m0, $mr), w.blocks, group(g), &mut one) };
+                        for (tile, one) in tile.iter_mut().zip(&one) {
+                            tile[..GROUP_ROWS].copy_from_slice(one);
+                        }
+                    }
                     for (i, row) in tile.iter().enumerate() {
                         for c in keep.clone() {
                             // SAFETY: row m0 + i < m and column c inside
@@ -375,7 +399,7 @@ unsafe fn compute_as<F: PackedFormat>(
                 2 => tile!(2),
                 _ => tile!(1),
             }
-            m0 += rows;
         }
+        g += count;
     }
 }

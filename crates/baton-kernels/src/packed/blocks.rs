@@ -18,8 +18,10 @@
 //! So a step's weights are one 256-bit vector whose 32-bit lanes are the 8
 //! rows, multiplied by the activations' 4 bytes of that step broadcast to
 //! every lane (`maddubs` + `madd` on AVX2, `vpdpbusd` on AVX-512, which
-//! takes two steps per 512-bit register, one per half, and adds the halves
-//! at the block's end). Each lane's integer dot product is exact; per block,
+//! for one activation row takes two steps per 512-bit register, one per
+//! half, and adds the halves at the block's end; for several rows it takes
+//! two neighbouring groups at once, one step of 16 weight rows per
+//! register, `avx512_pair`). Each lane's integer dot product is exact; per block,
 //! once for the 8 rows: `acc = fma(dot, d_w d_x, acc)`, and in a second
 //! chain the offset (`-8 d_w`, `-16 d_w`, the minimum; `-128 d_w` for Q8_0
 //! on AVX-512, whose weights enter as `w + 128`) `off = fma(offset, sum_x,
@@ -30,7 +32,7 @@
 
 use baton_core::DType;
 
-use super::format::{PackedFormat, GROUP_ROWS};
+use super::format::{two_tiles, PackedFormat, GROUP_ROWS};
 use crate::activation::ActBlock;
 use crate::isa::Isa;
 use crate::quant::{BlockFormat, Offset, Quants, BLOCK_ELEMS};
@@ -40,6 +42,8 @@ use crate::tiling::Activations;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_pair;
 mod layout;
 
 pub(crate) use layout::Blocks;
@@ -113,6 +117,31 @@ impl<F: BlockFormat> PackedFormat for Blocks<F> {
             Isa::Avx2 => unsafe { avx2::tile::<F, MR>(acts, blocks, group, out) },
             // SAFETY: as above.
             _ => unsafe { tile_scalar::<F, MR>(acts, blocks, group, out) },
+        }
+    }
+
+    fn pairs_faster(isa: Isa, rows: usize) -> bool {
+        cfg!(target_arch = "x86_64") && isa == Isa::Avx512 && rows >= 2
+    }
+
+    unsafe fn tile_pair<const MR: usize>(
+        isa: Isa,
+        acts: Activations<'_>,
+        blocks: usize,
+        groups: [*const u8; 2],
+        out: &mut [[f32; 2 * GROUP_ROWS]; MR],
+    ) {
+        match (isa, acts) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the caller's guarantees (PackedFormat::tile_pair);
+            // `isa` came from detection, so the CPU has AVX-512 F, BW, VL,
+            // DQ, VNNI besides AVX2, FMA and F16C.
+            (Isa::Avx512, Activations::Blocks(acts)) if MR >= 2 => unsafe {
+                debug_assert!(acts.len() >= MR * blocks);
+                avx512_pair::tile_pair::<F, MR>(acts, blocks, groups, out)
+            },
+            // SAFETY: forwarded; one group at a time.
+            _ => unsafe { two_tiles::<Self, MR>(isa, acts, blocks, groups, out) },
         }
     }
 }

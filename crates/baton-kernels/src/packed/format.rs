@@ -45,4 +45,50 @@ pub(crate) trait PackedFormat {
         group: *const u8,
         out: &mut [[f32; GROUP_ROWS]; MR],
     );
+
+    /// Whether [`Self::tile_pair`] is faster than two calls of
+    /// [`Self::tile`] at `isa` for `rows` activation rows.
+    fn pairs_faster(_isa: Isa, _rows: usize) -> bool {
+        false
+    }
+
+    /// [`Self::tile`] for two groups at once: `out[i][..GROUP_ROWS]` for
+    /// the group at `groups[0]`, `out[i][GROUP_ROWS..]` for the one at
+    /// `groups[1]`, the same bits. This default takes them one at a time.
+    ///
+    /// # Safety
+    /// As [`Self::tile`], for each of `groups`.
+    unsafe fn tile_pair<const MR: usize>(
+        isa: Isa,
+        acts: Activations<'_>,
+        blocks: usize,
+        groups: [*const u8; 2],
+        out: &mut [[f32; 2 * GROUP_ROWS]; MR],
+    ) where
+        Self: Sized,
+    {
+        // SAFETY: forwarded.
+        unsafe { two_tiles::<Self, MR>(isa, acts, blocks, groups, out) }
+    }
+}
+
+/// [`PackedFormat::tile_pair`] as two calls of [`PackedFormat::tile`].
+///
+/// # Safety
+/// As [`PackedFormat::tile`], for each of `groups`.
+pub(crate) unsafe fn two_tiles<F: PackedFormat, const MR: usize>(
+    isa: Isa,
+    acts: Activations<'_>,
+    blocks: usize,
+    groups: [*const u8; 2],
+    out: &mut [[f32; 2 * GROUP_ROWS]; MR],
+) {
+    for (half, group) in groups.into_iter().enumerate() {
+        let mut one = [[0.0f32; GROUP_ROWS]; MR];
+        // SAFETY: forwarded (the caller's guarantee for each group).
+        unsafe { F::tile::<MR>(isa, acts, blocks, group, &mut one) };
+        for (out, one) in out.iter_mut().zip(&one) {
+            out[half * GROUP_ROWS..][..GROUP_ROWS].copy_from_slice(one);
+        }
+    }
 }
