@@ -285,7 +285,9 @@ pub fn matmul_packed(
     let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
     let out = DisjointWrites::new(y.data);
     let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    let chunks = Chunks::new(n, threads, GROUP_ROWS);
+    // Chunks of whole pairs of groups where the level's tile takes two.
+    let pairs = match_packed!(w.dtype, F => F::pairs_faster(isa, m.min(tile_rows(isa))), _ => false);
+    let chunks = Chunks::new(n, threads, if pairs { 2 * GROUP_ROWS } else { GROUP_ROWS });
     let task = |_: usize| {
         while let Some(cols) = chunks.next() {
             // SAFETY: y's extent was validated; `Chunks` hands each column
@@ -384,10 +386,13 @@ unsafe fn compute_as<F: PackedFormat>(
                         }
                     }
                     for (i, row) in tile.iter().enumerate() {
-                        for c in keep.clone() {
-                            // SAFETY: row m0 + i < m and column c inside
-                            // `cols` (caller's contract).
-                            unsafe { *out.ptr().add((m0 + i) * out_stride + c) = row[c - first] };
+                        let kept = &row[keep.start - first..keep.end - first];
+                        // SAFETY: row m0 + i < m and columns `keep` inside
+                        // `cols` (caller's contract); `kept` is this
+                        // frame's array, apart from `out`.
+                        unsafe {
+                            let to = out.ptr().add((m0 + i) * out_stride + keep.start);
+                            std::ptr::copy_nonoverlapping(kept.as_ptr(), to, kept.len());
                         }
                     }
                 }};
