@@ -369,30 +369,33 @@ unsafe fn compute_as<F: PackedFormat>(
         for (m0, rows) in row_tiles() {
             macro_rules! tile {
                 ($mr:literal) => {{
-                    let mut tile = [[0.0f32; 2 * GROUP_ROWS]; $mr];
+                    // Row m0 + i's first output column of the group(s)
+                    // (row m0 + i < m: inside `out`, the caller's contract).
+                    let to = |i: usize| out.ptr().wrapping_add((m0 + i) * out_stride + first);
                     if pair {
+                        let mut tile = [[0.0f32; 2 * GROUP_ROWS]; $mr];
                         // SAFETY: both groups are whole (sliced above);
                         // `act_rows` holds rows m0..m0 + $mr; `isa` is
                         // current.
                         unsafe {
                             F::tile_pair::<$mr>(isa, act_rows(m0, $mr), w.blocks, [group(g), group(g + 1)], &mut tile)
                         };
-                    } else {
-                        let mut one = [[0.0f32; GROUP_ROWS]; $mr];
-                        // SAFETY: as above, for the one group.
-                        unsafe { F::tile::<$mr>(isa, act_rows(m0, $mr), w.blocks, group(g), &mut one) };
-                        for (tile, one) in tile.iter_mut().zip(&one) {
-                            tile[..GROUP_ROWS].copy_from_slice(one);
+                        for (i, row) in tile.iter().enumerate() {
+                            let kept = &row[keep.start - first..keep.end - first];
+                            // SAFETY: columns `keep` of the row are inside
+                            // `cols` (caller's contract); `kept` is this
+                            // frame's array, apart from `out`.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(kept.as_ptr(), to(i).add(keep.start - first), kept.len())
+                            };
                         }
-                    }
-                    for (i, row) in tile.iter().enumerate() {
-                        let kept = &row[keep.start - first..keep.end - first];
-                        // SAFETY: row m0 + i < m and columns `keep` inside
-                        // `cols` (caller's contract); `kept` is this
-                        // frame's array, apart from `out`.
-                        unsafe {
-                            let to = out.ptr().add((m0 + i) * out_stride + keep.start);
-                            std::ptr::copy_nonoverlapping(kept.as_ptr(), to, kept.len());
+                    } else {
+                        let mut tile = [[0.0f32; GROUP_ROWS]; $mr];
+                        // SAFETY: as above, for the one group.
+                        unsafe { F::tile::<$mr>(isa, act_rows(m0, $mr), w.blocks, group(g), &mut tile) };
+                        for (i, row) in tile.iter().enumerate() {
+                            // SAFETY: as above.
+                            unsafe { store(row, keep.start - first..keep.end - first, to(i)) };
                         }
                     }
                 }};
@@ -406,5 +409,25 @@ unsafe fn compute_as<F: PackedFormat>(
             }
         }
         g += count;
+    }
+}
+
+/// Writes columns `keep` of a tile's row to `to` (its column 0): the whole
+/// row as one fixed-size move (vector stores, not a library call) when it
+/// is kept whole, else element by element.
+///
+/// # Safety
+/// `to + c` is writable for every `c` in `keep`, and no other thread
+/// accesses those elements meanwhile; `keep` lies inside `0..W`.
+#[inline(always)]
+unsafe fn store<const W: usize>(row: &[f32; W], keep: Range<usize>, to: *mut f32) {
+    if keep == (0..W) {
+        // SAFETY: `to..to + W` is writable (the caller's guarantee).
+        unsafe { to.cast::<[f32; W]>().write_unaligned(*row) };
+    } else {
+        for c in keep {
+            // SAFETY: as above, for column c.
+            unsafe { *to.add(c) = row[c] };
+        }
     }
 }
