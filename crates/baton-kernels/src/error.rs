@@ -51,6 +51,14 @@ pub enum KernelError {
         /// The row length it must be at least.
         row: usize,
     },
+    /// Matrices multiplied in one pass have different types.
+    #[error("matrices of one pass must share a type: {first} and {other}")]
+    MixedTypes {
+        /// The first matrix's type.
+        first: DType,
+        /// The type of a later one.
+        other: DType,
+    },
     /// A range of rows or columns reaches past the end.
     #[error("{what}: range {start}..{end} is outside 0..{len}")]
     RangeOutOfBounds {

@@ -279,21 +279,64 @@ pub fn matmul_packed(
     y: &mut MatMut<'_>,
     scratch: &mut Scratch,
 ) -> Result<(), KernelError> {
-    w.validate(x, y)?;
+    matmul_packed_many(parallel, &[w], x, std::slice::from_mut(y), scratch)
+}
+
+/// Computes `ys[j] = x · W_jᵀ` for packed matrices of one type that share
+/// the input `x` (a layer's q, k and v; gate and up) in one pass of the
+/// threads: the activations are quantized once, and the matrices' groups
+/// form one range of chunks, so a small matrix shares the threads with the
+/// others and the pool is woken once. Each output gets the bits
+/// [`matmul_packed`] gives it (the same tiles over the same activations).
+///
+/// # Errors
+/// As [`matmul_packed`] for each pair, [`KernelError::LengthMismatch`]
+/// unless there are as many outputs as matrices, and
+/// [`KernelError::MixedTypes`] if the matrices' types differ.
+pub fn matmul_packed_many(
+    parallel: &dyn Parallel,
+    ws: &[&PackedWeights],
+    x: &MatRef<'_>,
+    ys: &mut [MatMut<'_>],
+    scratch: &mut Scratch,
+) -> Result<(), KernelError> {
+    crate::error::expect_len("outputs of the matrices", ws.len(), ys.len())?;
+    let Some(dtype) = ws.first().map(|w| w.dtype) else { return Ok(()) };
+    for (w, y) in ws.iter().zip(ys.iter()) {
+        if w.dtype != dtype {
+            return Err(KernelError::MixedTypes { first: dtype, other: w.dtype });
+        }
+        w.validate(x, y)?;
+    }
     let isa = Isa::current();
     let threads = parallel.threads();
-    let (m, n, y_stride) = (x.rows, w.rows, y.row_stride);
-    let out = DisjointWrites::new(y.data);
-    let acts = scratch.activations_for(isa, w.dtype, x, parallel, m >= 8 && threads > 1);
-    // Chunks of whole pairs of groups where the level's tile takes two.
-    let pairs = match_packed!(w.dtype, F => F::pairs_faster(isa, m.min(tile_rows(isa))), _ => false);
-    let chunks = Chunks::new(n, threads, if pairs { 2 * GROUP_ROWS } else { GROUP_ROWS });
+    let m = x.rows;
+    let acts = scratch.activations_for(isa, dtype, x, parallel, m >= 8 && threads > 1);
+    let pairs = match_packed!(dtype, F => F::pairs_faster(isa, m.min(tile_rows(isa))), _ => false);
+    let align = if pairs { 2 * GROUP_ROWS } else { GROUP_ROWS };
+    // Matrix j's columns at `starts[j]..starts[j] + rows` of one range, each
+    // start a whole chunk alignment, so every chunk's piece of a matrix
+    // starts on a group (or a pair) of it.
+    let mut starts = Vec::with_capacity(ws.len());
+    let mut total = 0;
+    for w in ws {
+        starts.push(total);
+        total += w.rows.div_ceil(align) * align;
+    }
+    let outs: Vec<(DisjointWrites<f32>, usize)> =
+        ys.iter_mut().map(|y| (DisjointWrites::new(y.data), y.row_stride)).collect();
+    let chunks = Chunks::new(total, threads, align);
     let task = |_: usize| {
-        while let Some(cols) = chunks.next() {
-            // SAFETY: y's extent was validated; `Chunks` hands each column
-            // range (whole groups) to one thread only, so no two threads
-            // write the same element.
-            unsafe { compute_packed(isa, w, acts, m, cols, out, y_stride) };
+        while let Some(range) = chunks.next() {
+            for ((w, &start), &(out, stride)) in ws.iter().zip(&starts).zip(&outs) {
+                let cols = range.start.max(start) - start..range.end.min(start + w.rows).saturating_sub(start);
+                if cols.start < cols.end {
+                    // SAFETY: each y's extent was validated; `Chunks` hands
+                    // each range to one thread only, and a matrix's pieces
+                    // of different ranges are disjoint columns.
+                    unsafe { compute_packed(isa, w, acts, m, cols, out, stride) };
+                }
+            }
         }
     };
     if threads == 1 {

@@ -122,14 +122,23 @@ impl Executor {
         // The host may have rewritten any tensor since the last computation.
         self.workspace.last_product_input = None;
         let profiling = crate::profile::enabled();
-        for (i, node) in graph.nodes().iter().enumerate() {
+        let nodes = graph.nodes();
+        let mut i = 0;
+        while i < nodes.len() {
+            let node = &nodes[i];
             if profiling && !matches!(node.op, Op::Leaf | Op::View) {
+                // One op at a time, so each op's time is its own.
                 let start = std::time::Instant::now();
                 self.run_node(&ctx, NodeId(i), node)?;
                 crate::profile::record(crate::profile::key(graph, node), start.elapsed());
+            } else if let Some((group, next)) = same_input_products(nodes, i) {
+                matmul::run_many(&mut self.workspace, &ctx, &group)?;
+                i = next;
+                continue;
             } else {
                 self.run_node(&ctx, NodeId(i), node)?;
             }
+            i += 1;
         }
         Ok(())
     }
@@ -147,4 +156,28 @@ impl Executor {
             _ => ops::run(&mut self.workspace, ctx, id),
         }
     }
+}
+
+/// The products from node `i` on that multiply the same input, with only
+/// leaves and views (which run nothing) between them, and the index after
+/// the last; `None` unless there are two or more. Running them together
+/// is sound: a product writes only its own output, which no other product
+/// of the group reads, and the plan keeps the shared input and every
+/// output apart while they are all live.
+fn same_input_products(nodes: &[Node], i: usize) -> Option<(Vec<NodeId>, usize)> {
+    let first = nodes.get(i).filter(|n| matches!(n.op, Op::MatMul))?;
+    let input = first.inputs[0];
+    let mut group = vec![NodeId(i)];
+    let mut next = i + 1;
+    for (j, n) in nodes.iter().enumerate().skip(i + 1) {
+        match n.op {
+            Op::MatMul if n.inputs[0] == input && n.inputs[1] != NodeId(i) && !group.contains(&n.inputs[1]) => {
+                group.push(NodeId(j));
+                next = j + 1;
+            }
+            Op::Leaf | Op::View => {}
+            _ => break,
+        }
+    }
+    (group.len() > 1).then_some((group, next))
 }

@@ -200,6 +200,84 @@ fn packed_rows_are_bit_identical_to_the_rows_alone() {
     assert!(failures.is_empty(), "{} batches differ from their rows alone:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Every batch size from 1 to 65 (8-row tiles with every remainder, 4-row
+/// tiles at AVX2; two groups at once and a lone fifth group at AVX-512)
+/// gives each row the bits of the row alone, at every level, on 1 and 2
+/// threads.
+#[test]
+fn every_batch_size_to_65_gives_each_row_its_bits_alone() {
+    let mut rng = Rng::new(17);
+    let mut failures = Vec::new();
+    for dtype in TYPES {
+        let case = Case::new(dtype, 40, 64, &mut rng);
+        let w = case.packed();
+        for_each_isa(|isa| {
+            let alone: Vec<Vec<f32>> = (0..X_ROWS).map(|r| case.packed_product(&w, &SingleThread, r, 1)).collect();
+            for m in 1..=65 {
+                let first = m % 3;
+                let want = bits(&alone[first..first + m].concat());
+                for (how, parallel) in [("1 thread", &SingleThread as &dyn Parallel), ("2 threads", &ScopedThreads(2))]
+                {
+                    if bits(&case.packed_product(&w, parallel, first, m)) != want {
+                        failures.push(format!("{dtype} {isa:?} m {m} ({how})"));
+                    }
+                }
+            }
+        });
+    }
+    assert!(failures.is_empty(), "{} batches differ from their rows alone:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Matrices of one type sharing an input, in one pass of the threads:
+/// each output the bits of its own product, whatever the rows, threads
+/// and matrix sizes (groups, pairs and partial groups side by side); mixed
+/// types and a missing output are errors.
+#[test]
+fn one_pass_over_several_matrices_gives_each_its_own_bits() {
+    let mut rng = Rng::new(23);
+    for dtype in TYPES {
+        let cases: Vec<Case> = [40, 9, 37, 1].into_iter().map(|n| Case::new(dtype, n, 64, &mut rng)).collect();
+        let packed: Vec<PackedWeights> = cases.iter().map(Case::packed).collect();
+        let refs: Vec<&PackedWeights> = packed.iter().collect();
+        for_each_isa(|isa| {
+            for m in [1, 3, 8, 17] {
+                for parallel in [&SingleThread as &dyn Parallel, &ScopedThreads(2)] {
+                    let mut ys: Vec<Vec<f32>> = cases.iter().map(|c| vec![f32::NAN; m * c.n]).collect();
+                    let mut outs: Vec<MatMut<'_>> =
+                        ys.iter_mut().zip(&cases).map(|(y, c)| MatMut::contiguous(y, m, c.n)).collect();
+                    // Every case holds the same activations' shape; the first's are shared.
+                    let x = cases[0].x(1, m);
+                    baton_kernels::matmul_packed_many(parallel, &refs, &x, &mut outs, &mut Scratch::new())
+                        .expect("one pass");
+                    for ((y, case), w) in ys.iter().zip(&cases).zip(&packed) {
+                        let mut alone = vec![f32::NAN; m * case.n];
+                        let mut out = MatMut::contiguous(&mut alone, m, case.n);
+                        matmul_packed(&SingleThread, w, &x, &mut out, &mut Scratch::new()).expect("alone");
+                        assert_eq!(
+                            bits(y),
+                            bits(&alone),
+                            "{dtype} {isa:?} n {} m {m} ({} threads)",
+                            case.n,
+                            parallel.threads()
+                        );
+                    }
+                }
+            }
+        });
+    }
+    let mut rng = Rng::new(29);
+    let (a, b) = (Case::new(DType::Q4_0, 8, 64, &mut rng), Case::new(DType::Q8_0, 8, 64, &mut rng));
+    let (pa, pb) = (a.packed(), b.packed());
+    let (mut ya, mut yb) = (vec![0.0f32; 8], vec![0.0f32; 8]);
+    let mut outs = vec![MatMut::contiguous(&mut ya, 1, 8), MatMut::contiguous(&mut yb, 1, 8)];
+    let mixed =
+        baton_kernels::matmul_packed_many(&SingleThread, &[&pa, &pb], &a.x(0, 1), &mut outs, &mut Scratch::new());
+    assert!(matches!(mixed, Err(KernelError::MixedTypes { first: DType::Q4_0, other: DType::Q8_0 })), "{mixed:?}");
+    let short =
+        baton_kernels::matmul_packed_many(&SingleThread, &[&pa, &pa], &a.x(0, 1), &mut outs[..1], &mut Scratch::new());
+    assert!(matches!(short, Err(KernelError::LengthMismatch { .. })), "{short:?}");
+}
+
 /// Every level does the same f32 operations on exact integer dot products,
 /// so the levels agree bit for bit; except Q8_0 on AVX-512, whose weights
 /// enter as `w + 128` with an offset term (checked against AVX2 in

@@ -125,6 +125,30 @@ fn packed_products_are_within_the_bound_and_close_to_unpacked() {
     }
 }
 
+/// Every batch size from 1 to 65 gives each row the bits of the row alone,
+/// at every level, on 1 and 2 threads.
+#[test]
+fn every_batch_size_to_65_gives_each_row_its_bits_alone() {
+    let mut failures = Vec::new();
+    for dtype in PACKED_K {
+        let case = Case::new(dtype, 17, 256, 65);
+        for_each_isa(|isa| {
+            let alone: Vec<Vec<f32>> = (0..66).map(|r| case.packed(&SingleThread, r, 1)).collect();
+            for m in 1..=65 {
+                let first = m % 2;
+                let want = alone[first..first + m].concat();
+                for (how, parallel) in [("1 thread", &SingleThread as &dyn Parallel), ("2 threads", &ScopedThreads(2))]
+                {
+                    if bits_differ(&case.packed(parallel, first, m), &want).is_some() {
+                        failures.push(format!("{dtype} {isa:?} m {m} ({how})"));
+                    }
+                }
+            }
+        });
+    }
+    assert!(failures.is_empty(), "{} batches differ from their rows alone:\n{}", failures.len(), failures.join("\n"));
+}
+
 #[test]
 fn packed_rows_are_bit_identical_whatever_the_batch_threads_or_columns() {
     let mut failures = Vec::new();
