@@ -200,7 +200,12 @@ mod tests {
         assert_eq!(timeline.wait_reached(1, Some(bound)), Ok(true), "the batch ends");
         if let Some(r) = releaser {
             let reached = r.join().expect("releaser");
-            assert_eq!(reached, 0, "the batch ended before the fence was released: {:?}", fence.result());
+            // A wait that saw the release held its batch until then; one
+            // that ran out of polls first ended it unreleased (on a loaded
+            // machine the releasing thread may come late: the caller
+            // retries on `timed_out`).
+            let result = fence.result();
+            assert!(result.timed_out || reached == 0, "the batch ended before the fence was released: {result:?}");
         }
         let result = fence.result();
         drop((commands, fence, timeline, device));
@@ -230,10 +235,11 @@ mod tests {
 
     /// A release while the shader spins ends the wait. On lavapipe a wait
     /// lasts a few milliseconds at most, so under load the host may come too
-    /// late: a few tries, one must see the release.
+    /// late: up to 20 tries (each a few milliseconds), one must see the
+    /// release.
     #[test]
     fn a_fence_released_while_it_spins_lets_its_batch_finish() {
-        for _ in 0..5 {
+        for _ in 0..20 {
             match wait_batch(u32::MAX, Some(Duration::from_micros(300))) {
                 None => return,
                 Some(r) if !r.timed_out => return,
