@@ -167,11 +167,16 @@ impl Executor {
 fn same_input_products(nodes: &[Node], i: usize) -> Option<(Vec<NodeId>, usize)> {
     let first = nodes.get(i).filter(|n| matches!(n.op, Op::MatMul))?;
     let input = first.inputs[0];
-    let mut group = vec![NodeId(i)];
+    // No allocation for a product alone (most of them): the list starts
+    // with the second member.
+    let mut group: Vec<NodeId> = Vec::new();
     let mut next = i + 1;
     for (j, n) in nodes.iter().enumerate().skip(i + 1) {
         match n.op {
             Op::MatMul if n.inputs[0] == input && n.inputs[1] != NodeId(i) && !group.contains(&n.inputs[1]) => {
+                if group.is_empty() {
+                    group.push(NodeId(i));
+                }
                 group.push(NodeId(j));
                 next = j + 1;
             }
@@ -179,5 +184,5 @@ fn same_input_products(nodes: &[Node], i: usize) -> Option<(Vec<NodeId>, usize)>
             _ => break,
         }
     }
-    (group.len() > 1).then_some((group, next))
+    (!group.is_empty()).then_some((group, next))
 }
