@@ -5,9 +5,9 @@
 # through its ordinary PyPI package, llama-cpp-python, which compiles
 # itself (minutes on two cores), into target/ref-llama-venv.
 #
-# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2] [--json]
+# Usage: scripts/compare-reference.sh [-r RUNS] [-t THREADS] [-p N_PROMPT] [-n N_GEN] [--isa avx2|avxvnni] [--json]
 #          [--cache-type f16|q8_0|...] [--flash-attn] [--memory] [--install-only] [MODEL.gguf ...]
-#        scripts/compare-reference.sh [--isa avx2] --print-cmake-args   (the reference's build flags here)
+#        scripts/compare-reference.sh [--isa avx2|avxvnni] --print-cmake-args   (the reference's build flags here)
 #
 # Without model arguments it compares the files of the speed issue: the
 # real SmolLM2-135M-Instruct Q4_1, a stories15M-shape random model in F32
@@ -21,7 +21,9 @@
 # --isa avx2 compares both engines at the AVX2 level (what an AMD EPYC or
 # an older Intel runs): the reference is built with the AVX2 set only, into
 # its own target/ref-llama-venv-avx2, and Baton runs with BATON_ISA=avx2.
-# On an AVX2 machine it is what the default does anyway.
+# On an AVX2 machine it is what the default does anyway. --isa avxvnni is
+# the AVX2 set plus AVX-VNNI (an Alder Lake or Sierra Forest core), in
+# target/ref-llama-venv-avxvnni, Baton at BATON_ISA=avxvnni.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
@@ -44,8 +46,8 @@ while [ $# -gt 0 ]; do
     --install-only) install_only=1; shift ;;
     --isa)
       isa=$2; shift 2
-      if [ "$isa" != avx2 ]; then
-        echo "--isa takes avx2 (the default is every extension this CPU runs)" >&2
+      if [ "$isa" != avx2 ] && [ "$isa" != avxvnni ]; then
+        echo "--isa takes avx2 or avxvnni (the default is every extension this CPU runs)" >&2
         exit 2
       fi ;;
     -h|--help) sed -n 2,24p "$0"; exit 0 ;;
@@ -61,10 +63,12 @@ done
 reference_cmake_args() {
   local flags args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
   flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-  if [ "$isa" = avx2 ]; then
-    # The AVX2 level: keep only the extensions an AVX2-only CPU has.
-    local kept=" " flag
-    for flag in avx avx2 fma f16c bmi2; do
+  if [ -n "$isa" ]; then
+    # The AVX2 level: keep only the extensions an AVX2-only CPU has; the
+    # AVX-VNNI level (an Alder Lake or Sierra Forest core) adds AVX-VNNI.
+    local kept=" " flag wanted="avx avx2 fma f16c bmi2"
+    [ "$isa" = avxvnni ] && wanted+=" avx_vnni"
+    for flag in $wanted; do
       [[ $flags == *" $flag "* ]] && kept+="$flag "
     done
     flags=$kept
@@ -85,9 +89,9 @@ if [ -n "$print_args" ]; then
   exit 0
 fi
 cmake_args=$(reference_cmake_args)
-if [ "$isa" = avx2 ]; then
-  venv=target/ref-llama-venv-avx2
-  export BATON_ISA=avx2
+if [ -n "$isa" ]; then
+  venv=target/ref-llama-venv-$isa
+  export BATON_ISA=$isa
 fi
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null \

@@ -78,8 +78,7 @@ fn reference(qs: &[Vec<f32>], k: &[f32], v: &[f32], positions: usize, outs: &mut
 }
 
 fn main() {
-    let levels: Vec<Isa> =
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()).collect();
+    let levels: Vec<Isa> = Isa::available();
     println!("decode attention, one key-value head, head size {D}; ns per position (GFLOP/s)");
     let mut header = String::from("| cache | rows | positions |");
     for level in &levels {

@@ -320,8 +320,7 @@ fn problem(dtype: DType, n: usize, k: usize, m_max: usize) -> (Vec<u8>, Vec<f32>
 /// each SIMD level's speed-up over the one below it.
 fn bench_levels(shapes: &[(usize, usize)], types: &[DType]) {
     let lowest = if std::env::var("BATON_BENCH_ISAS").is_ok_and(|v| v == "simd") { Isa::Avx2 } else { Isa::Scalar };
-    let levels: Vec<Isa> =
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&l| l >= lowest && l <= Isa::detected()).collect();
+    let levels: Vec<Isa> = Isa::available().into_iter().filter(|&l| l >= lowest).collect();
     print!("{:<6} {:>6} {:>5} {:>4} |", "type", "n", "k", "m");
     for level in &levels {
         print!(" {:>9}", format!("{level:?}"));
@@ -463,7 +462,7 @@ fn bench_packed_k() {
 fn bench_packed_k_levels() {
     let shapes = [(2048, 768), (768, 2048), (640, 2048)];
     let types = [DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K];
-    let levels: Vec<Isa> = [Isa::Avx2, Isa::Avx512].into_iter().filter(|&l| l <= Isa::detected()).collect();
+    let levels: Vec<Isa> = Isa::available().into_iter().filter(|&l| l >= Isa::Avx2).collect();
     print!("{:<6} {:>5} {:>5} {:>3} |", "type", "n", "k", "m");
     for level in &levels {
         print!(" {:>9}", format!("{level:?}"));

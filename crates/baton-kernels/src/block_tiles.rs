@@ -58,7 +58,9 @@ macro_rules! block_kernel {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the caller's guarantees (BlockKernel::tile);
                     // `isa` came from detection, so the CPU has AVX2, FMA, F16C.
-                    $crate::isa::Isa::Avx2 => unsafe { tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out) },
+                    $crate::isa::Isa::Avx2 | $crate::isa::Isa::AvxVnni => unsafe {
+                        tile_avx2::<F, MR, NR>(acts, blocks, w, w_stride, out)
+                    },
                     // SAFETY: as above.
                     _ => unsafe { tile_scalar::<F, MR, NR>(acts, blocks, w, w_stride, out) },
                 }

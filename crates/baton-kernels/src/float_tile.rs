@@ -145,7 +145,9 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the level comes from `Isa::current` (detection), so
             // the CPU has AVX2, FMA and F16C; pointers checked above.
-            Isa::Avx2 => unsafe { tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
+            Isa::Avx2 | Isa::AvxVnni => unsafe {
+                tile_avx2::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out)
+            },
             // SAFETY: pointers checked above.
             _ => unsafe { tile_scalar::<W, MR, NR>(x, self.x_stride, w, self.w_stride, self.k, out) },
         }
@@ -157,7 +159,7 @@ impl<W: FloatElem> TileKernel for FloatTiles<'_, W> {
     fn shapes(&self) -> TileShapes {
         match self.isa {
             Isa::Avx512 => TileShapes::Wide,
-            Isa::Avx2 => TileShapes::Twelve,
+            Isa::Avx2 | Isa::AvxVnni => TileShapes::Twelve,
             _ => TileShapes::Narrow,
         }
     }

@@ -64,3 +64,40 @@ pub(crate) fn join256(low: __m256i, high: __m256i) -> __m512i {
 pub(crate) fn halves_ps(low: f32, high: f32) -> __m512 {
     _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(low), _mm512_set1_ps(high))
 }
+
+/// The AVX-VNNI (VEX, 256-bit) dot products of the `Isa::AvxVnni` tiles.
+/// Callable from code compiled with `avx2,fma,f16c,avxvnni`; elsewhere
+/// the caller must know the CPU has AVX-VNNI.
+pub(crate) mod vnni {
+    use std::arch::x86_64::*;
+
+    /// `acc + Σ u·s` over each i32 lane's 4 unsigned bytes of `u` times the
+    /// signed bytes of `s` (`vpdpbusd`, no saturation: exact while the
+    /// lane's total fits an i32).
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    #[inline]
+    pub(crate) fn dpbusd(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(acc, u, s)
+    }
+
+    /// `acc + Σ a·b` over each i32 lane's two i16 pairs (`vpdpwssd`),
+    /// written as the instruction itself (as the AVX-512 tile's): LLVM may
+    /// split the intrinsic into `vpmaddwd` + `vpaddd`. `{vex}` picks the
+    /// AVX-VNNI encoding, which CPUs without AVX-512 run.
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    #[inline]
+    pub(crate) fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: a register-only instruction of AVX-VNNI, which this
+        // function's target features include; no memory, stack or flags.
+        unsafe {
+            std::arch::asm!(
+                "{{vex}} vpdpwssd {acc}, {a}, {b}",
+                acc = inout(ymm_reg) acc,
+                a = in(ymm_reg) a,
+                b = in(ymm_reg) b,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        acc
+    }
+}

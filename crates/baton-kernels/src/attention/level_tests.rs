@@ -15,7 +15,7 @@ use crate::quant::{dequantize_row, quantize_row};
 use baton_core::DType;
 
 fn levels() -> Vec<Isa> {
-    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()).collect()
+    Isa::available()
 }
 
 /// `BLOCK` rows of `d` values in each form: f32, f16 and bf16 bytes, and

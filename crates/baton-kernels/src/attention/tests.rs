@@ -107,8 +107,7 @@ fn rows_alone_and_together(dtype: DType) {
     let ranges = [0..300, 0..300, 5..300, 0..300, 0..300, 10..140, 0..65, 200..263, 0..300];
     let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..64).map(|i| noise(i, 20 + r as u64)).collect()).collect();
     let together = case.run(&q, &ranges);
-    let levels: Vec<Isa> =
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()).collect();
+    let levels: Vec<Isa> = Isa::available();
     for level in levels {
         with_isa(level, || {
             for (i, range) in ranges.iter().enumerate() {
@@ -185,7 +184,7 @@ fn keys_split_by_segment_and_combined_give_the_bits_of_one_call() {
     let want = case.run(&q, &ranges);
     let queries: Vec<Query<'_>> = q.iter().zip(&ranges).map(|(q, r)| Query { q, keys: r.clone() }).collect();
     let n_seg = len.div_ceil(SEGMENT);
-    for level in [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|l| *l <= Isa::detected()) {
+    for level in Isa::available() {
         with_isa(level, || {
             for per_group in [1, 2, n_seg] {
                 let mut states = vec![Partial::default(); n_seg * q.len()];

@@ -113,6 +113,9 @@ impl<F: BlockFormat> PackedFormat for Blocks<F> {
             // VNNI besides AVX2, FMA and F16C.
             Isa::Avx512 => unsafe { avx512::tile::<F, MR>(acts, blocks, group, out) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above; the CPU has AVX2, FMA, F16C and AVX-VNNI.
+            Isa::AvxVnni => unsafe { avx2::tile_vnni::<F, MR>(acts, blocks, group, out) },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: as above; the CPU has AVX2, FMA and F16C.
             Isa::Avx2 => unsafe { avx2::tile::<F, MR>(acts, blocks, group, out) },
             // SAFETY: as above.

@@ -137,6 +137,9 @@ impl<F: KPack> PackedFormat for PackedK<F> {
             // came from detection, so the CPU has the AVX-512 level.
             Isa::Avx512 => unsafe { x86::tile_avx512::<F, MR>(acts, blocks, group, out) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above, the CPU has AVX2, FMA, F16C and AVX-VNNI.
+            Isa::AvxVnni => unsafe { x86::tile_avx_vnni::<F, MR>(acts, blocks, group, out) },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: as above, the CPU has AVX2, FMA and F16C.
             Isa::Avx2 => unsafe { x86::tile_avx2::<F, MR>(acts, blocks, group, out) },
             // SAFETY: as above.

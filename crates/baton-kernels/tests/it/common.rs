@@ -76,7 +76,7 @@ impl Guarded {
 /// The instruction sets to test: the portable path always, then every SIMD
 /// level this CPU has (so an AVX-512 machine still tests the AVX2 kernels).
 pub fn isas() -> Vec<Isa> {
-    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&isa| isa <= Isa::detected()).collect()
+    Isa::available()
 }
 
 /// Runs `f` once per instruction set, forced on this thread.

@@ -1,7 +1,8 @@
-//! The AVX2 tile of the packed 32-value formats: per step, one 256-bit
-//! vector of 8 rows' weights against the activations' 4 bytes broadcast,
-//! `maddubs` into i16 pairs (summed over as many steps as an i16 holds),
-//! `madd` into i32 lanes. Q8_0 takes the sign trick (`|w| · sign(x, w)`).
+//! The AVX2 and AVX-VNNI tiles of the packed 32-value formats: per step,
+//! one 256-bit vector of 8 rows' weights against the activations' 4 bytes
+//! broadcast; AVX2 `maddubs` into i16 pairs (summed over as many steps as
+//! an i16 holds) and `madd` into i32 lanes, AVX-VNNI `vpdpbusd` straight
+//! into the i32 lanes. Q8_0 takes the sign trick (`|w| · sign(x, w)`).
 
 use std::arch::x86_64::*;
 
@@ -9,7 +10,7 @@ use super::layout::{Blocks, CHUNK, STEP, STEPS};
 use crate::activation::ActBlock;
 use crate::packed::format::{PackedFormat, GROUP_ROWS};
 use crate::quant::{BlockFormat, Offset, Quants};
-use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
+use crate::simd::{prefetch_lines, vnni, PREFETCH_AHEAD};
 
 /// The 8 rows' scales, and the offsets they add per unit of `sum_x` (`-c d`
 /// with `c = centre`, or the stored minimums; `None` without offset).
@@ -108,61 +109,93 @@ unsafe fn chunk<F: BlockFormat>(p: *const u8, c: usize) -> [__m256i; 2] {
     }
 }
 
-/// # Safety
-/// The CPU has AVX2, FMA and F16C; `acts` holds `MR * blocks` blocks;
-/// `group` is readable for `blocks` packed blocks of `F`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn tile<F: BlockFormat, const MR: usize>(
-    acts: &[ActBlock],
-    blocks: usize,
-    group: *const u8,
-    out: &mut [[f32; GROUP_ROWS]; MR],
-) {
-    let ones = _mm256_set1_epi16(1);
-    let signed = F::QUANTS == Quants::Bytes;
-    // Steps per chunk: Q8_0's one, the nibbles' two (low, high).
-    let halves = if signed { 1 } else { 2 };
-    let centre = match F::OFFSET {
-        Offset::Centred(c) => Some(c as f32),
-        _ => None,
-    };
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for b in 0..blocks {
-        // SAFETY: block b < blocks of the group (caller's guarantee).
-        let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
-        prefetch::<F>(p);
-        // SAFETY: as above.
-        let (d, offset) = unsafe { scales::<F>(p, centre) };
-        let x: [&ActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
-        let mut dot = [_mm256_setzero_si256(); MR];
-        let mut pairs = [_mm256_setzero_si256(); MR];
-        // Plain counted loops over constants (no iterator state), so the
-        // compiler unrolls them and the i16 flushes fall at fixed steps.
-        for c in 0..Blocks::<F>::CHUNKS {
-            // SAFETY: c < CHUNKS, inside the block.
-            let w = unsafe { chunk::<F>(p, c) };
-            for (h, &w) in w.iter().enumerate().take(halves) {
-                let s = c + h * Blocks::<F>::CHUNKS;
-                let unsigned = if signed { _mm256_abs_epi8(w) } else { w };
-                for i in 0..MR {
-                    // SAFETY: bytes 4 s..4 s + 4 of the 32 in `q`.
-                    let xs = _mm256_set1_epi32(unsafe { x[i].q.as_ptr().add(s * STEP).cast::<i32>().read_unaligned() });
-                    let xs = if signed { _mm256_sign_epi8(xs, w) } else { xs };
-                    pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(unsigned, xs));
-                }
-                // Steps done so far, in the order taken.
-                let taken = c * halves + h + 1;
-                if taken % Blocks::<F>::I16_STEPS == 0 || taken == STEPS {
-                    for i in 0..MR {
-                        dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs[i], ones));
-                        pairs[i] = _mm256_setzero_si256();
+/// The tile at AVX2 (`maddubs`) or AVX-VNNI (`vpdpbusd`, [`vnni`]): the
+/// same exact i32 sums per lane, then the same f32 steps.
+macro_rules! tile_fn {
+    ($(#[$meta:meta])* $name:ident, $features:literal, $vnni:literal) => {
+        $(#[$meta])*
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<F: BlockFormat, const MR: usize>(
+            acts: &[ActBlock],
+            blocks: usize,
+            group: *const u8,
+            out: &mut [[f32; GROUP_ROWS]; MR],
+        ) {
+            let ones = _mm256_set1_epi16(1);
+            let signed = F::QUANTS == Quants::Bytes;
+            // Steps per chunk: Q8_0's one, the nibbles' two (low, high).
+            let halves = if signed { 1 } else { 2 };
+            let centre = match F::OFFSET {
+                Offset::Centred(c) => Some(c as f32),
+                _ => None,
+            };
+            let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+            for b in 0..blocks {
+                // SAFETY: block b < blocks of the group (caller's guarantee).
+                let p = unsafe { group.add(b * Blocks::<F>::PACKED_BYTES) };
+                prefetch::<F>(p);
+                // SAFETY: as above.
+                let (d, offset) = unsafe { scales::<F>(p, centre) };
+                let x: [&ActBlock; MR] = std::array::from_fn(|i| &acts[i * blocks + b]);
+                let mut dot = [_mm256_setzero_si256(); MR];
+                let mut pairs = [_mm256_setzero_si256(); MR];
+                // Plain counted loops over constants (no iterator state), so the
+                // compiler unrolls them and the i16 flushes fall at fixed steps.
+                for c in 0..Blocks::<F>::CHUNKS {
+                    // SAFETY: c < CHUNKS, inside the block.
+                    let w = unsafe { chunk::<F>(p, c) };
+                    for (h, &w) in w.iter().enumerate().take(halves) {
+                        let s = c + h * Blocks::<F>::CHUNKS;
+                        let unsigned = if signed { _mm256_abs_epi8(w) } else { w };
+                        for i in 0..MR {
+                            let at = x[i].q.as_ptr().wrapping_add(s * STEP).cast::<i32>();
+                            // SAFETY: bytes 4 s..4 s + 4 of the 32 in `q`.
+                            let xs = _mm256_set1_epi32(unsafe { at.read_unaligned() });
+                            let xs = if signed { _mm256_sign_epi8(xs, w) } else { xs };
+                            if $vnni {
+                                // SAFETY: only the AVX-VNNI tile takes this
+                                // branch, and its target features include it.
+                                dot[i] = unsafe { vnni::dpbusd(dot[i], unsigned, xs) };
+                            } else {
+                                pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(unsigned, xs));
+                            }
+                        }
+                        // Steps done so far, in the order taken.
+                        let taken = c * halves + h + 1;
+                        if !$vnni && (taken % Blocks::<F>::I16_STEPS == 0 || taken == STEPS) {
+                            for i in 0..MR {
+                                dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs[i], ones));
+                                pairs[i] = _mm256_setzero_si256();
+                            }
+                        }
                     }
                 }
+                for i in 0..MR {
+                    accumulate(&mut acc[i], dot[i], d, offset, x[i]);
+                }
             }
+            finish(&acc, out);
         }
-        for i in 0..MR {
-            accumulate(&mut acc[i], dot[i], d, offset, x[i]);
-        }
-    }
-    finish(&acc, out);
+    };
 }
+
+tile_fn!(
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `acts` holds `MR * blocks` blocks;
+    /// `group` is readable for `blocks` packed blocks of `F`.
+    tile,
+    "avx2,fma,f16c",
+    false
+);
+
+tile_fn!(
+    /// [`tile`] with `vpdpbusd` (VEX) in place of `maddubs` and the i16
+    /// flushes: 4 products summed straight into each i32 lane.
+    ///
+    /// # Safety
+    /// As [`tile`], and the CPU has AVX-VNNI.
+    #[allow(unused_unsafe)]
+    tile_vnni,
+    "avx2,fma,f16c,avxvnni",
+    true
+);

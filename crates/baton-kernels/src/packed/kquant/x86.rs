@@ -22,7 +22,7 @@ use super::kpack::KPack;
 use super::layout::PackedK;
 use crate::activation::SuperActBlock;
 use crate::packed::format::{PackedFormat, GROUP_ROWS};
-use crate::simd::{prefetch_lines, PREFETCH_AHEAD};
+use crate::simd::{prefetch_lines, vnni, PREFETCH_AHEAD};
 
 /// The 64-bit word at `at` (4 activation bytes of each lane half, or 4 i16
 /// sums), unaligned.
@@ -258,15 +258,18 @@ pub(super) unsafe fn tile_avx512<F: KPack, const MR: usize>(
 }
 
 /// `shuffle_epi8` controls spreading a sub-block's 8 row scales (the 8
-/// bytes repeated in every 64-bit lane) over half `h`'s lanes `(r, h)`:
-/// row `4h + r`'s scale in both i16 halves of the lane. Table 0 puts the
-/// byte low over a zero high byte (unsigned scales); table 1 puts it in
-/// the high byte over a zero low byte, so an arithmetic shift right by 8
-/// sign-extends it (signed scales).
-static SCALE_BYTES: [[[u8; 32]; 2]; 2] = scale_bytes();
+/// bytes repeated in every 64-bit lane) over half `h`'s lanes `(r, h)`,
+/// indexed `[vnni][signed][h]`. AVX2 (`vnni` 0) puts row `4h + r`'s scale
+/// in both i16 halves of the lane (for `madd` against two i16 sums);
+/// AVX-VNNI (1) in the low half only, the high half zero (for `vpdpwssd`
+/// against an i32 sum below 2^15, whose high half is its sign). Table
+/// `signed` 0 puts the byte low over a zero high byte (unsigned scales);
+/// 1 puts it in the high byte over a zero low byte, so an arithmetic shift
+/// right by 8 sign-extends it (signed scales).
+static SCALE_BYTES: [[[[u8; 32]; 2]; 2]; 2] = [scale_bytes(false), scale_bytes(true)];
 
-const fn scale_bytes() -> [[[u8; 32]; 2]; 2] {
-    let mut table = [[[0u8; 32]; 2]; 2];
+const fn scale_bytes(vnni: bool) -> [[[u8; 32]; 2]; 2] {
+    let mut table = [[[0x80u8; 32]; 2]; 2];
     let mut signed = 0;
     while signed < 2 {
         let mut half = 0;
@@ -277,7 +280,10 @@ const fn scale_bytes() -> [[[u8; 32]; 2]; 2] {
                 // k / 4, local row k / 8 (a row has 2 lanes).
                 let row = 4 * half + k / 8;
                 let low_byte = k % 2 == 0;
-                table[signed][half][k] = if low_byte == (signed == 0) { row as u8 } else { 0x80 };
+                let low_half = k % 4 < 2;
+                if low_byte == (signed == 0) && (low_half || !vnni) {
+                    table[signed][half][k] = row as u8;
+                }
                 k += 1;
             }
             half += 1;
@@ -300,153 +306,200 @@ unsafe fn f16_lanes_256(at: *const u8, half: usize) -> __m256 {
     _mm256_cvtph_ps(if half == 0 { _mm_unpacklo_epi16(v, v) } else { _mm_unpackhi_epi16(v, v) })
 }
 
-/// # Safety
-/// As [`tile_avx512`], and the CPU has AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn tile_avx2<F: KPack, const MR: usize>(
-    acts: &[SuperActBlock],
-    blocks: usize,
-    group: *const u8,
-    out: &mut [[f32; GROUP_ROWS]; MR],
-) {
-    // Both 4-row halves in one pass share each activation broadcast, each
-    // scale load and the loop; their `2 MR` sub-block sums and `2 MR`
-    // block sums fit the 16 registers up to MR = 2. Larger tiles take the
-    // halves one after the other (the broadcasts are shared by MR rows).
-    if MR <= 2 {
-        // SAFETY: the caller's guarantees.
-        unsafe { tile_avx2_halves::<F, MR, 2>(acts, blocks, group, out) }
-    } else {
-        // SAFETY: as above.
-        unsafe { tile_avx2_halves::<F, MR, 1>(acts, blocks, group, out) }
-    }
-}
+/// The tile at AVX2 (`maddubs`, i16 sums per sub-block, `madd` by the
+/// scales) or AVX-VNNI (`vpdpbusd` into i32 sums per chain of pairs,
+/// `vpdpwssd` by the scales, as the AVX-512 tile): the same exact i32
+/// totals per lane, then the same f32 steps.
+macro_rules! tile_fn {
+    ($(#[$meta:meta])* $name:ident, $halves:ident, $features:literal, $vnni:literal) => {
+        $(#[$meta])*
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<F: KPack, const MR: usize>(
+            acts: &[SuperActBlock],
+            blocks: usize,
+            group: *const u8,
+            out: &mut [[f32; GROUP_ROWS]; MR],
+        ) {
+            // Both 4-row halves in one pass share each activation broadcast, each
+            // scale load and the loop; their `2 MR` sub-block sums and `2 MR`
+            // block sums fit the 16 registers up to MR = 2. Larger tiles take the
+            // halves one after the other (the broadcasts are shared by MR rows).
+            if MR <= 2 {
+                // SAFETY: the caller's guarantees.
+                unsafe { $halves::<F, MR, 2>(acts, blocks, group, out) }
+            } else {
+                // SAFETY: as above.
+                unsafe { $halves::<F, MR, 1>(acts, blocks, group, out) }
+            }
+        }
 
-/// [`tile_avx2`] taking `H` halves (1 or 2) of the 8 rows per pass. Each
-/// lane gets the same integer sums and f32 steps whatever `H` is.
-///
-/// # Safety
-/// As [`tile_avx2`]; `H` divides 2.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn tile_avx2_halves<F: KPack, const MR: usize, const H: usize>(
-    acts: &[SuperActBlock],
-    blocks: usize,
-    group: *const u8,
-    out: &mut [[f32; GROUP_ROWS]; MR],
-) {
-    let per_sub = PackedK::<F>::PAIRS_PER_SUB;
-    let signed = !PackedK::<F>::HAS_MIN;
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for b in 0..blocks {
-        // SAFETY: block b is inside the group (caller's guarantee).
-        let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
-        prefetch::<F>(block);
-        let a = |i: usize| &acts[i * blocks + b];
-        for pass in 0..2 / H {
-            let mut control = [_mm256_setzero_si256(); H];
-            for (j, control) in control.iter_mut().enumerate() {
-                // SAFETY: each table is 32 bytes.
-                *control =
-                    unsafe { _mm256_loadu_si256(SCALE_BYTES[usize::from(signed)][pass * H + j].as_ptr().cast()) };
-            }
-            let mut dot = [[_mm256_setzero_si256(); H]; MR];
-            for o in 0..4 {
-                let mut part = [[_mm256_setzero_si256(); H]; MR];
-                let mut scale = [_mm256_setzero_si256(); H];
-                macro_rules! pair {
-                    ($p:literal) => {{
-                        let pair = 8 * o + $p;
-                        if $p % per_sub == 0 {
-                            let at = PackedK::<F>::SCALES + 8 * (pair / per_sub);
-                            // SAFETY: the sub-block's 8 scales are in the block.
-                            let bytes = _mm256_set1_epi64x(unsafe { word(block.add(at)) });
-                            for (scale, &control) in scale.iter_mut().zip(&control) {
-                                let spread = _mm256_shuffle_epi8(bytes, control);
-                                *scale = if signed { _mm256_srai_epi16(spread, 8) } else { spread };
-                            }
-                            part = [[_mm256_setzero_si256(); H]; MR];
-                        }
-                        let mut w = [_mm256_setzero_si256(); H];
-                        for (j, w) in w.iter_mut().enumerate() {
-                            // SAFETY: the block is whole, the half < 2, o < 4, p < 8.
-                            *w = unsafe { pair_256::<F>(block, pass * H + j, o, $p) };
-                        }
-                        for (i, part) in part.iter_mut().enumerate() {
-                            // SAFETY: bytes 8 pair .. + 8 of the 256.
-                            let x = _mm256_set1_epi64x(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
-                            for (part, &w) in part.iter_mut().zip(&w) {
-                                *part = _mm256_add_epi16(*part, _mm256_maddubs_epi16(w, x));
-                            }
-                        }
-                        if ($p + 1) % per_sub == 0 {
-                            for (dot, part) in dot.iter_mut().zip(&part) {
-                                for ((dot, &part), &scale) in dot.iter_mut().zip(part).zip(&scale) {
-                                    *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(part, scale));
+        /// The tile taking `H` halves (1 or 2) of the 8 rows per pass. Each
+        /// lane gets the same integer sums and f32 steps whatever `H` is.
+        ///
+        /// # Safety
+        /// As the tile; `H` divides 2.
+        #[target_feature(enable = $features)]
+        #[inline]
+        #[allow(unused_unsafe)]
+        unsafe fn $halves<F: KPack, const MR: usize, const H: usize>(
+            acts: &[SuperActBlock],
+            blocks: usize,
+            group: *const u8,
+            out: &mut [[f32; GROUP_ROWS]; MR],
+        ) {
+            let per_sub = PackedK::<F>::PAIRS_PER_SUB;
+            // Pairs summed before the scale multiplies them: a sub-block's in i16
+            // (AVX2), a chain's in i32 (AVX-VNNI).
+            let chain = if $vnni { PackedK::<F>::CHAIN } else { per_sub };
+            let signed = !PackedK::<F>::HAS_MIN;
+            let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+            for b in 0..blocks {
+                // SAFETY: block b is inside the group (caller's guarantee).
+                let block = unsafe { group.add(b * PackedK::<F>::PACKED_BYTES) };
+                prefetch::<F>(block);
+                let a = |i: usize| &acts[i * blocks + b];
+                for pass in 0..2 / H {
+                    let mut control = [_mm256_setzero_si256(); H];
+                    for (j, control) in control.iter_mut().enumerate() {
+                        let table = &SCALE_BYTES[usize::from($vnni)][usize::from(signed)][pass * H + j];
+                        // SAFETY: each table is 32 bytes.
+                        *control = unsafe { _mm256_loadu_si256(table.as_ptr().cast()) };
+                    }
+                    let mut dot = [[_mm256_setzero_si256(); H]; MR];
+                    for o in 0..4 {
+                        let mut part = [[_mm256_setzero_si256(); H]; MR];
+                        let mut scale = [_mm256_setzero_si256(); H];
+                        macro_rules! pair {
+                            ($p:literal) => {{
+                                let pair = 8 * o + $p;
+                                if $p % per_sub == 0 {
+                                    let at = PackedK::<F>::SCALES + 8 * (pair / per_sub);
+                                    // SAFETY: the sub-block's 8 scales are in the block.
+                                    let bytes = _mm256_set1_epi64x(unsafe { word(block.add(at)) });
+                                    for (scale, &control) in scale.iter_mut().zip(&control) {
+                                        let spread = _mm256_shuffle_epi8(bytes, control);
+                                        *scale = if signed { _mm256_srai_epi16(spread, 8) } else { spread };
+                                    }
                                 }
+                                if $p % chain == 0 {
+                                    part = [[_mm256_setzero_si256(); H]; MR];
+                                }
+                                let mut w = [_mm256_setzero_si256(); H];
+                                for (j, w) in w.iter_mut().enumerate() {
+                                    // SAFETY: the block is whole, the half < 2, o < 4, p < 8.
+                                    *w = unsafe { pair_256::<F>(block, pass * H + j, o, $p) };
+                                }
+                                for (i, part) in part.iter_mut().enumerate() {
+                                    // SAFETY: bytes 8 pair .. + 8 of the 256.
+                                    let x = _mm256_set1_epi64x(unsafe { word(a(i).q.as_ptr().add(8 * pair)) });
+                                    for (part, &w) in part.iter_mut().zip(&w) {
+                                        *part = if $vnni {
+                                            // SAFETY: only the AVX-VNNI tile takes this branch,
+                                            // and its target features include AVX-VNNI.
+                                            unsafe { vnni::dpbusd(*part, w, x) }
+                                        } else {
+                                            _mm256_add_epi16(*part, _mm256_maddubs_epi16(w, x))
+                                        };
+                                    }
+                                }
+                                if ($p + 1) % chain == 0 {
+                                    for (dot, part) in dot.iter_mut().zip(&part) {
+                                        for ((dot, &part), &scale) in dot.iter_mut().zip(part).zip(&scale) {
+                                            *dot = if $vnni {
+                                                // SAFETY: as above.
+                                                unsafe { vnni::dpwssd(*dot, part, scale) }
+                                            } else {
+                                                _mm256_add_epi32(*dot, _mm256_madd_epi16(part, scale))
+                                            };
+                                        }
+                                    }
+                                }
+                            }};
+                        }
+                        pair!(0);
+                        pair!(1);
+                        pair!(2);
+                        pair!(3);
+                        pair!(4);
+                        pair!(5);
+                        pair!(6);
+                        pair!(7);
+                    }
+                    let mut offset = [[_mm256_setzero_si256(); H]; MR];
+                    for t in 0..PackedK::<F>::SUBS / 4 {
+                        let mut offsets = [_mm256_setzero_si256(); H];
+                        for (j, offsets) in offsets.iter_mut().enumerate() {
+                            let at = PackedK::<F>::OFFSETS + 32 * t + 16 * (pass * H + j);
+                            // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
+                            *offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
+                        }
+                        for (i, offset) in offset.iter_mut().enumerate() {
+                            // SAFETY: t < SUBS / 4.
+                            let x = _mm256_set1_epi64x(unsafe { sub_sums_word::<F>(a(i), t) });
+                            for (offset, &offsets) in offset.iter_mut().zip(&offsets) {
+                                *offset = if $vnni {
+                                    // SAFETY: as above.
+                                    unsafe { vnni::dpwssd(*offset, offsets, x) }
+                                } else {
+                                    _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x))
+                                };
                             }
                         }
-                    }};
-                }
-                pair!(0);
-                pair!(1);
-                pair!(2);
-                pair!(3);
-                pair!(4);
-                pair!(5);
-                pair!(6);
-                pair!(7);
-            }
-            let mut offset = [[_mm256_setzero_si256(); H]; MR];
-            for t in 0..PackedK::<F>::SUBS / 4 {
-                let mut offsets = [_mm256_setzero_si256(); H];
-                for (j, offsets) in offsets.iter_mut().enumerate() {
-                    let at = PackedK::<F>::OFFSETS + 32 * t + 16 * (pass * H + j);
-                    // SAFETY: this half's 16 offset bytes of sub-blocks 4t.. are in the block.
-                    *offsets = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(block.add(at).cast()) });
-                }
-                for (i, offset) in offset.iter_mut().enumerate() {
-                    // SAFETY: t < SUBS / 4.
-                    let x = _mm256_set1_epi64x(unsafe { sub_sums_word::<F>(a(i), t) });
-                    for (offset, &offsets) in offset.iter_mut().zip(&offsets) {
-                        *offset = _mm256_add_epi32(*offset, _mm256_madd_epi16(offsets, x));
+                    }
+                    for j in 0..H {
+                        let half = pass * H + j;
+                        // SAFETY: d (and dmin) are 16 bytes each in the block.
+                        let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
+                        for i in 0..MR {
+                            let dx = _mm256_set1_ps(a(i).d);
+                            let (dot, offset) = (dot[i][j], offset[i][j]);
+                            let acc = &mut acc[i][half];
+                            *acc = if PackedK::<F>::HAS_MIN {
+                                // SAFETY: as above.
+                                let dmin = unsafe { f16_lanes_256(block.add(PackedK::<F>::DMIN), half) };
+                                let with_dot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, dx), *acc);
+                                _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offset), _mm256_mul_ps(dmin, dx), with_dot)
+                            } else {
+                                let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
+                                let centred = _mm256_sub_epi32(dot, _mm256_sll_epi32(offset, shift));
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_mul_ps(d, dx), *acc)
+                            };
+                        }
                     }
                 }
             }
-            for j in 0..H {
-                let half = pass * H + j;
-                // SAFETY: d (and dmin) are 16 bytes each in the block.
-                let d = unsafe { f16_lanes_256(block.add(PackedK::<F>::D), half) };
-                for i in 0..MR {
-                    let dx = _mm256_set1_ps(a(i).d);
-                    let (dot, offset) = (dot[i][j], offset[i][j]);
-                    let acc = &mut acc[i][half];
-                    *acc = if PackedK::<F>::HAS_MIN {
-                        // SAFETY: as above.
-                        let dmin = unsafe { f16_lanes_256(block.add(PackedK::<F>::DMIN), half) };
-                        let with_dot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, dx), *acc);
-                        _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offset), _mm256_mul_ps(dmin, dx), with_dot)
-                    } else {
-                        let shift = _mm_cvtsi32_si128(PackedK::<F>::CENTRE_SHIFT as i32);
-                        let centred = _mm256_sub_epi32(dot, _mm256_sll_epi32(offset, shift));
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_mul_ps(d, dx), *acc)
-                    };
+            for (out, acc) in out.iter_mut().zip(&acc) {
+                let mut lanes = [0.0f32; 2 * GROUP_ROWS];
+                // SAFETY: 8 f32 into each half of 16.
+                unsafe {
+                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
+                    _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
+                }
+                for (r, out) in out.iter_mut().enumerate() {
+                    *out = lanes[2 * r] + lanes[2 * r + 1];
                 }
             }
         }
-    }
-    for (out, acc) in out.iter_mut().zip(&acc) {
-        let mut lanes = [0.0f32; 2 * GROUP_ROWS];
-        // SAFETY: 8 f32 into each half of 16.
-        unsafe {
-            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
-            _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
-        }
-        for (r, out) in out.iter_mut().enumerate() {
-            *out = lanes[2 * r] + lanes[2 * r + 1];
-        }
-    }
+    };
 }
+
+tile_fn!(
+    /// # Safety
+    /// As [`tile_avx512`], and the CPU has AVX2, FMA and F16C.
+    tile_avx2,
+    tile_avx2_halves,
+    "avx2,fma,f16c",
+    false
+);
+
+tile_fn!(
+    /// # Safety
+    /// As [`tile_avx512`], and the CPU has AVX2, FMA, F16C and AVX-VNNI.
+    tile_avx_vnni,
+    tile_avx_vnni_halves,
+    "avx2,fma,f16c,avxvnni",
+    true
+);
 
 /// Prefetches the packed block [`PREFETCH_AHEAD`] bytes after `block`.
 #[target_feature(enable = "avx2,fma,f16c")]
