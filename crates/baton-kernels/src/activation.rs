@@ -56,18 +56,37 @@ pub(crate) struct ActBlock {
 /// `isa` (the same bits at every level).
 pub(crate) fn quantize_activations(isa: Isa, src: &[f32], dst: &mut [ActBlock]) {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
+    if let Some(round) = simd_round_block(isa) {
         debug_assert_eq!(src.len(), dst.len() * BLOCK_ELEMS);
         for (x, block) in src.chunks_exact(BLOCK_ELEMS).zip(dst.iter_mut()) {
             let mut sums = [0i32; BLOCK_ELEMS / 16];
-            // SAFETY: `Isa::Avx512` only comes from `Isa::current()`, which
-            // returns it only when the CPU reports AVX-512 F, BW, VL and DQ.
-            block.d = unsafe { avx512::round_block(x, &mut block.q, &mut sums) };
+            // SAFETY: `round` is the level's own (`simd_round_block`).
+            block.d = unsafe { round(x, &mut block.q, &mut sums) };
             block.sum = block.d * sums.iter().sum::<i32>() as f32;
         }
         return;
     }
     quantize_activations_portable(isa, src, dst)
+}
+
+/// A SIMD quantizer of one block: `(x, q, sums) -> d`.
+#[cfg(target_arch = "x86_64")]
+type RoundBlock = unsafe fn(&[f32], &mut [i8], &mut [i32]) -> f32;
+
+/// A SIMD [`round_block`] for `isa`, if it has one: `(x, q, sums) -> d`
+/// with `sums[i]` the sum of `q[16 i..16 i + 16]`.
+///
+/// Calling it is sound whenever `isa` came from `Isa::current()` (which
+/// returns a level only when the CPU has its extensions): the AVX-512
+/// quantizer needs AVX-512 F, BW, VL and DQ, the AVX2 one (every level
+/// from AVX2 up) AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+fn simd_round_block(isa: Isa) -> Option<RoundBlock> {
+    match isa {
+        Isa::Avx512 => Some(avx512::round_block),
+        isa if isa.has_avx2() => Some(avx2::round_block),
+        _ => None,
+    }
 }
 
 multiversion! {
@@ -106,12 +125,12 @@ impl Default for SuperActBlock {
 /// blocks), at `isa` (the same bits at every level).
 pub(crate) fn quantize_super_activations(isa: Isa, src: &[f32], dst: &mut [SuperActBlock]) {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 {
+    if let Some(round) = simd_round_block(isa) {
         debug_assert_eq!(src.len(), dst.len() * SUPER_ELEMS);
         for (x, block) in src.chunks_exact(SUPER_ELEMS).zip(dst.iter_mut()) {
             let mut sums = [0i32; GROUPS];
             // SAFETY: as in `quantize_activations`.
-            block.d = unsafe { avx512::round_block(x, &mut block.q, &mut sums) };
+            block.d = unsafe { round(x, &mut block.q, &mut sums) };
             for (out, &sum) in block.sums.iter_mut().zip(&sums) {
                 // 16 values of -127..=127: the sum fits.
                 *out = sum as i16;
@@ -178,6 +197,72 @@ mod avx512 {
     }
 }
 
+/// [`round_block`] written for AVX2, as [`avx512`] is (the compiler leaves
+/// the portable one's horizontal steps scalar): 32 values a step, the same
+/// bits (`vroundps` to nearest even gives [`crate::ops::round_small`]'s
+/// integers for every `|v| <= 127`, ±inf and NaN alike).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// The sum of the 8 i32 lanes of `v`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn sum_lanes(v: __m256i) -> i32 {
+        let half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+        _mm_cvtsi128_si32(_mm_add_epi32(quarter, _mm_shuffle_epi32::<1>(quarter)))
+    }
+
+    /// Quantizes `x` (a multiple of 32 values, 16 per `sums` entry) into
+    /// `q` and returns `d`; `sums[i]` is the sum of `q[16 i..16 i + 16]`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn round_block(x: &[f32], q: &mut [i8], sums: &mut [i32]) -> f32 {
+        assert!(x.len() == q.len() && x.len() == sums.len() * 16 && x.len().is_multiple_of(32), "round_block");
+        let sign = _mm256_set1_ps(-0.0);
+        let mut top = _mm256_setzero_ps();
+        for c in x.chunks_exact(8) {
+            // SAFETY: `c` is 8 f32s.
+            let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+            // Where `|v|` (the first operand) is NaN, `top` stays, as
+            // `f32::max` ignores NaN.
+            top = _mm256_max_ps(_mm256_andnot_ps(sign, v), top);
+        }
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: 8 f32s.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), top) };
+        let amax = lanes.iter().fold(0.0f32, |a, &b| a.max(b));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (scale, lo, hi) = (_mm256_set1_ps(id), _mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
+        // `packs` works within 128-bit halves; this puts the 8 dwords back
+        // in element order.
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for ((c, out), sums) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(sums.chunks_exact_mut(2)) {
+            let ints: [__m256i; 4] = std::array::from_fn(|j| {
+                // SAFETY: `c` is 32 f32s, j < 4.
+                let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * j)) };
+                let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, scale));
+                // A NaN `r` (the second operand) passes both, as through `clamp`.
+                let r = _mm256_max_ps(lo, _mm256_min_ps(hi, r));
+                let ordered = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_ORD_Q>(r, r));
+                _mm256_and_si256(ordered, _mm256_cvttps_epi32(r))
+            });
+            let words = _mm256_packs_epi32(ints[0], ints[1]);
+            let words_high = _mm256_packs_epi32(ints[2], ints[3]);
+            let bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words_high), order);
+            // SAFETY: `out` is 32 bytes, written unaligned.
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), bytes) };
+            sums[0] = sum_lanes(_mm256_add_epi32(ints[0], ints[1]));
+            sums[1] = sum_lanes(_mm256_add_epi32(ints[2], ints[3]));
+        }
+        d
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,8 +276,9 @@ mod tests {
         };
         let plain: Vec<f32> = (0..512).map(|_| random()).collect();
         let mut awkward = plain.clone();
-        for (i, v) in
-            [f32::NAN, 0.0, -0.0, f32::INFINITY, 1e-40, -1e30, 3.5, -2.5, f32::NEG_INFINITY].iter().enumerate()
+        for (i, v) in [f32::NAN, 0.0, -0.0, f32::INFINITY, 1e-40, -1e30, 3.5, -2.5, f32::NEG_INFINITY, 1e-39, -3e-39]
+            .iter()
+            .enumerate()
         {
             awkward[i * 37] = *v;
         }
@@ -202,6 +288,13 @@ mod tests {
             *v = (i as f32 - 16.0) + 0.5;
         }
         awkward[320..352].fill(f32::NAN);
+        // Blocks whose `d = amax / 127` is subnormal, with `1 / d` finite
+        // (amax 1e-36) and infinite (amax 1e-38).
+        for (block, amax) in [(352, 1e-36f32), (384, 1e-38)] {
+            for (i, v) in awkward[block..block + 32].iter_mut().enumerate() {
+                *v = amax * (i as f32 - 16.0) / 16.0;
+            }
+        }
         vec![plain, awkward]
     }
 
@@ -212,7 +305,7 @@ mod tests {
             quantize_activations(Isa::Scalar, &row, &mut want);
             let mut want_super = vec![SuperActBlock::default(); row.len() / SUPER_ELEMS];
             quantize_super_activations(Isa::Scalar, &row, &mut want_super);
-            for isa in [Isa::Avx2, Isa::Avx512].into_iter().filter(|&isa| isa <= Isa::current()) {
+            for isa in Isa::available().into_iter().filter(|&isa| isa > Isa::Scalar) {
                 let mut got = vec![ActBlock::default(); want.len()];
                 quantize_activations(isa, &row, &mut got);
                 for (g, w) in got.iter().zip(&want) {
