@@ -13,7 +13,9 @@
 # real SmolLM2-135M-Instruct Q4_1, a stories15M-shape random model in F32
 # and in F16, a stories110M-shape random model in Q4_K (the synthetic
 # ones are written with `baton model synth` into target/compare/), and the
-# real Gemma 3 270M Q4_K_M (`baton model fetch gemma3-270m`).
+# real Gemma 3 270M Q4_K_M (`baton model fetch gemma3-270m`). Other files
+# are named as arguments, e.g. a BF16 one: `baton model synth --shape
+# stories15M --type bf16 -o target/compare/stories15M-bf16.gguf`.
 # --memory compares peak RSS and load time instead of speed (each engine
 # loads with a 512-position context and generates 8 tokens; see
 # compare_reference.py).

@@ -30,13 +30,15 @@
 //! # Instruction sets
 //! Every kernel has a portable path and, on x86_64, SIMD paths chosen at
 //! run time ([`Isa::detected`], cached by the standard library): AVX2+FMA+
-//! F16C, and AVX-512 (F, BW, VL, DQ, VNNI) where the CPU has it. Integer dot
-//! products use `maddubs`/`madd` on AVX2 and `vpdpbusd`/`vpdpwssd` on
+//! F16C, AVX-VNNI on top of it, and AVX-512 (F, BW, VL, DQ, VNNI) where the
+//! CPU has them. Integer dot products use `maddubs`/`madd` on AVX2, the
+//! 256-bit VEX `vpdpbusd`/`vpdpwssd` on AVX-VNNI and the 512-bit ones on
 //! AVX-512; f16 weights are widened with F16C and multiplied with FMA.
-//! [`with_isa`] limits the calling thread to any lower level (tests run
-//! every kernel at every level the CPU has); the `BATON_ISA` environment
-//! variable (`scalar`, `avx2`) limits a whole process, to measure a program
-//! at a lower level. Under Miri only the portable path runs.
+//! [`with_isa`] limits the calling thread to any lower level the CPU has
+//! (tests run every kernel at every level in [`Isa::available`]); the
+//! `BATON_ISA` environment variable (`scalar`, `avx2`, `avxvnni`) limits a
+//! whole process, to measure a program at a lower level. Under Miri only
+//! the portable path runs.
 //!
 //! # Threading
 //! Kernels never spawn threads. [`matmul()`] takes `&dyn Parallel` and gives

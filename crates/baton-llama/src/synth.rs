@@ -32,7 +32,7 @@ pub struct SynthSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     /// The requested matrix type is not one synthetic models offer.
-    #[error("synthetic models are written in f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, not {dtype}")]
+    #[error("synthetic models are written in f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k, not {dtype}")]
     UnsupportedDType {
         /// The type asked for.
         dtype: DType,

@@ -9,7 +9,7 @@ use super::shape::{ShapeParams, SynthSpec};
 
 /// llama.cpp's `general.file_type` (`enum llama_ftype`) of a file whose
 /// matrices are mostly `dtype`; `None` for types synthetic models do not
-/// offer. The K-quants map to `MOSTLY_Q2_K` (10), `MOSTLY_Q3_K_S` (11),
+/// offer. BF16 maps to `MOSTLY_BF16` (32); the K-quants map to `MOSTLY_Q2_K` (10), `MOSTLY_Q3_K_S` (11),
 /// `MOSTLY_Q4_K_M` (15), `MOSTLY_Q5_K_M` (17) and `MOSTLY_Q6_K` (18);
 /// llama.cpp's mixes put some matrices in other types (Q6_K, Q4_K), which a
 /// synthetic file does not (every matrix is the requested type, or its
@@ -18,6 +18,7 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
     match dtype {
         DType::F32 => Some(0),
         DType::F16 => Some(1),
+        DType::BF16 => Some(32),
         DType::Q4_0 => Some(2),
         DType::Q4_1 => Some(3),
         DType::Q8_0 => Some(7),
@@ -28,7 +29,7 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
         DType::Q4_K => Some(15),
         DType::Q5_K => Some(17),
         DType::Q6_K => Some(18),
-        DType::BF16 | DType::Q8_K | DType::I32 => None,
+        DType::Q8_K | DType::I32 => None,
     }
 }
 

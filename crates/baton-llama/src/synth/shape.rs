@@ -289,11 +289,12 @@ pub struct SynthSpec {
 impl SynthSpec {
     /// The matrix types synthetic models can be written in: the weight
     /// types the loader accepts (`baton_kernels::WEIGHT_TYPES`) that have a
-    /// llama.cpp file type to name them by (not BF16, whose files Baton
-    /// does not write yet, nor Q8_K, an activation type only).
-    pub const SUPPORTED_DTYPES: [DType; 12] = [
+    /// llama.cpp file type to name them by (not Q8_K, an activation type
+    /// only).
+    pub const SUPPORTED_DTYPES: [DType; 13] = [
         DType::F32,
         DType::F16,
+        DType::BF16,
         DType::Q8_0,
         DType::Q4_0,
         DType::Q4_1,
