@@ -58,7 +58,7 @@ macro_rules! chains {
 #[target_feature(enable = "avx2,fma")]
 fn fma256() -> f32 {
     let (a, b) = (_mm256_set1_ps(0.999_9), _mm256_set1_ps(1e-3));
-    chains!(_mm256_setzero_ps(), |acc| _mm256_fmadd_ps(a, b, acc), baton_sum256)
+    chains!(_mm256_setzero_ps(), |acc| _mm256_fmadd_ps(a, b, acc), sum256)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -77,14 +77,14 @@ fn fma_chain() -> f32 {
     for _ in 0..STEPS * CHAINS / 4 {
         acc = _mm256_fmadd_ps(a, acc, b);
     }
-    baton_sum256(acc)
+    sum256(acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avxvnni")]
 fn dpbusd256() -> f32 {
     let (a, b) = (_mm256_set1_epi8(3), _mm256_set1_epi8(-2));
-    chains!(_mm256_setzero_si256(), |acc| _mm256_dpbusd_avx_epi32(acc, a, b), |v| baton_sum256(_mm256_cvtepi32_ps(v)))
+    chains!(_mm256_setzero_si256(), |acc| _mm256_dpbusd_avx_epi32(acc, a, b), |v| sum256(_mm256_cvtepi32_ps(v)))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -113,7 +113,7 @@ fn dpbf16_512() -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn baton_sum256(v: __m256) -> f32 {
+fn sum256(v: __m256) -> f32 {
     let mut lanes = [0.0f32; 8];
     // SAFETY: `lanes` is 8 writable f32.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
