@@ -22,13 +22,15 @@
 
 mod json;
 mod schema;
+mod schema_link;
 mod schema_prefix;
 
 use std::sync::Arc;
 
 pub use json::{JsonPrefix, MAX_DEPTH};
-pub use schema::{Schema, SchemaError, MAX_PROPERTIES};
-pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_PATHS};
+pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
+pub use schema_link::MAX_ALTERNATIVES;
+pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_INTEGER_DIGITS, MAX_PATHS};
 
 use crate::Tokenizer;
 

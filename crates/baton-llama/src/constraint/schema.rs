@@ -17,6 +17,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use super::schema_link::link;
+
 /// A node's index in [`Schema::nodes`].
 pub(super) type NodeId = u32;
 
@@ -29,6 +31,13 @@ pub const MAX_PROPERTIES: usize = 64;
 
 /// Most nodes a schema compiles to.
 const MAX_NODES: usize = 4096;
+
+/// Most bytes of `enum` and `const` values a schema holds in all.
+const MAX_LITERAL_BYTES: usize = 1 << 20;
+
+/// Most levels of schemas inside schemas in one document (a `$ref` starts
+/// again from its target, so chains of references do not add up).
+pub const MAX_SCHEMA_NESTING: usize = 256;
 
 /// JSON types, as bits.
 pub(super) mod types {
@@ -110,9 +119,13 @@ pub(super) enum Node {
     Typed(Rules),
     /// One of these JSON texts, written compactly.
     Literals(Vec<Vec<u8>>),
-    /// A value any of these accepts.
+    /// A value any of these accepts (once linked, none of them is an
+    /// `AnyOf`: nested ones are flattened into one list).
     AnyOf(Vec<NodeId>),
-    /// Filled in when a `$ref` is reached while its target compiles.
+    /// A `$ref`: the same values as the node it names (only while
+    /// compiling: linking points every reference at its target).
+    Alias(NodeId),
+    /// A `$ref` whose target is not compiled yet.
     Pending,
 }
 
@@ -142,6 +155,10 @@ pub enum SchemaError {
 pub struct Schema {
     pub(super) nodes: Vec<Node>,
     pub(super) root: NodeId,
+    /// Per node, the fewest levels of containers a value of it needs (a
+    /// string 0, `{}` 1, an object with a required object 2), or more than
+    /// [`MAX_DEPTH`] when none fits within it (see `schema_link.rs`).
+    pub(super) min_depth: Vec<u8>,
 }
 
 /// Keywords read past.
@@ -162,23 +179,30 @@ const ANNOTATIONS: [&str; 12] = [
 
 impl Schema {
     /// Compiles a JSON Schema document.
+    ///
+    /// The cost is linear in the document's size: every `$ref` target is
+    /// compiled once and referred to, never copied, and nested `anyOf`s
+    /// are flattened once each. The compiled schema holds at most
+    /// [`MAX_NODES`] nodes and [`MAX_LITERAL_BYTES`] of literal values,
+    /// and the compiler recurses at most [`MAX_SCHEMA_NESTING`] levels
+    /// whatever the references.
     pub fn compile(document: &Value) -> Result<Schema, SchemaError> {
-        let mut compiler = Compiler { document, nodes: vec![Node::Typed(Rules::of(types::ALL))], refs: HashMap::new() };
+        let mut compiler = Compiler::new(document);
         let root = compiler.node(document, "")?;
-        compiler.check_loops()?;
-        Ok(Schema { nodes: compiler.nodes, root })
+        compiler.compile_references()?;
+        link(compiler.nodes, root)
     }
 
     /// A tool call: an object `{"name": N, "arguments": A}` for one of
     /// `tools` (a name and its parameters' schema), `name` first.
     pub fn tool_call<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Result<Schema, SchemaError> {
-        let mut compiler =
-            Compiler { document: &Value::Null, nodes: vec![Node::Typed(Rules::of(types::ALL))], refs: HashMap::new() };
+        let mut compiler = Compiler::new(&Value::Null);
         let mut calls = Vec::new();
         for (i, (name, parameters)) in tools.into_iter().enumerate() {
             compiler.document = parameters;
             compiler.refs.clear();
             let arguments = compiler.node(parameters, &format!("/tools/{i}/function/parameters"))?;
+            compiler.compile_references()?;
             let name = compiler.push(Node::Literals(vec![compact(&Value::from(name))]))?;
             let property = |key: &str, node| Property { key: key.as_bytes().to_vec(), node, required: true };
             let properties = vec![property("name", name), property("arguments", arguments)];
@@ -189,8 +213,7 @@ impl Schema {
             return Err(invalid("/tools", "no tools to call"));
         }
         let root = if calls.len() == 1 { calls[0] } else { compiler.push(Node::AnyOf(calls))? };
-        compiler.check_loops()?;
-        Ok(Schema { nodes: compiler.nodes, root })
+        link(compiler.nodes, root)
     }
 }
 
@@ -199,21 +222,51 @@ fn compact(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn invalid(path: &str, reason: impl Into<String>) -> SchemaError {
+pub(super) fn invalid(path: &str, reason: impl Into<String>) -> SchemaError {
     SchemaError::Invalid { path: if path.is_empty() { "/".into() } else { path.into() }, reason: reason.into() }
 }
 
-fn unsupported(path: &str, keyword: &str) -> SchemaError {
+pub(super) fn unsupported(path: &str, keyword: &str) -> SchemaError {
     SchemaError::Unsupported { path: if path.is_empty() { "/".into() } else { path.into() }, keyword: keyword.into() }
 }
 
 struct Compiler<'a> {
     document: &'a Value,
     nodes: Vec<Node>,
+    /// Each `$ref` of the document reached so far, with its node.
     refs: HashMap<String, NodeId>,
+    /// References whose targets are still to compile: the reference's
+    /// node, the target and its pointer.
+    unresolved: Vec<(NodeId, &'a Value, String)>,
+    /// Levels of [`node`](Self::node) now open.
+    nesting: usize,
+    /// Bytes of literal values so far.
+    literal_bytes: usize,
 }
 
 impl<'a> Compiler<'a> {
+    fn new(document: &'a Value) -> Compiler<'a> {
+        Compiler {
+            document,
+            nodes: vec![Node::Typed(Rules::of(types::ALL))],
+            refs: HashMap::new(),
+            unresolved: Vec::new(),
+            nesting: 0,
+            literal_bytes: 0,
+        }
+    }
+
+    /// Compiles the targets of the references reached, and of those their
+    /// targets reach, one after another (not inside one another: a chain
+    /// of references is a loop here, not a recursion).
+    fn compile_references(&mut self) -> Result<(), SchemaError> {
+        while let Some((id, target, pointer)) = self.unresolved.pop() {
+            let compiled = self.node(target, &pointer)?;
+            self.nodes[id as usize] = Node::Alias(compiled);
+        }
+        Ok(())
+    }
+
     fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
         if self.nodes.len() >= MAX_NODES {
             return Err(invalid("/", format!("the schema compiles to more than {MAX_NODES} nodes")));
@@ -222,26 +275,17 @@ impl<'a> Compiler<'a> {
         Ok((self.nodes.len() - 1) as NodeId)
     }
 
-    /// Refuses an `anyOf` that reaches itself through `anyOf`s alone
-    /// (through `$ref`s): its branches would read no byte.
-    fn check_loops(&self) -> Result<(), SchemaError> {
-        fn reaches(nodes: &[Node], from: NodeId, on_path: &mut Vec<NodeId>) -> bool {
-            let Node::AnyOf(children) = &nodes[from as usize] else { return false };
-            if on_path.contains(&from) {
-                return true;
-            }
-            on_path.push(from);
-            let looped = children.iter().any(|&c| reaches(nodes, c, on_path));
-            on_path.pop();
-            looped
+    fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
+        if self.nesting >= MAX_SCHEMA_NESTING {
+            return Err(invalid(path, format!("schemas nest deeper than {MAX_SCHEMA_NESTING} levels")));
         }
-        match (0..self.nodes.len() as NodeId).find(|&id| reaches(&self.nodes, id, &mut Vec::new())) {
-            Some(_) => Err(unsupported("/", "$ref cycle that reads no text")),
-            None => Ok(()),
-        }
+        self.nesting += 1;
+        let compiled = self.node_within(schema, path);
+        self.nesting -= 1;
+        compiled
     }
 
-    fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
+    fn node_within(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
         let object = match schema {
             Value::Bool(true) => return Ok(ANY),
             Value::Bool(false) => return Err(unsupported(path, "false")),
@@ -282,7 +326,12 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn reference(&mut self, object: &Map<String, Value>, reference: &Value, path: &str) -> Result<NodeId, SchemaError> {
+    fn reference(
+        &mut self,
+        object: &Map<String, Value>,
+        reference: &'a Value,
+        path: &str,
+    ) -> Result<NodeId, SchemaError> {
         self.only(object, &["$ref", "$defs", "definitions"], path)?;
         let reference = reference.as_str().ok_or_else(|| invalid(path, "$ref is a string"))?;
         if let Some(&id) = self.refs.get(reference) {
@@ -293,28 +342,20 @@ impl<'a> Compiler<'a> {
             .document
             .pointer(pointer)
             .ok_or_else(|| invalid(path, format!("$ref {reference} points at nothing")))?;
-        // Placed before its target compiles, so a recursive schema refers
-        // to itself; a chain of references that reads nothing is refused
-        // where it loops back.
+        // The reference's node stands for its target, which compiles later
+        // (`compile_references`); linking points every use at the target.
         let id = self.push(Node::Pending)?;
         self.refs.insert(reference.to_string(), id);
-        let compiled = self.node(target, pointer)?;
-        if compiled == id {
-            return Err(unsupported(path, "$ref cycle that reads no text"));
-        }
-        self.nodes[id as usize] = self.nodes[compiled as usize].clone();
-        if matches!(self.nodes[id as usize], Node::Pending) {
-            return Err(unsupported(path, "$ref cycle that reads no text"));
-        }
+        self.unresolved.push((id, target, pointer.to_string()));
         Ok(id)
     }
 
-    fn literals(&self, object: &Map<String, Value>, path: &str) -> Result<Option<Vec<Vec<u8>>>, SchemaError> {
+    fn literals(&mut self, object: &Map<String, Value>, path: &str) -> Result<Option<Vec<Vec<u8>>>, SchemaError> {
         let values = match (object.get("enum"), object.get("const")) {
             (Some(_), Some(_)) => return Err(unsupported(path, "enum beside const")),
-            (Some(Value::Array(values)), None) if !values.is_empty() => values.clone(),
+            (Some(Value::Array(values)), None) if !values.is_empty() => values.iter().collect::<Vec<_>>(),
             (Some(_), None) => return Err(invalid(path, "enum is a non-empty array")),
-            (None, Some(value)) => vec![value.clone()],
+            (None, Some(value)) => vec![value],
             (None, None) => return Ok(None),
         };
         self.only(object, &["enum", "const", "type"], path)?;
@@ -323,9 +364,13 @@ impl<'a> Compiler<'a> {
             Some(t) => type_bits(t, path)?,
             None => types::ALL,
         };
-        let kept: Vec<Vec<u8>> = values.iter().filter(|v| value_type(v) & kinds != 0).map(compact).collect();
+        let kept: Vec<Vec<u8>> = values.into_iter().filter(|v| value_type(v) & kinds != 0).map(compact).collect();
         if kept.is_empty() {
             return Err(invalid(path, "no value of enum/const has the type given"));
+        }
+        self.literal_bytes += kept.iter().map(Vec::len).sum::<usize>();
+        if self.literal_bytes > MAX_LITERAL_BYTES {
+            return Err(invalid(path, format!("enum and const values exceed {MAX_LITERAL_BYTES} bytes in all")));
         }
         Ok(Some(kept))
     }
@@ -368,14 +413,21 @@ impl<'a> Compiler<'a> {
             Some(Value::Array(_)) => return Err(unsupported(path, "items as an array (prefixItems)")),
             Some(items) => self.node(items, &format!("{path}/items"))?,
         };
-        let required: Vec<&str> = match object.get("required") {
-            None => Vec::new(),
-            Some(Value::Array(names)) => names
-                .iter()
-                .map(|n| n.as_str().ok_or_else(|| invalid(path, "required lists strings")))
-                .collect::<Result<_, _>>()?,
+        let mut required: Vec<&str> = Vec::new();
+        match object.get("required") {
+            None => {}
+            Some(Value::Array(names)) => {
+                let mut listed = std::collections::HashSet::new();
+                for name in names {
+                    let name = name.as_str().ok_or_else(|| invalid(path, "required lists strings"))?;
+                    // A name listed twice is required once.
+                    if listed.insert(name) {
+                        required.push(name);
+                    }
+                }
+            }
             Some(_) => return Err(invalid(path, "required is an array of strings")),
-        };
+        }
         let mut properties = Vec::new();
         if let Some(declared) = object.get("properties") {
             let declared = declared.as_object().ok_or_else(|| invalid(path, "properties is an object"))?;

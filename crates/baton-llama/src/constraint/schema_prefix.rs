@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::json::{is_space, Num, MAX_DEPTH};
+use super::json::{is_space, Num};
 use super::schema::{types, Node, NodeId, Rules, Schema, NO_RULES};
 
 /// Most branches followed at once.
@@ -23,12 +23,13 @@ pub const MAX_PATHS: usize = 64;
 /// small model cannot spend its tokens on blank lines.
 pub const MAX_INDENT: u8 = 20;
 
-/// Most `anyOf` branches entered by one byte (a schema whose branches
-/// share parts through `$ref` could otherwise have exponentially many).
-const MAX_EXPANSION: usize = 256;
-
-/// Most digits of a number's exponent: every number read fits a double.
+/// Most digits of a number's exponent.
 pub const MAX_EXPONENT_DIGITS: u8 = 2;
+
+/// Most digits of a number's integer part. With at most
+/// [`MAX_EXPONENT_DIGITS`] of exponent, every number read is below
+/// 10^299, finite as a double.
+pub const MAX_INTEGER_DIGITS: u16 = 200;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Frame {
@@ -69,10 +70,12 @@ enum State {
         high: bool,
         utf8: (u8, u8, u8),
     },
-    /// `exponent`: digits of the exponent so far.
+    /// `digits`: of the integer part so far; `exponent`: of the
+    /// exponent so far.
     Number {
         num: Num,
         integer: bool,
+        digits: u16,
         exponent: u8,
     },
     Literal {
@@ -143,6 +146,18 @@ impl SchemaPrefix {
     }
 }
 
+/// Whether a key's bytes are (`whole`) or begin a name besides the
+/// declared ones: well-formed UTF-8 without escapes or control characters.
+fn other_name(key: &[u8], whole: bool) -> bool {
+    let plain = !key.iter().any(|&c| c == b'\\' || c < 0x20);
+    plain
+        && match std::str::from_utf8(key) {
+            Ok(_) => true,
+            // Cut short in a character is a start; a wrong byte is not.
+            Err(e) => !whole && e.error_len().is_none(),
+        }
+}
+
 fn literals(schema: &Schema, node: NodeId) -> &[Vec<u8>] {
     match &schema.nodes[node as usize] {
         Node::Literals(list) => list,
@@ -198,12 +213,13 @@ impl Path {
                 }
                 return;
             }
-            State::Number { num, integer, exponent } => {
+            State::Number { num, integer, digits, exponent } => {
                 let next = num.next(b).filter(|n| !*integer || !matches!(n, Num::Dot | Num::E));
                 if let Some(next) = next {
                     *num = next;
+                    *digits += u16::from(matches!(next, Num::Zero | Num::Int));
                     *exponent += u8::from(next == Num::Exp);
-                    if *exponent <= MAX_EXPONENT_DIGITS {
+                    if *exponent <= MAX_EXPONENT_DIGITS && *digits <= MAX_INTEGER_DIGITS {
                         out.push(self);
                     }
                     return;
@@ -250,9 +266,9 @@ impl Path {
                 let closed = self.close_array(schema);
                 self.keep_if(closed, out);
             }
-            State::Value { node, .. } => self.start(node, b, schema, &mut 0, out),
+            State::Value { node, .. } => self.start(node, b, schema, out),
             State::Key { first } => match b {
-                b'"' => {
+                b'"' if self.key_can_start(schema) => {
                     self.state = State::KeyText(Vec::new());
                     out.push(self);
                 }
@@ -268,10 +284,9 @@ impl Path {
             }
             State::AfterValue => {
                 let ok = match (self.stack.last(), b) {
-                    (Some(&Frame::Object { node, seen }), b',') => {
-                        let r = rules(schema, node);
+                    (Some(Frame::Object { .. }), b',') => {
                         self.state = State::Key { first: false };
-                        r.additional.is_some() && !r.ordered || r.open(seen) != 0
+                        self.key_can_start(schema)
                     }
                     (Some(&Frame::Array { node, count }), b',') => {
                         self.state = State::Value { node: rules(schema, node).items, first_in_array: false };
@@ -290,45 +305,45 @@ impl Path {
     }
 
     /// The first byte of a value of `node`.
-    fn start(mut self, node: NodeId, b: u8, schema: &Schema, entered: &mut usize, out: &mut Vec<Path>) {
-        if *entered == 0 {
-            // Counted once, before the branches of an `anyOf` part.
-            if let Some(Frame::Array { node: array, count }) = self.stack.last_mut() {
-                *count += 1;
-                if *count > rules(schema, *array).max_items {
-                    return;
-                }
+    fn start(mut self, node: NodeId, b: u8, schema: &Schema, out: &mut Vec<Path>) {
+        if let Some(Frame::Array { node: array, count }) = self.stack.last_mut() {
+            *count += 1;
+            if *count > rules(schema, *array).max_items {
+                return;
             }
         }
         match &schema.nodes[node as usize] {
-            Node::AnyOf(children) => {
-                for &child in children {
-                    *entered += 1;
-                    if *entered > MAX_EXPANSION {
-                        return;
-                    }
-                    self.clone().start(child, b, schema, entered, out);
+            // Flattened when linked: each alternative is a value's node.
+            Node::AnyOf(alternatives) => {
+                for &alternative in alternatives {
+                    self.clone().start_one(alternative, b, schema, out);
                 }
             }
+            _ => self.start_one(node, b, schema, out),
+        }
+    }
+
+    /// The first byte of a value of `node`, which is not an `anyOf`.
+    fn start_one(mut self, node: NodeId, b: u8, schema: &Schema, out: &mut Vec<Path>) {
+        match &schema.nodes[node as usize] {
             Node::Literals(list) => {
                 if list.iter().any(|l| l.first() == Some(&b)) {
                     self.state = State::Literals { node, text: vec![b] };
                     out.push(self);
                 }
             }
-            Node::Pending => {}
-            Node::Typed(Rules { types: kinds, .. }) => {
-                let kinds = *kinds;
-                let has = |t: u8| kinds & t != 0;
-                let deep = self.stack.len() >= MAX_DEPTH;
+            Node::AnyOf(_) | Node::Alias(_) | Node::Pending => {}
+            Node::Typed(r) => {
+                let has = |t: u8| r.types & t != 0;
+                let open = self.stack.len();
                 self.state = match b {
-                    b'{' if has(types::OBJECT) && !deep => {
+                    b'{' if has(types::OBJECT) && schema.object_fits(r, open) => {
                         self.stack.push(Frame::Object { node, seen: 0 });
                         State::Key { first: true }
                     }
-                    b'[' if has(types::ARRAY) && !deep => {
+                    b'[' if has(types::ARRAY) && schema.array_fits(r, open) => {
                         self.stack.push(Frame::Array { node, count: 0 });
-                        State::Value { node: rules(schema, node).items, first_in_array: true }
+                        State::Value { node: r.items, first_in_array: true }
                     }
                     b'"' if has(types::STRING) => {
                         State::Str { node, chars: 0, escape: false, hex: 0, high: false, utf8: (0, 0, 0) }
@@ -340,7 +355,7 @@ impl Path {
                             b'0' => Num::Zero,
                             _ => Num::Int,
                         };
-                        State::Number { num, integer, exponent: 0 }
+                        State::Number { num, integer, digits: u16::from(b != b'-'), exponent: 0 }
                     }
                     b't' if has(types::BOOLEAN) => State::Literal { rest: b"rue" },
                     b'f' if has(types::BOOLEAN) => State::Literal { rest: b"alse" },
@@ -350,6 +365,18 @@ impl Path {
                 out.push(self);
             }
         }
+    }
+
+    /// Whether the object open at the top of the stack can take another
+    /// key: one of its properties not written yet, or any other name, whose
+    /// value still fits within the nesting allowed.
+    fn key_can_start(&self, schema: &Schema) -> bool {
+        let Some(&Frame::Object { node, seen }) = self.stack.last() else { return false };
+        let r = rules(schema, node);
+        let open = self.stack.len();
+        let unseen = r.open(seen);
+        !r.ordered && r.additional.is_some_and(|a| schema.fits(a, open))
+            || r.properties.iter().enumerate().any(|(i, p)| unseen & 1 << i != 0 && schema.fits(p.node, open))
     }
 
     /// Keeps the path when `ok`.
@@ -374,11 +401,14 @@ impl Path {
 
     fn key_byte(&mut self, b: u8, schema: &Schema) -> bool {
         let Some(&Frame::Object { node, seen }) = self.stack.last() else { return false };
+        let open = self.stack.len();
         let r = rules(schema, node);
         let State::KeyText(key) = &mut self.state else { return false };
-        let open = r.open(seen);
-        let named = |i: usize| open & 1 << i != 0;
-        if b == b'"' {
+        let unseen = r.open(seen);
+        let named = |i: usize| unseen & 1 << i != 0 && schema.fits(r.properties[i].node, open);
+        // A quote after an odd run of backslashes is part of the key.
+        let escaped = key.iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 1;
+        if b == b'"' && !escaped {
             let found = r.properties.iter().position(|p| p.key == *key);
             let value = match found {
                 Some(i) if named(i) => {
@@ -391,20 +421,19 @@ impl Path {
                 Some(_) => return false,
                 None if r.ordered => return false,
                 None => match r.additional {
-                    Some(node) => node,
-                    None => return false,
+                    Some(node) if schema.fits(node, open) && other_name(key, true) => node,
+                    _ => return false,
                 },
             };
             self.state = State::Colon { value };
             return true;
         }
-        // Keys are written without escapes or control characters.
-        if b == b'\\' || b < 0x20 {
-            return false;
-        }
         key.push(b);
-        r.additional.is_some() && !r.ordered
-            || r.properties.iter().enumerate().any(|(i, p)| named(i) && p.key.starts_with(key))
+        // A declared name is written as it is compactly (with the escapes
+        // its characters need); any other name without escapes or control
+        // characters.
+        let other = !r.ordered && r.additional.is_some_and(|a| schema.fits(a, open)) && other_name(key, false);
+        other || r.properties.iter().enumerate().any(|(i, p)| named(i) && p.key.starts_with(key))
     }
 
     fn string(&mut self, b: u8, schema: &Schema) -> bool {

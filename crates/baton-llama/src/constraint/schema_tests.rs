@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::schema::Node;
 use super::*;
 
 fn prefix(schema: &Value) -> SchemaPrefix {
@@ -220,43 +221,54 @@ fn call_or_text_holds_only_what_opens_a_call() {
 /// [`validate`] when complete.
 #[test]
 fn random_texts_the_reader_completes_validate() {
-    let schema = person();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let complete = random_walks(&person(), 300, 0x9e37_79b9_7f4a_7c15, 2);
+    assert!(complete > 100, "only {complete} of 300 random texts completed");
+}
+
+/// Walks `walks` random texts through the reader, a byte at a time, and
+/// fails if one gets stuck (no byte continues it) or a completed one does
+/// not validate; returns how many completed. Closing bytes are tried
+/// first one walk in `close_every`, so texts end; the others wander.
+fn random_walks(schema: &Value, walks: usize, seed: u64, close_every: u64) -> usize {
+    let compiled = Arc::new(Schema::compile(schema).unwrap_or_else(|e| panic!("{schema}: {e}")));
+    let mut state = seed | 1;
     let mut random = move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
     };
-    let alphabet: Vec<u8> = b" \n\t\"{}[],:-.0123456789eEabcdefghijklmnopqrstuvwxyz\\ACU".to_vec();
+    let mut alphabet: Vec<u8> = b" \n\t\"{}[],:-.0123456789eEabcdefghijklmnopqrstuvwxyz\\ACU".to_vec();
+    alphabet.extend("\u{e9}".as_bytes());
     let mut complete = 0;
-    for _ in 0..300 {
-        let mut p = prefix(&schema);
+    for _ in 0..walks {
+        let mut p = SchemaPrefix::new(compiled.clone());
         let mut text = Vec::new();
         for _ in 0..400 {
             if p.is_complete() {
                 break;
             }
-            // Closing bytes are tried first half the time, so texts end.
             let mut order = alphabet.clone();
             for i in (1..order.len()).rev() {
                 order.swap(i, (random() % (i as u64 + 1)) as usize);
             }
-            if random() % 2 == 0 {
+            if random() % close_every == 0 {
                 order.sort_by_key(|b| !b"\"}]".contains(b));
             }
-            let Some(&b) = order.iter().find(|&&b| p.clone().push(b)) else { panic!("stuck after {text:?}") };
+            let Some(&b) = order.iter().find(|&&b| p.clone().push(b)) else {
+                panic!("stuck after {:?} in {schema}", String::from_utf8_lossy(&text))
+            };
             assert!(p.push(b));
             text.push(b);
         }
         if p.is_complete() {
             complete += 1;
-            let text = String::from_utf8(text).expect("ASCII");
+            let text = String::from_utf8(text).expect("UTF-8");
             let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-            assert!(validate(&schema, &schema, &value), "{text} does not validate");
+            assert!(validate(schema, schema, &value), "{text} does not validate against {schema}");
         }
     }
-    assert!(complete > 100, "only {complete} of 300 random texts completed");
+    complete
 }
 
 /// The subset of JSON Schema the reader serves, checked on a parsed value
@@ -353,4 +365,313 @@ fn the_mask_keeps_exactly_the_tokens_that_continue_the_schema() {
         }
     }
     assert!(fell_back, "the whole vocabulary was read for one text at least");
+}
+
+/// `levels` `$defs`, each an `anyOf` of the next one twice: 2^levels
+/// paths through them, ending in `null`.
+fn doubling(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = json!({"$ref": format!("#/$defs/a{}", i + 1)});
+        defs.insert(format!("a{i}"), json!({"anyOf": [next.clone(), next]}));
+    }
+    defs.insert(format!("a{levels}"), json!({"type": "null"}));
+    json!({"$defs": defs, "$ref": "#/$defs/a0"})
+}
+
+#[test]
+fn references_that_fan_out_compile_once_each() {
+    // 2^40 paths: a walk of every path would not end.
+    let schema = doubling(40);
+    let compiled = Schema::compile(&schema).expect("compiles");
+    assert!(compiled.nodes.len() <= 2 * 41 + 1, "{} nodes for 41 definitions", compiled.nodes.len());
+    match &compiled.nodes[compiled.root as usize] {
+        Node::AnyOf(alternatives) => assert_eq!(alternatives.len(), 1, "the anyOfs flatten to their one alternative"),
+        other => panic!("the root is {other:?}"),
+    }
+    assert_eq!(reads(&schema, "null"), (true, true));
+    assert!(!reads(&schema, "1").0);
+    // The same through a tool's parameters.
+    let mut parameters = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "required": ["x"]});
+    parameters["$defs"] = schema["$defs"].clone();
+    let tool = Arc::new(Schema::tool_call([("f", &parameters)]).expect("compiles"));
+    let mut p = SchemaPrefix::new(tool);
+    assert!(p.push_all(br#"{"name": "f", "arguments": {"x": null}}"#) && p.is_complete());
+}
+
+#[test]
+fn a_chain_of_references_compiles_without_recursing_along_it() {
+    // 1,600 links through `items` (a 95 KB request body): compiled on a
+    // thread with a small stack, which a recursion per link overflows.
+    let mut defs = serde_json::Map::new();
+    for i in 0..1600 {
+        defs.insert(format!("d{i}"), json!({"type": "array", "items": {"$ref": format!("#/$defs/d{}", i + 1)}}));
+    }
+    defs.insert("d1600".into(), json!({"type": "null"}));
+    let schema = json!({"$defs": defs, "$ref": "#/$defs/d0"});
+    let document = schema.clone();
+    let compiled = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || Schema::compile(&document).map(|s| s.nodes.len()))
+        .expect("thread")
+        .join()
+        .expect("compiling did not overflow the stack");
+    assert!(compiled.is_ok(), "{compiled:?}");
+    assert_eq!(reads(&schema, "[[[]], []]"), (true, true));
+    assert!(!reads(&schema, "[null").0, "the first item is an array");
+    // Schemas nested inside schemas are bounded as such.
+    let mut deep = json!({"type": "null"});
+    for _ in 0..MAX_SCHEMA_NESTING {
+        deep = json!({"type": "object", "properties": {"a": deep}});
+    }
+    assert!(matches!(Schema::compile(&deep), Err(SchemaError::Invalid { .. })));
+}
+
+#[test]
+fn references_share_their_target_instead_of_copying_it() {
+    // 200 links ending in an enum of 20,000 strings, named by 50
+    // properties: one copy of the strings.
+    let names: Vec<Value> = (0..20_000).map(|i| json!(format!("v{i}"))).collect();
+    let one_copy: usize = names.iter().map(|n| serde_json::to_vec(n).expect("JSON").len()).sum();
+    let mut defs = serde_json::Map::new();
+    for i in 0..200 {
+        defs.insert(format!("r{i}"), json!({"$ref": format!("#/$defs/r{}", i + 1)}));
+    }
+    defs.insert("r200".into(), json!({"enum": names}));
+    let properties: serde_json::Map<String, Value> =
+        (0..50).map(|i| (format!("a{i}"), json!({"$ref": format!("#/$defs/r{}", i * 4)}))).collect();
+    let schema = json!({"$defs": defs, "type": "object", "properties": properties});
+    let compiled = Schema::compile(&schema).expect("compiles");
+    let held: usize = compiled
+        .nodes
+        .iter()
+        .map(|n| match n {
+            Node::Literals(list) => list.iter().map(Vec::len).sum(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(held, one_copy, "the strings are held once");
+    assert_eq!(reads(&schema, r#"{"a3": "v19999", "a49": "v0"}"#), (true, true));
+    // What literals may cost is bounded.
+    let big: Vec<Value> = (0..40_000).map(|i| json!(format!("{i:032}"))).collect();
+    match Schema::compile(&json!({"enum": big})) {
+        Err(SchemaError::Invalid { reason, .. }) => assert!(reason.contains("bytes"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_object_with_no_properties_and_no_others_is_written_empty() {
+    // OpenAI strict mode's tool without arguments.
+    let schema = json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false});
+    assert_eq!(reads(&schema, "{}"), (true, true));
+    assert_eq!(reads(&schema, "{ }"), (true, true));
+    assert!(!reads(&schema, "{\"").0, "no key can be written, so none may start");
+    let tool = Arc::new(Schema::tool_call([("get_time", &schema)]).expect("compiles"));
+    let read = |text: &str| {
+        let mut p = SchemaPrefix::new(tool.clone());
+        let ok = p.push_all(text.as_bytes());
+        (ok, ok && p.is_complete())
+    };
+    assert_eq!(read(r#"{"name": "get_time", "arguments": {}}"#), (true, true));
+    assert!(!read(r#"{"name": "get_time", "arguments": {""#).0);
+    assert_eq!(random_walks(&schema, 50, 7, 2), 50, "every walk closes the object");
+}
+
+#[test]
+fn required_names_that_need_escapes_are_written_with_them() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a\"b": {"type": "integer"}, "c\\d": {"type": "null"}, "e\tf": {"type": "boolean"}},
+        "required": ["a\"b", "c\\d", "e\tf"],
+        "additionalProperties": false,
+    });
+    assert_eq!(reads(&schema, r#"{"a\"b": 1, "c\\d": null, "e\tf": true}"#), (true, true));
+    assert!(!reads(&schema, r#"{"a\u0022b""#).0, "a name is written as JSON writes it compactly");
+    assert!(!reads(&schema, r#"{"a"b""#).0);
+    assert!(random_walks(&schema, 200, 11, 2) > 0, "some walk closes the object");
+    // Names of other keys are still written without escapes.
+    let open = json!({"type": "object", "properties": {"q\"": {"type": "null"}}});
+    assert_eq!(reads(&open, r#"{"q\"": null, "x": 1}"#), (true, true));
+    assert!(!reads(&open, r#"{"x\n"#).0);
+    assert!(!reads(&open, r#"{"q\"x""#).0, "a declared name's escape begins no other name");
+}
+
+#[test]
+fn a_required_name_listed_twice_is_required_once() {
+    let schema = json!({"type": "object", "required": ["a", "a"]});
+    assert_eq!(reads(&schema, r#"{"a": 1}"#), (true, true));
+    assert!(random_walks(&schema, 100, 13, 2) > 0);
+}
+
+/// `levels` objects, each requiring the next as `a`, the last empty.
+fn required_chain(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels - 1 {
+        let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+        let object =
+            json!({"type": "object", "properties": {"a": next}, "required": ["a"], "additionalProperties": false});
+        defs.insert(format!("d{i}"), object);
+    }
+    defs.insert(format!("d{}", levels - 1), json!({"type": "object", "additionalProperties": false}));
+    json!({"$defs": defs, "$ref": "#/$defs/d0"})
+}
+
+#[test]
+fn required_nesting_is_served_to_the_depth_read_and_refused_past_it() {
+    let deepest = required_chain(MAX_DEPTH);
+    let text = format!("{}{{}}{}", "{\"a\":".repeat(MAX_DEPTH - 1), "}".repeat(MAX_DEPTH - 1));
+    assert_eq!(reads(&deepest, &text), (true, true));
+    // Walks of 400 bytes are too short to close it: they must not stick.
+    random_walks(&deepest, 10, 17, 1);
+    match Schema::compile(&required_chain(MAX_DEPTH + 1)) {
+        Err(SchemaError::Invalid { reason, .. }) => assert!(reason.contains("nesting"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    for endless in [
+        json!({"$defs": {"n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}}, "$ref": "#/$defs/n"}),
+        json!({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}}, "$ref": "#/$defs/n"}),
+    ] {
+        assert!(matches!(Schema::compile(&endless), Err(SchemaError::Invalid { .. })), "{endless}");
+    }
+}
+
+#[test]
+fn optional_nesting_stops_where_a_value_could_no_longer_close() {
+    // Each level may hold another, or an object that needs three levels.
+    let schema = json!({
+        "$defs": {
+            "n": {"type": "object", "properties": {"k": {"anyOf": [{"$ref": "#/$defs/n"}, {"$ref": "#/$defs/deep"}]}},
+                  "additionalProperties": false},
+            "deep": {"type": "object", "additionalProperties": false, "required": ["x"], "properties": {
+                "x": {"type": "object", "additionalProperties": false, "required": ["y"], "properties": {
+                    "y": {"type": "object", "additionalProperties": false}}}}},
+        },
+        "$ref": "#/$defs/n",
+    });
+    let mut p = prefix(&schema);
+    let mut levels = 0;
+    while p.clone().push_all(b"{\"k\": ") {
+        assert!(p.push_all(b"{\"k\": "));
+        levels += 1;
+        if levels == MAX_DEPTH - 2 {
+            assert!(!p.clone().push_all(b"{\"x\""), "three more levels no longer fit");
+        }
+    }
+    assert_eq!(levels, MAX_DEPTH - 1);
+    assert!(p.push_all(b"{}") && p.push_all("}".repeat(levels).as_bytes()) && p.is_complete());
+    random_walks(&schema, 50, 19, 4);
+}
+
+#[test]
+fn integers_are_bounded_in_digits() {
+    let schema = json!({"type": "array", "items": {"type": "number"}});
+    let most = "9".repeat(MAX_INTEGER_DIGITS as usize);
+    assert_eq!(reads(&schema, &format!("[-{most}e99]")), (true, true));
+    let value: Value = serde_json::from_str(&format!("-{most}e99")).expect("JSON");
+    assert!(value.as_f64().is_some_and(f64::is_finite), "the largest number read is finite");
+    assert!(!reads(&schema, &format!("[{most}9")).0);
+    assert!(!reads(&schema, &format!("[-{most}0")).0);
+}
+
+/// Random schemas of the served keywords: nesting, `$ref` chains, fans
+/// and loops, names that need escapes, empty objects.
+struct SchemaGen {
+    state: u64,
+    defs: usize,
+}
+
+impl SchemaGen {
+    fn below(&mut self, n: u64) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state % n
+    }
+
+    fn pick<T: Clone>(&mut self, list: &[T]) -> T {
+        list[self.below(list.len() as u64) as usize].clone()
+    }
+
+    fn document(&mut self) -> Value {
+        self.defs = self.below(4) as usize;
+        let defs: serde_json::Map<String, Value> = (0..self.defs).map(|i| (format!("d{i}"), self.schema(0))).collect();
+        let mut root = self.schema(0);
+        if let (Some(object), false) = (root.as_object_mut(), defs.is_empty()) {
+            if !object.contains_key("$ref") {
+                object.insert("$defs".into(), Value::Object(defs));
+            } else {
+                root = json!({"$defs": defs, "anyOf": [root, {"type": "null"}]});
+            }
+        }
+        root
+    }
+
+    fn schema(&mut self, depth: u32) -> Value {
+        const NAMES: [&str; 6] = ["a", "b", "q\"", "s\\", "t\t", "\u{e9}"];
+        let choice = if depth >= 3 { self.below(4) } else { self.below(11) };
+        match choice {
+            0 => {
+                let kind = self.pick(&["string", "number", "integer", "boolean", "null"]);
+                let mut s = json!({"type": kind});
+                if kind == "string" && self.below(2) == 0 {
+                    let min = self.below(3);
+                    s["minLength"] = json!(min);
+                    s["maxLength"] = json!(min + self.below(3));
+                }
+                s
+            }
+            1 => {
+                let pool = [json!("x"), json!(1), json!(null), json!(true), json!({"a": 1}), json!([1, "y"])];
+                let n = 1 + self.below(3) as usize;
+                json!({"enum": (0..n).map(|_| self.pick(&pool)).collect::<Vec<_>>()})
+            }
+            2 => json!({"const": self.pick(&[json!("c"), json!(2.5), json!(false)])}),
+            3 if self.defs > 0 => json!({"$ref": format!("#/$defs/d{}", self.below(self.defs as u64))}),
+            3 => json!({}),
+            4..=6 => {
+                let mut properties = serde_json::Map::new();
+                for _ in 0..self.below(4) {
+                    let name = self.pick(&NAMES);
+                    properties.insert(name.to_string(), self.schema(depth + 1));
+                }
+                let required: Vec<&str> = (0..self.below(3)).map(|_| self.pick(&NAMES)).collect();
+                let mut s = json!({"type": "object", "properties": properties, "required": required});
+                match self.below(4) {
+                    0 => s["additionalProperties"] = json!(false),
+                    1 => s["additionalProperties"] = self.schema(depth + 1),
+                    _ => {}
+                }
+                s
+            }
+            7 | 8 => {
+                let min = self.below(3);
+                let mut s = json!({"type": "array", "items": self.schema(depth + 1), "minItems": min});
+                if self.below(2) == 0 {
+                    s["maxItems"] = json!(min + self.below(3));
+                }
+                s
+            }
+            9 => json!({"anyOf": (0..1 + self.below(3)).map(|_| self.schema(depth + 1)).collect::<Vec<_>>()}),
+            _ => json!({"type": self.pick(&[json!(["object", "null"]), json!(["array", "string"]), json!("object")])}),
+        }
+    }
+}
+
+#[test]
+fn random_schemas_are_refused_or_served_to_a_close() {
+    let mut generator = SchemaGen { state: 0x2545_f491_4f6c_dd1d, defs: 0 };
+    let (mut served, mut refused, mut closed) = (0, 0, 0);
+    for i in 0..300 {
+        let schema = generator.document();
+        match Schema::compile(&schema) {
+            Err(_) => refused += 1,
+            Ok(_) => {
+                served += 1;
+                closed += random_walks(&schema, 8, i + 1, 2);
+            }
+        }
+    }
+    assert!(served > 150 && refused > 0, "{served} served, {refused} refused");
+    assert!(closed > served * 4, "{closed} walks closed over {served} schemas");
 }
