@@ -11,8 +11,8 @@ use std::time::Duration;
 use super::buffer::Access;
 use super::host::Slot;
 use super::{
-    as_bytes, as_bytes_mut, Bindings, BoundGraph, Buffer, BufferRange, CopyPath, HostBytes, Pending, RawBuffer,
-    RawStream, Stream, StreamError, StreamOp, TensorRef, WaitPath,
+    as_bytes, as_bytes_mut, Bindings, BoundGraph, Buffer, BufferRange, CopyPath, HostBytes, Pending, PendingError,
+    RawBuffer, RawStream, Stream, StreamError, StreamOp, TensorRef, WaitPath,
 };
 use crate::graph::{Flags, Graph};
 use crate::sync::{default_wait_deadline, Domain, HostTimeline, SyncPoint, Timeline, TimelineWriter, WaitPolicy};
@@ -79,10 +79,10 @@ impl super::Device for FakeDevice {
     }
 }
 
-#[test]
-fn tensors_are_allocated_by_type_and_shape() {
-    use super::Device;
-    let device = FakeDevice(super::DeviceInfo {
+/// A [`FakeDevice`] named `fake:0`, which implements only what a device
+/// must (the trait's defaults for the rest).
+fn fake_device() -> FakeDevice {
+    FakeDevice(super::DeviceInfo {
         name: "fake:0".into(),
         backend: "fake",
         kind: super::DeviceKind::Cpu,
@@ -93,13 +93,34 @@ fn tensors_are_allocated_by_type_and_shape() {
         features: Vec::new(),
         weight_types: Vec::new(),
         waits_on_host_points: false,
-    });
+    })
+}
+
+#[test]
+fn tensors_are_allocated_by_type_and_shape() {
+    use super::Device;
+    let device = fake_device();
     let f32s = device.alloc_tensor(DType::F32, &[3, 4]).expect("f32");
     assert_eq!((f32s.offset(), f32s.bytes(), f32s.buffer().len()), (0, 48, 48));
     let q8 = device.alloc_tensor(DType::Q8_0, &[2, 64]).expect("q8_0");
     let row = DType::Q8_0.row_bytes(64).expect("whole blocks");
     assert_eq!((q8.bytes(), q8.buffer().len(), q8.dtype()), (2 * row, 2 * row, DType::Q8_0));
     assert!(matches!(device.alloc_tensor(DType::Q8_0, &[2, 33]), Err(super::DeviceError::Shape(_))), "a partial block");
+}
+
+#[test]
+fn a_device_that_keeps_no_count_reports_no_memory() {
+    use super::Device;
+    assert_eq!(fake_device().memory(), None, "no figures rather than zeros");
+}
+
+#[test]
+fn a_device_that_cannot_address_files_maps_none() {
+    use super::{Device, FileRange};
+    let path = std::env::current_exe().expect("the test binary's path");
+    let file = std::fs::File::open(&path).expect("the test binary opens for reading");
+    let mapped = fake_device().map_file(FileRange { file: &file, offset: 0, len: 16 }).expect("not an error");
+    assert!(mapped.is_none(), "a device that cannot address the page cache maps nothing");
 }
 
 #[test]
@@ -292,6 +313,17 @@ fn a_pending_transfer_gives_its_buffer_back_or_itself_on_a_timeout() {
     release.fail("gone");
     let err = p.wait_within(Duration::from_secs(5)).expect_err("failed");
     assert!(err.into_pending().is_none(), "a failed transfer is over");
+}
+
+#[test]
+fn a_pending_errors_source_is_its_stream_errors_source() {
+    use std::error::Error;
+    let shape = crate::shape::ShapeError::Rank(5);
+    let refused = PendingError::refused(StreamError::Shape(shape.clone()), vec![0u8; 4]);
+    let source = refused.source().expect("the stream error's source, the shape error");
+    assert_eq!(source.downcast_ref::<crate::shape::ShapeError>(), Some(&shape));
+    let closed = PendingError::refused(StreamError::Closed("fake:0/stream-0".into()), vec![0u8; 4]);
+    assert!(closed.source().is_none(), "a stream error without a source gives none");
 }
 
 #[test]

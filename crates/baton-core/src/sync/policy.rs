@@ -141,9 +141,7 @@ impl WaitPolicy {
         match *self {
             WaitPolicy::Block => timeline.wait_blocking(value, started, deadline),
             WaitPolicy::SpinThenBlock { spin } => {
-                let spin_until = started + spin;
-                let spin_until = deadline.map_or(spin_until, |d| d.min(spin_until));
-                if let Some(done) = poll(timeline, value, spin_until, true) {
+                if let Some(done) = poll(timeline, value, spin_end(started, spin, deadline), true) {
                     return done;
                 }
                 timeline.wait_blocking(value, started, deadline)
@@ -159,8 +157,15 @@ impl WaitPolicy {
     }
 }
 
+/// When the spin phase of a spin-then-block wait that began at `started`
+/// ends: after `spin`, or at the wait's deadline if that comes first.
+fn spin_end(started: Instant, spin: Duration, deadline: Option<Instant>) -> Instant {
+    let spun = started + spin;
+    deadline.map_or(spun, |d| d.min(spun))
+}
+
 /// Polls until the point is settled or `until` passes (then `None`).
-/// `backoff` grows the pause between polls from 1 to 64 instructions.
+/// `backoff` grows the pause between polls from 1 to [`MAX_PAUSES`] instructions.
 fn poll(timeline: &Timeline, value: u64, until: Instant, backoff: bool) -> Option<Result<(), WaitError>> {
     let mut pauses = 1u32;
     let mut since_check = 0u32;
@@ -173,7 +178,10 @@ fn poll(timeline: &Timeline, value: u64, until: Instant, backoff: bool) -> Optio
         since_check += pauses;
         if since_check >= PAUSES_PER_CHECK {
             since_check = 0;
-            if Instant::now() >= until {
+            // `until <=`, not `now >=`: the budget's `>=` above stays the
+            // only one of this function, so that its mutant has a name of
+            // its own (.cargo/mutants.toml).
+            if until <= Instant::now() {
                 return None;
             }
             yield_now();
