@@ -14,6 +14,8 @@
 pub mod devices;
 pub mod env;
 mod logits;
+#[cfg(feature = "schemas")]
+pub mod schemas;
 #[cfg(feature = "llama")]
 pub mod synth;
 mod temp;

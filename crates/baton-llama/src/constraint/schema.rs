@@ -439,22 +439,25 @@ impl<'a> Compiler<'a> {
                 properties.push(Property { key: key_of(name), node, required: required.contains(&&**name) });
             }
         }
-        let undeclared: Vec<Vec<u8>> =
-            required.iter().map(|n| key_of(n)).filter(|k| !properties.iter().any(|p| p.key == *k)).collect();
-        if let Some(key) = undeclared.first() {
-            // A required name with no schema of its own: any value.
-            let additional = object.get("additionalProperties").is_some_and(|a| a != &Value::Bool(true));
-            if additional || properties.len() + undeclared.len() > MAX_PROPERTIES {
-                let name = String::from_utf8_lossy(key);
-                return Err(invalid(path, format!("required property \"{name}\" is not in properties")));
-            }
-            properties.extend(undeclared.into_iter().map(|key| Property { key, node: ANY, required: true }));
-        }
         let additional = match object.get("additionalProperties") {
             None | Some(Value::Bool(true)) => Some(ANY),
             Some(Value::Bool(false)) => None,
             Some(schema) => Some(self.node(schema, &format!("{path}/additionalProperties"))?),
         };
+        let undeclared: Vec<Vec<u8>> =
+            required.iter().map(|n| key_of(n)).filter(|k| !properties.iter().any(|p| p.key == *k)).collect();
+        if let Some(key) = undeclared.first() {
+            // A required name with no schema of its own: a value of the
+            // other names' schema; none when no other name is allowed.
+            let name = String::from_utf8_lossy(key);
+            let Some(node) = additional else {
+                return Err(invalid(path, format!("required property \"{name}\" is not in properties")));
+            };
+            if properties.len() + undeclared.len() > MAX_PROPERTIES {
+                return Err(unsupported(path, &format!("more than {MAX_PROPERTIES} properties")));
+            }
+            properties.extend(undeclared.into_iter().map(|key| Property { key, node, required: true }));
+        }
         self.push(Node::Typed(Rules {
             types: kinds,
             properties,

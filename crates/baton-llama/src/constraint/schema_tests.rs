@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use baton_testkit::schemas::{doubling, items_chain, required_chain, SchemaGen};
+
 use super::schema::Node;
 use super::*;
 
@@ -367,18 +369,6 @@ fn the_mask_keeps_exactly_the_tokens_that_continue_the_schema() {
     assert!(fell_back, "the whole vocabulary was read for one text at least");
 }
 
-/// `levels` `$defs`, each an `anyOf` of the next one twice: 2^levels
-/// paths through them, ending in `null`.
-fn doubling(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = json!({"$ref": format!("#/$defs/a{}", i + 1)});
-        defs.insert(format!("a{i}"), json!({"anyOf": [next.clone(), next]}));
-    }
-    defs.insert(format!("a{levels}"), json!({"type": "null"}));
-    json!({"$defs": defs, "$ref": "#/$defs/a0"})
-}
-
 #[test]
 fn references_that_fan_out_compile_once_each() {
     // 2^40 paths: a walk of every path would not end.
@@ -403,12 +393,7 @@ fn references_that_fan_out_compile_once_each() {
 fn a_chain_of_references_compiles_without_recursing_along_it() {
     // 1,600 links through `items` (a 95 KB request body): compiled on a
     // thread with a small stack, which a recursion per link overflows.
-    let mut defs = serde_json::Map::new();
-    for i in 0..1600 {
-        defs.insert(format!("d{i}"), json!({"type": "array", "items": {"$ref": format!("#/$defs/d{}", i + 1)}}));
-    }
-    defs.insert("d1600".into(), json!({"type": "null"}));
-    let schema = json!({"$defs": defs, "$ref": "#/$defs/d0"});
+    let schema = items_chain(1600);
     let document = schema.clone();
     let compiled = std::thread::Builder::new()
         .stack_size(256 << 10)
@@ -504,19 +489,6 @@ fn a_required_name_listed_twice_is_required_once() {
     assert!(random_walks(&schema, 100, 13, 2) > 0);
 }
 
-/// `levels` objects, each requiring the next as `a`, the last empty.
-fn required_chain(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels - 1 {
-        let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
-        let object =
-            json!({"type": "object", "properties": {"a": next}, "required": ["a"], "additionalProperties": false});
-        defs.insert(format!("d{i}"), object);
-    }
-    defs.insert(format!("d{}", levels - 1), json!({"type": "object", "additionalProperties": false}));
-    json!({"$defs": defs, "$ref": "#/$defs/d0"})
-}
-
 #[test]
 fn required_nesting_is_served_to_the_depth_read_and_refused_past_it() {
     let deepest = required_chain(MAX_DEPTH);
@@ -574,93 +546,9 @@ fn integers_are_bounded_in_digits() {
     assert!(!reads(&schema, &format!("[-{most}0")).0);
 }
 
-/// Random schemas of the served keywords: nesting, `$ref` chains, fans
-/// and loops, names that need escapes, empty objects.
-struct SchemaGen {
-    state: u64,
-    defs: usize,
-}
-
-impl SchemaGen {
-    fn below(&mut self, n: u64) -> u64 {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        self.state % n
-    }
-
-    fn pick<T: Clone>(&mut self, list: &[T]) -> T {
-        list[self.below(list.len() as u64) as usize].clone()
-    }
-
-    fn document(&mut self) -> Value {
-        self.defs = self.below(4) as usize;
-        let defs: serde_json::Map<String, Value> = (0..self.defs).map(|i| (format!("d{i}"), self.schema(0))).collect();
-        let mut root = self.schema(0);
-        if let (Some(object), false) = (root.as_object_mut(), defs.is_empty()) {
-            if !object.contains_key("$ref") {
-                object.insert("$defs".into(), Value::Object(defs));
-            } else {
-                root = json!({"$defs": defs, "anyOf": [root, {"type": "null"}]});
-            }
-        }
-        root
-    }
-
-    fn schema(&mut self, depth: u32) -> Value {
-        const NAMES: [&str; 6] = ["a", "b", "q\"", "s\\", "t\t", "\u{e9}"];
-        let choice = if depth >= 3 { self.below(4) } else { self.below(11) };
-        match choice {
-            0 => {
-                let kind = self.pick(&["string", "number", "integer", "boolean", "null"]);
-                let mut s = json!({"type": kind});
-                if kind == "string" && self.below(2) == 0 {
-                    let min = self.below(3);
-                    s["minLength"] = json!(min);
-                    s["maxLength"] = json!(min + self.below(3));
-                }
-                s
-            }
-            1 => {
-                let pool = [json!("x"), json!(1), json!(null), json!(true), json!({"a": 1}), json!([1, "y"])];
-                let n = 1 + self.below(3) as usize;
-                json!({"enum": (0..n).map(|_| self.pick(&pool)).collect::<Vec<_>>()})
-            }
-            2 => json!({"const": self.pick(&[json!("c"), json!(2.5), json!(false)])}),
-            3 if self.defs > 0 => json!({"$ref": format!("#/$defs/d{}", self.below(self.defs as u64))}),
-            3 => json!({}),
-            4..=6 => {
-                let mut properties = serde_json::Map::new();
-                for _ in 0..self.below(4) {
-                    let name = self.pick(&NAMES);
-                    properties.insert(name.to_string(), self.schema(depth + 1));
-                }
-                let required: Vec<&str> = (0..self.below(3)).map(|_| self.pick(&NAMES)).collect();
-                let mut s = json!({"type": "object", "properties": properties, "required": required});
-                match self.below(4) {
-                    0 => s["additionalProperties"] = json!(false),
-                    1 => s["additionalProperties"] = self.schema(depth + 1),
-                    _ => {}
-                }
-                s
-            }
-            7 | 8 => {
-                let min = self.below(3);
-                let mut s = json!({"type": "array", "items": self.schema(depth + 1), "minItems": min});
-                if self.below(2) == 0 {
-                    s["maxItems"] = json!(min + self.below(3));
-                }
-                s
-            }
-            9 => json!({"anyOf": (0..1 + self.below(3)).map(|_| self.schema(depth + 1)).collect::<Vec<_>>()}),
-            _ => json!({"type": self.pick(&[json!(["object", "null"]), json!(["array", "string"]), json!("object")])}),
-        }
-    }
-}
-
 #[test]
 fn random_schemas_are_refused_or_served_to_a_close() {
-    let mut generator = SchemaGen { state: 0x2545_f491_4f6c_dd1d, defs: 0 };
+    let mut generator = SchemaGen::new(0x2545_f491_4f6c_dd1d);
     let (mut served, mut refused, mut closed) = (0, 0, 0);
     for i in 0..300 {
         let schema = generator.document();
