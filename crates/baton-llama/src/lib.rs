@@ -59,7 +59,7 @@ pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
 pub use weights::{KvCache, Weights};
 
 // Choosing the next token.
-pub use sampling::{Candidate, Sampler, SamplingError, SamplingParams, DEFAULT_SEED};
+pub use sampling::{Candidate, LogitBias, Sampler, SamplingError, SamplingParams, DEFAULT_SEED};
 
 // Chat: templates and conversations that keep their KV cache.
 pub use chat::{ChatError, ChatTemplate, Message, TemplateOrigin};

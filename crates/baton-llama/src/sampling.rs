@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The seed [`SamplingParams::default`] uses. llama.cpp's default seed means
 /// "pick a random one"; Baton's default is fixed so runs reproduce unless the
@@ -15,7 +16,7 @@ const INITIAL_HISTORY: usize = 256;
 
 /// How a [`Sampler`] picks tokens. Each filter has a value that turns it off;
 /// [`Default`] gives llama.cpp's defaults.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
     /// Divides the logits before the draw: below 1 sharpens, above 1 flattens.
     /// `0` means greedy (argmax after the repetition penalty); negative, NaN
@@ -48,6 +49,34 @@ pub struct SamplingParams {
     pub frequency_penalty: f32,
     /// Seeds the PRNG of the draw.
     pub seed: u64,
+    /// Added to tokens' logits before anything else (OpenAI's and
+    /// llama.cpp's `logit_bias`); empty turns it off.
+    pub logit_bias: LogitBias,
+}
+
+/// Biases added to the logits of some tokens before the penalties and the
+/// filters, as llama.cpp's `logit_bias` sampler does: -100 all but bans a
+/// token, +100 all but forces it, `-inf` bans it. A token named several
+/// times gets the sum. Tokens outside a row's vocabulary are passed over
+/// (callers check ids against their model's vocabulary).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogitBias(Arc<[(u32, f32)]>);
+
+impl LogitBias {
+    /// The biases of `entries`, `(token, bias)` each.
+    pub fn new(entries: impl IntoIterator<Item = (u32, f32)>) -> LogitBias {
+        LogitBias(entries.into_iter().collect())
+    }
+
+    /// Whether no token is biased.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `(token, bias)` entries, in the order given.
+    pub fn entries(&self) -> &[(u32, f32)] {
+        &self.0
+    }
 }
 
 impl Default for SamplingParams {
@@ -64,6 +93,7 @@ impl Default for SamplingParams {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             seed: DEFAULT_SEED,
+            logit_bias: LogitBias::default(),
         }
     }
 }
@@ -101,6 +131,11 @@ impl SamplingParams {
             if !value.is_finite() {
                 return Err(SamplingError::InvalidPenalty { name, value });
             }
+        }
+        if let Some(&(token, bias)) =
+            self.logit_bias.entries().iter().find(|(_, bias)| bias.is_nan() || *bias == f32::INFINITY)
+        {
+            return Err(SamplingError::InvalidLogitBias { token, bias });
         }
         Ok(())
     }
@@ -166,6 +201,14 @@ pub enum SamplingError {
         /// The rejected value.
         value: f32,
     },
+    /// A logit bias is NaN or +inf.
+    #[error("the logit bias {bias} of token {token} is invalid: it must be a number (-inf bans the token)")]
+    InvalidLogitBias {
+        /// The biased token.
+        token: u32,
+        /// The rejected bias.
+        bias: f32,
+    },
 }
 
 /// One token still in the running: its id and its logit after the repetition
@@ -188,6 +231,8 @@ pub struct Candidate {
 /// entry), in llama.cpp's default order (`penalties -> top-k -> top-p ->
 /// min-p -> temperature -> dist`):
 ///
+/// 0. **Logit bias**: each [`SamplingParams::logit_bias`] entry is added to
+///    its token's logit (a masked token stays masked; `-inf` masks one).
 /// 1. **Repetition penalty**: every distinct token among the last
 ///    [`SamplingParams::repeat_last_n`] accepted tokens has its logit divided by
 ///    [`SamplingParams::repeat_penalty`] when positive, multiplied when zero or
@@ -242,13 +287,13 @@ impl Sampler {
     /// [`Sampler::sample`] call (or up front by [`SamplingParams::validate`]).
     pub fn new(params: SamplingParams) -> Self {
         Self {
-            params,
             params_error: params.validate().err(),
             rng: Xoshiro256StarStar::from_seed(params.seed),
             // The window may be far larger than any sequence (a request's
             // `repeat_last_n` is the caller's number): reserve at most a
             // typical window, and let the history grow as tokens come.
             history: VecDeque::with_capacity(params.repeat_last_n.min(INITIAL_HISTORY)),
+            params,
             penalized: Vec::new(),
             candidates: Vec::new(),
         }
@@ -308,7 +353,7 @@ impl Sampler {
             return Err(error.clone());
         }
         check_logits(logits)?;
-        if self.params.is_greedy() && !self.penalizes() {
+        if self.params.is_greedy() && !self.penalizes() && self.params.logit_bias.is_empty() {
             // The row's best, as `load_candidates` then `argmax` find it,
             // without copying the row.
             let best = best_of(logits);
@@ -347,7 +392,7 @@ impl Sampler {
     }
 
     /// Fills `candidates` with the whole row, in id order, and applies the
-    /// repetition penalty. Every logit it leaves is finite or -inf: +inf
+    /// logit bias and the repetition penalty. Every logit it leaves is finite or -inf: +inf
     /// (in the row, or from dividing by a tiny penalty) becomes
     /// `f32::MAX`, so the filters' differences from the best logit stay
     /// numbers.
@@ -358,6 +403,15 @@ impl Sampler {
             logits.iter().enumerate().map(|(id, &logit)| Candidate { id: id as u32, logit: logit.min(f32::MAX) }),
         );
 
+        for &(token, bias) in self.params.logit_bias.entries() {
+            // A masked token stays masked; -inf masks one.
+            if let Some(candidate) = self.candidates.get_mut(token as usize) {
+                candidate.logit = match (candidate.logit, bias) {
+                    (f32::NEG_INFINITY, _) | (_, f32::NEG_INFINITY) => f32::NEG_INFINITY,
+                    (logit, bias) => finite(logit + bias),
+                };
+            }
+        }
         if !self.penalizes() {
             return;
         }
@@ -733,5 +787,33 @@ mod tests {
         assert_eq!(by_rank(&a, &b), Ordering::Less);
         assert_eq!(by_rank(&c, &a), Ordering::Less);
         assert_eq!(by_rank(&b, &c), Ordering::Greater);
+    }
+
+    /// A bias moves a token's logit before the draw: greedy picks the
+    /// token +100 lifts, never one -100 or -inf lowers, and a sampled draw
+    /// (top-k 1 after the bias) does the same; NaN and +inf are refused.
+    #[test]
+    fn logit_bias_is_added_before_greedy_and_sampled_draws() {
+        let logits = [1.0, 3.0, 2.0, 0.5];
+        let with = |bias: &[(u32, f32)], greedy: bool| {
+            let base =
+                if greedy { SamplingParams::greedy() } else { SamplingParams { top_k: 1, ..Default::default() } };
+            let params = SamplingParams { logit_bias: LogitBias::new(bias.iter().copied()), ..base };
+            Sampler::new(params).sample(&logits)
+        };
+        for greedy in [true, false] {
+            assert_eq!(with(&[], greedy), Ok(1), "greedy {greedy}");
+            assert_eq!(with(&[(1, -100.0)], greedy), Ok(2), "greedy {greedy}");
+            assert_eq!(with(&[(1, f32::NEG_INFINITY), (2, -100.0)], greedy), Ok(0), "greedy {greedy}");
+            assert_eq!(with(&[(3, 100.0)], greedy), Ok(3), "greedy {greedy}");
+            assert_eq!(with(&[(3, 2.0), (3, 2.0)], greedy), Ok(3), "greedy {greedy}: biases of one token add up");
+            assert_eq!(with(&[(99, 100.0)], greedy), Ok(1), "greedy {greedy}: outside the row");
+        }
+        let all = [(0, f32::NEG_INFINITY), (1, f32::NEG_INFINITY), (2, f32::NEG_INFINITY), (3, f32::NEG_INFINITY)];
+        assert_eq!(with(&all, true), Err(SamplingError::AllMasked { vocab_size: 4 }));
+        for bias in [f32::NAN, f32::INFINITY] {
+            let params = SamplingParams { logit_bias: LogitBias::new([(2, bias)]), ..SamplingParams::greedy() };
+            assert!(matches!(params.validate(), Err(SamplingError::InvalidLogitBias { token: 2, .. })), "{bias}");
+        }
     }
 }

@@ -57,6 +57,7 @@ fn unfiltered(seed: u64) -> SamplingParams {
         presence_penalty: 0.0,
         frequency_penalty: 0.0,
         seed,
+        logit_bias: Default::default(),
     }
 }
 
@@ -341,15 +342,15 @@ fn the_same_seed_reproduces_the_sequence() {
             .collect::<Vec<u32>>()
     };
     let params = SamplingParams { temperature: 1.5, repeat_penalty: 1.1, ..SamplingParams::default() };
-    let first = run(params);
-    assert_eq!(first, run(params), "same seed, same parameters, same row");
+    let first = run(params.clone());
+    assert_eq!(first, run(params.clone()), "same seed, same parameters, same row");
 
-    let mut sampler = Sampler::new(params);
+    let mut sampler = Sampler::new(params.clone());
     let before_reset: Vec<u32> = draws(&mut sampler, &logits, 50);
     sampler.reset();
     assert_eq!(draws(&mut sampler, &logits, 50), before_reset, "reset reseeds");
 
-    let other = run(SamplingParams { seed: 1, ..params });
+    let other = run(SamplingParams { seed: 1, ..params.clone() });
     assert_ne!(first, other, "seeds {} and 1 drew the same 200 tokens", params.seed);
 }
 
@@ -439,33 +440,39 @@ fn bad_logits_are_errors() {
 fn bad_parameters_are_errors() {
     let base = SamplingParams::default();
     let cases = [
-        (SamplingParams { temperature: -0.5, ..base }, SamplingError::InvalidTemperature { temperature: -0.5 }),
+        (SamplingParams { temperature: -0.5, ..base.clone() }, SamplingError::InvalidTemperature { temperature: -0.5 }),
         (
-            SamplingParams { temperature: f32::INFINITY, ..base },
+            SamplingParams { temperature: f32::INFINITY, ..base.clone() },
             SamplingError::InvalidTemperature { temperature: f32::INFINITY },
         ),
-        (SamplingParams { top_p: 0.0, ..base }, SamplingError::InvalidTopP { top_p: 0.0 }),
-        (SamplingParams { top_p: 1.5, ..base }, SamplingError::InvalidTopP { top_p: 1.5 }),
-        (SamplingParams { min_p: -0.1, ..base }, SamplingError::InvalidMinP { min_p: -0.1 }),
-        (SamplingParams { min_p: 1.1, ..base }, SamplingError::InvalidMinP { min_p: 1.1 }),
-        (SamplingParams { repeat_penalty: 0.0, ..base }, SamplingError::InvalidRepeatPenalty { repeat_penalty: 0.0 }),
-        (SamplingParams { repeat_penalty: -1.0, ..base }, SamplingError::InvalidRepeatPenalty { repeat_penalty: -1.0 }),
+        (SamplingParams { top_p: 0.0, ..base.clone() }, SamplingError::InvalidTopP { top_p: 0.0 }),
+        (SamplingParams { top_p: 1.5, ..base.clone() }, SamplingError::InvalidTopP { top_p: 1.5 }),
+        (SamplingParams { min_p: -0.1, ..base.clone() }, SamplingError::InvalidMinP { min_p: -0.1 }),
+        (SamplingParams { min_p: 1.1, ..base.clone() }, SamplingError::InvalidMinP { min_p: 1.1 }),
+        (
+            SamplingParams { repeat_penalty: 0.0, ..base.clone() },
+            SamplingError::InvalidRepeatPenalty { repeat_penalty: 0.0 },
+        ),
+        (
+            SamplingParams { repeat_penalty: -1.0, ..base.clone() },
+            SamplingError::InvalidRepeatPenalty { repeat_penalty: -1.0 },
+        ),
     ];
     for (params, expected) in cases {
         assert_eq!(params.validate(), Err(expected.clone()), "{params:?}");
-        let mut sampler = Sampler::new(params);
+        let mut sampler = Sampler::new(params.clone());
         assert_eq!(sampler.sample(&[0.0, 1.0]), Err(expected), "{params:?}");
     }
 
     let nan_cases = [
-        SamplingParams { temperature: f32::NAN, ..base },
-        SamplingParams { top_p: f32::NAN, ..base },
-        SamplingParams { min_p: f32::NAN, ..base },
-        SamplingParams { repeat_penalty: f32::NAN, ..base },
+        SamplingParams { temperature: f32::NAN, ..base.clone() },
+        SamplingParams { top_p: f32::NAN, ..base.clone() },
+        SamplingParams { min_p: f32::NAN, ..base.clone() },
+        SamplingParams { repeat_penalty: f32::NAN, ..base.clone() },
     ];
     for params in nan_cases {
         assert!(params.validate().is_err(), "NaN accepted in {params:?}");
-        assert!(Sampler::new(params).sample(&[0.0]).is_err(), "{params:?}");
+        assert!(Sampler::new(params.clone()).sample(&[0.0]).is_err(), "{params:?}");
     }
 }
 
@@ -488,7 +495,7 @@ fn steady_state_sampling_does_not_allocate() {
         unfiltered(3),
     ];
     for params in configurations {
-        let mut sampler = Sampler::new(params);
+        let mut sampler = Sampler::new(params.clone());
         // Warm up: the first call sizes the candidate buffer, and the history
         // fills its window.
         for i in 0..(params.repeat_last_n + 2) {
@@ -508,7 +515,7 @@ fn steady_state_sampling_does_not_allocate() {
 #[test]
 fn positive_infinity_counts_as_the_largest_logit() {
     for params in [SamplingParams::default(), SamplingParams::greedy()] {
-        let mut sampler = Sampler::new(params);
+        let mut sampler = Sampler::new(params.clone());
         assert_eq!(sampler.sample(&[0.0, 1.0, f32::INFINITY]), Ok(2), "{params:?}");
     }
 }
@@ -584,6 +591,7 @@ mod properties {
                         presence_penalty: presence,
                         frequency_penalty: frequency,
                         seed,
+                        logit_bias: Default::default(),
                     }
                 },
             )
@@ -603,7 +611,7 @@ mod properties {
         ) {
             prop_assume!(params.validate().is_ok());
             prop_assume!(logits.iter().any(|&l| l != f32::NEG_INFINITY));
-            let mut sampler = Sampler::new(params);
+            let mut sampler = Sampler::new(params.clone());
             for &token in &history {
                 sampler.accept(token);
             }

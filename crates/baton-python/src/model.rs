@@ -199,6 +199,7 @@ impl PyModel {
             presence_penalty,
             frequency_penalty,
             seed,
+            logit_bias: Default::default(),
         };
         let prompt_tokens = prompt.len();
         let format = match response_format {

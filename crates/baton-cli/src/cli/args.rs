@@ -171,6 +171,7 @@ impl SamplingArgs {
             presence_penalty: self.presence_penalty,
             frequency_penalty: self.frequency_penalty,
             seed: self.seed,
+            logit_bias: Default::default(),
         };
         params.validate()?;
         Ok(Sampler::new(params))

@@ -398,6 +398,11 @@ impl Engine {
             return Err(SubmitError::TooManyLogprobs { asked, max: MAX_TOP_LOGPROBS });
         }
         request.sampling.validate()?;
+        if let Some(&(id, _)) =
+            request.sampling.logit_bias.entries().iter().find(|(id, _)| *id as usize >= self.info.vocab)
+        {
+            return Err(SubmitError::BadToken { id, vocab: self.info.vocab });
+        }
         Ok(())
     }
 

@@ -28,7 +28,10 @@
 //! llama.cpp's ([`SamplingParams::default`](baton_llama::SamplingParams)).
 //! `presence_penalty` and `frequency_penalty` (in `[-2, 2]`, over the same
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
-//! honoured. `logprobs` (chat: `true` with `top_logprobs` 0 to 20;
+//! honoured, and so is `logit_bias` (OpenAI's object of token ids to
+//! biases in `[-100, 100]`, or llama-server's `[id, bias]` pairs, `false`
+//! banning a token), added to the logits before every sampler, greedy and
+//! JSON-held decoding included. `logprobs` (chat: `true` with `top_logprobs` 0 to 20;
 //! completions: the number of alternatives) sends each generated token's
 //! log-probability under the model's log-softmax over the whole vocabulary
 //! (before penalties and filters) and its most likely alternatives, in
@@ -36,7 +39,7 @@
 //! sends the prompt first, with its tokens' log-probabilities when asked
 //! (one pass over the prompt; `max_tokens: 0` generates nothing).
 //! `response_format: {"type": "json_object"}` holds the answer to one JSON
-//! object ([`baton_llama::constraint`]); a JSON schema gets 400. `model`
+//! object ([`baton_llama::constraint`]). `model`
 //! must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong

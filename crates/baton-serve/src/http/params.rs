@@ -3,7 +3,8 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
-use baton_llama::SamplingParams;
+use baton_llama::{LogitBias, SamplingParams};
+use serde_json::Value;
 
 use super::error::ApiError;
 use super::tools::ToolMode;
@@ -47,12 +48,16 @@ impl Job {
         let request = GenerateRequest {
             prompt,
             max_tokens,
-            sampling: sampling(params, info.context)?,
+            sampling: sampling(params, info)?,
             stop_at_eog: !params.ignore_eos,
             logprobs,
             format: format(params.response_format.as_ref())?,
         };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        if include_usage && !params.stream {
+            // As OpenAI: a whole answer has its usage anyway.
+            return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
+        }
         Ok(Job { request, stops, stream: params.stream, include_usage, tools: None })
     }
 }
@@ -61,7 +66,6 @@ impl Job {
 /// `logprobs: true` with `top_logprobs` (chat), or `logprobs: n`
 /// (completions); absent, null or `false` is off.
 fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
-    use serde_json::Value;
     let bad = |why: String| ApiError::invalid_param("logprobs", why);
     let top = params.top_logprobs.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let asked = match &params.logprobs {
@@ -110,11 +114,66 @@ fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
     Ok(stops)
 }
 
+/// Most a logit bias may move a logit either way (OpenAI's range).
+pub const MAX_LOGIT_BIAS: f64 = 100.0;
+
+/// `logit_bias`: OpenAI's object of token ids (as strings) to biases in
+/// `[-100, 100]`, or llama-server's list of `[id, bias]` pairs; a bias of
+/// `false` bans its token (llama-server's). Token texts in place of ids
+/// (llama-server's strings) are refused, as are ids outside the `vocab`.
+fn logit_bias(value: Option<&Value>, vocab: usize) -> Result<LogitBias, ApiError> {
+    let bad = |why: String| ApiError::invalid_param("logit_bias", why);
+    let id = |text: &str| -> Result<u32, ApiError> {
+        match text.parse::<u32>() {
+            Ok(id) if (id as usize) < vocab => Ok(id),
+            Ok(id) => Err(bad(format!("token id {id} is outside the vocabulary of {vocab}"))),
+            Err(_) => Err(bad(format!("{text:?} is not a token id (token texts are not served; give ids)"))),
+        }
+    };
+    let bias = |token: u32, value: &Value| -> Result<f32, ApiError> {
+        match value {
+            Value::Bool(false) => Ok(f32::NEG_INFINITY),
+            Value::Number(n) => match n.as_f64() {
+                Some(b) if (-MAX_LOGIT_BIAS..=MAX_LOGIT_BIAS).contains(&b) => Ok(b as f32),
+                _ => Err(bad(format!("the bias {n} of token {token} is outside [-100, 100]"))),
+            },
+            other => {
+                Err(bad(format!("the bias {other} of token {token}: a number in [-100, 100], or false to ban it")))
+            }
+        }
+    };
+    let entries = match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(key, value)| {
+                let token = id(key)?;
+                Ok((token, bias(token, value)?))
+            })
+            .collect::<Result<_, ApiError>>()?,
+        Some(Value::Array(pairs)) => pairs
+            .iter()
+            .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                Some([Value::Number(n), value]) => {
+                    let token = id(&n.to_string())?;
+                    Ok((token, bias(token, value)?))
+                }
+                _ => Err(bad(format!("{pair}: each pair is [token id, bias]"))),
+            })
+            .collect::<Result<_, ApiError>>()?,
+        Some(other) => {
+            return Err(bad(format!("{other}: an object of token ids to biases, or a list of [token id, bias] pairs")))
+        }
+    };
+    Ok(LogitBias::new(entries))
+}
+
 /// llama.cpp's defaults ([`SamplingParams::default`]) with the request's
 /// values over them; without `seed`, a fresh random seed. The penalties'
-/// window is bounded by the sequence's `context` (`-1` is the context, as
-/// llama.cpp's `repeat_last_n`).
-fn sampling(params: &Params, context: usize) -> Result<SamplingParams, ApiError> {
+/// window is bounded by the sequence's context (`-1` is the context, as
+/// llama.cpp's `repeat_last_n`); the logit bias's ids by its vocabulary.
+fn sampling(params: &Params, info: &ModelInfo) -> Result<SamplingParams, ApiError> {
+    let context = info.context;
     let mut s = SamplingParams::default();
     if let Some(t) = params.temperature {
         s.temperature = t;
@@ -155,6 +214,7 @@ fn sampling(params: &Params, context: usize) -> Result<SamplingParams, ApiError>
         }
     }
     s.seed = params.seed.unwrap_or_else(fresh_seed);
+    s.logit_bias = logit_bias(params.logit_bias.as_ref(), info.vocab)?;
     s.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
     Ok(s)
 }
@@ -211,6 +271,14 @@ mod tests {
             r#"{"top_p":0}"#,
             r#"{"repeat_last_n":-2}"#,
             r#"{"repeat_penalty":0}"#,
+            r#"{"logit_bias":{"x":1}}"#,
+            r#"{"logit_bias":{"100":1}}"#,
+            r#"{"logit_bias":{"5":-101}}"#,
+            r#"{"logit_bias":{"5":true}}"#,
+            r#"{"logit_bias":[[5]]}"#,
+            r#"{"logit_bias":[["a",1]]}"#,
+            r#"{"logit_bias":7}"#,
+            r#"{"stream_options":{"include_usage":true}}"#,
         ] {
             let e = Job::new(&params(json), vec![1], &info()).expect_err(json);
             assert_eq!(e.status, 400, "{json}");
@@ -232,6 +300,20 @@ mod tests {
             (r#"{"logprobs":5}"#, Some(5)),
         ] {
             assert_eq!(Job::new(&params(json), vec![1], &info()).expect(json).request.logprobs, expected, "{json}");
+        }
+    }
+
+    #[test]
+    fn logit_bias_is_read_from_an_object_or_pairs() {
+        for (json, expected) in [
+            (r#"{}"#, vec![]),
+            (r#"{"logit_bias":null}"#, vec![]),
+            (r#"{"logit_bias":{"5":-100,"7":2.5}}"#, vec![(5, -100.0), (7, 2.5)]),
+            (r#"{"logit_bias":{"99":false}}"#, vec![(99, f32::NEG_INFINITY)]),
+            (r#"{"logit_bias":[[5,100],[6,false]]}"#, vec![(5, 100.0), (6, f32::NEG_INFINITY)]),
+        ] {
+            let job = Job::new(&params(json), vec![1], &info()).expect(json);
+            assert_eq!(job.request.sampling.logit_bias.entries(), &expected[..], "{json}");
         }
     }
 

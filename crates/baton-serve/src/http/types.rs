@@ -76,8 +76,15 @@ pub struct Params {
     pub stream: bool,
     /// Options of the stream.
     pub stream_options: Option<StreamOptions>,
-    /// `{"type": "text"}` (the default) or `{"type": "json_object"}`.
+    /// `{"type": "text"}` (the default), `{"type": "json_object"}` or
+    /// `{"type": "json_schema", …}`.
     pub response_format: Option<serde_json::Value>,
+    /// Biases added to tokens' logits before sampling: OpenAI's object of
+    /// token ids (as strings) to numbers in `[-100, 100]`, or
+    /// llama-server's list of `[id, bias]` pairs; `false` bans a token
+    /// (read as any JSON value so that a wrong one gets a 400 that names
+    /// it).
+    pub logit_bias: Option<serde_json::Value>,
 }
 
 /// A chat message's content: text, or a list of parts of which only text
@@ -146,8 +153,8 @@ pub enum Prompt {
 pub struct CompletionRequest {
     /// What to continue.
     pub prompt: Prompt,
-    /// Repeat the prompt in the answer: not served (only `false` or
-    /// `null`).
+    /// Repeat the prompt in the answer (with its tokens'
+    /// log-probabilities when `logprobs` asks); `null` is `false`.
     #[serde(default, deserialize_with = "null_is_false")]
     pub echo: bool,
     /// How to generate.

@@ -12,5 +12,6 @@ mod faults;
 mod hostile;
 mod http;
 mod json_format;
+mod logit_bias;
 mod shutdown;
 mod tools;
