@@ -339,9 +339,37 @@ impl Engine {
         Ok(())
     }
 
+    /// Queues the embeddings of `texts` (each at most a sequence's
+    /// context) as one request, as [`embed`](Self::embed) queues one: the
+    /// request takes one place in the queue however many texts it has, and
+    /// all of them are queued or none is (an error then, with nothing
+    /// taken), so an embeddings request of many inputs is admitted
+    /// whenever one of one input would be.
+    pub fn embed_many(&self, texts: Vec<Vec<u32>>, pooling: Pooling) -> Result<Vec<EmbeddingTicket>, SubmitError> {
+        for tokens in &texts {
+            self.check_pass(tokens)?;
+        }
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (mut jobs, mut tickets) = (Vec::with_capacity(texts.len()), Vec::with_capacity(texts.len()));
+        for tokens in texts {
+            let (reply, receiver) = tokio::sync::oneshot::channel();
+            jobs.push(passes::PassJob::Embed { tokens, pooling, reply });
+            tickets.push(PassTicket { reply: receiver });
+        }
+        self.queue_passes(jobs)?;
+        Ok(tickets)
+    }
+
     fn queue_pass(&self, job: passes::PassJob) -> Result<(), SubmitError> {
+        self.queue_passes(vec![job])
+    }
+
+    /// Queues one request's passes, holding one place in the queue.
+    fn queue_passes(&self, jobs: Vec<passes::PassJob>) -> Result<(), SubmitError> {
         self.take_queue_place()?;
-        if self.commands.send(Command::Pass(job)).is_err() {
+        if self.commands.send(Command::Passes(jobs)).is_err() {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(SubmitError::ShuttingDown);
         }

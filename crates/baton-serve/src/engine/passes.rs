@@ -18,6 +18,23 @@ use tokio::sync::oneshot;
 use super::logprobs::token_logprobs;
 use super::request::TokenLogprobs;
 
+/// A single pass waiting for a slot. A request's passes hold one place in
+/// the queue together: its last pass holds it, and gives it back when it
+/// leaves the queue (taken, failed or dropped), once the others before it
+/// have left.
+pub(super) struct QueuedPass {
+    pub(super) job: PassJob,
+    pub(super) holds_place: bool,
+}
+
+impl QueuedPass {
+    /// A request's passes, in order, the last holding its place.
+    pub(super) fn request(jobs: Vec<PassJob>) -> impl Iterator<Item = QueuedPass> {
+        let last = jobs.len().saturating_sub(1);
+        jobs.into_iter().enumerate().map(move |(i, job)| QueuedPass { job, holds_place: i == last })
+    }
+}
+
 /// A single pass on its way to the worker.
 pub(super) enum PassJob {
     /// An embedding.

@@ -75,7 +75,9 @@ pub(super) struct Admitted {
 /// What a handle asks of the worker.
 pub(super) enum Command {
     Submit(Admitted),
-    Pass(super::passes::PassJob),
+    /// One request's single passes (an embeddings request's inputs), which
+    /// hold one place in the queue together.
+    Passes(Vec<super::passes::PassJob>),
     Shutdown(Shutdown),
     /// Makes the worker's turn panic (feature `fault-injection`).
     #[cfg(feature = "fault-injection")]

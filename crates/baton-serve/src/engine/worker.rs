@@ -17,7 +17,7 @@ use super::host_cache::HostCache;
 use super::logprobs::token_logprobs;
 use super::mirror::{Mirror, MirrorCall};
 use super::options::{EngineOptions, Shutdown};
-use super::passes::PassJob;
+use super::passes::QueuedPass;
 use super::prefix::SlotCache;
 use super::request::{Event, Finish, FinishReason};
 use super::shared::{Admitted, Command, Shared};
@@ -123,7 +123,7 @@ pub(super) struct Worker {
     embeds: Vec<EmbedSeq>,
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
-    passes: VecDeque<PassJob>,
+    passes: VecDeque<QueuedPass>,
 }
 
 impl Worker {
@@ -297,7 +297,7 @@ impl Worker {
         while let Ok(command) = self.inbox.try_recv() {
             match command {
                 Command::Submit(admitted) => self.waiting.push_back(admitted),
-                Command::Pass(job) => self.passes.push_back(job),
+                Command::Passes(jobs) => self.passes.extend(QueuedPass::request(jobs)),
                 _ => {}
             }
         }
@@ -311,8 +311,8 @@ impl Worker {
                 self.waiting.push_back(admitted);
                 true
             }
-            Command::Pass(job) => {
-                self.passes.push_back(job);
+            Command::Passes(jobs) => {
+                self.passes.extend(QueuedPass::request(jobs));
                 true
             }
             Command::Shutdown(Shutdown::Drain) => {
@@ -340,9 +340,11 @@ impl Worker {
             let _ = admitted.events.send(Event::Failed(why.to_string()));
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
         }
-        for job in self.passes.drain(..) {
+        for QueuedPass { job, holds_place } in self.passes.drain(..) {
             job.fail(why);
-            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            if holds_place {
+                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         self.fail_embeds(None, why);
         self.publish();
@@ -353,8 +355,10 @@ impl Worker {
     /// that went away is skipped.
     fn run_passes(&mut self) {
         while let Some(&slot) = self.free_slots.last() {
-            let Some(job) = self.passes.pop_front() else { break };
-            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            let Some(QueuedPass { job, holds_place }) = self.passes.pop_front() else { break };
+            if holds_place {
+                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            }
             if job.abandoned() {
                 self.shared.cancelled.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -394,6 +398,19 @@ impl Worker {
     /// Frees the slots of generations whose client went away.
     fn drop_cancelled(&mut self) {
         self.drop_cancelled_embeds();
+        // Passes whose client went away leave the queue at once (and give
+        // back the place their request held).
+        let shared = &self.shared;
+        self.passes.retain(|pass| {
+            let gone = pass.job.abandoned();
+            if gone {
+                if pass.holds_place {
+                    shared.queued.fetch_sub(1, Ordering::AcqRel);
+                }
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
         let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
         self.running.retain(|seq| {
             let gone = seq.events.is_closed();

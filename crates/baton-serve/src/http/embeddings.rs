@@ -9,9 +9,10 @@
 //! list of numbers, the default) or `base64` (the little-endian f32 bytes,
 //! which the official Python client asks for); `dimensions` is refused
 //! unless it is the model's.
-//! Each input is one engine request (`Engine::embed`): it runs on a free
-//! sequence slot between decode steps, so a running generation's tokens
-//! are the same with or without embeddings beside it.
+//! Each input is one pass of the engine (`Engine::embed_many`, which
+//! queues a request's inputs together, in one place of the queue): it
+//! rides the decode steps on a free sequence slot, so a running
+//! generation's tokens are the same with or without embeddings beside it.
 
 use axum::extract::State;
 use axum::Json;
@@ -138,11 +139,10 @@ pub async fn embeddings(
     .await
     .map_err(|e| ApiError::server(format!("tokenizing the input: {e}")))?
     .map_err(|e| ApiError::invalid_param("input", format!("tokenizing the input: {e}")))?;
-    // Every input is queued before the first is waited for.
-    let tickets = token_lists
-        .iter()
-        .map(|tokens| state.engine.embed(tokens.clone(), state.pooling))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Every input is queued before the first is waited for. The inputs are
+    // one request: one place in the queue, all admitted or none.
+    let tokens: usize = token_lists.iter().map(Vec::len).sum();
+    let tickets = state.engine.embed_many(token_lists, state.pooling)?;
     let mut data = Vec::with_capacity(tickets.len());
     for (index, mut ticket) in tickets.into_iter().enumerate() {
         let mut embedding = ticket.wait().await.map_err(ApiError::server)?;
@@ -154,7 +154,6 @@ pub async fn embeddings(
         };
         data.push(Embedding { object: "embedding", index, embedding });
     }
-    let tokens: usize = token_lists.iter().map(Vec::len).sum();
     Ok(Json(json!({
         "object": "list",
         "data": data,

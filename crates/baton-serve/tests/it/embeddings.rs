@@ -90,3 +90,18 @@ fn a_generation_beside_embeddings_keeps_its_text() {
     assert_eq!(status, 200, "{beside}");
     assert_eq!(beside["choices"][0]["text"], alone["choices"][0]["text"]);
 }
+
+/// One request of up to 256 inputs (the README's limit) is admitted on an
+/// idle server whatever its queue's limit: the request takes one place in
+/// the queue, not one per input, and nothing of it holds a place after.
+#[test]
+fn a_request_of_256_inputs_is_admitted_on_an_idle_server() {
+    let server = Server::start(2, 1, 64);
+    let inputs: Vec<String> = (0..256).map(|i| format!("text {i}")).collect();
+    for round in 0..2 {
+        let (status, body) = server.post("/v1/embeddings", &json!({"input": inputs}));
+        assert_eq!(status, 200, "round {round}: {body}");
+        assert_eq!(vectors(&body).len(), 256, "round {round}");
+        server.wait_for("the queue to empty", |s| s.queued == 0);
+    }
+}
