@@ -106,6 +106,11 @@ pub struct BatchShape {
     /// Which logits: [`Logits::Last`] gives one row per sequence (its last
     /// token's); [`Logits::All`] (one sequence only) one per token.
     pub logits: Logits,
+    /// In a batch of several sequences, rows whose logits the
+    /// [`LOGIT_ROWS`] input picks: 0 for one per sequence (its last
+    /// token's); more when some sequence's every token's logits are
+    /// asked for (a prompt's score carried by a decode step).
+    pub logit_rows: usize,
     /// Rows whose final hidden states are an output besides the logits
     /// (the [`HIDDEN_ROWS`] input picks them; a step that carries an
     /// embedding's tokens): 0 for none.
@@ -128,6 +133,7 @@ impl From<GraphShape> for BatchShape {
         BatchShape {
             seqs: vec![SeqShape { slot: 0, tokens: shape.tokens, window: shape.window }],
             logits: shape.logits,
+            logit_rows: 0,
             hidden_rows: 0,
             in_slots: false,
         }
@@ -141,7 +147,8 @@ pub fn attention_rows_name(l: usize) -> String {
     format!("attn.rows.{l}")
 }
 
-/// Name of the input that picks each sequence's last row for the logits
+/// Name of the input that picks the rows that give logits: each
+/// sequence's last row, or every row of some ([`BatchShape::logit_rows`])
 /// (batches of several sequences).
 pub const LOGIT_ROWS: &str = "logit_rows";
 
@@ -489,7 +496,8 @@ pub fn build(
         if shape.logits == Logits::All {
             return Err(GraphError::Invalid("every token's logits are for one sequence at a time".into()));
         }
-        let picks = b.g.leaf(LOGIT_ROWS, DType::I32, &[shape.seqs.len()], Flags::INPUT)?;
+        let rows = if shape.logit_rows > 0 { shape.logit_rows } else { shape.seqs.len() };
+        let picks = b.g.leaf(LOGIT_ROWS, DType::I32, &[rows], Flags::INPUT)?;
         x = b.g.get_rows(x, picks)?;
     } else if shape.logits == Logits::Last && t > 1 {
         x = b.g.narrow(x, 0, t - 1, 1)?;

@@ -672,23 +672,46 @@ impl Model {
         logits_buffer: Option<&Buffer>,
     ) -> Result<(RunPoints, TensorRef), ModelError> {
         let start = std::time::Instant::now();
-        let result = self.submit_inner(seqs, logits, logits_buffer, None);
+        let result = self.submit_inner(seqs, logits, logits_buffer, None, None);
         self.host_submit += start.elapsed();
         result.map(|(points, logits, _)| (points, logits))
     }
 
     /// As [`submit`](Self::submit); with `hidden` (a flag per sequence and
     /// a buffer), the final hidden states of every token of the flagged
-    /// sequences are an output too, into that buffer.
+    /// sequences are an output too, into that buffer; with `every_logit`
+    /// (a flag per sequence, several sequences and [`Logits::Last`]), the
+    /// flagged sequences give a logits row per token, the others their
+    /// last token's.
     fn submit_inner(
         &mut self,
         seqs: &[SeqStep<'_>],
         logits: Logits,
         logits_buffer: Option<&Buffer>,
         hidden: Option<(&[bool], &Buffer)>,
+        every_logit: Option<&[bool]>,
     ) -> Result<(RunPoints, TensorRef, Option<TensorRef>), ModelError> {
         self.check(seqs, logits)?;
         let t: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+        // The rows that give logits, in a batch of several sequences: each
+        // sequence's last, or each of its rows when flagged.
+        let logit_rows: Vec<i32> = match seqs.len() > 1 {
+            true => {
+                let every = |i: usize| every_logit.is_some_and(|flags| flags.get(i) == Some(&true));
+                let mut start = 0;
+                let mut rows = Vec::with_capacity(seqs.len());
+                for (i, s) in seqs.iter().enumerate() {
+                    let end = start + s.tokens.len();
+                    match every(i) {
+                        true => rows.extend((start..end).map(|r| r as i32)),
+                        false => rows.push(end as i32 - 1),
+                    }
+                    start = end;
+                }
+                rows
+            }
+            false => Vec::new(),
+        };
         // The rows whose hidden states are asked for.
         let hidden_rows: Vec<i32> = match hidden {
             Some((flags, _)) => {
@@ -719,16 +742,17 @@ impl Model {
                 })
                 .collect(),
             logits,
+            logit_rows: if logit_rows.len() == seqs.len() { 0 } else { logit_rows.len() },
             hidden_rows: hidden_rows.len(),
             in_slots,
         };
         let (plan, by_node) = self.plan_and_bound(&shape)?;
         let rows = match logits {
             Logits::All | Logits::Hidden => t,
-            Logits::Last => seqs.len(),
+            Logits::Last => logit_rows.len().max(1),
         };
         let width = if logits == Logits::Hidden { self.config.dim } else { self.config.vocab };
-        let picks = if seqs.len() > 1 { seqs.len() } else { 0 };
+        let picks = logit_rows.len();
         let slot = self.next_input;
         self.next_input = (slot + 1) % self.input_io.len();
         let io = self.input_io[slot].0.clone();
@@ -779,11 +803,7 @@ impl Model {
         inputs.extend(seqs.iter().flat_map(|s| s.tokens.iter().map(|&id| id as i32)));
         inputs.extend(seqs.iter().flat_map(|s| (s.past..s.past + s.tokens.len()).map(|p| p as i32)));
         if picks > 0 {
-            let mut end = 0;
-            for s in seqs {
-                end += s.tokens.len();
-                inputs.push(end as i32 - 1);
-            }
+            inputs.extend_from_slice(&logit_rows);
         } else {
             inputs.push(0);
         }
@@ -921,7 +941,67 @@ impl Model {
         let hidden_buffer =
             self.batch_hidden_io[slot].clone().ok_or_else(|| ModelError::Config("no hidden buffer".into()))?;
         let start = std::time::Instant::now();
-        let result = self.submit_inner(seqs, Logits::Last, Some(&logits_buffer), Some((hidden, &hidden_buffer)));
+        let result = self.submit_inner(seqs, Logits::Last, Some(&logits_buffer), Some((hidden, &hidden_buffer)), None);
+        self.host_submit += start.elapsed();
+        let (points, logits, hidden) = result?;
+        let serial = self.next_serial(slot);
+        Ok(BatchTicket { slot, serial, done: points.done, logits, hidden })
+    }
+
+    /// As [`submit_batch_hidden`](Self::submit_batch_hidden), and the
+    /// sequences `every_logit` flags give a logits row per token (the
+    /// others their last token's): a prompt's score carried by a decode
+    /// step. [`batch_logits`](Self::batch_logits) returns the rows in
+    /// order, each flagged sequence's rows together. Every row is computed
+    /// as it would be alone (the rows of a sequence scored alone with
+    /// [`Logits::All`] have the same bits). On one process without tensor
+    /// parallelism only.
+    pub fn submit_batch_rows(
+        &mut self,
+        seqs: &[SeqStep<'_>],
+        hidden: &[bool],
+        every_logit: &[bool],
+    ) -> Result<BatchTicket, ModelError> {
+        if hidden.len() != seqs.len() || every_logit.len() != seqs.len() {
+            return Err(ModelError::Input(format!(
+                "{} hidden and {} logits flags for {} sequences",
+                hidden.len(),
+                every_logit.len(),
+                seqs.len()
+            )));
+        }
+        if !self.hidden_in_steps() {
+            return Err(ModelError::Input(
+                "every token's logits in a step are read on one process without --split-mode tensor".into(),
+            ));
+        }
+        let slot = self.next_input;
+        let rows: usize = seqs.iter().zip(every_logit).map(|(s, &every)| if every { s.tokens.len() } else { 1 }).sum();
+        let needed = rows * self.config.vocab * 4;
+        if self.batch_logits_io[slot].0.len() < needed {
+            // Grown once to a whole batch's rows; a step in flight keeps
+            // the buffer it was given (its ticket holds it).
+            let last = self.layer_device[self.config.layers - 1];
+            let size = needed.max(self.batch * self.config.vocab * 4);
+            self.batch_logits_io[slot].0 = self.devices[last].alloc(size)?;
+        }
+        let wants_hidden = hidden.contains(&true);
+        if wants_hidden && self.batch_hidden_io[slot].is_none() {
+            let last = self.layer_device[self.config.layers - 1];
+            self.batch_hidden_io[slot] = Some(self.devices[last].alloc(self.batch * self.config.dim * 4)?);
+        }
+        let logits_buffer = self.batch_logits_io[slot].0.clone();
+        let hidden_buffer = match wants_hidden {
+            true => {
+                Some(self.batch_hidden_io[slot].clone().ok_or_else(|| ModelError::Config("no hidden buffer".into()))?)
+            }
+            false => None,
+        };
+        // One sequence alone gives its every row as a plain evaluation does.
+        let logits = if seqs.len() == 1 && every_logit[0] { Logits::All } else { Logits::Last };
+        let start = std::time::Instant::now();
+        let hidden_io = hidden_buffer.as_ref().map(|buffer| (hidden, buffer));
+        let result = self.submit_inner(seqs, logits, Some(&logits_buffer), hidden_io, Some(every_logit));
         self.host_submit += start.elapsed();
         let (points, logits, hidden) = result?;
         let serial = self.next_serial(slot);

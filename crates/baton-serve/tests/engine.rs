@@ -127,6 +127,42 @@ fn a_scored_prompt_gives_its_tokens_the_logprobs_of_their_generation() {
     assert!(matches!(served.score(vec![1; 97], 1), Err(SubmitError::TextTooLong { .. })));
 }
 
+/// A prompt's score is read a chunk of the prefill budget per step, in
+/// the steps of the running sequences (as a prompt is): a generation beside
+/// gets a token in each of the score's steps, and the score has the bits
+/// of the same text scored on an idle engine.
+#[test]
+fn a_score_rides_the_steps_a_chunk_at_a_time() {
+    let (_dir, path) = synth_model("engine-score-steps", SynthShape::Tiny, DType::F32, 53);
+    let text: Vec<u32> = (0..90u32).map(|j| (j * 37 + 5) % 500).collect();
+    let chunk = 8;
+    let idle = engine(&path, &["cpu"], 2, 4, chunk);
+    let alone = idle.score(text.clone(), 4).expect("score").blocking_wait().expect("scored alone");
+    idle.shutdown(Shutdown::Drain);
+    assert_eq!(alone.len(), text.len() - 1);
+
+    let served = engine(&path, &["cpu"], 2, 4, chunk);
+    let mut running = served.submit(greedy(vec![1, 2, 3], 90)).expect("submit");
+    loop {
+        match running.blocking_next() {
+            Some(Event::Token(_)) => break,
+            Some(Event::Started { .. }) => {}
+            other => panic!("the generation ended before its first token: {other:?}"),
+        }
+    }
+    let before = served.stats().generated_tokens;
+    let beside = served.score(text.clone(), 4).expect("score").blocking_wait().expect("scored beside");
+    let during = served.stats().generated_tokens - before;
+    let steps = text.len().div_ceil(chunk) as u64;
+    assert!(
+        during + 1 >= steps,
+        "the generation beside got {during} tokens while the score was read; {steps} steps read it"
+    );
+    assert!(beside == alone, "the score beside a generation differs from the score alone");
+    drop(running);
+    served.shutdown(Shutdown::Drain);
+}
+
 /// Each generated token comes after its log-probabilities: the
 /// log-softmax (over the whole vocabulary, in f64) of the logits the same
 /// model gives when it evaluates the prompt and the tokens itself, the

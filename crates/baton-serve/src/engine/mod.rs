@@ -34,6 +34,7 @@ mod options;
 mod passes;
 mod prefix;
 mod request;
+mod score_seq;
 mod shared;
 mod worker;
 
@@ -314,7 +315,8 @@ impl Engine {
     /// Queues the scoring of `tokens` (at most a sequence's context): the
     /// log-probability of each token after the ones before it, with `top`
     /// alternatives (at most [`MAX_TOP_LOGPROBS`]); as [`embed`](Self::embed),
-    /// one pass on a free slot.
+    /// on a free slot, its tokens read a chunk per step beside the running
+    /// sequences.
     pub fn score(&self, tokens: Vec<u32>, top: usize) -> Result<ScoreTicket, SubmitError> {
         if top > MAX_TOP_LOGPROBS {
             return Err(SubmitError::TooManyLogprobs { asked: top, max: MAX_TOP_LOGPROBS });

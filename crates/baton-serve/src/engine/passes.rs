@@ -7,10 +7,14 @@
 //!   ones before it, with the most likely alternatives (`echo` with
 //!   `logprobs` on `/v1/completions`, what evaluation harnesses ask).
 //!
-//! A pass is its own forward pass, queued on the devices after the decode
-//! step in flight: the running sequences' logits do not change (the
-//! kernels give every row the bits it gets alone), they only wait for it.
-//! The slot's cache forgets what it held for the prefix cache.
+//! On one process without a tensor split, both ride the decode steps a
+//! chunk of the prefill budget at a time (the worker's `embeds.rs` and
+//! `scores.rs`), so a long text delays the running sequences' next tokens
+//! by at most a chunk's work per step, as a long prompt does. Elsewhere a
+//! pass is its own forward pass, queued on the devices after the decode
+//! step in flight. Either way the running sequences' logits do not change
+//! (the kernels give every row the bits it gets alone). The slot's cache
+//! forgets what it held for the prefix cache.
 
 use baton_llama::{Logits, Model, ModelError, Pooling};
 use tokio::sync::oneshot;

@@ -20,6 +20,7 @@ use super::options::{EngineOptions, Shutdown};
 use super::passes::QueuedPass;
 use super::prefix::SlotCache;
 use super::request::{Event, Finish, FinishReason};
+use super::score_seq::ScoreSeq;
 use super::shared::{Admitted, Command, Shared};
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -91,10 +92,13 @@ struct Flight {
     /// Per picked entry: an embedding's rows, whose hidden states the step
     /// outputs.
     hidden: Vec<bool>,
+    /// Per picked entry: a score's rows, each of which gives logits.
+    every_logit: Vec<bool>,
 }
 
 mod embeds;
 mod reuse;
+mod scores;
 
 pub(super) struct Worker {
     model: Model,
@@ -121,6 +125,8 @@ pub(super) struct Worker {
     dead: bool,
     /// Embeddings riding the steps (`embeds.rs`).
     embeds: Vec<EmbedSeq>,
+    /// Prompts' scores riding the steps (`scores.rs`).
+    scores: Vec<ScoreSeq>,
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
     passes: VecDeque<QueuedPass>,
@@ -161,6 +167,7 @@ impl Worker {
             mirror,
             dead: false,
             embeds: Vec::new(),
+            scores: Vec::new(),
             passes: VecDeque::new(),
         }
     }
@@ -208,6 +215,7 @@ impl Worker {
                         let _ = seq.events.send(Event::Failed(why.clone()));
                     }
                     self.fail_embeds(None, &why);
+                    self.fail_scores(None, &why);
                     if panics >= MAX_PANICS_WITHOUT_A_STEP {
                         return self.die(&why);
                     }
@@ -221,7 +229,8 @@ impl Worker {
     /// steps; `false` when the worker must stop.
     fn turn(&mut self) -> bool {
         let in_flight = self.flights.iter().any(Option::is_some);
-        let nothing = self.running.is_empty() && self.embeds.is_empty() && self.waiting.is_empty();
+        let nothing =
+            self.running.is_empty() && self.embeds.is_empty() && self.scores.is_empty() && self.waiting.is_empty();
         if nothing && self.passes.is_empty() && !in_flight {
             if self.draining {
                 return false;
@@ -347,6 +356,7 @@ impl Worker {
             }
         }
         self.fail_embeds(None, why);
+        self.fail_scores(None, why);
         self.publish();
     }
 
@@ -375,10 +385,10 @@ impl Worker {
                 );
                 continue;
             }
-            let job = if job.is_embedding() && self.model.hidden_in_steps() {
-                // It rides the steps on this slot.
+            let job = if self.model.hidden_in_steps() && self.mirror.is_none() {
+                // It rides the steps on this slot (an embedding or a score).
                 self.free_slots.pop();
-                match self.embed_in_steps(job, slot) {
+                match self.embed_in_steps(job, slot).or_else(|job| self.score_in_steps(job, slot)) {
                     Ok(()) => continue,
                     Err(job) => {
                         self.free_slots.push(slot);
@@ -398,6 +408,7 @@ impl Worker {
     /// Frees the slots of generations whose client went away.
     fn drop_cancelled(&mut self) {
         self.drop_cancelled_embeds();
+        self.drop_cancelled_scores();
         // Passes whose client went away leave the queue at once (and give
         // back the place their request held).
         let shared = &self.shared;
@@ -482,7 +493,9 @@ impl Worker {
     /// The group with the fewest sequences (embeddings included).
     fn least_loaded_group(&self) -> usize {
         let load = |g: usize| {
-            self.running.iter().filter(|s| s.group == g).count() + self.embeds.iter().filter(|e| e.group == g).count()
+            self.running.iter().filter(|s| s.group == g).count()
+                + self.embeds.iter().filter(|e| e.group == g).count()
+                + self.scores.iter().filter(|s| s.group == g).count()
         };
         (0..self.flights.len()).min_by_key(|&g| load(g)).unwrap_or(0)
     }
@@ -545,6 +558,25 @@ impl Worker {
             });
             hidden.push(true);
         }
+        // Scores ride in what is left (`scores.rs`), every row giving
+        // logits; after every other entry, so those keep a row each.
+        let mut every_logit = vec![false; steps.len()];
+        for score in self.scores.iter().filter(|s| s.group == group) {
+            let n = (score.tokens.len() - score.read).min(budget).min(room);
+            if n == 0 {
+                continue;
+            }
+            budget -= n;
+            room -= n;
+            picked.push((score.id, n));
+            steps.push(SeqStep {
+                slot: score.slot,
+                past: score.read,
+                tokens: &score.tokens[score.read..score.read + n],
+            });
+            hidden.push(false);
+            every_logit.push(true);
+        }
         if steps.is_empty() || self.dead {
             return;
         }
@@ -555,12 +587,13 @@ impl Worker {
                 return self.ranks_failed(&why);
             }
         }
-        let submitted = match hidden.contains(&true) {
-            true => self.model.submit_batch_hidden(&steps, &hidden),
-            false => self.model.submit_batch(&steps),
+        let submitted = match (hidden.contains(&true), every_logit.contains(&true)) {
+            (_, true) => self.model.submit_batch_rows(&steps, &hidden, &every_logit),
+            (true, false) => self.model.submit_batch_hidden(&steps, &hidden),
+            (false, false) => self.model.submit_batch(&steps),
         };
         match submitted {
-            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden }),
+            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden, every_logit }),
             Err(e) if self.mirror.is_some() => self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
         }
@@ -569,7 +602,7 @@ impl Worker {
     /// Reads a step's logits, samples each sequence's next token and sends
     /// it; ends the sequences that are done.
     fn process(&mut self, flight: Flight, group: usize) {
-        let Flight { ticket, picked, hidden } = flight;
+        let Flight { ticket, picked, hidden, every_logit } = flight;
         if !self.tell(&MirrorCall::Logits { group: group as u32 }) {
             return;
         }
@@ -616,6 +649,9 @@ impl Worker {
                 finished.push((i, end));
             }
         }
+        if every_logit.contains(&true) {
+            scores::take_score_rows(&mut self.scores, &picked, &every_logit, logits, vocab);
+        }
         // The counters first, then the last events: a client that got its
         // last event sees the engine without it.
         self.shared.throughput.add(step_tokens);
@@ -632,6 +668,7 @@ impl Worker {
             self.free_slots.push(seq.slot);
             ends.push((seq.events, end));
         }
+        self.send_scores();
         self.publish();
         for (events, end) in ends {
             let _ = events.send(end);
@@ -657,6 +694,7 @@ impl Worker {
             let _ = events.send(Event::Failed(why.to_string()));
         }
         self.fail_embeds(Some(picked), why);
+        self.fail_scores(Some(picked), why);
         self.publish();
     }
 
