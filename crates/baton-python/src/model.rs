@@ -8,7 +8,7 @@ use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, Pooling, SamplingParams};
 use baton_load::SplitMode;
-use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
+use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -211,7 +211,9 @@ impl PyModel {
                     .map_err(|why| PyValueError::new_err(format!("response_format: {why}")))?
             }
         };
-        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format };
+        // One process, one caller: every generation shares the prefix cache.
+        let cache_scope = CacheScope::SHARED;
+        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format, cache_scope };
         let generation = self.engine.submit(request).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
     }

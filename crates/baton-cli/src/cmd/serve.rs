@@ -9,11 +9,12 @@
 //! (repeated panics of the model) ends the server with the cause and a
 //! non-zero exit.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use baton_serve::engine::{Engine, EngineOptions};
-use baton_serve::http::{serve, ServerOptions};
+use baton_serve::http::{serve, ApiKeys, ServerOptions};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -78,6 +79,17 @@ pub struct ServeArgs {
     /// evaluating them. 0 keeps none.
     #[arg(long = "cache-ram", value_name = "MiB", default_value_t = 8192)]
     cache_ram: usize,
+    /// An API key every route but `/health` then needs, sent as
+    /// `Authorization: Bearer KEY` or `x-api-key: KEY` (else 401); several:
+    /// repeat the flag or separate them with commas. Each key reuses only
+    /// its own cached prompts. Also read from `LLAMA_API_KEY`
+    /// (llama-server's variable), which keeps it out of the process list.
+    #[arg(long = "api-key", value_name = "KEY", env = "LLAMA_API_KEY", hide_env_values = true)]
+    api_key: Vec<String>,
+    /// A file of API keys, one a line (spaces around a key and blank lines
+    /// ignored), besides those of `--api-key`.
+    #[arg(long = "api-key-file", value_name = "FILE")]
+    api_key_file: Option<PathBuf>,
 }
 
 /// Descriptors kept for everything but connections: the model file, the
@@ -103,8 +115,23 @@ fn seconds(flag: &str, value: f64) -> Result<Duration> {
     Ok(Duration::from_secs_f64(value))
 }
 
+/// The keys of `--api-key` (each value split at commas, as llama-server
+/// does) and `--api-key-file`.
+fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> Result<ApiKeys> {
+    let mut keys: Vec<String> =
+        flags.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|k| !k.is_empty()).map(String::from).collect();
+    if !flags.is_empty() && keys.is_empty() {
+        anyhow::bail!("--api-key (or LLAMA_API_KEY) is given but holds no key");
+    }
+    if let Some(file) = file {
+        keys.extend(ApiKeys::read_file(file)?);
+    }
+    ApiKeys::new(keys).context("--api-key")
+}
+
 /// Runs `baton serve`.
 pub fn run(args: ServeArgs) -> Result<()> {
+    let api_keys = api_keys(&args.api_key, args.api_key_file.as_deref())?;
     let drain = seconds("--drain", args.drain)?;
     let header_timeout = seconds("--header-timeout", args.header_timeout)?;
     let body_timeout = seconds("--body-timeout", args.body_timeout)?;
@@ -157,6 +184,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_connections,
         stop_when_the_engine_fails: true,
         pooling: args.pooling.parse()?,
+        api_keys,
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {
@@ -166,9 +194,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .with_context(|| format!("listening on {}:{}", args.host, args.port))?;
         let local = listener.local_addr()?;
         let info = engine.info();
+        let keys = match server.api_keys.len() {
+            0 => "no API key".to_string(),
+            1 => "1 API key".to_string(),
+            n => format!("{n} API keys"),
+        };
         eprintln!(
             "serving `{name}` ({} positions per sequence, {} at once, queue {}, at most {max_connections} \
-             connections); listening on http://{local}",
+             connections, {keys}); listening on http://{local}",
             info.context, args.parallel, args.queue
         );
         let signal = async {

@@ -2,7 +2,8 @@
 //! completion over HTTP, and exits 0 on Ctrl-C (SIGINT) and on SIGTERM,
 //! within its bound even while a client holds half a request; under a low
 //! open-file limit, clients that never finish their headers do not keep
-//! `/health` out.
+//! `/health` out; API keys from the flag, its variable and a file close
+//! every route but `/health`, and a bad key file stops it at the start.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -161,4 +162,56 @@ fn under_a_low_open_file_limit_slow_clients_do_not_keep_health_out() {
     drop(holders);
     let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+}
+
+/// A request for `path` with `headers` (whole lines, each ending `\r\n`).
+fn get(served: &Served, path: &str, headers: &str) -> String {
+    served.request(&format!("GET {path} HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\n\r\n"))
+}
+
+#[test]
+fn api_keys_from_the_flag_its_variable_and_a_file_close_every_route_but_health() {
+    let (dir, model) = tiny("serve-keys");
+    let file = dir.file("keys");
+    std::fs::write(&file, "\n  gamma  \n\n").expect("write the key file");
+    let file = file.to_string_lossy().into_owned();
+    let served =
+        Served::start(&model, &["--api-key", "alpha,beta", "--api-key", "delta", "--api-key-file", &file], None);
+    assert!(completion(&served).starts_with("HTTP/1.1 401"), "a completion without a key");
+    for (path, headers, status) in [
+        ("/health", "", "200"),
+        ("/metrics", "", "401"),
+        ("/v1/models", "Authorization: Bearer alpha-not\r\n", "401"),
+        ("/v1/models", "Authorization: Bearer alpha\r\n", "200"),
+        ("/v1/models", "Authorization: Bearer beta\r\n", "200"),
+        ("/metrics", "x-api-key: delta\r\n", "200"),
+        ("/metrics", "x-api-key: gamma\r\n", "200"),
+    ] {
+        let answer = get(&served, path, headers);
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status}")), "{path} with {headers:?}: {answer}");
+    }
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+
+    // llama-server's variable, when the flag is not given.
+    let served = Served::start(&model, &[], Some("export LLAMA_API_KEY=epsilon;"));
+    assert!(get(&served, "/v1/models", "").starts_with("HTTP/1.1 401"));
+    assert!(get(&served, "/v1/models", "x-api-key: epsilon\r\n").starts_with("HTTP/1.1 200"));
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+}
+
+#[test]
+fn a_bad_key_file_or_an_empty_key_is_a_startup_error() {
+    let (dir, model) = tiny("serve-bad-keys");
+    let absent = dir.file("absent").to_string_lossy().into_owned();
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--api-key-file", &absent]);
+    super::assert_clean_error(&out, "reading the API key file");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&absent), "the file is named");
+    let blank = dir.file("blank");
+    std::fs::write(&blank, "\n   \n").expect("write");
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--api-key-file", &blank.to_string_lossy()]);
+    super::assert_clean_error(&out, "holds no key");
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--api-key", " , "]);
+    super::assert_clean_error(&out, "holds no key");
 }

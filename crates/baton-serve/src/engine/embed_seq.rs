@@ -4,6 +4,8 @@
 use baton_llama::Pooling;
 use tokio::sync::oneshot;
 
+use super::scope::CacheScope;
+
 /// An embedding on its way through the steps.
 pub(super) struct EmbedSeq {
     pub(super) id: u64,
@@ -13,6 +15,8 @@ pub(super) struct EmbedSeq {
     /// Tokens sent in steps so far.
     pub(super) read: usize,
     pub(super) pooling: Pooling,
+    /// Whose prefix its slot holds once the text is read.
+    pub(super) scope: CacheScope,
     /// Hidden states of the tokens read, `dim` each.
     pub(super) hidden: Vec<f32>,
     pub(super) reply: oneshot::Sender<Result<Vec<f32>, String>>,

@@ -5,9 +5,12 @@
 //! them written back into its slot and evaluates only the rest. The saved
 //! prompts are evicted least recently used first to stay within the
 //! budget. Restored positions are the bits an evaluation gives (see
-//! [`baton_llama::SavedPrefix`]).
+//! [`baton_llama::SavedPrefix`]). A saved prompt is given back only to a
+//! request of the [`CacheScope`] that evaluated it.
 
 use baton_llama::SavedPrefix;
+
+use super::scope::CacheScope;
 
 /// Fewest positions worth saving.
 pub(super) const MIN_SAVE: usize = 32;
@@ -25,6 +28,7 @@ impl Held for SavedPrefix {
 }
 
 struct Entry<S> {
+    scope: CacheScope,
     tokens: Vec<u32>,
     saved: S,
     last_used: u64,
@@ -58,24 +62,28 @@ impl<S: Held> HostCache<S> {
         self.entries.len()
     }
 
-    /// Whether `tokens` is worth saving: long enough, within the budget,
-    /// and not already held (as itself or the start of a saved prompt).
-    pub(super) fn wants(&self, tokens: &[u32]) -> bool {
+    /// Whether `tokens` (of `scope`) is worth saving: long enough, within
+    /// the budget, and not already held for that scope (as itself or the
+    /// start of a saved prompt).
+    pub(super) fn wants(&self, scope: CacheScope, tokens: &[u32]) -> bool {
         self.budget > 0
             && tokens.len() >= MIN_SAVE
-            && !self.entries.iter().any(|e| e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
+            && !self
+                .entries
+                .iter()
+                .any(|e| e.scope == scope && e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
     }
 
-    /// Keeps `saved` (the keys and values of `tokens`), evicting the least
-    /// recently used prompts to make room, and the saved prompts it
-    /// continues (it holds them too); one larger than the budget is not
-    /// kept.
-    pub(super) fn insert(&mut self, tokens: Vec<u32>, saved: S) {
+    /// Keeps `saved` (the keys and values of `tokens`, evaluated for
+    /// `scope`), evicting the least recently used prompts to make room, and
+    /// the saved prompts of the scope it continues (it holds them too); one
+    /// larger than the budget is not kept.
+    pub(super) fn insert(&mut self, scope: CacheScope, tokens: Vec<u32>, saved: S) {
         let bytes = saved.bytes();
         if bytes > self.budget {
             return;
         }
-        self.remove_where(|e| tokens.starts_with(&e.tokens));
+        self.remove_where(|e| e.scope == scope && tokens.starts_with(&e.tokens));
         while self.used + bytes > self.budget {
             let Some(oldest) = self.entries.iter().enumerate().min_by_key(|(_, e)| e.last_used).map(|(i, _)| i) else {
                 break;
@@ -84,7 +92,7 @@ impl<S: Held> HostCache<S> {
         }
         self.clock += 1;
         self.used += bytes;
-        self.entries.push(Entry { tokens, saved, last_used: self.clock });
+        self.entries.push(Entry { scope, tokens, saved, last_used: self.clock });
     }
 
     fn remove_where(&mut self, gone: impl Fn(&Entry<S>) -> bool) {
@@ -99,15 +107,17 @@ impl<S: Held> HostCache<S> {
         self.used -= freed;
     }
 
-    /// The saved prompt that shares the longest start with `prompt`, and
-    /// how many of `prompt`'s tokens it gives (one at least is left to
-    /// evaluate), if that is more than `better_than`; marked used.
-    pub(super) fn best(&mut self, prompt: &[u32], better_than: usize) -> Option<(&S, usize)> {
+    /// The saved prompt of `scope` that shares the longest start with
+    /// `prompt`, and how many of `prompt`'s tokens it gives (one at least
+    /// is left to evaluate), if that is more than `better_than`; marked
+    /// used.
+    pub(super) fn best(&mut self, scope: CacheScope, prompt: &[u32], better_than: usize) -> Option<(&S, usize)> {
         let limit = prompt.len().saturating_sub(1);
         let (i, len) = self
             .entries
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.scope == scope)
             .map(|(i, e)| (i, common(&e.tokens, prompt).min(limit)))
             .max_by_key(|&(_, len)| len)?;
         if len <= better_than {
@@ -130,6 +140,8 @@ mod tests {
         }
     }
 
+    const S: CacheScope = CacheScope::SHARED;
+
     fn prompt(first: u32, len: usize) -> Vec<u32> {
         (first..first + len as u32).collect()
     }
@@ -137,29 +149,44 @@ mod tests {
     #[test]
     fn the_budget_holds_and_the_least_recently_used_goes_first() {
         let mut cache = HostCache::<usize>::new(100);
-        assert!(!cache.wants(&prompt(0, MIN_SAVE - 1)), "too short");
-        assert!(cache.wants(&prompt(0, 40)));
-        cache.insert(prompt(0, 40), 40);
-        cache.insert(prompt(1000, 40), 40);
-        assert!(!cache.wants(&prompt(0, 40)) && !cache.wants(&prompt(0, 35)), "held, as itself or a start");
+        assert!(!cache.wants(S, &prompt(0, MIN_SAVE - 1)), "too short");
+        assert!(cache.wants(S, &prompt(0, 40)));
+        cache.insert(S, prompt(0, 40), 40);
+        cache.insert(S, prompt(1000, 40), 40);
+        assert!(!cache.wants(S, &prompt(0, 40)) && !cache.wants(S, &prompt(0, 35)), "held, as itself or a start");
         // A use makes the first the most recent: the second goes for a third.
-        assert_eq!(cache.best(&prompt(0, 50), 0).map(|(s, n)| (*s, n)), Some((40, 40)));
-        cache.insert(prompt(2000, 40), 40);
+        assert_eq!(cache.best(S, &prompt(0, 50), 0).map(|(s, n)| (*s, n)), Some((40, 40)));
+        cache.insert(S, prompt(2000, 40), 40);
         assert_eq!((cache.len(), cache.used()), (2, 80));
-        assert!(cache.best(&prompt(1000, 50), 0).is_none(), "evicted");
-        assert!(cache.best(&prompt(2000, 50), 0).is_some());
+        assert!(cache.best(S, &prompt(1000, 50), 0).is_none(), "evicted");
+        assert!(cache.best(S, &prompt(2000, 50), 0).is_some());
         // One that continues a saved prompt replaces it; one over the
         // budget is not kept.
-        cache.insert(prompt(0, 60), 60);
+        cache.insert(S, prompt(0, 60), 60);
         assert_eq!((cache.len(), cache.used()), (2, 100), "the longer holds the shorter");
         // 50 more: both go, the least recently used first.
-        cache.insert(prompt(3000, 50), 50);
+        cache.insert(S, prompt(3000, 50), 50);
         assert_eq!((cache.len(), cache.used()), (1, 50));
-        cache.insert(prompt(5000, 200), 200);
+        cache.insert(S, prompt(5000, 200), 200);
         assert_eq!((cache.len(), cache.used()), (1, 50), "over the budget: not kept");
         // One token at least is left to evaluate; no better than asked: none.
-        assert_eq!(cache.best(&prompt(3000, 50), 0).map(|(_, n)| n), Some(49));
-        assert!(cache.best(&prompt(3000, 50), 49).is_none());
-        assert!(!HostCache::<usize>::new(0).wants(&prompt(0, 40)), "a budget of 0 keeps nothing");
+        assert_eq!(cache.best(S, &prompt(3000, 50), 0).map(|(_, n)| n), Some(49));
+        assert!(cache.best(S, &prompt(3000, 50), 49).is_none());
+        assert!(!HostCache::<usize>::new(0).wants(S, &prompt(0, 40)), "a budget of 0 keeps nothing");
+    }
+
+    #[test]
+    fn a_saved_prompt_goes_back_only_to_its_scope() {
+        let (alice, bob) = (CacheScope(1), CacheScope(2));
+        let mut cache = HostCache::<usize>::new(1000);
+        cache.insert(alice, prompt(0, 40), 40);
+        assert!(cache.best(bob, &prompt(0, 50), 0).is_none(), "another scope's prompt");
+        assert_eq!(cache.best(alice, &prompt(0, 50), 0).map(|(_, n)| n), Some(40));
+        // The same tokens for bob are his to save, and alice's stay.
+        assert!(cache.wants(bob, &prompt(0, 40)) && !cache.wants(alice, &prompt(0, 40)));
+        cache.insert(bob, prompt(0, 45), 45);
+        assert_eq!((cache.len(), cache.used()), (2, 85), "bob's longer prompt does not replace alice's");
+        assert_eq!(cache.best(bob, &prompt(0, 50), 0).map(|(_, n)| n), Some(45));
+        assert_eq!(cache.best(alice, &prompt(0, 50), 0).map(|(_, n)| n), Some(40));
     }
 }

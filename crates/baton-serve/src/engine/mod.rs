@@ -17,7 +17,8 @@
 //! A request takes the free slot whose cache holds the longest prefix of
 //! its prompt (the slot's last sequence's tokens) and evaluates only the
 //! rest (`prefix.rs`); [`Event::Started`] and [`Finish`] say how many
-//! tokens it reused.
+//! tokens it reused. Only requests of the same [`CacheScope`]
+//! ([`GenerateRequest::cache_scope`]) reuse each other's tokens.
 //!
 //! Over a layer split of several devices whose model keeps several runs in
 //! flight (`LoadOptions::n_copies`), the sequences are dealt into that many
@@ -34,6 +35,7 @@ mod options;
 mod passes;
 mod prefix;
 mod request;
+mod scope;
 mod score_seq;
 mod shared;
 mod worker;
@@ -54,6 +56,7 @@ pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
 pub use request::{
     Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS,
 };
+pub use scope::CacheScope;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
 use shared::{Admitted, Command, Shared};
@@ -306,9 +309,20 @@ impl Engine {
     /// pooled as `pooling` says; it waits in the same queue as generations
     /// and runs on the next free slot between steps (`passes.rs`).
     pub fn embed(&self, tokens: Vec<u32>, pooling: Pooling) -> Result<EmbeddingTicket, SubmitError> {
+        self.embed_scoped(tokens, pooling, CacheScope::SHARED)
+    }
+
+    /// As [`embed`](Self::embed); the keys and values the pass leaves in
+    /// its slot are a cached prefix for requests of `scope` only.
+    pub fn embed_scoped(
+        &self,
+        tokens: Vec<u32>,
+        pooling: Pooling,
+        scope: CacheScope,
+    ) -> Result<EmbeddingTicket, SubmitError> {
         self.check_pass(&tokens)?;
         let (reply, receiver) = tokio::sync::oneshot::channel();
-        self.queue_pass(passes::PassJob::Embed { tokens, pooling, reply })?;
+        self.queue_pass(passes::PassJob::Embed { tokens, pooling, scope, reply })?;
         Ok(PassTicket { reply: receiver })
     }
 
@@ -342,12 +356,17 @@ impl Engine {
     }
 
     /// Queues the embeddings of `texts` (each at most a sequence's
-    /// context) as one request, as [`embed`](Self::embed) queues one: the
-    /// request takes one place in the queue however many texts it has, and
-    /// all of them are queued or none is (an error then, with nothing
-    /// taken), so an embeddings request of many inputs is admitted
-    /// whenever one of one input would be.
-    pub fn embed_many(&self, texts: Vec<Vec<u32>>, pooling: Pooling) -> Result<Vec<EmbeddingTicket>, SubmitError> {
+    /// context) as one request, as [`embed_scoped`](Self::embed_scoped)
+    /// queues one: the request takes one place in the queue however many
+    /// texts it has, and all of them are queued or none is (an error then,
+    /// with nothing taken), so an embeddings request of many inputs is
+    /// admitted whenever one of one input would be.
+    pub fn embed_many(
+        &self,
+        texts: Vec<Vec<u32>>,
+        pooling: Pooling,
+        scope: CacheScope,
+    ) -> Result<Vec<EmbeddingTicket>, SubmitError> {
         for tokens in &texts {
             self.check_pass(tokens)?;
         }
@@ -357,7 +376,7 @@ impl Engine {
         let (mut jobs, mut tickets) = (Vec::with_capacity(texts.len()), Vec::with_capacity(texts.len()));
         for tokens in texts {
             let (reply, receiver) = tokio::sync::oneshot::channel();
-            jobs.push(passes::PassJob::Embed { tokens, pooling, reply });
+            jobs.push(passes::PassJob::Embed { tokens, pooling, scope, reply });
             tickets.push(PassTicket { reply: receiver });
         }
         self.queue_passes(jobs)?;

@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 
 use super::logprobs::token_logprobs;
 use super::request::TokenLogprobs;
+use super::scope::CacheScope;
 
 /// A single pass waiting for a slot. A request's passes hold one place in
 /// the queue together: its last pass holds it, and gives it back when it
@@ -41,8 +42,9 @@ impl QueuedPass {
 
 /// A single pass on its way to the worker.
 pub(super) enum PassJob {
-    /// An embedding.
-    Embed { tokens: Vec<u32>, pooling: Pooling, reply: oneshot::Sender<Result<Vec<f32>, String>> },
+    /// An embedding; riding the steps, its slot keeps the text's keys and
+    /// values as a prefix of `scope`.
+    Embed { tokens: Vec<u32>, pooling: Pooling, scope: CacheScope, reply: oneshot::Sender<Result<Vec<f32>, String>> },
     /// A prompt's score, with `top` alternatives per token.
     Score { tokens: Vec<u32>, top: usize, reply: oneshot::Sender<Result<Vec<TokenLogprobs>, String>> },
 }
@@ -66,7 +68,7 @@ impl PassJob {
     /// Runs the pass on `slot` and answers.
     pub(super) fn run(self, model: &mut Model, slot: usize) {
         match self {
-            PassJob::Embed { tokens, pooling, reply } => {
+            PassJob::Embed { tokens, pooling, reply, .. } => {
                 let _ = reply.send(model.embed(slot, &tokens, pooling).map_err(|e| e.to_string()));
             }
             PassJob::Score { tokens, top, reply } => {

@@ -6,12 +6,17 @@
 //! does, so a slot's content is evicted last-used-first), then evaluates
 //! only the rest. Since every row's keys, values and attention are the
 //! same bits whatever else is in the batch, a reused prefix gives the bits
-//! of evaluating it again.
+//! of evaluating it again. A slot's tokens are reused only by a request of
+//! the [`CacheScope`] that wrote them.
+
+use super::scope::CacheScope;
 
 /// The tokens whose keys and values each slot holds (positions `0..len`).
 #[derive(Debug)]
 pub(super) struct SlotCache {
     tokens: Vec<Vec<u32>>,
+    /// Per slot, the scope of the request that wrote its tokens.
+    scopes: Vec<CacheScope>,
     last_used: Vec<u64>,
     clock: u64,
 }
@@ -19,21 +24,31 @@ pub(super) struct SlotCache {
 impl SlotCache {
     /// `slots` empty slots.
     pub(super) fn new(slots: usize) -> SlotCache {
-        SlotCache { tokens: vec![Vec::new(); slots], last_used: vec![0; slots], clock: 0 }
+        SlotCache {
+            tokens: vec![Vec::new(); slots],
+            scopes: vec![CacheScope::SHARED; slots],
+            last_used: vec![0; slots],
+            clock: 0,
+        }
     }
 
-    /// Which of the `free` slots `prompt` should take (an index into
-    /// `free`), and how many of its first tokens that slot already holds.
-    /// At least one token is left to evaluate (its logits are needed), and
-    /// a reuse the model cannot resume from (`resumable(slot, past)`, a
-    /// sliding window's ring overwritten) counts as none.
+    /// Which of the `free` slots `prompt` (of `scope`) should take (an
+    /// index into `free`), and how many of its first tokens that slot
+    /// already holds. At least one token is left to evaluate (its logits
+    /// are needed); a slot another scope wrote gives none, and so does a
+    /// reuse the model cannot resume from (`resumable(slot, past)`, a
+    /// sliding window's ring overwritten).
     pub(super) fn pick(
         &self,
         free: &[usize],
+        scope: CacheScope,
         prompt: &[u32],
         resumable: impl Fn(usize, usize) -> bool,
     ) -> Option<(usize, usize)> {
         let reuse = |slot: usize| {
+            if self.scope(slot) != scope {
+                return 0;
+            }
             let held = self.tokens.get(slot).map_or(&[][..], Vec::as_slice);
             let common = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
             let common = common.min(prompt.len().saturating_sub(1));
@@ -56,12 +71,21 @@ impl SlotCache {
         self.tokens.get(slot).map_or(&[][..], Vec::as_slice)
     }
 
-    /// Slot `slot` now holds `tokens` (at positions `0..tokens.len()`).
-    pub(super) fn store(&mut self, slot: usize, tokens: impl IntoIterator<Item = u32>) {
+    /// The scope of the request that wrote slot `slot`'s tokens.
+    pub(super) fn scope(&self, slot: usize) -> CacheScope {
+        self.scopes.get(slot).copied().unwrap_or(CacheScope::SHARED)
+    }
+
+    /// Slot `slot` now holds `tokens` (at positions `0..tokens.len()`),
+    /// written by a request of `scope`.
+    pub(super) fn store(&mut self, slot: usize, scope: CacheScope, tokens: impl IntoIterator<Item = u32>) {
         self.clock += 1;
-        if let (Some(held), Some(used)) = (self.tokens.get_mut(slot), self.last_used.get_mut(slot)) {
+        if let (Some(held), Some(owner), Some(used)) =
+            (self.tokens.get_mut(slot), self.scopes.get_mut(slot), self.last_used.get_mut(slot))
+        {
             held.clear();
             held.extend(tokens);
+            *owner = scope;
             *used = self.clock;
         }
     }
@@ -69,7 +93,7 @@ impl SlotCache {
     /// Slot `slot` holds nothing usable (a failed step may have half
     /// written it).
     pub(super) fn clear(&mut self, slot: usize) {
-        self.store(slot, []);
+        self.store(slot, CacheScope::SHARED, []);
     }
 }
 
@@ -80,20 +104,35 @@ mod tests {
     #[test]
     fn the_longest_prefix_wins_then_the_least_recently_used() {
         let mut cache = SlotCache::new(3);
-        cache.store(0, [1, 2, 3, 4]);
-        cache.store(1, [1, 2, 9]);
-        cache.store(2, [7]);
+        let shared = CacheScope::SHARED;
+        cache.store(0, shared, [1, 2, 3, 4]);
+        cache.store(1, shared, [1, 2, 9]);
+        cache.store(2, shared, [7]);
         let any = |_: usize, _: usize| true;
-        assert_eq!(cache.pick(&[0, 1, 2], &[1, 2, 3, 5], any), Some((0, 3)));
-        assert_eq!(cache.pick(&[1, 2], &[1, 2, 3, 5], any), Some((0, 2)));
+        assert_eq!(cache.pick(&[0, 1, 2], shared, &[1, 2, 3, 5], any), Some((0, 3)));
+        assert_eq!(cache.pick(&[1, 2], shared, &[1, 2, 3, 5], any), Some((0, 2)));
         // The whole prompt held: one token left to evaluate.
-        assert_eq!(cache.pick(&[0, 1, 2], &[1, 2, 3, 4], any), Some((0, 3)));
+        assert_eq!(cache.pick(&[0, 1, 2], shared, &[1, 2, 3, 4], any), Some((0, 3)));
         // Nothing shared: the least recently used slot (0).
-        assert_eq!(cache.pick(&[2, 1, 0], &[5, 5], any), Some((2, 0)));
+        assert_eq!(cache.pick(&[2, 1, 0], shared, &[5, 5], any), Some((2, 0)));
         // A reuse the model cannot resume counts as none.
-        assert_eq!(cache.pick(&[0, 1], &[1, 2, 3, 5], |slot, _| slot != 0), Some((1, 2)));
-        assert_eq!(cache.pick(&[], &[1], any), None);
+        assert_eq!(cache.pick(&[0, 1], shared, &[1, 2, 3, 5], |slot, _| slot != 0), Some((1, 2)));
+        assert_eq!(cache.pick(&[], shared, &[1], any), None);
         cache.clear(0);
-        assert_eq!(cache.pick(&[0], &[1, 2, 3, 5], any), Some((0, 0)));
+        assert_eq!(cache.pick(&[0], shared, &[1, 2, 3, 5], any), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_slot_is_reused_only_by_the_scope_that_wrote_it() {
+        let mut cache = SlotCache::new(2);
+        let (alice, bob) = (CacheScope(1), CacheScope(2));
+        cache.store(0, alice, [1, 2, 3, 4]);
+        cache.store(1, bob, [1, 2]);
+        let any = |_: usize, _: usize| true;
+        assert_eq!(cache.pick(&[0, 1], alice, &[1, 2, 3, 4, 5], any), Some((0, 4)));
+        assert_eq!(cache.pick(&[0, 1], bob, &[1, 2, 3, 4, 5], any), Some((1, 2)), "bob's own, not alice's longer");
+        // Nobody's: the least recently used slot, with nothing reused.
+        assert_eq!(cache.pick(&[0, 1], CacheScope::SHARED, &[1, 2, 3, 4, 5], any), Some((0, 0)));
+        assert_eq!(cache.pick(&[0], bob, &[1, 2, 3, 4, 5], any), Some((0, 0)));
     }
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use baton_llama::constraint::{Constraint, Schema};
 use baton_llama::{SamplingError, SamplingParams};
 
+use super::scope::CacheScope;
+
 /// One generation: a tokenized prompt and how to continue it.
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
@@ -25,6 +27,10 @@ pub struct GenerateRequest {
     /// What the text must be: free text, or one JSON object (decoding held
     /// to it; the generation ends with `Stop` when the object closes).
     pub format: OutputFormat,
+    /// Whose cached prompts it may reuse, and whom its own serve: only
+    /// requests of the same scope share prefixes ([`CacheScope::SHARED`]
+    /// for all that name none).
+    pub cache_scope: CacheScope,
 }
 
 /// What a generation's text must be.
@@ -97,6 +103,7 @@ impl GenerateRequest {
             stop_at_eog: false,
             logprobs: None,
             format: OutputFormat::Text,
+            cache_scope: CacheScope::SHARED,
         }
     }
 }

@@ -20,6 +20,7 @@ use super::options::{EngineOptions, Shutdown};
 use super::passes::QueuedPass;
 use super::prefix::SlotCache;
 use super::request::{Event, Finish, FinishReason};
+use super::scope::CacheScope;
 use super::score_seq::ScoreSeq;
 use super::shared::{Admitted, Command, Shared};
 
@@ -66,6 +67,8 @@ struct Seq {
     sent: Vec<u32>,
     /// The JSON object its text is held to, if any.
     constraint: Option<Constraint>,
+    /// Whose cached prompts it may reuse and fills.
+    scope: CacheScope,
 }
 
 impl Seq {
@@ -375,7 +378,8 @@ impl Worker {
             }
             // The slot's cache is overwritten from position 0 whatever
             // happens next: it no longer holds the prefix it held.
-            self.save_to_ram(slot, &[]);
+            let owner = self.prefix.scope(slot);
+            self.save_to_ram(slot, owner, &[]);
             self.prefix.clear(slot);
             self.shared.prompt.fetch_add(job.tokens() as u64, Ordering::Relaxed);
             if self.mirror.is_some() && job.is_embedding() {
@@ -428,7 +432,7 @@ impl Worker {
             if gone {
                 free.push(seq.slot);
                 // A step of it still in flight writes only past `past`.
-                prefix.store(seq.slot, seq.in_cache());
+                prefix.store(seq.slot, seq.scope, seq.in_cache());
                 shared.cancelled.fetch_add(1, Ordering::Relaxed);
             }
             !gone
@@ -451,9 +455,12 @@ impl Worker {
             let model = &self.model;
             let reuse = self.options.prefix_cache;
             let resumable = |slot: usize, past: usize| reuse && model.resumable(slot, past);
-            let Some((at, cached)) = self.prefix.pick(&self.free_slots, &request.prompt, resumable) else { break };
+            let scope = request.cache_scope;
+            let Some((at, cached)) = self.prefix.pick(&self.free_slots, scope, &request.prompt, resumable) else {
+                break;
+            };
             let slot = self.free_slots.swap_remove(at);
-            let cached = if reuse { self.reuse_prefix(&request.prompt, slot, cached) } else { cached };
+            let cached = if reuse { self.reuse_prefix(&request.prompt, scope, slot, cached) } else { cached };
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
             let group = self.least_loaded_group();
@@ -483,6 +490,7 @@ impl Worker {
                 cached,
                 sent: Vec::new(),
                 constraint: request.format.constraint(),
+                scope,
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -663,7 +671,7 @@ impl Worker {
             if matches!(end, Event::Failed(_)) {
                 self.prefix.clear(seq.slot);
             } else {
-                self.prefix.store(seq.slot, seq.in_cache());
+                self.prefix.store(seq.slot, seq.scope, seq.in_cache());
             }
             self.free_slots.push(seq.slot);
             ends.push((seq.events, end));

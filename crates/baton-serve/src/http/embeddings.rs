@@ -20,6 +20,7 @@ use baton_llama::EncodeOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::auth::Caller;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::state::AppState;
@@ -91,6 +92,7 @@ fn base64(bytes: &[u8]) -> String {
 /// `POST /v1/embeddings`.
 pub async fn embeddings(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<EmbeddingRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let info = state.engine.info().clone();
@@ -139,10 +141,13 @@ pub async fn embeddings(
     .await
     .map_err(|e| ApiError::server(format!("tokenizing the input: {e}")))?
     .map_err(|e| ApiError::invalid_param("input", format!("tokenizing the input: {e}")))?;
-    // Every input is queued before the first is waited for. The inputs are
-    // one request: one place in the queue, all admitted or none.
+    // Every input is queued before the first is waited for. The keys and
+    // values an embedding leaves in its slot are its caller's prefix only.
+    let scope = caller.cache_scope(&state.scope_seed, None)?;
+    // The inputs are one request: one place in the queue, all admitted or
+    // none.
     let tokens: usize = token_lists.iter().map(Vec::len).sum();
-    let tickets = state.engine.embed_many(token_lists, state.pooling)?;
+    let tickets = state.engine.embed_many(token_lists, state.pooling, scope)?;
     let mut data = Vec::with_capacity(tickets.len());
     for (index, mut ticket) in tickets.into_iter().enumerate() {
         let mut embedding = ticket.wait().await.map_err(ApiError::server)?;

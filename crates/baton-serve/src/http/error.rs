@@ -1,7 +1,7 @@
 //! Errors as the OpenAI API writes them:
 //! `{"error": {"message", "type", "param", "code"}}` with a 4xx or 5xx status.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -66,6 +66,14 @@ impl ApiError {
         e
     }
 
+    /// 401: the request presents no API key, or a wrong one (answered
+    /// with `WWW-Authenticate: Bearer`).
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        let mut e = Self::new(StatusCode::UNAUTHORIZED, "invalid_request_error", message);
+        e.body.code = Some("invalid_api_key");
+        e
+    }
+
     /// 500: the server failed.
     pub fn server(message: impl Into<String>) -> ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
@@ -84,7 +92,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(Envelope { error: &self.body })).into_response()
+        let mut response = (self.status, Json(Envelope { error: &self.body })).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 9110: a 401 names the scheme that would be accepted.
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 

@@ -18,6 +18,11 @@
 //!   the engine takes requests; 503 with `"status": "shutting down"`, or
 //!   `"status": "failed"` and the cause in `"error"`, when it does not.
 //!
+//! With [`ServerOptions::api_keys`] set, every route but `/health` needs
+//! one of the keys, and each key's requests reuse only their own cached
+//! prompts (`auth.rs`); `cache_salt` (a string) on both generation
+//! endpoints narrows that further: different salts never share a prefix.
+//!
 //! Both generation endpoints take `max_tokens` (or `max_completion_tokens`;
 //! absent = until the end of generation or the context is full),
 //! `temperature`, `top_p`, `top_k`, `min_p`, `seed` (absent = a fresh
@@ -54,6 +59,7 @@
 //! before the engine's next step.
 
 mod answer;
+pub mod auth;
 mod body;
 pub mod embeddings;
 mod error;
@@ -75,11 +81,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use baton_llama::ChatTemplate;
 use tokio::net::TcpListener;
 
+pub use auth::{ApiKeyError, ApiKeys};
 pub use error::{ApiError, ErrorBody};
 pub use options::ServerOptions;
 pub use serve_error::ServeError;
@@ -99,7 +107,9 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         body_timeout: options.body_timeout,
         pooling: options.pooling,
         embedding_dim: dim,
+        scope_seed: Arc::new(std::collections::hash_map::RandomState::new()),
     };
+    let keys = Arc::new(options.api_keys.clone());
     Ok(Router::new()
         .route("/health", get(routes::health))
         .route("/metrics", get(metrics::metrics))
@@ -109,6 +119,9 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/embeddings", post(embeddings::embeddings))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
+        // Outermost: a request without a key is answered before its body
+        // is read.
+        .layer(middleware::from_fn_with_state(keys, auth::require_key))
         .with_state(state))
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::auth::ApiKeys;
+
 /// How the server behaves.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
@@ -26,6 +28,9 @@ pub struct ServerOptions {
     pub stop_when_the_engine_fails: bool,
     /// How `/v1/embeddings` pools a text's hidden states (`--pooling`).
     pub pooling: baton_llama::Pooling,
+    /// The keys every route but `/health` needs (`--api-key`); none:
+    /// every route is open. Each key has its own prefix cache.
+    pub api_keys: ApiKeys,
 }
 
 impl Default for ServerOptions {
@@ -38,6 +43,7 @@ impl Default for ServerOptions {
             max_connections: 512,
             stop_when_the_engine_fails: true,
             pooling: baton_llama::Pooling::Mean,
+            api_keys: ApiKeys::none(),
         }
     }
 }

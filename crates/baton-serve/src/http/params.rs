@@ -52,6 +52,9 @@ impl Job {
             stop_at_eog: !params.ignore_eos,
             logprobs,
             format: format(params.response_format.as_ref())?,
+            // The caller's and its `cache_salt`'s: set by the handler
+            // (`AppState::job`), which knows who sent it.
+            cache_scope: Default::default(),
         };
         let include_usage = params.stream_options.as_ref().is_some_and(|o| o.include_usage);
         if include_usage && !params.stream {

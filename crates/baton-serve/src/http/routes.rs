@@ -11,12 +11,13 @@ use baton_llama::{EncodeOptions, Message};
 use serde_json::json;
 
 use super::answer::{self, Answering, Echo, Kind, Meta};
+use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::Job;
 use super::state::{unix_now, AppState};
 use super::tools::{self, ToolMode};
-use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Prompt};
+use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
 use crate::engine::EngineState;
 
 impl AppState {
@@ -32,6 +33,15 @@ impl AppState {
             created: unix_now(),
             model: self.engine.info().name.clone(),
         }
+    }
+
+    /// The checked job of `params` for `prompt`, in the cache scope of its
+    /// caller and `cache_salt`.
+    fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
+        let mut job = Job::new(params, prompt, self.engine.info())?;
+        let salt = auth::cache_salt(params.cache_salt.as_ref())?;
+        job.request.cache_scope = caller.cache_scope(&self.scope_seed, salt)?;
+        Ok(job)
     }
 
     /// Submits the job and answers, streamed or whole.
@@ -105,6 +115,7 @@ pub async fn not_found() -> ApiError {
 /// template and the generation prompt, tokenized as `baton run --chat` does.
 pub async fn chat(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     if request.messages.is_empty() {
@@ -144,7 +155,7 @@ pub async fn chat(
         let tokens = state.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
         prompt.extend(tokens);
     }
-    let mut job = Job::new(&request.params, prompt, state.engine.info())?;
+    let mut job = state.job(&request.params, prompt, &caller)?;
     if let Some(plan) = plan {
         job.request.format = plan.format;
         job.tools = Some(plan.mode);
@@ -209,6 +220,7 @@ fn message(m: &ChatMessage) -> Result<Message, ApiError> {
 /// (BOS added when the model adds one, special tokens parsed).
 pub async fn completion(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let text = match request.prompt {
@@ -221,7 +233,7 @@ pub async fn completion(
             ))
         }
         Prompt::Tokens(ids) => {
-            let job = Job::new(&request.params, ids, state.engine.info())?;
+            let job = state.job(&request.params, ids, &caller)?;
             let echo = match request.echo {
                 true => Some(state.echo(&job, None).await?),
                 false => None,
@@ -238,7 +250,7 @@ pub async fn completion(
     .await
     .map_err(|e| ApiError::server(format!("tokenizing the prompt: {e}")))?
     .map_err(|e| ApiError::invalid_param("prompt", format!("tokenizing the prompt: {e}")))?;
-    let job = Job::new(&request.params, prompt, state.engine.info())?;
+    let job = state.job(&request.params, prompt, &caller)?;
     let echo = match request.echo {
         true => Some(state.echo(&job, Some(text)).await?),
         false => None,

@@ -22,6 +22,9 @@ pub struct AppState {
     pub(super) pooling: baton_llama::Pooling,
     /// The width of an embedding (the model's hidden size).
     pub(super) embedding_dim: usize,
+    /// The random keys of the hash that gives a request its cache scope
+    /// (`auth.rs`), drawn when the server starts.
+    pub(super) scope_seed: Arc<std::collections::hash_map::RandomState>,
 }
 
 /// Unix seconds now.

@@ -85,6 +85,10 @@ pub struct Params {
     /// (read as any JSON value so that a wrong one gets a 400 that names
     /// it).
     pub logit_bias: Option<serde_json::Value>,
+    /// vLLM's `cache_salt`: requests with different salts never share
+    /// cached prompt prefixes (a non-empty string; read as any JSON value
+    /// so that a wrong one gets a 400 that names it).
+    pub cache_salt: Option<serde_json::Value>,
 }
 
 /// A chat message's content: text, or a list of parts of which only text

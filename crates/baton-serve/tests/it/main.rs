@@ -4,6 +4,7 @@
 
 mod server;
 
+mod auth;
 mod echo;
 mod embeddings;
 

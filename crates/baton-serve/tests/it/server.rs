@@ -39,16 +39,18 @@ impl Server {
     }
 
     pub(crate) fn start_with(parallel: usize, queue: usize, context: usize, options: ServerOptions) -> Server {
+        let engine = EngineOptions { parallel, queue, prefill_chunk: 32, ..EngineOptions::default() };
+        Self::start_engine(context, engine, options)
+    }
+
+    /// A server whose engine runs with `engine` (its `parallel` slots of
+    /// `context` positions).
+    pub(crate) fn start_engine(context: usize, engine: EngineOptions, options: ServerOptions) -> Server {
         let (dir, path) = tiny_model("serve-http", DType::F32, 11);
-        let load = LoadOptions { context: Some(context), slots: parallel, ..LoadOptions::default() };
+        let load = LoadOptions { context: Some(context), slots: engine.parallel, ..LoadOptions::default() };
         let device = cpus(&["cpu"], WaitPolicy::Block).remove(0);
         let model = Model::load(&path, device, &load).expect("load the tiny model");
-        let engine = Engine::start(
-            model,
-            "tiny",
-            EngineOptions { parallel, queue, prefill_chunk: 32, ..EngineOptions::default() },
-        )
-        .expect("engine");
+        let engine = Engine::start(model, "tiny", engine).expect("engine");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = listener.local_addr().expect("address");
@@ -106,6 +108,24 @@ impl Server {
         parse(&raw)
     }
 
+    /// Sends a request with `headers` besides the usual ones; returns the
+    /// status, the head (its header lines) and the body (de-chunked).
+    pub(crate) fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, String) {
+        let mut stream = self.connect();
+        send_with(&mut stream, method, path, headers, body);
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read the answer");
+        let head = String::from_utf8_lossy(&raw).split("\r\n\r\n").next().unwrap_or_default().to_string();
+        let (status, body) = parse(&raw);
+        (status, head, body)
+    }
+
     /// POSTs `body` as JSON; returns the status and the parsed body.
     pub(crate) fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let (status, text) = self.call("POST", path, body.to_string().as_bytes());
@@ -141,8 +161,14 @@ impl Drop for Server {
 }
 
 pub(crate) fn send(stream: &mut TcpStream, method: &str, path: &str, body: &[u8]) {
+    send_with(stream, method, path, &[], body);
+}
+
+/// As [`send`], with `headers` besides the usual ones.
+pub(crate) fn send_with(stream: &mut TcpStream, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) {
+    let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).expect("write the head");

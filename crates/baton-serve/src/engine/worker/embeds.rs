@@ -17,7 +17,7 @@ impl Worker {
     /// Gives an embedding's pass a free slot (the caller took it) and makes
     /// it ride the steps; other passes come back.
     pub(super) fn embed_in_steps(&mut self, job: PassJob, slot: usize) -> Result<(), PassJob> {
-        let PassJob::Embed { tokens, pooling, reply } = job else { return Err(job) };
+        let PassJob::Embed { tokens, pooling, scope, reply } = job else { return Err(job) };
         if tokens.is_empty() {
             let _ = reply.send(Err("the text to embed gives no tokens".into()));
             self.free_slots.push(slot);
@@ -26,7 +26,7 @@ impl Worker {
         self.next_id += 1;
         let group = self.least_loaded_group();
         let hidden = Vec::with_capacity(tokens.len() * self.model.config().dim);
-        self.embeds.push(EmbedSeq { id: self.next_id, slot, group, tokens, read: 0, pooling, hidden, reply });
+        self.embeds.push(EmbedSeq { id: self.next_id, slot, group, tokens, read: 0, pooling, scope, hidden, reply });
         Ok(())
     }
 
@@ -59,7 +59,7 @@ impl Worker {
             };
             let _ = embed.reply.send(result);
             // Its slot holds the text's keys and values: a prefix too.
-            self.prefix.store(embed.slot, embed.tokens.iter().copied());
+            self.prefix.store(embed.slot, embed.scope, embed.tokens.iter().copied());
             self.free_slots.push(embed.slot);
         }
     }

@@ -2,8 +2,10 @@
 //! the free slot it takes (the slot cache), a running sequence's slot
 //! (a copy on the device), or a prompt saved in host memory before its
 //! slot was reused (`--cache-ram`). Each gives the bits an evaluation
-//! would, so the longest wins.
+//! would, so the longest wins. Each source gives only what a request of
+//! the same [`CacheScope`] evaluated.
 
+use super::super::scope::CacheScope;
 use super::Worker;
 
 /// Fewest positions worth copying from a running sequence or host memory
@@ -11,47 +13,50 @@ use super::Worker;
 const MIN_COPY: usize = 4;
 
 impl Worker {
-    /// The positions of `prompt` slot `slot` starts with, from the best
-    /// source: `held` (what the slot holds of it), a running sequence, or
-    /// host memory. Saves what the slot held first when `prompt` does not
-    /// continue it.
-    pub(super) fn reuse_prefix(&mut self, prompt: &[u32], slot: usize, held: usize) -> usize {
-        self.save_to_ram(slot, prompt);
-        let copied = self.copy_from_running(prompt, slot, held);
+    /// The positions of `prompt` (of `scope`) slot `slot` starts with,
+    /// from the best source: `held` (what the slot holds of it), a running
+    /// sequence of the scope, or host memory. Saves what the slot held
+    /// first when `prompt` does not continue it.
+    pub(super) fn reuse_prefix(&mut self, prompt: &[u32], scope: CacheScope, slot: usize, held: usize) -> usize {
+        self.save_to_ram(slot, scope, prompt);
+        let copied = self.copy_from_running(prompt, scope, slot, held);
         let have = copied.unwrap_or(held).max(held);
-        self.restore_from_ram(prompt, slot, have).unwrap_or(have)
+        self.restore_from_ram(prompt, scope, slot, have).unwrap_or(have)
     }
 
-    /// Saves what slot `slot` holds to host memory when `next` (the prompt
-    /// about to take it) does not continue it, the budget has room and the
-    /// prompt is not saved already.
-    pub(super) fn save_to_ram(&mut self, slot: usize, next: &[u32]) {
+    /// Saves what slot `slot` holds to host memory (for the scope that
+    /// wrote it) when `next` (the prompt of `scope` about to take it) does
+    /// not continue it, the budget has room and the prompt is not saved
+    /// already.
+    pub(super) fn save_to_ram(&mut self, slot: usize, scope: CacheScope, next: &[u32]) {
         if !self.options.prefix_cache {
             return;
         }
+        let owner = self.prefix.scope(slot);
         let held = self.prefix.tokens(slot);
-        let kept = held.iter().zip(next).take_while(|(a, b)| a == b).count();
-        if kept >= held.len() || !self.host.wants(held) {
+        let kept = if owner == scope { held.iter().zip(next).take_while(|(a, b)| a == b).count() } else { 0 };
+        if kept >= held.len() || !self.host.wants(owner, held) {
             return;
         }
         let tokens = held.to_vec();
         match self.model.save_prefix(slot, tokens.len()) {
-            Ok(Some(saved)) => self.host.insert(tokens, saved),
+            Ok(Some(saved)) => self.host.insert(owner, tokens, saved),
             Ok(None) => {}
             Err(e) => tracing::warn!("saving a prompt's keys and values to host memory failed: {e}"),
         }
         self.publish_host();
     }
 
-    /// When a running sequence has evaluated a longer start of `prompt`
-    /// than `slot` holds (`held`: a shared system prompt, a conversation's
-    /// earlier turns), copies those positions into `slot` on the device
-    /// and returns how many; `None` when none is longer by [`MIN_COPY`] or
-    /// the model cannot copy.
-    fn copy_from_running(&mut self, prompt: &[u32], slot: usize, held: usize) -> Option<usize> {
+    /// When a running sequence of `scope` has evaluated a longer start of
+    /// `prompt` than `slot` holds (`held`: a shared system prompt, a
+    /// conversation's earlier turns), copies those positions into `slot` on
+    /// the device and returns how many; `None` when none is longer by
+    /// [`MIN_COPY`] or the model cannot copy.
+    fn copy_from_running(&mut self, prompt: &[u32], scope: CacheScope, slot: usize, held: usize) -> Option<usize> {
         let (from, len) = self
             .running
             .iter()
+            .filter(|seq| seq.scope == scope)
             .map(|seq| (seq.slot, seq.in_cache().zip(prompt).take_while(|(a, b)| a == *b).count()))
             .max_by_key(|&(_, len)| len)?;
         // One token at least is left to evaluate (its logits are needed).
@@ -61,7 +66,7 @@ impl Worker {
         }
         match self.model.copy_prefix(from, slot, len) {
             Ok(true) => {
-                self.prefix.store(slot, prompt[..len].iter().copied());
+                self.prefix.store(slot, scope, prompt[..len].iter().copied());
                 Some(len)
             }
             Ok(false) => None,
@@ -72,18 +77,18 @@ impl Worker {
         }
     }
 
-    /// When host memory holds a longer start of `prompt` than `have`,
-    /// writes it into `slot` and returns how many positions of `prompt` it
-    /// gives.
-    fn restore_from_ram(&mut self, prompt: &[u32], slot: usize, have: usize) -> Option<usize> {
-        let (saved, len) = self.host.best(prompt, have + MIN_COPY - 1)?;
+    /// When host memory holds a longer start of `prompt` than `have`, saved
+    /// for `scope`, writes it into `slot` and returns how many positions of
+    /// `prompt` it gives.
+    fn restore_from_ram(&mut self, prompt: &[u32], scope: CacheScope, slot: usize, have: usize) -> Option<usize> {
+        let (saved, len) = self.host.best(scope, prompt, have + MIN_COPY - 1)?;
         if !self.model.restorable(saved, len) {
             // Its rings hold positions past where this prompt parts from it.
             return None;
         }
         match self.model.restore_prefix(slot, saved) {
             Ok(true) => {
-                self.prefix.store(slot, prompt[..len].iter().copied());
+                self.prefix.store(slot, scope, prompt[..len].iter().copied());
                 Some(len)
             }
             Ok(false) => None,
