@@ -1,8 +1,8 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 //!
 //! The top of the dependency picture: it depends on baton-llama (and through
-//! it on the scheduler, the composite device and the core), opens devices of
-//! baton-cpu and baton-vulkan, and runs baton-conformance's suite; nothing
+//! it on the scheduler, the composite device and the core), opens devices
+//! through baton-load's device registry, and runs baton-conformance's suite; nothing
 //! depends on it. The sources follow the commands: `cli/` holds the
 //! arguments several commands share (clap `ValueEnum`s for every choice),
 //! `cmd/` one module per command (`cmd/bench/` one per benchmark), and
@@ -110,9 +110,9 @@ fn main() {
         Command::Devices(args) => devices::run(args),
         Command::Model(cmd) => model::run(cmd),
     };
-    // Vulkan devices may still be tearing down on their streams' threads;
-    // exiting under them can crash the driver's own teardown.
-    baton_vulkan::wait_for_teardown(std::time::Duration::from_secs(5));
+    // Devices may still be tearing down on their streams' threads (Vulkan's);
+    // exiting under them can crash a driver's own teardown.
+    baton_load::registry::wait_for_teardown(std::time::Duration::from_secs(5));
     if let Err(e) = result {
         if e.downcast_ref::<util::reported::Reported>().is_none() {
             util::reported::print_error(&describe(&e));

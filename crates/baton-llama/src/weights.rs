@@ -65,7 +65,8 @@ impl Weights {
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
-        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config)? {
+        let holder = |name: &str| -> &dyn Device { &*devices[device_of(config.weight_layer(name))] };
+        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config, &holder)? {
             let device = device_of(config.weight_layer(&name));
             let offset = totals[device].div_ceil(ALIGN) * ALIGN;
             totals[device] = offset + data.len();
@@ -127,7 +128,8 @@ impl Weights {
         let mut tensors = HashMap::new();
         let mut uploads = Uploads::default();
         let (mut bytes, mut mapped_bytes) = (0, 0);
-        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config)? {
+        let holder = |_: &str| -> &dyn Device { device };
+        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config, &holder)? {
             let mut split = shares.weight(&name);
             if !TensorShares::fits(&split, dtype, &expected) {
                 split = baton_composite::TensorSplit::Mirror;
@@ -183,9 +185,13 @@ struct Checked<'a> {
 }
 
 /// Every weight `config` needs, checked: present (a tied output reads the
-/// embedding), of the expected shape, of a supported type, norms and
-/// biases in f32.
-fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<Checked<'a>>, ModelError> {
+/// embedding), of the expected shape, of a type the device `holder(name)`
+/// it goes to holds ([`Device::holds_weights`]), norms and biases in f32.
+fn checked_weights<'a, 'd>(
+    file: &'a GgufFile,
+    config: &LlamaConfig,
+    holder: &dyn Fn(&str) -> &'d dyn Device,
+) -> Result<Vec<Checked<'a>>, ModelError> {
     let mut names = config.weight_shapes();
     if config.tied_output {
         names.push(("output.weight".to_string(), vec![config.vocab, config.dim]));
@@ -199,9 +205,16 @@ fn checked_weights<'a>(file: &'a GgufFile, config: &LlamaConfig) -> Result<Vec<C
             return Err(ModelError::TensorShape { name, found, expected });
         }
         let gtype = tensor.ggml_type();
-        let dtype = DType::from_ggml_id(gtype.id()).filter(|&t| baton_kernels::is_weight_type(t)).ok_or_else(|| {
-            ModelError::UnsupportedType { name: name.clone(), type_name: gtype.name().unwrap_or("unknown").to_string() }
-        })?;
+        let type_name = gtype.name().unwrap_or("unknown");
+        let dtype = DType::from_ggml_id(gtype.id())
+            .ok_or_else(|| ModelError::UnsupportedType { name: name.clone(), type_name: type_name.to_string() })?;
+        let device = holder(&name);
+        if !device.holds_weights(dtype) {
+            // A type Baton reads that this device cannot hold (the Vulkan
+            // shaders decode fewer types than the CPU kernels): say which.
+            let type_name = format!("{type_name} on {}", device.info().name);
+            return Err(ModelError::UnsupportedType { name, type_name });
+        }
         if expected.len() == 1 && dtype != DType::F32 {
             return Err(ModelError::UnsupportedType {
                 name,

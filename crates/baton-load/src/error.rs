@@ -7,7 +7,7 @@ pub enum LoadError {
     #[error("the device list is empty")]
     NoDevices,
     /// A name that is no device kind.
-    #[error("unknown device {0:?}: devices are `cpu`, `cpu:0,cpu:1,...` and `vulkan:N` (see `baton devices`)")]
+    #[error("unknown device {0:?}: the device kinds are {known} (see `baton devices`)", known = crate::registry::kinds::known_kinds())]
     UnknownDevice(String),
     /// A device of the list could not be opened.
     #[error("opening {names}: {message}")]

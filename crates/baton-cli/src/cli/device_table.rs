@@ -1,40 +1,32 @@
 //! The table of devices `baton devices` prints, one line (or JSON object)
 //! per device; under `mpirun` each rank formats its own lines (`cli::ranks`).
+//! Which devices there are, and what is noted about each kind, is the
+//! device registry's (`baton_load::registry`).
 
 use anyhow::Result;
 use baton_core::backend::{DeviceInfo, DeviceKind};
+use baton_load::registry;
 
 use crate::cli::devices::open;
 use crate::util::json::json_str;
 
-/// The devices of this machine that `list` names (default: `cpu`, the
-/// per-core split and every Vulkan device, with a note when there is no
+/// The devices of this machine that `list` names (default: what every kind
+/// of the device registry enumerates: `cpu`, the per-core split, every
+/// Vulkan device), with a note for each kind this machine has none of (no
 /// Vulkan driver).
 pub fn local_rows(list: Option<&str>) -> Result<(Vec<DeviceInfo>, Option<String>)> {
-    let listed = list.is_some();
-    let lists: Vec<String> = match list {
-        Some(list) => vec![list.to_string()],
-        None => {
-            let cores = baton_cpu::topology::usable_cores().len();
-            let split: Vec<String> = (0..cores).map(|i| format!("cpu:{i}")).collect();
-            vec!["cpu".into(), split.join(",")]
-        }
-    };
+    if let Some(list) = list {
+        return Ok((open(list, None)?.iter().map(|d| d.info().clone()).collect(), None));
+    }
     let mut rows = Vec::new();
-    for list in &lists {
-        for d in open(list, None)? {
-            rows.push(d.info().clone());
-        }
-    }
-    // Without a list: every Vulkan device too, when this machine has a driver.
-    let mut vulkan_note = None;
-    if !listed {
-        match baton_vulkan::list() {
+    let mut notes = Vec::new();
+    for kind in registry::KINDS {
+        match kind.enumerate() {
             Ok(infos) => rows.extend(infos),
-            Err(e) => vulkan_note = Some(format!("No Vulkan devices: {e}")),
+            Err(e) => notes.push(format!("No {} devices: {e}", kind.title())),
         }
     }
-    Ok((rows, vulkan_note))
+    Ok((rows, (!notes.is_empty()).then(|| notes.join("\n"))))
 }
 
 /// Width of the features column: the longest list, at least 10.
@@ -81,9 +73,10 @@ pub fn lines(rows: &[DeviceInfo], json: bool, suffix: &str, width: usize) -> Vec
         .collect()
 }
 
-/// Prints the lines as a table (or a JSON array) with the notes, the
+/// Prints the lines as a table (or a JSON array) with each device kind's
+/// notes and `absent_note` (the kinds this machine has none of), the
 /// features column `features_width` wide.
-pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>, features_width: usize) {
+pub fn print(lines: &[String], json: bool, absent_note: Option<&str>, features_width: usize) {
     if json {
         println!("[{}]", lines.join(","));
         return;
@@ -95,17 +88,12 @@ pub fn print(lines: &[String], json: bool, vulkan_note: Option<&str>, features_w
     for line in lines {
         println!("{line}");
     }
-    let packed: Vec<String> = baton_cpu::packed_weight_types().iter().map(|t| t.to_string()).collect();
-    if !packed.is_empty() {
-        println!(
-            "\nCPU matmul weights of types {} are packed for the kernels (groups of 8 rows) on first use{}.",
-            packed.join(","),
-            if baton_cpu::repack_enabled() { "" } else { " (off here: BATON_REPACK=0)" }
-        );
+    for kind in registry::KINDS {
+        for note in kind.notes() {
+            println!("{note}");
+        }
     }
-    println!("\nStreams of every device wait natively on host-memory points (CPU streams and host timelines).");
-    println!("Vulkan streams wait natively on points of their own device; other devices' points go through the relay.");
-    if let Some(note) = vulkan_note {
+    if let Some(note) = absent_note {
         println!("{note}");
     }
 }

@@ -24,9 +24,9 @@ pub fn run(args: DevicesArgs) -> Result<()> {
     if crate::cli::ranks::launched_by_mpirun() {
         return crate::cli::ranks::devices(args.devices.as_deref(), args.json);
     }
-    let (rows, vulkan_note) = local_rows(args.devices.as_deref())?;
+    let (rows, absent_note) = local_rows(args.devices.as_deref())?;
     let width = features_width(&rows);
     let lines = lines(&rows, args.json, "", width);
-    print(&lines, args.json, vulkan_note.as_deref(), width);
+    print(&lines, args.json, absent_note.as_deref(), width);
     Ok(())
 }

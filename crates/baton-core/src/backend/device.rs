@@ -36,7 +36,8 @@ pub struct DeviceInfo {
     pub memory_bytes: u64,
     /// Instruction sets or features used by its kernels (`avx2`, `fma`).
     pub features: Vec<String>,
-    /// Weight types its matmul accepts.
+    /// Weight types it holds and its matmul multiplies by (what
+    /// [`Device::holds_weights`] answers from).
     pub weight_types: Vec<DType>,
     /// Whether its streams can wait on host-memory points natively.
     pub waits_on_host_points: bool,
@@ -106,6 +107,15 @@ pub trait Device: Send + Sync {
 
     /// Creates a new in-order stream.
     fn new_stream(&self) -> Result<Stream, DeviceError>;
+
+    /// Whether the device can hold a weight matrix of type `dtype` and
+    /// multiply by it (and look rows up in it): one of its
+    /// [`DeviceInfo::weight_types`]. A model loader asks the device it
+    /// places each weight on, so a backend that decodes fewer types (the
+    /// Vulkan shaders) refuses a file the CPU would load.
+    fn holds_weights(&self, dtype: DType) -> bool {
+        self.info().weight_types.contains(&dtype)
+    }
 
     /// Whether the device can run `op` on data of type `dtype`: the
     /// weights' for [`Op::MatMul`] and [`Op::GetRows`], the cache's for

@@ -109,6 +109,16 @@ fn tensors_are_allocated_by_type_and_shape() {
 }
 
 #[test]
+fn a_device_holds_the_weight_types_it_declares_only() {
+    use super::Device;
+    let mut device = fake_device();
+    assert!(!device.holds_weights(DType::F32), "a device that declares no weight types holds none");
+    device.0.weight_types = vec![DType::F32, DType::Q4_0];
+    let held: Vec<bool> = [DType::F32, DType::Q4_0, DType::Q8_0].map(|t| device.holds_weights(t)).to_vec();
+    assert_eq!(held, [true, true, false], "f32 and q4_0 declared, q8_0 not");
+}
+
+#[test]
 fn a_device_that_keeps_no_count_reports_no_memory() {
     use super::Device;
     assert_eq!(fake_device().memory(), None, "no figures rather than zeros");
