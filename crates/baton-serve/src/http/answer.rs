@@ -213,7 +213,7 @@ pub async fn whole(answering: Answering) -> Response {
         text.push_str(&piece);
         entries.extend(logprobs);
     };
-    let outcome = drive(generation, &tokenizer, job.stops, prompt, on_text, std::future::pending()).await;
+    let outcome = drive(generation, &tokenizer, job.applied_stops(), prompt, on_text, std::future::pending()).await;
     match outcome {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
@@ -265,7 +265,7 @@ pub fn streamed(answering: Answering) -> Response {
                 let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
                 let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
             };
-            drive(generation, &tokenizer, job.stops, prompt, &mut on_text, tx.closed()).await
+            drive(generation, &tokenizer, job.applied_stops(), prompt, &mut on_text, tx.closed()).await
         };
         match outcome {
             Outcome::Finished { mut reason, usage, mut logprobs } => {

@@ -30,6 +30,17 @@ pub struct Job {
 }
 
 impl Job {
+    /// The stop strings that apply to the answer: none when its whole
+    /// text is held to a format (a JSON object, a schema, a required tool
+    /// call), so that a schema-held answer is never cut into text the
+    /// schema refuses; the format itself ends it.
+    pub fn applied_stops(&self) -> Vec<String> {
+        match self.request.format {
+            OutputFormat::Text | OutputFormat::ToolCallOrText(_) => self.stops.clone(),
+            OutputFormat::JsonObject | OutputFormat::JsonSchema(_) | OutputFormat::ToolCall(_) => Vec::new(),
+        }
+    }
+
     /// Checks `params` against the served model and builds the engine
     /// request for `prompt`.
     pub fn new(params: &Params, prompt: Vec<u32>, info: &ModelInfo) -> Result<Job, ApiError> {

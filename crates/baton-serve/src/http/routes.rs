@@ -36,9 +36,11 @@ impl AppState {
     }
 
     /// The checked job of `params` for `prompt`, in the cache scope of its
-    /// caller and `cache_salt`.
-    fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
-        let mut job = Job::new(params, prompt, self.engine.info())?;
+    /// caller and `cache_salt`. Checking compiles `response_format`'s
+    /// schema: off the HTTP threads.
+    async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
+        let (owned, info) = (params.clone(), self.engine.info().clone());
+        let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
         let salt = auth::cache_salt(params.cache_salt.as_ref())?;
         job.request.cache_scope = caller.cache_scope(&self.scope_seed, salt)?;
         Ok(job)
@@ -121,7 +123,9 @@ pub async fn chat(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    let plan = tools::plan(request.tools.as_ref(), request.tool_choice.as_ref())?;
+    // The tools' parameter schemas compile off the HTTP threads.
+    let (declared, choice) = (request.tools.clone(), request.tool_choice.clone());
+    let plan = off_thread("reading the tools", move || tools::plan(declared.as_ref(), choice.as_ref())).await??;
     if plan.is_some()
         && request
             .params
@@ -155,7 +159,7 @@ pub async fn chat(
         let tokens = state.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
         prompt.extend(tokens);
     }
-    let mut job = state.job(&request.params, prompt, &caller)?;
+    let mut job = state.job(&request.params, prompt, &caller).await?;
     if let Some(plan) = plan {
         job.request.format = plan.format;
         job.tools = Some(plan.mode);
@@ -233,7 +237,7 @@ pub async fn completion(
             ))
         }
         Prompt::Tokens(ids) => {
-            let job = state.job(&request.params, ids, &caller)?;
+            let job = state.job(&request.params, ids, &caller).await?;
             let echo = match request.echo {
                 true => Some(state.echo(&job, None).await?),
                 false => None,
@@ -250,10 +254,17 @@ pub async fn completion(
     .await
     .map_err(|e| ApiError::server(format!("tokenizing the prompt: {e}")))?
     .map_err(|e| ApiError::invalid_param("prompt", format!("tokenizing the prompt: {e}")))?;
-    let job = state.job(&request.params, prompt, &caller)?;
+    let job = state.job(&request.params, prompt, &caller).await?;
     let echo = match request.echo {
         true => Some(state.echo(&job, Some(text)).await?),
         false => None,
     };
     state.run_echoed(job, Kind::Completion, echo).await
+}
+
+/// Runs `work` on the blocking threads: CPU work whose cost the client
+/// sets (a schema to compile), so that `/health` and other requests never
+/// wait on it. The runtime's bounded shutdown does not wait on it either.
+async fn off_thread<T: Send + 'static>(what: &str, work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::server(format!("{what}: {e}")))
 }

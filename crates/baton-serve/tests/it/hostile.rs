@@ -60,14 +60,14 @@ fn settings() -> Vec<Value> {
     ]
 }
 
-fn reference(server: &Server) -> Value {
+pub(crate) fn reference(server: &Server) -> Value {
     let (status, answer) =
         server.post("/v1/completions", &json!({"prompt": "a b c", "max_tokens": 6, "temperature": 0}));
     assert_eq!(status, 200, "the reference request: {answer}");
     answer["choices"][0]["text"].clone()
 }
 
-fn check_alive(server: &Server, expected: &Value, after: &str) {
+pub(crate) fn check_alive(server: &Server, expected: &Value, after: &str) {
     let (status, health) = server.call("GET", "/health", b"");
     assert_eq!(status, 200, "health after {after}: {health}");
     let health: Value = serde_json::from_str(&health).unwrap_or_else(|e| panic!("health after {after}: {e}"));

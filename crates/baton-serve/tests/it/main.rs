@@ -11,6 +11,7 @@ mod embeddings;
 #[cfg(feature = "fault-injection")]
 mod faults;
 mod hostile;
+mod hostile_schemas;
 mod http;
 mod json_format;
 mod logit_bias;
