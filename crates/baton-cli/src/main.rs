@@ -5,8 +5,9 @@
 //! through baton-load's device registry, and runs baton-conformance's suite; nothing
 //! depends on it. The sources follow the commands: `cli/` holds the
 //! arguments several commands share (clap `ValueEnum`s for every choice),
-//! `cmd/` one module per command (`cmd/bench/` one per benchmark), and
-//! `util/` what is not a command (statistics, Ctrl-C, JSON strings).
+//! `cmd/` one module per command (`cmd/bench/` the model benchmark; the
+//! sub-benchmarks and the load generator are the `baton-bench` library), and
+//! `util/` what is not a command (Ctrl-C, JSON strings).
 
 mod cli;
 mod cmd;

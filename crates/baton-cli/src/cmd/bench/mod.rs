@@ -1,18 +1,13 @@
 //! `baton bench`: the model benchmark (llama-bench's table, `model.rs`),
-//! or one of the sub-commands: `sync` and `gates` (what each wait policy
-//! costs, on the pair of CPU devices of `pair.rs`), `memory` (the
+//! or one of the sub-commands, which the `baton-bench` library runs:
+//! `sync` and `gates` (what each wait policy costs), `memory` (the
 //! bandwidth), `submit` (the host's cost of a submission) and `serve` (a
 //! load generator for an OpenAI-compatible server).
 
-mod gates;
-mod memory;
 mod model;
-mod pair;
-mod serve;
-mod submit;
-mod sync;
 
 use anyhow::Result;
+use baton_bench::{gates, memory, serve, submit, sync};
 use clap::{Args, Subcommand};
 
 /// Arguments of `baton bench`.

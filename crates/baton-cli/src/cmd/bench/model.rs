@@ -13,7 +13,7 @@ use baton_llama::{Logits, Model, Sampler, SamplingParams, SeqStep};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
-use crate::util::stats::mean_std;
+use baton_bench::stats::mean_std;
 
 /// Arguments of the model benchmark (`baton bench` without a sub-command).
 #[derive(Args)]
@@ -206,7 +206,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
-    let bandwidth = args.roofline.then(|| super::memory::measure(threads, 256, 5));
+    let bandwidth = args.roofline.then(|| baton_bench::memory::measure(threads, 256, 5));
     let token_bytes = model.decode_weight_bytes() as f64;
     // Share of the roofline: bytes a token reads times tokens per second,
     // over the bandwidth (tg rows only).

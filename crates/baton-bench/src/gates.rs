@@ -25,8 +25,8 @@ use baton_core::DType;
 use baton_cpu::CpuDevice;
 use clap::Args;
 
-use super::pair::{host_core, on_host_thread, open_pair, policies, Probe, TIMEOUT};
-use crate::util::stats::percentile;
+use crate::pair::{host_core, on_host_thread, open_pair, policies, Probe, TIMEOUT};
+use crate::stats::percentile;
 
 /// Arguments of `baton bench gates`.
 #[derive(Args)]

@@ -76,7 +76,7 @@ fn measure(devices: &[Arc<dyn Device>], threads: usize, args: &SubmitArgs) -> Re
 
 /// Runs `baton bench submit`.
 pub fn run(args: SubmitArgs) -> Result<()> {
-    let devices = crate::cli::devices::open("cpu:0,cpu:1", None)?;
+    let devices = baton_core::backend::into_devices(baton_cpu::open(&["cpu:0", "cpu:1"])?);
     let one = measure(&devices, 1, &args)?;
     let two = measure(&devices, 2, &args)?;
     // Items per second over all threads.

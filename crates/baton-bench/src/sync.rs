@@ -39,8 +39,8 @@ use baton_core::sync::{HostTimeline, PointStatus, Release, SyncPoint, WaitPolicy
 use baton_cpu::CpuDevice;
 use clap::Args;
 
-use super::pair::{host_core, on_host_thread, open_pair, policies, spin_for, Probe, TIMEOUT};
-use crate::util::stats::percentile;
+use crate::pair::{host_core, on_host_thread, open_pair, policies, spin_for, Probe, TIMEOUT};
+use crate::stats::percentile;
 
 /// Arguments of `baton bench sync`.
 #[derive(Args)]

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use super::client::{Endpoint, Flow};
-use crate::util::stats::percentile;
+use crate::stats::percentile;
 
 /// The prompts the clients send in turn: open-ended, so that a model
 /// writes on for many tokens even where the server cannot ignore the end

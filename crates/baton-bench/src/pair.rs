@@ -12,15 +12,16 @@ use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
 use baton_cpu::CpuDevice;
 
-use crate::cli::choices::GatePolicy;
-
 /// The bound of every host wait of these benches: a longer one is a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The three policies measured, block first (the ratios' baseline): those
-/// of `--gate-policy`.
+/// of `--gate-policy`, with the library's default times.
 pub fn policies() -> [WaitPolicy; 3] {
-    [GatePolicy::Block, GatePolicy::Spin, GatePolicy::Poll].map(GatePolicy::wait_policy)
+    ["block", "spin", "poll"].map(|name| match WaitPolicy::from_name(name) {
+        Some(policy) => policy,
+        None => unreachable!("{name} is a WaitPolicy name"),
+    })
 }
 
 /// Opens cpu:0 and cpu:1 (one core each on a two-core machine) whose
