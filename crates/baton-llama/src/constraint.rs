@@ -22,6 +22,7 @@
 
 mod json;
 mod schema;
+mod schema_compile;
 mod schema_link;
 mod schema_prefix;
 
