@@ -3,6 +3,7 @@
 
 use tokio::sync::oneshot;
 
+use super::logprobs::token_logprobs;
 use super::request::TokenLogprobs;
 
 /// A score on its way through the steps.
@@ -18,4 +19,37 @@ pub(super) struct ScoreSeq {
     /// The entries of the tokens after the first, so far.
     pub(super) entries: Vec<TokenLogprobs>,
     pub(super) reply: oneshot::Sender<Result<Vec<TokenLogprobs>, String>>,
+}
+
+/// Takes the entries of a step's score rows: `logits` holds the step's
+/// rows, one per `picked` entry but `rows_of` rows for the entries
+/// `every_logit` flags. Rows of a score cancelled meanwhile are passed
+/// over. (A free function: the logits borrow the model.)
+pub(super) fn take_score_rows(
+    scores: &mut [ScoreSeq],
+    picked: &[(u64, usize)],
+    every_logit: &[bool],
+    logits: &[f32],
+    vocab: usize,
+) {
+    let mut row = 0;
+    for (k, &(id, n)) in picked.iter().enumerate() {
+        if !every_logit.get(k).copied().unwrap_or(false) {
+            row += 1;
+            continue;
+        }
+        if let Some(score) = scores.iter_mut().find(|s| s.id == id) {
+            for r in 0..n {
+                // Row r predicts the token at position read + r + 1.
+                let (Some(&next), Some(row_logits)) =
+                    (score.tokens.get(score.read + r + 1), logits.get((row + r) * vocab..(row + r + 1) * vocab))
+                else {
+                    continue;
+                };
+                score.entries.push(token_logprobs(row_logits, next, score.top));
+            }
+            score.read += n;
+        }
+        row += n;
+    }
 }

@@ -658,7 +658,7 @@ impl Worker {
             }
         }
         if every_logit.contains(&true) {
-            scores::take_score_rows(&mut self.scores, &picked, &every_logit, logits, vocab);
+            super::score_seq::take_score_rows(&mut self.scores, &picked, &every_logit, logits, vocab);
         }
         // The counters first, then the last events: a client that got its
         // last event sees the engine without it.

@@ -10,43 +10,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::super::logprobs::token_logprobs;
 use super::super::passes::PassJob;
 use super::super::score_seq::ScoreSeq;
 use super::Worker;
-
-/// Takes the entries of a step's score rows: `logits` holds the step's
-/// rows, one per `picked` entry but `rows_of` rows for the entries
-/// `every_logit` flags. Rows of a score cancelled meanwhile are passed
-/// over. (A free function: the logits borrow the model.)
-pub(super) fn take_score_rows(
-    scores: &mut [ScoreSeq],
-    picked: &[(u64, usize)],
-    every_logit: &[bool],
-    logits: &[f32],
-    vocab: usize,
-) {
-    let mut row = 0;
-    for (k, &(id, n)) in picked.iter().enumerate() {
-        if !every_logit.get(k).copied().unwrap_or(false) {
-            row += 1;
-            continue;
-        }
-        if let Some(score) = scores.iter_mut().find(|s| s.id == id) {
-            for r in 0..n {
-                // Row r predicts the token at position read + r + 1.
-                let (Some(&next), Some(row_logits)) =
-                    (score.tokens.get(score.read + r + 1), logits.get((row + r) * vocab..(row + r + 1) * vocab))
-                else {
-                    continue;
-                };
-                score.entries.push(token_logprobs(row_logits, next, score.top));
-            }
-            score.read += n;
-        }
-        row += n;
-    }
-}
 
 impl Worker {
     /// Gives a score's pass a free slot (the caller took it) and makes it
