@@ -12,7 +12,7 @@
 # binary with MPI behaves as without it unless started by `mpirun`.
 
 BATON_TEST_FEATURES=baton-gguf/reference-tests,baton-gguf/model-tests,baton-tokenizer/reference-tests
-BATON_TEST_FEATURES+=,baton-llama/reference-tests,baton-serve/fault-injection,baton-serve/reference-tests,baton-mpi/mpi,baton-cli/mpi
+BATON_TEST_FEATURES+=,baton-model/reference-tests,baton-gen/reference-tests,baton-serve/fault-injection,baton-serve/reference-tests,baton-mpi/mpi,baton-cli/mpi
 export BATON_TEST_FEATURES
 
 # Builds the release binaries and examples with the test features (MPI

@@ -179,7 +179,7 @@ PY
 # against the one-process `-sm tensor` over cpu:0,cpu:1,...: with
 # --tensor-exact, text and logits bit for bit; with partial sums, the same
 # text and logits within the NMSE bound of the in-process tensor split's
-# own tests (1e-4 with quantized weights, crates/baton-llama tests).
+# own tests (1e-4 with quantized weights, crates/baton-model tests).
 cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXTRA...]]
   local baton="$target/release/baton" model=$1 ranks=$2 label=$3 exact=$4 collective=$5 devices local rc=0 args e
   shift 5

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for baton-llama's chat templates, on Python jinja2.
+"""Independent reference for baton-gen's chat templates, on Python jinja2.
 
 Renders conversations the way Hugging Face transformers renders chat
 templates (`apply_chat_template`): a sandboxed jinja2 environment with

@@ -12,7 +12,7 @@
 //! - `stats`: the small statistics they and the model benchmark share.
 //!
 //! The model benchmark users run (`baton bench -p 512 -n 128`) stays in
-//! the binary: it is llama-bench's table over `baton-llama`'s `Model`.
+//! the binary: it is llama-bench's table over `baton-model`'s `Model`.
 //! These measure the runtime below a model (the core's sync contract on
 //! two backends, so no one backend crate can hold them) or a server from
 //! the outside, so they depend on the core and the backends only.

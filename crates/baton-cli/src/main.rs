@@ -1,6 +1,6 @@
 //! `baton`: run, benchmark and inspect llama-family models on Baton.
 //!
-//! The top of the dependency picture: it depends on baton-llama (and through
+//! The top of the dependency picture: it depends on baton-model and baton-gen (through
 //! it on the scheduler, the composite device and the core), opens devices
 //! through baton-load's device registry, and runs baton-conformance's suite; nothing
 //! depends on it. The sources follow the commands: `cli/` holds the

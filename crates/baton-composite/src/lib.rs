@@ -1,7 +1,7 @@
 //! Tensor parallelism as a backend: a composite device over N devices.
 //!
 //! A backend over backends: depends on baton-core alone and wraps any
-//! `Device`; baton-llama builds its tensor-parallel models on it, and
+//! `Device`; baton-model builds its tensor-parallel models on it, and
 //! baton-cli opens it.
 //!
 //! Layer splits add capacity but not speed to one sequence: one device

@@ -1,6 +1,6 @@
 //! GGUF reader and writer for Baton.
 //!
-//! Depends on no other Baton crate; baton-llama reads its models with it.
+//! Depends on no other Baton crate; baton-model reads its models with it.
 //!
 //! # The format
 //!

@@ -2,7 +2,7 @@
 //! the hot paths, no global state beyond CPU feature detection.
 //!
 //! Depends on baton-core alone (for [`DType`] and [`Parallel`]); the CPU
-//! backend (baton-cpu) runs its ops with these kernels, and baton-llama takes
+//! backend (baton-cpu) runs its ops with these kernels, and baton-model takes
 //! its weight types ([`WEIGHT_TYPES`]) and quantizers from here.
 //!
 //! # Modules

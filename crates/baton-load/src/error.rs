@@ -33,9 +33,9 @@ pub enum LoadError {
         path: String,
         /// Why.
         #[source]
-        source: Box<baton_llama::ModelError>,
+        source: Box<baton_model::ModelError>,
     },
     /// The warm-up step after loading failed.
     #[error("the warm-up step after loading: {0}")]
-    WarmUp(Box<baton_llama::ModelError>),
+    WarmUp(Box<baton_model::ModelError>),
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::sync::WaitPolicy;
-use baton_llama::{LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 
 use crate::LoadError;
 

@@ -124,7 +124,7 @@
 //!   crossing's index in the run); runs in flight (`--n-copies`) work as in
 //!   one process. Every send and receive is bounded by the remote deadline
 //!   and names a silent peer like any gate.
-//! - `baton_llama::Model::load_over_ranks`: each rank uploads only its own
+//! - `baton_model::Model::load_over_ranks`: each rank uploads only its own
 //!   devices' weights; the logits go from the last layer's rank to every
 //!   rank (`RemoteEdges::share`, on the host: the host reads them anyway),
 //!   so every rank samples the same token and stops at the same step; rank

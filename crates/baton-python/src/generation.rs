@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_llama::Tokenizer;
+use baton_model::Tokenizer;
 use baton_serve::engine::{Generation, TokenLogprobs};
 use baton_serve::text::{Outcome, TextStream};
 use pyo3::prelude::*;

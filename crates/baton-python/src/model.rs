@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::{ChatTemplate, EncodeOptions, LoadOptions, Message, Pooling, SamplingParams};
+use baton_gen::{ChatTemplate, Message, SamplingParams};
 use baton_load::SplitMode;
+use baton_model::{EncodeOptions, LoadOptions, Pooling};
 use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -224,7 +225,7 @@ impl PyModel {
     /// the inputs not yet computed.
     fn embed(&self, py: Python<'_>, inputs: Vec<Vec<u32>>, pooling: &str, normalize: bool) -> PyResult<Vec<Vec<f32>>> {
         let pooling: Pooling =
-            pooling.parse().map_err(|e: baton_llama::ModelError| PyValueError::new_err(e.to_string()))?;
+            pooling.parse().map_err(|e: baton_model::ModelError| PyValueError::new_err(e.to_string()))?;
         let mut tickets = inputs
             .into_iter()
             .map(|tokens| self.engine.embed(tokens, pooling).map_err(submit_error))
@@ -233,7 +234,7 @@ impl PyModel {
         for ticket in &mut tickets {
             let mut vector = wait_pass(py, ticket, "the embedding")?;
             if normalize {
-                baton_llama::normalize(&mut vector);
+                baton_model::normalize(&mut vector);
             }
             out.push(vector);
         }

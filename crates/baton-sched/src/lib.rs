@@ -3,7 +3,7 @@
 //! asynchronous copies between devices.
 //!
 //! Depends on baton-core alone and drives every backend through its
-//! `Device` trait; baton-llama runs its graphs with it, and baton-cli
+//! `Device` trait; baton-model runs its graphs with it, and baton-cli
 //! reads its traces.
 //!
 //! - [`Plan`]: placement (groups, bound memory, weights), splits, the copies

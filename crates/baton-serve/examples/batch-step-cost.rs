@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use baton_llama::{LoadOptions, Logits, Model, SeqStep};
+use baton_model::{LoadOptions, Logits, Model, SeqStep};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

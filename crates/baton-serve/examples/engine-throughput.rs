@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use baton_llama::{EncodeOptions, LoadOptions, Model};
+use baton_model::{EncodeOptions, LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, Event, GenerateRequest, Shutdown};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

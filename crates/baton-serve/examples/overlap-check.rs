@@ -3,7 +3,7 @@
 //! other: `overlap-check MODEL.gguf`.
 use std::time::Instant;
 
-use baton_llama::{LoadOptions, Model, SeqStep};
+use baton_model::{LoadOptions, Model, SeqStep};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).ok_or("usage: overlap-check MODEL.gguf")?;

@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
-use baton_llama::baton_tokenizer::StreamDecoder;
-use baton_llama::Tokenizer;
+use baton_model::baton_tokenizer::StreamDecoder;
+use baton_model::Tokenizer;
 
 use crate::engine::{Event, FinishReason, TokenLogprobs};
 use crate::http::types::Usage;
-use crate::http::StopMatcher;
+use baton_gen::StopMatcher;
 
 /// How a generation ended.
 #[derive(Debug)]

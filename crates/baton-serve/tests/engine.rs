@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
-use baton_llama::SynthShape;
-use baton_llama::{LoadOptions, Logits, Model, SamplingParams};
+use baton_gen::SamplingParams;
+use baton_model::{LoadOptions, Logits, Model};
 use baton_serve::engine::{
     Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError, TokenLogprobs,
 };
+use baton_synth::SynthShape;
 use baton_testkit::synth::{synth_model, tiny_model};
 
 fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
@@ -364,7 +365,7 @@ fn embeddings_in_the_steps_are_the_texts_alone_and_change_no_generation() {
     let options = LoadOptions { context: Some(96), batch: 64, slots: 1, ..LoadOptions::default() };
     let mut alone = Model::load_split(&path, devices(&["cpu"]), &options).expect("load");
     let want: Vec<Vec<f32>> =
-        texts.iter().map(|t| alone.embed(0, t, baton_llama::Pooling::Mean).expect("embed")).collect();
+        texts.iter().map(|t| alone.embed(0, t, baton_model::Pooling::Mean).expect("embed")).collect();
     let prompt: Vec<u32> = (1..25).collect();
     let cold = engine(&path, &["cpu"], 4, 8, 8);
     let generation = with_logprobs(&cold, prompt.clone(), 30);
@@ -373,7 +374,7 @@ fn embeddings_in_the_steps_are_the_texts_alone_and_change_no_generation() {
         let running =
             served.submit(GenerateRequest { logprobs: Some(20), ..greedy(prompt.clone(), 30) }).expect("submit");
         let tickets: Vec<_> =
-            texts.iter().map(|t| served.embed(t.clone(), baton_llama::Pooling::Mean).expect("embed")).collect();
+            texts.iter().map(|t| served.embed(t.clone(), baton_model::Pooling::Mean).expect("embed")).collect();
         for (i, (ticket, want)) in tickets.into_iter().zip(&want).enumerate() {
             let got = ticket.blocking_wait().expect("an embedding");
             assert!(got == *want, "{names:?}: text {i} differs from its embedding alone");

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use baton_core::DType;
-use baton_llama::{LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 use baton_serve::engine::{
     follow_with, Engine, EngineOptions, EngineState, Event, GenerateRequest, Mirror, MirrorCall,
 };

@@ -11,7 +11,8 @@
 use std::process::Command;
 
 use baton_core::DType;
-use baton_llama::{LoadOptions, Model, SamplingParams};
+use baton_gen::SamplingParams;
+use baton_model::{LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, Event, GenerateRequest, TokenLogprobs};
 use baton_testkit::env::{python, reference_script};
 use baton_testkit::synth::tiny_model;

@@ -5,7 +5,7 @@
 //! it, and it is never published. Each crate's integration tests are one
 //! binary (`tests/it/main.rs`, one module per subject) that takes what it
 //! needs from here; helpers that only one crate's tests use stay in that
-//! binary. The parts that need the backends or the llama crate sit behind
+//! binary. The parts that need the backends or synthetic models sit behind
 //! features (`cpu`, `llama`), so that a crate low in the tree (baton-gguf,
 //! say) builds its tests without them.
 #![deny(missing_docs)]

@@ -1,10 +1,10 @@
-//! Synthetic llama models (`baton_llama::write_synth_model`) written where a test can
+//! Synthetic llama models (`baton_synth::write_synth_model`) written where a test can
 //! load them and removed after it.
 
 use std::path::PathBuf;
 
 use baton_core::DType;
-use baton_llama::{write_synth_model, SynthShape, SynthSpec};
+use baton_synth::{write_synth_model, SynthShape, SynthSpec};
 
 use crate::TempDir;
 

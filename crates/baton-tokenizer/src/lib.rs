@@ -1,6 +1,6 @@
 //! Baton's tokenizers, built from a GGUF file's tokenizer metadata.
 //!
-//! Depends on no other Baton crate; baton-llama builds its tokenizers with
+//! Depends on no other Baton crate; baton-model builds its tokenizers with
 //! it.
 //!
 //! Two algorithms, chosen by `tokenizer.ggml.model`:

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use baton_llama::{Sampler, SamplingParams};
+use baton_gen::{Sampler, SamplingParams};
 use clap::Args;
 
 use super::choices::{CacheType, GatePolicy, RankCollective, SplitMode};
@@ -147,7 +147,7 @@ pub struct SamplingArgs {
     #[arg(long = "frequency-penalty", default_value_t = 0.0, allow_negative_numbers = true)]
     frequency_penalty: f32,
     /// Random seed of sampling.
-    #[arg(short = 's', long, default_value_t = baton_llama::DEFAULT_SEED)]
+    #[arg(short = 's', long, default_value_t = baton_gen::DEFAULT_SEED)]
     seed: u64,
 }
 

@@ -2,7 +2,7 @@
 //! and sync profile reported after the work.
 
 use anyhow::{Context, Result};
-use baton_llama::{LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 
 use super::args::ModelArgs;
 use super::choices::{gate_policy, CacheType, SplitMode};

@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use baton_composite::CompositeDevice;
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_llama::{LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 use baton_mpi::{local_devices, parse_ranked, MpiCollective, RankEdges, RemoteBound, RemoteDevice, Transport, World};
 use baton_sched::{RemoteEdges, SchedError};
 

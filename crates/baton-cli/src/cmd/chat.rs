@@ -11,10 +11,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use baton_llama::Conversation;
-use baton_llama::Model;
-use baton_llama::Sampler;
-use baton_llama::{Message, TemplateOrigin};
+use baton_gen::Conversation;
+use baton_gen::Sampler;
+use baton_gen::{Message, TemplateOrigin};
+use baton_model::Model;
 
 use crate::cli::args::{ModelArgs, SamplingArgs};
 use crate::util::tokens::{ends_generation, print_token};

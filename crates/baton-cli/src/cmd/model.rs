@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use baton_core::DType;
 use baton_fetch::{KnownModel, DEFAULT_MODEL, KNOWN_MODELS};
-use baton_llama::baton_gguf::GgufFile;
-use baton_llama::{write_synth_model_mixed, SynthMix, SynthShape, SynthSpec};
+use baton_model::baton_gguf::GgufFile;
+use baton_synth::{write_synth_model_mixed, SynthMix, SynthShape, SynthSpec};
 use clap::Subcommand;
 
 use crate::cli::args::resolve_model;
@@ -120,7 +120,7 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
             let path = resolve_model(model.as_deref())?;
             let file = baton_gguf_open(&path)?;
             print_file_summary(&path, &file);
-            let config = baton_llama::LlamaConfig::from_gguf(&file)?;
+            let config = baton_model::LlamaConfig::from_gguf(&file)?;
             println!("{config:#?}");
             println!("parameters: {}", config.n_params());
         }

@@ -2,7 +2,7 @@
 //! its peak against the budget (the file, its KV cache, io and scratch).
 
 use anyhow::{ensure, Context, Result};
-use baton_llama::{Model, ModelMemory};
+use baton_model::{Model, ModelMemory};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;

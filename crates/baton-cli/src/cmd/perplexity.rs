@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use baton_llama::{perplexity, PerplexityOptions};
+use baton_gen::{perplexity, PerplexityOptions};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use baton_llama::EncodeOptions;
+use baton_model::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
@@ -109,7 +109,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         if generated == n_predict {
             break;
         }
-        let logits = model.eval(&[token], past, baton_llama::Logits::Last)?;
+        let logits = model.eval(&[token], past, baton_model::Logits::Last)?;
         keep(logits)?;
         past += 1;
         token = sampler.sample(logits)?;

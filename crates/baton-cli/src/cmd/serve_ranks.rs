@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use baton_core::sync::WaitPolicy;
-use baton_llama::Model;
+use baton_model::Model;
 use baton_mpi::RemoteBound;
 use baton_serve::engine::{follow, Mirror, MirrorCall};
 

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use baton_llama::baton_tokenizer::{StreamDecoder, TokenType, Tokenizer};
+use baton_model::baton_tokenizer::{StreamDecoder, TokenType, Tokenizer};
 
 /// Whether generation stops before `token`: the end-of-text token `eos`
 /// or any control token (an end of turn, say).

@@ -194,8 +194,8 @@ fn the_help_lists_the_commands_once_and_the_readme_shows_each() {
 #[test]
 fn the_synth_shapes_and_types_agree_with_the_help_and_the_readme() {
     use std::collections::BTreeSet;
-    let shapes: BTreeSet<&str> = baton_llama::SynthShape::ALL.iter().map(|s| s.name()).collect();
-    let mut types: BTreeSet<&str> = baton_llama::SynthSpec::SUPPORTED_DTYPES.iter().map(|t| t.name()).collect();
+    let shapes: BTreeSet<&str> = baton_synth::SynthShape::ALL.iter().map(|s| s.name()).collect();
+    let mut types: BTreeSet<&str> = baton_synth::SynthSpec::SUPPORTED_DTYPES.iter().map(|t| t.name()).collect();
     types.insert("q4_k_m");
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
     let line = readme.lines().find(|l| l.starts_with("baton model synth --shape")).expect("a synth line in the README");

@@ -13,8 +13,11 @@
 //!   parent's `use child::X` imports the child.
 //! - A `use` (re-exports included) is an import of what it names: a `mod.rs`
 //!   with `pub use child::X` imports the child. Whoever names `X` through the
-//!   re-export imports the file `X` comes from, not the re-exporting one, so a
-//!   `mod.rs` that only declares and re-exports is never part of a circle.
+//!   re-export imports the file `X` comes from; a file outside the
+//!   re-exporting module (not the module's own files, which may name their
+//!   parent's re-exports) imports the re-exporting file too, since the name
+//!   is that file's: `text.rs` naming `http::StopMatcher` imports
+//!   `http/mod.rs`, and through it whatever `http/mod.rs` imports.
 //! - Comments (doc links included) and strings are not imports. A
 //!   `#[cfg(test)]` module inside a file is a leaf of its own, as a `tests.rs`
 //!   file would be: nothing imports it, so it never closes a circle, and a unit
@@ -103,11 +106,12 @@ impl ImportGraph {
             for reference in &tree.references {
                 let from = &tree.files[reference.file];
                 graph.imports.entry(from.clone()).or_default();
-                let Some(to) = tree.resolve(reference) else { continue };
-                if to != reference.file {
-                    let to = tree.files[to].clone();
-                    let evidence = (reference.line, reference.segments.join("::"));
-                    graph.imports.get_mut(from).expect("entry").entry(to).or_insert(evidence);
+                for to in tree.resolve(reference) {
+                    if to != reference.file {
+                        let to = tree.files[to].clone();
+                        let evidence = (reference.line, reference.segments.join("::"));
+                        graph.imports.get_mut(from).expect("entry").entry(to).or_insert(evidence);
+                    }
                 }
             }
         }
@@ -288,10 +292,19 @@ impl ModuleTree {
         declared
     }
 
-    /// The file `reference` names, if it is in this tree.
-    fn resolve(&self, reference: &Reference) -> Option<usize> {
-        let path = self.absolute(&reference.scope, &reference.segments, 0)?;
-        self.file_of(&path, 0)
+    /// The files `reference` names in this tree: the one that holds what it
+    /// names, and the files of the modules outside the reference's own
+    /// whose re-exports the path goes through.
+    fn resolve(&self, reference: &Reference) -> Vec<usize> {
+        let Some(path) = self.absolute(&reference.scope, &reference.segments, 0) else { return Vec::new() };
+        let mut through = Vec::new();
+        let mut files: Vec<usize> = self.file_of(&path, 0, &mut through).into_iter().collect();
+        for module in through {
+            if !reference.scope.starts_with(&module) {
+                files.extend(self.modules.get(&module).copied());
+            }
+        }
+        files
     }
 
     /// `segments` written in `scope` as a path from the crate root, or `None`
@@ -326,7 +339,8 @@ impl ModuleTree {
 
     /// The file holding what `path` names: the deepest module on it, or the
     /// file a `use` on the way re-exports from.
-    fn file_of(&self, path: &ModulePath, hops: usize) -> Option<usize> {
+    /// Records in `through` each module whose re-export the path follows.
+    fn file_of(&self, path: &ModulePath, hops: usize, through: &mut Vec<ModulePath>) -> Option<usize> {
         let mut module = ModulePath::new();
         for (at, segment) in path.iter().enumerate() {
             let mut child = module.clone();
@@ -340,7 +354,8 @@ impl ModuleTree {
                     break;
                 }
                 let target = self.absolute(&module, bound, hops + 1)?;
-                return self.file_of(&[target.as_slice(), &path[at + 1..]].concat(), hops + 1);
+                through.push(module.clone());
+                return self.file_of(&[target.as_slice(), &path[at + 1..]].concat(), hops + 1, through);
             }
             break;
         }

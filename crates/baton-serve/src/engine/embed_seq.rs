@@ -1,7 +1,7 @@
 //! An embedding whose tokens ride the decode steps (see the worker's
 //! `embeds.rs`).
 
-use baton_llama::Pooling;
+use baton_model::Pooling;
 use tokio::sync::oneshot;
 
 use super::scope::CacheScope;

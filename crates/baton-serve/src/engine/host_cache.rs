@@ -5,10 +5,10 @@
 //! them written back into its slot and evaluates only the rest. The saved
 //! prompts are evicted least recently used first to stay within the
 //! budget. Restored positions are the bits an evaluation gives (see
-//! [`baton_llama::SavedPrefix`]). A saved prompt is given back only to a
+//! [`baton_model::SavedPrefix`]). A saved prompt is given back only to a
 //! request of the [`CacheScope`] that evaluated it.
 
-use baton_llama::SavedPrefix;
+use baton_model::SavedPrefix;
 
 use super::scope::CacheScope;
 

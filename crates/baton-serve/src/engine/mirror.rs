@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use baton_llama::{Model, Pooling, SeqStep};
+use baton_model::{Model, Pooling, SeqStep};
 
 use super::passes::{score, PassJob};
 
@@ -171,7 +171,7 @@ pub fn follow_with(
     next: &mut dyn FnMut() -> Result<MirrorCall, String>,
     on_logits: &mut dyn FnMut(&[f32]),
 ) -> Result<(), String> {
-    let mut flights: Vec<Option<baton_llama::BatchTicket>> = Vec::new();
+    let mut flights: Vec<Option<baton_model::BatchTicket>> = Vec::new();
     loop {
         match next()? {
             MirrorCall::Step { group, steps } => {

@@ -28,7 +28,6 @@
 
 mod embed_seq;
 mod host_cache;
-mod logprobs;
 mod metrics;
 mod mirror;
 mod options;
@@ -46,16 +45,16 @@ use std::sync::{mpsc, Arc};
 use baton_core::loom::plain::Mutex;
 use std::thread::JoinHandle;
 
-use baton_llama::{Model, Pooling, Tokenizer};
+use baton_model::{Model, Pooling, Tokenizer};
 use tokio::sync::mpsc as tmpsc;
 
+/// A token's log-probability and its likeliest alternatives (baton-gen's).
+pub use baton_gen::TokenLogprobs;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use mirror::{follow, follow_with, DecodeError, Mirror, MirrorCall};
 pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
-pub use request::{
-    Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, TokenLogprobs, MAX_TOP_LOGPROBS,
-};
+pub use request::{Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, MAX_TOP_LOGPROBS};
 pub use scope::CacheScope;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 

@@ -2,7 +2,7 @@
 //! of a whole text between the engine's steps, then gives the slot back.
 //!
 //! - An embedding: the text's final hidden states pooled
-//!   ([`baton_llama::Model::embed`]; callers normalise).
+//!   ([`baton_model::Model::embed`]; callers normalise).
 //! - A prompt's score: the log-probability of each of its tokens after the
 //!   ones before it, with the most likely alternatives (`echo` with
 //!   `logprobs` on `/v1/completions`, what evaluation harnesses ask).
@@ -16,12 +16,12 @@
 //! (the kernels give every row the bits it gets alone). The slot's cache
 //! forgets what it held for the prefix cache.
 
-use baton_llama::{Logits, Model, ModelError, Pooling};
+use baton_model::{Logits, Model, ModelError, Pooling};
 use tokio::sync::oneshot;
 
-use super::logprobs::token_logprobs;
-use super::request::TokenLogprobs;
 use super::scope::CacheScope;
+use baton_gen::token_logprobs;
+use baton_gen::TokenLogprobs;
 
 /// A single pass waiting for a slot. A request's passes hold one place in
 /// the queue together: its last pass holds it, and gives it back when it

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use baton_llama::constraint::{Constraint, Schema};
-use baton_llama::{SamplingError, SamplingParams};
+use baton_gen::constraint::{Constraint, Schema};
+use baton_gen::{SamplingError, SamplingParams, TokenLogprobs};
 
 use super::scope::CacheScope;
 
@@ -46,7 +46,7 @@ pub enum OutputFormat {
     /// A tool call the schema accepts (see [`Schema::tool_call`]): the
     /// whole text (`tool_choice: "required"` or a named function).
     ToolCall(Arc<Schema>),
-    /// Free text, or [`TOOL_CALL_OPEN`](baton_llama::constraint::TOOL_CALL_OPEN)
+    /// Free text, or [`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN)
     /// then a call (`tool_choice: "auto"`).
     ToolCallOrText(Arc<Schema>),
 }
@@ -110,20 +110,6 @@ impl GenerateRequest {
 
 /// Most alternatives a request may ask log-probabilities of.
 pub const MAX_TOP_LOGPROBS: usize = 20;
-
-/// A generated token's log-probability and the most likely alternatives,
-/// from the model's log-softmax over the whole vocabulary before any
-/// sampling filter or penalty.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TokenLogprobs {
-    /// The token drawn.
-    pub token: u32,
-    /// Its log-probability.
-    pub logprob: f32,
-    /// The most likely tokens with their log-probabilities, most likely
-    /// first (ties: lower id first).
-    pub top: Vec<(u32, f32)>,
-}
 
 /// Why a generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

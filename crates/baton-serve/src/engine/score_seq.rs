@@ -3,8 +3,8 @@
 
 use tokio::sync::oneshot;
 
-use super::logprobs::token_logprobs;
-use super::request::TokenLogprobs;
+use baton_gen::token_logprobs;
+use baton_gen::TokenLogprobs;
 
 /// A score on its way through the steps.
 pub(super) struct ScoreSeq {

@@ -8,13 +8,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use baton_llama::baton_tokenizer::TokenType;
-use baton_llama::constraint::Constraint;
-use baton_llama::{BatchTicket, Model, Sampler, SeqStep, Tokenizer};
+use baton_gen::constraint::Constraint;
+use baton_gen::Sampler;
+use baton_model::baton_tokenizer::TokenType;
+use baton_model::{BatchTicket, Model, SeqStep, Tokenizer};
 
 use super::embed_seq::EmbedSeq;
 use super::host_cache::HostCache;
-use super::logprobs::token_logprobs;
 use super::mirror::{Mirror, MirrorCall};
 use super::options::{EngineOptions, Shutdown};
 use super::passes::QueuedPass;
@@ -23,6 +23,7 @@ use super::request::{Event, Finish, FinishReason};
 use super::scope::CacheScope;
 use super::score_seq::ScoreSeq;
 use super::shared::{Admitted, Command, Shared};
+use baton_gen::token_logprobs;
 
 /// Panics of the worker's turns, with no step completed between them,
 /// after which the engine gives up (see [`Worker::run`]).
@@ -730,7 +731,7 @@ fn next_token(
     context: usize,
     shared: &Shared,
 ) -> Result<Option<FinishReason>, String> {
-    let sampling_failed = |e: baton_llama::SamplingError| format!("sampling failed: {e}");
+    let sampling_failed = |e: baton_gen::SamplingError| format!("sampling failed: {e}");
     let mut token = seq.sampler.sample(logits).map_err(sampling_failed)?;
     if seq.constraint.as_ref().is_some_and(Constraint::is_free) {
         // Free text from here on (a tool choice answered in words).

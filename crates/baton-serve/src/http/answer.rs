@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use baton_llama::Tokenizer;
+use baton_model::Tokenizer;
 use futures_util::stream;
 use serde::Serialize;
 use tokio::sync::mpsc;

@@ -16,7 +16,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use baton_llama::EncodeOptions;
+use baton_model::EncodeOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -151,7 +151,7 @@ pub async fn embeddings(
     let mut data = Vec::with_capacity(tickets.len());
     for (index, mut ticket) in tickets.into_iter().enumerate() {
         let mut embedding = ticket.wait().await.map_err(ApiError::server)?;
-        baton_llama::normalize(&mut embedding);
+        baton_model::normalize(&mut embedding);
         let embedding = if as_base64 {
             Encoded::Base64(base64(&embedding.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()))
         } else {

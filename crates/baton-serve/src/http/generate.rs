@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use baton_llama::Tokenizer;
+use baton_model::Tokenizer;
 
 use crate::engine::{Generation, TokenLogprobs};
 use crate::text::TextStream;

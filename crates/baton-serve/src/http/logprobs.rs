@@ -3,7 +3,7 @@
 //! endpoint's `tokens`, `token_logprobs`, `top_logprobs` (a map per token)
 //! and `text_offset`.
 
-use baton_llama::Tokenizer;
+use baton_model::Tokenizer;
 use serde_json::{json, Map, Value};
 
 use crate::engine::TokenLogprobs;
@@ -137,7 +137,7 @@ impl LogprobsWriter {
 
 #[cfg(test)]
 mod tests {
-    use baton_llama::baton_tokenizer::{synthetic_bpe, EncodeOptions};
+    use baton_model::baton_tokenizer::{synthetic_bpe, EncodeOptions};
 
     use super::*;
 

@@ -30,7 +30,7 @@
 //! decoded text across tokens; the match and what follows are not sent),
 //! `repetition_penalty` (or `repeat_penalty`) with `repeat_last_n`, `n`
 //! (only 1), llama.cpp's `ignore_eos`, `stream` with `stream_options.include_usage`. The defaults are
-//! llama.cpp's ([`SamplingParams::default`](baton_llama::SamplingParams)).
+//! llama.cpp's ([`SamplingParams::default`](baton_gen::SamplingParams)).
 //! `presence_penalty` and `frequency_penalty` (in `[-2, 2]`, over the same
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
 //! honoured, and so is `logit_bias` (OpenAI's object of token ids to
@@ -44,7 +44,7 @@
 //! sends the prompt first, with its tokens' log-probabilities when asked
 //! (one pass over the prompt; `max_tokens: 0` generates nothing).
 //! `response_format: {"type": "json_object"}` holds the answer to one JSON
-//! object ([`baton_llama::constraint`]). `model`
+//! object ([`baton_gen::constraint`]). `model`
 //! must be absent or the
 //! served model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong
@@ -72,7 +72,6 @@ mod params;
 mod routes;
 mod serve_error;
 mod state;
-mod stop;
 pub mod tools;
 pub mod types;
 
@@ -84,14 +83,13 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use baton_llama::ChatTemplate;
+use baton_gen::ChatTemplate;
 use tokio::net::TcpListener;
 
 pub use auth::{ApiKeyError, ApiKeys};
 pub use error::{ApiError, ErrorBody};
 pub use options::ServerOptions;
 pub use serve_error::ServeError;
-pub use stop::{Released, StopMatcher};
 
 use crate::engine::Engine;
 

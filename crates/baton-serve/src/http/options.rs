@@ -27,7 +27,7 @@ pub struct ServerOptions {
     /// engine stops for good, rather than answer 503 to every request.
     pub stop_when_the_engine_fails: bool,
     /// How `/v1/embeddings` pools a text's hidden states (`--pooling`).
-    pub pooling: baton_llama::Pooling,
+    pub pooling: baton_model::Pooling,
     /// The keys every route but `/health` needs (`--api-key`); none:
     /// every route is open. Each key has its own prefix cache.
     pub api_keys: ApiKeys,
@@ -42,7 +42,7 @@ impl Default for ServerOptions {
             body_timeout: Duration::from_secs(30),
             max_connections: 512,
             stop_when_the_engine_fails: true,
-            pooling: baton_llama::Pooling::Mean,
+            pooling: baton_model::Pooling::Mean,
             api_keys: ApiKeys::none(),
         }
     }

@@ -3,7 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
-use baton_llama::{LogitBias, SamplingParams};
+use baton_gen::{LogitBias, SamplingParams};
 use serde_json::Value;
 
 use super::error::ApiError;

@@ -6,8 +6,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use baton_llama::constraint::TOOL_CALL_OPEN;
-use baton_llama::{EncodeOptions, Message};
+use baton_gen::constraint::TOOL_CALL_OPEN;
+use baton_gen::Message;
+use baton_model::EncodeOptions;
 use serde_json::json;
 
 use super::answer::{self, Answering, Echo, Kind, Meta};
@@ -148,7 +149,7 @@ pub async fn chat(
     let encoded = tokio::task::spawn_blocking(move || template.encode(&messages, true, &tokenizer))
         .await
         .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
-    // As baton_llama::Conversation::tokens: the template's special tokens
+    // As baton_gen::Conversation::tokens: the template's special tokens
     // parsed, the messages' content as literal text, BOS in front when the
     // model adds one and the template did not write it.
     let mut prompt = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;

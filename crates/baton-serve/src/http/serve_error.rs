@@ -1,6 +1,6 @@
 //! Why the server could not run.
 
-use baton_llama::ChatError;
+use baton_gen::ChatError;
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]

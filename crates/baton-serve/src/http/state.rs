@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use baton_llama::ChatTemplate;
+use baton_gen::ChatTemplate;
 
 use crate::engine::Engine;
 
@@ -19,7 +19,7 @@ pub struct AppState {
     /// How long a request body may take to arrive.
     pub(super) body_timeout: std::time::Duration,
     /// How `/v1/embeddings` pools a text's hidden states.
-    pub(super) pooling: baton_llama::Pooling,
+    pub(super) pooling: baton_model::Pooling,
     /// The width of an embedding (the model's hidden size).
     pub(super) embedding_dim: usize,
     /// The random keys of the hash that gives a request its cache scope

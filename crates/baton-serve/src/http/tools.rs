@@ -21,8 +21,8 @@
 
 use std::sync::Arc;
 
-use baton_llama::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
-use baton_llama::Message;
+use baton_gen::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_llama::constraint::{Schema, SchemaPrefix};
+use baton_gen::constraint::{Schema, SchemaPrefix};
 use baton_serve::http::ServerOptions;
 use baton_testkit::schemas::{doubling, items_chain, required_chain, SchemaGen};
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use baton_llama::constraint::{JsonPrefix, Schema, SchemaPrefix};
+use baton_gen::constraint::{JsonPrefix, Schema, SchemaPrefix};
 use serde_json::{json, Value};
 
 use crate::server::*;

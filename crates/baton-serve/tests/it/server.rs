@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::{LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, EngineStats};
 use baton_serve::http::{serve, ServeError, ServerOptions};
 use baton_testkit::devices::cpus;

@@ -10,7 +10,7 @@
 //! The CPU backend is batch invariant for every type.
 
 use baton_core::DType;
-use baton_llama::{LoadOptions, Logits, Model, SeqStep};
+use baton_model::{LoadOptions, Logits, Model, SeqStep};
 use baton_testkit::argmax;
 use baton_testkit::synth::tiny_model;
 

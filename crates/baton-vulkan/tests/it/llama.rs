@@ -5,7 +5,8 @@
 
 use baton_core::backend::IntoDevice;
 use baton_core::DType;
-use baton_llama::{LoadOptions, Model, SynthShape};
+use baton_model::{LoadOptions, Model};
+use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
 use crate::vulkan;

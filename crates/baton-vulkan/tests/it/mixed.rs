@@ -22,7 +22,7 @@
 //!
 //! SmolLM2 is checked by `scripts/vulkan-smollm2.sh` (minutes on lavapipe).
 
-use baton_llama::EncodeOptions;
+use baton_model::EncodeOptions;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,9 +30,9 @@ use baton_composite::CompositeDevice;
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_llama::SynthShape;
-use baton_llama::{perplexity, PerplexityOptions};
-use baton_llama::{LoadOptions, Logits, Model};
+use baton_gen::{perplexity, PerplexityOptions};
+use baton_model::{LoadOptions, Logits, Model};
+use baton_synth::SynthShape;
 use baton_testkit::argmax;
 use baton_testkit::synth::synth_model;
 

@@ -9,7 +9,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use baton_llama::{Logits, Model, Sampler, SamplingParams, SeqStep};
+use baton_gen::{Sampler, SamplingParams};
+use baton_model::{Logits, Model, SeqStep};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;

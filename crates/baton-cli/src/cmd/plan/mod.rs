@@ -4,7 +4,7 @@ mod hosts;
 mod tensor;
 
 use anyhow::Result;
-use baton_llama::{GraphShape, Logits};
+use baton_model::{GraphShape, Logits};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;

@@ -2,7 +2,7 @@
 //! free slot and its tokens ride in the steps' rows beside the running
 //! sequences (within the prefill budget, a chunk per step), with their
 //! final hidden states an output of the step
-//! ([`Model::submit_batch_hidden`](baton_llama::Model::submit_batch_hidden));
+//! ([`Model::submit_batch_hidden`](baton_model::Model::submit_batch_hidden));
 //! once the whole text is read, the states are pooled and sent. Every row
 //! is computed as it would be alone, so the generations beside keep their
 //! bits and the embedding is the text's alone.

@@ -2,7 +2,7 @@
 //! (`embeds.rs`): a score's text takes a free slot and its tokens ride in
 //! the steps' rows beside the running sequences (within the prefill
 //! budget, a chunk per step), every one of its rows giving logits
-//! ([`Model::submit_batch_rows`](baton_llama::Model::submit_batch_rows));
+//! ([`Model::submit_batch_rows`](baton_model::Model::submit_batch_rows));
 //! each row's entry is taken as the step's logits are read, and once the
 //! whole text is read the entries are sent. Every row is computed as it
 //! would be alone, so the generations beside keep their bits and the

@@ -1,0 +1,400 @@
+//! Chat templates: a conversation (role, content messages) rendered to the
+//! prompt text an instruct model was trained on.
+
+use std::collections::BTreeMap;
+
+use baton_gguf::{GgufFile, OptionalKey};
+use baton_tokenizer::Tokenizer;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::Value;
+use minijinja::{Environment, ErrorKind};
+
+use baton_model::CHAT_TEMPLATE_KEY as TEMPLATE_KEY;
+
+/// ChatML, the fallback when a file has no template (llama.cpp's default).
+pub const CHATML: &str = "{% for message in messages %}\
+{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}\
+{% endfor %}\
+{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/// Gemma's turn format (`<start_of_turn>user … <end_of_turn>`, the
+/// assistant's role named `model`, a system message put before the first
+/// user message): the fallback for files without a template whose
+/// vocabulary has Gemma's turn tokens.
+pub const GEMMA: &str = "{{ bos_token }}\
+{% if messages and messages[0]['role'] == 'system' %}\
+{% set system = messages[0]['content'] | trim + '\n\n' %}{% set turns = messages[1:] %}\
+{% else %}{% set system = '' %}{% set turns = messages %}{% endif %}\
+{% for message in turns %}\
+{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}\
+{{ '<start_of_turn>' + role + '\n' + (system if loop.first else '') + message['content'] | trim + '<end_of_turn>\n' }}\
+{% endfor %}\
+{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
+
+/// The name templates are registered under (it appears in error messages).
+const NAME: &str = "chat_template";
+
+/// Marks the errors `raise_exception` raises, to tell them from others.
+const RAISED: &str = "raise_exception: ";
+
+/// What went wrong rendering a conversation.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    /// The template's Jinja source does not compile.
+    #[error("the chat template ({origin}) does not compile: {detail}")]
+    Syntax {
+        /// Where the template came from.
+        origin: TemplateOrigin,
+        /// The engine's message, with the line.
+        detail: String,
+    },
+    /// The template failed while rendering (an unknown filter, a bad
+    /// operation on a value…).
+    #[error("the chat template ({origin}) failed to render: {detail}")]
+    Render {
+        /// Where the template came from.
+        origin: TemplateOrigin,
+        /// The engine's message, with the line.
+        detail: String,
+    },
+    /// The template refused the conversation through `raise_exception`
+    /// (roles that do not alternate, a system message it does not take…).
+    #[error("the chat template refused the conversation: {0}")]
+    Refused(String),
+    /// The file's template metadata is unreadable (not a string).
+    #[error(transparent)]
+    Metadata(#[from] baton_gguf::MetadataError),
+    /// A message's role (or content, where the template cannot be traced:
+    /// see [`ChatTemplate::encode`]) holds a special token's text, which
+    /// would forge the conversation's structure.
+    #[error(
+        "a message's {field} holds a special token's text ({text:?}); special tokens come only from the chat template"
+    )]
+    SpecialTokenInMessage {
+        /// `role` or `content`.
+        field: &'static str,
+        /// The text.
+        text: String,
+    },
+    /// The rendered conversation could not be tokenized.
+    #[error(transparent)]
+    Tokenize(#[from] baton_tokenizer::TokenizerError),
+}
+
+/// Where a [`ChatTemplate`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateOrigin {
+    /// The model file's `tokenizer.chat_template`.
+    File,
+    /// ChatML, because the file has no template.
+    ChatMlFallback,
+    /// Gemma's turn format, because the file has no template and its
+    /// vocabulary has Gemma's turn tokens.
+    GemmaFallback,
+    /// A template given by the caller.
+    Custom,
+}
+
+impl std::fmt::Display for TemplateOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TemplateOrigin::File => "from the model file",
+            TemplateOrigin::ChatMlFallback => "ChatML, the fallback",
+            TemplateOrigin::GemmaFallback => "Gemma's turn format, the fallback for its vocabulary",
+            TemplateOrigin::Custom => "custom",
+        })
+    }
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// `system`, `user`, `assistant` (templates may know others, e.g. `tool`).
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message of any role.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message { role: role.into(), content: content.into() }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new("system", content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new("user", content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message::new("assistant", content)
+    }
+
+    fn to_value(&self) -> Value {
+        map([("role", Value::from(self.role.as_str())), ("content", Value::from(self.content.as_str()))])
+    }
+}
+
+/// A Jinja mapping (a Python dict) of string keys.
+fn map<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::from(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<String, Value>>())
+}
+
+/// A compiled chat template with the model's BOS and EOS token texts.
+///
+/// Chat templates: a conversation (role, content messages) rendered to the
+/// prompt text an instruct model was trained on.
+///
+/// The template is the Jinja source in the GGUF key
+/// `tokenizer.chat_template`, rendered as Hugging Face transformers does
+/// (`trim_blocks` and `lstrip_blocks` on, `raise_exception`, the `loopcontrols`
+/// extension, Python string methods such as `.strip()` and `.startswith()`),
+/// with the variables `messages`, `add_generation_prompt`, `bos_token` and
+/// `eos_token`. A file without a template gets ChatML, llama.cpp's default;
+/// [`ChatTemplate::origin`] says which one is in use.
+///
+/// ```
+/// use baton_gen::{ChatTemplate, Message};
+///
+/// let template = ChatTemplate::chatml("", "<|im_end|>")?;
+/// let prompt = template.render(&[Message::user("Hi")], true)?;
+/// assert_eq!(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+/// # Ok::<(), baton_gen::ChatError>(())
+/// ```
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+    origin: TemplateOrigin,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("origin", &self.origin)
+            .field("source", &self.source)
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles a template given by the caller.
+    pub fn new(
+        source: impl Into<String>,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Result<ChatTemplate, ChatError> {
+        Self::compile(source.into(), TemplateOrigin::Custom, bos_token.into(), eos_token.into())
+    }
+
+    /// ChatML (the fallback for files without a template).
+    pub fn chatml(bos_token: impl Into<String>, eos_token: impl Into<String>) -> Result<ChatTemplate, ChatError> {
+        Self::compile(CHATML.to_string(), TemplateOrigin::ChatMlFallback, bos_token.into(), eos_token.into())
+    }
+
+    /// The template of a model: `source` is the file's
+    /// `tokenizer.chat_template`; without one, [`GEMMA`] for a vocabulary
+    /// with `<start_of_turn>` and `<end_of_turn>`, else ChatML. The BOS and
+    /// EOS texts come from the tokenizer.
+    pub fn for_tokenizer(source: Option<&str>, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        let text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or("").to_string();
+        let (bos, eos) = (text(tokenizer.bos_id()), text(tokenizer.eos_id()));
+        match source {
+            Some(source) => Self::compile(source.to_string(), TemplateOrigin::File, bos, eos),
+            None if ["<start_of_turn>", "<end_of_turn>"].iter().all(|t| tokenizer.token_id(t).is_some()) => {
+                Self::compile(GEMMA.to_string(), TemplateOrigin::GemmaFallback, bos, eos)
+            }
+            None => Self::chatml(bos, eos),
+        }
+    }
+
+    /// The template of a GGUF file (ChatML when it has none).
+    pub fn from_gguf(file: &GgufFile, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        Self::for_tokenizer(template_source(file)?, tokenizer)
+    }
+
+    fn compile(
+        source: String,
+        origin: TemplateOrigin,
+        bos_token: String,
+        eos_token: String,
+    ) -> Result<Self, ChatError> {
+        let mut env = Environment::new();
+        let syntax = SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
+        let syntax = syntax.map_err(|e| ChatError::Syntax { origin, detail: e.to_string() })?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{message}")))
+        });
+        env.add_template_owned(NAME, source.clone())
+            .map_err(|e| ChatError::Syntax { origin, detail: e.to_string() })?;
+        Ok(ChatTemplate { env, source, origin, bos_token, eos_token })
+    }
+
+    /// Where the template came from.
+    pub fn origin(&self) -> TemplateOrigin {
+        self.origin
+    }
+
+    /// The Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders `messages`; `add_generation_prompt` appends the opening of
+    /// the assistant's turn (what the model continues from).
+    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, ChatError> {
+        let template = self.env.get_template(NAME).map_err(|e| self.render_error(e))?;
+        let context = map([
+            ("messages", Value::from_iter(messages.iter().map(Message::to_value))),
+            ("add_generation_prompt", Value::from(add_generation_prompt)),
+            ("bos_token", Value::from(self.bos_token.as_str())),
+            ("eos_token", Value::from(self.eos_token.as_str())),
+        ]);
+        template.render(context).map_err(|e| self.render_error(e))
+    }
+
+    fn render_error(&self, e: minijinja::Error) -> ChatError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = cause {
+            if let Some(detail) = err.downcast_ref::<minijinja::Error>().and_then(minijinja::Error::detail) {
+                if let Some(message) = detail.strip_prefix(RAISED) {
+                    return ChatError::Refused(message.to_string());
+                }
+            }
+            cause = err.source();
+        }
+        ChatError::Render { origin: self.origin, detail: e.to_string() }
+    }
+}
+
+/// The file's `tokenizer.chat_template`, if it has one.
+pub fn template_source(file: &GgufFile) -> Result<Option<&str>, ChatError> {
+    Ok(file.metadata().get_str(TEMPLATE_KEY).optional()?)
+}
+
+/// Texts of the tokens that end a turn in common templates; a template that
+/// contains one makes that token a stop token (besides EOS).
+const END_OF_TURN_TEXTS: [&str; 7] =
+    ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>"];
+
+/// The tokens that end the assistant's turn: EOS, and the end-of-turn
+/// markers the template writes that the vocabulary has as single tokens
+/// (`<|im_end|>` for ChatML and SmolLM2, `<|eot_id|>` for Llama 3…).
+pub fn end_of_turn_tokens(template: &ChatTemplate, tokenizer: &Tokenizer) -> Vec<u32> {
+    let mut stops: Vec<u32> = tokenizer.eos_id().into_iter().collect();
+    for text in END_OF_TURN_TEXTS {
+        if template.source.contains(text) {
+            if let Some(id) = tokenizer.token_id(text) {
+                if !stops.contains(&id) {
+                    stops.push(id);
+                }
+            }
+        }
+    }
+    stops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conversation() -> Vec<Message> {
+        vec![Message::system("Be brief."), Message::user("Hi"), Message::assistant("Hello!"), Message::user("Bye")]
+    }
+
+    #[test]
+    fn chatml_renders_every_message_and_the_generation_prompt() {
+        let template = ChatTemplate::chatml("<s>", "</s>").expect("chatml compiles");
+        assert_eq!(template.origin(), TemplateOrigin::ChatMlFallback);
+        let expected = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+                        <|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n\
+                        <|im_start|>assistant\n";
+        assert_eq!(template.render(&conversation(), true).expect("render"), expected);
+        let without = template.render(&conversation(), false).expect("render");
+        assert_eq!(without, expected.trim_end_matches("<|im_start|>assistant\n"));
+    }
+
+    #[test]
+    fn gemma_turns_put_the_system_message_in_the_first_user_turn() {
+        let template =
+            ChatTemplate::compile(GEMMA.into(), TemplateOrigin::GemmaFallback, "<bos>".into(), "<eos>".into())
+                .expect("compiles");
+        let expected = "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n\
+                        <start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n\
+                        <start_of_turn>model\n";
+        assert_eq!(template.render(&conversation(), true).expect("render"), expected);
+        let plain = [Message::user(" Hi ")];
+        let rendered = template.render(&plain, false).expect("render");
+        assert_eq!(rendered, "<bos><start_of_turn>user\nHi<end_of_turn>\n");
+    }
+
+    #[test]
+    fn a_file_without_a_template_falls_back_to_chatml() {
+        let config = baton_tokenizer::synthetic_bpe(300);
+        let tokenizer = Tokenizer::from_config(&config).expect("tokenizer");
+        let template = ChatTemplate::for_tokenizer(None, &tokenizer).expect("fallback");
+        assert_eq!(template.origin(), TemplateOrigin::ChatMlFallback);
+        assert_eq!(template.source(), CHATML);
+        let im_end = tokenizer.token_id("<|im_end|>").expect("synthetic vocabularies have <|im_end|>");
+        let stops = end_of_turn_tokens(&template, &tokenizer);
+        assert!(stops.contains(&im_end), "<|im_end|> ends a ChatML turn: {stops:?}");
+        assert_eq!(
+            template.render(&[Message::user("Hi")], true).expect("render"),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn a_broken_template_is_a_syntax_error_with_its_line() {
+        let err = ChatTemplate::new("{% for m in messages %}\n{{ m.content }", "", "").expect_err("broken");
+        let text = err.to_string();
+        assert!(matches!(err, ChatError::Syntax { origin: TemplateOrigin::Custom, .. }), "{err:?}");
+        assert!(text.contains("does not compile") && text.contains("chat_template:2"), "message: {text}");
+    }
+
+    #[test]
+    fn a_failing_template_is_a_render_error_not_a_panic() {
+        let template = ChatTemplate::new("{{ messages | no_such_filter }}", "", "").expect("compiles");
+        let err = template.render(&[Message::user("Hi")], true).expect_err("unknown filter");
+        assert!(matches!(err, ChatError::Render { .. }), "{err:?}");
+        assert!(err.to_string().contains("no_such_filter"), "{err}");
+    }
+
+    #[test]
+    fn raise_exception_refuses_the_conversation_with_its_message() {
+        let source =
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}";
+        let template = ChatTemplate::new(source, "", "").expect("compiles");
+        let err = template.render(&conversation(), true).expect_err("refused");
+        assert!(matches!(&err, ChatError::Refused(m) if m == "System role not supported"), "{err:?}");
+        assert!(template.render(&[Message::user("Hi")], true).is_ok());
+    }
+
+    #[test]
+    fn python_string_methods_bos_and_hf_whitespace_rules_work() {
+        let source = "{{ bos_token }}{% for m in messages %}\n  {% if m.content.startswith('  ') %}{{ m.content.strip() }}{% else %}{{ m['content'] | trim }}{% endif %}{{ eos_token }}\n{% endfor %}";
+        let template = ChatTemplate::new(source, "<s>", "</s>").expect("compiles");
+        let rendered = template.render(&[Message::user("  a "), Message::user(" b")], false).expect("render");
+        // lstrip_blocks removes the indentation before a block tag,
+        // trim_blocks the newline after one.
+        assert_eq!(rendered, "<s>a</s>\nb</s>\n");
+    }
+
+    #[test]
+    fn loop_controls_work() {
+        let source = "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ m.content }}{% endfor %}";
+        let template = ChatTemplate::new(source, "", "").expect("compiles");
+        assert_eq!(template.render(&conversation(), false).expect("render"), "Be brief.");
+    }
+}

@@ -1,0 +1,239 @@
+//! Decoding held to a format: each step, the tokens that cannot continue
+//! the text so far are taken out before the sampler draws.
+//!
+//! A [`Constraint`] keeps the text one JSON object (`response_format:
+//! {"type": "json_object"}`), a JSON text a [`Schema`] accepts
+//! (`{"type": "json_schema"}`), or a tool call (`tools`): a token is
+//! allowed when its bytes keep the text a prefix of such a text;
+//! end-of-generation tokens are never allowed, and the caller ends the
+//! generation once the text is complete ([`Constraint::is_complete`]).
+//! With `tool_choice: "auto"` the model may also answer in free text: the
+//! call is held to its schema only once the text opens with
+//! [`TOOL_CALL_OPEN`]; text that does not leaves the constraint
+//! [free](Constraint::is_free).
+//!
+//! A caller draws first and checks the token ([`Constraint::allows`], one
+//! short check); only a token that does not fit makes it
+//! [`mask`](Constraint::mask) the logits and draw again. The mask checks
+//! the likeliest [`CANDIDATES`] tokens and sets the others aside; only when
+//! none of those may follow is the whole vocabulary checked. So the draw is
+//! among the likely tokens that fit (the sampler's own top-k, top-p and
+//! min-p then apply to them as usual).
+
+mod json;
+mod schema;
+mod schema_compile;
+mod schema_link;
+mod schema_prefix;
+
+use std::sync::Arc;
+
+pub use json::{JsonPrefix, MAX_DEPTH};
+pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
+pub use schema_link::MAX_ALTERNATIVES;
+pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_INTEGER_DIGITS, MAX_PATHS};
+
+use baton_tokenizer::Tokenizer;
+
+/// Tokens checked first each step, the likeliest.
+pub const CANDIDATES: usize = 256;
+
+/// What opens a tool call in the model's answer (the text the tools'
+/// instructions ask for); the call's JSON follows it.
+pub const TOOL_CALL_OPEN: &str = "<tool_call>";
+
+/// What closes a tool call.
+pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
+
+#[derive(Clone, Debug)]
+enum Reader {
+    Object(JsonPrefix),
+    Schema(SchemaPrefix),
+    /// Free text, or a tool call once the text opens with
+    /// [`TOOL_CALL_OPEN`] (`matched` of its bytes so far, after leading
+    /// whitespace).
+    CallOrText {
+        matched: usize,
+        call: SchemaPrefix,
+    },
+    Free,
+}
+
+impl Reader {
+    /// Takes a token's bytes (empty for a control token).
+    fn push_token(&mut self, bytes: &[u8]) -> bool {
+        match self {
+            Reader::Free => true,
+            Reader::Object(_) | Reader::Schema(_) if bytes.is_empty() => false,
+            Reader::Object(prefix) => prefix.push_all(bytes),
+            Reader::Schema(prefix) => prefix.push_all(bytes),
+            Reader::CallOrText { .. } if bytes.is_empty() => {
+                *self = Reader::Free;
+                true
+            }
+            Reader::CallOrText { matched, call } => {
+                let open = TOOL_CALL_OPEN.as_bytes();
+                for (i, &b) in bytes.iter().enumerate() {
+                    if *matched == 0 && json::is_space(b) {
+                        continue;
+                    }
+                    if b != open[*matched] {
+                        *self = Reader::Free;
+                        return true;
+                    }
+                    *matched += 1;
+                    if *matched == open.len() {
+                        let mut call = call.clone();
+                        let fits = call.push_all(&bytes[i + 1..]);
+                        *self = Reader::Schema(call);
+                        return fits;
+                    }
+                }
+                true
+            }
+        }
+    }
+}
+
+/// A text held to a format.
+#[derive(Clone, Debug)]
+pub struct Constraint {
+    reader: Reader,
+}
+
+impl Constraint {
+    /// One JSON object.
+    pub fn json_object() -> Constraint {
+        Constraint { reader: Reader::Object(JsonPrefix::object()) }
+    }
+
+    /// A JSON text `schema` accepts.
+    pub fn schema(schema: Arc<Schema>) -> Constraint {
+        Constraint { reader: Reader::Schema(SchemaPrefix::new(schema)) }
+    }
+
+    /// Free text, or [`TOOL_CALL_OPEN`] then a call `schema` accepts
+    /// (see [`Schema::tool_call`]).
+    pub fn call_or_text(schema: Arc<Schema>) -> Constraint {
+        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema) } }
+    }
+
+    /// Whether the text is whole (the generation ends here).
+    pub fn is_complete(&self) -> bool {
+        match &self.reader {
+            Reader::Object(prefix) => prefix.is_complete(),
+            Reader::Schema(prefix) => prefix.is_complete(),
+            Reader::CallOrText { .. } | Reader::Free => false,
+        }
+    }
+
+    /// Whether the text has become free text: every token may follow, and
+    /// the generation ends as unconstrained ones do.
+    pub fn is_free(&self) -> bool {
+        matches!(self.reader, Reader::Free)
+    }
+
+    /// Whether `token` may come next.
+    pub fn allows(&self, token: u32, tokenizer: &Tokenizer) -> bool {
+        match tokenizer.token_bytes(token, false) {
+            Ok(bytes) => self.reader.clone().push_token(bytes),
+            Err(_) => false,
+        }
+    }
+
+    /// Sets the logit of every token that may not come next to minus
+    /// infinity; returns how many may (0: none can continue the text).
+    pub fn mask(&self, logits: &mut [f32], tokenizer: &Tokenizer) -> usize {
+        // The bytes that may come next, tried once: a token whose first
+        // byte is not one of them is set aside without reading it whole
+        // (after a brace, only a quote or whitespace may follow, and most
+        // of the vocabulary goes at this first look).
+        let first: [bool; 256] = std::array::from_fn(|b| self.reader.clone().push_token(&[b as u8]));
+        let fits = |t: u32| match tokenizer.token_bytes(t, false) {
+            Ok([]) => self.reader.clone().push_token(&[]),
+            Ok(bytes) => first[bytes[0] as usize] && self.reader.clone().push_token(bytes),
+            Err(_) => false,
+        };
+        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+        let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+        let candidates = CANDIDATES.min(order.len());
+        if candidates < order.len() {
+            order.select_nth_unstable_by(candidates, by_logit);
+        }
+        let mut allowed: Vec<u32> = order[..candidates].iter().copied().filter(|&t| fits(t)).collect();
+        if allowed.is_empty() {
+            allowed = order[candidates..].iter().copied().filter(|&t| fits(t)).collect();
+        }
+        let mut keep = vec![false; logits.len()];
+        allowed.iter().for_each(|&t| keep[t as usize] = true);
+        logits.iter_mut().zip(&keep).filter(|(_, &k)| !k).for_each(|(l, _)| *l = f32::NEG_INFINITY);
+        allowed.len()
+    }
+
+    /// Takes the token drawn; `false` if it could not continue the text
+    /// (the constraint is then unchanged).
+    pub fn accept(&mut self, token: u32, tokenizer: &Tokenizer) -> bool {
+        let Ok(bytes) = tokenizer.token_bytes(token, false) else { return false };
+        let mut next = self.reader.clone();
+        let fits = next.push_token(bytes);
+        if fits {
+            self.reader = next;
+        }
+        fits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_tokenizer::{synthetic_bpe, EncodeOptions};
+
+    #[test]
+    fn masked_logits_leave_only_tokens_that_continue_the_object() {
+        let tokenizer = Tokenizer::from_config(&synthetic_bpe(512)).expect("tokenizer");
+        let mut constraint = Constraint::json_object();
+        let vocab = tokenizer.vocab_size();
+        assert!(vocab > CANDIDATES, "the test covers the candidates and the rest");
+        // Distinct logits (7919 is prime to the vocabulary's size): the
+        // candidates are the tokens of the CANDIDATES largest.
+        let logits: Vec<f32> = (0..vocab).map(|i| ((i * 7919) % vocab) as f32).collect();
+        let mut masked = logits.clone();
+        let allowed = constraint.mask(&mut masked, &tokenizer);
+        let fits = |id: usize| {
+            let bytes = tokenizer.token_bytes(id as u32, false).expect("token");
+            !bytes.is_empty() && JsonPrefix::object().push_all(bytes)
+        };
+        let candidate = |id: usize| logits[id] >= (vocab - CANDIDATES) as f32;
+        assert!(allowed > 0, "`{{` or a space can start the text");
+        for (id, l) in masked.iter().enumerate() {
+            assert_eq!(l.is_finite(), candidate(id) && fits(id), "token {id}");
+        }
+        // When no candidate fits, the rest are checked: the likeliest
+        // tokens made ones that cannot start the text.
+        let (misfits, fitting): (Vec<usize>, Vec<usize>) = (0..vocab).partition(|&id| !fits(id));
+        assert!(misfits.len() >= CANDIDATES, "enough tokens cannot start an object");
+        let mut rest_only = vec![0.0f32; vocab];
+        misfits.iter().take(CANDIDATES).for_each(|&id| rest_only[id] = 10.0);
+        assert_eq!(constraint.mask(&mut rest_only, &tokenizer), fitting.len());
+        for (id, l) in rest_only.iter().enumerate() {
+            assert_eq!(l.is_finite(), fits(id), "token {id}");
+        }
+        // A whole object, token by token, then nothing but the end.
+        let text = r#"{"a": [1, 2]}"#;
+        for id in tokenizer.encode(text, EncodeOptions::default()).expect("encode") {
+            let bytes = tokenizer.token_bytes(id, false).expect("token");
+            assert!(
+                constraint.allows(id, &tokenizer),
+                "{id} {:?} after {constraint:?}",
+                String::from_utf8_lossy(bytes)
+            );
+            assert!(constraint.accept(id, &tokenizer));
+        }
+        assert!(constraint.is_complete());
+        let x = tokenizer.encode("x", EncodeOptions::default()).expect("encode")[0];
+        assert!(!constraint.accept(x, &tokenizer), "nothing may follow the object but space");
+    }
+}
+
+#[cfg(test)]
+mod schema_tests;

@@ -1,0 +1,7 @@
+//! The generation crate's tests, one test binary (`--test it`): chat
+//! templates and conversations on synthetic models, and, behind
+//! `reference-tests`, the jinja2 reference. Sampling is a binary of its
+//! own (`tests/sampling.rs`): it installs a counting global allocator.
+
+mod chat;
+mod chat_reference;

@@ -1,0 +1,64 @@
+//! Bad input gets a clear error, never a panic: damaged files, a foreign
+//! architecture, out-of-range tokens, a full context.
+
+use std::sync::Arc;
+
+use baton_core::backend::Device;
+use baton_core::DType;
+use baton_model::{LoadOptions, Logits, Model, ModelError};
+use baton_testkit::synth::tiny_model;
+
+fn device() -> Arc<dyn Device> {
+    baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
+}
+
+fn load(path: &std::path::Path) -> Result<Model, ModelError> {
+    Model::load(path, device(), &LoadOptions { context: Some(32), batch: 16, ..LoadOptions::default() })
+}
+
+#[test]
+fn a_missing_file_is_a_read_error() {
+    let err = load("/nonexistent/model.gguf".as_ref()).err().expect("must fail");
+    assert!(matches!(err, ModelError::Read(_)), "{err}");
+    assert!(err.to_string().contains("/nonexistent/model.gguf"), "the error names the file: {err}");
+}
+
+#[test]
+fn truncated_models_are_errors_at_every_cut() {
+    let (dir, tiny) = tiny_model("bad-truncated", DType::Q8_0, 3);
+    let bytes = std::fs::read(tiny).expect("read");
+    let cut = dir.file("cut.gguf");
+    for len in [0, 3, 4, 24, 100, 1000, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&cut, &bytes[..len]).expect("write");
+        assert!(load(&cut).is_err(), "a file cut at {len} of {} bytes loaded", bytes.len());
+    }
+}
+
+#[test]
+fn a_foreign_architecture_is_named_in_the_error() {
+    let (dir, tiny) = tiny_model("bad-arch", DType::Q8_0, 3);
+    let mut bytes = std::fs::read(tiny).expect("read");
+    // Rename "llama" in general.architecture to "lxama" (same length).
+    let at = bytes.windows(5).position(|w| w == b"llama").expect("the architecture string");
+    bytes[at + 1] = b'x';
+    let path = dir.file("other.gguf");
+    std::fs::write(&path, &bytes).expect("write");
+    match load(&path) {
+        Err(ModelError::Architecture(a)) => assert_eq!(a, "lxama"),
+        Err(other) => panic!("expected an architecture error, got {other}"),
+        Ok(_) => panic!("loaded a non-llama model"),
+    }
+}
+
+#[test]
+fn bad_evaluations_are_errors_and_the_model_stays_usable() {
+    let (_dir, tiny) = tiny_model("bad-eval", DType::Q8_0, 3);
+    let mut model = load(&tiny).expect("load");
+    let vocab = model.config().vocab as u32;
+    assert!(matches!(model.eval(&[vocab], 0, Logits::Last), Err(ModelError::Input(_))), "token out of range");
+    assert!(matches!(model.eval(&[], 0, Logits::Last), Err(ModelError::Input(_))), "no tokens");
+    assert!(matches!(model.eval(&[1; 17], 0, Logits::Last), Err(ModelError::Input(_))), "more than a batch");
+    assert!(matches!(model.eval(&[1], 32, Logits::Last), Err(ModelError::ContextFull { .. })), "past the context");
+    let logits = model.eval(&[1, 2, 3], 0, Logits::Last).expect("a good evaluation still works");
+    assert!(logits.iter().all(|l| l.is_finite()));
+}

@@ -1,0 +1,16 @@
+//! The model crate's tests, one test binary (`--test it`): synthetic models,
+//! bad input, batches, layer and tensor split, and, behind
+//! `reference-tests`, the NumPy reference.
+
+mod bad_input;
+mod batch;
+mod cache_types;
+mod embedding;
+mod kv_copy;
+mod long_context;
+mod mapped;
+mod reference;
+mod ring;
+mod split;
+mod tensor_parallel;
+mod warm_up;

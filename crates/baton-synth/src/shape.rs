@@ -1,0 +1,309 @@
+//! The shapes synthetic models come in ([`SynthShape::ALL`], the one list
+//! of them that `baton model synth` and the README show) and what to
+//! generate ([`SynthSpec`]).
+
+use baton_core::DType;
+
+use baton_model::Architecture;
+
+/// The model shapes [`write_synth_model`](super::write_synth_model) can generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SynthShape {
+    /// A toy for unit tests: dim 64, 5 layers, 8 heads (4 KV heads, so
+    /// grouped-query attention), FFN 172 (not a multiple of 32, so quantized
+    /// files exercise the F16 fallback), vocabulary 512, context 512.
+    Tiny,
+    /// A toy whose rows are all multiples of 256, for K-quant tests: dim
+    /// 256, 2 layers, 4 heads (2 KV heads), FFN 512, vocabulary 512,
+    /// context 512.
+    Tiny256,
+    /// llama2.c's `stories15M`: dim 288, 6 layers, 6 heads, FFN 768,
+    /// vocabulary 32000, context 256; untied output.
+    Stories15M,
+    /// llama2.c's `stories110M`: dim 768, 12 layers, 12 heads, FFN 2048,
+    /// vocabulary 32000, context 1024; output tied to the token embedding,
+    /// as in llama2.c (109.5M weights). Every row is a multiple of 256, so
+    /// K-quant files hold no fallback.
+    Stories110M,
+    /// SmolLM2-135M: dim 576, 30 layers, 9 heads, 3 KV heads, FFN 1536,
+    /// vocabulary 49152, context 8192 (as in its GGUF), RoPE base 100000,
+    /// output tied to the token embedding.
+    Smol135M,
+    /// A Gemma 3 toy with every Gemma trait in play: dim 64, 6 layers
+    /// (layers 0–4 attend a sliding window of 8 positions, layer 5 is
+    /// global), 4 heads of 32 (wider than `dim / heads`) sharing 1 KV head,
+    /// FFN 128 (GELU), vocabulary 512, context 512, RoPE base 1,000,000
+    /// (10,000 in the local layers), tied output.
+    Gemma3,
+    /// A Qwen 2 toy: dim 64, 3 layers, 4 heads, 2 KV heads, biases on Q, K
+    /// and V, FFN 160, vocabulary 512, context 512, RoPE base 1,000,000,
+    /// untied output.
+    Qwen2,
+    /// A Qwen 3 toy: dim 64, 3 layers, 4 heads of 32 with per-head Q/K
+    /// norms, 2 KV heads, FFN 192, vocabulary 512, context 512, RoPE base
+    /// 1,000,000, tied output.
+    Qwen3,
+    /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
+    /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, tied output (1.24B weights).
+    Llama1B,
+    /// Llama 3.2 3B's dimensions: dim 3072, 28 layers, 24 heads of 128, 8
+    /// KV heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, tied output (3.2B weights).
+    Llama3B,
+    /// Llama 3.1 8B's dimensions: dim 4096, 32 layers, 32 heads of 128, 8
+    /// KV heads, FFN 14,336, vocabulary 128,256, context 131,072, RoPE base
+    /// 500,000, untied output (8.0B weights).
+    Llama8B,
+}
+
+/// The hyper-parameters of a [`SynthShape`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShapeParams {
+    /// The architecture (`general.architecture`, the key prefix).
+    pub arch: Architecture,
+    /// Width of a head when it is not `dim / n_heads`
+    /// (`attention.key_length` and `value_length`).
+    pub head_width: Option<usize>,
+    /// Keys a sliding-window layer sees (`attention.sliding_window`), for
+    /// architectures with such layers.
+    pub sliding_window: Option<usize>,
+    /// Embedding width (`llama.embedding_length`).
+    pub dim: usize,
+    /// Transformer blocks (`llama.block_count`).
+    pub n_layers: usize,
+    /// Query heads (`llama.attention.head_count`).
+    pub n_heads: usize,
+    /// Key/value heads (`llama.attention.head_count_kv`).
+    pub n_kv_heads: usize,
+    /// FFN hidden width (`llama.feed_forward_length`).
+    pub ffn: usize,
+    /// Vocabulary size (`llama.vocab_size`).
+    pub vocab: usize,
+    /// Training context (`llama.context_length`).
+    pub context: usize,
+    /// RoPE base frequency (`llama.rope.freq_base`).
+    pub rope_freq_base: f32,
+    /// RMS-norm epsilon (`llama.attention.layer_norm_rms_epsilon`).
+    pub rms_eps: f32,
+    /// Whether the output projection reuses `token_embd.weight` (the file
+    /// then has no `output.weight`).
+    pub tied_embeddings: bool,
+}
+
+impl ShapeParams {
+    /// Width of one attention head (`head_width`, else `dim / n_heads`),
+    /// also the RoPE dimension count.
+    pub fn head_dim(&self) -> usize {
+        self.head_width.unwrap_or(self.dim / self.n_heads)
+    }
+}
+
+impl SynthShape {
+    /// Every shape, smallest first.
+    pub const ALL: [SynthShape; 11] = [
+        Self::Tiny,
+        Self::Gemma3,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Tiny256,
+        Self::Stories15M,
+        Self::Stories110M,
+        Self::Smol135M,
+        Self::Llama1B,
+        Self::Llama3B,
+        Self::Llama8B,
+    ];
+
+    /// The shape's name, as `baton model synth --shape` takes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Tiny => "tiny",
+            Self::Tiny256 => "tiny256",
+            Self::Stories15M => "stories15M",
+            Self::Stories110M => "stories110M",
+            Self::Smol135M => "smol135M",
+            Self::Gemma3 => "gemma3",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Llama1B => "llama1B",
+            Self::Llama3B => "llama3B",
+            Self::Llama8B => "llama8B",
+        }
+    }
+
+    /// Parses a name as printed by [`SynthShape::name`], ignoring case.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|shape| shape.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The shape's hyper-parameters.
+    pub const fn params(self) -> ShapeParams {
+        // The toy every other architecture's shape starts from.
+        const TOY: ShapeParams = ShapeParams {
+            arch: Architecture::Llama,
+            head_width: None,
+            sliding_window: None,
+            dim: 64,
+            n_layers: 3,
+            n_heads: 4,
+            n_kv_heads: 2,
+            ffn: 160,
+            vocab: 512,
+            context: 512,
+            rope_freq_base: 1_000_000.0,
+            rms_eps: 1e-6,
+            tied_embeddings: false,
+        };
+        // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
+        const LLAMA3: ShapeParams = ShapeParams {
+            arch: Architecture::Llama,
+            head_width: None,
+            sliding_window: None,
+            dim: 2048,
+            n_layers: 16,
+            n_heads: 32,
+            n_kv_heads: 8,
+            ffn: 8192,
+            vocab: 128_256,
+            context: 131_072,
+            rope_freq_base: 500_000.0,
+            rms_eps: 1e-5,
+            tied_embeddings: true,
+        };
+        match self {
+            Self::Llama1B => LLAMA3,
+            Self::Llama3B => ShapeParams { dim: 3072, n_layers: 28, n_heads: 24, ..LLAMA3 },
+            Self::Llama8B => ShapeParams { dim: 4096, n_layers: 32, ffn: 14_336, tied_embeddings: false, ..LLAMA3 },
+            Self::Gemma3 => ShapeParams {
+                arch: Architecture::Gemma3,
+                head_width: Some(32),
+                sliding_window: Some(8),
+                n_layers: 6,
+                n_kv_heads: 1,
+                ffn: 128,
+                tied_embeddings: true,
+                ..TOY
+            },
+            Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
+            Self::Qwen3 => {
+                ShapeParams { arch: Architecture::Qwen3, head_width: Some(32), ffn: 192, tied_embeddings: true, ..TOY }
+            }
+            Self::Tiny => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
+                dim: 64,
+                n_layers: 5,
+                n_heads: 8,
+                n_kv_heads: 4,
+                ffn: 172,
+                vocab: 512,
+                context: 512,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Tiny256 => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
+                dim: 256,
+                n_layers: 2,
+                n_heads: 4,
+                n_kv_heads: 2,
+                ffn: 512,
+                vocab: 512,
+                context: 512,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Stories110M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
+                dim: 768,
+                n_layers: 12,
+                n_heads: 12,
+                n_kv_heads: 12,
+                ffn: 2048,
+                vocab: 32_000,
+                context: 1024,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: true,
+            },
+            Self::Stories15M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
+                dim: 288,
+                n_layers: 6,
+                n_heads: 6,
+                n_kv_heads: 6,
+                ffn: 768,
+                vocab: 32_000,
+                context: 256,
+                rope_freq_base: 10_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+            },
+            Self::Smol135M => ShapeParams {
+                arch: Architecture::Llama,
+                head_width: None,
+                sliding_window: None,
+                dim: 576,
+                n_layers: 30,
+                n_heads: 9,
+                n_kv_heads: 3,
+                ffn: 1536,
+                vocab: 49_152,
+                context: 8192,
+                rope_freq_base: 100_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: true,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SynthShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to generate: a shape, the storage type of its matrices and the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SynthSpec {
+    /// The model's shape.
+    pub shape: SynthShape,
+    /// The matrices' type, one of [`SynthSpec::SUPPORTED_DTYPES`]. Norms are
+    /// F32 regardless.
+    pub dtype: DType,
+    /// The seed of every weight; the same spec always gives the same bytes.
+    pub seed: u64,
+}
+
+impl SynthSpec {
+    /// The matrix types synthetic models can be written in: the weight
+    /// types the loader accepts (`baton_kernels::WEIGHT_TYPES`) that have a
+    /// llama.cpp file type to name them by (not Q8_K, an activation type
+    /// only).
+    pub const SUPPORTED_DTYPES: [DType; 13] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+}

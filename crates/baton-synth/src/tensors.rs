@@ -1,0 +1,362 @@
+//! The tensors of a synthetic llama-family model and the sources that generate
+//! their bytes row by row while the file is written.
+
+use std::io::{self, Read};
+
+use baton_core::DType;
+use baton_kernels::quantize_row;
+
+use super::rng::SplitMix64;
+use super::shape::ShapeParams;
+
+/// How a tensor's values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Init {
+    /// Normal-ish noise with this standard deviation (weight matrices).
+    Noise {
+        /// The standard deviation.
+        std: f32,
+    },
+    /// `1 + 0.1 · noise`: RMS-norm weights near one.
+    NearOne,
+}
+
+/// One tensor of the file: name, ggml-order dims, storage type and values.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TensorPlan {
+    pub(crate) name: String,
+    /// ggml order: `dims[0]` is the innermost (row) length.
+    pub(crate) dims: Vec<u64>,
+    pub(crate) dtype: DType,
+    pub(crate) init: Init,
+    /// Whether `dtype` differs from the requested one because the rows are
+    /// not whole blocks of it.
+    pub(crate) fell_back: bool,
+}
+
+impl TensorPlan {
+    /// A weight matrix `[cols, rows]` (ggml order), stored in `requested`
+    /// when its rows are whole blocks of it, else in its fallback (see
+    /// [`fallback`]). The noise has standard
+    /// deviation `1/sqrt(cols)`: a row dotted with an RMS-normalised input
+    /// (entries of size ~1) then yields values of size ~1, so attention
+    /// scores, FFN activations and logits all stay of order one.
+    fn matrix(name: String, cols: usize, rows: usize, requested: DType) -> Self {
+        let fits = cols.is_multiple_of(requested.block_elems());
+        Self {
+            name,
+            dims: vec![cols as u64, rows as u64],
+            dtype: if fits { requested } else { fallback(requested, cols) },
+            init: Init::Noise { std: 1.0 / (cols as f32).sqrt() },
+            fell_back: !fits,
+        }
+    }
+
+    /// An RMS-norm weight of `len` values, always F32 (as llama.cpp stores
+    /// norms whatever the file type).
+    fn norm(name: String, len: usize) -> Self {
+        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::NearOne, fell_back: false }
+    }
+
+    /// A bias of `len` values, F32, noise of standard deviation 0.1.
+    fn bias(name: String, len: usize) -> Self {
+        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::Noise { std: 0.1 }, fell_back: false }
+    }
+
+    /// The number of values.
+    pub(crate) fn elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// The generator of this tensor's bytes for a model seed.
+    pub(crate) fn source(&self, seed: u64) -> RowSource {
+        let row_elems = self.dims.first().copied().unwrap_or(1) as usize;
+        let rows = self.dims.iter().skip(1).product::<u64>() as usize;
+        // Plans only hold dtypes whose rows are whole blocks (see `matrix`),
+        // so this is `Some`; an empty row makes `read` fail rather than panic.
+        let row_bytes = self.dtype.row_bytes(row_elems).unwrap_or(0);
+        RowSource {
+            rng: SplitMix64::for_tensor(seed, &self.name),
+            init: self.init,
+            dtype: self.dtype,
+            row_elems,
+            row_bytes,
+            rows_left: rows,
+            encoded: Vec::new(),
+            position: 0,
+        }
+    }
+}
+
+/// The type a matrix with rows of `cols` values is stored in when they are
+/// not whole blocks of `requested`: Q8_0 for a K-quant when the rows are
+/// whole blocks of 32 (the reference engine also keeps such matrices in an
+/// 8-bit or 5-bit 32-value format), F16 otherwise (as llama.cpp's quantizer).
+fn fallback(requested: DType, cols: usize) -> DType {
+    if requested.is_k_quant() && cols.is_multiple_of(DType::Q8_0.block_elems()) {
+        DType::Q8_0
+    } else {
+        DType::F16
+    }
+}
+
+/// How a file's matrices are typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynthMix {
+    /// Every matrix in the requested type (or its fallback).
+    #[default]
+    Uniform,
+    /// llama.cpp's Q4_K_M: Q4_K, with Q6_K for the output projection (the
+    /// token embedding when tied), and for `attn_v` and `ffn_down` in the
+    /// first and last eighth of the layers and every third layer between.
+    Q4KM,
+}
+
+/// Whether llama.cpp's `_M` mixes give layer `layer` of `layers` more bits.
+fn more_bits(layer: usize, layers: usize) -> bool {
+    layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2
+}
+
+/// Retypes `plan` (written in Q4_K) as `mix` says.
+pub(crate) fn apply_mix(plan: &mut [TensorPlan], mix: SynthMix, params: &ShapeParams) {
+    if mix == SynthMix::Uniform {
+        return;
+    }
+    let output = if params.tied_embeddings { "token_embd.weight" } else { "output.weight" };
+    for tensor in plan.iter_mut().filter(|t| t.dims.len() == 2) {
+        let layer =
+            tensor.name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()).and_then(|l| l.parse().ok());
+        let wide = match layer {
+            Some(layer) => {
+                (tensor.name.contains(".attn_v.") || tensor.name.contains(".ffn_down."))
+                    && more_bits(layer, params.n_layers)
+            }
+            None => tensor.name == output,
+        };
+        let cols = tensor.dims[0] as usize;
+        if wide && cols.is_multiple_of(DType::Q6_K.block_elems()) {
+            tensor.dtype = DType::Q6_K;
+        }
+    }
+}
+
+/// Every tensor of a model of this shape, in llama.cpp's file order:
+/// `token_embd`, the blocks, `output_norm`, then `output` unless tied.
+pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
+    let dim = params.dim;
+    let q_width = params.n_heads * params.head_dim();
+    let kv_width = params.n_kv_heads * params.head_dim();
+    let ffn = params.ffn;
+    let traits = params.arch.traits();
+    let mut tensors = vec![TensorPlan::matrix("token_embd.weight".into(), dim, params.vocab, requested)];
+    for layer in 0..params.n_layers {
+        let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+        let bias = |suffix: &str| format!("blk.{layer}.{suffix}.bias");
+        tensors.extend([
+            TensorPlan::norm(name("attn_norm"), dim),
+            TensorPlan::matrix(name("attn_q"), dim, q_width, requested),
+            TensorPlan::matrix(name("attn_k"), dim, kv_width, requested),
+            TensorPlan::matrix(name("attn_v"), dim, kv_width, requested),
+        ]);
+        if traits.qkv_bias {
+            tensors.extend([
+                TensorPlan::bias(bias("attn_q"), q_width),
+                TensorPlan::bias(bias("attn_k"), kv_width),
+                TensorPlan::bias(bias("attn_v"), kv_width),
+            ]);
+        }
+        if traits.qk_norm {
+            tensors.extend([
+                TensorPlan::norm(name("attn_q_norm"), params.head_dim()),
+                TensorPlan::norm(name("attn_k_norm"), params.head_dim()),
+            ]);
+        }
+        tensors.push(TensorPlan::matrix(name("attn_output"), q_width, dim, requested));
+        if traits.post_norms {
+            tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
+        }
+        tensors.extend([
+            TensorPlan::norm(name("ffn_norm"), dim),
+            TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
+        ]);
+        if traits.post_norms {
+            tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
+        }
+    }
+    tensors.push(TensorPlan::norm("output_norm.weight".into(), dim));
+    if !params.tied_embeddings {
+        tensors.push(TensorPlan::matrix("output.weight".into(), dim, params.vocab, requested));
+    }
+    tensors
+}
+
+/// Bytes of rows a [`RowSource`] generates at a time (at least one row).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// A [`Read`] that generates a tensor's bytes a batch of rows at a time
+/// (about [`BATCH_BYTES`]), so the file is never held in memory. The rows of
+/// a batch are drawn and quantized on every core: each thread starts its rows'
+/// generator at their offset in the tensor's stream, so the bytes are those
+/// of one sequential pass, whatever the number of threads.
+pub(crate) struct RowSource {
+    /// The generator at the first value of the next row to draw.
+    rng: SplitMix64,
+    init: Init,
+    dtype: DType,
+    row_elems: usize,
+    row_bytes: usize,
+    rows_left: usize,
+    /// The current batch's encoded rows.
+    encoded: Vec<u8>,
+    /// How much of `encoded` has been handed out.
+    position: usize,
+}
+
+impl RowSource {
+    /// Draws and encodes the next batch of rows into `encoded`.
+    fn next_batch(&mut self) -> io::Result<()> {
+        let rows = (BATCH_BYTES / self.row_bytes).clamp(1, self.rows_left);
+        self.encoded.resize(rows * self.row_bytes, 0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(rows);
+        let rows_per_thread = rows.div_ceil(threads);
+        let (rng, init, dtype, row_elems, row_bytes) =
+            (&self.rng, self.init, self.dtype, self.row_elems, self.row_bytes);
+        let draw = |first_row: usize, out: &mut [u8]| -> io::Result<()> {
+            let mut rng = rng.skipped((first_row * row_elems) as u64);
+            let mut values = vec![0.0; row_elems];
+            for row in out.chunks_mut(row_bytes) {
+                for value in &mut values {
+                    let noise = rng.next_normal();
+                    *value = match init {
+                        Init::Noise { std } => std * noise,
+                        Init::NearOne => 1.0 + 0.1 * noise,
+                    };
+                }
+                quantize_row(dtype, &values, row).map_err(io::Error::other)?;
+            }
+            Ok(())
+        };
+        if threads == 1 {
+            draw(0, &mut self.encoded)?;
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = self
+                    .encoded
+                    .chunks_mut(rows_per_thread * row_bytes)
+                    .enumerate()
+                    .map(|(i, out)| scope.spawn(move || draw(i * rows_per_thread, out)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().map_err(|_| io::Error::other("a synth thread panicked"))?)
+            })?;
+        }
+        self.rng = self.rng.skipped((rows * self.row_elems) as u64);
+        self.rows_left -= rows;
+        self.position = 0;
+        Ok(())
+    }
+}
+
+impl Read for RowSource {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut written = 0;
+        while written < buf.len() {
+            if self.position == self.encoded.len() {
+                if self.rows_left == 0 {
+                    break;
+                }
+                if self.row_bytes == 0 {
+                    return Err(io::Error::other(format!(
+                        "synthetic tensor rows of {} {} values are not whole blocks",
+                        self.row_elems, self.dtype
+                    )));
+                }
+                self.next_batch()?;
+            }
+            let available = &self.encoded[self.position..];
+            let n = available.len().min(buf.len() - written);
+            buf[written..written + n].copy_from_slice(&available[..n]);
+            self.position += n;
+            written += n;
+        }
+        Ok(written)
+    }
+}
+
+// How many tensors a shape has and how many weights they hold: counted
+// from the same plan the writer follows.
+impl ShapeParams {
+    /// The number of tensors in the file: the embedding, those of every
+    /// block (nine, plus the architecture's biases and extra norms), the
+    /// output norm and, unless tied, the output projection.
+    pub fn tensor_count(&self) -> usize {
+        plan(self, DType::F32).len()
+    }
+
+    /// The number of weights in the file (every tensor's element count).
+    pub fn n_params(&self) -> u64 {
+        plan(self, DType::F32).iter().map(TensorPlan::elements).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SynthShape;
+
+    /// The rows drawn and encoded one after another from one generator:
+    /// what the batched, threaded source must reproduce.
+    fn sequential_bytes(plan: &TensorPlan, seed: u64) -> Vec<u8> {
+        let cols = plan.dims[0] as usize;
+        let mut rng = SplitMix64::for_tensor(seed, &plan.name);
+        let mut values = vec![0.0; cols];
+        let mut row = vec![0; plan.dtype.row_bytes(cols).unwrap()];
+        let mut out = Vec::new();
+        for _ in 0..plan.dims[1] {
+            values.iter_mut().for_each(|v| *v = 0.5 * rng.next_normal());
+            quantize_row(plan.dtype, &values, &mut row).unwrap();
+            out.extend_from_slice(&row);
+        }
+        out
+    }
+
+    #[test]
+    fn batched_rows_on_every_core_are_the_bytes_of_one_sequential_pass() {
+        // 4 KiB rows (F32) and 2,304-byte rows (Q4_K), enough of them for
+        // two batches and a short last one.
+        for (dtype, cols, rows) in [(DType::F32, 1024, 1_100), (DType::Q4_K, 4096, 2_000)] {
+            let mut plan = TensorPlan::matrix("blk.0.ffn_up.weight".into(), cols, rows, dtype);
+            plan.init = Init::Noise { std: 0.5 };
+            let mut written = Vec::new();
+            plan.source(9).read_to_end(&mut written).unwrap();
+            assert!(written.len() > BATCH_BYTES, "{dtype}: more than one batch");
+            assert!(written == sequential_bytes(&plan, 9), "{dtype}");
+        }
+    }
+
+    #[test]
+    fn q4_k_m_gives_the_output_and_a_share_of_attn_v_and_ffn_down_six_bits() {
+        for (shape, output) in [(SynthShape::Llama8B, "output.weight"), (SynthShape::Llama1B, "token_embd.weight")] {
+            let params = shape.params();
+            let mut plan = plan(&params, DType::Q4_K);
+            apply_mix(&mut plan, SynthMix::Q4KM, &params);
+            let six: Vec<&str> = plan.iter().filter(|t| t.dtype == DType::Q6_K).map(|t| t.name.as_str()).collect();
+            assert!(six.contains(&output), "{shape}: {six:?}");
+            let layers: Vec<usize> = (0..params.n_layers).filter(|&l| more_bits(l, params.n_layers)).collect();
+            for l in &layers {
+                assert!(six.contains(&format!("blk.{l}.ffn_down.weight").as_str()), "{shape} layer {l}");
+                assert!(six.contains(&format!("blk.{l}.attn_v.weight").as_str()), "{shape} layer {l}");
+            }
+            assert_eq!(six.len(), 2 * layers.len() + 1, "{shape}: nothing else is six bits: {six:?}");
+            let other = plan.iter().filter(|t| t.dims.len() == 2 && t.dtype != DType::Q6_K);
+            assert!(other.clone().all(|t| t.dtype == DType::Q4_K), "{shape}: the rest is Q4_K");
+        }
+        // llama.cpp's pattern for 32 layers: the first and last four, and
+        // every third layer between from the sixth.
+        let wide: Vec<usize> = (0..32).filter(|&l| more_bits(l, 32)).collect();
+        assert_eq!(wide, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]);
+    }
+}
