@@ -39,6 +39,7 @@ pub mod expected;
 mod op_harness;
 pub mod ops;
 pub mod reference;
+mod relay;
 mod util;
 
 pub use cases::{Case, CONTRACT_RULES, OP_CASES};

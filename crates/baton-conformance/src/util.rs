@@ -6,7 +6,7 @@ use std::time::Duration;
 use baton_core::backend::{
     into_devices, Buffer, Device, HostBytes, IntoDevice, Pending, PendingError, Stream, StreamError, TensorRef,
 };
-use baton_core::sync::{HostTimeline, Release, WaitError};
+use baton_core::sync::{HostTimeline, PointStatus, Release, WaitError};
 use baton_core::DType;
 
 /// The bound of every wait in the suite: a wait that takes longer is a hang,
@@ -123,4 +123,9 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
+}
+
+/// Fails with `what` unless `status` is pending.
+pub fn assert_pending(status: PointStatus, what: &str) {
+    assert!(matches!(status, PointStatus::Pending), "{what}: expected pending, got {status:?}");
 }

@@ -1,9 +1,10 @@
 //! Embeddings: a text's final hidden states pooled into one vector, which
-//! `/v1/embeddings` then normalises, as llama-server does.
+//! `/v1/embeddings` then normalises, as llama-server does
+//! (`Model::embed`, in `model/hidden.rs`, pools).
 
 use std::str::FromStr;
 
-use crate::{Model, ModelError};
+use crate::error::ModelError;
 
 /// How a sequence's per-token hidden states become one vector
 /// (llama-server's `--pooling`).
@@ -52,16 +53,6 @@ pub fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x = (f64::from(*x) / norm) as f32);
-    }
-}
-
-impl Model {
-    /// The embedding of `tokens`: their hidden states evaluated from
-    /// position 0 of `slot` ([`Model::eval_hidden`]), pooled (not
-    /// normalised: [`normalize`] does that).
-    pub fn embed(&mut self, slot: usize, tokens: &[u32], pooling: Pooling) -> Result<Vec<f32>, ModelError> {
-        let hidden = self.eval_hidden(slot, tokens)?;
-        Ok(pooling.pool(&hidden, self.config().dim))
     }
 }
 

@@ -38,7 +38,7 @@ use baton_core::DType;
 
 use crate::arch::Activation;
 use crate::config::LlamaConfig;
-use crate::weights::KvTypes;
+use crate::state::KvTypes;
 
 /// Which logits a graph produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -344,7 +344,7 @@ pub struct CacheGeometry {
     /// Positions of one slot (one sequence's context).
     pub context: usize,
     /// Rows per slot of the sliding-window layers' rings, if they have
-    /// rings ([`ring_rows`](crate::weights::ring_rows)); their rows are
+    /// rings ([`ring_rows`](crate::state::ring_rows)); their rows are
     /// written at [`RING_ROWS`].
     pub ring: Option<usize>,
     /// Sequences it holds.

@@ -28,9 +28,9 @@ mod config;
 mod embedding;
 mod error;
 mod graph;
-mod kv_copy;
 mod memory;
 mod model;
+mod state;
 mod tensor_parallel;
 mod vocab;
 mod weights;
@@ -46,12 +46,12 @@ pub use config::LlamaConfig;
 pub use embedding::{normalize, Pooling};
 pub use error::ModelError;
 pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
-pub use kv_copy::SavedPrefix;
 pub use memory::ModelMemory;
-pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, SeqStep, CHAT_TEMPLATE_KEY};
+pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, Placement, SeqStep, CHAT_TEMPLATE_KEY};
+pub use state::{KvCache, KvTypes, SavedPrefix};
 pub use tensor_parallel::TensorShares;
 pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
-pub use weights::{KvCache, Weights};
+pub use weights::Weights;
 
 /// The README's code, compiled and run as doc tests (its library example
 /// runs; the whole-model example compiles).

@@ -59,6 +59,37 @@ fn no_two_source_files_of_a_crate_import_each_other() {
     assert!(gone.is_empty(), "circles listed in NOT_UNTIED_YET but not found (remove them): {gone:?}");
 }
 
+/// Most lines a source file may have: one file, one idea, a few hundred
+/// lines (STYLE.md); a file that grows past this holds a second idea.
+const MAX_LINES: usize = 800;
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let crates = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut stack = vec![crates.to_path_buf()];
+    let (mut long, mut seen) = (Vec::new(), 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                seen += 1;
+                let lines = std::fs::read_to_string(&path).expect("a source file").lines().count();
+                if lines > MAX_LINES {
+                    long.push(format!("{} ({lines} lines)", short(&path, crates)));
+                }
+            }
+        }
+    }
+    assert!(seen > 100, "found only {seen} source files under crates/");
+    long.sort();
+    assert!(long.is_empty(), "source files over {MAX_LINES} lines: {long:?}");
+}
+
 /// `file` as a path from `base`.
 fn short(file: &Path, base: &Path) -> String {
     file.strip_prefix(base).unwrap_or(file).display().to_string()

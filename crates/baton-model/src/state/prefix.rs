@@ -10,9 +10,9 @@
 
 use baton_core::backend::{Stream, TensorRef};
 
+use super::kv_cache::{rows_per_slot, KvCache};
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
-use crate::weights::KvCache;
 
 /// A slot's keys and values at positions `0..len`, in host memory
 /// ([`Model::save_prefix`](crate::Model::save_prefix)).
@@ -46,10 +46,7 @@ impl KvCache {
     /// Rows of one slot in layer `l`'s cache: the ring's for a
     /// sliding-window layer with a ring, else the context.
     fn slot_rows(&self, config: &LlamaConfig, l: usize) -> usize {
-        match (config.layer_attention(l).window, self.ring) {
-            (Some(_), Some(rows)) => rows,
-            _ => self.context,
-        }
+        rows_per_slot(config, l, self.context, self.ring)
     }
 
     /// The rows of slot `slot` that hold positions `0..len` (a

@@ -1,0 +1,224 @@
+//! Loading a model onto its devices: one device, a layer split, ranks or
+//! tensor shares; the cache allocated beside the weights, and the warm-up
+//! step.
+
+use super::*;
+
+impl Model {
+    /// Loads the GGUF file at `path` onto one device.
+    pub fn load(path: impl AsRef<Path>, device: impl IntoDevice, options: &LoadOptions) -> Result<Model, ModelError> {
+        Self::load_split(path, [device], options)
+    }
+
+    /// Loads the GGUF file at `path` with its layers split over `devices`.
+    pub fn load_split(
+        path: impl AsRef<Path>,
+        devices: impl IntoIterator<Item = impl IntoDevice>,
+        options: &LoadOptions,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path.as_ref(), into_devices(devices), options, None, None)
+    }
+
+    /// As [`load_split`](Self::load_split), for a model whose devices are
+    /// spread over several processes (the ranks of an MPI job, each running
+    /// the same calls): `remote` makes the runner's [`RemoteEdges`] (which
+    /// devices are this process's, how crossings between processes travel).
+    /// This process uploads only the weights of its own devices' layers;
+    /// the others' are stand-ins. Every process gets the logits.
+    pub fn load_over_ranks(
+        path: impl AsRef<Path>,
+        devices: impl IntoIterator<Item = impl IntoDevice>,
+        options: &LoadOptions,
+        remote: &MakeRemoteEdges<'_>,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path.as_ref(), into_devices(devices), options, None, Some(remote))
+    }
+
+    /// Loads the GGUF file at `path` with every layer's weights split over
+    /// the inner devices of `device` (tensor parallelism, `--split-mode
+    /// tensor`), in proportion to `options.tensor_split`; see
+    /// [`TensorShares`](crate::TensorShares).
+    pub fn load_tensor_parallel(
+        path: impl AsRef<Path>,
+        device: Arc<CompositeDevice>,
+        options: &LoadOptions,
+    ) -> Result<Model, ModelError> {
+        Self::load_with(path.as_ref(), vec![device.clone().into_device()], options, Some(device), None)
+    }
+
+    pub(super) fn load_with(
+        path: &Path,
+        devices: Vec<Arc<dyn Device>>,
+        options: &LoadOptions,
+        tensor: Option<Arc<CompositeDevice>>,
+        remote: Option<&MakeRemoteEdges<'_>>,
+    ) -> Result<Model, ModelError> {
+        if devices.is_empty() {
+            return Err(ModelError::Input("no device to load the model on".into()));
+        }
+        let handle = std::fs::File::open(path)
+            .map_err(|source| baton_gguf::ReadError::Io { path: path.to_path_buf(), source })?;
+        let file = GgufFile::map(&handle, path)?;
+        let source = options.mmap.then_some(&handle);
+        let config = LlamaConfig::from_gguf(&file)?;
+        let tokenizer = crate::vocab::tokenizer_from_gguf(&file)?;
+        let chat_template = file.metadata().get_str(CHAT_TEMPLATE_KEY).optional()?.map(str::to_string);
+        if tokenizer.vocab_size() != config.vocab {
+            return Err(ModelError::Config(format!(
+                "the vocabulary has {} tokens, the model {}",
+                tokenizer.vocab_size(),
+                config.vocab
+            )));
+        }
+        let layer_device = match tensor {
+            Some(_) => vec![0; config.layers],
+            None => layer_devices(config.layers, devices.len(), &options.tensor_split),
+        };
+        check_cache_types(&devices, &layer_device, options.kv_types())?;
+        let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
+        let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
+        runner.set_sync_copies(options.sync_copies);
+        if let Some(remote) = remote {
+            runner.set_remote(Some(remote(&runner)?));
+        }
+        let streams: Vec<_> = (0..devices.len()).map(|d| runner.stream(d).clone()).collect();
+        let context = options.context.unwrap_or(config.context.min(4096)).max(1);
+        let batch = options.batch.clamp(1, context);
+        let ring = ring_rows(&config, batch, context);
+        let (weights, cache, tensor) = match tensor {
+            Some(c) => {
+                let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
+                    .with_exact_sums(options.tensor_exact);
+                let weights = Weights::load_tensor_parallel(&file, source, &config, &c, &streams[0], &shares)?;
+                let slots = options.slots.max(1);
+                let cache =
+                    KvCache::new_tensor_parallel(&config, (context, slots, ring), options.kv_types(), &c, &shares)?;
+                (weights, cache, Some((c, shares)))
+            }
+            None => {
+                let weights = Weights::load(&file, source, &config, &devices, &streams, &|l| layer_device[l], &|d| {
+                    runner.is_local(d)
+                })?;
+                let slots = options.slots.max(1);
+                let cache =
+                    KvCache::new(&config, (context, slots, ring), options.kv_types(), &devices, &|l| layer_device[l])?;
+                (weights, cache, None)
+            }
+        };
+        let first = layer_device[0];
+        let last = layer_device[config.layers - 1];
+        let input_io = (0..options.n_copies.max(1))
+            .map(|_| Ok((devices[first].alloc(8 * batch * 4 + 64)?, Vec::new())))
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let logits_io = devices[last].alloc(config.vocab * 4)?;
+        let readback = match remote {
+            Some(_) => None,
+            None => devices[last].new_stream().ok(),
+        };
+        let batch_logits_io = (0..input_io.len())
+            .map(|_| Ok((devices[last].alloc(cache.slots * config.vocab * 4)?, 0)))
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut attention_rows_bytes = 0;
+        for (l, (k, v)) in cache.layers.iter().enumerate() {
+            bound.insert(graph::key_cache_name(l), k.clone());
+            bound.insert(graph::value_cache_name(l), v.clone());
+            if cache.slots > 1 && !in_slots {
+                // Where the attention outputs of a batch's sequences meet
+                // when each has its own attention node (split by heads
+                // under tensor parallelism); attention in slots writes
+                // them in place.
+                let width = config.heads * config.head_dim;
+                let rows = match &tensor {
+                    Some((composite, shares)) => {
+                        composite.alloc_split(DType::F32, &[batch, width], shares.attention_rows())?
+                    }
+                    None => TensorRef::new(
+                        &devices[layer_device[l]].alloc(batch * width * 4)?,
+                        0,
+                        DType::F32,
+                        &[batch, width],
+                    )?,
+                };
+                attention_rows_bytes += rows.bytes() as u64;
+                bound.insert(graph::attention_rows_name(l), rows);
+            }
+        }
+        let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let slot_count = cache.slots;
+        let placed = Placement::of(&layer_device, tensor.is_some(), remote.is_some());
+        Ok(Model {
+            placed,
+            tensor,
+            config,
+            tokenizer: Arc::new(tokenizer),
+            devices,
+            layer_device,
+            runner,
+            weights,
+            cache,
+            bound,
+            batch,
+            in_slots,
+            batch_hidden_io: vec![None; input_io.len()],
+            input_io,
+            next_input: 0,
+            logits_io,
+            attention_rows_bytes,
+            batch_logits_io,
+            readback,
+            plans: Vec::new(),
+            host_inputs: Some(Vec::new()),
+            pending_inputs: None,
+            host_logits: Some(Vec::new()),
+            host_waits: 0,
+            host_submit: std::time::Duration::ZERO,
+            file_bytes,
+            chat_template,
+            evaluated_tokens: 0,
+            frontier: vec![0; slot_count],
+        })
+    }
+
+    /// Runs one decode step (token 0 at position 0 of slot 0) and drops
+    /// its logits, so that what a backend does on a model's first step
+    /// happens now rather than inside the first request: the CPU packs
+    /// every matmul weight matrix for its kernels (`baton_cpu::set_repack`),
+    /// the decode plan is built, scratch memory is touched. Position 0 of
+    /// slot 0 is written, as any evaluation from position 0 overwrites it;
+    /// [`evaluated_tokens`](Self::evaluated_tokens) does not count it.
+    pub fn warm_up(&mut self) -> Result<(), ModelError> {
+        let counted = self.evaluated_tokens;
+        self.eval(&[0], 0, Logits::Last)?;
+        self.evaluated_tokens = counted;
+        Ok(())
+    }
+}
+
+/// Whether every device holding layers attends in slots over a cache of
+/// these types.
+fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> bool {
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(1) };
+    devices
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| layer_device.contains(d))
+        .all(|(_, device)| device.supports(&op, kv.k) && device.supports(&op, kv.v))
+}
+
+/// Refuses, before anything is loaded, a KV cache type that a device
+/// holding layers cannot attend over.
+fn check_cache_types(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> Result<(), ModelError> {
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: None };
+    for (d, device) in devices.iter().enumerate() {
+        if layer_device.contains(&d) && !(device.supports(&op, kv.k) && device.supports(&op, kv.v)) {
+            return Err(ModelError::Config(format!(
+                "{} cannot hold a KV cache of {} keys and {} values",
+                device.info().name,
+                kv.k,
+                kv.v
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The KV cache of a model's sequences: one slot of `context` positions a
+//! sequence, every layer's keys and values, sliding-window layers as rings
+//! of their last positions, of any float or block type (`-ctk`, `-ctv`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use baton_composite::CompositeDevice;
+use baton_core::backend::{Buffer, Device, TensorRef};
+use baton_core::DType;
+
+use crate::config::LlamaConfig;
+use crate::error::ModelError;
+use crate::tensor_parallel::TensorShares;
+
+/// The KV cache of every layer: keys and values both `[kv_heads, slots ×
+/// context, head_dim]`, so that attention reads a block of positions as
+/// contiguous rows (whole blocks of a quantized type). Slot `s` (one
+/// sequence) holds positions `s × context..(s + 1) × context`.
+pub struct KvCache {
+    /// Per layer: (keys, values).
+    pub layers: Vec<(TensorRef, TensorRef)>,
+    /// Element types of the keys and of the values.
+    pub dtypes: KvTypes,
+    /// Positions of one slot.
+    pub context: usize,
+    /// Sequences it holds.
+    pub slots: usize,
+    /// Rows of one slot in a sliding-window layer's cache, if they are a
+    /// ring of the last positions (position `p` at row `p mod ring`)
+    /// rather than every position; see [`ring_rows`].
+    pub ring: Option<usize>,
+}
+
+/// Rows of a sliding-window layer's ring for prompt batches of up to
+/// `batch` tokens: the window, plus room for a batch's new positions not to
+/// overwrite the ones its first rows still see, in whole blocks of the
+/// attention kernel. `None` when the model has no such layer or a ring would
+/// not be smaller than `context`.
+pub fn ring_rows(config: &LlamaConfig, batch: usize, context: usize) -> Option<usize> {
+    let window = (0..config.layers).filter_map(|l| config.layer_attention(l).window).max()?;
+    let rows = (window + batch).next_multiple_of(baton_core::graph::ATTENTION_BLOCK);
+    (rows < context).then_some(rows)
+}
+
+/// Rows of one slot in layer `l`'s cache: the ring's rows for a
+/// sliding-window layer whose cache has rings, else the whole context.
+/// The one rule for them: allocating, copying, saving and restoring all
+/// ask it.
+pub(crate) fn rows_per_slot(config: &LlamaConfig, l: usize, context: usize, ring: Option<usize>) -> usize {
+    match (config.layer_attention(l).window, ring) {
+        (Some(_), Some(rows)) => rows,
+        _ => context,
+    }
+}
+
+/// Element types of a KV cache's keys and values (llama.cpp's `-ctk` and
+/// `-ctv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KvTypes {
+    /// The keys'.
+    pub k: DType,
+    /// The values'.
+    pub v: DType,
+}
+
+impl KvTypes {
+    /// Both of one type.
+    pub fn same(dtype: DType) -> KvTypes {
+        KvTypes { k: dtype, v: dtype }
+    }
+
+    /// Bytes of one position of one layer (keys and values of every KV
+    /// head), or an error naming a type whose blocks do not divide the
+    /// head size.
+    pub fn position_bytes(&self, config: &LlamaConfig) -> Result<usize, ModelError> {
+        let row = |dtype: DType| {
+            dtype.row_bytes(config.head_dim).ok_or_else(|| {
+                ModelError::Config(format!(
+                    "a {dtype} KV cache needs a head size that is a multiple of {} (this model's is {})",
+                    dtype.block_elems(),
+                    config.head_dim
+                ))
+            })
+        };
+        Ok(config.kv_heads * (row(self.k)? + row(self.v)?))
+    }
+}
+
+impl KvCache {
+    /// Allocates a zeroed cache for `slots` sequences of `context` positions,
+    /// each layer's on the device `device_of(layer)`; sliding-window layers
+    /// hold rings of `ring` rows per slot (see [`ring_rows`]).
+    pub fn new(
+        config: &LlamaConfig,
+        (context, slots, ring): (usize, usize, Option<usize>),
+        dtypes: KvTypes,
+        devices: &[Arc<dyn Device>],
+        device_of: &dyn Fn(usize) -> usize,
+    ) -> Result<KvCache, ModelError> {
+        dtypes.position_bytes(config)?;
+        let dims = |l: usize| [config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
+        let bytes =
+            |l: usize, dtype: DType| config.kv_heads * dims(l)[1] * dtype.row_bytes(config.head_dim).unwrap_or(0);
+        let mut layers = Vec::with_capacity(config.layers);
+        let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
+        for (d, device) in devices.iter().enumerate() {
+            let total: usize = (0..config.layers)
+                .filter(|&l| device_of(l) == d)
+                .map(|l| bytes(l, dtypes.k) + bytes(l, dtypes.v))
+                .sum();
+            if total > 0 {
+                buffers.insert(d, (device.alloc(total)?, 0));
+            }
+        }
+        for l in 0..config.layers {
+            let entry =
+                buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
+            let (buffer, next) = (&entry.0, entry.1);
+            let (k_bytes, v_bytes) = (bytes(l, dtypes.k), bytes(l, dtypes.v));
+            let k = TensorRef::new(buffer, next, dtypes.k, &dims(l))?;
+            let v = TensorRef::new(buffer, next + k_bytes, dtypes.v, &dims(l))?;
+            entry.1 += k_bytes + v_bytes;
+            layers.push((k, v));
+        }
+        Ok(KvCache { layers, dtypes, context, slots, ring })
+    }
+
+    /// A zeroed cache for `slots` sequences of `context` positions on the
+    /// composite `device`, each layer's keys and values split by KV heads
+    /// as `shares` says.
+    pub fn new_tensor_parallel(
+        config: &LlamaConfig,
+        (context, slots, ring): (usize, usize, Option<usize>),
+        dtypes: KvTypes,
+        device: &CompositeDevice,
+        shares: &TensorShares,
+    ) -> Result<KvCache, ModelError> {
+        dtypes.position_bytes(config)?;
+        let mut layers = Vec::with_capacity(config.layers);
+        for l in 0..config.layers {
+            let dims = [config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
+            let k = device.alloc_split(dtypes.k, &dims, shares.cache())?;
+            let v = device.alloc_split(dtypes.v, &dims, shares.cache())?;
+            layers.push((k, v));
+        }
+        Ok(KvCache { layers, dtypes, context, slots, ring })
+    }
+}

@@ -1,0 +1,19 @@
+//! A sequence's state, in one place: what a model keeps of each sequence
+//! between steps, indexed by slot.
+//!
+//! - `kv_cache.rs`: keys and values of every layer in slots of `context`
+//!   positions, sliding-window layers as rings (the rows-per-slot rule,
+//!   written once: `rows_per_slot`), and their element types.
+//! - `prefix.rs`: a slot's first positions copied to another slot (a
+//!   prompt that starts as a running sequence's), saved to host memory and
+//!   restored (`--cache-ram`), with the bits an evaluation would give.
+//!
+//! State that is not indexed by position (the recurrent state of hybrid
+//! models, and its checkpoints) belongs here beside them, held per slot
+//! and copied, saved and restored through the same operations.
+
+mod kv_cache;
+mod prefix;
+
+pub use kv_cache::{ring_rows, KvCache, KvTypes};
+pub use prefix::SavedPrefix;
