@@ -24,16 +24,31 @@ pub enum SplitMode {
     Tensor,
 }
 
+impl SplitMode {
+    /// Every mode, in the order `--help` lists them.
+    pub const ALL: [SplitMode; 3] = [SplitMode::None, SplitMode::Layer, SplitMode::Tensor];
+
+    /// The mode's name (`-sm NAME`, llama.cpp's).
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitMode::None => "none",
+            SplitMode::Layer => "layer",
+            SplitMode::Tensor => "tensor",
+        }
+    }
+}
+
+impl std::fmt::Display for SplitMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl FromStr for SplitMode {
     type Err = LoadError;
 
     fn from_str(name: &str) -> Result<SplitMode, LoadError> {
-        match name {
-            "none" => Ok(SplitMode::None),
-            "layer" => Ok(SplitMode::Layer),
-            "tensor" => Ok(SplitMode::Tensor),
-            other => Err(LoadError::UnknownSplit(other.to_string())),
-        }
+        SplitMode::ALL.into_iter().find(|mode| mode.name() == name).ok_or_else(|| LoadError::UnknownSplit(name.into()))
     }
 }
 

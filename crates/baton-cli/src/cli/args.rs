@@ -9,7 +9,9 @@ use anyhow::Result;
 use baton_gen::{Sampler, SamplingParams};
 use clap::Args;
 
-use super::choices::{CacheType, GatePolicy, RankCollective, SplitMode};
+use baton_load::SplitMode;
+
+use super::choices::{split_mode, CacheType, GatePolicy, RankCollective};
 
 /// Where the model comes from and how it is placed (shared by the verbs).
 #[derive(Args, Clone, Debug)]
@@ -37,7 +39,7 @@ pub struct ModelArgs {
     )]
     pub batch: usize,
     /// How the model is spread over several devices (`-sm`).
-    #[arg(long = "split-mode", visible_alias = "sm", value_enum, default_value_t = SplitMode::Layer)]
+    #[arg(long = "split-mode", visible_alias = "sm", value_parser = split_mode(), default_value_t = SplitMode::Layer)]
     pub split_mode: SplitMode,
     /// Share of each device (`-ts`), e.g. `1,1` or `3,1`: of the layers
     /// (`layer`), of the heads, FFN rows and vocabulary (`tensor`).

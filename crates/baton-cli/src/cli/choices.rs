@@ -5,17 +5,14 @@ use std::fmt;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
+use baton_load::SplitMode;
+use clap::builder::TypedValueParser;
 use clap::ValueEnum;
 
-/// How a model is spread over several devices (`--split-mode`, `-sm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SplitMode {
-    /// The first device only.
-    None,
-    /// Contiguous layers per device.
-    Layer,
-    /// Every weight split over the devices, all-reduce gates.
-    Tensor,
+/// `--split-mode`'s parser: baton-load's modes (one list of them), which
+/// clap lists in `--help` and in its error.
+pub fn split_mode() -> impl TypedValueParser<Value = SplitMode> {
+    clap::builder::PossibleValuesParser::new(SplitMode::ALL.map(SplitMode::name)).try_map(|name| name.parse())
 }
 
 /// How the gates of `--split-mode tensor` wait (`--gate-policy`); the names
@@ -73,12 +70,6 @@ fn write_name(choice: &impl ValueEnum, f: &mut fmt::Formatter<'_>) -> fmt::Resul
     match choice.to_possible_value() {
         Some(value) => f.write_str(value.get_name()),
         None => Ok(()),
-    }
-}
-
-impl fmt::Display for SplitMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_name(self, f)
     }
 }
 
@@ -155,8 +146,11 @@ mod tests {
     }
 
     #[test]
-    fn split_modes_print_as_spelled() {
-        let names: Vec<String> = SplitMode::value_variants().iter().map(SplitMode::to_string).collect();
+    fn split_modes_print_and_parse_as_spelled() {
+        let names: Vec<String> = SplitMode::ALL.iter().map(SplitMode::to_string).collect();
         assert_eq!(names, ["none", "layer", "tensor"]);
+        for mode in SplitMode::ALL {
+            assert_eq!(mode.name().parse::<SplitMode>().ok(), Some(mode));
+        }
     }
 }

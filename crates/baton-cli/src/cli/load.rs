@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use baton_model::{LoadOptions, Model};
 
 use super::args::ModelArgs;
-use super::choices::{gate_policy, CacheType, SplitMode};
+use super::choices::{gate_policy, CacheType};
 
 impl ModelArgs {
     /// What the model is loaded with, with `slots` sequences.
@@ -69,12 +69,8 @@ impl ModelArgs {
             baton_cpu::set_repack(false);
         }
         let devices = super::devices::open(&self.devices, self.threads)?;
-        let split = match self.split_mode {
-            SplitMode::None => baton_load::SplitMode::None,
-            SplitMode::Layer => baton_load::SplitMode::Layer,
-            SplitMode::Tensor => baton_load::SplitMode::Tensor,
-        };
-        let mut model = baton_load::load_model(&path, devices, split, gate_policy(self.gate_policy), &options)?;
+        let mut model =
+            baton_load::load_model(&path, devices, self.split_mode, gate_policy(self.gate_policy), &options)?;
         if self.trace.is_some() || self.sync_profile {
             model.set_trace(Some(baton_sched::Trace::new()));
         }

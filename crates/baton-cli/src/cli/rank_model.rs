@@ -21,7 +21,9 @@ use baton_mpi::{local_devices, parse_ranked, MpiCollective, RankEdges, RemoteBou
 use baton_sched::{RemoteEdges, SchedError};
 
 use super::args::ModelArgs;
-use super::choices::{gate_policy, RankCollective, SplitMode};
+use baton_load::SplitMode;
+
+use super::choices::{gate_policy, RankCollective};
 use crate::util::reported::Reported;
 
 /// Whether `--devices` places devices on ranks (a name with `@`).
