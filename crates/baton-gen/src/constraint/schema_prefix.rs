@@ -26,10 +26,11 @@ pub const MAX_INDENT: u8 = 20;
 /// Most digits of a number's exponent.
 pub const MAX_EXPONENT_DIGITS: u8 = 2;
 
-/// Most digits of a number's integer part. With at most
-/// [`MAX_EXPONENT_DIGITS`] of exponent, every number read is below
-/// 10^299, finite as a double.
-pub const MAX_INTEGER_DIGITS: u16 = 200;
+/// Most digits of a number's integer part, as llama.cpp's JSON grammars
+/// allow (a small model otherwise writes digits until it runs out of
+/// tokens). With at most [`MAX_EXPONENT_DIGITS`] of exponent, every number
+/// read is below 10^115, finite as a double.
+pub const MAX_INTEGER_DIGITS: u16 = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Frame {
