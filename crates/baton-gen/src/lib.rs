@@ -1,6 +1,8 @@
 //! Generation over a Baton model: choosing each next token ([`Sampler`]),
 //! holding the text to a format ([`constraint`]), chat templates and
-//! conversations that keep their KV cache, and perplexity over a text.
+//! conversations that keep their KV cache, perplexity over a text, and
+//! OpenAI's answer shapes ([`openai`]) that the server and the Python
+//! package both give.
 //!
 //! No device code: everything here drives a [`baton_model::Model`]
 //! (evaluates tokens, reads logits) and works on host memory. The server
@@ -13,6 +15,7 @@ mod chat_tokens;
 pub mod constraint;
 mod conversation;
 mod logprobs;
+pub mod openai;
 mod perplexity;
 mod sampling;
 mod stop;

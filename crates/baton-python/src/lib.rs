@@ -12,6 +12,7 @@
 //! (`runtime.rs`).
 #![deny(missing_docs)]
 
+mod answers;
 mod errors;
 mod generation;
 mod model;
@@ -24,6 +25,7 @@ use pyo3::prelude::*;
 fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::PyModel>()?;
     m.add_class::<generation::PyGeneration>()?;
+    m.add_class::<answers::PyAnswers>()?;
     m.add_class::<runtime::PyDevice>()?;
     m.add_class::<runtime::PyTensor>()?;
     m.add_class::<runtime::PyStream>()?;

@@ -8,7 +8,7 @@ use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_gen::{ChatTemplate, Message, SamplingParams};
 use baton_load::SplitMode;
-use baton_model::{EncodeOptions, LoadOptions, Pooling};
+use baton_model::{EncodeOptions, LoadOptions, Pooling, Tokenizer};
 use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -273,6 +273,11 @@ fn wait_pass<T: Send>(py: Python<'_>, ticket: &mut PassTicket<T>, what: &str) ->
 }
 
 impl PyModel {
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &Arc<Tokenizer> {
+        self.engine.tokenizer()
+    }
+
     fn check_ids(&self, ids: &[u32]) -> PyResult<()> {
         let vocab = self.engine.info().vocab;
         match ids.iter().find(|&&id| id as usize >= vocab) {

@@ -12,7 +12,7 @@ use baton_model::baton_tokenizer::StreamDecoder;
 use baton_model::Tokenizer;
 
 use crate::engine::{Event, FinishReason, TokenLogprobs};
-use crate::http::types::Usage;
+use baton_gen::openai::Usage;
 use baton_gen::StopMatcher;
 
 /// How a generation ended.

@@ -8,7 +8,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _args, _shapes
-from ._baton import _Generation, _Model
+from ._baton import _Answers, _Generation, _Model
 
 # llama.cpp's "pick a random seed" value.
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
@@ -87,7 +87,6 @@ class Llama:
             type_k,
             type_v,
         )
-        self._names = _shapes.TokenText(self._model.token_bytes)
         if self.verbose:
             print(
                 f"baton: loaded {self.model_path} in {time.perf_counter() - start:.2f} s "
@@ -227,53 +226,50 @@ class Llama:
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
             presence_penalty, frequency_penalty, seed, stops, logprobs,
         )
-        cid = _shapes.new_id("cmpl")
+        answers = _shapes.answers(self._model, False, self.model_path)
         head = ""
         if echo:
             head = prompt if isinstance(prompt, str) else self.detokenize(tokens).decode("utf-8", errors="replace")
         echoed = (tokens[0], scored) if scored is not None else None
         if stream:
-            return self._stream_completion(generation, cid, head, logprobs is not None, echoed)
-        return self._whole_completion(generation, cid, head, logprobs is not None, echoed)
+            return self._stream_completion(generation, answers, head, logprobs is not None, echoed)
+        return self._whole_completion(generation, answers, head, logprobs is not None, echoed)
 
     def __call__(self, prompt: Union[str, bytes, Sequence[int]], *args: Any, **kwargs: Any) -> Any:
         """``create_completion``."""
         return self.create_completion(prompt, *args, **kwargs)
 
     def _whole_completion(
-        self, generation: _Generation, cid: str, head: str, want_logprobs: bool, echoed: Optional[tuple]
+        self, generation: _Generation, answers: _Answers, head: str, want_logprobs: bool, echoed: Optional[tuple]
     ) -> Dict[str, Any]:
         text, entries = _drain(generation)
         if echoed is not None:
             first, scored = echoed
-            logprobs = _shapes.completion_logprobs(scored + entries, self._names, 0, unscored=first)
-        elif want_logprobs:
-            logprobs = _shapes.completion_logprobs(entries, self._names, len(head))
-        else:
-            logprobs = None
-        choice = _shapes.completion_choice(head + text, logprobs, generation.finish_reason)
-        use = _shapes.usage(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens)
-        return _shapes.completion(cid, self.model_path, choice, use)
+            answers.unscored(first)
+            entries = scored + entries
+        return answers.whole(
+            head + text,
+            entries if want_logprobs else None,
+            generation.finish_reason,
+            generation.prompt_tokens,
+            generation.completion_tokens,
+            generation.cached_tokens,
+        )
 
     def _stream_completion(
-        self, generation: _Generation, cid: str, head: str, want_logprobs: bool, echoed: Optional[tuple]
+        self, generation: _Generation, answers: _Answers, head: str, want_logprobs: bool, echoed: Optional[tuple]
     ) -> Iterator[Dict[str, Any]]:
-        offset = len(head)
         try:
             if head:
-                head_logprobs = None
+                head_entries = None
                 if echoed is not None:
-                    first, scored = echoed
-                    head_logprobs = _shapes.completion_logprobs(scored, self._names, 0, unscored=first)
-                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(head, head_logprobs, None), None)
+                    first, head_entries = echoed
+                    answers.unscored(first)
+                yield answers.chunk(head, head_entries, None)
             for text, entries in generation:
-                logprobs = _shapes.completion_logprobs(entries, self._names, offset) if want_logprobs else None
-                offset += len(text)
-                yield _shapes.completion(cid, self.model_path, _shapes.completion_choice(text, logprobs, None), None)
+                yield answers.chunk(text, entries if want_logprobs else None, None)
             trailing = generation.trailing_logprobs()
-            logprobs = _shapes.completion_logprobs(trailing, self._names, offset) if want_logprobs and trailing else None
-            choice = _shapes.completion_choice("", logprobs, generation.finish_reason)
-            yield _shapes.completion(cid, self.model_path, choice, None)
+            yield answers.chunk("", trailing if want_logprobs and trailing else None, generation.finish_reason)
         finally:
             generation.cancel()
 
@@ -318,26 +314,26 @@ class Llama:
             (top or 0) if want_logprobs else None,
             form,
         )
-        cid = _shapes.new_id("chatcmpl")
+        answers = _shapes.answers(self._model, True, self.model_path)
         if stream:
-            return self._stream_chat(generation, cid, want_logprobs)
+            return self._stream_chat(generation, answers, want_logprobs)
         text, entries = _drain(generation)
-        choice = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": _shapes.chat_logprobs(entries, self._names) if want_logprobs else None,
-            "finish_reason": generation.finish_reason,
-        }
-        use = _shapes.usage(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens)
-        return _shapes.chat(cid, self.model_path, choice, use)
+        return answers.whole(
+            text,
+            entries if want_logprobs else None,
+            generation.finish_reason,
+            generation.prompt_tokens,
+            generation.completion_tokens,
+            generation.cached_tokens,
+        )
 
-    def _stream_chat(self, generation: _Generation, cid: str, want_logprobs: bool) -> Iterator[Dict[str, Any]]:
+    def _stream_chat(self, generation: _Generation, answers: _Answers, want_logprobs: bool) -> Iterator[Dict[str, Any]]:
         try:
-            yield _shapes.chat_chunk(cid, self.model_path, {"role": "assistant"}, None, None)
+            yield answers.opening()
             for text, entries in generation:
-                logprobs = _shapes.chat_logprobs(entries, self._names) if want_logprobs else None
-                yield _shapes.chat_chunk(cid, self.model_path, {"content": text}, logprobs, None)
-            yield _shapes.chat_chunk(cid, self.model_path, {}, None, generation.finish_reason)
+                yield answers.chunk(text, entries if want_logprobs else None, None)
+            trailing = generation.trailing_logprobs()
+            yield answers.chunk(None, trailing if want_logprobs and trailing else None, generation.finish_reason)
         finally:
             generation.cancel()
 

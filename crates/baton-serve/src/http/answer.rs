@@ -15,122 +15,49 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use baton_gen::openai::logprobs::LogprobsWriter;
+use baton_gen::openai::{Answer, Delta, Usage};
 use baton_model::Tokenizer;
 use futures_util::stream;
-use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::generate::{drive, Outcome};
-use super::logprobs::LogprobsWriter;
 use super::params::Job;
 use super::tools::{may_be_call, read_call, Call, ToolMode};
-use super::types::{Answer, ChatChoice, Delta, TextChoice, Usage};
 use crate::engine::{Generation, TokenLogprobs};
 
-/// Which endpoint answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `/v1/chat/completions`.
-    Chat,
-    /// `/v1/completions`.
-    Completion,
+// The endpoint and what every answer and chunk of one request repeats:
+// baton-gen's, whose shapes the Python package builds too.
+pub use baton_gen::openai::{Answers as Meta, Kind};
+
+/// The chat stream's first chunk: the assistant's role, with `""` as
+/// OpenAI sends it.
+fn opening(meta: &Meta) -> String {
+    meta.opening(Some(String::new())).to_json()
 }
 
-/// What every answer and chunk of one request repeats.
-#[derive(Debug, Clone)]
-pub struct Meta {
-    /// The endpoint.
-    pub kind: Kind,
-    /// The answer's id.
-    pub id: String,
-    /// Unix seconds of the request.
-    pub created: u64,
-    /// The model's name.
-    pub model: String,
+/// A whole answer as a JSON response.
+fn respond(answer: &Answer) -> Response {
+    Json(answer).into_response()
 }
 
-impl Meta {
-    fn answer<C>(&self, object: &'static str, choices: Vec<C>, usage: Option<Usage>) -> Answer<C> {
-        Answer { id: self.id.clone(), object, created: self.created, model: self.model.clone(), choices, usage }
-    }
-
-    /// The JSON of a chunk with `text` and its tokens' `logprobs` (and
-    /// `finish`, on the last), or of the usage chunk when `usage` is given.
-    fn chunk(
-        &self,
-        text: Option<String>,
-        logprobs: Option<serde_json::Value>,
-        finish: Option<&'static str>,
-        usage: Option<Usage>,
-    ) -> String {
-        let no_choice = usage.is_some();
-        match self.kind {
-            Kind::Chat => {
-                let delta = Delta { role: None, content: text, tool_calls: None };
-                let choice =
-                    ChatChoice { index: 0, message: None, delta: Some(delta), logprobs, finish_reason: finish };
-                let choices = if no_choice { Vec::new() } else { vec![choice] };
-                to_json(&self.answer("chat.completion.chunk", choices, usage))
-            }
-            Kind::Completion => {
-                let choice = TextChoice { index: 0, text: text.unwrap_or_default(), logprobs, finish_reason: finish };
-                let choices = if no_choice { Vec::new() } else { vec![choice] };
-                to_json(&self.answer("text_completion", choices, usage))
-            }
-        }
-    }
-
-    /// The chat stream's first chunk: the assistant's role.
-    fn opening(&self) -> String {
-        let delta = Delta { role: Some("assistant"), content: Some(String::new()), tool_calls: None };
-        let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs: None, finish_reason: None };
-        to_json(&self.answer("chat.completion.chunk", vec![choice], None))
-    }
-
-    /// The whole answer.
-    fn whole(&self, text: String, logprobs: Option<serde_json::Value>, finish: &'static str, usage: Usage) -> Response {
-        match self.kind {
-            Kind::Chat => {
-                let message = Delta { role: Some("assistant"), content: Some(text), tool_calls: None };
-                let choice =
-                    ChatChoice { index: 0, message: Some(message), delta: None, logprobs, finish_reason: Some(finish) };
-                Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
-            }
-            Kind::Completion => {
-                let choice = TextChoice { index: 0, text, logprobs, finish_reason: Some(finish) };
-                Json(self.answer("text_completion", vec![choice], Some(usage))).into_response()
-            }
-        }
-    }
-
-    /// The id of the answer's tool call.
-    fn call_id(&self) -> String {
-        format!("call_{}", self.id.rsplit('-').take(2).collect::<Vec<_>>().join(""))
-    }
-
-    /// The chunk of a streamed tool call (the whole call in one delta).
-    fn call_chunk(&self, call: &Call, logprobs: Option<serde_json::Value>) -> String {
-        let delta = Delta { role: None, content: None, tool_calls: Some(vec![call.to_json(&self.call_id(), Some(0))]) };
-        let choice = ChatChoice { index: 0, message: None, delta: Some(delta), logprobs, finish_reason: None };
-        to_json(&self.answer("chat.completion.chunk", vec![choice], None))
-    }
-
-    /// The whole answer of a tool call.
-    fn whole_call(&self, call: &Call, logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
-        let message = Delta {
-            role: Some("assistant"),
-            content: None,
-            tool_calls: Some(vec![call.to_json(&self.call_id(), None)]),
-        };
-        let choice =
-            ChatChoice { index: 0, message: Some(message), delta: None, logprobs, finish_reason: Some("tool_calls") };
-        Json(self.answer("chat.completion", vec![choice], Some(usage))).into_response()
-    }
+/// The id of the answer's tool call.
+fn call_id(meta: &Meta) -> String {
+    format!("call_{}", meta.id.rsplit('-').take(2).collect::<Vec<_>>().join(""))
 }
 
-fn to_json(value: &impl Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|e| ApiError::server(format!("serializing a chunk: {e}")).json())
+/// The chunk of a streamed tool call (the whole call in one delta).
+fn call_chunk(meta: &Meta, call: &Call, logprobs: Option<serde_json::Value>) -> String {
+    let delta = Delta { role: None, content: None, tool_calls: Some(vec![call.to_json(&call_id(meta), Some(0))]) };
+    meta.chat_chunk(delta, logprobs, None).to_json()
+}
+
+/// The whole answer of a tool call.
+fn whole_call(meta: &Meta, call: &Call, logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
+    let message =
+        Delta { role: Some("assistant"), content: None, tool_calls: Some(vec![call.to_json(&call_id(meta), None)]) };
+    respond(&meta.whole_message(message, logprobs, "tool_calls", usage))
 }
 
 fn event(data: &str) -> String {
@@ -166,11 +93,11 @@ pub fn echo_only(echo: &Echo, tokenizer: &Tokenizer, job: &Job, meta: &Meta) -> 
     let (text, logprobs) = echo.render(&mut LogprobsWriter::new(false), tokenizer);
     let usage = Usage::new(job.request.prompt.len(), 0, 0);
     if !job.stream {
-        return meta.whole(text, logprobs, "length", usage);
+        return respond(&meta.whole(text, logprobs, "length", usage));
     }
-    let mut events = vec![event(&meta.chunk(Some(text), logprobs, Some("length"), None))];
+    let mut events = vec![event(&meta.chunk(Some(text), logprobs, Some("length")).to_json())];
     if job.include_usage {
-        events.push(event(&meta.chunk(None, None, None, Some(usage))));
+        events.push(event(&meta.usage_chunk(usage).to_json()));
     }
     events.push(event("[DONE]"));
     event_stream(stream::iter(events.into_iter().map(Ok::<_, Infallible>)))
@@ -219,8 +146,8 @@ pub async fn whole(answering: Answering) -> Response {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
             match job.tools.and_then(|mode| read_call(&text, mode)) {
-                Some(call) => meta.whole_call(&call, logprobs, usage),
-                None => meta.whole(text, logprobs, reason, usage),
+                Some(call) => whole_call(&meta, &call, logprobs, usage),
+                None => respond(&meta.whole(text, logprobs, reason, usage)),
             }
         }
         Outcome::Failed(why) => ApiError::server(why).into_response(),
@@ -238,13 +165,13 @@ pub fn streamed(answering: Answering) -> Response {
     tokio::spawn(async move {
         let prompt = job.request.prompt.len();
         if meta.kind == Kind::Chat {
-            let _ = tx.send(event(&meta.opening()));
+            let _ = tx.send(event(&opening(&meta)));
         }
         let asked = job.request.logprobs.is_some();
         let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
         if let Some(echo) = &echo {
             let (text, logprobs) = echo.render(&mut writer, &tokenizer);
-            let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
+            let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None).to_json()));
         }
         // A text that is or may become a tool call is held back until it
         // is known which (then sent as words, or as the call at the end).
@@ -263,7 +190,7 @@ pub fn streamed(answering: Answering) -> Response {
                     None => (text, entries),
                 };
                 let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
-                let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None, None)));
+                let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None).to_json()));
             };
             drive(generation, &tokenizer, job.applied_stops(), prompt, &mut on_text, tx.closed()).await
         };
@@ -275,21 +202,21 @@ pub fn streamed(answering: Answering) -> Response {
                     match job.tools.and_then(|mode| read_call(&text, mode)) {
                         Some(call) => {
                             reason = "tool_calls";
-                            let _ = tx.send(event(&meta.call_chunk(&call, rendered)));
+                            let _ = tx.send(event(&call_chunk(&meta, &call, rendered)));
                         }
                         None => {
-                            let _ = tx.send(event(&meta.chunk(Some(text), rendered, None, None)));
+                            let _ = tx.send(event(&meta.chunk(Some(text), rendered, None).to_json()));
                         }
                     }
                 }
                 let rest = (asked && !logprobs.is_empty()).then(|| writer.render(&logprobs, &tokenizer));
                 let last = match meta.kind {
-                    Kind::Chat => meta.chunk(None, rest, Some(reason), None),
-                    Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason), None),
+                    Kind::Chat => meta.chunk(None, rest, Some(reason)),
+                    Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason)),
                 };
-                let _ = tx.send(event(&last));
+                let _ = tx.send(event(&last.to_json()));
                 if job.include_usage {
-                    let _ = tx.send(event(&meta.chunk(None, None, None, Some(usage))));
+                    let _ = tx.send(event(&meta.usage_chunk(usage).to_json()));
                 }
                 let _ = tx.send(event("[DONE]"));
             }

@@ -65,7 +65,6 @@ pub mod embeddings;
 mod error;
 mod generate;
 pub mod listen;
-mod logprobs;
 mod metrics;
 mod options;
 mod params;

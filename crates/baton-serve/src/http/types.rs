@@ -1,6 +1,7 @@
-//! The OpenAI request and response bodies (the fields Baton reads or
-//! writes). Unknown request fields are ignored, as OpenAI clients send
-//! extras; a known field of the wrong type is a 400.
+//! The OpenAI request bodies (the fields Baton reads) and the models
+//! list's entry; the answers' shapes are baton-gen's (`openai`), shared
+//! with the Python package. Unknown request fields are ignored, as OpenAI
+//! clients send extras; a known field of the wrong type is a 400.
 
 use serde::{Deserialize, Serialize};
 
@@ -164,101 +165,6 @@ pub struct CompletionRequest {
     /// How to generate.
     #[serde(flatten)]
     pub params: Params,
-}
-
-/// Token counts of a request.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct Usage {
-    /// Tokens of the prompt.
-    pub prompt_tokens: usize,
-    /// Tokens generated.
-    pub completion_tokens: usize,
-    /// Their sum.
-    pub total_tokens: usize,
-    /// How the prompt was read.
-    pub prompt_tokens_details: PromptTokensDetails,
-}
-
-/// OpenAI's `usage.prompt_tokens_details`.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct PromptTokensDetails {
-    /// Prompt tokens whose keys and values came from the prefix cache.
-    pub cached_tokens: usize,
-}
-
-impl Usage {
-    /// The counts of `prompt` and `completion` tokens, `cached` of the
-    /// prompt's from the prefix cache.
-    pub fn new(prompt: usize, completion: usize, cached: usize) -> Usage {
-        Usage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: prompt + completion,
-            prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
-        }
-    }
-}
-
-/// A chat message in an answer.
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct Delta {
-    /// `assistant` (the first chunk and whole answers).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<&'static str>,
-    /// Text.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    /// The tools called (see [`super::tools`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<serde_json::Value>>,
-}
-
-/// One choice of a chat answer (`message`) or chunk (`delta`).
-#[derive(Debug, Clone, Serialize)]
-pub struct ChatChoice {
-    /// Always 0 (`n` = 1).
-    pub index: u32,
-    /// The whole message (not streaming).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<Delta>,
-    /// The new part (streaming).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delta: Option<Delta>,
-    /// Log-probabilities, when asked for (else null).
-    pub logprobs: Option<serde_json::Value>,
-    /// `stop` or `length` on the last one, else null.
-    pub finish_reason: Option<&'static str>,
-}
-
-/// One choice of a completion answer or chunk.
-#[derive(Debug, Clone, Serialize)]
-pub struct TextChoice {
-    /// Always 0.
-    pub index: u32,
-    /// The text (whole, or the new part when streaming).
-    pub text: String,
-    /// Log-probabilities, when asked for (else null).
-    pub logprobs: Option<serde_json::Value>,
-    /// `stop` or `length` on the last one, else null.
-    pub finish_reason: Option<&'static str>,
-}
-
-/// An answer or a chunk of either endpoint.
-#[derive(Debug, Clone, Serialize)]
-pub struct Answer<C> {
-    /// `chatcmpl-…` or `cmpl-…`.
-    pub id: String,
-    /// `chat.completion`, `chat.completion.chunk` or `text_completion`.
-    pub object: &'static str,
-    /// Unix seconds when the request came.
-    pub created: u64,
-    /// The served model's name.
-    pub model: String,
-    /// The choices (one; none in a usage-only chunk).
-    pub choices: Vec<C>,
-    /// Token counts: on whole answers, and on the last chunk when asked.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
 }
 
 /// `GET /v1/models`'s entry.

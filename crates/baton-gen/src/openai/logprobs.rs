@@ -1,12 +1,13 @@
 //! Log-probabilities in OpenAI's shapes: chat's `logprobs.content[]`
 //! (`token`, `logprob`, `bytes`, `top_logprobs[]`) and the completions
 //! endpoint's `tokens`, `token_logprobs`, `top_logprobs` (a map per token)
-//! and `text_offset`.
+//! and `text_offset`. Chat's object carries `refusal: null`, as OpenAI's
+//! and llama-cpp-python's do.
 
 use baton_model::Tokenizer;
 use serde_json::{json, Map, Value};
 
-use crate::engine::TokenLogprobs;
+use crate::TokenLogprobs;
 
 /// Renders the entries of one answer or of successive chunks (the
 /// completions' `text_offset` runs on from chunk to chunk).
@@ -107,7 +108,7 @@ impl LogprobsWriter {
                         json!({ "token": token, "logprob": number(e.logprob), "bytes": bytes, "top_logprobs": top })
                     })
                     .collect();
-                json!({ "content": content })
+                json!({ "content": content, "refusal": null })
             }
             false => {
                 let (mut tokens, mut logprobs, mut tops, mut offsets) = (vec![], vec![], vec![], vec![]);
