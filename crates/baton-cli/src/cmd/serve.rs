@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use baton_serve::engine::{Engine, EngineOptions};
-use baton_serve::http::{serve, ApiKeys, ServerOptions};
+use baton_serve::http::{serve, ApiKeys, CorsOrigins, ServerOptions};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -42,10 +42,22 @@ pub struct ServeArgs {
     /// between the running requests' tokens).
     #[arg(long = "prefill-chunk", default_value_t = 64)]
     prefill_chunk: usize,
-    /// Name of the served model (the `model` field requests must give, if
-    /// any; default: the file's name without `.gguf`).
+    /// Name of the served model, as `/v1/models` lists it (default: the
+    /// file's name without `.gguf`). Requests may give any `model` name
+    /// (as llama-server's), unless `--strict-model-name`.
     #[arg(long)]
     alias: Option<String>,
+    /// Refuse (404) a request whose `model` is not the served model's name
+    /// (as vLLM and OpenAI do); without it any name is served.
+    #[arg(long = "strict-model-name")]
+    strict_model_name: bool,
+    /// The origins whose web pages may call the server, separated by
+    /// commas (`https://app.example,http://localhost:3000`), or `*` for
+    /// any (the default, as llama-server). Their answers carry
+    /// `Access-Control-Allow-Origin`; a browser's preflight (`OPTIONS`) is
+    /// answered without an API key.
+    #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
+    cors_origins: CorsOrigins,
     /// Largest request body in bytes (larger: 413).
     #[arg(long = "body-limit", default_value_t = 1 << 20)]
     body_limit: usize,
@@ -185,6 +197,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         stop_when_the_engine_fails: true,
         pooling: args.pooling.parse()?,
         api_keys,
+        strict_model_name: args.strict_model_name,
+        cors_origins: args.cors_origins,
+        model_path: path.display().to_string(),
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {

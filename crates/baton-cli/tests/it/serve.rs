@@ -215,3 +215,46 @@ fn a_bad_key_file_or_an_empty_key_is_a_startup_error() {
     let out = super::baton(&["serve", "-m", &model, "--port", "0", "--api-key", " , "]);
     super::assert_clean_error(&out, "holds no key");
 }
+
+/// A completion naming `model`: the answer's first line.
+fn completion_named(served: &Served, model: &str) -> String {
+    let body = format!(r#"{{"model": "{model}", "prompt": "Hello", "max_tokens": 2}}"#);
+    let answer = served.request(&format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn any_model_name_is_served_unless_strict_model_name() {
+    let (_dir, model) = tiny("serve-model-name");
+    let served = Served::start(&model, &["--alias", "mine"], None);
+    assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 200"));
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let served = Served::start(&model, &["--alias", "mine", "--strict-model-name"], None);
+    assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 404"));
+    assert!(completion_named(&served, "mine").starts_with("HTTP/1.1 200"));
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+}
+
+#[test]
+fn cors_origins_allow_listed_pages_and_refuse_a_bad_list() {
+    let (_dir, model) = tiny("serve-cors");
+    let served = Served::start(&model, &["--cors-origins", "https://app.example"], None);
+    let preflight = "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n\
+                     Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n";
+    let answer = served.request(preflight);
+    assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("access-control-allow-origin: https://app.example"), "{answer}");
+    let answer = served.request(&preflight.replace("app.example", "other.example"));
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--cors-origins", "app.example"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a usage error: {stderr}");
+    assert!(stderr.contains("`app.example` is not an origin"), "{stderr}");
+}

@@ -1,7 +1,8 @@
 //! API keys (`--api-key`, `--api-key-file`) and whose cache a request
 //! uses.
 //!
-//! With keys set, every route but `GET /health` needs one of them, sent as
+//! With keys set, every route but `GET /health` (and a browser's CORS
+//! preflight, answered before this check: `cors.rs`) needs one of them, sent as
 //! `Authorization: Bearer KEY` (OpenAI's clients) or `x-api-key: KEY`
 //! (Anthropic's); a request without one, or with another, gets 401 in the
 //! OpenAI error shape with `WWW-Authenticate: Bearer`, before its body is

@@ -10,6 +10,13 @@
 //! - `POST /v1/embeddings`: each input's hidden states pooled (mean or
 //!   last token, `ServerOptions::pooling`) and normalised (`embeddings.rs`).
 //! - `GET /v1/models`: the one served model.
+//! - The four routes above answer without the `/v1` prefix too
+//!   (`/chat/completions`, `/completions`, `/embeddings`, `/models`), as
+//!   llama-server's do.
+//! - llama-server's `POST /tokenize` (`content`, `add_special`,
+//!   `parse_special`, `with_pieces`), `POST /detokenize` (`tokens`),
+//!   `POST /apply-template` (`messages` rendered to `prompt`) and
+//!   `GET /props`, in its shapes (`llama.rs`).
 //! - `GET /metrics`: Prometheus' text format: requests running, queued and
 //!   ended (by reason), prompt and generated tokens, tokens per second
 //!   over the last 10 s, time to first token and inter-token latency
@@ -17,6 +24,10 @@
 //! - `GET /health`: 200 `{"status": "ok", "running", "queued", ...}` while
 //!   the engine takes requests; 503 with `"status": "shutting down"`, or
 //!   `"status": "failed"` and the cause in `"error"`, when it does not.
+//!
+//! CORS ([`ServerOptions::cors_origins`], `cors.rs`): the answers to allowed
+//! origins carry `Access-Control-Allow-Origin`; `OPTIONS` (a browser's
+//! preflight) is answered before the key check.
 //!
 //! With [`ServerOptions::api_keys`] set, every route but `/health` needs
 //! one of the keys, and each key's requests reuse only their own cached
@@ -44,9 +55,10 @@
 //! sends the prompt first, with its tokens' log-probabilities when asked
 //! (one pass over the prompt; `max_tokens: 0` generates nothing).
 //! `response_format: {"type": "json_object"}` holds the answer to one JSON
-//! object ([`baton_gen::constraint`]). `model`
-//! must be absent or the
-//! served model's name (else 404). The body is read as JSON whatever its
+//! object ([`baton_gen::constraint`]). Any `model` name is served (as
+//! llama-server serves its one model); with
+//! [`ServerOptions::strict_model_name`] it must be absent or the served
+//! model's name (else 404). The body is read as JSON whatever its
 //! `Content-Type`; unknown fields are ignored; a known field of the wrong
 //! type is a 400.
 //!
@@ -61,10 +73,12 @@
 mod answer;
 pub mod auth;
 mod body;
+pub mod cors;
 pub mod embeddings;
 mod error;
 mod generate;
 pub mod listen;
+mod llama;
 mod metrics;
 mod options;
 mod params;
@@ -86,6 +100,7 @@ use baton_gen::ChatTemplate;
 use tokio::net::TcpListener;
 
 pub use auth::{ApiKeyError, ApiKeys};
+pub use cors::{CorsError, CorsOrigins};
 pub use error::{ApiError, ErrorBody};
 pub use options::ServerOptions;
 pub use serve_error::ServeError;
@@ -105,6 +120,8 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         pooling: options.pooling,
         embedding_dim: dim,
         scope_seed: Arc::new(std::collections::hash_map::RandomState::new()),
+        strict_model_name: options.strict_model_name,
+        model_path: options.model_path.clone(),
     };
     let keys = Arc::new(options.api_keys.clone());
     Ok(Router::new()
@@ -114,11 +131,24 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        // The same routes without `/v1`, as llama-server serves them.
+        .route("/models", get(routes::models))
+        .route("/chat/completions", post(routes::chat))
+        .route("/completions", post(routes::completion))
+        .route("/embeddings", post(embeddings::embeddings))
+        // llama-server's own.
+        .route("/tokenize", post(llama::tokenize))
+        .route("/detokenize", post(llama::detokenize))
+        .route("/apply-template", post(llama::apply_template))
+        .route("/props", get(llama::props))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
         // Outermost: a request without a key is answered before its body
         // is read.
         .layer(middleware::from_fn_with_state(keys, auth::require_key))
+        // Outside the key check: a preflight needs no key, and a 401 gets
+        // the CORS headers a page needs to read it.
+        .layer(middleware::from_fn_with_state(Arc::new(options.cors_origins.clone()), cors::cors))
         .with_state(state))
 }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::auth::ApiKeys;
+use super::cors::CorsOrigins;
 
 /// How the server behaves.
 #[derive(Clone, Debug)]
@@ -31,6 +32,15 @@ pub struct ServerOptions {
     /// The keys every route but `/health` needs (`--api-key`); none:
     /// every route is open. Each key has its own prefix cache.
     pub api_keys: ApiKeys,
+    /// Refuse (404) a request whose `model` is not the served model's
+    /// name (`--strict-model-name`); by default any name is served, as
+    /// llama-server serves its one model.
+    pub strict_model_name: bool,
+    /// The origins whose web pages may call the server (`--cors-origins`;
+    /// default: any, as llama-server).
+    pub cors_origins: CorsOrigins,
+    /// The model file, as `/props` tells it (`model_path`).
+    pub model_path: String,
 }
 
 impl Default for ServerOptions {
@@ -44,6 +54,9 @@ impl Default for ServerOptions {
             stop_when_the_engine_fails: true,
             pooling: baton_model::Pooling::Mean,
             api_keys: ApiKeys::none(),
+            strict_model_name: false,
+            cors_origins: CorsOrigins::Any,
+            model_path: String::new(),
         }
     }
 }

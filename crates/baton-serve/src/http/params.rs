@@ -44,9 +44,6 @@ impl Job {
     /// Checks `params` against the served model and builds the engine
     /// request for `prompt`.
     pub fn new(params: &Params, prompt: Vec<u32>, info: &ModelInfo) -> Result<Job, ApiError> {
-        if let Some(model) = params.model.as_deref().filter(|m| *m != info.name) {
-            return Err(ApiError::model_not_found(model, &info.name));
-        }
         if let Some(n) = params.n.filter(|&n| n != 1) {
             return Err(ApiError::invalid_param("n", format!("n = {n}: only n = 1 (one choice) is served")));
         }
@@ -73,6 +70,16 @@ impl Job {
             return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
         }
         Ok(Job { request, stops, stream: params.stream, include_usage, tools: None })
+    }
+}
+
+/// Checks a request's `model` against the served one: any name is
+/// served (as llama-server serves its one model whatever the name) unless
+/// `strict` (`--strict-model-name`), when a name other than `served` gets 404.
+pub fn check_model(asked: Option<&str>, served: &str, strict: bool) -> Result<(), ApiError> {
+    match asked {
+        Some(model) if strict && model != served => Err(ApiError::model_not_found(model, served)),
+        _ => Ok(()),
     }
 }
 
@@ -297,9 +304,16 @@ mod tests {
             let e = Job::new(&params(json), vec![1], &info()).expect_err(json);
             assert_eq!(e.status, 400, "{json}");
         }
-        let e = Job::new(&params(r#"{"model":"other"}"#), vec![1], &info()).expect_err("unknown model");
-        assert_eq!(e.status, 404);
+        assert!(Job::new(&params(r#"{"model":"other"}"#), vec![1], &info()).is_ok(), "any model name is served");
         assert!(Job::new(&params(r#"{"presence_penalty":0,"n":1,"logprobs":false}"#), vec![1], &info()).is_ok());
+    }
+
+    #[test]
+    fn only_a_strict_server_refuses_another_model_name() {
+        assert!(check_model(Some("gpt-3.5-turbo"), "m", false).is_ok());
+        assert!(check_model(None, "m", true).is_ok());
+        assert!(check_model(Some("m"), "m", true).is_ok());
+        assert_eq!(check_model(Some("other"), "m", true).expect_err("strict").status, 404);
     }
 
     #[test]

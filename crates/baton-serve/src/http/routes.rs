@@ -15,7 +15,7 @@ use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::ApiError;
-use super::params::Job;
+use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
 use super::tools::{self, ToolMode};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
@@ -40,6 +40,7 @@ impl AppState {
     /// caller and `cache_salt`. Checking compiles `response_format`'s
     /// schema: off the HTTP threads.
     async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
+        check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
         let (owned, info) = (params.clone(), self.engine.info().clone());
         let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
         let salt = auth::cache_salt(params.cache_salt.as_ref())?;
@@ -171,7 +172,7 @@ pub async fn chat(
 /// The request's messages as the template takes them: earlier tool calls
 /// written into the assistant's text, tool results as user turns (one for
 /// results in a row).
-fn conversation(messages: &[ChatMessage]) -> Result<Vec<Message>, ApiError> {
+pub(super) fn conversation(messages: &[ChatMessage]) -> Result<Vec<Message>, ApiError> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut after_result = false;
     for m in messages {

@@ -25,6 +25,10 @@ pub struct AppState {
     /// The random keys of the hash that gives a request its cache scope
     /// (`auth.rs`), drawn when the server starts.
     pub(super) scope_seed: Arc<std::collections::hash_map::RandomState>,
+    /// Refuse (404) a `model` other than the served one's name.
+    pub(super) strict_model_name: bool,
+    /// The model file, as `/props` tells it.
+    pub(super) model_path: String,
 }
 
 /// Unix seconds now.

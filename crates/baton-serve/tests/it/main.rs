@@ -5,6 +5,7 @@
 mod server;
 
 mod auth;
+mod cors;
 mod echo;
 mod embeddings;
 
@@ -14,6 +15,9 @@ mod hostile;
 mod hostile_schemas;
 mod http;
 mod json_format;
+mod llama_routes;
 mod logit_bias;
+mod model_name;
+mod routes_without_v1;
 mod shutdown;
 mod tools;

@@ -1,0 +1,162 @@
+//! llama-server's own routes, in its request and answer shapes:
+//! `POST /tokenize`, `POST /detokenize`, `POST /apply-template` and
+//! `GET /props`.
+
+use axum::extract::State;
+use axum::Json;
+use baton_gen::SamplingParams;
+use baton_model::EncodeOptions;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::body::JsonBody;
+use super::error::ApiError;
+use super::routes::conversation;
+use super::state::AppState;
+use super::types::ChatMessage;
+
+/// `POST /tokenize`'s body.
+#[derive(Deserialize)]
+pub struct TokenizeRequest {
+    /// The text to tokenize.
+    content: String,
+    /// Add BOS (and EOS) as the model's metadata asks (default: no).
+    #[serde(default)]
+    add_special: bool,
+    /// Match control tokens written in the text (default: yes).
+    #[serde(default = "yes")]
+    parse_special: bool,
+    /// Answer each token as `{"id", "piece"}` rather than its id alone.
+    #[serde(default)]
+    with_pieces: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /detokenize`'s body.
+#[derive(Deserialize)]
+pub struct DetokenizeRequest {
+    /// Token ids.
+    #[serde(default)]
+    tokens: Vec<u32>,
+}
+
+/// `POST /apply-template`'s body.
+#[derive(Deserialize)]
+pub struct ApplyTemplateRequest {
+    /// The conversation, as `/v1/chat/completions` takes it.
+    messages: Vec<ChatMessage>,
+}
+
+/// `POST /tokenize`: `{"tokens": [ids]}`, or with `with_pieces` each token
+/// as `{"id", "piece"}`: its text, or its bytes when they are not UTF-8 on
+/// their own (as llama-server).
+pub async fn tokenize(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<TokenizeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let tokenizer = state.engine.tokenizer().clone();
+    let options = EncodeOptions { add_special: request.add_special, parse_special: request.parse_special };
+    let with_pieces = request.with_pieces;
+    // Tokenizing a long text is CPU work: off the HTTP threads.
+    let tokens = tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
+        let ids = tokenizer
+            .encode(&request.content, options)
+            .map_err(|e| ApiError::invalid_param("content", format!("tokenizing the content: {e}")))?;
+        if !with_pieces {
+            return Ok(json!(ids));
+        }
+        let pieces = ids
+            .iter()
+            .map(|&id| {
+                let bytes = tokenizer.token_bytes(id, true).map_err(|e| ApiError::server(e.to_string()))?;
+                let piece = match std::str::from_utf8(bytes) {
+                    Ok(text) => json!(text),
+                    Err(_) => json!(bytes),
+                };
+                Ok(json!({ "id": id, "piece": piece }))
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok(Value::Array(pieces))
+    })
+    .await
+    .map_err(|e| ApiError::server(format!("tokenizing the content: {e}")))??;
+    Ok(Json(json!({ "tokens": tokens })))
+}
+
+/// `POST /detokenize`: `{"content": text}`, special tokens written out.
+pub async fn detokenize(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<DetokenizeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let vocab = state.engine.info().vocab;
+    if let Some(bad) = request.tokens.iter().find(|&&id| id as usize >= vocab) {
+        return Err(ApiError::invalid_param("tokens", format!("token id {bad} is outside the vocabulary of {vocab}")));
+    }
+    let content = state
+        .engine
+        .tokenizer()
+        .decode_with(&request.tokens, true)
+        .map_err(|e| ApiError::invalid_param("tokens", e.to_string()))?;
+    Ok(Json(json!({ "content": content })))
+}
+
+/// `POST /apply-template`: `{"prompt": text}`, the messages rendered with
+/// the model's chat template and the generation prompt, as
+/// `/v1/chat/completions` renders them (not tokenized).
+pub async fn apply_template(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<ApplyTemplateRequest>,
+) -> Result<Json<Value>, ApiError> {
+    if request.messages.is_empty() {
+        return Err(ApiError::invalid_param("messages", "messages is empty"));
+    }
+    let messages = conversation(&request.messages)?;
+    let template = state.template.clone();
+    let prompt = tokio::task::spawn_blocking(move || template.render(&messages, true))
+        .await
+        .map_err(|e| ApiError::server(format!("rendering the conversation: {e}")))?
+        .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    Ok(Json(json!({ "prompt": prompt })))
+}
+
+/// `GET /props`: the server's defaults and the model, in llama-server's
+/// shape.
+pub async fn props(State(state): State<AppState>) -> Json<Value> {
+    let info = state.engine.info();
+    let tokenizer = state.engine.tokenizer();
+    let token = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or_default().to_string();
+    let s = SamplingParams::default();
+    let params = json!({
+        "n_predict": -1,
+        "temperature": s.temperature,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "repeat_penalty": s.repeat_penalty,
+        "repeat_last_n": s.repeat_last_n,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": s.frequency_penalty,
+        "ignore_eos": false,
+        "stream": false,
+    });
+    Json(json!({
+        "default_generation_settings": {
+            "id": 0,
+            "n_ctx": info.context,
+            "model": info.name,
+            "is_processing": false,
+            "params": params,
+        },
+        "total_slots": state.engine.options().parallel,
+        "model_alias": info.name,
+        "model_path": state.model_path,
+        "chat_template": state.template.source(),
+        "bos_token": token(tokenizer.bos_id()),
+        "eos_token": token(tokenizer.eos_id()),
+        "modalities": { "vision": false, "audio": false },
+        "build_info": concat!("baton ", env!("CARGO_PKG_VERSION")),
+    }))
+}
