@@ -77,6 +77,10 @@ pub struct ServeBenchArgs {
     /// Seconds one response may take.
     #[arg(long = "request-timeout", default_value_t = 300)]
     request_timeout: u64,
+    /// Print one JSON object instead of the tables: the arguments, each
+    /// phase's figures (`phases`) and each long-prompt run's (`stalls`).
+    #[arg(long)]
+    json: bool,
     /// The server to start when no `--url` is given.
     #[command(flatten)]
     serve: ServeCommand,
@@ -154,8 +158,52 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
                 .context("the long-prompt phase without chunked prefill")?;
         stalls.push((format!("--prefill-chunk {chunk}"), stall));
     }
-    print_tables(&args, &phases, &stalls);
+    if args.json {
+        println!("{}", json_report(&args, &phases, &stalls));
+    } else {
+        print_tables(&args, &phases, &stalls);
+    }
     Ok(())
+}
+
+/// The figures as one JSON object (`--json`).
+fn json_report(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String, StallResult)]) -> serde_json::Value {
+    let phases: Vec<_> = phases
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "clients": p.clients,
+                "requests": p.requests,
+                "tokens": p.tokens,
+                "tokens_per_s": p.tokens_per_s,
+                "ttft_p50_ms": p.ttft_ms.0,
+                "ttft_p99_ms": p.ttft_ms.1,
+                "itl_p50_ms": p.itl_ms.0,
+                "itl_p99_ms": p.itl_ms.1,
+            })
+        })
+        .collect();
+    let stalls: Vec<_> = stalls
+        .iter()
+        .map(|(label, s)| {
+            serde_json::json!({
+                "server": label,
+                "streams": s.streams,
+                "long_prompt_words": s.prompt_words,
+                "prefill_ms": s.prefill_ms,
+                "itl_p50_before_ms": s.itl_before_ms,
+                "longest_stall_ms": s.longest_stall_ms,
+                "streams_ended_before": s.ended_early,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "max_tokens": args.max_tokens,
+        "requests_per_client": args.requests_per_client,
+        "shared_prefix_words": args.shared_prefix_words,
+        "phases": phases,
+        "stalls": stalls,
+    })
 }
 
 fn print_tables(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String, StallResult)]) {

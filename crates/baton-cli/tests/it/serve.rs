@@ -258,3 +258,19 @@ fn cors_origins_allow_listed_pages_and_refuse_a_bad_list() {
     assert_eq!(out.status.code(), Some(2), "a usage error: {stderr}");
     assert!(stderr.contains("`app.example` is not an origin"), "{stderr}");
 }
+
+#[test]
+fn bench_serve_prints_one_json_object() {
+    let (_dir, model) = tiny("bench-serve-json");
+    let args = ["bench", "serve", "-m", &model, "-c", "128", "-t", "1", "--clients", "1,2"];
+    let rest = ["--requests-per-client", "1", "--max-tokens", "4", "--stall-streams", "0", "--json"];
+    let out = super::baton(&[&args[..], &rest[..]].concat());
+    assert!(out.status.success(), "bench serve: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let phases = report["phases"].as_array().expect("phases");
+    assert_eq!(phases.iter().map(|p| p["clients"].as_u64()).collect::<Vec<_>>(), [Some(1), Some(2)], "{report}");
+    assert!(phases.iter().all(|p| p["tokens_per_s"].as_f64().is_some_and(|r| r > 0.0)), "{report}");
+    assert_eq!(report["max_tokens"], 4);
+    assert_eq!(report["stalls"], serde_json::json!([]));
+}
