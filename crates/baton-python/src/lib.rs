@@ -32,6 +32,7 @@ fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyPoint>()?;
     m.add_class::<runtime::PyRead>()?;
     m.add_function(wrap_pyfunction!(runtime::devices, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::device_list, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

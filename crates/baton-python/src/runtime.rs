@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use baton_core::backend::{Device, Pending, TensorRef};
+use baton_core::backend::{Device, DeviceKind, Pending, TensorRef};
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::sync::WaitError;
 use baton_core::{Bindings, DType, Stream, SyncPoint};
@@ -81,6 +81,16 @@ pub fn devices(py: Python<'_>, names: &str, threads: Option<usize>) -> PyResult<
     }
     let opened = py.detach(|| baton_load::open_devices(names, threads)).map_err(load_error)?;
     Ok(opened.into_iter().map(|device| PyDevice { device }).collect())
+}
+
+/// The devices of one kind (`"vulkan"`, `"cpu"`) this machine has, in
+/// order, as (name, is a GPU, description); empty where the kind
+/// enumerates nothing (no driver) or is not a kind.
+#[pyfunction]
+pub fn device_list(py: Python<'_>, kind: &str) -> Vec<(String, bool, String)> {
+    let Some(found) = baton_load::registry::find(kind) else { return Vec::new() };
+    let rows = py.detach(|| found.enumerate()).unwrap_or_default();
+    rows.into_iter().map(|row| (row.name, row.kind == DeviceKind::Gpu, row.description)).collect()
 }
 
 /// Waits for `point` with the GIL released, at most `timeout` seconds

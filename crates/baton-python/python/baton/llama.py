@@ -5,10 +5,12 @@ import os
 import random
 import sys
 import time
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-from . import _args, _shapes
+from . import _args, _compat, _shapes
 from ._baton import _Answers, _Generation, _Model
+from ._baton import device_list as _device_list
 
 # llama.cpp's "pick a random seed" value.
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
@@ -35,64 +37,166 @@ class Llama:
     cache's types: f16, f32, bf16, q8_0, q4_0), ``pooling`` (how ``embed``
     pools a text's hidden states: ``"mean"`` or ``"last"``). ``embedding``
     is taken for llama-cpp-python's signature: any model embeds.
+
+    Every keyword argument of llama-cpp-python 0.3's ``Llama`` is taken.
+    Applied: ``n_ctx``, ``n_batch`` and ``n_ubatch`` (the smaller is
+    Baton's batch), ``n_threads`` (``n_threads_batch`` where it is None),
+    ``seed``, ``verbose``, ``split_mode`` and ``type_k``/``type_v`` as
+    llama.cpp's numbers too, ``pooling_type`` (mean, last),
+    ``last_n_tokens_size`` (the repeat penalty's window), ``logits_all``
+    (logprobs need nothing more), ``chat_format`` where the GGUF file's
+    template is that format, and ``n_gpu_layers``: nonzero places the
+    model on a Vulkan GPU (``main_gpu``; several by ``tensor_split``) where
+    there is one, whole (Baton does not split a model by a layer count),
+    else it runs on the CPU. What cannot apply is accepted and said once,
+    in one ``UserWarning`` and in ``verbose`` output, and listed in
+    ``self.unapplied``; ``from_pretrained`` raises NotImplementedError.
     """
 
     def __init__(
         self,
         model_path: Union[str, "os.PathLike[str]"],
         *,
+        # llama-cpp-python 0.3's keyword arguments, in its order.
+        n_gpu_layers: int = 0,
+        split_mode: Union[int, str] = "layer",
+        main_gpu: int = 0,
+        tensor_split: Optional[Sequence[float]] = None,
+        vocab_only: bool = False,
+        use_mmap: bool = True,
+        use_mlock: bool = False,
+        kv_overrides: Optional[Dict[str, Any]] = None,
+        seed: int = LLAMA_DEFAULT_SEED,
         n_ctx: int = 512,
         n_batch: int = 512,
+        n_ubatch: int = 512,
         n_threads: Optional[int] = None,
-        seed: int = LLAMA_DEFAULT_SEED,
-        verbose: bool = True,
-        devices: Union[None, str, Sequence[str]] = None,
-        split_mode: str = "layer",
-        tensor_split: Optional[Sequence[float]] = None,
-        n_parallel: int = 1,
-        type_k: str = "f16",
-        type_v: str = "f16",
+        n_threads_batch: Optional[int] = None,
+        rope_scaling_type: Optional[int] = -1,
+        pooling_type: int = -1,
+        attention_type: int = -1,
+        rope_freq_base: float = 0.0,
+        rope_freq_scale: float = 0.0,
+        yarn_ext_factor: float = -1.0,
+        yarn_attn_factor: float = 1.0,
+        yarn_beta_fast: float = 32.0,
+        yarn_beta_slow: float = 1.0,
+        yarn_orig_ctx: int = 0,
+        logits_all: bool = False,
         embedding: bool = False,
+        offload_kqv: bool = True,
+        flash_attn: bool = False,
+        op_offload: Optional[bool] = None,
+        swa_full: Optional[bool] = None,
+        no_perf: bool = False,
+        last_n_tokens_size: int = 64,
+        lora_base: Optional[str] = None,
+        lora_scale: float = 1.0,
+        lora_path: Optional[str] = None,
+        numa: Union[bool, int] = False,
+        chat_format: Optional[str] = None,
+        chat_handler: Any = None,
+        draft_model: Any = None,
+        tokenizer: Any = None,
+        type_k: Union[None, int, str] = None,
+        type_v: Union[None, int, str] = None,
+        spm_infill: bool = False,
+        verbose: bool = True,
+        # Baton's own.
+        devices: Union[None, str, Sequence[str]] = None,
+        n_parallel: int = 1,
         pooling: str = "mean",
     ) -> None:
         if not isinstance(model_path, (str, os.PathLike)):
             raise TypeError(f"model_path must be a path, not {type(model_path).__name__}")
+        notes = _compat.not_applied(dict(locals()))
         n_ctx = _args.integer("n_ctx", n_ctx, minimum=0)
         n_batch = _args.integer("n_batch", n_batch, minimum=1)
+        # llama.cpp's physical batch is at most n_batch; Baton's one batch
+        # size is the most tokens one step reads.
+        n_batch = min(n_batch, _args.integer("n_ubatch", n_ubatch, minimum=1))
         n_threads = _args.integer("n_threads", n_threads, minimum=1, allow_none=True)
+        n_threads_batch = _args.integer("n_threads_batch", n_threads_batch, minimum=1, allow_none=True)
+        if n_threads is None:
+            n_threads = n_threads_batch
+        elif n_threads_batch is not None and n_threads_batch != n_threads:
+            notes.append(f"n_threads_batch={n_threads_batch} is not applied: Baton's CPU devices use n_threads={n_threads} for prompts too")
         n_parallel = _args.integer("n_parallel", n_parallel, minimum=1)
+        n_gpu_layers = _args.integer("n_gpu_layers", n_gpu_layers, minimum=-1)
+        main_gpu = _args.integer("main_gpu", main_gpu, minimum=0)
+        self.last_n_tokens_size = _args.integer("last_n_tokens_size", last_n_tokens_size, minimum=0)
         seed = _args.integer("seed", seed, minimum=-1, maximum=2**64 - 1)
         self._seed = LLAMA_DEFAULT_SEED if seed == -1 else seed
+        split_mode = _compat.split_mode(split_mode)
         if not isinstance(split_mode, str):
-            raise TypeError(f"split_mode must be a string, not {type(split_mode).__name__}")
+            raise TypeError(f"split_mode must be a string or llama.cpp's 0, 1, 2, not {split_mode!r}")
+        type_k = _compat.cache_type("type_k", type_k, notes)
+        type_v = _compat.cache_type("type_v", type_v, notes)
         for name, value in (("type_k", type_k), ("type_v", type_v)):
             if value not in _CACHE_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(_CACHE_TYPES)}, not {value!r}")
-        shares = [_args.number("tensor_split", w) for w in (tensor_split or [])]
+        pooling = _compat.pooling(pooling, pooling_type, notes)
         if pooling not in ("mean", "last"):
             raise ValueError(f"pooling must be 'mean' or 'last', not {pooling!r}")
+        if devices is None:
+            # llama.cpp leaves Vulkan devices that run on the CPU (lavapipe)
+            # out unless asked; so does n_gpu_layers here.
+            gpus = []
+            if n_gpu_layers != 0:
+                gpus = [name for name, _, what in _device_list("vulkan") if not what.endswith("(CPU)")]
+            chosen, tensor_split = _compat.gpu_devices(n_gpu_layers, main_gpu, tensor_split, gpus, notes)
+            devices = chosen
+        elif n_gpu_layers != 0:
+            notes.append(f"n_gpu_layers={n_gpu_layers} is not applied: devices={devices!r} places the model")
+        shares = [_args.number("tensor_split", w) for w in (tensor_split or [])]
+        self.chat_format = chat_format
         self.pooling = pooling
         self.model_path = os.fspath(model_path)
         self.verbose = bool(verbose)
+        self.n_gpu_layers = n_gpu_layers
+        self.logits_all = bool(logits_all)
+        self.embedding = bool(embedding)
+        self.devices = _args.devices(devices)
         start = time.perf_counter()
         self._model = _Model.load(
             self.model_path,
             n_ctx,
             n_threads,
             n_batch,
-            _args.devices(devices),
+            self.devices,
             split_mode,
             shares,
             n_parallel,
             type_k,
             type_v,
         )
+        if chat_format is not None and not _chat_format_maps(chat_format, self._model.chat_template):
+            notes.append(
+                f"chat_format={chat_format!r} is not applied: the GGUF file's own chat template answers chats"
+            )
+        # Said once: every setting accepted but not applied, together.
+        self.unapplied: List[str] = notes
+        if notes:
+            warnings.warn("baton.Llama: " + "; ".join(notes), UserWarning, stacklevel=2)
         if self.verbose:
             print(
                 f"baton: loaded {self.model_path} in {time.perf_counter() - start:.2f} s "
-                f"(context {self._model.n_ctx}, devices {_args.devices(devices)}, split {split_mode})",
+                f"(context {self._model.n_ctx}, batch {n_batch}, devices {self.devices}, split {split_mode}, "
+                f"n_gpu_layers {n_gpu_layers}, cache {type_k}/{type_v})",
                 file=sys.stderr,
             )
+            for note in notes:
+                print(f"baton: {note}", file=sys.stderr)
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: Optional[str] = None, *args: Any, **kwargs: Any) -> "Llama":
+        """llama-cpp-python's download from the Hugging Face Hub: not served
+        (Baton does not reach a model hub). Raises NotImplementedError."""
+        raise NotImplementedError(
+            f"Llama.from_pretrained({repo_id!r}, ...) downloads from the Hugging Face Hub, which Baton does not do: "
+            "download the GGUF file yourself and pass Llama(model_path=...), "
+            f"or use Llama.from_known(name) for {', '.join(_Model.known())}"
+        )
 
     @classmethod
     def from_known(cls, name: str, **kwargs: Any) -> "Llama":
@@ -182,7 +286,7 @@ class Llama:
             _args.number("top_p", top_p),
             _args.number("min_p", min_p),
             _args.number("repeat_penalty", repeat_penalty),
-            64,
+            self.last_n_tokens_size,
             _args.number("presence_penalty", presence_penalty),
             _args.number("frequency_penalty", frequency_penalty),
             seed,
@@ -394,6 +498,28 @@ class Llama:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# llama-cpp-python's chat formats, each with a mark of its template: a
+# format maps where the GGUF file's own template (which Baton always uses)
+# is that format.
+_CHAT_FORMAT_MARKS = {
+    "chatml": "<|im_start|>",
+    "llama-3": "<|start_header_id|>",
+    "llama-2": "[INST]",
+    "mistral-instruct": "[INST]",
+    "gemma": "<start_of_turn>",
+    "phi3": "<|assistant|>",
+    "zephyr": "<|assistant|>",
+}
+
+
+def _chat_format_maps(chat_format: Any, template: str) -> bool:
+    """Whether ``chat_format`` is what the GGUF file's chat template gives."""
+    if chat_format in ("chat_template.default", "jinja"):
+        return True
+    mark = _CHAT_FORMAT_MARKS.get(chat_format)
+    return mark is not None and mark in (template or "")
 
 
 def _drain(generation: _Generation):
