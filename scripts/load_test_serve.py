@@ -128,7 +128,8 @@ MALFORMED = [
     ("not json", dict(raw=b"{\"prompt\": ")),
     ("wrong type", dict(body={"prompt": "hi", "max_tokens": "ten"})),
     ("no prompt", dict(body={"max_tokens": 4})),
-    ("unknown model", dict(body={"prompt": "hi", "max_tokens": 4, "model": "no-such-model"})),
+    # Any model name is served (as llama-server); a model that is no string is malformed.
+    ("model of the wrong type", dict(body={"prompt": "hi", "max_tokens": 4, "model": 42})),
     ("max_tokens past the context", dict(body={"prompt": "hi", "max_tokens": 10**7})),
     ("negative temperature", dict(body={"prompt": "hi", "max_tokens": 4, "temperature": -1})),
 ]
