@@ -282,7 +282,12 @@ impl<'a> Compiler<'a> {
                 properties.push(Property { key: key_of(name), node, required: required.contains(&&**name) });
             }
         }
+        // Without `additionalProperties`, an object that declares properties
+        // is written with those only (as llama.cpp's grammars and XGrammar
+        // generate: a model left free adds keys of its own until it runs
+        // out of tokens); one that declares none takes any names.
         let additional = match object.get("additionalProperties") {
+            None if !properties.is_empty() => None,
             None | Some(Value::Bool(true)) => Some(ANY),
             Some(Value::Bool(false)) => None,
             Some(schema) => Some(self.node(schema, &format!("{path}/additionalProperties"))?),
@@ -291,10 +296,15 @@ impl<'a> Compiler<'a> {
             required.iter().map(|n| key_of(n)).filter(|k| !properties.iter().any(|p| p.key == *k)).collect();
         if let Some(key) = undeclared.first() {
             // A required name with no schema of its own: a value of the
-            // other names' schema; none when no other name is allowed.
+            // other names' schema (any value when the schema says nothing
+            // of other names); refused when other names are refused.
             let name = String::from_utf8_lossy(key);
-            let Some(node) = additional else {
-                return Err(invalid(path, format!("required property \"{name}\" is not in properties")));
+            let node = match (object.get("additionalProperties"), additional) {
+                (None, _) => ANY,
+                (_, Some(node)) => node,
+                (_, None) => {
+                    return Err(invalid(path, format!("required property \"{name}\" is not in properties")));
+                }
             };
             if properties.len() + undeclared.len() > MAX_PROPERTIES {
                 return Err(unsupported(path, &format!("more than {MAX_PROPERTIES} properties")));

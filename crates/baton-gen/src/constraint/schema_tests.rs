@@ -321,11 +321,21 @@ fn validate(root: &Value, schema: &Value, value: &Value) -> bool {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let required = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
-            let closed = schema.get("additionalProperties") == Some(&json!(false));
+            // Closed by `false`, and by declaring properties without
+            // saying anything of others (the reader's default).
+            let declared = properties.is_some_and(|p| !p.is_empty());
+            let closed = schema.get("additionalProperties") == Some(&json!(false))
+                || schema.get("additionalProperties").is_none() && declared;
             required.iter().all(|r| r.as_str().is_some_and(|r| map.contains_key(r)))
                 && map.iter().all(|(k, v)| match properties.and_then(|p| p.get(k)) {
                     Some(s) => validate(root, s, v),
-                    None => !closed,
+                    // A required name without a schema of its own is
+                    // allowed when nothing is said of other names.
+                    None => {
+                        !closed
+                            || schema.get("additionalProperties").is_none()
+                                && required.iter().any(|r| r.as_str() == Some(k.as_str()))
+                    }
                 })
         }
         _ => true,
@@ -476,7 +486,7 @@ fn required_names_that_need_escapes_are_written_with_them() {
     assert!(!reads(&schema, r#"{"a"b""#).0);
     assert!(random_walks(&schema, 200, 11, 2) > 0, "some walk closes the object");
     // Names of other keys are still written without escapes.
-    let open = json!({"type": "object", "properties": {"q\"": {"type": "null"}}});
+    let open = json!({"type": "object", "properties": {"q\"": {"type": "null"}}, "additionalProperties": true});
     assert_eq!(reads(&open, r#"{"q\"": null, "x": 1}"#), (true, true));
     assert!(!reads(&open, r#"{"x\n"#).0);
     assert!(!reads(&open, r#"{"q\"x""#).0, "a declared name's escape begins no other name");
@@ -562,4 +572,18 @@ fn random_schemas_are_refused_or_served_to_a_close() {
     }
     assert!(served > 150 && refused > 0, "{served} served, {refused} refused");
     assert!(closed > served * 4, "{closed} walks closed over {served} schemas");
+}
+
+#[test]
+fn declared_properties_are_the_only_ones_unless_others_are_allowed() {
+    let declared = json!({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}});
+    assert_eq!(reads(&declared, r#"{"name": "Jo", "age": 3}"#), (true, true));
+    assert!(!reads(&declared, r#"{"name": "Jo", "type""#).0, "no key the schema does not declare");
+    let open = json!({"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": true});
+    assert_eq!(reads(&open, r#"{"name": "Jo", "type": 1}"#), (true, true));
+    let bare = json!({"type": "object"});
+    assert_eq!(reads(&bare, r#"{"anything": [1]}"#), (true, true), "an object that declares nothing takes any names");
+    let required_elsewhere = json!({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["b"]});
+    assert_eq!(reads(&required_elsewhere, r#"{"b": 1}"#), (true, true), "a required name is declared by requiring it");
+    assert!(!reads(&required_elsewhere, r#"{"b": 1, "c""#).0);
 }
