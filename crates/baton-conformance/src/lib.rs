@@ -36,6 +36,7 @@ mod cases;
 pub mod chaos;
 pub mod contract;
 pub mod expected;
+mod expert_ops;
 mod op_harness;
 pub mod ops;
 pub mod reference;

@@ -85,7 +85,7 @@ pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
 pub use isa::{with_isa, Isa};
 pub use matmul::{matmul, matmul_columns, MatMut, MatRef, Scratch, WeightMatrix};
-pub use packed::{matmul_packed, matmul_packed_columns, matmul_packed_many, PackedWeights};
+pub use packed::{matmul_packed, matmul_packed_columns, matmul_packed_each, matmul_packed_many, PackedWeights};
 pub use quant::{dequantize_row, quantize_row};
 pub use rope::{rope_in_place, RopeAngles, RopeMode};
 pub use weight_types::{is_weight_type, WEIGHT_TYPES};

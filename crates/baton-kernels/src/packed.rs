@@ -314,9 +314,71 @@ pub fn matmul_packed_many(
     let acts = scratch.activations_for(isa, dtype, x, parallel, m >= 8 && threads > 1);
     let pairs = match_packed!(dtype, F => F::pairs_faster(isa, m.min(tile_rows(isa))), _ => false);
     let align = if pairs { 2 * GROUP_ROWS } else { GROUP_ROWS };
-    // Matrix j's columns at `starts[j]..starts[j] + rows` of one range, each
-    // start a whole chunk alignment, so every chunk's piece of a matrix
-    // starts on a group (or a pair) of it.
+    let inputs = vec![(acts, m); ws.len()];
+    // SAFETY: every y was validated for its matrix and `x`, whose rows
+    // `acts` holds in the form the common type needs.
+    unsafe { run_chunks(parallel, isa, ws, &inputs, ys, align) };
+    Ok(())
+}
+
+/// Computes `ys[j] = xs[j] · W_jᵀ` for packed matrices that each have their
+/// own input (the experts of a mixture, each with the rows routed to it)
+/// in one pass of the threads: every input is quantized into its own
+/// scratch (`scratches[j]`), then the matrices' groups form one range of
+/// chunks, so a decode step's few experts share the threads and the pool
+/// is woken once. Each output gets the bits [`matmul_packed`] gives it.
+///
+/// # Errors
+/// As [`matmul_packed`] for each triple, and
+/// [`KernelError::LengthMismatch`] unless there are as many inputs,
+/// outputs and scratches (at least) as matrices.
+pub fn matmul_packed_each(
+    parallel: &dyn Parallel,
+    ws: &[&PackedWeights],
+    xs: &[MatRef<'_>],
+    ys: &mut [MatMut<'_>],
+    scratches: &mut [Scratch],
+) -> Result<(), KernelError> {
+    crate::error::expect_len("inputs of the matrices", ws.len(), xs.len())?;
+    crate::error::expect_len("outputs of the matrices", ws.len(), ys.len())?;
+    crate::error::expect_len("scratches of the matrices", ws.len(), scratches.len().min(ws.len()))?;
+    for ((w, x), y) in ws.iter().zip(xs).zip(ys.iter()) {
+        w.validate(x, y)?;
+    }
+    let isa = Isa::current();
+    let threads = parallel.threads();
+    let acts: Vec<Activations<'_>> = scratches
+        .iter_mut()
+        .zip(ws.iter().zip(xs))
+        .map(|(scratch, (w, x))| scratch.activations_for(isa, w.dtype, x, parallel, x.rows >= 64 && threads > 1))
+        .collect();
+    let inputs: Vec<(Activations<'_>, usize)> = acts.into_iter().zip(xs.iter().map(|x| x.rows)).collect();
+    // SAFETY: every y was validated for its matrix and input, whose rows
+    // `inputs[j]` holds in the form matrix j's type needs. Chunks start on
+    // pairs of groups, whatever each matrix's type and rows.
+    unsafe { run_chunks(parallel, isa, ws, &inputs, ys, 2 * GROUP_ROWS) };
+    Ok(())
+}
+
+/// Computes `ys[j]` from matrix `ws[j]` and the activations of
+/// `inputs[j]` (with its row count) in one pass of the threads: matrix
+/// j's columns sit at `starts[j]..starts[j] + rows` of one range, each
+/// start a multiple of `align`, so every chunk's piece of a matrix starts
+/// on a group (or a pair) of it.
+///
+/// # Safety
+/// Each `ys[j]` was validated for `ws[j]` and `inputs[j]`'s row count, and
+/// `inputs[j]`'s activations are its rows in the form `ws[j]`'s type
+/// needs; `align` is a multiple of [`GROUP_ROWS`] (of two where a type
+/// pairs groups).
+unsafe fn run_chunks(
+    parallel: &dyn Parallel,
+    isa: Isa,
+    ws: &[&PackedWeights],
+    inputs: &[(Activations<'_>, usize)],
+    ys: &mut [MatMut<'_>],
+    align: usize,
+) {
     let mut starts = Vec::with_capacity(ws.len());
     let mut total = 0;
     for w in ws {
@@ -325,13 +387,14 @@ pub fn matmul_packed_many(
     }
     let outs: Vec<(DisjointWrites<f32>, usize)> =
         ys.iter_mut().map(|y| (DisjointWrites::new(y.data), y.row_stride)).collect();
+    let threads = parallel.threads();
     let chunks = Chunks::new(total, threads, align);
     let task = |_: usize| {
         while let Some(range) = chunks.next() {
-            for ((w, &start), &(out, stride)) in ws.iter().zip(&starts).zip(&outs) {
+            for (((w, &start), &(out, stride)), &(acts, m)) in ws.iter().zip(&starts).zip(&outs).zip(inputs) {
                 let cols = range.start.max(start) - start..range.end.min(start + w.rows).saturating_sub(start);
                 if cols.start < cols.end {
-                    // SAFETY: each y's extent was validated; `Chunks` hands
+                    // SAFETY: the caller validated each y; `Chunks` hands
                     // each range to one thread only, and a matrix's pieces
                     // of different ranges are disjoint columns.
                     unsafe { compute_packed(isa, w, acts, m, cols, out, stride) };
@@ -344,7 +407,6 @@ pub fn matmul_packed_many(
     } else {
         parallel.run(&task);
     }
-    Ok(())
 }
 
 /// Runs the packed tiles for rows `0..m`, columns `cols`.

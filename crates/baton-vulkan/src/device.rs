@@ -126,6 +126,9 @@ impl Device for VulkanDevice {
             }
             Op::Contiguous | Op::View | Op::Leaf => true,
             Op::Attention { slot_rows: Some(_), .. } => false,
+            // A mixture of experts' ops are not written here: the experts'
+            // layers go on a device that runs them (the CPU).
+            Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => false,
             _ => dtype == DType::F32,
         }
     }

@@ -29,6 +29,10 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::ScatterRows => g.scatter_rows(i[0], i[1], i[2]),
         Op::CopyInto => g.copy_into(i[0], i[1]),
         Op::Contiguous => g.contiguous(i[0]),
+        Op::TopK { k } => g.top_k(i[0], k),
+        Op::TakeColumns => g.take_columns(i[0], i[1]),
+        Op::MatMulId => g.matmul_id(i[0], i[1], i[2]),
+        Op::SumRows => g.sum_rows(i[0]),
         Op::View => {
             let base = g.node(i[0]).layout.offset;
             let offset = layout.offset.checked_sub(base).ok_or(GraphError::Shape {

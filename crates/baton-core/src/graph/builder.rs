@@ -13,13 +13,19 @@ fn mismatch(op: &'static str, what: &'static str, a: Shape, b: Shape) -> GraphEr
 }
 
 impl Graph {
-    fn computed(&mut self, op: Op, inputs: Vec<NodeId>, dtype: DType, shape: Shape) -> Result<NodeId, GraphError> {
+    pub(super) fn computed(
+        &mut self,
+        op: Op,
+        inputs: Vec<NodeId>,
+        dtype: DType,
+        shape: Shape,
+    ) -> Result<NodeId, GraphError> {
         let name = op.name();
         let layout = Layout::contiguous(dtype, shape).map_err(shape_err(name))?;
         Ok(self.push(Node { op, inputs, dtype, layout, name: None, flags: Flags::NONE, group: None }))
     }
 
-    fn require_f32(&self, op: &'static str, id: NodeId, input: usize) -> Result<&Node, GraphError> {
+    pub(super) fn require_f32(&self, op: &'static str, id: NodeId, input: usize) -> Result<&Node, GraphError> {
         let node = self.check(id)?;
         if node.dtype != DType::F32 {
             return Err(GraphError::Type { op, dtype: node.dtype, input });

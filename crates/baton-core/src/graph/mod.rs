@@ -10,6 +10,7 @@
 pub mod arena;
 mod attention;
 mod builder;
+mod experts;
 mod op;
 pub mod plan_cache;
 

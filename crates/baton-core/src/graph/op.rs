@@ -129,6 +129,33 @@ pub enum Op {
     CopyInto,
     /// `(x) -> x` laid out contiguously.
     Contiguous,
+    /// `(x [.., N] f32) -> [.., k] i32`: the indices of each row's `k`
+    /// largest values, the largest first; equal values in order of index
+    /// (the lower first); NaN ranks below every number. A mixture of
+    /// experts' router picks each token's experts with it. `1 <= k <= N`.
+    TopK {
+        /// Indices kept per row.
+        k: usize,
+    },
+    /// `(x [.., N] f32, ids [.., k] i32) -> [.., k] f32`: `out[.., j] =
+    /// x[.., ids[.., j]]`, row by row (the leading dimensions of `x` and
+    /// `ids` are the same). An index outside `0..N` is an error.
+    TakeColumns,
+    /// `(x [T, S, K] f32, w [E, N, K] any type, ids [T, k] i32) -> [T, k,
+    /// N] f32`, with `S` 1 or `k`: `out[t, j] = x[t, s] · w[ids[t, j]]ᵀ`
+    /// where `s` is `j` (or 0 when `S` is 1: one input row for all of a
+    /// token's experts). Each token is multiplied only by the experts it
+    /// chose; rounded as [`MatMul`](Op::MatMul) rounds (activations to 8
+    /// bits per weight block for quantized `w`), and each output row
+    /// depends only on its own input row and expert, never on which other
+    /// rows chose the same expert (so batched steps stay batch-invariant).
+    /// The rows of each expert's matrix must be contiguous. An id outside
+    /// `0..E` is an error.
+    MatMulId,
+    /// `(x [.., R, C] f32) -> [.., C]`: the `R` rows of each matrix summed
+    /// in order, `((x₀ + x₁) + x₂) + …` (a token's expert outputs, each
+    /// already weighted).
+    SumRows,
     /// `(x) -> x` seen through another layout of the same storage (reshape,
     /// permute, slice); costs nothing.
     View,
@@ -153,6 +180,10 @@ impl Op {
             Op::CopyInto => "copy_into",
             Op::ScatterRows => "scatter_rows",
             Op::Contiguous => "contiguous",
+            Op::TopK { .. } => "top_k",
+            Op::TakeColumns => "take_columns",
+            Op::MatMulId => "matmul_id",
+            Op::SumRows => "sum_rows",
             Op::View => "view",
         }
     }

@@ -133,6 +133,22 @@ impl Context<'_> {
         Ok(unsafe { std::slice::from_raw_parts_mut(s.ptr.cast(), node.layout.shape.elems()) })
     }
 
+    /// The output of `id` (a node that owns contiguous i32 storage).
+    ///
+    /// # Safety
+    ///
+    /// As [`Context::out_f32`].
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn out_i32(&self, id: NodeId) -> Result<&mut [i32], StreamError> {
+        let node = self.graph.node(id);
+        let s = self.storage(id)?;
+        if node.dtype != DType::I32 || !aligned::<i32>(s.ptr) {
+            return Err(node_error(self.graph, id, "output must be aligned i32"));
+        }
+        // SAFETY: as `out_f32`.
+        Ok(unsafe { std::slice::from_raw_parts_mut(s.ptr.cast(), node.layout.shape.elems()) })
+    }
+
     /// Raw start of `id`'s bytes, for strided writes (`copy_into`).
     pub(crate) fn raw(&self, id: NodeId) -> Result<Storage, StreamError> {
         self.storage(id)

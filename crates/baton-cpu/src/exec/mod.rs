@@ -17,6 +17,7 @@
 
 mod attention;
 mod context;
+mod experts;
 mod matmul;
 mod ops;
 mod rope_cache;
@@ -153,6 +154,10 @@ impl Executor {
         self.workspace.last_product_input = None;
         match &node.op {
             Op::Attention { .. } => attention::run(&self.workspace, ctx, id),
+            Op::MatMulId => experts::matmul_id(&mut self.workspace, ctx, id),
+            Op::TopK { k } => experts::top_k(&self.workspace, ctx, id, *k),
+            Op::TakeColumns => experts::take_columns(ctx, id),
+            Op::SumRows => experts::sum_rows(&self.workspace, ctx, id),
             _ => ops::run(&mut self.workspace, ctx, id),
         }
     }

@@ -25,6 +25,9 @@ pub(crate) struct Workspace {
     /// written them since: the only op between wrote its own output, and
     /// the plan never places an output over an input still to be read).
     pub(crate) last_product_input: Option<baton_core::graph::NodeId>,
+    /// The experts' products' rows gathered by expert, their outputs and
+    /// one activation scratch per expert (`experts`).
+    pub(crate) experts: super::experts::ExpertScratch,
 }
 
 impl Workspace {
@@ -37,6 +40,7 @@ impl Workspace {
             convert: Vec::new(),
             rope: Mutex::new(RopeCache::default()),
             last_product_input: None,
+            experts: super::experts::ExpertScratch::default(),
         }
     }
 }

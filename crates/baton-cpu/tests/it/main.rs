@@ -4,6 +4,7 @@
 //! are binaries of their own: they build only under `--cfg loom`.)
 
 mod conformance;
+mod experts;
 mod mapped;
 mod packed;
 mod scatter;
