@@ -51,6 +51,13 @@ pub struct Pushed {
 pub struct TextStream {
     decoder: StreamDecoder<'static, Arc<Tokenizer>>,
     matcher: StopMatcher,
+    stops: Vec<String>,
+    /// The end of the text pushed into the matcher: at least the longest
+    /// stop string's length before the last piece, so that a stop string
+    /// the matcher finds lies in it.
+    window: String,
+    /// The stop string that ended the text, once one has.
+    matched: Option<String>,
     pending: Vec<TokenLogprobs>,
     prompt_tokens: usize,
     completion: usize,
@@ -63,7 +70,10 @@ impl TextStream {
     pub fn new(tokenizer: &Arc<Tokenizer>, stops: Vec<String>, prompt_tokens: usize) -> TextStream {
         TextStream {
             decoder: tokenizer.shared_stream_decoder(false),
-            matcher: StopMatcher::new(stops),
+            matcher: StopMatcher::new(stops.clone()),
+            stops,
+            window: String::new(),
+            matched: None,
             pending: Vec::new(),
             prompt_tokens,
             completion: 0,
@@ -107,10 +117,37 @@ impl TextStream {
         pushed
     }
 
+    /// The stop string that ended the text (the one found first in it),
+    /// once one has.
+    pub fn matched_stop(&self) -> Option<&str> {
+        self.matched.as_deref()
+    }
+
     /// Passes `piece` through the stop strings; whether one matched.
     fn release(&mut self, piece: &str, pushed: &mut Pushed) -> bool {
         let released = self.matcher.push(piece);
         self.hand_out(released.text, pushed);
+        if self.stops.is_empty() {
+            return released.stopped;
+        }
+        self.window.push_str(piece);
+        if released.stopped {
+            let window = self.window.as_str();
+            self.matched = self
+                .stops
+                .iter()
+                .filter_map(|s| window.find(s.as_str()).map(|at| (at, s)))
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, s)| s.clone());
+        } else {
+            // The matcher holds back less than the longest stop string.
+            let longest = self.stops.iter().map(String::len).max().unwrap_or(0);
+            let mut cut = self.window.len().saturating_sub(longest);
+            while !self.window.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.window.drain(..cut);
+        }
         released.stopped
     }
 

@@ -19,11 +19,11 @@ use baton_gen::openai::logprobs::LogprobsWriter;
 use baton_gen::openai::{Answer, Delta, Usage};
 use baton_model::Tokenizer;
 use futures_util::stream;
-use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::generate::{drive, Outcome};
 use super::params::Job;
+use super::reply::spawn_stream;
 use super::tools::{may_be_call, read_call, Call, ToolMode};
 use crate::engine::{Generation, TokenLogprobs};
 
@@ -104,7 +104,9 @@ pub fn echo_only(echo: &Echo, tokenizer: &Tokenizer, job: &Job, meta: &Meta) -> 
 }
 
 /// A response of server-sent events from `events`.
-fn event_stream(events: impl futures_util::Stream<Item = Result<String, Infallible>> + Send + 'static) -> Response {
+pub(super) fn event_stream(
+    events: impl futures_util::Stream<Item = Result<String, Infallible>> + Send + 'static,
+) -> Response {
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
         .into_response()
 }
@@ -161,8 +163,7 @@ pub async fn whole(answering: Answering) -> Response {
 /// prompt is the first chunk.
 pub fn streamed(answering: Answering) -> Response {
     let Answering { generation, tokenizer, job, meta, echo } = answering;
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    tokio::spawn(async move {
+    spawn_stream(move |tx| async move {
         let prompt = job.request.prompt.len();
         if meta.kind == Kind::Chat {
             let _ = tx.send(event(&opening(&meta)));
@@ -225,6 +226,5 @@ pub fn streamed(answering: Answering) -> Response {
             }
             Outcome::Cancelled => {}
         }
-    });
-    event_stream(stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) }))
+    })
 }

@@ -34,6 +34,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
+use super::anthropic::{is_anthropic_path, AnthropicError};
 use super::error::ApiError;
 use crate::engine::CacheScope;
 
@@ -217,16 +218,19 @@ pub(super) async fn require_key(State(keys): State<Arc<ApiKeys>>, mut request: R
     if keys.is_open() || request.uri().path() == OPEN_PATH {
         return next.run(request).await;
     }
-    let Some(key) = presented(request.headers()) else {
-        return ApiError::unauthorized("no API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`")
-            .into_response();
+    let refused = match presented(request.headers()) {
+        None => ApiError::unauthorized("no API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`"),
+        Some(key) => match keys.check(key) {
+            Some(caller) => {
+                request.extensions_mut().insert(caller);
+                return next.run(request).await;
+            }
+            None => ApiError::unauthorized("invalid API key"),
+        },
     };
-    match keys.check(key) {
-        Some(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        None => ApiError::unauthorized("invalid API key").into_response(),
+    match is_anthropic_path(request.uri().path()) {
+        true => AnthropicError(refused).into_response(),
+        false => refused.into_response(),
     }
 }
 

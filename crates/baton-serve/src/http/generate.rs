@@ -16,19 +16,31 @@ pub use crate::text::Outcome;
 /// since the last piece (when the request asked for them); stops early (dropping the generation, which frees its
 /// sequence) when a stop string matches or `cancelled` completes.
 pub async fn drive(
+    generation: Generation,
+    tokenizer: &Arc<Tokenizer>,
+    stops: Vec<String>,
+    prompt_tokens: usize,
+    on_text: impl FnMut(String, Vec<TokenLogprobs>),
+    cancelled: impl Future<Output = ()>,
+) -> Outcome {
+    drive_to_stop(generation, tokenizer, stops, prompt_tokens, on_text, cancelled).await.0
+}
+
+/// As [`drive`], with the stop string that ended the text, when one did.
+pub async fn drive_to_stop(
     mut generation: Generation,
     tokenizer: &Arc<Tokenizer>,
     stops: Vec<String>,
     prompt_tokens: usize,
     mut on_text: impl FnMut(String, Vec<TokenLogprobs>),
     cancelled: impl Future<Output = ()>,
-) -> Outcome {
+) -> (Outcome, Option<String>) {
     let mut stream = TextStream::new(tokenizer, stops, prompt_tokens);
     tokio::pin!(cancelled);
     loop {
         let event = tokio::select! {
             biased;
-            () = &mut cancelled => return Outcome::Cancelled,
+            () = &mut cancelled => return (Outcome::Cancelled, None),
             event = generation.next() => event,
         };
         let pushed = stream.push(event);
@@ -36,7 +48,7 @@ pub async fn drive(
             on_text(text, logprobs);
         }
         if let Some(end) = pushed.end {
-            return end;
+            return (end, stream.matched_stop().map(str::to_string));
         }
     }
 }

@@ -10,6 +10,10 @@
 //! - `POST /v1/embeddings`: each input's hidden states pooled (mean or
 //!   last token, `ServerOptions::pooling`) and normalised (`embeddings.rs`).
 //! - `GET /v1/models`: the one served model.
+//! - `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's
+//!   Messages API over the chat path (`anthropic/`).
+//! - `POST /v1/responses`: OpenAI's Responses API over the chat path
+//!   (`responses/`).
 //! - The four routes above answer without the `/v1` prefix too
 //!   (`/chat/completions`, `/completions`, `/embeddings`, `/models`), as
 //!   llama-server's do.
@@ -71,6 +75,7 @@
 //! before the engine's next step.
 
 mod answer;
+pub mod anthropic;
 pub mod auth;
 mod body;
 pub mod cors;
@@ -82,6 +87,8 @@ mod llama;
 mod metrics;
 mod options;
 mod params;
+mod reply;
+pub mod responses;
 mod routes;
 mod serve_error;
 mod state;
@@ -131,6 +138,9 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(responses::responses))
         // The same routes without `/v1`, as llama-server serves them.
         .route("/models", get(routes::models))
         .route("/chat/completions", post(routes::chat))

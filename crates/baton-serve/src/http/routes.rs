@@ -17,11 +17,40 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
-use super::tools::{self, ToolMode};
+use super::tools::{self, ToolMode, ToolPlan};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
 use crate::engine::EngineState;
+use serde_json::Value;
+
+/// A conversation in chat completions' terms, as the Anthropic Messages
+/// and Responses requests give it.
+#[derive(Debug)]
+pub(super) struct Conversation {
+    /// The turns as the template takes them: tool calls written into the
+    /// assistant's text, their results into user turns.
+    pub messages: Vec<Message>,
+    /// The tools as chat completions' `tools`.
+    pub tools: Option<Value>,
+    /// The choice as chat completions' `tool_choice`.
+    pub choice: Option<Value>,
+}
+
+/// A conversation rendered and tokenized ([`AppState::chat_prompt`]).
+pub(super) struct ChatPrompt {
+    /// The prompt's tokens.
+    pub tokens: Vec<u32>,
+    /// The tools that may be called, if any.
+    pub plan: Option<ToolPlan>,
+}
 
 impl AppState {
+    /// A fresh answer id: `prefix`, the server's start and the request's
+    /// number.
+    pub(super) fn next_id(&self, prefix: &str) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{prefix}_{:x}{n:06}", self.started)
+    }
+
     fn meta(&self, kind: Kind) -> Meta {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
         let prefix = match kind {
@@ -85,6 +114,72 @@ impl AppState {
         };
         Ok(Echo { text, first: prompt.first().copied().unwrap_or(0), entries })
     }
+
+    /// The prompt of a conversation (the messages as the template takes
+    /// them): the tools, when some may be called, described in its system
+    /// message, rendered with the model's chat template and the generation
+    /// prompt, and tokenized as `baton run --chat` does; with a call
+    /// required, the call's opening after it. `tools` and `choice` are in
+    /// chat completions' shapes; `response_format` is refused beside tools.
+    pub(super) async fn chat_prompt(
+        &self,
+        mut messages: Vec<Message>,
+        tools: Option<Value>,
+        choice: Option<Value>,
+        response_format: Option<&Value>,
+    ) -> Result<ChatPrompt, ApiError> {
+        // The tools' parameter schemas compile off the HTTP threads.
+        let plan = off_thread("reading the tools", move || tools::plan(tools.as_ref(), choice.as_ref())).await??;
+        if plan.is_some() && response_format.is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) {
+            return Err(ApiError::invalid_param(
+                "response_format",
+                "a response_format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
+            ));
+        }
+        if let Some(plan) = &plan {
+            messages = tools::with_tools(messages, plan);
+        }
+        // Rendering and tokenizing a long conversation is CPU work: off the
+        // HTTP threads, so `/health` and other requests do not wait on it.
+        let (template, tokenizer) = (self.template.clone(), self.engine.tokenizer().clone());
+        let encoded = tokio::task::spawn_blocking(move || template.encode(&messages, true, &tokenizer))
+            .await
+            .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
+        // As baton_gen::Conversation::tokens: the template's special tokens
+        // parsed, the messages' content as literal text, BOS in front when the
+        // model adds one and the template did not write it.
+        let mut tokens = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+        if plan.as_ref().is_some_and(|p| p.mode == ToolMode::Required) {
+            // The answer opens the call as the tools' instructions show.
+            let opening = format!("{TOOL_CALL_OPEN}\n");
+            let options = EncodeOptions { add_special: false, parse_special: false };
+            let opened =
+                self.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
+            tokens.extend(opened);
+        }
+        Ok(ChatPrompt { tokens, plan })
+    }
+
+    /// [`chat_prompt`](Self::chat_prompt) of a `conversation`.
+    pub(super) async fn conversation_prompt(
+        &self,
+        conversation: Conversation,
+        response_format: Option<&Value>,
+    ) -> Result<ChatPrompt, ApiError> {
+        let Conversation { messages, tools, choice } = conversation;
+        self.chat_prompt(messages, tools, choice, response_format).await
+    }
+
+    /// The checked job of a conversation's `prompt`, held to its tools'
+    /// format when some may be called.
+    pub(super) async fn chat_job(&self, prompt: ChatPrompt, params: &Params, caller: &Caller) -> Result<Job, ApiError> {
+        let mut job = self.job(params, prompt.tokens, caller).await?;
+        if let Some(plan) = prompt.plan {
+            job.request.format = plan.format;
+            job.tools = Some(plan.mode);
+        }
+        Ok(job)
+    }
 }
 
 /// `GET /health`: 200 while the engine takes requests, else 503 with why.
@@ -125,47 +220,16 @@ pub async fn chat(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    // The tools' parameter schemas compile off the HTTP threads.
-    let (declared, choice) = (request.tools.clone(), request.tool_choice.clone());
-    let plan = off_thread("reading the tools", move || tools::plan(declared.as_ref(), choice.as_ref())).await??;
-    if plan.is_some()
-        && request
-            .params
-            .response_format
-            .as_ref()
-            .is_some_and(|f| f.get("type").and_then(|t| t.as_str()) != Some("text"))
-    {
-        return Err(ApiError::invalid_param(
-            "response_format",
-            "a response_format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
-        ));
-    }
-    let mut messages = conversation(&request.messages)?;
-    if let Some(plan) = &plan {
-        messages = tools::with_tools(messages, plan);
-    }
-    // Rendering and tokenizing a long conversation is CPU work: off the
-    // HTTP threads, so `/health` and other requests do not wait on it.
-    let (template, tokenizer) = (state.template.clone(), state.engine.tokenizer().clone());
-    let encoded = tokio::task::spawn_blocking(move || template.encode(&messages, true, &tokenizer))
-        .await
-        .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
-    // As baton_gen::Conversation::tokens: the template's special tokens
-    // parsed, the messages' content as literal text, BOS in front when the
-    // model adds one and the template did not write it.
-    let mut prompt = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
-    if plan.as_ref().is_some_and(|p| p.mode == ToolMode::Required) {
-        // The answer opens the call as the tools' instructions show.
-        let opening = format!("{TOOL_CALL_OPEN}\n");
-        let options = EncodeOptions { add_special: false, parse_special: false };
-        let tokens = state.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
-        prompt.extend(tokens);
-    }
-    let mut job = state.job(&request.params, prompt, &caller).await?;
-    if let Some(plan) = plan {
-        job.request.format = plan.format;
-        job.tools = Some(plan.mode);
-    }
+    let messages = conversation(&request.messages)?;
+    let prompt = state
+        .chat_prompt(
+            messages,
+            request.tools.clone(),
+            request.tool_choice.clone(),
+            request.params.response_format.as_ref(),
+        )
+        .await?;
+    let job = state.chat_job(prompt, &request.params, &caller).await?;
     state.run(job, Kind::Chat).await
 }
 
@@ -267,6 +331,9 @@ pub async fn completion(
 /// Runs `work` on the blocking threads: CPU work whose cost the client
 /// sets (a schema to compile), so that `/health` and other requests never
 /// wait on it. The runtime's bounded shutdown does not wait on it either.
-async fn off_thread<T: Send + 'static>(what: &str, work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+pub(super) async fn off_thread<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::server(format!("{what}: {e}")))
 }

@@ -25,7 +25,7 @@ pub struct StreamOptions {
 
 /// A boolean field that may also be `null` (as every optional field of
 /// OpenAI's API may), which means `false`.
-fn null_is_false<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+pub fn null_is_false<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))
 }
 
@@ -90,6 +90,38 @@ pub struct Params {
     /// cached prompt prefixes (a non-empty string; read as any JSON value
     /// so that a wrong one gets a 400 that names it).
     pub cache_salt: Option<serde_json::Value>,
+}
+
+/// The fields the Anthropic Messages and Responses requests take under
+/// chat completions' names.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CommonParams {
+    /// The model's name (any is served, as on chat completions).
+    pub model: Option<String>,
+    /// Sampling temperature (0 = greedy).
+    pub temperature: Option<f32>,
+    /// Nucleus filter.
+    pub top_p: Option<f32>,
+    /// Seed of the draw (not those APIs' own: llama-server's, for answers
+    /// that repeat); absent = a fresh one per request.
+    pub seed: Option<u64>,
+    /// Stream the answer as the API's events; `null` is `false`.
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub stream: bool,
+}
+
+impl CommonParams {
+    /// Chat completions' parameters with these set.
+    pub fn params(&self) -> Params {
+        Params {
+            model: self.model.clone(),
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            stream: self.stream,
+            ..Params::default()
+        }
+    }
 }
 
 /// A chat message's content: text, or a list of parts of which only text

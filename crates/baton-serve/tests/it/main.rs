@@ -4,6 +4,7 @@
 
 mod server;
 
+mod anthropic;
 mod auth;
 mod cors;
 mod echo;
@@ -18,6 +19,7 @@ mod json_format;
 mod llama_routes;
 mod logit_bias;
 mod model_name;
+mod responses;
 mod routes_without_v1;
 mod shutdown;
 mod tools;

@@ -261,3 +261,39 @@ pub(crate) fn long_stream(server: &Server) -> TcpStream {
     }
     stream
 }
+
+/// The events of a named event stream (Anthropic's and the Responses
+/// API's): each `event: NAME` and `data: {json}` and a blank line, whose
+/// data's `type` is its name.
+pub(crate) fn named_events(text: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for event in text.split_terminator("\n\n") {
+        let (head, data) = event.split_once('\n').unwrap_or_else(|| panic!("not a named event: {event:?}"));
+        let name = head.strip_prefix("event: ").unwrap_or_else(|| panic!("no event name: {event:?}"));
+        let data = data.strip_prefix("data: ").unwrap_or_else(|| panic!("no data: {event:?}"));
+        let data: Value = serde_json::from_str(data).unwrap_or_else(|e| panic!("{event:?}: {e}"));
+        assert_eq!(data["type"], name, "{event:?}");
+        out.push((name.to_string(), data));
+    }
+    out
+}
+
+impl Server {
+    /// POSTs a streaming request to a route of named events; returns the
+    /// status and the events.
+    pub(crate) fn named_stream(&self, path: &str, body: &Value) -> (u16, Vec<(String, Value)>) {
+        let (status, text) = self.call("POST", path, body.to_string().as_bytes());
+        if status != 200 {
+            panic!("{path}: {status}: {text}");
+        }
+        (status, named_events(&text))
+    }
+}
+
+/// Anthropic's error document with `status` and error type `kind`.
+pub(crate) fn anthropic_error_of(status: u16, body: &Value, expected: u16, kind: &str, what: &str) {
+    assert_eq!(status, expected, "{what}: {body}");
+    assert_eq!(body["type"], "error", "{what}: {body}");
+    assert_eq!(body["error"]["type"], kind, "{what}: {body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
+}

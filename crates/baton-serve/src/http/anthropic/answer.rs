@@ -1,0 +1,150 @@
+//! The Messages answer, whole (`{"type": "message", …}`) or as Anthropic's
+//! events: `message_start`, `ping`, each content block's
+//! `content_block_start`, `content_block_delta`s (`text_delta`, or the
+//! call's input as one `input_json_delta`) and `content_block_stop`, then
+//! `message_delta` (the stop reason and the output tokens) and
+//! `message_stop`. A failure after the stream began is an `error` event.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use baton_gen::openai::Usage;
+use baton_model::Tokenizer;
+use serde_json::{json, Value};
+
+use super::AnthropicError;
+use crate::engine::Generation;
+use crate::http::params::Job;
+use crate::http::reply::{self, named_event, spawn_stream, Broken, Ending, Stop};
+use crate::http::tools::Call;
+
+/// What a Messages answer is built from, besides its generation.
+pub struct Answering {
+    /// The model's tokenizer.
+    pub tokenizer: Arc<Tokenizer>,
+    /// The checked request.
+    pub job: Job,
+    /// The message's id (`msg_…`).
+    pub id: String,
+    /// The served model's name.
+    pub model: String,
+}
+
+impl Answering {
+    /// The id of the answer's tool call.
+    fn call_id(&self) -> String {
+        format!("toolu_{}", self.id.trim_start_matches("msg_"))
+    }
+
+    /// The message with `content`, `stop` and `usage` (none yet: `null`s
+    /// and the prompt's count, as `message_start` carries it).
+    fn message(&self, content: Vec<Value>, ending: Option<&Ending>) -> Value {
+        let prompt = self.job.request.prompt.len();
+        let (reason, sequence) = ending.map_or((Value::Null, Value::Null), |e| stop_reason(&e.stop));
+        let output = ending.map_or(0, |e| e.usage.completion_tokens);
+        json!({
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+            "stop_reason": reason, "stop_sequence": sequence, "usage": usage(prompt, output),
+        })
+    }
+
+    fn tool_use(&self, call: &Call, input: Value) -> Value {
+        json!({"type": "tool_use", "id": self.call_id(), "name": call.name, "input": input})
+    }
+}
+
+fn usage(input: usize, output: usize) -> Value {
+    json!({"input_tokens": input, "output_tokens": output})
+}
+
+/// `stop_reason` and `stop_sequence`.
+fn stop_reason(stop: &Stop) -> (Value, Value) {
+    match stop {
+        Stop::EndOfTurn => (json!("end_turn"), Value::Null),
+        Stop::Length => (json!("max_tokens"), Value::Null),
+        Stop::String(s) => (json!("stop_sequence"), json!(s)),
+        Stop::ToolCall => (json!("tool_use"), Value::Null),
+    }
+}
+
+/// A call's arguments as the object `input` is.
+fn input_of(call: &Call) -> Value {
+    serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}))
+}
+
+/// Runs the generation and answers with the whole message.
+pub async fn whole(generation: Generation, answering: Answering) -> Response {
+    match reply::whole_text(generation, &answering.tokenizer, &answering.job).await {
+        Ok((text, ending)) => {
+            let mut content = Vec::new();
+            if !text.is_empty() || ending.call.is_none() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            if let Some(call) = &ending.call {
+                content.push(answering.tool_use(call, input_of(call)));
+            }
+            Json(answering.message(content, Some(&ending))).into_response()
+        }
+        Err(why) => AnthropicError(why).into_response(),
+    }
+}
+
+/// Answers at once with Anthropic's event stream, which a task fills as
+/// tokens come; a client that goes away ends the generation.
+pub fn streamed(generation: Generation, answering: Answering) -> Response {
+    spawn_stream(move |tx| async move {
+        let send = |name: &str, data: Value| {
+            let _ = tx.send(named_event(name, &data));
+        };
+        send("message_start", json!({"type": "message_start", "message": answering.message(Vec::new(), None)}));
+        send("ping", json!({"type": "ping"}));
+        let start_text = |index: usize| {
+            let block = json!({"type": "text", "text": ""});
+            send("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": block}));
+        };
+        let stop_block =
+            |index: usize| send("content_block_stop", json!({"type": "content_block_stop", "index": index}));
+        let mut text_open = false;
+        let on_text = |piece: String| {
+            if !text_open {
+                start_text(0);
+                text_open = true;
+            }
+            let delta = json!({"type": "text_delta", "text": piece});
+            send("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta}));
+        };
+        let ending = reply::run(generation, &answering.tokenizer, &answering.job, on_text, tx.closed()).await;
+        let ending = match ending {
+            Ok(ending) => ending,
+            Err(Broken::Cancelled) => return,
+            Err(why) => {
+                let _ = tx.send(AnthropicError(why.into()).event());
+                return;
+            }
+        };
+        if !text_open && ending.call.is_none() {
+            start_text(0);
+            text_open = true;
+        }
+        if text_open {
+            stop_block(0);
+        }
+        if let Some(call) = &ending.call {
+            let index = usize::from(text_open);
+            let block = answering.tool_use(call, json!({}));
+            send("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": block}));
+            let delta = json!({"type": "input_json_delta", "partial_json": call.arguments});
+            send("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}));
+            stop_block(index);
+        }
+        let (reason, sequence) = stop_reason(&ending.stop);
+        let Usage { completion_tokens, .. } = ending.usage;
+        send(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                "usage": {"output_tokens": completion_tokens}}),
+        );
+        send("message_stop", json!({"type": "message_stop"}));
+    })
+}

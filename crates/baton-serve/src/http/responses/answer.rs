@@ -1,0 +1,225 @@
+//! The Responses answer, whole (`{"object": "response", …}`) or as its
+//! `response.*` events, each `event: NAME` and data carrying its `type`
+//! and `sequence_number`: `response.created`, `response.in_progress`;
+//! for the text, `response.output_item.added`,
+//! `response.content_part.added`, `response.output_text.delta`s,
+//! `response.output_text.done`, `response.content_part.done`,
+//! `response.output_item.done`; for a call, `response.output_item.added`,
+//! `response.function_call_arguments.delta` and `.done`,
+//! `response.output_item.done`; then `response.completed` (or
+//! `response.incomplete` when `max_output_tokens` ended it). A failure
+//! after the stream began is `response.failed`.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use baton_model::Tokenizer;
+use serde_json::{json, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::Generation;
+use crate::http::error::ApiError;
+use crate::http::params::Job;
+use crate::http::reply::{self, named_event, spawn_stream, Broken, Ending, Stop};
+use crate::http::tools::Call;
+
+/// What a Responses answer is built from, besides its generation.
+pub struct Answering {
+    /// The model's tokenizer.
+    pub tokenizer: Arc<Tokenizer>,
+    /// The checked request.
+    pub job: Job,
+    /// The response's id (`resp_…`).
+    pub id: String,
+    /// Unix seconds of the request.
+    pub created_at: u64,
+    /// The served model's name.
+    pub model: String,
+    /// The request's fields a response repeats (`instructions`, `tools`,
+    /// `tool_choice`, `text`, `temperature`, `top_p`,
+    /// `max_output_tokens`).
+    pub echoed: serde_json::Map<String, Value>,
+}
+
+impl Answering {
+    fn suffix(&self) -> &str {
+        self.id.trim_start_matches("resp_")
+    }
+
+    fn message_id(&self) -> String {
+        format!("msg_{}", self.suffix())
+    }
+
+    fn call_item_id(&self) -> String {
+        format!("fc_{}", self.suffix())
+    }
+
+    /// The response object: `status`, its `output` items and, once it
+    /// ended, its usage and why it is incomplete.
+    fn response(&self, status: &str, output: Vec<Value>, ending: Option<&Ending>) -> Value {
+        let incomplete = match ending.map(|e| &e.stop) {
+            Some(Stop::Length) => json!({"reason": "max_output_tokens"}),
+            _ => Value::Null,
+        };
+        let usage = ending.map_or(Value::Null, |e| {
+            let u = &e.usage;
+            json!({"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens, "total_tokens": u.total_tokens,
+                "input_tokens_details": {"cached_tokens": u.prompt_tokens_details.cached_tokens},
+                "output_tokens_details": {"reasoning_tokens": 0}})
+        });
+        let mut response = json!({
+            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
+            "model": self.model, "output": output, "error": null, "incomplete_details": incomplete,
+            "instructions": null, "max_output_tokens": null, "temperature": null, "top_p": null,
+            "tools": [], "tool_choice": "auto", "text": {"format": {"type": "text"}},
+            "parallel_tool_calls": false, "previous_response_id": null, "store": false, "metadata": {},
+            "usage": usage,
+        });
+        if let Some(map) = response.as_object_mut() {
+            map.extend(self.echoed.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())));
+        }
+        response
+    }
+
+    /// The assistant's message item holding `text`.
+    fn message(&self, text: &str, status: &str) -> Value {
+        json!({"type": "message", "id": self.message_id(), "status": status, "role": "assistant",
+            "content": [output_text(text)]})
+    }
+
+    /// The function call item.
+    fn call(&self, call: &Call, arguments: &str, status: &str) -> Value {
+        json!({"type": "function_call", "id": self.call_item_id(),
+            "call_id": format!("call_{}", self.suffix()), "name": call.name, "arguments": arguments, "status": status})
+    }
+
+    /// The whole output of an answer that ended: the message (unless it
+    /// is only a call) and the call.
+    fn output(&self, text: &str, ending: &Ending) -> Vec<Value> {
+        let status = status(ending);
+        let mut output = Vec::new();
+        if !text.is_empty() || ending.call.is_none() {
+            output.push(self.message(text, status));
+        }
+        if let Some(call) = &ending.call {
+            output.push(self.call(call, &call.arguments, "completed"));
+        }
+        output
+    }
+}
+
+fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": []})
+}
+
+/// `completed`, or `incomplete` when the token limit ended the answer.
+fn status(ending: &Ending) -> &'static str {
+    match ending.stop {
+        Stop::Length => "incomplete",
+        _ => "completed",
+    }
+}
+
+/// Runs the generation and answers with the whole response.
+pub async fn whole(generation: Generation, answering: Answering) -> Response {
+    match reply::whole_text(generation, &answering.tokenizer, &answering.job).await {
+        Ok((text, ending)) => {
+            let output = answering.output(&text, &ending);
+            Json(answering.response(status(&ending), output, Some(&ending))).into_response()
+        }
+        Err(why) => why.into_response(),
+    }
+}
+
+/// The events of one stream, numbered.
+struct Events {
+    tx: UnboundedSender<String>,
+    sequence: u64,
+}
+
+impl Events {
+    fn send(&mut self, name: &str, mut data: Value) {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        let _ = self.tx.send(named_event(name, &data));
+    }
+}
+
+/// Answers at once with the `response.*` event stream, which a task fills
+/// as tokens come; a client that goes away ends the generation.
+pub fn streamed(generation: Generation, answering: Answering) -> Response {
+    spawn_stream(move |tx| async move {
+        let closed = tx.clone();
+        let mut events = Events { tx, sequence: 0 };
+        let a = &answering;
+        events.send("response.created", json!({"response": a.response("in_progress", Vec::new(), None)}));
+        events.send("response.in_progress", json!({"response": a.response("in_progress", Vec::new(), None)}));
+        let message_id = a.message_id();
+        let open_message = |events: &mut Events| {
+            events.send("response.output_item.added", json!({"output_index": 0, "item": a.message("", "in_progress")}));
+            let place = json!({"item_id": message_id, "output_index": 0, "content_index": 0});
+            let mut added = place.clone();
+            added["part"] = output_text("");
+            events.send("response.content_part.added", added);
+        };
+        let mut text = String::new();
+        let mut opened = false;
+        let on_text = |piece: String| {
+            if !opened {
+                open_message(&mut events);
+                opened = true;
+            }
+            text.push_str(&piece);
+            let delta =
+                json!({"item_id": message_id, "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []});
+            events.send("response.output_text.delta", delta);
+        };
+        let ending = reply::run(generation, &a.tokenizer, &a.job, on_text, closed.closed()).await;
+        let ending = match ending {
+            Ok(ending) => ending,
+            Err(Broken::Cancelled) => return,
+            Err(why) => {
+                let mut response = a.response("failed", Vec::new(), None);
+                response["error"] = json!({"code": "server_error", "message": ApiError::from(why).body.message});
+                events.send("response.failed", json!({"response": response}));
+                return;
+            }
+        };
+        if !opened && ending.call.is_none() {
+            open_message(&mut events);
+            opened = true;
+        }
+        if opened {
+            let place = json!({"item_id": message_id, "output_index": 0, "content_index": 0});
+            let mut done = place.clone();
+            done["text"] = json!(text);
+            done["logprobs"] = json!([]);
+            events.send("response.output_text.done", done);
+            let mut part = place;
+            part["part"] = output_text(&text);
+            events.send("response.content_part.done", part);
+            let item = a.message(&text, status(&ending));
+            events.send("response.output_item.done", json!({"output_index": 0, "item": item}));
+        }
+        if let Some(call) = &ending.call {
+            let index = usize::from(opened);
+            let item_id = a.call_item_id();
+            events.send(
+                "response.output_item.added",
+                json!({"output_index": index, "item": a.call(call, "", "in_progress")}),
+            );
+            let delta = json!({"item_id": item_id, "output_index": index, "delta": call.arguments});
+            events.send("response.function_call_arguments.delta", delta);
+            let done =
+                json!({"item_id": item_id, "output_index": index, "name": call.name, "arguments": call.arguments});
+            events.send("response.function_call_arguments.done", done);
+            let item = a.call(call, &call.arguments, "completed");
+            events.send("response.output_item.done", json!({"output_index": index, "item": item}));
+        }
+        let status = status(&ending);
+        let response = a.response(status, a.output(&text, &ending), Some(&ending));
+        events.send(&format!("response.{status}"), json!({"response": response}));
+    })
+}
