@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `baton serve` checked with the official `openai` Python client
-# (tests/serve/openai_client.py): chat and completions, streamed and whole,
+# (tests/serve/openai_client.py), and with the `anthropic` client and the
+# `openai` client's Responses API (tests/serve/messages_responses_client.py):
+# chat and completions, streamed and whole,
 # stop strings, seeds, errors, structured output and tool calls (answers
 # validated by the `jsonschema` package), and `/metrics` read by
 # `prometheus_client`'s parser. Builds baton (release), installs `openai` in
@@ -21,8 +23,9 @@ python=$(scripts/setup-python.sh | tail -n1)
 venv=$(dirname "$(dirname "$python")")
 exec 9>"$venv.lock"
 flock 9
-"$python" -c 'import openai, prometheus_client, jsonschema' 2>/dev/null ||
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40" "prometheus-client>=0.20" "jsonschema>=4" >&2
+"$python" -c 'import openai, prometheus_client, jsonschema, anthropic' 2>/dev/null ||
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40" "prometheus-client>=0.20" "jsonschema>=4" \
+    "anthropic==2.10.0" >&2
 flock -u 9
 
 baton=${BATON_BIN:-}
@@ -57,6 +60,7 @@ done
 [ -n "$addr" ] || { cat "$log" >&2; echo "test-serve: the server did not start" >&2; exit 1; }
 echo "test-serve: server at $addr" >&2
 "$python" tests/serve/openai_client.py "$addr/v1"
+"$python" tests/serve/messages_responses_client.py "$addr"
 # Ctrl-C (SIGINT) drains and exits 0. Over ranks it goes to rank 0, the
 # server (mpirun's own SIGINT ends the job at once); the other ranks end
 # when rank 0 tells them.
