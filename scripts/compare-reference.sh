@@ -28,7 +28,7 @@
 # target/ref-llama-venv-avxvnni, Baton at BATON_ISA=avxvnni.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.16}
+REF_PACKAGE=${BATON_REF_PACKAGE:-llama-cpp-python==0.3.36}
 venv=target/ref-llama-venv
 mkdir -p target/compare
 

@@ -161,17 +161,27 @@ def load_tensor(t: "gguf.ReaderTensor") -> np.ndarray:
 #   swa_period layers i with i % period != period - 1 attend a sliding
 #              window of `sliding_window` keys, with RoPE base 10000 and
 #              no position scaling (Gemma 3)
+#   moe        the FFN is a mixture of experts: router ffn_gate_inp scores
+#              the expert_count experts, softmax over all of them, the
+#              expert_used_count most probable run (ties to the lower
+#              index), their probabilities renormalised to sum 1, each
+#              expert a SwiGLU block (ffn_{gate,up,down}_exps stacked
+#              along the slowest ggml axis), outputs summed by weight
+#              (qwen3moe: llama.cpp's build_moe_ffn with softmax gating
+#              and normalised weights)
 # Gemma's norm weights are stored with their +1 already added by the
 # converter, so every norm multiplies by the stored weight.
 ARCH_TRAITS: dict[str, dict[str, Any]] = {
     "llama": dict(neox=False, qkv_bias=False, qk_norm=False, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False),
     "qwen2": dict(neox=True, qkv_bias=True, qk_norm=False, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False),
     "qwen3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False),
     "gemma3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=True,
-                   gelu=True, embd_scale=True, swa_period=6),
+                   gelu=True, embd_scale=True, swa_period=6, moe=False),
+    "qwen3moe": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False,
+                     gelu=False, embd_scale=False, swa_period=None, moe=True),
 }
 SWA_ROPE_BASE = 10000.0
 
@@ -195,6 +205,9 @@ class LlamaConfig:
     add_bos: bool | None  # None: the file does not say
     head_dim: int
     sliding_window: int | None
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
     @property
     def traits(self) -> dict[str, Any]:
@@ -245,15 +258,25 @@ class LlamaConfig:
         add_bos = field_value(reader, "tokenizer.ggml.add_bos_token")
         bos = field_value(reader, "tokenizer.ggml.bos_token_id")
         eos = field_value(reader, "tokenizer.ggml.eos_token_id")
+        n_ff = int(field_value(reader, p + "feed_forward_length"))
+        n_expert = int(field_value(reader, p + "expert_count", 0))
+        n_expert_used = int(field_value(reader, p + "expert_used_count", 0))
+        n_ff_exp = int(field_value(reader, p + "expert_feed_forward_length",
+                                   n_ff // max(n_expert_used, 1)))
+        if ARCH_TRAITS[arch]["moe"] and not 0 < n_expert_used <= n_expert:
+            raise ValueError(f"{n_expert_used} experts used of {n_expert}")
         return cls(
             arch=arch,
+            n_expert=n_expert,
+            n_expert_used=n_expert_used,
+            n_ff_exp=n_ff_exp,
             head_dim=head_dim,
             sliding_window=None if window is None else int(window),
             n_embd=n_embd,
             n_layer=int(field_value(reader, p + "block_count")),
             n_head=n_head,
             n_head_kv=n_head_kv,
-            n_ff=int(field_value(reader, p + "feed_forward_length")),
+            n_ff=n_ff,
             eps=float(field_value(reader, p + "attention.layer_norm_rms_epsilon")),
             rope_base=float(field_value(reader, p + "rope.freq_base", 10000.0)),
             rope_dims=int(field_value(reader, p + "rope.dimension_count", head_dim)),
@@ -278,9 +301,10 @@ class Layer:
     wv: np.ndarray  # (n_head_kv*head_dim, n_embd)
     wo: np.ndarray  # (n_embd, n_head*head_dim)
     ffn_norm: np.ndarray
-    w_gate: np.ndarray  # (n_ff, n_embd)
-    w_up: np.ndarray  # (n_ff, n_embd)
-    w_down: np.ndarray  # (n_embd, n_ff)
+    w_gate: np.ndarray | None  # (n_ff, n_embd); (n_expert, n_ff_exp, n_embd) with experts
+    w_up: np.ndarray | None  # as w_gate
+    w_down: np.ndarray | None  # (n_embd, n_ff); (n_expert, n_embd, n_ff_exp) with experts
+    router: np.ndarray | None = None  # (n_expert, n_embd)
     bq: np.ndarray | None = None  # qwen2
     bk: np.ndarray | None = None
     bv: np.ndarray | None = None
@@ -327,11 +351,28 @@ class LlamaModel:
                 wv=get(b + "attn_v.weight"),
                 wo=get(b + "attn_output.weight"),
                 ffn_norm=get(b + "ffn_norm.weight"),
-                w_gate=get(b + "ffn_gate.weight"),
-                w_up=get(b + "ffn_up.weight"),
-                w_down=get(b + "ffn_down.weight"),
+                w_gate=None,
+                w_up=None,
+                w_down=None,
             )
             tr = cfg.traits
+            if tr["moe"]:
+                layer.router = get(b + "ffn_gate_inp.weight")
+                layer.w_gate = get(b + "ffn_gate_exps.weight")
+                layer.w_up = get(b + "ffn_up_exps.weight")
+                layer.w_down = get(b + "ffn_down_exps.weight")
+                e, f = cfg.n_expert, cfg.n_ff_exp
+                assert layer.router.shape == (e, cfg.n_embd), layer.router.shape
+                assert layer.w_gate.shape == (e, f, cfg.n_embd), layer.w_gate.shape
+                assert layer.w_up.shape == (e, f, cfg.n_embd), layer.w_up.shape
+                assert layer.w_down.shape == (e, cfg.n_embd, f), layer.w_down.shape
+            else:
+                layer.w_gate = get(b + "ffn_gate.weight")
+                layer.w_up = get(b + "ffn_up.weight")
+                layer.w_down = get(b + "ffn_down.weight")
+                assert layer.w_gate.shape == (cfg.n_ff, cfg.n_embd), layer.w_gate.shape
+                assert layer.w_up.shape == (cfg.n_ff, cfg.n_embd), layer.w_up.shape
+                assert layer.w_down.shape == (cfg.n_embd, cfg.n_ff), layer.w_down.shape
             if tr["qkv_bias"]:
                 layer.bq = get(b + "attn_q.bias")
                 layer.bk = get(b + "attn_k.bias")
@@ -347,9 +388,6 @@ class LlamaModel:
             assert layer.wk.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wk.shape
             assert layer.wv.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wv.shape
             assert layer.wo.shape == (cfg.n_embd, cfg.n_head * hd), layer.wo.shape
-            assert layer.w_gate.shape == (cfg.n_ff, cfg.n_embd), layer.w_gate.shape
-            assert layer.w_up.shape == (cfg.n_ff, cfg.n_embd), layer.w_up.shape
-            assert layer.w_down.shape == (cfg.n_embd, cfg.n_ff), layer.w_down.shape
             self.layers.append(layer)
         self._rope_cache: dict[tuple[int, float, float], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -440,7 +478,26 @@ class LlamaModel:
         o = o.transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
         return o @ layer.wo.T
 
+    def moe(self, x: np.ndarray, layer: Layer) -> np.ndarray:
+        """Mixture of experts on rows x (T, n_embd)."""
+        k = self.cfg.n_expert_used
+        scores = x @ layer.router.T
+        probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        out = np.zeros_like(x)
+        for t in range(x.shape[0]):
+            # The most probable first; a stable sort keeps ties by index.
+            chosen = np.argsort(-probs[t], kind="stable")[:k]
+            weights = probs[t, chosen] / probs[t, chosen].sum()
+            for e, w in zip(chosen, weights):
+                g = layer.w_gate[e] @ x[t]
+                u = layer.w_up[e] @ x[t]
+                out[t] += w * (layer.w_down[e] @ (g / (1.0 + np.exp(-g)) * u))
+        return out
+
     def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:
+        if layer.router is not None:
+            return self.moe(x, layer)
         g = x @ layer.w_gate.T
         u = x @ layer.w_up.T
         if self.cfg.traits["gelu"]:

@@ -15,6 +15,9 @@
 //! | embedding × √dim | no | no | no | yes |
 //! | sliding-window layers | no | no | no | 5 of every 6 |
 //!
+//! `qwen3moe` is `qwen3` with a mixture of experts in place of each
+//! feed-forward block (see [`crate::config::Experts`]).
+//!
 //! Gemma's norm weights are stored with the `+ 1` of its `(1 + w)` already
 //! added by the converter, so every architecture multiplies by the stored
 //! weight. Gemma 3's local (sliding-window) layers use RoPE base 10,000 and
@@ -54,6 +57,10 @@ pub struct ArchTraits {
     pub swa_period: Option<usize>,
     /// RoPE base of the sliding-window layers.
     pub swa_rope_base: f32,
+    /// Each feed-forward block is a mixture of experts: a router picks
+    /// `expert_used_count` of `expert_count` SwiGLU experts per token,
+    /// weighted by the softmax of their router logits.
+    pub experts: bool,
 }
 
 /// A llama-family architecture Baton loads (`general.architecture`).
@@ -67,11 +74,13 @@ pub enum Architecture {
     Qwen3,
     /// Gemma 3 (text).
     Gemma3,
+    /// Qwen 3 mixture of experts (Qwen3-30B-A3B, Qwen3-235B-A22B).
+    Qwen3Moe,
 }
 
 impl Architecture {
     /// Every architecture.
-    pub const ALL: [Architecture; 4] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3];
+    pub const ALL: [Architecture; 5] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3, Self::Qwen3Moe];
 
     /// The name GGUF files give it in `general.architecture` (and the
     /// prefix of its metadata keys).
@@ -81,6 +90,7 @@ impl Architecture {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Gemma3 => "gemma3",
+            Self::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -100,11 +110,13 @@ impl Architecture {
             embed_scale: false,
             swa_period: None,
             swa_rope_base: 10_000.0,
+            experts: false,
         };
         match self {
             Self::Llama => llama,
             Self::Qwen2 => ArchTraits { rope_mode: RopeMode::Neox, qkv_bias: true, ..llama },
             Self::Qwen3 => ArchTraits { rope_mode: RopeMode::Neox, qk_norm: true, ..llama },
+            Self::Qwen3Moe => ArchTraits { rope_mode: RopeMode::Neox, qk_norm: true, experts: true, ..llama },
             Self::Gemma3 => ArchTraits {
                 rope_mode: RopeMode::Neox,
                 activation: Activation::GeluTanh,

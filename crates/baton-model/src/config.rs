@@ -47,6 +47,54 @@ pub struct LlamaConfig {
     pub sliding_window: Option<usize>,
     /// Whether the output projection reuses the token embedding.
     pub tied_output: bool,
+    /// The mixture of experts of each feed-forward block, for
+    /// architectures that have one.
+    pub experts: Option<Experts>,
+}
+
+/// A mixture of experts in place of each feed-forward block: the router
+/// (`ffn_gate_inp`, `[count, dim]`) scores every expert for each token,
+/// the `used` best are run (`ffn_{gate,up,down}_exps`, one SwiGLU block of
+/// width `ffn_dim` each, stacked `[count, ..]`), and their outputs are
+/// summed weighted by the softmax of their scores (the router's softmax
+/// over all experts, renormalised over those chosen: the same values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Experts {
+    /// Experts per layer (`expert_count`).
+    pub count: usize,
+    /// Experts each token runs (`expert_used_count`).
+    pub used: usize,
+    /// Width of one expert's feed-forward block
+    /// (`expert_feed_forward_length`).
+    pub ffn_dim: usize,
+}
+
+/// The most experts a layer may have (the reference engine's bound).
+pub const MAX_EXPERTS: usize = 512;
+
+impl Experts {
+    /// The experts of an architecture `arch` file, from its metadata;
+    /// `ffn_dim` is the file's `feed_forward_length`.
+    fn from_meta(meta: &Metadata, arch: Architecture, ffn_dim: usize) -> Result<Experts, ModelError> {
+        let key = |k: &str| format!("{arch}.{k}");
+        let count = get_usize(meta, &key("expert_count"))?;
+        let used = get_usize(meta, &key("expert_used_count"))?;
+        if count == 0 || count > MAX_EXPERTS {
+            return Err(ModelError::Config(format!("{}: {count} experts (1 to {MAX_EXPERTS})", key("expert_count"))));
+        }
+        if used == 0 || used > count {
+            return Err(ModelError::Config(format!("{}: {used} experts used of {count}", key("expert_used_count"))));
+        }
+        // Qwen3-MoE files without the key size each expert at an even share.
+        let ffn_dim = match meta.get_usize(&key("expert_feed_forward_length")).optional()? {
+            Some(f) => f,
+            None => ffn_dim / used,
+        };
+        if ffn_dim == 0 {
+            return Err(ModelError::Config(format!("{}: experts of width 0", key("expert_feed_forward_length"))));
+        }
+        Ok(Experts { count, used, ffn_dim })
+    }
 }
 
 fn get_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
@@ -98,6 +146,8 @@ impl LlamaConfig {
             return Err(ModelError::Config("a sliding window of 0 positions".into()));
         }
         let layers = get_usize(meta, &key("block_count"))?;
+        let ffn_dim = get_usize(meta, &key("feed_forward_length"))?;
+        let experts = if traits.experts { Some(Experts::from_meta(meta, arch, ffn_dim)?) } else { None };
         let config = LlamaConfig {
             name: meta.get_str("general.name").optional()?.map(str::to_string),
             dim,
@@ -105,7 +155,7 @@ impl LlamaConfig {
             heads,
             kv_heads,
             head_dim,
-            ffn_dim: get_usize(meta, &key("feed_forward_length"))?,
+            ffn_dim,
             vocab,
             context: get_usize(meta, &key("context_length"))?,
             rms_eps: meta.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
@@ -116,6 +166,7 @@ impl LlamaConfig {
             attn_scale: attention_scale(arch, dim, heads, head_dim, layers),
             sliding_window,
             tied_output: file.tensor("output.weight").is_none(),
+            experts,
             arch,
         };
         if config.layers == 0 || config.vocab == 0 || config.context == 0 {
@@ -193,9 +244,19 @@ impl LlamaConfig {
                 out.push((p("post_attention_norm"), vec![d]));
             }
             out.push((p("ffn_norm"), vec![d]));
-            out.push((p("ffn_gate"), vec![f, d]));
-            out.push((p("ffn_up"), vec![f, d]));
-            out.push((p("ffn_down"), vec![d, f]));
+            match self.experts {
+                Some(e) => {
+                    out.push((p("ffn_gate_inp"), vec![e.count, d]));
+                    out.push((p("ffn_gate_exps"), vec![e.count, e.ffn_dim, d]));
+                    out.push((p("ffn_up_exps"), vec![e.count, e.ffn_dim, d]));
+                    out.push((p("ffn_down_exps"), vec![e.count, d, e.ffn_dim]));
+                }
+                None => {
+                    out.push((p("ffn_gate"), vec![f, d]));
+                    out.push((p("ffn_up"), vec![f, d]));
+                    out.push((p("ffn_down"), vec![d, f]));
+                }
+            }
             if traits.post_norms {
                 out.push((p("post_ffw_norm"), vec![d]));
             }

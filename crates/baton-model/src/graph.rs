@@ -37,7 +37,7 @@ use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
 
 use crate::arch::Activation;
-use crate::config::LlamaConfig;
+use crate::config::{Experts, LlamaConfig};
 use crate::state::KvTypes;
 
 /// Which logits a graph produces.
@@ -310,6 +310,10 @@ impl Builder<'_> {
         let c = self.config;
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let h = self.norm(x, &p("ffn_norm"), c.dim)?;
+        if let Some(experts) = c.experts {
+            let y = self.experts(l, h, experts)?;
+            return self.residual(x, y, &p("post_ffw_norm"));
+        }
         let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
         let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
         let gate = match c.traits().activation {
@@ -319,6 +323,36 @@ impl Builder<'_> {
         let act = self.g.mul(gate, up)?;
         let down = self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
         self.residual(x, down, &p("post_ffw_norm"))
+    }
+
+    /// Layer `l`'s mixture of experts on the normalised rows `h [T, dim]`:
+    /// the router's `used` best experts per token (top-k of its logits),
+    /// weighted by the softmax of their logits (which is the router's
+    /// softmax over every expert renormalised over the chosen), each a
+    /// SwiGLU block run on that token only ([`Op::MatMulId`]), the
+    /// weighted outputs summed in order of rank.
+    ///
+    /// [`Op::MatMulId`]: baton_core::graph::Op::MatMulId
+    fn experts(&mut self, l: usize, h: NodeId, e: Experts) -> Result<NodeId, GraphError> {
+        let d = self.config.dim;
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let t = self.g.node(h).layout.shape.dims()[0];
+        let scores = self.linear(h, &p("ffn_gate_inp"), e.count, d)?;
+        let ids = self.g.top_k(scores, e.used)?;
+        let chosen = self.g.take_columns(scores, ids)?;
+        let weights = self.g.softmax(chosen, 1.0, false)?;
+        let rows = self.g.reshape(h, &[t, 1, d])?;
+        let gate = self.weight(&p("ffn_gate_exps"), &[e.count, e.ffn_dim, d])?;
+        let up = self.weight(&p("ffn_up_exps"), &[e.count, e.ffn_dim, d])?;
+        let down = self.weight(&p("ffn_down_exps"), &[e.count, d, e.ffn_dim])?;
+        let gate = self.g.matmul_id(rows, gate, ids)?;
+        let up = self.g.matmul_id(rows, up, ids)?;
+        let gate = self.g.silu(gate)?;
+        let act = self.g.mul(gate, up)?;
+        let outs = self.g.matmul_id(act, down, ids)?;
+        let weights = self.g.reshape(weights, &[t, e.used, 1])?;
+        let weighted = self.g.mul(outs, weights)?;
+        self.g.sum_rows(weighted)
     }
 
     /// The residual stream plus `y`, normalised first by `post_norm` where

@@ -42,7 +42,7 @@ pub use baton_tokenizer::{EncodeOptions, Tokenizer};
 
 // Loading a model and evaluating tokens.
 pub use arch::{Activation, ArchTraits, Architecture, LayerAttention};
-pub use config::LlamaConfig;
+pub use config::{Experts, LlamaConfig, MAX_EXPERTS};
 pub use embedding::{normalize, Pooling};
 pub use error::ModelError;
 pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};

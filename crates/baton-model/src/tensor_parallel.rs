@@ -61,6 +61,11 @@ impl TensorShares {
     /// Shares for `devices` devices in proportion to `weights` (empty =
     /// even); FFN rows in whole blocks of 32 (quantized `ffn_down` columns).
     pub fn new(config: &LlamaConfig, devices: usize, weights: &[f32]) -> Result<TensorShares, ModelError> {
+        if config.experts.is_some() {
+            return Err(ModelError::Config(
+                "a split of each layer's tensors is not written for a mixture of experts yet: split by layer".into(),
+            ));
+        }
         if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
             return Err(ModelError::Config(format!(
                 "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"

@@ -64,6 +64,11 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
         writer.add_metadata(key("attention.key_length"), as_u32(width))?;
         writer.add_metadata(key("attention.value_length"), as_u32(width))?;
     }
+    if let Some(e) = p.experts {
+        writer.add_metadata(key("expert_count"), as_u32(e.count))?;
+        writer.add_metadata(key("expert_used_count"), as_u32(e.used))?;
+        writer.add_metadata(key("expert_feed_forward_length"), as_u32(e.ffn_dim))?;
+    }
     if let Some(window) = p.sliding_window {
         writer.add_metadata(key("attention.sliding_window"), as_u32(window))?;
     }

@@ -43,6 +43,16 @@ pub enum SynthShape {
     /// norms, 2 KV heads, FFN 192, vocabulary 512, context 512, RoPE base
     /// 1,000,000, tied output.
     Qwen3,
+    /// A Qwen 3 mixture-of-experts toy: the Qwen 3 toy's attention (dim 64,
+    /// 3 layers, 4 heads of 32, 2 KV heads, per-head Q/K norms), each
+    /// feed-forward block 16 experts of width 64 of which 4 run per token,
+    /// untied output.
+    Qwen3Moe,
+    /// Qwen3-30B-A3B's layers (dim 2048, 32 heads of 128, 4 KV heads, 128
+    /// experts of width 768 of which 8 run, vocabulary 151,936, context
+    /// 40,960, RoPE base 1,000,000), 8 of its 48 layers: for speed and
+    /// memory figures at the real shapes (about 2.9 GB in Q4_K_M).
+    Qwen3MoeA3b8L,
     /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
     /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
     /// 500,000, tied output (1.24B weights).
@@ -89,6 +99,9 @@ pub struct ShapeParams {
     /// Whether the output projection reuses `token_embd.weight` (the file
     /// then has no `output.weight`).
     pub tied_embeddings: bool,
+    /// The mixture of experts in place of each feed-forward block
+    /// (architectures with experts).
+    pub experts: Option<baton_model::Experts>,
 }
 
 impl ShapeParams {
@@ -101,11 +114,12 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 11] = [
+    pub const ALL: [SynthShape; 13] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
         Self::Qwen3,
+        Self::Qwen3Moe,
         Self::Tiny256,
         Self::Stories15M,
         Self::Stories110M,
@@ -113,6 +127,7 @@ impl SynthShape {
         Self::Llama1B,
         Self::Llama3B,
         Self::Llama8B,
+        Self::Qwen3MoeA3b8L,
     ];
 
     /// The shape's name, as `baton model synth --shape` takes it.
@@ -126,6 +141,8 @@ impl SynthShape {
             Self::Gemma3 => "gemma3",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Qwen3Moe => "qwen3moe",
+            Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
             Self::Llama1B => "llama1B",
             Self::Llama3B => "llama3B",
             Self::Llama8B => "llama8B",
@@ -154,6 +171,7 @@ impl SynthShape {
             rope_freq_base: 1_000_000.0,
             rms_eps: 1e-6,
             tied_embeddings: false,
+            experts: None,
         };
         // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
         const LLAMA3: ShapeParams = ShapeParams {
@@ -170,6 +188,7 @@ impl SynthShape {
             rope_freq_base: 500_000.0,
             rms_eps: 1e-5,
             tied_embeddings: true,
+            experts: None,
         };
         match self {
             Self::Llama1B => LLAMA3,
@@ -183,12 +202,36 @@ impl SynthShape {
                 n_kv_heads: 1,
                 ffn: 128,
                 tied_embeddings: true,
+                experts: None,
                 ..TOY
             },
             Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
             Self::Qwen3 => {
                 ShapeParams { arch: Architecture::Qwen3, head_width: Some(32), ffn: 192, tied_embeddings: true, ..TOY }
             }
+            Self::Qwen3Moe => ShapeParams {
+                arch: Architecture::Qwen3Moe,
+                head_width: Some(32),
+                ffn: 256,
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
+                ..TOY
+            },
+            Self::Qwen3MoeA3b8L => ShapeParams {
+                arch: Architecture::Qwen3Moe,
+                head_width: Some(128),
+                sliding_window: None,
+                dim: 2048,
+                n_layers: 8,
+                n_heads: 32,
+                n_kv_heads: 4,
+                ffn: 6144,
+                vocab: 151_936,
+                context: 40_960,
+                rope_freq_base: 1_000_000.0,
+                rms_eps: 1e-6,
+                tied_embeddings: false,
+                experts: Some(baton_model::Experts { count: 128, used: 8, ffn_dim: 768 }),
+            },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,
                 head_width: None,
@@ -203,6 +246,7 @@ impl SynthShape {
                 rope_freq_base: 10_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
+                experts: None,
             },
             Self::Tiny256 => ShapeParams {
                 arch: Architecture::Llama,
@@ -218,6 +262,7 @@ impl SynthShape {
                 rope_freq_base: 10_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
+                experts: None,
             },
             Self::Stories110M => ShapeParams {
                 arch: Architecture::Llama,
@@ -233,6 +278,7 @@ impl SynthShape {
                 rope_freq_base: 10_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: true,
+                experts: None,
             },
             Self::Stories15M => ShapeParams {
                 arch: Architecture::Llama,
@@ -248,6 +294,7 @@ impl SynthShape {
                 rope_freq_base: 10_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
+                experts: None,
             },
             Self::Smol135M => ShapeParams {
                 arch: Architecture::Llama,
@@ -263,6 +310,7 @@ impl SynthShape {
                 rope_freq_base: 100_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: true,
+                experts: None,
             },
         }
     }

@@ -52,6 +52,14 @@ impl TensorPlan {
         }
     }
 
+    /// `count` experts' matrices `[cols, rows]` stacked along a third
+    /// dimension (ggml order `[cols, rows, count]`), typed as a matrix.
+    fn experts(name: String, cols: usize, rows: usize, count: usize, requested: DType) -> Self {
+        let mut plan = Self::matrix(name, cols, rows, requested);
+        plan.dims.push(count as u64);
+        plan
+    }
+
     /// An RMS-norm weight of `len` values, always F32 (as llama.cpp stores
     /// norms whatever the file type).
     fn norm(name: String, len: usize) -> Self {
@@ -123,12 +131,12 @@ pub(crate) fn apply_mix(plan: &mut [TensorPlan], mix: SynthMix, params: &ShapePa
         return;
     }
     let output = if params.tied_embeddings { "token_embd.weight" } else { "output.weight" };
-    for tensor in plan.iter_mut().filter(|t| t.dims.len() == 2) {
+    for tensor in plan.iter_mut().filter(|t| t.dims.len() >= 2 && t.dtype == DType::Q4_K) {
         let layer =
             tensor.name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()).and_then(|l| l.parse().ok());
         let wide = match layer {
             Some(layer) => {
-                (tensor.name.contains(".attn_v.") || tensor.name.contains(".ffn_down."))
+                (tensor.name.contains(".attn_v.") || tensor.name.contains(".ffn_down"))
                     && more_bits(layer, params.n_layers)
             }
             None => tensor.name == output,
@@ -175,12 +183,22 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
         if traits.post_norms {
             tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
         }
-        tensors.extend([
-            TensorPlan::norm(name("ffn_norm"), dim),
-            TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
-            TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
-            TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
-        ]);
+        tensors.push(TensorPlan::norm(name("ffn_norm"), dim));
+        match params.experts {
+            Some(e) => tensors.extend([
+                // The router stays f32 in every file type (llama.cpp's
+                // quantizer never quantizes it).
+                TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32),
+                TensorPlan::experts(name("ffn_gate_exps"), dim, e.ffn_dim, e.count, requested),
+                TensorPlan::experts(name("ffn_up_exps"), dim, e.ffn_dim, e.count, requested),
+                TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested),
+            ]),
+            None => tensors.extend([
+                TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
+                TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
+                TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
+            ]),
+        }
         if traits.post_norms {
             tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
         }

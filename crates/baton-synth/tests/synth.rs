@@ -285,6 +285,13 @@ fn shapes_parse_by_name_and_match_their_reference_models() {
     }
     assert_eq!(SynthShape::Llama8B.params().tensor_count(), 291);
     assert_eq!(SynthShape::from_name("LLAMA8b"), Some(SynthShape::Llama8B));
+    // Qwen3-30B-A3B's layers: 12 tensors each (579 in its 48-layer GGUF),
+    // 623.1M weights a layer, 30.5B for all 48 with the untied embedding.
+    let a3b = SynthShape::Qwen3MoeA3b8L.params();
+    assert_eq!(a3b.tensor_count(), 8 * 12 + 3);
+    let per_layer = (a3b.n_params() - 2 * 151_936 * 2048 - 2048) / 8;
+    assert_eq!(per_layer, 623_120_640);
+    assert_eq!(48 * per_layer + 2 * 151_936 * 2048 + 2048, 30_532_122_624, "Qwen3-30B-A3B's weight count");
     let tiny256 = SynthShape::Tiny256.params();
     assert_eq!((tiny256.tensor_count(), tiny256.n_params()), (21, 1_443_072));
     for shape in

@@ -74,6 +74,28 @@ fn vulkan_devices_are_listed_tested_and_run_models() {
     assert!(plan.contains("native wait") && !plan.contains("relay wait"), "plan on cpu,vulkan:0: {plan}");
 }
 
+/// A mixture of experts on a Vulkan device is refused before loading, the
+/// device named (its shaders do not have the experts' ops), alone or
+/// holding some layers; the CPU runs it.
+#[test]
+fn experts_on_vulkan_are_refused_with_the_device_named() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = baton_testkit::TempDir::new("cli-vulkan-experts");
+    let path = dir.file("moe.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "qwen3moe", "--type", "q8_0", "-o", &path]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    for devices in ["vulkan:0", "cpu,vulkan:0"] {
+        let out = baton(&["run", "-m", &path, "-p", "hello", "-n", "2", "--temp", "0", "--devices", devices]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "ran experts on {devices}");
+        assert!(stderr.contains("vulkan:0 does not run a mixture of experts"), "{devices}: {stderr}");
+    }
+    let out = baton(&["run", "-m", &path, "-p", "hello", "-n", "2", "--temp", "0", "--devices", "cpu"]);
+    assert!(out.status.success(), "on the CPU: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// `baton bench sync --devices vulkan:0` adds the device's host->device->host
 /// row: timeline semaphore beside fence shader, p50/p99, as table and JSON.
 #[test]

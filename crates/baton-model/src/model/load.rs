@@ -75,6 +75,7 @@ impl Model {
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
         check_cache_types(&devices, &layer_device, options.kv_types())?;
+        check_experts(&file, &config, &devices, &layer_device)?;
         let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
@@ -204,6 +205,32 @@ fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTy
         .enumerate()
         .filter(|(d, _)| layer_device.contains(d))
         .all(|(_, device)| device.supports(&op, kv.k) && device.supports(&op, kv.v))
+}
+
+/// Refuses, before anything is loaded, experts on a device that does not
+/// run the experts' product for their type (the Vulkan shaders), naming it.
+fn check_experts(
+    file: &GgufFile,
+    config: &LlamaConfig,
+    devices: &[Arc<dyn Device>],
+    layer_device: &[usize],
+) -> Result<(), ModelError> {
+    if config.experts.is_none() {
+        return Ok(());
+    }
+    for (l, &d) in layer_device.iter().enumerate() {
+        let name = format!("blk.{l}.ffn_up_exps.weight");
+        let Some(tensor) = file.tensor(&name) else { continue };
+        let Some(dtype) = DType::from_ggml_id(tensor.ggml_type().id()) else { continue };
+        let device = &devices[d];
+        if !device.supports(&Op::MatMulId, dtype) || !device.supports(&Op::TopK { k: 1 }, DType::F32) {
+            return Err(ModelError::Config(format!(
+                "{} does not run a mixture of experts ({dtype} experts of layer {l}): place those layers on the CPU",
+                device.info().name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is loaded, a KV cache type that a device

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use baton_core::backend::Device;
 use baton_core::DType;
 use baton_model::{LoadOptions, Logits, Model, ModelError};
+use baton_synth::SynthShape;
 use baton_testkit::synth::tiny_model;
 
 fn device() -> Arc<dyn Device> {
@@ -47,6 +48,37 @@ fn a_foreign_architecture_is_named_in_the_error() {
         Err(ModelError::Architecture(a)) => assert_eq!(a, "lxama"),
         Err(other) => panic!("expected an architecture error, got {other}"),
         Ok(_) => panic!("loaded a non-llama model"),
+    }
+}
+
+/// A mixture of experts whose metadata does not fit its tensors, or is
+/// out of bounds, is refused with an error that names the key or tensor.
+#[test]
+fn expert_metadata_that_does_not_fit_is_named_in_the_error() {
+    let (dir, path) = baton_testkit::synth::synth_model("bad-experts", SynthShape::Qwen3Moe, DType::Q8_0, 3);
+    let bytes = std::fs::read(&path).expect("read");
+    // The u32 value after a key (GGUF: key string, type u32 = 4, value).
+    let value_at = |key: &str| {
+        let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key");
+        at + key.len() + 4
+    };
+    let cases = [
+        ("qwen3moe.expert_count", 0u32, "qwen3moe.expert_count"),
+        ("qwen3moe.expert_count", 100_000, "qwen3moe.expert_count"),
+        ("qwen3moe.expert_used_count", 17, "qwen3moe.expert_used_count"),
+        ("qwen3moe.expert_used_count", 0, "qwen3moe.expert_used_count"),
+        // 8 experts declared, 16 stacked: the router's shape is wrong.
+        ("qwen3moe.expert_count", 8, "ffn_gate_inp"),
+        ("qwen3moe.expert_feed_forward_length", 32, "ffn_gate_exps"),
+    ];
+    for (key, value, named) in cases {
+        let mut changed = bytes.clone();
+        let at = value_at(key);
+        changed[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        let file = dir.file("changed.gguf");
+        std::fs::write(&file, &changed).expect("write");
+        let err = load(&file).err().unwrap_or_else(|| panic!("{key} = {value} loaded"));
+        assert!(err.to_string().contains(named), "{key} = {value}: {err}");
     }
 }
 

@@ -168,6 +168,9 @@ logits_cases! {
     qwen2_q4_0_logits_match_the_reference: Qwen2 Q4_0, 1e-3, 2;
     qwen3_f32_logits_match_the_reference: Qwen3 F32, 1e-6, 0;
     qwen3_q4_1_logits_match_the_reference: Qwen3 Q4_1, 1e-3, 2;
+    qwen3moe_f32_logits_match_the_reference: Qwen3Moe F32, 1e-6, 0;
+    qwen3moe_f16_logits_match_the_reference: Qwen3Moe F16, 1e-6, 0;
+    qwen3moe_q8_0_logits_match_the_reference: Qwen3Moe Q8_0, 1e-3, 2;
 }
 
 #[test]
