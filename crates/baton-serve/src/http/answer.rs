@@ -11,8 +11,6 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use baton_gen::openai::logprobs::LogprobsWriter;
@@ -21,9 +19,9 @@ use baton_model::Tokenizer;
 use futures_util::stream;
 
 use super::error::ApiError;
+use super::events::{event_stream, spawn_stream};
 use super::generate::{drive, Outcome};
 use super::params::Job;
-use super::reply::spawn_stream;
 use super::tools::{may_be_call, read_call, Call, ToolMode};
 use crate::engine::{Generation, TokenLogprobs};
 
@@ -101,14 +99,6 @@ pub fn echo_only(echo: &Echo, tokenizer: &Tokenizer, job: &Job, meta: &Meta) -> 
     }
     events.push(event("[DONE]"));
     event_stream(stream::iter(events.into_iter().map(Ok::<_, Infallible>)))
-}
-
-/// A response of server-sent events from `events`.
-pub(super) fn event_stream(
-    events: impl futures_util::Stream<Item = Result<String, Infallible>> + Send + 'static,
-) -> Response {
-    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
-        .into_response()
 }
 
 /// A generation on its way to its answer: what [`whole`] and [`streamed`]

@@ -34,7 +34,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::anthropic::{is_anthropic_path, AnthropicError};
+use super::anthropic::error::{is_anthropic_path, AnthropicError};
 use super::error::ApiError;
 use crate::engine::CacheScope;
 

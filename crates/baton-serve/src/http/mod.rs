@@ -81,6 +81,7 @@ mod body;
 pub mod cors;
 pub mod embeddings;
 mod error;
+mod events;
 mod generate;
 pub mod listen;
 mod llama;

@@ -6,16 +6,12 @@
 //! a tool call is held back until it is known which: then sent as text,
 //! or read as the call at the end. Log-probabilities are not served here.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
 use baton_gen::openai::Usage;
 use baton_model::Tokenizer;
-use futures_util::stream;
-use tokio::sync::mpsc;
 
-use super::answer::event_stream;
 use super::error::ApiError;
 use super::generate::{drive_to_stop, Outcome};
 use super::params::Job;
@@ -125,24 +121,7 @@ pub async fn run(
     Ok(Ending { call, stop, usage })
 }
 
-/// An event stream that `fill` writes into (each string one whole event)
-/// from a task of its own; when the client goes away, the future `fill`
-/// is given (the channel's closing) completes.
-pub fn spawn_stream<F>(fill: impl FnOnce(mpsc::UnboundedSender<String>) -> F) -> axum::response::Response
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    tokio::spawn(fill(tx));
-    event_stream(stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) }))
-}
-
 /// A type name as an error tells it: quoted, or `(none)`.
 pub fn type_name(kind: Option<&str>) -> String {
     kind.map_or_else(|| "(none)".to_string(), |k| format!("{k:?}"))
-}
-
-/// One named server-sent event: `event: NAME` and its JSON data.
-pub fn named_event(name: &str, data: &serde_json::Value) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
 }

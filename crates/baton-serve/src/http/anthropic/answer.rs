@@ -13,10 +13,11 @@ use baton_gen::openai::Usage;
 use baton_model::Tokenizer;
 use serde_json::{json, Value};
 
-use super::AnthropicError;
+use super::error::AnthropicError;
 use crate::engine::Generation;
+use crate::http::events::{named_event, spawn_stream};
 use crate::http::params::Job;
-use crate::http::reply::{self, named_event, spawn_stream, Broken, Ending, Stop};
+use crate::http::reply::{self, Broken, Ending, Stop};
 use crate::http::tools::Call;
 
 /// What a Messages answer is built from, besides its generation.

@@ -113,7 +113,7 @@ impl MessagesRequest {
     }
 
     /// The conversation, tools and choice, checked.
-    pub(in crate::http) fn conversation(&self) -> Result<Conversation, MessagesError> {
+    pub(super) fn conversation(&self) -> Result<Conversation, MessagesError> {
         if self.messages.is_empty() {
             return Err(MessagesError::NoMessages);
         }

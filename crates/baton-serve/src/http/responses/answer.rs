@@ -20,8 +20,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::Generation;
 use crate::http::error::ApiError;
+use crate::http::events::{named_event, spawn_stream};
 use crate::http::params::Job;
-use crate::http::reply::{self, named_event, spawn_stream, Broken, Ending, Stop};
+use crate::http::reply::{self, Broken, Ending, Stop};
 use crate::http::tools::Call;
 
 /// What a Responses answer is built from, besides its generation.

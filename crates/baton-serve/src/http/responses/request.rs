@@ -112,7 +112,7 @@ enum Last {
 impl ResponsesRequest {
     /// The conversation (tools and choice included) and the generation
     /// parameters, checked.
-    pub(in crate::http) fn conversation(&self) -> Result<(Conversation, Params), ResponsesError> {
+    pub(super) fn conversation(&self) -> Result<(Conversation, Params), ResponsesError> {
         if self.previous_response_id.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(ResponsesError::PreviousResponse);
         }
