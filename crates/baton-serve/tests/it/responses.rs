@@ -197,6 +197,11 @@ fn bad_requests_get_openai_errors_and_the_server_serves_on() {
             json!("tool_choice"),
         ),
         ("an unknown format", json!({"input": "x", "text": {"format": {"type": "xml"}}}), json!("text")),
+        (
+            "tools beside a JSON format",
+            json!({"input": "x", "tools": tools(), "text": {"format": {"type": "json_object"}}}),
+            json!("text"),
+        ),
         ("max_output_tokens of the wrong type", json!({"input": "x", "max_output_tokens": "4"}), Value::Null),
     ] {
         let (status, body) = server.post("/v1/responses", &request);

@@ -31,7 +31,16 @@ pub async fn responses(
     JsonBody(request): JsonBody<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
     let (conversation, params) = request.conversation()?;
-    let prompt = state.conversation_prompt(conversation, params.response_format.as_ref()).await?;
+    let prompt = state.conversation_prompt(conversation, params.response_format.as_ref()).await.map_err(|e| {
+        match e.body.param {
+            // The field is `text.format` here.
+            Some("response_format") => ApiError::invalid_param(
+                "text",
+                "a text.format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
+            ),
+            _ => e,
+        }
+    })?;
     let job = state.chat_job(prompt, &params, &caller).await?;
     let generation = state.engine.submit(job.request.clone())?;
     let stream = job.stream;
