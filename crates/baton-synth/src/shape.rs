@@ -51,7 +51,7 @@ pub enum SynthShape {
     /// Qwen3-30B-A3B's layers (dim 2048, 32 heads of 128, 4 KV heads, 128
     /// experts of width 768 of which 8 run, vocabulary 151,936, context
     /// 40,960, RoPE base 1,000,000), 8 of its 48 layers: for speed and
-    /// memory figures at the real shapes (about 2.9 GB in Q4_K_M).
+    /// memory figures at the real shapes (3.3 GiB in Q4_K_M).
     Qwen3MoeA3b8L,
     /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
     /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base

@@ -178,6 +178,15 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
     let kernel_err = |e: baton_kernels::KernelError| err(e.to_string());
     let mut packed: Vec<std::sync::Arc<PackedWeights>> = Vec::with_capacity(chosen.len());
     if let Some(cache) = ctx.packed_cache(w_id) {
+        // The first step that reads these experts packs them all, so no
+        // later step stops to pack an expert chosen for the first time
+        // (a model's warm-up step packs every expert of every layer).
+        let packs = baton_kernels::packed::packable(w_node.dtype) && crate::packed_cache::enabled();
+        if packs && chosen.iter().any(|&e| matrix(e).map_or(true, |m| cache.get(&m).is_none())) {
+            for e in 0..experts {
+                cache.get_or_pack(&matrix(e)?, &exec.device).map_err(kernel_err)?;
+            }
+        }
         for &e in &chosen {
             match cache.get_or_pack(&matrix(e)?, &exec.device).map_err(kernel_err)? {
                 Some(p) => packed.push(p),

@@ -328,9 +328,18 @@ impl Model {
 
     /// Bytes of weights one decode step reads: every matrix but the token
     /// embedding, of which it reads one row (a tied output is bound as its
-    /// own `output.weight` and counts).
+    /// own `output.weight` and counts), and of a mixture's stacked experts
+    /// the share a token runs (`used` of `count`).
     pub fn decode_weight_bytes(&self) -> usize {
-        self.weights.iter().filter(|(name, _)| name.as_str() != "token_embd.weight").map(|(_, t)| t.bytes()).sum()
+        let experts = self.config.experts;
+        self.weights
+            .iter()
+            .filter(|(name, _)| name.as_str() != "token_embd.weight")
+            .map(|(name, t)| match experts {
+                Some(e) if name.ends_with("_exps.weight") => t.bytes() / e.count * e.used,
+                _ => t.bytes(),
+            })
+            .sum()
     }
 
     /// Times the host blocked so far: logits reads, and the scheduler's own
