@@ -20,6 +20,7 @@
 //! among the likely tokens that fit (the sampler's own top-k, top-p and
 //! min-p then apply to them as usual).
 
+mod calls;
 mod json;
 mod schema;
 mod schema_compile;
@@ -28,6 +29,7 @@ mod schema_prefix;
 
 use std::sync::Arc;
 
+pub use calls::{MAX_CALLS, MAX_GAP_SPACES};
 pub use json::{JsonPrefix, MAX_DEPTH};
 pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
 pub use schema_link::MAX_ALTERNATIVES;
@@ -51,11 +53,14 @@ enum Reader {
     Schema(SchemaPrefix),
     /// Free text, or a tool call once the text opens with
     /// [`TOOL_CALL_OPEN`] (`matched` of its bytes so far, after leading
-    /// whitespace).
+    /// whitespace); several calls when `parallel`.
     CallOrText {
         matched: usize,
         call: SchemaPrefix,
+        parallel: bool,
     },
+    /// One call or more (see [`calls`]).
+    Calls(calls::Calls),
     Free,
 }
 
@@ -67,11 +72,12 @@ impl Reader {
             Reader::Object(_) | Reader::Schema(_) if bytes.is_empty() => false,
             Reader::Object(prefix) => prefix.push_all(bytes),
             Reader::Schema(prefix) => prefix.push_all(bytes),
+            Reader::Calls(calls) => calls.push_token(bytes),
             Reader::CallOrText { .. } if bytes.is_empty() => {
                 *self = Reader::Free;
                 true
             }
-            Reader::CallOrText { matched, call } => {
+            Reader::CallOrText { matched, call, parallel } => {
                 let open = TOOL_CALL_OPEN.as_bytes();
                 for (i, &b) in bytes.iter().enumerate() {
                     if *matched == 0 && json::is_space(b) {
@@ -83,15 +89,23 @@ impl Reader {
                     }
                     *matched += 1;
                     if *matched == open.len() {
-                        let mut call = call.clone();
-                        let fits = call.push_all(&bytes[i + 1..]);
-                        *self = Reader::Schema(call);
-                        return fits;
+                        let rest = &bytes[i + 1..];
+                        let next = match *parallel {
+                            true => Reader::Calls(calls::Calls::within(call.schema().clone(), call.clone())),
+                            false => Reader::Schema(call.clone()),
+                        };
+                        *self = next;
+                        return self.push_token_rest(rest);
                     }
                 }
                 true
             }
         }
+    }
+
+    /// Takes the rest of a token's bytes (none: nothing to take).
+    fn push_token_rest(&mut self, bytes: &[u8]) -> bool {
+        bytes.is_empty() || self.push_token(bytes)
     }
 }
 
@@ -115,7 +129,21 @@ impl Constraint {
     /// Free text, or [`TOOL_CALL_OPEN`] then a call `schema` accepts
     /// (see [`Schema::tool_call`]).
     pub fn call_or_text(schema: Arc<Schema>) -> Constraint {
-        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema) } }
+        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: false } }
+    }
+
+    /// One call or more that `schema` accepts, each after the first opened
+    /// by [`TOOL_CALL_CLOSE`] and [`TOOL_CALL_OPEN`] (the text starts
+    /// inside the first call's opening tag, as a required call's prompt
+    /// ends); see [`MAX_CALLS`].
+    pub fn calls(schema: Arc<Schema>) -> Constraint {
+        Constraint { reader: Reader::Calls(calls::Calls::new(schema)) }
+    }
+
+    /// Free text, or [`TOOL_CALL_OPEN`] then one call or more
+    /// ([`calls`](Self::calls)).
+    pub fn calls_or_text(schema: Arc<Schema>) -> Constraint {
+        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: true } }
     }
 
     /// Whether the text is whole (the generation ends here).
@@ -123,6 +151,7 @@ impl Constraint {
         match &self.reader {
             Reader::Object(prefix) => prefix.is_complete(),
             Reader::Schema(prefix) => prefix.is_complete(),
+            Reader::Calls(calls) => calls.is_complete(),
             Reader::CallOrText { .. } | Reader::Free => false,
         }
     }
@@ -143,13 +172,16 @@ impl Constraint {
 
     /// Sets the logit of every token that may not come next to minus
     /// infinity; returns how many may (0: none can continue the text).
+    /// Tokens already at minus infinity (banned) are not counted.
     pub fn mask(&self, logits: &mut [f32], tokenizer: &Tokenizer) -> usize {
         // The bytes that may come next, tried once: a token whose first
         // byte is not one of them is set aside without reading it whole
         // (after a brace, only a quote or whitespace may follow, and most
         // of the vocabulary goes at this first look).
         let first: [bool; 256] = std::array::from_fn(|b| self.reader.clone().push_token(&[b as u8]));
+        // A token whose logit is minus infinity (banned) never fits.
         let fits = |t: u32| match tokenizer.token_bytes(t, false) {
+            _ if logits[t as usize] == f32::NEG_INFINITY => false,
             Ok([]) => self.reader.clone().push_token(&[]),
             Ok(bytes) => first[bytes[0] as usize] && self.reader.clone().push_token(bytes),
             Err(_) => false,

@@ -115,6 +115,11 @@ impl SchemaPrefix {
         }
     }
 
+    /// The schema it reads against.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
     /// Whether the bytes so far are a whole text the schema accepts.
     pub fn is_complete(&self) -> bool {
         self.paths.iter().any(|p| p.is_complete(&self.schema))

@@ -49,6 +49,12 @@ pub enum OutputFormat {
     /// Free text, or [`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN)
     /// then a call (`tool_choice: "auto"`).
     ToolCallOrText(Arc<Schema>),
+    /// One call or more, each a text the schema accepts
+    /// ([`Constraint::calls`]): `tool_choice: "required"` with
+    /// `parallel_tool_calls`.
+    ToolCalls(Arc<Schema>),
+    /// Free text, or one call or more ([`Constraint::calls_or_text`]).
+    ToolCallsOrText(Arc<Schema>),
 }
 
 impl OutputFormat {
@@ -88,6 +94,8 @@ impl OutputFormat {
                 Some(Constraint::schema(schema.clone()))
             }
             OutputFormat::ToolCallOrText(schema) => Some(Constraint::call_or_text(schema.clone())),
+            OutputFormat::ToolCalls(schema) => Some(Constraint::calls(schema.clone())),
+            OutputFormat::ToolCallsOrText(schema) => Some(Constraint::calls_or_text(schema.clone())),
         }
     }
 }

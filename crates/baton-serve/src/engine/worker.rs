@@ -743,10 +743,20 @@ fn next_token(
         // check when the token fits; the token drawn in the end follows the
         // distribution restricted to the tokens that fit (a rejection
         // sampler), up to where the filters (top-k, top-p) apply.
-        let mut allowed = logits.to_vec();
-        if constraint.mask(&mut allowed, tokenizer) == 0 {
+        // The logit bias first, so that the tokens it bans are not the
+        // candidates the mask keeps (all of them banned would leave the
+        // sampler nothing); the sampler then adds it to the logits kept.
+        let mut biased = logits.to_vec();
+        for &(id, bias) in seq.sampler.params().logit_bias.entries() {
+            if let Some(logit) = biased.get_mut(id as usize) {
+                *logit += bias;
+            }
+        }
+        if constraint.mask(&mut biased, tokenizer) == 0 {
             return Err("no token can continue the constrained text".into());
         }
+        let allowed: Vec<f32> =
+            logits.iter().zip(&biased).map(|(&l, &b)| if b == f32::NEG_INFINITY { b } else { l }).collect();
         token = seq.sampler.sample(&allowed).map_err(sampling_failed)?;
     }
     if let Some(constraint) = &mut seq.constraint {

@@ -22,7 +22,7 @@ use super::error::ApiError;
 use super::events::{event_stream, spawn_stream};
 use super::generate::{drive, Outcome};
 use super::params::Job;
-use super::tools::{may_be_call, read_call, Call, ToolMode};
+use super::tools::{may_be_call, read_calls, Call, ToolMode};
 use crate::engine::{Generation, TokenLogprobs};
 
 // The endpoint and what every answer and chunk of one request repeats:
@@ -40,21 +40,30 @@ fn respond(answer: &Answer) -> Response {
     Json(answer).into_response()
 }
 
-/// The id of the answer's tool call.
-fn call_id(meta: &Meta) -> String {
-    format!("call_{}", meta.id.rsplit('-').take(2).collect::<Vec<_>>().join(""))
+/// The id of the answer's `index`th tool call.
+fn call_id(meta: &Meta, index: usize) -> String {
+    let id = format!("call_{}", meta.id.rsplit('-').take(2).collect::<Vec<_>>().join(""));
+    match index {
+        0 => id,
+        n => format!("{id}_{n}"),
+    }
 }
 
-/// The chunk of a streamed tool call (the whole call in one delta).
-fn call_chunk(meta: &Meta, call: &Call, logprobs: Option<serde_json::Value>) -> String {
-    let delta = Delta { role: None, content: None, tool_calls: Some(vec![call.to_json(&call_id(meta), Some(0))]) };
+/// The `tool_calls` entries of `calls` (each with its `index` when
+/// streamed).
+fn call_entries(meta: &Meta, calls: &[Call], streamed: bool) -> Vec<serde_json::Value> {
+    calls.iter().enumerate().map(|(i, call)| call.to_json(&call_id(meta, i), streamed.then_some(i))).collect()
+}
+
+/// The chunk of streamed tool calls (the whole calls in one delta).
+fn call_chunk(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>) -> String {
+    let delta = Delta { role: None, content: None, tool_calls: Some(call_entries(meta, calls, true)) };
     meta.chat_chunk(delta, logprobs, None).to_json()
 }
 
-/// The whole answer of a tool call.
-fn whole_call(meta: &Meta, call: &Call, logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
-    let message =
-        Delta { role: Some("assistant"), content: None, tool_calls: Some(vec![call.to_json(&call_id(meta), None)]) };
+/// The whole answer of tool calls.
+fn whole_call(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
+    let message = Delta { role: Some("assistant"), content: None, tool_calls: Some(call_entries(meta, calls, false)) };
     respond(&meta.whole_message(message, logprobs, "tool_calls", usage))
 }
 
@@ -137,8 +146,8 @@ pub async fn whole(answering: Answering) -> Response {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
-            match job.tools.and_then(|mode| read_call(&text, mode)) {
-                Some(call) => whole_call(&meta, &call, logprobs, usage),
+            match job.tools.and_then(|mode| read_calls(&text, mode)) {
+                Some(calls) => whole_call(&meta, &calls, logprobs, usage),
                 None => respond(&meta.whole(text, logprobs, reason, usage)),
             }
         }
@@ -190,10 +199,10 @@ pub fn streamed(answering: Answering) -> Response {
                 if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
                     entries.append(&mut logprobs);
                     let rendered = asked.then(|| writer.render(&entries, &tokenizer));
-                    match job.tools.and_then(|mode| read_call(&text, mode)) {
-                        Some(call) => {
+                    match job.tools.and_then(|mode| read_calls(&text, mode)) {
+                        Some(calls) => {
                             reason = "tool_calls";
-                            let _ = tx.send(event(&call_chunk(&meta, &call, rendered)));
+                            let _ = tx.send(event(&call_chunk(&meta, &calls, rendered)));
                         }
                         None => {
                             let _ = tx.send(event(&meta.chunk(Some(text), rendered, None).to_json()));

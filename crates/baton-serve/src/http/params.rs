@@ -36,8 +36,13 @@ impl Job {
     /// schema refuses; the format itself ends it.
     pub fn applied_stops(&self) -> Vec<String> {
         match self.request.format {
-            OutputFormat::Text | OutputFormat::ToolCallOrText(_) => self.stops.clone(),
-            OutputFormat::JsonObject | OutputFormat::JsonSchema(_) | OutputFormat::ToolCall(_) => Vec::new(),
+            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => {
+                self.stops.clone()
+            }
+            OutputFormat::JsonObject
+            | OutputFormat::JsonSchema(_)
+            | OutputFormat::ToolCall(_)
+            | OutputFormat::ToolCalls(_) => Vec::new(),
         }
     }
 

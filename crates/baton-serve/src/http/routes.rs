@@ -120,16 +120,17 @@ impl AppState {
     /// message, rendered with the model's chat template and the generation
     /// prompt, and tokenized as `baton run --chat` does; with a call
     /// required, the call's opening after it. `tools` and `choice` are in
-    /// chat completions' shapes; `response_format` is refused beside tools.
+    /// chat completions' shapes (several calls in one answer when
+    /// `parallel`); `response_format` is refused beside tools.
     pub(super) async fn chat_prompt(
         &self,
         mut messages: Vec<Message>,
-        tools: Option<Value>,
-        choice: Option<Value>,
+        (tools, choice, parallel): (Option<Value>, Option<Value>, bool),
         response_format: Option<&Value>,
     ) -> Result<ChatPrompt, ApiError> {
         // The tools' parameter schemas compile off the HTTP threads.
-        let plan = off_thread("reading the tools", move || tools::plan(tools.as_ref(), choice.as_ref())).await??;
+        let plan =
+            off_thread("reading the tools", move || tools::plan(tools.as_ref(), choice.as_ref(), parallel)).await??;
         if plan.is_some() && response_format.is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) {
             return Err(ApiError::invalid_param(
                 "response_format",
@@ -160,14 +161,15 @@ impl AppState {
         Ok(ChatPrompt { tokens, plan })
     }
 
-    /// [`chat_prompt`](Self::chat_prompt) of a `conversation`.
+    /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
+    /// per answer (the Messages and Responses answers carry one).
     pub(super) async fn conversation_prompt(
         &self,
         conversation: Conversation,
         response_format: Option<&Value>,
     ) -> Result<ChatPrompt, ApiError> {
         let Conversation { messages, tools, choice } = conversation;
-        self.chat_prompt(messages, tools, choice, response_format).await
+        self.chat_prompt(messages, (tools, choice, false), response_format).await
     }
 
     /// The checked job of a conversation's `prompt`, held to its tools'
@@ -221,14 +223,9 @@ pub async fn chat(
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
     let messages = conversation(&request.messages)?;
-    let prompt = state
-        .chat_prompt(
-            messages,
-            request.tools.clone(),
-            request.tool_choice.clone(),
-            request.params.response_format.as_ref(),
-        )
-        .await?;
+    let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
+    let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
+    let prompt = state.chat_prompt(messages, tools, request.params.response_format.as_ref()).await?;
     let job = state.chat_job(prompt, &request.params, &caller).await?;
     state.run(job, Kind::Chat).await
 }

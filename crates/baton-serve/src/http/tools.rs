@@ -17,10 +17,13 @@
 //! `tool_choice: "required"` or a named function opens the answer with
 //! `<tool_call>` and holds all of it; `"auto"` (the default) lets the model
 //! answer in words or open a call, held to the schema once opened;
-//! `"none"` leaves the tools out. One call per answer is served.
+//! `"none"` leaves the tools out. With `parallel_tool_calls` (OpenAI's
+//! default) an answer may hold several calls, one after another each in
+//! its tags ([`MAX_CALLS`] at most); with `false`, one.
 
 use std::sync::Arc;
 
+pub use baton_gen::constraint::MAX_CALLS;
 use baton_gen::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
@@ -55,8 +58,18 @@ fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
     ApiError::invalid_param(name, why)
 }
 
+/// `parallel_tool_calls`: absent or `null` is `true` (OpenAI's default).
+pub fn parallel(value: Option<&Value>) -> Result<bool, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(true),
+        Some(Value::Bool(parallel)) => Ok(*parallel),
+        Some(other) => Err(bad("parallel_tool_calls", format!("{other}: true or false"))),
+    }
+}
+
 /// Checks `tools` and `tool_choice`; `None` when no tool may be called.
-pub fn plan(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<ToolPlan>, ApiError> {
+/// With `parallel`, an answer may hold several calls.
+pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Result<Option<ToolPlan>, ApiError> {
     let tools = match tools {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(list)) => list.as_slice(),
@@ -112,11 +125,13 @@ pub fn plan(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Tool
     let schema = Schema::tool_call(callable.iter().map(|f| (f.0.as_str(), &f.2)))
         .map_err(|e| bad("tools", format!("parameters: {e}")))?;
     let schema = Arc::new(schema);
-    let format = match mode {
-        ToolMode::Required => OutputFormat::ToolCall(schema),
-        ToolMode::Auto => OutputFormat::ToolCallOrText(schema),
+    let format = match (mode, parallel) {
+        (ToolMode::Required, false) => OutputFormat::ToolCall(schema),
+        (ToolMode::Auto, false) => OutputFormat::ToolCallOrText(schema),
+        (ToolMode::Required, true) => OutputFormat::ToolCalls(schema),
+        (ToolMode::Auto, true) => OutputFormat::ToolCallsOrText(schema),
     };
-    Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable) }))
+    Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable, parallel) }))
 }
 
 /// A tool's name, its declaration as the model sees it, and its
@@ -144,10 +159,11 @@ fn function(tool: &Value) -> Result<(String, Value, Value), String> {
     Ok((name.to_string(), json!({"type": "function", "function": declared}), parameters))
 }
 
-fn preamble(functions: &[&(String, Value, Value)]) -> String {
+fn preamble(functions: &[&(String, Value, Value)], parallel: bool) -> String {
     let signatures: Vec<String> = functions.iter().map(|f| f.1.to_string()).collect();
+    let how_many = if parallel { "one or more" } else { "one" };
     format!(
-        "# Tools\n\nYou may call one of the following functions to answer the user.\n\n\
+        "# Tools\n\nYou may call {how_many} of the following functions to answer the user.\n\n\
          You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\n\
          To call a function, return a json object with the function name and arguments within \
          {TOOL_CALL_OPEN}{TOOL_CALL_CLOSE} XML tags:\n{TOOL_CALL_OPEN}\n\
@@ -218,20 +234,33 @@ impl Call {
     }
 }
 
-/// The call the text holds, if it is one: the JSON object alone
-/// ([`ToolMode::Required`]) or opened by [`TOOL_CALL_OPEN`]
-/// ([`ToolMode::Auto`]), closed or not by [`TOOL_CALL_CLOSE`].
-pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
+/// The calls the text holds, if it is calls: the first call's JSON
+/// object alone ([`ToolMode::Required`], whose prompt opened it) or opened
+/// by [`TOOL_CALL_OPEN`] ([`ToolMode::Auto`]), each closed or not by
+/// [`TOOL_CALL_CLOSE`], the next ones each opened by [`TOOL_CALL_OPEN`].
+/// `None` unless every call is whole (a call cut by `max_tokens` makes
+/// the answer text).
+pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
     let body = match mode {
         ToolMode::Required => text,
         ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
     };
-    let body = body.trim();
-    let body = body.strip_suffix(TOOL_CALL_CLOSE).unwrap_or(body);
+    body.split(TOOL_CALL_OPEN).map(read_one).collect()
+}
+
+/// One call: its JSON object, closed or not by [`TOOL_CALL_CLOSE`].
+fn read_one(text: &str) -> Option<Call> {
+    let body = text.trim();
+    let body = body.strip_suffix(TOOL_CALL_CLOSE).unwrap_or(body).trim_end();
     let value: Value = serde_json::from_str(body).ok()?;
     let name = value.get("name")?.as_str()?.to_string();
     let arguments = value.get("arguments")?.to_string();
     Some(Call { name, arguments })
+}
+
+/// The one call the text holds (see [`read_calls`]), if it holds one.
+pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
+    read_calls(text, mode).filter(|calls| calls.len() == 1).and_then(|mut calls| calls.pop())
 }
 
 /// Whether `text` may still open a call (auto mode): it is empty, a start
@@ -239,4 +268,36 @@ pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
 pub fn may_be_call(text: &str) -> bool {
     let text = text.trim_start();
     TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_calls_are_read_each_in_its_tags() {
+        let one = r#"{"name": "f", "arguments": {"a": 1}}"#;
+        let two = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\", \"arguments\": {{}}}}\n</tool_call>");
+        let calls = read_calls(&two, ToolMode::Required).expect("two calls");
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["f", "g"]);
+        assert_eq!(calls[0].arguments, r#"{"a":1}"#);
+        let auto = format!("<tool_call>\n{two}");
+        assert_eq!(read_calls(&auto, ToolMode::Auto).map(|c| c.len()), Some(2));
+        assert_eq!(read_call(one, ToolMode::Required).map(|c| c.name), Some("f".to_string()));
+        assert!(read_call(&two, ToolMode::Required).is_none(), "two calls are not one");
+        let cut = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\"");
+        assert!(read_calls(&cut, ToolMode::Required).is_none(), "a cut call makes the answer text");
+        assert!(read_calls("hello", ToolMode::Auto).is_none());
+    }
+
+    #[test]
+    fn parallel_tool_calls_is_a_boolean_or_null() {
+        assert!(parallel(None).expect("absent"));
+        assert!(parallel(Some(&Value::Null)).expect("null"));
+        assert!(!parallel(Some(&json!(false))).expect("false"));
+        for bad in [json!("false"), json!(0), json!([])] {
+            assert_eq!(parallel(Some(&bad)).expect_err("not a boolean").status, 400, "{bad}");
+        }
+    }
 }

@@ -168,6 +168,11 @@ pub struct ChatRequest {
     /// `none`, `auto`, `required` or a named function.
     #[serde(default)]
     pub tool_choice: Option<serde_json::Value>,
+    /// Several calls in one answer (`true`, OpenAI's default) or one
+    /// (read as any JSON value so that a wrong one gets a 400 that names
+    /// it).
+    #[serde(default)]
+    pub parallel_tool_calls: Option<serde_json::Value>,
     /// How to generate.
     #[serde(flatten)]
     pub params: Params,

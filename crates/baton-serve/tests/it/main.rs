@@ -19,6 +19,7 @@ mod json_format;
 mod llama_routes;
 mod logit_bias;
 mod model_name;
+mod parallel_calls;
 mod responses;
 mod routes_without_v1;
 mod shutdown;

@@ -1,0 +1,145 @@
+//! `parallel_tool_calls` on `/v1/chat/completions`: `false` keeps a
+//! required call held and answers one call; `true` (the default) lets an
+//! answer hold several calls, each held to the tools, whole and streamed;
+//! a value that is not a boolean gets 400.
+
+use serde_json::{json, Value};
+
+use baton_model::baton_tokenizer::TokenType;
+use baton_serve::http::tools::MAX_CALLS;
+
+use crate::server::*;
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "get_time",
+            "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}},
+            "required": ["zone"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "get_day",
+            "parameters": {"type": "object", "properties": {"short": {"type": "boolean"}},
+            "required": ["short"], "additionalProperties": false}}},
+    ])
+}
+
+/// The names of a whole answer's calls, each checked against the tools.
+fn calls_of(answer: &Value) -> Vec<String> {
+    let listed = answer["message"]["tool_calls"].as_array().expect("tool_calls");
+    listed
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let arguments: Value =
+                serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments")).expect("JSON");
+            let name = call["function"]["name"].as_str().expect("name");
+            match name {
+                "get_time" => assert!(["UTC", "CET"].contains(&arguments["zone"].as_str().expect("zone"))),
+                "get_day" => assert!(arguments["short"].is_boolean(), "{arguments}"),
+                other => panic!("no tool is named {other}"),
+            }
+            let id = call["id"].as_str().expect("id");
+            assert!(listed[..i].iter().all(|c| c["id"] != id), "call ids differ: {answer}");
+            name.to_string()
+        })
+        .collect()
+}
+
+fn request(seed: usize, parallel: Option<bool>) -> Value {
+    let mut request = json!({
+        "messages": [{"role": "user", "content": "time and day?"}],
+        "tools": tools(), "tool_choice": "required", "max_tokens": 160, "temperature": 1.0, "seed": seed,
+    });
+    if let Some(parallel) = parallel {
+        request["parallel_tool_calls"] = json!(parallel);
+    }
+    request
+}
+
+#[test]
+fn parallel_tool_calls_false_answers_one_held_call() {
+    let server = Server::start(2, 8, 1024);
+    let mut called = 0;
+    for seed in 0..8 {
+        let (status, body) = server.post("/v1/chat/completions", &request(seed, Some(false)));
+        assert_eq!(status, 200, "{body}");
+        let answer = &body["choices"][0];
+        if answer["finish_reason"] == "tool_calls" {
+            assert_eq!(calls_of(answer).len(), 1, "one call: {answer}");
+            called += 1;
+        } else {
+            assert_eq!(answer["finish_reason"], "length", "held to the call, not text: {answer}");
+        }
+    }
+    assert!(called >= 6, "only {called} of 8 answers closed their call");
+}
+
+/// The tiny model's random weights mostly end an answer at the first
+/// chance (a control token may end it after each call); with the control
+/// tokens banned (`logit_bias`) on half the requests, an answer can only
+/// go on to another call, as a model asked for several does, up to
+/// [`MAX_CALLS`].
+#[test]
+fn parallel_tool_calls_let_an_answer_hold_several_calls_whole_and_streamed() {
+    let server = Server::start(2, 8, 2048);
+    let tokenizer = server.engine.tokenizer().clone();
+    let control: Vec<Value> = (0..tokenizer.vocab_size() as u32)
+        .filter(|&id| tokenizer.token_type(id).is_ok_and(|t| t == TokenType::Control))
+        .map(|id| json!([id, false]))
+        .collect();
+    assert!(!control.is_empty(), "the vocabulary has control tokens");
+    let (mut several, mut called) = (0, 0);
+    for (seed, parallel) in (0..8).map(|s| (s, None)).chain((8..16).map(|s| (s, Some(true)))) {
+        let mut request = request(seed, parallel);
+        if seed % 2 == 1 {
+            request["logit_bias"] = json!(control);
+            request["max_tokens"] = json!(800);
+        }
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let answer = &body["choices"][0];
+        if answer["finish_reason"] != "tool_calls" {
+            assert_eq!(answer["finish_reason"], "length", "{answer}");
+            continue;
+        }
+        called += 1;
+        let names = calls_of(answer);
+        if names.len() > 1 {
+            several += 1;
+            assert!(names.len() <= MAX_CALLS, "at most {MAX_CALLS} calls: {answer}");
+        }
+        // Streamed: the same calls in one delta, each with its index.
+        let mut streamed = request.clone();
+        streamed["stream"] = json!(true);
+        let (status, events) = server.stream("/v1/chat/completions", &streamed);
+        assert_eq!(status, 200);
+        let deltas: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .filter_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array().cloned())
+            .flatten()
+            .collect();
+        let streamed_names: Vec<&str> = deltas.iter().map(|c| c["function"]["name"].as_str().expect("name")).collect();
+        assert_eq!(streamed_names, names, "streamed as whole");
+        for (i, call) in deltas.iter().enumerate() {
+            assert_eq!(call["index"], i, "{call}");
+        }
+    }
+    assert!(called >= 10, "only {called} of 16 answers closed their calls");
+    assert!(several >= 4, "{several} of {called} answers held more than one call");
+}
+
+#[test]
+fn parallel_tool_calls_of_the_wrong_type_get_400() {
+    let server = Server::start(1, 4, 1024);
+    for value in [json!("false"), json!(1), json!({})] {
+        let mut request = request(0, None);
+        request["parallel_tool_calls"] = value.clone();
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        error_of(status, &body, 400, &format!("parallel_tool_calls = {value}"));
+        assert_eq!(body["error"]["param"], "parallel_tool_calls", "{body}");
+    }
+    let mut request = request(0, None);
+    request["parallel_tool_calls"] = Value::Null;
+    request["max_tokens"] = json!(4);
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "null is the default: {body}");
+}
