@@ -110,6 +110,7 @@ def main():
     check_json_object(client, model)
     check_json_schema(client, model)
     check_tool_call(client, model)
+    check_choices(client, model, messages)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
     print("all openai client checks passed")
 
@@ -261,10 +262,41 @@ def check_tool_call(client, model):
     deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
     check(len(deltas) == 1 and deltas[0][0].function.arguments == call.function.arguments,
           f"the streamed call is the whole one: {deltas}")
+    # parallel_tool_calls=False (LangChain's with_structured_output by
+    # function_calling): the call stays held, one call.
+    single = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required",
+                                            parallel_tool_calls=False, max_tokens=64, temperature=0)
+    check(single.choices[0].finish_reason == "tool_calls" and len(single.choices[0].message.tool_calls) == 1,
+          f"parallel_tool_calls=False answers one call: {single.choices[0]}")
     turn = messages + [choice.message.model_dump(exclude_none=True),
                        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 18})}]
     after = client.chat.completions.create(model=model, messages=turn, tools=tools, max_tokens=24, temperature=0)
     check(after.choices[0].finish_reason in ("stop", "length", "tool_calls"), "the result goes back")
+
+
+def check_choices(client, model, messages):
+    """`n=3`: three choices indexed 0 to 2, the completions summed in the
+    usage and the prompt counted once; streamed, each index's chunks."""
+    sampled = dict(model=model, temperature=1.0, max_tokens=12, seed=7)
+    one = client.chat.completions.create(messages=messages, **sampled)
+    three = client.chat.completions.create(messages=messages, n=3, **sampled)
+    check([c.index for c in three.choices] == [0, 1, 2], f"n=3 gives choices 0 to 2: {three.choices}")
+    check(three.choices[0].message.content == one.choices[0].message.content, "the first choice is n=1's")
+    check(three.usage.prompt_tokens == one.usage.prompt_tokens, "n=3 counts the prompt once")
+    check(three.usage.completion_tokens <= 36 and three.usage.completion_tokens >= 3, f"summed: {three.usage}")
+    texts = {}
+    for chunk in client.completions.create(model=model, prompt="Once upon a time", n=2, max_tokens=8,
+                                           temperature=1.0, seed=5, stream=True):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + choice.text
+    whole = client.completions.create(model=model, prompt="Once upon a time", n=2, max_tokens=8,
+                                      temperature=1.0, seed=5)
+    check([c.text for c in whole.choices] == [texts.get(0), texts.get(1)], f"n=2 streamed as whole: {texts}")
+    try:
+        client.completions.create(model=model, prompt="x", n=100, max_tokens=2)
+        check(False, "n=100 is refused")
+    except openai.BadRequestError:
+        check(True, "n=100 is refused with 400")
 
 
 def check_prefix_cache(client, messages, greedy):

@@ -53,6 +53,15 @@ impl Usage {
             prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
         }
     }
+
+    /// The counts of one request's choices (`n`), as OpenAI counts them:
+    /// the prompt once (its cached tokens the first choice's), the
+    /// completions summed.
+    pub fn of_choices(choices: &[Usage]) -> Usage {
+        let first = choices.first().copied().unwrap_or(Usage::new(0, 0, 0));
+        let completion = choices.iter().map(|u| u.completion_tokens).sum();
+        Usage::new(first.prompt_tokens, completion, first.prompt_tokens_details.cached_tokens)
+    }
 }
 
 /// A chat message in an answer (`message`) or a chunk (`delta`).
@@ -72,7 +81,7 @@ pub struct Delta {
 /// One choice of a chat answer (`message`) or chunk (`delta`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ChatChoice {
-    /// Always 0 (`n` = 1).
+    /// The choice's place (0 to `n` - 1).
     pub index: u32,
     /// The whole message (not streaming).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,7 +100,7 @@ pub struct ChatChoice {
 pub struct TextChoice {
     /// The text (whole, or the new part when streaming).
     pub text: String,
-    /// Always 0.
+    /// The choice's place (0 to `n` - 1).
     pub index: u32,
     /// Log-probabilities, when asked for (else null).
     pub logprobs: Option<Value>,
@@ -128,6 +137,32 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// The answer (or chunk) with its choices' `index` set: the choice
+    /// `index` of `n`.
+    pub fn indexed(mut self, index: u32) -> Answer {
+        for choice in &mut self.choices {
+            match choice {
+                Choice::Chat(choice) => choice.index = index,
+                Choice::Text(choice) => choice.index = index,
+            }
+        }
+        self
+    }
+
+    /// One answer of several choices (`n`): the choices of `answers` in
+    /// order, each indexed by its place, and their counts
+    /// ([`Usage::of_choices`]); `None` without answers.
+    pub fn of_choices(answers: Vec<Answer>) -> Option<Answer> {
+        let usages: Vec<Usage> = answers.iter().filter_map(|a| a.usage).collect();
+        let mut answers = answers.into_iter().enumerate();
+        let (_, mut whole) = answers.next()?;
+        for (index, answer) in answers {
+            whole.choices.extend(answer.indexed(index as u32).choices);
+        }
+        whole.usage = (!usages.is_empty()).then(|| Usage::of_choices(&usages));
+        Some(whole)
+    }
+
     /// The answer as JSON text.
     pub fn to_json(&self) -> String {
         // Serializing cannot fail: every map's keys are strings and every

@@ -301,7 +301,7 @@ impl Engine {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(SubmitError::ShuttingDown);
         }
-        Ok(Generation { events: receiver })
+        Ok(Generation { events: receiver, held: std::collections::VecDeque::new() })
     }
 
     /// Queues the embedding of `tokens` (at most a sequence's context),
@@ -479,16 +479,39 @@ impl Engine {
 #[derive(Debug)]
 pub struct Generation {
     events: tmpsc::UnboundedReceiver<Event>,
+    /// Events taken by [`prompt_read`](Self::prompt_read), not yet given.
+    held: std::collections::VecDeque<Event>,
 }
 
 impl Generation {
     /// The next event; `None` after the last one.
     pub async fn next(&mut self) -> Option<Event> {
-        self.events.recv().await
+        match self.held.pop_front() {
+            Some(event) => Some(event),
+            None => self.events.recv().await,
+        }
     }
 
     /// The next event, blocking this thread (not for async code).
     pub fn blocking_next(&mut self) -> Option<Event> {
-        self.events.blocking_recv()
+        match self.held.pop_front() {
+            Some(event) => Some(event),
+            None => self.events.blocking_recv(),
+        }
+    }
+
+    /// Waits until the prompt is read: its first token (or its end) has
+    /// come. The events that came are kept for [`next`](Self::next). So a
+    /// request submitted after it with the same prompt copies the
+    /// positions it evaluated rather than reading the prompt again
+    /// (`n` choices).
+    pub async fn prompt_read(&mut self) {
+        while let Some(event) = self.events.recv().await {
+            let read = !matches!(event, Event::Started { .. });
+            self.held.push_back(event);
+            if read {
+                return;
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@ use baton_gen::openai::logprobs::LogprobsWriter;
 use baton_gen::openai::{Answer, Delta, Usage};
 use baton_model::Tokenizer;
 use futures_util::stream;
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
 use super::events::{event_stream, spawn_stream};
@@ -31,8 +32,8 @@ pub use baton_gen::openai::{Answers as Meta, Kind};
 
 /// The chat stream's first chunk: the assistant's role, with `""` as
 /// OpenAI sends it.
-fn opening(meta: &Meta) -> String {
-    meta.opening(Some(String::new())).to_json()
+fn opening(meta: &Meta) -> Answer {
+    meta.opening(Some(String::new()))
 }
 
 /// A whole answer as a JSON response.
@@ -56,15 +57,15 @@ fn call_entries(meta: &Meta, calls: &[Call], streamed: bool) -> Vec<serde_json::
 }
 
 /// The chunk of streamed tool calls (the whole calls in one delta).
-fn call_chunk(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>) -> String {
+fn call_chunk(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>) -> Answer {
     let delta = Delta { role: None, content: None, tool_calls: Some(call_entries(meta, calls, true)) };
-    meta.chat_chunk(delta, logprobs, None).to_json()
+    meta.chat_chunk(delta, logprobs, None)
 }
 
 /// The whole answer of tool calls.
-fn whole_call(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>, usage: Usage) -> Response {
+fn whole_call(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>, usage: Usage) -> Answer {
     let message = Delta { role: Some("assistant"), content: None, tool_calls: Some(call_entries(meta, calls, false)) };
-    respond(&meta.whole_message(message, logprobs, "tool_calls", usage))
+    meta.whole_message(message, logprobs, "tool_calls", usage)
 }
 
 fn event(data: &str) -> String {
@@ -74,7 +75,7 @@ fn event(data: &str) -> String {
 /// A completion's prompt sent back before its text (`echo`): the prompt's
 /// text and, when log-probabilities are asked, its tokens' (the first one
 /// has none).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Echo {
     /// The prompt as text.
     pub text: String,
@@ -95,14 +96,21 @@ impl Echo {
     }
 }
 
-/// Answers with the echo alone (`max_tokens: 0`): nothing is generated.
+/// Answers with the echo alone (`max_tokens: 0`): nothing is generated;
+/// each of the `n` choices is the echo.
 pub fn echo_only(echo: &Echo, tokenizer: &Tokenizer, job: &Job, meta: &Meta) -> Response {
     let (text, logprobs) = echo.render(&mut LogprobsWriter::new(false), tokenizer);
     let usage = Usage::new(job.request.prompt.len(), 0, 0);
     if !job.stream {
-        return respond(&meta.whole(text, logprobs, "length", usage));
+        let choices = (0..job.choices).map(|_| meta.whole(text.clone(), logprobs.clone(), "length", usage)).collect();
+        return match Answer::of_choices(choices) {
+            Some(answer) => respond(&answer),
+            None => ApiError::server("no choices to answer").into_response(),
+        };
     }
-    let mut events = vec![event(&meta.chunk(Some(text), logprobs, Some("length")).to_json())];
+    let mut events: Vec<String> = (0..job.choices)
+        .map(|i| event(&meta.chunk(Some(text.clone()), logprobs.clone(), Some("length")).indexed(i as u32).to_json()))
+        .collect();
     if job.include_usage {
         events.push(event(&meta.usage_chunk(usage).to_json()));
     }
@@ -128,6 +136,22 @@ pub struct Answering {
 /// Runs the generation and answers with the whole text (after the echo of
 /// the prompt, when there is one).
 pub async fn whole(answering: Answering) -> Response {
+    whole_choices(vec![answering]).await
+}
+
+/// Runs the generations of a request's choices (`n`) together and
+/// answers with all of them, the counts summed as OpenAI sums them.
+pub async fn whole_choices(answerings: Vec<Answering>) -> Response {
+    let answers = futures_util::future::try_join_all(answerings.into_iter().map(whole_answer)).await;
+    match answers.map(Answer::of_choices) {
+        Ok(Some(answer)) => respond(&answer),
+        Ok(None) => ApiError::server("no choices to answer").into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// One choice's whole answer.
+async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
     let Answering { generation, tokenizer, job, meta, echo } = answering;
     let prompt = job.request.prompt.len();
     let mut text = echo.as_ref().map_or_else(String::new, |e| e.text.clone());
@@ -146,13 +170,13 @@ pub async fn whole(answering: Answering) -> Response {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
-            match job.tools.and_then(|mode| read_calls(&text, mode)) {
+            Ok(match job.tools.and_then(|mode| read_calls(&text, mode)) {
                 Some(calls) => whole_call(&meta, &calls, logprobs, usage),
-                None => respond(&meta.whole(text, logprobs, reason, usage)),
-            }
+                None => meta.whole(text, logprobs, reason, usage),
+            })
         }
-        Outcome::Failed(why) => ApiError::server(why).into_response(),
-        Outcome::Cancelled => ApiError::server("the request was cancelled").into_response(),
+        Outcome::Failed(why) => Err(ApiError::server(why)),
+        Outcome::Cancelled => Err(ApiError::server("the request was cancelled")),
     }
 }
 
@@ -161,69 +185,88 @@ pub async fn whole(answering: Answering) -> Response {
 /// sees its channel closed and drops the generation. An echo of the
 /// prompt is the first chunk.
 pub fn streamed(answering: Answering) -> Response {
-    let Answering { generation, tokenizer, job, meta, echo } = answering;
+    streamed_choices(vec![answering])
+}
+
+/// [`streamed`] for a request's choices (`n`): their chunks as they come,
+/// each tagged with its choice's `index`, then (when asked) one usage
+/// chunk that counts them all. A failure of one ends the stream (the
+/// others' generations are dropped).
+pub fn streamed_choices(answerings: Vec<Answering>) -> Response {
     spawn_stream(move |tx| async move {
-        let prompt = job.request.prompt.len();
-        if meta.kind == Kind::Chat {
-            let _ = tx.send(event(&opening(&meta)));
+        let last = answerings.first().map(|a| (a.job.include_usage, a.meta.clone()));
+        let choices = answerings.into_iter().enumerate().map(|(i, a)| stream_choice(a, i as u32, &tx));
+        let Ok(usages) = futures_util::future::try_join_all(choices).await else { return };
+        if let Some((true, meta)) = last {
+            let _ = tx.send(event(&meta.usage_chunk(Usage::of_choices(&usages)).to_json()));
         }
-        let asked = job.request.logprobs.is_some();
-        let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
-        if let Some(echo) = &echo {
-            let (text, logprobs) = echo.render(&mut writer, &tokenizer);
-            let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None).to_json()));
-        }
-        // A text that is or may become a tool call is held back until it
-        // is known which (then sent as words, or as the call at the end).
-        let mut held: Option<(String, Vec<TokenLogprobs>)> = job.tools.map(|_| Default::default());
-        let outcome = {
-            let mut on_text = |text: String, entries: Vec<_>| {
-                let (text, entries) = match held.as_mut() {
-                    Some((kept, kept_entries)) => {
-                        kept.push_str(&text);
-                        kept_entries.extend(entries);
-                        if job.tools != Some(ToolMode::Auto) || may_be_call(kept) {
-                            return;
-                        }
-                        held.take().unwrap_or_default()
-                    }
-                    None => (text, entries),
-                };
-                let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
-                let _ = tx.send(event(&meta.chunk(Some(text), logprobs, None).to_json()));
-            };
-            drive(generation, &tokenizer, job.applied_stops(), prompt, &mut on_text, tx.closed()).await
-        };
-        match outcome {
-            Outcome::Finished { mut reason, usage, mut logprobs } => {
-                if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
-                    entries.append(&mut logprobs);
-                    let rendered = asked.then(|| writer.render(&entries, &tokenizer));
-                    match job.tools.and_then(|mode| read_calls(&text, mode)) {
-                        Some(calls) => {
-                            reason = "tool_calls";
-                            let _ = tx.send(event(&call_chunk(&meta, &calls, rendered)));
-                        }
-                        None => {
-                            let _ = tx.send(event(&meta.chunk(Some(text), rendered, None).to_json()));
-                        }
-                    }
-                }
-                let rest = (asked && !logprobs.is_empty()).then(|| writer.render(&logprobs, &tokenizer));
-                let last = match meta.kind {
-                    Kind::Chat => meta.chunk(None, rest, Some(reason)),
-                    Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason)),
-                };
-                let _ = tx.send(event(&last.to_json()));
-                if job.include_usage {
-                    let _ = tx.send(event(&meta.usage_chunk(usage).to_json()));
-                }
-                let _ = tx.send(event("[DONE]"));
-            }
-            Outcome::Failed(why) => {
-                let _ = tx.send(event(&ApiError::server(why).json()));
-            }
-            Outcome::Cancelled => {}
-        }
+        let _ = tx.send(event("[DONE]"));
     })
+}
+
+/// Streams one choice (`index`) into `tx`: its chunks to the last, which
+/// has its `finish_reason`; its counts, or `Err` when it failed (the
+/// error event sent) or the client went away.
+async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<String>) -> Result<Usage, ()> {
+    let Answering { generation, tokenizer, job, meta, echo } = answering;
+    let send = |answer: Answer| {
+        let _ = tx.send(event(&answer.indexed(index).to_json()));
+    };
+    let prompt = job.request.prompt.len();
+    if meta.kind == Kind::Chat {
+        send(opening(&meta));
+    }
+    let asked = job.request.logprobs.is_some();
+    let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
+    if let Some(echo) = &echo {
+        let (text, logprobs) = echo.render(&mut writer, &tokenizer);
+        send(meta.chunk(Some(text), logprobs, None));
+    }
+    // A text that is or may become a tool call is held back until it
+    // is known which (then sent as words, or as the call at the end).
+    let mut held: Option<(String, Vec<TokenLogprobs>)> = job.tools.map(|_| Default::default());
+    let outcome = {
+        let mut on_text = |text: String, entries: Vec<_>| {
+            let (text, entries) = match held.as_mut() {
+                Some((kept, kept_entries)) => {
+                    kept.push_str(&text);
+                    kept_entries.extend(entries);
+                    if job.tools != Some(ToolMode::Auto) || may_be_call(kept) {
+                        return;
+                    }
+                    held.take().unwrap_or_default()
+                }
+                None => (text, entries),
+            };
+            let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
+            send(meta.chunk(Some(text), logprobs, None));
+        };
+        drive(generation, &tokenizer, job.applied_stops(), prompt, &mut on_text, tx.closed()).await
+    };
+    match outcome {
+        Outcome::Finished { mut reason, usage, mut logprobs } => {
+            if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
+                entries.append(&mut logprobs);
+                let rendered = asked.then(|| writer.render(&entries, &tokenizer));
+                match job.tools.and_then(|mode| read_calls(&text, mode)) {
+                    Some(calls) => {
+                        reason = "tool_calls";
+                        send(call_chunk(&meta, &calls, rendered));
+                    }
+                    None => send(meta.chunk(Some(text), rendered, None)),
+                }
+            }
+            let rest = (asked && !logprobs.is_empty()).then(|| writer.render(&logprobs, &tokenizer));
+            send(match meta.kind {
+                Kind::Chat => meta.chunk(None, rest, Some(reason)),
+                Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason)),
+            });
+            Ok(usage)
+        }
+        Outcome::Failed(why) => {
+            let _ = tx.send(event(&ApiError::server(why).json()));
+            Err(())
+        }
+        Outcome::Cancelled => Err(()),
+    }
 }

@@ -44,7 +44,7 @@
 //! random seed per request), `stop` (a string or a list, matched on the
 //! decoded text across tokens; the match and what follows are not sent),
 //! `repetition_penalty` (or `repeat_penalty`) with `repeat_last_n`, `n`
-//! (only 1), llama.cpp's `ignore_eos`, `stream` with `stream_options.include_usage`. The defaults are
+//! (1 to 16 choices), llama.cpp's `ignore_eos`, `stream` with `stream_options.include_usage`. The defaults are
 //! llama.cpp's ([`SamplingParams::default`](baton_gen::SamplingParams)).
 //! `presence_penalty` and `frequency_penalty` (in `[-2, 2]`, over the same
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are

@@ -14,8 +14,11 @@ use crate::engine::{GenerateRequest, ModelInfo, OutputFormat, MAX_TOP_LOGPROBS};
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
 
+/// Most choices (`n`) a request may ask for.
+pub const MAX_CHOICES: u64 = 16;
+
 /// A checked request: what the engine runs and what the server matches.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Job {
     /// The engine's request.
     pub request: GenerateRequest,
@@ -27,6 +30,8 @@ pub struct Job {
     pub include_usage: bool,
     /// The answer may be a tool call (chat with `tools`).
     pub tools: Option<ToolMode>,
+    /// Choices to generate (`n`, 1 to [`MAX_CHOICES`]).
+    pub choices: usize,
 }
 
 impl Job {
@@ -49,9 +54,10 @@ impl Job {
     /// Checks `params` against the served model and builds the engine
     /// request for `prompt`.
     pub fn new(params: &Params, prompt: Vec<u32>, info: &ModelInfo) -> Result<Job, ApiError> {
-        if let Some(n) = params.n.filter(|&n| n != 1) {
-            return Err(ApiError::invalid_param("n", format!("n = {n}: only n = 1 (one choice) is served")));
-        }
+        let choices = match params.n.unwrap_or(1) {
+            n @ 1..=MAX_CHOICES => n as usize,
+            n => return Err(ApiError::invalid_param("n", format!("n = {n}: 1 to {MAX_CHOICES} choices are served"))),
+        };
         let logprobs = logprobs(params)?;
         let stops = stops(params.stop.clone())?;
         let max_tokens = params.max_completion_tokens.or(params.max_tokens);
@@ -74,7 +80,7 @@ impl Job {
             // As OpenAI: a whole answer has its usage anyway.
             return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
         }
-        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None })
+        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices })
     }
 }
 
@@ -286,7 +292,9 @@ mod tests {
         for json in [
             r#"{"presence_penalty":2.5}"#,
             r#"{"frequency_penalty":-3}"#,
-            r#"{"n":2}"#,
+            r#"{"n":0}"#,
+            r#"{"n":17}"#,
+            r#"{"n":1000}"#,
             r#"{"logprobs":true,"top_logprobs":21}"#,
             r#"{"logprobs":30}"#,
             r#"{"logprobs":-1}"#,

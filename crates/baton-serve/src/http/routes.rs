@@ -89,10 +89,38 @@ impl AppState {
         if let (Some(echo), Some(0)) = (&echo, job.request.max_tokens) {
             return Ok(answer::echo_only(echo, &tokenizer, &job, &self.meta(kind)));
         }
-        let generation = self.engine.submit(job.request.clone())?;
-        let stream = job.stream;
-        let answering = Answering { generation, tokenizer, job, meta: self.meta(kind), echo };
-        Ok(if stream { answer::streamed(answering) } else { answer::whole(answering).await })
+        let mut generation = self.engine.submit(job.request.clone())?;
+        let meta = self.meta(kind);
+        if job.choices == 1 {
+            let stream = job.stream;
+            let answering = Answering { generation, tokenizer, job, meta, echo };
+            return Ok(if stream { answer::streamed(answering) } else { answer::whole(answering).await });
+        }
+        // `n` choices: each its own sequence, its seed the next one's
+        // (the same seed would draw the same text). The others start once
+        // the first has read the prompt, and copy its positions rather
+        // than read the prompt again (the prefix cache).
+        generation.prompt_read().await;
+        let mut generations = vec![generation];
+        for i in 1..job.choices {
+            let mut request = job.request.clone();
+            request.sampling.seed = request.sampling.seed.wrapping_add(i as u64);
+            generations.push(self.engine.submit(request)?);
+        }
+        let answerings: Vec<Answering> = generations
+            .into_iter()
+            .map(|generation| Answering {
+                generation,
+                tokenizer: tokenizer.clone(),
+                job: job.clone(),
+                meta: meta.clone(),
+                echo: echo.clone(),
+            })
+            .collect();
+        Ok(match job.stream {
+            true => answer::streamed_choices(answerings),
+            false => answer::whole_choices(answerings).await,
+        })
     }
 
     /// The echo of a completion's prompt: its text (`text`, or the tokens

@@ -60,7 +60,7 @@ pub struct Params {
     /// Tokens the repetition penalty looks back over (`-1`: the context;
     /// more than the context is the context, as llama.cpp).
     pub repeat_last_n: Option<i64>,
-    /// Choices to generate: only 1.
+    /// Choices to generate, each its own sequence (1 to 16).
     pub n: Option<u64>,
     /// Log-probabilities of the generated tokens: `true`/`false` (chat), or
     /// the number of alternatives (completions; 0 = the drawn token only).

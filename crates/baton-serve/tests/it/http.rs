@@ -129,7 +129,7 @@ fn bad_requests_get_4xx_json_errors_and_the_server_goes_on() {
         ("/v1/completions", r#"{"max_tokens": 3}"#, 400, "no prompt"),
         ("/v1/completions", r#"{"prompt": "hi", "max_tokens": 1000}"#, 400, "max_tokens past the context"),
         ("/v1/completions", r#"{"prompt": "hi", "presence_penalty": 2.5}"#, 400, "a presence penalty past 2"),
-        ("/v1/completions", r#"{"prompt": "hi", "n": 2}"#, 400, "n = 2"),
+        ("/v1/completions", r#"{"prompt": "hi", "n": 17}"#, 400, "n = 17"),
         ("/v1/completions", r#"{"prompt": "hi", "temperature": -1}"#, 400, "a negative temperature"),
         ("/v1/completions", r#"{"prompt": [999999]}"#, 400, "a token outside the vocabulary"),
         ("/v1/chat/completions", r#"{"messages": []}"#, 400, "no messages"),

@@ -6,6 +6,7 @@ mod server;
 
 mod anthropic;
 mod auth;
+mod choices;
 mod cors;
 mod echo;
 mod embeddings;
