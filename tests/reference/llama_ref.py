@@ -169,19 +169,33 @@ def load_tensor(t: "gguf.ReaderTensor") -> np.ndarray:
 #              along the slowest ggml axis), outputs summed by weight
 #              (qwen3moe: llama.cpp's build_moe_ffn with softmax gating
 #              and normalised weights)
+#   gptoss     gpt-oss: biases on q, k, v and the attention output, a sink
+#              logit per head counted in every softmax's denominator
+#              (attn_sinks, not scaled, no value), even layers slide
+#              (window of attention.sliding_window keys) with the same
+#              RoPE as odd ones, the FFN norm is post_attention_norm, the
+#              router has a bias and picks the top-k raw logits weighted
+#              by their softmax, experts have biases and a clamped SwiGLU
+#              x*sigmoid(1.702x)*(y+1), x = min(gate, 7), y = clamp(up, +-7)
+#   yarn       (any architecture whose rope.scaling.type is "yarn") ggml's
+#              rope_yarn: per pair i, theta_extrap = pos*base^(-2i/dims),
+#              theta_interp = theta_extrap/factor, ramp over the pairs
+#              low..high, magnitude 1 + 0.1 ln(factor) on cos and sin
 # Gemma's norm weights are stored with their +1 already added by the
 # converter, so every norm multiplies by the stored weight.
 ARCH_TRAITS: dict[str, dict[str, Any]] = {
     "llama": dict(neox=False, qkv_bias=False, qk_norm=False, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None, moe=False),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False, gptoss=False),
     "qwen2": dict(neox=True, qkv_bias=True, qk_norm=False, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None, moe=False),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False, gptoss=False),
     "qwen3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False,
-                  gelu=False, embd_scale=False, swa_period=None, moe=False),
+                  gelu=False, embd_scale=False, swa_period=None, moe=False, gptoss=False),
     "gemma3": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=True,
-                   gelu=True, embd_scale=True, swa_period=6, moe=False),
+                   gelu=True, embd_scale=True, swa_period=6, moe=False, gptoss=False),
     "qwen3moe": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False,
-                     gelu=False, embd_scale=False, swa_period=None, moe=True),
+                     gelu=False, embd_scale=False, swa_period=None, moe=True, gptoss=False),
+    "gpt-oss": dict(neox=True, qkv_bias=True, qk_norm=False, post_norms=False,
+                    gelu=False, embd_scale=False, swa_period=2, moe=True, gptoss=True),
 }
 SWA_ROPE_BASE = 10000.0
 
@@ -208,6 +222,8 @@ class LlamaConfig:
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
+    yarn_orig_ctx: int | None = None  # set when rope.scaling.type is yarn
+    yarn_attn_factor: float = 1.0
 
     @property
     def traits(self) -> dict[str, Any]:
@@ -224,6 +240,8 @@ class LlamaConfig:
         """(rope base, position scale, window or None) of layer il."""
         period = self.traits["swa_period"]
         if period is not None and self.sliding_window and il % period != period - 1:
+            if self.traits["gptoss"]:
+                return self.rope_base, self.freq_scale, self.sliding_window
             return SWA_ROPE_BASE, 1.0, self.sliding_window
         return self.rope_base, self.freq_scale, None
 
@@ -248,6 +266,8 @@ class LlamaConfig:
         elif scaling == "linear":
             if factor is not None and float(factor) != 0.0:
                 freq_scale = 1.0 / float(factor)
+        elif scaling == "yarn":
+            freq_scale = 1.0 / float(factor)
         else:
             raise NotImplementedError(f"rope scaling type {scaling!r} not supported")
         tokens = field_value(reader, "tokenizer.ggml.tokens")
@@ -265,8 +285,14 @@ class LlamaConfig:
                                    n_ff // max(n_expert_used, 1)))
         if ARCH_TRAITS[arch]["moe"] and not 0 < n_expert_used <= n_expert:
             raise ValueError(f"{n_expert_used} experts used of {n_expert}")
+        yarn_orig = None
+        if scaling == "yarn":
+            yarn_orig = int(field_value(reader, p + "rope.scaling.original_context_length",
+                                        field_value(reader, p + "context_length")))
         return cls(
             arch=arch,
+            yarn_orig_ctx=yarn_orig,
+            yarn_attn_factor=float(field_value(reader, p + "rope.scaling.attn_factor", 1.0)),
             n_expert=n_expert,
             n_expert_used=n_expert_used,
             n_ff_exp=n_ff_exp,
@@ -305,6 +331,12 @@ class Layer:
     w_up: np.ndarray | None  # as w_gate
     w_down: np.ndarray | None  # (n_embd, n_ff); (n_expert, n_embd, n_ff_exp) with experts
     router: np.ndarray | None = None  # (n_expert, n_embd)
+    router_b: np.ndarray | None = None  # (n_expert,) gpt-oss
+    b_gate: np.ndarray | None = None  # (n_expert, n_ff_exp) gpt-oss
+    b_up: np.ndarray | None = None
+    b_down: np.ndarray | None = None  # (n_expert, n_embd)
+    bo: np.ndarray | None = None  # (n_embd,) gpt-oss
+    sinks: np.ndarray | None = None  # (n_head,) gpt-oss
     bq: np.ndarray | None = None  # qwen2
     bk: np.ndarray | None = None
     bv: np.ndarray | None = None
@@ -350,12 +382,19 @@ class LlamaModel:
                 wk=get(b + "attn_k.weight"),
                 wv=get(b + "attn_v.weight"),
                 wo=get(b + "attn_output.weight"),
-                ffn_norm=get(b + "ffn_norm.weight"),
+                ffn_norm=get(b + ("post_attention_norm.weight" if cfg.traits["gptoss"] else "ffn_norm.weight")),
                 w_gate=None,
                 w_up=None,
                 w_down=None,
             )
             tr = cfg.traits
+            if tr["gptoss"]:
+                layer.bo = get(b + "attn_output.bias")
+                layer.sinks = get(b + "attn_sinks.weight")
+                layer.router_b = get(b + "ffn_gate_inp.bias")
+                layer.b_gate = get(b + "ffn_gate_exps.bias")
+                layer.b_up = get(b + "ffn_up_exps.bias")
+                layer.b_down = get(b + "ffn_down_exps.bias")
             if tr["moe"]:
                 layer.router = get(b + "ffn_gate_inp.weight")
                 layer.w_gate = get(b + "ffn_gate_exps.weight")
@@ -408,6 +447,20 @@ class LlamaModel:
         inv_freq = base ** (-2.0 * i / cfg.rope_dims)
         if self.rope_freq_factors is not None:
             inv_freq = inv_freq / self.rope_freq_factors.astype(np.float64)[: len(i)]
+        if cfg.yarn_orig_ctx is not None:
+            # ggml's rope_yarn with ext_factor 1, beta_fast 32, beta_slow 1.
+            dims = cfg.rope_dims
+            def corr(rot):
+                return dims * math.log(cfg.yarn_orig_ctx / (rot * 2 * math.pi)) / (2 * math.log(base))
+            low = max(0.0, math.floor(corr(32.0)))
+            high = min(dims - 1.0, math.ceil(corr(1.0)))
+            mix = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
+            extrap = np.arange(n_pos, dtype=np.float64)[:, None] * inv_freq[None, :]
+            theta = extrap * scale * (1.0 - mix) + extrap * mix
+            mscale = cfg.yarn_attn_factor * (1.0 + 0.1 * math.log(1.0 / scale))
+            tables = ((np.cos(theta) * mscale).astype(self.dtype), (np.sin(theta) * mscale).astype(self.dtype))
+            self._rope_cache[key] = tables
+            return tables
         pos = np.arange(n_pos, dtype=np.float64) * scale
         theta = pos[:, None] * inv_freq[None, :]
         tables = (np.cos(theta).astype(self.dtype), np.sin(theta).astype(self.dtype))
@@ -471,28 +524,49 @@ class LlamaModel:
                 # query i sees keys j with i - window < j <= i
                 mask |= cols <= rows - window
             scores[:, mask] = -np.inf
-            scores -= scores.max(axis=-1, keepdims=True)
-            p = np.exp(scores)
-            p /= p.sum(axis=-1, keepdims=True)
+            if layer.sinks is not None:
+                # A key of logit sinks[h] (not scaled) and value zero.
+                sink = layer.sinks.astype(scores.dtype)[:, None, None]
+                top = np.maximum(scores.max(axis=-1, keepdims=True), sink)
+                p = np.exp(scores - top)
+                p /= p.sum(axis=-1, keepdims=True) + np.exp(sink - top)
+            else:
+                scores -= scores.max(axis=-1, keepdims=True)
+                p = np.exp(scores)
+                p /= p.sum(axis=-1, keepdims=True)
             o[:, s:e] = p @ vh[:, :e]
         o = o.transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
-        return o @ layer.wo.T
+        out = o @ layer.wo.T
+        if layer.bo is not None:
+            out = out + layer.bo
+        return out
 
     def moe(self, x: np.ndarray, layer: Layer) -> np.ndarray:
         """Mixture of experts on rows x (T, n_embd)."""
         k = self.cfg.n_expert_used
         scores = x @ layer.router.T
+        if layer.router_b is not None:
+            scores = scores + layer.router_b
         probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
         probs /= probs.sum(axis=-1, keepdims=True)
         out = np.zeros_like(x)
+        gptoss = self.cfg.traits["gptoss"]
         for t in range(x.shape[0]):
             # The most probable first; a stable sort keeps ties by index.
             chosen = np.argsort(-probs[t], kind="stable")[:k]
+            # qwen3moe: probabilities renormalised over the chosen;
+            # gpt-oss: softmax of the chosen logits (the same values).
             weights = probs[t, chosen] / probs[t, chosen].sum()
             for e, w in zip(chosen, weights):
                 g = layer.w_gate[e] @ x[t]
                 u = layer.w_up[e] @ x[t]
-                out[t] += w * (layer.w_down[e] @ (g / (1.0 + np.exp(-g)) * u))
+                if gptoss:
+                    g = np.minimum(g + layer.b_gate[e], 7.0)
+                    u = np.clip(u + layer.b_up[e], -7.0, 7.0)
+                    a = g / (1.0 + np.exp(-1.702 * g)) * (u + 1.0)
+                    out[t] += w * (layer.w_down[e] @ a + layer.b_down[e])
+                else:
+                    out[t] += w * (layer.w_down[e] @ (g / (1.0 + np.exp(-g)) * u))
         return out
 
     def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:

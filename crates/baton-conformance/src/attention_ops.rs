@@ -38,7 +38,7 @@ pub fn op_attention_q4_0_keys(f: &Fixture) {
 }
 
 fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, strided_q: bool) {
-    let op = Op::Attention { scale: 0.3, window, slot_rows: None };
+    let op = Op::Attention { scale: 0.3, window, slot_rows: None, sinks: false };
     if !f.devices.iter().all(|d| d.supports(&op, kt) && d.supports(&op, vt)) {
         return;
     }
@@ -125,7 +125,7 @@ pub fn op_attention_long(f: &Fixture) {
 pub fn op_attention_in_slots(f: &Fixture) {
     const SLOT_ROWS: usize = 24;
     const SLOTS: usize = 3;
-    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(SLOT_ROWS) };
+    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(SLOT_ROWS), sinks: false };
     if !f.devices.iter().all(|d| d.supports(&op, DType::F16)) {
         return;
     }

@@ -39,6 +39,7 @@ pub mod expected;
 mod expert_ops;
 mod op_harness;
 pub mod ops;
+mod oss_ops;
 pub mod reference;
 mod relay;
 mod util;

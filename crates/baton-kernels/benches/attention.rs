@@ -107,7 +107,7 @@ fn main() {
                     let mut query_rows: Vec<QueryRow<'_>> = qs
                         .iter()
                         .zip(outs.iter_mut())
-                        .map(|(q, out)| QueryRow { q, keys: 0..positions, out })
+                        .map(|(q, out)| QueryRow { q, keys: 0..positions, out, sink: None })
                         .collect();
                     attend(&mut query_rows, kv(&kb), kv(&vb), 0.125, &mut scratch).expect("attend");
                     black_box(&query_rows);

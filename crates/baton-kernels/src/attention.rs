@@ -217,6 +217,9 @@ pub struct QueryRow<'a> {
     pub keys: Range<usize>,
     /// Its output.
     pub out: &'a mut [f32],
+    /// A sink logit its softmax also counts, of a key with a zero value
+    /// (gpt-oss's attention sinks; see [`add_sink`]).
+    pub sink: Option<f32>,
 }
 
 /// A query row without an output, for [`attend_segments`].
@@ -487,6 +490,19 @@ multiversion! {
     }
 }
 
+/// Counts a key of logit `sink` and value zero in a row's running softmax
+/// `acc` over the output `out` (not yet normalised): `m = max(acc.max,
+/// sink)`, `out *= exp(acc.max - m)`, `sum = acc.sum · exp(acc.max - m) +
+/// exp(sink - m)`. A row that saw no key keeps an output of zeros.
+pub fn add_sink(acc: Partial, out: &mut [f32], sink: f32) -> Partial {
+    let max = acc.max.max(sink);
+    let c = exp(acc.max - max);
+    for o in out.iter_mut() {
+        *o *= c;
+    }
+    Partial { max, sum: acc.sum.mul_add(c, exp(sink - max)) }
+}
+
 /// `out /= sum`, in place (0 if nothing was seen).
 fn normalise(acc: Partial, out: &mut [f32]) {
     if acc.sum > 0.0 {
@@ -534,6 +550,10 @@ pub fn attend(
     }
     for ((row, &acc), acc_out) in rows.iter_mut().zip(folded_state.iter()).zip(folded.chunks_exact(d.max(1))) {
         row.out.copy_from_slice(acc_out);
+        let acc = match row.sink {
+            Some(sink) => add_sink(acc, row.out, sink),
+            None => acc,
+        };
         normalise(acc, row.out);
     }
     Ok(())
@@ -578,17 +598,21 @@ pub fn attend_segments(
 }
 
 /// One row's output from its per-segment results (in order of segment,
-/// from [`attend_segments`]): the same bits as [`attend`] gives it.
+/// from [`attend_segments`]), with its sink logit where it has one: the
+/// same bits as [`attend`] gives it.
 ///
 /// # Panics
 /// If an output is not the size of `out` (a caller bug).
-pub fn combine<'p>(parts: impl IntoIterator<Item = (Partial, &'p [f32])>, out: &mut [f32]) {
+pub fn combine<'p>(parts: impl IntoIterator<Item = (Partial, &'p [f32])>, sink: Option<f32>, out: &mut [f32]) {
     // `out` holds the folded output (the first seen segment is copied in).
     let isa = Isa::current();
     let mut acc = Partial::default();
     for (part, part_out) in parts {
         assert_eq!(part_out.len(), out.len(), "combine: a segment's output is not the row's size");
         fold(isa, &mut acc, out, part, part_out);
+    }
+    if let Some(sink) = sink {
+        acc = add_sink(acc, out, sink);
     }
     normalise(acc, out);
 }

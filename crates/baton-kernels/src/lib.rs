@@ -80,7 +80,9 @@ mod tile;
 mod tiling;
 mod weight_types;
 
-pub use attention::{attend, attend_segments, combine, AttentionScratch, KvRows, Partial, Query, QueryRow, SEGMENT};
+pub use attention::{
+    add_sink, attend, attend_segments, combine, AttentionScratch, KvRows, Partial, Query, QueryRow, SEGMENT,
+};
 pub use baton_core::{DType, Parallel};
 pub use error::KernelError;
 pub use isa::{with_isa, Isa};

@@ -237,6 +237,27 @@ pub fn gelu(x: &[f32], out: &mut [f32]) {
     gelu_impl(Isa::current(), x, out)
 }
 
+/// `out = x σ(alpha x) (y + 1)` with `x = min(gate, limit)` and `y =
+/// clamp(up, -limit, limit)` (gpt-oss's clamped SwiGLU), with the same
+/// exponential as [`silu`].
+///
+/// # Panics
+/// If the three lengths differ.
+pub fn swiglu_clamped(gate: &[f32], up: &[f32], alpha: f32, limit: f32, out: &mut [f32]) {
+    assert!(gate.len() == out.len() && up.len() == out.len(), "swiglu_clamped: lengths differ");
+    swiglu_clamped_impl(Isa::current(), gate, up, alpha, limit, out)
+}
+
+multiversion! {
+    fn swiglu_clamped_impl(gate: &[f32], up: &[f32], alpha: f32, limit: f32, out: &mut [f32]) {
+        for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+            let x = g.min(limit);
+            let y = u.clamp(-limit, limit);
+            *o = x / (1.0 + exp(-alpha * x)) * (y + 1.0);
+        }
+    }
+}
+
 /// `out = silu(gate) * up` (the llama feed-forward gate).
 ///
 /// # Panics

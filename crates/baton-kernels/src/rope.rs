@@ -6,6 +6,8 @@
 //! All heads of a token share the angles, so [`RopeAngles`] computes them once
 //! per position and applies them to every head.
 
+use baton_core::graph::Yarn;
+
 use crate::isa::{multiversion, Isa};
 
 /// Which elements form the rotated pairs.
@@ -35,16 +37,48 @@ impl RopeAngles {
     /// # Panics
     /// If `rope_dims` is odd (a caller bug).
     pub fn compute(&mut self, position: usize, rope_dims: usize, freq_base: f32, freq_scale: f32) {
+        self.compute_yarn(position, rope_dims, (freq_base, freq_scale), None);
+    }
+
+    /// As [`compute`](Self::compute), with YaRN's blend of interpolated
+    /// and extrapolated angles and its magnitude factor where `yarn` is
+    /// given (see [`Yarn`]).
+    ///
+    /// # Panics
+    /// If `rope_dims` is odd (a caller bug).
+    pub fn compute_yarn(&mut self, position: usize, rope_dims: usize, (base, scale): (f32, f32), yarn: Option<&Yarn>) {
         assert!(rope_dims.is_multiple_of(2), "rope_dims must be even, got {rope_dims}");
         let pairs = rope_dims / 2;
         self.cos.clear();
         self.sin.clear();
-        let base_angle = position as f64 * f64::from(freq_scale);
+        let (base, scale) = (f64::from(base), f64::from(scale));
+        // The ramp's pairs and the magnitude factor (ggml's
+        // `ggml_rope_yarn_corr_dims` and `rope_yarn`).
+        let ramp = yarn.map(|y| {
+            let dims = rope_dims as f64;
+            let corr = |rotations: f32| {
+                dims * (y.orig_context as f64 / (f64::from(rotations) * 2.0 * std::f64::consts::PI)).ln()
+                    / (2.0 * base.ln())
+            };
+            let low = corr(y.beta_fast).floor().max(0.0);
+            let high = corr(y.beta_slow).ceil().min(dims - 1.0);
+            let mscale = f64::from(y.attn_factor) * (1.0 + 0.1 * (1.0 / scale).ln());
+            (low, high, f64::from(y.ext_factor), mscale)
+        });
         for i in 0..pairs {
-            let inv_freq = f64::from(freq_base).powf(-2.0 * i as f64 / rope_dims as f64);
-            let (sin, cos) = (base_angle * inv_freq).sin_cos();
-            self.cos.push(cos as f32);
-            self.sin.push(sin as f32);
+            let extrapolated = position as f64 * base.powf(-2.0 * i as f64 / rope_dims as f64);
+            let interpolated = scale * extrapolated;
+            let (angle, magnitude) = match ramp {
+                Some((low, high, ext, mscale)) => {
+                    let y = (i as f64 - low) / (high - low).max(0.001);
+                    let mix = (1.0 - y.clamp(0.0, 1.0)) * ext;
+                    (interpolated * (1.0 - mix) + extrapolated * mix, mscale)
+                }
+                None => (interpolated, 1.0),
+            };
+            let (sin, cos) = angle.sin_cos();
+            self.cos.push((cos * magnitude) as f32);
+            self.sin.push((sin * magnitude) as f32);
         }
     }
 

@@ -16,7 +16,13 @@
 //! | sliding-window layers | no | no | no | 5 of every 6 |
 //!
 //! `qwen3moe` is `qwen3` with a mixture of experts in place of each
-//! feed-forward block (see [`crate::config::Experts`]).
+//! feed-forward block (see [`crate::config::Experts`]). `gpt-oss` has
+//! biases on every attention projection and on the router and experts,
+//! one learned sink logit per head in each softmax, sliding-window (even)
+//! and full (odd) layers with the same RoPE (YaRN-scaled) on both, the
+//! FFN's norm named `post_attention_norm`, and experts whose SwiGLU is
+//! clamped (`x = min(gate, 7)`, `y = clamp(up, ±7)`, `x σ(1.702 x) (y + 1)`),
+//! routed by the softmax of the top-k router logits.
 //!
 //! Gemma's norm weights are stored with the `+ 1` of its `(1 + w)` already
 //! added by the converter, so every architecture multiplies by the stored
@@ -33,7 +39,13 @@ pub enum Activation {
     Silu,
     /// GELU in its tanh form (GeGLU: Gemma).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU, `x σ(1.702 x) (y + 1)` with `x = min(gate,
+    /// 7)` and `y = clamp(up, -7, 7)`.
+    SwiGluClamped,
 }
+
+/// The slope and clamp of gpt-oss's SwiGLU (llama.cpp's constants).
+pub const SWIGLU_CLAMPED: (f32, f32) = (1.702, 7.0);
 
 /// How an architecture's blocks differ from llama's.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,8 +67,18 @@ pub struct ArchTraits {
     /// Layers come in groups of this many, all but the last of each group
     /// attending a sliding window (`None`: every layer is global).
     pub swa_period: Option<usize>,
-    /// RoPE base of the sliding-window layers.
-    pub swa_rope_base: f32,
+    /// RoPE base of the sliding-window layers, with no position scaling
+    /// (`None`: the file's RoPE constants, as the full layers').
+    pub swa_rope_base: Option<f32>,
+    /// `attn_output` has a bias.
+    pub attn_output_bias: bool,
+    /// Each layer has `attn_sinks` (a sink logit per query head).
+    pub attn_sinks: bool,
+    /// The router and each expert have biases (`ffn_gate_inp.bias`,
+    /// `ffn_{gate,up,down}_exps.bias`).
+    pub expert_biases: bool,
+    /// The name of the norm before the feed-forward block.
+    pub ffn_norm: &'static str,
     /// Each feed-forward block is a mixture of experts: a router picks
     /// `expert_used_count` of `expert_count` SwiGLU experts per token,
     /// weighted by the softmax of their router logits.
@@ -76,11 +98,14 @@ pub enum Architecture {
     Gemma3,
     /// Qwen 3 mixture of experts (Qwen3-30B-A3B, Qwen3-235B-A22B).
     Qwen3Moe,
+    /// OpenAI's gpt-oss (20b, 120b).
+    GptOss,
 }
 
 impl Architecture {
     /// Every architecture.
-    pub const ALL: [Architecture; 5] = [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3, Self::Qwen3Moe];
+    pub const ALL: [Architecture; 6] =
+        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3, Self::Qwen3Moe, Self::GptOss];
 
     /// The name GGUF files give it in `general.architecture` (and the
     /// prefix of its metadata keys).
@@ -91,6 +116,7 @@ impl Architecture {
             Self::Qwen3 => "qwen3",
             Self::Gemma3 => "gemma3",
             Self::Qwen3Moe => "qwen3moe",
+            Self::GptOss => "gpt-oss",
         }
     }
 
@@ -109,14 +135,31 @@ impl Architecture {
             post_norms: false,
             embed_scale: false,
             swa_period: None,
-            swa_rope_base: 10_000.0,
+            swa_rope_base: Some(10_000.0),
             experts: false,
+            attn_output_bias: false,
+            attn_sinks: false,
+            expert_biases: false,
+            ffn_norm: "ffn_norm",
         };
         match self {
             Self::Llama => llama,
             Self::Qwen2 => ArchTraits { rope_mode: RopeMode::Neox, qkv_bias: true, ..llama },
             Self::Qwen3 => ArchTraits { rope_mode: RopeMode::Neox, qk_norm: true, ..llama },
             Self::Qwen3Moe => ArchTraits { rope_mode: RopeMode::Neox, qk_norm: true, experts: true, ..llama },
+            Self::GptOss => ArchTraits {
+                rope_mode: RopeMode::Neox,
+                activation: Activation::SwiGluClamped,
+                qkv_bias: true,
+                swa_period: Some(2),
+                swa_rope_base: None,
+                experts: true,
+                attn_output_bias: true,
+                attn_sinks: true,
+                expert_biases: true,
+                ffn_norm: "post_attention_norm",
+                ..llama
+            },
             Self::Gemma3 => ArchTraits {
                 rope_mode: RopeMode::Neox,
                 activation: Activation::GeluTanh,
@@ -145,4 +188,6 @@ pub struct LayerAttention {
     pub rope_base: f32,
     /// Linear RoPE position scale.
     pub rope_scale: f32,
+    /// YaRN's scaling of the angles, where the file asks for it.
+    pub yarn: Option<baton_core::graph::Yarn>,
 }

@@ -1,6 +1,7 @@
 //! Hyper-parameters of a llama-family model, from GGUF metadata.
 
 use baton_core::graph::RopeMode;
+use baton_core::graph::Yarn;
 use baton_gguf::{GgufFile, Metadata, OptionalKey};
 
 use crate::arch::{ArchTraits, Architecture, LayerAttention};
@@ -47,6 +48,8 @@ pub struct LlamaConfig {
     pub sliding_window: Option<usize>,
     /// Whether the output projection reuses the token embedding.
     pub tied_output: bool,
+    /// YaRN's scaling of RoPE (`rope.scaling.type` `yarn`).
+    pub yarn: Option<Yarn>,
     /// The mixture of experts of each feed-forward block, for
     /// architectures that have one.
     pub experts: Option<Experts>,
@@ -128,9 +131,25 @@ impl LlamaConfig {
             None => meta.get_str_array("tokenizer.ggml.tokens")?.len(),
         };
         let scaling = meta.get_str(&key("rope.scaling.type")).optional()?;
-        let rope_scale = match scaling {
-            None | Some("none") => 1.0,
-            Some("linear") => 1.0 / meta.get_f32(&key("rope.scaling.factor"))?,
+        let (rope_scale, yarn) = match scaling {
+            None | Some("none") => (1.0, None),
+            Some("linear") => (1.0 / meta.get_f32(&key("rope.scaling.factor"))?, None),
+            Some("yarn") => {
+                let factor = meta.get_f32(&key("rope.scaling.factor"))?;
+                let orig = meta.get_usize(&key("rope.scaling.original_context_length")).optional()?;
+                let attn_factor = meta.get_f32(&key("rope.scaling.attn_factor")).optional()?.unwrap_or(1.0);
+                if !(factor >= 1.0 && factor.is_finite()) {
+                    return Err(ModelError::Config(format!("{}: {factor}", key("rope.scaling.factor"))));
+                }
+                let orig_context = match orig {
+                    Some(o) => o,
+                    None => get_usize(meta, &key("context_length"))?,
+                };
+                // llama.cpp's defaults (the beta keys are not read for these
+                // architectures): ext_factor 1, beta_fast 32, beta_slow 1.
+                let yarn = Yarn { orig_context, ext_factor: 1.0, attn_factor, beta_fast: 32.0, beta_slow: 1.0 };
+                (1.0 / factor, Some(yarn))
+            }
             Some(other) => return Err(ModelError::Config(format!("RoPE scaling {other:?} is not supported"))),
         };
         let rope_dims = meta.get_usize(&key("rope.dimension_count")).optional()?.unwrap_or(head_dim);
@@ -167,6 +186,7 @@ impl LlamaConfig {
             sliding_window,
             tied_output: file.tensor("output.weight").is_none(),
             experts,
+            yarn,
             arch,
         };
         if config.layers == 0 || config.vocab == 0 || config.context == 0 {
@@ -187,11 +207,18 @@ impl LlamaConfig {
     pub fn layer_attention(&self, l: usize) -> LayerAttention {
         let traits = self.traits();
         match (traits.swa_period, self.sliding_window) {
-            (Some(period), Some(window)) if l % period != period - 1 => {
-                LayerAttention { window: Some(window), rope_base: traits.swa_rope_base, rope_scale: 1.0 }
-            }
-            _ => LayerAttention { window: None, rope_base: self.rope_base, rope_scale: self.rope_scale },
+            (Some(period), Some(window)) if l % period != period - 1 => match traits.swa_rope_base {
+                Some(base) => LayerAttention { window: Some(window), rope_base: base, rope_scale: 1.0, yarn: None },
+                None => LayerAttention { window: Some(window), ..self.full_attention() },
+            },
+            _ => self.full_attention(),
         }
+    }
+
+    /// How a full (not sliding-window) layer attends: every position, the
+    /// file's RoPE constants.
+    fn full_attention(&self) -> LayerAttention {
+        LayerAttention { window: None, rope_base: self.rope_base, rope_scale: self.rope_scale, yarn: self.yarn }
     }
 
     /// Width of the queries (and of the attention output): `heads × head_dim`.
@@ -240,16 +267,28 @@ impl LlamaConfig {
                 out.push((p("attn_k_norm"), vec![hd]));
             }
             out.push((p("attn_output"), vec![d, q]));
+            if traits.attn_output_bias {
+                out.push((bias("attn_output"), vec![d]));
+            }
+            if traits.attn_sinks {
+                out.push((p("attn_sinks"), vec![self.heads]));
+            }
             if traits.post_norms {
                 out.push((p("post_attention_norm"), vec![d]));
             }
-            out.push((p("ffn_norm"), vec![d]));
+            out.push((p(traits.ffn_norm), vec![d]));
             match self.experts {
                 Some(e) => {
                     out.push((p("ffn_gate_inp"), vec![e.count, d]));
                     out.push((p("ffn_gate_exps"), vec![e.count, e.ffn_dim, d]));
                     out.push((p("ffn_up_exps"), vec![e.count, e.ffn_dim, d]));
                     out.push((p("ffn_down_exps"), vec![e.count, d, e.ffn_dim]));
+                    if traits.expert_biases {
+                        out.push((bias("ffn_gate_inp"), vec![e.count]));
+                        out.push((bias("ffn_gate_exps"), vec![e.count, e.ffn_dim]));
+                        out.push((bias("ffn_up_exps"), vec![e.count, e.ffn_dim]));
+                        out.push((bias("ffn_down_exps"), vec![e.count, d]));
+                    }
                 }
                 None => {
                     out.push((p("ffn_gate"), vec![f, d]));

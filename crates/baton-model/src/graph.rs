@@ -36,7 +36,7 @@
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
 
-use crate::arch::Activation;
+use crate::arch::{Activation, LayerAttention, SWIGLU_CLAMPED};
 use crate::config::{Experts, LlamaConfig};
 use crate::state::KvTypes;
 
@@ -237,7 +237,7 @@ impl Builder<'_> {
         heads: usize,
         norm: &str,
         positions: NodeId,
-        rope: (f32, f32),
+        layer: LayerAttention,
     ) -> Result<NodeId, GraphError> {
         let c = self.config;
         let t = self.g.node(x).layout.shape.dims()[0];
@@ -245,7 +245,7 @@ impl Builder<'_> {
         if c.traits().qk_norm {
             x = self.norm(x, norm, c.head_dim)?;
         }
-        self.g.rope(x, positions, c.rope_mode, c.rope_dims, rope.0, rope.1)
+        self.g.rope_yarn(x, positions, c.rope_mode, c.rope_dims, (layer.rope_base, layer.rope_scale), layer.yarn)
     }
 
     /// One sequence's attention: writes its keys and values `k`, `v`
@@ -262,14 +262,14 @@ impl Builder<'_> {
         (positions, rows): (NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         window: usize,
-        sliding: Option<usize>,
+        (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
         // The new keys and values go to their rows (an input), so the graph
         // is the same for every step within the window.
         self.write_cache((k, v), (kc, vc), rows)?;
         let keys = self.g.narrow(kc, 1, 0, window)?;
         let values = self.g.narrow(vc, 1, 0, window)?;
-        self.g.attention(q, (keys, values), positions, self.config.attn_scale, sliding)
+        self.g.attention_node(q, (keys, values), positions, None, sinks, self.config.attn_scale, sliding)
     }
 
     /// Writes keys `k` and values `v` (`[t, kv_heads, head_dim]`) at rows
@@ -298,10 +298,11 @@ impl Builder<'_> {
         (positions, slots, rows): (NodeId, NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         per_slot: usize,
-        sliding: Option<usize>,
+        (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
         self.write_cache((k, v), (kc, vc), rows)?;
-        self.g.attention_in_slots(q, (kc, vc), (positions, slots), per_slot, self.config.attn_scale, sliding)
+        let slots = Some((slots, per_slot));
+        self.g.attention_node(q, (kc, vc), positions, slots, sinks, self.config.attn_scale, sliding)
     }
 
     /// Layer `l`'s gated feed-forward block (SwiGLU or GeGLU) on the
@@ -309,20 +310,49 @@ impl Builder<'_> {
     fn feed_forward(&mut self, l: usize, x: NodeId) -> Result<NodeId, GraphError> {
         let c = self.config;
         let p = |n: &str| format!("blk.{l}.{n}.weight");
-        let h = self.norm(x, &p("ffn_norm"), c.dim)?;
+        let h = self.norm(x, &p(c.traits().ffn_norm), c.dim)?;
         if let Some(experts) = c.experts {
             let y = self.experts(l, h, experts)?;
             return self.residual(x, y, &p("post_ffw_norm"));
         }
         let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
         let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
-        let gate = match c.traits().activation {
-            Activation::Silu => self.g.silu(gate)?,
-            Activation::GeluTanh => self.g.gelu(gate)?,
-        };
-        let act = self.g.mul(gate, up)?;
+        let act = self.gated(gate, up)?;
         let down = self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
         self.residual(x, down, &p("post_ffw_norm"))
+    }
+
+    /// The gate's activation times the up projection, as the architecture
+    /// gates its feed-forward blocks.
+    fn gated(&mut self, gate: NodeId, up: NodeId) -> Result<NodeId, GraphError> {
+        let gate = match self.config.traits().activation {
+            Activation::Silu => self.g.silu(gate)?,
+            Activation::GeluTanh => self.g.gelu(gate)?,
+            Activation::SwiGluClamped => return self.g.swiglu_clamped(gate, up, SWIGLU_CLAMPED.0, SWIGLU_CLAMPED.1),
+        };
+        self.g.mul(gate, up)
+    }
+
+    /// `y [T, k, n]` plus each token's chosen experts' biases (rows `ids [T,
+    /// k]` of layer `l`'s `name.bias` `[count, n]`), where the architecture
+    /// has them.
+    fn expert_bias(
+        &mut self,
+        l: usize,
+        name: &str,
+        y: NodeId,
+        ids: NodeId,
+        count: usize,
+    ) -> Result<NodeId, GraphError> {
+        if !self.config.traits().expert_biases {
+            return Ok(y);
+        }
+        let dims = self.g.node(y).layout.shape.dims().to_vec();
+        let table = self.weight(&format!("blk.{l}.{name}.bias"), &[count, dims[2]])?;
+        let flat = self.g.reshape(ids, &[dims[0] * dims[1]])?;
+        let rows = self.g.get_rows(table, flat)?;
+        let rows = self.g.reshape(rows, &dims)?;
+        self.g.add(y, rows)
     }
 
     /// Layer `l`'s mixture of experts on the normalised rows `h [T, dim]`:
@@ -337,7 +367,11 @@ impl Builder<'_> {
         let d = self.config.dim;
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let t = self.g.node(h).layout.shape.dims()[0];
-        let scores = self.linear(h, &p("ffn_gate_inp"), e.count, d)?;
+        let mut scores = self.linear(h, &p("ffn_gate_inp"), e.count, d)?;
+        if self.config.traits().expert_biases {
+            let bias = self.weight(&format!("blk.{l}.ffn_gate_inp.bias"), &[e.count])?;
+            scores = self.g.add(scores, bias)?;
+        }
         let ids = self.g.top_k(scores, e.used)?;
         let chosen = self.g.take_columns(scores, ids)?;
         let weights = self.g.softmax(chosen, 1.0, false)?;
@@ -346,10 +380,12 @@ impl Builder<'_> {
         let up = self.weight(&p("ffn_up_exps"), &[e.count, e.ffn_dim, d])?;
         let down = self.weight(&p("ffn_down_exps"), &[e.count, d, e.ffn_dim])?;
         let gate = self.g.matmul_id(rows, gate, ids)?;
+        let gate = self.expert_bias(l, "ffn_gate_exps", gate, ids, e.count)?;
         let up = self.g.matmul_id(rows, up, ids)?;
-        let gate = self.g.silu(gate)?;
-        let act = self.g.mul(gate, up)?;
+        let up = self.expert_bias(l, "ffn_up_exps", up, ids, e.count)?;
+        let act = self.gated(gate, up)?;
         let outs = self.g.matmul_id(act, down, ids)?;
+        let outs = self.expert_bias(l, "ffn_down_exps", outs, ids, e.count)?;
         let weights = self.g.reshape(weights, &[t, e.used, 1])?;
         let weighted = self.g.mul(outs, weights)?;
         self.g.sum_rows(weighted)
@@ -436,14 +472,17 @@ pub fn build(
         b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let layer = c.layer_attention(l);
-        let rope = (layer.rope_base, layer.rope_scale);
+        let sinks = match c.traits().attn_sinks {
+            true => Some(b.weight(&p("attn_sinks"), &[heads])?),
+            false => None,
+        };
         // Attention.
         let h = b.norm(x, &p("attn_norm"), c.dim)?;
         let q = b.projection(l, "attn_q", h, heads * hd)?;
         let k = b.projection(l, "attn_k", h, kvh * hd)?;
         let v = b.projection(l, "attn_v", h, kvh * hd)?;
-        let q = b.heads(q, heads, &p("attn_q_norm"), positions, rope)?;
-        let k = b.heads(k, kvh, &p("attn_k_norm"), positions, rope)?;
+        let q = b.heads(q, heads, &p("attn_q_norm"), positions, layer)?;
+        let k = b.heads(k, kvh, &p("attn_k_norm"), positions, layer)?;
         let v = b.g.reshape(v, &[t, kvh, hd])?;
         // A sliding-window layer with a ring holds its last `ring` positions.
         let ring = layer.window.and(cache.ring).zip(ring_rows);
@@ -456,7 +495,7 @@ pub fn build(
                 Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
                 None => inputs.rows,
             };
-            b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, layer.window)?
+            b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, (layer.window, sinks))?
         } else {
             let rows = if several {
                 Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
@@ -487,7 +526,7 @@ pub fn build(
                     Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
                     None => (ps, seq.window),
                 };
-                let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, layer.window)?;
+                let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, (layer.window, sinks))?;
                 o = Some(match rows {
                     // Several sequences: each one's rows of the scratch.
                     Some(rows) => {
@@ -506,7 +545,11 @@ pub fn build(
             }
         };
         let o = b.g.reshape(o, &[t, heads * hd])?;
-        let attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
+        let mut attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
+        if c.traits().attn_output_bias {
+            let bias = b.weight(&format!("blk.{l}.attn_output.bias"), &[c.dim])?;
+            attn = b.g.add(attn, bias)?;
+        }
         x = b.residual(x, attn, &p("post_attention_norm"))?;
         x = b.feed_forward(l, x)?;
     }

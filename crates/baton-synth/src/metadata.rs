@@ -64,6 +64,11 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
         writer.add_metadata(key("attention.key_length"), as_u32(width))?;
         writer.add_metadata(key("attention.value_length"), as_u32(width))?;
     }
+    if let Some((factor, orig)) = p.yarn {
+        writer.add_metadata(key("rope.scaling.type"), "yarn")?;
+        writer.add_metadata(key("rope.scaling.factor"), factor)?;
+        writer.add_metadata(key("rope.scaling.original_context_length"), as_u32(orig))?;
+    }
     if let Some(e) = p.experts {
         writer.add_metadata(key("expert_count"), as_u32(e.count))?;
         writer.add_metadata(key("expert_used_count"), as_u32(e.used))?;

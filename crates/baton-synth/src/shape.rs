@@ -48,6 +48,14 @@ pub enum SynthShape {
     /// feed-forward block 16 experts of width 64 of which 4 run per token,
     /// untied output.
     Qwen3Moe,
+    /// A gpt-oss toy with every gpt-oss trait in play: dim 64, 4 layers
+    /// (0 and 2 attend a sliding window of 8 positions, 1 and 3 every
+    /// position), 4 heads of 32 (wider than `dim / heads`) sharing 2 KV
+    /// heads, biases on every projection, a sink logit per head, 16 experts
+    /// of width 64 of which 4 run (router and expert biases, the clamped
+    /// SwiGLU), YaRN (factor 4 over a trained context of 64), RoPE base
+    /// 150,000, vocabulary 512, context 512, untied output.
+    GptOss,
     /// Qwen3-30B-A3B's layers (dim 2048, 32 heads of 128, 4 KV heads, 128
     /// experts of width 768 of which 8 run, vocabulary 151,936, context
     /// 40,960, RoPE base 1,000,000), 8 of its 48 layers: for speed and
@@ -102,6 +110,9 @@ pub struct ShapeParams {
     /// The mixture of experts in place of each feed-forward block
     /// (architectures with experts).
     pub experts: Option<baton_model::Experts>,
+    /// YaRN's factor and the trained context before it
+    /// (`rope.scaling.{factor,original_context_length}`), if any.
+    pub yarn: Option<(f32, usize)>,
 }
 
 impl ShapeParams {
@@ -114,12 +125,13 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 13] = [
+    pub const ALL: [SynthShape; 14] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
+        Self::GptOss,
         Self::Tiny256,
         Self::Stories15M,
         Self::Stories110M,
@@ -142,6 +154,7 @@ impl SynthShape {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Qwen3Moe => "qwen3moe",
+            Self::GptOss => "gpt-oss",
             Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
             Self::Llama1B => "llama1B",
             Self::Llama3B => "llama3B",
@@ -172,6 +185,7 @@ impl SynthShape {
             rms_eps: 1e-6,
             tied_embeddings: false,
             experts: None,
+            yarn: None,
         };
         // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
         const LLAMA3: ShapeParams = ShapeParams {
@@ -189,6 +203,7 @@ impl SynthShape {
             rms_eps: 1e-5,
             tied_embeddings: true,
             experts: None,
+            yarn: None,
         };
         match self {
             Self::Llama1B => LLAMA3,
@@ -203,6 +218,7 @@ impl SynthShape {
                 ffn: 128,
                 tied_embeddings: true,
                 experts: None,
+                yarn: None,
                 ..TOY
             },
             Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
@@ -214,6 +230,19 @@ impl SynthShape {
                 head_width: Some(32),
                 ffn: 256,
                 experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
+                yarn: None,
+                ..TOY
+            },
+            Self::GptOss => ShapeParams {
+                arch: Architecture::GptOss,
+                head_width: Some(32),
+                sliding_window: Some(8),
+                n_layers: 4,
+                ffn: 64,
+                rope_freq_base: 150_000.0,
+                rms_eps: 1e-5,
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
+                yarn: Some((4.0, 64)),
                 ..TOY
             },
             Self::Qwen3MoeA3b8L => ShapeParams {
@@ -231,6 +260,7 @@ impl SynthShape {
                 rms_eps: 1e-6,
                 tied_embeddings: false,
                 experts: Some(baton_model::Experts { count: 128, used: 8, ffn_dim: 768 }),
+                yarn: None,
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,
@@ -247,6 +277,7 @@ impl SynthShape {
                 rms_eps: 1e-5,
                 tied_embeddings: false,
                 experts: None,
+                yarn: None,
             },
             Self::Tiny256 => ShapeParams {
                 arch: Architecture::Llama,
@@ -263,6 +294,7 @@ impl SynthShape {
                 rms_eps: 1e-5,
                 tied_embeddings: false,
                 experts: None,
+                yarn: None,
             },
             Self::Stories110M => ShapeParams {
                 arch: Architecture::Llama,
@@ -279,6 +311,7 @@ impl SynthShape {
                 rms_eps: 1e-5,
                 tied_embeddings: true,
                 experts: None,
+                yarn: None,
             },
             Self::Stories15M => ShapeParams {
                 arch: Architecture::Llama,
@@ -295,6 +328,7 @@ impl SynthShape {
                 rms_eps: 1e-5,
                 tied_embeddings: false,
                 experts: None,
+                yarn: None,
             },
             Self::Smol135M => ShapeParams {
                 arch: Architecture::Llama,
@@ -311,6 +345,7 @@ impl SynthShape {
                 rms_eps: 1e-5,
                 tied_embeddings: true,
                 experts: None,
+                yarn: None,
             },
         }
     }

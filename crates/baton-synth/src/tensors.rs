@@ -68,7 +68,18 @@ impl TensorPlan {
 
     /// A bias of `len` values, F32, noise of standard deviation 0.1.
     fn bias(name: String, len: usize) -> Self {
-        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::Noise { std: 0.1 }, fell_back: false }
+        Self::vector(name, len, 0.1)
+    }
+
+    /// `len` values, F32, noise of standard deviation `std`.
+    fn vector(name: String, len: usize, std: f32) -> Self {
+        Self { name, dims: vec![len as u64], dtype: DType::F32, init: Init::Noise { std }, fell_back: false }
+    }
+
+    /// A bias per expert: `count` rows of `len` values (ggml order `[len,
+    /// count]`), F32.
+    fn expert_bias(name: String, len: usize, count: usize) -> Self {
+        Self { dims: vec![len as u64, count as u64], ..Self::bias(name, len) }
     }
 
     /// The number of values.
@@ -180,19 +191,36 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
             ]);
         }
         tensors.push(TensorPlan::matrix(name("attn_output"), q_width, dim, requested));
+        if traits.attn_output_bias {
+            tensors.push(TensorPlan::bias(bias("attn_output"), dim));
+        }
+        if traits.attn_sinks {
+            // Sink logits of the size of the scores (about one).
+            tensors.push(TensorPlan::vector(name("attn_sinks"), params.n_heads, 1.0));
+        }
         if traits.post_norms {
             tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
         }
-        tensors.push(TensorPlan::norm(name("ffn_norm"), dim));
+        tensors.push(TensorPlan::norm(name(traits.ffn_norm), dim));
         match params.experts {
-            Some(e) => tensors.extend([
-                // The router stays f32 in every file type (llama.cpp's
-                // quantizer never quantizes it).
-                TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32),
-                TensorPlan::experts(name("ffn_gate_exps"), dim, e.ffn_dim, e.count, requested),
-                TensorPlan::experts(name("ffn_up_exps"), dim, e.ffn_dim, e.count, requested),
-                TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested),
-            ]),
+            Some(e) => {
+                tensors.extend([
+                    // The router stays f32 in every file type (llama.cpp's
+                    // quantizer never quantizes it).
+                    TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32),
+                    TensorPlan::experts(name("ffn_gate_exps"), dim, e.ffn_dim, e.count, requested),
+                    TensorPlan::experts(name("ffn_up_exps"), dim, e.ffn_dim, e.count, requested),
+                    TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested),
+                ]);
+                if traits.expert_biases {
+                    tensors.extend([
+                        TensorPlan::bias(bias("ffn_gate_inp"), e.count),
+                        TensorPlan::expert_bias(bias("ffn_gate_exps"), e.ffn_dim, e.count),
+                        TensorPlan::expert_bias(bias("ffn_up_exps"), e.ffn_dim, e.count),
+                        TensorPlan::expert_bias(bias("ffn_down_exps"), dim, e.count),
+                    ]);
+                }
+            }
             None => tensors.extend([
                 TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
                 TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),

@@ -121,11 +121,11 @@ impl Device for VulkanDevice {
             Op::CopyInto => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
             // KV caches: float, or rows of Q8_0 or Q4_0 blocks (`-ctk q8_0`);
             // one cache per op (the form in slots is not written here).
-            Op::ScatterRows | Op::Attention { slot_rows: None, .. } => {
+            Op::ScatterRows | Op::Attention { slot_rows: None, sinks: false, .. } => {
                 matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 | DType::Q4_0)
             }
             Op::Contiguous | Op::View | Op::Leaf => true,
-            Op::Attention { slot_rows: Some(_), .. } => false,
+            Op::Attention { .. } | Op::Rope { yarn: Some(_), .. } | Op::SwiGluClamped { .. } => false,
             // A mixture of experts' ops are not written here: the experts'
             // layers go on a device that runs them (the CPU).
             Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => false,

@@ -49,11 +49,14 @@ impl Builder<'_> {
             let queries = g.narrow(ins[0], axis, at, heads.len())?;
             let key = g.narrow(ins[1], kv_axis, kv - w.start, 1)?;
             let product = match (&node.op, ins) {
-                (Op::Attention { scale, window, slot_rows: None }, [_, _, values, positions]) => {
+                (Op::Attention { scale, window, slot_rows: None, sinks: false }, [_, _, values, positions]) => {
                     let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
                     g.attention(queries, (key, value), *positions, *scale, *window)?
                 }
-                (Op::Attention { scale, window, slot_rows: Some(rows) }, [_, _, values, positions, slots]) => {
+                (
+                    Op::Attention { scale, window, slot_rows: Some(rows), sinks: false },
+                    [_, _, values, positions, slots],
+                ) => {
                     let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
                     g.attention_in_slots(queries, (key, value), (*positions, *slots), *rows, *scale, *window)?
                 }

@@ -15,17 +15,21 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::Mul => g.mul(i[0], i[1]),
         Op::Scale(factor) => g.scale(i[0], factor),
         Op::RmsNorm { eps } => g.rms_norm(i[0], eps),
-        Op::Rope { mode, dims, freq_base, freq_scale } => g.rope(i[0], i[1], mode, dims, freq_base, freq_scale),
+        Op::Rope { mode, dims, freq_base, freq_scale, yarn } => {
+            g.rope_yarn(i[0], i[1], mode, dims, (freq_base, freq_scale), yarn)
+        }
         Op::Softmax { scale, causal, window } => match i {
             [x, positions] => g.softmax_window(*x, scale, *positions, window),
             _ => g.softmax(i[0], scale, causal),
         },
-        Op::Attention { scale, window, slot_rows: None } => g.attention(i[0], (i[1], i[2]), i[3], scale, window),
-        Op::Attention { scale, window, slot_rows: Some(rows) } => {
-            g.attention_in_slots(i[0], (i[1], i[2]), (i[3], i[4]), rows, scale, window)
+        Op::Attention { scale, window, slot_rows, sinks } => {
+            let slots = slot_rows.map(|rows| (i[4], rows));
+            let sinks = sinks.then(|| i[i.len() - 1]);
+            g.attention_node(i[0], (i[1], i[2]), i[3], slots, sinks, scale, window)
         }
         Op::Silu => g.silu(i[0]),
         Op::Gelu => g.gelu(i[0]),
+        Op::SwiGluClamped { alpha, limit } => g.swiglu_clamped(i[0], i[1], alpha, limit),
         Op::ScatterRows => g.scatter_rows(i[0], i[1], i[2]),
         Op::CopyInto => g.copy_into(i[0], i[1]),
         Op::Contiguous => g.contiguous(i[0]),

@@ -81,9 +81,10 @@ pub(crate) fn rule_of(graph: &Graph, node: &Node, states: &[TensorSplit]) -> Rul
             inputs.extend(std::iter::repeat_n(Mirror, n - 1));
             rule(inputs, split(*axis, parts))
         }
-        (Op::Attention { .. }, [q @ Split { axis: 1, parts: qp }, k @ Split { axis: 0, parts: kp }, v, ..])
-            if k == v =>
-        {
+        (
+            Op::Attention { sinks: false, .. },
+            [q @ Split { axis: 1, parts: qp }, k @ Split { axis: 0, parts: kp }, v, ..],
+        ) if k == v => {
             // By heads: each device its query heads with their key-value
             // heads; the positions (and slots) whole.
             let group = dims(0)[1] / dims(1)[0].max(1);

@@ -23,7 +23,7 @@ impl Graph {
         scale: f32,
         window: Option<usize>,
     ) -> Result<NodeId, GraphError> {
-        self.attention_node(q, (k, v), positions, None, scale, window)
+        self.attention_node(q, (k, v), positions, None, None, scale, window)
     }
 
     /// Attention of `q [T, H, D]` over `S / rows` caches of `rows` rows
@@ -40,16 +40,20 @@ impl Graph {
         scale: f32,
         window: Option<usize>,
     ) -> Result<NodeId, GraphError> {
-        self.attention_node(q, (k, v), positions, Some((slots, rows)), scale, window)
+        self.attention_node(q, (k, v), positions, Some((slots, rows)), None, scale, window)
     }
 
-    /// The node of either form; `slots` with the rows of each cache.
-    pub(crate) fn attention_node(
+    /// The node of either form; `slots` with the rows of each cache, and
+    /// `sinks [H]` (f32) a sink logit per query head where given (see
+    /// [`Op::Attention`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_node(
         &mut self,
         q: NodeId,
         (k, v): (NodeId, NodeId),
         positions: NodeId,
         slots: Option<(NodeId, usize)>,
+        sinks: Option<NodeId>,
         scale: f32,
         window: Option<usize>,
     ) -> Result<NodeId, GraphError> {
@@ -98,10 +102,20 @@ impl Graph {
             }
             inputs.push(slots);
         }
+        if let Some(sinks) = sinks {
+            let sn = self.check(sinks)?;
+            if sn.dtype != DType::F32 {
+                return Err(GraphError::Type { op: "attention", dtype: sn.dtype, input: inputs.len() });
+            }
+            if sn.layout.shape.dims() != [h] {
+                return Err(mismatch("sinks [H]", qd, sn.layout.shape.dims()));
+            }
+            inputs.push(sinks);
+        }
         let layout = Layout::contiguous(DType::F32, qn.layout.shape)
             .map_err(|source| GraphError::Shape { op: "attention", source })?;
         Ok(self.push(Node {
-            op: Op::Attention { scale, window, slot_rows: slots.map(|(_, rows)| rows) },
+            op: Op::Attention { scale, window, slot_rows: slots.map(|(_, rows)| rows), sinks: sinks.is_some() },
             inputs,
             dtype: DType::F32,
             layout,

@@ -122,6 +122,17 @@ impl Graph {
         self.unary(Op::Gelu, x)
     }
 
+    /// gpt-oss's clamped SwiGLU of `gate` and `up` (one shape); see
+    /// [`Op::SwiGluClamped`].
+    pub fn swiglu_clamped(&mut self, gate: NodeId, up: NodeId, alpha: f32, limit: f32) -> Result<NodeId, GraphError> {
+        let g = self.require_f32("swiglu_clamped", gate, 0)?.layout.shape;
+        let u = self.require_f32("swiglu_clamped", up, 1)?.layout.shape;
+        if g != u {
+            return Err(mismatch("swiglu_clamped", "gate and up of one shape", g, u));
+        }
+        self.computed(Op::SwiGluClamped { alpha, limit }, vec![gate, up], DType::F32, g)
+    }
+
     /// Softmax over the last dimension, optionally causal; see [`Op::Softmax`].
     pub fn softmax(&mut self, x: NodeId, scale: f32, causal: bool) -> Result<NodeId, GraphError> {
         self.unary(Op::Softmax { scale, causal, window: None }, x)
@@ -144,6 +155,20 @@ impl Graph {
         freq_base: f32,
         freq_scale: f32,
     ) -> Result<NodeId, GraphError> {
+        self.rope_yarn(x, positions, mode, dims, (freq_base, freq_scale), None)
+    }
+
+    /// Rotary embedding with YaRN's scaling where `yarn` is given; see
+    /// [`Op::Rope`] and [`Yarn`](super::Yarn).
+    pub fn rope_yarn(
+        &mut self,
+        x: NodeId,
+        positions: NodeId,
+        mode: RopeMode,
+        dims: usize,
+        (freq_base, freq_scale): (f32, f32),
+        yarn: Option<super::Yarn>,
+    ) -> Result<NodeId, GraphError> {
         let xs = self.require_f32("rope", x, 0)?.layout.shape;
         let ps = self.check(positions)?.layout.shape;
         if xs.rank() != 3
@@ -154,7 +179,7 @@ impl Graph {
         {
             return Err(mismatch("rope", "x [T, H, D], positions [T], even dims <= D", xs, ps));
         }
-        let op = Op::Rope { mode, dims, freq_base, freq_scale };
+        let op = Op::Rope { mode, dims, freq_base, freq_scale, yarn };
         self.computed(op, vec![x, positions], DType::F32, xs)
     }
 

@@ -16,7 +16,7 @@ pub mod plan_cache;
 
 use std::collections::HashMap;
 
-pub use op::{Op, RopeMode, ATTENTION_BLOCK};
+pub use op::{Op, RopeMode, Yarn, ATTENTION_BLOCK};
 
 use crate::shape::{Layout, ShapeError};
 use crate::DType;

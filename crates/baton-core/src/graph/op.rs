@@ -14,6 +14,29 @@ pub enum RopeMode {
     Neox,
 }
 
+/// YaRN's position scaling of RoPE (llama.cpp's `rope_yarn`): pair `i`'s
+/// angle blends the interpolated angle `freq_scale · θ` with the
+/// extrapolated `θ = pos · freq_base^(-2i/dims)` by a ramp over the pairs
+/// `low..high` (`ramp = 1 - clamp((i - low) / max(0.001, high - low), 0,
+/// 1)`, scaled by `ext_factor`): `angle = interp (1 - ramp) + extrap ·
+/// ramp`, and cos and sin are multiplied by `attn_factor · (1 + 0.1 ·
+/// ln(1 / freq_scale))`. `low = max(0, floor(c(beta_fast)))` and `high =
+/// min(dims - 1, ceil(c(beta_slow)))` with `c(b) = dims · ln(orig_context
+/// / (2π b)) / (2 ln freq_base)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// The context the model was trained at before scaling.
+    pub orig_context: usize,
+    /// How much of the ramp applies (1 in every model that uses YaRN).
+    pub ext_factor: f32,
+    /// Multiplies the magnitude factor.
+    pub attn_factor: f32,
+    /// Rotations per training context where the ramp starts (32).
+    pub beta_fast: f32,
+    /// Rotations per training context where it ends (1).
+    pub beta_slow: f32,
+}
+
 /// An operation: the node's inputs are listed in the order stated.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -55,6 +78,9 @@ pub enum Op {
         freq_base: f32,
         /// Linear position scaling (1 / factor).
         freq_scale: f32,
+        /// YaRN's blend of interpolated and extrapolated angles (`None`:
+        /// every angle is scaled by `freq_scale`).
+        yarn: Option<Yarn>,
     },
     /// `(x [.., T, S]) -> softmax(x * scale)` over the last dimension. With
     /// `causal`, query row `t` may attend key `s` only if `s <= t + (S - T)`
@@ -100,6 +126,13 @@ pub enum Op {
     /// batched decode step, each over its own cache, and each row's result
     /// is bit for bit what the op gives it over that cache alone. A slot
     /// outside `0..S / R` is an error.
+    ///
+    /// **With sinks** (`sinks: true`, a last input `sinks [H]` f32): head
+    /// `h`'s softmax also counts a key of logit `sinks[h]` (not scaled)
+    /// whose value is zero, so the weights of the real keys sum to less
+    /// than one (gpt-oss's attention sinks): `p_s = exp(w_s - m) / (Σ
+    /// exp(w_s - m) + exp(sinks[h] - m))`, `m` the largest of the `w_s`
+    /// and the sink. A row that sees no key is 0.
     Attention {
         /// Multiplies the scores first.
         scale: f32,
@@ -109,6 +142,17 @@ pub enum Op {
         /// Rows of each sequence's cache, when `k` and `v` hold several
         /// (`None`: one cache of `S` rows, four inputs).
         slot_rows: Option<usize>,
+        /// A last input of one sink logit per query head.
+        sinks: bool,
+    },
+    /// `(gate, up) -> x σ(alpha x) (y + 1)` with `x = min(gate, limit)` and
+    /// `y = clamp(up, -limit, limit)`, elementwise (`gate` and `up` of one
+    /// shape): gpt-oss's clamped SwiGLU.
+    SwiGluClamped {
+        /// The sigmoid's slope (1.702).
+        alpha: f32,
+        /// The clamp (7).
+        limit: f32,
     },
     /// `(x) -> x * sigmoid(x)`.
     Silu,
@@ -177,6 +221,7 @@ impl Op {
             Op::Attention { .. } => "attention",
             Op::Silu => "silu",
             Op::Gelu => "gelu",
+            Op::SwiGluClamped { .. } => "swiglu_clamped",
             Op::CopyInto => "copy_into",
             Op::ScatterRows => "scatter_rows",
             Op::Contiguous => "contiguous",

@@ -66,7 +66,7 @@ fn runs(t_len: usize, s_len: usize, slots: Option<(&[i32], usize)>) -> Result<Ve
 
 pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
-    let Op::Attention { scale, window, slot_rows } = n.op else {
+    let Op::Attention { scale, window, slot_rows, sinks } = n.op else {
         return Err(node_error(ctx.graph, id, "not an attention node"));
     };
     let err = |m: String| node_error(ctx.graph, id, m);
@@ -74,10 +74,15 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
     let positions = ctx.indices(n.inputs[3])?;
     let [t_len, heads, d] = qn.layout.shape.dims()[..] else { return Err(err("q is not [T, H, D]".into())) };
     let (kv_heads, s_len) = (kn.layout.shape.dims()[0], kn.layout.shape.dims()[1]);
-    let slots = match (slot_rows, n.inputs.get(4)) {
+    let sink_input = if sinks { n.inputs.last().copied() } else { None };
+    let slots = match (slot_rows, n.inputs.get(4).filter(|&&i| Some(i) != sink_input)) {
         (Some(rows), Some(&input)) => Some((ctx.indices(input)?, rows)),
         (None, None) => None,
         _ => return Err(err("the slots input and the rows of a slot go together".into())),
+    };
+    let sinks = match sink_input {
+        Some(input) => Some(ctx.f32s(input)?),
+        None => None,
     };
     let runs = runs(t_len, s_len, slots).map_err(err)?;
     // The queries: rows of D f32s at byte strides (a view of heads is fine).
@@ -124,6 +129,8 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
         keys: ranges[token(run, r)].clone(),
     };
     let out_at = |run: &Run, g: usize, r: usize| (token(run, r) * heads + g * group + r % group) * d;
+    // Query head of row r of key-value head g's rows: its sink logit.
+    let sink = |g: usize, r: usize| sinks.and_then(|s| s.get(g * group + r % group).copied());
     let span_of = |run: &Run| {
         let seen = ranges[run.tokens.clone()].iter().filter(|r| !r.is_empty());
         let (lo, hi) = seen.fold((usize::MAX, 0), |(lo, hi), r| (lo.min(r.start), hi.max(r.end)));
@@ -198,7 +205,7 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
             for r in 0..per_head {
                 let at = |s: usize| (g * n_seg + s) * per_head + r;
                 let results = (0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d]));
-                combine(results, &mut out_rows[out_at(run, g, r)..][..d]);
+                combine(results, sink(g, r), &mut out_rows[out_at(run, g, r)..][..d]);
             }
         }
     } else {
@@ -235,7 +242,7 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
                     // exactly one unit (one run holds token t, one head g,
                     // one chunk of its rows), so no two threads touch it.
                     let out = unsafe { std::slice::from_raw_parts_mut(out.get().add(out_at(run, g, r)), d) };
-                    QueryRow { q, keys, out }
+                    QueryRow { q, keys, out, sink: sink(g, r) }
                 })
                 .collect();
             if let Err(e) = attend(&mut query_rows, keys, values, scale, scratch) {

@@ -19,7 +19,10 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::Gelu => unary(exec, ctx, id, &|x, out| k::gelu(x, out)),
         Op::RmsNorm { eps } => unary(exec, ctx, id, &|x, out| k::rms_norm(x, eps, out)),
         Op::Softmax { scale, causal, window } => softmax(exec, ctx, id, scale, causal, window),
-        Op::Rope { mode, dims, freq_base, freq_scale } => rope(exec, ctx, id, mode, dims, freq_base, freq_scale),
+        Op::Rope { mode, dims, freq_base, freq_scale, yarn } => {
+            rope(exec, ctx, id, mode, dims, (freq_base, freq_scale), yarn)
+        }
+        Op::SwiGluClamped { alpha, limit } => swiglu_clamped(exec, ctx, id, alpha, limit),
         Op::CopyInto => copy_into(exec, ctx, id),
         Op::ScatterRows => scatter_rows(exec, ctx, id),
         Op::Contiguous => contiguous(exec, ctx, id),
@@ -46,6 +49,24 @@ fn unary(
             // (split_range), each row is `cols` elements inside the output.
             let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * cols), cols) };
             f(&x[r * cols..(r + 1) * cols], o);
+        }
+    });
+    Ok(())
+}
+
+/// gpt-oss's clamped SwiGLU of two tensors of one shape (see
+/// [`Op::SwiGluClamped`]).
+fn swiglu_clamped(exec: &Workspace, ctx: &Context<'_>, id: NodeId, alpha: f32, limit: f32) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let (gate, up) = (ctx.f32s(n.inputs[0])?, ctx.f32s(n.inputs[1])?);
+    let cols = n.layout.shape.last().max(1);
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    for_rows(exec, gate.len() / cols, cols, &|range| {
+        for r in range {
+            // SAFETY: disjoint rows per thread, inside the output.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(r * cols), cols) };
+            k::swiglu_clamped(&gate[r * cols..(r + 1) * cols], &up[r * cols..(r + 1) * cols], alpha, limit, o);
         }
     });
     Ok(())
@@ -137,8 +158,8 @@ fn rope(
     id: NodeId,
     mode: RopeMode,
     dims: usize,
-    freq_base: f32,
-    freq_scale: f32,
+    frequencies: (f32, f32),
+    yarn: Option<baton_core::graph::Yarn>,
 ) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let x = ctx.f32s(n.inputs[0])?;
@@ -157,7 +178,7 @@ fn rope(
     let row = heads * head_dim;
     let angles = {
         let mut cache = exec.rope.lock();
-        cache.angles(positions.iter().map(|&p| p as usize), dims, freq_base, freq_scale)
+        cache.angles(positions.iter().map(|&p| p as usize), dims, frequencies, yarn.as_ref())
     };
     for_rows(exec, tokens, row, &|range| {
         for t in range {

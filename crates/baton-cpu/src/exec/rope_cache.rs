@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use baton_core::graph::Yarn;
 use baton_kernels::RopeAngles;
 
 /// Positions kept; past this the cache starts over (a long prompt).
@@ -14,8 +15,8 @@ const KEPT: usize = 8192;
 /// Angles by position, for one set of rope parameters.
 #[derive(Default)]
 pub(crate) struct RopeCache {
-    /// Rotated dimensions, frequency base and scale (as bits).
-    params: (usize, u32, u32),
+    /// Rotated dimensions, frequency base and scale (as bits), and YaRN's.
+    params: (usize, u32, u32, Option<[u32; 5]>),
     by_position: HashMap<usize, Arc<RopeAngles>>,
 }
 
@@ -25,10 +26,19 @@ impl RopeCache {
         &mut self,
         positions: impl Iterator<Item = usize>,
         dims: usize,
-        freq_base: f32,
-        freq_scale: f32,
+        (freq_base, freq_scale): (f32, f32),
+        yarn: Option<&Yarn>,
     ) -> Vec<Arc<RopeAngles>> {
-        let params = (dims, freq_base.to_bits(), freq_scale.to_bits());
+        let yarn_bits = yarn.map(|y| {
+            [
+                y.orig_context as u32,
+                y.ext_factor.to_bits(),
+                y.attn_factor.to_bits(),
+                y.beta_fast.to_bits(),
+                y.beta_slow.to_bits(),
+            ]
+        });
+        let params = (dims, freq_base.to_bits(), freq_scale.to_bits(), yarn_bits);
         if params != self.params || self.by_position.len() >= KEPT {
             self.params = params;
             self.by_position.clear();
@@ -39,7 +49,7 @@ impl RopeCache {
                     .entry(p)
                     .or_insert_with(|| {
                         let mut angles = RopeAngles::new();
-                        angles.compute(p, dims, freq_base, freq_scale);
+                        angles.compute_yarn(p, dims, (freq_base, freq_scale), yarn);
                         Arc::new(angles)
                     })
                     .clone()
@@ -55,7 +65,7 @@ mod tests {
     #[test]
     fn kept_angles_are_the_computed_ones_and_new_parameters_start_over() {
         let mut cache = RopeCache::default();
-        let first = cache.angles([3, 7, 3].into_iter(), 64, 10_000.0, 1.0);
+        let first = cache.angles([3, 7, 3].into_iter(), 64, (10_000.0, 1.0), None);
         assert!(Arc::ptr_eq(&first[0], &first[2]), "one computation per position");
         let mut fresh = RopeAngles::new();
         fresh.compute(7, 64, 10_000.0, 1.0);
@@ -64,7 +74,7 @@ mod tests {
         first[1].apply(&mut head, baton_kernels::RopeMode::Normal);
         fresh.apply(&mut want, baton_kernels::RopeMode::Normal);
         assert_eq!(head, want);
-        let other = cache.angles([3].into_iter(), 64, 100_000.0, 1.0);
+        let other = cache.angles([3].into_iter(), 64, (100_000.0, 1.0), None);
         assert!(!Arc::ptr_eq(&first[0], &other[0]), "another base computes again");
     }
 }

@@ -62,7 +62,7 @@ impl Case {
             .iter()
             .zip(ranges)
             .zip(outs.iter_mut())
-            .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out })
+            .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
             .collect();
         attend(&mut rows, self.rows(&self.k), self.rows(&self.v), 0.125, &mut AttentionScratch::default()).unwrap();
         outs
@@ -148,8 +148,12 @@ fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
     let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 40 + r as u64)).collect()).collect();
     let want = whole.run(&q, &ranges);
     let mut outs = vec![vec![0.0; d]; q.len()];
-    let mut rows: Vec<QueryRow<'_>> =
-        q.iter().zip(&ranges).zip(outs.iter_mut()).map(|((q, r), out)| QueryRow { q, keys: r.clone(), out }).collect();
+    let mut rows: Vec<QueryRow<'_>> = q
+        .iter()
+        .zip(&ranges)
+        .zip(outs.iter_mut())
+        .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
+        .collect();
     let kv = |data| KvRows { dtype: DType::Q8_0, data, stride: row, dim: d, len: ring };
     attend(&mut rows, kv(&k), kv(&v), 0.125, &mut AttentionScratch::default()).unwrap();
     assert_eq!(outs, want);
@@ -160,7 +164,7 @@ fn bad_arguments_are_errors() {
     let case = Case::new(DType::F16, 64, 10);
     let q = vec![0.0f32; 64];
     let mut out = vec![0.0f32; 64];
-    let mut rows = [QueryRow { q: &q, keys: 3..14, out: &mut out }];
+    let mut rows = [QueryRow { q: &q, keys: 3..14, out: &mut out, sink: None }];
     let err = attend(&mut rows, case.rows(&case.k), case.rows(&case.v), 1.0, &mut AttentionScratch::default());
     assert!(matches!(err, Err(KernelError::RangeOutOfBounds { .. })), "{err:?}");
     let short = KvRows { len: 11, ..case.rows(&case.k) };
@@ -207,7 +211,7 @@ fn keys_split_by_segment_and_combined_give_the_bits_of_one_call() {
                 for (r, want) in want.iter().enumerate() {
                     let mut out = vec![1.0f32; d];
                     let at = |s: usize| s * q.len() + r;
-                    combine((0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d])), &mut out);
+                    combine((0..n_seg).map(|s| (states[at(s)], &outs[at(s) * d..(at(s) + 1) * d])), None, &mut out);
                     assert_eq!(&out, want, "row {r} {:?} at {level:?}, {per_group} segments a group", ranges[r]);
                 }
             }
@@ -234,7 +238,7 @@ fn rows_read_in_place_give_the_bits_of_rows_decoded_first() {
                 .iter()
                 .zip(&ranges)
                 .zip(outs.iter_mut())
-                .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out })
+                .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
                 .collect();
             attend(&mut rows, k, v, 0.125, &mut AttentionScratch::default()).unwrap();
             outs
@@ -261,5 +265,60 @@ fn rows_read_in_place_give_the_bits_of_rows_decoded_first() {
         let shifted = |bytes: &[u8]| -> Vec<u8> { std::iter::once(0u8).chain(bytes.iter().copied()).collect() };
         let (k_odd, v_odd) = (shifted(&case.k), shifted(&case.v));
         assert_eq!(run(kv(&k_odd[1..], row), kv(&v_odd[1..], row)), in_place, "{dtype} rows at an odd address");
+    }
+}
+
+/// A sink logit counts in the softmax's denominator only: against the
+/// whole-row definition in f64, and the segments combined with it give the
+/// bits of one pass with it.
+#[test]
+fn a_sink_logit_takes_its_share_of_the_softmax_and_combines_to_the_same_bits() {
+    let (d, len) = (64, 2 * SEGMENT + 30);
+    let case = Case::new(DType::F32, d, len);
+    let (k, v) = (decoded(DType::F32, &case.k, d), decoded(DType::F32, &case.v, d));
+    let ranges = [0..len, 40..len, 0..1, 0..0];
+    let sinks = [0.7f32, -3.0, 25.0, 1.5];
+    let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 80 + r as u64)).collect()).collect();
+    let mut outs = vec![vec![0.0; d]; q.len()];
+    let mut rows: Vec<QueryRow<'_>> = q
+        .iter()
+        .zip(&ranges)
+        .zip(outs.iter_mut())
+        .zip(sinks)
+        .map(|(((q, r), out), sink)| QueryRow { q, keys: r.clone(), out, sink: Some(sink) })
+        .collect();
+    attend(&mut rows, case.rows(&case.k), case.rows(&case.v), 0.125, &mut AttentionScratch::default()).unwrap();
+    for (r, out) in outs.iter().enumerate() {
+        let keys = ranges[r].clone();
+        let scores: Vec<f64> =
+            keys.clone().map(|s| (0..d).map(|i| q[r][i] as f64 * k[s * d + i] as f64).sum::<f64>() * 0.125).collect();
+        let top = scores.iter().cloned().fold(f64::from(sinks[r]), f64::max);
+        let total: f64 = scores.iter().map(|s| (s - top).exp()).sum::<f64>() + (f64::from(sinks[r]) - top).exp();
+        for i in 0..d {
+            let want: f64 =
+                keys.clone().zip(&scores).map(|(s, w)| (w - top).exp() * v[s * d + i] as f64).sum::<f64>() / total;
+            assert!((out[i] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "row {r} [{i}]: {} vs {want}", out[i]);
+        }
+    }
+    assert!(outs[3].iter().all(|&x| x == 0.0), "a row that sees no key is 0");
+    let queries: Vec<Query<'_>> = q.iter().zip(&ranges).map(|(q, r)| Query { q, keys: r.clone() }).collect();
+    let n_seg = len.div_ceil(SEGMENT);
+    let mut states = vec![Partial::default(); n_seg * q.len()];
+    let mut parts = vec![0.0f32; n_seg * q.len() * d];
+    attend_segments(
+        &queries,
+        case.rows(&case.k),
+        case.rows(&case.v),
+        0.125,
+        0..n_seg,
+        (&mut states, &mut parts),
+        &mut AttentionScratch::default(),
+    )
+    .unwrap();
+    for (r, want) in outs.iter().enumerate() {
+        let mut out = vec![0.0f32; d];
+        let at = |s: usize| s * q.len() + r;
+        combine((0..n_seg).map(|s| (states[at(s)], &parts[at(s) * d..(at(s) + 1) * d])), Some(sinks[r]), &mut out);
+        assert_eq!(&out, want, "row {r}: segments with the sink");
     }
 }

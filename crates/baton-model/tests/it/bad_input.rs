@@ -52,7 +52,8 @@ fn a_foreign_architecture_is_named_in_the_error() {
 }
 
 /// A mixture of experts whose metadata does not fit its tensors, or is
-/// out of bounds, is refused with an error that names the key or tensor.
+/// out of bounds, and a YaRN factor that is not one at least, are refused
+/// with an error that names the key or tensor.
 #[test]
 fn expert_metadata_that_does_not_fit_is_named_in_the_error() {
     let (dir, path) = baton_testkit::synth::synth_model("bad-experts", SynthShape::Qwen3Moe, DType::Q8_0, 3);
@@ -79,6 +80,19 @@ fn expert_metadata_that_does_not_fit_is_named_in_the_error() {
         std::fs::write(&file, &changed).expect("write");
         let err = load(&file).err().unwrap_or_else(|| panic!("{key} = {value} loaded"));
         assert!(err.to_string().contains(named), "{key} = {value}: {err}");
+    }
+    // gpt-oss: a YaRN factor below one (or not a number) is named.
+    let (dir, path) = baton_testkit::synth::synth_model("bad-yarn", SynthShape::GptOss, DType::Q8_0, 3);
+    let bytes = std::fs::read(&path).expect("read");
+    let key = "gpt-oss.rope.scaling.factor";
+    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key") + key.len() + 4;
+    for factor in [0.5f32, f32::NAN, 0.0] {
+        let mut changed = bytes.clone();
+        changed[at..at + 4].copy_from_slice(&factor.to_le_bytes());
+        let file = dir.file("changed.gguf");
+        std::fs::write(&file, &changed).expect("write");
+        let err = load(&file).err().unwrap_or_else(|| panic!("a YaRN factor of {factor} loaded"));
+        assert!(err.to_string().contains(key), "{factor}: {err}");
     }
 }
 

@@ -133,23 +133,31 @@ fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
     }
 }
 
-/// A mixture of experts (the qwen3moe toy: 16 experts, 4 per token): a
-/// sequence's tokens go to other experts beside other sequences' than
-/// alone, and its logits keep the same bits, on one device and split by
-/// layer over two.
+/// A mixture of experts (the qwen3moe and gpt-oss toys: 16 experts, 4 per
+/// token): a sequence's tokens go to other experts beside other sequences'
+/// than alone, and its logits keep the same bits, on one device and split
+/// by layer over two.
 #[test]
 fn batched_sequences_through_experts_match_each_sequence_alone() {
     for dtype in [DType::F32, DType::Q8_0] {
         let (_dir, path) = synth_model("batch-experts", SynthShape::Qwen3Moe, dtype, 23);
-        let prompts = prompts();
-        let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
-        let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
-        for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
-            for chunk in [3, 32] {
-                let mut many = Model::load_split(&path, devices(names), &options(prompts.len())).expect("slots");
-                let got = batched(&mut many, &prompts, chunk);
-                assert!(got == expected, "{dtype} on {names:?}, chunk {chunk}: batched logits differ from alone");
-            }
+        batched_through(&path, dtype);
+        // gpt-oss: sinks, biases, a sliding window of 8 and YaRN besides.
+        let (_dir, path) = synth_model("batch-oss", SynthShape::GptOss, dtype, 23);
+        batched_through(&path, dtype);
+    }
+}
+
+fn batched_through(path: &std::path::Path, dtype: DType) {
+    let prompts = prompts();
+    let mut one = Model::load(path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
+    let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+    for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+        for chunk in [3, 32] {
+            let mut many = Model::load_split(path, devices(names), &options(prompts.len())).expect("slots");
+            let got = batched(&mut many, &prompts, chunk);
+            let file = path.display();
+            assert!(got == expected, "{file} {dtype} on {names:?}, chunk {chunk}: batched logits differ from alone");
         }
     }
 }

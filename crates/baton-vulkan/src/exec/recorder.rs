@@ -219,11 +219,16 @@ impl Recorder<'_> {
             Op::Mul => self.broadcast(id, 1),
             Op::RmsNorm { eps } => self.rms_norm(id, eps),
             Op::Softmax { scale, causal, window } => self.softmax(id, scale, causal, window),
-            Op::Attention { scale, window, slot_rows: None } => self.attention(id, scale, window),
-            Op::Attention { slot_rows: Some(_), .. } => {
-                Err(self.err(id, "attention in slots is not written for this device"))
+            Op::Attention { scale, window, slot_rows: None, sinks: false } => self.attention(id, scale, window),
+            Op::Attention { .. } => {
+                Err(self.err(id, "attention in slots or with sinks is not written for this device"))
             }
-            Op::Rope { mode, dims, freq_base, freq_scale } => self.rope(id, mode, dims, freq_base, freq_scale),
+            Op::Rope { mode, dims, freq_base, freq_scale, yarn: None } => {
+                self.rope(id, mode, dims, freq_base, freq_scale)
+            }
+            Op::Rope { yarn: Some(_), .. } | Op::SwiGluClamped { .. } => {
+                Err(self.err(id, "YaRN and the clamped SwiGLU are not written for this device"))
+            }
             Op::GetRows => self.get_rows(id),
             Op::MatMul => self.matmul(id),
             Op::CopyInto => self.copy_into(id),
