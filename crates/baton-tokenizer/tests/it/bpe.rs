@@ -1,7 +1,7 @@
 //! Byte-level BPE (`gpt2`) on hand-made vocabularies and the synthetic one.
 
 use baton_tokenizer::EncodeOptions;
-use baton_tokenizer::{synthetic_bpe, TokenType, Tokenizer, TokenizerConfig};
+use baton_tokenizer::{synthetic_bpe, TokenType, Tokenizer, TokenizerConfig, SUPPORTED_PRE};
 
 /// GPT-2's printable character for a byte (same rule as the crate's map).
 fn byte_char(b: u8) -> char {
@@ -117,6 +117,10 @@ fn digits_split_by_pre_tokenizer() {
     assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["123", "1"]);
     let t = bpe(&merges, "qwen2");
     assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["1", "2", "3", "1"]);
+    let t = bpe(&merges, "qwen35");
+    assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["1", "2", "3", "1"]);
+    let t = bpe(&merges, "gpt-4o");
+    assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["123", "1"]);
 }
 
 const CORPUS: &[&str] = &[
@@ -126,13 +130,14 @@ const CORPUS: &[&str] = &[
     "naïve café, Zürich; Привет мир; 你好世界; 🙂👍🏽👨‍👩‍👧",
     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
     "e\u{301} \u{a0}\u{3000}x ١٢٣ ①",
+    "camelCase HTMLParser I'M it's \r\n\r\n  a//b\n/c   ",
     "",
 ];
 
 #[test]
 fn synthetic_vocab_round_trips_the_corpus_under_every_pre_tokenizer() {
     for vocab_size in [512, 32000] {
-        for pre in ["smollm", "gpt-2", "llama-bpe", "qwen2", "default"] {
+        for pre in SUPPORTED_PRE.split(", ") {
             let mut config = synthetic_bpe(vocab_size);
             config.pre = Some(pre.into());
             let t = Tokenizer::from_config(&config).unwrap();
