@@ -8,12 +8,20 @@ crates/baton-tokenizer/tests/it/reference.rs checks against:
 
     {"config": {model, pre, tokens, merges, token_types, bos_id, eos_id,
                 unk_id, pad_id, add_bos, add_eos},
-     "variants": [{"pre": "smollm", "cases": [{"text": ..., "ids": [...]}]},
+     "variants": [{"pre": "smollm",
+                   "cases": [{"text": ..., "ids": [...], "words": [...]}]},
                   ...]}
 
 The first variant uses the file's own `pre`; the others re-use the same
-vocabulary under the other supported byte-level pre-tokenizers, so every
-splitter is checked against HF's regex engine (Oniguruma).
+vocabulary under the other supported byte-level pre-tokenizers (a synthetic
+vocabulary of each type), so every splitter is checked against HF's regex
+engine (Oniguruma): `ids` from `encode` (special tokens matched first),
+`words` from the pre-tokenizer alone (`pre_tokenize_str` on the whole text,
+each word as the slice of the text its offsets give).
+
+The corpus: the built-in texts below, all of them joined, a long number, and
+real text: the repository's Markdown files (README.md, docs/*.md,
+tests/reference/README.md), each file one text.
 
 Usage (python: the one `bash scripts/setup-python.sh` prints):
     target/ref-venv/bin/python tests/reference/tokenizer_ref.py \
@@ -27,6 +35,7 @@ built-in corpus is used. Then:
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from gguf import GGUFReader
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -36,6 +45,27 @@ LLAMA3_PATTERN = (
     r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+# Qwen 3.5 / 3.6: marks count as letters (llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN35).
+QWEN35_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+    r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# o200k (tiktoken's o200k_base, gpt-oss; llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O).
+GPT4O_PATTERN = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
+SPLIT_PATTERNS = {
+    "llama-bpe": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+    "qwen35": QWEN35_PATTERN,
+    "gpt-4o": GPT4O_PATTERN,
+}
 
 BUILTIN_CORPUS = [
     "Hello world",
@@ -74,9 +104,16 @@ BUILTIN_CORPUS = [
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine. "
     "One day, she saw a big, red ball in the park. \"Can I play with it?\" she asked her mom. "
     "Her mom smiled and said, \"Yes, but be careful!\"\n\nLily ran to the ball and kicked it very high.",
+    "Case changes: camelCase PascalCase HTMLParser iPhone eBay McDONALD XMLHttpRequest getURLForID ǅemal ʰa",
+    "Contractions in any case: I'm don't WE'LL It'S you'Re THEY'VE she'D rock'n'roll 'Tis it'ſ",
+    "Digits: 1 12 123 1234 12345 123456 1234567 x12 $5 ٣٤٥٦ ①②③④ 3.14159",
+    "Marks: cafe\u0301 E\u0301COLE na\u0308ive \u0928\u092e\u0938\u094d\u0924\u0947 !\u0301a \u0301 \u20dd",
+    "Line breaks:\r\n\r\nwindows  \r\n  runs\n\n\n  x  \r\n/path//to\n/next ;\r\n/\r\ny",
+    "Trailing spaces   ",
+    "Trailing tabs and spaces \t \t",
 ]
 
-SUPPORTED_PRE = ["smollm", "gpt-2", "llama-bpe", "qwen2"]
+SUPPORTED_PRE = ["smollm", "gpt-2", "llama-bpe", "qwen2", "qwen35", "gpt-4o"]
 
 
 def field(reader, key, default=None):
@@ -95,6 +132,7 @@ def split_merge(merge):
 def build(config, pre):
     vocab = {tok: i for i, tok in enumerate(config["tokens"])}
     merges = [split_merge(m) for m in config["merges"]]
+    # llama.cpp ignores merges for the Llama 3 type only.
     model = models.BPE(vocab=vocab, merges=merges, ignore_merges=(pre == "llama-bpe"))
     tok = Tokenizer(model)
     if pre == "smollm":
@@ -104,10 +142,9 @@ def build(config, pre):
         ])
     elif pre in ("gpt-2", "default"):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    elif pre in ("llama-bpe", "qwen2"):
-        pattern = LLAMA3_PATTERN if pre == "llama-bpe" else QWEN2_PATTERN
+    elif pre in SPLIT_PATTERNS:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(SPLIT_PATTERNS[pre]), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
     else:
@@ -122,6 +159,13 @@ def build(config, pre):
     if user:
         tok.add_tokens(user)
     return tok
+
+
+def real_texts():
+    """The repository's Markdown files, each one text, in a fixed order."""
+    root = Path(__file__).resolve().parents[2]
+    paths = [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "tests" / "reference" / "README.md"]
+    return [p.read_text(encoding="utf-8") for p in paths if p.is_file()]
 
 
 def main():
@@ -160,8 +204,8 @@ def main():
             corpus = f.read().split("\n----\n")
     else:
         corpus = BUILTIN_CORPUS
-    # Also the whole corpus as one text, and a long number.
-    corpus = corpus + ["\n\n".join(corpus), "9" * 200]
+    # Also the whole corpus as one text, a long number, and real text.
+    corpus = corpus + ["\n\n".join(corpus), "9" * 200] + real_texts()
 
     pres = [config["pre"]] + [p for p in SUPPORTED_PRE if p != config["pre"]]
     variants = []
@@ -170,7 +214,10 @@ def main():
         cases = []
         for text in corpus:
             ids = tok.encode(text, add_special_tokens=False).ids
-            cases.append({"text": text, "ids": ids})
+            words = [text[a:b] for _, (a, b) in tok.pre_tokenizer.pre_tokenize_str(text)]
+            if "".join(words) != text:
+                sys.exit(f"{pre}: the pre-tokenizer's offsets do not cover {text[:60]!r}")
+            cases.append({"text": text, "ids": ids, "words": words})
         variants.append({"pre": pre, "cases": cases})
 
     with open(args.out, "w", encoding="utf-8") as f:

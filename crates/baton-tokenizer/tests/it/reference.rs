@@ -11,12 +11,14 @@
 //!     cargo test -p baton-tokenizer --features reference-tests --test it reference
 //! ```
 //!
-//! For every pre-tokenizer variant and every corpus text, the ids must equal
-//! HF's, and decoding them must give back the text.
+//! For every pre-tokenizer variant and every corpus text (built-in texts and
+//! the repository's Markdown files), the words must equal HF's pre-tokenizer
+//! output, the ids must equal HF's, and decoding them must give back the
+//! text.
 #![cfg(feature = "reference-tests")]
 
 use baton_tokenizer::EncodeOptions;
-use baton_tokenizer::{Tokenizer, TokenizerConfig};
+use baton_tokenizer::{PreTokenizer, Tokenizer, TokenizerConfig};
 use serde_json::Value;
 
 fn load() -> Value {
@@ -99,4 +101,40 @@ fn ids_and_round_trips_match_hf_tokenizers() {
     }
     assert!(checked > 0, "the reference file holds no cases");
     println!("{checked} reference cases equal");
+}
+
+#[test]
+fn words_match_hf_pre_tokenizers() {
+    let json = load();
+    let (mut texts, mut compared, mut mismatches) = (0, 0, Vec::new());
+    for variant in json["variants"].as_array().expect("variants") {
+        let pre = variant["pre"].as_str().expect("pre");
+        let splitter = PreTokenizer::from_gguf_name(Some(pre)).unwrap_or_else(|e| panic!("{e}"));
+        for case in variant["cases"].as_array().expect("cases") {
+            let text = case["text"].as_str().expect("text");
+            let expected = strings(&case["words"]);
+            let mut actual = Vec::new();
+            splitter.split(text, &mut actual);
+            texts += 1;
+            compared += expected.len();
+            if actual != expected {
+                let at = actual.iter().zip(&expected).take_while(|(a, e)| a == e).count();
+                let from = at.saturating_sub(2);
+                mismatches.push(format!(
+                    "pre {pre}: words differ at word {at} of {:?}...\n expected: {:?}\n   actual: {:?}",
+                    text.chars().take(40).collect::<String>(),
+                    &expected[from..(from + 6).min(expected.len())],
+                    &actual[from..(from + 6).min(actual.len())],
+                ));
+            }
+        }
+    }
+    assert!(texts > 0, "the reference file holds no cases");
+    assert!(
+        mismatches.is_empty(),
+        "{} of {texts} texts split differently from HF:\n{}",
+        mismatches.len(),
+        mismatches.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+    );
+    println!("{texts} texts, {compared} words equal to HF's pre-tokenizers");
 }
