@@ -54,6 +54,26 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     assert!(!plan.contains("relay") && !plan.contains("host-staged"), "{plan}");
 }
 
+/// A mixture of experts runs from the command line, and `baton plan` says
+/// how many bytes of experts each device holds and a token reads.
+#[test]
+fn a_mixture_of_experts_runs_and_plans_its_experts_per_device() {
+    let dir = baton_testkit::TempDir::new("cli-experts");
+    let model = dir.file("moe.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "gpt-oss", "--type", "q8_0", "-o", &model]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let out = baton(&["run", "-m", &model, "-p", "hello", "-n", "4", "--temp", "0", "--devices", "cpu:0,cpu:1"]);
+    assert!(out.status.success(), "run: {}", String::from_utf8_lossy(&out.stderr));
+    let out = baton(&["plan", "-m", &model, "--devices", "cpu:0,cpu:1", "-p", "4"]);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "plan: {}", String::from_utf8_lossy(&out.stderr));
+    // 16 experts of 3 matrices of 64 x 64 Q8_0 (34 bytes a block of 32) a
+    // layer, 2 layers a device; a token reads 4 of the 16.
+    let held = 2.0 * 16.0 * 3.0 * 64.0 * 64.0 / 32.0 * 34.0 / f64::from(1 << 20);
+    let line = format!("experts {held:.1} MiB held, {:.1} MiB read a token", held / 4.0);
+    assert!(plan.contains(&format!("cpu:0: layers 0..=1 (2 layers); {line}")), "{line}\n{plan}");
+}
+
 #[test]
 fn bench_profiles_ops_and_puts_tg_against_the_bandwidth_roofline() {
     let (_dir, model) = tiny("profile");

@@ -342,6 +342,21 @@ impl Model {
             .sum()
     }
 
+    /// Bytes of layer `l`'s stacked experts (`ffn_*_exps.weight`; 0 for a
+    /// dense layer), and the share of them one token reads (`used` of
+    /// `count` experts).
+    pub fn expert_bytes(&self, l: usize) -> (usize, usize) {
+        let Some(e) = self.config.experts else { return (0, 0) };
+        let prefix = format!("blk.{l}.");
+        let held: usize = self
+            .weights
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix) && name.ends_with("_exps.weight"))
+            .map(|(_, t)| t.bytes())
+            .sum();
+        (held, held / e.count * e.used)
+    }
+
     /// Times the host blocked so far: logits reads, and the scheduler's own
     /// waits (backpressure, `--sync-copies`).
     pub fn host_waits(&self) -> u64 {

@@ -57,7 +57,14 @@ pub fn run(args: PlanArgs) -> Result<()> {
     for (d, name) in names.iter().enumerate() {
         let mine: Vec<usize> = layers.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect();
         if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
-            println!("  {name}: layers {first}..={last} ({} layers)", mine.len());
+            let (held, read) = mine.iter().map(|&l| model.expert_bytes(l)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            let experts = if held > 0 {
+                let mib = |b: usize| b as f64 / f64::from(1 << 20);
+                format!("; experts {:.1} MiB held, {:.1} MiB read a token", mib(held), mib(read))
+            } else {
+                String::new()
+            };
+            println!("  {name}: layers {first}..={last} ({} layers){experts}", mine.len());
         }
     }
     let shape = GraphShape::new(args.tokens, args.past, Logits::Last, model.context());
