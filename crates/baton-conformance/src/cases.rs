@@ -43,7 +43,7 @@ macro_rules! for_each_op_case {
         $scope::$callback! { $($args)* ;
             op_get_rows, op_matmul_f32, op_matmul_f16, op_matmul_bf16, op_matmul_q8_0,
             op_matmul_q4_0, op_matmul_q4_1, op_matmul_q5_0, op_matmul_q5_1, op_matmul_q2_k,
-            op_matmul_q3_k, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k, op_matmul_q8_k,
+            op_matmul_q3_k, op_matmul_q4_k, op_matmul_q5_k, op_matmul_q6_k, op_matmul_q8_k, op_matmul_mxfp4,
             op_matmul_batched_broadcast, op_matmul_strided_weight,
             op_add_broadcast, op_mul_broadcast, op_scale, op_rms_norm, op_rope_normal, op_rope_neox,
             op_softmax_causal, op_softmax_plain, op_silu, op_gelu, op_copy_into_f16_strided,

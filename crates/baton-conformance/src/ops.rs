@@ -115,7 +115,7 @@ matmul_cases! {
     op_matmul_f32: F32, op_matmul_f16: F16, op_matmul_bf16: BF16, op_matmul_q8_0: Q8_0,
     op_matmul_q4_0: Q4_0, op_matmul_q4_1: Q4_1, op_matmul_q5_0: Q5_0, op_matmul_q5_1: Q5_1,
     op_matmul_q2_k: Q2_K, op_matmul_q3_k: Q3_K, op_matmul_q4_k: Q4_K, op_matmul_q5_k: Q5_K,
-    op_matmul_q6_k: Q6_K, op_matmul_q8_k: Q8_K,
+    op_matmul_q6_k: Q6_K, op_matmul_q8_k: Q8_K, op_matmul_mxfp4: MXFP4,
 }
 
 /// Batched matmul whose weight batches are shared by groups of x batches.

@@ -40,6 +40,16 @@ impl SmallBlock {
     }
 }
 
+/// MXFP4's E2M1 values, doubled, by 4-bit code (code 8 is negative zero,
+/// which decodes as 0).
+const MXFP4_VALUES: [f64; 16] =
+    [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0];
+
+/// An MXFP4 block's scale: `2^(e - 128)` for its exponent byte `e`.
+fn mxfp4_scale(e: u8) -> f64 {
+    2f64.powi(i32::from(e) - 128)
+}
+
 /// Decodes one row of `dtype` into f64 values.
 pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(elems);
@@ -60,6 +70,13 @@ pub fn decode_row(dtype: DType, bytes: &[u8], elems: usize) -> Vec<f64> {
         }
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
             out.extend(kquant::decode(dtype, bytes, elems))
+        }
+        DType::MXFP4 => {
+            for block in bytes.chunks_exact(17).take(elems / 32) {
+                let d = mxfp4_scale(block[0]);
+                let code = |j: usize| (block[1 + j % 16] >> (4 * (j / 16))) & 15;
+                out.extend((0..32).map(|j| d * MXFP4_VALUES[usize::from(code(j))]));
+            }
         }
         DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let layout = SmallBlock::of(dtype);
@@ -134,6 +151,19 @@ pub fn encode_blocks(dtype: DType, values: &[f32]) -> Vec<u8> {
                     }
                 }
                 out.extend(bytes);
+            }
+            DType::MXFP4 => {
+                // The smallest power-of-two scale whose largest value (12 d)
+                // covers the block's maximum, then the nearest code.
+                let amax = f64::from(block.iter().fold(0f32, |a, v| a.max(v.abs())));
+                let e = (0..=254u8).find(|&e| 12.0 * mxfp4_scale(e) >= amax).unwrap_or(254);
+                let d = mxfp4_scale(e);
+                let nearest = |v: f32| {
+                    let error = |c: usize| (MXFP4_VALUES[c] * d - f64::from(v)).abs();
+                    (0..16).min_by(|&a, &b| error(a).total_cmp(&error(b))).unwrap_or(0) as u8
+                };
+                out.push(e);
+                out.extend((0..16).map(|j| nearest(block[j]) | (nearest(block[j + 16]) << 4)));
             }
             _ => panic!("encode_blocks: {dtype} is not a block type"),
         }

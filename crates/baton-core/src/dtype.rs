@@ -32,6 +32,12 @@ pub enum DType {
     /// Blocks of 32: f16 scale `d`, f16 minimum `m`, 4 bytes of fifth (high)
     /// bits, then the low 4 bits as [`DType::Q4_1`]; `x = d * q + m`.
     Q5_1,
+    /// Blocks of 32 (OCP microscaling FP4): an E8M0 scale byte `e`, then 16
+    /// bytes of 4-bit E2M1 codes (element `j < 16` in the low nibble of byte
+    /// `j`, `j >= 16` in the high nibble of byte `j - 16`); `x = kv[q] *
+    /// 2^(e - 128)` with `kv` the doubled E2M1 values `0, 1, 2, 3, 4, 6, 8,
+    /// 12` and their negatives. gpt-oss keeps its experts in it.
+    MXFP4,
     /// Super-blocks of 256: 16 bytes of 4-bit scales (low nibble) and mins
     /// (high nibble) for 16 sub-blocks of 16, 64 bytes of 2-bit values, f16
     /// `d` and `dmin`; `x = d * sc * q - dmin * m`.
@@ -60,7 +66,7 @@ pub enum DType {
 
 impl DType {
     /// Every type, in GGML id order.
-    pub const ALL: [DType; 15] = [
+    pub const ALL: [DType; 16] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
@@ -76,13 +82,14 @@ impl DType {
         DType::Q8_K,
         DType::I32,
         DType::BF16,
+        DType::MXFP4,
     ];
 
     /// Elements per block (1 for plain types).
     pub const fn block_elems(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => 32,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::MXFP4 => 32,
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => 256,
         }
     }
@@ -97,6 +104,7 @@ impl DType {
             DType::Q4_1 => 20,
             DType::Q5_0 => 22,
             DType::Q5_1 => 24,
+            DType::MXFP4 => 17,
             DType::Q2_K => 84,
             DType::Q3_K => 110,
             DType::Q4_K => 144,
@@ -149,6 +157,7 @@ impl DType {
             DType::Q8_K => 15,
             DType::BF16 => 30,
             DType::I32 => 26,
+            DType::MXFP4 => 39,
         }
     }
 
@@ -168,6 +177,7 @@ impl DType {
             DType::Q4_1 => "q4_1",
             DType::Q5_0 => "q5_0",
             DType::Q5_1 => "q5_1",
+            DType::MXFP4 => "mxfp4",
             DType::Q2_K => "q2_k",
             DType::Q3_K => "q3_k",
             DType::Q4_K => "q4_k",
@@ -222,12 +232,14 @@ mod tests {
             (DType::Q5_0, 6, 22),
             (DType::Q5_1, 7, 24),
             (DType::Q8_0, 8, 34),
+            (DType::MXFP4, 39, 17),
         ];
         for (t, id, bytes) in expected {
             assert_eq!((t.ggml_id(), t.block_elems(), t.block_bytes()), (id, 32, bytes), "{t}");
             assert!(t.is_quantized() && !t.is_k_quant());
         }
         assert_eq!(DType::from_name("Q5_1"), Some(DType::Q5_1));
+        assert_eq!(DType::from_name("MXFP4"), Some(DType::MXFP4));
     }
 
     #[test]

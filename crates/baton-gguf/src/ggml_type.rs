@@ -56,6 +56,7 @@ pub const KNOWN_TYPES: &[TypeLayout] = &[
     layout(27, "I64", 1, 8),
     layout(28, "F64", 1, 8),
     layout(30, "BF16", 1, 2),
+    layout(39, "MXFP4", 32, 17),
 ];
 
 /// Why a tensor's byte size cannot be computed from its type and dims.
@@ -98,7 +99,7 @@ impl GgmlType {
     known_type_consts! {
         F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
         Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-        I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+        I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, MXFP4 = 39,
     }
 
     /// The type with this raw id (known or not).
@@ -211,6 +212,8 @@ mod tests {
         assert_eq!(GgmlType::Q4_K.tensor_bytes(&[512, 3]), Ok(6 * 144));
         assert_eq!(GgmlType::Q5_K.tensor_bytes(&[256, 2]), Ok(2 * 176));
         assert_eq!(GgmlType::Q8_K.tensor_bytes(&[256]), Ok(292));
+        // gpt-oss-20b's experts: rows of 2880 = 90 blocks of 17 bytes.
+        assert_eq!(GgmlType::MXFP4.tensor_bytes(&[2880, 2880, 32]), Ok(90 * 17 * 2880 * 32));
         assert!(matches!(
             GgmlType::Q4_K.tensor_bytes(&[288, 1]),
             Err(ShapeError::NotBlockAligned { dim0: 288, block_elems: 256, .. })

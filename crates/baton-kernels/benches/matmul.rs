@@ -184,14 +184,15 @@ fn main() {
     if std::env::var_os("BATON_BENCH_ISAS").is_some() {
         if let Some(shapes) = listed_shapes() {
             let types = [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0];
-            let more = [DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+            let more = [DType::Q5_1, DType::MXFP4, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
             let types: Vec<DType> = types.into_iter().chain(more).collect();
             // Only the types whose blocks divide every listed `k`.
             let fit = |t: &DType| shapes.iter().all(|&(_, k)| t.row_bytes(k).is_some());
             bench_levels(&shapes, &selected(&types).into_iter().filter(fit).collect::<Vec<_>>());
             return;
         }
-        let types = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
+        let types =
+            [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::MXFP4];
         bench_levels(&[(1536, 576), (576, 1536)], &selected(&types));
         let types = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0];
         bench_levels(&[(2048, 768), (768, 2048)], &selected(&types));

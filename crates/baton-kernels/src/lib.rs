@@ -6,7 +6,7 @@
 //! its weight types ([`WEIGHT_TYPES`]) and quantizers from here.
 //!
 //! # Modules
-//! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the
+//! - [`quant`]: GGML block formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and the
 //!   K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K) byte-exact with GGUF, the reference quantizers, and
 //!   row encode/decode for every [`DType`].
 //! - [`mod@matmul`]: `y = x · Wᵀ` with weights of any type, single-threaded over

@@ -2,7 +2,7 @@
 //!
 //! Shapes: `W` is `n x k` (`n` encoded rows of `k` elements), `x` is `m x k`,
 //! `y` is `m x n`. Quantized weights first quantize every activation row once
-//! into the caller's [`Scratch`] (Q8 blocks of 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, Q8_K
+//! into the caller's [`Scratch`] (Q8 blocks of 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/MXFP4, Q8_K
 //! super-blocks of 256 for the K-quants; see `activation`), then run integer
 //! tiles; float weights run f32 FMA tiles straight on `x`.
 //!

@@ -1,15 +1,17 @@
 //! GGML block formats exactly as GGUF stores them, with the reference
 //! quantizers, and whole-row encode/decode for every [`DType`]: the 32-value
-//! formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) here, the 256-value K-quants in
+//! formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4) here, the 256-value K-quants in
 //! `kquant`.
 //!
-//! Every format here is "an f16 scale `d`, maybe an f16 second field, then 32
-//! integers", and a value decodes as `d * q + offset`, where the offset is 0
-//! (Q8_0), `-8 d` (Q4_0), `-16 d` (Q5_0) or the stored minimum `m` (Q4_1,
-//! Q5_1). The `BlockFormat` trait describes a format by these few constants,
-//! so decoding and the integer dot products are written once for all of
-//! them, and so is each kind of reference quantizer: signed (Q8_0), centred
-//! (Q4_0, Q5_0) and with a minimum (Q4_1, Q5_1).
+//! Every format here is "a scale `d` (f16, or MXFP4's power of two), maybe an
+//! f16 second field, then 32 integers", and a value decodes as `d * q +
+//! offset`, where the offset is 0 (Q8_0), `-8 d` (Q4_0), `-16 d` (Q5_0),
+//! `-12 d` (MXFP4, whose 4-bit codes index a table of `kv + 12`) or the
+//! stored minimum `m` (Q4_1, Q5_1). The `BlockFormat` trait describes a
+//! format by these few constants, so decoding and the integer dot products
+//! are written once for all of them, and so is each kind of reference
+//! quantizer: signed (Q8_0), centred (Q4_0, Q5_0), with a minimum (Q4_1,
+//! Q5_1) and MXFP4's (`mxfp4`).
 
 use baton_core::DType;
 use half::{bf16, f16};
@@ -21,6 +23,7 @@ use crate::isa::Isa;
 pub(crate) mod kfit;
 pub(crate) mod kquant;
 pub(crate) mod kquant_low_bits;
+pub(crate) mod mxfp4;
 pub(crate) mod super_block;
 
 use kquant::KFormat;
@@ -34,7 +37,8 @@ pub const BLOCK_ELEMS: usize = 32;
 pub(crate) enum Offset {
     /// Nothing (Q8_0: signed `q`).
     Zero,
-    /// `-c d`: `q` is unsigned and centred on `c` (8 for Q4_0, 16 for Q5_0).
+    /// `-c d`: `q` is unsigned and centred on `c` (8 for Q4_0, 16 for Q5_0,
+    /// 12 for MXFP4's table).
     Centred(i32),
     /// The f16 minimum stored after `d` (Q4_1, Q5_1).
     StoredMin,
@@ -52,6 +56,41 @@ pub(crate) enum Quants {
     /// fifth bit of element `j` in bit `j` of the little-endian `u32` at
     /// this byte offset of the block.
     NibblesHighBits(usize),
+    /// 4-bit codes laid out as [`Quants::Nibbles`], each standing for the
+    /// unsigned integer at its index in this table (MXFP4's values plus 12).
+    Lookup(&'static [u8; 16]),
+}
+
+/// How a block stores its scale `d`, at byte 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scale {
+    /// An f16 (2 bytes).
+    F16,
+    /// An E8M0 exponent byte `e`: `d = 2^(e - 128)` (MXFP4; see
+    /// [`mxfp4::e8m0_half`]).
+    E8M0,
+}
+
+impl Scale {
+    /// Bytes of the scale.
+    pub(crate) const fn bytes(self) -> usize {
+        match self {
+            Scale::F16 => 2,
+            Scale::E8M0 => 1,
+        }
+    }
+}
+
+/// The largest entry of a [`Quants::Lookup`] table.
+const fn table_max(table: &[u8; 16]) -> u8 {
+    let (mut max, mut i) = (0, 0);
+    while i < table.len() {
+        if table[i] > max {
+            max = table[i];
+        }
+        i += 1;
+    }
+    max
 }
 
 /// The byte layout of one block of 32 values.
@@ -65,14 +104,19 @@ pub(crate) trait BlockFormat {
     const QS: usize;
     /// How the integers are stored.
     const QUANTS: Quants;
+    /// How the scale is stored.
+    const SCALE: Scale = Scale::F16;
     /// What a block adds to `d * q`.
     const OFFSET: Offset;
 
-    /// Encodes 32 values as GGML's reference quantizer does: the signed one
-    /// (Q8_0), the centred one (Q4_0, Q5_0) or the one with a minimum (Q4_1,
-    /// Q5_1), as the offset says.
+    /// Encodes 32 values as GGML's reference quantizer does: MXFP4's for a
+    /// power-of-two scale, else the signed one (Q8_0), the centred one (Q4_0,
+    /// Q5_0) or the one with a minimum (Q4_1, Q5_1), as the offset says.
     #[inline]
     fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        if Self::SCALE == Scale::E8M0 {
+            return mxfp4::quantize_block(src, dst);
+        }
         match Self::OFFSET {
             Offset::Zero => quantize_signed::<Self>(src, dst),
             Offset::Centred(_) => quantize_centred::<Self>(src, dst),
@@ -85,12 +129,16 @@ pub(crate) trait BlockFormat {
         Quants::Bytes => 127,
         Quants::Nibbles => 15,
         Quants::NibblesHighBits(_) => 31,
+        Quants::Lookup(table) => table_max(table),
     };
 
     /// The scale `d` of a block.
     #[inline]
     fn scale(block: &[u8]) -> f32 {
-        f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32()
+        match Self::SCALE {
+            Scale::F16 => f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32(),
+            Scale::E8M0 => mxfp4::e8m0_half(block[0]),
+        }
     }
 
     /// The offset a block adds to every `d * q`, given its scale.
@@ -118,12 +166,14 @@ pub(crate) trait BlockFormat {
             Quants::Bytes => i32::from(block[Self::QS + j] as i8),
             Quants::Nibbles => i32::from(nibble()),
             Quants::NibblesHighBits(qh) => i32::from(nibble() | (((block[qh + j / 8] >> (j % 8)) & 1) << 4)),
+            Quants::Lookup(table) => i32::from(table[usize::from(nibble())]),
         }
     }
 
     /// Decodes one block in GGML's order of operations, so the values are
     /// GGML's to the bit (signed zeros included): `d * (q - c)` for the
-    /// centred formats, `d * q + m` with a minimum, `d * q` for Q8_0.
+    /// centred formats (for MXFP4 `d * kv`, since `q - 12` is `kv`), `d * q +
+    /// m` with a minimum, `d * q` for Q8_0.
     #[inline]
     fn dequantize_block(block: &[u8], dst: &mut [f32; BLOCK_ELEMS]) {
         let d = Self::scale(block);
@@ -165,9 +215,9 @@ fn reciprocal_or_zero(d: f32) -> f32 {
     }
 }
 
-/// Stores 32 unsigned integers (at most `F::MAX_QUANT`) in `F`'s nibbles
-/// and, for 5-bit formats, high bits.
-fn write_unsigned_quants<F: BlockFormat + ?Sized>(levels: &[u8; BLOCK_ELEMS], dst: &mut [u8]) {
+/// Stores 32 unsigned integers (at most `F::MAX_QUANT`; MXFP4's table
+/// indexes) in `F`'s nibbles and, for 5-bit formats, high bits.
+pub(crate) fn write_unsigned_quants<F: BlockFormat + ?Sized>(levels: &[u8; BLOCK_ELEMS], dst: &mut [u8]) {
     for j in 0..16 {
         dst[F::QS + j] = (levels[j] & 0x0f) | ((levels[j + 16] & 0x0f) << 4);
     }
@@ -283,6 +333,10 @@ macro_rules! match_format {
             }
             DType::Q5_1 => {
                 type $format = $crate::quant::Q5_1;
+                $body
+            }
+            DType::MXFP4 => {
+                type $format = $crate::quant::mxfp4::MXFP4;
                 $body
             }
             DType::Q2_K => {
@@ -413,6 +467,7 @@ mod tests {
         layout_fits::<Q4_1>();
         layout_fits::<Q5_0>();
         layout_fits::<Q5_1>();
+        layout_fits::<mxfp4::MXFP4>();
     }
 
     #[test]

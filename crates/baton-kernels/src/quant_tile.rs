@@ -8,7 +8,8 @@
 //! block's sum is added separately. Q4 and Q5 integers are stored unsigned
 //! (Q5's fifth bits are spread to bytes and or-ed onto the nibbles); Q8_0
 //! uses the `|w| · sign(x, w)` identity so `maddubs` sees an unsigned
-//! operand.
+//! operand. MXFP4's 4-bit codes become its unsigned integers (`kv + 12`)
+//! through a byte shuffle of its 16-entry table (`vpshufb`).
 //!
 //! AVX-512 (VNNI) takes two blocks per 512-bit register and sums with
 //! `vpdpbusd` (unsigned by signed bytes, four products per i32 lane, exact).
@@ -56,8 +57,8 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize, const NR: usize>(
 }
 
 /// The 32 integers of a block in one register: signed bytes for Q8_0,
-/// unsigned bytes 0..=15 (Q4) or 0..=31 (Q5) for the others, in element
-/// order.
+/// unsigned bytes 0..=15 (Q4), 0..=31 (Q5) or 0..=24 (MXFP4's table) for
+/// the others, in element order.
 ///
 /// # Safety
 /// The CPU has AVX2; `block` is readable for `F::BYTES` bytes.
@@ -74,6 +75,11 @@ unsafe fn load_quants<F: BlockFormat>(block: *const u8) -> __m256i {
             Quants::NibblesHighBits(qh) => {
                 let bits = block.add(qh).cast::<u32>().read_unaligned();
                 _mm256_or_si256(load_nibbles(block.add(F::QS)), spread_high_bits(bits))
+            }
+            Quants::Lookup(table) => {
+                // SAFETY: the table is 16 bytes.
+                let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr().cast()));
+                _mm256_shuffle_epi8(table, load_nibbles(block.add(F::QS)))
             }
         }
     }
@@ -123,7 +129,7 @@ unsafe fn tile_avx2<F: BlockFormat, const MR: usize, const NR: usize>(
     w_stride: usize,
     out: &mut [[f32; NR]; MR],
 ) {
-    use crate::simd::{f16_bits_to_f32, hsum};
+    use crate::simd::hsum;
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); NR]; MR];
     let mut offsets = [[0.0f32; NR]; MR];
@@ -135,15 +141,8 @@ unsafe fn tile_avx2<F: BlockFormat, const MR: usize, const NR: usize>(
         for j in 0..NR {
             // SAFETY: block b of row j is inside `w` (caller's guarantee).
             let block = unsafe { w.add(j * w_stride + b * F::BYTES) };
-            // SAFETY: as above; the scale is the first two bytes.
-            let d = f16_bits_to_f32(unsafe { block.cast::<u16>().read_unaligned() });
-            scales[j] = d;
-            offs[j] = match F::OFFSET {
-                Offset::Zero => 0.0,
-                Offset::Centred(centre) => -(centre as f32) * d,
-                // SAFETY: the minimum is bytes 2..4 of the block.
-                Offset::StoredMin => f16_bits_to_f32(unsafe { block.add(2).cast::<u16>().read_unaligned() }),
-            };
+            // SAFETY: as above, a whole block.
+            (scales[j], offs[j]) = unsafe { scale_and_offset::<F>(block) };
             // SAFETY: as above.
             quants[j] = unsafe { load_quants::<F>(block) };
             unsigned[j] = if F::QUANTS == Quants::Bytes { _mm256_abs_epi8(quants[j]) } else { quants[j] };
@@ -192,7 +191,8 @@ unsafe fn load_nibble_pair(q0: *const u8, q1: *const u8) -> __m512i {
 }
 
 /// The integers of the blocks at `b0` and `b1` in one register (32 bytes
-/// each, in element order): unsigned 0..=15 (Q4) or 0..=31 (Q5), and for
+/// each, in element order): unsigned 0..=15 (Q4), 0..=31 (Q5) or 0..=24
+/// (MXFP4's table), and for
 /// Q8_0 the signed bytes plus 128, so that `vpdpbusd` can take them as its
 /// unsigned operand (the caller subtracts `128 Σ x`).
 ///
@@ -221,12 +221,17 @@ unsafe fn load_quant_pair<F: BlockFormat>(b0: *const u8, b1: *const u8) -> __m51
                 let fifth_bits = _mm512_maskz_set1_epi8(low | (high << 32), 0x10);
                 _mm512_or_si512(load_nibble_pair(b0.add(F::QS), b1.add(F::QS)), fifth_bits)
             }
+            Quants::Lookup(table) => {
+                // SAFETY: the table is 16 bytes.
+                let table = _mm512_broadcast_i32x4(_mm_loadu_si128(table.as_ptr().cast()));
+                _mm512_shuffle_epi8(table, load_nibble_pair(b0.add(F::QS), b1.add(F::QS)))
+            }
         }
     }
 }
 
-/// The f16 scale at the start of a block, and the offset (`-c d` or the
-/// stored minimum) it adds to every value.
+/// The scale at the start of a block (f16, or MXFP4's E8M0 byte), and the
+/// offset (`-c d` or the stored minimum) it adds to every value.
 ///
 /// # Safety
 /// The CPU has F16C; `block` is readable for `F::BYTES` bytes.
@@ -234,9 +239,15 @@ unsafe fn load_quant_pair<F: BlockFormat>(b0: *const u8, b1: *const u8) -> __m51
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn scale_and_offset<F: BlockFormat>(block: *const u8) -> (f32, f32) {
+    use crate::quant::{mxfp4::e8m0_half, Scale};
     use crate::simd::f16_bits_to_f32;
-    // SAFETY: the scale is the first two bytes (caller's guarantee).
-    let d = f16_bits_to_f32(unsafe { block.cast::<u16>().read_unaligned() });
+    // SAFETY: the scale is the first one or two bytes (caller's guarantee).
+    let d = unsafe {
+        match F::SCALE {
+            Scale::F16 => f16_bits_to_f32(block.cast::<u16>().read_unaligned()),
+            Scale::E8M0 => e8m0_half(block.read()),
+        }
+    };
     let offset = match F::OFFSET {
         Offset::Zero => 0.0,
         Offset::Centred(centre) => -(centre as f32) * d,

@@ -35,7 +35,7 @@ pub struct SynthSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     /// The requested matrix type is not one synthetic models offer.
-    #[error("synthetic models are written in f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k, not {dtype}")]
+    #[error("synthetic models are written in f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k or q6_k, not {dtype}")]
     UnsupportedDType {
         /// The type asked for.
         dtype: DType,
@@ -84,7 +84,7 @@ pub enum SynthError {
 /// - Norm weights (`attn_norm`, `ffn_norm`, `output_norm`) are
 ///   `1 + 0.1 · noise`, always F32, as llama.cpp stores them.
 /// - Matrices use the requested [`DType`]. A block type (Q8_0, Q4_0, Q4_1,
-///   Q5_0, Q5_1: 32 values a block; Q2_K .. Q6_K: 256) needs rows of whole blocks;
+///   Q5_0, Q5_1, MXFP4: 32 values a block; Q2_K .. Q6_K: 256) needs rows of whole blocks;
 ///   a matrix whose rows are not falls back, as llama.cpp's quantizer does:
 ///   a K-quant to Q8_0 when the rows are whole blocks of 32, anything else
 ///   to F16. `tiny`'s `ffn_down` (rows of 172 values) is F16 in every

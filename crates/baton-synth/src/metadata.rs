@@ -29,6 +29,8 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
         DType::Q4_K => Some(15),
         DType::Q5_K => Some(17),
         DType::Q6_K => Some(18),
+        // LLAMA_FTYPE_MOSTLY_MXFP4_MOE.
+        DType::MXFP4 => Some(38),
         DType::Q8_K | DType::I32 => None,
     }
 }

@@ -373,8 +373,9 @@ impl SynthSpec {
     /// The matrix types synthetic models can be written in: the weight
     /// types the loader accepts (`baton_kernels::WEIGHT_TYPES`) that have a
     /// llama.cpp file type to name them by (not Q8_K, an activation type
-    /// only).
-    pub const SUPPORTED_DTYPES: [DType; 13] = [
+    /// only). MXFP4 files hold every matrix in MXFP4, where llama.cpp's
+    /// MXFP4_MOE (gpt-oss) keeps only the experts so.
+    pub const SUPPORTED_DTYPES: [DType; 14] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -383,6 +384,7 @@ impl SynthSpec {
         DType::Q4_1,
         DType::Q5_0,
         DType::Q5_1,
+        DType::MXFP4,
         DType::Q2_K,
         DType::Q3_K,
         DType::Q4_K,

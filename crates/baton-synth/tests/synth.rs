@@ -70,6 +70,7 @@ fn tiny_in_every_dtype_has_llama_keys_tensors_and_fallbacks() {
             DType::Q4_1 => 3,
             DType::Q5_0 => 8,
             DType::Q5_1 => 9,
+            DType::MXFP4 => 38,
             DType::Q2_K => 10,
             DType::Q3_K => 11,
             DType::Q4_K => 15,

@@ -19,8 +19,8 @@ use crate::stream::VulkanStream;
 
 /// Weight types the Vulkan matmul and row lookup accept (what its shaders
 /// decode): the kernels' `WEIGHT_TYPES` but Q8_K, GGML's activation format,
-/// and Q5_0, Q5_1, Q2_K and Q3_K, which have no shaders yet (`supports`
-/// refuses them).
+/// and Q5_0, Q5_1, MXFP4, Q2_K and Q3_K, which have no shaders yet
+/// (`supports` refuses them).
 /// The conformance suite checks every type a device declares, and that the
 /// others are refused.
 pub const WEIGHT_TYPES: [DType; 9] =
@@ -131,5 +131,17 @@ impl Device for VulkanDevice {
             Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => false,
             _ => dtype == DType::F32,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MXFP4 (gpt-oss's experts) has no shader: not declared, so `supports`
+    /// refuses its matmul and the CPU takes it.
+    #[test]
+    fn mxfp4_is_not_a_vulkan_weight_type() {
+        assert!(!WEIGHT_TYPES.contains(&DType::MXFP4));
     }
 }

@@ -73,7 +73,7 @@ fn python_gguf_reads_what_the_writer_wrote() {
     let f16_values = [1.0f32, -2.0, 0.5, 0.25, 3.0, -0.125, 8.0, 0.0];
     let f16_data: Vec<u8> = f16_values.iter().flat_map(|&v| support::f16_bits(v).to_le_bytes()).collect();
     let q8_data: Vec<u8> = (0..68u8).collect();
-    // Blocks of 32 (Q5) and K-quant super-blocks of 256 (Q2_K..Q8_K): arbitrary bytes of
+    // Blocks of 32 (Q5, MXFP4) and K-quant super-blocks of 256 (Q2_K..Q8_K): arbitrary bytes of
     // the right size.
     let block_data = |ty: GgmlType, dims: [u64; 2]| -> Vec<u8> {
         let blocks = dims[0] / ty.block_elems().expect("known type") * dims[1];
@@ -89,6 +89,7 @@ fn python_gguf_reads_what_the_writer_wrote() {
         ("blk.0.ffn_gate.weight", GgmlType::Q5_K, [512, 1]),
         ("blk.0.attn_v.weight", GgmlType::Q6_K, [256, 3]),
         ("t.q8_k", GgmlType::Q8_K, [256, 1]),
+        ("blk.0.ffn_up_exps.weight", GgmlType::MXFP4, [64, 3]),
     ];
     let block_data: Vec<Vec<u8>> = block_tensors.iter().map(|(_, ty, dims)| block_data(*ty, *dims)).collect();
 

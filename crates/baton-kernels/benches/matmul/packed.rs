@@ -5,7 +5,8 @@
 //! figure that matters at m = 1, where decode is bound by memory or by the
 //! integer work per weight byte). Shapes of SmolLM2-135M (hidden 576, FFN
 //! 1536, vocabulary 49152) and Gemma 3 270M (hidden 640, FFN 2048,
-//! vocabulary 262144: m = 1 only); the vocabulary matrices in Q8_0 only (the
+//! vocabulary 262144: m = 1 only), and gpt-oss-20b's expert matrices (2880
+//! x 2880); the vocabulary matrices in Q8_0 only (the
 //! output types of those models' quantized files). Each figure is the best
 //! of 3 rounds that alternate the two forms; one thread's in CPU time (as
 //! the per-level table), two threads' in wall-clock time (a median).
@@ -21,12 +22,13 @@ use baton_kernels::{matmul, matmul_packed, quantize_row, DType, MatMut, MatRef, 
 use super::{cpu_time, selected, time, Pool};
 
 /// `(n, k, m values)`: the layers' matrices, then the vocabulary's.
-const SHAPES: [(usize, usize, &[usize]); 7] = [
+const SHAPES: [(usize, usize, &[usize]); 8] = [
     (576, 576, &[1, 4, 8, 64]),
     (1536, 576, &[1, 4, 8, 64]),
     (576, 1536, &[1, 4, 8, 64]),
     (2048, 640, &[1, 4, 8, 64]),
     (640, 2048, &[1, 4, 8, 64]),
+    (2880, 2880, &[1, 8, 64]),
     (49152, 576, &[1, 8, 64]),
     (262144, 640, &[1]),
 ];
@@ -88,7 +90,7 @@ pub fn bench_packed() {
         "{:<5} {:>6} {:>5} {:>3} | {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6} | {:>7} {:>7}",
         "type", "n", "k", "m", "unp 1T", "pack 1T", "ratio", "unp 2T", "pack 2T", "ratio", "GB/s u1", "GB/s p1"
     );
-    let types = selected(&[DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1]);
+    let types = selected(&[DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::MXFP4]);
     let pool = Pool::new(2);
     let decode = std::env::var("BATON_BENCH_PACKED").is_ok_and(|v| v == "decode");
     for (n, k, ms) in SHAPES {

@@ -1,9 +1,10 @@
 //! The packed form of the 32-value block formats (Q8_0, Q4_0, Q4_1, Q5_0,
-//! Q5_1), written once over [`BlockFormat`], and its tiles.
+//! Q5_1, MXFP4), written once over [`BlockFormat`], and its tiles.
 //!
 //! # Packed block (8 rows, the same bytes as the 8 GGUF blocks)
 //!
-//! 1. The 8 rows' f16 scales `d` (16 bytes), row `r` at byte `2 r`.
+//! 1. The 8 rows' f16 scales `d` (16 bytes), row `r` at byte `2 r`; for
+//!    MXFP4 their E8M0 bytes (8 bytes), row `r` at byte `r`.
 //! 2. Q4_1, Q5_1: the 8 f16 minimums (16 bytes), likewise.
 //! 3. Q5_0, Q5_1: the fifth bits (32 bytes): bit `s` of byte `4 r + t` is
 //!    the fifth bit of element `4 s + t` of row `r`, so the fifth bits of a
@@ -14,6 +15,8 @@
 //!    keep GGUF's nibble pairs: chunk `c` holds bytes `4 c..4 c + 4` of each
 //!    row's nibbles, i.e. elements `4 c + t` in the low nibbles and
 //!    `16 + 4 c + t` in the high ones (4 chunks, steps `c` and `c + 4`).
+//!    MXFP4's nibbles are codes, looked up in its table (a byte shuffle)
+//!    once unpacked.
 //!
 //! So a step's weights are one 256-bit vector whose 32-bit lanes are the 8
 //! rows, multiplied by the activations' 4 bytes of that step broadcast to
@@ -49,11 +52,13 @@ mod layout;
 pub(crate) use layout::Blocks;
 use layout::{CHUNK, STEP, STEPS};
 
-/// The f16 scales' (and minimums') positions, shared by pack and unpack:
-/// `(offset in the GGUF block, offset in the packed block)` of row `r`'s.
-fn halves<F: BlockFormat>(r: usize) -> impl Iterator<Item = (usize, usize)> {
-    let min = Blocks::<F>::HAS_MIN.then_some((2, Blocks::<F>::MINS + 2 * r));
-    std::iter::once((0, 2 * r)).chain(min)
+/// The scales' (and minimums') positions, shared by pack and unpack:
+/// `(offset in the GGUF block, offset in the packed block, bytes)` of row
+/// `r`'s.
+fn halves<F: BlockFormat>(r: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let scale = Blocks::<F>::SCALE_BYTES;
+    let min = Blocks::<F>::HAS_MIN.then_some((2, Blocks::<F>::MINS + 2 * r, 2));
+    std::iter::once((0, scale * r, scale)).chain(min)
 }
 
 impl<F: BlockFormat> PackedFormat for Blocks<F> {
@@ -64,8 +69,8 @@ impl<F: BlockFormat> PackedFormat for Blocks<F> {
 
     fn pack_block(rows: &[&[u8]; GROUP_ROWS], out: &mut [u8]) {
         for (r, block) in rows.iter().enumerate() {
-            for (from, to) in halves::<F>(r) {
-                out[to..to + 2].copy_from_slice(&block[from..from + 2]);
+            for (from, to, bytes) in halves::<F>(r) {
+                out[to..to + bytes].copy_from_slice(&block[from..from + bytes]);
             }
             for c in 0..Self::CHUNKS {
                 out[Self::QUANTS + c * CHUNK + r * STEP..][..STEP].copy_from_slice(&block[F::QS + c * STEP..][..STEP]);
@@ -81,8 +86,8 @@ impl<F: BlockFormat> PackedFormat for Blocks<F> {
     }
 
     fn unpack_block(packed: &[u8], r: usize, out: &mut [u8]) {
-        for (from, to) in halves::<F>(r) {
-            out[from..from + 2].copy_from_slice(&packed[to..to + 2]);
+        for (from, to, bytes) in halves::<F>(r) {
+            out[from..from + bytes].copy_from_slice(&packed[to..to + bytes]);
         }
         for c in 0..Self::CHUNKS {
             out[F::QS + c * STEP..][..STEP].copy_from_slice(&packed[Self::QUANTS + c * CHUNK + r * STEP..][..STEP]);
@@ -173,7 +178,7 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize>(
             let a = &acts[i * blocks + b];
             for (r, acc) in acc.iter_mut().enumerate() {
                 let dot: i32 = q[r].iter().zip(&a.q).map(|(&w, &x)| w * i32::from(x)).sum();
-                let d = Blocks::<F>::half(p, 2 * r);
+                let d = Blocks::<F>::scale(p, r);
                 acc[0] = (dot as f32).mul_add(d * a.d, acc[0]);
                 let offset = match F::OFFSET {
                     Offset::Zero => continue,
@@ -194,7 +199,7 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+    use crate::quant::{mxfp4::MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 
     /// Packing keeps the size, round-trips every byte, and the portable
     /// read of the layout gives each row's integers.
@@ -233,6 +238,7 @@ mod tests {
         layout::<Q4_1>();
         layout::<Q5_0>();
         layout::<Q5_1>();
+        layout::<MXFP4>();
     }
 
     /// The portable tile (the one Miri runs) against the decoded weights
@@ -292,6 +298,7 @@ mod tests {
         portable_tile::<Q4_1>();
         portable_tile::<Q5_0>();
         portable_tile::<Q5_1>();
+        portable_tile::<MXFP4>();
     }
 
     #[test]
@@ -299,5 +306,6 @@ mod tests {
         assert_eq!(Blocks::<Q8_0>::I16_STEPS, 1);
         assert_eq!(Blocks::<Q4_0>::I16_STEPS, 8);
         assert_eq!(Blocks::<Q5_1>::I16_STEPS, 4);
+        assert_eq!(Blocks::<MXFP4>::I16_STEPS, 5);
     }
 }

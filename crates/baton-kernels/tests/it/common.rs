@@ -1,7 +1,8 @@
 //! Shared helpers of the integration tests: a deterministic generator,
-//! the NMSE measure, guarded output buffers and the ISA loop.
+//! the NMSE measure, guarded output buffers, the ISA loop and raw random
+//! block integers.
 
-use baton_kernels::{with_isa, Isa};
+use baton_kernels::{with_isa, DType, Isa};
 
 /// xorshift64*: deterministic, dependency-free test data.
 pub struct Rng(u64);
@@ -83,5 +84,20 @@ pub fn isas() -> Vec<Isa> {
 pub fn for_each_isa(mut f: impl FnMut(Isa)) {
     for isa in isas() {
         with_isa(isa, || f(isa));
+    }
+}
+
+/// Replaces the integers of every block of `row` with random bytes where
+/// any byte is valid and the reference quantizer leaves some unwritten:
+/// Q8_0's signed bytes (-128 among them) and MXFP4's codes (code 8, E2M1's
+/// negative zero, among them). Other types are left as they are.
+pub fn randomize_integers(dtype: DType, row: &mut [u8], rng: &mut Rng) {
+    let first = match dtype {
+        DType::Q8_0 => 2,
+        DType::MXFP4 => 1,
+        _ => return,
+    };
+    for block in row.chunks_exact_mut(dtype.block_bytes()) {
+        block[first..].iter_mut().for_each(|q| *q = rng.next_u64() as u8);
     }
 }

@@ -58,6 +58,7 @@ fn rmse_bound(dtype: DType) -> f64 {
         DType::Q4_1 => 0.10,
         DType::Q5_0 => 0.047,
         DType::Q5_1 => 0.042,
+        DType::MXFP4 => 0.135,
         DType::Q2_K => 0.30,
         DType::Q3_K => 0.16,
         DType::Q4_K => 0.085,

@@ -3,13 +3,14 @@
 //! the order of the f32 sums of per-block (or per-lane) terms, bounded by a
 //! few f32 steps of `Σ |x w|`. Odd block counts exercise the AVX-512 pair
 //! loop's last single block; Q8_0 rows of raw random bytes include `-128`,
-//! which the reference quantizer never writes.
+//! and MXFP4 rows of raw codes code 8, which the reference quantizer never
+//! writes.
 
 use baton_core::parallel::SingleThread;
 use baton_kernels::{dequantize_row, matmul, quantize_row, with_isa, DType, Isa, WEIGHT_TYPES};
 use baton_kernels::{MatMut, MatRef, Scratch, WeightMatrix};
 
-use crate::common::{isas, Rng};
+use crate::common::{isas, randomize_integers, Rng};
 
 /// Relative bound on the difference between two levels, against `Σ |x w|`.
 const SUM_ORDER_BOUND: f64 = 1e-5;
@@ -25,17 +26,16 @@ fn k_values(dtype: DType) -> &'static [usize] {
 }
 
 /// `n` rows of `k` random weights of `dtype`, each row at its own scale;
-/// every other Q8_0 row is raw random bytes under the quantizer's scale.
+/// every other Q8_0 or MXFP4 row is raw random integers under the
+/// quantizer's scale.
 fn random_weights(dtype: DType, n: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
     let row_bytes = dtype.row_bytes(k).expect("whole blocks");
     let mut bytes = vec![0u8; n * row_bytes];
     for (r, row) in bytes.chunks_exact_mut(row_bytes).enumerate() {
         let scale = [0.02, 1.0, 30.0][r % 3];
         quantize_row(dtype, &rng.vec(k, scale), row).expect("row sizes match");
-        if dtype == DType::Q8_0 && r % 2 == 1 {
-            for block in row.chunks_exact_mut(dtype.block_bytes()) {
-                block[2..].iter_mut().for_each(|q| *q = rng.next_u64() as u8);
-            }
+        if r % 2 == 1 {
+            randomize_integers(dtype, row, rng);
         }
     }
     bytes

@@ -9,9 +9,9 @@ use baton_kernels::packed::{packable, GROUP_ROWS};
 use baton_kernels::{dequantize_row, matmul, matmul_packed, matmul_packed_columns, quantize_row, with_isa};
 use baton_kernels::{DType, Isa, KernelError, MatMut, MatRef, PackedWeights, Scratch, WeightMatrix};
 
-use crate::common::{for_each_isa, isas, nmse, Rng};
+use crate::common::{for_each_isa, isas, nmse, randomize_integers, Rng};
 
-const TYPES: [DType; 5] = [DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1];
+const TYPES: [DType; 6] = [DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::MXFP4];
 /// Weight rows: one group and less, more than one, a partial last group.
 const ROWS: [usize; 4] = [1, 7, 9, 37];
 const KS: [usize; 4] = [32, 64, 96, 576];
@@ -34,12 +34,9 @@ impl Case {
         let mut w = vec![0u8; n * row_bytes];
         for (r, row) in w.chunks_exact_mut(row_bytes).enumerate() {
             quantize_row(dtype, &rng.vec(k, [0.02, 1.0, 30.0][r % 3]), row).expect("row sizes match");
-            // Every other Q8_0 row: raw random integers, -128 among them
-            // (which the quantizer never writes).
-            if dtype == DType::Q8_0 && r % 2 == 1 {
-                for block in row.chunks_exact_mut(dtype.block_bytes()) {
-                    block[2..].iter_mut().for_each(|q| *q = rng.next_u64() as u8);
-                }
+            // Every other Q8_0 or MXFP4 row: raw random integers.
+            if r % 2 == 1 {
+                randomize_integers(dtype, row, rng);
             }
         }
         Case { dtype, n, k, w, x: rng.vec(X_ROWS * k, 1.0) }

@@ -13,7 +13,9 @@ use crate::common::{for_each_isa, isas, nmse, Guarded, Rng};
 /// format's step size: half a step for rounding, plus the f16 rounding of the
 /// stored scale (and minimum) times the largest integer; Q4_0 and Q5_0 lose
 /// up to a whole step at the clamped end (`+max` maps to level 16, stored as
-/// 15; Q5_0: 32 as 31).
+/// 15; Q5_0: 32 as 31). MXFP4's grid (`d = 2^(floor(log2 amax) - 3)`) has
+/// its widest gap, 4 d, between 8 d and 12 d, and values above 12 d (up to
+/// 16 d) clamp to 12 d.
 fn element_bound(dtype: DType, block: &[f32]) -> f32 {
     let amax = block.iter().fold(0.0f32, |a, v| a.max(v.abs()));
     let (min, max) = block.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
@@ -24,6 +26,10 @@ fn element_bound(dtype: DType, block: &[f32]) -> f32 {
         DType::Q4_1 => (max - min) / 15.0 * (0.5 + 15.0 * f16_rel) + min.abs() * f16_rel + 1e-6,
         DType::Q5_0 => amax / 16.0 * (1.0 + 32.0 * f16_rel) + 1e-6,
         DType::Q5_1 => (max - min) / 31.0 * (0.5 + 31.0 * f16_rel) + min.abs() * f16_rel + 1e-6,
+        DType::MXFP4 => {
+            let d = (amax.log2().floor() - 3.0).exp2();
+            (2.0 * d).max(amax - 12.0 * d) + 1e-30
+        }
         DType::F16 => amax * f16_rel / 2.0 + 6e-8,
         DType::BF16 => amax / 256.0,
         DType::F32 => 0.0,

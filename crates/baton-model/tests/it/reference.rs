@@ -470,6 +470,7 @@ fn random_blocks_decode_as_in_the_gguf_package() {
 /// The bytes of a block of `dtype` that hold its f16 scales and minimums: random bytes there could make them infinite or NaN.
 fn scale_bytes(dtype: DType) -> std::ops::Range<usize> {
     match dtype {
+        DType::MXFP4 => 0..1,
         DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => 0..2,
         DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => 0..4,
         DType::Q2_K => 80..84,

@@ -2,15 +2,16 @@
 //! one 256-bit vector of 8 rows' weights against the activations' 4 bytes
 //! broadcast; AVX2 `maddubs` into i16 pairs (summed over as many steps as
 //! an i16 holds) and `madd` into i32 lanes, AVX-VNNI `vpdpbusd` straight
-//! into the i32 lanes. Q8_0 takes the sign trick (`|w| · sign(x, w)`).
+//! into the i32 lanes. Q8_0 takes the sign trick (`|w| · sign(x, w)`);
+//! MXFP4's codes become its unsigned integers through a byte shuffle.
 
 use std::arch::x86_64::*;
 
 use super::layout::{Blocks, CHUNK, STEP, STEPS};
 use crate::activation::ActBlock;
 use crate::packed::format::{PackedFormat, GROUP_ROWS};
-use crate::quant::{BlockFormat, Offset, Quants};
-use crate::simd::{prefetch_lines, vnni, PREFETCH_AHEAD};
+use crate::quant::{BlockFormat, Offset, Quants, Scale};
+use crate::simd::{e8m0_half_ps, prefetch_lines, vnni, PREFETCH_AHEAD};
 
 /// The 8 rows' scales, and the offsets they add per unit of `sum_x` (`-c d`
 /// with `c = centre`, or the stored minimums; `None` without offset).
@@ -20,9 +21,13 @@ use crate::simd::{prefetch_lines, vnni, PREFETCH_AHEAD};
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(super) unsafe fn scales<F: BlockFormat>(p: *const u8, centre: Option<f32>) -> (__m256, Option<__m256>) {
-    // SAFETY: the scales and minimums are 16 bytes each inside the block.
+    // SAFETY: the scales (16 bytes of f16 or 8 of E8M0) and minimums (16
+    // bytes) lie inside the block.
     unsafe {
-        let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+        let d = match F::SCALE {
+            Scale::F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+            Scale::E8M0 => e8m0_half_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast()))),
+        };
         let offset = match (F::OFFSET, centre) {
             (Offset::StoredMin, _) => Some(_mm256_cvtph_ps(_mm_loadu_si128(p.add(Blocks::<F>::MINS).cast()))),
             (_, Some(c)) => Some(_mm256_mul_ps(d, _mm256_set1_ps(-c))),
@@ -104,6 +109,11 @@ unsafe fn chunk<F: BlockFormat>(p: *const u8, c: usize) -> [__m256i; 2] {
             let bits = _mm256_loadu_si256(p.add(Blocks::<F>::HIGH).cast());
             low = _mm256_or_si256(low, fifth_bits(bits, c));
             high = _mm256_or_si256(high, fifth_bits(bits, c + Blocks::<F>::CHUNKS));
+        }
+        if let Quants::Lookup(table) = F::QUANTS {
+            // SAFETY: the table is 16 bytes.
+            let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr().cast()));
+            return [_mm256_shuffle_epi8(table, low), _mm256_shuffle_epi8(table, high)];
         }
         [low, high]
     }

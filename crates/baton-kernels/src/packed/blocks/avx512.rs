@@ -6,7 +6,8 @@
 //! halves (i32 lanes 0..8 step `h = 0`, 8..16 `h = 1`). Either way a row's
 //! step sums are added at the block's end (exact integers), then the AVX2
 //! tile's f32 operations. Q8_0 weights enter as `w + 128` (unsigned), so
-//! their offset is `-128 d` times the activation sum.
+//! their offset is `-128 d` times the activation sum; MXFP4's codes are
+//! looked up in its table (`vpshufb`).
 
 use std::arch::x86_64::*;
 
@@ -46,6 +47,12 @@ unsafe fn step_pairs<F: BlockFormat>(p: *const u8) -> [(__m512i, usize, usize); 
         let low = |v: __m512i| _mm512_and_si512(v, mask);
         let high = |v: __m512i| _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
         let mut pairs = [(low(v0), 0, 1), (low(v1), 2, 3), (high(v0), 4, 5), (high(v1), 6, 7)];
+        if let Quants::Lookup(table) = F::QUANTS {
+            let table = _mm512_broadcast_i32x4(_mm_loadu_si128(table.as_ptr().cast()));
+            for (w, _, _) in &mut pairs {
+                *w = _mm512_shuffle_epi8(table, *w);
+            }
+        }
         if Blocks::<F>::HAS_HIGH {
             // Row r's fifth bits in both halves' lane r: rotating the lane
             // left by 4 - s (mod 32) brings bit s of each byte to bit 4.

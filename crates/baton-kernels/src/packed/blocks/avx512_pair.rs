@@ -12,7 +12,8 @@
 //!
 //! Each lane's integer sum is exact and its f32 operations are those of
 //! `avx512::tile` in the same order, so the bits are that tile's (Q8_0's
-//! weights enter as `w + 128` with the offset `-128 d` there too).
+//! weights enter as `w + 128` with the offset `-128 d` there too; MXFP4's
+//! codes are looked up in its table there too).
 
 use std::arch::x86_64::*;
 
@@ -20,7 +21,8 @@ use super::avx2::prefetch;
 use super::layout::{Blocks, CHUNK, STEP};
 use crate::activation::ActBlock;
 use crate::packed::format::{PackedFormat, GROUP_ROWS};
-use crate::quant::{BlockFormat, Offset, Quants};
+use crate::quant::{BlockFormat, Offset, Quants, Scale};
+use crate::simd::e8m0_half_ps;
 
 /// The 32 bytes at `at` of both groups' blocks: the first's in the low
 /// half, the second's in the high half.
@@ -34,6 +36,25 @@ unsafe fn both(p: [*const u8; 2], at: usize) -> __m512i {
     unsafe {
         let low = _mm256_loadu_si256(p[0].add(at).cast());
         _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), _mm256_loadu_si256(p[1].add(at).cast()))
+    }
+}
+
+/// The 8 rows' scales of both blocks (f16, or MXFP4's E8M0 bytes): 16
+/// lanes.
+///
+/// # Safety
+/// AVX-512 F; `p` are readable packed blocks of `F`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+unsafe fn scales<F: BlockFormat>(p: [*const u8; 2]) -> __m512 {
+    match F::SCALE {
+        // SAFETY: the 16 bytes of f16 scales lie inside each block.
+        Scale::F16 => unsafe { halves(p, 0) },
+        Scale::E8M0 => {
+            // SAFETY: the 8 bytes of E8M0 scales lie inside each block.
+            let [low, high] = p.map(|p| e8m0_half_ps(_mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(p.cast()) })));
+            _mm512_insertf32x8::<1>(_mm512_castps256_ps512(low), high)
+        }
     }
 }
 
@@ -96,6 +117,12 @@ unsafe fn steps<F: BlockFormat>(p: [*const u8; 2]) -> [(usize, __m512i); 8] {
                 *w = _mm512_or_si512(*w, fifth_bits(bits, *s));
             }
         }
+        if let Quants::Lookup(table) = F::QUANTS {
+            let table = _mm512_broadcast_i32x4(_mm_loadu_si128(table.as_ptr().cast()));
+            for (_, w) in &mut steps {
+                *w = _mm512_shuffle_epi8(table, *w);
+            }
+        }
         steps
     }
 }
@@ -124,10 +151,10 @@ pub(super) unsafe fn tile_pair<F: BlockFormat, const MR: usize>(
         let p = groups.map(|g| unsafe { g.add(b * Blocks::<F>::PACKED_BYTES) });
         prefetch::<F>(p[0]);
         prefetch::<F>(p[1]);
-        // SAFETY: the scales and minimums are 16 bytes each inside a block.
-        let d = unsafe { halves(p, 0) };
+        // SAFETY: whole packed blocks.
+        let d = unsafe { scales::<F>(p) };
         let offset = match centre {
-            // SAFETY: as above.
+            // SAFETY: the minimums are 16 bytes inside each block.
             None => unsafe { halves(p, Blocks::<F>::MINS) },
             Some(c) => _mm512_mul_ps(d, _mm512_set1_ps(-c)),
         };

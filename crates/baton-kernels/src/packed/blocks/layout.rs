@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use half::f16;
 
 use crate::packed::format::GROUP_ROWS;
-use crate::quant::{BlockFormat, Offset, Quants, BLOCK_ELEMS};
+use crate::quant::{mxfp4::e8m0_half, BlockFormat, Offset, Quants, Scale, BLOCK_ELEMS};
 
 /// The packed form of the 32-value format `F` (see the [`blocks`](super)
 /// module docs).
@@ -29,8 +29,10 @@ impl<F: BlockFormat> Blocks<F> {
     const ROW_QUANT_BYTES: usize = if matches!(F::QUANTS, Quants::Bytes) { BLOCK_ELEMS } else { BLOCK_ELEMS / 2 };
     /// Chunks of integers per packed block (8 for Q8_0, 4 for nibbles).
     pub(super) const CHUNKS: usize = Self::ROW_QUANT_BYTES / STEP;
-    /// Byte offset of the minimums.
-    pub(super) const MINS: usize = 2 * GROUP_ROWS;
+    /// Bytes of one row's scale (2 for f16, 1 for MXFP4's E8M0).
+    pub(super) const SCALE_BYTES: usize = F::SCALE.bytes();
+    /// Byte offset of the minimums, after the scales.
+    pub(super) const MINS: usize = Self::SCALE_BYTES * GROUP_ROWS;
     /// Byte offset of the fifth bits.
     pub(super) const HIGH: usize = Self::MINS + if Self::HAS_MIN { 2 * GROUP_ROWS } else { 0 };
     /// Byte offset of the integers.
@@ -49,12 +51,23 @@ impl<F: BlockFormat> Blocks<F> {
         let q = &p[Self::QUANTS..];
         match F::QUANTS {
             Quants::Bytes => i32::from(q[(j / STEP) * CHUNK + r * STEP + j % STEP] as i8),
-            Quants::Nibbles | Quants::NibblesHighBits(_) => {
+            Quants::Nibbles | Quants::NibblesHighBits(_) | Quants::Lookup(_) => {
                 let byte = q[((j % 16) / STEP) * CHUNK + r * STEP + j % STEP];
                 let nibble = if j < 16 { byte & 0x0f } else { byte >> 4 };
+                if let Quants::Lookup(table) = F::QUANTS {
+                    return i32::from(table[usize::from(nibble)]);
+                }
                 let fifth = if Self::HAS_HIGH { (p[Self::HIGH + r * STEP + j % STEP] >> (j / STEP)) & 1 } else { 0 };
                 i32::from(nibble | (fifth << 4))
             }
+        }
+    }
+
+    /// Row `r`'s scale `d` in the packed block `p`.
+    pub(super) fn scale(p: &[u8], r: usize) -> f32 {
+        match F::SCALE {
+            Scale::F16 => Self::half(p, 2 * r),
+            Scale::E8M0 => e8m0_half(p[r]),
         }
     }
 
