@@ -14,7 +14,8 @@
 # - `baton devices` (feature mpi) under 2 ranks, and a bad device list;
 # - `baton run` over ranks (`--devices cpu@0,cpu@1 -sm layer`, 2 and 3
 #   ranks): text and logits bit for bit as one process, on the tiny
-#   synthetic model and SmolLM2 (fetched by scripts/fetch-smollm2.sh);
+#   synthetic model, the qwen3moe and gpt-oss synthetic models (mixtures
+#   of experts) and SmolLM2 (fetched by scripts/fetch-smollm2.sh);
 #   `baton bench` over 2 ranks;
 # - bad launches: a rank with another model file (other size; same size,
 #   other header) or other arguments is an error on every rank;
@@ -390,6 +391,8 @@ cli_bad_launches() { # MODEL
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$target/release/baton" model synth --shape tiny --type q4_1 -o "$work/tiny.gguf" >/dev/null 2>&1
+"$target/release/baton" model synth --shape qwen3moe --type q8_0 -o "$work/qwen3moe.gguf" >/dev/null 2>&1
+"$target/release/baton" model synth --shape gpt-oss --type q8_0 -o "$work/gpt-oss.gguf" >/dev/null 2>&1
 smollm2=$(bash scripts/fetch-smollm2.sh | tail -1)
 
 collectives 2 block
@@ -411,6 +414,10 @@ cli_run "$smollm2" 2 SmolLM2
 cli_run "$smollm2" 3 SmolLM2
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, first layers on rank 1" cpu@1,cpu@0
 cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cpu:0@0,cpu:1@0,cpu@1
+# Mixtures of experts split by layer over ranks (issue 47): each rank holds
+# its layers' experts.
+cli_run "$work/qwen3moe.gguf" 2 "the qwen3moe synthetic model"
+cli_run "$work/gpt-oss.gguf" 2 "the gpt-oss synthetic model (sinks, YaRN, sliding layers)"
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact mpi
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact butterfly
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" partial mpi
