@@ -115,10 +115,11 @@ pub fn write_synth_model(spec: &SynthSpec, path: impl AsRef<Path>) -> Result<Syn
 
 /// As [`write_synth_model`], its matrices typed as `mix` says: with
 /// [`SynthMix::Q4KM`] (`spec.dtype` must then be Q4_K), llama.cpp's Q4_K_M
-/// mix, as the files people download come.
+/// mix, and with [`SynthMix::Mxfp4Moe`] (`spec.dtype` Q8_0) its MXFP4_MOE,
+/// as the files people download come.
 ///
 /// # Errors
-/// As [`write_synth_model`]; a mix over another type than Q4_K is
+/// As [`write_synth_model`]; a mix over another type than its own is
 /// [`SynthError::UnsupportedDType`].
 pub fn write_synth_model_mixed(
     spec: &SynthSpec,
@@ -127,12 +128,11 @@ pub fn write_synth_model_mixed(
 ) -> Result<SynthSummary, SynthError> {
     let path = path.as_ref();
     let mut file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;
-    if mix == SynthMix::Q4KM {
-        if spec.dtype != DType::Q4_K {
-            return Err(SynthError::UnsupportedDType { dtype: spec.dtype });
-        }
-        // LLAMA_FTYPE_MOSTLY_Q4_K_M.
-        file_type = 15;
+    match mix {
+        SynthMix::Uniform => {}
+        SynthMix::Q4KM if spec.dtype == DType::Q4_K => file_type = 15, // LLAMA_FTYPE_MOSTLY_Q4_K_M
+        SynthMix::Mxfp4Moe if spec.dtype == DType::Q8_0 => file_type = 38, // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+        _ => return Err(SynthError::UnsupportedDType { dtype: spec.dtype }),
     }
     let write_error = |source| SynthError::Write { path: path.to_path_buf(), source };
     let params = spec.shape.params();

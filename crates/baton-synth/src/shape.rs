@@ -56,6 +56,12 @@ pub enum SynthShape {
     /// SwiGLU), YaRN (factor 4 over a trained context of 64), RoPE base
     /// 150,000, vocabulary 512, context 512, untied output.
     GptOss,
+    /// gpt-oss-20b's layers (dim 2880, 64 heads of 64, 8 KV heads, 32
+    /// experts of width 2880 of which 4 run, sliding window 128 on even
+    /// layers, YaRN factor 32 over 4,096, RoPE base 150,000, vocabulary
+    /// 201,088, context 131,072), 8 of its 24 layers: for speed and memory
+    /// at the real shapes (`--type mxfp4_moe`, as its files come).
+    GptOss20b8L,
     /// Qwen3-30B-A3B's layers (dim 2048, 32 heads of 128, 4 KV heads, 128
     /// experts of width 768 of which 8 run, vocabulary 151,936, context
     /// 40,960, RoPE base 1,000,000), 8 of its 48 layers: for speed and
@@ -125,7 +131,7 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 14] = [
+    pub const ALL: [SynthShape; 15] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
@@ -140,6 +146,7 @@ impl SynthShape {
         Self::Llama3B,
         Self::Llama8B,
         Self::Qwen3MoeA3b8L,
+        Self::GptOss20b8L,
     ];
 
     /// The shape's name, as `baton model synth --shape` takes it.
@@ -156,6 +163,7 @@ impl SynthShape {
             Self::Qwen3Moe => "qwen3moe",
             Self::GptOss => "gpt-oss",
             Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
+            Self::GptOss20b8L => "gpt-oss-20b-8l",
             Self::Llama1B => "llama1B",
             Self::Llama3B => "llama3B",
             Self::Llama8B => "llama8B",
@@ -244,6 +252,23 @@ impl SynthShape {
                 experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
                 yarn: Some((4.0, 64)),
                 ..TOY
+            },
+            Self::GptOss20b8L => ShapeParams {
+                arch: Architecture::GptOss,
+                head_width: Some(64),
+                sliding_window: Some(128),
+                dim: 2880,
+                n_layers: 8,
+                n_heads: 64,
+                n_kv_heads: 8,
+                ffn: 2880,
+                vocab: 201_088,
+                context: 131_072,
+                rope_freq_base: 150_000.0,
+                rms_eps: 1e-5,
+                tied_embeddings: false,
+                experts: Some(baton_model::Experts { count: 32, used: 4, ffn_dim: 2880 }),
+                yarn: Some((32.0, 4096)),
             },
             Self::Qwen3MoeA3b8L => ShapeParams {
                 arch: Architecture::Qwen3Moe,

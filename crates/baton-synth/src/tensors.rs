@@ -129,6 +129,9 @@ pub enum SynthMix {
     /// token embedding when tied), and for `attn_v` and `ffn_down` in the
     /// first and last eighth of the layers and every third layer between.
     Q4KM,
+    /// llama.cpp's MXFP4_MOE, as gpt-oss's files come: the experts in
+    /// MXFP4, every other matrix Q8_0 (the router f32).
+    Mxfp4Moe,
 }
 
 /// Whether llama.cpp's `_M` mixes give layer `layer` of `layers` more bits.
@@ -139,6 +142,12 @@ fn more_bits(layer: usize, layers: usize) -> bool {
 /// Retypes `plan` (written in Q4_K) as `mix` says.
 pub(crate) fn apply_mix(plan: &mut [TensorPlan], mix: SynthMix, params: &ShapeParams) {
     if mix == SynthMix::Uniform {
+        return;
+    }
+    if mix == SynthMix::Mxfp4Moe {
+        for tensor in plan.iter_mut().filter(|t| t.name.ends_with("_exps.weight") && t.dtype == DType::Q8_0) {
+            tensor.dtype = DType::MXFP4;
+        }
         return;
     }
     let output = if params.tied_embeddings { "token_embd.weight" } else { "output.weight" };
@@ -404,5 +413,22 @@ mod tests {
         // every third layer between from the sixth.
         let wide: Vec<usize> = (0..32).filter(|&l| more_bits(l, 32)).collect();
         assert_eq!(wide, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]);
+    }
+
+    #[test]
+    fn mxfp4_moe_puts_the_experts_in_mxfp4_and_the_other_matrices_in_q8_0() {
+        let params = SynthShape::GptOss.params();
+        let mut plan = plan(&params, DType::Q8_0);
+        apply_mix(&mut plan, SynthMix::Mxfp4Moe, &params);
+        for t in &plan {
+            let want = if t.name.ends_with("_exps.weight") {
+                DType::MXFP4
+            } else if t.dims.len() == 1 || t.name.contains("ffn_gate_inp") || t.name.ends_with(".bias") {
+                DType::F32
+            } else {
+                DType::Q8_0
+            };
+            assert_eq!(t.dtype, want, "{}", t.name);
+        }
     }
 }

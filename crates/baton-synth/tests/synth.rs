@@ -293,6 +293,13 @@ fn shapes_parse_by_name_and_match_their_reference_models() {
     let per_layer = (a3b.n_params() - 2 * 151_936 * 2048 - 2048) / 8;
     assert_eq!(per_layer, 623_120_640);
     assert_eq!(48 * per_layer + 2 * 151_936 * 2048 + 2048, 30_532_122_624, "Qwen3-30B-A3B's weight count");
+    // gpt-oss-20b's layers: 19 tensors each (459 in its 24-layer GGUF),
+    // 20.9B weights for all 24.
+    let oss = SynthShape::GptOss20b8L.params();
+    assert_eq!(oss.tensor_count(), 8 * 19 + 3);
+    let oss_layer = (oss.n_params() - 2 * 201_088 * 2880 - 2880) / 8;
+    let all = 24 * oss_layer + 2 * 201_088 * 2880 + 2880;
+    assert!((20.85e9..20.95e9).contains(&(all as f64)), "gpt-oss-20b's weight count: {all}");
     let tiny256 = SynthShape::Tiny256.params();
     assert_eq!((tiny256.tensor_count(), tiny256.n_params()), (21, 1_443_072));
     for shape in

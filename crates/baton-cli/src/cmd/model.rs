@@ -77,11 +77,13 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
             })?;
             let (dtype, mix) = if dtype.eq_ignore_ascii_case("q4_k_m") {
                 (DType::Q4_K, SynthMix::Q4KM)
+            } else if dtype.eq_ignore_ascii_case("mxfp4_moe") {
+                (DType::Q8_0, SynthMix::Mxfp4Moe)
             } else {
                 let dtype = DType::from_name(&dtype).filter(|t| SynthSpec::SUPPORTED_DTYPES.contains(t)).with_context(
                     || {
                         format!(
-                            "unknown type {dtype:?}: use {} or q4_k_m",
+                            "unknown type {dtype:?}: use {}, q4_k_m or mxfp4_moe",
                             names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name()))
                         )
                     },
@@ -186,7 +188,8 @@ fn shape_help() -> String {
 /// The help of `--type`: every type a synthetic model can be written in.
 fn type_help() -> String {
     format!(
-        "{}, or q4_k_m (llama.cpp's mix: q4_k with q6_k for the output and some attn_v and ffn_down). \
+        "{}, q4_k_m (llama.cpp's mix: q4_k with q6_k for the output and some attn_v and ffn_down) or \
+         mxfp4_moe (gpt-oss's: the experts in mxfp4, the other matrices q8_0). \
          K-quant matrices whose rows are not multiples of 256 are stored as q8_0 (use the tiny256, \
          stories110M or llama shapes to avoid that).",
         names(SynthSpec::SUPPORTED_DTYPES.map(|t| t.name()))

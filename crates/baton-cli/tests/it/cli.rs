@@ -216,7 +216,7 @@ fn the_synth_shapes_and_types_agree_with_the_help_and_the_readme() {
     use std::collections::BTreeSet;
     let shapes: BTreeSet<&str> = baton_synth::SynthShape::ALL.iter().map(|s| s.name()).collect();
     let mut types: BTreeSet<&str> = baton_synth::SynthSpec::SUPPORTED_DTYPES.iter().map(|t| t.name()).collect();
-    types.insert("q4_k_m");
+    types.extend(["q4_k_m", "mxfp4_moe"]);
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
     let line = readme.lines().find(|l| l.starts_with("baton model synth --shape")).expect("a synth line in the README");
     let listed = |flag: &str| -> BTreeSet<&str> {
@@ -224,7 +224,7 @@ fn the_synth_shapes_and_types_agree_with_the_help_and_the_readme() {
         after.split_whitespace().next().unwrap_or("").split('|').collect()
     };
     assert_eq!(listed("--shape "), shapes, "the README's shapes against SynthShape::ALL");
-    assert_eq!(listed("--type "), types, "the README's types against SynthSpec::SUPPORTED_DTYPES and q4_k_m");
+    assert_eq!(listed("--type "), types, "the README's types against SynthSpec::SUPPORTED_DTYPES and the mixes");
     let out = baton(&["model", "synth", "--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     for name in shapes.iter().chain(&types) {
