@@ -8,6 +8,7 @@
 //! whatever serves a generation (a server, a Python call) writes them.
 
 pub mod logprobs;
+pub mod reasoning;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -73,6 +74,9 @@ pub struct Delta {
     /// Text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// A reasoning model's thinking ([`reasoning`]), when it has some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// The tools called (OpenAI's `tool_calls` entries).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<Value>>,
@@ -196,7 +200,7 @@ impl Answers {
     pub fn chunk(&self, text: Option<String>, logprobs: Option<Value>, finish: Option<&'static str>) -> Answer {
         match self.kind {
             Kind::Chat => {
-                let delta = Delta { role: None, content: text, tool_calls: None };
+                let delta = Delta { content: text, ..Delta::default() };
                 self.chat_chunk(delta, logprobs, finish)
             }
             Kind::Completion => {
@@ -225,14 +229,14 @@ impl Answers {
     /// A chat stream's first chunk: the assistant's role, with `content`
     /// when given (OpenAI sends `""`; llama-cpp-python sends none).
     pub fn opening(&self, content: Option<String>) -> Answer {
-        self.chat_chunk(Delta { role: Some("assistant"), content, tool_calls: None }, None, None)
+        self.chat_chunk(Delta { role: Some("assistant"), content, ..Delta::default() }, None, None)
     }
 
     /// The whole answer: `text` (the assistant's message, for chat).
     pub fn whole(&self, text: String, logprobs: Option<Value>, finish: &'static str, usage: Usage) -> Answer {
         match self.kind {
             Kind::Chat => {
-                let message = Delta { role: Some("assistant"), content: Some(text), tool_calls: None };
+                let message = Delta { role: Some("assistant"), content: Some(text), ..Delta::default() };
                 self.whole_message(message, logprobs, finish, usage)
             }
             Kind::Completion => {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use baton_serve::engine::{Engine, EngineOptions};
-use baton_serve::http::{serve, ApiKeys, CorsOrigins, ServerOptions};
+use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, ServerOptions};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -58,6 +58,12 @@ pub struct ServeArgs {
     /// answered without an API key.
     #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
     cors_origins: CorsOrigins,
+    /// What becomes of a reasoning model's `<think>…</think>` on chat
+    /// completions (llama-server's flag): `deepseek` (the default) returns
+    /// it as `message.reasoning_content` (`delta.reasoning_content`
+    /// streamed) and the rest as `content`; `none` leaves it in `content`.
+    #[arg(long = "reasoning-format", value_name = "none|deepseek", default_value = "deepseek")]
+    reasoning_format: ReasoningFormat,
     /// Largest request body in bytes (larger: 413).
     #[arg(long = "body-limit", default_value_t = 1 << 20)]
     body_limit: usize,
@@ -200,6 +206,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         strict_model_name: args.strict_model_name,
         cors_origins: args.cors_origins,
         model_path: path.display().to_string(),
+        reasoning_format: args.reasoning_format,
+        chat_template: None,
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {

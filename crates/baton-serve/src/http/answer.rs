@@ -14,6 +14,7 @@ use std::sync::Arc;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use baton_gen::openai::logprobs::LogprobsWriter;
+use baton_gen::openai::reasoning::{ReasoningSplit, Split};
 use baton_gen::openai::{Answer, Delta, Usage};
 use baton_model::Tokenizer;
 use futures_util::stream;
@@ -58,14 +59,23 @@ fn call_entries(meta: &Meta, calls: &[Call], streamed: bool) -> Vec<serde_json::
 
 /// The chunk of streamed tool calls (the whole calls in one delta).
 fn call_chunk(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>) -> Answer {
-    let delta = Delta { role: None, content: None, tool_calls: Some(call_entries(meta, calls, true)) };
+    let delta = Delta { tool_calls: Some(call_entries(meta, calls, true)), ..Delta::default() };
     meta.chat_chunk(delta, logprobs, None)
 }
 
-/// The whole answer of tool calls.
-fn whole_call(meta: &Meta, calls: &[Call], logprobs: Option<serde_json::Value>, usage: Usage) -> Answer {
-    let message = Delta { role: Some("assistant"), content: None, tool_calls: Some(call_entries(meta, calls, false)) };
-    meta.whole_message(message, logprobs, "tool_calls", usage)
+/// A whole chat answer's message: the `text` as content (when it is not
+/// `calls`), the thinking split out when the job asks (`reasoning`).
+fn whole_message(meta: &Meta, text: String, reasoning: Option<bool>, calls: Option<&[Call]>) -> Delta {
+    let Split { reasoning, content } = match reasoning {
+        Some(opened) => ReasoningSplit::whole(&text, opened),
+        None => Split { reasoning: String::new(), content: text },
+    };
+    Delta {
+        role: Some("assistant"),
+        content: calls.is_none().then_some(content),
+        reasoning_content: (!reasoning.is_empty()).then_some(reasoning),
+        tool_calls: calls.map(|calls| call_entries(meta, calls, false)),
+    }
 }
 
 fn event(data: &str) -> String {
@@ -155,6 +165,7 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
     let Answering { generation, tokenizer, job, meta, echo } = answering;
     let prompt = job.request.prompt.len();
     let mut text = echo.as_ref().map_or_else(String::new, |e| e.text.clone());
+    let reasoning = job.reasoning.filter(|_| meta.kind == Kind::Chat);
     let mut writer = LogprobsWriter::new(meta.kind == Kind::Chat);
     let mut entries = Vec::new();
     if let Some(Echo { first, entries: Some(scored), .. }) = &echo {
@@ -170,10 +181,18 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
         Outcome::Finished { reason, usage, logprobs } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
-            Ok(match job.tools.and_then(|mode| read_calls(&text, mode)) {
-                Some(calls) => whole_call(&meta, &calls, logprobs, usage),
-                None => meta.whole(text, logprobs, reason, usage),
-            })
+            if meta.kind == Kind::Completion {
+                return Ok(meta.whole(text, logprobs, reason, usage));
+            }
+            // The thinking first: the calls are read from the answer after it.
+            let answered = match reasoning {
+                Some(opened) => ReasoningSplit::whole(&text, opened).content,
+                None => text.clone(),
+            };
+            let calls = job.tools.and_then(|mode| read_calls(&answered, mode));
+            let finish = if calls.is_some() { "tool_calls" } else { reason };
+            let message = whole_message(&meta, text, reasoning, calls.as_deref());
+            Ok(meta.whole_message(message, logprobs, finish, usage))
         }
         Outcome::Failed(why) => Err(ApiError::server(why)),
         Outcome::Cancelled => Err(ApiError::server("the request was cancelled")),
@@ -225,8 +244,32 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
     // A text that is or may become a tool call is held back until it
     // is known which (then sent as words, or as the call at the end).
     let mut held: Option<(String, Vec<TokenLogprobs>)> = job.tools.map(|_| Default::default());
+    // The thinking, when split out, goes as `reasoning_content` deltas;
+    // the log-probabilities of text the split holds back go with the
+    // next chunk sent.
+    let mut split = job.reasoning.filter(|_| meta.kind == Kind::Chat).map(ReasoningSplit::new);
+    let mut carried: Vec<TokenLogprobs> = Vec::new();
     let outcome = {
-        let mut on_text = |text: String, entries: Vec<_>| {
+        let mut on_text = |text: String, mut entries: Vec<_>, end: bool| {
+            let text = match split.as_mut() {
+                None if end => return,
+                None => text,
+                Some(split) => {
+                    let Split { reasoning, content } = if end { split.finish() } else { split.push(&text) };
+                    entries = std::mem::take(&mut carried).into_iter().chain(entries).collect();
+                    if !reasoning.is_empty() {
+                        let logprobs = (asked && content.is_empty())
+                            .then(|| writer.render(&std::mem::take(&mut entries), &tokenizer));
+                        let delta = Delta { reasoning_content: Some(reasoning), ..Delta::default() };
+                        send(meta.chat_chunk(delta, logprobs, None));
+                    }
+                    if content.is_empty() {
+                        carried = entries;
+                        return;
+                    }
+                    content
+                }
+            };
             let (text, entries) = match held.as_mut() {
                 Some((kept, kept_entries)) => {
                     kept.push_str(&text);
@@ -241,10 +284,16 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
             let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
             send(meta.chunk(Some(text), logprobs, None));
         };
-        drive(generation, &tokenizer, job.applied_stops(), prompt, &mut on_text, tx.closed()).await
+        let outcome =
+            drive(generation, &tokenizer, job.applied_stops(), prompt, |t, e| on_text(t, e, false), tx.closed()).await;
+        if matches!(outcome, Outcome::Finished { .. }) {
+            on_text(String::new(), Vec::new(), true);
+        }
+        outcome
     };
     match outcome {
         Outcome::Finished { mut reason, usage, mut logprobs } => {
+            logprobs.splice(0..0, carried);
             if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
                 entries.append(&mut logprobs);
                 let rendered = asked.then(|| writer.render(&entries, &tokenizer));

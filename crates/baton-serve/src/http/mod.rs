@@ -110,14 +110,15 @@ use tokio::net::TcpListener;
 pub use auth::{ApiKeyError, ApiKeys};
 pub use cors::{CorsError, CorsOrigins};
 pub use error::{ApiError, ErrorBody};
-pub use options::ServerOptions;
+pub use options::{ReasoningFormat, ServerOptions};
 pub use serve_error::ServeError;
 
 use crate::engine::Engine;
 
 /// The server's routes over `engine`.
 pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeError> {
-    let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())?;
+    let source = options.chat_template.as_deref().or(engine.info().chat_template.as_deref());
+    let template = ChatTemplate::for_tokenizer(source, engine.tokenizer())?;
     let dim = engine.info().dim;
     let state = state::AppState {
         engine,
@@ -130,6 +131,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         scope_seed: Arc::new(std::collections::hash_map::RandomState::new()),
         strict_model_name: options.strict_model_name,
         model_path: options.model_path.clone(),
+        reasoning_format: options.reasoning_format,
     };
     let keys = Arc::new(options.api_keys.clone());
     Ok(Router::new()

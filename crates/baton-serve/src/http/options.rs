@@ -41,6 +41,35 @@ pub struct ServerOptions {
     pub cors_origins: CorsOrigins,
     /// The model file, as `/props` tells it (`model_path`).
     pub model_path: String,
+    /// Whether a chat answer's `<think>…</think>` goes to
+    /// `reasoning_content` (`--reasoning-format`).
+    pub reasoning_format: ReasoningFormat,
+    /// A chat template (Jinja) in place of the model file's.
+    pub chat_template: Option<String>,
+}
+
+/// What becomes of a reasoning model's thinking (llama-server's
+/// `--reasoning-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningFormat {
+    /// Left in `content` as the model wrote it.
+    None,
+    /// In `message.reasoning_content` (`delta.reasoning_content`
+    /// streamed), the rest in `content` (llama-server's default).
+    #[default]
+    Deepseek,
+}
+
+impl std::str::FromStr for ReasoningFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(ReasoningFormat::None),
+            "deepseek" => Ok(ReasoningFormat::Deepseek),
+            other => Err(format!("{other:?}: none or deepseek")),
+        }
+    }
 }
 
 impl Default for ServerOptions {
@@ -57,6 +86,8 @@ impl Default for ServerOptions {
             strict_model_name: false,
             cors_origins: CorsOrigins::Any,
             model_path: String::new(),
+            reasoning_format: ReasoningFormat::Deepseek,
+            chat_template: None,
         }
     }
 }

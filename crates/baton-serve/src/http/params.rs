@@ -32,6 +32,9 @@ pub struct Job {
     pub tools: Option<ToolMode>,
     /// Choices to generate (`n`, 1 to [`MAX_CHOICES`]).
     pub choices: usize,
+    /// Split the thinking from the answer into `reasoning_content`
+    /// (chat); `Some(true)` when the prompt opened the thinking.
+    pub reasoning: Option<bool>,
 }
 
 impl Job {
@@ -80,7 +83,7 @@ impl Job {
             // As OpenAI: a whole answer has its usage anyway.
             return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
         }
-        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices })
+        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices, reasoning: None })
     }
 }
 

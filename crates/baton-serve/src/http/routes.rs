@@ -15,11 +15,13 @@ use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::options::ReasoningFormat;
 use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
 use super::tools::{self, ToolMode, ToolPlan};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
-use crate::engine::EngineState;
+use crate::engine::{EngineState, OutputFormat};
+use baton_gen::openai::reasoning::ReasoningSplit;
 use serde_json::Value;
 
 /// A conversation in chat completions' terms, as the Anthropic Messages
@@ -200,6 +202,24 @@ impl AppState {
         self.chat_prompt(messages, (tools, choice, false), response_format).await
     }
 
+    /// Whether a chat answer of `job` has its thinking split out
+    /// (`Some(opened)`, `opened` when the prompt ends inside the
+    /// thinking): with `--reasoning-format deepseek`, on an answer not
+    /// held whole to a format.
+    fn reasoning_of(&self, job: &Job) -> Option<bool> {
+        if self.reasoning_format == ReasoningFormat::None {
+            return None;
+        }
+        match job.request.format {
+            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => {}
+            _ => return None,
+        }
+        let prompt = &job.request.prompt;
+        let tail = &prompt[prompt.len().saturating_sub(8)..];
+        let text = self.engine.tokenizer().decode_with(tail, true).unwrap_or_default();
+        Some(ReasoningSplit::prompt_opens(&text))
+    }
+
     /// The checked job of a conversation's `prompt`, held to its tools'
     /// format when some may be called.
     pub(super) async fn chat_job(&self, prompt: ChatPrompt, params: &Params, caller: &Caller) -> Result<Job, ApiError> {
@@ -254,7 +274,8 @@ pub async fn chat(
     let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
     let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
     let prompt = state.chat_prompt(messages, tools, request.params.response_format.as_ref()).await?;
-    let job = state.chat_job(prompt, &request.params, &caller).await?;
+    let mut job = state.chat_job(prompt, &request.params, &caller).await?;
+    job.reasoning = state.reasoning_of(&job);
     state.run(job, Kind::Chat).await
 }
 

@@ -29,6 +29,8 @@ pub struct AppState {
     pub(super) strict_model_name: bool,
     /// The model file, as `/props` tells it.
     pub(super) model_path: String,
+    /// What becomes of a chat answer's thinking.
+    pub(super) reasoning_format: super::options::ReasoningFormat,
 }
 
 /// Unix seconds now.

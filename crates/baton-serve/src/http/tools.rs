@@ -17,9 +17,10 @@
 //! `tool_choice: "required"` or a named function opens the answer with
 //! `<tool_call>` and holds all of it; `"auto"` (the default) lets the model
 //! answer in words or open a call, held to the schema once opened;
-//! `"none"` leaves the tools out. With `parallel_tool_calls` (OpenAI's
-//! default) an answer may hold several calls, one after another each in
-//! its tags ([`MAX_CALLS`] at most); with `false`, one.
+//! `"none"` leaves the tools out. With `parallel_tool_calls: true` an
+//! answer may hold several calls, one after another each in its tags
+//! ([`MAX_CALLS`] at most); with `false` (the default, as llama-server's),
+//! one.
 
 use std::sync::Arc;
 
@@ -58,10 +59,12 @@ fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
     ApiError::invalid_param(name, why)
 }
 
-/// `parallel_tool_calls`: absent or `null` is `true` (OpenAI's default).
+/// `parallel_tool_calls`: absent or `null` is `false`, as llama-server's
+/// default (OpenAI's is `true`): small models asked for "one or more"
+/// calls write the same call again until `max_tokens`.
 pub fn parallel(value: Option<&Value>) -> Result<bool, ApiError> {
     match value {
-        None | Some(Value::Null) => Ok(true),
+        None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(parallel)) => Ok(*parallel),
         Some(other) => Err(bad("parallel_tool_calls", format!("{other}: true or false"))),
     }
@@ -293,8 +296,9 @@ mod tests {
 
     #[test]
     fn parallel_tool_calls_is_a_boolean_or_null() {
-        assert!(parallel(None).expect("absent"));
-        assert!(parallel(Some(&Value::Null)).expect("null"));
+        assert!(!parallel(None).expect("absent"));
+        assert!(!parallel(Some(&Value::Null)).expect("null"));
+        assert!(parallel(Some(&json!(true))).expect("true"));
         assert!(!parallel(Some(&json!(false))).expect("false"));
         for bad in [json!("false"), json!(0), json!([])] {
             assert_eq!(parallel(Some(&bad)).expect_err("not a boolean").status, 400, "{bad}");

@@ -21,6 +21,7 @@ mod llama_routes;
 mod logit_bias;
 mod model_name;
 mod parallel_calls;
+mod reasoning;
 mod responses;
 mod routes_without_v1;
 mod shutdown;

@@ -1,7 +1,7 @@
-//! `parallel_tool_calls` on `/v1/chat/completions`: `false` keeps a
-//! required call held and answers one call; `true` (the default) lets an
-//! answer hold several calls, each held to the tools, whole and streamed;
-//! a value that is not a boolean gets 400.
+//! `parallel_tool_calls` on `/v1/chat/completions`: `false` (and absent,
+//! llama-server's default) keeps a required call held and answers one
+//! call; `true` lets an answer hold several calls, each held to the
+//! tools, whole and streamed; a value that is not a boolean gets 400.
 
 use serde_json::{json, Value};
 
@@ -54,12 +54,31 @@ fn request(seed: usize, parallel: Option<bool>) -> Value {
     request
 }
 
+/// The control tokens of the served vocabulary, each banned: as
+/// `logit_bias` pairs.
+fn banned_control_tokens(server: &Server) -> Value {
+    let tokenizer = server.engine.tokenizer().clone();
+    let control: Vec<Value> = (0..tokenizer.vocab_size() as u32)
+        .filter(|&id| tokenizer.token_type(id).is_ok_and(|t| t == TokenType::Control))
+        .map(|id| json!([id, false]))
+        .collect();
+    assert!(!control.is_empty(), "the vocabulary has control tokens");
+    Value::Array(control)
+}
+
 #[test]
-fn parallel_tool_calls_false_answers_one_held_call() {
+fn parallel_tool_calls_false_or_absent_answers_one_held_call() {
     let server = Server::start(2, 8, 1024);
+    let banned = banned_control_tokens(&server);
     let mut called = 0;
     for seed in 0..8 {
-        let (status, body) = server.post("/v1/chat/completions", &request(seed, Some(false)));
+        // Half absent, half false; half with the control tokens banned
+        // (which, with several calls allowed, would make it go on).
+        let mut request = request(seed, (seed % 4 < 2).then_some(false));
+        if seed % 2 == 1 {
+            request["logit_bias"] = banned.clone();
+        }
+        let (status, body) = server.post("/v1/chat/completions", &request);
         assert_eq!(status, 200, "{body}");
         let answer = &body["choices"][0];
         if answer["finish_reason"] == "tool_calls" {
@@ -80,17 +99,12 @@ fn parallel_tool_calls_false_answers_one_held_call() {
 #[test]
 fn parallel_tool_calls_let_an_answer_hold_several_calls_whole_and_streamed() {
     let server = Server::start(2, 8, 2048);
-    let tokenizer = server.engine.tokenizer().clone();
-    let control: Vec<Value> = (0..tokenizer.vocab_size() as u32)
-        .filter(|&id| tokenizer.token_type(id).is_ok_and(|t| t == TokenType::Control))
-        .map(|id| json!([id, false]))
-        .collect();
-    assert!(!control.is_empty(), "the vocabulary has control tokens");
+    let banned = banned_control_tokens(&server);
     let (mut several, mut called) = (0, 0);
-    for (seed, parallel) in (0..8).map(|s| (s, None)).chain((8..16).map(|s| (s, Some(true)))) {
-        let mut request = request(seed, parallel);
+    for seed in 0..16 {
+        let mut request = request(seed, Some(true));
         if seed % 2 == 1 {
-            request["logit_bias"] = json!(control);
+            request["logit_bias"] = banned.clone();
             request["max_tokens"] = json!(800);
         }
         let (status, body) = server.post("/v1/chat/completions", &request);

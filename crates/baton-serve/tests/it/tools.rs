@@ -74,7 +74,6 @@ fn required_and_named_calls_follow_the_tools() {
         let request = json!({
             "messages": [{"role": "user", "content": "weather in Oslo?"}],
             "tools": tools(), "tool_choice": choice, "max_tokens": 96, "temperature": 0.7, "seed": seed,
-            "parallel_tool_calls": false,
         });
         let (status, body) = server.post("/v1/chat/completions", &request);
         assert_eq!(status, 200, "{body}");

@@ -1,0 +1,193 @@
+//! A reasoning model's thinking told from its answer: the text inside
+//! `<think>…</think>` at the start of a chat answer (Qwen3, DeepSeek-R1
+//! and the models trained like them) goes to `reasoning_content`, the
+//! rest to `content`, as llama-server's `--reasoning-format deepseek` and
+//! vLLM's reasoning parsers split it. When the prompt already opened the
+//! thinking (DeepSeek-R1's template ends the generation prompt with
+//! `<think>\n`), the answer starts inside it. Whitespace after the opening
+//! tag and after the closing one is dropped; an answer that does not
+//! start with the tag is all content; thinking never closed is all
+//! reasoning.
+//!
+//! [`ReasoningSplit`] takes the text as it streams and holds back only
+//! what may still be a tag, so a streamed answer splits exactly as the
+//! whole one.
+
+/// What opens the thinking.
+pub const THINK_OPEN: &str = "<think>";
+
+/// What closes it.
+pub const THINK_CLOSE: &str = "</think>";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// Before the first non-whitespace text: it may open the thinking.
+    Start,
+    /// Inside the thinking; `spoken`: some of it was given out.
+    Thinking { spoken: bool },
+    /// After the closing tag, before the answer's first non-whitespace.
+    Closed,
+    /// The answer.
+    Content,
+}
+
+/// Splits a chat answer's text into its thinking and its answer.
+#[derive(Clone, Debug)]
+pub struct ReasoningSplit {
+    part: Part,
+    /// Text not given out yet (it may be a tag's start).
+    pending: String,
+}
+
+/// Thinking and answer text, each possibly empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// Of the thinking.
+    pub reasoning: String,
+    /// Of the answer.
+    pub content: String,
+}
+
+impl ReasoningSplit {
+    /// A split of an answer whose prompt ended inside the thinking
+    /// (`opened`) or not.
+    pub fn new(opened: bool) -> ReasoningSplit {
+        let part = if opened { Part::Thinking { spoken: false } } else { Part::Start };
+        ReasoningSplit { part, pending: String::new() }
+    }
+
+    /// Whether a prompt's text ends inside the thinking (its last
+    /// non-whitespace is [`THINK_OPEN`]).
+    pub fn prompt_opens(prompt_tail: &str) -> bool {
+        prompt_tail.trim_end().ends_with(THINK_OPEN)
+    }
+
+    /// Takes the next piece of the answer; gives what is known of it.
+    pub fn push(&mut self, piece: &str) -> Split {
+        self.pending.push_str(piece);
+        let mut out = Split::default();
+        loop {
+            match self.part {
+                Part::Start => {
+                    let text = self.pending.trim_start();
+                    if let Some(rest) = text.strip_prefix(THINK_OPEN) {
+                        self.pending = rest.to_string();
+                        self.part = Part::Thinking { spoken: false };
+                    } else if THINK_OPEN.starts_with(text) {
+                        return out;
+                    } else {
+                        self.part = Part::Content;
+                    }
+                }
+                Part::Thinking { spoken } => {
+                    if !spoken {
+                        self.pending = self.pending.trim_start().to_string();
+                    }
+                    if let Some(at) = self.pending.find(THINK_CLOSE) {
+                        out.reasoning.push_str(&self.pending[..at]);
+                        self.pending = self.pending[at + THINK_CLOSE.len()..].to_string();
+                        self.part = Part::Closed;
+                        continue;
+                    }
+                    // Keep the longest end that may start the closing tag.
+                    let keep = (0..self.pending.len())
+                        .find(|&i| self.pending.is_char_boundary(i) && THINK_CLOSE.starts_with(&self.pending[i..]))
+                        .unwrap_or(self.pending.len());
+                    out.reasoning.push_str(&self.pending[..keep]);
+                    self.pending.drain(..keep);
+                    if !out.reasoning.is_empty() {
+                        self.part = Part::Thinking { spoken: true };
+                    }
+                    return out;
+                }
+                Part::Closed => {
+                    self.pending = self.pending.trim_start().to_string();
+                    if self.pending.is_empty() {
+                        return out;
+                    }
+                    self.part = Part::Content;
+                }
+                Part::Content => {
+                    out.content.push_str(&self.pending);
+                    self.pending.clear();
+                    return out;
+                }
+            }
+        }
+    }
+
+    /// At the end of the answer: what was held back.
+    pub fn finish(&mut self) -> Split {
+        let pending = std::mem::take(&mut self.pending);
+        match self.part {
+            Part::Thinking { .. } => Split { reasoning: pending, content: String::new() },
+            Part::Start | Part::Closed | Part::Content => Split { reasoning: String::new(), content: pending },
+        }
+    }
+
+    /// A whole answer split.
+    pub fn whole(text: &str, opened: bool) -> Split {
+        let mut split = ReasoningSplit::new(opened);
+        let mut out = split.push(text);
+        let rest = split.finish();
+        out.reasoning.push_str(&rest.reasoning);
+        out.content.push_str(&rest.content);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(reasoning: &str, content: &str) -> Split {
+        Split { reasoning: reasoning.into(), content: content.into() }
+    }
+
+    #[test]
+    fn thinking_at_the_start_is_reasoning_and_the_rest_content() {
+        assert_eq!(
+            ReasoningSplit::whole("<think>\nLet me see.\n</think>\n\nHello!", false),
+            split("Let me see.\n", "Hello!")
+        );
+        assert_eq!(ReasoningSplit::whole("Hello <think>x</think>", false), split("", "Hello <think>x</think>"));
+        assert_eq!(ReasoningSplit::whole("  <think>never closed", false), split("never closed", ""));
+        assert_eq!(ReasoningSplit::whole("<thi", false), split("", "<thi"));
+        assert_eq!(ReasoningSplit::whole("opened</think> done", true), split("opened", "done"));
+        assert_eq!(ReasoningSplit::whole("all thought", true), split("all thought", ""));
+        assert!(ReasoningSplit::prompt_opens("<|Assistant|><think>\n"));
+        assert!(!ReasoningSplit::prompt_opens("<think>\n\n</think>\n\n"));
+    }
+
+    #[test]
+    fn any_cut_of_the_text_splits_as_the_whole() {
+        let texts =
+            ["<think>\nA é b.\n</think>\n\nThe answer: <think> stays.", " <think></think>x", "plain", "é</think>y"];
+        for text in texts {
+            for opened in [false, true] {
+                let whole = ReasoningSplit::whole(text, opened);
+                for cut in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+                    for step in 1..4 {
+                        let mut splitter = ReasoningSplit::new(opened);
+                        let mut got = splitter.push(&text[..cut]);
+                        let mut rest = &text[cut..];
+                        while !rest.is_empty() {
+                            let mut at = step.min(rest.len());
+                            while !rest.is_char_boundary(at) {
+                                at += 1;
+                            }
+                            let part = splitter.push(&rest[..at]);
+                            got.reasoning.push_str(&part.reasoning);
+                            got.content.push_str(&part.content);
+                            rest = &rest[at..];
+                        }
+                        let end = splitter.finish();
+                        got.reasoning.push_str(&end.reasoning);
+                        got.content.push_str(&end.content);
+                        assert_eq!(got, whole, "{text:?} cut at {cut} by {step}, opened {opened}");
+                    }
+                }
+            }
+        }
+    }
+}
