@@ -37,6 +37,7 @@ mod request;
 mod scope;
 mod score_seq;
 mod shared;
+mod slot_view;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -56,6 +57,7 @@ pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
 pub use request::{Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, MAX_TOP_LOGPROBS};
 pub use scope::CacheScope;
+pub use slot_view::SlotView;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
 use shared::{Admitted, Command, Shared};
@@ -234,6 +236,17 @@ impl Engine {
     /// The options the engine runs with.
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// Each sequence slot's state, as the worker last published it (after
+    /// each admission, step end and failure); before the first, every
+    /// slot free and empty.
+    pub fn slots(&self) -> Vec<SlotView> {
+        let published = self.shared.slots.lock().clone();
+        match published.is_empty() {
+            true => (0..self.options.parallel).map(|id| SlotView { id, ..SlotView::default() }).collect(),
+            false => published,
+        }
     }
 
     /// The counters now.

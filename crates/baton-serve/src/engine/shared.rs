@@ -43,6 +43,8 @@ pub(super) struct Shared {
     pub(super) throughput: Throughput,
     /// Why the worker stopped for good, once it has.
     pub(super) failure: Mutex<Option<String>>,
+    /// Each slot's state, as the worker last published it.
+    pub(super) slots: Mutex<Vec<super::slot_view::SlotView>>,
 }
 
 impl Shared {

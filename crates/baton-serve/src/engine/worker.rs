@@ -103,6 +103,7 @@ struct Flight {
 mod embeds;
 mod reuse;
 mod scores;
+mod slots;
 
 pub(super) struct Worker {
     model: Model,
@@ -708,6 +709,7 @@ impl Worker {
     }
 
     fn publish(&self) {
+        self.publish_slots();
         self.shared.running.store(self.running.len(), Ordering::Relaxed);
         self.shared.free.store(self.free_slots.len(), Ordering::Release);
         self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);

@@ -1,8 +1,9 @@
 //! llama-server's own routes, in its request and answer shapes:
-//! `POST /tokenize`, `POST /detokenize`, `POST /apply-template` and
-//! `GET /props`.
+//! `POST /tokenize`, `POST /detokenize`, `POST /apply-template`,
+//! `GET /props` and `GET /slots`.
 
 use axum::extract::State;
+use axum::http::{StatusCode, Uri};
 use axum::Json;
 use baton_gen::SamplingParams;
 use baton_model::EncodeOptions;
@@ -120,6 +121,42 @@ pub async fn apply_template(
         .map_err(|e| ApiError::server(format!("rendering the conversation: {e}")))?
         .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     Ok(Json(json!({ "prompt": prompt })))
+}
+
+/// `GET /slots`: each sequence slot, in llama-server's shape as far as
+/// Baton knows it: `id`, `n_ctx`, `is_processing`, the positions its cache
+/// holds (`n_tokens`), and for a running generation its prompt's tokens
+/// and `next_token` (`n_decoded`, `n_remain`). Prompt texts are not told
+/// (llama-server's `prompt`): a slot may hold another client's. With
+/// `?fail_on_no_slot=1` (llama-server's), 503 when every slot is busy.
+pub async fn slots(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
+    let n_ctx = state.engine.info().context;
+    let slots = state.engine.slots();
+    let fail = uri.query().unwrap_or("").split('&').any(|pair| match pair.split_once('=') {
+        Some(("fail_on_no_slot", value)) => !matches!(value, "" | "0" | "false"),
+        _ => pair == "fail_on_no_slot",
+    });
+    if fail && slots.iter().all(|s| s.is_processing) {
+        return Err(ApiError::with_status(StatusCode::SERVICE_UNAVAILABLE, "no slot available"));
+    }
+    let slots = slots
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "n_ctx": n_ctx,
+                "is_processing": s.is_processing,
+                "n_tokens": s.n_tokens,
+                "n_prompt_tokens": s.n_prompt_tokens,
+                "next_token": {
+                    "has_next_token": s.is_processing && s.n_remain > 0,
+                    "n_decoded": s.n_decoded,
+                    "n_remain": s.n_remain,
+                },
+            })
+        })
+        .collect();
+    Ok(Json(Value::Array(slots)))
 }
 
 /// `GET /props`: the server's defaults and the model, in llama-server's

@@ -20,7 +20,8 @@
 //! - llama-server's `POST /tokenize` (`content`, `add_special`,
 //!   `parse_special`, `with_pieces`), `POST /detokenize` (`tokens`),
 //!   `POST /apply-template` (`messages` rendered to `prompt`) and
-//!   `GET /props`, in its shapes (`llama.rs`).
+//!   `GET /props` and `GET /slots` (each slot's state), in its shapes
+//!   (`llama.rs`).
 //! - `GET /metrics`: Prometheus' text format: requests running, queued and
 //!   ended (by reason), prompt and generated tokens, tokens per second
 //!   over the last 10 s, time to first token and inter-token latency
@@ -154,6 +155,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/detokenize", post(llama::detokenize))
         .route("/apply-template", post(llama::apply_template))
         .route("/props", get(llama::props))
+        .route("/slots", get(llama::slots))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
         // Outermost: a request without a key is answered before its body

@@ -25,4 +25,5 @@ mod reasoning;
 mod responses;
 mod routes_without_v1;
 mod shutdown;
+mod slots;
 mod tools;
