@@ -26,6 +26,7 @@ mod schema;
 mod schema_compile;
 mod schema_link;
 mod schema_prefix;
+mod tags;
 
 use std::sync::Arc;
 
@@ -34,18 +35,12 @@ pub use json::{JsonPrefix, MAX_DEPTH};
 pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
 pub use schema_link::MAX_ALTERNATIVES;
 pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_INTEGER_DIGITS, MAX_PATHS};
+pub use tags::{TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 
 use baton_tokenizer::Tokenizer;
 
 /// Tokens checked first each step, the likeliest.
 pub const CANDIDATES: usize = 256;
-
-/// What opens a tool call in the model's answer (the text the tools'
-/// instructions ask for); the call's JSON follows it.
-pub const TOOL_CALL_OPEN: &str = "<tool_call>";
-
-/// What closes a tool call.
-pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
 
 #[derive(Clone, Debug)]
 enum Reader {

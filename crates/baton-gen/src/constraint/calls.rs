@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use super::json::is_space;
-use super::{Schema, SchemaPrefix, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use super::schema::Schema;
+use super::schema_prefix::SchemaPrefix;
+use super::tags::{TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 
 /// Most calls one answer may hold.
 pub const MAX_CALLS: usize = 8;
