@@ -49,16 +49,18 @@ pub(crate) fn f16_bits_to_f32(bits: u16) -> f32 {
 }
 
 /// `2^(e - 128)` of each 32-bit lane `e` (0..=255), as
-/// [`e8m0_half`](crate::quant::mxfp4::e8m0_half): the bits `(e - 1) << 23`,
-/// or the subnormals `0x0020_0000 << e` where `e < 2` (callable as
+/// [`e8m0_half`](crate::quant::e8m0_half): the bits `(e - 1) << 23`
+/// for `e >= 2`, the subnormals `0x0020_0000 << e` for `e` 0 and 1. Both
+/// at once as the larger of `(e - 1) << 23` (negative for `e = 0`, 0 for
+/// `e = 1`) and `(e + 1) << 21` (which is `0x0020_0000 << e` for those two,
+/// and below `(e - 1) << 23` from `e = 2` on): no blend (callable as
 /// [`hsum`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(crate) fn e8m0_half_ps(e: __m256i) -> __m256 {
     let normal = _mm256_slli_epi32::<23>(_mm256_sub_epi32(e, _mm256_set1_epi32(1)));
-    let subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
-    let small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-    _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small))
+    let subnormal = _mm256_slli_epi32::<21>(_mm256_add_epi32(e, _mm256_set1_epi32(1)));
+    _mm256_castsi256_ps(_mm256_max_epi32(normal, subnormal))
 }
 
 /// The AVX-512 register of two 256-bit halves: `low` in bits 0..256,
