@@ -69,7 +69,7 @@ macro_rules! match_packed {
             Q4_1 => blocks::Blocks<crate::quant::Q4_1>,
             Q5_0 => blocks::Blocks<crate::quant::Q5_0>,
             Q5_1 => blocks::Blocks<crate::quant::Q5_1>,
-            MXFP4 => blocks::Blocks<crate::quant::mxfp4::MXFP4>,
+            MXFP4 => blocks::Blocks<crate::quant::MXFP4>,
             Q2_K => kquant::PackedK<crate::quant::kquant_low_bits::Q2K>,
             Q3_K => kquant::PackedK<crate::quant::kquant_low_bits::Q3K>,
             Q4_K => kquant::PackedK<crate::quant::kquant::Q4K>,

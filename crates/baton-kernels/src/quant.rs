@@ -67,9 +67,11 @@ pub(crate) enum Scale {
     /// An f16 (2 bytes).
     F16,
     /// An E8M0 exponent byte `e`: `d = 2^(e - 128)` (MXFP4; see
-    /// [`mxfp4::e8m0_half`]).
+    /// [`e8m0_half`]).
     E8M0,
 }
+
+pub(crate) use mxfp4::e8m0_half;
 
 impl Scale {
     /// Bytes of the scale.
@@ -109,14 +111,11 @@ pub(crate) trait BlockFormat {
     /// What a block adds to `d * q`.
     const OFFSET: Offset;
 
-    /// Encodes 32 values as GGML's reference quantizer does: MXFP4's for a
-    /// power-of-two scale, else the signed one (Q8_0), the centred one (Q4_0,
-    /// Q5_0) or the one with a minimum (Q4_1, Q5_1), as the offset says.
+    /// Encodes 32 values as GGML's reference quantizer does: the signed one
+    /// (Q8_0), the centred one (Q4_0, Q5_0) or the one with a minimum (Q4_1,
+    /// Q5_1), as the offset says (MXFP4 has its own).
     #[inline]
     fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-        if Self::SCALE == Scale::E8M0 {
-            return mxfp4::quantize_block(src, dst);
-        }
         match Self::OFFSET {
             Offset::Zero => quantize_signed::<Self>(src, dst),
             Offset::Centred(_) => quantize_centred::<Self>(src, dst),
@@ -137,7 +136,7 @@ pub(crate) trait BlockFormat {
     fn scale(block: &[u8]) -> f32 {
         match Self::SCALE {
             Scale::F16 => f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32(),
-            Scale::E8M0 => mxfp4::e8m0_half(block[0]),
+            Scale::E8M0 => e8m0_half(block[0]),
         }
     }
 
@@ -274,6 +273,23 @@ fn quantize_with_min<F: BlockFormat + ?Sized>(src: &[f32; BLOCK_ELEMS], dst: &mu
     write_unsigned_quants::<F>(&levels, dst);
 }
 
+/// MXFP4: an E8M0 scale byte, 16 bytes of E2M1 codes (see [`mxfp4`]).
+pub(crate) struct MXFP4;
+
+impl BlockFormat for MXFP4 {
+    const DTYPE: DType = DType::MXFP4;
+    const QS: usize = 1;
+    const QUANTS: Quants = Quants::Lookup(&mxfp4::UNSIGNED);
+    const OFFSET: Offset = Offset::Centred(mxfp4::CENTRE);
+    const SCALE: Scale = Scale::E8M0;
+
+    fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
+        let (e, codes) = mxfp4::encode(src);
+        dst[0] = e;
+        write_unsigned_quants::<Self>(&codes, dst);
+    }
+}
+
 impl BlockFormat for Q8_0 {
     const DTYPE: DType = DType::Q8_0;
     const QS: usize = 2;
@@ -336,7 +352,7 @@ macro_rules! match_format {
                 $body
             }
             DType::MXFP4 => {
-                type $format = $crate::quant::mxfp4::MXFP4;
+                type $format = $crate::quant::MXFP4;
                 $body
             }
             DType::Q2_K => {
@@ -467,7 +483,7 @@ mod tests {
         layout_fits::<Q4_1>();
         layout_fits::<Q5_0>();
         layout_fits::<Q5_1>();
-        layout_fits::<mxfp4::MXFP4>();
+        layout_fits::<MXFP4>();
     }
 
     #[test]

@@ -239,7 +239,7 @@ unsafe fn load_quant_pair<F: BlockFormat>(b0: *const u8, b1: *const u8) -> __m51
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn scale_and_offset<F: BlockFormat>(block: *const u8) -> (f32, f32) {
-    use crate::quant::{mxfp4::e8m0_half, Scale};
+    use crate::quant::{e8m0_half, Scale};
     use crate::simd::f16_bits_to_f32;
     // SAFETY: the scale is the first one or two bytes (caller's guarantee).
     let d = unsafe {

@@ -17,20 +17,6 @@ use baton_kernels::{matmul, matmul_packed_each, MatMut, MatRef, PackedWeights, S
 use super::context::{node, node_error, Context, SharedPtr};
 use super::workspace::{for_rows, Workspace};
 
-/// What [`matmul_id`] keeps between calls, so a warm stream allocates
-/// nothing per step.
-#[derive(Default)]
-pub(crate) struct ExpertScratch {
-    /// The input rows, gathered by expert.
-    x: Vec<f32>,
-    /// The output rows, by expert.
-    y: Vec<f32>,
-    /// Output row of each gathered row.
-    order: Vec<usize>,
-    /// One activation scratch per expert with rows in a step.
-    scratches: Vec<Scratch>,
-}
-
 /// Whether value `a` at index `ia` ranks above `b` at `ib` (see
 /// [`Op::TopK`](baton_core::graph::Op::TopK)): the larger first, equal
 /// values by index, NaN below every number.

@@ -17,6 +17,7 @@
 
 mod attention;
 mod context;
+mod expert_scratch;
 mod experts;
 mod matmul;
 mod ops;

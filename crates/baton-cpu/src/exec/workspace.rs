@@ -27,7 +27,7 @@ pub(crate) struct Workspace {
     pub(crate) last_product_input: Option<baton_core::graph::NodeId>,
     /// The experts' products' rows gathered by expert, their outputs and
     /// one activation scratch per expert (`experts`).
-    pub(crate) experts: super::experts::ExpertScratch,
+    pub(crate) experts: super::expert_scratch::ExpertScratch,
 }
 
 impl Workspace {
@@ -40,7 +40,7 @@ impl Workspace {
             convert: Vec::new(),
             rope: Mutex::new(RopeCache::default()),
             last_product_input: None,
-            experts: super::experts::ExpertScratch::default(),
+            experts: super::expert_scratch::ExpertScratch::default(),
         }
     }
 }

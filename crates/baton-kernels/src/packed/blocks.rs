@@ -199,7 +199,7 @@ unsafe fn tile_scalar<F: BlockFormat, const MR: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{mxfp4::MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+    use crate::quant::{MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 
     /// Packing keeps the size, round-trips every byte, and the portable
     /// read of the layout gives each row's integers.

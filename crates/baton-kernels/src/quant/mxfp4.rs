@@ -5,21 +5,17 @@
 //! doubled, and the scale is `2^(e - 128)` (the half makes up for the
 //! doubling): `x = KVALUES[c] * 2^(e - 128)`.
 //!
-//! As a [`BlockFormat`] the codes index [`UNSIGNED`] (`KVALUES + 12`, in
+//! As a `BlockFormat` (`quant::MXFP4`) the codes index [`UNSIGNED`] (`KVALUES + 12`, in
 //! `0..=24`) with the centre 12, so MXFP4 runs through the same unsigned
 //! integer dot products as Q4_0 (`d * (q - 12)` is `d * KVALUES[c]`); the
 //! SIMD tiles look the 16 entries up with a byte shuffle.
-
-use baton_core::DType;
-
-use super::{write_unsigned_quants, BlockFormat, Offset, Quants, Scale, BLOCK_ELEMS};
 
 /// The E2M1 values, doubled, by code (ggml's `kvalues_mxfp4`): code 8 is
 /// E2M1's negative zero, which decodes as 0.
 pub(crate) const KVALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// What [`UNSIGNED`] adds to [`KVALUES`].
-const CENTRE: i32 = 12;
+pub(crate) const CENTRE: i32 = 12;
 
 /// [`KVALUES`] plus 12: the unsigned integers the tiles multiply.
 pub(crate) const UNSIGNED: [u8; 16] = {
@@ -32,15 +28,16 @@ pub(crate) const UNSIGNED: [u8; 16] = {
     table
 };
 
-/// MXFP4: an E8M0 scale byte, 16 bytes of E2M1 codes (see the module docs).
-pub(crate) struct MXFP4;
-
-impl BlockFormat for MXFP4 {
-    const DTYPE: DType = DType::MXFP4;
-    const QS: usize = 1;
-    const QUANTS: Quants = Quants::Lookup(&UNSIGNED);
-    const OFFSET: Offset = Offset::Centred(CENTRE);
-    const SCALE: Scale = Scale::E8M0;
+/// ggml's reference quantizer (`quantize_row_mxfp4_ref`): `e =
+/// floor(log2(amax)) - 2 + 127` (0 for an all-zero block; the f32 cast to
+/// `u8` saturates), then each value takes the code whose `KVALUES[c] * d`
+/// is nearest, the first such code on a tie.
+/// Returns the scale byte and the 32 codes (the caller lays them out).
+pub(crate) fn encode(src: &[f32; 32]) -> (u8, [u8; 32]) {
+    let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+    let e = if amax > 0.0 { (amax.log2().floor() - 2.0 + 127.0) as u8 } else { 0 };
+    let d = e8m0_half(e);
+    (e, src.map(|x| nearest_code(x, d)))
 }
 
 /// `2^(e - 128)` as an f32, as ggml's `GGML_E8M0_TO_FP32_HALF`: the bits
@@ -50,19 +47,6 @@ impl BlockFormat for MXFP4 {
 pub(crate) fn e8m0_half(e: u8) -> f32 {
     let bits = if e < 2 { 0x0020_0000u32 << e } else { u32::from(e - 1) << 23 };
     f32::from_bits(bits)
-}
-
-/// ggml's reference quantizer (`quantize_row_mxfp4_ref`): `e =
-/// floor(log2(amax)) - 2 + 127` (0 for an all-zero block; the f32 cast to
-/// `u8` saturates), then each value takes the code whose `KVALUES[c] * d`
-/// is nearest, the first such code on a tie.
-pub(crate) fn quantize_block(src: &[f32; BLOCK_ELEMS], dst: &mut [u8]) {
-    let amax = src.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-    let e = if amax > 0.0 { (amax.log2().floor() - 2.0 + 127.0) as u8 } else { 0 };
-    let d = e8m0_half(e);
-    dst[0] = e;
-    let codes = src.map(|x| nearest_code(x, d));
-    write_unsigned_quants::<MXFP4>(&codes, dst);
 }
 
 /// The code whose value times `d` is nearest `x` (ggml's
@@ -81,6 +65,7 @@ fn nearest_code(x: f32, d: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::{BlockFormat, MXFP4};
 
     fn block(e: u8, qs: [u8; 16]) -> [u8; 17] {
         let mut block = [0u8; 17];

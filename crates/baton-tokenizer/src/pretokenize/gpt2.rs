@@ -2,7 +2,7 @@
 //! second stage of `smollm` (HF's `Digits(individual_digits=True)` first):
 //! `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
-use super::{char_at, contraction, run_end, whitespace_match};
+use super::scan::{char_at, contraction, run_end, whitespace_match};
 use crate::unicode::{is_letter, is_number, is_other, is_space};
 
 pub(super) fn gpt2_match(s: &str, i: usize) -> usize {

@@ -13,7 +13,7 @@
 //! upper-case one ("camelCase" is "camel" and "Case"), and a contraction stays
 //! on its word.
 
-use super::{char_at, contraction_end, line_break_match, run_end};
+use super::scan::{char_at, contraction_end, line_break_match, run_end};
 use crate::unicode::{is_letter, is_lower_or_uncased, is_number, is_other, is_upper_or_uncased};
 
 pub(super) fn gpt4o_match(s: &str, i: usize) -> usize {

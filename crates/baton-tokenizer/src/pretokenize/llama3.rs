@@ -9,7 +9,7 @@
 //!   `\p{L}+` and ` ?[^\s\p{L}\p{M}\p{N}]+` for ` ?[^\s\p{L}\p{N}]+`, so a
 //!   combining mark stays on the letters it follows.
 
-use super::{char_at, contraction_end, line_break_match, run_end};
+use super::scan::{char_at, contraction_end, line_break_match, run_end};
 use crate::unicode::{is_letter, is_mark, is_number, is_other};
 
 /// Where the family's patterns differ.

@@ -14,10 +14,12 @@
 mod gpt2;
 mod gpt4o;
 mod llama3;
+mod scan;
 
 use crate::error::{Result, TokenizerError};
-use crate::unicode::{is_number, is_space};
+use crate::unicode::is_number;
 use llama3::Llama3Shape;
+use scan::char_at;
 
 /// Values of `tokenizer.ggml.pre` this crate supports.
 pub const SUPPORTED_PRE: &str = "default, gpt-2, gpt-4o, llama-bpe, qwen2, qwen35, smollm";
@@ -95,71 +97,6 @@ fn split_with<'a>(text: &'a str, words: &mut Vec<&'a str>, matcher: impl Fn(&str
         let end = if end > i { end } else { i + char_at(text, i).map_or(1, char::len_utf8) };
         words.push(&text[i..end]);
         i = end;
-    }
-}
-
-fn char_at(s: &str, i: usize) -> Option<char> {
-    s.get(i..).and_then(|rest| rest.chars().next())
-}
-
-/// End of the run of characters from `i` that satisfy `pred` (at most `max`).
-fn run_end(s: &str, i: usize, max: usize, pred: impl Fn(char) -> bool) -> usize {
-    let mut end = i;
-    for (count, c) in s[i..].chars().enumerate() {
-        if count == max || !pred(c) {
-            break;
-        }
-        end += c.len_utf8();
-    }
-    end
-}
-
-/// Length of the contraction suffix (`s t re ve m ll d`) after an apostrophe.
-fn contraction(s: &str, i: usize, ignore_case: bool) -> Option<usize> {
-    let rest = s.get(i..)?.as_bytes();
-    // Unicode case folding maps U+017F (long s) to `s`.
-    if ignore_case && rest.starts_with("\u{17F}".as_bytes()) {
-        return Some(2);
-    }
-    let lower = |k: usize| rest.get(k).map(|&b| if ignore_case { b.to_ascii_lowercase() } else { b });
-    match (lower(0)?, lower(1)) {
-        (b's' | b't' | b'm' | b'd', _) => Some(1),
-        (b'r', Some(b'e')) | (b'v', Some(b'e')) | (b'l', Some(b'l')) => Some(2),
-        _ => None,
-    }
-}
-
-/// End of `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `i`, if it matches there.
-fn contraction_end(s: &str, i: usize) -> Option<usize> {
-    if char_at(s, i) != Some('\'') {
-        return None;
-    }
-    contraction(s, i + 1, true).map(|len| i + 1 + len)
-}
-
-/// `\s*[\r\n]+|\s+(?!\S)|\s+` at `i`, where `i` starts a whitespace run: up
-/// to and including the run's last line break, else [`whitespace_match`].
-fn line_break_match(s: &str, i: usize) -> usize {
-    let end = run_end(s, i, usize::MAX, is_space);
-    if let Some(k) = s[i..end].rfind(['\r', '\n']) {
-        return i + k + 1;
-    }
-    whitespace_match(s, i)
-}
-
-/// `\s+(?!\S)|\s+` at `i`, where `i` starts a whitespace run.
-fn whitespace_match(s: &str, i: usize) -> usize {
-    let end = run_end(s, i, usize::MAX, is_space);
-    if end == s.len() {
-        return end;
-    }
-    // Followed by a non-space: the lookahead gives back the last space,
-    // unless that would leave nothing (then plain `\s+` takes the run).
-    let last_start = s[i..end].char_indices().last().map_or(i, |(k, _)| i + k);
-    if last_start > i {
-        last_start
-    } else {
-        end
     }
 }
 

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use half::f16;
 
 use crate::packed::format::GROUP_ROWS;
-use crate::quant::{mxfp4::e8m0_half, BlockFormat, Offset, Quants, Scale, BLOCK_ELEMS};
+use crate::quant::{e8m0_half, BlockFormat, Offset, Quants, Scale, BLOCK_ELEMS};
 
 /// The packed form of the 32-value format `F` (see the [`blocks`](super)
 /// module docs).
