@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// streamed) and the rest as `content`; `none` leaves it in `content`.
     #[arg(long = "reasoning-format", value_name = "none|deepseek", default_value = "deepseek")]
     reasoning_format: ReasoningFormat,
+    /// A chat template (Jinja) to use in place of the model file's
+    /// (llama-server's flag): chat requests, `/apply-template` and `/props`
+    /// use it.
+    #[arg(long = "chat-template-file", value_name = "FILE")]
+    chat_template_file: Option<PathBuf>,
     /// Largest request body in bytes (larger: 413).
     #[arg(long = "body-limit", default_value_t = 1 << 20)]
     body_limit: usize,
@@ -150,6 +155,12 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> Result<ApiKeys>
 /// Runs `baton serve`.
 pub fn run(args: ServeArgs) -> Result<()> {
     let api_keys = api_keys(&args.api_key, args.api_key_file.as_deref())?;
+    let chat_template = match &args.chat_template_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file).with_context(|| format!("reading the chat template {}", file.display()))?,
+        ),
+        None => None,
+    };
     let drain = seconds("--drain", args.drain)?;
     let header_timeout = seconds("--header-timeout", args.header_timeout)?;
     let body_timeout = seconds("--body-timeout", args.body_timeout)?;
@@ -207,7 +218,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         cors_origins: args.cors_origins,
         model_path: path.display().to_string(),
         reasoning_format: args.reasoning_format,
-        chat_template: None,
+        chat_template,
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {

@@ -274,3 +274,29 @@ fn bench_serve_prints_one_json_object() {
     assert_eq!(report["max_tokens"], 4);
     assert_eq!(report["stalls"], serde_json::json!([]));
 }
+
+/// `--chat-template-file` replaces the file's template (`/apply-template`
+/// renders with it); a template file that cannot be read is a startup error
+/// that names it.
+#[test]
+fn a_chat_template_file_replaces_the_models_template() {
+    let (dir, model) = tiny("serve-template");
+    let file = dir.file("template.jinja");
+    let template = "{% for m in messages %}<<{{ m.role }}|{{ m.content }}>>{% endfor %}{% if add_generation_prompt %}<<assistant|{% endif %}";
+    std::fs::write(&file, template).expect("write the template");
+    let file = file.to_string_lossy().into_owned();
+    let served = Served::start(&model, &["--chat-template-file", &file], None);
+    let body = r#"{"messages": [{"role": "user", "content": "hi there"}]}"#;
+    let answer = served.request(&format!(
+        "POST /apply-template HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("<<user|hi there>><<assistant|"), "{answer}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let absent = dir.file("absent.jinja").to_string_lossy().into_owned();
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--chat-template-file", &absent]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("absent.jinja"), "{stderr}");
+}
