@@ -1,6 +1,7 @@
 //! What the experts' product keeps between calls (`experts::matmul_id`),
 //! so a warm stream allocates nothing per step.
 
+use baton_core::graph::NodeId;
 use baton_kernels::Scratch;
 
 /// The experts' product's buffers.
@@ -14,4 +15,12 @@ pub(crate) struct ExpertScratch {
     pub(super) order: Vec<usize>,
     /// One activation scratch per expert with rows in a step.
     pub(super) scratches: Vec<Scratch>,
+    /// Where each expert's rows start in `x` (and one past the last).
+    pub(super) starts: Vec<usize>,
+    /// The input and ids `x`, `order`, `starts` and the scratches' quantized
+    /// rows were made from, while nothing else has run since (the gate and
+    /// up products of one step read the same rows: gathered and quantized
+    /// once); set only after a product through the scratches. The executor
+    /// clears it whenever another op runs, and at each computation's start.
+    pub(crate) last: Option<(NodeId, NodeId)>,
 }

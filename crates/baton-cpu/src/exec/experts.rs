@@ -121,37 +121,45 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
     let (experts, nn) = (wd[0], wd[1]);
     let picks = n.layout.shape.dims()[1];
     let err = |m: String| node_error(ctx.graph, id, m);
-    // Rows per expert, then each gathered row's output row (a counting
-    // sort: rows stay in order within an expert).
-    let mut starts = vec![0usize; experts + 1];
-    for &e in ids {
-        let e = usize::try_from(e)
-            .ok()
-            .filter(|&e| e < experts)
-            .ok_or_else(|| err(format!("expert {e} outside 0..{experts}")))?;
-        starts[e + 1] += 1;
-    }
-    for e in 0..experts {
-        starts[e + 1] += starts[e];
-    }
     let rows = ids.len();
     let scratch = &mut exec.experts;
-    scratch.order.clear();
-    scratch.order.resize(rows, 0);
-    let mut next = starts.clone();
-    for (r, &e) in ids.iter().enumerate() {
-        let e = e as usize;
-        scratch.order[next[e]] = r;
-        next[e] += 1;
+    // The same rows and ids as the product just before (gate, then up):
+    // gathered, and quantized, once.
+    let unchanged = scratch.last == Some((x_id, ids_id)) && scratch.starts.len() == experts + 1;
+    scratch.last = None;
+    if !unchanged {
+        // Rows per expert, then each gathered row's output row (a counting
+        // sort: rows stay in order within an expert).
+        scratch.starts.clear();
+        scratch.starts.resize(experts + 1, 0);
+        for &e in ids {
+            let e = usize::try_from(e)
+                .ok()
+                .filter(|&e| e < experts)
+                .ok_or_else(|| err(format!("expert {e} outside 0..{experts}")))?;
+            scratch.starts[e + 1] += 1;
+        }
+        for e in 0..experts {
+            scratch.starts[e + 1] += scratch.starts[e];
+        }
+        scratch.order.clear();
+        scratch.order.resize(rows, 0);
+        let mut next = scratch.starts.clone();
+        for (r, &e) in ids.iter().enumerate() {
+            let e = e as usize;
+            scratch.order[next[e]] = r;
+            next[e] += 1;
+        }
+        scratch.x.resize(rows * k_dim, 0.0);
+        for (g, &r) in scratch.order.iter().enumerate() {
+            // Output row r = t·picks + j reads input row t·S + j (or t·S).
+            let (t, j) = (r / picks, r % picks);
+            let src = (t * s + if s == 1 { 0 } else { j }) * k_dim;
+            scratch.x[g * k_dim..(g + 1) * k_dim].copy_from_slice(&x[src..src + k_dim]);
+        }
     }
-    scratch.x.resize(rows * k_dim, 0.0);
     scratch.y.resize(rows * nn, 0.0);
-    for (g, &r) in scratch.order.iter().enumerate() {
-        // Output row r = t·picks + j reads input row t·S + j (or t·S).
-        let (t, j) = (r / picks, r % picks);
-        let src = (t * s + if s == 1 { 0 } else { j }) * k_dim;
-        scratch.x[g * k_dim..(g + 1) * k_dim].copy_from_slice(&x[src..src + k_dim]);
-    }
+    let starts = &scratch.starts;
     let w_bytes = ctx.bytes(w_id)?;
     let row_bytes = w_node.dtype.row_bytes(k_dim).unwrap_or(0);
     let extent = if nn == 0 { 0 } else { (nn - 1) * ws[1] + row_bytes };
@@ -195,10 +203,14 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
         ys.push(MatMut::contiguous(mine, count, nn));
         rest = later;
     }
-    if !chosen.is_empty() && packed.len() == chosen.len() {
+    let through_scratches = !chosen.is_empty() && packed.len() == chosen.len();
+    if through_scratches {
         if scratch.scratches.len() < chosen.len() {
             scratch.scratches.resize_with(chosen.len(), Scratch::new);
         }
+        // The rows each scratch quantized last are these, where nothing
+        // has run since the product of the same rows and ids.
+        scratch.scratches.iter_mut().for_each(|s| s.reuse_next(unchanged));
         let ws: Vec<&PackedWeights> = packed.iter().map(|p| &**p).collect();
         matmul_packed_each(&exec.device.pool, &ws, &xs, &mut ys, &mut scratch.scratches).map_err(kernel_err)?;
     } else {
@@ -214,6 +226,9 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
     for (g, &r) in scratch.order.iter().enumerate() {
         out[r * nn..(r + 1) * nn].copy_from_slice(&scratch.y[g * nn..(g + 1) * nn]);
     }
+    // Only where the expert scratches quantized these rows may the next
+    // product take them (the other path quantizes elsewhere).
+    scratch.last = through_scratches.then_some((x_id, ids_id));
     Ok(())
 }
 

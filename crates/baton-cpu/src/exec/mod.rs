@@ -123,6 +123,7 @@ impl Executor {
         let ctx = Context { graph, roots: &roots, packed: &packed };
         // The host may have rewritten any tensor since the last computation.
         self.workspace.last_product_input = None;
+        self.workspace.experts.last = None;
         let profiling = crate::profile::enabled();
         let nodes = graph.nodes();
         let mut i = 0;
@@ -134,6 +135,7 @@ impl Executor {
                 self.run_node(&ctx, NodeId(i), node)?;
                 crate::profile::record(crate::profile::key(graph, node), start.elapsed());
             } else if let Some((group, next)) = same_input_products(nodes, i) {
+                self.workspace.experts.last = None;
                 matmul::run_many(&mut self.workspace, &ctx, &group)?;
                 i = next;
                 continue;
@@ -148,8 +150,12 @@ impl Executor {
     fn run_node(&mut self, ctx: &Context<'_>, id: NodeId, node: &Node) -> Result<(), StreamError> {
         match &node.op {
             Op::Leaf | Op::View => return Ok(()),
-            Op::MatMul => return matmul::run(&mut self.workspace, ctx, id),
-            _ => {}
+            Op::MatMul => {
+                self.workspace.experts.last = None;
+                return matmul::run(&mut self.workspace, ctx, id);
+            }
+            Op::MatMulId => {}
+            _ => self.workspace.experts.last = None,
         }
         // Any other op may write memory a later product reads.
         self.workspace.last_product_input = None;

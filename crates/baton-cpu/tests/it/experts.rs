@@ -135,3 +135,66 @@ fn an_expert_id_outside_the_experts_is_an_error_not_a_read() {
         assert!(message.contains(named), "{bad:?}: {message}");
     }
 }
+
+/// Two products of the same rows and ids in a row (a layer's gate and up)
+/// gather and quantize the rows once: each output has the bits of its
+/// product alone, and the next computation, with other rows in the same
+/// memory, is not given the rows of the last one.
+#[test]
+fn gate_and_up_of_the_same_rows_match_each_product_alone_across_computations() {
+    let device = CpuDevice::new("cpu", Vec::new(), 2, 1.0).expect("device");
+    let stream = device.new_stream().expect("stream");
+    let (tokens, picks, experts, n, k) = (6, 2, 4, 24, 256);
+    let dtype = DType::Q4_K;
+    let row = dtype.row_bytes(k).expect("whole blocks");
+    let weights = |seed: u32| {
+        let mut bytes = vec![0u8; experts * n * row];
+        for (r, out) in bytes.chunks_exact_mut(row).enumerate() {
+            quantize_row(dtype, &values(k, r as u32 + seed), out).expect("quantize");
+        }
+        let t = device.alloc_tensor(dtype, &[experts, n, k]).expect("weights");
+        t.buffer().declare_weights();
+        stream.write_async(&t, bytes).expect("write").wait_within(TIMEOUT).expect("written");
+        t
+    };
+    let (gate_w, up_w) = (weights(1), weights(900));
+    let mut g = Graph::new();
+    let x = g.leaf("x", DType::F32, &[tokens, 1, k], Flags::INPUT).expect("x");
+    let ids = g.leaf("ids", DType::I32, &[tokens, picks], Flags::INPUT).expect("ids");
+    let gw = g.leaf("gate_w", dtype, &[experts, n, k], Flags::WEIGHT).expect("w");
+    let uw = g.leaf("up_w", dtype, &[experts, n, k], Flags::WEIGHT).expect("w");
+    let gate = g.matmul_id(x, gw, ids).expect("gate");
+    let up = g.matmul_id(x, uw, ids).expect("up");
+    for (node, name) in [(gate, "gate"), (up, "up")] {
+        g.mark(node, Flags::OUTPUT).expect("mark");
+        g.set_name(node, name).expect("name");
+    }
+    let both = Arc::new(g);
+    let single = matmul_id_graph(dtype, (tokens, picks), (experts, n, k));
+    let x_t = device.alloc_tensor(DType::F32, &[tokens, 1, k]).expect("x");
+    let ids_t = device.alloc_tensor(DType::I32, &[tokens, picks]).expect("ids");
+    let outs = [(); 3].map(|_| device.alloc_tensor(DType::F32, &[tokens, picks, n]).expect("y"));
+    let read = |t: &TensorRef| {
+        stream.read_into_async(t, vec![0f32; t.bytes() / 4]).expect("read").wait_within(TIMEOUT).expect("r")
+    };
+    for (seed, id_list) in [(5u32, [0, 1, 2, 3, 1, 0, 3, 2, 0, 2, 1, 3]), (77, [3, 2, 3, 1, 0, 1, 2, 0, 1, 3, 0, 2])] {
+        stream.write_async(&x_t, values(tokens * k, seed)).expect("write").wait_within(TIMEOUT).expect("x");
+        stream.write_async(&ids_t, id_list.to_vec()).expect("write").wait_within(TIMEOUT).expect("ids");
+        let mut b = Bindings::new(&both);
+        for (name, t) in
+            [("x", &x_t), ("ids", &ids_t), ("gate_w", &gate_w), ("up_w", &up_w), ("gate", &outs[0]), ("up", &outs[1])]
+        {
+            b.bind_name(name, t.clone()).expect("bind");
+        }
+        stream.compute(b).expect("compute").wait_timeout(TIMEOUT).expect("computed");
+        let (gate_out, up_out) = (read(&outs[0]), read(&outs[1]));
+        for (w, want) in [(&gate_w, &gate_out), (&up_w, &up_out)] {
+            let mut b = Bindings::new(&single);
+            for (name, t) in [("x", &x_t), ("ids", &ids_t), ("w", w), ("y", &outs[2])] {
+                b.bind_name(name, t.clone()).expect("bind");
+            }
+            stream.compute(b).expect("compute").wait_timeout(TIMEOUT).expect("computed");
+            assert_eq!(&read(&outs[2]), want, "seed {seed}: the product alone");
+        }
+    }
+}
