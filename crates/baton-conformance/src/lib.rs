@@ -40,6 +40,7 @@ mod expert_ops;
 mod op_harness;
 pub mod ops;
 mod oss_ops;
+mod recurrent_ops;
 pub mod reference;
 mod relay;
 mod util;

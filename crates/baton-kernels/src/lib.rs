@@ -65,6 +65,7 @@ pub mod matmul;
 pub mod ops;
 pub mod packed;
 pub mod quant;
+pub mod recurrent;
 pub mod rope;
 
 mod activation;

@@ -129,6 +129,9 @@ impl Device for VulkanDevice {
             // A mixture of experts' ops are not written here: the experts'
             // layers go on a device that runs them (the CPU).
             Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => false,
+            // Nor are a recurrent layer's (Gated DeltaNet): its layers go on
+            // the CPU too.
+            Op::Sigmoid | Op::Softplus | Op::L2Norm { .. } | Op::SsmConv | Op::GatedDeltaNet { .. } => false,
             _ => dtype == DType::F32,
         }
     }

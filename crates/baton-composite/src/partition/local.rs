@@ -37,6 +37,11 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::TakeColumns => g.take_columns(i[0], i[1]),
         Op::MatMulId => g.matmul_id(i[0], i[1], i[2]),
         Op::SumRows => g.sum_rows(i[0]),
+        Op::Sigmoid => g.sigmoid(i[0]),
+        Op::Softplus => g.softplus(i[0]),
+        Op::L2Norm { eps } => g.l2_norm(i[0], eps),
+        Op::SsmConv => g.ssm_conv(i[0], i[1], i[2], (i[3], i[4])),
+        Op::GatedDeltaNet { scale } => g.gated_delta_net(i[0], (i[1], i[2], i[3]), (i[4], i[5]), (i[6], i[7]), scale),
         Op::View => {
             let base = g.node(i[0]).layout.offset;
             let offset = layout.offset.checked_sub(base).ok_or(GraphError::Shape {

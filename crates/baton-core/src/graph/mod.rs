@@ -13,6 +13,7 @@ mod builder;
 mod experts;
 mod op;
 pub mod plan_cache;
+mod recurrent;
 
 use std::collections::HashMap;
 

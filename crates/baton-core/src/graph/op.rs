@@ -200,6 +200,53 @@ pub enum Op {
     /// in order, `((x₀ + x₁) + x₂) + …` (a token's expert outputs, each
     /// already weighted).
     SumRows,
+    /// `(x) -> 1 / (1 + exp(-x))`, elementwise.
+    Sigmoid,
+    /// `(x) -> x` where `x > 20`, else `ln(1 + exp(x))`, elementwise
+    /// (ggml's softplus: Gated DeltaNet's decay).
+    Softplus,
+    /// `(x) -> x / max(sqrt(Σ x²), eps)` over the last dimension (ggml's L2
+    /// norm: Gated DeltaNet's queries and keys).
+    L2Norm {
+        /// The least divisor.
+        eps: f32,
+    },
+    /// `(state [S, C, K-1] f32, x [T, C] f32, w [C, K] f32, slots [T] i32,
+    /// positions [T] i32) -> [T, C] f32`: a short causal convolution per
+    /// channel, with the last `K - 1` inputs of each sequence kept in
+    /// `state` (one per slot). Rows are taken in order; row `t` belongs to
+    /// the sequence in slot `s = slots[t]`. If `positions[t]` is 0 the
+    /// slot's state is zeroed first (a sequence starts). Then `out[t, c] =
+    /// Σ_{i < K-1} state[s, c, i] · w[c, i] + x[t, c] · w[c, K-1]`, summed
+    /// in that order (oldest input first), and the state shifts by one:
+    /// `state[s, c] = (state[s, c, 1..], x[t, c])`.
+    ///
+    /// **The op writes `state` in place** (it is a state leaf, or a view of
+    /// one): later nodes, and later computations, see the shifted state. A
+    /// row's output depends only on its own slot's rows before it and its
+    /// own input, never on the other slots' rows in the batch. A slot
+    /// outside `0..S` is an error.
+    SsmConv,
+    /// `(state [S, H, Dv, Dk] f32, q [T, Hk, Dk] f32, k [T, Hk, Dk] f32, v
+    /// [T, H, Dv] f32, g [T, H] f32, beta [T, H] f32, slots [T] i32,
+    /// positions [T] i32) -> [T, H, Dv] f32`: the gated delta rule (Gated
+    /// DeltaNet), a recurrent state of `Dv × Dk` per head and sequence.
+    /// Value head `h` reads query and key head `h mod Hk` (`H` a multiple
+    /// of `Hk`). Rows are taken in order; row `t` updates slot `s =
+    /// slots[t]`'s state, zeroed first where `positions[t]` is 0. For each
+    /// head, with `S_j = state[s, h, j]` (a row of `Dk` values):
+    ///
+    /// `S_j *= exp(g[t, h])`; `d_j = (v[t, h, j] - S_j · k) · beta[t, h]`;
+    /// `S_j += d_j k`; `out[t, h, j] = (S_j · q) · scale`,
+    ///
+    /// each dot product summed in an order that depends on `Dk` alone. As
+    /// [`SsmConv`](Op::SsmConv),
+    /// **the op writes `state` in place**, and a row's output depends only
+    /// on its own slot's rows before it, so batches stay batch-invariant.
+    GatedDeltaNet {
+        /// Multiplies each output (`1 / sqrt(Dk)`).
+        scale: f32,
+    },
     /// `(x) -> x` seen through another layout of the same storage (reshape,
     /// permute, slice); costs nothing.
     View,
@@ -229,6 +276,11 @@ impl Op {
             Op::TakeColumns => "take_columns",
             Op::MatMulId => "matmul_id",
             Op::SumRows => "sum_rows",
+            Op::Sigmoid => "sigmoid",
+            Op::Softplus => "softplus",
+            Op::L2Norm { .. } => "l2_norm",
+            Op::SsmConv => "ssm_conv",
+            Op::GatedDeltaNet { .. } => "gated_delta_net",
             Op::View => "view",
         }
     }
@@ -237,5 +289,12 @@ impl Op {
     /// owning its own.
     pub fn aliases_input(&self) -> bool {
         matches!(self, Op::View | Op::CopyInto | Op::ScatterRows)
+    }
+
+    /// Whether the node writes its first input (a state leaf) in place
+    /// besides computing its own output ([`Op::SsmConv`],
+    /// [`Op::GatedDeltaNet`]).
+    pub fn writes_state(&self) -> bool {
+        matches!(self, Op::SsmConv | Op::GatedDeltaNet { .. })
     }
 }

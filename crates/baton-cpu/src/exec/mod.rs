@@ -21,6 +21,7 @@ mod expert_scratch;
 mod experts;
 mod matmul;
 mod ops;
+mod recurrent;
 mod rope_cache;
 mod workspace;
 
@@ -165,6 +166,8 @@ impl Executor {
             Op::TopK { k } => experts::top_k(&self.workspace, ctx, id, *k),
             Op::TakeColumns => experts::take_columns(ctx, id),
             Op::SumRows => experts::sum_rows(&self.workspace, ctx, id),
+            Op::SsmConv => recurrent::ssm_conv(&self.workspace, ctx, id),
+            Op::GatedDeltaNet { scale } => recurrent::gated_delta_net(&self.workspace, ctx, id, *scale),
             _ => ops::run(&mut self.workspace, ctx, id),
         }
     }

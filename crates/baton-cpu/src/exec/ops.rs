@@ -3,6 +3,7 @@
 
 use baton_core::graph::{NodeId, Op, RopeMode};
 use baton_kernels::ops as k;
+use baton_kernels::recurrent;
 use baton_kernels::{dequantize_row, quantize_row, WeightMatrix};
 
 use super::context::{node, node_error, Context, SharedPtr};
@@ -18,6 +19,9 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::Silu => unary(exec, ctx, id, &|x, out| k::silu(x, out)),
         Op::Gelu => unary(exec, ctx, id, &|x, out| k::gelu(x, out)),
         Op::RmsNorm { eps } => unary(exec, ctx, id, &|x, out| k::rms_norm(x, eps, out)),
+        Op::Sigmoid => unary(exec, ctx, id, &|x, out| recurrent::sigmoid(x, out)),
+        Op::Softplus => unary(exec, ctx, id, &|x, out| recurrent::softplus(x, out)),
+        Op::L2Norm { eps } => unary(exec, ctx, id, &|x, out| recurrent::l2_norm(x, eps, out)),
         Op::Softmax { scale, causal, window } => softmax(exec, ctx, id, scale, causal, window),
         Op::Rope { mode, dims, freq_base, freq_scale, yarn } => {
             rope(exec, ctx, id, mode, dims, (freq_base, freq_scale), yarn)
@@ -28,6 +32,7 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::Contiguous => contiguous(exec, ctx, id),
         Op::Leaf | Op::View | Op::MatMul | Op::Attention { .. } => Ok(()),
         Op::MatMulId | Op::TopK { .. } | Op::TakeColumns | Op::SumRows => Ok(()),
+        Op::SsmConv | Op::GatedDeltaNet { .. } => Ok(()),
     }
 }
 

@@ -237,6 +237,9 @@ impl Recorder<'_> {
             Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => {
                 Err(self.err(id, "the experts' ops are not written for this device"))
             }
+            Op::Sigmoid | Op::Softplus | Op::L2Norm { .. } | Op::SsmConv | Op::GatedDeltaNet { .. } => {
+                Err(self.err(id, "the recurrent layers' ops are not written for this device"))
+            }
         }
     }
 }

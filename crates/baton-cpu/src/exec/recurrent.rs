@@ -1,0 +1,142 @@
+//! A recurrent layer's state-carrying ops ([`Op::SsmConv`],
+//! [`Op::GatedDeltaNet`]): each takes the rows in order and writes its
+//! first input, the slots' state, in place. The work is split over
+//! channels (convolution) or heads (delta rule): a thread owns its
+//! channels' or heads' state in every slot and their outputs in every row,
+//! so no two threads touch the same state, and a row's result does not
+//! depend on the split.
+//!
+//! [`Op::SsmConv`]: baton_core::graph::Op::SsmConv
+//! [`Op::GatedDeltaNet`]: baton_core::graph::Op::GatedDeltaNet
+
+use baton_core::backend::StreamError;
+use baton_core::graph::NodeId;
+use baton_core::DType;
+use baton_kernels::recurrent::{conv_step, delta_rule_step};
+
+use super::context::{node, node_error, Context, SharedPtr};
+use super::workspace::{for_rows, Workspace};
+
+/// The state input of `id` as a mutable f32 slice, checked not to overlap
+/// any other input of the op.
+///
+/// # Safety
+///
+/// The caller must not hold another slice of the state while this one
+/// lives (the op takes it once).
+#[allow(clippy::mut_from_ref)]
+unsafe fn state_of<'a>(ctx: &'a Context<'_>, id: NodeId) -> Result<&'a mut [f32], StreamError> {
+    let n = node(ctx, id);
+    let state = n.inputs[0];
+    let s = node(ctx, state);
+    if s.dtype != DType::F32 || !s.layout.is_contiguous(DType::F32) {
+        return Err(node_error(ctx.graph, id, "the state must be contiguous f32"));
+    }
+    let raw = ctx.raw(state)?;
+    let bytes = s.layout.shape.elems() * 4;
+    if !(raw.ptr() as usize).is_multiple_of(4) {
+        return Err(node_error(ctx.graph, id, "the state is not 4-byte aligned"));
+    }
+    let (s0, s1) = (raw.ptr() as usize, raw.ptr() as usize + bytes);
+    for &input in &n.inputs[1..] {
+        let b = ctx.bytes(input)?;
+        let (i0, i1) = (b.as_ptr() as usize, b.as_ptr() as usize + b.len());
+        if i0 < s1 && s0 < i1 {
+            return Err(node_error(ctx.graph, id, "the state overlaps another input"));
+        }
+    }
+    // SAFETY: `raw` checked that the state's extent lies in its storage,
+    // the pointer is aligned (checked), no other input of this op overlaps
+    // it (checked), the op's output is a separate block (module doc of
+    // `exec`), and the caller holds no other view of it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(raw.ptr().cast(), s.layout.shape.elems()) })
+}
+
+/// Each row's slot, checked against `slots` slots.
+fn checked_slots(ctx: &Context<'_>, id: NodeId, input: usize, slots: usize) -> Result<Vec<usize>, StreamError> {
+    ctx.indices(node(ctx, id).inputs[input])?
+        .iter()
+        .map(|&s| {
+            usize::try_from(s)
+                .ok()
+                .filter(|&s| s < slots)
+                .ok_or_else(|| node_error(ctx.graph, id, format!("slot {s} outside 0..{slots}")))
+        })
+        .collect()
+}
+
+/// [`Op::SsmConv`](baton_core::graph::Op::SsmConv).
+pub(crate) fn ssm_conv(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let dims = node(ctx, n.inputs[0]).layout.shape.dims().to_vec();
+    let (slots, channels, past) = (dims[0], dims[1], dims[2]);
+    let x = ctx.f32s(n.inputs[1])?;
+    let w = ctx.f32s(n.inputs[2])?;
+    let rows = checked_slots(ctx, id, 3, slots)?;
+    let positions = ctx.indices(n.inputs[4])?;
+    // SAFETY: the state is taken once, here.
+    let state = SharedPtr(unsafe { state_of(ctx, id)? }.as_mut_ptr());
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let taps = past + 1;
+    for_rows(exec, channels, rows.len() * taps, &|range| {
+        for (t, (&slot, &pos)) in rows.iter().zip(positions).enumerate() {
+            for c in range.clone() {
+                // SAFETY: channel `c` of slot `slot` is `past` values inside
+                // the state ([S, C, K-1]; slot checked), and channel ranges
+                // of different threads are disjoint (split_range).
+                let p = unsafe { std::slice::from_raw_parts_mut(state.get().add((slot * channels + c) * past), past) };
+                if pos == 0 {
+                    p.fill(0.0);
+                }
+                let y = conv_step(p, x[t * channels + c], &w[c * taps..(c + 1) * taps]);
+                // SAFETY: row `t`, channel `c` is inside the output [T, C];
+                // disjoint channels per thread.
+                unsafe { *out.get().add(t * channels + c) = y };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// [`Op::GatedDeltaNet`](baton_core::graph::Op::GatedDeltaNet).
+pub(crate) fn gated_delta_net(exec: &Workspace, ctx: &Context<'_>, id: NodeId, scale: f32) -> Result<(), StreamError> {
+    let n = node(ctx, id);
+    let sd = node(ctx, n.inputs[0]).layout.shape.dims().to_vec();
+    let qd = node(ctx, n.inputs[1]).layout.shape.dims().to_vec();
+    let (slots, heads, dv, dk) = (sd[0], sd[1], sd[2], sd[3]);
+    let key_heads = qd[1];
+    let (q, k, v) = (ctx.f32s(n.inputs[1])?, ctx.f32s(n.inputs[2])?, ctx.f32s(n.inputs[3])?);
+    let (g, beta) = (ctx.f32s(n.inputs[4])?, ctx.f32s(n.inputs[5])?);
+    let rows = checked_slots(ctx, id, 6, slots)?;
+    let positions = ctx.indices(n.inputs[7])?;
+    // SAFETY: the state is taken once, here.
+    let state = SharedPtr(unsafe { state_of(ctx, id)? }.as_mut_ptr());
+    // SAFETY: the op takes its output once, here.
+    let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let per_head = dv * dk;
+    for_rows(exec, heads, rows.len() * per_head * 4, &|range| {
+        for (t, (&slot, &pos)) in rows.iter().zip(positions).enumerate() {
+            for h in range.clone() {
+                // SAFETY: head `h` of slot `slot` is `dv × dk` values inside
+                // the state ([S, H, Dv, Dk]; slot checked); head ranges of
+                // different threads are disjoint (split_range).
+                let s =
+                    unsafe { std::slice::from_raw_parts_mut(state.get().add((slot * heads + h) * per_head), per_head) };
+                if pos == 0 {
+                    s.fill(0.0);
+                }
+                let kh = h % key_heads;
+                let qk = (t * key_heads + kh) * dk;
+                let vh = (t * heads + h) * dv;
+                let gh = t * heads + h;
+                // SAFETY: row `t`, head `h` is `dv` values inside the output
+                // [T, H, Dv]; disjoint heads per thread.
+                let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(vh), dv) };
+                let decay = g[gh].exp();
+                delta_rule_step(s, (&q[qk..qk + dk], &k[qk..qk + dk], &v[vh..vh + dv]), decay, beta[gh], scale, o);
+            }
+        }
+    });
+    Ok(())
+}

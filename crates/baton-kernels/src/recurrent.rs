@@ -1,0 +1,186 @@
+//! The kernels of a recurrent layer (Gated DeltaNet): the elementwise
+//! sigmoid and softplus, the L2 norm of a row, one step of a short causal
+//! convolution, and one step of the gated delta rule for one head.
+//!
+//! The sums are over fixed lanes whose order depends only on the row's
+//! length, so a row's result is the same whatever else is computed beside
+//! it (the batch invariance the graph ops promise).
+
+use crate::isa::{multiversion, Isa};
+use crate::ops::exp;
+
+/// Lanes of the dot products (wide enough for AVX-512).
+const LANES: usize = 16;
+
+/// `out = 1 / (1 + exp(-x))`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn sigmoid(x: &[f32], out: &mut [f32]) {
+    assert_eq!(x.len(), out.len(), "sigmoid: x and out differ in length");
+    sigmoid_impl(Isa::current(), x, out)
+}
+
+multiversion! {
+    fn sigmoid_impl(x: &[f32], out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = 1.0 / (1.0 + exp(-v));
+        }
+    }
+}
+
+/// `out = x` where `x > 20`, else `ln(1 + exp(x))` (ggml's softplus, with
+/// the standard library's `exp` and `ln`).
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn softplus(x: &[f32], out: &mut [f32]) {
+    assert_eq!(x.len(), out.len(), "softplus: x and out differ in length");
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = if v > 20.0 { v } else { (1.0 + v.exp()).ln() };
+    }
+}
+
+/// `out = x / max(sqrt(Σ x²), eps)`, the squares summed in f64 in order
+/// (as ggml sums them).
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn l2_norm(x: &[f32], eps: f32, out: &mut [f32]) {
+    assert_eq!(x.len(), out.len(), "l2_norm: x and out differ in length");
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let scale = 1.0 / (sum as f32).sqrt().max(eps);
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v * scale;
+    }
+}
+
+/// One step of a causal convolution of one channel: the output for input
+/// `x` after the `K - 1` earlier inputs `past` (oldest first), by the
+/// kernel `w` (`K` taps, the last for `x`), summed oldest first; `past`
+/// then shifts to end with `x`.
+///
+/// # Panics
+/// If `w` is not one longer than `past`.
+pub fn conv_step(past: &mut [f32], x: f32, w: &[f32]) -> f32 {
+    assert_eq!(past.len() + 1, w.len(), "conv_step: a kernel of K taps over K - 1 earlier inputs");
+    let mut sum = 0.0f32;
+    for (p, &c) in past.iter().zip(w) {
+        sum += p * c;
+    }
+    sum += x * w[past.len()];
+    if !past.is_empty() {
+        past.rotate_left(1);
+        let last = past.len() - 1;
+        past[last] = x;
+    }
+    sum
+}
+
+/// One token's step of the gated delta rule for one head: `state` is `Dv`
+/// rows of `Dk` (`S_j`), `q` and `k` are `Dk` long, `v` and `out` `Dv`.
+/// For each row: `S_j *= decay`; `d = (v_j - S_j · k) · beta`; `S_j += d
+/// k`; `out_j = (S_j · q) · scale`.
+///
+/// # Panics
+/// If the lengths do not fit (`state` = `v.len() × k.len()`).
+pub fn delta_rule_step(
+    state: &mut [f32],
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    decay: f32,
+    beta: f32,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let dk = k.len();
+    assert!(q.len() == dk && state.len() == v.len() * dk && out.len() == v.len(), "delta_rule_step: lengths");
+    delta_rule_impl(Isa::current(), state, q, k, v, (decay, beta, scale), out)
+}
+
+multiversion! {
+    fn delta_rule_impl(state: &mut [f32], q: &[f32], k: &[f32], v: &[f32], constants: (f32, f32, f32), out: &mut [f32]) {
+        let (decay, beta, scale) = constants;
+        let dk = k.len();
+        for (j, row) in state.chunks_exact_mut(dk).enumerate() {
+            let mut acc = [0.0f32; LANES];
+            for (i, s) in row.iter_mut().enumerate() {
+                *s *= decay;
+                acc[i % LANES] += *s * k[i];
+            }
+            let d = (v[j] - lanes_sum(&acc)) * beta;
+            let mut acc = [0.0f32; LANES];
+            for (i, s) in row.iter_mut().enumerate() {
+                *s += k[i] * d;
+                acc[i % LANES] += *s * q[i];
+            }
+            out[j] = lanes_sum(&acc) * scale;
+        }
+    }
+}
+
+/// The lanes added pairwise in a fixed tree.
+#[inline(always)]
+fn lanes_sum(acc: &[f32; LANES]) -> f32 {
+    let mut half = *acc;
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            half[i] += half[i + width];
+        }
+    }
+    half[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_rule_matches_its_definition_in_f64() {
+        let (dk, dv) = (37, 5);
+        let r = |i: usize, s: f32| ((i as f32 * 0.37 + s).sin()) * 0.5;
+        let mut state: Vec<f32> = (0..dk * dv).map(|i| r(i, 1.0)).collect();
+        let mut expected: Vec<f64> = state.iter().map(|&s| f64::from(s)).collect();
+        let q: Vec<f32> = (0..dk).map(|i| r(i, 2.0)).collect();
+        let k: Vec<f32> = (0..dk).map(|i| r(i, 3.0)).collect();
+        let v: Vec<f32> = (0..dv).map(|i| r(i, 4.0)).collect();
+        let mut out = vec![0.0; dv];
+        delta_rule_step(&mut state, (&q, &k, &v), 0.9, 0.7, 0.25, &mut out);
+        for j in 0..dv {
+            let row = &mut expected[j * dk..][..dk];
+            row.iter_mut().for_each(|s| *s *= 0.9f32 as f64);
+            let sk: f64 = row.iter().zip(&k).map(|(s, &k)| s * f64::from(k)).sum();
+            let d = (f64::from(v[j]) - sk) * 0.7f32 as f64;
+            row.iter_mut().zip(&k).for_each(|(s, &k)| *s += f64::from(k) * d);
+            let o: f64 = row.iter().zip(&q).map(|(s, &q)| s * f64::from(q)).sum::<f64>() * 0.25;
+            assert!((o - f64::from(out[j])).abs() < 1e-5, "row {j}: {o} against {}", out[j]);
+        }
+        for (a, b) in state.iter().zip(&expected) {
+            assert!((f64::from(*a) - b).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn conv_step_shifts_and_sums_oldest_first() {
+        let mut past = vec![1.0, 2.0, 3.0];
+        let y = conv_step(&mut past, 4.0, &[0.5, 0.25, 2.0, 1.0]);
+        assert_eq!(y, 0.5 + 0.5 + 6.0 + 4.0);
+        assert_eq!(past, [2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn elementwise_forms() {
+        let x = [-30.0f32, -1.0, 0.0, 2.5, 25.0];
+        let mut out = [0.0; 5];
+        softplus(&x, &mut out);
+        assert_eq!(out[4], 25.0);
+        assert!((out[2] - std::f32::consts::LN_2).abs() < 1e-7);
+        sigmoid(&x, &mut out);
+        assert!((out[2] - 0.5).abs() < 1e-7 && out[0] < 1e-12 && (out[3] - 0.924_141_8).abs() < 1e-6);
+        l2_norm(&[3.0, 4.0], 1e-6, &mut out[..2]);
+        assert_eq!(&out[..2], &[0.6, 0.8]);
+        l2_norm(&[0.0, 0.0], 1e-6, &mut out[..2]);
+        assert_eq!(&out[..2], &[0.0, 0.0]);
+    }
+}
