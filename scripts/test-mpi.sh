@@ -15,7 +15,7 @@
 # - `baton run` over ranks (`--devices cpu@0,cpu@1 -sm layer`, 2 and 3
 #   ranks): text and logits bit for bit as one process, on the tiny
 #   synthetic model, the qwen3moe and gpt-oss synthetic models (mixtures
-#   of experts) and SmolLM2 (fetched by scripts/fetch-smollm2.sh);
+#   of experts), the qwen35moe one (recurrent layers) and SmolLM2 (fetched by scripts/fetch-smollm2.sh);
 #   `baton bench` over 2 ranks;
 # - bad launches: a rank with another model file (other size; same size,
 #   other header) or other arguments is an error on every rank;
@@ -393,6 +393,7 @@ trap 'rm -rf "$work"' EXIT
 "$target/release/baton" model synth --shape tiny --type q4_1 -o "$work/tiny.gguf" >/dev/null 2>&1
 "$target/release/baton" model synth --shape qwen3moe --type q8_0 -o "$work/qwen3moe.gguf" >/dev/null 2>&1
 "$target/release/baton" model synth --shape gpt-oss --type q8_0 -o "$work/gpt-oss.gguf" >/dev/null 2>&1
+"$target/release/baton" model synth --shape qwen35moe --type q8_0 -o "$work/qwen35moe.gguf" >/dev/null 2>&1
 smollm2=$(bash scripts/fetch-smollm2.sh | tail -1)
 
 collectives 2 block
@@ -418,6 +419,9 @@ cli_run "$work/tiny.gguf" 2 "the tiny synthetic model, two devices on rank 0" cp
 # its layers' experts.
 cli_run "$work/qwen3moe.gguf" 2 "the qwen3moe synthetic model"
 cli_run "$work/gpt-oss.gguf" 2 "the gpt-oss synthetic model (sinks, YaRN, sliding layers)"
+# A hybrid model split by layer (issue 47 step 3): each rank holds its
+# recurrent layers' state.
+cli_run "$work/qwen35moe.gguf" 2 "the qwen35moe synthetic model (recurrent layers)"
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact mpi
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact butterfly
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" partial mpi

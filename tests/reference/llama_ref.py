@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Independent NumPy reference for the llama-family forward pass, as
 llama.cpp computes it for GGUF files with ``general.architecture`` one of
-``llama``, ``qwen2``, ``qwen3`` and ``gemma3`` (see ARCH_TRAITS).
+``llama``, ``qwen2``, ``qwen3``, ``gemma3``, ``qwen3moe``, ``gpt-oss``,
+``qwen35`` and ``qwen35moe`` (see ARCH_TRAITS; the recurrent layers of the
+last two are in ``hybrid_ref.py``).
 
 Baton (the Rust runtime) is checked against this file: its logits, its
 greedy generations and its perplexity figures.  Nothing here is shared with
@@ -177,6 +179,13 @@ def load_tensor(t: "gguf.ReaderTensor") -> np.ndarray:
 #              router has a bias and picks the top-k raw logits weighted
 #              by their softmax, experts have biases and a clamped SwiGLU
 #              x*sigmoid(1.702x)*(y+1), x = min(gate, 7), y = clamp(up, +-7)
+#   hybrid     qwen35, qwen35moe: three of four layers are recurrent (Gated
+#              DeltaNet, hybrid_ref.py); the others' attn_q gives each head
+#              its query and an output gate ([q | gate] per head), the
+#              output times sigmoid(gate); the FFN norm is
+#              post_attention_norm; the experts have a shared expert,
+#              weighted by sigmoid(ffn_gate_inp_shexp . x); blocks past
+#              block_count - nextn_predict_layers are not run
 #   yarn       (any architecture whose rope.scaling.type is "yarn") ggml's
 #              rope_yarn: per pair i, theta_extrap = pos*base^(-2i/dims),
 #              theta_interp = theta_extrap/factor, ramp over the pairs
@@ -196,6 +205,10 @@ ARCH_TRAITS: dict[str, dict[str, Any]] = {
                      gelu=False, embd_scale=False, swa_period=None, moe=True, gptoss=False),
     "gpt-oss": dict(neox=True, qkv_bias=True, qk_norm=False, post_norms=False,
                     gelu=False, embd_scale=False, swa_period=2, moe=True, gptoss=True),
+    "qwen35": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False, gelu=False,
+                   embd_scale=False, swa_period=None, moe=False, gptoss=False, hybrid=True),
+    "qwen35moe": dict(neox=True, qkv_bias=False, qk_norm=True, post_norms=False, gelu=False,
+                      embd_scale=False, swa_period=None, moe=True, gptoss=False, hybrid=True),
 }
 SWA_ROPE_BASE = 10000.0
 
@@ -224,6 +237,7 @@ class LlamaConfig:
     n_ff_exp: int = 0
     yarn_orig_ctx: int | None = None  # set when rope.scaling.type is yarn
     yarn_attn_factor: float = 1.0
+    recurrent: Any = None  # hybrid_ref.RecurrentConfig (qwen35, qwen35moe)
 
     @property
     def traits(self) -> dict[str, Any]:
@@ -278,19 +292,26 @@ class LlamaConfig:
         add_bos = field_value(reader, "tokenizer.ggml.add_bos_token")
         bos = field_value(reader, "tokenizer.ggml.bos_token_id")
         eos = field_value(reader, "tokenizer.ggml.eos_token_id")
-        n_ff = int(field_value(reader, p + "feed_forward_length"))
+        n_ff = int(field_value(reader, p + "feed_forward_length", 0))
         n_expert = int(field_value(reader, p + "expert_count", 0))
         n_expert_used = int(field_value(reader, p + "expert_used_count", 0))
         n_ff_exp = int(field_value(reader, p + "expert_feed_forward_length",
                                    n_ff // max(n_expert_used, 1)))
         if ARCH_TRAITS[arch]["moe"] and not 0 < n_expert_used <= n_expert:
             raise ValueError(f"{n_expert_used} experts used of {n_expert}")
+        recurrent = None
+        n_layer = int(field_value(reader, p + "block_count"))
+        if ARCH_TRAITS[arch].get("hybrid"):
+            import hybrid_ref
+            recurrent = hybrid_ref.RecurrentConfig.from_fields(lambda k, d: field_value(reader, k, d), p)
+            n_layer -= int(field_value(reader, p + "nextn_predict_layers", 0))
         yarn_orig = None
         if scaling == "yarn":
             yarn_orig = int(field_value(reader, p + "rope.scaling.original_context_length",
                                         field_value(reader, p + "context_length")))
         return cls(
             arch=arch,
+            recurrent=recurrent,
             yarn_orig_ctx=yarn_orig,
             yarn_attn_factor=float(field_value(reader, p + "rope.scaling.attn_factor", 1.0)),
             n_expert=n_expert,
@@ -299,7 +320,7 @@ class LlamaConfig:
             head_dim=head_dim,
             sliding_window=None if window is None else int(window),
             n_embd=n_embd,
-            n_layer=int(field_value(reader, p + "block_count")),
+            n_layer=n_layer,
             n_head=n_head,
             n_head_kv=n_head_kv,
             n_ff=n_ff,
@@ -344,6 +365,8 @@ class Layer:
     k_norm: np.ndarray | None = None
     post_attn_norm: np.ndarray | None = None  # gemma3
     post_ffw_norm: np.ndarray | None = None
+    recurrent: Any = None  # hybrid_ref.RecurrentLayer (qwen35 recurrent layers)
+    shexp: tuple | None = None  # qwen35moe: (gate_inp, gate, up, down) of the shared expert
 
 
 class LlamaModel:
@@ -376,18 +399,26 @@ class LlamaModel:
         self.layers: list[Layer] = []
         for i in range(cfg.n_layer):
             b = f"blk.{i}."
+            tr = cfg.traits
+            recurrent = cfg.recurrent is not None and cfg.recurrent.is_recurrent(i)
+            attn = (lambda name: None) if recurrent else get
             layer = Layer(
                 attn_norm=get(b + "attn_norm.weight"),
-                wq=get(b + "attn_q.weight"),
-                wk=get(b + "attn_k.weight"),
-                wv=get(b + "attn_v.weight"),
-                wo=get(b + "attn_output.weight"),
-                ffn_norm=get(b + ("post_attention_norm.weight" if cfg.traits["gptoss"] else "ffn_norm.weight")),
+                wq=attn(b + "attn_q.weight"),
+                wk=attn(b + "attn_k.weight"),
+                wv=attn(b + "attn_v.weight"),
+                wo=attn(b + "attn_output.weight"),
+                ffn_norm=get(b + ("post_attention_norm.weight" if tr["gptoss"] or tr.get("hybrid") else "ffn_norm.weight")),
                 w_gate=None,
                 w_up=None,
                 w_down=None,
             )
-            tr = cfg.traits
+            if recurrent:
+                import hybrid_ref
+                layer.recurrent = hybrid_ref.load_layer(get, b)
+            if tr.get("hybrid") and tr["moe"]:
+                layer.shexp = tuple(get(b + n + ".weight") for n in
+                                    ("ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"))
             if tr["gptoss"]:
                 layer.bo = get(b + "attn_output.bias")
                 layer.sinks = get(b + "attn_sinks.weight")
@@ -416,6 +447,9 @@ class LlamaModel:
                 layer.bq = get(b + "attn_q.bias")
                 layer.bk = get(b + "attn_k.bias")
                 layer.bv = get(b + "attn_v.bias")
+            if recurrent:
+                self.layers.append(layer)
+                continue
             if tr["qk_norm"]:
                 layer.q_norm = get(b + "attn_q_norm.weight")
                 layer.k_norm = get(b + "attn_k_norm.weight")
@@ -423,7 +457,8 @@ class LlamaModel:
             if tr["post_norms"]:
                 layer.post_attn_norm = get(b + "post_attention_norm.weight")
                 layer.post_ffw_norm = get(b + "post_ffw_norm.weight")
-            assert layer.wq.shape == (cfg.n_head * hd, cfg.n_embd), layer.wq.shape
+            q_rows = (2 if tr.get("hybrid") else 1) * cfg.n_head * hd  # with the output gate
+            assert layer.wq.shape == (q_rows, cfg.n_embd), layer.wq.shape
             assert layer.wk.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wk.shape
             assert layer.wv.shape == (cfg.n_head_kv * hd, cfg.n_embd), layer.wv.shape
             assert layer.wo.shape == (cfg.n_embd, cfg.n_head * hd), layer.wo.shape
@@ -496,6 +531,11 @@ class LlamaModel:
         v = x @ layer.wv.T
         if layer.bq is not None:
             q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
+        gate = None
+        if cfg.traits.get("hybrid"):
+            # [q | gate] per head.
+            both = q.reshape(t, cfg.n_head, 2 * hd)
+            q, gate = both[:, :, :hd], both[:, :, hd:].reshape(t, cfg.n_head * hd)
         q = q.reshape(t, cfg.n_head, hd)
         k = k.reshape(t, cfg.n_head_kv, hd)
         v = v.reshape(t, cfg.n_head_kv, hd)
@@ -536,6 +576,8 @@ class LlamaModel:
                 p /= p.sum(axis=-1, keepdims=True)
             o[:, s:e] = p @ vh[:, :e]
         o = o.transpose(1, 0, 2).reshape(t, cfg.n_head * hd)
+        if gate is not None:
+            o = o / (1.0 + np.exp(-gate))
         out = o @ layer.wo.T
         if layer.bo is not None:
             out = out + layer.bo
@@ -567,6 +609,11 @@ class LlamaModel:
                     out[t] += w * (layer.w_down[e] @ a + layer.b_down[e])
                 else:
                     out[t] += w * (layer.w_down[e] @ (g / (1.0 + np.exp(-g)) * u))
+        if layer.shexp is not None:
+            gate_inp, w_g, w_u, w_d = layer.shexp
+            g, u = x @ w_g.T, x @ w_u.T
+            shared = (g / (1.0 + np.exp(-g)) * u) @ w_d.T
+            out += shared / (1.0 + np.exp(-(x @ gate_inp)))[:, None]
         return out
 
     def ffn(self, x: np.ndarray, layer: Layer) -> np.ndarray:
@@ -594,7 +641,12 @@ class LlamaModel:
             x = x * math.sqrt(self.cfg.n_embd)
         with np.errstate(over="ignore"):  # exp(-g) may overflow to inf: silu -> 0
             for il, layer in enumerate(self.layers):
-                a = self.attention(self.rms_norm(x, layer.attn_norm), layer, il)
+                if layer.recurrent is not None:
+                    import hybrid_ref
+                    h = self.rms_norm(x, layer.attn_norm)
+                    a = hybrid_ref.forward(h, layer.recurrent, self.cfg.recurrent, self.cfg.eps)
+                else:
+                    a = self.attention(self.rms_norm(x, layer.attn_norm), layer, il)
                 if layer.post_attn_norm is not None:
                     a = self.rms_norm(a, layer.post_attn_norm)
                 x = x + a

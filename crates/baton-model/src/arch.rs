@@ -24,6 +24,15 @@
 //! clamped (`x = min(gate, 7)`, `y = clamp(up, ±7)`, `x σ(1.702 x) (y + 1)`),
 //! routed by the softmax of the top-k router logits.
 //!
+//! `qwen35` and `qwen35moe` (Qwen 3.5 and 3.6) are hybrids: three of every
+//! four layers are recurrent (Gated DeltaNet, see [`crate::hybrid`]); the
+//! fourth attends with a query that carries an output gate per head
+//! (`attn_q` projects to `[q | gate]` head by head, and the attention's
+//! output is multiplied by `σ(gate)`), RoPE on the first quarter of each
+//! head. `qwen35moe` has experts with a shared expert beside them, gated
+//! per token by `σ(ffn_gate_inp_shexp · x)`. The FFN's norm is
+//! `post_attention_norm` in both.
+//!
 //! Gemma's norm weights are stored with the `+ 1` of its `(1 + w)` already
 //! added by the converter, so every architecture multiplies by the stored
 //! weight. Gemma 3's local (sliding-window) layers use RoPE base 10,000 and
@@ -83,6 +92,16 @@ pub struct ArchTraits {
     /// `expert_used_count` of `expert_count` SwiGLU experts per token,
     /// weighted by the softmax of their router logits.
     pub experts: bool,
+    /// Besides the experts, a shared expert every token runs
+    /// (`ffn_{gate,up,down}_shexp`), weighted by `σ(ffn_gate_inp_shexp ·
+    /// x)`.
+    pub shared_expert: bool,
+    /// Some layers are recurrent (Gated DeltaNet; see
+    /// [`crate::hybrid::Recurrent`]).
+    pub hybrid: bool,
+    /// `attn_q` projects each head to its query and an output gate:
+    /// the attention's output is multiplied by `σ(gate)`.
+    pub gated_attention: bool,
 }
 
 /// A llama-family architecture Baton loads (`general.architecture`).
@@ -100,12 +119,24 @@ pub enum Architecture {
     Qwen3Moe,
     /// OpenAI's gpt-oss (20b, 120b).
     GptOss,
+    /// Qwen 3.5 and 3.6, dense (hybrid: Gated DeltaNet and gated attention).
+    Qwen35,
+    /// Qwen 3.5 and 3.6 mixture of experts (Qwen3.6-35B-A3B).
+    Qwen35Moe,
 }
 
 impl Architecture {
     /// Every architecture.
-    pub const ALL: [Architecture; 6] =
-        [Self::Llama, Self::Qwen2, Self::Qwen3, Self::Gemma3, Self::Qwen3Moe, Self::GptOss];
+    pub const ALL: [Architecture; 8] = [
+        Self::Llama,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Gemma3,
+        Self::Qwen3Moe,
+        Self::GptOss,
+        Self::Qwen35,
+        Self::Qwen35Moe,
+    ];
 
     /// The name GGUF files give it in `general.architecture` (and the
     /// prefix of its metadata keys).
@@ -117,6 +148,8 @@ impl Architecture {
             Self::Gemma3 => "gemma3",
             Self::Qwen3Moe => "qwen3moe",
             Self::GptOss => "gpt-oss",
+            Self::Qwen35 => "qwen35",
+            Self::Qwen35Moe => "qwen35moe",
         }
     }
 
@@ -141,6 +174,17 @@ impl Architecture {
             attn_sinks: false,
             expert_biases: false,
             ffn_norm: "ffn_norm",
+            shared_expert: false,
+            hybrid: false,
+            gated_attention: false,
+        };
+        let qwen35 = ArchTraits {
+            rope_mode: RopeMode::Neox,
+            qk_norm: true,
+            ffn_norm: "post_attention_norm",
+            hybrid: true,
+            gated_attention: true,
+            ..llama
         };
         match self {
             Self::Llama => llama,
@@ -160,6 +204,8 @@ impl Architecture {
                 ffn_norm: "post_attention_norm",
                 ..llama
             },
+            Self::Qwen35 => qwen35,
+            Self::Qwen35Moe => ArchTraits { experts: true, shared_expert: true, ..qwen35 },
             Self::Gemma3 => ArchTraits {
                 rope_mode: RopeMode::Neox,
                 activation: Activation::GeluTanh,

@@ -6,6 +6,7 @@ use baton_gguf::{GgufFile, Metadata, OptionalKey};
 
 use crate::arch::{ArchTraits, Architecture, LayerAttention};
 use crate::error::ModelError;
+use crate::hybrid::Recurrent;
 
 /// The shape and constants of a llama-family model (any
 /// [`Architecture`]).
@@ -53,6 +54,9 @@ pub struct LlamaConfig {
     /// The mixture of experts of each feed-forward block, for
     /// architectures that have one.
     pub experts: Option<Experts>,
+    /// The recurrent layers of a hybrid architecture (`qwen35`,
+    /// `qwen35moe`).
+    pub recurrent: Option<Recurrent>,
 }
 
 /// A mixture of experts in place of each feed-forward block: the router
@@ -70,6 +74,10 @@ pub struct Experts {
     /// Width of one expert's feed-forward block
     /// (`expert_feed_forward_length`).
     pub ffn_dim: usize,
+    /// Width of the shared expert every token runs besides its chosen
+    /// ones, where the architecture has one
+    /// (`expert_shared_feed_forward_length`).
+    pub shared: Option<usize>,
 }
 
 /// The most experts a layer may have (the reference engine's bound).
@@ -89,6 +97,7 @@ impl Experts {
             return Err(ModelError::Config(format!("{}: {used} experts used of {count}", key("expert_used_count"))));
         }
         // Qwen3-MoE files without the key size each expert at an even share.
+        let shared_default = ffn_dim;
         let ffn_dim = match meta.get_usize(&key("expert_feed_forward_length")).optional()? {
             Some(f) => f,
             None => ffn_dim / used,
@@ -96,7 +105,16 @@ impl Experts {
         if ffn_dim == 0 {
             return Err(ModelError::Config(format!("{}: experts of width 0", key("expert_feed_forward_length"))));
         }
-        Ok(Experts { count, used, ffn_dim })
+        let shared = match arch.traits().shared_expert {
+            true => {
+                Some(meta.get_usize(&key("expert_shared_feed_forward_length")).optional()?.unwrap_or(shared_default))
+            }
+            false => None,
+        };
+        if shared == Some(0) {
+            return Err(ModelError::Config(format!("{}: 0", key("expert_shared_feed_forward_length"))));
+        }
+        Ok(Experts { count, used, ffn_dim, shared })
     }
 }
 
@@ -164,9 +182,25 @@ impl LlamaConfig {
         if sliding_window == Some(0) {
             return Err(ModelError::Config("a sliding window of 0 positions".into()));
         }
-        let layers = get_usize(meta, &key("block_count"))?;
-        let ffn_dim = get_usize(meta, &key("feed_forward_length"))?;
+        // Multi-token-prediction blocks (Qwen 3.5) come after the model's
+        // own and are counted in `block_count`; they are left unused.
+        let blocks = get_usize(meta, &key("block_count"))?;
+        let predict = meta.get_usize(&key("nextn_predict_layers")).optional()?.unwrap_or(0);
+        if predict >= blocks && blocks > 0 {
+            return Err(ModelError::Config(format!("{predict} prediction layers of {blocks} blocks")));
+        }
+        let layers = blocks - predict;
+        // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
+        let ffn_dim = match (traits.experts, meta.get_usize(&key("feed_forward_length")).optional()?) {
+            (_, Some(f)) => f,
+            (true, None) => 0,
+            (false, None) => get_usize(meta, &key("feed_forward_length"))?,
+        };
         let experts = if traits.experts { Some(Experts::from_meta(meta, arch, ffn_dim)?) } else { None };
+        let recurrent = match traits.hybrid {
+            true => Some(Recurrent::from_meta(meta, arch.name(), layers)?),
+            false => None,
+        };
         let config = LlamaConfig {
             name: meta.get_str("general.name").optional()?.map(str::to_string),
             dim,
@@ -186,6 +220,7 @@ impl LlamaConfig {
             sliding_window,
             tied_output: file.tensor("output.weight").is_none(),
             experts,
+            recurrent,
             yarn,
             arch,
         };
@@ -233,69 +268,23 @@ impl LlamaConfig {
 
     /// Parameters of the model (weights only).
     pub fn n_params(&self) -> u64 {
-        let per_layer: u64 = self
-            .weight_shapes()
-            .iter()
-            .filter(|(name, _)| name.starts_with("blk.0."))
-            .map(|(_, dims)| dims.iter().product::<usize>() as u64)
-            .sum();
-        let (d, v) = (self.dim as u64, self.vocab as u64);
-        let output = if self.tied_output { 0 } else { d * v };
-        self.layers as u64 * per_layer + d * v + output + d
+        self.weight_shapes().iter().map(|(_, dims)| dims.iter().product::<usize>() as u64).sum()
     }
 
     /// The shape every weight must have, outermost first, by GGUF name.
     pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        let (d, f, v, hd) = (self.dim, self.ffn_dim, self.vocab, self.head_dim);
-        let (q, kv) = (self.q_dim(), self.kv_dim());
+        let (d, v) = (self.dim, self.vocab);
         let traits = self.traits();
         let mut out = vec![("token_embd.weight".to_string(), vec![v, d])];
         for l in 0..self.layers {
             let p = |n: &str| format!("blk.{l}.{n}.weight");
-            let bias = |n: &str| format!("blk.{l}.{n}.bias");
             out.push((p("attn_norm"), vec![d]));
-            out.push((p("attn_q"), vec![q, d]));
-            out.push((p("attn_k"), vec![kv, d]));
-            out.push((p("attn_v"), vec![kv, d]));
-            if traits.qkv_bias {
-                out.push((bias("attn_q"), vec![q]));
-                out.push((bias("attn_k"), vec![kv]));
-                out.push((bias("attn_v"), vec![kv]));
-            }
-            if traits.qk_norm {
-                out.push((p("attn_q_norm"), vec![hd]));
-                out.push((p("attn_k_norm"), vec![hd]));
-            }
-            out.push((p("attn_output"), vec![d, q]));
-            if traits.attn_output_bias {
-                out.push((bias("attn_output"), vec![d]));
-            }
-            if traits.attn_sinks {
-                out.push((p("attn_sinks"), vec![self.heads]));
-            }
-            if traits.post_norms {
-                out.push((p("post_attention_norm"), vec![d]));
+            match self.recurrent.as_ref().filter(|r| r.is_recurrent(l)) {
+                Some(r) => out.extend(r.weight_shapes(l, d)),
+                None => self.attention_shapes(l, &mut out),
             }
             out.push((p(traits.ffn_norm), vec![d]));
-            match self.experts {
-                Some(e) => {
-                    out.push((p("ffn_gate_inp"), vec![e.count, d]));
-                    out.push((p("ffn_gate_exps"), vec![e.count, e.ffn_dim, d]));
-                    out.push((p("ffn_up_exps"), vec![e.count, e.ffn_dim, d]));
-                    out.push((p("ffn_down_exps"), vec![e.count, d, e.ffn_dim]));
-                    if traits.expert_biases {
-                        out.push((bias("ffn_gate_inp"), vec![e.count]));
-                        out.push((bias("ffn_gate_exps"), vec![e.count, e.ffn_dim]));
-                        out.push((bias("ffn_up_exps"), vec![e.count, e.ffn_dim]));
-                        out.push((bias("ffn_down_exps"), vec![e.count, d]));
-                    }
-                }
-                None => {
-                    out.push((p("ffn_gate"), vec![f, d]));
-                    out.push((p("ffn_up"), vec![f, d]));
-                    out.push((p("ffn_down"), vec![d, f]));
-                }
-            }
+            self.ffn_shapes(l, &mut out);
             if traits.post_norms {
                 out.push((p("post_ffw_norm"), vec![d]));
             }
@@ -305,6 +294,73 @@ impl LlamaConfig {
             out.push(("output.weight".to_string(), vec![v, d]));
         }
         out
+    }
+
+    /// The shapes of layer `l`'s attention weights (a query twice as wide
+    /// where it carries an output gate).
+    fn attention_shapes(&self, l: usize, out: &mut Vec<(String, Vec<usize>)>) {
+        let (d, hd) = (self.dim, self.head_dim);
+        let (q, kv) = (self.q_dim(), self.kv_dim());
+        let traits = self.traits();
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let bias = |n: &str| format!("blk.{l}.{n}.bias");
+        let q_rows = if traits.gated_attention { 2 * q } else { q };
+        out.push((p("attn_q"), vec![q_rows, d]));
+        out.push((p("attn_k"), vec![kv, d]));
+        out.push((p("attn_v"), vec![kv, d]));
+        if traits.qkv_bias {
+            out.push((bias("attn_q"), vec![q]));
+            out.push((bias("attn_k"), vec![kv]));
+            out.push((bias("attn_v"), vec![kv]));
+        }
+        if traits.qk_norm {
+            out.push((p("attn_q_norm"), vec![hd]));
+            out.push((p("attn_k_norm"), vec![hd]));
+        }
+        out.push((p("attn_output"), vec![d, q]));
+        if traits.attn_output_bias {
+            out.push((bias("attn_output"), vec![d]));
+        }
+        if traits.attn_sinks {
+            out.push((p("attn_sinks"), vec![self.heads]));
+        }
+        if traits.post_norms {
+            out.push((p("post_attention_norm"), vec![d]));
+        }
+    }
+
+    /// The shapes of layer `l`'s feed-forward weights: a dense block, or
+    /// experts (with a shared expert where the architecture has one).
+    fn ffn_shapes(&self, l: usize, out: &mut Vec<(String, Vec<usize>)>) {
+        let (d, f) = (self.dim, self.ffn_dim);
+        let traits = self.traits();
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let bias = |n: &str| format!("blk.{l}.{n}.bias");
+        match self.experts {
+            Some(e) => {
+                out.push((p("ffn_gate_inp"), vec![e.count, d]));
+                out.push((p("ffn_gate_exps"), vec![e.count, e.ffn_dim, d]));
+                out.push((p("ffn_up_exps"), vec![e.count, e.ffn_dim, d]));
+                out.push((p("ffn_down_exps"), vec![e.count, d, e.ffn_dim]));
+                if traits.expert_biases {
+                    out.push((bias("ffn_gate_inp"), vec![e.count]));
+                    out.push((bias("ffn_gate_exps"), vec![e.count, e.ffn_dim]));
+                    out.push((bias("ffn_up_exps"), vec![e.count, e.ffn_dim]));
+                    out.push((bias("ffn_down_exps"), vec![e.count, d]));
+                }
+            }
+            None => {
+                out.push((p("ffn_gate"), vec![f, d]));
+                out.push((p("ffn_up"), vec![f, d]));
+                out.push((p("ffn_down"), vec![d, f]));
+            }
+        }
+        if let Some(shared) = self.experts.and_then(|e| e.shared) {
+            out.push((p("ffn_gate_inp_shexp"), vec![d]));
+            out.push((p("ffn_gate_shexp"), vec![shared, d]));
+            out.push((p("ffn_up_shexp"), vec![shared, d]));
+            out.push((p("ffn_down_shexp"), vec![d, shared]));
+        }
     }
 
     /// The layer whose device holds a weight (the embedding goes with the

@@ -71,6 +71,21 @@ pub enum ModelError {
         /// may start.
         reach: usize,
     },
+    /// An evaluation from `past` in a slot whose recurrent state (a hybrid
+    /// model's) holds `at` positions: it can go on from there or start
+    /// again from 0, not resume anywhere else.
+    #[error(
+        "slot {slot}: the recurrent layers' state holds {at} positions, so an evaluation goes on from {at} \
+         or starts from 0, not from {past}"
+    )]
+    StateRewound {
+        /// The slot.
+        slot: usize,
+        /// Where the evaluation started.
+        past: usize,
+        /// The positions its state holds.
+        at: usize,
+    },
     /// A bad argument (empty prompt, token id out of range…).
     #[error("{0}")]
     Input(String),

@@ -36,6 +36,8 @@
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
 
+mod hybrid;
+
 use crate::arch::{Activation, LayerAttention, SWIGLU_CLAMPED};
 use crate::config::{Experts, LlamaConfig};
 use crate::state::KvTypes;
@@ -182,6 +184,20 @@ pub fn value_cache_name(l: usize) -> String {
     format!("cache.v.{l}")
 }
 
+/// Name of recurrent layer `l`'s convolution state leaf.
+pub fn conv_state_name(l: usize) -> String {
+    format!("cache.conv.{l}")
+}
+
+/// Name of recurrent layer `l`'s delta-rule state leaf.
+pub fn delta_state_name(l: usize) -> String {
+    format!("cache.delta.{l}")
+}
+
+/// Name of the input of each token's slot in a model with recurrent
+/// layers (every step: their ops take the rows of every sequence).
+pub const STATE_SLOTS: &str = "state_slots";
+
 /// The layer whose device runs a placement group: the embedding (group 0)
 /// goes with the first layer, the output (the last group) with the last.
 pub fn group_layer(config: &LlamaConfig, group: u32) -> usize {
@@ -312,7 +328,11 @@ impl Builder<'_> {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let h = self.norm(x, &p(c.traits().ffn_norm), c.dim)?;
         if let Some(experts) = c.experts {
-            let y = self.experts(l, h, experts)?;
+            let mut y = self.experts(l, h, experts)?;
+            if let Some(width) = experts.shared {
+                let shared = self.shared_expert(l, h, width)?;
+                y = self.g.add(y, shared)?;
+            }
             return self.residual(x, y, &p("post_ffw_norm"));
         }
         let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
@@ -462,6 +482,11 @@ pub fn build(
         }),
         false => None,
     };
+    // A hybrid model's recurrent ops take every row's slot.
+    let state_slots = match c.recurrent {
+        Some(_) => Some(b.g.leaf(STATE_SLOTS, DType::I32, &[t], Flags::INPUT)?),
+        None => None,
+    };
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
     let traits = c.traits();
@@ -471,6 +496,14 @@ pub fn build(
     for l in 0..c.layers {
         b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
+        if let Some(r) = c.recurrent.as_ref().filter(|r| r.is_recurrent(l)) {
+            let slots = state_slots.ok_or(GraphError::Invalid("recurrent layers without their slots".into()))?;
+            let h = b.norm(x, &p("attn_norm"), c.dim)?;
+            let y = b.recurrent_layer(l, h, r, (slots, positions), cache.slots)?;
+            x = b.g.add(x, y)?;
+            x = b.feed_forward(l, x)?;
+            continue;
+        }
         let layer = c.layer_attention(l);
         let sinks = match c.traits().attn_sinks {
             true => Some(b.weight(&p("attn_sinks"), &[heads])?),
@@ -478,7 +511,10 @@ pub fn build(
         };
         // Attention.
         let h = b.norm(x, &p("attn_norm"), c.dim)?;
-        let q = b.projection(l, "attn_q", h, heads * hd)?;
+        let (q, gate) = match traits.gated_attention {
+            true => b.gated_query(l, h).map(|(q, gate)| (q, Some(gate)))?,
+            false => (b.projection(l, "attn_q", h, heads * hd)?, None),
+        };
         let k = b.projection(l, "attn_k", h, kvh * hd)?;
         let v = b.projection(l, "attn_v", h, kvh * hd)?;
         let q = b.heads(q, heads, &p("attn_q_norm"), positions, layer)?;
@@ -544,7 +580,11 @@ pub fn build(
                 (None, None) => return Err(GraphError::Invalid("a batch without sequences".into())),
             }
         };
-        let o = b.g.reshape(o, &[t, heads * hd])?;
+        let mut o = b.g.reshape(o, &[t, heads * hd])?;
+        if let Some(gate) = gate {
+            let gate = b.g.sigmoid(gate)?;
+            o = b.g.mul(o, gate)?;
+        }
         let mut attn = b.linear(o, &p("attn_output"), c.dim, heads * hd)?;
         if c.traits().attn_output_bias {
             let bias = b.weight(&format!("blk.{l}.attn_output.bias"), &[c.dim])?;

@@ -66,6 +66,12 @@ impl TensorShares {
                 "a split of each layer's tensors is not written for a mixture of experts yet: split by layer".into(),
             ));
         }
+        if config.recurrent.is_some() {
+            return Err(ModelError::Config(
+                "a split of each layer's tensors is not written for a hybrid model's recurrent layers yet: split by layer"
+                    .into(),
+            ));
+        }
         if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
             return Err(ModelError::Config(format!(
                 "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"

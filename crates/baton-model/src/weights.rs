@@ -221,6 +221,12 @@ fn checked_weights<'a, 'd>(
                 type_name: format!("{dtype} (norm weights and biases must be f32)"),
             });
         }
+        if name.ends_with(".ssm_conv1d.weight") && dtype != DType::F32 {
+            return Err(ModelError::UnsupportedType {
+                name,
+                type_name: format!("{dtype} (a recurrent layer's convolution must be f32)"),
+            });
+        }
         let file_offset = tensor.info().file_offset();
         checked.push(Checked { name, dims: expected, dtype, data: tensor.data(), file_offset });
     }

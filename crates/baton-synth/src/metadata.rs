@@ -60,7 +60,7 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
     writer.add_metadata(key("attention.head_count_kv"), as_u32(p.n_kv_heads))?;
     writer.add_metadata(key("attention.layer_norm_rms_epsilon"), p.rms_eps)?;
     writer.add_metadata(key("rope.freq_base"), p.rope_freq_base)?;
-    writer.add_metadata(key("rope.dimension_count"), as_u32(p.head_dim()))?;
+    writer.add_metadata(key("rope.dimension_count"), as_u32(p.rope_dims()))?;
     writer.add_metadata(key("vocab_size"), as_u32(p.vocab))?;
     if let Some(width) = p.head_width {
         writer.add_metadata(key("attention.key_length"), as_u32(width))?;
@@ -75,6 +75,24 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
         writer.add_metadata(key("expert_count"), as_u32(e.count))?;
         writer.add_metadata(key("expert_used_count"), as_u32(e.used))?;
         writer.add_metadata(key("expert_feed_forward_length"), as_u32(e.ffn_dim))?;
+        if let Some(shared) = e.shared {
+            writer.add_metadata(key("expert_shared_feed_forward_length"), as_u32(shared))?;
+        }
+    }
+    if let Some(r) = p.recurrent {
+        writer.add_metadata(key("ssm.conv_kernel"), as_u32(r.conv_kernel))?;
+        writer.add_metadata(key("ssm.state_size"), as_u32(r.head_dim))?;
+        writer.add_metadata(key("ssm.group_count"), as_u32(r.key_heads))?;
+        writer.add_metadata(key("ssm.time_step_rank"), as_u32(r.value_heads))?;
+        writer.add_metadata(key("ssm.inner_size"), as_u32(r.value_heads * r.head_dim))?;
+        writer.add_metadata(key("full_attention_interval"), as_u32(r.interval))?;
+        // Qwen 3.5's multimodal RoPE sections (llama.cpp requires them): a
+        // text token's position in every section, so it is NeoX RoPE over
+        // the rotated elements. The pairs split as Qwen 3.5's [11, 11, 10].
+        let pairs = as_u32(p.rope_dims() / 2);
+        let first = pairs.div_ceil(3);
+        let sections = vec![first, first.min(pairs - first), pairs - first - first.min(pairs - first), 0];
+        writer.add_metadata(key("rope.dimension_sections"), sections)?;
     }
     if let Some(window) = p.sliding_window {
         writer.add_metadata(key("attention.sliding_window"), as_u32(window))?;

@@ -67,6 +67,17 @@ pub enum SynthShape {
     /// 40,960, RoPE base 1,000,000), 8 of its 48 layers: for speed and
     /// memory figures at the real shapes (3.3 GiB in Q4_K_M).
     Qwen3MoeA3b8L,
+    /// A Qwen 3.5 toy (hybrid): dim 64, 4 layers of which 0–2 are
+    /// recurrent (Gated DeltaNet: a convolution of 4 taps, 2 key heads and 4
+    /// value heads of 16) and 3 attends (4 query heads of 32 with an output
+    /// gate, 2 KV heads, per-head Q/K norms, RoPE on the first 8 of each
+    /// head), FFN 160, vocabulary 512, context 512, RoPE base 10,000,000,
+    /// untied output.
+    Qwen35,
+    /// The Qwen 3.5 toy with experts in place of each feed-forward block:
+    /// 16 experts of width 64 of which 4 run, and a shared expert of width
+    /// 96 every token runs.
+    Qwen35Moe,
     /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
     /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
     /// 500,000, tied output (1.24B weights).
@@ -80,6 +91,10 @@ pub enum SynthShape {
     /// 500,000, untied output (8.0B weights).
     Llama8B,
 }
+
+/// The Qwen 3.5 toys' recurrent layers.
+const QWEN35_RECURRENT: SynthRecurrent =
+    SynthRecurrent { conv_kernel: 4, head_dim: 16, key_heads: 2, value_heads: 4, interval: 4 };
 
 /// The hyper-parameters of a [`SynthShape`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,25 +134,58 @@ pub struct ShapeParams {
     /// YaRN's factor and the trained context before it
     /// (`rope.scaling.{factor,original_context_length}`), if any.
     pub yarn: Option<(f32, usize)>,
+    /// A hybrid architecture's recurrent layers.
+    pub recurrent: Option<SynthRecurrent>,
+    /// Elements of each head that RoPE rotates, when not all.
+    pub rope_dims: Option<usize>,
+}
+
+/// The recurrent (Gated DeltaNet) layers of a hybrid shape, under the
+/// `ssm.*` keys llama.cpp reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SynthRecurrent {
+    /// Taps of the convolution (`ssm.conv_kernel`).
+    pub conv_kernel: usize,
+    /// Width of a key and of a value head (`ssm.state_size`).
+    pub head_dim: usize,
+    /// Key heads (`ssm.group_count`).
+    pub key_heads: usize,
+    /// Value heads (`ssm.time_step_rank`).
+    pub value_heads: usize,
+    /// Every this-many-th layer attends (`full_attention_interval`).
+    pub interval: usize,
+}
+
+impl SynthRecurrent {
+    /// Whether layer `l` is recurrent.
+    pub fn is_recurrent(&self, l: usize) -> bool {
+        !(l + 1).is_multiple_of(self.interval)
+    }
 }
 
 impl ShapeParams {
-    /// Width of one attention head (`head_width`, else `dim / n_heads`),
-    /// also the RoPE dimension count.
+    /// Width of one attention head (`head_width`, else `dim / n_heads`).
     pub fn head_dim(&self) -> usize {
         self.head_width.unwrap_or(self.dim / self.n_heads)
+    }
+
+    /// Elements of each head RoPE rotates (`rope.dimension_count`).
+    pub fn rope_dims(&self) -> usize {
+        self.rope_dims.unwrap_or(self.head_dim())
     }
 }
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 15] = [
+    pub const ALL: [SynthShape; 17] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
         Self::Qwen3,
         Self::Qwen3Moe,
         Self::GptOss,
+        Self::Qwen35,
+        Self::Qwen35Moe,
         Self::Tiny256,
         Self::Stories15M,
         Self::Stories110M,
@@ -162,6 +210,8 @@ impl SynthShape {
             Self::Qwen3 => "qwen3",
             Self::Qwen3Moe => "qwen3moe",
             Self::GptOss => "gpt-oss",
+            Self::Qwen35 => "qwen35",
+            Self::Qwen35Moe => "qwen35moe",
             Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
             Self::GptOss20b8L => "gpt-oss-20b-8l",
             Self::Llama1B => "llama1B",
@@ -194,6 +244,8 @@ impl SynthShape {
             tied_embeddings: false,
             experts: None,
             yarn: None,
+            recurrent: None,
+            rope_dims: None,
         };
         // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
         const LLAMA3: ShapeParams = ShapeParams {
@@ -212,6 +264,8 @@ impl SynthShape {
             tied_embeddings: true,
             experts: None,
             yarn: None,
+            recurrent: None,
+            rope_dims: None,
         };
         match self {
             Self::Llama1B => LLAMA3,
@@ -237,7 +291,7 @@ impl SynthShape {
                 arch: Architecture::Qwen3Moe,
                 head_width: Some(32),
                 ffn: 256,
-                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64, shared: None }),
                 yarn: None,
                 ..TOY
             },
@@ -249,7 +303,7 @@ impl SynthShape {
                 ffn: 64,
                 rope_freq_base: 150_000.0,
                 rms_eps: 1e-5,
-                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64 }),
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64, shared: None }),
                 yarn: Some((4.0, 64)),
                 ..TOY
             },
@@ -267,8 +321,10 @@ impl SynthShape {
                 rope_freq_base: 150_000.0,
                 rms_eps: 1e-5,
                 tied_embeddings: false,
-                experts: Some(baton_model::Experts { count: 32, used: 4, ffn_dim: 2880 }),
+                experts: Some(baton_model::Experts { count: 32, used: 4, ffn_dim: 2880, shared: None }),
                 yarn: Some((32.0, 4096)),
+                recurrent: None,
+                rope_dims: None,
             },
             Self::Qwen3MoeA3b8L => ShapeParams {
                 arch: Architecture::Qwen3Moe,
@@ -284,8 +340,30 @@ impl SynthShape {
                 rope_freq_base: 1_000_000.0,
                 rms_eps: 1e-6,
                 tied_embeddings: false,
-                experts: Some(baton_model::Experts { count: 128, used: 8, ffn_dim: 768 }),
+                experts: Some(baton_model::Experts { count: 128, used: 8, ffn_dim: 768, shared: None }),
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
+            },
+            Self::Qwen35 => ShapeParams {
+                arch: Architecture::Qwen35,
+                head_width: Some(32),
+                n_layers: 4,
+                rope_freq_base: 10_000_000.0,
+                recurrent: Some(QWEN35_RECURRENT),
+                rope_dims: Some(8),
+                ..TOY
+            },
+            Self::Qwen35Moe => ShapeParams {
+                arch: Architecture::Qwen35Moe,
+                head_width: Some(32),
+                n_layers: 4,
+                ffn: 256,
+                rope_freq_base: 10_000_000.0,
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64, shared: Some(96) }),
+                recurrent: Some(QWEN35_RECURRENT),
+                rope_dims: Some(8),
+                ..TOY
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,
@@ -303,6 +381,8 @@ impl SynthShape {
                 tied_embeddings: false,
                 experts: None,
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
             },
             Self::Tiny256 => ShapeParams {
                 arch: Architecture::Llama,
@@ -320,6 +400,8 @@ impl SynthShape {
                 tied_embeddings: false,
                 experts: None,
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
             },
             Self::Stories110M => ShapeParams {
                 arch: Architecture::Llama,
@@ -337,6 +419,8 @@ impl SynthShape {
                 tied_embeddings: true,
                 experts: None,
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
             },
             Self::Stories15M => ShapeParams {
                 arch: Architecture::Llama,
@@ -354,6 +438,8 @@ impl SynthShape {
                 tied_embeddings: false,
                 experts: None,
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
             },
             Self::Smol135M => ShapeParams {
                 arch: Architecture::Llama,
@@ -371,6 +457,8 @@ impl SynthShape {
                 tied_embeddings: true,
                 experts: None,
                 yarn: None,
+                recurrent: None,
+                rope_dims: None,
             },
         }
     }

@@ -7,7 +7,7 @@ use baton_core::DType;
 use baton_kernels::quantize_row;
 
 use super::rng::SplitMix64;
-use super::shape::ShapeParams;
+use super::shape::{ShapeParams, SynthRecurrent};
 
 /// How a tensor's values are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,6 +19,8 @@ pub(crate) enum Init {
     },
     /// `1 + 0.1 · noise`: RMS-norm weights near one.
     NearOne,
+    /// `-exp(0.5 · noise)`: a recurrent layer's `ssm_a` (`-exp(A_log)`).
+    Decay,
 }
 
 /// One tensor of the file: name, ggml-order dims, storage type and values.
@@ -172,70 +174,17 @@ pub(crate) fn apply_mix(plan: &mut [TensorPlan], mix: SynthMix, params: &ShapePa
 /// `token_embd`, the blocks, `output_norm`, then `output` unless tied.
 pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
     let dim = params.dim;
-    let q_width = params.n_heads * params.head_dim();
-    let kv_width = params.n_kv_heads * params.head_dim();
-    let ffn = params.ffn;
     let traits = params.arch.traits();
     let mut tensors = vec![TensorPlan::matrix("token_embd.weight".into(), dim, params.vocab, requested)];
     for layer in 0..params.n_layers {
         let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
-        let bias = |suffix: &str| format!("blk.{layer}.{suffix}.bias");
-        tensors.extend([
-            TensorPlan::norm(name("attn_norm"), dim),
-            TensorPlan::matrix(name("attn_q"), dim, q_width, requested),
-            TensorPlan::matrix(name("attn_k"), dim, kv_width, requested),
-            TensorPlan::matrix(name("attn_v"), dim, kv_width, requested),
-        ]);
-        if traits.qkv_bias {
-            tensors.extend([
-                TensorPlan::bias(bias("attn_q"), q_width),
-                TensorPlan::bias(bias("attn_k"), kv_width),
-                TensorPlan::bias(bias("attn_v"), kv_width),
-            ]);
-        }
-        if traits.qk_norm {
-            tensors.extend([
-                TensorPlan::norm(name("attn_q_norm"), params.head_dim()),
-                TensorPlan::norm(name("attn_k_norm"), params.head_dim()),
-            ]);
-        }
-        tensors.push(TensorPlan::matrix(name("attn_output"), q_width, dim, requested));
-        if traits.attn_output_bias {
-            tensors.push(TensorPlan::bias(bias("attn_output"), dim));
-        }
-        if traits.attn_sinks {
-            // Sink logits of the size of the scores (about one).
-            tensors.push(TensorPlan::vector(name("attn_sinks"), params.n_heads, 1.0));
-        }
-        if traits.post_norms {
-            tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
+        tensors.push(TensorPlan::norm(name("attn_norm"), dim));
+        match params.recurrent.filter(|r| r.is_recurrent(layer)) {
+            Some(r) => tensors.extend(recurrent_layer(layer, r, dim, requested)),
+            None => attention_layer(&mut tensors, params, layer, requested),
         }
         tensors.push(TensorPlan::norm(name(traits.ffn_norm), dim));
-        match params.experts {
-            Some(e) => {
-                tensors.extend([
-                    // The router stays f32 in every file type (llama.cpp's
-                    // quantizer never quantizes it).
-                    TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32),
-                    TensorPlan::experts(name("ffn_gate_exps"), dim, e.ffn_dim, e.count, requested),
-                    TensorPlan::experts(name("ffn_up_exps"), dim, e.ffn_dim, e.count, requested),
-                    TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested),
-                ]);
-                if traits.expert_biases {
-                    tensors.extend([
-                        TensorPlan::bias(bias("ffn_gate_inp"), e.count),
-                        TensorPlan::expert_bias(bias("ffn_gate_exps"), e.ffn_dim, e.count),
-                        TensorPlan::expert_bias(bias("ffn_up_exps"), e.ffn_dim, e.count),
-                        TensorPlan::expert_bias(bias("ffn_down_exps"), dim, e.count),
-                    ]);
-                }
-            }
-            None => tensors.extend([
-                TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
-                TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
-                TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
-            ]),
-        }
+        feed_forward(&mut tensors, params, layer, requested);
         if traits.post_norms {
             tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
         }
@@ -245,6 +194,110 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
         tensors.push(TensorPlan::matrix("output.weight".into(), dim, params.vocab, requested));
     }
     tensors
+}
+
+/// A recurrent (Gated DeltaNet) layer's tensors, as Qwen 3.5's files hold
+/// them; the convolution, decay and norm stay f32 (llama.cpp does not
+/// quantize them).
+fn recurrent_layer(layer: usize, r: SynthRecurrent, dim: usize, requested: DType) -> Vec<TensorPlan> {
+    let name = |suffix: &str| format!("blk.{layer}.{suffix}");
+    let (key_dim, value_dim) = (r.key_heads * r.head_dim, r.value_heads * r.head_dim);
+    let conv_dim = 2 * key_dim + value_dim;
+    let conv = TensorPlan::matrix(name("ssm_conv1d.weight"), r.conv_kernel, conv_dim, DType::F32);
+    let decay = TensorPlan { init: Init::Decay, ..TensorPlan::vector(name("ssm_a"), r.value_heads, 1.0) };
+    vec![
+        TensorPlan::matrix(name("attn_qkv.weight"), dim, conv_dim, requested),
+        TensorPlan::matrix(name("attn_gate.weight"), dim, value_dim, requested),
+        conv,
+        TensorPlan::bias(name("ssm_dt.bias"), r.value_heads),
+        decay,
+        TensorPlan::matrix(name("ssm_beta.weight"), dim, r.value_heads, requested),
+        TensorPlan::matrix(name("ssm_alpha.weight"), dim, r.value_heads, requested),
+        TensorPlan::norm(name("ssm_norm.weight"), r.head_dim),
+        TensorPlan::matrix(name("ssm_out.weight"), value_dim, dim, requested),
+    ]
+}
+
+/// An attention layer's tensors (a query twice as wide where it carries an
+/// output gate).
+fn attention_layer(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, layer: usize, requested: DType) {
+    let dim = params.dim;
+    let q_width = params.n_heads * params.head_dim();
+    let kv_width = params.n_kv_heads * params.head_dim();
+    let traits = params.arch.traits();
+    let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+    let bias = |suffix: &str| format!("blk.{layer}.{suffix}.bias");
+    let q_rows = if traits.gated_attention { 2 * q_width } else { q_width };
+    tensors.extend([
+        TensorPlan::matrix(name("attn_q"), dim, q_rows, requested),
+        TensorPlan::matrix(name("attn_k"), dim, kv_width, requested),
+        TensorPlan::matrix(name("attn_v"), dim, kv_width, requested),
+    ]);
+    if traits.qkv_bias {
+        tensors.extend([
+            TensorPlan::bias(bias("attn_q"), q_width),
+            TensorPlan::bias(bias("attn_k"), kv_width),
+            TensorPlan::bias(bias("attn_v"), kv_width),
+        ]);
+    }
+    if traits.qk_norm {
+        tensors.extend([
+            TensorPlan::norm(name("attn_q_norm"), params.head_dim()),
+            TensorPlan::norm(name("attn_k_norm"), params.head_dim()),
+        ]);
+    }
+    tensors.push(TensorPlan::matrix(name("attn_output"), q_width, dim, requested));
+    if traits.attn_output_bias {
+        tensors.push(TensorPlan::bias(bias("attn_output"), dim));
+    }
+    if traits.attn_sinks {
+        // Sink logits of the size of the scores (about one).
+        tensors.push(TensorPlan::vector(name("attn_sinks"), params.n_heads, 1.0));
+    }
+    if traits.post_norms {
+        tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
+    }
+}
+
+/// A feed-forward block's tensors: dense, or experts (and a shared one).
+fn feed_forward(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, layer: usize, requested: DType) {
+    let (dim, ffn) = (params.dim, params.ffn);
+    let traits = params.arch.traits();
+    let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+    let bias = |suffix: &str| format!("blk.{layer}.{suffix}.bias");
+    match params.experts {
+        Some(e) => {
+            tensors.extend([
+                // The router stays f32 in every file type (llama.cpp's
+                // quantizer never quantizes it).
+                TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32),
+                TensorPlan::experts(name("ffn_gate_exps"), dim, e.ffn_dim, e.count, requested),
+                TensorPlan::experts(name("ffn_up_exps"), dim, e.ffn_dim, e.count, requested),
+                TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested),
+            ]);
+            if traits.expert_biases {
+                tensors.extend([
+                    TensorPlan::bias(bias("ffn_gate_inp"), e.count),
+                    TensorPlan::expert_bias(bias("ffn_gate_exps"), e.ffn_dim, e.count),
+                    TensorPlan::expert_bias(bias("ffn_up_exps"), e.ffn_dim, e.count),
+                    TensorPlan::expert_bias(bias("ffn_down_exps"), dim, e.count),
+                ]);
+            }
+        }
+        None => tensors.extend([
+            TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_up"), dim, ffn, requested),
+            TensorPlan::matrix(name("ffn_down"), ffn, dim, requested),
+        ]),
+    }
+    if let Some(shared) = params.experts.and_then(|e| e.shared) {
+        tensors.extend([
+            TensorPlan::vector(name("ffn_gate_inp_shexp"), dim, 1.0 / (dim as f32).sqrt()),
+            TensorPlan::matrix(name("ffn_gate_shexp"), dim, shared, requested),
+            TensorPlan::matrix(name("ffn_up_shexp"), dim, shared, requested),
+            TensorPlan::matrix(name("ffn_down_shexp"), shared, dim, requested),
+        ]);
+    }
 }
 
 /// Bytes of rows a [`RowSource`] generates at a time (at least one row).
@@ -287,6 +340,7 @@ impl RowSource {
                     *value = match init {
                         Init::Noise { std } => std * noise,
                         Init::NearOne => 1.0 + 0.1 * noise,
+                        Init::Decay => -(0.5 * noise).exp(),
                     };
                 }
                 quantize_row(dtype, &values, row).map_err(io::Error::other)?;

@@ -76,6 +76,7 @@ impl Model {
         };
         check_cache_types(&devices, &layer_device, options.kv_types())?;
         check_experts(&file, &config, &devices, &layer_device)?;
+        check_recurrent(&config, &devices, &layer_device)?;
         let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
@@ -109,7 +110,7 @@ impl Model {
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(8 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(9 * batch * 4 + 64)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -121,7 +122,15 @@ impl Model {
             .collect::<Result<Vec<_>, ModelError>>()?;
         let mut bound: HashMap<String, TensorRef> = weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let mut attention_rows_bytes = 0;
-        for (l, (k, v)) in cache.layers.iter().enumerate() {
+        for (l, layer) in cache.layers.iter().enumerate() {
+            let (k, v) = match layer {
+                LayerCache::Attention(k, v) => (k, v),
+                LayerCache::Recurrent(conv, delta) => {
+                    bound.insert(graph::conv_state_name(l), conv.clone());
+                    bound.insert(graph::delta_state_name(l), delta.clone());
+                    continue;
+                }
+            };
             bound.insert(graph::key_cache_name(l), k.clone());
             bound.insert(graph::value_cache_name(l), v.clone());
             if cache.slots > 1 && !in_slots {
@@ -226,6 +235,27 @@ fn check_experts(
         if !device.supports(&Op::MatMulId, dtype) || !device.supports(&Op::TopK { k: 1 }, DType::F32) {
             return Err(ModelError::Config(format!(
                 "{} does not run a mixture of experts ({dtype} experts of layer {l}): place those layers on the CPU",
+                device.info().name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is loaded, a hybrid model's recurrent layers
+/// on a device that does not run their ops (the Vulkan shaders), naming it.
+fn check_recurrent(
+    config: &LlamaConfig,
+    devices: &[Arc<dyn Device>],
+    layer_device: &[usize],
+) -> Result<(), ModelError> {
+    let Some(recurrent) = &config.recurrent else { return Ok(()) };
+    let ops = [Op::SsmConv, Op::GatedDeltaNet { scale: 1.0 }, Op::L2Norm { eps: 1e-6 }, Op::Softplus, Op::Sigmoid];
+    for (l, &d) in layer_device.iter().enumerate() {
+        let device = &devices[d];
+        if recurrent.is_recurrent(l) && !ops.iter().all(|op| device.supports(op, DType::F32)) {
+            return Err(ModelError::Config(format!(
+                "{} does not run the recurrent layers of a hybrid model (layer {l}): place those layers on the CPU",
                 device.info().name
             )));
         }

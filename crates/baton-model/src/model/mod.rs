@@ -27,7 +27,7 @@ use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
-use crate::state::{ring_rows, KvCache, KvTypes, SavedPrefix};
+use crate::state::{ring_rows, KvCache, KvTypes, LayerCache, SavedPrefix};
 use crate::tensor_parallel::TensorShares;
 use crate::weights::Weights;
 
@@ -320,7 +320,7 @@ impl Model {
             file: self.file_bytes,
             weights_mapped: mapped,
             weights_copied: self.weights.bytes() as u64 - mapped,
-            kv_cache: self.cache.layers.iter().map(|(k, v)| (k.bytes() + v.bytes()) as u64).sum(),
+            kv_cache: self.cache.layers.iter().map(|layer| layer.bytes() as u64).sum(),
             io: (buffers.sum::<usize>() + self.logits_io.len()) as u64 + self.attention_rows_bytes,
             devices,
         }

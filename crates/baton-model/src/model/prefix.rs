@@ -9,7 +9,12 @@ impl Model {
     /// cache still holds what that needs ([`ModelError::RingRewound`]
     /// otherwise: a sliding-window layer's ring was overwritten by a run
     /// that went further). From position 0 it always can.
+    /// A hybrid model's recurrent state holds exactly the positions its
+    /// slot evaluated: it goes on from there, or starts again from 0.
     pub fn resumable(&self, slot: usize, past: usize) -> bool {
+        if self.config.recurrent.is_some() {
+            return past == 0 || self.frontier.get(slot) == Some(&past);
+        }
         match (self.ring_reach(), self.frontier.get(slot)) {
             (Some(reach), Some(&frontier)) => past == 0 || frontier <= past + reach,
             _ => true,
@@ -64,7 +69,11 @@ impl Model {
     /// Whether a slot given `saved` can evaluate from position `past`
     /// (`past` at most its length): its sliding-window rings, as saved,
     /// still hold the window before `past`.
+    /// A hybrid model's saved recurrent state serves its whole length only.
     pub fn restorable(&self, saved: &SavedPrefix, past: usize) -> bool {
+        if self.config.recurrent.is_some() {
+            return past == 0 || past == saved.len();
+        }
         match self.ring_reach() {
             Some(reach) => past == 0 || (past <= saved.len() && saved.frontier <= past + reach),
             None => past <= saved.len(),

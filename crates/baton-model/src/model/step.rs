@@ -36,7 +36,8 @@ impl Model {
                 | graph::HIDDEN_ROWS
                 | graph::SLOTS
                 | graph::CACHE_ROWS
-                | graph::RING_CACHE_ROWS => Some(first),
+                | graph::RING_CACHE_ROWS
+                | graph::STATE_SLOTS => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
                 }
@@ -60,7 +61,8 @@ impl Model {
                     | graph::HIDDEN_ROWS
                     | graph::SLOTS
                     | graph::CACHE_ROWS
-                    | graph::RING_CACHE_ROWS,
+                    | graph::RING_CACHE_ROWS
+                    | graph::STATE_SLOTS,
                 )
                 | None => None,
                 Some(name) => self.bound.get(name).cloned(),
@@ -102,6 +104,10 @@ impl Model {
             }
             // A ring still holds the window before `past` unless a longer
             // run since went more than its spare rows past it.
+            if self.config.recurrent.is_some() && !self.resumable(seq.slot, seq.past) {
+                let at = self.frontier[seq.slot];
+                return Err(ModelError::StateRewound { slot: seq.slot, past: seq.past, at });
+            }
             if let Some(reach) = self.ring_reach().filter(|_| !self.resumable(seq.slot, seq.past)) {
                 return Err(ModelError::RingRewound { slot: seq.slot, past: seq.past, reach });
             }
@@ -212,8 +218,9 @@ impl Model {
         let ring = self.cache.ring;
         let ring_len = if ring.is_some() { t } else { 0 };
         let in_slots_len = if in_slots { 2 * t + ring_len } else { 0 };
-        let inputs_t =
-            TensorRef::new(&io, 0, DType::I32, &[2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len])?;
+        let state_slots_len = if self.config.recurrent.is_some() { t } else { 0 };
+        let inputs_len = 2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len + state_slots_len;
+        let inputs_t = TensorRef::new(&io, 0, DType::I32, &[inputs_len])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
         let picks_t = TensorRef::new(&io, 2 * t * 4, DType::I32, &[picks.max(1)])?;
@@ -227,6 +234,11 @@ impl Model {
                 (0..3).map(|i| TensorRef::new(&io, slots_at + i * t * 4, DType::I32, &[t])).collect::<Result<_, _>>()?
             }
             false => Vec::new(),
+        };
+        // A hybrid model's recurrent layers: each token's slot, last.
+        let state_slots_t = match state_slots_len {
+            0 => None,
+            _ => Some(TensorRef::new(&io, (inputs_len - t) * 4, DType::I32, &[t])?),
         };
         let hidden_t = match hidden {
             Some((_, buffer)) if !hidden_rows.is_empty() => {
@@ -272,6 +284,9 @@ impl Model {
                 inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, p)| (slot * rows + p % rows) as i32)));
             }
         }
+        if state_slots_len > 0 {
+            inputs.extend(seqs.iter().flat_map(|s| std::iter::repeat_n(s.slot as i32, s.tokens.len())));
+        }
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
@@ -294,6 +309,7 @@ impl Model {
                 graph::SLOTS => slot_inputs.first().cloned(),
                 graph::CACHE_ROWS => slot_inputs.get(1).cloned(),
                 graph::RING_CACHE_ROWS => slot_inputs.get(2).cloned(),
+                graph::STATE_SLOTS => state_slots_t.clone(),
                 graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,

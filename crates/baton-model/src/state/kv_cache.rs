@@ -13,13 +13,41 @@ use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::tensor_parallel::TensorShares;
 
+/// What one layer keeps of its sequences between steps.
+#[derive(Clone, Debug)]
+pub enum LayerCache {
+    /// An attention layer's keys and values, both `[kv_heads, slots ×
+    /// rows, head_dim]`.
+    Attention(TensorRef, TensorRef),
+    /// A recurrent layer's state (f32, not indexed by position): the
+    /// convolution's last inputs `[slots, conv_dim, conv_kernel - 1]` and
+    /// the delta rule's `[slots, value_heads, head_dim, head_dim]` (see
+    /// [`Recurrent`](crate::hybrid::Recurrent)).
+    Recurrent(TensorRef, TensorRef),
+}
+
+impl LayerCache {
+    /// Its two tensors (keys and values, or the two states).
+    pub fn tensors(&self) -> [&TensorRef; 2] {
+        match self {
+            LayerCache::Attention(a, b) | LayerCache::Recurrent(a, b) => [a, b],
+        }
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.tensors().iter().map(|t| t.bytes()).sum()
+    }
+}
+
 /// The KV cache of every layer: keys and values both `[kv_heads, slots ×
 /// context, head_dim]`, so that attention reads a block of positions as
 /// contiguous rows (whole blocks of a quantized type). Slot `s` (one
-/// sequence) holds positions `s × context..(s + 1) × context`.
+/// sequence) holds positions `s × context..(s + 1) × context`. A hybrid
+/// model's recurrent layers hold their state per slot instead.
 pub struct KvCache {
-    /// Per layer: (keys, values).
-    pub layers: Vec<(TensorRef, TensorRef)>,
+    /// Per layer: keys and values, or a recurrent layer's state.
+    pub layers: Vec<LayerCache>,
     /// Element types of the keys and of the values.
     pub dtypes: KvTypes,
     /// Positions of one slot.
@@ -99,29 +127,43 @@ impl KvCache {
         device_of: &dyn Fn(usize) -> usize,
     ) -> Result<KvCache, ModelError> {
         dtypes.position_bytes(config)?;
-        let dims = |l: usize| [config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
-        let bytes =
-            |l: usize, dtype: DType| config.kv_heads * dims(l)[1] * dtype.row_bytes(config.head_dim).unwrap_or(0);
+        let shapes: Vec<[(DType, Vec<usize>); 2]> = (0..config.layers)
+            .map(|l| match config.recurrent.as_ref().filter(|r| r.is_recurrent(l)) {
+                Some(r) => {
+                    [(DType::F32, r.conv_state_dims(slots).to_vec()), (DType::F32, r.delta_state_dims(slots).to_vec())]
+                }
+                None => {
+                    let dims = vec![config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
+                    [(dtypes.k, dims.clone()), (dtypes.v, dims)]
+                }
+            })
+            .collect();
+        let bytes = |(dtype, dims): &(DType, Vec<usize>)| {
+            let row = dims.last().copied().unwrap_or(0);
+            dims.iter().product::<usize>() / row.max(1) * dtype.row_bytes(row).unwrap_or(0)
+        };
         let mut layers = Vec::with_capacity(config.layers);
         let mut buffers: HashMap<usize, (Buffer, usize)> = HashMap::new();
         for (d, device) in devices.iter().enumerate() {
             let total: usize = (0..config.layers)
                 .filter(|&l| device_of(l) == d)
-                .map(|l| bytes(l, dtypes.k) + bytes(l, dtypes.v))
+                .map(|l| bytes(&shapes[l][0]) + bytes(&shapes[l][1]))
                 .sum();
             if total > 0 {
                 buffers.insert(d, (device.alloc(total)?, 0));
             }
         }
-        for l in 0..config.layers {
+        for (l, [first, second]) in shapes.iter().enumerate() {
             let entry =
                 buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
             let (buffer, next) = (&entry.0, entry.1);
-            let (k_bytes, v_bytes) = (bytes(l, dtypes.k), bytes(l, dtypes.v));
-            let k = TensorRef::new(buffer, next, dtypes.k, &dims(l))?;
-            let v = TensorRef::new(buffer, next + k_bytes, dtypes.v, &dims(l))?;
-            entry.1 += k_bytes + v_bytes;
-            layers.push((k, v));
+            let a = TensorRef::new(buffer, next, first.0, &first.1)?;
+            let b = TensorRef::new(buffer, next + bytes(first), second.0, &second.1)?;
+            entry.1 += bytes(first) + bytes(second);
+            layers.push(match config.recurrent.as_ref().is_some_and(|r| r.is_recurrent(l)) {
+                true => LayerCache::Recurrent(a, b),
+                false => LayerCache::Attention(a, b),
+            });
         }
         Ok(KvCache { layers, dtypes, context, slots, ring })
     }
@@ -137,12 +179,15 @@ impl KvCache {
         shares: &TensorShares,
     ) -> Result<KvCache, ModelError> {
         dtypes.position_bytes(config)?;
+        if config.recurrent.is_some() {
+            return Err(ModelError::Config("a hybrid model's recurrent layers are not split by tensor".into()));
+        }
         let mut layers = Vec::with_capacity(config.layers);
         for l in 0..config.layers {
             let dims = [config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
             let k = device.alloc_split(dtypes.k, &dims, shares.cache())?;
             let v = device.alloc_split(dtypes.v, &dims, shares.cache())?;
-            layers.push((k, v));
+            layers.push(LayerCache::Attention(k, v));
         }
         Ok(KvCache { layers, dtypes, context, slots, ring })
     }

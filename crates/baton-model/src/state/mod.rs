@@ -15,5 +15,5 @@
 mod kv_cache;
 mod prefix;
 
-pub use kv_cache::{ring_rows, KvCache, KvTypes};
+pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};
 pub use prefix::SavedPrefix;

@@ -10,11 +10,14 @@
 
 use baton_core::backend::{Stream, TensorRef};
 
-use super::kv_cache::{rows_per_slot, KvCache};
+use baton_core::DType;
+
+use super::kv_cache::{rows_per_slot, KvCache, LayerCache};
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 
-/// A slot's keys and values at positions `0..len`, in host memory
+/// A slot's keys and values at positions `0..len` (and a hybrid model's
+/// recurrent state, which is that of exactly `len` positions), in host memory
 /// ([`Model::save_prefix`](crate::Model::save_prefix)).
 #[derive(Debug)]
 pub struct SavedPrefix {
@@ -65,7 +68,21 @@ impl KvCache {
             )));
         }
         let mut views = Vec::with_capacity(self.layers.len() * 2 * config.kv_heads);
-        for (l, (k, v)) in self.layers.iter().enumerate() {
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (k, v) = match layer {
+                LayerCache::Attention(k, v) => (k, v),
+                LayerCache::Recurrent(conv, delta) => {
+                    // The slot's whole state: it holds exactly the positions
+                    // the slot evaluated (the model checks `len` is that).
+                    for t in [conv, delta] {
+                        let shape = t.shape();
+                        let per_slot: usize = shape.dims()[1..].iter().product();
+                        let at = t.offset() + slot * per_slot * 4;
+                        views.push((l, TensorRef::new(t.buffer(), at, DType::F32, &[per_slot])?));
+                    }
+                    continue;
+                }
+            };
             let slot_rows = self.slot_rows(config, l);
             let rows = if slot_rows < self.context { slot_rows } else { len };
             for t in [k, v] {

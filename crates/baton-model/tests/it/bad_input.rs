@@ -51,6 +51,21 @@ fn a_foreign_architecture_is_named_in_the_error() {
     }
 }
 
+/// Loads `bytes` (a GGUF file) with each `(key, value, named)` of `cases`
+/// patched in turn (the u32 after `key`), asserting an error that contains
+/// `named`.
+fn assert_patched_keys_named(dir: &baton_testkit::TempDir, bytes: &[u8], cases: &[(&str, u32, &str)]) {
+    for &(key, value, named) in cases {
+        let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key") + key.len() + 4;
+        let mut changed = bytes.to_vec();
+        changed[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        let file = dir.file("changed.gguf");
+        std::fs::write(&file, &changed).expect("write");
+        let err = load(&file).err().unwrap_or_else(|| panic!("{key} = {value} loaded"));
+        assert!(err.to_string().contains(named), "{key} = {value}: {err}");
+    }
+}
+
 /// A mixture of experts whose metadata does not fit its tensors, or is
 /// out of bounds, and a YaRN factor that is not one at least, are refused
 /// with an error that names the key or tensor.
@@ -59,28 +74,19 @@ fn expert_metadata_that_does_not_fit_is_named_in_the_error() {
     let (dir, path) = baton_testkit::synth::synth_model("bad-experts", SynthShape::Qwen3Moe, DType::Q8_0, 3);
     let bytes = std::fs::read(&path).expect("read");
     // The u32 value after a key (GGUF: key string, type u32 = 4, value).
-    let value_at = |key: &str| {
-        let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key");
-        at + key.len() + 4
-    };
-    let cases = [
-        ("qwen3moe.expert_count", 0u32, "qwen3moe.expert_count"),
-        ("qwen3moe.expert_count", 100_000, "qwen3moe.expert_count"),
-        ("qwen3moe.expert_used_count", 17, "qwen3moe.expert_used_count"),
-        ("qwen3moe.expert_used_count", 0, "qwen3moe.expert_used_count"),
-        // 8 experts declared, 16 stacked: the router's shape is wrong.
-        ("qwen3moe.expert_count", 8, "ffn_gate_inp"),
-        ("qwen3moe.expert_feed_forward_length", 32, "ffn_gate_exps"),
-    ];
-    for (key, value, named) in cases {
-        let mut changed = bytes.clone();
-        let at = value_at(key);
-        changed[at..at + 4].copy_from_slice(&value.to_le_bytes());
-        let file = dir.file("changed.gguf");
-        std::fs::write(&file, &changed).expect("write");
-        let err = load(&file).err().unwrap_or_else(|| panic!("{key} = {value} loaded"));
-        assert!(err.to_string().contains(named), "{key} = {value}: {err}");
-    }
+    assert_patched_keys_named(
+        &dir,
+        &bytes,
+        &[
+            ("qwen3moe.expert_count", 0u32, "qwen3moe.expert_count"),
+            ("qwen3moe.expert_count", 100_000, "qwen3moe.expert_count"),
+            ("qwen3moe.expert_used_count", 17, "qwen3moe.expert_used_count"),
+            ("qwen3moe.expert_used_count", 0, "qwen3moe.expert_used_count"),
+            // 8 experts declared, 16 stacked: the router's shape is wrong.
+            ("qwen3moe.expert_count", 8, "ffn_gate_inp"),
+            ("qwen3moe.expert_feed_forward_length", 32, "ffn_gate_exps"),
+        ],
+    );
     // gpt-oss: a YaRN factor below one (or not a number) is named.
     let (dir, path) = baton_testkit::synth::synth_model("bad-yarn", SynthShape::GptOss, DType::Q8_0, 3);
     let bytes = std::fs::read(&path).expect("read");
@@ -94,6 +100,38 @@ fn expert_metadata_that_does_not_fit_is_named_in_the_error() {
         let err = load(&file).err().unwrap_or_else(|| panic!("a YaRN factor of {factor} loaded"));
         assert!(err.to_string().contains(key), "{factor}: {err}");
     }
+}
+
+/// A hybrid model's recurrent-layer metadata out of bounds or not fitting
+/// its tensors is refused with an error that names the key or tensor; and
+/// a split by tensor, which its recurrent layers do not have yet, is
+/// refused saying so.
+#[test]
+fn recurrent_metadata_that_does_not_fit_is_named_in_the_error() {
+    let (dir, path) = baton_testkit::synth::synth_model("bad-hybrid", SynthShape::Qwen35, DType::Q8_0, 3);
+    let bytes = std::fs::read(&path).expect("read");
+    assert_patched_keys_named(
+        &dir,
+        &bytes,
+        &[
+            ("qwen35.ssm.conv_kernel", 1u32, "ssm.conv_kernel"),
+            ("qwen35.ssm.conv_kernel", 1000, "ssm.conv_kernel"),
+            ("qwen35.ssm.conv_kernel", 3, "ssm_conv1d"),
+            ("qwen35.ssm.group_count", 3, "ssm.group_count"),
+            ("qwen35.ssm.time_step_rank", 0, "ssm.time_step_rank"),
+            ("qwen35.ssm.inner_size", 60, "ssm.inner_size"),
+            ("qwen35.ssm.state_size", 1 << 20, "ssm.state_size"),
+            ("qwen35.full_attention_interval", 0, "full_attention_interval"),
+            // Every layer attends: layer 0 has no attn_q.
+            ("qwen35.full_attention_interval", 1, "attn_q"),
+        ],
+    );
+    let cpus = super::batch::devices(&["cpu:0", "cpu:1"]);
+    let composite = Arc::new(
+        baton_composite::CompositeDevice::new(cpus, baton_core::sync::WaitPolicy::default()).expect("composite"),
+    );
+    let err = Model::load_tensor_parallel(&path, composite, &LoadOptions::default()).err().expect("refused");
+    assert!(err.to_string().contains("hybrid model's recurrent layers"), "{err}");
 }
 
 #[test]

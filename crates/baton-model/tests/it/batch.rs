@@ -14,23 +14,23 @@ use baton_synth::SynthShape;
 use baton_testkit::argmax;
 use baton_testkit::synth::{synth_model, tiny_model};
 
-fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
+pub(super) fn devices(names: &[&str]) -> Vec<Arc<dyn Device>> {
     baton_cpu::open(names).expect("devices").into_iter().map(IntoDevice::into_device).collect()
 }
 
-fn options(slots: usize) -> LoadOptions {
+pub(super) fn options(slots: usize) -> LoadOptions {
     LoadOptions { context: Some(64), cache_type: DType::F16, batch: 32, slots, ..LoadOptions::default() }
 }
 
 const DECODE: usize = 6;
 
 /// Prompts of different lengths (a 1-token one too).
-fn prompts() -> Vec<Vec<u32>> {
+pub(super) fn prompts() -> Vec<Vec<u32>> {
     (0..5u32).map(|s| (0..[9, 1, 17, 4, 12][s as usize]).map(|i| (s * 97 + i * 31 + 5) % 512).collect()).collect()
 }
 
 /// One sequence alone: its prompt's last logits, then `DECODE` greedy steps'.
-fn alone(model: &mut Model, prompt: &[u32]) -> Vec<Vec<u32>> {
+pub(super) fn alone(model: &mut Model, prompt: &[u32]) -> Vec<Vec<u32>> {
     let mut out = vec![model.eval_prompt(prompt, 0).expect("prompt").iter().map(|x| x.to_bits()).collect::<Vec<_>>()];
     for past in prompt.len()..prompt.len() + DECODE {
         let logits: Vec<f32> = out.last().expect("logits").iter().map(|&b| f32::from_bits(b)).collect();
@@ -52,7 +52,7 @@ struct Seq {
 
 /// Every sequence through batched steps: they join at different steps, read
 /// their prompts `chunk` tokens a step, and decode one token a step.
-fn batched(model: &mut Model, prompts: &[Vec<u32>], chunk: usize) -> Vec<Vec<Vec<u32>>> {
+pub(super) fn batched(model: &mut Model, prompts: &[Vec<u32>], chunk: usize) -> Vec<Vec<Vec<u32>>> {
     let mut seqs: Vec<Seq> = prompts
         .iter()
         .enumerate()
@@ -109,24 +109,32 @@ fn batched(model: &mut Model, prompts: &[Vec<u32>], chunk: usize) -> Vec<Vec<Vec
 fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
     for dtype in [DType::F32, DType::Q4_1, DType::Q8_0] {
         let (_dir, path) = tiny_model("batch-bits", dtype, 23);
-        let prompts = prompts();
-        let mut one = Model::load(&path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
-        let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
-        for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
-            for (chunk, per_sequence) in [(3, false), (32, false), (3, true)] {
-                let opts = LoadOptions { attention_per_sequence: per_sequence, ..options(prompts.len()) };
-                let mut many = Model::load_split(&path, devices(names), &opts).expect("slots");
-                assert_eq!(many.attends_in_slots(), !per_sequence);
-                let got = batched(&mut many, &prompts, chunk);
-                for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
-                    assert_eq!(got.len(), want.len());
-                    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-                        assert!(
-                            g == w,
-                            "{dtype} on {names:?}, chunk {chunk} (one attention per sequence: {per_sequence}): \
-                             sequence {s}, logits {k} differ from alone"
-                        );
-                    }
+        assert_batched_match_alone(&path, &format!("tiny {dtype}"));
+    }
+}
+
+/// Every sequence of [`prompts`] in batched steps (chunks of 3 and 32,
+/// attention in slots and per sequence, on one device and split by layer
+/// over two) gets, bit for bit, the logits it gets alone in a one-slot
+/// model.
+pub(super) fn assert_batched_match_alone(path: &std::path::Path, label: &str) {
+    let prompts = prompts();
+    let mut one = Model::load(path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
+    let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
+    for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+        for (chunk, per_sequence) in [(3, false), (32, false), (3, true)] {
+            let opts = LoadOptions { attention_per_sequence: per_sequence, ..options(prompts.len()) };
+            let mut many = Model::load_split(path, devices(names), &opts).expect("slots");
+            assert_eq!(many.attends_in_slots(), !per_sequence);
+            let got = batched(&mut many, &prompts, chunk);
+            for (s, (got, want)) in got.iter().zip(&expected).enumerate() {
+                assert_eq!(got.len(), want.len());
+                for (k, (g, w)) in got.iter().zip(want).enumerate() {
+                    assert!(
+                        g == w,
+                        "{label} on {names:?}, chunk {chunk} (one attention per sequence: {per_sequence}): \
+                         sequence {s}, logits {k} differ from alone"
+                    );
                 }
             }
         }

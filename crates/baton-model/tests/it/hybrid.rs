@@ -1,0 +1,79 @@
+//! A hybrid model's recurrent state (the qwen35 and qwen35moe toys: three
+//! Gated DeltaNet layers and one attention layer): batched steps keep each
+//! sequence's bits, the state holds exactly the positions its slot
+//! evaluated (an evaluation goes on from there or starts again at 0), and
+//! it moves between slots and host memory whole.
+
+use baton_core::DType;
+use baton_model::{Logits, Model, ModelError};
+use baton_synth::SynthShape;
+use baton_testkit::synth::synth_model;
+
+use super::batch::{assert_batched_match_alone, devices, options};
+
+/// Sequences of different lengths, joining at different steps, prompts in
+/// chunks of 3 and 32, attention in slots and per sequence, on one device
+/// and split by layer over two: each sequence's logits are those it gets
+/// alone in a one-slot model, bit for bit.
+#[test]
+fn batched_sequences_through_recurrent_layers_match_each_sequence_alone() {
+    let cases =
+        [(SynthShape::Qwen35, DType::F32), (SynthShape::Qwen35, DType::Q8_0), (SynthShape::Qwen35Moe, DType::Q8_0)];
+    for (shape, dtype) in cases {
+        let (_dir, path) = synth_model("batch-hybrid", shape, dtype, 23);
+        assert_batched_match_alone(&path, &format!("{shape} {dtype}"));
+    }
+}
+
+fn bits(logits: &[f32]) -> Vec<u32> {
+    logits.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The state holds the positions the slot evaluated: going on from there
+/// works, starting again from 0 gives a fresh sequence's bits, and
+/// anything else is refused with an error that says where it can go on.
+#[test]
+fn a_recurrent_state_goes_on_from_its_end_or_starts_again() {
+    let (_dir, path) = synth_model("hybrid-state", SynthShape::Qwen35, DType::F32, 7);
+    let mut model = Model::load(&path, devices(&["cpu"]).remove(0), &options(2)).expect("load");
+    let prompt: Vec<u32> = (0..10).map(|i| (i * 37 + 11) % 512).collect();
+    let whole = bits(model.eval_prompt(&prompt, 0).expect("prompt"));
+    assert!(model.resumable(0, 10) && model.resumable(0, 0));
+    assert!(!model.resumable(0, 5) && !model.resumable(0, 11));
+    let err = model.eval(&prompt[5..], 5, Logits::Last).expect_err("from the middle");
+    assert!(matches!(err, ModelError::StateRewound { slot: 0, past: 5, at: 10 }), "{err}");
+    assert!(err.to_string().contains("goes on from 10"), "{err}");
+    // In pieces: the same bits as in one step.
+    let first = model.eval(&prompt[..4], 0, Logits::Last).expect("first piece");
+    assert_ne!(bits(first), whole);
+    let rest = bits(model.eval(&prompt[4..], 4, Logits::Last).expect("the rest"));
+    assert_eq!(rest, whole, "a prompt in two steps ends as in one");
+    // Another sequence in the slot starts from a zero state.
+    let other: Vec<u32> = (0..6).map(|i| (i * 53 + 2) % 512).collect();
+    let fresh = {
+        let mut alone = Model::load(&path, devices(&["cpu"]).remove(0), &options(1)).expect("load");
+        bits(alone.eval_prompt(&other, 0).expect("fresh"))
+    };
+    assert_eq!(bits(model.eval_prompt(&other, 0).expect("again")), fresh);
+}
+
+/// A slot's state copied to another slot, or saved to host memory and
+/// restored, serves exactly its length: the copy goes on with the bits the
+/// source would give; a shorter length is not served.
+#[test]
+fn a_recurrent_state_moves_whole_between_slots_and_host_memory() {
+    let (_dir, path) = synth_model("hybrid-move", SynthShape::Qwen35Moe, DType::Q8_0, 9);
+    let mut model = Model::load(&path, devices(&["cpu"]).remove(0), &options(3)).expect("load");
+    let prompt: Vec<u32> = (0..12).map(|i| (i * 29 + 3) % 512).collect();
+    model.eval_prompt(&prompt, 0).expect("prompt");
+    let next = [42u32, 7];
+    assert!(!model.copy_prefix(0, 1, 8).expect("a shorter copy"), "a state of 12 positions is not one of 8");
+    assert!(model.copy_prefix(0, 1, 12).expect("copy"));
+    assert!(model.save_prefix(0, 8).expect("shorter save").is_none());
+    let saved = model.save_prefix(0, 12).expect("save").expect("saved");
+    assert!(model.restorable(&saved, 12) && model.restorable(&saved, 0) && !model.restorable(&saved, 6));
+    let want = bits(model.eval_slot(0, &next, 12, Logits::Last).expect("source goes on"));
+    assert_eq!(bits(model.eval_slot(1, &next, 12, Logits::Last).expect("copy goes on")), want);
+    assert!(model.restore_prefix(2, &saved).expect("restore"));
+    assert_eq!(bits(model.eval_slot(2, &next, 12, Logits::Last).expect("restored goes on")), want);
+}
