@@ -147,6 +147,12 @@ impl PyModel {
         self.engine.info().vocab
     }
 
+    /// The hidden size (an embedding's width).
+    #[getter]
+    fn n_embd(&self) -> usize {
+        self.engine.info().dim
+    }
+
     /// The beginning-of-text token, if the model has one.
     #[getter]
     fn bos(&self) -> Option<u32> {

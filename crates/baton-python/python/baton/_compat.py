@@ -42,6 +42,7 @@ NOT_APPLIED: Dict[str, Any] = {
     "spm_infill": False,
     "n_parts": -1,
     "f16_kv": True,
+    "device": None,
 }
 
 _WHY = {
@@ -65,6 +66,7 @@ _WHY = {
     "spm_infill": "fill-in-the-middle is not served",
     "n_parts": "a GGUF file is one part",
     "f16_kv": "the cache's types are type_k and type_v",
+    "device": "Baton places the model by devices=[...] or n_gpu_layers",
 }
 
 

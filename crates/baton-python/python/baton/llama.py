@@ -4,12 +4,14 @@ import json
 import os
 import sys
 import time
+import types
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _args, _chat, _compat, _shapes
 from ._baton import _Answers, _Generation, _Model
 from ._baton import device_list as _device_list
+from ._cache import longest_token_prefix
 from ._grammar import LlamaGrammar
 from ._local import LocalRun
 from ._tokens import LLAMA_DEFAULT_SEED, TokenLevel
@@ -104,6 +106,7 @@ class Llama(TokenLevel):
         # Older llama-cpp-python releases' (langchain-community passes them).
         n_parts: int = -1,
         f16_kv: bool = True,
+        device: Optional[str] = None,
         # Baton's own.
         devices: Union[None, str, Sequence[str]] = None,
         n_parallel: int = 1,
@@ -172,6 +175,14 @@ class Llama(TokenLevel):
             type_k,
             type_v,
         )
+        self.n_batch = n_batch
+        self.n_threads = n_threads
+        # llama-cpp-python's llama_context_params, the fields frameworks
+        # read (llama-index's LlamaCPP reads n_ctx).
+        self.context_params = types.SimpleNamespace(
+            n_ctx=self._model.n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=n_threads,
+            n_threads_batch=n_threads, embeddings=self.embedding,
+        )
         if chat_format is not None and not _chat_format_maps(chat_format, self._model.chat_template):
             notes.append(
                 f"chat_format={chat_format!r} is not applied: the GGUF file's own chat template answers chats"
@@ -218,6 +229,38 @@ class Llama(TokenLevel):
 
     def n_vocab(self) -> int:
         return self._model.n_vocab
+
+    def n_embd(self) -> int:
+        """The hidden size (an embedding's width)."""
+        return self._model.n_embd
+
+    def token_nl(self) -> int:
+        """The token of a line feed (-1 where it is not one token)."""
+        tokens = self.tokenize(b"\n", add_bos=False, special=False)
+        return tokens[0] if len(tokens) == 1 else -1
+
+    def pooling_type(self) -> int:
+        """How ``embed`` pools, as llama.cpp's number (1 mean, 3 last)."""
+        return {"mean": 1, "last": 3}[self.pooling]
+
+    def tokenizer(self) -> "LlamaTokenizer":
+        """The model's tokenizer, as llama-cpp-python's ``LlamaTokenizer``."""
+        return LlamaTokenizer(self)
+
+    longest_token_prefix = staticmethod(longest_token_prefix)
+
+    @staticmethod
+    def logits_to_logprobs(logits: Any, axis: int = -1) -> Any:
+        """Log-probabilities of logits along ``axis`` (a log-softmax, in
+        float32; rows of minus infinity stay minus infinity)."""
+        import numpy as np
+
+        logits = np.asarray(logits, dtype=np.single)
+        top = np.amax(logits, axis=axis, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0).astype(np.single)
+        shifted = logits - top
+        with np.errstate(divide="ignore"):
+            return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(np.single)
 
     def token_bos(self) -> int:
         return -1 if self._model.bos is None else self._model.bos
@@ -576,6 +619,25 @@ class Llama(TokenLevel):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class LlamaTokenizer:
+    """llama-cpp-python's tokenizer object over a ``Llama``."""
+
+    def __init__(self, llama: Llama):
+        self.llama = llama
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self.llama.tokenize(text, add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: Sequence[int], prev_tokens: Optional[Sequence[int]] = None, special: bool = False) -> bytes:
+        return self.llama.detokenize(tokens, special=special)
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self.tokenize(text.encode("utf-8", errors="ignore"), add_bos=add_bos, special=special)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.detokenize(tokens).decode("utf-8", errors="ignore")
 
 
 # llama-cpp-python's chat formats, each with a mark of its template: a
