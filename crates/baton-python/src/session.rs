@@ -137,7 +137,7 @@ impl PySession {
             )));
         }
         let batch = self.batch;
-        let logits = py.detach(|| -> PyResult<Vec<f32>> {
+        py.detach(|| -> PyResult<()> {
             let mut state = self.lock()?;
             let State { model, held } = &mut *state;
             if past > held.len() {
@@ -149,19 +149,37 @@ impl PySession {
             held.truncate(past);
             if past > 0 && !model.resumable(0, past) {
                 // A sliding-window ring went further: the kept tokens again.
-                let kept = held.clone();
-                held.clear();
+                let kept = std::mem::take(held);
                 evaluate(model, &kept, 0, false, batch)?;
                 *held = kept;
             }
-            let logits = evaluate(model, &tokens, past, all, batch);
-            // What the cache holds now, whether or not the last batch ran.
-            held.extend_from_slice(&tokens);
-            if logits.is_err() {
-                held.truncate(past);
-            }
-            logits
+            Ok(())
         })?;
+        // A batch at a time, Ctrl-C seen between batches: an interrupted
+        // eval leaves the session holding what it evaluated, which the
+        // caller's `past` (not advanced) cuts back at its next call.
+        let mut logits = Vec::new();
+        let chunks = tokens.len().div_ceil(batch);
+        for (i, chunk) in tokens.chunks(batch).enumerate() {
+            let start = past + i * batch;
+            let rows = py.detach(|| -> PyResult<Vec<f32>> {
+                let mut state = self.lock()?;
+                let State { model, held } = &mut *state;
+                if held.len() != start {
+                    return Err(PyRuntimeError::new_err("another thread changed the session during this eval"));
+                }
+                let rows = evaluate(model, chunk, start, all, batch)?;
+                held.extend_from_slice(chunk);
+                Ok(rows)
+            })?;
+            if !all {
+                logits.clear();
+            }
+            logits.extend(rows);
+            if i + 1 < chunks {
+                py.check_signals()?;
+            }
+        }
         Ok(PyBytes::new(py, &bytes_of(&logits)))
     }
 

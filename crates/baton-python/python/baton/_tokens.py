@@ -354,9 +354,15 @@ class TokenLevel:
         own = self._state
         own["input_ids"][:] = 0
         own["input_ids"][: state.n_tokens] = state.input_ids[: state.n_tokens]
+        n = state.n_tokens
         if self.logits_all:
-            own["scores"][: state.n_tokens] = state.scores[: state.n_tokens]
-        elif len(state.scores):
+            # A state saved without logits_all has its last row only.
+            own["scores"][:n] = 0.0
+            if len(state.scores) >= n:
+                own["scores"][:n] = state.scores[:n]
+            elif n > 0 and len(state.scores):
+                own["scores"][n - 1] = state.scores[-1]
+        elif n > 0 and len(state.scores):
             own["scores"][0] = state.scores[-1]
         own["n_tokens"] = state.n_tokens
         own["requires_eval"] = True
