@@ -17,6 +17,10 @@ mod errors;
 mod generation;
 mod model;
 mod runtime;
+mod sampler;
+mod sampling;
+mod session;
+mod tools;
 
 use pyo3::prelude::*;
 
@@ -26,6 +30,13 @@ fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::PyModel>()?;
     m.add_class::<generation::PyGeneration>()?;
     m.add_class::<answers::PyAnswers>()?;
+    m.add_class::<session::PySession>()?;
+    m.add_class::<session::PyKvState>()?;
+    m.add_class::<sampling::PySampling>()?;
+    m.add_class::<sampler::PySampler>()?;
+    m.add_class::<sampler::PySchema>()?;
+    m.add_class::<tools::PyToolPlan>()?;
+    m.add_function(wrap_pyfunction!(sampler::is_eog, m)?)?;
     m.add_class::<runtime::PyDevice>()?;
     m.add_class::<runtime::PyTensor>()?;
     m.add_class::<runtime::PyStream>()?;

@@ -6,15 +6,17 @@ use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_gen::{ChatTemplate, Message, SamplingParams};
+use baton_gen::{ChatTemplate, Message};
 use baton_load::SplitMode;
-use baton_model::{EncodeOptions, LoadOptions, Pooling, Tokenizer};
+use baton_model::{EncodeOptions, LoadOptions, Model, Pooling, Tokenizer};
 use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::{load_error, model_error, submit_error, BatonError};
 use crate::generation::{LogprobTuple, PyGeneration, SIGNAL_TICK};
+use crate::sampling::PySampling;
+use crate::tools::PyToolPlan;
 
 /// A model loaded over its devices, run by an engine thread that owns it.
 #[pyclass(module = "baton._baton", name = "_Model", frozen)]
@@ -22,6 +24,38 @@ pub struct PyModel {
     engine: Engine,
     template: Arc<ChatTemplate>,
     path: PathBuf,
+    /// How it was loaded, for a token-level session's own copy.
+    recipe: Recipe,
+}
+
+/// How a model was loaded: a token-level session (`session.rs`) loads its own copy the same
+/// way, with one sequence slot.
+#[derive(Clone)]
+pub struct Recipe {
+    path: PathBuf,
+    devices: String,
+    n_threads: Option<usize>,
+    split: SplitMode,
+    options: LoadOptions,
+}
+
+impl Recipe {
+    /// Loads the model as described (the GIL released by the caller).
+    pub fn load(&self) -> PyResult<Model> {
+        let opened = baton_load::open_devices(&self.devices, self.n_threads).map_err(load_error)?;
+        baton_load::load_model(&self.path, opened, self.split, WaitPolicy::process_default(), &self.options)
+            .map_err(load_error)
+    }
+
+    /// The model file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The KV cache's types.
+    pub fn kv_types(&self) -> baton_model::KvTypes {
+        self.options.kv_types()
+    }
 }
 
 /// A KV cache type by llama.cpp's name (`-ctk`/`-ctv`).
@@ -83,16 +117,16 @@ impl PyModel {
             ..LoadOptions::default()
         };
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let recipe = Recipe { path: path.clone(), devices, n_threads, split, options };
         let engine = py.detach(|| -> PyResult<Engine> {
-            let opened = baton_load::open_devices(&devices, n_threads).map_err(load_error)?;
-            let model = baton_load::load_model(&path, opened, split, WaitPolicy::process_default(), &options)
-                .map_err(load_error)?;
+            let model = recipe.load()?;
             let options = EngineOptions { parallel: n_parallel, prefill_chunk: n_batch, ..EngineOptions::default() };
             Engine::start(model, name, options).map_err(|e| model_error(&e))
         })?;
         let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())
             .map_err(|e| model_error(&e))?;
-        Ok(PyModel { engine, template: Arc::new(template), path })
+        let recipe = Recipe { options: LoadOptions { slots: 1, ..recipe.options }, ..recipe };
+        Ok(PyModel { engine, template: Arc::new(template), path, recipe })
     }
 
     /// The model file's path.
@@ -111,6 +145,12 @@ impl PyModel {
     #[getter]
     fn n_vocab(&self) -> usize {
         self.engine.info().vocab
+    }
+
+    /// The hidden size (an embedding's width).
+    #[getter]
+    fn n_embd(&self) -> usize {
+        self.engine.info().dim
     }
 
     /// The beginning-of-text token, if the model has one.
@@ -165,45 +205,29 @@ impl PyModel {
     }
 
     /// Starts generating after `prompt`; tokens come from the returned
-    /// iterator. The sampling fields are `SamplingParams`' own;
-    /// `response_format` (an OpenAI `response_format` as a JSON text) holds
-    /// the text to a JSON object or schema.
+    /// iterator, drawn as `sampling` says. `response_format` (an OpenAI
+    /// `response_format` as a JSON text) holds the text to a JSON object
+    /// or schema; `tools` (which takes its place) to the tools' calls.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (prompt, max_tokens, sampling, stop, logprobs, stop_at_eog, response_format, tools = None))]
     fn generate(
         &self,
         prompt: Vec<u32>,
         max_tokens: Option<usize>,
-        temperature: f32,
-        top_k: usize,
-        top_p: f32,
-        min_p: f32,
-        repeat_penalty: f32,
-        repeat_last_n: usize,
-        presence_penalty: f32,
-        frequency_penalty: f32,
-        seed: u64,
+        sampling: &PySampling,
         stop: Vec<String>,
         logprobs: Option<usize>,
         stop_at_eog: bool,
         response_format: Option<String>,
+        tools: Option<&PyToolPlan>,
     ) -> PyResult<PyGeneration> {
         if stop.iter().any(String::is_empty) {
             return Err(PyValueError::new_err("a stop string is empty"));
         }
-        let sampling = SamplingParams {
-            temperature,
-            top_k,
-            top_p,
-            min_p,
-            repeat_penalty,
-            repeat_last_n,
-            presence_penalty,
-            frequency_penalty,
-            seed,
-            logit_bias: Default::default(),
-        };
+        let sampling = sampling.params().clone();
         let prompt_tokens = prompt.len();
         let format = match response_format {
+            _ if tools.is_some() => tools.map(PyToolPlan::format).unwrap_or_default(),
             None => OutputFormat::Text,
             Some(text) => {
                 let value = serde_json::from_str(&text)
@@ -273,6 +297,11 @@ fn wait_pass<T: Send>(py: Python<'_>, ticket: &mut PassTicket<T>, what: &str) ->
 }
 
 impl PyModel {
+    /// How it was loaded.
+    pub fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
     /// The model's tokenizer.
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {
         self.engine.tokenizer()

@@ -76,7 +76,7 @@ def test_bad_generation_arguments(llm):
         (
             lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], tools=[{"type": "function"}]),
             ValueError,
-            "baton serve",
+            "function is missing",
         ),
         (lambda: llm.tokenize(42), TypeError, "bytes or str"),
         (lambda: llm.tokenize(b"\xff\xfe"), ValueError, "UTF-8"),

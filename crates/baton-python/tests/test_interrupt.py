@@ -47,3 +47,24 @@ def test_calls_from_two_threads_share_the_engine(model_path):
         for t in threads:
             t.join()
     assert results == [expected, expected], "batched sequences give the bits of one alone"
+
+
+def test_keyboard_interrupt_stops_a_long_eval_and_the_session_goes_on(model_path):
+    import baton
+
+    with baton.Llama(model_path, n_ctx=4096, n_batch=16, n_threads=2, verbose=False) as llm:
+        tokens = llm.tokenize(b"Once upon a time")
+        llm.eval(tokens)
+        expected = llm.scores[0].copy()
+        llm.reset()
+        # 4000 tokens, 250 batches: the interrupt lands between two of them.
+        timer = threading.Timer(0.3, _thread.interrupt_main)
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                llm.eval(tokens + [tokens[-1]] * 4000)
+        finally:
+            timer.cancel()
+        assert llm.n_tokens == 0, "an interrupted eval does not advance n_tokens"
+        llm.eval(tokens)
+        assert (llm.scores[0] == expected).all()

@@ -43,10 +43,20 @@ from ._baton import (
     __version__,
     devices,
 )
+from ._cache import BaseLlamaCache, LlamaCache, LlamaRAMCache, LlamaState
+from ._grammar import LlamaGrammar
+from ._processors import LogitsProcessorList, StoppingCriteriaList
 from .llama import Llama, known_models
 
 __all__ = [
     "Llama",
+    "LlamaGrammar",
+    "LlamaCache",
+    "LlamaRAMCache",
+    "BaseLlamaCache",
+    "LlamaState",
+    "LogitsProcessorList",
+    "StoppingCriteriaList",
     "known_models",
     "devices",
     "Device",

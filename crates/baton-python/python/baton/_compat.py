@@ -40,6 +40,9 @@ NOT_APPLIED: Dict[str, Any] = {
     "draft_model": None,
     "tokenizer": None,
     "spm_infill": False,
+    "n_parts": -1,
+    "f16_kv": True,
+    "device": None,
 }
 
 _WHY = {
@@ -61,6 +64,9 @@ _WHY = {
     "draft_model": "speculative decoding is not served",
     "tokenizer": "the tokenizer of the GGUF file is used",
     "spm_infill": "fill-in-the-middle is not served",
+    "n_parts": "a GGUF file is one part",
+    "f16_kv": "the cache's types are type_k and type_v",
+    "device": "Baton places the model by devices=[...] or n_gpu_layers",
 }
 
 

@@ -2,18 +2,19 @@
 
 import json
 import os
-import random
 import sys
 import time
+import types
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-from . import _args, _compat, _shapes
+from . import _args, _chat, _compat, _shapes
 from ._baton import _Answers, _Generation, _Model
 from ._baton import device_list as _device_list
-
-# llama.cpp's "pick a random seed" value.
-LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+from ._cache import longest_token_prefix
+from ._grammar import LlamaGrammar
+from ._local import LocalRun
+from ._tokens import LLAMA_DEFAULT_SEED, TokenLevel
 
 _CACHE_TYPES = ("f16", "f32", "bf16", "q8_0", "q4_0")
 
@@ -23,7 +24,7 @@ def known_models() -> List[str]:
     return _Model.known()
 
 
-class Llama:
+class Llama(TokenLevel):
     """A GGUF model loaded for generation, with llama-cpp-python's API.
 
     ``model_path`` is a GGUF file. ``n_ctx`` is the positions of one
@@ -102,6 +103,10 @@ class Llama:
         type_v: Union[None, int, str] = None,
         spm_infill: bool = False,
         verbose: bool = True,
+        # Older llama-cpp-python releases' (langchain-community passes them).
+        n_parts: int = -1,
+        f16_kv: bool = True,
+        device: Optional[str] = None,
         # Baton's own.
         devices: Union[None, str, Sequence[str]] = None,
         n_parallel: int = 1,
@@ -170,6 +175,14 @@ class Llama:
             type_k,
             type_v,
         )
+        self.n_batch = n_batch
+        self.n_threads = n_threads
+        # llama-cpp-python's llama_context_params, the fields frameworks
+        # read (llama-index's LlamaCPP reads n_ctx).
+        self.context_params = types.SimpleNamespace(
+            n_ctx=self._model.n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=n_threads,
+            n_threads_batch=n_threads, embeddings=self.embedding,
+        )
         if chat_format is not None and not _chat_format_maps(chat_format, self._model.chat_template):
             notes.append(
                 f"chat_format={chat_format!r} is not applied: the GGUF file's own chat template answers chats"
@@ -217,6 +230,38 @@ class Llama:
     def n_vocab(self) -> int:
         return self._model.n_vocab
 
+    def n_embd(self) -> int:
+        """The hidden size (an embedding's width)."""
+        return self._model.n_embd
+
+    def token_nl(self) -> int:
+        """The token of a line feed (-1 where it is not one token)."""
+        tokens = self.tokenize(b"\n", add_bos=False, special=False)
+        return tokens[0] if len(tokens) == 1 else -1
+
+    def pooling_type(self) -> int:
+        """How ``embed`` pools, as llama.cpp's number (1 mean, 3 last)."""
+        return {"mean": 1, "last": 3}[self.pooling]
+
+    def tokenizer(self) -> "LlamaTokenizer":
+        """The model's tokenizer, as llama-cpp-python's ``LlamaTokenizer``."""
+        return LlamaTokenizer(self)
+
+    longest_token_prefix = staticmethod(longest_token_prefix)
+
+    @staticmethod
+    def logits_to_logprobs(logits: Any, axis: int = -1) -> Any:
+        """Log-probabilities of logits along ``axis`` (a log-softmax, in
+        float32; rows of minus infinity stay minus infinity)."""
+        import numpy as np
+
+        logits = np.asarray(logits, dtype=np.single)
+        top = np.amax(logits, axis=axis, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0).astype(np.single)
+        shifted = logits - top
+        with np.errstate(divide="ignore"):
+            return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(np.single)
+
     def token_bos(self) -> int:
         return -1 if self._model.bos is None else self._model.bos
 
@@ -253,6 +298,13 @@ class Llama:
             raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
         return tokens
 
+    def _limit(self, tokens: List[int], max_tokens: Optional[int]) -> int:
+        max_tokens = _args.integer("max_tokens", max_tokens, allow_none=True)
+        room = self._model.n_ctx - len(tokens)
+        # llama-cpp-python: None or <= 0 generates until the context is full;
+        # more than fits ends at the context's end.
+        return room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
+
     def _start(
         self,
         tokens: List[int],
@@ -268,33 +320,44 @@ class Llama:
         stop: List[str],
         logprobs: Optional[int],
         response_format: Optional[str] = None,
-    ) -> _Generation:
-        max_tokens = _args.integer("max_tokens", max_tokens, allow_none=True)
-        room = self._model.n_ctx - len(tokens)
-        # llama-cpp-python: None or <= 0 generates until the context is full;
-        # more than fits ends at the context's end.
-        limit = room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
-        top_k = _args.integer("top_k", top_k)
-        seed = _args.integer("seed", seed, minimum=-1, maximum=2**64 - 1, allow_none=True)
-        if seed is None or seed == -1:
-            seed = random.getrandbits(64) if self._seed == LLAMA_DEFAULT_SEED else self._seed
-        return self._model.generate(
-            tokens,
-            limit,
-            _args.number("temperature", temperature),
-            max(top_k, 0),
-            _args.number("top_p", top_p),
-            _args.number("min_p", min_p),
-            _args.number("repeat_penalty", repeat_penalty),
-            self.last_n_tokens_size,
-            _args.number("presence_penalty", presence_penalty),
-            _args.number("frequency_penalty", frequency_penalty),
-            seed,
-            stop,
-            logprobs,
-            True,
-            response_format,
+        hooks: Optional[Dict[str, Any]] = None,
+    ) -> Union[_Generation, LocalRun]:
+        """The generation: on the engine, or on the token-level session
+        when ``hooks`` (``logits_processor``, ``stopping_criteria``,
+        ``grammar``, ``logit_bias``, ``tools``) or a cache ask for it."""
+        hooks = dict(hooks or {})
+        grammar, tools = hooks.get("grammar"), hooks.get("tools")
+        if grammar is not None:
+            if not isinstance(grammar, LlamaGrammar):
+                raise TypeError(f"grammar must be a LlamaGrammar, not {type(grammar).__name__}")
+            if response_format is not None or tools is not None:
+                raise ValueError("grammar cannot be given with response_format or tools")
+        limit = self._limit(tokens, max_tokens)
+        local = any(hooks.get(k) is not None for k in ("logits_processor", "stopping_criteria", "logit_bias"))
+        if local or self.cache is not None:
+            if logprobs is not None:
+                raise ValueError(
+                    "logprobs are not served with logits_processor, stopping_criteria, logit_bias or a cache "
+                    "(those completions run on the token-level session)"
+                )
+            if response_format is not None or tools is not None:
+                raise ValueError(
+                    "response_format and tools are not served with logits_processor, stopping_criteria, logit_bias "
+                    "or a cache: use grammar=LlamaGrammar.from_json_schema(...)"
+                )
+            if _args.number("temperature", temperature) < 0:
+                raise ValueError(f"temperature must be >= 0, not {temperature}")
+            sampler = self._sampler(
+                top_k, top_p, min_p, temperature, repeat_penalty, frequency_penalty, presence_penalty,
+                grammar, hooks.get("logit_bias"), seed,
+            )
+            return LocalRun(self, tokens, limit, stop, sampler, hooks.get("logits_processor"), hooks.get("stopping_criteria"))
+        if grammar is not None:
+            response_format = grammar._response_format()
+        sampling = self._sampling(
+            temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty, presence_penalty, None, seed
         )
+        return self._model.generate(tokens, limit, sampling, stop, logprobs, True, response_format, tools)
 
     def create_completion(
         self,
@@ -314,23 +377,36 @@ class Llama:
         top_k: int = 40,
         stream: bool = False,
         seed: Optional[int] = None,
+        tfs_z: float = 1.0,
+        mirostat_mode: int = 0,
+        mirostat_tau: float = 5.0,
+        mirostat_eta: float = 0.1,
+        model: Optional[str] = None,
+        stopping_criteria: Any = None,
+        logits_processor: Any = None,
+        grammar: Optional[LlamaGrammar] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """Continues ``prompt``: a completion dict, or with ``stream=True``
-        an iterator of chunks (llama-cpp-python's shapes)."""
+        an iterator of chunks (llama-cpp-python's shapes). ``tfs_z`` is
+        taken and not applied, as in llama-cpp-python 0.3."""
         if suffix is not None:
             raise ValueError("suffix (fill-in-the-middle) is not served by Baton")
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
+        if _args.integer("mirostat_mode", mirostat_mode) != 0:
+            raise ValueError("mirostat sampling is not served by Baton: only mirostat_mode=0")
         logprobs = _args.integer("logprobs", logprobs, minimum=0, allow_none=True)
         tokens = self._prompt_tokens(prompt)
+        stops = _args.stops(stop)
+        hooks = dict(stopping_criteria=stopping_criteria, logits_processor=logits_processor, grammar=grammar, logit_bias=logit_bias)
         # echo with logprobs: the prompt's tokens scored in one pass first.
         scored = self._model.score(tokens, logprobs) if echo and logprobs is not None else None
-        stops = _args.stops(stop)
         generation = self._start(
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-            presence_penalty, frequency_penalty, seed, stops, logprobs,
+            presence_penalty, frequency_penalty, seed, stops, logprobs, hooks=hooks,
         )
-        answers = _shapes.answers(self._model, False, self.model_path)
+        answers = _shapes.answers(self._model, False, model or self.model_path)
         head = ""
         if echo:
             head = prompt if isinstance(prompt, str) else self.detokenize(tokens).decode("utf-8", errors="replace")
@@ -380,6 +456,10 @@ class Llama:
     def create_chat_completion(
         self,
         messages: List[Dict[str, Any]],
+        functions: Optional[List[Dict[str, Any]]] = None,
+        function_call: Any = None,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        tool_choice: Any = None,
         temperature: float = 0.2,
         top_p: float = 0.95,
         top_k: int = 40,
@@ -393,36 +473,74 @@ class Llama:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         repeat_penalty: float = 1.0,
+        tfs_z: float = 1.0,
+        mirostat_mode: int = 0,
+        mirostat_tau: float = 5.0,
+        mirostat_eta: float = 0.1,
+        model: Optional[str] = None,
+        logits_processor: Any = None,
+        grammar: Optional[LlamaGrammar] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
-        tools: Optional[List[Dict[str, Any]]] = None,
-        tool_choice: Any = None,
+        stopping_criteria: Any = None,
     ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """Answers ``messages`` through the model's chat template: a chat
-        completion dict, or with ``stream=True`` an iterator of chunks."""
-        if tools or tool_choice not in (None, "none"):
-            raise ValueError("tools are served by `baton serve` (/v1/chat/completions), not yet by the Python package")
+        completion dict, or with ``stream=True`` an iterator of chunks.
+        ``tools`` and ``tool_choice`` as ``baton serve`` takes them (the
+        legacy ``functions``/``function_call`` too): an answer that calls
+        one has ``tool_calls`` and ``finish_reason: "tool_calls"``."""
+        if functions is not None or function_call is not None:
+            if tools is not None or tool_choice is not None:
+                raise ValueError("give tools and tool_choice, or the legacy functions and function_call, not both")
+            tools, tool_choice = _chat.legacy_functions(functions, function_call)
+        plan = _chat.tool_plan(tools, tool_choice)
         form = _response_format(response_format)
+        if plan is not None and form is not None:
+            raise ValueError(
+                "a response_format besides text cannot hold an answer that may call a tool "
+                "(tool_choice='none' leaves the tools out)"
+            )
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
+        if _args.integer("mirostat_mode", mirostat_mode) != 0:
+            raise ValueError("mirostat sampling is not served by Baton: only mirostat_mode=0")
         top = _args.integer("top_logprobs", top_logprobs, minimum=0, allow_none=True)
         want_logprobs = bool(logprobs)
         if top is not None and not want_logprobs:
             raise ValueError("top_logprobs needs logprobs=True")
-        tokens = self._model.chat_prompt(_messages(messages))
+        conversation = _chat.messages(messages)
+        if plan is not None:
+            conversation = plan.with_tools(conversation)
+        tokens = self._model.chat_prompt(conversation)
+        if plan is not None and plan.required:
+            # The answer opens the call as the tools' description shows.
+            tokens += self.tokenize(plan.opening(), add_bos=False, special=False)
         if len(tokens) >= self._model.n_ctx:
             raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
+        hooks = dict(
+            stopping_criteria=stopping_criteria, logits_processor=logits_processor, grammar=grammar,
+            logit_bias=logit_bias, tools=plan,
+        )
         generation = self._start(
             tokens, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
             presence_penalty, frequency_penalty, seed, _args.stops(stop),
             (top or 0) if want_logprobs else None,
             form,
+            hooks,
         )
-        answers = _shapes.answers(self._model, True, self.model_path)
-        if stream:
+        answers = _shapes.answers(self._model, True, model or self.model_path)
+        if stream and plan is None:
             return self._stream_chat(generation, answers, want_logprobs)
         text, entries = _drain(generation)
-        return answers.whole(
+        calls = _chat.tool_calls(plan, text) if plan is not None else None
+        if stream:
+            # A call is sent whole once read: the text is a call only if it
+            # closes as one.
+            if calls:
+                return _chat.call_chunks(answers.opening(), answers.chunk(None, None, "stop"), calls)
+            return iter([answers.opening(), answers.chunk(text, None, None), answers.chunk(None, None, generation.finish_reason)])
+        whole = answers.whole(
             text,
             entries if want_logprobs else None,
             generation.finish_reason,
@@ -430,6 +548,7 @@ class Llama:
             generation.completion_tokens,
             generation.cached_tokens,
         )
+        return _chat.as_calls(whole, calls) if calls else whole
 
     def _stream_chat(self, generation: _Generation, answers: _Answers, want_logprobs: bool) -> Iterator[Dict[str, Any]]:
         try:
@@ -490,14 +609,35 @@ class Llama:
     # Life cycle.
 
     def close(self) -> None:
-        """Stops the engine; running generations end with an error."""
+        """Stops the engine (running generations end with an error) and
+        frees the token-level session."""
         self._model.close()
+        self._session_handle = None
 
     def __enter__(self) -> "Llama":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class LlamaTokenizer:
+    """llama-cpp-python's tokenizer object over a ``Llama``."""
+
+    def __init__(self, llama: Llama):
+        self.llama = llama
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self.llama.tokenize(text, add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: Sequence[int], prev_tokens: Optional[Sequence[int]] = None, special: bool = False) -> bytes:
+        return self.llama.detokenize(tokens, special=special)
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = True) -> List[int]:
+        return self.tokenize(text.encode("utf-8", errors="ignore"), add_bos=add_bos, special=special)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.detokenize(tokens).decode("utf-8", errors="ignore")
 
 
 # llama-cpp-python's chat formats, each with a mark of its template: a
@@ -535,36 +675,6 @@ def _drain(generation: _Generation):
     finally:
         generation.cancel()
     return "".join(pieces), entries
-
-
-def _messages(messages: Any) -> List[tuple]:
-    if not isinstance(messages, (list, tuple)):
-        raise TypeError(f"messages must be a list of dicts, not {type(messages).__name__}")
-    if not messages:
-        raise ValueError("messages is empty")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise TypeError(f"messages[{i}] must be a dict with role and content, not {type(m).__name__}")
-        role = m.get("role")
-        if not isinstance(role, str):
-            raise ValueError(f"messages[{i}] has no role (a string)")
-        content = m.get("content")
-        if content is None:
-            text = ""
-        elif isinstance(content, str):
-            text = content
-        elif isinstance(content, list):
-            parts = []
-            for part in content:
-                if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    raise ValueError(f"messages[{i}]: only content parts of type 'text' are served")
-                parts.append(part["text"])
-            text = "".join(parts)
-        else:
-            raise TypeError(f"messages[{i}].content must be a string, a list of parts or None")
-        out.append((role, text))
-    return out
 
 
 def _response_format(response_format: Optional[Dict[str, Any]]) -> Optional[str]:

@@ -1,0 +1,265 @@
+//! `_Session`: one sequence's state for llama-cpp-python's token-level API
+//! (`eval`, `generate`, `save_state`/`load_state`).
+//!
+//! The engine's thread owns the model that `create_completion` runs on, so
+//! a session holds a copy of its own, loaded as the engine's was with one
+//! sequence slot (`model.rs`'s `Recipe`). It evaluates the token ids it is
+//! given at the positions the caller says (llama-cpp-python's `n_tokens`)
+//! and returns their logits; it remembers the tokens its cache holds, so a
+//! caller that rewinds (`n_tokens` set lower, `reset()`) continues from
+//! there, and a model whose sliding-window rings no longer hold the window
+//! of that position evaluates the kept tokens again first.
+//!
+//! A saved state (`_KvState`) is the keys and values of its positions read
+//! into host memory, with its tokens and the identity of the model it came
+//! from: loading it into a session of another model is a `ValueError`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use baton_model::{Logits, Model, SavedPrefix};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::model_error;
+use crate::model::PyModel;
+
+/// One sequence of a model of its own.
+#[pyclass(module = "baton._baton", name = "_Session", frozen)]
+pub struct PySession {
+    state: Mutex<State>,
+    identity: String,
+    context: usize,
+    vocab: usize,
+    batch: usize,
+}
+
+struct State {
+    model: Model,
+    /// The tokens the cache holds, from position 0.
+    held: Vec<u32>,
+}
+
+/// A session's saved state: its tokens and their keys and values (a copy
+/// in host memory).
+#[pyclass(module = "baton._baton", name = "_KvState", frozen)]
+pub struct PyKvState {
+    saved: Option<Arc<SavedPrefix>>,
+    tokens: Vec<u32>,
+    identity: String,
+}
+
+impl PySession {
+    fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
+        self.state.lock().map_err(|_| PyRuntimeError::new_err("the session's lock was poisoned by a panic"))
+    }
+}
+
+/// Evaluates `tokens` at positions `past..` of the session's slot, a batch
+/// at a time; the logits of every token (`all`) or of the last.
+fn evaluate(model: &mut Model, tokens: &[u32], past: usize, all: bool, batch: usize) -> PyResult<Vec<f32>> {
+    let mut out = Vec::new();
+    let which = if all { Logits::All } else { Logits::Last };
+    for (i, chunk) in tokens.chunks(batch).enumerate() {
+        let logits = model.eval_slot(0, chunk, past + i * batch, which).map_err(|e| model_error(&e))?;
+        if all {
+            out.extend_from_slice(logits);
+        } else {
+            out.clear();
+            out.extend_from_slice(logits);
+        }
+    }
+    Ok(out)
+}
+
+fn bytes_of(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+#[pymethods]
+impl PySession {
+    /// A session on its own copy of `model`, loaded as that one was with
+    /// one sequence slot (GIL released), outside the engine whose thread
+    /// owns `model`.
+    #[staticmethod]
+    fn open(py: Python<'_>, model: &PyModel) -> PyResult<PySession> {
+        let recipe = model.recipe();
+        let model = py.detach(|| recipe.load())?;
+        let config = model.config();
+        let identity = format!(
+            "{} ({} bytes, {} layers, width {}, KV {:?})",
+            recipe.path().display(),
+            model.file_bytes(),
+            config.layers,
+            config.dim,
+            recipe.kv_types()
+        );
+        let (context, vocab, batch) = (model.context(), config.vocab, model.batch());
+        Ok(PySession { state: Mutex::new(State { model, held: Vec::new() }), identity, context, vocab, batch })
+    }
+
+    /// Positions of the sequence.
+    #[getter]
+    fn n_ctx(&self) -> usize {
+        self.context
+    }
+
+    /// Most tokens one evaluation reads.
+    #[getter]
+    fn n_batch(&self) -> usize {
+        self.batch
+    }
+
+    /// What model it runs (its file, size and cache's shape).
+    #[getter]
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    /// Evaluates `tokens` at positions `past..past + len`, after the first
+    /// `past` tokens it holds (those after are forgotten); returns their
+    /// logits as float32 bytes, a row of the vocabulary for every token
+    /// (`all`) or for the last. A `past` beyond the tokens it holds, a
+    /// sequence past its context or an id outside the vocabulary is a
+    /// `ValueError`; nothing is evaluated then.
+    fn eval<'py>(&self, py: Python<'py>, past: usize, tokens: Vec<u32>, all: bool) -> PyResult<Bound<'py, PyBytes>> {
+        if tokens.is_empty() {
+            return Err(PyValueError::new_err("no tokens to evaluate"));
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.vocab) {
+            return Err(PyValueError::new_err(format!("token id {id} is outside the vocabulary of {}", self.vocab)));
+        }
+        if past.checked_add(tokens.len()).is_none_or(|end| end > self.context) {
+            return Err(PyValueError::new_err(format!(
+                "evaluating {} tokens after {past} runs past the context of {} (n_ctx)",
+                tokens.len(),
+                self.context
+            )));
+        }
+        let batch = self.batch;
+        py.detach(|| -> PyResult<()> {
+            let mut state = self.lock()?;
+            let State { model, held } = &mut *state;
+            if past > held.len() {
+                return Err(PyValueError::new_err(format!(
+                    "n_tokens is {past} but the session holds {} evaluated tokens",
+                    held.len()
+                )));
+            }
+            held.truncate(past);
+            if past > 0 && !model.resumable(0, past) {
+                // A sliding-window ring went further: the kept tokens again.
+                let kept = std::mem::take(held);
+                evaluate(model, &kept, 0, false, batch)?;
+                *held = kept;
+            }
+            Ok(())
+        })?;
+        // A batch at a time, Ctrl-C seen between batches: an interrupted
+        // eval leaves the session holding what it evaluated, which the
+        // caller's `past` (not advanced) cuts back at its next call.
+        let mut logits = Vec::new();
+        let chunks = tokens.len().div_ceil(batch);
+        for (i, chunk) in tokens.chunks(batch).enumerate() {
+            let start = past + i * batch;
+            let rows = py.detach(|| -> PyResult<Vec<f32>> {
+                let mut state = self.lock()?;
+                let State { model, held } = &mut *state;
+                if held.len() != start {
+                    return Err(PyRuntimeError::new_err("another thread changed the session during this eval"));
+                }
+                let rows = evaluate(model, chunk, start, all, batch)?;
+                held.extend_from_slice(chunk);
+                Ok(rows)
+            })?;
+            if !all {
+                logits.clear();
+            }
+            logits.extend(rows);
+            if i + 1 < chunks {
+                py.check_signals()?;
+            }
+        }
+        Ok(PyBytes::new(py, &bytes_of(&logits)))
+    }
+
+    /// The first `n` tokens it holds, with their keys and values read into
+    /// host memory (a copy).
+    fn save(&self, py: Python<'_>, n: usize) -> PyResult<PyKvState> {
+        py.detach(|| {
+            let mut state = self.lock()?;
+            if n > state.held.len() {
+                return Err(PyValueError::new_err(format!(
+                    "a state of {n} tokens asked of a session holding {}",
+                    state.held.len()
+                )));
+            }
+            let saved = match n {
+                0 => None,
+                _ => match state.model.save_prefix(0, n).map_err(|e| model_error(&e))? {
+                    Some(saved) => Some(Arc::new(saved)),
+                    None => {
+                        return Err(PyValueError::new_err(
+                            "saving a state is not served for this model's placement (tensor parallel or several processes)",
+                        ))
+                    }
+                },
+            };
+            Ok(PyKvState { saved, tokens: state.held[..n].to_vec(), identity: self.identity.clone() })
+        })
+    }
+
+    /// Writes `state` (saved from a session of the same model) into the
+    /// cache: the session then holds its tokens.
+    fn restore(&self, py: Python<'_>, state: &PyKvState) -> PyResult<()> {
+        if state.identity != self.identity {
+            return Err(PyValueError::new_err(format!(
+                "a state saved from another model cannot be loaded: it is of {}, this model is {}",
+                state.identity, self.identity
+            )));
+        }
+        if state.tokens.len() > self.context {
+            return Err(PyValueError::new_err(format!(
+                "a state of {} tokens does not fit the context of {}",
+                state.tokens.len(),
+                self.context
+            )));
+        }
+        py.detach(|| {
+            let mut session = self.lock()?;
+            session.held.clear();
+            if let Some(saved) = &state.saved {
+                if !session.model.restore_prefix(0, saved).map_err(|e| model_error(&e))? {
+                    return Err(PyValueError::new_err("loading a state is not served for this model's placement"));
+                }
+            }
+            session.held = state.tokens.clone();
+            Ok(())
+        })
+    }
+}
+
+#[pymethods]
+impl PyKvState {
+    /// The tokens it holds.
+    #[getter]
+    fn tokens(&self) -> Vec<u32> {
+        self.tokens.clone()
+    }
+
+    /// Host bytes its keys and values take.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.saved.as_ref().map_or(0, |s| s.bytes())
+    }
+
+    /// The model it was saved from.
+    #[getter]
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("KvState({} tokens, {} bytes, of {})", self.tokens.len(), self.nbytes(), self.identity)
+    }
+}
