@@ -83,7 +83,7 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 8] = [
+const LLAMA_SHORTS: [(&str, &str); 9] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
@@ -92,6 +92,7 @@ const LLAMA_SHORTS: [(&str, &str); 8] = [
     ("-np", "--parallel"),
     ("-ctk", "--cache-type-k"),
     ("-ctv", "--cache-type-v"),
+    ("-ctxcp", "--ctx-checkpoints"),
 ];
 
 fn main() {

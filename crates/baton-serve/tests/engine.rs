@@ -280,6 +280,47 @@ fn a_cached_prefix_gives_the_bits_of_evaluating_it() {
     }
 }
 
+/// A hybrid model (recurrent state that holds exactly what its slot
+/// evaluated): the same prompt again, and a prompt that shares the first
+/// but not its answer (a template that rewrote the answer), resume at the
+/// checkpoint taken one token before the first prompt's end, with the bits
+/// of evaluating them; a turn that extends the first resumes at the
+/// state's end; with no checkpoints kept, the first two start at 0.
+#[test]
+fn a_hybrid_models_checkpoints_resume_prompts_with_their_bits() {
+    let (_dir, path) = synth_model("engine-checkpoints", SynthShape::Qwen35, DType::Q8_0, 43);
+    let start = |checkpoints: usize| {
+        let options = LoadOptions { context: Some(96), batch: 64, slots: 2, ..LoadOptions::default() };
+        let model = Model::load(&path, devices(&["cpu"]).remove(0), &options).expect("load");
+        let options =
+            EngineOptions { parallel: 2, ctx_checkpoints: checkpoints, prefill_chunk: 8, ..EngineOptions::default() };
+        Engine::start(model, "hybrid", options).expect("engine")
+    };
+    let first: Vec<u32> = (1..30).collect();
+    let (answer, logprobs, _) = with_logprobs(&start(8), first.clone(), 6);
+    let rewritten: Vec<u32> = first.iter().copied().chain([200, 201, 202]).collect();
+    let extended: Vec<u32> = first.iter().chain(&answer[..answer.len() - 1]).copied().chain([90, 91]).collect();
+    let cold = |prompt: &Vec<u32>| with_logprobs(&start(8), prompt.clone(), 6);
+    let (want_rewritten, want_extended) = (cold(&rewritten), cold(&extended));
+    for (checkpoints, resumed) in [(8, first.len() - 1), (0, 0)] {
+        let warm = start(checkpoints);
+        with_logprobs(&warm, first.clone(), 6);
+        let again = with_logprobs(&warm, first.clone(), 6);
+        assert_eq!((&again.0, &again.1, again.2), (&answer, &logprobs, resumed), "{checkpoints}: the same prompt");
+        let got = with_logprobs(&warm, rewritten.clone(), 6);
+        assert_eq!(
+            (&got.0, &got.1, got.2),
+            (&want_rewritten.0, &want_rewritten.1, resumed),
+            "{checkpoints}: rewritten"
+        );
+    }
+    let warm = start(8);
+    with_logprobs(&warm, first.clone(), 6);
+    let got = with_logprobs(&warm, extended.clone(), 6);
+    let held = first.len() + answer.len() - 1;
+    assert_eq!((&got.0, &got.1, got.2), (&want_extended.0, &want_extended.1, held), "a turn that extends the first");
+}
+
 /// A request whose prompt starts with what a running sequence has
 /// evaluated takes those positions by a copy from its slot, and gets the
 /// bits of evaluating them: a shared system prompt, once per layer split.

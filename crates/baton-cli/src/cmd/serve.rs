@@ -102,6 +102,18 @@ pub struct ServeArgs {
     /// evaluating them. 0 keeps none.
     #[arg(long = "cache-ram", value_name = "MiB", default_value_t = 8192)]
     cache_ram: usize,
+    /// Checkpoints of a hybrid model's recurrent state (Qwen 3.5) each slot
+    /// keeps, at the ends of the prompts it evaluated (llama-server's
+    /// `--ctx-checkpoints`, `-ctxcp`): a prompt that shares a slot's earlier prompt
+    /// but not what followed it resumes there instead of at 0. 0 keeps none.
+    #[arg(
+        long = "ctx-checkpoints",
+        visible_alias = "swa-checkpoints",
+        short_alias = 'C',
+        value_name = "N",
+        default_value_t = 8
+    )]
+    ctx_checkpoints: usize,
     /// An API key every route but `/health` then needs, sent as
     /// `Authorization: Bearer KEY` or `x-api-key: KEY` (else 401); several:
     /// repeat the flag or separate them with commas. Each key reuses only
@@ -188,6 +200,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         prefill_chunk: args.prefill_chunk,
         prefix_cache: !args.no_prefix_cache,
         cache_ram: args.cache_ram.saturating_mul(1 << 20),
+        ctx_checkpoints: args.ctx_checkpoints,
     };
     #[cfg(feature = "mpi")]
     let engine = match link {

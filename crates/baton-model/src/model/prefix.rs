@@ -61,8 +61,32 @@ impl Model {
         }
         let frontier = self.frontier.get(slot).copied().unwrap_or(len);
         let (runner, layer_device) = (&self.runner, &self.layer_device);
-        let saved =
-            self.cache.save_prefix(&self.config, (slot, len, frontier), &|l| runner.stream(layer_device[l]).clone())?;
+        let stream_of = |l: usize| runner.stream(layer_device[l]).clone();
+        let saved = self.cache.save_prefix(&self.config, (slot, len, frontier), false, &stream_of)?;
+        Ok(Some(saved))
+    }
+
+    /// A checkpoint of slot `slot`: a hybrid model's recurrent state, which
+    /// holds the positions the slot evaluated, read into host memory (the
+    /// host waits for the reads), without the attention layers' keys and
+    /// values (llama.cpp's context checkpoints). Restored with
+    /// [`restore_prefix`](Self::restore_prefix) into the same slot while its
+    /// keys and values of those positions are still the ones it had, the
+    /// slot goes on from there: a prompt that shares less with the slot
+    /// than all it evaluated resumes at the last checkpoint it shares
+    /// instead of at 0. `None` for a model without recurrent layers, for
+    /// an empty slot, and where saving is not served (tensor parallelism,
+    /// several processes).
+    pub fn save_checkpoint(&mut self, slot: usize) -> Result<Option<SavedPrefix>, ModelError> {
+        let Some(&len) = self.frontier.get(slot) else {
+            return Err(ModelError::Input(format!("slot {slot} does not exist")));
+        };
+        if self.config.recurrent.is_none() || !self.placed.holds_slots_whole() || len == 0 {
+            return Ok(None);
+        }
+        let (runner, layer_device) = (&self.runner, &self.layer_device);
+        let stream_of = |l: usize| runner.stream(layer_device[l]).clone();
+        let saved = self.cache.save_prefix(&self.config, (slot, len, len), true, &stream_of)?;
         Ok(Some(saved))
     }
 
@@ -83,7 +107,11 @@ impl Model {
     /// Writes `saved` (from [`save_prefix`](Self::save_prefix) of this
     /// model) into slot `slot`: an evaluation of the slot may then start at
     /// position `saved.len()`, with the bits evaluating those positions
-    /// would give. `Ok(false)` (nothing written) where that is not served.
+    /// would give. A checkpoint ([`save_checkpoint`](Self::save_checkpoint))
+    /// writes only the recurrent state: the caller gives it back to the
+    /// slot it came from, whose keys and values of those positions have
+    /// not changed since. `Ok(false)` (nothing written) where that is not
+    /// served.
     pub fn restore_prefix(&mut self, slot: usize, saved: &SavedPrefix) -> Result<bool, ModelError> {
         if !self.placed.holds_slots_whole() {
             return Ok(false);

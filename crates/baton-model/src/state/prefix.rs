@@ -22,6 +22,10 @@ use crate::error::ModelError;
 #[derive(Debug)]
 pub struct SavedPrefix {
     len: usize,
+    /// Only a hybrid model's recurrent state, not the attention layers'
+    /// keys and values (a checkpoint: the keys and values stay in the
+    /// slot).
+    pub(crate) recurrent_only: bool,
     /// The slot's frontier when saved (its rings' contents).
     pub(crate) frontier: usize,
     /// Per layer, keys then values, per KV head: the rows.
@@ -58,8 +62,8 @@ impl KvCache {
     fn prefix_views(
         &self,
         config: &LlamaConfig,
-        slot: usize,
-        len: usize,
+        (slot, len): (usize, usize),
+        recurrent_only: bool,
     ) -> Result<Vec<(usize, TensorRef)>, ModelError> {
         if slot >= self.slots || len > self.context {
             return Err(ModelError::Config(format!(
@@ -70,6 +74,7 @@ impl KvCache {
         let mut views = Vec::with_capacity(self.layers.len() * 2 * config.kv_heads);
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v) = match layer {
+                LayerCache::Attention(..) if recurrent_only => continue,
                 LayerCache::Attention(k, v) => (k, v),
                 LayerCache::Recurrent(conv, delta) => {
                     // The slot's whole state: it holds exactly the positions
@@ -112,7 +117,11 @@ impl KvCache {
         if from == to {
             return Err(ModelError::Config(format!("a KV copy from slot {from} to itself")));
         }
-        let pairs = self.prefix_views(config, from, len)?.into_iter().zip(self.prefix_views(config, to, len)?);
+        let pairs = self.prefix_views(config, (from, len), false)?.into_iter().zip(self.prefix_views(
+            config,
+            (to, len),
+            false,
+        )?);
         for ((l, src), (_, dst)) in pairs {
             stream_of(l).copy(&src, &dst, None)?;
         }
@@ -125,15 +134,16 @@ impl KvCache {
         &self,
         config: &LlamaConfig,
         (slot, len, frontier): (usize, usize, usize),
+        recurrent_only: bool,
         stream_of: &dyn Fn(usize) -> Stream,
     ) -> Result<SavedPrefix, ModelError> {
         let reads = self
-            .prefix_views(config, slot, len)?
+            .prefix_views(config, (slot, len), recurrent_only)?
             .into_iter()
             .map(|(l, view)| stream_of(l).read_async(&view))
             .collect::<Result<Vec<_>, _>>()?;
         let chunks = reads.into_iter().map(|r| r.wait()).collect::<Result<Vec<_>, _>>()?;
-        Ok(SavedPrefix { len, frontier, chunks })
+        Ok(SavedPrefix { len, recurrent_only, frontier, chunks })
     }
 
     /// Writes `saved` into slot `slot`, waiting for the writes.
@@ -144,7 +154,7 @@ impl KvCache {
         saved: &SavedPrefix,
         stream_of: &dyn Fn(usize) -> Stream,
     ) -> Result<(), ModelError> {
-        let views = self.prefix_views(config, slot, saved.len)?;
+        let views = self.prefix_views(config, (slot, saved.len), saved.recurrent_only)?;
         let fits = views.len() == saved.chunks.len()
             && views.iter().zip(&saved.chunks).all(|((_, v), c)| v.bytes() == c.len());
         if !fits {

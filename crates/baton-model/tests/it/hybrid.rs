@@ -77,3 +77,29 @@ fn a_recurrent_state_moves_whole_between_slots_and_host_memory() {
     assert!(model.restore_prefix(2, &saved).expect("restore"));
     assert_eq!(bits(model.eval_slot(2, &next, 12, Logits::Last).expect("restored goes on")), want);
 }
+
+/// A checkpoint at the end of a prompt lets the slot resume there after it
+/// went on with other tokens: the state is written back, the keys and
+/// values of the prompt are still in the slot, and a new continuation gets
+/// the bits of evaluating prompt and continuation afresh.
+#[test]
+fn a_checkpoint_resumes_a_slot_at_the_prompt_it_held() {
+    let (_dir, path) = synth_model("hybrid-checkpoint", SynthShape::Qwen35, DType::Q8_0, 4);
+    let prompt: Vec<u32> = (0..9).map(|i| (i * 41 + 6) % 512).collect();
+    let (answer, next) = ([5u32, 6, 7], [300u32, 301, 302, 303]);
+    let fresh = {
+        let mut alone = Model::load(&path, devices(&["cpu"]).remove(0), &options(1)).expect("load");
+        let whole: Vec<u32> = prompt.iter().chain(&next).copied().collect();
+        bits(alone.eval_prompt(&whole, 0).expect("fresh"))
+    };
+    let mut model = Model::load(&path, devices(&["cpu"]).remove(0), &options(2)).expect("load");
+    model.eval_prompt(&prompt, 0).expect("prompt");
+    let checkpoint = model.save_checkpoint(0).expect("checkpoint").expect("taken");
+    assert_eq!(checkpoint.len(), prompt.len());
+    assert!(checkpoint.bytes() > 0 && model.save_checkpoint(1).expect("empty slot").is_none());
+    model.eval(&answer, prompt.len(), Logits::Last).expect("an answer");
+    assert!(!model.resumable(0, prompt.len()), "the state went on past the prompt");
+    assert!(model.restore_prefix(0, &checkpoint).expect("restore"));
+    assert!(model.resumable(0, prompt.len()));
+    assert_eq!(bits(model.eval(&next, prompt.len(), Logits::Last).expect("resumed")), fresh);
+}

@@ -20,11 +20,22 @@ pub struct EngineOptions {
     /// Bytes of host memory for the keys and values of prompts whose slot
     /// was reused (llama-server's `--cache-ram`); 0 keeps none.
     pub cache_ram: usize,
+    /// Checkpoints of a hybrid model's recurrent state each slot keeps, at
+    /// the ends of the prompts it evaluated (llama-server's
+    /// `--ctx-checkpoints`); 0 keeps none.
+    pub ctx_checkpoints: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64, prefix_cache: true, cache_ram: 0 }
+        EngineOptions {
+            parallel: 4,
+            queue: 64,
+            prefill_chunk: 64,
+            prefix_cache: true,
+            cache_ram: 0,
+            ctx_checkpoints: 8,
+        }
     }
 }
 

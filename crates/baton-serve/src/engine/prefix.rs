@@ -8,13 +8,29 @@
 //! same bits whatever else is in the batch, a reused prefix gives the bits
 //! of evaluating it again. A slot's tokens are reused only by a request of
 //! the [`CacheScope`] that wrote them.
+//!
+//! A hybrid model's recurrent state holds exactly the positions its slot
+//! evaluated, so a prompt that shares less than that with a slot cannot
+//! resume it there; each slot therefore keeps checkpoints of that state at
+//! the ends of the prompts it evaluated (llama.cpp's context checkpoints),
+//! and such a prompt resumes at the last checkpoint it shares. A
+//! checkpoint stays valid while the slot's tokens up to its length do not
+//! change.
+
+use baton_model::SavedPrefix;
 
 use super::scope::CacheScope;
 
-/// The tokens whose keys and values each slot holds (positions `0..len`).
+/// The tokens whose keys and values each slot holds (positions `0..len`),
+/// and each slot's checkpoints.
 #[derive(Debug)]
 pub(super) struct SlotCache {
     tokens: Vec<Vec<u32>>,
+    /// Per slot, checkpoints of its recurrent state, oldest first, each
+    /// valid for the slot's tokens up to its length.
+    checkpoints: Vec<Vec<SavedPrefix>>,
+    /// Checkpoints a slot keeps at most (`--ctx-checkpoints`).
+    max_checkpoints: usize,
     /// Per slot, the scope of the request that wrote its tokens.
     scopes: Vec<CacheScope>,
     last_used: Vec<u64>,
@@ -23,9 +39,11 @@ pub(super) struct SlotCache {
 
 impl SlotCache {
     /// `slots` empty slots.
-    pub(super) fn new(slots: usize) -> SlotCache {
+    pub(super) fn new(slots: usize, max_checkpoints: usize) -> SlotCache {
         SlotCache {
             tokens: vec![Vec::new(); slots],
+            checkpoints: (0..slots).map(|_| Vec::new()).collect(),
+            max_checkpoints,
             scopes: vec![CacheScope::SHARED; slots],
             last_used: vec![0; slots],
             clock: 0,
@@ -55,7 +73,7 @@ impl SlotCache {
             if common > 0 && resumable(slot, common) {
                 common
             } else {
-                0
+                self.checkpoint(slot, common).map_or(0, SavedPrefix::len)
             }
         };
         free.iter()
@@ -78,16 +96,41 @@ impl SlotCache {
 
     /// Slot `slot` now holds `tokens` (at positions `0..tokens.len()`),
     /// written by a request of `scope`.
+    /// Its checkpoints stay where the new tokens begin as the old did.
     pub(super) fn store(&mut self, slot: usize, scope: CacheScope, tokens: impl IntoIterator<Item = u32>) {
         self.clock += 1;
-        if let (Some(held), Some(owner), Some(used)) =
-            (self.tokens.get_mut(slot), self.scopes.get_mut(slot), self.last_used.get_mut(slot))
-        {
-            held.clear();
-            held.extend(tokens);
+        if let (Some(held), Some(owner), Some(used), Some(checkpoints)) = (
+            self.tokens.get_mut(slot),
+            self.scopes.get_mut(slot),
+            self.last_used.get_mut(slot),
+            self.checkpoints.get_mut(slot),
+        ) {
+            let new: Vec<u32> = tokens.into_iter().collect();
+            let same = if *owner == scope { held.iter().zip(&new).take_while(|(a, b)| a == b).count() } else { 0 };
+            checkpoints.retain(|c| c.len() <= same);
+            *held = new;
             *owner = scope;
             *used = self.clock;
         }
+    }
+
+    /// Slot `slot` holds `tokens` (of `scope`), whose last position's
+    /// recurrent state `checkpoint` is; the oldest checkpoint goes beyond
+    /// the most kept.
+    pub(super) fn add_checkpoint(&mut self, slot: usize, scope: CacheScope, tokens: &[u32], checkpoint: SavedPrefix) {
+        self.store(slot, scope, tokens.iter().copied());
+        if let Some(checkpoints) = self.checkpoints.get_mut(slot).filter(|_| self.max_checkpoints > 0) {
+            checkpoints.retain(|c| c.len() != checkpoint.len());
+            if checkpoints.len() == self.max_checkpoints {
+                checkpoints.remove(0);
+            }
+            checkpoints.push(checkpoint);
+        }
+    }
+
+    /// Slot `slot`'s longest checkpoint of at most `len` positions.
+    pub(super) fn checkpoint(&self, slot: usize, len: usize) -> Option<&SavedPrefix> {
+        self.checkpoints.get(slot)?.iter().filter(|c| c.len() <= len).max_by_key(|c| c.len())
     }
 
     /// Slot `slot` holds nothing usable (a failed step may have half
@@ -103,7 +146,7 @@ mod tests {
 
     #[test]
     fn the_longest_prefix_wins_then_the_least_recently_used() {
-        let mut cache = SlotCache::new(3);
+        let mut cache = SlotCache::new(3, 0);
         let shared = CacheScope::SHARED;
         cache.store(0, shared, [1, 2, 3, 4]);
         cache.store(1, shared, [1, 2, 9]);
@@ -124,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_reused_only_by_the_scope_that_wrote_it() {
-        let mut cache = SlotCache::new(2);
+        let mut cache = SlotCache::new(2, 0);
         let (alice, bob) = (CacheScope(1), CacheScope(2));
         cache.store(0, alice, [1, 2, 3, 4]);
         cache.store(1, bob, [1, 2]);

@@ -100,6 +100,7 @@ struct Flight {
     every_logit: Vec<bool>,
 }
 
+mod cancel;
 mod embeds;
 mod reuse;
 mod scores;
@@ -146,7 +147,7 @@ impl Worker {
         mirror: Option<Box<dyn Mirror>>,
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
-        let prefix = SlotCache::new(options.parallel);
+        let prefix = SlotCache::new(options.parallel, options.ctx_checkpoints);
         let host = HostCache::new(options.cache_ram);
         // A group per device of a layer split (each device works on another
         // group's step), no more than runs may be in flight or there are
@@ -411,44 +412,6 @@ impl Worker {
         }
     }
 
-    /// Frees the slots of generations whose client went away.
-    fn drop_cancelled(&mut self) {
-        self.drop_cancelled_embeds();
-        self.drop_cancelled_scores();
-        // Passes whose client went away leave the queue at once (and give
-        // back the place their request held).
-        let shared = &self.shared;
-        self.passes.retain(|pass| {
-            let gone = pass.job.abandoned();
-            if gone {
-                if pass.holds_place {
-                    shared.queued.fetch_sub(1, Ordering::AcqRel);
-                }
-                shared.cancelled.fetch_add(1, Ordering::Relaxed);
-            }
-            !gone
-        });
-        let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
-        self.running.retain(|seq| {
-            let gone = seq.events.is_closed();
-            if gone {
-                free.push(seq.slot);
-                // A step of it still in flight writes only past `past`.
-                prefix.store(seq.slot, seq.scope, seq.in_cache());
-                shared.cancelled.fetch_add(1, Ordering::Relaxed);
-            }
-            !gone
-        });
-        self.waiting.retain(|admitted| {
-            let gone = admitted.events.is_closed();
-            if gone {
-                shared.queued.fetch_sub(1, Ordering::AcqRel);
-                shared.cancelled.fetch_add(1, Ordering::Relaxed);
-            }
-            !gone
-        });
-    }
-
     /// Moves waiting requests into free slots, in order of arrival.
     fn admit(&mut self) {
         while !self.free_slots.is_empty() {
@@ -462,6 +425,7 @@ impl Worker {
                 break;
             };
             let slot = self.free_slots.swap_remove(at);
+            let cached = self.resume_at_checkpoint(slot, cached);
             let cached = if reuse { self.reuse_prefix(&request.prompt, scope, slot, cached) } else { cached };
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
@@ -534,8 +498,12 @@ impl Worker {
         let mut room = self.model.batch();
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut steps: Vec<SeqStep<'_>> = Vec::new();
+        // A hybrid model's prompt stops one token short of its end for a
+        // checkpoint there (`take_checkpoints`).
+        let stop = usize::from(self.takes_checkpoints());
         for seq in self.running.iter().filter(|s| s.group == group) {
-            let n = if seq.prefilling() { (seq.prompt.len() - seq.read).min(budget) } else { 1 };
+            let end = if seq.read + stop < seq.prompt.len() { seq.prompt.len() - stop } else { seq.prompt.len() };
+            let n = if seq.prefilling() { (end - seq.read).min(budget) } else { 1 };
             let n = n.min(room);
             if n == 0 {
                 continue;
@@ -632,6 +600,7 @@ impl Worker {
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
+        let mut prompts_done = Vec::new();
         let mut step_tokens = 0;
         for (row, &(id, n)) in picked.iter().enumerate() {
             // A sequence cancelled while its step ran is gone.
@@ -641,6 +610,9 @@ impl Worker {
             if seq.prefilling() {
                 seq.read += n;
                 self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
+                if seq.read + 1 == seq.prompt.len() {
+                    prompts_done.push(seq.id);
+                }
                 if seq.prefilling() {
                     continue;
                 }
@@ -662,6 +634,7 @@ impl Worker {
         if every_logit.contains(&true) {
             super::score_seq::take_score_rows(&mut self.scores, &picked, &every_logit, logits, vocab);
         }
+        self.take_checkpoints(&prompts_done);
         // The counters first, then the last events: a client that got its
         // last event sees the engine without it.
         self.shared.throughput.add(step_tokens);

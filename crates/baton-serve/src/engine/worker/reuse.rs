@@ -99,4 +99,56 @@ impl Worker {
             }
         }
     }
+
+    /// Where slot `slot` resumes, `cached` (the prefix cache's pick): a
+    /// hybrid model's slot whose state holds more than that goes back to
+    /// its checkpoint of `cached` positions; 0 where that fails.
+    pub(super) fn resume_at_checkpoint(&mut self, slot: usize, cached: usize) -> usize {
+        if cached == 0 || self.model.resumable(slot, cached) {
+            return cached;
+        }
+        let restored = match self.prefix.checkpoint(slot, cached).filter(|c| c.len() == cached) {
+            Some(checkpoint) => self.model.restore_prefix(slot, checkpoint),
+            None => Ok(false),
+        };
+        match restored {
+            Ok(true) => cached,
+            Ok(false) => 0,
+            Err(e) => {
+                tracing::warn!("writing a checkpoint back failed: {e}");
+                self.prefix.clear(slot);
+                0
+            }
+        }
+    }
+
+    /// Whether the model's slots keep checkpoints (a hybrid model's, with
+    /// the prefix cache and `--ctx-checkpoints` on).
+    pub(super) fn takes_checkpoints(&self) -> bool {
+        self.options.prefix_cache && self.options.ctx_checkpoints > 0 && self.model.config().recurrent.is_some()
+    }
+
+    /// Checkpoints of the recurrent state of the sequences `ids` (of a
+    /// hybrid model), which have evaluated their prompts but its last token
+    /// (evaluated in the next step): a later prompt that shares that much of
+    /// the prompt (the same prompt again, or a conversation whose template
+    /// rewrote the answer after it) resumes there.
+    pub(super) fn take_checkpoints(&mut self, ids: &[u64]) {
+        if !self.takes_checkpoints() {
+            return;
+        }
+        for &id in ids {
+            let Some(seq) = self.running.iter().find(|s| s.id == id) else { continue };
+            let len = seq.prompt.len() - 1;
+            match self.model.save_checkpoint(seq.slot) {
+                // The state holds exactly that: the next step of this
+                // sequence is not submitted yet.
+                Ok(Some(checkpoint)) if checkpoint.len() == len => {
+                    self.prefix.add_checkpoint(seq.slot, seq.scope, &seq.prompt[..len], checkpoint)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("saving a checkpoint failed: {e}"),
+            }
+        }
+    }
 }

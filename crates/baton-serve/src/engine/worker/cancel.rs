@@ -1,0 +1,46 @@
+//! Sequences whose client went away: their slots are freed and what they
+//! evaluated stays for the next request that starts the same way.
+
+use std::sync::atomic::Ordering;
+
+use super::Worker;
+
+impl Worker {
+    /// Frees the slots of generations whose client went away.
+    pub(super) fn drop_cancelled(&mut self) {
+        self.drop_cancelled_embeds();
+        self.drop_cancelled_scores();
+        // Passes whose client went away leave the queue at once (and give
+        // back the place their request held).
+        let shared = &self.shared;
+        self.passes.retain(|pass| {
+            let gone = pass.job.abandoned();
+            if gone {
+                if pass.holds_place {
+                    shared.queued.fetch_sub(1, Ordering::AcqRel);
+                }
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+        let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
+        self.running.retain(|seq| {
+            let gone = seq.events.is_closed();
+            if gone {
+                free.push(seq.slot);
+                // A step of it still in flight writes only past `past`.
+                prefix.store(seq.slot, seq.scope, seq.in_cache());
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+        self.waiting.retain(|admitted| {
+            let gone = admitted.events.is_closed();
+            if gone {
+                shared.queued.fetch_sub(1, Ordering::AcqRel);
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+    }
+}
