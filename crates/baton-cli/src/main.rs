@@ -83,7 +83,7 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 9] = [
+const LLAMA_SHORTS: [(&str, &str); 11] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
@@ -93,6 +93,8 @@ const LLAMA_SHORTS: [(&str, &str); 9] = [
     ("-ctk", "--cache-type-k"),
     ("-ctv", "--cache-type-v"),
     ("-ctxcp", "--ctx-checkpoints"),
+    ("-ot", "--override-tensor"),
+    ("-ncmoe", "--n-cpu-moe"),
 ];
 
 fn main() {

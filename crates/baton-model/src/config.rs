@@ -363,6 +363,18 @@ impl LlamaConfig {
         }
     }
 
+    /// The layer of a mixture-of-experts weight (the router's
+    /// `ffn_gate_inp` and the stacked experts' `ffn_*_exps`, weights and
+    /// biases), which may be placed apart from its layer; `None` for any
+    /// other weight (the shared expert's included).
+    pub fn expert_weight_layer(&self, name: &str) -> Option<usize> {
+        let rest = name.strip_prefix("blk.")?;
+        let (layer, tensor) = rest.split_once('.')?;
+        let base = tensor.strip_suffix(".weight").or_else(|| tensor.strip_suffix(".bias"))?;
+        let expert = base == "ffn_gate_inp" || (base.starts_with("ffn_") && base.ends_with("_exps"));
+        expert.then(|| layer.parse::<usize>().ok()).flatten().filter(|&l| l < self.layers)
+    }
+
     /// The layer whose device holds a weight (the embedding goes with the
     /// first layer, the output norm and projection with the last).
     pub fn weight_layer(&self, name: &str) -> usize {

@@ -198,10 +198,30 @@ pub fn delta_state_name(l: usize) -> String {
 /// layers (every step: their ops take the rows of every sequence).
 pub const STATE_SLOTS: &str = "state_slots";
 
-/// The layer whose device runs a placement group: the embedding (group 0)
-/// goes with the first layer, the output (the last group) with the last.
-pub fn group_layer(config: &LlamaConfig, group: u32) -> usize {
-    (group as usize).saturating_sub(1).min(config.layers - 1)
+/// What a placement group holds: a layer's nodes (the embedding, group 0,
+/// counts as the first layer's; the output, group `layers + 1`, as the
+/// last's), or a layer's router and experts ([`expert_group`]), which run
+/// on their layer's device unless placed elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupPlace {
+    /// Layer `l`'s nodes.
+    Layer(usize),
+    /// Layer `l`'s router and experts (`--cpu-moe`, `-ot exps=…`).
+    Experts(usize),
+}
+
+/// What placement group `group` holds.
+pub fn group_place(config: &LlamaConfig, group: u32) -> GroupPlace {
+    let g = group as usize;
+    match g.checked_sub(config.layers + 2) {
+        Some(l) => GroupPlace::Experts(l.min(config.layers - 1)),
+        None => GroupPlace::Layer(g.saturating_sub(1).min(config.layers - 1)),
+    }
+}
+
+/// The placement group of layer `l`'s router and experts.
+pub fn expert_group(config: &LlamaConfig, l: usize) -> u32 {
+    (config.layers + 2 + l) as u32
 }
 
 /// The types of the weights, by name (from the loaded model).
@@ -214,6 +234,8 @@ struct Builder<'a> {
     g: Graph,
     config: &'a LlamaConfig,
     types: &'a dyn WeightTypes,
+    /// Whether some layer's experts run on another device than the layer.
+    experts_apart: bool,
 }
 
 impl Builder<'_> {
@@ -328,7 +350,18 @@ impl Builder<'_> {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let h = self.norm(x, &p(c.traits().ffn_norm), c.dim)?;
         if let Some(experts) = c.experts {
-            let mut y = self.experts(l, h, experts)?;
+            // The router and experts in a group of their own (which may be
+            // placed on another device than the layer's).
+            let group = self.g.group();
+            self.g.set_group(Some(expert_group(c, l)));
+            let y = match self.experts_apart {
+                // A view does not cross devices: the experts' side copies
+                // its rows first.
+                true => self.g.contiguous(h).and_then(|rows| self.experts(l, rows, experts)),
+                false => self.experts(l, h, experts),
+            };
+            self.g.set_group(group);
+            let mut y = y?;
             if let Some(width) = experts.shared {
                 let shared = self.shared_expert(l, h, width)?;
                 y = self.g.add(y, shared)?;
@@ -441,6 +474,9 @@ pub struct CacheGeometry {
     pub slots: usize,
     /// Rows of the attention rows scratch (the most tokens of a batch).
     pub batch: usize,
+    /// Whether some layer's router and experts run on another device than
+    /// the layer ([`expert_group`]).
+    pub experts_apart: bool,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -460,9 +496,9 @@ pub fn build(
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
-    let mut b = Builder { g: Graph::new(), config, types };
+    let mut b = Builder { g: Graph::new(), config, types, experts_apart: cache.experts_apart };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
-    // output (see `group_layer`).
+    // output (see `group_place`).
     b.g.set_group(Some(0));
     let tokens = b.g.leaf("tokens", DType::I32, &[t], Flags::INPUT)?;
     let positions = b.g.leaf("positions", DType::I32, &[t], Flags::INPUT)?;

@@ -60,14 +60,14 @@ impl Weights {
         config: &LlamaConfig,
         devices: &[Arc<dyn Device>],
         streams: &[Stream],
-        device_of: &dyn Fn(usize) -> usize,
+        device_of: &dyn Fn(&str) -> usize,
         local: &dyn Fn(usize) -> bool,
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
-        let holder = |name: &str| -> &dyn Device { &*devices[device_of(config.weight_layer(name))] };
+        let holder = |name: &str| -> &dyn Device { &*devices[device_of(name)] };
         for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config, &holder)? {
-            let device = device_of(config.weight_layer(&name));
+            let device = device_of(&name);
             let offset = totals[device].div_ceil(ALIGN) * ALIGN;
             totals[device] = offset + data.len();
             placed.push(Placed { name, device, offset, dtype, dims: expected, data, file_offset });

@@ -78,6 +78,13 @@ pub enum SynthShape {
     /// 16 experts of width 64 of which 4 run, and a shared expert of width
     /// 96 every token runs.
     Qwen35Moe,
+    /// Qwen3.6-35B-A3B's layers (dim 2048; 16 query heads of 256 with an
+    /// output gate, 2 KV heads, RoPE on 64 of each head, base 10,000,000;
+    /// recurrent layers of 16 key and 32 value heads of 128, convolution of
+    /// 4; 256 experts of width 512 of which 8 run, a shared expert of 512;
+    /// vocabulary 248,320, context 262,144), 8 of its 40 layers (6
+    /// recurrent, 2 attending): for speed and memory at the real shapes.
+    Qwen35MoeA3b8L,
     /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
     /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
     /// 500,000, tied output (1.24B weights).
@@ -177,7 +184,7 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 17] = [
+    pub const ALL: [SynthShape; 18] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
@@ -195,6 +202,7 @@ impl SynthShape {
         Self::Llama8B,
         Self::Qwen3MoeA3b8L,
         Self::GptOss20b8L,
+        Self::Qwen35MoeA3b8L,
     ];
 
     /// The shape's name, as `baton model synth --shape` takes it.
@@ -214,6 +222,7 @@ impl SynthShape {
             Self::Qwen35Moe => "qwen35moe",
             Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
             Self::GptOss20b8L => "gpt-oss-20b-8l",
+            Self::Qwen35MoeA3b8L => "qwen35moe-a3b-8l",
             Self::Llama1B => "llama1B",
             Self::Llama3B => "llama3B",
             Self::Llama8B => "llama8B",
@@ -364,6 +373,31 @@ impl SynthShape {
                 recurrent: Some(QWEN35_RECURRENT),
                 rope_dims: Some(8),
                 ..TOY
+            },
+            Self::Qwen35MoeA3b8L => ShapeParams {
+                arch: Architecture::Qwen35Moe,
+                head_width: Some(256),
+                sliding_window: None,
+                dim: 2048,
+                n_layers: 8,
+                n_heads: 16,
+                n_kv_heads: 2,
+                ffn: 512,
+                vocab: 248_320,
+                context: 262_144,
+                rope_freq_base: 10_000_000.0,
+                rms_eps: 1e-6,
+                tied_embeddings: false,
+                experts: Some(baton_model::Experts { count: 256, used: 8, ffn_dim: 512, shared: Some(512) }),
+                yarn: None,
+                recurrent: Some(SynthRecurrent {
+                    conv_kernel: 4,
+                    head_dim: 128,
+                    key_heads: 16,
+                    value_heads: 32,
+                    interval: 4,
+                }),
+                rope_dims: Some(64),
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,

@@ -96,6 +96,21 @@ pub struct ModelArgs {
     /// KV cache type of the values (`-ctv`; default: `--cache-type`'s).
     #[arg(long = "cache-type-v", value_enum, ignore_case = true)]
     pub cache_type_v: Option<CacheType>,
+    /// Every layer's experts (and router) on the CPU, the rest of each
+    /// layer where `--devices` puts it (llama.cpp's `--cpu-moe`); a CPU
+    /// that `--devices` does not list is added, holding no layer.
+    #[arg(long = "cpu-moe")]
+    pub cpu_moe: bool,
+    /// The first N layers' experts on the CPU (`--n-cpu-moe`, `-ncmoe`).
+    #[arg(long = "n-cpu-moe", value_name = "N")]
+    pub n_cpu_moe: Option<usize>,
+    /// `PATTERN=DEVICE`: the experts of the layers whose expert tensors'
+    /// names (`blk.N.ffn_up_exps.weight`, …) the regular expression matches
+    /// go on DEVICE (`CPU`, or a `--devices` entry), e.g. `exps=CPU`
+    /// (llama.cpp's `-ot`, `--override-tensor`; several: repeat the flag or
+    /// separate them with commas). Only experts are placed apart.
+    #[arg(long = "override-tensor", value_delimiter = ',', value_name = "PATTERN=DEVICE")]
+    pub override_tensor: Vec<String>,
 }
 
 impl ModelArgs {

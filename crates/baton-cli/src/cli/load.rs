@@ -21,6 +21,7 @@ impl ModelArgs {
             tensor_exact: self.tensor_exact,
             mmap: !self.no_mmap,
             attention_per_sequence: self.attention_per_sequence,
+            expert_devices: Vec::new(),
             slots,
         }
     }
@@ -44,6 +45,9 @@ impl ModelArgs {
     #[cfg(feature = "mpi")]
     pub fn load_slots_linked(&self, slots: usize) -> Result<(Model, Option<super::rank_model::RankLink>)> {
         if super::ranks::launched_by_mpirun() && super::rank_model::names_ranks(&self.devices) {
+            if self.cpu_moe || self.n_cpu_moe.is_some() || !self.override_tensor.is_empty() {
+                anyhow::bail!("--cpu-moe, --n-cpu-moe and -ot place experts in one process, not over MPI ranks");
+            }
             let path = self.path()?;
             let options = self.options(slots);
             if self.no_repack {
@@ -64,11 +68,17 @@ impl ModelArgs {
     /// Loads the model in this process.
     fn load_slots_here(&self, slots: usize) -> Result<Model> {
         let path = self.path()?;
-        let options = self.options(slots);
+        let mut options = self.options(slots);
         if self.no_repack {
             baton_cpu::set_repack(false);
         }
-        let devices = super::devices::open(&self.devices, self.threads)?;
+        let mut list = self.devices.clone();
+        if let Some(placed) = super::experts::place(self, &path)? {
+            list = placed.devices;
+            options.tensor_split = placed.tensor_split;
+            options.expert_devices = placed.expert_devices;
+        }
+        let devices = super::devices::open(&list, self.threads)?;
         let mut model =
             baton_load::load_model(&path, devices, self.split_mode, gate_policy(self.gate_policy), &options)?;
         if self.trace.is_some() || self.sync_profile {

@@ -5,6 +5,7 @@ pub mod args;
 pub mod choices;
 pub mod device_table;
 pub mod devices;
+mod experts;
 pub mod load;
 #[cfg(feature = "mpi")]
 pub mod rank_model;

@@ -231,3 +231,46 @@ fn the_synth_shapes_and_types_agree_with_the_help_and_the_readme() {
         assert!(help.contains(name), "`baton model synth --help` lacks {name}:\n{help}");
     }
 }
+
+/// `-ot PATTERN=DEVICE`, `--n-cpu-moe` and `--cpu-moe` place a mixture's
+/// experts apart from their layers: the text and logits are one device's,
+/// bit for bit; a pattern that matches no expert, a model without experts
+/// and a bad pattern are clear errors.
+#[test]
+fn experts_placed_apart_give_one_devices_bits() {
+    let dir = baton_testkit::TempDir::new("cli-experts-placed");
+    let path = dir.file("moe.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "qwen3moe", "--type", "q8_0", "-o", &path]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let run = |extra: &[&str], logits: &str| {
+        let logits = dir.file(logits).to_string_lossy().into_owned();
+        let mut args = vec!["run", "-m", &path, "-p", "Once upon", "-n", "6", "--temp", "0", "--logits-out", &logits];
+        args.extend_from_slice(extra);
+        let out = baton(&args);
+        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (out.stdout, std::fs::read(&logits).expect("logits"))
+    };
+    let want = run(&["--devices", "cpu"], "one.bin");
+    for (i, flags) in [
+        &["--devices", "cpu:0,cpu:1", "-ts", "1,0", "-ot", "exps=cpu:1"][..],
+        &["--devices", "cpu:0,cpu:1", "-ts", "1,0", "-ot", r"blk\.[01]\.ffn_.*_exps=cpu:1"][..],
+        &["--devices", "cpu:1,cpu:0", "-ts", "1,0", "--n-cpu-moe", "2"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(run(flags, &format!("placed{i}.bin")) == want, "{flags:?}: not one device's text and logits");
+    }
+    let (_tiny_dir, tiny) = tiny("experts-placed");
+    for (model, flags, needle) in [
+        (&path, &["-ot", "attn_q=CPU"][..], "only experts' tensors"),
+        (&path, &["-ot", "exps"][..], "not PATTERN=DEVICE"),
+        (&path, &["-ot", "(=CPU"][..], "the pattern"),
+        (&path, &["-ot", "exps=vulkan:7"][..], "does not list"),
+        (&tiny, &["--cpu-moe"][..], "has none"),
+    ] {
+        let mut args = vec!["run", "-m", model, "-p", "hi", "-n", "1"];
+        args.extend_from_slice(flags);
+        assert_clean_error(&baton(&args), needle);
+    }
+}

@@ -94,6 +94,14 @@ fn experts_on_vulkan_are_refused_with_the_device_named() {
     }
     let out = baton(&["run", "-m", &path, "-p", "hello", "-n", "2", "--temp", "0", "--devices", "cpu"]);
     assert!(out.status.success(), "on the CPU: {}", String::from_utf8_lossy(&out.stderr));
+    // llama.cpp's split: the layers on the GPU, their experts on the CPU
+    // (added to the devices), by `--cpu-moe` and by `-ot exps=CPU`.
+    for flags in [&["--cpu-moe"][..], &["-ot", "exps=CPU"][..]] {
+        let mut args = vec!["run", "-m", &path, "-p", "hello", "-n", "4", "--temp", "0", "--devices", "vulkan:0"];
+        args.extend_from_slice(flags);
+        let out = baton(&args);
+        assert!(out.status.success(), "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 /// `baton bench sync --devices vulkan:0` adds the device's host->device->host

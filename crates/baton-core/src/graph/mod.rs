@@ -238,6 +238,11 @@ impl Graph {
         self.group = group;
     }
 
+    /// The placement group nodes added now go to.
+    pub fn group(&self) -> Option<u32> {
+        self.group
+    }
+
     fn push(&mut self, mut node: Node) -> NodeId {
         if node.group.is_none() {
             node.group = self.group;

@@ -74,8 +74,14 @@ impl Model {
             Some(_) => vec![0; config.layers],
             None => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
+        let expert_device = expert_devices(&config, &layer_device, &options.expert_devices, devices.len())?;
+        if (tensor.is_some() || remote.is_some()) && expert_device != layer_device {
+            return Err(ModelError::Config(
+                "experts are placed apart from their layers on one process without a tensor split".into(),
+            ));
+        }
         check_cache_types(&devices, &layer_device, options.kv_types())?;
-        check_experts(&file, &config, &devices, &layer_device)?;
+        check_experts(&file, &config, &devices, &expert_device)?;
         check_recurrent(&config, &devices, &layer_device)?;
         let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
@@ -98,9 +104,12 @@ impl Model {
                 (weights, cache, Some((c, shares)))
             }
             None => {
-                let weights = Weights::load(&file, source, &config, &devices, &streams, &|l| layer_device[l], &|d| {
-                    runner.is_local(d)
-                })?;
+                let device_of = |name: &str| match config.expert_weight_layer(name) {
+                    Some(l) => expert_device[l],
+                    None => layer_device[config.weight_layer(name)],
+                };
+                let weights =
+                    Weights::load(&file, source, &config, &devices, &streams, &device_of, &|d| runner.is_local(d))?;
                 let slots = options.slots.max(1);
                 let cache =
                     KvCache::new(&config, (context, slots, ring), options.kv_types(), &devices, &|l| layer_device[l])?;
@@ -164,6 +173,7 @@ impl Model {
             tokenizer: Arc::new(tokenizer),
             devices,
             layer_device,
+            expert_device,
             runner,
             weights,
             cache,
@@ -214,6 +224,27 @@ fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTy
         .enumerate()
         .filter(|(d, _)| layer_device.contains(d))
         .all(|(_, device)| device.supports(&op, kv.k) && device.supports(&op, kv.v))
+}
+
+/// The device of each layer's router and experts: `placed` (per layer,
+/// where given) or the layer's own. Experts placed apart need one process
+/// and no tensor split.
+fn expert_devices(
+    config: &LlamaConfig,
+    layer_device: &[usize],
+    placed: &[Option<usize>],
+    devices: usize,
+) -> Result<Vec<usize>, ModelError> {
+    if placed.iter().all(Option::is_none) {
+        return Ok(layer_device.to_vec());
+    }
+    if config.experts.is_none() {
+        return Err(ModelError::Config("experts placed on a device, but the model has no experts".into()));
+    }
+    if let Some(bad) = placed.iter().flatten().find(|&&d| d >= devices) {
+        return Err(ModelError::Config(format!("experts placed on device {bad} of {devices}")));
+    }
+    Ok(layer_device.iter().enumerate().map(|(l, &d)| placed.get(l).copied().flatten().unwrap_or(d)).collect())
 }
 
 /// Refuses, before anything is loaded, experts on a device that does not

@@ -78,6 +78,10 @@ pub struct LoadOptions {
     /// layer even where the devices attend in slots (for comparisons; the
     /// logits are the same bits either way).
     pub attention_per_sequence: bool,
+    /// Per layer, the device (an index into the devices) of its router and
+    /// experts when not its own (`--cpu-moe`, `--n-cpu-moe`, `-ot`);
+    /// shorter than the layers, or `None`: with the layer.
+    pub expert_devices: Vec<Option<usize>>,
 }
 
 impl LoadOptions {
@@ -101,6 +105,7 @@ impl Default for LoadOptions {
             tensor_exact: false,
             mmap: true,
             attention_per_sequence: false,
+            expert_devices: Vec::new(),
         }
     }
 }
@@ -176,6 +181,8 @@ pub struct Model {
     tokenizer: Arc<Tokenizer>,
     devices: Vec<Arc<dyn Device>>,
     layer_device: Vec<usize>,
+    /// The device of each layer's router and experts.
+    expert_device: Vec<usize>,
     runner: Runner,
     weights: Weights,
     cache: KvCache,
@@ -227,6 +234,11 @@ pub struct Model {
     frontier: Vec<usize>,
 }
 
+/// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`).
+fn is_stacked_experts(name: &str) -> bool {
+    name.ends_with("_exps.weight")
+}
+
 struct Types<'a>(&'a Weights);
 
 impl WeightTypes for Types<'_> {
@@ -265,6 +277,12 @@ impl Model {
     /// Every device, and the device index of each layer.
     pub fn placement(&self) -> (&[Arc<dyn Device>], &[usize]) {
         (&self.devices, &self.layer_device)
+    }
+
+    /// The device index of each layer's router and experts (its layer's
+    /// unless placed elsewhere: [`LoadOptions::expert_devices`]).
+    pub fn expert_placement(&self) -> &[usize] {
+        &self.expert_device
     }
 
     /// The Jinja chat template of the file (`tokenizer.chat_template`), if
@@ -336,7 +354,7 @@ impl Model {
             .iter()
             .filter(|(name, _)| name.as_str() != "token_embd.weight")
             .map(|(name, t)| match experts {
-                Some(e) if name.ends_with("_exps.weight") => t.bytes() / e.count * e.used,
+                Some(e) if is_stacked_experts(name) => t.bytes() / e.count * e.used,
                 _ => t.bytes(),
             })
             .sum()
@@ -347,11 +365,10 @@ impl Model {
     /// `count` experts).
     pub fn expert_bytes(&self, l: usize) -> (usize, usize) {
         let Some(e) = self.config.experts else { return (0, 0) };
-        let prefix = format!("blk.{l}.");
         let held: usize = self
             .weights
             .iter()
-            .filter(|(name, _)| name.starts_with(&prefix) && name.ends_with("_exps.weight"))
+            .filter(|(name, _)| is_stacked_experts(name) && self.config.expert_weight_layer(name) == Some(l))
             .map(|(_, t)| t.bytes())
             .sum();
         (held, held / e.count * e.used)

@@ -20,10 +20,15 @@ impl Model {
             ring: self.cache.ring,
             slots: self.cache.slots,
             batch: self.batch,
+            experts_apart: self.expert_device != self.layer_device,
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
-        let group_device = |g: u32| Some(layer_device[graph::group_layer(config, g)]);
+        let expert_device = &self.expert_device;
+        let group_device = |g: u32| match graph::group_place(config, g) {
+            graph::GroupPlace::Layer(l) => Some(layer_device[l]),
+            graph::GroupPlace::Experts(l) => Some(expert_device[l]),
+        };
         let first = layer_device[0];
         let g2 = graph.clone();
         let bound = &self.bound;

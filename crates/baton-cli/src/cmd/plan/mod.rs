@@ -53,18 +53,29 @@ pub fn run(args: PlanArgs) -> Result<()> {
     let mut model = margs.load()?;
     let (devices, layers) = model.placement();
     let names: Vec<String> = devices.iter().map(|d| d.info().name.clone()).collect();
+    let experts_of = model.expert_placement();
     println!("layers per device:");
     for (d, name) in names.iter().enumerate() {
         let mine: Vec<usize> = layers.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect();
-        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
-            let (held, read) = mine.iter().map(|&l| model.expert_bytes(l)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-            let experts = if held > 0 {
-                let mib = |b: usize| b as f64 / f64::from(1 << 20);
-                format!("; experts {:.1} MiB held, {:.1} MiB read a token", mib(held), mib(read))
-            } else {
-                String::new()
-            };
-            println!("  {name}: layers {first}..={last} ({} layers){experts}", mine.len());
+        // The experts this device holds: its layers', or others' placed here.
+        let experts: Vec<usize> = experts_of.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect();
+        let (held, read) = experts.iter().map(|&l| model.expert_bytes(l)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let experts = if held > 0 {
+            let mib = |b: usize| b as f64 / f64::from(1 << 20);
+            let whose = if experts != mine { format!(" of {} layers", experts.len()) } else { String::new() };
+            format!("experts{whose} {:.1} MiB held, {:.1} MiB read a token", mib(held), mib(read))
+        } else {
+            String::new()
+        };
+        match (mine.first(), mine.last()) {
+            (Some(first), Some(last)) if experts.is_empty() => {
+                println!("  {name}: layers {first}..={last} ({} layers)", mine.len())
+            }
+            (Some(first), Some(last)) => {
+                println!("  {name}: layers {first}..={last} ({} layers); {experts}", mine.len())
+            }
+            _ if !experts.is_empty() => println!("  {name}: no layers; {experts}"),
+            _ => {}
         }
     }
     let shape = GraphShape::new(args.tokens, args.past, Logits::Last, model.context());
