@@ -4,11 +4,13 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use baton_gen::speculative::{self, Decoding, Drawn, SpecType, Speculation};
 use baton_model::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
+use crate::cli::spec::SpecArgs;
 use crate::util::tokens::{ends_generation, print_token};
 
 /// Arguments of `baton run`.
@@ -33,6 +35,8 @@ pub struct RunArgs {
     n_predict: Option<usize>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
     /// Also print special tokens.
     #[arg(long)]
     special: bool,
@@ -48,7 +52,11 @@ const DEFAULT_N_PREDICT: usize = 128;
 
 /// Runs `baton run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    let spec_params = args.spec.params()?;
     if args.chat {
+        if spec_params.kind != SpecType::None {
+            eprintln!("--spec-type: --chat decodes without speculation");
+        }
         return super::chat::run(&ChatOptions {
             model: &args.model,
             sampling: &args.sampling,
@@ -88,31 +96,35 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Ok(())
     };
-    let prompt_start = Instant::now();
-    let logits = model.eval_prompt(&prompt, 0)?;
-    keep(logits)?;
-    let mut token = sampler.sample(logits)?;
-    let prompt_s = prompt_start.elapsed().as_secs_f64();
-    let gen_start = Instant::now();
-    let mut generated = 0usize;
+    let mut spec = Speculation::new(spec_params);
+    if spec.is_some() {
+        speculative::check_model(&model)?;
+    }
     let eos = model.tokenizer().eos_id();
     let tokenizer = model.shared_tokenizer();
     let mut decoder = tokenizer.stream_decoder(args.special);
-    let mut past = prompt.len();
-    while generated < n_predict && !crate::util::interrupt::requested() {
-        if ends_generation(&tokenizer, token, eos) {
-            break;
+    let mut generated = 0usize;
+    // Each position's token, drawn and taken as one token a step does.
+    let mut draw = |logits: &[f32]| -> Result<Drawn> {
+        keep(logits)?;
+        let token = sampler.sample(logits)?;
+        if generated == n_predict || ends_generation(&tokenizer, token, eos) {
+            return Ok(Drawn::End);
         }
         sampler.accept(token);
         generated += 1;
         print_token(&mut decoder, token, &mut out)?;
-        if generated == n_predict {
-            break;
-        }
-        let logits = model.eval(&[token], past, baton_model::Logits::Last)?;
-        keep(logits)?;
-        past += 1;
-        token = sampler.sample(logits)?;
+        Ok(Drawn::Token(token))
+    };
+    let prompt_start = Instant::now();
+    let first = draw(model.eval_prompt(&prompt, 0)?)?;
+    let prompt_s = prompt_start.elapsed().as_secs_f64();
+    let gen_start = Instant::now();
+    if let Drawn::Token(first) = first {
+        let tokens = prompt.iter().copied().chain([first]).collect();
+        let left = n_predict - 1;
+        let mut decoding = Decoding { model: &mut model, slot: 0, past: prompt.len(), tokens, left };
+        decoding.run(spec.as_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
     if let Some(rest) = decoder.finish() {
         write!(out, "{rest}")?;
@@ -132,5 +144,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         prompt.len() as f64 / prompt_s.max(1e-9),
         generated as f64 / gen_s.max(1e-9)
     );
+    if let Some(stats) = spec.map(|s| s.stats()) {
+        eprintln!(
+            "speculation: {} drafted tokens in {} steps, {} accepted ({:.0}%)",
+            stats.drafted,
+            stats.steps,
+            stats.accepted,
+            100.0 * stats.acceptance()
+        );
+    }
     Ok(())
 }

@@ -1,0 +1,36 @@
+//! `baton run --spec-type ngram` prints the text, and writes the logits
+//! rows (`--logits-out`), that `baton run` without speculation does, byte
+//! for byte, greedy and sampled with penalties; and says what it drafted.
+
+use crate::{baton, tiny};
+
+#[test]
+fn run_with_ngram_speculation_gives_the_bytes_of_run_without() {
+    let (dir, model) = tiny("spec");
+    let prompt = "one two three four one two three four one two three";
+    let samplings: [&[&str]; 2] = [
+        &["--temp", "0"],
+        &["--temp", "0.8", "--top-k", "40", "--repeat-penalty", "1.1", "--repeat-last-n", "16", "-s", "3"],
+    ];
+    for (i, sampling) in samplings.iter().enumerate() {
+        let run = |spec: &[&str], tag: &str| {
+            let logits = dir.file(&format!("logits-{i}-{tag}.bin"));
+            let logits_arg = logits.to_string_lossy().into_owned();
+            let mut args = vec!["run", "-m", &model, "-p", prompt, "-n", "48", "--logits-out", &logits_arg];
+            args.extend_from_slice(sampling);
+            args.extend_from_slice(spec);
+            let out = baton(&args);
+            assert!(out.status.success(), "run {spec:?}: {}", String::from_utf8_lossy(&out.stderr));
+            (out, std::fs::read(&logits).expect("logits file"))
+        };
+        let (plain, plain_logits) = run(&[], "plain");
+        let (spec, spec_logits) = run(&["--spec-type", "ngram", "--draft-max", "4"], "spec");
+        assert_eq!(String::from_utf8_lossy(&spec.stdout), String::from_utf8_lossy(&plain.stdout), "{sampling:?}");
+        assert!(!plain_logits.is_empty() && spec_logits == plain_logits, "{sampling:?}: logits rows differ");
+        let stderr = String::from_utf8_lossy(&spec.stderr);
+        assert!(stderr.contains("speculation:") && stderr.contains("drafted tokens"), "{stderr}");
+        assert!(!String::from_utf8_lossy(&plain.stderr).contains("speculation:"), "off by default");
+    }
+    let out = baton(&["run", "-m", &model, "-p", "x", "--spec-type", "eagle"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("possible values"));
+}

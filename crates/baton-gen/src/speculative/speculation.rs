@@ -1,0 +1,85 @@
+//! One sequence's speculation: drafts made, the budget consulted, the
+//! outcome of each step recorded.
+
+use super::budget::DraftBudget;
+use super::ngram::Draft;
+use super::params::{SpecParams, SpecType};
+
+/// Drafted and accepted token counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpecStats {
+    /// Drafted tokens verified.
+    pub drafted: u64,
+    /// Of those, the ones accepted.
+    pub accepted: u64,
+    /// Verification steps (steps that carried drafts).
+    pub steps: u64,
+}
+
+impl SpecStats {
+    /// Accepted over drafted (0 when nothing was drafted).
+    pub fn acceptance(&self) -> f64 {
+        if self.drafted == 0 {
+            0.0
+        } else {
+            self.accepted as f64 / self.drafted as f64
+        }
+    }
+}
+
+/// One sequence's speculation: its drafter, its budget and its counts.
+#[derive(Debug, Clone)]
+pub struct Speculation {
+    params: SpecParams,
+    budget: DraftBudget,
+    stats: SpecStats,
+    /// The draft of the step in flight: its matched length, and the tokens
+    /// proposed whether verified or not (the first is compared with the
+    /// step's token when nothing was verified).
+    pending: Option<Draft>,
+    verified: usize,
+}
+
+impl Speculation {
+    /// Speculation as `params` says (`None` for [`SpecType::None`] or a
+    /// `draft_max` of 0).
+    pub fn new(params: SpecParams) -> Option<Speculation> {
+        if params.kind == SpecType::None || params.draft_max == 0 {
+            return None;
+        }
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost);
+        Some(Speculation { params, budget, stats: SpecStats::default(), pending: None, verified: 0 })
+    }
+
+    /// The drafts to verify after `history` (prompt and tokens so far, the
+    /// token to evaluate next last), at most `room` of them: empty when
+    /// none are found or they do not pay. Pair each call with
+    /// [`settle`](Self::settle).
+    pub fn draft(&mut self, history: &[u32], room: usize) -> &[u32] {
+        let draft = self.params.drafter.draft(history, self.params.draft_max.min(room));
+        self.verified = self.budget.choose(draft.matched, draft.tokens.len());
+        let draft = self.pending.insert(draft);
+        &draft.tokens[..self.verified]
+    }
+
+    /// Records the outcome of the step that [`draft`](Self::draft)
+    /// prepared: `accepted` drafts taken, and `next`, the token the first
+    /// row not accepted gave (`None` when the sequence ended there).
+    pub fn settle(&mut self, accepted: usize, next: Option<u32>) {
+        let Some(draft) = self.pending.take() else { return };
+        if self.verified > 0 {
+            self.stats.steps += 1;
+            self.stats.drafted += self.verified as u64;
+            self.stats.accepted += accepted as u64;
+            self.budget.record(draft.matched, self.verified, accepted);
+        } else if let (Some(&first), Some(next)) = (draft.tokens.first(), next) {
+            // Not verified: whether it would have been accepted, for free.
+            self.budget.record(draft.matched, 1, usize::from(first == next));
+        }
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> SpecStats {
+        self.stats
+    }
+}
