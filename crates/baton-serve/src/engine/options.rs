@@ -1,6 +1,8 @@
 //! How the engine runs: its batching options and how a shutdown treats the
 //! requests in flight.
 
+use baton_gen::speculative::SpecParams;
+
 /// How the engine batches.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -20,11 +22,21 @@ pub struct EngineOptions {
     /// Bytes of host memory for the keys and values of prompts whose slot
     /// was reused (llama-server's `--cache-ram`); 0 keeps none.
     pub cache_ram: usize,
+    /// How requests draft tokens unless they say otherwise (`--spec-type`;
+    /// none by default). Speculation changes no token, only the speed.
+    pub spec: SpecParams,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { parallel: 4, queue: 64, prefill_chunk: 64, prefix_cache: true, cache_ram: 0 }
+        EngineOptions {
+            parallel: 4,
+            queue: 64,
+            prefill_chunk: 64,
+            prefix_cache: true,
+            cache_ram: 0,
+            spec: SpecParams::default(),
+        }
     }
 }
 
