@@ -2,19 +2,24 @@
 //! given how often drafts have been accepted, none when drafting does not
 //! pay.
 //!
-//! The rule. A step of `1 + k` rows (k ≥ 1) costs `1 + fixed + per_row ×
-//! k` times a step of one row ([`StepCost`], measured on the model; see
-//! [`StepCost::MEASURED`]). If each drafted token is accepted with
-//! probability `a` given the ones before it were, the step yields
-//! `1 + a + … + a^k` tokens on average. The budget picks the `k` (up to the
-//! draft's length and `draft_max`) with the most tokens per unit of cost,
-//! and drafts nothing when that `k` is below `draft_min` or gains less than
-//! [`MIN_GAIN`] over a plain step (a margin for the estimate's noise: a
-//! text that does not repeat must not pay for drafts). `a` is estimated per length of the matched n-gram (a
-//! long match is likelier to continue than a one-token one), as a moving
-//! average over the drafted tokens verified; when a draft is not verified,
-//! its first token is still compared with the token the step gives, for
-//! free, so that a text that starts repeating turns drafting back on.
+//! The rule. A step of `r` rows costs `1 + per_row × (r - 1)` times a step
+//! of one row, and `fixed` more when it verifies drafts ([`StepCost`],
+//! measured on the model; see [`StepCost::MEASURED`]). If each drafted
+//! token is accepted with probability `a` given the ones before it were, a
+//! sequence's `k` drafts yield `a + … + a^k` tokens beyond its one on
+//! average. In a step that carries `r` rows without them (one for a
+//! sequence decoding alone; a server's step carries the other sequences'
+//! too) the budget picks the `k` (up to the draft's length and
+//! `draft_max`) that gives the step the most tokens per unit of cost, and
+//! drafts nothing when that `k` is below `draft_min` or gains less than
+//! [`MIN_GAIN`] over the step without drafts (a margin for the estimate's
+//! noise: a text that does not repeat must not pay for drafts). So the
+//! more rows a step already carries, the surer a draft must be. `a` is
+//! estimated per length of the matched n-gram (a long match is likelier to
+//! continue than a one-token one), as a moving average over the drafted
+//! tokens verified; when a draft is not verified, its first token is still
+//! compared with the token the step gives, for free, so that a text that
+//! starts repeating turns drafting back on.
 
 /// What a verification step costs beyond a step of one row, in steps of
 /// one row: `fixed + per_row × k` for `k` drafted tokens.
@@ -35,11 +40,13 @@ impl StepCost {
     /// Rows that cost nothing: every draft found is verified.
     pub const FREE: StepCost = StepCost { fixed: 0.0, per_row: 0.0 };
 
-    /// The cost of a step verifying `k` drafts, in steps of one row.
-    pub fn of(self, k: usize) -> f64 {
+    /// The cost of a step of `rows` rows (at least one) that verifies
+    /// `k` drafts besides them, in steps of one row.
+    pub fn of(self, rows: usize, k: usize) -> f64 {
+        let base = 1.0 + self.per_row * rows.saturating_sub(1) as f64;
         match k {
-            0 => 1.0,
-            k => 1.0 + self.fixed + self.per_row * k as f64,
+            0 => base,
+            k => base + self.fixed + self.per_row * k as f64,
         }
     }
 }
@@ -78,20 +85,23 @@ impl DraftBudget {
     }
 
     /// How many of `proposed` drafted tokens (from a match of `matched`
-    /// tokens) to verify: 0 when drafting does not pay.
-    pub fn choose(&self, matched: usize, proposed: usize) -> usize {
+    /// tokens) to verify in a step that carries `rows` rows without them
+    /// (each row a token): 0 when drafting does not pay.
+    pub fn choose(&self, matched: usize, proposed: usize, rows: usize) -> usize {
         let most = proposed.min(self.draft_max);
         if matched == 0 || most < self.draft_min {
             return 0;
         }
         let a = self.rate(matched);
+        let rows = rows.max(1);
+        let plain = rows as f64 / self.cost.of(rows, 0);
         let (mut best, mut best_gain) = (0, MIN_GAIN);
-        let mut expected = 1.0;
+        let mut expected = rows as f64;
         let mut power = 1.0;
         for k in 1..=most {
             power *= a;
             expected += power;
-            let gain = expected / self.cost.of(k);
+            let gain = expected / self.cost.of(rows, k) / plain;
             if gain > best_gain {
                 (best, best_gain) = (k, gain);
             }
@@ -124,19 +134,19 @@ mod tests {
     #[test]
     fn drafts_more_as_acceptance_grows() {
         let mut budget = DraftBudget::new(8, 1, 3, StepCost::MEASURED);
-        let first = budget.choose(3, 8);
+        let first = budget.choose(3, 8, 1);
         assert!(first >= 1, "the prior drafts: {first}");
         for _ in 0..20 {
             budget.record(3, 8, 8);
         }
-        let later = budget.choose(3, 8);
+        let later = budget.choose(3, 8, 1);
         assert!(later > first, "after accepted drafts {later} > {first}");
         assert_eq!(later, 8, "near-certain acceptance verifies all it may");
         // Never more than proposed or than draft_max.
-        assert_eq!(budget.choose(3, 2), 2);
+        assert_eq!(budget.choose(3, 2, 1), 2);
         let mut capped = DraftBudget::new(4, 1, 3, StepCost::MEASURED);
         capped.record(3, 8, 8);
-        assert_eq!(capped.choose(3, 8), 4, "at most draft_max");
+        assert_eq!(capped.choose(3, 8, 1), 4, "at most draft_max");
     }
 
     #[test]
@@ -145,23 +155,36 @@ mod tests {
         for _ in 0..20 {
             budget.record(1, 2, 0);
         }
-        assert_eq!(budget.choose(1, 8), 0, "rate {} pays for no row", budget.rate(1));
+        assert_eq!(budget.choose(1, 8, 1), 0, "rate {} pays for no row", budget.rate(1));
         // Other match lengths keep their own estimate.
-        assert!(budget.choose(3, 8) > 0);
+        assert!(budget.choose(3, 8, 1) > 0);
         // Unverified drafts' first tokens matching bring it back.
         for _ in 0..20 {
             budget.record(1, 1, 1);
         }
-        assert!(budget.choose(1, 8) > 0, "rate {}", budget.rate(1));
+        assert!(budget.choose(1, 8, 1) > 0, "rate {}", budget.rate(1));
+    }
+
+    #[test]
+    fn a_step_carrying_other_rows_asks_surer_drafts() {
+        let mut budget = DraftBudget::new(8, 1, 3, StepCost::MEASURED);
+        budget.record(2, 2, 1);
+        let alone = budget.choose(2, 8, 1);
+        assert!(alone > 0, "alone, rate {} drafts", budget.rate(2));
+        assert_eq!(budget.choose(2, 8, 8), 0, "beside 7 others, rate {} does not pay", budget.rate(2));
+        for _ in 0..30 {
+            budget.record(2, 8, 8);
+        }
+        assert!(budget.choose(2, 8, 8) > 0, "near-certain drafts pay beside others too");
     }
 
     #[test]
     fn no_match_or_a_short_draft_drafts_nothing() {
         let budget = DraftBudget::new(8, 3, 3, StepCost::MEASURED);
-        assert_eq!(budget.choose(0, 8), 0);
-        assert_eq!(budget.choose(3, 2), 0, "fewer than draft_min proposed");
+        assert_eq!(budget.choose(0, 8, 1), 0);
+        assert_eq!(budget.choose(3, 2, 1), 0, "fewer than draft_min proposed");
         let mut cheap = DraftBudget::new(8, 1, 3, StepCost::FREE);
         cheap.record(2, 1, 0);
-        assert!(cheap.choose(2, 8) > 0, "free rows always pay");
+        assert!(cheap.choose(2, 8, 1) > 0, "free rows always pay");
     }
 }

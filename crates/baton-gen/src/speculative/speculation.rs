@@ -52,12 +52,13 @@ impl Speculation {
     }
 
     /// The drafts to verify after `history` (prompt and tokens so far, the
-    /// token to evaluate next last), at most `room` of them: empty when
-    /// none are found or they do not pay. Pair each call with
+    /// token to evaluate next last), at most `room` of them, in a step that
+    /// carries `rows` rows without them (1 for a sequence decoding alone):
+    /// empty when none are found or they do not pay. Pair each call with
     /// [`settle`](Self::settle).
-    pub fn draft(&mut self, history: &[u32], room: usize) -> &[u32] {
+    pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> &[u32] {
         let draft = self.params.drafter.draft(history, self.params.draft_max.min(room));
-        self.verified = self.budget.choose(draft.matched, draft.tokens.len());
+        self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows);
         let draft = self.pending.insert(draft);
         &draft.tokens[..self.verified]
     }

@@ -493,10 +493,10 @@ impl Worker {
         // chunk leave.
         let (context, in_group) = (self.model.context(), self.running.iter().filter(|s| s.group == group).count());
         let prefill = self.running.iter().any(|s| s.group == group && s.prefilling());
-        let mut draft_room = room.saturating_sub(in_group + if prefill { budget } else { 0 });
+        let mut rows = in_group + if prefill { budget } else { 0 };
         for seq in self.running.iter_mut().filter(|s| s.group == group) {
-            seq.prepare_step(draft_room, context);
-            draft_room -= seq.step.len().saturating_sub(1);
+            seq.prepare_step((room.saturating_sub(rows), rows), context);
+            rows += seq.step.len().saturating_sub(1);
         }
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut steps: Vec<SeqStep<'_>> = Vec::new();

@@ -5,7 +5,7 @@
 //! greedy and seeded with penalties and stop strings; `/metrics` counts
 //! the drafted and accepted tokens.
 
-use baton_gen::speculative::{SpecParams, SpecType};
+use baton_gen::speculative::{SpecParams, SpecType, StepCost};
 use baton_serve::engine::EngineOptions;
 use baton_serve::http::ServerOptions;
 use serde_json::{json, Value};
@@ -60,9 +60,18 @@ fn post_all(server: &Server, bodies: &[Value]) -> Vec<Value> {
     })
 }
 
+/// A server whose drafts are all verified (rows that cost nothing: the
+/// budget's rule, which drafts little beside other sequences, is tested
+/// in baton-gen), drafting by default as `kind` says.
+fn server(parallel: usize, kind: SpecType, draft_max: usize) -> Server {
+    let spec = SpecParams { kind, draft_max, cost: StepCost::FREE, ..SpecParams::default() };
+    let engine = EngineOptions { parallel, queue: 16, prefill_chunk: 32, spec, ..EngineOptions::default() };
+    Server::start_engine(512, engine, ServerOptions { body_limit: BODY_LIMIT, ..Default::default() })
+}
+
 #[test]
 fn drafting_requests_get_the_answers_of_plain_ones_with_clients_at_once() {
-    let server = Server::start(4, 16, 512);
+    let server = server(4, SpecType::None, 8);
     let plain: Vec<Value> = requests().iter().map(|r| answer(&server.post("/v1/completions", r).1)).collect();
     assert_eq!(metric(&server, "baton_drafted_tokens_total"), 0.0, "no drafts unless asked");
     let drafting: Vec<Value> = requests()
@@ -90,9 +99,7 @@ fn drafting_requests_get_the_answers_of_plain_ones_with_clients_at_once() {
 
 #[test]
 fn a_server_that_drafts_by_default_gives_the_same_answers_and_a_request_may_opt_out() {
-    let spec = SpecParams { kind: SpecType::Ngram, draft_max: 4, ..SpecParams::default() };
-    let engine = EngineOptions { parallel: 3, queue: 16, prefill_chunk: 32, spec, ..EngineOptions::default() };
-    let drafting = Server::start_engine(512, engine, ServerOptions { body_limit: BODY_LIMIT, ..Default::default() });
+    let drafting = server(3, SpecType::Ngram, 4);
     let plain = Server::start(3, 16, 512);
     let want: Vec<Value> = requests().iter().map(|r| answer(&plain.post("/v1/completions", r).1)).collect();
     let got: Vec<Value> = post_all(&drafting, &requests()).iter().map(answer).collect();

@@ -72,8 +72,9 @@ impl Seq {
 impl Seq {
     /// Prepares its step once decoding: `next`, then the drafts its
     /// speculation makes (at most `room`, within its context and its
-    /// `max_tokens`); nothing to prepare without speculation.
-    pub(super) fn prepare_step(&mut self, room: usize, context: usize) {
+    /// `max_tokens`, for a step of `rows` rows without them); nothing to
+    /// prepare without speculation.
+    pub(super) fn prepare_step(&mut self, (room, rows): (usize, usize), context: usize) {
         self.step.clear();
         let (Some(spec), Some(next)) = (self.spec.as_mut(), self.next) else { return };
         if self.read < self.prompt.len() {
@@ -84,7 +85,7 @@ impl Seq {
         let room = room.min(left.saturating_sub(1)).min(context.saturating_sub(self.past + 1));
         let history: Vec<u32> = self.prompt.iter().chain(&self.sent).copied().collect();
         self.step.push(next);
-        self.step.extend_from_slice(spec.draft(&history, room));
+        self.step.extend_from_slice(spec.draft(&history, room, rows));
     }
 
     /// Takes the rows its step gave (`rows`: one row, or with drafts one per
