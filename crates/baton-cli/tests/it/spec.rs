@@ -1,6 +1,7 @@
 //! `baton run --spec-type ngram` prints the text, and writes the logits
 //! rows (`--logits-out`), that `baton run` without speculation does, byte
-//! for byte, greedy and sampled with penalties; and says what it drafted.
+//! for byte, greedy and sampled with penalties, on one device and split by
+//! layer or tensor; and says what it drafted.
 
 use crate::{baton, tiny};
 
@@ -8,9 +9,12 @@ use crate::{baton, tiny};
 fn run_with_ngram_speculation_gives_the_bytes_of_run_without() {
     let (dir, model) = tiny("spec");
     let prompt = "one two three four one two three four one two three";
-    let samplings: [&[&str]; 2] = [
+    let samplings: [&[&str]; 4] = [
         &["--temp", "0"],
         &["--temp", "0.8", "--top-k", "40", "--repeat-penalty", "1.1", "--repeat-last-n", "16", "-s", "3"],
+        // Over a layer split and a tensor split (exact sums) too.
+        &["--temp", "0", "--devices", "cpu:0,cpu:1", "-sm", "layer"],
+        &["--temp", "0.8", "-s", "5", "--devices", "cpu:0,cpu:1", "-sm", "tensor", "--tensor-exact"],
     ];
     for (i, sampling) in samplings.iter().enumerate() {
         let run = |spec: &[&str], tag: &str| {

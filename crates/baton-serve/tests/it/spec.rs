@@ -2,7 +2,8 @@
 //! `speculative.n_max` (or a server whose default drafts) gets the text and
 //! log-probabilities it gets without drafts, byte for byte, with several
 //! clients at once (each sequence's drafts verified in the shared step),
-//! greedy and seeded with penalties and stop strings; `/metrics` counts
+//! greedy and seeded with penalties, stop strings and a JSON object's
+//! constraint; `/metrics` counts
 //! the drafted and accepted tokens.
 
 use baton_gen::speculative::{SpecParams, SpecType, StepCost};
@@ -25,6 +26,10 @@ fn requests() -> Vec<Value> {
         all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0.7, "seed": 9,
             "logprobs": 2}));
         all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0, "stop": ["ee"]}));
+        // Held to a JSON object: the constraint's state and its redraws
+        // per position.
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "temperature": 0.8, "seed": 3,
+            "response_format": {"type": "json_object"}}));
     }
     all
 }
