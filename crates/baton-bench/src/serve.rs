@@ -237,9 +237,24 @@ fn print_tables(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String
     if let (Some(one), Some(eight)) = (rate(1, false), rate(8, false)) {
         println!("8 clients / 1 client: {:.2}x aggregate tokens/s", eight / one);
     }
-    for &clients in &args.clients {
-        if let (Some(plain), Some(drafting)) = (rate(clients, false), rate(clients, true)) {
-            println!("{clients} client(s), drafts / none: {:.2}x aggregate tokens/s", drafting / plain);
+    // Each drafting phase ran right after its plain one: the pairs' ratios.
+    let mut counts: Vec<usize> = args.clients.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    for clients in counts {
+        let ratios: Vec<f64> = phases
+            .windows(2)
+            .filter(|w| w[0].clients == clients && w[0].draft_max.is_none() && w[1].draft_max.is_some())
+            .map(|w| w[1].tokens_per_s / w[0].tokens_per_s)
+            .collect();
+        if !ratios.is_empty() {
+            let (mean, std) = crate::stats::mean_std(&ratios);
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "{clients} client(s), drafts / none: {mean:.2}x ± {std:.2} aggregate tokens/s over {} pair(s): {}",
+                ratios.len(),
+                each.join(", ")
+            );
         }
     }
     if stalls.is_empty() {

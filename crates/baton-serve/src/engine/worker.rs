@@ -501,7 +501,12 @@ impl Worker {
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut steps: Vec<SeqStep<'_>> = Vec::new();
         let mut every_logit = Vec::new();
-        for seq in self.running.iter().filter(|s| s.group == group) {
+        // Sequences with drafts first, the most rows first: a step's shape
+        // (which the model plans once and caches) then depends on how many
+        // sequences carry how many rows, not on which ones do.
+        let mut order: Vec<&Seq> = self.running.iter().filter(|s| s.group == group).collect();
+        order.sort_by_key(|s| (s.prefilling(), std::cmp::Reverse(s.step.len())));
+        for seq in order {
             let n = if seq.prefilling() { (seq.prompt.len() - seq.read).min(budget) } else { seq.step.len().max(1) };
             let n = n.min(room);
             if n == 0 {
