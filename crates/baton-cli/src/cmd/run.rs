@@ -37,6 +37,14 @@ pub struct RunArgs {
     sampling: SamplingArgs,
     #[command(flatten)]
     spec: SpecArgs,
+    /// A draft model of the same vocabulary (llama.cpp's `-md`): a smaller
+    /// model's greedy tokens are the drafts, in place of n-grams; the
+    /// output is the same tokens as without.
+    #[arg(long = "model-draft", visible_alias = "md")]
+    model_draft: Option<std::path::PathBuf>,
+    /// The device of the draft model (llama.cpp's `--device-draft`).
+    #[arg(long = "device-draft", default_value = "cpu", requires = "model_draft")]
+    device_draft: String,
     /// Also print special tokens.
     #[arg(long)]
     special: bool,
@@ -45,6 +53,25 @@ pub struct RunArgs {
     /// for comparing runs bit for bit.
     #[arg(long = "logits-out")]
     logits_out: Option<std::path::PathBuf>,
+}
+
+/// Speculation by the draft model at `path`, on `device`, for `target`;
+/// its drafts' cost in the budget is its bytes read per token over the
+/// target's.
+fn draft_model(
+    target: &baton_model::Model,
+    path: &std::path::Path,
+    device: &str,
+    threads: Option<usize>,
+    params: speculative::SpecParams,
+) -> Result<Speculation> {
+    let device = crate::cli::devices::open(device, threads)?.into_iter().next().context("no draft device")?;
+    let options = baton_model::LoadOptions { context: Some(target.context()), ..Default::default() };
+    let draft = baton_model::Model::load(path, device, &options)
+        .with_context(|| format!("loading the draft model {}", path.display()))?;
+    let drafter = speculative::ModelDrafter::new(draft, target)?;
+    let cost = speculative::StepCost { per_draft: drafter.cost_against(target), ..params.cost };
+    Ok(Speculation::with_model(speculative::SpecParams { cost, ..params }, drafter))
 }
 
 /// Tokens `baton run` generates when `-n` is not given.
@@ -96,7 +123,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Ok(())
     };
-    let mut spec = Speculation::new(spec_params);
+    let mut spec = match &args.model_draft {
+        Some(path) => Some(draft_model(&model, path, &args.device_draft, args.model.threads, spec_params)?),
+        None => Speculation::new(spec_params),
+    };
     if spec.is_some() {
         speculative::check_model(&model)?;
     }

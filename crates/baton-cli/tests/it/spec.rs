@@ -38,3 +38,27 @@ fn run_with_ngram_speculation_gives_the_bytes_of_run_without() {
     let out = baton(&["run", "-m", &model, "-p", "x", "--spec-type", "eagle"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("possible values"));
 }
+
+/// `--model-draft` (llama.cpp's `-md`): the same bytes with drafts of a
+/// model of the same vocabulary; one of another vocabulary is refused.
+#[test]
+fn run_with_a_draft_model_gives_the_bytes_of_run_without() {
+    let (dir, model) = tiny("spec-md");
+    let draft = dir.file("draft.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "tiny", "--type", "q4_0", "-o", &draft]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let base = ["run", "-m", &model, "-p", "one two three one two three", "-n", "32", "--temp", "0.7", "-s", "2"];
+    let plain = baton(&base);
+    let mut args = base.to_vec();
+    args.extend(["--model-draft", &draft, "--draft-max", "4"]);
+    let drafted = baton(&args);
+    assert!(drafted.status.success(), "-md: {}", String::from_utf8_lossy(&drafted.stderr));
+    assert_eq!(String::from_utf8_lossy(&drafted.stdout), String::from_utf8_lossy(&plain.stdout));
+    assert!(String::from_utf8_lossy(&drafted.stderr).contains("speculation:"));
+    let other = dir.file("other.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "stories15M", "--type", "q4_0", "-o", &other]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let mut args = base.to_vec();
+    args.extend(["--md", &other]);
+    crate::assert_clean_error(&baton(&args), "vocabulary");
+}

@@ -29,16 +29,18 @@ pub struct StepCost {
     pub fixed: f64,
     /// Each drafted row's.
     pub per_row: f64,
+    /// Making each drafted token (a draft model's step; 0 for n-grams).
+    pub per_draft: f64,
 }
 
 impl StepCost {
     /// SmolLM2-135M Q4_1 on the CPU backend (AMD EPYC Zen 5, a busy
     /// machine): steps of 2, 3, 5 and 9 rows measured at 1.19, 1.24, 1.51
     /// and 2.10 times one row (`baton bench spec` prints these).
-    pub const MEASURED: StepCost = StepCost { fixed: 0.06, per_row: 0.13 };
+    pub const MEASURED: StepCost = StepCost { fixed: 0.06, per_row: 0.13, per_draft: 0.0 };
 
     /// Rows that cost nothing: every draft found is verified.
-    pub const FREE: StepCost = StepCost { fixed: 0.0, per_row: 0.0 };
+    pub const FREE: StepCost = StepCost { fixed: 0.0, per_row: 0.0, per_draft: 0.0 };
 
     /// The cost of a step of `rows` rows (at least one) that verifies
     /// `k` drafts besides them, in steps of one row.
@@ -46,7 +48,7 @@ impl StepCost {
         let base = 1.0 + self.per_row * rows.saturating_sub(1) as f64;
         match k {
             0 => base,
-            k => base + self.fixed + self.per_row * k as f64,
+            k => base + self.fixed + (self.per_row + self.per_draft) * k as f64,
         }
     }
 }
@@ -57,6 +59,9 @@ pub const MIN_GAIN: f64 = 1.03;
 
 /// The weight of the latest observation in the acceptance estimates.
 const RATE_WEIGHT: f64 = 0.15;
+
+/// How far [`DraftBudget::relax`] moves an estimate back to the prior.
+const RELAX_WEIGHT: f64 = 0.02;
 
 /// The acceptance assumed before any observation.
 const PRIOR: f64 = 0.5;
@@ -110,6 +115,16 @@ impl DraftBudget {
             0
         } else {
             best
+        }
+    }
+
+    /// Moves the estimate for matches of `matched` tokens a little back
+    /// toward the prior: for drafts that cost something to make, which are
+    /// not made (so not scored) while they do not pay, so that drafting is
+    /// tried again now and then.
+    pub fn relax(&mut self, matched: usize) {
+        if let Some(rate) = self.rates.get_mut(matched.saturating_sub(1)) {
+            *rate += RELAX_WEIGHT * (PRIOR - *rate);
         }
     }
 

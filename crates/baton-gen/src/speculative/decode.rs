@@ -45,7 +45,7 @@ impl Decoding<'_> {
             step.clear();
             step.push(last);
             if let Some(spec) = spec.as_deref_mut() {
-                step.extend_from_slice(spec.draft(&self.tokens, room, 1));
+                step.extend_from_slice(spec.draft(&self.tokens, room, 1)?);
             }
             let logits = if step.len() > 1 { Logits::All } else { Logits::Last };
             let rows = self.model.eval_slot(self.slot, &step, self.past, logits)?;

@@ -16,6 +16,7 @@
 //! step overwrites them (attention reads positions below a row's own only).
 //!
 //! - `ngram.rs`: drafts by prompt lookup (no draft model).
+//! - `draft_model.rs`: drafts by a smaller model of the same vocabulary.
 //! - `budget.rs`: how many drafts a step verifies (none when it does not
 //!   pay).
 //! - `params.rs`: the parameters, and which models can verify drafts.
@@ -25,6 +26,7 @@
 
 mod budget;
 mod decode;
+mod draft_model;
 mod ngram;
 mod params;
 mod speculation;
@@ -32,6 +34,7 @@ mod verify;
 
 pub use budget::{DraftBudget, StepCost, MIN_GAIN};
 pub use decode::Decoding;
+pub use draft_model::ModelDrafter;
 pub use ngram::{Draft, NgramDrafter};
 pub use params::{check_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};

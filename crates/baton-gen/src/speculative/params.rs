@@ -70,6 +70,16 @@ pub enum SpecError {
         /// The model's architecture.
         arch: &'static str,
     },
+    /// A draft model whose tokens are not the target's.
+    #[error(
+        "the draft model's vocabulary ({draft} tokens) or end-of-text token is not the target's ({target} tokens)"
+    )]
+    VocabMismatch {
+        /// The target's vocabulary size.
+        target: usize,
+        /// The draft model's.
+        draft: usize,
+    },
 }
 
 /// Whether `model` can verify drafts: its state per sequence is a KV cache

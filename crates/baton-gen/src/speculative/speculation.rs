@@ -1,7 +1,10 @@
 //! One sequence's speculation: drafts made, the budget consulted, the
 //! outcome of each step recorded.
 
+use baton_model::ModelError;
+
 use super::budget::DraftBudget;
+use super::draft_model::ModelDrafter;
 use super::ngram::Draft;
 use super::params::{SpecParams, SpecType};
 
@@ -28,9 +31,11 @@ impl SpecStats {
 }
 
 /// One sequence's speculation: its drafter, its budget and its counts.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Speculation {
     params: SpecParams,
+    /// A draft model, drafting in place of the n-grams.
+    model: Option<Box<ModelDrafter>>,
     budget: DraftBudget,
     stats: SpecStats,
     /// The draft of the step in flight: its matched length, and the tokens
@@ -48,19 +53,39 @@ impl Speculation {
             return None;
         }
         let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost);
-        Some(Speculation { params, budget, stats: SpecStats::default(), pending: None, verified: 0 })
+        Some(Speculation { params, budget, model: None, stats: SpecStats::default(), pending: None, verified: 0 })
+    }
+
+    /// Speculation with a draft model (`-md`) in place of the n-grams:
+    /// `params`' draft counts and cost, whatever its type.
+    pub fn with_model(params: SpecParams, drafter: ModelDrafter) -> Speculation {
+        let params = SpecParams { kind: SpecType::Ngram, ..params };
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost);
+        let model = Some(Box::new(drafter));
+        Speculation { params, budget, model, stats: SpecStats::default(), pending: None, verified: 0 }
     }
 
     /// The drafts to verify after `history` (prompt and tokens so far, the
     /// token to evaluate next last), at most `room` of them, in a step that
     /// carries `rows` rows without them (1 for a sequence decoding alone):
     /// empty when none are found or they do not pay. Pair each call with
-    /// [`settle`](Self::settle).
-    pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> &[u32] {
-        let draft = self.params.drafter.draft(history, self.params.draft_max.min(room));
+    /// [`settle`](Self::settle). An error only from a draft model's step.
+    pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> Result<&[u32], ModelError> {
+        let room = self.params.draft_max.min(room);
+        let draft = match self.model.as_mut() {
+            None => self.params.drafter.draft(history, room),
+            // A draft model's tokens cost a step each: as many as pay.
+            Some(drafter) => match self.budget.choose(1, room, rows) {
+                0 => {
+                    self.budget.relax(1);
+                    Draft::default()
+                }
+                k => Draft { tokens: drafter.draft(history, k)?, matched: 1 },
+            },
+        };
         self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows);
         let draft = self.pending.insert(draft);
-        &draft.tokens[..self.verified]
+        Ok(&draft.tokens[..self.verified])
     }
 
     /// Records the outcome of the step that [`draft`](Self::draft)

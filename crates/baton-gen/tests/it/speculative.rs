@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use baton_core::DType;
-use baton_gen::speculative::{Decoding, Drawn, NgramDrafter, SpecParams, SpecStats, SpecType, Speculation, StepCost};
+use baton_gen::speculative::{
+    Decoding, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation, StepCost,
+};
 use baton_gen::{Sampler, SamplingParams, StopMatcher};
 use baton_model::{EncodeOptions, LoadOptions, Model};
 use baton_synth::SynthShape;
@@ -41,7 +43,7 @@ fn decode(
     model: &mut Model,
     prompt: &[u32],
     sampling: &SamplingParams,
-    spec: Option<SpecParams>,
+    mut spec: Option<Speculation>,
     n: usize,
     stops: &[String],
 ) -> (Output, SpecStats) {
@@ -64,7 +66,6 @@ fn decode(
         Ok(Drawn::Token(token))
     };
     let first = draw(model.eval_prompt(prompt, 0).expect("prompt")).expect("draw");
-    let mut spec = spec.and_then(Speculation::new);
     if let Drawn::Token(first) = first {
         let tokens = prompt.iter().copied().chain([first]).collect();
         let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens, left: n - 1 };
@@ -114,7 +115,7 @@ fn check_exact(model: &mut Model, what: &str, prompts: &[Vec<u32>], n: usize) ->
             // too); the default cost model drafts as the budget says.
             for spec in [ngram(8, StepCost::FREE), ngram(3, StepCost::FREE), ngram(8, StepCost::MEASURED)] {
                 for (want, stops) in [(&plain, &[][..]), (&plain_stopped, &stops[..])] {
-                    let (got, stats) = decode(model, prompt, &sampling, Some(spec), n, stops);
+                    let (got, stats) = decode(model, prompt, &sampling, Speculation::new(spec), n, stops);
                     assert!(
                         &got == want,
                         "{what}, prompt {p}, {name}, draft max {} ({:?}), stops {stops:?}: \
@@ -170,6 +171,38 @@ fn speculation_changes_no_token_on_synthetic_models() {
     }
 }
 
+/// A draft model of the same vocabulary (`-md`): the model itself (its
+/// greedy drafts all hold when decoding is greedy) and one of other
+/// weights (most are rejected); the output is plain decoding's either way.
+#[test]
+fn a_draft_models_drafts_change_no_token() {
+    let (_dir, path) = synth_model("spec-target", SynthShape::Tiny, DType::F32, 5);
+    let (_other_dir, other) = synth_model("spec-draft", SynthShape::Tiny, DType::Q8_0, 6);
+    let mut model = load(&path);
+    let prompts = synthetic_prompts(model.config().vocab as u32);
+    let params = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
+    for (draft_path, what) in [(&path, "itself"), (&other, "other weights")] {
+        let mut total = SpecStats::default();
+        for prompt in &prompts {
+            for (name, sampling) in samplings() {
+                let (plain, _) = decode(&mut model, prompt, &sampling, None, 32, &[]);
+                let drafter = ModelDrafter::new(load(draft_path), &model).expect("same vocabulary");
+                let spec = Speculation::with_model(params, drafter);
+                let (got, stats) = decode(&mut model, prompt, &sampling, Some(spec), 32, &[]);
+                assert!(got == plain, "draft model {what}, {name}: the output changed");
+                total.drafted += stats.drafted;
+                total.accepted += stats.accepted;
+                if what == "itself" && name == "greedy" {
+                    assert_eq!(stats.accepted, stats.drafted, "greedy drafts of the model itself all hold");
+                }
+            }
+        }
+        eprintln!("draft model {what}: {} drafted, {} accepted", total.drafted, total.accepted);
+        // Itself: drafts accepted; other weights: drafts rejected.
+        assert!(total.drafted > 0 && (total.accepted > 0) == (what == "itself"), "draft model {what}: {total:?}");
+    }
+}
+
 /// SmolLM2-135M over prompts that repeat (code to rewrite, a text to
 /// quote) and prompts that do not.
 #[cfg(feature = "reference-tests")]
@@ -187,4 +220,8 @@ fn speculation_changes_no_token_on_smollm2() {
     let options = EncodeOptions { add_special: true, parse_special: true };
     let prompts: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer().encode(t, options).expect("encode")).collect();
     check_exact(&mut model, "SmolLM2", &prompts, 32);
+    // A draft model of another vocabulary is refused.
+    let (_dir, tiny) = synth_model("spec-vocab", SynthShape::Tiny, DType::Q8_0, 1);
+    let refused = ModelDrafter::new(load(&tiny), &model).expect_err("512 tokens against 49152");
+    assert!(matches!(refused, SpecError::VocabMismatch { target: 49152, draft: 512 }), "{refused}");
 }

@@ -85,7 +85,10 @@ impl Seq {
         let room = room.min(left.saturating_sub(1)).min(context.saturating_sub(self.past + 1));
         let history: Vec<u32> = self.prompt.iter().chain(&self.sent).copied().collect();
         self.step.push(next);
-        self.step.extend_from_slice(spec.draft(&history, room, rows));
+        // N-gram drafts, which cannot fail.
+        if let Ok(drafts) = spec.draft(&history, room, rows) {
+            self.step.extend_from_slice(drafts);
+        }
     }
 
     /// Takes the rows its step gave (`rows`: one row, or with drafts one per
