@@ -76,7 +76,7 @@ fn decode(
     let start = Instant::now();
     if let Drawn::Token(first) = first {
         let history = prompt.iter().copied().chain([first]).collect();
-        let left = n.min(model.context() - prompt.len()) - 1;
+        let left = n.min(model.context().saturating_sub(prompt.len())).saturating_sub(1);
         let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens: history, left };
         decoding.run(spec.as_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
