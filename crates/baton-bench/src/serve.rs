@@ -81,6 +81,11 @@ pub struct ServeBenchArgs {
     /// phase's figures (`phases`) and each long-prompt run's (`stalls`).
     #[arg(long)]
     json: bool,
+    /// Also run each phase with `speculative.n_max` set to this (drafted
+    /// tokens a step verifies), right after the same phase without: the
+    /// two side by side, and their ratio.
+    #[arg(long = "spec-n-max")]
+    spec_n_max: Option<usize>,
     /// The server to start when no `--url` is given.
     #[command(flatten)]
     serve: ServeCommand,
@@ -112,6 +117,7 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         response_format: response_format(&args)?,
         shared_prefix: load::shared_prefix(args.shared_prefix_words),
         timeout: Duration::from_secs(args.request_timeout),
+        draft_max: None,
     };
     let parallel = args.serve.parallel.unwrap_or_else(|| args.clients.iter().copied().max().unwrap_or(1));
     let mut child = None;
@@ -133,12 +139,17 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
     load::stream_one(&endpoint, &shape, "Hello", 4, |_| true).context("the warm-up request")?;
 
     let mut phases = Vec::new();
+    let drafting = args.spec_n_max.map(|n| RequestShape { draft_max: Some(n), ..shape.clone() });
     for &clients in &args.clients {
         let requests = clients * args.requests_per_client;
-        let phase = load::run_phase(&endpoint, &shape, clients, requests, Duration::from_secs(args.phase_seconds))
-            .with_context(|| format!("the phase with {clients} client(s)"))?;
-        eprintln!("{clients} client(s): {:.1} tokens/s", phase.tokens_per_s);
-        phases.push(phase);
+        for shape in std::iter::once(&shape).chain(&drafting) {
+            let limit = Duration::from_secs(args.phase_seconds);
+            let phase = load::run_phase(&endpoint, shape, clients, requests, limit)
+                .with_context(|| format!("the phase with {clients} client(s)"))?;
+            let drafts = shape.draft_max.map(|n| format!(", speculative.n_max {n}")).unwrap_or_default();
+            eprintln!("{clients} client(s){drafts}: {:.1} tokens/s", phase.tokens_per_s);
+            phases.push(phase);
+        }
     }
     let mut stalls = Vec::new();
     if args.stall_streams > 0 {
@@ -173,6 +184,7 @@ fn json_report(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String,
         .map(|p| {
             serde_json::json!({
                 "clients": p.clients,
+                "speculative_n_max": p.draft_max,
                 "requests": p.requests,
                 "tokens": p.tokens,
                 "tokens_per_s": p.tokens_per_s,
@@ -208,17 +220,42 @@ fn json_report(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String,
 
 fn print_tables(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String, StallResult)]) {
     println!("max_tokens {}, greedy, {} request(s) per client", args.max_tokens, args.requests_per_client);
-    println!("| clients | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| clients | drafts | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for p in phases {
+        let drafts = p.draft_max.map_or("none".to_string(), |n| n.to_string());
         println!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {} | {drafts} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             p.clients, p.requests, p.tokens, p.tokens_per_s, p.ttft_ms.0, p.ttft_ms.1, p.itl_ms.0, p.itl_ms.1
         );
     }
-    let rate = |n| phases.iter().find(|p| p.clients == n).map(|p| p.tokens_per_s);
-    if let (Some(one), Some(eight)) = (rate(1), rate(8)) {
+    let rate = |n, drafts: bool| {
+        phases.iter().find(|p| p.clients == n && p.draft_max.is_some() == drafts).map(|p| p.tokens_per_s)
+    };
+    if let (Some(one), Some(eight)) = (rate(1, false), rate(8, false)) {
         println!("8 clients / 1 client: {:.2}x aggregate tokens/s", eight / one);
+    }
+    // Each drafting phase ran right after its plain one: the pairs' ratios.
+    let mut counts: Vec<usize> = args.clients.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    for clients in counts {
+        let ratios: Vec<f64> = phases
+            .windows(2)
+            .filter(|w| w[0].clients == clients && w[0].draft_max.is_none() && w[1].draft_max.is_some())
+            .map(|w| w[1].tokens_per_s / w[0].tokens_per_s)
+            .collect();
+        if !ratios.is_empty() {
+            let (mean, std) = crate::stats::mean_std(&ratios);
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "{clients} client(s), drafts / none: {mean:.2}x ± {std:.2} aggregate tokens/s over {} pair(s): {}",
+                ratios.len(),
+                each.join(", ")
+            );
+        }
     }
     if stalls.is_empty() {
         return;

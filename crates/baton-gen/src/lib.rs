@@ -1,6 +1,7 @@
 //! Generation over a Baton model: choosing each next token ([`Sampler`]),
 //! holding the text to a format ([`constraint`]), chat templates and
-//! conversations that keep their KV cache, perplexity over a text, and
+//! conversations that keep their KV cache, speculative decoding that
+//! changes no token ([`speculative`]), perplexity over a text, and
 //! OpenAI's answer shapes ([`openai`]) that the server and the Python
 //! package both give.
 //!
@@ -18,6 +19,7 @@ mod logprobs;
 pub mod openai;
 mod perplexity;
 mod sampling;
+pub mod speculative;
 mod stop;
 
 // Choosing the next token.

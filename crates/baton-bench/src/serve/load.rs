@@ -42,6 +42,9 @@ pub struct RequestShape {
     pub shared_prefix: String,
     /// Time allowed for one whole response.
     pub timeout: Duration,
+    /// `speculative.n_max` to send (drafted tokens a step verifies, as
+    /// Baton's and llama.cpp's servers read it); `None` sends none.
+    pub draft_max: Option<usize>,
 }
 
 impl RequestShape {
@@ -62,6 +65,9 @@ impl RequestShape {
         }
         if let Some(format) = &self.response_format {
             body["response_format"] = format.clone();
+        }
+        if let Some(n_max) = self.draft_max {
+            body["speculative.n_max"] = json!(n_max);
         }
         body.to_string()
     }
@@ -127,6 +133,8 @@ pub fn stream_one(
 pub struct PhaseResult {
     /// Concurrent clients.
     pub clients: usize,
+    /// The `speculative.n_max` its requests sent, if any.
+    pub draft_max: Option<usize>,
     /// Requests completed.
     pub requests: usize,
     /// Tokens generated in all.
@@ -191,6 +199,7 @@ pub fn run_phase(
     itl.sort_by(f64::total_cmp);
     Ok(PhaseResult {
         clients,
+        draft_max: shape.draft_max,
         requests: records.len(),
         tokens,
         tokens_per_s: tokens as f64 / elapsed,

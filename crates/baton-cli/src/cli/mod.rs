@@ -11,6 +11,7 @@ pub mod load;
 pub mod rank_model;
 #[cfg(feature = "mpi")]
 pub mod ranks;
+pub mod spec;
 
 /// Whether this process writes the command's outputs: always, but under
 /// `mpirun` (feature `mpi`) only rank 0 does (every rank runs the same

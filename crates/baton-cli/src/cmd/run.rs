@@ -4,11 +4,13 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use baton_gen::speculative::{self, Decoding, Drawn, SpecType, Speculation};
 use baton_model::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
+use crate::cli::spec::SpecArgs;
 use crate::util::tokens::{ends_generation, print_token};
 
 /// Arguments of `baton run`.
@@ -33,6 +35,16 @@ pub struct RunArgs {
     n_predict: Option<usize>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// A draft model of the same vocabulary (llama.cpp's `-md`): a smaller
+    /// model's greedy tokens are the drafts, in place of n-grams; the
+    /// output is the same tokens as without.
+    #[arg(long = "model-draft", visible_alias = "md")]
+    model_draft: Option<std::path::PathBuf>,
+    /// The device of the draft model (llama.cpp's `--device-draft`).
+    #[arg(long = "device-draft", default_value = "cpu", requires = "model_draft")]
+    device_draft: String,
     /// Also print special tokens.
     #[arg(long)]
     special: bool,
@@ -43,12 +55,35 @@ pub struct RunArgs {
     logits_out: Option<std::path::PathBuf>,
 }
 
+/// Speculation by the draft model at `path`, on `device`, for `target`;
+/// its drafts' cost in the budget is its bytes read per token over the
+/// target's.
+fn draft_model(
+    target: &baton_model::Model,
+    path: &std::path::Path,
+    device: &str,
+    threads: Option<usize>,
+    params: speculative::SpecParams,
+) -> Result<Speculation> {
+    let device = crate::cli::devices::open(device, threads)?.into_iter().next().context("no draft device")?;
+    let options = baton_model::LoadOptions { context: Some(target.context()), ..Default::default() };
+    let draft = baton_model::Model::load(path, device, &options)
+        .with_context(|| format!("loading the draft model {}", path.display()))?;
+    let drafter = speculative::ModelDrafter::new(draft, target)?;
+    let cost = speculative::StepCost { per_draft: drafter.cost_against(target), ..params.cost };
+    Ok(Speculation::with_model(speculative::SpecParams { cost, ..params }, drafter))
+}
+
 /// Tokens `baton run` generates when `-n` is not given.
 const DEFAULT_N_PREDICT: usize = 128;
 
 /// Runs `baton run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    let spec_params = args.spec.params()?;
     if args.chat {
+        if spec_params.kind != SpecType::None {
+            eprintln!("--spec-type: --chat decodes without speculation");
+        }
         return super::chat::run(&ChatOptions {
             model: &args.model,
             sampling: &args.sampling,
@@ -88,31 +123,38 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Ok(())
     };
-    let prompt_start = Instant::now();
-    let logits = model.eval_prompt(&prompt, 0)?;
-    keep(logits)?;
-    let mut token = sampler.sample(logits)?;
-    let prompt_s = prompt_start.elapsed().as_secs_f64();
-    let gen_start = Instant::now();
-    let mut generated = 0usize;
+    let mut spec = match &args.model_draft {
+        Some(path) => Some(draft_model(&model, path, &args.device_draft, args.model.threads, spec_params)?),
+        None => Speculation::new(spec_params),
+    };
+    if spec.is_some() {
+        speculative::check_model(&model)?;
+    }
     let eos = model.tokenizer().eos_id();
     let tokenizer = model.shared_tokenizer();
     let mut decoder = tokenizer.stream_decoder(args.special);
-    let mut past = prompt.len();
-    while generated < n_predict && !crate::util::interrupt::requested() {
-        if ends_generation(&tokenizer, token, eos) {
-            break;
+    let mut generated = 0usize;
+    // Each position's token, drawn and taken as one token a step does.
+    let mut draw = |logits: &[f32]| -> Result<Drawn> {
+        keep(logits)?;
+        let token = sampler.sample(logits)?;
+        if generated == n_predict || ends_generation(&tokenizer, token, eos) {
+            return Ok(Drawn::End);
         }
         sampler.accept(token);
         generated += 1;
         print_token(&mut decoder, token, &mut out)?;
-        if generated == n_predict {
-            break;
-        }
-        let logits = model.eval(&[token], past, baton_model::Logits::Last)?;
-        keep(logits)?;
-        past += 1;
-        token = sampler.sample(logits)?;
+        Ok(Drawn::Token(token))
+    };
+    let prompt_start = Instant::now();
+    let first = draw(model.eval_prompt(&prompt, 0)?)?;
+    let prompt_s = prompt_start.elapsed().as_secs_f64();
+    let gen_start = Instant::now();
+    if let Drawn::Token(first) = first {
+        let tokens = prompt.iter().copied().chain([first]).collect();
+        let left = n_predict - 1;
+        let mut decoding = Decoding { model: &mut model, slot: 0, past: prompt.len(), tokens, left };
+        decoding.run(spec.as_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
     if let Some(rest) = decoder.finish() {
         write!(out, "{rest}")?;
@@ -132,5 +174,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         prompt.len() as f64 / prompt_s.max(1e-9),
         generated as f64 / gen_s.max(1e-9)
     );
+    if let Some(stats) = spec.map(|s| s.stats()) {
+        eprintln!(
+            "speculation: {} drafted tokens in {} steps, {} accepted ({:.0}%)",
+            stats.drafted,
+            stats.steps,
+            stats.accepted,
+            100.0 * stats.acceptance()
+        );
+    }
     Ok(())
 }

@@ -18,6 +18,7 @@ use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, ServerOpti
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
+use crate::cli::spec::SpecArgs;
 use crate::util::interrupt;
 
 /// Arguments of `baton serve`.
@@ -25,6 +26,8 @@ use crate::util::interrupt;
 pub struct ServeArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -194,6 +197,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         // Rank 0 serves; this rank makes its model calls with it.
         return super::serve_ranks::follow_rank_0(&mut model, link);
     }
+    let spec = args.spec.params()?;
+    let verifies = model.hidden_in_steps() && baton_gen::speculative::check_model(&model).is_ok();
+    #[cfg(feature = "mpi")]
+    let verifies = verifies && link.is_none();
+    if spec.kind != baton_gen::speculative::SpecType::None && !verifies {
+        eprintln!(
+            "--spec-type {}: this model or split cannot verify drafts in a step (a state that cannot be cut \
+             back, tensor parallelism or ranks); requests decode without drafts",
+            spec.kind.name()
+        );
+    }
     let options = EngineOptions {
         parallel: args.parallel,
         queue: args.queue,
@@ -201,6 +215,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         prefix_cache: !args.no_prefix_cache,
         cache_ram: args.cache_ram.saturating_mul(1 << 20),
         ctx_checkpoints: args.ctx_checkpoints,
+        spec,
     };
     #[cfg(feature = "mpi")]
     let engine = match link {

@@ -7,6 +7,7 @@ mod cli;
 mod layering;
 mod models;
 mod serve;
+mod spec;
 mod vulkan;
 
 use std::process::{Command, Output};

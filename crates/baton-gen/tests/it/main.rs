@@ -5,3 +5,5 @@
 
 mod chat;
 mod chat_reference;
+mod speculative;
+mod verify_bits;

@@ -131,6 +131,10 @@ pub struct EngineMetrics {
     pub cache_ram_prompts: usize,
     /// Their bytes.
     pub cache_ram_bytes: u64,
+    /// Drafted tokens verified (speculative decoding).
+    pub drafted_tokens: u64,
+    /// Of those, the ones accepted.
+    pub accepted_tokens: u64,
 }
 
 /// Whether the engine can take requests.
@@ -282,6 +286,8 @@ impl Engine {
             tokens_per_second: s.throughput.per_second(),
             cache_ram_prompts: s.ram_prompts.load(Ordering::Relaxed),
             cache_ram_bytes: s.ram_bytes.load(Ordering::Relaxed),
+            drafted_tokens: s.spec_drafted.load(Ordering::Relaxed),
+            accepted_tokens: s.spec_accepted.load(Ordering::Relaxed),
         }
     }
 
@@ -303,12 +309,26 @@ impl Engine {
 
     /// Queues `request`; its tokens arrive on the returned [`Generation`].
     pub fn submit(&self, request: GenerateRequest) -> Result<Generation, SubmitError> {
+        self.submit_drafting(request, None)
+    }
+
+    /// As [`submit`](Self::submit), drafting tokens as `spec` says (`None`:
+    /// as [`EngineOptions::spec`] says). The tokens are those without
+    /// drafts; where the engine's steps cannot verify drafts (over ranks,
+    /// under tensor parallelism, a model whose state cannot be cut back),
+    /// it decodes without them.
+    pub fn submit_drafting(
+        &self,
+        request: GenerateRequest,
+        spec: Option<baton_gen::speculative::SpecParams>,
+    ) -> Result<Generation, SubmitError> {
         self.check(&request)?;
+        let spec = Some(spec.unwrap_or(self.options.spec));
         self.take_queue_place()?;
         let (events, receiver) = tmpsc::unbounded_channel();
         if self
             .commands
-            .send(Command::Submit(Admitted { request, events, submitted: std::time::Instant::now() }))
+            .send(Command::Submit(Box::new(Admitted { request, events, submitted: std::time::Instant::now(), spec })))
             .is_err()
         {
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);

@@ -1,6 +1,8 @@
 //! How the engine runs: its batching options and how a shutdown treats the
 //! requests in flight.
 
+use baton_gen::speculative::SpecParams;
+
 /// How the engine batches.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -24,6 +26,9 @@ pub struct EngineOptions {
     /// the ends of the prompts it evaluated (llama-server's
     /// `--ctx-checkpoints`); 0 keeps none.
     pub ctx_checkpoints: usize,
+    /// How requests draft tokens unless they say otherwise (`--spec-type`;
+    /// none by default). Speculation changes no token, only the speed.
+    pub spec: SpecParams,
 }
 
 impl Default for EngineOptions {
@@ -35,6 +40,7 @@ impl Default for EngineOptions {
             prefix_cache: true,
             cache_ram: 0,
             ctx_checkpoints: 8,
+            spec: SpecParams::default(),
         }
     }
 }

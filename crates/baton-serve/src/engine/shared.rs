@@ -31,6 +31,9 @@ pub(super) struct Shared {
     pub(super) ended_failed: AtomicU64,
     /// Prompt tokens taken from the prefix cache.
     pub(super) prompt_cached: AtomicU64,
+    /// Drafted tokens verified, and of those the ones accepted.
+    pub(super) spec_drafted: AtomicU64,
+    pub(super) spec_accepted: AtomicU64,
     /// Cache positions the running sequences hold.
     pub(super) kv_positions: AtomicU64,
     /// Prompts saved in host memory (`--cache-ram`), and their bytes.
@@ -69,6 +72,8 @@ impl Shared {
 /// A request the worker takes, with where its events go.
 pub(super) struct Admitted {
     pub(super) request: GenerateRequest,
+    /// How it drafts, if it does.
+    pub(super) spec: Option<baton_gen::speculative::SpecParams>,
     /// When the handle took it.
     pub(super) submitted: std::time::Instant,
     pub(super) events: tmpsc::UnboundedSender<Event>,
@@ -76,7 +81,7 @@ pub(super) struct Admitted {
 
 /// What a handle asks of the worker.
 pub(super) enum Command {
-    Submit(Admitted),
+    Submit(Box<Admitted>),
     /// One request's single passes (an embeddings request's inputs), which
     /// hold one place in the queue together.
     Passes(Vec<super::passes::PassJob>),

@@ -6,11 +6,9 @@ use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
 
-use baton_gen::constraint::Constraint;
+use baton_gen::speculative::{self, Speculation};
 use baton_gen::Sampler;
-use baton_model::baton_tokenizer::TokenType;
 use baton_model::{BatchTicket, Model, SeqStep, Tokenizer};
 
 use super::embed_seq::EmbedSeq;
@@ -19,11 +17,10 @@ use super::mirror::{Mirror, MirrorCall};
 use super::options::{EngineOptions, Shutdown};
 use super::passes::QueuedPass;
 use super::prefix::SlotCache;
-use super::request::{Event, Finish, FinishReason};
-use super::scope::CacheScope;
+use super::request::Event;
 use super::score_seq::ScoreSeq;
 use super::shared::{Admitted, Command, Shared};
-use baton_gen::token_logprobs;
+use seq::Seq;
 
 /// Panics of the worker's turns, with no step completed between them,
 /// after which the engine gives up (see [`Worker::run`]).
@@ -35,56 +32,6 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         (Some(text), _) => (*text).to_string(),
         (_, Some(text)) => text.clone(),
         _ => "a panic without a message".to_string(),
-    }
-}
-
-/// A running sequence.
-struct Seq {
-    /// Unique per request.
-    id: u64,
-    slot: usize,
-    /// Its group: the sequences of one group share each step.
-    group: usize,
-    events: tokio::sync::mpsc::UnboundedSender<Event>,
-    prompt: Vec<u32>,
-    /// Prompt tokens evaluated so far.
-    read: usize,
-    /// The sampled token to evaluate next (after the prompt).
-    next: Option<u32>,
-    /// Positions written to the cache.
-    past: usize,
-    generated: usize,
-    max_tokens: usize,
-    sampler: Sampler,
-    stop_at_eog: bool,
-    /// When the request was submitted, and when its last token was sent.
-    submitted: Instant,
-    last_token: Option<Instant>,
-    /// Alternatives to send log-probabilities of, when asked.
-    logprobs: Option<usize>,
-    /// Prompt tokens the slot's cache already held.
-    cached: usize,
-    /// The tokens generated so far.
-    sent: Vec<u32>,
-    /// The JSON object its text is held to, if any.
-    constraint: Option<Constraint>,
-    /// Whose cached prompts it may reuse and fills.
-    scope: CacheScope,
-}
-
-impl Seq {
-    fn prefilling(&self) -> bool {
-        self.read < self.prompt.len()
-    }
-
-    fn finish(&self, reason: FinishReason) -> Event {
-        let (prompt_tokens, completion_tokens, cached_tokens) = (self.prompt.len(), self.generated, self.cached);
-        Event::Done(Finish { reason, prompt_tokens, completion_tokens, cached_tokens })
-    }
-
-    /// The tokens whose keys and values its slot holds.
-    fn in_cache(&self) -> impl Iterator<Item = u32> + '_ {
-        self.prompt.iter().chain(&self.sent).copied().take(self.past)
     }
 }
 
@@ -104,6 +51,7 @@ mod cancel;
 mod embeds;
 mod reuse;
 mod scores;
+mod seq;
 mod slots;
 
 pub(super) struct Worker {
@@ -311,7 +259,7 @@ impl Worker {
         self.shared.accepting.store(false, Ordering::Release);
         while let Ok(command) = self.inbox.try_recv() {
             match command {
-                Command::Submit(admitted) => self.waiting.push_back(admitted),
+                Command::Submit(admitted) => self.waiting.push_back(*admitted),
                 Command::Passes(jobs) => self.passes.extend(QueuedPass::request(jobs)),
                 _ => {}
             }
@@ -323,7 +271,7 @@ impl Worker {
     fn handle(&mut self, command: Command) -> bool {
         match command {
             Command::Submit(admitted) => {
-                self.waiting.push_back(admitted);
+                self.waiting.push_back(*admitted);
                 true
             }
             Command::Passes(jobs) => {
@@ -415,7 +363,7 @@ impl Worker {
     /// Moves waiting requests into free slots, in order of arrival.
     fn admit(&mut self) {
         while !self.free_slots.is_empty() {
-            let Some(Admitted { request, events, submitted }) = self.waiting.pop_front() else { break };
+            let Some(Admitted { request, events, submitted, spec }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             let model = &self.model;
             let reuse = self.options.prefix_cache;
@@ -457,11 +405,20 @@ impl Worker {
                 sent: Vec::new(),
                 constraint: request.format.constraint(),
                 scope,
+                spec: spec.and_then(Speculation::new).filter(|_| self.verifies_drafts()),
+                step: Vec::new(),
             });
         }
         // Before the first step: a submit that sees the first token sees
         // the slot taken.
         self.publish();
+    }
+
+    /// Whether this engine's steps can verify drafts: every row of a
+    /// sequence gives logits on one process only, and the model's state
+    /// must be one that rejected positions can be cut back from.
+    fn verifies_drafts(&self) -> bool {
+        self.mirror.is_none() && self.model.hidden_in_steps() && speculative::check_model(&self.model).is_ok()
     }
 
     /// The group with the fewest sequences (embeddings included).
@@ -496,22 +453,40 @@ impl Worker {
     fn submit(&mut self, group: usize) {
         let mut budget = self.options.prefill_chunk;
         let mut room = self.model.batch();
+        // Drafts take the room that one token per sequence and a prompt
+        // chunk leave.
+        let (context, in_group) = (self.model.context(), self.running.iter().filter(|s| s.group == group).count());
+        let prefill = self.running.iter().any(|s| s.group == group && s.prefilling());
+        let mut rows = in_group + if prefill { budget } else { 0 };
+        for seq in self.running.iter_mut().filter(|s| s.group == group) {
+            seq.prepare_step((room.saturating_sub(rows), rows), context);
+            rows += seq.step.len().saturating_sub(1);
+        }
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut steps: Vec<SeqStep<'_>> = Vec::new();
         // A hybrid model's prompt stops one token short of its end for a
         // checkpoint there (`take_checkpoints`).
         let stop = usize::from(self.takes_checkpoints());
-        for seq in self.running.iter().filter(|s| s.group == group) {
+        let mut every_logit = Vec::new();
+        // Sequences with drafts first, the most rows first: a step's shape
+        // (which the model plans once and caches) then depends on how many
+        // sequences carry how many rows, not on which ones do.
+        let mut order: Vec<&Seq> = self.running.iter().filter(|s| s.group == group).collect();
+        order.sort_by_key(|s| (s.prefilling(), std::cmp::Reverse(s.step.len())));
+        for seq in order {
             let end = if seq.read + stop < seq.prompt.len() { seq.prompt.len() - stop } else { seq.prompt.len() };
-            let n = if seq.prefilling() { (end - seq.read).min(budget) } else { 1 };
+            let n = if seq.prefilling() { (end - seq.read).min(budget) } else { seq.step.len().max(1) };
             let n = n.min(room);
             if n == 0 {
                 continue;
             }
             let tokens = match seq.next.as_ref() {
+                Some(_) if !seq.prefilling() && !seq.step.is_empty() => &seq.step[..n],
                 Some(next) if !seq.prefilling() => std::slice::from_ref(next),
                 _ => &seq.prompt[seq.read..seq.read + n],
             };
+            // A sequence's drafts: every row gives logits.
+            every_logit.push(!seq.prefilling() && n > 1);
             if seq.prefilling() {
                 budget -= n;
             }
@@ -537,8 +512,8 @@ impl Worker {
             hidden.push(true);
         }
         // Scores ride in what is left (`scores.rs`), every row giving
-        // logits; after every other entry, so those keep a row each.
-        let mut every_logit = vec![false; steps.len()];
+        // logits.
+        every_logit.resize(steps.len(), false);
         for score in self.scores.iter().filter(|s| s.group == group) {
             let n = (score.tokens.len() - score.read).min(budget).min(room);
             if n == 0 {
@@ -602,24 +577,39 @@ impl Worker {
         let mut finished: Vec<(usize, Event)> = Vec::new();
         let mut prompts_done = Vec::new();
         let mut step_tokens = 0;
-        for (row, &(id, n)) in picked.iter().enumerate() {
+        // Each entry's first row: a flagged entry gives a row per token.
+        let mut next_row = 0;
+        for (k, &(id, n)) in picked.iter().enumerate() {
+            let row = next_row;
+            next_row += if every_logit.get(k) == Some(&true) { n } else { 1 };
             // A sequence cancelled while its step ran is gone.
             let Some(i) = self.running.iter().position(|s| s.id == id) else { continue };
             let seq = &mut self.running[i];
-            seq.past += n;
-            if seq.prefilling() {
-                seq.read += n;
-                self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
-                if seq.read + 1 == seq.prompt.len() {
-                    prompts_done.push(seq.id);
+            let evaluated = match seq.prefilling() {
+                true => {
+                    seq.read += n;
+                    self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
+                    if seq.read + 1 == seq.prompt.len() {
+                        prompts_done.push(seq.id);
+                    }
+                    // The prompt's tokens but the last are in the cache;
+                    // the last one's row is taken as a decoding row.
+                    seq.past += n - 1;
+                    if seq.prefilling() {
+                        seq.past += 1;
+                        continue;
+                    }
+                    1
                 }
-                if seq.prefilling() {
-                    continue;
-                }
-            }
-            let row_logits = &logits[row * vocab..(row + 1) * vocab];
+                false => n,
+            };
+            let rows = &logits[row * vocab..(row + evaluated.min(next_row - row)) * vocab];
             let before = seq.generated;
-            let end = match next_token(seq, row_logits, &self.tokenizer, context, &self.shared) {
+            let (taken, (drafted, accepted)) =
+                seq.take_rows(rows, evaluated, (&self.tokenizer, vocab, context, &self.shared));
+            self.shared.spec_drafted.fetch_add(drafted as u64, Ordering::Relaxed);
+            self.shared.spec_accepted.fetch_add(accepted as u64, Ordering::Relaxed);
+            let end = match taken {
                 Ok(Some(reason)) => Some(seq.finish(reason)),
                 Ok(None) => None,
                 Err(why) => Some(Event::Failed(why)),
@@ -695,75 +685,4 @@ impl Worker {
         self.shared.ram_prompts.store(self.host.len(), Ordering::Relaxed);
         self.shared.ram_bytes.store(self.host.used() as u64, Ordering::Relaxed);
     }
-}
-
-/// Samples the sequence's next token from its logits and sends it; returns
-/// why the sequence ends, if it does.
-fn next_token(
-    seq: &mut Seq,
-    logits: &[f32],
-    tokenizer: &Tokenizer,
-    context: usize,
-    shared: &Shared,
-) -> Result<Option<FinishReason>, String> {
-    let sampling_failed = |e: baton_gen::SamplingError| format!("sampling failed: {e}");
-    let mut token = seq.sampler.sample(logits).map_err(sampling_failed)?;
-    if seq.constraint.as_ref().is_some_and(Constraint::is_free) {
-        // Free text from here on (a tool choice answered in words).
-        seq.constraint = None;
-    }
-    if let Some(constraint) = seq.constraint.as_ref().filter(|c| !c.allows(token, tokenizer)) {
-        // A token that cannot continue the constrained text: drawn again
-        // among those that can. Drawing first and checking after costs one
-        // check when the token fits; the token drawn in the end follows the
-        // distribution restricted to the tokens that fit (a rejection
-        // sampler), up to where the filters (top-k, top-p) apply.
-        // The logit bias first, so that the tokens it bans are not the
-        // candidates the mask keeps (all of them banned would leave the
-        // sampler nothing); the sampler then adds it to the logits kept.
-        let mut biased = logits.to_vec();
-        for &(id, bias) in seq.sampler.params().logit_bias.entries() {
-            if let Some(logit) = biased.get_mut(id as usize) {
-                *logit += bias;
-            }
-        }
-        if constraint.mask(&mut biased, tokenizer) == 0 {
-            return Err("no token can continue the constrained text".into());
-        }
-        let allowed: Vec<f32> =
-            logits.iter().zip(&biased).map(|(&l, &b)| if b == f32::NEG_INFINITY { b } else { l }).collect();
-        token = seq.sampler.sample(&allowed).map_err(sampling_failed)?;
-    }
-    if let Some(constraint) = &mut seq.constraint {
-        if !constraint.accept(token, tokenizer) {
-            return Err(format!("token {token} does not continue the constrained text"));
-        }
-    }
-    let eog = Some(token) == tokenizer.eos_id() || tokenizer.token_type(token).is_ok_and(|t| t == TokenType::Control);
-    if seq.stop_at_eog && eog {
-        return Ok(Some(FinishReason::Stop));
-    }
-    if let Some(top) = seq.logprobs {
-        let _ = seq.events.send(Event::Logprobs(token_logprobs(logits, token, top)));
-    }
-    seq.sampler.accept(token);
-    seq.generated += 1;
-    seq.sent.push(token);
-    seq.next = Some(token);
-    // A client that went away is noticed (and its slot freed) before the
-    // next step.
-    let _ = seq.events.send(Event::Token(token));
-    let now = Instant::now();
-    match seq.last_token {
-        None => shared.ttft.observe(now.duration_since(seq.submitted)),
-        Some(last) => shared.itl.observe(now.duration_since(last)),
-    }
-    seq.last_token = Some(now);
-    if seq.constraint.as_ref().is_some_and(Constraint::is_complete) {
-        return Ok(Some(FinishReason::Stop));
-    }
-    if seq.generated >= seq.max_tokens || seq.past >= context {
-        return Ok(Some(FinishReason::Length));
-    }
-    Ok(None)
 }

@@ -102,6 +102,20 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     single(&mut out, "baton_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens as f64);
     single(
         &mut out,
+        "baton_drafted_tokens_total",
+        "counter",
+        "Drafted tokens verified (speculative decoding).",
+        m.drafted_tokens as f64,
+    );
+    single(
+        &mut out,
+        "baton_draft_accepted_tokens_total",
+        "counter",
+        "Drafted tokens accepted (each the token decoding without drafts gives).",
+        m.accepted_tokens as f64,
+    );
+    single(
+        &mut out,
         "baton_generated_tokens_per_second",
         "gauge",
         "Tokens generated per second over the last 10 seconds.",

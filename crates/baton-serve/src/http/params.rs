@@ -3,6 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
+use baton_gen::speculative::{SpecParams, SpecType};
 use baton_gen::{LogitBias, SamplingParams};
 use serde_json::Value;
 
@@ -35,6 +36,8 @@ pub struct Job {
     /// Split the thinking from the answer into `reasoning_content`
     /// (chat); `Some(true)` when the prompt opened the thinking.
     pub reasoning: Option<bool>,
+    /// `speculative.n_max` and `speculative.n_min`, when given.
+    pub drafts: (Option<usize>, Option<usize>),
 }
 
 impl Job {
@@ -83,7 +86,27 @@ impl Job {
             // As OpenAI: a whole answer has its usage anyway.
             return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
         }
-        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices, reasoning: None })
+        let count = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let drafts = (count(params.speculative_n_max), count(params.speculative_n_min));
+        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices, reasoning: None, drafts })
+    }
+
+    /// How it drafts: as `server` (the server's `--spec-type`) says, with
+    /// the request's `speculative.n_max` and `n_min` in place of the
+    /// server's when given (an `n_max` above 0 turns n-gram drafting on);
+    /// `None` when the request gives neither.
+    pub fn spec(&self, server: SpecParams) -> Option<SpecParams> {
+        let (n_max, n_min) = self.drafts;
+        if n_max.is_none() && n_min.is_none() {
+            return None;
+        }
+        let mut spec = server;
+        if let Some(n_max) = n_max {
+            spec.draft_max = n_max;
+            spec.kind = if n_max == 0 { SpecType::None } else { SpecType::Ngram };
+        }
+        spec.draft_min = n_min.unwrap_or(spec.draft_min);
+        Some(spec)
     }
 }
 

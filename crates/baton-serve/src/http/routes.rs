@@ -91,7 +91,8 @@ impl AppState {
         if let (Some(echo), Some(0)) = (&echo, job.request.max_tokens) {
             return Ok(answer::echo_only(echo, &tokenizer, &job, &self.meta(kind)));
         }
-        let mut generation = self.engine.submit(job.request.clone())?;
+        let spec = job.spec(self.engine.options().spec);
+        let mut generation = self.engine.submit_drafting(job.request.clone(), spec)?;
         let meta = self.meta(kind);
         if job.choices == 1 {
             let stream = job.stream;
@@ -107,7 +108,7 @@ impl AppState {
         for i in 1..job.choices {
             let mut request = job.request.clone();
             request.sampling.seed = request.sampling.seed.wrapping_add(i as u64);
-            generations.push(self.engine.submit(request)?);
+            generations.push(self.engine.submit_drafting(request, spec)?);
         }
         let answerings: Vec<Answering> = generations
             .into_iter()

@@ -90,6 +90,16 @@ pub struct Params {
     /// cached prompt prefixes (a non-empty string; read as any JSON value
     /// so that a wrong one gets a 400 that names it).
     pub cache_salt: Option<serde_json::Value>,
+    /// llama-server's `speculative.n_max`: the most drafted tokens a step
+    /// verifies, n-grams of the text drafting them (0: no drafts); absent:
+    /// as the server's `--spec-type` says. The tokens are the same either
+    /// way.
+    #[serde(rename = "speculative.n_max")]
+    pub speculative_n_max: Option<u64>,
+    /// llama-server's `speculative.n_min`: the fewest drafted tokens worth
+    /// a verification.
+    #[serde(rename = "speculative.n_min")]
+    pub speculative_n_min: Option<u64>,
 }
 
 /// The fields the Anthropic Messages and Responses requests take under

@@ -26,4 +26,5 @@ mod responses;
 mod routes_without_v1;
 mod shutdown;
 mod slots;
+mod spec;
 mod tools;

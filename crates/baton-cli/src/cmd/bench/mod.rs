@@ -1,10 +1,13 @@
 //! `baton bench`: the model benchmark (llama-bench's table, `model.rs`),
 //! or one of the sub-commands, which the `baton-bench` library runs:
 //! `sync` and `gates` (what each wait policy costs), `memory` (the
-//! bandwidth), `submit` (the host's cost of a submission) and `serve` (a
-//! load generator for an OpenAI-compatible server).
+//! bandwidth), `submit` (the host's cost of a submission), `serve` (a
+//! load generator for an OpenAI-compatible server) and `spec` (decoding
+//! with and without speculation side by side, `spec.rs`).
 
 mod model;
+mod spec;
+mod spec_tasks;
 
 use anyhow::Result;
 use baton_bench::{gates, memory, serve, submit, sync};
@@ -44,6 +47,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench serve -m smollm2 --clients 1,2,4,8,16 --max-tokens 64
     Serve(Box<serve::ServeBenchArgs>),
+    /// Decoding with and without speculation, side by side: tokens/s, ratio, acceptance.
+    ///
+    /// Example: baton bench spec -m smollm2 --spec-type ngram -n 256 -r 3
+    Spec(Box<spec::SpecBenchArgs>),
 }
 
 /// Runs `baton bench`.
@@ -55,5 +62,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(BenchKind::Memory(args)) => memory::run(args),
         Some(BenchKind::Submit(args)) => submit::run(args),
         Some(BenchKind::Serve(args)) => serve::run(*args),
+        Some(BenchKind::Spec(args)) => spec::run(*args),
     }
 }

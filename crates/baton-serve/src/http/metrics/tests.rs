@@ -27,6 +27,8 @@ fn sample() -> EngineMetrics {
         tokens_per_second: 12.5,
         cache_ram_prompts: 2,
         cache_ram_bytes: 4096,
+        drafted_tokens: 40,
+        accepted_tokens: 25,
     }
 }
 
@@ -66,6 +68,7 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_prefix_cache_hit_ratio"], 0.75, "21 cached of 28 read");
     assert_eq!(values["baton_generated_tokens_per_second"], 12.5);
     assert_eq!(values["baton_prompt_cache_ram_bytes"], 4096.0);
+    assert_eq!((values["baton_drafted_tokens_total"], values["baton_draft_accepted_tokens_total"]), (40.0, 25.0));
     assert_eq!(values["baton_prompt_cache_ram_prompts"], 2.0);
     assert_eq!(values["baton_kv_slots_free"], 2.0);
     assert_eq!(values["baton_host_waits_per_step"], 1.0);

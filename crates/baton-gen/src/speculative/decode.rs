@@ -1,0 +1,71 @@
+//! One sequence decoded with speculation (`baton run`): each step
+//! evaluates the token drawn last and the drafts after it, and the rows
+//! are drawn from in order while they confirm the drafts.
+
+use baton_model::{Logits, Model, ModelError};
+
+use super::speculation::Speculation;
+use super::verify::{verify, Drawn};
+
+/// A sequence decoding in one of a model's cache slots.
+pub struct Decoding<'a> {
+    /// The model.
+    pub model: &'a mut Model,
+    /// Its slot.
+    pub slot: usize,
+    /// Positions its slot holds (the next evaluated token goes there).
+    pub past: usize,
+    /// Its tokens so far, prompt and output; the last one is the token to
+    /// evaluate next (drawn, not yet in the cache).
+    pub tokens: Vec<u32>,
+    /// Tokens it may still draw (the one waiting to be evaluated counted).
+    pub left: usize,
+}
+
+impl Decoding<'_> {
+    /// Decodes until `draw` ends the sequence, `left` runs out or
+    /// `stop_now()` says so: each step evaluates the waiting token and the
+    /// drafts `spec` makes (none without it), and hands `draw` each row's
+    /// logits in order, exactly the rows and in the order decoding one
+    /// token a step would (a row after a rejected draft is never drawn
+    /// from). `draw` draws and takes the token (the sampler's history, the
+    /// output), returning [`Drawn::End`] when the sequence ends there.
+    pub fn run<E: From<ModelError>>(
+        &mut self,
+        mut spec: Option<&mut Speculation>,
+        stop_now: &dyn Fn() -> bool,
+        mut draw: impl FnMut(&[f32]) -> Result<Drawn, E>,
+    ) -> Result<(), E> {
+        let vocab = self.model.config().vocab;
+        let mut step: Vec<u32> = Vec::new();
+        while self.left > 0 && !stop_now() {
+            let Some(&last) = self.tokens.last() else { return Ok(()) };
+            let context_room = self.model.context().saturating_sub(self.past + 1);
+            let room = (self.left - 1).min(self.model.batch() - 1).min(context_room);
+            step.clear();
+            step.push(last);
+            if let Some(spec) = spec.as_deref_mut() {
+                step.extend_from_slice(spec.draft(&self.tokens, room, 1)?);
+            }
+            let logits = if step.len() > 1 { Logits::All } else { Logits::Last };
+            let rows = self.model.eval_slot(self.slot, &step, self.past, logits)?;
+            let (tokens, left) = (&mut self.tokens, &mut self.left);
+            let verified = verify::<E>(rows.chunks_exact(vocab), &step[1..], |row| {
+                let drawn = draw(row)?;
+                if let Drawn::Token(token) = drawn {
+                    tokens.push(token);
+                    *left -= 1;
+                }
+                Ok(if *left == 0 { Drawn::End } else { drawn })
+            })?;
+            if let Some(spec) = spec.as_deref_mut() {
+                spec.settle(verified.accepted, verified.next);
+            }
+            self.past += 1 + verified.accepted;
+            if verified.next.is_none() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

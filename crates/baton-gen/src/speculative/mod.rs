@@ -1,0 +1,44 @@
+//! Speculative decoding that changes no token: drafted tokens are verified
+//! in one step of several rows, and each row's token is drawn exactly as
+//! plain decoding would draw it.
+//!
+//! Why no token changes: a model step is batch-invariant (a row's logits
+//! are the same bits whatever else the step evaluates), so the row of
+//! position `p` in a verification step holds the logits plain decoding
+//! would compute at `p`, as long as the tokens before `p` are the ones
+//! plain decoding would have chosen. The caller draws each row's token with
+//! its own sampler, exactly as without speculation (one draw per position:
+//! the same random stream, penalties, constraints and stops), and
+//! [`verify`] walks the rows while the drawn token equals the draft: the
+//! first row whose token differs from the draft gives the next token, and
+//! the rows after it are never drawn from. The positions of rejected
+//! drafts stay in the cache beyond the sequence's length, where the next
+//! step overwrites them (attention reads positions below a row's own only).
+//!
+//! - `ngram.rs`: drafts by prompt lookup (no draft model).
+//! - `draft_model.rs`: drafts by a smaller model of the same vocabulary.
+//! - `budget.rs`: how many drafts a step verifies (none when it does not
+//!   pay).
+//! - `params.rs`: the parameters, and which models can verify drafts.
+//! - `speculation.rs`: one sequence's drafts, budget and counts.
+//! - `verify.rs`: a step's rows walked while they confirm the drafts.
+//! - `decode.rs`: one sequence decoded with speculation (`baton run`).
+
+mod budget;
+mod decode;
+mod draft_model;
+mod ngram;
+mod params;
+mod speculation;
+mod verify;
+
+pub use budget::{DraftBudget, StepCost, MIN_GAIN};
+pub use decode::Decoding;
+pub use draft_model::ModelDrafter;
+pub use ngram::{Draft, NgramDrafter};
+pub use params::{check_model, SpecError, SpecParams, SpecType};
+pub use speculation::{SpecStats, Speculation};
+pub use verify::{verify, Drawn, Verified};
+
+#[cfg(test)]
+mod tests;

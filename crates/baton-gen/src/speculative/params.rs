@@ -1,0 +1,100 @@
+//! What speculation a sequence uses, and which models can verify drafts.
+
+use baton_model::{Architecture, Model};
+
+use super::budget::StepCost;
+use super::ngram::NgramDrafter;
+
+/// How drafts are made (llama.cpp's `--spec-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpecType {
+    /// No speculation: one token a step.
+    #[default]
+    None,
+    /// Prompt lookup: n-grams of the text so far ([`NgramDrafter`]).
+    Ngram,
+}
+
+impl SpecType {
+    /// Every type.
+    pub const ALL: [SpecType; 2] = [SpecType::None, SpecType::Ngram];
+
+    /// Its name, as the command line and requests spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SpecType::None => "none",
+            SpecType::Ngram => "ngram",
+        }
+    }
+
+    /// The type named `name`.
+    pub fn from_name(name: &str) -> Option<SpecType> {
+        SpecType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// What speculation a sequence uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpecParams {
+    /// How drafts are made.
+    pub kind: SpecType,
+    /// The most drafted tokens a step verifies (llama.cpp's `--draft-max`).
+    pub draft_max: usize,
+    /// The fewest drafted tokens worth a verification (`--draft-min`).
+    pub draft_min: usize,
+    /// The n-grams looked up, longest first.
+    pub drafter: NgramDrafter,
+    /// What a verification step costs (the adaptive budget's model).
+    pub cost: StepCost,
+}
+
+impl Default for SpecParams {
+    fn default() -> Self {
+        SpecParams {
+            kind: SpecType::None,
+            draft_max: 8,
+            draft_min: 1,
+            drafter: NgramDrafter::default(),
+            cost: StepCost::MEASURED,
+        }
+    }
+}
+
+/// Why a model cannot verify drafts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Its state cannot be cut back to a position (a recurrent state
+    /// folds every position in): a rejected draft could not be undone.
+    #[error("speculative decoding needs a model whose state can be cut back to a position; {arch} cannot")]
+    NoRewind {
+        /// The model's architecture.
+        arch: &'static str,
+    },
+    /// A draft model whose tokens are not the target's.
+    #[error(
+        "the draft model's vocabulary ({draft} tokens) or end-of-text token is not the target's ({target} tokens)"
+    )]
+    VocabMismatch {
+        /// The target's vocabulary size.
+        target: usize,
+        /// The draft model's.
+        draft: usize,
+    },
+}
+
+/// Whether `model` can verify drafts: its state per sequence is a KV cache
+/// indexed by position (rejected positions are overwritten by the next
+/// step; sliding-window rings keep more rows than a step writes).
+pub fn check_model(model: &Model) -> Result<(), SpecError> {
+    let arch = model.config().arch;
+    match arch {
+        Architecture::Llama
+        | Architecture::Qwen2
+        | Architecture::Qwen3
+        | Architecture::Gemma3
+        | Architecture::Qwen3Moe
+        | Architecture::GptOss => Ok(()),
+        #[allow(unreachable_patterns)]
+        _ => Err(SpecError::NoRewind { arch: arch.name() }),
+    }
+}

@@ -1,0 +1,111 @@
+//! One sequence's speculation: drafts made, the budget consulted, the
+//! outcome of each step recorded.
+
+use baton_model::ModelError;
+
+use super::budget::DraftBudget;
+use super::draft_model::ModelDrafter;
+use super::ngram::Draft;
+use super::params::{SpecParams, SpecType};
+
+/// Drafted and accepted token counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpecStats {
+    /// Drafted tokens verified.
+    pub drafted: u64,
+    /// Of those, the ones accepted.
+    pub accepted: u64,
+    /// Verification steps (steps that carried drafts).
+    pub steps: u64,
+}
+
+impl SpecStats {
+    /// Accepted over drafted (0 when nothing was drafted).
+    pub fn acceptance(&self) -> f64 {
+        if self.drafted == 0 {
+            0.0
+        } else {
+            self.accepted as f64 / self.drafted as f64
+        }
+    }
+}
+
+/// One sequence's speculation: its drafter, its budget and its counts.
+#[derive(Debug)]
+pub struct Speculation {
+    params: SpecParams,
+    /// A draft model, drafting in place of the n-grams.
+    model: Option<Box<ModelDrafter>>,
+    budget: DraftBudget,
+    stats: SpecStats,
+    /// The draft of the step in flight: its matched length, and the tokens
+    /// proposed whether verified or not (the first is compared with the
+    /// step's token when nothing was verified).
+    pending: Option<Draft>,
+    verified: usize,
+}
+
+impl Speculation {
+    /// Speculation as `params` says (`None` for [`SpecType::None`] or a
+    /// `draft_max` of 0).
+    pub fn new(params: SpecParams) -> Option<Speculation> {
+        if params.kind == SpecType::None || params.draft_max == 0 {
+            return None;
+        }
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost);
+        Some(Speculation { params, budget, model: None, stats: SpecStats::default(), pending: None, verified: 0 })
+    }
+
+    /// Speculation with a draft model (`-md`) in place of the n-grams:
+    /// `params`' draft counts and cost, whatever its type.
+    pub fn with_model(params: SpecParams, drafter: ModelDrafter) -> Speculation {
+        let params = SpecParams { kind: SpecType::Ngram, ..params };
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost);
+        let model = Some(Box::new(drafter));
+        Speculation { params, budget, model, stats: SpecStats::default(), pending: None, verified: 0 }
+    }
+
+    /// The drafts to verify after `history` (prompt and tokens so far, the
+    /// token to evaluate next last), at most `room` of them, in a step that
+    /// carries `rows` rows without them (1 for a sequence decoding alone):
+    /// empty when none are found or they do not pay. Pair each call with
+    /// [`settle`](Self::settle). An error only from a draft model's step.
+    pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> Result<&[u32], ModelError> {
+        let room = self.params.draft_max.min(room);
+        let draft = match self.model.as_mut() {
+            None => self.params.drafter.draft(history, room),
+            // A draft model's tokens cost a step each: as many as pay.
+            Some(drafter) => match self.budget.choose(1, room, rows) {
+                0 => {
+                    self.budget.relax(1);
+                    Draft::default()
+                }
+                k => Draft { tokens: drafter.draft(history, k)?, matched: 1 },
+            },
+        };
+        self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows);
+        let draft = self.pending.insert(draft);
+        Ok(&draft.tokens[..self.verified])
+    }
+
+    /// Records the outcome of the step that [`draft`](Self::draft)
+    /// prepared: `accepted` drafts taken, and `next`, the token the first
+    /// row not accepted gave (`None` when the sequence ended there).
+    pub fn settle(&mut self, accepted: usize, next: Option<u32>) {
+        let Some(draft) = self.pending.take() else { return };
+        if self.verified > 0 {
+            self.stats.steps += 1;
+            self.stats.drafted += self.verified as u64;
+            self.stats.accepted += accepted as u64;
+            self.budget.record(draft.matched, self.verified, accepted);
+        } else if let (Some(&first), Some(next)) = (draft.tokens.first(), next) {
+            // Not verified: whether it would have been accepted, for free.
+            self.budget.record(draft.matched, 1, usize::from(first == next));
+        }
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> SpecStats {
+        self.stats
+    }
+}

@@ -1,0 +1,118 @@
+//! Speculative decoding through the server: a request with
+//! `speculative.n_max` (or a server whose default drafts) gets the text and
+//! log-probabilities it gets without drafts, byte for byte, with several
+//! clients at once (each sequence's drafts verified in the shared step),
+//! greedy and seeded with penalties, stop strings and a JSON object's
+//! constraint; `/metrics` counts
+//! the drafted and accepted tokens.
+
+use baton_gen::speculative::{SpecParams, SpecType, StepCost};
+use baton_serve::engine::EngineOptions;
+use baton_serve::http::ServerOptions;
+use serde_json::{json, Value};
+
+use crate::server::*;
+
+/// The requests: prompts that repeat and one that does not, greedy and
+/// sampled, with penalties, stop strings and log-probabilities.
+fn requests() -> Vec<Value> {
+    let repeating = "one two three four five six seven ".repeat(5);
+    let other = "a b c d e f g h i j k l m n o p q r s t";
+    let mut all = Vec::new();
+    for prompt in [repeating.as_str(), other] {
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0}));
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0.9,
+            "top_k": 40, "seed": 5, "repeat_penalty": 1.1, "repeat_last_n": 16, "frequency_penalty": 0.2}));
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0.7, "seed": 9,
+            "logprobs": 2}));
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "ignore_eos": true, "temperature": 0, "stop": ["ee"]}));
+        // Held to a JSON object: the constraint's state and its redraws
+        // per position.
+        all.push(json!({"prompt": prompt, "max_tokens": 40, "temperature": 0.8, "seed": 3,
+            "response_format": {"type": "json_object"}}));
+    }
+    all
+}
+
+/// What must not change: the text, the finish reason, the usage and the
+/// log-probabilities.
+fn answer(body: &Value) -> Value {
+    let choice = &body["choices"][0];
+    json!([choice["text"], choice["finish_reason"], choice["logprobs"], body["usage"]["completion_tokens"]])
+}
+
+fn metric(server: &Server, name: &str) -> f64 {
+    let (status, text) = server.call("GET", "/metrics", b"");
+    assert_eq!(status, 200);
+    text.lines()
+        .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} missing: {text}"))
+}
+
+fn post_all(server: &Server, bodies: &[Value]) -> Vec<Value> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = bodies
+            .iter()
+            .map(|body| {
+                scope.spawn(move || {
+                    let (status, answer) = server.post("/v1/completions", body);
+                    assert_eq!(status, 200, "{answer}");
+                    answer
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("client")).collect()
+    })
+}
+
+/// A server whose drafts are all verified (rows that cost nothing: the
+/// budget's rule, which drafts little beside other sequences, is tested
+/// in baton-gen), drafting by default as `kind` says.
+fn server(parallel: usize, kind: SpecType, draft_max: usize) -> Server {
+    let spec = SpecParams { kind, draft_max, cost: StepCost::FREE, ..SpecParams::default() };
+    let engine = EngineOptions { parallel, queue: 16, prefill_chunk: 32, spec, ..EngineOptions::default() };
+    Server::start_engine(512, engine, ServerOptions { body_limit: BODY_LIMIT, ..Default::default() })
+}
+
+#[test]
+fn drafting_requests_get_the_answers_of_plain_ones_with_clients_at_once() {
+    let server = server(4, SpecType::None, 8);
+    let plain: Vec<Value> = requests().iter().map(|r| answer(&server.post("/v1/completions", r).1)).collect();
+    assert_eq!(metric(&server, "baton_drafted_tokens_total"), 0.0, "no drafts unless asked");
+    let drafting: Vec<Value> = requests()
+        .into_iter()
+        .map(|mut r| {
+            r["speculative.n_max"] = json!(6);
+            r
+        })
+        .collect();
+    // All at once, four running together and the rest queued.
+    let got: Vec<Value> = post_all(&server, &drafting).iter().map(answer).collect();
+    for (i, (got, want)) in got.iter().zip(&plain).enumerate() {
+        assert_eq!(got, want, "request {i} ({}) changed with drafts", drafting[i]);
+    }
+    let (drafted, accepted) =
+        (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+    eprintln!("{drafted} drafted tokens, {accepted} accepted");
+    assert!(accepted > 0.0 && accepted < drafted, "drafts both accepted and rejected: {accepted} of {drafted}");
+    // Plain and drafting requests side by side.
+    let mixed: Vec<Value> =
+        requests().into_iter().zip(drafting).enumerate().map(|(i, (p, d))| if i % 2 == 0 { p } else { d }).collect();
+    let got: Vec<Value> = post_all(&server, &mixed).iter().map(answer).collect();
+    assert_eq!(got, plain, "mixed plain and drafting clients");
+}
+
+#[test]
+fn a_server_that_drafts_by_default_gives_the_same_answers_and_a_request_may_opt_out() {
+    let drafting = server(3, SpecType::Ngram, 4);
+    let plain = Server::start(3, 16, 512);
+    let want: Vec<Value> = requests().iter().map(|r| answer(&plain.post("/v1/completions", r).1)).collect();
+    let got: Vec<Value> = post_all(&drafting, &requests()).iter().map(answer).collect();
+    assert_eq!(got, want);
+    let drafted = metric(&drafting, "baton_drafted_tokens_total");
+    assert!(drafted > 0.0, "the server's default drafts");
+    let mut off = requests().remove(0);
+    off["speculative.n_max"] = json!(0);
+    assert_eq!(answer(&drafting.post("/v1/completions", &off).1), want[0]);
+    assert_eq!(metric(&drafting, "baton_drafted_tokens_total"), drafted, "n_max 0 drafts nothing");
+}
