@@ -86,15 +86,10 @@ pub enum SpecError {
 /// indexed by position (rejected positions are overwritten by the next
 /// step; sliding-window rings keep more rows than a step writes).
 pub fn check_model(model: &Model) -> Result<(), SpecError> {
-    let arch = model.config().arch;
-    match arch {
-        Architecture::Llama
-        | Architecture::Qwen2
-        | Architecture::Qwen3
-        | Architecture::Gemma3
-        | Architecture::Qwen3Moe
-        | Architecture::GptOss => Ok(()),
-        #[allow(unreachable_patterns)]
-        _ => Err(SpecError::NoRewind { arch: arch.name() }),
+    // A recurrent state cannot be cut back to the accepted tokens (it would
+    // need a checkpoint before every verification).
+    match model.config().recurrent {
+        Some(_) => Err(SpecError::NoRewind { arch: model.config().arch.name() }),
+        None => Ok(()),
     }
 }

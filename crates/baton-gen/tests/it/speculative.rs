@@ -171,6 +171,17 @@ fn speculation_changes_no_token_on_synthetic_models() {
     }
 }
 
+/// A hybrid model's recurrent state cannot be cut back to the accepted
+/// drafts: speculation is refused on it, with the reason.
+#[test]
+fn a_recurrent_model_refuses_speculation() {
+    let (_dir, path) = synth_model("spec-hybrid", SynthShape::Qwen35, DType::Q8_0, 5);
+    let refused = baton_gen::speculative::check_model(&load(&path)).expect_err("refused");
+    assert!(matches!(refused, SpecError::NoRewind { arch: "qwen35" }), "{refused}");
+    let (_dir, path) = synth_model("spec-plain", SynthShape::Qwen3Moe, DType::Q8_0, 5);
+    assert!(baton_gen::speculative::check_model(&load(&path)).is_ok());
+}
+
 /// A draft model of the same vocabulary (`-md`): the model itself (its
 /// greedy drafts all hold when decoding is greedy) and one of other
 /// weights (most are rejected); the output is plain decoding's either way.
