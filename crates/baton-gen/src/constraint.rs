@@ -45,7 +45,9 @@ pub use calls::{MAX_CALLS, MAX_GAP_SPACES};
 pub use gbnf::{gbnf_to_lark, GbnfError, MAX_GBNF_BYTES};
 pub use grammar::{Grammar, GrammarError, GrammarMatcher, GrammarSource, GrammarVocabulary};
 pub use json::{JsonPrefix, MAX_DEPTH};
-pub use json_defaults::{INTEGER_BOUND, MAX_INTEGER_DIGITS as MAX_GRAMMAR_INTEGER_DIGITS, MAX_WHITESPACE};
+pub use json_defaults::{
+    INTEGER_BOUND, MAX_INDENT as MAX_GRAMMAR_INDENT, MAX_INTEGER_DIGITS as MAX_GRAMMAR_INTEGER_DIGITS,
+};
 pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
 pub use schema_link::MAX_ALTERNATIVES;
 pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_INTEGER_DIGITS, MAX_PATHS};

@@ -26,6 +26,10 @@ use toktrie::{ApproximateTokEnv, TokRxInfo, TokTrie};
 use super::gbnf::{gbnf_to_lark, GbnfError};
 use super::json_defaults::with_defaults;
 
+/// The stack of the thread a grammar compiles on (address space, touched
+/// only as deep as the compiler recurses).
+pub const COMPILE_STACK_BYTES: usize = 256 << 20;
+
 /// What a text is held to, as a client gives it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GrammarSource {
@@ -132,8 +136,17 @@ impl GrammarVocabulary {
             GrammarSource::Regex(pattern) => TopLevelGrammar::from_regex(pattern),
             GrammarSource::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
         };
-        let parser =
-            self.factory.create_parser(grammar).map_err(|e| GrammarError::Refused { kind, message: e.to_string() })?;
+        // llguidance compiles schemas recursively: a long chain of `$ref`s
+        // would overflow a small thread stack (an abort, not an error).
+        let compiled = std::thread::scope(|scope| {
+            let compiling = std::thread::Builder::new()
+                .name("baton-grammar".into())
+                .stack_size(COMPILE_STACK_BYTES)
+                .spawn_scoped(scope, || self.factory.create_parser(grammar))
+                .map_err(|e| e.to_string())?;
+            compiling.join().map_err(|_| "the grammar compiler panicked".to_string())?.map_err(|e| e.to_string())
+        });
+        let parser = compiled.map_err(|message| GrammarError::Refused { kind, message })?;
         Ok(Grammar { parser, vocabulary: self.clone() })
     }
 }

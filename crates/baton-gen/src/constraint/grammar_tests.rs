@@ -234,3 +234,17 @@ fn bad_grammars_are_refused_with_a_reason() {
         assert!(error.to_string().contains(says), "{source:?}: {error}");
     }
 }
+
+#[test]
+fn long_reference_chains_compile_or_are_refused_without_overflowing_the_stack() {
+    let (tokenizer, vocabulary) = vocabulary();
+    // 1,600 `$ref`s through `items` (95 KB) aborted a server once; ten
+    // times that fills a megabyte body.
+    for links in [1600, 16000] {
+        let chain = baton_testkit::schemas::items_chain(links);
+        if let Ok(grammar) = vocabulary.compile(&GrammarSource::JsonSchema(chain)) {
+            let (text, _) = draw_text(&grammar, &tokenizer, 1, 16);
+            assert!(text.starts_with('[') || text.starts_with('{') || text.is_empty(), "{links}: {text:?}");
+        }
+    }
+}

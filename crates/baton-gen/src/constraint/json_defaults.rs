@@ -13,11 +13,17 @@
 //!   [`MAX_INTEGER_DIGITS`] digits (llama.cpp's limit); a bounded number
 //!   has no exponent in llguidance. A number's fraction stays unbounded
 //!   (JSON Schema has no word for it).
+//! - a value of any type (`{}`, `true`, an annotation alone, an object
+//!   without `properties` or an array without `items` that say nothing of
+//!   their contents, `additionalProperties: true`) is any JSON value with
+//!   the bounds above, through [`ANY_JSON`] (llguidance's own any-value
+//!   lets numbers run to hundreds of digits).
 //! - `oneOf` is read as `anyOf` (llguidance's `coerce_one_of`, as
 //!   llama.cpp does): the branches of discriminated unions exclude one
 //!   another by their tags anyway.
-//! - whitespace between tokens: at most [`MAX_WHITESPACE`] bytes in a row,
-//!   so a model cannot pad forever.
+//! - whitespace between tokens as llama.cpp's grammars allow it: one
+//!   space, or a newline and at most [`MAX_INDENT`] spaces or tabs, so a
+//!   model cannot pad forever.
 
 use serde_json::{json, Map, Value};
 
@@ -28,16 +34,65 @@ pub const MAX_INTEGER_DIGITS: u32 = 16;
 /// The bound given to an unbounded side: 16 nines.
 pub const INTEGER_BOUND: i64 = 10i64.pow(MAX_INTEGER_DIGITS) - 1;
 
-/// Most whitespace bytes between two tokens of the JSON text.
-pub const MAX_WHITESPACE: usize = 24;
+/// Most spaces or tabs after a newline between two tokens of the JSON
+/// text (llama.cpp's limit).
+pub const MAX_INDENT: usize = 20;
+
+/// The name under `$defs` of the bounded any-value schema.
+pub const ANY_JSON: &str = "baton-any-json";
+
+/// Keywords that say nothing of a value: a schema of these alone accepts
+/// any value.
+const ANNOTATIONS: [&str; 11] = [
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$schema",
+    "$id",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "format",
+];
+
+/// Any JSON value, numbers bounded.
+fn any_json() -> Value {
+    let any = json!({"$ref": format!("#/$defs/{ANY_JSON}")});
+    json!({"anyOf": [
+        {"type": "null"}, {"type": "boolean"}, {"type": "string"},
+        {"type": "number", "minimum": -INTEGER_BOUND, "maximum": INTEGER_BOUND},
+        {"type": "array", "items": any},
+        {"type": "object", "additionalProperties": any},
+    ]})
+}
+
+/// Whether `schema` accepts any value.
+fn is_any(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(true) => true,
+        Value::Object(map) => map.keys().all(|k| ANNOTATIONS.contains(&k.as_str())),
+        _ => false,
+    }
+}
 
 /// `schema` with the defaults above, and llguidance's compile options
 /// under `x-guidance` (the schema's own `x-guidance` keys, if any, win).
 pub fn with_defaults(schema: &Value) -> Value {
-    let mut schema = schema.clone();
+    let mut schema = match is_any(schema) {
+        true => any_json(),
+        false => schema.clone(),
+    };
     visit(&mut schema, false);
+    if let Value::Object(map) = &mut schema {
+        let defs = map.entry("$defs").or_insert_with(|| json!({}));
+        if let Value::Object(defs) = defs {
+            defs.insert(ANY_JSON.into(), any_json());
+        }
+    }
     let options = json!({
-        "whitespace_pattern": format!("[\\x20\\x0A\\x0D\\x09]{{1,{MAX_WHITESPACE}}}"),
+        "whitespace_pattern": format!("(?: |\\n[ \\t]{{0,{MAX_INDENT}}})"),
         "coerce_one_of": true,
     });
     match &mut schema {
@@ -66,6 +121,10 @@ fn has_type(map: &Map<String, Value>, name: &str) -> bool {
 /// Applies the defaults to one schema and the schemas inside it;
 /// `in_all_of` for a direct branch of an `allOf`.
 fn visit(schema: &mut Value, in_all_of: bool) {
+    if is_any(schema) {
+        *schema = json!({"$ref": format!("#/$defs/{ANY_JSON}")});
+        return;
+    }
     let Value::Object(map) = schema else { return };
     // `{"type": "object"}` alone is any object.
     let declares = map.contains_key("properties");
@@ -73,6 +132,13 @@ fn visit(schema: &mut Value, in_all_of: bool) {
         ["additionalProperties", "patternProperties", "unevaluatedProperties"].iter().any(|k| map.contains_key(*k));
     if declares && !says_extra && !in_all_of {
         map.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    let any = || json!({"$ref": format!("#/$defs/{ANY_JSON}")});
+    if has_type(map, "object") && !declares && !says_extra {
+        map.insert("additionalProperties".into(), any());
+    }
+    if has_type(map, "array") && !map.contains_key("items") && !map.contains_key("prefixItems") {
+        map.insert("items".into(), any());
     }
     if has_type(map, "integer") || has_type(map, "number") {
         if !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
@@ -141,7 +207,8 @@ mod tests {
         assert_eq!(strict["additionalProperties"], false);
         let property = &strict["properties"]["properties"];
         assert_eq!((&property["minimum"], &property["maximum"]), (&json!(0), &json!(INTEGER_BOUND)));
-        assert_eq!(strict["properties"]["open"]["additionalProperties"], true);
+        let bounded_any = json!({"$ref": format!("#/$defs/{ANY_JSON}")});
+        assert_eq!(strict["properties"]["open"]["additionalProperties"], bounded_any, "open, numbers bounded");
         let branch = &strict["properties"]["parts"]["allOf"][0];
         assert!(branch.get("additionalProperties").is_none(), "an allOf branch stays open: {branch}");
         assert_eq!(branch["properties"]["a"]["minimum"], -INTEGER_BOUND);
@@ -149,6 +216,12 @@ mod tests {
         assert_eq!(strict["$defs"]["cat"]["properties"]["n"]["maximum"], INTEGER_BOUND);
         assert_eq!(strict["properties"]["const"], json!({"const": {"type": "object"}}), "values are not schemas");
         assert_eq!(strict["x-guidance"]["coerce_one_of"], true);
+        let open = with_defaults(&json!({"type": "object", "properties": {"a": {"description": "any"},
+            "b": {"type": "array"}}, "additionalProperties": true}));
+        assert_eq!((&open["additionalProperties"], &open["properties"]["a"]), (&bounded_any, &bounded_any));
+        assert_eq!(open["properties"]["b"]["items"], bounded_any);
+        assert_eq!(open["$defs"][ANY_JSON]["anyOf"][3]["maximum"], INTEGER_BOUND);
+        assert_eq!(with_defaults(&json!({"type": "object"}))["additionalProperties"], bounded_any);
     }
 
     #[test]
@@ -156,6 +229,6 @@ mod tests {
         let strict = with_defaults(&json!({"x-guidance": {"coerce_one_of": false}}));
         assert_eq!(strict["x-guidance"]["coerce_one_of"], false);
         assert!(strict["x-guidance"]["whitespace_pattern"].is_string());
-        assert_eq!(with_defaults(&json!(true))["allOf"], json!([true]));
+        assert!(with_defaults(&json!(true))["anyOf"].is_array(), "any value, bounded");
     }
 }

@@ -55,7 +55,9 @@ pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use mirror::{follow, follow_with, DecodeError, Mirror, MirrorCall};
 pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
-pub use request::{Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, MAX_TOP_LOGPROBS};
+pub use request::{
+    Event, Finish, FinishReason, GenerateRequest, Grammars, OutputFormat, SubmitError, MAX_TOP_LOGPROBS,
+};
 pub use scope::CacheScope;
 pub use slot_view::SlotView;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
@@ -77,6 +79,9 @@ pub struct ModelInfo {
     pub chat_template: Option<String>,
     /// The end-of-text token.
     pub eos: Option<u32>,
+    /// The vocabulary grammars compile against (`response_format`,
+    /// `grammar`).
+    pub grammars: Grammars,
 }
 
 /// Counters of the engine, read at any time.
@@ -211,6 +216,7 @@ impl Engine {
             dim: model.config().dim,
             chat_template: model.chat_template().map(str::to_string),
             eos: tokenizer.eos_id(),
+            grammars: baton_gen::constraint::GrammarVocabulary::new(&tokenizer).map(Arc::new),
         });
         let shared = Arc::new(Shared {
             accepting: AtomicBool::new(true),
