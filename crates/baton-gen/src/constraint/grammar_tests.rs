@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use baton_testkit::schemas::pydantic_record;
 use baton_tokenizer::{synthetic_bpe, EncodeOptions, Tokenizer};
 use serde_json::{json, Value};
 
@@ -106,33 +107,7 @@ fn regex_texts_drawn_at_random_match_it() {
     assert!(!accepts(&grammar, &tokenizer, "abcd-12"));
 }
 
-/// What pydantic writes for a model with `Field(ge=0)`, a pattern, a
-/// `datetime`, a minimum and a discriminated union (`$defs`, `$ref`,
-/// `oneOf`), none of which says `additionalProperties`.
-fn pydantic_schema() -> Value {
-    json!({
-        "$defs": {
-            "Cat": {"properties": {"kind": {"const": "cat", "type": "string"},
-                                   "lives": {"maximum": 9, "minimum": 1, "type": "integer"}},
-                    "required": ["kind", "lives"], "title": "Cat", "type": "object"},
-            "Dog": {"properties": {"kind": {"const": "dog", "type": "string"},
-                                   "good": {"type": "boolean"}},
-                    "required": ["kind", "good"], "title": "Dog", "type": "object"},
-        },
-        "properties": {
-            "count": {"minimum": 0, "title": "Count", "type": "integer"},
-            "code": {"pattern": "^[A-Z]{3}$", "title": "Code", "type": "string"},
-            "when": {"format": "date-time", "title": "When", "type": "string"},
-            "pet": {"discriminator": {"mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}, "propertyName": "kind"},
-                    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "title": "Pet"},
-        },
-        "required": ["count", "code", "when", "pet"],
-        "title": "Record",
-        "type": "object",
-    })
-}
-
-/// Whether `value` is a Record of [`pydantic_schema`].
+/// Whether `value` is a Record of [`pydantic_record`].
 fn is_record(value: &Value) -> Result<(), String> {
     let object = value.as_object().ok_or("not an object")?;
     let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
@@ -167,7 +142,7 @@ fn is_record(value: &Value) -> Result<(), String> {
 #[test]
 fn pydantic_schemas_hold_texts_drawn_at_random() {
     let (tokenizer, vocabulary) = vocabulary();
-    let grammar = vocabulary.compile(&GrammarSource::JsonSchema(pydantic_schema())).expect("compiles");
+    let grammar = vocabulary.compile(&GrammarSource::JsonSchema(pydantic_record())).expect("compiles");
     for seed in 0..6 {
         let (text, whole) = draw_text(&grammar, &tokenizer, seed, 600);
         assert!(whole, "seed {seed}: {text:?} did not close");
@@ -179,7 +154,7 @@ fn pydantic_schemas_hold_texts_drawn_at_random() {
 #[test]
 fn schema_defaults_refuse_what_the_schema_does_not_declare() {
     let (tokenizer, vocabulary) = vocabulary();
-    let grammar = vocabulary.compile(&GrammarSource::JsonSchema(pydantic_schema())).expect("compiles");
+    let grammar = vocabulary.compile(&GrammarSource::JsonSchema(pydantic_record())).expect("compiles");
     let good = r#"{"count": 7, "code": "ABC", "when": "2026-12-06T10:00:00Z", "pet": {"kind": "cat", "lives": 3}}"#;
     is_record(&serde_json::from_str(good).expect("json")).expect("the good record is one");
     assert!(accepts(&grammar, &tokenizer, good), "{good}");

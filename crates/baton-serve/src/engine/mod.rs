@@ -308,8 +308,11 @@ impl Engine {
     }
 
     /// Queues `request`; its tokens arrive on the returned [`Generation`].
-    pub fn submit(&self, request: GenerateRequest) -> Result<Generation, SubmitError> {
+    pub fn submit(&self, mut request: GenerateRequest) -> Result<Generation, SubmitError> {
         self.check(&request)?;
+        // A format given as a source (Python's `response_format`) compiles
+        // here; the server's compile off the HTTP threads before.
+        request.format = request.format.compiled(&self.info.grammars).map_err(SubmitError::Grammar)?;
         self.take_queue_place()?;
         let (events, receiver) = tmpsc::unbounded_channel();
         if self

@@ -46,6 +46,10 @@ pub enum OutputFormat {
     /// A text the grammar accepts: `response_format` `json_object` or
     /// `json_schema`, or llama-server's `grammar` (GBNF).
     Grammar(Arc<Grammar>),
+    /// A grammar not compiled yet: [`Engine::submit`](super::Engine::submit)
+    /// compiles it against the model's vocabulary (see
+    /// [`compiled`](Self::compiled)), so no request runs with one.
+    Source(Arc<GrammarSource>),
     /// A tool call the schema accepts (see [`Schema::tool_call`]): the
     /// whole text (`tool_choice: "required"` or a named function).
     ToolCall(Arc<Schema>),
@@ -63,13 +67,13 @@ pub enum OutputFormat {
 impl OutputFormat {
     /// An OpenAI `response_format`: `{"type": "text"}`, `{"type":
     /// "json_object"}`, or `{"type": "json_schema", "json_schema": {"name":
-    /// …, "schema": {…}}}`, compiled against `grammars` (the model's
-    /// vocabulary); `Err` says what is wrong, naming the construct of a
-    /// schema decoding cannot be held to.
-    pub fn from_response_format(value: &serde_json::Value, grammars: &Grammars) -> Result<OutputFormat, String> {
+    /// …, "schema": {…}}}`, as a [`Source`](Self::Source) to compile; `Err`
+    /// says what is wrong with its shape.
+    pub fn from_response_format(value: &serde_json::Value) -> Result<OutputFormat, String> {
+        let source = |source| Ok(OutputFormat::Source(Arc::new(source)));
         match value.get("type").and_then(serde_json::Value::as_str) {
             Some("text") => Ok(OutputFormat::Text),
-            Some("json_object") => OutputFormat::grammar(&GrammarSource::JsonObject, grammars),
+            Some("json_object") => source(GrammarSource::JsonObject),
             Some("json_schema") => {
                 let spec = value
                     .get("json_schema")
@@ -83,8 +87,7 @@ impl OutputFormat {
                 if !(schema.is_object() || schema.is_boolean()) {
                     return Err(format!("json_schema.schema is a JSON Schema (an object), not {schema}"));
                 }
-                let source = GrammarSource::JsonSchema(schema.clone());
-                OutputFormat::grammar(&source, grammars).map_err(|e| format!("json_schema.schema: {e}"))
+                source(GrammarSource::JsonSchema(schema.clone()))
             }
             _ => Err(format!(
                 "{value}: {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\"}}"
@@ -92,11 +95,26 @@ impl OutputFormat {
         }
     }
 
-    /// `source` compiled against `grammars`; `Err` says why it cannot be.
+    /// `source` compiled against `grammars`; `Err` says why it cannot be
+    /// (naming the construct a schema cannot be held to).
     pub fn grammar(source: &GrammarSource, grammars: &Grammars) -> Result<OutputFormat, String> {
         let vocabulary = grammars.as_ref().map_err(|e| e.to_string())?;
         let grammar = vocabulary.compile(source).map_err(|e| e.to_string())?;
         Ok(OutputFormat::Grammar(Arc::new(grammar)))
+    }
+
+    /// This format with a [`Source`](Self::Source) compiled against
+    /// `grammars` (any other format as it is).
+    pub fn compiled(self, grammars: &Grammars) -> Result<OutputFormat, String> {
+        match self {
+            OutputFormat::Source(source) => match &*source {
+                GrammarSource::JsonSchema(_) => {
+                    OutputFormat::grammar(&source, grammars).map_err(|e| format!("json_schema.schema: {e}"))
+                }
+                _ => OutputFormat::grammar(&source, grammars),
+            },
+            other => Ok(other),
+        }
     }
 
     /// Whether the whole text is held to a format (no stop strings apply:
@@ -104,14 +122,19 @@ impl OutputFormat {
     pub fn holds_whole_text(&self) -> bool {
         match self {
             OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => false,
-            OutputFormat::Grammar(_) | OutputFormat::ToolCall(_) | OutputFormat::ToolCalls(_) => true,
+            OutputFormat::Grammar(_)
+            | OutputFormat::Source(_)
+            | OutputFormat::ToolCall(_)
+            | OutputFormat::ToolCalls(_) => true,
         }
     }
 
-    /// The constraint decoding is held to (`None` for free text).
+    /// The constraint decoding is held to (`None` for free text, and for
+    /// a [`Source`](Self::Source), which the engine compiles before a
+    /// request runs).
     pub fn constraint(&self) -> Option<Constraint> {
         match self {
-            OutputFormat::Text => None,
+            OutputFormat::Text | OutputFormat::Source(_) => None,
             OutputFormat::Grammar(grammar) => Some(Constraint::grammar(grammar)),
             OutputFormat::ToolCall(schema) => Some(Constraint::schema(schema.clone())),
             OutputFormat::ToolCallOrText(schema) => Some(Constraint::call_or_text(schema.clone())),
@@ -242,6 +265,9 @@ pub enum SubmitError {
     /// The sampling parameters are invalid.
     #[error(transparent)]
     Sampling(#[from] SamplingError),
+    /// The format's grammar cannot be compiled; the text says why.
+    #[error("response_format: {0}")]
+    Grammar(String),
     /// Every sequence slot is busy and the waiting queue is full.
     #[error("the server is busy: {running} requests running and {queued} waiting (the queue's limit)")]
     QueueFull {

@@ -127,7 +127,8 @@ fn format(params: &Params, grammars: &Grammars) -> Result<OutputFormat, ApiError
     let response_format = params.response_format.as_ref().filter(|v| !v.is_null());
     match (response_format, params.grammar.as_deref()) {
         (None, None) => Ok(OutputFormat::Text),
-        (Some(value), None) => OutputFormat::from_response_format(value, grammars)
+        (Some(value), None) => OutputFormat::from_response_format(value)
+            .and_then(|format| format.compiled(grammars))
             .map_err(|why| ApiError::invalid_param("response_format", why)),
         (None, Some(gbnf)) => OutputFormat::grammar(&GrammarSource::Gbnf(gbnf.to_string()), grammars)
             .map_err(|why| ApiError::invalid_param("grammar", why)),

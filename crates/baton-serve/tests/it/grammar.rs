@@ -5,6 +5,7 @@
 //! which get a 400 naming the problem while the server serves on.
 
 use baton_gen::constraint::GrammarSource;
+use baton_testkit::schemas::pydantic_record;
 use serde_json::{json, Value};
 
 use crate::server::*;
@@ -52,42 +53,17 @@ fn the_grammar_field_holds_chat_and_completions_answers_whole_and_streamed() {
     }
 }
 
-/// A pydantic model's schema: `count: int = Field(ge=0)`, `code:
-/// constr(pattern=...)`, `when: datetime`, `pet: Cat | Dog` tagged by
-/// `kind`.
-fn record_schema() -> Value {
-    json!({
-        "$defs": {
-            "Cat": {"properties": {"kind": {"const": "cat", "type": "string"},
-                                   "lives": {"maximum": 9, "minimum": 1, "type": "integer"}},
-                    "required": ["kind", "lives"], "title": "Cat", "type": "object"},
-            "Dog": {"properties": {"kind": {"const": "dog", "type": "string"}, "good": {"type": "boolean"}},
-                    "required": ["kind", "good"], "title": "Dog", "type": "object"},
-        },
-        "properties": {
-            "count": {"minimum": 0, "title": "Count", "type": "integer"},
-            "code": {"pattern": "^[A-Z]{3}$", "title": "Code", "type": "string"},
-            "when": {"format": "date-time", "title": "When", "type": "string"},
-            "pet": {"discriminator": {"mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}, "propertyName": "kind"},
-                    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "title": "Pet"},
-        },
-        "required": ["count", "code", "when", "pet"],
-        "title": "Record",
-        "type": "object",
-    })
-}
-
 #[test]
 fn pydantic_schemas_with_patterns_bounds_dates_and_unions_are_served() {
     let server = Server::start(2, 8, 1024);
-    let source = GrammarSource::JsonSchema(record_schema());
+    let source = GrammarSource::JsonSchema(pydantic_record());
     let mut closed = 0;
     for seed in 0..4 {
         let request = json!({
             "messages": [{"role": "user", "content": "a record"}],
             "max_tokens": 200, "temperature": 0.7, "seed": seed,
             "response_format": {"type": "json_schema", "json_schema": {"name": "Record", "strict": true,
-                "schema": record_schema()}},
+                "schema": pydantic_record()}},
         });
         let (status, body) = server.post("/v1/chat/completions", &request);
         assert_eq!(status, 200, "{body}");
@@ -157,4 +133,32 @@ fn bad_grammars_get_a_400_naming_the_problem_and_the_server_serves_on() {
     let (status, body) = server.post("/v1/chat/completions", &chat(json!({"grammar": "root ::= \"ok\""})));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "ok", "{body}");
+}
+
+#[test]
+fn a_response_format_given_to_the_engine_compiles_when_submitted() {
+    use baton_serve::engine::{Event, GenerateRequest, OutputFormat, SubmitError};
+    let server = Server::start(1, 4, 256);
+    let bad = json!({"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "[a-"}}});
+    let format = OutputFormat::from_response_format(&bad).expect("the shape is right");
+    match server.engine.submit(GenerateRequest { format, ..GenerateRequest::greedy(vec![1, 2, 3], 4) }) {
+        Err(SubmitError::Grammar(why)) => assert!(why.contains("json_schema.schema"), "{why}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a schema of a bad pattern was taken"),
+    }
+    let format = OutputFormat::from_response_format(&json!({"type": "json_object"})).expect("the shape is right");
+    let request = GenerateRequest { format, ..GenerateRequest::greedy(vec![1, 2, 3], 8) };
+    let mut generation = server.engine.submit(request).expect("submitted");
+    let mut tokens = Vec::new();
+    loop {
+        match generation.blocking_next() {
+            Some(Event::Token(token)) => tokens.push(token),
+            Some(Event::Done(_)) => break,
+            Some(Event::Started { .. } | Event::Logprobs(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let text = server.engine.tokenizer().decode(&tokens).expect("decode");
+    assert!(held_to(&server, &GrammarSource::JsonObject, &text, false), "{text:?}");
+    assert!(text.starts_with('{'), "{text:?}");
 }

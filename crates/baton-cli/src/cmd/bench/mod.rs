@@ -2,8 +2,10 @@
 //! or one of the sub-commands, which the `baton-bench` library runs:
 //! `sync` and `gates` (what each wait policy costs), `memory` (the
 //! bandwidth), `submit` (the host's cost of a submission) and `serve` (a
-//! load generator for an OpenAI-compatible server).
+//! load generator for an OpenAI-compatible server); `constraint` (what a
+//! format costs per token, `constraint.rs`) runs here, over `baton-gen`.
 
+mod constraint;
 mod model;
 
 use anyhow::Result;
@@ -44,6 +46,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench serve -m smollm2 --clients 1,2,4,8,16 --max-tokens 64
     Serve(Box<serve::ServeBenchArgs>),
+    /// What holding a text to a format costs per token: llguidance (JSON Schema, GBNF) against Baton's reader.
+    ///
+    /// Example: baton bench constraint -m SmolLM2-135M-Instruct.Q4_1.gguf --sequences 1,8
+    Constraint(constraint::ConstraintBenchArgs),
 }
 
 /// Runs `baton bench`.
@@ -55,5 +61,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(BenchKind::Memory(args)) => memory::run(args),
         Some(BenchKind::Submit(args)) => submit::run(args),
         Some(BenchKind::Serve(args)) => serve::run(*args),
+        Some(BenchKind::Constraint(args)) => constraint::run(args),
     }
 }
