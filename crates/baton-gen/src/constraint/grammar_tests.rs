@@ -18,16 +18,14 @@ fn vocabulary() -> (Tokenizer, Arc<GrammarVocabulary>) {
     (tokenizer, vocabulary)
 }
 
-/// A small deterministic generator (splitmix64).
-struct Draws(u64);
-
-impl Draws {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// A small deterministic generator (xorshift64).
+fn draws(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
     }
 }
 
@@ -37,13 +35,13 @@ impl Draws {
 /// end token drawn, or the grammar complete).
 fn draw_text(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) -> (String, bool) {
     let mut constraint = Constraint::grammar(grammar);
-    let mut draws = Draws(seed);
+    let mut next = draws(seed);
     let mut text = Vec::new();
     for _ in 0..steps {
         if constraint.is_complete() {
             return (String::from_utf8(text).expect("utf-8"), true);
         }
-        let mut logits: Vec<f32> = (0..tokenizer.vocab_size()).map(|_| (draws.next() % 1000) as f32).collect();
+        let mut logits: Vec<f32> = (0..tokenizer.vocab_size()).map(|_| (next() % 1000) as f32).collect();
         let allowed = constraint.mask(&mut logits, tokenizer);
         assert!(allowed > 0, "some token continues {:?}", String::from_utf8_lossy(&text));
         for (id, logit) in logits.iter().enumerate() {
@@ -160,12 +158,14 @@ fn schema_defaults_refuse_what_the_schema_does_not_declare() {
     assert!(accepts(&grammar, &tokenizer, good), "{good}");
     let sixteen = "9".repeat(16);
     assert!(accepts(&grammar, &tokenizer, &good.replace("7,", &format!("{sixteen},"))), "16 digits");
+    assert!(accepts(&grammar, &tokenizer, &good.replace("00:00Z", "00:00.123456789+01:00")), "nine digits");
     for (bad, why) in [
         (good.replace("7,", &format!("{sixteen}9,")), "17 digits"),
         (good.replace("7,", "-1,"), "below minimum 0"),
         (good.replace("\"ABC\"", "\"ABCD\""), "pattern"),
         (good.replace("\"ABC\"", "\"abc\""), "pattern"),
         (good.replace("2026-12-06T", "2026-13-06T"), "date-time"),
+        (good.replace("00:00Z", "00:00.1234567890Z"), "ten digits of a second"),
         (good.replace("\"lives\": 3", "\"lives\": 0"), "minimum 1"),
         (good.replace("\"lives\": 3", "\"good\": true"), "union branch"),
         (good.replace("\"code\"", "\"extra\": 1, \"code\""), "undeclared key"),

@@ -18,6 +18,9 @@
 //!   their contents, `additionalProperties: true`) is any JSON value with
 //!   the bounds above, through [`ANY_JSON`] (llguidance's own any-value
 //!   lets numbers run to hundreds of digits).
+//! - `format: "date-time"` and `"time"`: their fractional seconds have at
+//!   most [`MAX_FRACTION_DIGITS`] digits (llguidance's formats let a model
+//!   write zeros until `max_tokens`), through the same patterns otherwise.
 //! - `oneOf` is read as `anyOf` (llguidance's `coerce_one_of`, as
 //!   llama.cpp does): the branches of discriminated unions exclude one
 //!   another by their tags anyway.
@@ -37,6 +40,19 @@ pub const INTEGER_BOUND: i64 = 10i64.pow(MAX_INTEGER_DIGITS) - 1;
 /// Most spaces or tabs after a newline between two tokens of the JSON
 /// text (llama.cpp's limit).
 pub const MAX_INDENT: usize = 20;
+
+/// Most digits of the fraction of a second in a `date-time` or `time`.
+pub const MAX_FRACTION_DIGITS: usize = 9;
+
+/// A `time` of RFC 3339 with at most [`MAX_FRACTION_DIGITS`] fraction
+/// digits (llguidance's `time` format, bounded).
+fn time() -> String {
+    let zone = r"(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+    format!(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]{{1,{MAX_FRACTION_DIGITS}}})?{zone}")
+}
+
+/// A `date` of RFC 3339 (llguidance's `date` format).
+const DATE: &str = r"[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-9]))";
 
 /// The name under `$defs` of the bounded any-value schema.
 pub const ANY_JSON: &str = "baton-any-json";
@@ -139,6 +155,15 @@ fn visit(schema: &mut Value, in_all_of: bool) {
     }
     if has_type(map, "array") && !map.contains_key("items") && !map.contains_key("prefixItems") {
         map.insert("items".into(), any());
+    }
+    let bounded_format = match map.get("format").and_then(Value::as_str) {
+        Some("date-time") => Some(format!("^{DATE}[tT]{}$", time())),
+        Some("time") => Some(format!("^{}$", time())),
+        _ => None,
+    };
+    if let (Some(pattern), false) = (bounded_format, map.contains_key("pattern")) {
+        map.remove("format");
+        map.insert("pattern".into(), Value::String(pattern));
     }
     if has_type(map, "integer") || has_type(map, "number") {
         if !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
