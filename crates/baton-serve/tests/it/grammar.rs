@@ -130,6 +130,12 @@ fn bad_grammars_get_a_400_naming_the_problem_and_the_server_serves_on() {
             assert_eq!(body["error"]["param"], param, "{request}: {body}");
         }
     }
+    // The Responses API names its own field.
+    let bad = json!({"input": "x", "max_output_tokens": 4,
+        "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "string", "pattern": "[a-"}}}});
+    let (status, body) = server.post("/v1/responses", &bad);
+    error_of(status, &body, 400, "a bad pattern in text.format");
+    assert_eq!(body["error"]["param"], "text", "{body}");
     let (status, body) = server.post("/v1/chat/completions", &chat(json!({"grammar": "root ::= \"ok\""})));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "ok", "{body}");
