@@ -27,6 +27,7 @@
 //! host samples one group while the devices run the others.
 
 mod embed_seq;
+mod grammars;
 mod host_cache;
 mod metrics;
 mod mirror;
@@ -51,13 +52,12 @@ use tokio::sync::mpsc as tmpsc;
 
 /// A token's log-probability and its likeliest alternatives (baton-gen's).
 pub use baton_gen::TokenLogprobs;
+pub use grammars::Grammars;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use mirror::{follow, follow_with, DecodeError, Mirror, MirrorCall};
 pub use options::{EngineOptions, Shutdown};
 pub use passes::{EmbeddingTicket, PassTicket, ScoreTicket};
-pub use request::{
-    Event, Finish, FinishReason, GenerateRequest, Grammars, OutputFormat, SubmitError, MAX_TOP_LOGPROBS,
-};
+pub use request::{Event, Finish, FinishReason, GenerateRequest, OutputFormat, SubmitError, MAX_TOP_LOGPROBS};
 pub use scope::CacheScope;
 pub use slot_view::SlotView;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
@@ -80,7 +80,7 @@ pub struct ModelInfo {
     /// The end-of-text token.
     pub eos: Option<u32>,
     /// The vocabulary grammars compile against (`response_format`,
-    /// `grammar`).
+    /// `grammar`), built when first needed.
     pub grammars: Grammars,
 }
 
@@ -216,7 +216,7 @@ impl Engine {
             dim: model.config().dim,
             chat_template: model.chat_template().map(str::to_string),
             eos: tokenizer.eos_id(),
-            grammars: baton_gen::constraint::GrammarVocabulary::new(&tokenizer).map(Arc::new),
+            grammars: Grammars::new(tokenizer.clone()),
         });
         let shared = Arc::new(Shared {
             accepting: AtomicBool::new(true),

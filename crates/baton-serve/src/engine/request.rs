@@ -2,14 +2,11 @@
 
 use std::sync::Arc;
 
-use baton_gen::constraint::{Constraint, Grammar, GrammarError, GrammarSource, GrammarVocabulary, Schema};
+use baton_gen::constraint::{Constraint, Grammar, GrammarSource, Schema};
 use baton_gen::{SamplingError, SamplingParams, TokenLogprobs};
 
+use super::grammars::Grammars;
 use super::scope::CacheScope;
-
-/// The model's vocabulary as the grammar engine reads it, or why it
-/// cannot (built once when the engine starts).
-pub type Grammars = Result<Arc<GrammarVocabulary>, GrammarError>;
 
 /// One generation: a tokenized prompt and how to continue it.
 #[derive(Clone, Debug)]
@@ -98,7 +95,7 @@ impl OutputFormat {
     /// `source` compiled against `grammars`; `Err` says why it cannot be
     /// (naming the construct a schema cannot be held to).
     pub fn grammar(source: &GrammarSource, grammars: &Grammars) -> Result<OutputFormat, String> {
-        let vocabulary = grammars.as_ref().map_err(|e| e.to_string())?;
+        let vocabulary = grammars.vocabulary().map_err(|e| e.to_string())?;
         let grammar = vocabulary.compile(source).map_err(|e| e.to_string())?;
         Ok(OutputFormat::Grammar(Arc::new(grammar)))
     }

@@ -269,7 +269,8 @@ mod tests {
     use super::*;
 
     fn info() -> ModelInfo {
-        let grammars = Err(baton_gen::constraint::GrammarError::NoEndOfSequence);
+        let tokenizer = baton_model::Tokenizer::from_config(&baton_model::baton_tokenizer::synthetic_bpe(300));
+        let grammars = crate::engine::Grammars::new(std::sync::Arc::new(tokenizer.expect("tokenizer")));
         ModelInfo { name: "m".into(), context: 64, vocab: 100, dim: 8, chat_template: None, eos: None, grammars }
     }
 

@@ -302,7 +302,7 @@ pub(crate) fn anthropic_error_of(status: u16, body: &Value, expected: u16, kind:
 /// a prefix of a text it accepts, whole when `whole` (read token by token
 /// as the model's tokenizer splits it).
 pub(crate) fn held_to(server: &Server, source: &baton_gen::constraint::GrammarSource, text: &str, whole: bool) -> bool {
-    let vocabulary = server.engine.info().grammars.as_ref().expect("the model's grammar vocabulary");
+    let vocabulary = server.engine.info().grammars.vocabulary().expect("the model's grammar vocabulary");
     let grammar = vocabulary.compile(source).unwrap_or_else(|e| panic!("served, yet refused here: {e}"));
     let mut constraint = baton_gen::constraint::Constraint::grammar(&grammar);
     let tokenizer = server.engine.tokenizer();
