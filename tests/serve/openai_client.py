@@ -109,6 +109,7 @@ def main():
     check_echo(client, model)
     check_json_object(client, model)
     check_json_schema(client, model)
+    check_parse(client, model)
     check_tool_call(client, model)
     check_choices(client, model, messages)
     check_metrics(base.removesuffix("/v1"), generated_at_least=u.completion_tokens + 16)
@@ -229,10 +230,54 @@ def check_json_schema(client, model):
           "the streamed answer is the whole one")
     try:
         client.chat.completions.create(model=model, messages=messages, max_tokens=4, response_format={
-            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}})
-        check(False, "a pattern is refused")
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "[a-"}}})
+        check(False, "a pattern that is no regular expression is refused")
     except openai.BadRequestError as e:
-        check("pattern" in str(e), f"the refusal names the construct: {e}")
+        check("json_schema.schema" in str(e), f"the refusal names the schema: {e}")
+
+
+def check_parse(client, model):
+    """`beta.chat.completions.parse` with a pydantic model of the
+    constraints people write (`Field(ge=0)`, a pattern, a datetime, a
+    discriminated union): the client parses the answer into the model."""
+    import datetime
+    from typing import Literal, Union
+
+    import pydantic
+
+    class Cat(pydantic.BaseModel):
+        kind: Literal["cat"]
+        lives: int = pydantic.Field(ge=1, le=9)
+
+    class Dog(pydantic.BaseModel):
+        kind: Literal["dog"]
+        good: bool
+
+    class City(pydantic.BaseModel):
+        name: str = pydantic.Field(max_length=40)
+        code: str = pydantic.Field(pattern=r"^[A-Z]{3}$")
+        population: int = pydantic.Field(ge=0)
+        founded: datetime.datetime
+        pet: Union[Cat, Dog] = pydantic.Field(discriminator="kind")
+
+    completions = client.beta.chat.completions if hasattr(client, "beta") else client.chat.completions
+    got = completions.parse(model=model, messages=[{"role": "user", "content": "Describe Paris as JSON."}],
+                            max_tokens=200, temperature=0, response_format=City)
+    choice = got.choices[0]
+    check(choice.finish_reason == "stop", f"the answer closed: {choice.message.content!r}")
+    city = choice.message.parsed
+    check(isinstance(city, City), f"the client parsed a City: {choice.message.content!r}")
+    check(city.population >= 0 and len(str(city.population)) <= 16, f"a bounded population: {city.population}")
+    check(set(json.loads(choice.message.content)) == set(City.model_fields), "only the declared keys")
+    try:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], max_tokens=4,
+                                       extra_body={"grammar": "root ::= item"})
+        check(False, "a GBNF grammar of an undefined rule is refused")
+    except openai.BadRequestError as e:
+        check("item" in str(e), f"the refusal names the rule: {e}")
+    yes = client.completions.create(model=model, prompt="Is Paris in France?", max_tokens=8, temperature=0,
+                                    extra_body={"grammar": 'root ::= ("yes" | "no") "."'})
+    check(yes.choices[0].text in ("yes.", "no."), f"the grammar holds the answer: {yes.choices[0].text!r}")
 
 
 def check_tool_call(client, model):

@@ -56,6 +56,10 @@ pub struct ServeBenchArgs {
     /// decoding costs.
     #[arg(long = "json-schema", value_name = "FILE")]
     json_schema: Option<std::path::PathBuf>,
+    /// Hold every answer to the GBNF grammar in this file (llama-server's
+    /// `grammar` field).
+    #[arg(long = "grammar", value_name = "FILE", conflicts_with_all = ["json_object", "json_schema"])]
+    grammar: Option<std::path::PathBuf>,
     /// Words (about one token each) of a text every prompt of the phases
     /// starts with, as a shared system prompt would: what the prefix cache
     /// saves (compare with `--serve-arg --no-prefix-cache`).
@@ -115,6 +119,11 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         ignore_eos: args.ignore_eos,
         model: args.model_name.clone(),
         response_format: response_format(&args)?,
+        grammar: args
+            .grammar
+            .as_ref()
+            .map(|path| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display())))
+            .transpose()?,
         shared_prefix: load::shared_prefix(args.shared_prefix_words),
         timeout: Duration::from_secs(args.request_timeout),
         draft_max: None,

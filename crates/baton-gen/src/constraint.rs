@@ -1,12 +1,14 @@
 //! Decoding held to a format: each step, the tokens that cannot continue
 //! the text so far are taken out before the sampler draws.
 //!
-//! A [`Constraint`] keeps the text one JSON object (`response_format:
-//! {"type": "json_object"}`), a JSON text a [`Schema`] accepts
-//! (`{"type": "json_schema"}`), or a tool call (`tools`): a token is
-//! allowed when its bytes keep the text a prefix of such a text;
-//! end-of-generation tokens are never allowed, and the caller ends the
-//! generation once the text is complete ([`Constraint::is_complete`]).
+//! A [`Constraint`] keeps the text to a [`Grammar`] (llguidance: a JSON
+//! object, a JSON Schema as clients send it, GBNF, a regular expression;
+//! see [`grammar`]), or to a tool call (`tools`, read by Baton's own
+//! schema reader, [`Schema`]): a token is allowed when its bytes keep the
+//! text a prefix of such a text. Under a grammar, end-of-generation tokens
+//! are allowed where the grammar may end; under a tool call they are
+//! allowed only between calls. The caller ends the generation once the
+//! text is complete ([`Constraint::is_complete`]).
 //! With `tool_choice: "auto"` the model may also answer in free text: the
 //! call is held to its schema only once the text opens with
 //! [`TOOL_CALL_OPEN`]; text that does not leaves the constraint
@@ -14,14 +16,23 @@
 //!
 //! A caller draws first and checks the token ([`Constraint::allows`], one
 //! short check); only a token that does not fit makes it
-//! [`mask`](Constraint::mask) the logits and draw again. The mask checks
+//! [`mask`](Constraint::mask) the logits and draw again. A grammar's mask
+//! is llguidance's, over the whole vocabulary. A tool call's mask checks
 //! the likeliest [`CANDIDATES`] tokens and sets the others aside; only when
 //! none of those may follow is the whole vocabulary checked. So the draw is
 //! among the likely tokens that fit (the sampler's own top-k, top-p and
 //! min-p then apply to them as usual).
+//!
+//! Tool calls stay on Baton's reader: their formats (free text or a call,
+//! several calls between Hermes tags, an end allowed between calls) are
+//! state machines around one JSON reader, which the grammar engine has no
+//! place for yet.
 
 mod calls;
+mod gbnf;
+pub mod grammar;
 mod json;
+mod json_defaults;
 mod schema;
 mod schema_compile;
 mod schema_link;
@@ -31,7 +42,12 @@ mod tags;
 use std::sync::Arc;
 
 pub use calls::{MAX_CALLS, MAX_GAP_SPACES};
+pub use gbnf::{gbnf_to_lark, GbnfError, MAX_GBNF_BYTES};
+pub use grammar::{Grammar, GrammarError, GrammarMatcher, GrammarSource, GrammarVocabulary};
 pub use json::{JsonPrefix, MAX_DEPTH};
+pub use json_defaults::{
+    INTEGER_BOUND, MAX_INDENT as MAX_GRAMMAR_INDENT, MAX_INTEGER_DIGITS as MAX_GRAMMAR_INTEGER_DIGITS,
+};
 pub use schema::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_NESTING};
 pub use schema_link::MAX_ALTERNATIVES;
 pub use schema_prefix::{SchemaPrefix, MAX_EXPONENT_DIGITS, MAX_INDENT, MAX_INTEGER_DIGITS, MAX_PATHS};
@@ -44,7 +60,6 @@ pub const CANDIDATES: usize = 256;
 
 #[derive(Clone, Debug)]
 enum Reader {
-    Object(JsonPrefix),
     Schema(SchemaPrefix),
     /// Free text, or a tool call once the text opens with
     /// [`TOOL_CALL_OPEN`] (`matched` of its bytes so far, after leading
@@ -64,8 +79,7 @@ impl Reader {
     fn push_token(&mut self, bytes: &[u8]) -> bool {
         match self {
             Reader::Free => true,
-            Reader::Object(_) | Reader::Schema(_) if bytes.is_empty() => false,
-            Reader::Object(prefix) => prefix.push_all(bytes),
+            Reader::Schema(_) if bytes.is_empty() => false,
             Reader::Schema(prefix) => prefix.push_all(bytes),
             Reader::Calls(calls) => calls.push_token(bytes),
             Reader::CallOrText { .. } if bytes.is_empty() => {
@@ -104,27 +118,39 @@ impl Reader {
     }
 }
 
+/// What holds the text: the grammar engine, or Baton's tool-call reader.
+#[derive(Clone, Debug)]
+enum Held {
+    Grammar(Box<GrammarMatcher>),
+    Reader(Reader),
+}
+
 /// A text held to a format.
 #[derive(Clone, Debug)]
 pub struct Constraint {
-    reader: Reader,
+    held: Held,
 }
 
 impl Constraint {
-    /// One JSON object.
-    pub fn json_object() -> Constraint {
-        Constraint { reader: Reader::Object(JsonPrefix::object()) }
+    /// A text `grammar` accepts.
+    pub fn grammar(grammar: &Grammar) -> Constraint {
+        Constraint { held: Held::Grammar(Box::new(grammar.matcher())) }
     }
 
-    /// A JSON text `schema` accepts.
+    fn reader(reader: Reader) -> Constraint {
+        Constraint { held: Held::Reader(reader) }
+    }
+
+    /// A JSON text `schema` accepts (a tool call's, see
+    /// [`Schema::tool_call`]).
     pub fn schema(schema: Arc<Schema>) -> Constraint {
-        Constraint { reader: Reader::Schema(SchemaPrefix::new(schema)) }
+        Constraint::reader(Reader::Schema(SchemaPrefix::new(schema)))
     }
 
     /// Free text, or [`TOOL_CALL_OPEN`] then a call `schema` accepts
     /// (see [`Schema::tool_call`]).
     pub fn call_or_text(schema: Arc<Schema>) -> Constraint {
-        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: false } }
+        Constraint::reader(Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: false })
     }
 
     /// One call or more that `schema` accepts, each after the first opened
@@ -132,53 +158,66 @@ impl Constraint {
     /// inside the first call's opening tag, as a required call's prompt
     /// ends); see [`MAX_CALLS`].
     pub fn calls(schema: Arc<Schema>) -> Constraint {
-        Constraint { reader: Reader::Calls(calls::Calls::new(schema)) }
+        Constraint::reader(Reader::Calls(calls::Calls::new(schema)))
     }
 
     /// Free text, or [`TOOL_CALL_OPEN`] then one call or more
     /// ([`calls`](Self::calls)).
     pub fn calls_or_text(schema: Arc<Schema>) -> Constraint {
-        Constraint { reader: Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: true } }
+        Constraint::reader(Reader::CallOrText { matched: 0, call: SchemaPrefix::new(schema), parallel: true })
     }
 
     /// Whether the text is whole (the generation ends here).
     pub fn is_complete(&self) -> bool {
-        match &self.reader {
-            Reader::Object(prefix) => prefix.is_complete(),
-            Reader::Schema(prefix) => prefix.is_complete(),
-            Reader::Calls(calls) => calls.is_complete(),
-            Reader::CallOrText { .. } | Reader::Free => false,
+        match &self.held {
+            Held::Grammar(matcher) => matcher.is_complete(),
+            Held::Reader(Reader::Schema(prefix)) => prefix.is_complete(),
+            Held::Reader(Reader::Calls(calls)) => calls.is_complete(),
+            Held::Reader(Reader::CallOrText { .. } | Reader::Free) => false,
         }
     }
 
     /// Whether the text has become free text: every token may follow, and
     /// the generation ends as unconstrained ones do.
     pub fn is_free(&self) -> bool {
-        matches!(self.reader, Reader::Free)
+        matches!(self.held, Held::Reader(Reader::Free))
     }
 
-    /// Whether `token` may come next.
-    pub fn allows(&self, token: u32, tokenizer: &Tokenizer) -> bool {
-        match tokenizer.token_bytes(token, false) {
-            Ok(bytes) => self.reader.clone().push_token(bytes),
-            Err(_) => false,
+    /// Why the grammar engine failed, if it did (a mask of no tokens).
+    pub fn error(&self) -> Option<String> {
+        match &self.held {
+            Held::Grammar(matcher) => matcher.error(),
+            Held::Reader(_) => None,
+        }
+    }
+
+    /// Whether `token` may come next (the constraint is left as it was).
+    pub fn allows(&mut self, token: u32, tokenizer: &Tokenizer) -> bool {
+        match (&mut self.held, tokenizer.token_bytes(token, false)) {
+            (Held::Grammar(matcher), _) => matcher.allows(token),
+            (Held::Reader(reader), Ok(bytes)) => reader.clone().push_token(bytes),
+            (Held::Reader(_), Err(_)) => false,
         }
     }
 
     /// Sets the logit of every token that may not come next to minus
     /// infinity; returns how many may (0: none can continue the text).
     /// Tokens already at minus infinity (banned) are not counted.
-    pub fn mask(&self, logits: &mut [f32], tokenizer: &Tokenizer) -> usize {
+    pub fn mask(&mut self, logits: &mut [f32], tokenizer: &Tokenizer) -> usize {
+        let reader = match &mut self.held {
+            Held::Grammar(matcher) => return matcher.mask(logits),
+            Held::Reader(reader) => &*reader,
+        };
         // The bytes that may come next, tried once: a token whose first
         // byte is not one of them is set aside without reading it whole
         // (after a brace, only a quote or whitespace may follow, and most
         // of the vocabulary goes at this first look).
-        let first: [bool; 256] = std::array::from_fn(|b| self.reader.clone().push_token(&[b as u8]));
+        let first: [bool; 256] = std::array::from_fn(|b| reader.clone().push_token(&[b as u8]));
         // A token whose logit is minus infinity (banned) never fits.
         let fits = |t: u32| match tokenizer.token_bytes(t, false) {
             _ if logits[t as usize] == f32::NEG_INFINITY => false,
-            Ok([]) => self.reader.clone().push_token(&[]),
-            Ok(bytes) => first[bytes[0] as usize] && self.reader.clone().push_token(bytes),
+            Ok([]) => reader.clone().push_token(&[]),
+            Ok(bytes) => first[bytes[0] as usize] && reader.clone().push_token(bytes),
             Err(_) => false,
         };
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
@@ -200,11 +239,15 @@ impl Constraint {
     /// Takes the token drawn; `false` if it could not continue the text
     /// (the constraint is then unchanged).
     pub fn accept(&mut self, token: u32, tokenizer: &Tokenizer) -> bool {
+        let reader = match &mut self.held {
+            Held::Grammar(matcher) => return matcher.accept(token),
+            Held::Reader(reader) => reader,
+        };
         let Ok(bytes) = tokenizer.token_bytes(token, false) else { return false };
-        let mut next = self.reader.clone();
+        let mut next = reader.clone();
         let fits = next.push_token(bytes);
         if fits {
-            self.reader = next;
+            *reader = next;
         }
         fits
     }
@@ -218,7 +261,8 @@ mod tests {
     #[test]
     fn masked_logits_leave_only_tokens_that_continue_the_object() {
         let tokenizer = Tokenizer::from_config(&synthetic_bpe(512)).expect("tokenizer");
-        let mut constraint = Constraint::json_object();
+        let object = Arc::new(Schema::compile(&serde_json::json!({"type": "object"})).expect("compiles"));
+        let mut constraint = Constraint::schema(object.clone());
         let vocab = tokenizer.vocab_size();
         assert!(vocab > CANDIDATES, "the test covers the candidates and the rest");
         // Distinct logits (7919 is prime to the vocabulary's size): the
@@ -228,7 +272,7 @@ mod tests {
         let allowed = constraint.mask(&mut masked, &tokenizer);
         let fits = |id: usize| {
             let bytes = tokenizer.token_bytes(id as u32, false).expect("token");
-            !bytes.is_empty() && JsonPrefix::object().push_all(bytes)
+            !bytes.is_empty() && SchemaPrefix::new(object.clone()).push_all(bytes)
         };
         let candidate = |id: usize| logits[id] >= (vocab - CANDIDATES) as f32;
         assert!(allowed > 0, "`{{` or a space can start the text");
@@ -264,3 +308,6 @@ mod tests {
 
 #[cfg(test)]
 mod schema_tests;
+
+#[cfg(test)]
+mod grammar_tests;

@@ -136,3 +136,29 @@ impl SchemaGen {
         }
     }
 }
+
+/// What pydantic writes for a model (`Record`) with `Field(ge=0)`, a pattern, a
+/// `datetime`, a minimum and a discriminated union (`$defs`, `$ref`,
+/// `oneOf`), none of which says `additionalProperties`.
+pub fn pydantic_record() -> Value {
+    json!({
+        "$defs": {
+            "Cat": {"properties": {"kind": {"const": "cat", "type": "string"},
+                                   "lives": {"maximum": 9, "minimum": 1, "type": "integer"}},
+                    "required": ["kind", "lives"], "title": "Cat", "type": "object"},
+            "Dog": {"properties": {"kind": {"const": "dog", "type": "string"},
+                                   "good": {"type": "boolean"}},
+                    "required": ["kind", "good"], "title": "Dog", "type": "object"},
+        },
+        "properties": {
+            "count": {"minimum": 0, "title": "Count", "type": "integer"},
+            "code": {"pattern": "^[A-Z]{3}$", "title": "Code", "type": "string"},
+            "when": {"format": "date-time", "title": "When", "type": "string"},
+            "pet": {"discriminator": {"mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}, "propertyName": "kind"},
+                    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "title": "Pet"},
+        },
+        "required": ["count", "code", "when", "pet"],
+        "title": "Record",
+        "type": "object",
+    })
+}

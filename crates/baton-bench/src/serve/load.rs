@@ -37,6 +37,8 @@ pub struct RequestShape {
     pub model: Option<String>,
     /// The `response_format` to ask for (constrained decoding's cost).
     pub response_format: Option<serde_json::Value>,
+    /// The GBNF `grammar` to ask for.
+    pub grammar: Option<String>,
     /// Text every prompt of the phases starts with (a shared system
     /// prompt: what a prefix cache saves); empty for none.
     pub shared_prefix: String,
@@ -68,6 +70,9 @@ impl RequestShape {
         }
         if let Some(n_max) = self.draft_max {
             body["speculative.n_max"] = json!(n_max);
+        }
+        if let Some(grammar) = &self.grammar {
+            body["grammar"] = json!(grammar);
         }
         body.to_string()
     }

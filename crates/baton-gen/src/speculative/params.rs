@@ -1,6 +1,6 @@
 //! What speculation a sequence uses, and which models can verify drafts.
 
-use baton_model::{Architecture, Model};
+use baton_model::Model;
 
 use super::budget::StepCost;
 use super::ngram::NgramDrafter;

@@ -27,6 +27,7 @@
 //! host samples one group while the devices run the others.
 
 mod embed_seq;
+mod grammars;
 mod host_cache;
 mod metrics;
 mod mirror;
@@ -51,6 +52,7 @@ use tokio::sync::mpsc as tmpsc;
 
 /// A token's log-probability and its likeliest alternatives (baton-gen's).
 pub use baton_gen::TokenLogprobs;
+pub use grammars::Grammars;
 pub use metrics::{HistogramSnapshot, LATENCY_BUCKETS, THROUGHPUT_WINDOW};
 pub use mirror::{follow, follow_with, DecodeError, Mirror, MirrorCall};
 pub use options::{EngineOptions, Shutdown};
@@ -77,6 +79,9 @@ pub struct ModelInfo {
     pub chat_template: Option<String>,
     /// The end-of-text token.
     pub eos: Option<u32>,
+    /// The vocabulary grammars compile against (`response_format`,
+    /// `grammar`), built when first needed.
+    pub grammars: Grammars,
 }
 
 /// Counters of the engine, read at any time.
@@ -215,6 +220,7 @@ impl Engine {
             dim: model.config().dim,
             chat_template: model.chat_template().map(str::to_string),
             eos: tokenizer.eos_id(),
+            grammars: Grammars::new(tokenizer.clone()),
         });
         let shared = Arc::new(Shared {
             accepting: AtomicBool::new(true),
@@ -319,10 +325,13 @@ impl Engine {
     /// it decodes without them.
     pub fn submit_drafting(
         &self,
-        request: GenerateRequest,
+        mut request: GenerateRequest,
         spec: Option<baton_gen::speculative::SpecParams>,
     ) -> Result<Generation, SubmitError> {
         self.check(&request)?;
+        // A format given as a source (Python's `response_format`) compiles
+        // here; the server's compile off the HTTP threads before.
+        request.format = request.format.compiled(&self.info.grammars).map_err(SubmitError::Grammar)?;
         let spec = Some(spec.unwrap_or(self.options.spec));
         self.take_queue_place()?;
         let (events, receiver) = tmpsc::unbounded_channel();

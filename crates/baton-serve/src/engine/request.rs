@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use baton_gen::constraint::{Constraint, Schema};
+use baton_gen::constraint::{Constraint, Grammar, GrammarSource, Schema};
 use baton_gen::{SamplingError, SamplingParams, TokenLogprobs};
 
+use super::grammars::Grammars;
 use super::scope::CacheScope;
 
 /// One generation: a tokenized prompt and how to continue it.
@@ -24,8 +25,8 @@ pub struct GenerateRequest {
     /// alternatives (at most [`MAX_TOP_LOGPROBS`]), as an
     /// [`Event::Logprobs`] before its [`Event::Token`]; `None`: not sent.
     pub logprobs: Option<usize>,
-    /// What the text must be: free text, or one JSON object (decoding held
-    /// to it; the generation ends with `Stop` when the object closes).
+    /// What the text must be: free text, or a grammar's text (decoding held
+    /// to it; the generation ends with `Stop` when the text is whole).
     pub format: OutputFormat,
     /// Whose cached prompts it may reuse, and whom its own serve: only
     /// requests of the same scope share prefixes ([`CacheScope::SHARED`]
@@ -39,10 +40,13 @@ pub enum OutputFormat {
     /// Any text.
     #[default]
     Text,
-    /// One JSON object (`response_format: {"type": "json_object"}`).
-    JsonObject,
-    /// A JSON text the schema accepts (`{"type": "json_schema"}`).
-    JsonSchema(Arc<Schema>),
+    /// A text the grammar accepts: `response_format` `json_object` or
+    /// `json_schema`, or llama-server's `grammar` (GBNF).
+    Grammar(Arc<Grammar>),
+    /// A grammar not compiled yet: [`Engine::submit`](super::Engine::submit)
+    /// compiles it against the model's vocabulary (see
+    /// [`compiled`](Self::compiled)), so no request runs with one.
+    Source(Arc<GrammarSource>),
     /// A tool call the schema accepts (see [`Schema::tool_call`]): the
     /// whole text (`tool_choice: "required"` or a named function).
     ToolCall(Arc<Schema>),
@@ -60,12 +64,13 @@ pub enum OutputFormat {
 impl OutputFormat {
     /// An OpenAI `response_format`: `{"type": "text"}`, `{"type":
     /// "json_object"}`, or `{"type": "json_schema", "json_schema": {"name":
-    /// …, "schema": {…}}}`; `Err` says what is wrong, naming the construct
-    /// of a schema decoding cannot be held to.
+    /// …, "schema": {…}}}`, as a [`Source`](Self::Source) to compile; `Err`
+    /// says what is wrong with its shape.
     pub fn from_response_format(value: &serde_json::Value) -> Result<OutputFormat, String> {
+        let source = |source| Ok(OutputFormat::Source(Arc::new(source)));
         match value.get("type").and_then(serde_json::Value::as_str) {
             Some("text") => Ok(OutputFormat::Text),
-            Some("json_object") => Ok(OutputFormat::JsonObject),
+            Some("json_object") => source(GrammarSource::JsonObject),
             Some("json_schema") => {
                 let spec = value
                     .get("json_schema")
@@ -76,8 +81,10 @@ impl OutputFormat {
                 }
                 // Without a schema, any JSON text (OpenAI's default).
                 let schema = spec.get("schema").unwrap_or(&serde_json::Value::Bool(true));
-                let schema = Schema::compile(schema).map_err(|e| format!("json_schema.schema: {e}"))?;
-                Ok(OutputFormat::JsonSchema(Arc::new(schema)))
+                if !(schema.is_object() || schema.is_boolean()) {
+                    return Err(format!("json_schema.schema is a JSON Schema (an object), not {schema}"));
+                }
+                source(GrammarSource::JsonSchema(schema.clone()))
             }
             _ => Err(format!(
                 "{value}: {{\"type\": \"text\"}}, {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\"}}"
@@ -85,14 +92,48 @@ impl OutputFormat {
         }
     }
 
-    /// The constraint decoding is held to (`None` for free text).
+    /// `source` compiled against `grammars`; `Err` says why it cannot be
+    /// (naming the construct a schema cannot be held to).
+    pub fn grammar(source: &GrammarSource, grammars: &Grammars) -> Result<OutputFormat, String> {
+        let vocabulary = grammars.vocabulary().map_err(|e| e.to_string())?;
+        let grammar = vocabulary.compile(source).map_err(|e| e.to_string())?;
+        Ok(OutputFormat::Grammar(Arc::new(grammar)))
+    }
+
+    /// This format with a [`Source`](Self::Source) compiled against
+    /// `grammars` (any other format as it is).
+    pub fn compiled(self, grammars: &Grammars) -> Result<OutputFormat, String> {
+        match self {
+            OutputFormat::Source(source) => match &*source {
+                GrammarSource::JsonSchema(_) => {
+                    OutputFormat::grammar(&source, grammars).map_err(|e| format!("json_schema.schema: {e}"))
+                }
+                _ => OutputFormat::grammar(&source, grammars),
+            },
+            other => Ok(other),
+        }
+    }
+
+    /// Whether the whole text is held to a format (no stop strings apply:
+    /// the format ends it), rather than free text that may call a tool.
+    pub fn holds_whole_text(&self) -> bool {
+        match self {
+            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => false,
+            OutputFormat::Grammar(_)
+            | OutputFormat::Source(_)
+            | OutputFormat::ToolCall(_)
+            | OutputFormat::ToolCalls(_) => true,
+        }
+    }
+
+    /// The constraint decoding is held to (`None` for free text, and for
+    /// a [`Source`](Self::Source), which the engine compiles before a
+    /// request runs).
     pub fn constraint(&self) -> Option<Constraint> {
         match self {
-            OutputFormat::Text => None,
-            OutputFormat::JsonObject => Some(Constraint::json_object()),
-            OutputFormat::JsonSchema(schema) | OutputFormat::ToolCall(schema) => {
-                Some(Constraint::schema(schema.clone()))
-            }
+            OutputFormat::Text | OutputFormat::Source(_) => None,
+            OutputFormat::Grammar(grammar) => Some(Constraint::grammar(grammar)),
+            OutputFormat::ToolCall(schema) => Some(Constraint::schema(schema.clone())),
             OutputFormat::ToolCallOrText(schema) => Some(Constraint::call_or_text(schema.clone())),
             OutputFormat::ToolCalls(schema) => Some(Constraint::calls(schema.clone())),
             OutputFormat::ToolCallsOrText(schema) => Some(Constraint::calls_or_text(schema.clone())),
@@ -221,6 +262,9 @@ pub enum SubmitError {
     /// The sampling parameters are invalid.
     #[error(transparent)]
     Sampling(#[from] SamplingError),
+    /// The format's grammar cannot be compiled; the text says why.
+    #[error("response_format: {0}")]
+    Grammar(String),
     /// Every sequence slot is busy and the waiting queue is full.
     #[error("the server is busy: {running} requests running and {queued} waiting (the queue's limit)")]
     QueueFull {

@@ -124,6 +124,7 @@ impl From<SubmitError> for ApiError {
             SubmitError::TooManyLogprobs { .. } => Self::invalid_param("top_logprobs", message),
             SubmitError::EmptyPrompt | SubmitError::BadToken { .. } => Self::invalid_param("prompt", message),
             SubmitError::Sampling(_) => Self::invalid(message),
+            SubmitError::Grammar(_) => Self::invalid_param("response_format", message),
         }
     }
 }

@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::tools::ToolMode;
 use super::types::{Params, Stop};
-use crate::engine::{GenerateRequest, ModelInfo, OutputFormat, MAX_TOP_LOGPROBS};
+use baton_gen::constraint::GrammarSource;
+
+use crate::engine::{GenerateRequest, Grammars, ModelInfo, OutputFormat, MAX_TOP_LOGPROBS};
 
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
@@ -46,14 +48,9 @@ impl Job {
     /// call), so that a schema-held answer is never cut into text the
     /// schema refuses; the format itself ends it.
     pub fn applied_stops(&self) -> Vec<String> {
-        match self.request.format {
-            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => {
-                self.stops.clone()
-            }
-            OutputFormat::JsonObject
-            | OutputFormat::JsonSchema(_)
-            | OutputFormat::ToolCall(_)
-            | OutputFormat::ToolCalls(_) => Vec::new(),
+        match self.request.format.holds_whole_text() {
+            false => self.stops.clone(),
+            true => Vec::new(),
         }
     }
 
@@ -76,7 +73,7 @@ impl Job {
             sampling: sampling(params, info)?,
             stop_at_eog: !params.ignore_eos,
             logprobs,
-            format: format(params.response_format.as_ref())?,
+            format: format(params, &info.grammars)?,
             // The caller's and its `cache_salt`'s: set by the handler
             // (`AppState::job`), which knows who sent it.
             cache_scope: Default::default(),
@@ -147,12 +144,19 @@ fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
     Ok(Some(asked))
 }
 
-/// `response_format` (see [`OutputFormat::from_response_format`]).
-fn format(value: Option<&serde_json::Value>) -> Result<OutputFormat, ApiError> {
-    match value.filter(|v| !v.is_null()) {
-        None => Ok(OutputFormat::Text),
-        Some(value) => {
-            OutputFormat::from_response_format(value).map_err(|why| ApiError::invalid_param("response_format", why))
+/// `response_format` (see [`OutputFormat::from_response_format`]) or
+/// llama-server's `grammar` (GBNF), not both.
+fn format(params: &Params, grammars: &Grammars) -> Result<OutputFormat, ApiError> {
+    let response_format = params.response_format.as_ref().filter(|v| !v.is_null());
+    match (response_format, params.grammar.as_deref()) {
+        (None, None) => Ok(OutputFormat::Text),
+        (Some(value), None) => OutputFormat::from_response_format(value)
+            .and_then(|format| format.compiled(grammars))
+            .map_err(|why| ApiError::invalid_param("response_format", why)),
+        (None, Some(gbnf)) => OutputFormat::grammar(&GrammarSource::Gbnf(gbnf.to_string()), grammars)
+            .map_err(|why| ApiError::invalid_param("grammar", why)),
+        (Some(_), Some(_)) => {
+            Err(ApiError::invalid_param("grammar", "grammar and response_format hold the same text: give one"))
         }
     }
 }
@@ -288,7 +292,9 @@ mod tests {
     use super::*;
 
     fn info() -> ModelInfo {
-        ModelInfo { name: "m".into(), context: 64, vocab: 100, dim: 8, chat_template: None, eos: None }
+        let tokenizer = baton_model::Tokenizer::from_config(&baton_model::baton_tokenizer::synthetic_bpe(300));
+        let grammars = crate::engine::Grammars::new(std::sync::Arc::new(tokenizer.expect("tokenizer")));
+        ModelInfo { name: "m".into(), context: 64, vocab: 100, dim: 8, chat_template: None, eos: None, grammars }
     }
 
     fn params(json: &str) -> Params {

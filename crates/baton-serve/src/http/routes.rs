@@ -20,7 +20,7 @@ use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
 use super::tools::{self, ToolMode, ToolPlan};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
-use crate::engine::{EngineState, OutputFormat};
+use crate::engine::EngineState;
 use baton_gen::openai::reasoning::ReasoningSplit;
 use serde_json::Value;
 
@@ -211,9 +211,8 @@ impl AppState {
         if self.reasoning_format == ReasoningFormat::None {
             return None;
         }
-        match job.request.format {
-            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => {}
-            _ => return None,
+        if job.request.format.holds_whole_text() {
+            return None;
         }
         let prompt = &job.request.prompt;
         let tail = &prompt[prompt.len().saturating_sub(8)..];
@@ -226,6 +225,11 @@ impl AppState {
     pub(super) async fn chat_job(&self, prompt: ChatPrompt, params: &Params, caller: &Caller) -> Result<Job, ApiError> {
         let mut job = self.job(params, prompt.tokens, caller).await?;
         if let Some(plan) = prompt.plan {
+            if params.grammar.is_some() {
+                let why =
+                    "a grammar cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)";
+                return Err(ApiError::invalid_param("grammar", why));
+            }
             job.request.format = plan.format;
             job.tools = Some(plan.mode);
         }

@@ -80,6 +80,9 @@ pub struct Params {
     /// `{"type": "text"}` (the default), `{"type": "json_object"}` or
     /// `{"type": "json_schema", …}`.
     pub response_format: Option<serde_json::Value>,
+    /// llama-server's `grammar`: a GBNF grammar the answer is held to
+    /// (instead of a `response_format`).
+    pub grammar: Option<String>,
     /// Biases added to tokens' logits before sampling: OpenAI's object of
     /// token ids (as strings) to numbers in `[-100, 100]`, or
     /// llama-server's list of `[id, bias]` pairs; `false` bans a token

@@ -1,8 +1,9 @@
 //! `logit_bias` on `/v1/completions` and `/v1/chat/completions`: each
 //! bias is added to its token's logit before sampling (-100 bans a token,
 //! +100 forces it, `false` bans it as llama-server's), greedy or sampled,
-//! free or held to JSON; a bias that cannot be applied is a 400.
+//! free or held to a grammar; a bias that cannot be applied is a 400.
 
+use baton_gen::constraint::GrammarSource;
 use baton_serve::engine::{Event, GenerateRequest, OutputFormat};
 use serde_json::{json, Value};
 
@@ -59,11 +60,13 @@ fn logit_bias_bans_and_forces_tokens_greedy_sampled_and_constrained() {
         let text = complete(&server, json!({"logit_bias": { forced.to_string(): 100 }, "temperature": temperature}));
         assert_eq!(text, piece(&server, forced), "+100 forces the token at temperature {temperature}");
     }
-    // Held to a JSON object: the bias applies among the tokens that fit.
-    let object = first_token(&server, OutputFormat::JsonObject);
-    let format = json!({"type": "json_object"});
-    let text = complete(&server, json!({"response_format": format, "logit_bias": { object.to_string(): -100 }}));
-    assert_ne!(text, piece(&server, object), "a banned token was drawn under a JSON constraint");
+    // Held to a grammar: the bias applies among the tokens that fit.
+    let (grammars, gbnf) = (&server.engine.info().grammars, "root ::= [a-z]+");
+    let format = OutputFormat::grammar(&GrammarSource::Gbnf(gbnf.into()), grammars).expect("compiles");
+    let held = first_token(&server, format);
+    let text = complete(&server, json!({"grammar": gbnf, "logit_bias": { held.to_string(): -100 }}));
+    assert_ne!(text, piece(&server, held), "a banned token was drawn under a grammar");
+    assert!(!text.is_empty() && text.bytes().all(|b| b.is_ascii_lowercase()), "{text:?} is not held to {gbnf}");
     // Chat takes it too.
     let chat = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0,
         "logit_bias": { forced.to_string(): 100 }});

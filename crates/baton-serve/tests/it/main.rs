@@ -10,6 +10,7 @@ mod choices;
 mod cors;
 mod echo;
 mod embeddings;
+mod grammar;
 
 #[cfg(feature = "fault-injection")]
 mod faults;

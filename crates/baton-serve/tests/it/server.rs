@@ -297,3 +297,18 @@ pub(crate) fn anthropic_error_of(status: u16, body: &Value, expected: u16, kind:
     assert_eq!(body["error"]["type"], kind, "{what}: {body}");
     assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {body}");
 }
+
+/// Whether `text` is what the server's grammar engine holds `source` to:
+/// a prefix of a text it accepts, whole when `whole` (read token by token
+/// as the model's tokenizer splits it).
+pub(crate) fn held_to(server: &Server, source: &baton_gen::constraint::GrammarSource, text: &str, whole: bool) -> bool {
+    let vocabulary = server.engine.info().grammars.vocabulary().expect("the model's grammar vocabulary");
+    let grammar = vocabulary.compile(source).unwrap_or_else(|e| panic!("served, yet refused here: {e}"));
+    let mut constraint = baton_gen::constraint::Constraint::grammar(&grammar);
+    let tokenizer = server.engine.tokenizer();
+    let options = baton_model::baton_tokenizer::EncodeOptions { add_special: false, parse_special: false };
+    let tokens = tokenizer.encode(text, options).expect("encode");
+    let eos = tokenizer.eos_id().expect("an end token");
+    tokens.iter().all(|&t| constraint.accept(t, tokenizer))
+        && (!whole || constraint.is_complete() || constraint.allows(eos, tokenizer))
+}

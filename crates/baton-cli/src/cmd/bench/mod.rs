@@ -3,8 +3,11 @@
 //! `sync` and `gates` (what each wait policy costs), `memory` (the
 //! bandwidth), `submit` (the host's cost of a submission), `serve` (a
 //! load generator for an OpenAI-compatible server) and `spec` (decoding
-//! with and without speculation side by side, `spec.rs`).
+//! with and without speculation side by side, `spec.rs`); `constraint`
+//! (what a format costs per token, `constraint.rs`) runs here, over
+//! `baton-gen`.
 
+mod constraint;
 mod model;
 mod spec;
 mod spec_tasks;
@@ -51,6 +54,10 @@ pub enum BenchKind {
     ///
     /// Example: baton bench spec -m smollm2 --spec-type ngram -n 256 -r 3
     Spec(Box<spec::SpecBenchArgs>),
+    /// What holding a text to a format costs per token: llguidance (JSON Schema, GBNF) against Baton's reader.
+    ///
+    /// Example: baton bench constraint -m SmolLM2-135M-Instruct.Q4_1.gguf --sequences 1,8
+    Constraint(constraint::ConstraintBenchArgs),
 }
 
 /// Runs `baton bench`.
@@ -63,5 +70,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(BenchKind::Submit(args)) => submit::run(args),
         Some(BenchKind::Serve(args)) => serve::run(*args),
         Some(BenchKind::Spec(args)) => spec::run(*args),
+        Some(BenchKind::Constraint(args)) => constraint::run(args),
     }
 }

@@ -42,7 +42,7 @@ pub(super) struct Seq {
     pub(super) cached: usize,
     /// The tokens generated so far.
     pub(super) sent: Vec<u32>,
-    /// The JSON object its text is held to, if any.
+    /// The format its text is held to, if any.
     pub(super) constraint: Option<Constraint>,
     /// Whose cached prompts it may reuse and fills.
     pub(super) scope: CacheScope,
@@ -143,7 +143,8 @@ pub(super) fn next_token(
         // Free text from here on (a tool choice answered in words).
         seq.constraint = None;
     }
-    if let Some(constraint) = seq.constraint.as_ref().filter(|c| !c.allows(token, tokenizer)) {
+    let refused = seq.constraint.as_mut().is_some_and(|c| !c.allows(token, tokenizer));
+    if let Some(constraint) = seq.constraint.as_mut().filter(|_| refused) {
         // A token that cannot continue the constrained text: drawn again
         // among those that can. Drawing first and checking after costs one
         // check when the token fits; the token drawn in the end follows the
@@ -159,7 +160,8 @@ pub(super) fn next_token(
             }
         }
         if constraint.mask(&mut biased, tokenizer) == 0 {
-            return Err("no token can continue the constrained text".into());
+            let why = constraint.error().unwrap_or_else(|| "no token can continue the constrained text".into());
+            return Err(why);
         }
         let allowed: Vec<f32> =
             logits.iter().zip(&biased).map(|(&l, &b)| if b == f32::NEG_INFINITY { b } else { l }).collect();

@@ -41,7 +41,13 @@ pub async fn responses(
             _ => e,
         }
     })?;
-    let job = state.chat_job(prompt, &params, &caller).await?;
+    let job = state.chat_job(prompt, &params, &caller).await.map_err(|mut e| {
+        // A schema that cannot be held is `text.format`'s here.
+        if e.body.param == Some("response_format") {
+            e.body.param = Some("text");
+        }
+        e
+    })?;
     let generation = state.engine.submit(job.request.clone())?;
     let stream = job.stream;
     let mut echoed = serde_json::Map::new();
