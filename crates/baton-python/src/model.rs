@@ -230,10 +230,18 @@ impl PyModel {
             _ if tools.is_some() => tools.map(PyToolPlan::format).unwrap_or_default(),
             None => OutputFormat::Text,
             Some(text) => {
-                let value = serde_json::from_str(&text)
+                let value: serde_json::Value = serde_json::from_str(&text)
                     .map_err(|e| PyValueError::new_err(format!("response_format is not JSON: {e}")))?;
-                OutputFormat::from_response_format(&value)
-                    .map_err(|why| PyValueError::new_err(format!("response_format: {why}")))?
+                match value.get("type").and_then(serde_json::Value::as_str) {
+                    // A LlamaGrammar of GBNF (the package's own form).
+                    Some("gbnf") => {
+                        let grammar = value.get("grammar").and_then(serde_json::Value::as_str).unwrap_or_default();
+                        let source = baton_gen::constraint::GrammarSource::Gbnf(grammar.to_string());
+                        OutputFormat::Source(Arc::new(source))
+                    }
+                    _ => OutputFormat::from_response_format(&value)
+                        .map_err(|why| PyValueError::new_err(format!("response_format: {why}")))?,
+                }
             }
         };
         // One process, one caller: every generation shares the prefix cache.
@@ -300,6 +308,11 @@ impl PyModel {
     /// How it was loaded.
     pub fn recipe(&self) -> &Recipe {
         &self.recipe
+    }
+
+    /// The grammar engine's vocabulary of this model (built on first use).
+    pub fn grammars(&self) -> &baton_serve::engine::Grammars {
+        &self.engine.info().grammars
     }
 
     /// The model's tokenizer.

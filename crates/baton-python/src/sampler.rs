@@ -1,12 +1,12 @@
 //! `_Sampler` and `_Schema`: choosing tokens from rows of logits that
 //! Python holds (llama-cpp-python's `sample` and `generate`, where a
 //! `logits_processor` may change the row first), with baton-gen's
-//! [`Sampler`] and, for `LlamaGrammar.from_json_schema`, its JSON-schema
-//! [`Constraint`].
+//! [`Sampler`] and, for a `LlamaGrammar` (a JSON schema or GBNF), the
+//! grammar engine's [`Constraint`] (llguidance, as the server's).
 
 use std::sync::Arc;
 
-use baton_gen::constraint::{Constraint, Schema};
+use baton_gen::constraint::{gbnf_to_lark, Constraint, GrammarSource};
 use baton_gen::Sampler;
 use baton_model::baton_tokenizer::TokenType;
 use baton_model::Tokenizer;
@@ -16,22 +16,41 @@ use pyo3::prelude::*;
 use crate::model::PyModel;
 use crate::sampling::PySampling;
 
-/// A JSON schema compiled for constrained decoding.
+/// What a generation's text is held to: a JSON schema or a GBNF grammar,
+/// checked now and compiled for a model's vocabulary when a sampler takes
+/// it.
 #[pyclass(module = "baton._baton", name = "_Schema", frozen)]
 pub struct PySchema {
-    schema: Arc<Schema>,
+    source: Arc<GrammarSource>,
 }
 
 #[pymethods]
 impl PySchema {
-    /// Compiles `schema` (a JSON text); a schema decoding cannot be held
-    /// to is a `ValueError` naming what.
+    /// A JSON schema (a JSON text); text that is not JSON is a
+    /// `ValueError`.
     #[new]
     fn new(schema: &str) -> PyResult<PySchema> {
         let value: serde_json::Value =
             serde_json::from_str(schema).map_err(|e| PyValueError::new_err(format!("the schema is not JSON: {e}")))?;
-        let schema = Schema::compile(&value).map_err(|e| PyValueError::new_err(format!("the schema: {e}")))?;
-        Ok(PySchema { schema: Arc::new(schema) })
+        if !(value.is_object() || value.is_boolean()) {
+            return Err(PyValueError::new_err(format!("the schema is an object, not {value}")));
+        }
+        Ok(PySchema { source: Arc::new(GrammarSource::JsonSchema(value)) })
+    }
+
+    /// A GBNF grammar (llama.cpp's format); one that does not read is a
+    /// `ValueError` naming the line and the problem.
+    #[staticmethod]
+    fn gbnf(grammar: &str) -> PyResult<PySchema> {
+        gbnf_to_lark(grammar).map_err(|e| PyValueError::new_err(format!("the grammar: {e}")))?;
+        Ok(PySchema { source: Arc::new(GrammarSource::Gbnf(grammar.to_string())) })
+    }
+}
+
+impl PySchema {
+    /// The source, for the engine's requests.
+    pub fn source(&self) -> &Arc<GrammarSource> {
+        &self.source
     }
 }
 
@@ -60,14 +79,29 @@ fn row_of(bytes: &[u8], vocab: usize) -> PyResult<Vec<f32>> {
 impl PySampler {
     /// A sampler for `model`'s vocabulary drawing as `sampling` says;
     /// `schema` holds the text to it.
+    /// A grammar that does not compile for the vocabulary is a
+    /// `ValueError` naming why.
     #[new]
     #[pyo3(signature = (model, sampling, schema))]
-    fn new(model: &PyModel, sampling: &PySampling, schema: Option<&PySchema>) -> PySampler {
-        PySampler {
+    fn new(model: &PyModel, sampling: &PySampling, schema: Option<&PySchema>) -> PyResult<PySampler> {
+        let constraint = match schema {
+            Some(schema) => {
+                let vocabulary = model
+                    .grammars()
+                    .vocabulary()
+                    .map_err(|e| PyValueError::new_err(format!("the grammar engine's vocabulary: {e}")))?;
+                let grammar = vocabulary
+                    .compile(schema.source())
+                    .map_err(|e| PyValueError::new_err(format!("the {}: {e}", schema.source().kind())))?;
+                Some(Constraint::grammar(&grammar))
+            }
+            None => None,
+        };
+        Ok(PySampler {
             sampler: Sampler::new(sampling.params().clone()),
-            constraint: schema.map(|s| Constraint::schema(s.schema.clone())),
+            constraint,
             tokenizer: model.tokenizer().clone(),
-        }
+        })
     }
 
     /// Draws a token from `row` (float32 bytes, one value per vocabulary
@@ -78,10 +112,11 @@ impl PySampler {
         let logits = row_of(row, self.tokenizer.vocab_size())?;
         let failed = |e: baton_gen::SamplingError| PyValueError::new_err(format!("sampling failed: {e}"));
         let token = self.sampler.sample(&logits).map_err(failed)?;
-        let Some(constraint) = self.constraint.as_ref().filter(|c| !c.is_free() && !c.allows(token, &self.tokenizer))
-        else {
+        let tokenizer = &self.tokenizer;
+        let Some(constraint) = self.constraint.as_mut().filter(|c| !c.is_free()) else { return Ok(token) };
+        if constraint.allows(token, tokenizer) {
             return Ok(token);
-        };
+        }
         // The logit bias first, so the tokens it bans are not the ones the
         // mask keeps; the sampler adds it again to the logits kept.
         let mut biased = logits.clone();
@@ -90,8 +125,9 @@ impl PySampler {
                 *logit += bias;
             }
         }
-        if constraint.mask(&mut biased, &self.tokenizer) == 0 {
-            return Err(PyValueError::new_err("no token can continue the text the grammar holds"));
+        if constraint.mask(&mut biased, tokenizer) == 0 {
+            let why = constraint.error().unwrap_or_else(|| "no token can continue the text the grammar holds".into());
+            return Err(PyValueError::new_err(why));
         }
         let allowed: Vec<f32> =
             logits.iter().zip(&biased).map(|(&l, &b)| if b == f32::NEG_INFINITY { b } else { l }).collect();

@@ -63,15 +63,15 @@ def test_bad_generation_arguments(llm):
         ),
         (
             lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], response_format={
-                "type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}),
+                "type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "(a"}}}),
             ValueError,
-            "pattern",
+            "json_schema",
         ),
         (
             lambda: llm.create_chat_completion(
                 [{"role": "user", "content": "x"}], response_format={"type": "json_object", "schema": {"type": 3}}),
             ValueError,
-            "unknown type",
+            "type",
         ),
         (
             lambda: llm.create_chat_completion([{"role": "user", "content": "x"}], tools=[{"type": "function"}]),

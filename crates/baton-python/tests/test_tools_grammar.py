@@ -104,15 +104,25 @@ def test_a_json_schema_grammar_holds_completions_and_chats(llm):
     assert local["choices"][0]["finish_reason"] == "stop"
 
 
-def test_a_gbnf_grammar_is_kept_and_refused_at_use_saying_why(llm):
-    grammar = baton.LlamaGrammar.from_string('root ::= "yes" | "no"')
-    assert grammar._grammar.startswith("root")
-    with pytest.raises(NotImplementedError, match="GBNF grammars need"):
-        llm("Is the sky blue? ", grammar=grammar, max_tokens=4)
-    with pytest.raises(NotImplementedError, match="GBNF grammars need"):
-        next(llm.generate(llm.tokenize(b"Is it?"), grammar=grammar))
-    with pytest.raises(ValueError, match="schema"):
-        baton.LlamaGrammar.from_json_schema('{"type": 3}')
+def test_a_gbnf_grammar_holds_completions_and_generate(llm):
+    grammar = baton.LlamaGrammar.from_string('root ::= ("yes" | "no") "."')
+    out = llm("Is the sky blue? Answer: ", grammar=grammar, max_tokens=8, temperature=0.8, seed=3)
+    assert out["choices"][0]["text"] in ("yes.", "no."), out
+    assert out["choices"][0]["finish_reason"] == "stop"
+    # The session (a logits processor takes that path) holds it too.
+    keep = baton.LogitsProcessorList([lambda ids, scores: scores])
+    local = llm("Is the sky blue? Answer: ", grammar=grammar, max_tokens=8, temperature=0, logits_processor=keep)
+    assert local["choices"][0]["text"] in ("yes.", "no."), local
+    drawn = []
+    for token in llm.generate(llm.tokenize(b"Is it? "), grammar=grammar, temp=0):
+        if token == llm.token_eos() or len(drawn) == 8:
+            break
+        drawn.append(token)
+    assert llm.detokenize(drawn).decode() in ("yes.", "no.", "yes", "no"), drawn
+    with pytest.raises(ValueError, match="grammar"):
+        baton.LlamaGrammar.from_string('root ::= "unclosed')
+    with pytest.raises(ValueError, match="type"):
+        llm("x", grammar=baton.LlamaGrammar.from_json_schema('{"type": 3}'), max_tokens=2)
     with pytest.raises(TypeError, match="LlamaGrammar"):
         llm("x", grammar="root ::= x", max_tokens=2)
 

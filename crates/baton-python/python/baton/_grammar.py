@@ -1,9 +1,10 @@
 """``LlamaGrammar``: what a generation's text must be.
 
-``from_json_schema`` compiles the schema for Baton's JSON-schema reader (the
-one ``response_format`` uses) and holds decoding to it. ``from_string``
-keeps a GBNF grammar's text, but decoding cannot be held to GBNF yet: a
-generation given one raises NotImplementedError, saying so.
+``from_json_schema`` and ``from_string`` (GBNF, llama.cpp's format) hold
+decoding to the text they accept, through the grammar engine the server
+uses (llguidance): a JSON text the schema accepts (with the server's
+defaults: no undeclared keys, integers of at most 16 digits), or a text
+of the grammar.
 """
 
 import json
@@ -24,13 +25,13 @@ class LlamaGrammar:
             raise TypeError("LlamaGrammar is made by from_string, from_file or from_json_schema")
         self._grammar = _grammar
         self._schema = _schema
-        self._compiled = _Schema(_schema) if _schema is not None else None
+        self._compiled = _Schema(_schema) if _schema is not None else _Schema.gbnf(_grammar)
         self._root = LLAMA_GRAMMAR_DEFAULT_ROOT
 
     @classmethod
     def from_string(cls, grammar: str, verbose: bool = True) -> "LlamaGrammar":
-        """A GBNF grammar (kept; a generation given it raises
-        NotImplementedError until Baton's grammar engine reads GBNF)."""
+        """A GBNF grammar; one that does not read is a ValueError naming
+        the line and the problem."""
         if not isinstance(grammar, str):
             raise TypeError(f"grammar must be GBNF text (a str), not {type(grammar).__name__}")
         if not grammar.strip():
@@ -60,16 +61,12 @@ class LlamaGrammar:
         return None if self._schema is None else json.loads(self._schema)
 
     def _schema_for_decoding(self) -> "_Schema":
-        if self._compiled is None:
-            raise NotImplementedError(
-                "GBNF grammars need Baton's grammar engine, which does not read GBNF yet: "
-                "use LlamaGrammar.from_json_schema(schema) or response_format={'type': 'json_object', 'schema': ...}"
-            )
         return self._compiled
 
     def _response_format(self) -> str:
         """The grammar as the engine's ``response_format`` (JSON text)."""
-        self._schema_for_decoding()
+        if self._schema is None:
+            return json.dumps({"type": "gbnf", "grammar": self._grammar})
         return json.dumps({"type": "json_schema", "json_schema": {"schema": json.loads(self._schema)}})
 
     def __repr__(self) -> str:
