@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
+use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType};
 use baton_gen::{ChatTemplate, Message};
 use baton_load::SplitMode;
 use baton_model::{EncodeOptions, LoadOptions, Model, Pooling, Tokenizer};
@@ -204,12 +205,23 @@ impl PyModel {
         self.template.encode(&messages, true, self.engine.tokenizer()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// Tokens drafted and drafts accepted so far (speculative decoding).
+    #[getter]
+    fn speculative_counts(&self) -> (u64, u64) {
+        let metrics = self.engine.metrics();
+        (metrics.drafted_tokens, metrics.accepted_tokens)
+    }
+
     /// Starts generating after `prompt`; tokens come from the returned
     /// iterator, drawn as `sampling` says. `response_format` (an OpenAI
     /// `response_format` as a JSON text) holds the text to a JSON object
     /// or schema; `tools` (which takes its place) to the tools' calls.
+    /// `draft` (the most drafted tokens a step verifies, the longest
+    /// n-gram looked up) decodes speculatively by prompt lookup, with the
+    /// tokens decoding without drafts gives (llama-cpp-python's
+    /// `LlamaPromptLookupDecoding`).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (prompt, max_tokens, sampling, stop, logprobs, stop_at_eog, response_format, tools = None))]
+    #[pyo3(signature = (prompt, max_tokens, sampling, stop, logprobs, stop_at_eog, response_format, tools = None, draft = None))]
     fn generate(
         &self,
         prompt: Vec<u32>,
@@ -220,6 +232,7 @@ impl PyModel {
         stop_at_eog: bool,
         response_format: Option<String>,
         tools: Option<&PyToolPlan>,
+        draft: Option<(usize, usize)>,
     ) -> PyResult<PyGeneration> {
         if stop.iter().any(String::is_empty) {
             return Err(PyValueError::new_err("a stop string is empty"));
@@ -247,7 +260,21 @@ impl PyModel {
         // One process, one caller: every generation shares the prefix cache.
         let cache_scope = CacheScope::SHARED;
         let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format, cache_scope };
-        let generation = self.engine.submit(request).map_err(submit_error)?;
+        let spec = match draft {
+            Some((draft_max, ngram)) => {
+                if draft_max == 0 || ngram == 0 {
+                    return Err(PyValueError::new_err("a prompt-lookup draft needs num_pred_tokens and max_ngram_size of 1 at least"));
+                }
+                Some(SpecParams {
+                    kind: SpecType::Ngram,
+                    draft_max,
+                    drafter: NgramDrafter { max_n: ngram, min_n: 1 },
+                    ..SpecParams::default()
+                })
+            }
+            None => None,
+        };
+        let generation = self.engine.submit_drafting(request, spec).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
     }
 

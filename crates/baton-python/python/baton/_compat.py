@@ -37,7 +37,6 @@ NOT_APPLIED: Dict[str, Any] = {
     "lora_path": None,
     "numa": False,
     "chat_handler": None,
-    "draft_model": None,
     "tokenizer": None,
     "spm_infill": False,
     "n_parts": -1,
@@ -61,7 +60,6 @@ _WHY = {
     "lora_path": "LoRA adapters are not served",
     "numa": "Baton places its CPU threads itself (devices=['cpu:0', ...])",
     "chat_handler": "the chat template of the GGUF file answers chats",
-    "draft_model": "speculative decoding is not served",
     "tokenizer": "the tokenizer of the GGUF file is used",
     "spm_infill": "fill-in-the-middle is not served",
     "n_parts": "a GGUF file is one part",
@@ -151,3 +149,24 @@ def gpu_devices(
             f"n_gpu_layers={n_gpu_layers}: Baton offloads whole models, all layers go to {chosen}"
         )
     return chosen, out_shares
+
+
+def draft(draft_model: Any, notes: List[str]) -> Optional[Tuple[int, int]]:
+    """The prompt-lookup drafting ``draft_model`` asks for (llama-cpp-python's
+    ``LlamaPromptLookupDecoding``): the most drafted tokens a step verifies
+    and the longest n-gram looked up. Any other draft model is noted as not
+    applied (Baton drafts by prompt lookup; ``baton run --model-draft``
+    takes a draft model)."""
+    if draft_model is None:
+        return None
+    tokens = getattr(draft_model, "num_pred_tokens", None)
+    ngram = getattr(draft_model, "max_ngram_size", None)
+    if isinstance(tokens, int) and isinstance(ngram, int) and not isinstance(tokens, bool):
+        if tokens < 1 or ngram < 1:
+            raise ValueError(f"num_pred_tokens and max_ngram_size must be 1 at least, not {tokens} and {ngram}")
+        return (tokens, ngram)
+    notes.append(
+        f"draft_model={draft_model!r} is accepted but not applied: Baton drafts by prompt lookup "
+        "(llama_cpp.llama_speculative.LlamaPromptLookupDecoding)"
+    )
+    return None

@@ -154,6 +154,7 @@ class Llama(TokenLevel):
         elif n_gpu_layers != 0:
             notes.append(f"n_gpu_layers={n_gpu_layers} is not applied: devices={devices!r} places the model")
         shares = [_args.number("tensor_split", w) for w in (tensor_split or [])]
+        self._draft = _compat.draft(draft_model, notes)
         self.chat_format = chat_format
         self.pooling = pooling
         self.model_path = os.fspath(model_path)
@@ -357,7 +358,7 @@ class Llama(TokenLevel):
         sampling = self._sampling(
             temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty, presence_penalty, None, seed
         )
-        return self._model.generate(tokens, limit, sampling, stop, logprobs, True, response_format, tools)
+        return self._model.generate(tokens, limit, sampling, stop, logprobs, True, response_format, tools, self._draft)
 
     def create_completion(
         self,
