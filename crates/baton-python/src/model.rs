@@ -263,7 +263,9 @@ impl PyModel {
         let spec = match draft {
             Some((draft_max, ngram)) => {
                 if draft_max == 0 || ngram == 0 {
-                    return Err(PyValueError::new_err("a prompt-lookup draft needs num_pred_tokens and max_ngram_size of 1 at least"));
+                    return Err(PyValueError::new_err(
+                        "a prompt-lookup draft needs num_pred_tokens and max_ngram_size of 1 at least",
+                    ));
                 }
                 Some(SpecParams {
                     kind: SpecType::Ngram,

@@ -40,6 +40,7 @@ mod bytes;
 mod config;
 mod decode;
 mod error;
+mod harmony;
 mod pretokenize;
 mod special;
 mod spm;

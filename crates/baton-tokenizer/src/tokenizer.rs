@@ -104,6 +104,7 @@ impl Tokenizer {
             }
             None => vec![TokenType::Normal; n],
         };
+        crate::harmony::render_channel_markers(&config.tokens, &mut types);
         // Last id wins for duplicate texts, as in llama.cpp and HF.
         let tokens = TokenTable::new(&config.tokens);
 

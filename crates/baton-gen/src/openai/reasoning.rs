@@ -9,6 +9,12 @@
 //! start with the tag is all content; thinking never closed is all
 //! reasoning.
 //!
+//! gpt-oss's harmony format is split the same way: an answer that starts
+//! with its analysis channel ([`HARMONY_THINK`]) thinks until the final
+//! channel opens ([`HARMONY_ANSWER`]); one that starts on the final
+//! channel ([`HARMONY_FINAL`]) is all content (the tokenizer renders the
+//! channel markers as text, as llama.cpp does).
+//!
 //! [`ReasoningSplit`] takes the text as it streams and holds back only
 //! what may still be a tag, so a streamed answer splits exactly as the
 //! whole one.
@@ -18,6 +24,15 @@ pub const THINK_OPEN: &str = "<think>";
 
 /// What closes it.
 pub const THINK_CLOSE: &str = "</think>";
+
+/// What opens gpt-oss's thinking: its analysis channel.
+pub const HARMONY_THINK: &str = "<|channel|>analysis<|message|>";
+
+/// What ends gpt-oss's thinking and opens its answer: the final channel.
+pub const HARMONY_ANSWER: &str = "<|end|><|start|>assistant<|channel|>final<|message|>";
+
+/// An answer on gpt-oss's final channel from the start.
+pub const HARMONY_FINAL: &str = "<|channel|>final<|message|>";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Part {
@@ -37,6 +52,8 @@ pub struct ReasoningSplit {
     part: Part,
     /// Text not given out yet (it may be a tag's start).
     pending: String,
+    /// What closes the thinking (the `<think>` tag's or harmony's).
+    close: &'static str,
 }
 
 /// Thinking and answer text, each possibly empty.
@@ -53,7 +70,7 @@ impl ReasoningSplit {
     /// (`opened`) or not.
     pub fn new(opened: bool) -> ReasoningSplit {
         let part = if opened { Part::Thinking { spoken: false } } else { Part::Start };
-        ReasoningSplit { part, pending: String::new() }
+        ReasoningSplit { part, pending: String::new(), close: THINK_CLOSE }
     }
 
     /// Whether a prompt's text ends inside the thinking (its last
@@ -70,10 +87,15 @@ impl ReasoningSplit {
             match self.part {
                 Part::Start => {
                     let text = self.pending.trim_start();
-                    if let Some(rest) = text.strip_prefix(THINK_OPEN) {
+                    let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER)];
+                    if let Some((rest, close)) = opens.iter().find_map(|(o, c)| Some((text.strip_prefix(o)?, *c))) {
                         self.pending = rest.to_string();
+                        self.close = close;
                         self.part = Part::Thinking { spoken: false };
-                    } else if THINK_OPEN.starts_with(text) {
+                    } else if let Some(rest) = text.strip_prefix(HARMONY_FINAL) {
+                        self.pending = rest.to_string();
+                        self.part = Part::Closed;
+                    } else if [THINK_OPEN, HARMONY_THINK, HARMONY_FINAL].iter().any(|tag| tag.starts_with(text)) {
                         return out;
                     } else {
                         self.part = Part::Content;
@@ -83,15 +105,15 @@ impl ReasoningSplit {
                     if !spoken {
                         self.pending = self.pending.trim_start().to_string();
                     }
-                    if let Some(at) = self.pending.find(THINK_CLOSE) {
+                    if let Some(at) = self.pending.find(self.close) {
                         out.reasoning.push_str(&self.pending[..at]);
-                        self.pending = self.pending[at + THINK_CLOSE.len()..].to_string();
+                        self.pending = self.pending[at + self.close.len()..].to_string();
                         self.part = Part::Closed;
                         continue;
                     }
                     // Keep the longest end that may start the closing tag.
                     let keep = (0..self.pending.len())
-                        .find(|&i| self.pending.is_char_boundary(i) && THINK_CLOSE.starts_with(&self.pending[i..]))
+                        .find(|&i| self.pending.is_char_boundary(i) && self.close.starts_with(&self.pending[i..]))
                         .unwrap_or(self.pending.len());
                     out.reasoning.push_str(&self.pending[..keep]);
                     self.pending.drain(..keep);
@@ -160,9 +182,28 @@ mod tests {
     }
 
     #[test]
+    fn harmony_channels_split_as_think_tags_do() {
+        let answer =
+            "<|channel|>analysis<|message|>User asks. Say hi.<|end|><|start|>assistant<|channel|>final<|message|>Hi!";
+        assert_eq!(ReasoningSplit::whole(answer, false), split("User asks. Say hi.", "Hi!"));
+        assert_eq!(ReasoningSplit::whole("<|channel|>final<|message|>Hi!", false), split("", "Hi!"));
+        assert_eq!(ReasoningSplit::whole("<|channel|>analysis<|message|>cut off", false), split("cut off", ""));
+        assert_eq!(ReasoningSplit::whole("<|chan", false), split("", "<|chan"));
+        // A think tag inside harmony's analysis is text of it.
+        let nested = "<|channel|>analysis<|message|>a </think> b<|end|><|start|>assistant<|channel|>final<|message|>c";
+        assert_eq!(ReasoningSplit::whole(nested, false), split("a </think> b", "c"));
+    }
+
+    #[test]
     fn any_cut_of_the_text_splits_as_the_whole() {
-        let texts =
-            ["<think>\nA é b.\n</think>\n\nThe answer: <think> stays.", " <think></think>x", "plain", "é</think>y"];
+        let texts = [
+            "<think>\nA é b.\n</think>\n\nThe answer: <think> stays.",
+            " <think></think>x",
+            "plain",
+            "é</think>y",
+            "<|channel|>analysis<|message|>é x<|end|><|start|>assistant<|channel|>final<|message|>y<|end|>",
+            "<|channel|>final<|message|>z",
+        ];
         for text in texts {
             for opened in [false, true] {
                 let whole = ReasoningSplit::whole(text, opened);
