@@ -99,22 +99,75 @@ pub fn delta_rule_step(
 
 multiversion! {
     fn delta_rule_impl(state: &mut [f32], q: &[f32], k: &[f32], v: &[f32], constants: (f32, f32, f32), out: &mut [f32]) {
-        let (decay, beta, scale) = constants;
         let dk = k.len();
-        for (j, row) in state.chunks_exact_mut(dk).enumerate() {
-            let mut acc = [0.0f32; LANES];
-            for (i, s) in row.iter_mut().enumerate() {
-                *s *= decay;
-                acc[i % LANES] += *s * k[i];
-            }
-            let d = (v[j] - lanes_sum(&acc)) * beta;
-            let mut acc = [0.0f32; LANES];
-            for (i, s) in row.iter_mut().enumerate() {
-                *s += k[i] * d;
-                acc[i % LANES] += *s * q[i];
-            }
-            out[j] = lanes_sum(&acc) * scale;
+        // Rows are independent: four at a time keep four chains of sums in
+        // flight; each row's sums are the same whatever its neighbours.
+        let mut rows = state.chunks_exact_mut(ROWS * dk);
+        let mut j = 0;
+        for group in rows.by_ref() {
+            delta_rows::<ROWS>(group, (q, k, &v[j..j + ROWS]), constants, &mut out[j..j + ROWS]);
+            j += ROWS;
         }
+        for row in rows.into_remainder().chunks_exact_mut(dk) {
+            delta_rows::<1>(row, (q, k, &v[j..j + 1]), constants, &mut out[j..j + 1]);
+            j += 1;
+        }
+    }
+}
+
+/// Rows of the delta rule taken together.
+const ROWS: usize = 4;
+
+/// The delta rule for `R` consecutive rows of the state (`R × Dk`
+/// values), their values `v` and outputs `out` (`R` each). Lane `l` of a
+/// row's sums takes the elements `i ≡ l (mod LANES)` in order, whole
+/// groups of lanes first, then the tail's.
+#[inline(always)]
+fn delta_rows<const R: usize>(
+    rows: &mut [f32],
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (decay, beta, scale): (f32, f32, f32),
+    out: &mut [f32],
+) {
+    let dk = k.len();
+    let body = dk / LANES * LANES;
+    let mut acc = [[0.0f32; LANES]; R];
+    for c in (0..body).step_by(LANES) {
+        let kk = &k[c..c + LANES];
+        for (r, a) in acc.iter_mut().enumerate() {
+            let s = &mut rows[r * dk + c..r * dk + c + LANES];
+            for l in 0..LANES {
+                s[l] *= decay;
+                a[l] += s[l] * kk[l];
+            }
+        }
+    }
+    for (r, a) in acc.iter_mut().enumerate() {
+        for (l, i) in (body..dk).enumerate() {
+            let s = &mut rows[r * dk + i];
+            *s *= decay;
+            a[l] += *s * k[i];
+        }
+    }
+    let d: [f32; R] = std::array::from_fn(|r| (v[r] - lanes_sum(&acc[r])) * beta);
+    let mut acc = [[0.0f32; LANES]; R];
+    for c in (0..body).step_by(LANES) {
+        let (kk, qq) = (&k[c..c + LANES], &q[c..c + LANES]);
+        for (r, a) in acc.iter_mut().enumerate() {
+            let s = &mut rows[r * dk + c..r * dk + c + LANES];
+            for l in 0..LANES {
+                s[l] += kk[l] * d[r];
+                a[l] += s[l] * qq[l];
+            }
+        }
+    }
+    for (r, a) in acc.iter_mut().enumerate() {
+        for (l, i) in (body..dk).enumerate() {
+            let s = &mut rows[r * dk + i];
+            *s += k[i] * d[r];
+            a[l] += *s * q[i];
+        }
+        out[r] = lanes_sum(a) * scale;
     }
 }
 
