@@ -3,8 +3,8 @@
 use baton_tokenizer::Tokenizer;
 
 use crate::chat::{end_of_turn_tokens, ChatError, ChatTemplate, Message};
-use baton_model::Model;
 use baton_model::ModelError;
+use baton_model::{Model, SavedPrefix};
 
 /// What went wrong in a conversation.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +90,11 @@ pub struct Conversation {
     /// The tokens whose keys and values are in the cache, at `0..len`.
     cached: Vec<u32>,
     stops: Vec<u32>,
+    /// A hybrid model's recurrent state one token before the last
+    /// prompt's end (its keys and values are in `cached`): a turn whose
+    /// conversation shares that much but not all the cache holds (a
+    /// template that rewrote the answer) resumes there, not at 0.
+    checkpoint: Option<SavedPrefix>,
 }
 
 impl Conversation {
@@ -98,7 +103,7 @@ impl Conversation {
     /// empty: a conversation owns the cache of the model it runs on.
     pub fn new(template: ChatTemplate, tokenizer: &Tokenizer) -> Conversation {
         let stops = end_of_turn_tokens(&template, tokenizer);
-        Conversation { template, messages: Vec::new(), cached: Vec::new(), stops }
+        Conversation { template, messages: Vec::new(), cached: Vec::new(), stops, checkpoint: None }
     }
 
     /// A new conversation with the model file's template (ChatML when it
@@ -183,12 +188,35 @@ impl Conversation {
         // At least the last token is evaluated: its logits start the answer;
         // all of them where a sliding window's ring no longer holds what
         // resuming from the common prefix needs.
-        let reused = Some(common.min(tokens.len() - 1)).filter(|&r| model.resumable(0, r)).unwrap_or(0);
+        let reused = common.min(tokens.len() - 1);
+        let reused = match model.resumable(0, reused) {
+            true => reused,
+            false => self.resume_at_checkpoint(model, reused)?,
+        };
         self.cached.truncate(reused);
-        let logits = model.eval_prompt(&tokens[reused..], reused)?;
+        // A hybrid model's prompt stops one token short of its end for a
+        // checkpoint there; the last token's logits start the answer.
+        let hybrid = model.config().recurrent.is_some();
+        if hybrid && tokens.len() - 1 > reused {
+            model.eval_prompt(&tokens[reused..tokens.len() - 1], reused)?;
+            self.checkpoint = model.save_checkpoint(0)?;
+        }
+        let from = if hybrid { reused.max(tokens.len() - 1) } else { reused };
+        let logits = model.eval_prompt(&tokens[from..], from)?;
         let stats = PromptStats { tokens: tokens.len(), reused, evaluated: tokens.len() - reused };
         self.cached = tokens;
         Ok((logits, stats))
+    }
+
+    /// Where the cache resumes for `reused` shared tokens that the model's
+    /// state does not hold: at the checkpoint, when it is not past them
+    /// (its positions are still the cache's, and the new conversation shares
+    /// them), written back; else at 0.
+    fn resume_at_checkpoint(&mut self, model: &mut Model, reused: usize) -> Result<usize, ConversationError> {
+        let Some(checkpoint) = self.checkpoint.as_ref().filter(|c| c.len() <= reused && !c.is_empty()) else {
+            return Ok(0);
+        };
+        Ok(if model.restore_prefix(0, checkpoint)? { checkpoint.len() } else { 0 })
     }
 
     /// Evaluates a generated token at the end of the cache and returns the

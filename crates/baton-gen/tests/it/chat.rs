@@ -181,3 +181,33 @@ fn a_role_holding_a_special_token_is_refused() {
     let err = chat.template().encode(&messages, true, model.tokenizer()).expect_err("refused");
     assert!(matches!(err, baton_gen::ChatError::SpecialTokenInMessage { field: "role", .. }), "{err:?}");
 }
+
+/// A hybrid model (qwen35: recurrent state that holds exactly what the
+/// cache evaluated): a turn whose conversation shares the first prompt but
+/// not the answer after it (an edited answer) resumes at the checkpoint one
+/// token before the first prompt's end, not at 0, and the same prompt
+/// again re-evaluates one token; the logits are a fresh evaluation's.
+#[test]
+fn a_hybrid_conversation_resumes_at_its_checkpoint() {
+    let (_dir, path) = synth::synth_model("chat-hybrid", baton_synth::SynthShape::Qwen35, DType::F32, 3);
+    let mut model = load(&path, 256);
+    let mut chat = Conversation::for_model(&model).expect("template");
+    chat.push(Message::user("islands"));
+    let (_, first) = chat.prompt(&mut model).expect("first turn");
+    assert_eq!(first.reused, 0);
+    let (_, again) = chat.prompt(&mut model).expect("again");
+    assert_eq!((again.reused, again.evaluated), (first.tokens - 1, 1), "the same prompt resumes at its checkpoint");
+    for t in model.tokenizer().encode("a long time ago", EncodeOptions::default()).expect("encode") {
+        chat.advance(&mut model, t).expect("advance");
+    }
+    // The answer as the template renders it differs from what was drawn.
+    chat.push(Message::assistant("something else entirely"));
+    chat.push(Message::user("between them"));
+    let (logits, second) = chat.prompt(&mut model).expect("second turn");
+    let logits = logits.to_vec();
+    assert!(second.reused >= first.tokens - 1 && second.reused < first.tokens + 3, "{second:?}");
+    let all = chat.tokens(model.tokenizer()).expect("tokens");
+    let mut fresh = load(&path, 256);
+    let fresh_logits = fresh.eval_prompt(&all, 0).expect("fresh").to_vec();
+    assert!(logits == fresh_logits, "a resumed hybrid conversation gives a fresh evaluation's bits");
+}
