@@ -13,7 +13,7 @@ use baton_gen::speculative::{
     Decoding, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation, StepCost,
 };
 use baton_gen::{Sampler, SamplingParams, StopMatcher};
-use baton_model::{EncodeOptions, LoadOptions, Model};
+use baton_model::{LoadOptions, Model};
 use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
@@ -228,7 +228,7 @@ fn speculation_changes_no_token_on_smollm2() {
         "List three colors:",
         "Q: What is the capital of France?\nA:",
     ];
-    let options = EncodeOptions { add_special: true, parse_special: true };
+    let options = baton_model::EncodeOptions { add_special: true, parse_special: true };
     let prompts: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer().encode(t, options).expect("encode")).collect();
     check_exact(&mut model, "SmolLM2", &prompts, 32);
     // A draft model of another vocabulary is refused.
