@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType};
+use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, MAX_NGRAM};
 use baton_gen::{ChatTemplate, Message};
 use baton_load::SplitMode;
 use baton_model::{EncodeOptions, LoadOptions, Model, Pooling, Tokenizer};
@@ -262,10 +262,10 @@ impl PyModel {
         let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format, cache_scope };
         let spec = match draft {
             Some((draft_max, ngram)) => {
-                if draft_max == 0 || ngram == 0 {
-                    return Err(PyValueError::new_err(
-                        "a prompt-lookup draft needs num_pred_tokens and max_ngram_size of 1 at least",
-                    ));
+                if draft_max == 0 || ngram == 0 || ngram > MAX_NGRAM {
+                    return Err(PyValueError::new_err(format!(
+                        "a prompt-lookup draft needs num_pred_tokens of 1 at least and max_ngram_size of 1 to {MAX_NGRAM}"
+                    )));
                 }
                 Some(SpecParams {
                     kind: SpecType::Ngram,

@@ -33,5 +33,6 @@ def test_other_draft_models_are_noted_and_bad_sizes_refused(model_path):
     with pytest.warns(UserWarning, match="draft_model=.* is accepted but not applied"):
         other = baton.Llama(model_path=model_path, n_ctx=256, verbose=False, draft_model=LlamaDraftModel())
     other.close()
-    with pytest.raises(ValueError, match="num_pred_tokens"):
-        baton.Llama(model_path=model_path, n_ctx=256, verbose=False, draft_model=LlamaPromptLookupDecoding(0, 0))
+    for bad in (LlamaPromptLookupDecoding(0, 0), LlamaPromptLookupDecoding(max_ngram_size=10**9)):
+        with pytest.raises(ValueError, match="num_pred_tokens"):
+            baton.Llama(model_path=model_path, n_ctx=256, verbose=False, draft_model=bad)

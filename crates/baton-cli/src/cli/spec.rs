@@ -2,7 +2,7 @@
 //! bench`), with llama.cpp's names where it has the concept.
 
 use anyhow::Result;
-use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, StepCost};
+use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, StepCost, MAX_NGRAM};
 use clap::builder::TypedValueParser;
 use clap::Args;
 
@@ -38,9 +38,9 @@ pub struct SpecArgs {
 impl SpecArgs {
     /// The parameters, checked.
     pub fn params(&self) -> Result<SpecParams> {
-        if self.ngram_min == 0 || self.ngram_min > self.ngram_max {
+        if self.ngram_min == 0 || self.ngram_min > self.ngram_max || self.ngram_max > MAX_NGRAM {
             anyhow::bail!(
-                "--spec-ngram-min {} and --spec-ngram-max {}: n-grams of 1 token or more, the least first",
+                "--spec-ngram-min {} and --spec-ngram-max {}: n-grams of 1 to {MAX_NGRAM} tokens, the least first",
                 self.ngram_min,
                 self.ngram_max
             );

@@ -4,6 +4,10 @@
 //! What code edits, quoting and structured answers repeat, drafted without
 //! a draft model.
 
+/// The longest n-gram a drafter looks up (each length keeps its own
+/// acceptance estimate; llama.cpp's default is 3).
+pub const MAX_NGRAM: usize = 64;
+
 /// Finds drafts in a sequence's own tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NgramDrafter {

@@ -162,8 +162,10 @@ def draft(draft_model: Any, notes: List[str]) -> Optional[Tuple[int, int]]:
     tokens = getattr(draft_model, "num_pred_tokens", None)
     ngram = getattr(draft_model, "max_ngram_size", None)
     if isinstance(tokens, int) and isinstance(ngram, int) and not isinstance(tokens, bool):
-        if tokens < 1 or ngram < 1:
-            raise ValueError(f"num_pred_tokens and max_ngram_size must be 1 at least, not {tokens} and {ngram}")
+        if tokens < 1 or not 1 <= ngram <= 64:
+            raise ValueError(
+                f"num_pred_tokens must be 1 at least and max_ngram_size 1 to 64, not {tokens} and {ngram}"
+            )
         return (tokens, ngram)
     notes.append(
         f"draft_model={draft_model!r} is accepted but not applied: Baton drafts by prompt lookup "
