@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Resident memory of `baton serve` under the loads of issue 49.
+
+Starts the server with the given flags, reads its RSS (VmRSS) once it
+listens, sends `--requests` short completions at once (`--prompt-tokens`
+words of text each, `--max-tokens` generated), reads the RSS again, then
+optionally `--shared N` requests that all begin with one long shared
+system text and go on with different lengths (a server holding the shared
+prefix once keeps less). Prints one JSON line of figures.
+
+Usage: python3 scripts/kv_memory.py [--requests 32] [--shared 0]
+       -- serve flags...   (e.g. -- --parallel 32 -c 8192)
+Only the standard library: run it with any python3.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def complete(port, prompt, max_tokens, errors):
+    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            json.load(r)
+    except Exception as e:  # noqa: BLE001 - reported, not hidden
+        errors.append(str(e))
+
+
+def all_at_once(port, prompts, max_tokens):
+    errors = []
+    threads = [threading.Thread(target=complete, args=(port, p, max_tokens, errors)) for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} requests failed: {errors[0]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--baton", default="target/release/baton")
+    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--prompt-tokens", type=int, default=40)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--shared", type=int, default=0, help="requests sharing one long system text")
+    ap.add_argument("--shared-words", type=int, default=1500)
+    ap.add_argument("serve", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    flags = [f for f in a.serve if f != "--"]
+    port = free_port()
+    proc = subprocess.Popen(
+        [a.baton, "serve", "--port", str(port), *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.time() + 300
+        while True:
+            if proc.poll() is not None:
+                sys.exit(f"baton serve exited: {proc.stdout.read()}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.time() > deadline:
+                    sys.exit("baton serve did not come up in 300 s")
+                time.sleep(0.2)
+        out = {"flags": " ".join(flags), "idle_rss": rss_bytes(proc.pid)}
+        words = "the quick brown fox jumps over a lazy dog and runs far away".split()
+        text = lambda n, salt: " ".join(words[(i + salt) % len(words)] for i in range(n))  # noqa: E731
+        all_at_once(port, [f"{i}: {text(a.prompt_tokens, i)}" for i in range(a.requests)], a.max_tokens)
+        out[f"rss_after_{a.requests}_short"] = rss_bytes(proc.pid)
+        if a.shared:
+            system = text(a.shared_words, 0)
+            prompts = [f"{system}\n{i}: {text(100 + 60 * i, i)}" for i in range(a.shared)]
+            all_at_once(port, prompts, a.max_tokens)
+            out[f"rss_after_{a.shared}_shared"] = rss_bytes(proc.pid)
+        out["cpu"] = next(
+            (l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"
+        )
+        print(json.dumps(out))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
