@@ -1,7 +1,7 @@
 //! The fused attention op against the f64 definition: whole score rows,
 //! a softmax, then the weighted values.
 
-use baton_core::graph::{Flags, Graph, Op};
+use baton_core::graph::{Flags, Graph, Op, ATTENTION_BLOCK};
 use baton_core::DType;
 
 use crate::op_harness::{check, encode, f32s, input_f32, input_i32, run, Input, FLOAT_NMSE};
@@ -38,7 +38,7 @@ pub fn op_attention_q4_0_keys(f: &Fixture) {
 }
 
 fn attention_case(f: &Fixture, (kt, vt): (DType, DType), window: Option<usize>, strided_q: bool) {
-    let op = Op::Attention { scale: 0.3, window, slot_rows: None, sinks: false };
+    let op = Op::Attention { scale: 0.3, window, slot_rows: None, sinks: false, paged: false };
     if !f.devices.iter().all(|d| d.supports(&op, kt) && d.supports(&op, vt)) {
         return;
     }
@@ -125,7 +125,7 @@ pub fn op_attention_long(f: &Fixture) {
 pub fn op_attention_in_slots(f: &Fixture) {
     const SLOT_ROWS: usize = 24;
     const SLOTS: usize = 3;
-    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(SLOT_ROWS), sinks: false };
+    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(SLOT_ROWS), sinks: false, paged: false };
     if !f.devices.iter().all(|d| d.supports(&op, DType::F16)) {
         return;
     }
@@ -170,6 +170,90 @@ pub fn op_attention_in_slots(f: &Fixture) {
         }
         check(&format!("attention in slots, window {window:?}"), &out, &expected, FLOAT_NMSE);
     }
+}
+
+/// Sequences whose caches are blocks of one pool (a paged cache): 3
+/// sequences of 2 blocks in a pool of 7 (f16), tables out of order, two
+/// sequences sharing their first block (a shared prefix); rows read them
+/// out of order. Against the f64 definition, and bit for bit the op in
+/// slots over the same keys laid out in one run per sequence. Devices that
+/// do not declare the form are skipped.
+pub fn op_attention_in_blocks(f: &Fixture) {
+    const B: usize = ATTENTION_BLOCK;
+    const POOL: usize = 7 * B;
+    const PER_SEQ: usize = 2 * B;
+    let op = Op::Attention { scale: 0.3, window: None, slot_rows: Some(PER_SEQ), sinks: false, paged: true };
+    if !f.devices.iter().all(|d| d.supports(&op, DType::F16)) {
+        return;
+    }
+    let table = [5i32, 1, 5, 3, 0, 6];
+    let slots = [1i32, 0, 2, 1, 0];
+    let positions = [100i32, 127, 70, 64, -1];
+    let t = positions.len();
+    let q = random(t * HEADS * DIM, 45);
+    let ((k_bytes, k), (v_bytes, v)) = (f16_cache(POOL, 46), f16_cache(POOL, 47));
+    // Sequence `seq`'s rows by position, from the pool.
+    let pool_row = |seq: usize, s: usize| table[seq * 2 + s / B] as usize * B + s % B;
+    let by_position = |cache: &[f64], kv: usize, seq: usize| -> Vec<f64> {
+        (0..PER_SEQ).flat_map(|s| cache[(kv * POOL + pool_row(seq, s)) * DIM..][..DIM].to_vec()).collect()
+    };
+    let mut expected = Vec::new();
+    for (ti, (&p, &seq)) in positions.iter().zip(&slots).enumerate() {
+        for h in 0..HEADS {
+            let kv = h / (HEADS / KV_HEADS);
+            let query = &q[(ti * HEADS + h) * DIM..][..DIM];
+            let (keys, values) = (by_position(&k, kv, seq as usize), by_position(&v, kv, seq as usize));
+            expected.extend(attend(query, &keys, &values, 0..usize::try_from(p + 1).unwrap_or(0)));
+        }
+    }
+    let graph = |paged: bool, rows: usize| {
+        let mut g = Graph::new();
+        let ql = g.leaf("q", DType::F32, &[t, HEADS, DIM], Flags::INPUT).expect("leaf");
+        let kl = g.leaf("k", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+        let vl = g.leaf("v", DType::F16, &[KV_HEADS, rows, DIM], Flags::STATE).expect("leaf");
+        let pl = g.leaf("pos", DType::I32, &[t], Flags::INPUT).expect("leaf");
+        let sl = g.leaf("slots", DType::I32, &[t], Flags::INPUT).expect("leaf");
+        let y = if paged {
+            let tl = g.leaf("table", DType::I32, &[3, 2], Flags::INPUT).expect("leaf");
+            g.attention_in_blocks(ql, (kl, vl), (pl, sl, tl), PER_SEQ, 0.3, None)
+        } else {
+            g.attention_in_slots(ql, (kl, vl), (pl, sl), PER_SEQ, 0.3, None)
+        };
+        let y = y.expect("attention");
+        g.mark(y, Flags::OUTPUT).expect("mark");
+        g.set_name(y, "y").expect("name");
+        g
+    };
+    let inputs = |k: Vec<u8>, v: Vec<u8>| {
+        vec![
+            input_f32("q", &q),
+            Input { name: "k", bytes: k },
+            Input { name: "v", bytes: v },
+            input_i32("pos", &positions),
+            input_i32("slots", &slots),
+            input_i32("table", &table),
+        ]
+    };
+    let paged = f32s(&run(f, graph(true, POOL), inputs(k_bytes.clone(), v_bytes.clone()))["y"]);
+    check("attention in blocks", &paged, &expected, FLOAT_NMSE);
+    // The same keys in one run per sequence (3 x 128 rows per head).
+    let row = DType::F16.row_bytes(DIM).expect("row");
+    let contiguous = |bytes: &[u8]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for kv in 0..KV_HEADS {
+            for seq in 0..3 {
+                for s in 0..PER_SEQ {
+                    out.extend_from_slice(&bytes[(kv * POOL + pool_row(seq, s)) * row..][..row]);
+                }
+            }
+        }
+        out
+    };
+    let mut slot_inputs = inputs(contiguous(&k_bytes), contiguous(&v_bytes));
+    slot_inputs.pop();
+    let in_slots = f32s(&run(f, graph(false, 3 * PER_SEQ), slot_inputs)["y"]);
+    let same = paged.iter().zip(&in_slots).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "attention in blocks differs from the same keys in slots");
 }
 
 /// Random keys or values of `rows` positions per KV head in f16: the

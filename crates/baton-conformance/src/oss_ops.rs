@@ -18,7 +18,7 @@ fn runs(f: &Fixture, op: &Op, dtype: DType) -> bool {
 /// them far above every score (the real keys then get almost nothing), a
 /// row that sees no key (0) and a sliding window.
 pub fn op_attention_sinks(f: &Fixture) {
-    let op = Op::Attention { scale: 0.3, window: Some(20), slot_rows: None, sinks: true };
+    let op = Op::Attention { scale: 0.3, window: Some(20), slot_rows: None, sinks: true, paged: false };
     if !runs(f, &op, DType::F32) {
         return;
     }

@@ -97,7 +97,7 @@ fn main() {
         for dtype in [DType::F16, DType::BF16, DType::F32, DType::Q8_0] {
             let (kb, vb) = (encode(dtype, &k), encode(dtype, &v));
             let row = dtype.row_bytes(D).expect("whole blocks");
-            let kv = |data| KvRows { dtype, data, stride: row, dim: D, len: positions };
+            let kv = |data| KvRows { dtype, data, stride: row, dim: D, len: positions, blocks: None };
             for rows in [1, 3, 4] {
                 let qs: Vec<Vec<f32>> = (0..rows).map(|r| (0..D).map(|i| noise(i, 10 + r as u64)).collect()).collect();
                 let mut outs = vec![vec![0.0f32; D]; rows];

@@ -30,14 +30,13 @@
 use std::ops::Range;
 
 use baton_core::graph::ATTENTION_BLOCK;
-use baton_core::DType;
 
 use crate::error::KernelError;
 use crate::isa::{multiversion, Isa};
 use crate::ops::exp;
-use crate::quant::dequantize_row;
 
 mod block;
+mod kv_rows;
 mod scores;
 mod source;
 mod transpose;
@@ -45,9 +44,8 @@ mod transpose;
 mod values;
 
 use block::{update_one, update_tile, TILE_ROWS};
+pub use kv_rows::KvRows;
 use scores::scores;
-use source::{BlockRows, F32Rows, HalfRows, Source};
-use transpose::{transpose_rows, RowType};
 
 /// Key positions decoded and taken at a time.
 pub const BLOCK: usize = ATTENTION_BLOCK;
@@ -55,157 +53,6 @@ pub const BLOCK: usize = ATTENTION_BLOCK;
 /// Key positions a row folds into one [`Partial`] before it joins the
 /// others: segment `s` is positions `s * SEGMENT..(s + 1) * SEGMENT`.
 pub const SEGMENT: usize = 8 * BLOCK;
-
-/// Keys or values of one key-value head: position `s` is `dim` elements of
-/// `dtype` (whole blocks) at byte `(s mod len) * stride` of `data` (a
-/// cache of every position, or a ring of the last `len`).
-#[derive(Clone, Copy, Debug)]
-pub struct KvRows<'a> {
-    /// Element type.
-    pub dtype: DType,
-    /// The rows' bytes.
-    pub data: &'a [u8],
-    /// Bytes from one position's row to the next.
-    pub stride: usize,
-    /// Elements per row (the head size).
-    pub dim: usize,
-    /// Positions.
-    pub len: usize,
-}
-
-impl KvRows<'_> {
-    fn check(&self, what: &'static str) -> Result<usize, KernelError> {
-        let row = self.dtype.row_bytes(self.dim).ok_or(KernelError::PartialBlock {
-            dtype: self.dtype,
-            block_elems: self.dtype.block_elems(),
-            elems: self.dim,
-        })?;
-        if self.len > 1 && self.stride < row {
-            return Err(KernelError::StrideTooSmall { what, stride: self.stride, row });
-        }
-        let needed = if self.len == 0 { 0 } else { (self.len - 1) * self.stride + row };
-        if self.data.len() < needed {
-            return Err(KernelError::BufferTooSmall { what, needed, actual: self.data.len() });
-        }
-        Ok(row)
-    }
-
-    /// Decodes positions `range` (at most `len` of them) into `out`
-    /// (`range.len() * dim` values).
-    fn decode(&self, range: Range<usize>, row: usize, out: &mut [f32]) -> Result<(), KernelError> {
-        let first = range.start % self.len;
-        if self.stride == row && first + range.len() <= self.len {
-            let bytes = &self.data[first * row..(first + range.len()) * row];
-            return dequantize_row(self.dtype, bytes, out);
-        }
-        for (s, o) in range.zip(out.chunks_exact_mut(self.dim)) {
-            let at = (s % self.len) * self.stride;
-            dequantize_row(self.dtype, &self.data[at..at + row], o)?;
-        }
-        Ok(())
-    }
-}
-
-impl<'a> KvRows<'a> {
-    /// Positions `range` (at most [`BLOCK`]) as the kernels read them: the
-    /// cache's own rows where they are f32, f16, bf16, Q8_0 or Q4_0 in one
-    /// run of bytes, else decoded into `buf` (`range.len() * dim` values).
-    fn source<'s>(&self, range: Range<usize>, row: usize, buf: &'s mut [f32]) -> Result<Source<'s>, KernelError>
-    where
-        'a: 's,
-    {
-        let (first, n, d) = (range.start % self.len.max(1), range.len(), self.dim);
-        if self.stride == row && first + n <= self.len && d > 0 {
-            let bytes: &'a [u8] = &self.data[first * row..(first + n) * row];
-            match self.dtype {
-                DType::F16 => return Ok(Source::F16(HalfRows::new(bytes, d))),
-                DType::BF16 => return Ok(Source::Bf16(HalfRows::new(bytes, d))),
-                DType::Q8_0 => return Ok(Source::Q8_0(BlockRows::new(bytes, d))),
-                DType::Q4_0 => return Ok(Source::Q4_0(BlockRows::new(bytes, d))),
-                DType::F32 => {
-                    // SAFETY: every bit pattern is a valid f32, and
-                    // `align_to` returns a middle part that is aligned.
-                    let (head, floats, _) = unsafe { bytes.align_to::<f32>() };
-                    if head.is_empty() && floats.len() == n * d {
-                        return Ok(Source::F32(F32Rows::new(floats, d)));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let out = &mut buf[..n * d];
-        self.decode(range, row, out)?;
-        Ok(Source::F32(F32Rows::new(out, d.max(1))))
-    }
-}
-
-impl KvRows<'_> {
-    /// Decodes positions `range` (at most [`BLOCK`]) transposed into
-    /// `out` (`out[i * BLOCK + j]`: element `i` of the `j`th; zeros past
-    /// them), through `keys` for the block types.
-    fn decode_transposed(
-        &self,
-        isa: Isa,
-        range: Range<usize>,
-        row: usize,
-        keys: &mut [f32],
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let mut rows: [&[u8]; BLOCK] = [&[]; BLOCK];
-        let n = range.len();
-        let kind = match self.dtype {
-            DType::F32 => Some(RowType::F32),
-            DType::F16 => Some(RowType::F16),
-            DType::BF16 => Some(RowType::Bf16),
-            _ => None,
-        };
-        let kind = match kind {
-            Some(kind) => {
-                for (r, s) in rows.iter_mut().zip(range) {
-                    let at = (s % self.len) * self.stride;
-                    *r = &self.data[at..at + row];
-                }
-                kind
-            }
-            None => {
-                let d = self.dim;
-                self.decode(range, row, &mut keys[..n * d])?;
-                // SAFETY: any initialised f32 is 4 plain bytes, a `u8` needs
-                // no alignment, and the byte view lives no longer than
-                // `keys`, which nothing writes meanwhile.
-                let bytes = unsafe { std::slice::from_raw_parts(keys.as_ptr().cast::<u8>(), 4 * n * d) };
-                for (r, chunk) in rows.iter_mut().zip(bytes.chunks_exact((4 * d).max(1))) {
-                    *r = chunk;
-                }
-                RowType::F32
-            }
-        };
-        transpose_rows(isa, kind, &rows[..n], self.dim, out);
-        Ok(())
-    }
-
-    /// Asks the CPU to start loading the rows of positions `range` (when
-    /// they lie in one run of bytes) into L2, so the next block finds them
-    /// in cache. (Into L1, a block's hundreds of lines held its few miss
-    /// buffers: decode over 4,096 positions of SmolLM2 ran 10% slower.)
-    fn prefetch(&self, range: Range<usize>, row: usize) {
-        let first = range.start % self.len.max(1);
-        if self.stride != row || first + range.len() > self.len {
-            return;
-        }
-        let Some(bytes) = self.data.get(first * row..(first + range.len()) * row) else { return };
-        #[cfg(target_arch = "x86_64")]
-        for line in bytes.chunks(64) {
-            // SAFETY: SSE, the one feature `_mm_prefetch` needs, is part of
-            // every x86_64 CPU; a prefetch is a hint that never faults and
-            // changes no state a program can see (and the address is inside
-            // `bytes` anyway).
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line.as_ptr().cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = bytes;
-    }
-}
 
 /// One query row: its query (head size), the key positions it sees (at
 /// most the keys' `len`), and where its output goes (head size).

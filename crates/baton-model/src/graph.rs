@@ -33,7 +33,7 @@
 //! than its window and a prompt batch its cache is a ring of the last
 //! positions ([`RING_ROWS`]), read whole.
 
-use baton_core::graph::{Flags, Graph, GraphError, NodeId};
+use baton_core::graph::{Flags, Graph, GraphError, NodeId, SlotCaches};
 use baton_core::DType;
 
 mod hybrid;
@@ -339,7 +339,7 @@ impl Builder<'_> {
         (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
         self.write_cache((k, v), (kc, vc), rows)?;
-        let slots = Some((slots, per_slot));
+        let slots = Some(SlotCaches { slots, rows: per_slot, table: None });
         self.g.attention_node(q, (kc, vc), positions, slots, sinks, self.config.attn_scale, sliding)
     }
 

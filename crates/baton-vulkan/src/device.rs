@@ -121,7 +121,7 @@ impl Device for VulkanDevice {
             Op::CopyInto => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
             // KV caches: float, or rows of Q8_0 or Q4_0 blocks (`-ctk q8_0`);
             // one cache per op (the form in slots is not written here).
-            Op::ScatterRows | Op::Attention { slot_rows: None, sinks: false, .. } => {
+            Op::ScatterRows | Op::Attention { slot_rows: None, sinks: false, paged: false, .. } => {
                 matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 | DType::Q4_0)
             }
             Op::Contiguous | Op::View | Op::Leaf => true,

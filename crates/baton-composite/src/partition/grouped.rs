@@ -49,17 +49,29 @@ impl Builder<'_> {
             let queries = g.narrow(ins[0], axis, at, heads.len())?;
             let key = g.narrow(ins[1], kv_axis, kv - w.start, 1)?;
             let product = match (&node.op, ins) {
-                (Op::Attention { scale, window, slot_rows: None, sinks: false }, [_, _, values, positions]) => {
+                (
+                    Op::Attention { scale, window, slot_rows: None, sinks: false, paged: false },
+                    [_, _, values, positions],
+                ) => {
                     let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
                     g.attention(queries, (key, value), *positions, *scale, *window)?
                 }
                 (
-                    Op::Attention { scale, window, slot_rows: Some(rows), sinks: false },
+                    Op::Attention { scale, window, slot_rows: Some(rows), sinks: false, paged: false },
                     [_, _, values, positions, slots],
                 ) => {
                     let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
                     g.attention_in_slots(queries, (key, value), (*positions, *slots), *rows, *scale, *window)?
                 }
+                (
+                    Op::Attention { scale, window, slot_rows: Some(rows), sinks: false, paged: true },
+                    [_, _, values, positions, slots, table],
+                ) => {
+                    let value = g.narrow(*values, kv_axis, kv - w.start, 1)?;
+                    let at = (*positions, *slots, *table);
+                    g.attention_in_blocks(queries, (key, value), at, *rows, *scale, *window)?
+                }
+                (Op::Attention { .. }, _) => return Err(self.fail(id, "attention with sinks split inside a group")),
                 _ => g.matmul(queries, key)?,
             };
             let into = g.narrow(whole, axis, at, heads.len())?;

@@ -1,7 +1,7 @@
 //! Rebuilding one node of the original graph in a device's subgraph, from
 //! that device's inputs (the builder checks every shape again).
 
-use baton_core::graph::{Graph, GraphError, Node, NodeId, Op};
+use baton_core::graph::{Graph, GraphError, Node, NodeId, Op, SlotCaches};
 use baton_core::shape::{Layout, ShapeError};
 
 /// Adds `node`'s op to `g` over the local `inputs`; a view takes `layout`
@@ -22,8 +22,9 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
             [x, positions] => g.softmax_window(*x, scale, *positions, window),
             _ => g.softmax(i[0], scale, causal),
         },
-        Op::Attention { scale, window, slot_rows, sinks } => {
-            let slots = slot_rows.map(|rows| (i[4], rows));
+        Op::Attention { scale, window, slot_rows, sinks, paged } => {
+            let table = paged.then(|| i[5]);
+            let slots = slot_rows.map(|rows| SlotCaches { slots: i[4], rows, table });
             let sinks = sinks.then(|| i[i.len() - 1]);
             g.attention_node(i[0], (i[1], i[2]), i[3], slots, sinks, scale, window)
         }

@@ -1,6 +1,6 @@
 //! The fused attention node, with its shape and type rules.
 
-use super::{Flags, Graph, GraphError, Node, NodeId, Op};
+use super::{Flags, Graph, GraphError, Node, NodeId, Op, ATTENTION_BLOCK};
 use crate::shape::{Layout, ShapeError};
 use crate::DType;
 
@@ -9,6 +9,19 @@ fn mismatch(what: &'static str, left: &[usize], right: &[usize]) -> GraphError {
         op: "attention",
         source: ShapeError::Mismatch { what, left: left.to_vec(), right: right.to_vec() },
     }
+}
+
+/// Where each query row's cache lies when `k` and `v` hold several (see
+/// [`Op::Attention`]'s slots and blocks).
+#[derive(Clone, Copy, Debug)]
+pub struct SlotCaches {
+    /// `[T]` i32: the sequence each query row reads.
+    pub slots: NodeId,
+    /// Rows of each sequence's cache.
+    pub rows: usize,
+    /// `[Q, rows / ATTENTION_BLOCK]` i32: each sequence's blocks of the
+    /// pool, when the caches are blocks of one.
+    pub table: Option<NodeId>,
 }
 
 impl Graph {
@@ -40,10 +53,30 @@ impl Graph {
         scale: f32,
         window: Option<usize>,
     ) -> Result<NodeId, GraphError> {
-        self.attention_node(q, (k, v), positions, Some((slots, rows)), None, scale, window)
+        self.attention_node(q, (k, v), positions, Some(SlotCaches { slots, rows, table: None }), None, scale, window)
     }
 
-    /// The node of either form; `slots` with the rows of each cache, and
+    /// Attention of `q [T, H, D]` over sequences whose `rows` rows are
+    /// blocks of the pool `k` and `v` (`[Hk, S, D]`, `S` a multiple of
+    /// [`ATTENTION_BLOCK`]): row `t` reads sequence `slots[t]`'s blocks,
+    /// listed in row `slots[t]` of `table` (i32 `[Q, rows /
+    /// ATTENTION_BLOCK]`); see [`Op::Attention`]'s blocks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_in_blocks(
+        &mut self,
+        q: NodeId,
+        (k, v): (NodeId, NodeId),
+        (positions, slots, table): (NodeId, NodeId, NodeId),
+        rows: usize,
+        scale: f32,
+        window: Option<usize>,
+    ) -> Result<NodeId, GraphError> {
+        let caches = SlotCaches { slots, rows, table: Some(table) };
+        self.attention_node(q, (k, v), positions, Some(caches), None, scale, window)
+    }
+
+    /// The node of any form; `slots` where `k` and `v` hold several caches
+    /// (in blocks with a table), and
     /// `sinks [H]` (f32) a sink logit per query head where given (see
     /// [`Op::Attention`]).
     #[allow(clippy::too_many_arguments)]
@@ -52,7 +85,7 @@ impl Graph {
         q: NodeId,
         (k, v): (NodeId, NodeId),
         positions: NodeId,
-        slots: Option<(NodeId, usize)>,
+        slots: Option<SlotCaches>,
         sinks: Option<NodeId>,
         scale: f32,
         window: Option<usize>,
@@ -89,7 +122,7 @@ impl Graph {
             return Err(mismatch("a window of at least one key", qd, kd));
         }
         let mut inputs = vec![q, k, v, positions];
-        if let Some((slots, rows)) = slots {
+        if let Some(SlotCaches { slots, rows, table }) = slots {
             let sn = self.check(slots)?;
             if sn.dtype != DType::I32 {
                 return Err(GraphError::Type { op: "attention", dtype: sn.dtype, input: 4 });
@@ -97,10 +130,29 @@ impl Graph {
             if sn.layout.shape.dims() != [t] {
                 return Err(mismatch("slots [T]", qd, sn.layout.shape.dims()));
             }
-            if rows == 0 || !kd[1].is_multiple_of(rows) {
+            if rows == 0 || (table.is_none() && !kd[1].is_multiple_of(rows)) {
                 return Err(mismatch("caches of a whole number of rows", &[rows], kd));
             }
             inputs.push(slots);
+            if let Some(table) = table {
+                let tn = self.check(table)?;
+                if tn.dtype != DType::I32 {
+                    return Err(GraphError::Type { op: "attention", dtype: tn.dtype, input: 5 });
+                }
+                let td = tn.layout.shape.dims();
+                let pool_rows = kd[1].is_multiple_of(ATTENTION_BLOCK);
+                if !pool_rows
+                    || !rows.is_multiple_of(ATTENTION_BLOCK)
+                    || td.len() != 2
+                    || td[1] != rows / ATTENTION_BLOCK
+                {
+                    return Err(mismatch("a table [Q, rows / ATTENTION_BLOCK] over whole blocks", td, kd));
+                }
+                if !tn.layout.is_contiguous(DType::I32) {
+                    return Err(GraphError::Shape { op: "attention", source: ShapeError::NotContiguous });
+                }
+                inputs.push(table);
+            }
         }
         if let Some(sinks) = sinks {
             let sn = self.check(sinks)?;
@@ -115,7 +167,13 @@ impl Graph {
         let layout = Layout::contiguous(DType::F32, qn.layout.shape)
             .map_err(|source| GraphError::Shape { op: "attention", source })?;
         Ok(self.push(Node {
-            op: Op::Attention { scale, window, slot_rows: slots.map(|(_, rows)| rows), sinks: sinks.is_some() },
+            op: Op::Attention {
+                scale,
+                window,
+                slot_rows: slots.map(|s| s.rows),
+                sinks: sinks.is_some(),
+                paged: slots.is_some_and(|s| s.table.is_some()),
+            },
             inputs,
             dtype: DType::F32,
             layout,

@@ -17,6 +17,7 @@ mod recurrent;
 
 use std::collections::HashMap;
 
+pub use attention::SlotCaches;
 pub use op::{Op, RopeMode, Yarn, ATTENTION_BLOCK};
 
 use crate::shape::{Layout, ShapeError};

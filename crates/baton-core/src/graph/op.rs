@@ -127,6 +127,16 @@ pub enum Op {
     /// is bit for bit what the op gives it over that cache alone. A slot
     /// outside `0..S / R` is an error.
     ///
+    /// **In blocks** (`paged: true`, with slots; a sixth input `table [Q,
+    /// R / ATTENTION_BLOCK]` i32 after `slots`; `R` a multiple of
+    /// [`ATTENTION_BLOCK`]): `k` and `v` are a pool of `S /
+    /// ATTENTION_BLOCK` blocks of [`ATTENTION_BLOCK`] rows shared by `Q`
+    /// sequences, and row `t` reads sequence `slots[t]`'s blocks: its
+    /// position `s` is row `table[slots[t], r / B] · B + r mod B` with `r =
+    /// s mod R` and `B` = [`ATTENTION_BLOCK`] (a paged cache; sequences may
+    /// share blocks). The bits are those over the same keys in one run of
+    /// rows. A slot outside `0..Q` or an entry outside the pool is an error.
+    ///
     /// **With sinks** (`sinks: true`, a last input `sinks [H]` f32): head
     /// `h`'s softmax also counts a key of logit `sinks[h]` (not scaled)
     /// whose value is zero, so the weights of the real keys sum to less
@@ -144,6 +154,9 @@ pub enum Op {
         slot_rows: Option<usize>,
         /// A last input of one sink logit per query head.
         sinks: bool,
+        /// Sequences' rows are blocks of a pool, found through a table
+        /// input (with `slot_rows` only).
+        paged: bool,
     },
     /// `(gate, up) -> x σ(alpha x) (y + 1)` with `x = min(gate, limit)` and
     /// `y = clamp(up, -limit, limit)`, elementwise (`gate` and `up` of one

@@ -8,7 +8,7 @@
 //! units of every run share the pool.
 
 use baton_core::backend::StreamError;
-use baton_core::graph::{NodeId, Op};
+use baton_core::graph::{NodeId, Op, ATTENTION_BLOCK};
 use baton_core::parallel::Chunks;
 use baton_core::DType;
 use baton_core::Parallel;
@@ -35,21 +35,24 @@ fn visible(position: i32, window: Option<usize>) -> std::ops::Range<usize> {
 }
 
 /// Consecutive query rows (tokens) over one cache: `base` is the cache's
-/// first row in `k` and `v`, `len` its rows.
+/// first row in `k` and `v` (0 for a pool of blocks), `len` its rows,
+/// `slot` the sequence (its row of a block table).
 #[derive(Clone, Debug)]
 struct Run {
     tokens: std::ops::Range<usize>,
     base: usize,
     len: usize,
+    slot: usize,
 }
 
 /// The runs of an op: one over the whole cache, or (in slots of `rows`
-/// rows) one per stretch of rows reading the same slot.
-fn runs(t_len: usize, s_len: usize, slots: Option<(&[i32], usize)>) -> Result<Vec<Run>, String> {
+/// rows) one per stretch of rows reading the same slot; with a block table
+/// of `paged` sequences, every slot's rows are blocks of the whole pool.
+fn runs(t_len: usize, s_len: usize, slots: Option<(&[i32], usize)>, paged: Option<usize>) -> Result<Vec<Run>, String> {
     let Some((slots, rows)) = slots else {
-        return Ok(vec![Run { tokens: 0..t_len, base: 0, len: s_len }]);
+        return Ok(vec![Run { tokens: 0..t_len, base: 0, len: s_len, slot: 0 }]);
     };
-    let count = s_len / rows.max(1);
+    let count = paged.unwrap_or(s_len / rows.max(1));
     let mut runs: Vec<Run> = Vec::new();
     for (t, &slot) in slots.iter().enumerate() {
         let slot = usize::try_from(slot)
@@ -57,16 +60,54 @@ fn runs(t_len: usize, s_len: usize, slots: Option<(&[i32], usize)>) -> Result<Ve
             .filter(|&s| s < count)
             .ok_or_else(|| format!("row {t} reads slot {slot}; the caches hold {count}"))?;
         match runs.last_mut() {
-            Some(run) if run.base == slot * rows && run.tokens.end == t => run.tokens.end = t + 1,
-            _ => runs.push(Run { tokens: t..t + 1, base: slot * rows, len: rows }),
+            Some(run) if run.slot == slot && run.tokens.end == t => run.tokens.end = t + 1,
+            _ => {
+                let base = if paged.is_some() { 0 } else { slot * rows };
+                runs.push(Run { tokens: t..t + 1, base, len: rows, slot });
+            }
         }
     }
     Ok(runs)
 }
 
+/// Key-value head `g` of `run`'s cache in `bytes` (the data of `node`,
+/// `[Hk, S, D]`): rows of `d` elements, in blocks where `blocks` says.
+fn kv_rows<'b>(
+    bytes: &'b [u8],
+    node: &baton_core::graph::Node,
+    g: usize,
+    run: &Run,
+    (d, blocks): (usize, Option<&'b [u32]>),
+) -> Option<KvRows<'b>> {
+    Some(KvRows {
+        dtype: node.dtype,
+        data: bytes.get(g * node.layout.strides[0] + run.base * node.layout.strides[1]..)?,
+        stride: node.layout.strides[1],
+        dim: d,
+        len: run.len,
+        blocks,
+    })
+}
+
+/// A block table `[Q, M]` (i32) as the kernels read it, each entry checked
+/// to be a block of the pool of `pool_rows` rows.
+fn block_table(table: &[i32], pool_rows: usize) -> Result<Vec<u32>, String> {
+    let blocks = pool_rows / ATTENTION_BLOCK;
+    table
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            u32::try_from(b)
+                .ok()
+                .filter(|&b| (b as usize) < blocks)
+                .ok_or_else(|| format!("block table entry {i} is block {b}; the pool holds {blocks}"))
+        })
+        .collect()
+}
+
 pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
-    let Op::Attention { scale, window, slot_rows, sinks } = n.op else {
+    let Op::Attention { scale, window, slot_rows, sinks, paged } = n.op else {
         return Err(node_error(ctx.graph, id, "not an attention node"));
     };
     let err = |m: String| node_error(ctx.graph, id, m);
@@ -84,7 +125,16 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
         Some(input) => Some(ctx.f32s(input)?),
         None => None,
     };
-    let runs = runs(t_len, s_len, slots).map_err(err)?;
+    // A paged op's table: each sequence's blocks, a row of the table each.
+    let table = match (paged, n.inputs.get(5)) {
+        (true, Some(&input)) => Some((block_table(ctx.indices(input)?, s_len).map_err(err)?, input)),
+        (false, _) => None,
+        (true, None) => return Err(err("a paged attention without its block table".into())),
+    };
+    let per_seq = slot_rows.unwrap_or(0).div_ceil(ATTENTION_BLOCK);
+    let sequences = table.as_ref().map(|(t, _)| t.len() / per_seq.max(1));
+    let runs = runs(t_len, s_len, slots, sequences).map_err(err)?;
+    let table = table.map(|(t, _)| t);
     // The queries: rows of D f32s at byte strides (a view of heads is fine).
     let q = ctx.bytes(n.inputs[0])?;
     let (qs0, qs1) = (qn.layout.strides[0], qn.layout.strides[1]);
@@ -106,15 +156,8 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
     };
     let (k, v) = (ctx.bytes(n.inputs[1])?, ctx.bytes(n.inputs[2])?);
     // Key-value head `g` of the cache of `run`.
-    let kv = |bytes: &'a [u8], node: &baton_core::graph::Node, g: usize, run: &Run| -> Option<KvRows<'a>> {
-        Some(KvRows {
-            dtype: node.dtype,
-            data: bytes.get(g * node.layout.strides[0] + run.base * node.layout.strides[1]..)?,
-            stride: node.layout.strides[1],
-            dim: d,
-            len: run.len,
-        })
-    };
+    let blocks = |run: &Run| table.as_deref().map(|t| &t[run.slot * per_seq..(run.slot + 1) * per_seq]);
+    let kv = |bytes, node, g, run: &Run| kv_rows(bytes, node, g, run, (d, blocks(run)));
     let ranges: Vec<_> = positions.iter().map(|&p| visible(p, window)).collect();
     // SAFETY: the op takes its output once, here.
     let out_rows = unsafe { ctx.out_f32(id)? };
@@ -260,21 +303,35 @@ pub(crate) fn run<'a>(exec: &Workspace, ctx: &'a Context<'a>, id: NodeId) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::runs;
+    use super::{block_table, runs};
+    use baton_core::graph::ATTENTION_BLOCK;
+
+    #[test]
+    fn paged_runs_start_at_the_pool_and_a_table_entry_outside_it_is_an_error() {
+        let got = runs(3, 4 * ATTENTION_BLOCK, Some((&[1, 1, 0], 128)), Some(2)).expect("runs");
+        let got: Vec<_> = got.iter().map(|r| (r.tokens.clone(), r.base, r.slot)).collect();
+        assert_eq!(got, [(0..2, 0, 1), (2..3, 0, 0)]);
+        assert!(runs(1, 4 * ATTENTION_BLOCK, Some((&[2], 128)), Some(2)).is_err(), "a third sequence of two");
+        assert_eq!(block_table(&[3, 0, 2], 4 * ATTENTION_BLOCK), Ok(vec![3, 0, 2]));
+        for bad in [4, -1] {
+            let err = block_table(&[0, bad], 4 * ATTENTION_BLOCK).expect_err("outside the pool");
+            assert_eq!(err, format!("block table entry 1 is block {bad}; the pool holds 4"));
+        }
+    }
 
     #[test]
     fn rows_of_one_slot_in_a_row_are_one_run_and_a_slot_again_later_is_another() {
-        let got = runs(5, 72, Some((&[2, 2, 0, 1, 2], 24))).expect("runs");
+        let got = runs(5, 72, Some((&[2, 2, 0, 1, 2], 24)), None).expect("runs");
         let got: Vec<_> = got.iter().map(|r| (r.tokens.clone(), r.base, r.len)).collect();
         assert_eq!(got, [(0..2, 48, 24), (2..3, 0, 24), (3..4, 24, 24), (4..5, 48, 24)]);
-        let whole = runs(3, 40, None).expect("one cache");
+        let whole = runs(3, 40, None, None).expect("one cache");
         assert_eq!(whole.iter().map(|r| (r.tokens.clone(), r.base, r.len)).collect::<Vec<_>>(), [(0..3, 0, 40)]);
     }
 
     #[test]
     fn a_slot_outside_the_caches_is_an_error() {
         for bad in [3, -1, i32::MAX] {
-            let err = runs(2, 72, Some((&[0, bad], 24))).expect_err("a slot outside 0..3");
+            let err = runs(2, 72, Some((&[0, bad], 24)), None).expect_err("a slot outside 0..3");
             assert!(err.contains(&format!("row 1 reads slot {bad}; the caches hold 3")), "{err}");
         }
     }

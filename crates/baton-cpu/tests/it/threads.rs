@@ -32,4 +32,5 @@ fn attention_of_prompt_rows_split_by_chunks() {
 #[test]
 fn attention_in_slots_over_threads() {
     ops::op_attention_in_slots(&devices());
+    ops::op_attention_in_blocks(&devices());
 }

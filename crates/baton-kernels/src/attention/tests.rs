@@ -1,5 +1,6 @@
 use super::*;
-use crate::quant::quantize_row;
+use crate::quant::{dequantize_row, quantize_row};
+use baton_core::DType;
 use crate::with_isa;
 
 /// A deterministic pseudo-random value in [-1, 1).
@@ -36,6 +37,20 @@ fn reference(q: &[f32], k: &[f32], v: &[f32], d: usize, keys: Range<usize>, scal
     (0..d).map(|i| keys.clone().zip(&weights).map(|(s, w)| w * v[s * d + i] as f64).sum::<f64>() / total).collect()
 }
 
+/// [`attend`] of queries `q` over `ranges` of keys `k` and values `v`
+/// (scale 1/8, no sinks): each row's output.
+fn attend_all(q: &[Vec<f32>], ranges: &[Range<usize>], k: KvRows<'_>, v: KvRows<'_>) -> Vec<Vec<f32>> {
+    let mut outs = vec![vec![0.0; k.dim]; q.len()];
+    let mut rows: Vec<QueryRow<'_>> = q
+        .iter()
+        .zip(ranges)
+        .zip(outs.iter_mut())
+        .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
+        .collect();
+    attend(&mut rows, k, v, 0.125, &mut AttentionScratch::default()).unwrap();
+    outs
+}
+
 struct Case {
     dtype: DType,
     d: usize,
@@ -53,19 +68,11 @@ impl Case {
 
     fn rows<'a>(&self, data: &'a [u8]) -> KvRows<'a> {
         let stride = self.dtype.row_bytes(self.d).unwrap();
-        KvRows { dtype: self.dtype, data, stride, dim: self.d, len: self.len }
+        KvRows { dtype: self.dtype, data, stride, dim: self.d, len: self.len, blocks: None }
     }
 
     fn run(&self, queries: &[Vec<f32>], ranges: &[Range<usize>]) -> Vec<Vec<f32>> {
-        let mut outs = vec![vec![0.0; self.d]; queries.len()];
-        let mut rows: Vec<QueryRow<'_>> = queries
-            .iter()
-            .zip(ranges)
-            .zip(outs.iter_mut())
-            .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
-            .collect();
-        attend(&mut rows, self.rows(&self.k), self.rows(&self.v), 0.125, &mut AttentionScratch::default()).unwrap();
-        outs
+        attend_all(queries, ranges, self.rows(&self.k), self.rows(&self.v))
     }
 }
 
@@ -147,16 +154,8 @@ fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
     ];
     let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 40 + r as u64)).collect()).collect();
     let want = whole.run(&q, &ranges);
-    let mut outs = vec![vec![0.0; d]; q.len()];
-    let mut rows: Vec<QueryRow<'_>> = q
-        .iter()
-        .zip(&ranges)
-        .zip(outs.iter_mut())
-        .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
-        .collect();
-    let kv = |data| KvRows { dtype: DType::Q8_0, data, stride: row, dim: d, len: ring };
-    attend(&mut rows, kv(&k), kv(&v), 0.125, &mut AttentionScratch::default()).unwrap();
-    assert_eq!(outs, want);
+    let kv = |data| KvRows { dtype: DType::Q8_0, data, stride: row, dim: d, len: ring, blocks: None };
+    assert_eq!(attend_all(&q, &ranges, kv(&k), kv(&v)), want);
 }
 
 #[test]
@@ -232,17 +231,7 @@ fn rows_read_in_place_give_the_bits_of_rows_decoded_first() {
         let row = dtype.row_bytes(d).unwrap();
         let ranges = [0..len, 0..len, 7..69];
         let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 50 + r as u64)).collect()).collect();
-        let run = |k: KvRows<'_>, v: KvRows<'_>| {
-            let mut outs = vec![vec![0.0; d]; q.len()];
-            let mut rows: Vec<QueryRow<'_>> = q
-                .iter()
-                .zip(&ranges)
-                .zip(outs.iter_mut())
-                .map(|((q, r), out)| QueryRow { q, keys: r.clone(), out, sink: None })
-                .collect();
-            attend(&mut rows, k, v, 0.125, &mut AttentionScratch::default()).unwrap();
-            outs
-        };
+        let run = |k: KvRows<'_>, v: KvRows<'_>| attend_all(&q, &ranges, k, v);
         // In place: rows one after the other, f32 at an aligned address.
         let aligned =
             |bytes: &[u8]| -> Vec<u32> { bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect() };
@@ -254,7 +243,7 @@ fn rows_read_in_place_give_the_bits_of_rows_decoded_first() {
                 std::slice::from_raw_parts(v_words.as_ptr().cast::<u8>(), case.v.len()),
             )
         };
-        let kv = |data, stride| KvRows { dtype, data, stride, dim: d, len };
+        let kv = |data, stride| KvRows { dtype, data, stride, dim: d, len, blocks: None };
         let in_place = run(kv(k_bytes, row), kv(v_bytes, row));
         // Decoded: rows 8 bytes apart more than their size.
         let spread =
@@ -321,4 +310,69 @@ fn a_sink_logit_takes_its_share_of_the_softmax_and_combines_to_the_same_bits() {
         combine((0..n_seg).map(|s| (states[at(s)], &parts[at(s) * d..(at(s) + 1) * d])), Some(sinks[r]), &mut out);
         assert_eq!(&out, want, "row {r}: segments with the sink");
     }
+}
+
+/// The blocks of `bytes` (rows of `row` bytes, `BLOCK` to a block) moved
+/// into a pool of `pool` blocks at `table`'s places; the pool's other
+/// blocks hold noise that no row must read.
+fn scattered(bytes: &[u8], row: usize, table: &[u32], pool: usize) -> Vec<u8> {
+    let block = BLOCK * row;
+    let mut out: Vec<u8> = (0..pool * block).map(|i| (noise(i, 77) * 100.0) as i8 as u8).collect();
+    for (j, chunk) in bytes.chunks(block).enumerate() {
+        let at = table[j] as usize * block;
+        out[at..at + chunk.len()].copy_from_slice(chunk);
+    }
+    out
+}
+
+#[test]
+fn rows_in_blocks_of_a_pool_give_the_bits_of_one_run_for_every_cache_type() {
+    let len = SEGMENT + 3 * BLOCK + 17;
+    let blocks = len.div_ceil(BLOCK);
+    // Blocks in a shuffled order, in a pool with spare blocks between them.
+    let table: Vec<u32> = (0..blocks as u32).map(|j| (j * 7 + 3) % (2 * blocks as u32 + 1)).collect();
+    let pool = 2 * blocks + 1;
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0] {
+        let d = 64;
+        let case = Case::new(dtype, d, len);
+        let row = dtype.row_bytes(d).unwrap();
+        let (k, v) = (scattered(&case.k, row, &table, pool), scattered(&case.v, row, &table, pool));
+        let ranges = [0..len, 5..len - 3, len - 1..len, BLOCK - 1..BLOCK + 1, SEGMENT - 9..SEGMENT + 70, 0..0];
+        let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 50 + r as u64)).collect()).collect();
+        let want = case.run(&q, &ranges);
+        let paged = |data| KvRows { blocks: Some(&table), ..case.rows(data) };
+        assert_eq!(attend_all(&q, &ranges, paged(&k), paged(&v)), want, "{dtype}");
+        // Split by segments and combined: the same bits again.
+        let queries: Vec<Query<'_>> = q.iter().zip(&ranges).map(|(q, r)| Query { q, keys: r.clone() }).collect();
+        let segments = 0..len.div_ceil(SEGMENT);
+        let n = queries.len() * segments.len();
+        let (mut states, mut parts) = (vec![Partial::default(); n], vec![0.0; n * d]);
+        let results = (&mut states[..], &mut parts[..]);
+        let mut scratch = AttentionScratch::default();
+        attend_segments(&queries, paged(&k), paged(&v), 0.125, segments.clone(), results, &mut scratch).unwrap();
+        for (r, want) in want.iter().enumerate() {
+            let mut out = vec![0.0; d];
+            let at = |s: usize| s * queries.len() + r;
+            combine(segments.clone().map(|s| (states[at(s)], &parts[at(s) * d..(at(s) + 1) * d])), None, &mut out);
+            assert_eq!(&out, want, "{dtype} row {r} by segments");
+        }
+    }
+}
+
+#[test]
+fn a_block_table_too_short_or_past_the_pool_is_an_error() {
+    let case = Case::new(DType::F16, 64, 2 * BLOCK + 1);
+    let row = DType::F16.row_bytes(64).unwrap();
+    let table = [2u32, 0, 1];
+    let k = scattered(&case.k, row, &table, 3);
+    let q = vec![0.1f32; 64];
+    let mut out = vec![0.0f32; 64];
+    let mut rows = [QueryRow { q: &q, keys: 0..2 * BLOCK + 1, out: &mut out, sink: None }];
+    let mut scratch = AttentionScratch::default();
+    let with = |blocks| KvRows { blocks: Some(blocks), ..case.rows(&k) };
+    attend(&mut rows, with(&table), with(&table), 1.0, &mut scratch).expect("three blocks in a pool of three");
+    let err = attend(&mut rows, with(&table[..2]), with(&table[..2]), 1.0, &mut scratch);
+    assert!(matches!(err, Err(KernelError::BufferTooSmall { what: "block table entries", .. })), "{err:?}");
+    let err = attend(&mut rows, with(&[2, 0, 3]), with(&[2, 0, 3]), 1.0, &mut scratch);
+    assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })), "{err:?}");
 }

@@ -218,7 +218,7 @@ impl Model {
 /// Whether every device holding layers attends in slots over a cache of
 /// these types.
 fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> bool {
-    let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(1), sinks: false };
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(1), sinks: false, paged: false };
     devices
         .iter()
         .enumerate()
@@ -297,7 +297,7 @@ fn check_recurrent(
 /// Refuses, before anything is loaded, a KV cache type that a device
 /// holding layers cannot attend over.
 fn check_cache_types(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> Result<(), ModelError> {
-    let op = Op::Attention { scale: 1.0, window: None, slot_rows: None, sinks: false };
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: None, sinks: false, paged: false };
     for (d, device) in devices.iter().enumerate() {
         if layer_device.contains(&d) && !(device.supports(&op, kv.k) && device.supports(&op, kv.v)) {
             return Err(ModelError::Config(format!(

@@ -219,7 +219,9 @@ impl Recorder<'_> {
             Op::Mul => self.broadcast(id, 1),
             Op::RmsNorm { eps } => self.rms_norm(id, eps),
             Op::Softmax { scale, causal, window } => self.softmax(id, scale, causal, window),
-            Op::Attention { scale, window, slot_rows: None, sinks: false } => self.attention(id, scale, window),
+            Op::Attention { scale, window, slot_rows: None, sinks: false, paged: false } => {
+                self.attention(id, scale, window)
+            }
             Op::Attention { .. } => {
                 Err(self.err(id, "attention in slots or with sinks is not written for this device"))
             }
