@@ -67,7 +67,8 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--shared", type=int, default=0, help="requests sharing one long system text")
-    ap.add_argument("--shared-words", type=int, default=1500)
+    ap.add_argument("--shared-words", type=int, default=2000)
+    ap.add_argument("--longest", type=int, default=6000, help="words after the shared text, the longest request")
     ap.add_argument("serve", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     flags = [f for f in a.serve if f != "--"]
@@ -93,10 +94,19 @@ def main():
         all_at_once(port, [f"{i}: {text(a.prompt_tokens, i)}" for i in range(a.requests)], a.max_tokens)
         out[f"rss_after_{a.requests}_short"] = rss_bytes(proc.pid)
         if a.shared:
+            # One request reads the shared system text first (so the others
+            # find it in a running or cached sequence), then all of them.
             system = text(a.shared_words, 0)
-            prompts = [f"{system}\n{i}: {text(100 + 60 * i, i)}" for i in range(a.shared)]
+            all_at_once(port, [system], 1)
+            step = (a.longest - 100) // max(a.shared - 1, 1)
+            prompts = [f"{system}\n{i}: {text(100 + step * i, i)}" for i in range(a.shared)]
             all_at_once(port, prompts, a.max_tokens)
             out[f"rss_after_{a.shared}_shared"] = rss_bytes(proc.pid)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        for line in metrics.splitlines():
+            if line.startswith("baton_kv_blocks_"):
+                name, value = line.split()
+                out[name] = float(value)
         out["cpu"] = next(
             (l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"
         )

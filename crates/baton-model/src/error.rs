@@ -47,6 +47,10 @@ pub enum ModelError {
         /// The GGUF type's name.
         type_name: String,
     },
+    /// A paged cache has no free block for a step (nothing of the step was
+    /// queued; a sequence that gives back its blocks makes room).
+    #[error(transparent)]
+    PoolFull(#[from] crate::state::PoolFull),
     /// The request does not fit the context.
     #[error("{needed} positions do not fit the context of {context}")]
     ContextFull {

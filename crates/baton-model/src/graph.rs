@@ -33,7 +33,7 @@
 //! than its window and a prompt batch its cache is a ring of the last
 //! positions ([`RING_ROWS`]), read whole.
 
-use baton_core::graph::{Flags, Graph, GraphError, NodeId, SlotCaches};
+use baton_core::graph::{Flags, Graph, GraphError, NodeId, SlotCaches, ATTENTION_BLOCK};
 use baton_core::DType;
 
 mod hybrid;
@@ -173,6 +173,12 @@ pub const CACHE_ROWS: &str = "cache_rows";
 /// sliding-window layer: `slot × ring + position mod ring` (batches in
 /// slots, when the cache has rings).
 pub const RING_CACHE_ROWS: &str = "ring_cache_rows";
+
+/// Name of the input of a paged cache's block tables, `[slots, context /
+/// ATTENTION_BLOCK]` (rounded up): each slot's blocks of the pool (batches
+/// in slots; [`BlockTables`](crate::BlockTables)). With it, a
+/// token's [`CACHE_ROWS`] entry is its row of the pool.
+pub const BLOCK_TABLE: &str = "block_table";
 
 /// Name of layer `l`'s key cache leaf.
 pub fn key_cache_name(l: usize) -> String {
@@ -328,18 +334,19 @@ impl Builder<'_> {
     /// Every sequence's attention in one node (a batch in slots): writes the
     /// keys and values `k`, `v` at each row's row `rows` of the whole
     /// caches `(kc, vc)` and attends each query row over its own slot of
-    /// `per_slot` rows (`slots`).
+    /// `per_slot` rows (`slots`), or of a paged cache, over the blocks its
+    /// row of `table` lists.
     fn attention_in_slots(
         &mut self,
         q: NodeId,
         (k, v): (NodeId, NodeId),
-        (positions, slots, rows): (NodeId, NodeId, NodeId),
+        (positions, slots, rows, table): (NodeId, NodeId, NodeId, Option<NodeId>),
         (kc, vc): (NodeId, NodeId),
         per_slot: usize,
         (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
         self.write_cache((k, v), (kc, vc), rows)?;
-        let slots = Some(SlotCaches { slots, rows: per_slot, table: None });
+        let slots = Some(SlotCaches { slots, rows: per_slot, table });
         self.g.attention_node(q, (kc, vc), positions, slots, sinks, self.config.attn_scale, sliding)
     }
 
@@ -457,6 +464,8 @@ struct InSlots {
     slots: NodeId,
     rows: NodeId,
     ring_rows: Option<NodeId>,
+    /// A paged cache's block tables ([`BLOCK_TABLE`]).
+    table: Option<NodeId>,
 }
 
 /// The KV cache's geometry: element types, positions per slot, slots.
@@ -477,6 +486,10 @@ pub struct CacheGeometry {
     /// Whether some layer's router and experts run on another device than
     /// the layer ([`expert_group`]).
     pub experts_apart: bool,
+    /// A paged cache's blocks: the layers without a ring are a pool of
+    /// this many blocks read through [`BLOCK_TABLE`] (batches in slots
+    /// only).
+    pub pool: Option<usize>,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -515,7 +528,17 @@ pub fn build(
                 Some(_) => Some(b.g.leaf(RING_CACHE_ROWS, DType::I32, &[t], Flags::INPUT)?),
                 None => None,
             },
+            table: match cache.pool {
+                Some(_) => {
+                    let per_slot = cache.context.div_ceil(ATTENTION_BLOCK);
+                    Some(b.g.leaf(BLOCK_TABLE, DType::I32, &[cache.slots, per_slot], Flags::INPUT)?)
+                }
+                None => None,
+            },
         }),
+        false if cache.pool.is_some() => {
+            return Err(GraphError::Invalid("a paged cache is read in slots only".into()));
+        }
         false => None,
     };
     // A hybrid model's recurrent ops take every row's slot.
@@ -559,7 +582,13 @@ pub fn build(
         // A sliding-window layer with a ring holds its last `ring` positions.
         let ring = layer.window.and(cache.ring).zip(ring_rows);
         let per_slot = ring.map_or(cache.context, |(rows, _)| rows);
-        let total = cache.slots * per_slot;
+        // A paged cache: the pool's rows, each slot's `per_slot` of them in
+        // whole blocks through its table.
+        let paged = cache.pool.filter(|_| ring.is_none());
+        let (total, per_slot) = match paged {
+            Some(blocks) => (blocks * ATTENTION_BLOCK, per_slot.next_multiple_of(ATTENTION_BLOCK)),
+            None => (cache.slots * per_slot, per_slot),
+        };
         let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
         let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
         let o = if let Some(inputs) = &in_slots {
@@ -567,7 +596,9 @@ pub fn build(
                 Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
                 None => inputs.rows,
             };
-            b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, (layer.window, sinks))?
+            let table = paged.and(inputs.table);
+            let at = (positions, inputs.slots, rows, table);
+            b.attention_in_slots(q, (k, v), at, (kc, vc), per_slot, (layer.window, sinks))?
         } else {
             let rows = if several {
                 Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)

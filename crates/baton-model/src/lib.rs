@@ -50,7 +50,7 @@ pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
 pub use hybrid::Recurrent;
 pub use memory::ModelMemory;
 pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, Placement, SeqStep, CHAT_TEMPLATE_KEY};
-pub use state::{KvCache, KvTypes, LayerCache, SavedPrefix};
+pub use state::{BlockCopy, BlockTables, BlockUsage, KvCache, KvTypes, LayerCache, PoolFull, SavedPrefix};
 pub use tensor_parallel::TensorShares;
 pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
 pub use weights::Weights;

@@ -87,6 +87,19 @@ pub struct ModelArgs {
     /// one op for every sequence.
     #[arg(long = "attention-per-sequence")]
     pub attention_per_sequence: bool,
+    /// One slot of `-c` positions per sequence instead of the paged KV
+    /// cache (blocks of 64 positions that sequences take as they fill them
+    /// and share where a prefix was copied; the default where every layer
+    /// is on the CPU in one process without a tensor split). For
+    /// comparisons: the logits are the same bits either way.
+    #[arg(long = "kv-slots")]
+    pub kv_slots: bool,
+    /// Blocks of 64 positions in the paged KV cache's pool (default: every
+    /// sequence's whole context; the pool's memory becomes resident only as
+    /// blocks are first used). A step that finds no free block is refused
+    /// with a clear error (the server queues requests before that).
+    #[arg(long = "kv-pool-blocks", value_parser = clap::value_parser!(u32).range(1..))]
+    pub kv_pool_blocks: Option<u32>,
     /// KV cache type of keys and values (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

@@ -21,6 +21,8 @@ impl ModelArgs {
             tensor_exact: self.tensor_exact,
             mmap: !self.no_mmap,
             attention_per_sequence: self.attention_per_sequence,
+            kv_blocks: !self.kv_slots,
+            kv_pool_blocks: self.kv_pool_blocks.map(|b| b as usize),
             expert_devices: Vec::new(),
             slots,
         }

@@ -192,6 +192,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let (mut model, link) = args.model.load_slots_linked(args.parallel.max(1))?;
     #[cfg(not(feature = "mpi"))]
     let model = args.model.load_slots(args.parallel.max(1))?;
+    if let Some(pool) = model.kv_blocks().map(|b| b.blocks) {
+        // Requests would have to wait for blocks (or be moved to host
+        // memory) rather than fail mid-stream: not written yet.
+        let (parallel, context) = (args.parallel.max(1), model.context());
+        let whole = parallel * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
+        if pool < whole {
+            anyhow::bail!(
+                "--kv-pool-blocks {pool}: the server needs every slot's whole context ({whole} blocks of 64 \
+                 positions for --parallel {parallel} -c {context}); a smaller pool is for `baton run` and the \
+                 library (the pool's memory becomes resident only as blocks are used either way)"
+            );
+        }
+    }
     #[cfg(feature = "mpi")]
     if let Some(link) = link.as_ref().filter(|l| l.rank != 0) {
         // Rank 0 serves; this rank makes its model calls with it.

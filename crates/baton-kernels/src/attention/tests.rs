@@ -1,7 +1,7 @@
 use super::*;
 use crate::quant::{dequantize_row, quantize_row};
-use baton_core::DType;
 use crate::with_isa;
+use baton_core::DType;
 
 /// A deterministic pseudo-random value in [-1, 1).
 pub(super) fn noise(i: usize, seed: u64) -> f32 {

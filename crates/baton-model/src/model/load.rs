@@ -93,6 +93,15 @@ impl Model {
         let context = options.context.unwrap_or(config.context.min(4096)).max(1);
         let batch = options.batch.clamp(1, context);
         let ring = ring_rows(&config, batch, context);
+        let paged = options.kv_blocks
+            && in_slots
+            && tensor.is_none()
+            && remote.is_none()
+            && attend_in_blocks(&devices, &layer_device, options.kv_types());
+        let pool = paged.then(|| {
+            let whole = options.slots.max(1) * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
+            options.kv_pool_blocks.unwrap_or(whole).max(1)
+        });
         let (weights, cache, tensor) = match tensor {
             Some(c) => {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
@@ -111,15 +120,18 @@ impl Model {
                 let weights =
                     Weights::load(&file, source, &config, &devices, &streams, &device_of, &|d| runner.is_local(d))?;
                 let slots = options.slots.max(1);
-                let cache =
-                    KvCache::new(&config, (context, slots, ring), options.kv_types(), &devices, &|l| layer_device[l])?;
+                let cache = KvCache::new(&config, (context, slots, ring, pool), options.kv_types(), &devices, &|l| {
+                    layer_device[l]
+                })?;
                 (weights, cache, None)
             }
         };
         let first = layer_device[0];
         let last = layer_device[config.layers - 1];
+        // A paged cache's tables go with each step's inputs.
+        let table_entries = cache.blocks.as_ref().map_or(0, |b| cache.slots * b.per_slot());
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(9 * batch * 4 + 64)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(9 * batch * 4 + 64 + table_entries * 4)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -219,6 +231,18 @@ impl Model {
 /// these types.
 fn attend_in_slots(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> bool {
     let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(1), sinks: false, paged: false };
+    devices
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| layer_device.contains(d))
+        .all(|(_, device)| device.supports(&op, kv.k) && device.supports(&op, kv.v))
+}
+
+/// Whether every device holding layers attends over a paged cache of
+/// these types.
+fn attend_in_blocks(devices: &[Arc<dyn Device>], layer_device: &[usize], kv: KvTypes) -> bool {
+    let rows = baton_core::graph::ATTENTION_BLOCK;
+    let op = Op::Attention { scale: 1.0, window: None, slot_rows: Some(rows), sinks: false, paged: true };
     devices
         .iter()
         .enumerate()

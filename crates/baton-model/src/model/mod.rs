@@ -78,6 +78,17 @@ pub struct LoadOptions {
     /// layer even where the devices attend in slots (for comparisons; the
     /// logits are the same bits either way).
     pub attention_per_sequence: bool,
+    /// A paged KV cache where the devices read one (every layer on the
+    /// CPU, one process, no tensor split, attention in slots): the
+    /// attention layers' keys and values are one pool of blocks that the
+    /// sequences hold as they fill them, a prefix copied between slots is
+    /// shared rather than copied (see [`BlockTables`](crate::BlockTables)).
+    /// `false`: one slot of `context` positions per sequence.
+    pub kv_blocks: bool,
+    /// Blocks of the paged pool (of [`ATTENTION_BLOCK`](baton_core::graph::ATTENTION_BLOCK)
+    /// positions); `None`: every slot's whole context (the pool never runs
+    /// out; its memory becomes resident as blocks are first written).
+    pub kv_pool_blocks: Option<usize>,
     /// Per layer, the device (an index into the devices) of its router and
     /// experts when not its own (`--cpu-moe`, `--n-cpu-moe`, `-ot`);
     /// shorter than the layers, or `None`: with the layer.
@@ -105,6 +116,8 @@ impl Default for LoadOptions {
             tensor_exact: false,
             mmap: true,
             attention_per_sequence: false,
+            kv_blocks: true,
+            kv_pool_blocks: None,
             expert_devices: Vec::new(),
         }
     }
@@ -442,6 +455,11 @@ impl Model {
     /// Runs that may be in flight at once (`LoadOptions::n_copies`).
     pub fn runs_in_flight(&self) -> usize {
         self.input_io.len()
+    }
+
+    /// A paged cache's block counts (`None`: one slot per sequence).
+    pub fn kv_blocks(&self) -> Option<crate::BlockUsage> {
+        self.cache.blocks.as_ref().map(|b| b.usage())
     }
 
     /// Whether a step of several sequences attends in slots: one attention

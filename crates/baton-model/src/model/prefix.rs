@@ -50,6 +50,20 @@ impl Model {
         Ok(true)
     }
 
+    /// Forgets slot `slot`'s positions (llama.cpp's `seq_rm` of a whole
+    /// sequence): a paged cache gets its blocks back (those no other slot
+    /// shares become free); its next evaluation starts at position 0.
+    pub fn clear_slot(&mut self, slot: usize) -> Result<(), ModelError> {
+        let Some(frontier) = self.frontier.get_mut(slot) else {
+            return Err(ModelError::Input(format!("slot {slot} does not exist")));
+        };
+        *frontier = 0;
+        if let Some(tables) = self.cache.blocks.as_mut() {
+            tables.truncate(slot, 0);
+        }
+        Ok(())
+    }
+
     /// Slot `slot`'s keys and values at positions `0..len`, read into host
     /// memory (the host waits for the reads); `None` where that is not
     /// served (under tensor parallelism, over several processes, when the

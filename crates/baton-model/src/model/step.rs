@@ -21,6 +21,7 @@ impl Model {
             slots: self.cache.slots,
             batch: self.batch,
             experts_apart: self.expert_device != self.layer_device,
+            pool: self.cache.blocks.as_ref().map(|b| b.blocks()),
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
@@ -42,7 +43,8 @@ impl Model {
                 | graph::SLOTS
                 | graph::CACHE_ROWS
                 | graph::RING_CACHE_ROWS
-                | graph::STATE_SLOTS => Some(first),
+                | graph::STATE_SLOTS
+                | graph::BLOCK_TABLE => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
                 }
@@ -67,7 +69,8 @@ impl Model {
                     | graph::SLOTS
                     | graph::CACHE_ROWS
                     | graph::RING_CACHE_ROWS
-                    | graph::STATE_SLOTS,
+                    | graph::STATE_SLOTS
+                    | graph::BLOCK_TABLE,
                 )
                 | None => None,
                 Some(name) => self.bound.get(name).cloned(),
@@ -192,8 +195,21 @@ impl Model {
             None => Vec::new(),
         };
         let context = self.cache.context;
-        // In slots, the graph depends on the token counts only.
-        let in_slots = self.in_slots && seqs.len() > 1;
+        // A paged cache: each sequence's blocks for its new positions (and
+        // copies of blocks shared with another slot that it writes into),
+        // queued before the step.
+        let paged = self.cache.blocks.is_some();
+        if let Some(tables) = self.cache.blocks.as_mut() {
+            let mut copies = Vec::new();
+            for s in seqs {
+                copies.extend(tables.prepare(s.slot, s.past, s.past + s.tokens.len())?);
+            }
+            let (runner, layer_device) = (&self.runner, &self.layer_device);
+            self.cache.copy_blocks(&self.config, &copies, &|l| runner.stream(layer_device[l]).clone())?;
+        }
+        // In slots, the graph depends on the token counts only (a paged
+        // cache is always read in slots).
+        let in_slots = self.in_slots && (seqs.len() > 1 || paged);
         let shape = BatchShape {
             seqs: seqs
                 .iter()
@@ -224,7 +240,9 @@ impl Model {
         let ring_len = if ring.is_some() { t } else { 0 };
         let in_slots_len = if in_slots { 2 * t + ring_len } else { 0 };
         let state_slots_len = if self.config.recurrent.is_some() { t } else { 0 };
-        let inputs_len = 2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len + state_slots_len;
+        let table_len = self.cache.blocks.as_ref().map_or(0, |b| self.cache.slots * b.per_slot());
+        let inputs_len =
+            2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len + table_len + state_slots_len;
         let inputs_t = TensorRef::new(&io, 0, DType::I32, &[inputs_len])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
@@ -239,6 +257,14 @@ impl Model {
                 (0..3).map(|i| TensorRef::new(&io, slots_at + i * t * 4, DType::I32, &[t])).collect::<Result<_, _>>()?
             }
             false => Vec::new(),
+        };
+        // A paged cache's block tables, after the slot inputs.
+        let table_t = match &self.cache.blocks {
+            Some(b) => {
+                let at = slots_at + in_slots_len * 4;
+                Some(TensorRef::new(&io, at, DType::I32, &[self.cache.slots, b.per_slot()])?)
+            }
+            None => None,
         };
         // A hybrid model's recurrent layers: each token's slot, last.
         let state_slots_t = match state_slots_len {
@@ -266,6 +292,20 @@ impl Model {
             }
             self.host_inputs = Some(written.wait().map_err(|e| ModelError::Stream(e.error))?);
         }
+        // In slots, each token's row of its layers' caches: of the pool
+        // (a block its slot holds, prepared above), or of the slot.
+        let mut cache_rows = Vec::with_capacity(if in_slots { t } else { 0 });
+        for s in seqs.iter().filter(|_| in_slots) {
+            for p in s.past..s.past + s.tokens.len() {
+                cache_rows.push(match &self.cache.blocks {
+                    Some(tables) => tables
+                        .row(s.slot, p)
+                        .ok_or_else(|| ModelError::Config(format!("slot {} holds no block for position {p}", s.slot)))?
+                        as i32,
+                    None => (s.slot * context + p) as i32,
+                });
+            }
+        }
         // Token ids, then positions, then (several sequences) the row of
         // each one's last token.
         let mut inputs = self.host_inputs.take().unwrap_or_default();
@@ -284,10 +324,13 @@ impl Model {
         if in_slots {
             let each = |s: &SeqStep<'_>| std::iter::repeat_n(s.slot, s.tokens.len()).zip(s.past..);
             inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, _)| slot as i32)));
-            inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, p)| (slot * context + p) as i32)));
+            inputs.extend_from_slice(&cache_rows);
             if let Some(rows) = ring {
                 inputs.extend(seqs.iter().flat_map(|s| each(s).map(|(slot, p)| (slot * rows + p % rows) as i32)));
             }
+        }
+        if let Some(tables) = &self.cache.blocks {
+            tables.write_entries(&mut inputs);
         }
         if state_slots_len > 0 {
             inputs.extend(seqs.iter().flat_map(|s| std::iter::repeat_n(s.slot as i32, s.tokens.len())));
@@ -315,6 +358,7 @@ impl Model {
                 graph::CACHE_ROWS => slot_inputs.get(1).cloned(),
                 graph::RING_CACHE_ROWS => slot_inputs.get(2).cloned(),
                 graph::STATE_SLOTS => state_slots_t.clone(),
+                graph::BLOCK_TABLE => table_t.clone(),
                 graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),
                 _ => None,

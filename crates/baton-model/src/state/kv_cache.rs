@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use baton_composite::CompositeDevice;
 use baton_core::backend::{Buffer, Device, TensorRef};
+use baton_core::graph::ATTENTION_BLOCK;
 use baton_core::DType;
 
+use super::blocks::BlockTables;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
 use crate::tensor_parallel::TensorShares;
@@ -58,6 +60,11 @@ pub struct KvCache {
     /// ring of the last positions (position `p` at row `p mod ring`)
     /// rather than every position; see [`ring_rows`].
     pub ring: Option<usize>,
+    /// A paged cache's tables: the attention layers without a ring hold
+    /// one pool of blocks (`[kv_heads, blocks × ATTENTION_BLOCK,
+    /// head_dim]`) that every slot's table points into, rather than
+    /// `context` rows per slot (see [`BlockTables`]).
+    pub blocks: Option<BlockTables>,
 }
 
 /// Rows of a sliding-window layer's ring for prompt batches of up to
@@ -76,6 +83,8 @@ pub fn ring_rows(config: &LlamaConfig, batch: usize, context: usize) -> Option<u
 /// The one rule for them: allocating, copying, saving and restoring all
 /// ask it.
 pub(crate) fn rows_per_slot(config: &LlamaConfig, l: usize, context: usize, ring: Option<usize>) -> usize {
+    // (A paged cache's layers without a ring hold blocks of a pool instead:
+    // `KvCache::layer_rows`.)
     match (config.layer_attention(l).window, ring) {
         (Some(_), Some(rows)) => rows,
         _ => context,
@@ -116,24 +125,48 @@ impl KvTypes {
 }
 
 impl KvCache {
+    /// Rows of layer `l`'s keys (and values): a ring's or a slot's context
+    /// per slot, or a paged cache's pool.
+    pub fn layer_rows(&self, config: &LlamaConfig, l: usize) -> usize {
+        Self::rows_of(config, l, (self.context, self.slots, self.ring), self.blocks.as_ref())
+    }
+
+    fn rows_of(
+        config: &LlamaConfig,
+        l: usize,
+        (context, slots, ring): (usize, usize, Option<usize>),
+        blocks: Option<&BlockTables>,
+    ) -> usize {
+        let per_slot = rows_per_slot(config, l, context, ring);
+        match blocks {
+            Some(tables) if per_slot == context => tables.blocks() * ATTENTION_BLOCK,
+            _ => slots * per_slot,
+        }
+    }
+
     /// Allocates a zeroed cache for `slots` sequences of `context` positions,
     /// each layer's on the device `device_of(layer)`; sliding-window layers
-    /// hold rings of `ring` rows per slot (see [`ring_rows`]).
+    /// hold rings of `ring` rows per slot (see [`ring_rows`]). With `pool`
+    /// (a count of blocks), the layers without a ring are a paged pool of
+    /// that many blocks instead of a slot each (memory becomes resident as
+    /// blocks are first written: see `baton_cpu`'s buffers).
     pub fn new(
         config: &LlamaConfig,
-        (context, slots, ring): (usize, usize, Option<usize>),
+        (context, slots, ring, pool): (usize, usize, Option<usize>, Option<usize>),
         dtypes: KvTypes,
         devices: &[Arc<dyn Device>],
         device_of: &dyn Fn(usize) -> usize,
     ) -> Result<KvCache, ModelError> {
         dtypes.position_bytes(config)?;
+        let blocks = pool.map(|blocks| BlockTables::new(slots, context, blocks));
         let shapes: Vec<[(DType, Vec<usize>); 2]> = (0..config.layers)
             .map(|l| match config.recurrent.as_ref().filter(|r| r.is_recurrent(l)) {
                 Some(r) => {
                     [(DType::F32, r.conv_state_dims(slots).to_vec()), (DType::F32, r.delta_state_dims(slots).to_vec())]
                 }
                 None => {
-                    let dims = vec![config.kv_heads, slots * rows_per_slot(config, l, context, ring), config.head_dim];
+                    let rows = Self::rows_of(config, l, (context, slots, ring), blocks.as_ref());
+                    let dims = vec![config.kv_heads, rows, config.head_dim];
                     [(dtypes.k, dims.clone()), (dtypes.v, dims)]
                 }
             })
@@ -165,7 +198,7 @@ impl KvCache {
                 false => LayerCache::Attention(a, b),
             });
         }
-        Ok(KvCache { layers, dtypes, context, slots, ring })
+        Ok(KvCache { layers, dtypes, context, slots, ring, blocks })
     }
 
     /// A zeroed cache for `slots` sequences of `context` positions on the
@@ -189,6 +222,6 @@ impl KvCache {
             let v = device.alloc_split(dtypes.v, &dims, shares.cache())?;
             layers.push(LayerCache::Attention(k, v));
         }
-        Ok(KvCache { layers, dtypes, context, slots, ring })
+        Ok(KvCache { layers, dtypes, context, slots, ring, blocks: None })
     }
 }

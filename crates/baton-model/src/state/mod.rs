@@ -4,6 +4,9 @@
 //! - `kv_cache.rs`: keys and values of every layer in slots of `context`
 //!   positions, sliding-window layers as rings (the rows-per-slot rule,
 //!   written once: `rows_per_slot`), and their element types.
+//! - `blocks.rs`: a paged cache's blocks on the host: each slot's table
+//!   of blocks of the pool, shared prefixes counted per holder, copy on
+//!   write, the free list.
 //! - `prefix.rs`: a slot's first positions copied to another slot (a
 //!   prompt that starts as a running sequence's), saved to host memory and
 //!   restored (`--cache-ram`), with the bits an evaluation would give.
@@ -12,8 +15,10 @@
 //! models, and its checkpoints) belongs here beside them, held per slot
 //! and copied, saved and restored through the same operations.
 
+mod blocks;
 mod kv_cache;
 mod prefix;
 
+pub use blocks::{BlockCopy, BlockTables, BlockUsage, PoolFull};
 pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};
 pub use prefix::SavedPrefix;

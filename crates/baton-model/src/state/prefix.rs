@@ -10,8 +10,10 @@
 
 use baton_core::backend::{Stream, TensorRef};
 
+use baton_core::graph::ATTENTION_BLOCK;
 use baton_core::DType;
 
+use super::blocks::BlockCopy;
 use super::kv_cache::{rows_per_slot, KvCache, LayerCache};
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
@@ -49,6 +51,17 @@ impl SavedPrefix {
     }
 }
 
+/// Which layers' rows [`KvCache::prefix_views`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layers {
+    /// Every layer's.
+    All,
+    /// The recurrent layers' state only (a checkpoint).
+    Recurrent,
+    /// All but a paged pool's blocks (which a copy shares instead).
+    Unpaged,
+}
+
 impl KvCache {
     /// Rows of one slot in layer `l`'s cache: the ring's for a
     /// sliding-window layer with a ring, else the context.
@@ -56,15 +69,65 @@ impl KvCache {
         rows_per_slot(config, l, self.context, self.ring)
     }
 
+    /// Whether layer `l`'s keys and values are blocks of a paged pool.
+    fn is_paged(&self, config: &LlamaConfig, l: usize) -> bool {
+        self.blocks.is_some()
+            && matches!(self.layers.get(l), Some(LayerCache::Attention(..)))
+            && self.slot_rows(config, l) == self.context
+    }
+
+    /// Block `block` of a paged layer's tensor `t` for KV head `head`: its
+    /// first `rows` rows.
+    fn block_view(
+        &self,
+        config: &LlamaConfig,
+        t: &TensorRef,
+        (head, block, rows): (usize, usize, usize),
+    ) -> Result<TensorRef, ModelError> {
+        let row_bytes = t
+            .dtype()
+            .row_bytes(config.head_dim)
+            .ok_or_else(|| ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), config.head_dim)))?;
+        let pool_rows = t.shape().dims()[1];
+        let at = t.offset() + (head * pool_rows + block * ATTENTION_BLOCK) * row_bytes;
+        Ok(TensorRef::new(t.buffer(), at, t.dtype(), &[rows, config.head_dim])?)
+    }
+
+    /// Queues on `stream_of(layer)` copies of whole blocks of a paged pool
+    /// (a write into a block another slot still holds: see
+    /// [`BlockTables::prepare`](super::BlockTables::prepare)), every paged
+    /// layer's keys and values.
+    pub(crate) fn copy_blocks(
+        &self,
+        config: &LlamaConfig,
+        copies: &[BlockCopy],
+        stream_of: &dyn Fn(usize) -> Stream,
+    ) -> Result<(), ModelError> {
+        for (l, layer) in self.layers.iter().enumerate().filter(|&(l, _)| self.is_paged(config, l)) {
+            for t in layer.tensors() {
+                for head in 0..config.kv_heads {
+                    for c in copies {
+                        let src = self.block_view(config, t, (head, c.from as usize, ATTENTION_BLOCK))?;
+                        let dst = self.block_view(config, t, (head, c.to as usize, ATTENTION_BLOCK))?;
+                        stream_of(l).copy(&src, &dst, None)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The rows of slot `slot` that hold positions `0..len` (a
-    /// sliding-window layer's whole ring), per layer, keys then values, per
-    /// KV head, with each one's layer.
+    /// sliding-window layer's whole ring; a paged layer's blocks), per
+    /// layer, keys then values, per KV head, with each one's layer; `which`
+    /// layers.
     fn prefix_views(
         &self,
         config: &LlamaConfig,
         (slot, len): (usize, usize),
-        recurrent_only: bool,
+        which: Layers,
     ) -> Result<Vec<(usize, TensorRef)>, ModelError> {
+        let recurrent_only = which == Layers::Recurrent;
         if slot >= self.slots || len > self.context {
             return Err(ModelError::Config(format!(
                 "positions 0..{len} of slot {slot} (the cache has {} slots of {})",
@@ -75,6 +138,24 @@ impl KvCache {
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v) = match layer {
                 LayerCache::Attention(..) if recurrent_only => continue,
+                LayerCache::Attention(..) if self.is_paged(config, l) => {
+                    if which == Layers::All {
+                        let table = self.blocks.as_ref().map_or(&[][..], |b| b.table(slot));
+                        let blocks = len.div_ceil(ATTENTION_BLOCK);
+                        if table.len() < blocks {
+                            return Err(ModelError::Config(format!("slot {slot} holds fewer than {len} positions")));
+                        }
+                        for t in layer.tensors() {
+                            for head in 0..config.kv_heads {
+                                for (j, &block) in table[..blocks].iter().enumerate() {
+                                    let rows = (len - j * ATTENTION_BLOCK).min(ATTENTION_BLOCK);
+                                    views.push((l, self.block_view(config, t, (head, block as usize, rows))?));
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
                 LayerCache::Attention(k, v) => (k, v),
                 LayerCache::Recurrent(conv, delta) => {
                     // The slot's whole state: it holds exactly the positions
@@ -109,7 +190,7 @@ impl KvCache {
     /// orders the copies after the writes of those rows and before later
     /// work on them.
     pub(crate) fn copy_prefix(
-        &self,
+        &mut self,
         config: &LlamaConfig,
         (from, to, len): (usize, usize, usize),
         stream_of: &dyn Fn(usize) -> Stream,
@@ -117,12 +198,13 @@ impl KvCache {
         if from == to {
             return Err(ModelError::Config(format!("a KV copy from slot {from} to itself")));
         }
-        let pairs = self.prefix_views(config, (from, len), false)?.into_iter().zip(self.prefix_views(
-            config,
-            (to, len),
-            false,
-        )?);
-        for ((l, src), (_, dst)) in pairs {
+        // A paged cache's blocks are shared, not copied (a write into one
+        // both hold copies it first); rings and recurrent state are copied.
+        if let Some(tables) = self.blocks.as_mut() {
+            tables.share(from, to, len);
+        }
+        let views = |slot| self.prefix_views(config, (slot, len), Layers::Unpaged);
+        for ((l, src), (_, dst)) in views(from)?.into_iter().zip(views(to)?) {
             stream_of(l).copy(&src, &dst, None)?;
         }
         Ok(())
@@ -137,8 +219,9 @@ impl KvCache {
         recurrent_only: bool,
         stream_of: &dyn Fn(usize) -> Stream,
     ) -> Result<SavedPrefix, ModelError> {
+        let which = if recurrent_only { Layers::Recurrent } else { Layers::All };
         let reads = self
-            .prefix_views(config, (slot, len), recurrent_only)?
+            .prefix_views(config, (slot, len), which)?
             .into_iter()
             .map(|(l, view)| stream_of(l).read_async(&view))
             .collect::<Result<Vec<_>, _>>()?;
@@ -148,18 +231,38 @@ impl KvCache {
 
     /// Writes `saved` into slot `slot`, waiting for the writes.
     pub(crate) fn restore_prefix(
-        &self,
+        &mut self,
         config: &LlamaConfig,
         slot: usize,
         saved: &SavedPrefix,
         stream_of: &dyn Fn(usize) -> Stream,
     ) -> Result<(), ModelError> {
-        let views = self.prefix_views(config, (slot, saved.len), saved.recurrent_only)?;
-        let fits = views.len() == saved.chunks.len()
-            && views.iter().zip(&saved.chunks).all(|((_, v), c)| v.bytes() == c.len());
-        if !fits {
-            return Err(ModelError::Config("a saved prefix of another cache's geometry".into()));
+        let which = if saved.recurrent_only { Layers::Recurrent } else { Layers::All };
+        if slot >= self.slots {
+            return Err(ModelError::Config(format!("slot {slot} (the cache has {} slots)", self.slots)));
         }
+        // A paged cache: blocks of the slot's own for the saved positions,
+        // the slot's tables as they were if the prefix does not fit.
+        let before = self.blocks.clone();
+        if let (Some(tables), Layers::All) = (self.blocks.as_mut(), which) {
+            tables.truncate(slot, 0);
+            if let Err(full) = tables.prepare(slot, 0, saved.len) {
+                self.blocks = before;
+                return Err(full.into());
+            }
+        }
+        let views = self.prefix_views(config, (slot, saved.len), which);
+        let fits = views.as_ref().is_ok_and(|views| {
+            views.len() == saved.chunks.len() && views.iter().zip(&saved.chunks).all(|((_, v), c)| v.bytes() == c.len())
+        });
+        let views = match (views, fits) {
+            (Ok(views), true) => views,
+            (views, _) => {
+                self.blocks = before;
+                views?;
+                return Err(ModelError::Config("a saved prefix of another cache's geometry".into()));
+            }
+        };
         let writes = views
             .iter()
             .zip(&saved.chunks)

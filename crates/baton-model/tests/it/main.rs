@@ -8,6 +8,7 @@ mod cache_types;
 mod embedding;
 mod experts_placed;
 mod hybrid;
+mod kv_blocks;
 mod kv_copy;
 mod long_context;
 mod mapped;

@@ -126,6 +126,10 @@ pub struct EngineMetrics {
     pub kv_positions_used: u64,
     /// `slots` times the context.
     pub kv_positions_total: u64,
+    /// A paged KV cache's blocks (of 64 positions): `[pool, used, shared,
+    /// held]`, held counting a shared block once per sequence holding it;
+    /// all 0 without a paged cache.
+    pub kv_blocks: [u64; 4],
     /// Time from a request's submission to its first token.
     pub time_to_first_token: HistogramSnapshot,
     /// Time between two tokens of one sequence.
@@ -287,6 +291,7 @@ impl Engine {
             slots,
             kv_positions_used: s.kv_positions.load(Ordering::Relaxed),
             kv_positions_total: (slots * self.info.context) as u64,
+            kv_blocks: s.kv_blocks.each_ref().map(|g| g.load(Ordering::Relaxed)),
             time_to_first_token: s.ttft.snapshot(),
             inter_token_latency: s.itl.snapshot(),
             tokens_per_second: s.throughput.per_second(),

@@ -678,6 +678,11 @@ impl Worker {
         self.shared.host_waits.store(self.model.host_waits(), Ordering::Relaxed);
         let positions: usize = self.running.iter().map(|s| s.past).sum();
         self.shared.kv_positions.store(positions as u64, Ordering::Relaxed);
+        let blocks = self.model.kv_blocks().unwrap_or_default();
+        for (gauge, value) in self.shared.kv_blocks.iter().zip([blocks.blocks, blocks.used, blocks.shared, blocks.held])
+        {
+            gauge.store(value as u64, Ordering::Relaxed);
+        }
     }
 
     /// Publishes what host memory holds (`--cache-ram`).

@@ -22,6 +22,7 @@ fn sample() -> EngineMetrics {
         slots: 4,
         kv_positions_used: 90,
         kv_positions_total: 4096,
+        kv_blocks: [128, 20, 6, 31],
         time_to_first_token: HistogramSnapshot { cumulative: cumulative.clone(), sum_seconds: 1.5 },
         inter_token_latency: HistogramSnapshot { cumulative, sum_seconds: 0.25 },
         tokens_per_second: 12.5,
@@ -71,6 +72,8 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!((values["baton_drafted_tokens_total"], values["baton_draft_accepted_tokens_total"]), (40.0, 25.0));
     assert_eq!(values["baton_prompt_cache_ram_prompts"], 2.0);
     assert_eq!(values["baton_kv_slots_free"], 2.0);
+    let blocks = ["total", "used", "free", "shared", "held"].map(|k| values[&format!("baton_kv_blocks_{k}")]);
+    assert_eq!(blocks, [128.0, 20.0, 108.0, 6.0, 31.0]);
     assert_eq!(values["baton_host_waits_per_step"], 1.0);
     assert_eq!(values["baton_time_to_first_token_seconds_bucket{le=\"+Inf\"}"], LATENCY_BUCKETS.len() as f64);
     assert_eq!(values["baton_time_to_first_token_seconds_count"], LATENCY_BUCKETS.len() as f64);

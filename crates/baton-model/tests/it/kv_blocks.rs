@@ -1,0 +1,118 @@
+//! The paged KV cache (`LoadOptions::kv_blocks`, the default on the CPU):
+//! the same bits as a slot per sequence for every cache kind (every
+//! position, rings, a quantized type, recurrent state beside it), a prefix
+//! copied between slots held once and copied only where a slot writes into
+//! a block it shares, and a pool that runs out refusing the step, never
+//! corrupting another sequence.
+
+use baton_core::DType;
+use baton_model::{LoadOptions, Logits, Model, ModelError, SeqStep};
+use baton_synth::SynthShape;
+use baton_testkit::synth::synth_model;
+
+fn load(path: &std::path::Path, cache: DType, (blocks, pool): (bool, Option<usize>)) -> Model {
+    let options = LoadOptions {
+        context: Some(512),
+        batch: 64,
+        slots: 4,
+        cache_type: cache,
+        kv_blocks: blocks,
+        kv_pool_blocks: pool,
+        ..LoadOptions::default()
+    };
+    Model::load(path, baton_cpu::open(&["cpu"]).expect("cpu").remove(0), &options).expect("load")
+}
+
+fn tokens(n: usize, seed: u32) -> Vec<u32> {
+    (0..n as u32).map(|i| (i * 29 + seed * 7 + 3) % 500).collect()
+}
+
+/// Every logit of slot `slot` evaluating `tokens` from position `from`,
+/// 64 at a time.
+fn all_logits(model: &mut Model, slot: usize, tokens: &[u32], from: usize) -> Vec<f32> {
+    let mut out = Vec::new();
+    for (i, chunk) in tokens.chunks(64).enumerate() {
+        out.extend_from_slice(model.eval_slot(slot, chunk, from + i * 64, Logits::All).expect("eval"));
+    }
+    out
+}
+
+/// Prompts of three slots (of mixed lengths, 64 at a time), then eight
+/// batched decode steps of all three: every logit.
+fn run(model: &mut Model) -> Vec<f32> {
+    let mut out = Vec::new();
+    let prompts = [tokens(150, 1), tokens(64, 2), tokens(201, 3)];
+    for (slot, prompt) in prompts.iter().enumerate() {
+        out.extend(all_logits(model, slot, prompt, 0));
+    }
+    for step in 0..8u32 {
+        let next: Vec<[u32; 1]> = (0..3u32).map(|s| [(step * 31 + s * 5) % 500]).collect();
+        let seqs: Vec<SeqStep<'_>> =
+            (0..3).map(|s| SeqStep { slot: s, past: prompts[s].len() + step as usize, tokens: &next[s] }).collect();
+        out.extend_from_slice(model.eval_batch(&seqs).expect("decode"));
+    }
+    out
+}
+
+#[test]
+fn a_paged_cache_gives_the_bits_of_a_slot_per_sequence() {
+    for (shape, cache) in [
+        (SynthShape::Tiny, DType::F32),
+        (SynthShape::Tiny256, DType::Q8_0),
+        (SynthShape::Gemma3, DType::F16),
+        (SynthShape::Qwen35, DType::F32),
+    ] {
+        let (_dir, path) = synth_model("kv-blocks", shape, DType::Q8_0, 9);
+        let mut paged = load(&path, cache, (true, None));
+        let mut slots = load(&path, cache, (false, None));
+        assert!(paged.kv_blocks().is_some() && slots.kv_blocks().is_none(), "{shape}");
+        assert!(run(&mut paged) == run(&mut slots), "{shape} {cache}: paged logits differ");
+        let usage = paged.kv_blocks().expect("paged");
+        // 158, 72 and 209 positions: 3 + 2 + 4 blocks of 64, none shared.
+        assert_eq!((usage.used, usage.shared, usage.held), (9, 0, 9), "{shape}");
+    }
+}
+
+#[test]
+fn a_shared_prefix_is_held_once_and_each_slot_goes_on_with_the_bits_of_evaluating_it() {
+    let (_dir, path) = synth_model("kv-blocks-share", SynthShape::Tiny256, DType::Q8_0, 9);
+    let mut paged = load(&path, DType::F16, (true, None));
+    let mut fresh = load(&path, DType::F16, (false, None));
+    let prefix = tokens(300, 4);
+    all_logits(&mut paged, 0, &prefix, 0);
+    for to in 1..4 {
+        assert!(paged.copy_prefix(0, to, 300).expect("share"));
+    }
+    let usage = paged.kv_blocks().expect("paged");
+    assert_eq!((usage.used, usage.shared, usage.held), (5, 5, 20), "300 positions in 5 blocks, held by 4 slots");
+    // Each slot goes on differently from position 300 (inside the fifth
+    // block: each writer gets its own copy of that block only).
+    for slot in 1..4 {
+        let rest = tokens(20, 10 + slot as u32);
+        let got = all_logits(&mut paged, slot, &rest, 300);
+        let want = all_logits(&mut fresh, 0, &[prefix.clone(), rest].concat(), 0);
+        let vocab = fresh.config().vocab;
+        assert!(got == want[300 * vocab..], "slot {slot}: a shared prefix changed the logits");
+    }
+    let usage = paged.kv_blocks().expect("paged");
+    assert_eq!((usage.used, usage.shared), (8, 4), "three copies of the last block; four blocks still shared");
+    paged.clear_slot(0).expect("clear");
+    assert_eq!(paged.kv_blocks().expect("paged").used, 7, "slot 0's own last block freed");
+}
+
+#[test]
+fn a_full_pool_refuses_the_step_and_a_cleared_slot_makes_room() {
+    let (_dir, path) = synth_model("kv-blocks-full", SynthShape::Tiny, DType::Q8_0, 9);
+    let mut model = load(&path, DType::F32, (true, Some(4)));
+    let a = tokens(200, 5);
+    let first = all_logits(&mut model, 0, &a, 0);
+    let vocab = model.config().vocab;
+    let err = model.eval_slot(1, &tokens(10, 6), 0, Logits::Last).expect_err("no free block");
+    assert!(matches!(err, ModelError::PoolFull(_)), "{err}");
+    assert!(err.to_string().contains("has 0 free; this step needs 1"), "{err}");
+    // Slot 0 was not touched: evaluating it again gives the same bits.
+    assert_eq!(model.eval_slot(0, &a[199..], 199, Logits::Last).expect("again"), &first[199 * vocab..]);
+    model.clear_slot(0).expect("clear");
+    model.eval_slot(1, &tokens(10, 6), 0, Logits::Last).expect("room after the clear");
+    assert!(model.clear_slot(4).is_err(), "no slot 4");
+}
