@@ -22,6 +22,7 @@ impl ModelArgs {
             mmap: !self.no_mmap,
             attention_per_sequence: self.attention_per_sequence,
             expert_devices: Vec::new(),
+            expert_split: self.split_mode == baton_load::SplitMode::Expert,
             slots,
         }
     }

@@ -25,6 +25,7 @@ use baton_tokenizer::Tokenizer;
 
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
+use crate::expert_parallel::{share_of, ExpertSplit};
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
 use crate::state::{ring_rows, KvCache, KvTypes, LayerCache, SavedPrefix};
@@ -82,6 +83,11 @@ pub struct LoadOptions {
     /// experts when not its own (`--cpu-moe`, `--n-cpu-moe`, `-ot`);
     /// shorter than the layers, or `None`: with the layer.
     pub expert_devices: Vec<Option<usize>>,
+    /// Every layer on the first device and each device holding a share of
+    /// every layer's experts (`--split-mode expert`, see [`ExpertSplit`]);
+    /// `tensor_exact` then gathers the experts' outputs so that the logits
+    /// are bit for bit one device's.
+    pub expert_split: bool,
 }
 
 impl LoadOptions {
@@ -106,6 +112,7 @@ impl Default for LoadOptions {
             mmap: true,
             attention_per_sequence: false,
             expert_devices: Vec::new(),
+            expert_split: false,
         }
     }
 }
@@ -183,6 +190,8 @@ pub struct Model {
     layer_device: Vec<usize>,
     /// The device of each layer's router and experts.
     expert_device: Vec<usize>,
+    /// The experts split over the devices, if they are.
+    expert_split: Option<ExpertSplit>,
     runner: Runner,
     weights: Weights,
     cache: KvCache,
@@ -234,9 +243,10 @@ pub struct Model {
     frontier: Vec<usize>,
 }
 
-/// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`).
+/// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`),
+/// or a device's share of them.
 fn is_stacked_experts(name: &str) -> bool {
-    name.ends_with("_exps.weight")
+    share_of(name).0.ends_with("_exps.weight")
 }
 
 struct Types<'a>(&'a Weights);
@@ -368,10 +378,34 @@ impl Model {
         let held: usize = self
             .weights
             .iter()
-            .filter(|(name, _)| is_stacked_experts(name) && self.config.expert_weight_layer(name) == Some(l))
+            .filter(|(name, _)| {
+                is_stacked_experts(name) && self.config.expert_weight_layer(share_of(name).0) == Some(l)
+            })
             .map(|(_, t)| t.bytes())
             .sum();
         (held, held / e.count * e.used)
+    }
+
+    /// The experts' split over the devices (`--split-mode expert`), if
+    /// they are split.
+    pub fn expert_split(&self) -> Option<ExpertSplit> {
+        self.expert_split
+    }
+
+    /// Bytes of stacked experts (`ffn_*_exps.weight`, every layer's) each
+    /// device holds, by device index.
+    pub fn expert_bytes_by_device(&self) -> Vec<usize> {
+        let mut bytes = vec![0; self.devices.len()];
+        for (name, t) in self.weights.iter().filter(|(name, _)| is_stacked_experts(name)) {
+            let device = match share_of(name).1 {
+                Some(d) => d,
+                None => self.devices.iter().position(|d| d.info().name == t.buffer().device()).unwrap_or(0),
+            };
+            if let Some(b) = bytes.get_mut(device) {
+                *b += t.bytes();
+            }
+        }
+        bytes
     }
 
     /// Times the host blocked so far: logits reads, and the scheduler's own

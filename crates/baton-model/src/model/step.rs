@@ -21,6 +21,7 @@ impl Model {
             slots: self.cache.slots,
             batch: self.batch,
             experts_apart: self.expert_device != self.layer_device,
+            expert_split: self.expert_split,
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
@@ -28,6 +29,7 @@ impl Model {
         let group_device = |g: u32| match graph::group_place(config, g) {
             graph::GroupPlace::Layer(l) => Some(layer_device[l]),
             graph::GroupPlace::Experts(l) => Some(expert_device[l]),
+            graph::GroupPlace::ExpertShare(_, device) => Some(device),
         };
         let first = layer_device[0];
         let g2 = graph.clone();
