@@ -74,6 +74,17 @@ impl Model {
             (true, Some(_)) => {
                 return Err(ModelError::Config("experts are split over devices or tensors are, not both".into()))
             }
+            (true, None) if options.expert_devices.iter().any(Option::is_some) => {
+                return Err(ModelError::Config(
+                    "experts are placed on a device (--cpu-moe, --n-cpu-moe, -ot) or split over the devices (-sm expert), not both"
+                        .into(),
+                ))
+            }
+            (true, None) if !options.tensor_split.is_empty() => {
+                return Err(ModelError::Config(
+                    "-sm expert shares every layer's experts evenly: --tensor-split is not read there".into(),
+                ))
+            }
             (true, None) => Some(ExpertSplit::new(&config, devices.len(), options.tensor_exact)?),
             (false, _) => None,
         };

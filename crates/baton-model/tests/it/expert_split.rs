@@ -110,7 +110,7 @@ fn batched_steps_through_an_exact_expert_split_stay_batch_invariant() {
 }
 
 #[test]
-fn an_expert_split_of_a_dense_model_or_one_device_is_an_error() {
+fn an_expert_split_of_a_dense_model_one_device_placed_experts_or_shares_is_an_error() {
     let base = LoadOptions { context: Some(64), batch: 32, expert_split: true, ..LoadOptions::default() };
     let (_dir, path) = synth_model("expert-split-bad", SynthShape::Qwen3, DType::Q8_0, 5);
     let err = Model::load_split(&path, devices(&["cpu:0", "cpu:1"]), &base).err().expect("refused");
@@ -118,4 +118,10 @@ fn an_expert_split_of_a_dense_model_or_one_device_is_an_error() {
     let (_dir, path) = synth_model("expert-split-bad", SynthShape::Qwen3Moe, DType::Q8_0, 5);
     let err = Model::load_split(&path, devices(&["cpu"]), &base).err().expect("refused");
     assert!(err.to_string().contains("from 2 devices"), "{err}");
+    let placed = LoadOptions { expert_devices: vec![Some(1)], ..base.clone() };
+    let err = Model::load_split(&path, devices(&["cpu:0", "cpu:1"]), &placed).err().expect("refused");
+    assert!(err.to_string().contains("not both"), "{err}");
+    let uneven = LoadOptions { tensor_split: vec![3.0, 1.0], ..base.clone() };
+    let err = Model::load_split(&path, devices(&["cpu:0", "cpu:1"]), &uneven).err().expect("refused");
+    assert!(err.to_string().contains("--tensor-split is not read"), "{err}");
 }

@@ -53,7 +53,8 @@ mod tests {
     fn the_plan_of_an_expert_split_names_each_devices_share_and_the_traffic() {
         let dir = TempDir::new("plan-experts");
         let path = dir.file("qwen3moe.gguf");
-        write_synth_model(&SynthSpec { shape: SynthShape::Qwen3Moe, dtype: DType::Q8_0, seed: 5 }, &path).expect("synth");
+        write_synth_model(&SynthSpec { shape: SynthShape::Qwen3Moe, dtype: DType::Q8_0, seed: 5 }, &path)
+            .expect("synth");
         let devices = baton_cpu::open(&["cpu:0", "cpu:1"]).expect("devices");
         let options = LoadOptions { context: Some(32), batch: 8, expert_split: true, ..LoadOptions::default() };
         let model = Model::load_split(&path, devices, &options).expect("experts split");
