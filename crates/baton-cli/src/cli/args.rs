@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn a_bad_choice_is_clap_error_listing_the_choices() {
         for (args, choices) in [
-            (["--split-mode", "row"], "[possible values: none, layer, tensor]"),
+            (["--split-mode", "row"], "[possible values: none, layer, tensor, expert]"),
             (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
             (["--cache-type", "q6_k"], "[possible values: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1]"),
         ] {
