@@ -6,7 +6,8 @@
 //! outputs are summed apart and the logits are close.
 
 use baton_core::DType;
-use baton_model::{ExpertSplit, LoadOptions, Logits, Model, ModelError, Placement};
+use baton_model::{ExpertSplit, GraphShape, LoadOptions, Logits, Model, ModelError, Placement};
+use baton_sched::LeafSource;
 use baton_synth::SynthShape;
 use baton_testkit::argmax;
 use baton_testkit::synth::synth_model;
@@ -69,6 +70,34 @@ fn each_device_holds_only_its_share_of_the_experts() {
         assert_eq!(model.expert_bytes_by_device(), want, "over {names:?}");
         // The whole layer's experts are still counted once.
         assert_eq!((0..model.config().layers).map(|l| model.expert_bytes(l).0).sum::<usize>(), whole);
+    }
+}
+
+/// A decode step's plan: every split on a device past the first reads only
+/// that device's share of the experts (no weight crosses), and the bytes
+/// it copies between devices are the traffic `baton plan` states, per
+/// token and layer.
+#[test]
+fn a_decode_step_moves_only_the_activations_the_split_states() {
+    for (shape, exact) in [(SynthShape::Qwen3Moe, false), (SynthShape::Qwen3Moe, true), (SynthShape::GptOss, true)] {
+        let (_dir, path) = synth_model("expert-split-plan", shape, DType::Q8_0, 5);
+        let base = LoadOptions { context: Some(64), batch: 32, ..LoadOptions::default() };
+        let mut model = split(&path, &["cpu:0", "cpu:1"], exact, &base);
+        let split = model.expert_split().expect("split");
+        let c = model.config().clone();
+        let plan = model.plan(GraphShape::new(1, 0, Logits::Last, 64)).expect("plan");
+        let per_token = split.traffic_bytes_per_token(c.dim, c.experts.expect("experts"));
+        assert_eq!(plan.bytes_per_run(), per_token * c.layers, "{shape} exact {exact}: {plan}");
+        let on_second: Vec<_> = plan.splits.iter().filter(|s| s.device == 1).collect();
+        assert_eq!(on_second.len(), c.layers, "{shape}: one split a layer on cpu:1");
+        for s in on_second {
+            for leaf in &s.leaves {
+                if let LeafSource::Bound(original) = leaf.source {
+                    let name = plan.graph.node(original).name.clone().unwrap_or_default();
+                    assert!(name.ends_with("@1"), "{shape}: {name} read on cpu:1");
+                }
+            }
+        }
     }
 }
 
