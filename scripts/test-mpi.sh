@@ -25,6 +25,10 @@
 #   MPI, and over the butterfly): --tensor-exact bit for bit as one
 #   process's -sm tensor, partial sums within its NMSE bound; rank 1
 #   stopped mid-decode under -sm tensor;
+# - `baton run -sm expert` over 2 and 3 ranks (each rank's device holding
+#   its share of every layer's experts) on the qwen3moe, gpt-oss and
+#   qwen35moe synthetic models: --tensor-exact bit for bit as one process
+#   on one device, partial sums bit for bit as one process's -sm expert;
 # - `baton conformance` across 2 ranks under each wait policy;
 # - `baton serve` over 2 ranks (-sm layer and tensor): the openai client
 #   test, one process's greedy text, and rank 1 stopped mid-stream (an
@@ -213,6 +217,37 @@ cli_tensor() { # MODEL RANKS LABEL EXACT(exact|partial) COLLECTIVE [DEVICES [EXT
 # `baton conformance` across 2 ranks (the other device on the other rank:
 # crates/baton-cli/src/cmd/conformance_ranks.rs) under wait policy POLICY:
 # every rule passes but W-FOREIGN, an expected failure (docs/contract.md).
+# `baton run -sm expert` over RANKS ranks, each rank's device holding its
+# share of every layer's experts (every layer on rank 0): with
+# --tensor-exact, text and logits bit for bit as one process on one device;
+# with partial sums, bit for bit as one process's -sm expert over
+# cpu:0,cpu:1,... (each device's sum of its own experts, added in the same
+# order).
+cli_expert() { # MODEL RANKS LABEL EXACT(exact|partial)
+  local baton="$target/release/baton" ranks=$2 exact=$4 devices local rc=0 args oracle
+  devices=$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu@\1/g')
+  local=$(seq -s, 0 $((ranks - 1)) | sed 's/\([0-9]\+\)/cpu:\1/g')
+  args=(run -m "$1" -p "The capital of France is" -n 12 --temp 0 -t 1)
+  if [ "$exact" = exact ]; then
+    oracle="one process on one device"
+    timeout 120 "$baton" "${args[@]}" --devices cpu --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
+    args+=(-sm expert --tensor-exact)
+  else
+    oracle="one process's -sm expert over $local"
+    args+=(-sm expert)
+    timeout 120 "$baton" "${args[@]}" --devices "$local" --logits-out "$work/one.bin" >"$work/one.out" 2>/dev/null || rc=$?
+  fi
+  timeout 300 scripts/mpirun.sh -np "$ranks" "$baton" "${args[@]}" --devices "$devices" \
+    --logits-out "$work/ranks.bin" >"$work/ranks.out" 2>"$work/ranks.err" || rc=$?
+  if [ "$rc" != 0 ] || [ ! -s "$work/one.bin" ] || ! cmp -s "$work/one.out" "$work/ranks.out" \
+    || ! cmp -s "$work/one.bin" "$work/ranks.bin"; then
+    cat "$work/ranks.err" >&2
+    fail "-sm expert ($exact) over $ranks ranks on $3 (exit $rc): text or logits differ from $oracle"
+  else
+    echo "ok: -sm expert ($exact) over $ranks ranks on $3: text and logits bit for bit as $oracle"
+  fi
+}
+
 cli_conformance() { # POLICY
   local out rc=0 passed
   out=$(BATON_WAIT_POLICY=$1 timeout 120 scripts/mpirun.sh -np 2 -x BATON_WAIT_POLICY "$target/release/baton" \
@@ -422,6 +457,14 @@ cli_run "$work/gpt-oss.gguf" 2 "the gpt-oss synthetic model (sinks, YaRN, slidin
 # A hybrid model split by layer (issue 47 step 3): each rank holds its
 # recurrent layers' state.
 cli_run "$work/qwen35moe.gguf" 2 "the qwen35moe synthetic model (recurrent layers)"
+# The experts split over ranks (issue 47 step 5): each rank holds its share.
+for ranks in 2 3; do
+  for exact in exact partial; do
+    cli_expert "$work/qwen3moe.gguf" "$ranks" "the qwen3moe synthetic model" "$exact"
+    cli_expert "$work/gpt-oss.gguf" "$ranks" "the gpt-oss synthetic model (expert biases)" "$exact"
+    cli_expert "$work/qwen35moe.gguf" "$ranks" "the qwen35moe synthetic model (recurrent layers)" "$exact"
+  done
+done
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact mpi
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" exact butterfly
 cli_tensor "$work/tiny.gguf" 2 "the tiny synthetic model" partial mpi

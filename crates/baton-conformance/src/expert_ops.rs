@@ -131,3 +131,53 @@ pub fn op_matmul_id(f: &Fixture) {
         matmul_id_case(f, dtype);
     }
 }
+
+/// A share of the experts (`first..first + E`): each row whose expert it
+/// holds has the bits of the product by every expert, each other row is
+/// `-0.0`; the rows of a token choosing several experts of the share, one
+/// of none.
+pub fn op_matmul_id_share(f: &Fixture) {
+    for dtype in [DType::F32, DType::Q8_0, DType::Q4_K] {
+        if !f.weight_types().contains(&dtype) || !runs(f, &Op::MatMulIdShare { first: 2 }, dtype) {
+            continue;
+        }
+        let k_dim = if dtype.is_k_quant() { 256 } else { 64 };
+        let (tokens, picks, experts, n, first, held) = (5, 3, 6, 40, 2, 3);
+        // Token 3 chooses none of experts 2..5, token 1 all three.
+        let ids: Vec<i32> = vec![1, 0, 5, 2, 3, 4, 1, 5, 0, 0, 1, 5, 0, 4, 2];
+        let w = encode(dtype, &random(experts * n * k_dim, 75));
+        let per_expert = w.len() / experts;
+        let share = w[first * per_expert..(first + held) * per_expert].to_vec();
+        let x = random(tokens * k_dim, 76);
+        let mut g = Graph::new();
+        let xl = g.leaf("x", DType::F32, &[tokens, 1, k_dim], Flags::INPUT).expect("leaf");
+        let wl = g.leaf("w", dtype, &[experts, n, k_dim], Flags::WEIGHT).expect("leaf");
+        let sl = g.leaf("share", dtype, &[held, n, k_dim], Flags::WEIGHT).expect("leaf");
+        let il = g.leaf("ids", DType::I32, &[tokens, picks], Flags::INPUT).expect("leaf");
+        let every = g.matmul_id(xl, wl, il).expect("matmul_id");
+        let part = g.matmul_id_share(xl, sl, il, first).expect("matmul_id_share");
+        for (node, name) in [(every, "every"), (part, "part")] {
+            g.mark(node, Flags::OUTPUT).expect("mark");
+            g.set_name(node, name).expect("name");
+        }
+        let inputs = vec![
+            input_f32("x", &x),
+            Input { name: "w", bytes: w.clone() },
+            Input { name: "share", bytes: share },
+            input_i32("ids", &ids),
+        ];
+        let out = run(f, g, inputs);
+        let (every, part) = (f32s(&out["every"]), f32s(&out["part"]));
+        for (row, &e) in ids.iter().enumerate() {
+            let held_here = (first..first + held).contains(&(e as usize));
+            for c in 0..n {
+                let got = part[row * n + c].to_bits();
+                let want = if held_here { every[row * n + c].to_bits() } else { (-0.0f32).to_bits() };
+                assert_eq!(
+                    got, want,
+                    "{dtype} row {row} (expert {e}) column {c}: share bits {got:#x}, expected {want:#x}"
+                );
+            }
+        }
+    }
+}

@@ -16,7 +16,7 @@ pub use crate::attention_ops::{
     op_attention_f16, op_attention_in_blocks, op_attention_in_slots, op_attention_long, op_attention_q4_0_keys,
     op_attention_q8_0, op_attention_ring, op_attention_window, op_scatter_rows_q8_0,
 };
-pub use crate::expert_ops::{op_matmul_id, op_sum_rows, op_top_k_and_take_columns};
+pub use crate::expert_ops::{op_matmul_id, op_matmul_id_share, op_sum_rows, op_top_k_and_take_columns};
 use crate::op_harness::{check, encode, f32s, f64s, input_f32, input_i32, run, Input};
 pub use crate::op_harness::{FLOAT_NMSE, QUANT_NMSE};
 pub use crate::oss_ops::{op_attention_sinks, op_rope_yarn, op_swiglu_clamped};

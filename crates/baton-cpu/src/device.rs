@@ -147,7 +147,7 @@ impl Device for CpuDevice {
 
     fn supports(&self, op: &Op, dtype: DType) -> bool {
         match op {
-            Op::MatMul | Op::MatMulId | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
+            Op::MatMul | Op::MatMulId | Op::MatMulIdShare { .. } | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
             Op::CopyInto | Op::Contiguous | Op::View | Op::Leaf => true,
             // A KV cache of any float or block type.
             Op::Attention { .. } | Op::ScatterRows => dtype != DType::I32,

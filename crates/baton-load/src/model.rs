@@ -22,11 +22,15 @@ pub enum SplitMode {
     Layer,
     /// Every weight split over the devices, all-reduce gates.
     Tensor,
+    /// Every layer on the first device, each device holding a share of
+    /// every mixture-of-experts layer's experts (expert parallelism; see
+    /// [`ExpertSplit`](baton_model::ExpertSplit)).
+    Expert,
 }
 
 impl SplitMode {
     /// Every mode, in the order `--help` lists them.
-    pub const ALL: [SplitMode; 3] = [SplitMode::None, SplitMode::Layer, SplitMode::Tensor];
+    pub const ALL: [SplitMode; 4] = [SplitMode::None, SplitMode::Layer, SplitMode::Tensor, SplitMode::Expert];
 
     /// The mode's name (`-sm NAME`, llama.cpp's).
     pub fn name(self) -> &'static str {
@@ -34,6 +38,7 @@ impl SplitMode {
             SplitMode::None => "none",
             SplitMode::Layer => "layer",
             SplitMode::Tensor => "tensor",
+            SplitMode::Expert => "expert",
         }
     }
 }
@@ -64,7 +69,7 @@ pub fn load_model(
     options: &LoadOptions,
 ) -> Result<Model, LoadError> {
     let devices: Vec<Arc<dyn Device>> = match split {
-        SplitMode::Layer | SplitMode::Tensor => devices,
+        SplitMode::Layer | SplitMode::Tensor | SplitMode::Expert => devices,
         SplitMode::None => devices.into_iter().take(1).collect(),
     };
     let shares = &options.tensor_split;
@@ -80,11 +85,13 @@ pub fn load_model(
             "--tensor-split {shares:?}: shares are numbers of at least 0, not all 0"
         )));
     }
-    let loaded = if split == SplitMode::Tensor {
-        let composite = CompositeDevice::new(devices, policy)?;
-        Model::load_tensor_parallel(path, Arc::new(composite), options)
-    } else {
-        Model::load_split(path, devices, options)
+    let loaded = match split {
+        SplitMode::Tensor => {
+            let composite = CompositeDevice::new(devices, policy)?;
+            Model::load_tensor_parallel(path, Arc::new(composite), options)
+        }
+        SplitMode::Expert => Model::load_split(path, devices, &LoadOptions { expert_split: true, ..options.clone() }),
+        SplitMode::None | SplitMode::Layer => Model::load_split(path, devices, options),
     };
     let mut model =
         loaded.map_err(|source| LoadError::Model { path: path.display().to_string(), source: Box::new(source) })?;
@@ -114,6 +121,7 @@ mod tests {
     fn split_modes_parse_by_name_and_others_are_refused() {
         assert_eq!("tensor".parse::<SplitMode>().ok(), Some(SplitMode::Tensor));
         assert_eq!("none".parse::<SplitMode>().ok(), Some(SplitMode::None));
+        assert_eq!("expert".parse::<SplitMode>().ok(), Some(SplitMode::Expert));
         let bad = "rows".parse::<SplitMode>().expect_err("not a mode").to_string();
         assert!(bad.contains("unknown split mode \"rows\""), "{bad}");
     }

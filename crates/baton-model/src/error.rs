@@ -50,7 +50,7 @@ pub enum ModelError {
     /// A paged cache has no free block for a step (nothing of the step was
     /// queued; a sequence that gives back its blocks makes room).
     #[error(transparent)]
-    PoolFull(#[from] crate::state::PoolFull),
+    PoolFull(#[from] PoolFull),
     /// The request does not fit the context.
     #[error("{needed} positions do not fit the context of {context}")]
     ContextFull {
@@ -150,4 +150,16 @@ mod tests {
             assert!(message.contains(dtype.name()), "{} missing from {message:?}", dtype.name());
         }
     }
+}
+
+/// The pool ran out: a step needs `needed` blocks more than are free.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the KV pool of {blocks} blocks of 64 positions has {free} free; this step needs {needed}")]
+pub struct PoolFull {
+    /// Blocks of the pool.
+    pub blocks: usize,
+    /// Free now.
+    pub free: usize,
+    /// Needed by the step.
+    pub needed: usize,
 }

@@ -36,10 +36,12 @@
 use baton_core::graph::{Flags, Graph, GraphError, NodeId, SlotCaches, ATTENTION_BLOCK};
 use baton_core::DType;
 
+mod expert_split;
 mod hybrid;
 
 use crate::arch::{Activation, LayerAttention, SWIGLU_CLAMPED};
 use crate::config::{Experts, LlamaConfig};
+use crate::expert_parallel::{share_name, ExpertSplit};
 use crate::state::KvTypes;
 
 /// Which logits a graph produces.
@@ -214,15 +216,25 @@ pub enum GroupPlace {
     Layer(usize),
     /// Layer `l`'s router and experts (`--cpu-moe`, `-ot exps=…`).
     Experts(usize),
+    /// Under an expert split, layer `l`'s products by device `d`'s share of
+    /// its experts ([`expert_share_group`]): `ExpertShare(l, d)`.
+    ExpertShare(usize, usize),
 }
 
 /// What placement group `group` holds.
 pub fn group_place(config: &LlamaConfig, group: u32) -> GroupPlace {
-    let g = group as usize;
-    match g.checked_sub(config.layers + 2) {
-        Some(l) => GroupPlace::Experts(l.min(config.layers - 1)),
-        None => GroupPlace::Layer(g.saturating_sub(1).min(config.layers - 1)),
+    let (g, layers) = (group as usize, config.layers);
+    match g.checked_sub(layers + 2) {
+        Some(i) if i >= layers => GroupPlace::ExpertShare((i - layers) % layers, (i - layers) / layers),
+        Some(l) => GroupPlace::Experts(l),
+        None => GroupPlace::Layer(g.saturating_sub(1).min(layers - 1)),
     }
+}
+
+/// The placement group of layer `l`'s products by device `device`'s share
+/// of its experts (an expert split).
+pub fn expert_share_group(config: &LlamaConfig, l: usize, device: usize) -> u32 {
+    (2 * config.layers + 2 + device * config.layers + l) as u32
 }
 
 /// The placement group of layer `l`'s router and experts.
@@ -242,6 +254,8 @@ struct Builder<'a> {
     types: &'a dyn WeightTypes,
     /// Whether some layer's experts run on another device than the layer.
     experts_apart: bool,
+    /// The experts split over devices, if they are.
+    expert_split: Option<ExpertSplit>,
 }
 
 impl Builder<'_> {
@@ -361,11 +375,12 @@ impl Builder<'_> {
             // placed on another device than the layer's).
             let group = self.g.group();
             self.g.set_group(Some(expert_group(c, l)));
-            let y = match self.experts_apart {
+            let y = match (self.expert_split, self.experts_apart) {
+                (Some(split), _) => self.split_experts(l, h, experts, split),
                 // A view does not cross devices: the experts' side copies
                 // its rows first.
-                true => self.g.contiguous(h).and_then(|rows| self.experts(l, rows, experts)),
-                false => self.experts(l, h, experts),
+                (None, true) => self.g.contiguous(h).and_then(|rows| self.experts(l, rows, experts)),
+                (None, false) => self.experts(l, h, experts),
             };
             self.g.set_group(group);
             let mut y = y?;
@@ -394,21 +409,14 @@ impl Builder<'_> {
     }
 
     /// `y [T, k, n]` plus each token's chosen experts' biases (rows `ids [T,
-    /// k]` of layer `l`'s `name.bias` `[count, n]`), where the architecture
-    /// has them.
-    fn expert_bias(
-        &mut self,
-        l: usize,
-        name: &str,
-        y: NodeId,
-        ids: NodeId,
-        count: usize,
-    ) -> Result<NodeId, GraphError> {
+    /// k]` of the weight `table` `[count, n]`), where the architecture has
+    /// them.
+    fn expert_bias(&mut self, table: &str, y: NodeId, ids: NodeId, count: usize) -> Result<NodeId, GraphError> {
         if !self.config.traits().expert_biases {
             return Ok(y);
         }
         let dims = self.g.node(y).layout.shape.dims().to_vec();
-        let table = self.weight(&format!("blk.{l}.{name}.bias"), &[count, dims[2]])?;
+        let table = self.weight(table, &[count, dims[2]])?;
         let flat = self.g.reshape(ids, &[dims[0] * dims[1]])?;
         let rows = self.g.get_rows(table, flat)?;
         let rows = self.g.reshape(rows, &dims)?;
@@ -424,29 +432,74 @@ impl Builder<'_> {
     ///
     /// [`Op::MatMulId`]: baton_core::graph::Op::MatMulId
     fn experts(&mut self, l: usize, h: NodeId, e: Experts) -> Result<NodeId, GraphError> {
+        let (ids, weights) = self.router(l, h, e)?;
+        let outs = self.expert_products(l, h, ids, e, None)?;
+        let outs = self.expert_bias(&format!("blk.{l}.ffn_down_exps.bias"), outs, ids, e.count)?;
+        self.weighted_sum(outs, weights)
+    }
+
+    /// Layer `l`'s router on the rows `h [T, dim]`: each token's `used`
+    /// best experts `[T, used]` (i32) and their weights `[T, used]`.
+    fn router(&mut self, l: usize, h: NodeId, e: Experts) -> Result<(NodeId, NodeId), GraphError> {
         let d = self.config.dim;
-        let p = |n: &str| format!("blk.{l}.{n}.weight");
-        let t = self.g.node(h).layout.shape.dims()[0];
-        let mut scores = self.linear(h, &p("ffn_gate_inp"), e.count, d)?;
+        let mut scores = self.linear(h, &format!("blk.{l}.ffn_gate_inp.weight"), e.count, d)?;
         if self.config.traits().expert_biases {
             let bias = self.weight(&format!("blk.{l}.ffn_gate_inp.bias"), &[e.count])?;
             scores = self.g.add(scores, bias)?;
         }
         let ids = self.g.top_k(scores, e.used)?;
         let chosen = self.g.take_columns(scores, ids)?;
-        let weights = self.g.softmax(chosen, 1.0, false)?;
+        Ok((ids, self.g.softmax(chosen, 1.0, false)?))
+    }
+
+    /// Each token's rows `h [T, dim]` through its chosen experts `ids`
+    /// (gate and up, their biases, the activation, down; not the down
+    /// product's bias): `[T, used, dim]`. With `share` (a device and its
+    /// experts `first..first + count`), through that device's share of the
+    /// experts only ([`share_name`]), the other rows `-0.0`.
+    fn expert_products(
+        &mut self,
+        l: usize,
+        h: NodeId,
+        ids: NodeId,
+        e: Experts,
+        share: Option<(usize, std::ops::Range<usize>)>,
+    ) -> Result<NodeId, GraphError> {
+        let d = self.config.dim;
+        let t = self.g.node(h).layout.shape.dims()[0];
         let rows = self.g.reshape(h, &[t, 1, d])?;
-        let gate = self.weight(&p("ffn_gate_exps"), &[e.count, e.ffn_dim, d])?;
-        let up = self.weight(&p("ffn_up_exps"), &[e.count, e.ffn_dim, d])?;
-        let down = self.weight(&p("ffn_down_exps"), &[e.count, d, e.ffn_dim])?;
-        let gate = self.g.matmul_id(rows, gate, ids)?;
-        let gate = self.expert_bias(l, "ffn_gate_exps", gate, ids, e.count)?;
-        let up = self.g.matmul_id(rows, up, ids)?;
-        let up = self.expert_bias(l, "ffn_up_exps", up, ids, e.count)?;
+        let held = share.as_ref().map_or(e.count, |(_, experts)| experts.len());
+        let name = |n: &str| match &share {
+            Some((device, _)) => share_name(n, *device),
+            None => n.to_string(),
+        };
+        let p = |n: &str| name(&format!("blk.{l}.{n}.weight"));
+        let bias = |n: &str| name(&format!("blk.{l}.{n}.bias"));
+        let gate = self.weight(&p("ffn_gate_exps"), &[held, e.ffn_dim, d])?;
+        let up = self.weight(&p("ffn_up_exps"), &[held, e.ffn_dim, d])?;
+        let down = self.weight(&p("ffn_down_exps"), &[held, d, e.ffn_dim])?;
+        let first = share.as_ref().map(|(_, experts)| experts.start);
+        let product = |b: &mut Self, x: NodeId, w: NodeId| match first {
+            Some(first) => b.g.matmul_id_share(x, w, ids, first),
+            None => b.g.matmul_id(x, w, ids),
+        };
+        let gate = product(self, rows, gate)?;
+        let gate = self.expert_bias(&bias("ffn_gate_exps"), gate, ids, e.count)?;
+        let up = product(self, rows, up)?;
+        let up = self.expert_bias(&bias("ffn_up_exps"), up, ids, e.count)?;
         let act = self.gated(gate, up)?;
-        let outs = self.g.matmul_id(act, down, ids)?;
-        let outs = self.expert_bias(l, "ffn_down_exps", outs, ids, e.count)?;
-        let weights = self.g.reshape(weights, &[t, e.used, 1])?;
+        product(self, act, down)
+    }
+
+    /// The experts' outputs `outs [T, used, n]` times their weights `[T,
+    /// used]`, summed in order of rank ([`Op::SumRows`]). (The weights'
+    /// view is taken here, where they are read: a view does not cross
+    /// between splits.)
+    ///
+    /// [`Op::SumRows`]: baton_core::graph::Op::SumRows
+    fn weighted_sum(&mut self, outs: NodeId, weights: NodeId) -> Result<NodeId, GraphError> {
+        let dims = self.g.node(weights).layout.shape.dims().to_vec();
+        let weights = self.g.reshape(weights, &[dims[0], dims[1], 1])?;
         let weighted = self.g.mul(outs, weights)?;
         self.g.sum_rows(weighted)
     }
@@ -490,6 +543,9 @@ pub struct CacheGeometry {
     /// this many blocks read through [`BLOCK_TABLE`] (batches in slots
     /// only).
     pub pool: Option<usize>,
+    /// The experts split over devices ([`expert_share_group`]), if they
+    /// are.
+    pub expert_split: Option<ExpertSplit>,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -509,7 +565,13 @@ pub fn build(
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
     let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
-    let mut b = Builder { g: Graph::new(), config, types, experts_apart: cache.experts_apart };
+    let mut b = Builder {
+        g: Graph::new(),
+        config,
+        types,
+        experts_apart: cache.experts_apart,
+        expert_split: cache.expert_split,
+    };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_place`).
     b.g.set_group(Some(0));

@@ -11,6 +11,7 @@ use baton_composite::CompositeDevice;
 
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
+use crate::expert_parallel::{share_name, ExpertSplit, ShareHolding};
 use crate::tensor_parallel::TensorShares;
 
 /// Alignment of each tensor inside the weight buffer.
@@ -54,20 +55,31 @@ impl Weights {
     /// once. Only devices that are `local` (this process's) get their
     /// bytes: another process's device is a stand-in whose tensors are
     /// placed but never read here.
+    ///
+    /// Under an expert `split`, device `d` holds its share of each layer's
+    /// stacked experts, a range of the tensor's bytes named
+    /// [`share_name`]`(name, d)` (mapped, or copied, as any weight), and
+    /// its own whole copy of the experts' gate and up biases.
     pub fn load(
         file: &GgufFile,
         source: Option<&std::fs::File>,
         config: &LlamaConfig,
-        devices: &[Arc<dyn Device>],
-        streams: &[Stream],
+        (devices, streams): (&[Arc<dyn Device>], &[Stream]),
         device_of: &dyn Fn(&str) -> usize,
         local: &dyn Fn(usize) -> bool,
+        split: Option<&ExpertSplit>,
     ) -> Result<Weights, ModelError> {
         let mut placed: Vec<Placed<'_>> = Vec::new();
         let mut totals = vec![0usize; devices.len()];
         let holder = |name: &str| -> &dyn Device { &*devices[device_of(name)] };
-        for Checked { name, dims: expected, dtype, data, file_offset } in checked_weights(file, config, &holder)? {
-            let device = device_of(&name);
+        let mut held = Vec::new();
+        for weight in checked_weights(file, config, &holder)? {
+            match (split, config.experts) {
+                (Some(split), Some(experts)) => held.extend(weight.shares(split, experts.count, device_of)?),
+                _ => held.push((device_of(&weight.name), weight)),
+            }
+        }
+        for (device, Checked { name, dims: expected, dtype, data, file_offset }) in held {
             let offset = totals[device].div_ceil(ALIGN) * ALIGN;
             totals[device] = offset + data.len();
             placed.push(Placed { name, device, offset, dtype, dims: expected, data, file_offset });
@@ -88,8 +100,13 @@ impl Weights {
                     let offset = (p.file_offset - start) as usize;
                     tensors.insert(p.name.clone(), TensorRef::new(&buffer, offset, p.dtype, &p.dims)?);
                 }
-                // The mapped range (a tied output shares the embedding's).
-                mapped_bytes += buffer.len();
+                // The mapped range (a tied output shares the embedding's),
+                // or under an expert split its tensors' bytes (each device's
+                // share of every layer's experts spans most of the file).
+                mapped_bytes += match split {
+                    Some(_) => mine.iter().map(|p| p.data.len()).sum(),
+                    None => buffer.len(),
+                };
                 continue;
             }
             let buffer: Buffer = device.alloc(totals[d])?;
@@ -182,6 +199,50 @@ struct Checked<'a> {
     data: &'a [u8],
     /// Offset of `data` in the file.
     file_offset: u64,
+}
+
+impl<'a> Checked<'a> {
+    /// Where this weight goes under an expert `split` of `count` experts a
+    /// layer: each device its share (a range of the experts), or each
+    /// device a whole copy, or the device `device_of` its name where it is
+    /// not split.
+    fn shares(
+        self,
+        split: &ExpertSplit,
+        count: usize,
+        device_of: &dyn Fn(&str) -> usize,
+    ) -> Result<Vec<(usize, Checked<'a>)>, ModelError> {
+        let part = |device: usize, experts: std::ops::Range<usize>| {
+            let per_expert = self.data.len() / count;
+            let mut dims = self.dims.clone();
+            dims[0] = experts.len();
+            Checked {
+                name: share_name(&self.name, device),
+                dims,
+                dtype: self.dtype,
+                data: &self.data[experts.start * per_expert..experts.end * per_expert],
+                file_offset: self.file_offset + (experts.start * per_expert) as u64,
+            }
+        };
+        match split.holding(&self.name) {
+            Some(ShareHolding::Split) => {
+                if self.dims.first() != Some(&count) || !self.data.len().is_multiple_of(count) {
+                    let mut expected = self.dims.clone();
+                    expected[0] = count;
+                    return Err(ModelError::TensorShape {
+                        name: self.name.clone(),
+                        found: self.dims.clone(),
+                        expected,
+                    });
+                }
+                Ok(split.shares(count).into_iter().enumerate().map(|(d, r)| (d, part(d, r))).collect())
+            }
+            Some(ShareHolding::Mirror) => Ok((0..split.devices)
+                .map(|d| (d, Checked { name: share_name(&self.name, d), dims: self.dims.clone(), ..self }))
+                .collect()),
+            None => Ok(vec![(device_of(&self.name), self)]),
+        }
+    }
 }
 
 /// Every weight `config` needs, checked: present (a tied output reads the

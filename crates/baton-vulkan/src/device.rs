@@ -128,7 +128,7 @@ impl Device for VulkanDevice {
             Op::Attention { .. } | Op::Rope { yarn: Some(_), .. } | Op::SwiGluClamped { .. } => false,
             // A mixture of experts' ops are not written here: the experts'
             // layers go on a device that runs them (the CPU).
-            Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => false,
+            Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::MatMulIdShare { .. } | Op::SumRows => false,
             // Nor are a recurrent layer's (Gated DeltaNet): its layers go on
             // the CPU too.
             Op::Sigmoid | Op::Softplus | Op::L2Norm { .. } | Op::SsmConv | Op::GatedDeltaNet { .. } => false,

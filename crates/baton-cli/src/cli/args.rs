@@ -61,8 +61,11 @@ pub struct ModelArgs {
     pub sync_profile: bool,
     /// With `--split-mode tensor`: no partial sums (`attn_output` and
     /// `ffn_down` whole on every device, their inputs gathered), so the
-    /// logits are bit for bit one device's; slower.
-    #[arg(long = "tensor-exact")]
+    /// logits are bit for bit one device's; slower. With `--split-mode
+    /// expert`: every expert's output gathered to the first device and
+    /// summed there in one device's order (bit for bit one device's), not
+    /// summed per device.
+    #[arg(long = "tensor-exact", visible_alias = "split-exact")]
     pub tensor_exact: bool,
     /// How the gates of `--split-mode tensor` wait (default:
     /// `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else spin).
@@ -216,7 +219,12 @@ mod tests {
 
     #[test]
     fn every_split_mode_spelling_parses() {
-        for (name, mode) in [("none", SplitMode::None), ("layer", SplitMode::Layer), ("tensor", SplitMode::Tensor)] {
+        for (name, mode) in [
+            ("none", SplitMode::None),
+            ("layer", SplitMode::Layer),
+            ("tensor", SplitMode::Tensor),
+            ("expert", SplitMode::Expert),
+        ] {
             for flag in ["--split-mode", "--sm"] {
                 let args = parse_alone::<ModelArgs>(&[flag, name]).unwrap_or_else(|e| panic!("{flag} {name}: {e}"));
                 assert_eq!(args.split_mode, mode, "{flag} {name}");
@@ -254,7 +262,7 @@ mod tests {
     #[test]
     fn a_bad_choice_is_clap_error_listing_the_choices() {
         for (args, choices) in [
-            (["--split-mode", "row"], "[possible values: none, layer, tensor]"),
+            (["--split-mode", "row"], "[possible values: none, layer, tensor, expert]"),
             (["--gate-policy", "fast"], "[possible values: block, spin, poll]"),
             (["--cache-type", "q6_k"], "[possible values: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1]"),
         ] {

@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn split_modes_print_and_parse_as_spelled() {
         let names: Vec<String> = SplitMode::ALL.iter().map(SplitMode::to_string).collect();
-        assert_eq!(names, ["none", "layer", "tensor"]);
+        assert_eq!(names, ["none", "layer", "tensor", "expert"]);
         for mode in SplitMode::ALL {
             assert_eq!(mode.name().parse::<SplitMode>().ok(), Some(mode));
         }

@@ -82,6 +82,8 @@ pub fn load_linked(args: &ModelArgs, path: &Path, options: &LoadOptions) -> Resu
                 .map_err(|e| SchedError::Remote { from: 0, to: 0, cause: format!("connecting the ranks: {e}") })?;
             Ok(Arc::new(edges.keeping(world.clone())))
         };
+    // Under -sm expert (`options.expert_split`), every layer on the first
+    // device and each rank's device holding its share of the experts.
     Ok((Model::load_over_ranks(path, devices, options, &edges)?, link))
 }
 
@@ -170,7 +172,7 @@ fn launch_checks(
                 bail!("--split-mode tensor over ranks needs one device on each of the job's {size} ranks (such as cpu@0,cpu@1), got {}", args.devices);
             }
         }
-        SplitMode::Layer => {}
+        SplitMode::Layer | SplitMode::Expert => {}
     }
     let mine = local_devices(&ranked, rank).join(",");
     let opened = match mine.is_empty() {

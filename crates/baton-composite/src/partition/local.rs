@@ -37,6 +37,7 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::TopK { k } => g.top_k(i[0], k),
         Op::TakeColumns => g.take_columns(i[0], i[1]),
         Op::MatMulId => g.matmul_id(i[0], i[1], i[2]),
+        Op::MatMulIdShare { first } => g.matmul_id_share(i[0], i[1], i[2], first),
         Op::SumRows => g.sum_rows(i[0]),
         Op::Sigmoid => g.sigmoid(i[0]),
         Op::Softplus => g.softplus(i[0]),

@@ -118,7 +118,8 @@ pub trait Device: Send + Sync {
     }
 
     /// Whether the device can run `op` on data of type `dtype`: the
-    /// weights' for [`Op::MatMul`], [`Op::MatMulId`] and [`Op::GetRows`], the cache's for
+    /// weights' for [`Op::MatMul`], [`Op::MatMulId`], [`Op::MatMulIdShare`] and
+    /// [`Op::GetRows`], the cache's for
     /// [`Op::Attention`] and [`Op::ScatterRows`], else the first input's.
     fn supports(&self, op: &Op, dtype: DType) -> bool;
 }

@@ -1,6 +1,6 @@
 //! The fused attention node, with its shape and type rules.
 
-use super::{Flags, Graph, GraphError, Node, NodeId, Op, ATTENTION_BLOCK};
+use super::{Flags, Graph, GraphError, Node, NodeId, Op, SlotCaches, ATTENTION_BLOCK};
 use crate::shape::{Layout, ShapeError};
 use crate::DType;
 
@@ -9,19 +9,6 @@ fn mismatch(what: &'static str, left: &[usize], right: &[usize]) -> GraphError {
         op: "attention",
         source: ShapeError::Mismatch { what, left: left.to_vec(), right: right.to_vec() },
     }
-}
-
-/// Where each query row's cache lies when `k` and `v` hold several (see
-/// [`Op::Attention`]'s slots and blocks).
-#[derive(Clone, Copy, Debug)]
-pub struct SlotCaches {
-    /// `[T]` i32: the sequence each query row reads.
-    pub slots: NodeId,
-    /// Rows of each sequence's cache.
-    pub rows: usize,
-    /// `[Q, rows / ATTENTION_BLOCK]` i32: each sequence's blocks of the
-    /// pool, when the caches are blocks of one.
-    pub table: Option<NodeId>,
 }
 
 impl Graph {

@@ -50,29 +50,43 @@ impl Graph {
     /// experts `ids [T, k]` (i32) it chose among `w [E, N, K]`, as `[T, k,
     /// N]`; see [`Op::MatMulId`].
     pub fn matmul_id(&mut self, x: NodeId, w: NodeId, ids: NodeId) -> Result<NodeId, GraphError> {
-        let xs = self.require_f32("matmul_id", x, 0)?.layout.shape;
+        self.expert_product(Op::MatMulId, x, w, ids)
+    }
+
+    /// As [`matmul_id`](Self::matmul_id) with `w [E, N, K]` holding experts
+    /// `first..first + E` of the layer: rows whose id is outside are
+    /// `-0.0`; see [`Op::MatMulIdShare`].
+    pub fn matmul_id_share(&mut self, x: NodeId, w: NodeId, ids: NodeId, first: usize) -> Result<NodeId, GraphError> {
+        self.expert_product(Op::MatMulIdShare { first }, x, w, ids)
+    }
+
+    /// A product by experts (`op` is [`Op::MatMulId`] or
+    /// [`Op::MatMulIdShare`]), its inputs checked.
+    fn expert_product(&mut self, op: Op, x: NodeId, w: NodeId, ids: NodeId) -> Result<NodeId, GraphError> {
+        let name = op.name();
+        let xs = self.require_f32(name, x, 0)?.layout.shape;
         let wn = self.check(w)?;
         if !wn.layout.rows_contiguous(wn.dtype) {
-            return Err(GraphError::Shape { op: "matmul_id", source: ShapeError::NotContiguous });
+            return Err(GraphError::Shape { op: name, source: ShapeError::NotContiguous });
         }
         if wn.dtype == DType::I32 {
-            return Err(GraphError::Type { op: "matmul_id", dtype: wn.dtype, input: 1 });
+            return Err(GraphError::Type { op: name, dtype: wn.dtype, input: 1 });
         }
         let ws = wn.layout.shape;
         let idn = self.check(ids)?;
         if idn.dtype != DType::I32 {
-            return Err(GraphError::Type { op: "matmul_id", dtype: idn.dtype, input: 2 });
+            return Err(GraphError::Type { op: name, dtype: idn.dtype, input: 2 });
         }
         let is = idn.layout.shape;
         let (xd, wd, id) = (xs.dims(), ws.dims(), is.dims());
         if xd.len() != 3 || wd.len() != 3 || id.len() != 2 || wd[0] == 0 {
-            return Err(mismatch("matmul_id", "x [T, S, K], w [E, N, K] and ids [T, k]", xd, wd));
+            return Err(mismatch(name, "x [T, S, K], w [E, N, K] and ids [T, k]", xd, wd));
         }
         let (t, s, k) = (xd[0], xd[1], id[1]);
         if id[0] != t || (s != 1 && s != k) || xd[2] != wd[2] {
-            return Err(mismatch("matmul_id", "x [T, 1 or k, K], ids [T, k] and w [E, N, K]", xd, id));
+            return Err(mismatch(name, "x [T, 1 or k, K], ids [T, k] and w [E, N, K]", xd, id));
         }
-        self.computed(Op::MatMulId, vec![x, w, ids], DType::F32, shape("matmul_id", &[t, k, wd[1]])?)
+        self.computed(op, vec![x, w, ids], DType::F32, shape(name, &[t, k, wd[1]])?)
     }
 
     /// The rows of each matrix of `x [.., R, C]` summed in order, as `[..,

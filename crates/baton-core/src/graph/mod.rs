@@ -17,7 +17,6 @@ mod recurrent;
 
 use std::collections::HashMap;
 
-pub use attention::SlotCaches;
 pub use op::{Op, RopeMode, Yarn, ATTENTION_BLOCK};
 
 use crate::shape::{Layout, ShapeError};
@@ -26,6 +25,19 @@ use crate::DType;
 /// Index of a node in its graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub usize);
+
+/// Where each query row's cache lies when `k` and `v` hold several (see
+/// [`Op::Attention`]'s slots and blocks).
+#[derive(Clone, Copy, Debug)]
+pub struct SlotCaches {
+    /// `[T]` i32: the sequence each query row reads.
+    pub slots: NodeId,
+    /// Rows of each sequence's cache.
+    pub rows: usize,
+    /// `[Q, rows / ATTENTION_BLOCK]` i32: each sequence's blocks of the
+    /// pool, when the caches are blocks of one.
+    pub table: Option<NodeId>,
+}
 
 /// What a tensor is to its graph.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -209,6 +209,18 @@ pub enum Op {
     /// The rows of each expert's matrix must be contiguous. An id outside
     /// `0..E` is an error.
     MatMulId,
+    /// `(x [T, S, K] f32, w [E, N, K] any type, ids [T, k] i32) -> [T, k,
+    /// N] f32`: [`MatMulId`](Op::MatMulId) over one device's share of a
+    /// layer's experts (an expert-parallel split), `w` holding experts
+    /// `first..first + E`. A row whose id is in that range is multiplied
+    /// by `w[id - first]`, with the bits `MatMulId` over every expert
+    /// gives it; any other row is `-0.0` (the one value that, added to the
+    /// row of the share holding its expert, leaves that row's bits
+    /// unchanged). A negative id is an error.
+    MatMulIdShare {
+        /// The layer's index of `w`'s first expert.
+        first: usize,
+    },
     /// `(x [.., R, C] f32) -> [.., C]`: the `R` rows of each matrix summed
     /// in order, `((x₀ + x₁) + x₂) + …` (a token's expert outputs, each
     /// already weighted).
@@ -288,6 +300,7 @@ impl Op {
             Op::TopK { .. } => "top_k",
             Op::TakeColumns => "take_columns",
             Op::MatMulId => "matmul_id",
+            Op::MatMulIdShare { .. } => "matmul_id_share",
             Op::SumRows => "sum_rows",
             Op::Sigmoid => "sigmoid",
             Op::Softplus => "softplus",

@@ -17,6 +17,9 @@ pub(crate) struct ExpertScratch {
     pub(super) scratches: Vec<Scratch>,
     /// Where each expert's rows start in `x` (and one past the last).
     pub(super) starts: Vec<usize>,
+    /// The layer's index of the first expert `starts` counts (0 but for a
+    /// share of the experts).
+    pub(super) first: usize,
     /// The input and ids `x`, `order`, `starts` and the scratches' quantized
     /// rows were made from, while nothing else has run since (the gate and
     /// up products of one step read the same rows: gathered and quantized

@@ -110,7 +110,19 @@ pub(crate) fn sum_rows(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Resul
     Ok(())
 }
 
-pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
+/// Each token's rows times its chosen experts ([`Op::MatMulId`]); with
+/// `share` (the layer's index of the weights' first expert,
+/// [`Op::MatMulIdShare`]), only the rows whose expert the weights hold, the
+/// others `-0.0`.
+///
+/// [`Op::MatMulId`]: baton_core::graph::Op::MatMulId
+/// [`Op::MatMulIdShare`]: baton_core::graph::Op::MatMulIdShare
+pub(crate) fn matmul_id(
+    exec: &mut Workspace,
+    ctx: &Context<'_>,
+    id: NodeId,
+    share: Option<usize>,
+) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let (x_id, w_id, ids_id) = (n.inputs[0], n.inputs[1], n.inputs[2]);
     let (x, ids) = (ctx.f32s(x_id)?, ctx.indices(ids_id)?);
@@ -125,32 +137,45 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
     let scratch = &mut exec.experts;
     // The same rows and ids as the product just before (gate, then up):
     // gathered, and quantized, once.
-    let unchanged = scratch.last == Some((x_id, ids_id)) && scratch.starts.len() == experts + 1;
+    let first = share.unwrap_or(0);
+    let unchanged =
+        scratch.last == Some((x_id, ids_id)) && scratch.starts.len() == experts + 1 && scratch.first == first;
     scratch.last = None;
     if !unchanged {
+        // Each row's expert among the weights' (`None`: another share's).
+        let local = |e: i32| -> Result<Option<usize>, StreamError> {
+            let outside = || err(format!("expert {e} outside 0..{experts}"));
+            let global = usize::try_from(e).map_err(|_| outside())?;
+            match global.checked_sub(first).filter(|&l| l < experts) {
+                Some(l) => Ok(Some(l)),
+                None if share.is_some() => Ok(None),
+                None => Err(outside()),
+            }
+        };
         // Rows per expert, then each gathered row's output row (a counting
         // sort: rows stay in order within an expert).
         scratch.starts.clear();
         scratch.starts.resize(experts + 1, 0);
         for &e in ids {
-            let e = usize::try_from(e)
-                .ok()
-                .filter(|&e| e < experts)
-                .ok_or_else(|| err(format!("expert {e} outside 0..{experts}")))?;
-            scratch.starts[e + 1] += 1;
+            if let Some(l) = local(e)? {
+                scratch.starts[l + 1] += 1;
+            }
         }
         for e in 0..experts {
             scratch.starts[e + 1] += scratch.starts[e];
         }
+        let held = scratch.starts[experts];
         scratch.order.clear();
-        scratch.order.resize(rows, 0);
+        scratch.order.resize(held, 0);
         let mut next = scratch.starts.clone();
         for (r, &e) in ids.iter().enumerate() {
-            let e = e as usize;
-            scratch.order[next[e]] = r;
-            next[e] += 1;
+            if let Some(l) = local(e)? {
+                scratch.order[next[l]] = r;
+                next[l] += 1;
+            }
         }
-        scratch.x.resize(rows * k_dim, 0.0);
+        scratch.first = first;
+        scratch.x.resize(held * k_dim, 0.0);
         for (g, &r) in scratch.order.iter().enumerate() {
             // Output row r = t·picks + j reads input row t·S + j (or t·S).
             let (t, j) = (r / picks, r % picks);
@@ -158,7 +183,7 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
             scratch.x[g * k_dim..(g + 1) * k_dim].copy_from_slice(&x[src..src + k_dim]);
         }
     }
-    scratch.y.resize(rows * nn, 0.0);
+    scratch.y.resize(scratch.order.len() * nn, 0.0);
     let starts = &scratch.starts;
     let w_bytes = ctx.bytes(w_id)?;
     let row_bytes = w_node.dtype.row_bytes(k_dim).unwrap_or(0);
@@ -223,6 +248,10 @@ pub(crate) fn matmul_id(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> 
     drop((xs, ys));
     // SAFETY: the op takes its output once, here.
     let out = unsafe { ctx.out_f32(id)? };
+    if scratch.order.len() < rows {
+        // Rows of another share's experts.
+        out.fill(-0.0);
+    }
     for (g, &r) in scratch.order.iter().enumerate() {
         out[r * nn..(r + 1) * nn].copy_from_slice(&scratch.y[g * nn..(g + 1) * nn]);
     }

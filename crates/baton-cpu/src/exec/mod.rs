@@ -155,14 +155,15 @@ impl Executor {
                 self.workspace.experts.last = None;
                 return matmul::run(&mut self.workspace, ctx, id);
             }
-            Op::MatMulId => {}
+            Op::MatMulId | Op::MatMulIdShare { .. } => {}
             _ => self.workspace.experts.last = None,
         }
         // Any other op may write memory a later product reads.
         self.workspace.last_product_input = None;
         match &node.op {
             Op::Attention { .. } => attention::run(&self.workspace, ctx, id),
-            Op::MatMulId => experts::matmul_id(&mut self.workspace, ctx, id),
+            Op::MatMulId => experts::matmul_id(&mut self.workspace, ctx, id, None),
+            Op::MatMulIdShare { first } => experts::matmul_id(&mut self.workspace, ctx, id, Some(*first)),
             Op::TopK { k } => experts::top_k(&self.workspace, ctx, id, *k),
             Op::TakeColumns => experts::take_columns(ctx, id),
             Op::SumRows => experts::sum_rows(&self.workspace, ctx, id),

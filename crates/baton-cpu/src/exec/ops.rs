@@ -31,7 +31,7 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::ScatterRows => scatter_rows(exec, ctx, id),
         Op::Contiguous => contiguous(exec, ctx, id),
         Op::Leaf | Op::View | Op::MatMul | Op::Attention { .. } => Ok(()),
-        Op::MatMulId | Op::TopK { .. } | Op::TakeColumns | Op::SumRows => Ok(()),
+        Op::MatMulId | Op::MatMulIdShare { .. } | Op::TopK { .. } | Op::TakeColumns | Op::SumRows => Ok(()),
         Op::SsmConv | Op::GatedDeltaNet { .. } => Ok(()),
     }
 }

@@ -70,9 +70,27 @@ impl Model {
                 config.vocab
             )));
         }
-        let layer_device = match tensor {
-            Some(_) => vec![0; config.layers],
-            None => layer_devices(config.layers, devices.len(), &options.tensor_split),
+        let expert_split = match (options.expert_split, &tensor) {
+            (true, Some(_)) => {
+                return Err(ModelError::Config("experts are split over devices or tensors are, not both".into()))
+            }
+            (true, None) if options.expert_devices.iter().any(Option::is_some) => {
+                return Err(ModelError::Config(
+                    "experts are placed on a device (--cpu-moe, --n-cpu-moe, -ot) or split over the devices (-sm expert), not both"
+                        .into(),
+                ))
+            }
+            (true, None) if !options.tensor_split.is_empty() => {
+                return Err(ModelError::Config(
+                    "-sm expert shares every layer's experts evenly: --tensor-split is not read there".into(),
+                ))
+            }
+            (true, None) => Some(ExpertSplit::new(&config, devices.len(), options.tensor_exact)?),
+            (false, _) => None,
+        };
+        let layer_device = match (&tensor, expert_split) {
+            (Some(_), _) | (None, Some(_)) => vec![0; config.layers],
+            (None, None) => layer_devices(config.layers, devices.len(), &options.tensor_split),
         };
         let expert_device = expert_devices(&config, &layer_device, &options.expert_devices, devices.len())?;
         if (tensor.is_some() || remote.is_some()) && expert_device != layer_device {
@@ -82,6 +100,9 @@ impl Model {
         }
         check_cache_types(&devices, &layer_device, options.kv_types())?;
         check_experts(&file, &config, &devices, &expert_device)?;
+        if expert_split.is_some() {
+            check_expert_shares(&file, &config, &devices)?;
+        }
         check_recurrent(&config, &devices, &layer_device)?;
         let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
@@ -117,8 +138,9 @@ impl Model {
                     Some(l) => expert_device[l],
                     None => layer_device[config.weight_layer(name)],
                 };
-                let weights =
-                    Weights::load(&file, source, &config, &devices, &streams, &device_of, &|d| runner.is_local(d))?;
+                let local = |d| runner.is_local(d);
+                let held = (&devices[..], &streams[..]);
+                let weights = Weights::load(&file, source, &config, held, &device_of, &local, expert_split.as_ref())?;
                 let slots = options.slots.max(1);
                 let cache = KvCache::new(&config, (context, slots, ring, pool), options.kv_types(), &devices, &|l| {
                     layer_device[l]
@@ -177,7 +199,10 @@ impl Model {
         }
         let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let slot_count = cache.slots;
-        let placed = Placement::of(&layer_device, tensor.is_some(), remote.is_some());
+        let placed = match expert_split {
+            Some(_) if remote.is_none() => Placement::ExpertShares,
+            _ => Placement::of(&layer_device, tensor.is_some(), remote.is_some()),
+        };
         Ok(Model {
             placed,
             tensor,
@@ -186,6 +211,7 @@ impl Model {
             devices,
             layer_device,
             expert_device,
+            expert_split,
             runner,
             weights,
             cache,
@@ -295,6 +321,24 @@ fn check_experts(
         }
     }
     Ok(())
+}
+
+/// Refuses, before anything is loaded, an expert split over a device that
+/// does not run the product by a share of the experts for their type.
+fn check_expert_shares(file: &GgufFile, config: &LlamaConfig, devices: &[Arc<dyn Device>]) -> Result<(), ModelError> {
+    let name = "blk.0.ffn_up_exps.weight";
+    let Some(dtype) = file.tensor(name).and_then(|t| DType::from_ggml_id(t.ggml_type().id())) else {
+        return Err(ModelError::MissingTensor(name.into()));
+    };
+    let op = Op::MatMulIdShare { first: 0 };
+    match devices.iter().find(|d| !d.supports(&op, dtype)) {
+        Some(device) => Err(ModelError::Config(format!(
+            "{} does not run a share of a mixture's experts ({dtype} experts of {} layers): split them over CPUs",
+            device.info().name,
+            config.layers
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Refuses, before anything is loaded, a hybrid model's recurrent layers

@@ -25,6 +25,7 @@ use baton_tokenizer::Tokenizer;
 
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
+use crate::expert_parallel::{share_of, ExpertSplit};
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
 use crate::state::{ring_rows, KvCache, KvTypes, LayerCache, SavedPrefix};
@@ -93,6 +94,11 @@ pub struct LoadOptions {
     /// experts when not its own (`--cpu-moe`, `--n-cpu-moe`, `-ot`);
     /// shorter than the layers, or `None`: with the layer.
     pub expert_devices: Vec<Option<usize>>,
+    /// Every layer on the first device and each device holding a share of
+    /// every layer's experts (`--split-mode expert`, see [`ExpertSplit`]);
+    /// `tensor_exact` then gathers the experts' outputs so that the logits
+    /// are bit for bit one device's.
+    pub expert_split: bool,
 }
 
 impl LoadOptions {
@@ -119,6 +125,7 @@ impl Default for LoadOptions {
             kv_blocks: true,
             kv_pool_blocks: None,
             expert_devices: Vec::new(),
+            expert_split: false,
         }
     }
 }
@@ -196,6 +203,8 @@ pub struct Model {
     layer_device: Vec<usize>,
     /// The device of each layer's router and experts.
     expert_device: Vec<usize>,
+    /// The experts split over the devices, if they are.
+    expert_split: Option<ExpertSplit>,
     runner: Runner,
     weights: Weights,
     cache: KvCache,
@@ -247,9 +256,10 @@ pub struct Model {
     frontier: Vec<usize>,
 }
 
-/// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`).
+/// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`),
+/// or a device's share of them.
 fn is_stacked_experts(name: &str) -> bool {
-    name.ends_with("_exps.weight")
+    share_of(name).0.ends_with("_exps.weight")
 }
 
 struct Types<'a>(&'a Weights);
@@ -381,10 +391,34 @@ impl Model {
         let held: usize = self
             .weights
             .iter()
-            .filter(|(name, _)| is_stacked_experts(name) && self.config.expert_weight_layer(name) == Some(l))
+            .filter(|(name, _)| {
+                is_stacked_experts(name) && self.config.expert_weight_layer(share_of(name).0) == Some(l)
+            })
             .map(|(_, t)| t.bytes())
             .sum();
         (held, held / e.count * e.used)
+    }
+
+    /// The experts' split over the devices (`--split-mode expert`), if
+    /// they are split.
+    pub fn expert_split(&self) -> Option<ExpertSplit> {
+        self.expert_split
+    }
+
+    /// Bytes of stacked experts (`ffn_*_exps.weight`, every layer's) each
+    /// device holds, by device index.
+    pub fn expert_bytes_by_device(&self) -> Vec<usize> {
+        let mut bytes = vec![0; self.devices.len()];
+        for (name, t) in self.weights.iter().filter(|(name, _)| is_stacked_experts(name)) {
+            let device = match share_of(name).1 {
+                Some(d) => d,
+                None => self.devices.iter().position(|d| d.info().name == t.buffer().device()).unwrap_or(0),
+            };
+            if let Some(b) = bytes.get_mut(device) {
+                *b += t.bytes();
+            }
+        }
+        bytes
     }
 
     /// Times the host blocked so far: logits reads, and the scheduler's own
@@ -449,7 +483,15 @@ impl Model {
 
     /// The plan of one evaluation shape of one sequence (cached).
     pub fn plan(&mut self, shape: GraphShape) -> Result<Arc<Plan>, ModelError> {
-        self.plan_and_bound(&shape.into()).map(|(plan, _)| plan)
+        let mut shape: BatchShape = shape.into();
+        if self.cache.blocks.is_some() {
+            // A paged cache is read in slots, as every step reads it.
+            shape.in_slots = true;
+            for seq in &mut shape.seqs {
+                *seq = SeqShape { slot: 0, tokens: seq.tokens, window: 0 };
+            }
+        }
+        self.plan_and_bound(&shape).map(|(plan, _)| plan)
     }
 
     /// Runs that may be in flight at once (`LoadOptions::n_copies`).

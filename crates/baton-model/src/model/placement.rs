@@ -13,6 +13,9 @@ pub enum Placement {
     TensorShares,
     /// Layers over the ranks of an MPI job (each rank holds its own).
     Ranks,
+    /// Every layer on the first device, each device of this process
+    /// holding a share of every layer's experts (`-sm expert`).
+    ExpertShares,
 }
 
 impl Placement {
@@ -31,9 +34,10 @@ impl Placement {
     /// on one device of its own: then a slot's state can be copied,
     /// saved and restored, and hidden states read per step. Not with
     /// tensor shares (a composite holds parts of each row) nor over ranks
-    /// (other processes hold other layers).
+    /// (other processes hold other layers). A share of the experts holds
+    /// no state.
     pub fn holds_slots_whole(self) -> bool {
-        matches!(self, Placement::OneDevice | Placement::Layers)
+        matches!(self, Placement::OneDevice | Placement::Layers | Placement::ExpertShares)
     }
 }
 

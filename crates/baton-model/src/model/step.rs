@@ -22,6 +22,7 @@ impl Model {
             batch: self.batch,
             experts_apart: self.expert_device != self.layer_device,
             pool: self.cache.blocks.as_ref().map(|b| b.blocks()),
+            expert_split: self.expert_split,
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
@@ -29,6 +30,7 @@ impl Model {
         let group_device = |g: u32| match graph::group_place(config, g) {
             graph::GroupPlace::Layer(l) => Some(layer_device[l]),
             graph::GroupPlace::Experts(l) => Some(expert_device[l]),
+            graph::GroupPlace::ExpertShare(_, device) => Some(device),
         };
         let first = layer_device[0];
         let g2 = graph.clone();

@@ -15,6 +15,8 @@
 
 use baton_core::graph::ATTENTION_BLOCK as BLOCK;
 
+pub use crate::error::PoolFull;
+
 /// A block to copy before a step writes into it: `from`'s rows into `to`
 /// (every attention layer's keys and values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,18 +25,6 @@ pub struct BlockCopy {
     pub from: u32,
     /// The writer's own block.
     pub to: u32,
-}
-
-/// The pool ran out: a step needs `needed` blocks more than are free.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the KV pool of {blocks} blocks of {BLOCK} positions has {free} free; this step needs {needed}")]
-pub struct PoolFull {
-    /// Blocks of the pool.
-    pub blocks: usize,
-    /// Free now.
-    pub free: usize,
-    /// Needed by the step.
-    pub needed: usize,
 }
 
 /// Blocks in use, shared and free ([`BlockTables::usage`]).

@@ -6,6 +6,7 @@ mod bad_input;
 mod batch;
 mod cache_types;
 mod embedding;
+mod expert_split;
 mod experts_placed;
 mod hybrid;
 mod kv_blocks;

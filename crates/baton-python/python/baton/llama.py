@@ -32,7 +32,8 @@ class Llama(TokenLevel):
     tokens one step reads, ``n_threads`` the threads of each CPU device
     (``None``: all cores). Baton's own: ``devices`` (``["cpu"]``,
     ``["cpu:0", "cpu:1"]``, ``["vulkan:0"]``), ``split_mode`` (``"layer"``,
-    ``"tensor"`` or ``"none"``), ``tensor_split`` (each device's share),
+    ``"tensor"``, ``"expert"``: a mixture's experts shared by the devices,
+    or ``"none"``), ``tensor_split`` (each device's share),
     ``n_parallel`` (sequences the engine batches at once; calls from
     several Python threads share its steps), ``type_k``/``type_v`` (the KV
     cache's types: f16, f32, bf16, q8_0, q4_0), ``pooling`` (how ``embed``

@@ -236,7 +236,7 @@ impl Recorder<'_> {
             Op::CopyInto => self.copy_into(id),
             Op::ScatterRows => self.scatter_rows(id),
             Op::Contiguous => self.contiguous(id),
-            Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::SumRows => {
+            Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::MatMulIdShare { .. } | Op::SumRows => {
                 Err(self.err(id, "the experts' ops are not written for this device"))
             }
             Op::Sigmoid | Op::Softplus | Op::L2Norm { .. } | Op::SsmConv | Op::GatedDeltaNet { .. } => {

@@ -1,5 +1,6 @@
 //! `baton plan`: how a model's graph is split over devices.
 
+mod expert_split;
 mod hosts;
 mod tensor;
 
@@ -58,7 +59,11 @@ pub fn run(args: PlanArgs) -> Result<()> {
     for (d, name) in names.iter().enumerate() {
         let mine: Vec<usize> = layers.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect();
         // The experts this device holds: its layers', or others' placed here.
-        let experts: Vec<usize> = experts_of.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect();
+        // (Under an expert split, every device's share is described below.)
+        let experts: Vec<usize> = match model.expert_split() {
+            Some(_) => Vec::new(),
+            None => experts_of.iter().enumerate().filter(|(_, &x)| x == d).map(|(l, _)| l).collect(),
+        };
         let (held, read) = experts.iter().map(|&l| model.expert_bytes(l)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         let experts = if held > 0 {
             let mib = |b: usize| b as f64 / f64::from(1 << 20);
@@ -77,6 +82,9 @@ pub fn run(args: PlanArgs) -> Result<()> {
             _ if !experts.is_empty() => println!("  {name}: no layers; {experts}"),
             _ => {}
         }
+    }
+    if let Some(split) = model.expert_split() {
+        print!("{}", expert_split::describe(&model, split, &names));
     }
     let shape = GraphShape::new(args.tokens, args.past, Logits::Last, model.context());
     if let Some(partition) = model.tensor_partition(shape)? {
