@@ -13,24 +13,25 @@
 //! `<tool_response></tool_response>`, which every template takes (Gemma's
 //! knows only `user` and `model`).
 //!
-//! Decoding then holds the call to its schema ([`Schema::tool_call`]):
+//! Decoding then holds the call to the tools' grammar (llguidance, see
+//! [`tool_call_grammar`]: the name one of the tools', the arguments held
+//! to its parameters' JSON Schema as `response_format` schemas are):
 //! `tool_choice: "required"` or a named function opens the answer with
 //! `<tool_call>` and holds all of it; `"auto"` (the default) lets the model
-//! answer in words or open a call, held to the schema once opened;
-//! `"none"` leaves the tools out. With `parallel_tool_calls: true` an
-//! answer may hold several calls, one after another each in its tags
-//! ([`MAX_CALLS`] at most); with `false` (the default, as llama-server's),
-//! one.
+//! answer in words or open a call, held once opened; `"none"` leaves the
+//! tools out. With `parallel_tool_calls: true` an answer may hold several
+//! calls, one after another each in its tags ([`MAX_CALLS`] at most); with
+//! `false` (the default, as llama-server's), one.
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
-use baton_gen::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_gen::constraint::{tool_call_grammar, CallShape, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use crate::engine::OutputFormat;
+use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
 pub const MAX_TOOLS: usize = 64;
@@ -49,7 +50,9 @@ pub enum ToolMode {
 pub struct ToolPlan {
     /// How the answer may call one.
     pub mode: ToolMode,
-    /// The format decoding is held to.
+    /// The format decoding is held to: the calls' grammar, to compile
+    /// against the model's vocabulary ([`OutputFormat::compiled`]; a
+    /// tool's parameters it cannot hold to are refused then).
     pub format: OutputFormat,
     /// The system message's description of the tools.
     pub preamble: String,
@@ -125,16 +128,20 @@ pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Re
         Some(i) => vec![&functions[i]],
         None => functions.iter().collect(),
     };
-    let schema = Schema::tool_call(callable.iter().map(|f| (f.0.as_str(), &f.2)))
-        .map_err(|e| bad("tools", format!("parameters: {e}")))?;
-    let schema = Arc::new(schema);
-    let format = match (mode, parallel) {
-        (ToolMode::Required, false) => OutputFormat::ToolCall(schema),
-        (ToolMode::Auto, false) => OutputFormat::ToolCallOrText(schema),
-        (ToolMode::Required, true) => OutputFormat::ToolCalls(schema),
-        (ToolMode::Auto, true) => OutputFormat::ToolCallsOrText(schema),
+    let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
+    let grammar = Arc::new(tool_call_grammar(callable.iter().map(|f| (f.0.as_str(), &f.2)), shape));
+    let format = match mode {
+        ToolMode::Required => OutputFormat::Source(grammar),
+        ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
     };
     Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable, parallel) }))
+}
+
+/// `plan` with its calls' grammar compiled against `grammars`: a tool's
+/// parameters that cannot be held to are refused (400, naming `tools`).
+pub fn compiled(plan: ToolPlan, grammars: &Grammars) -> Result<ToolPlan, ApiError> {
+    let format = plan.format.compiled(grammars).map_err(|e| bad("tools", format!("parameters: {e}")))?;
+    Ok(ToolPlan { format, ..plan })
 }
 
 /// A tool's name, its declaration as the model sees it, and its
