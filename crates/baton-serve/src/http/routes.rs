@@ -212,7 +212,7 @@ impl AppState {
     /// (`Some(opened)`, `opened` when the prompt ends inside the
     /// thinking): with `--reasoning-format deepseek`, on an answer not
     /// held whole to a format.
-    fn reasoning_of(&self, job: &Job) -> Option<bool> {
+    pub(super) fn reasoning_of(&self, job: &Job) -> Option<bool> {
         if self.reasoning_format == ReasoningFormat::None {
             return None;
         }
