@@ -268,6 +268,51 @@ fn read_one(text: &str) -> Option<Call> {
     Some(Call { name, arguments })
 }
 
+/// The calls of an answer that ended for `reason` (`"length"`, `"stop"`…),
+/// and its `finish_reason`: every call whole, `"tool_calls"`; or, cut by
+/// `max_tokens` inside a later call (`reason` `"length"`), the whole calls
+/// before it, `"length"` (the cut call is left out, never sent malformed).
+/// `None` when the answer is text (a first call cut short included).
+pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Call>, &'static str)> {
+    if let Some(calls) = read_calls(text, mode) {
+        return Some((calls, "tool_calls"));
+    }
+    if reason != "length" {
+        return None;
+    }
+    let body = match mode {
+        ToolMode::Required => text,
+        ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
+    };
+    let parts: Vec<&str> = body.split(TOOL_CALL_OPEN).collect();
+    let (last, before) = parts.split_last()?;
+    let mut calls: Vec<Call> = before.iter().map(|part| read_one(part)).collect::<Option<_>>()?;
+    // The last part: a call cut short, or a whole call cut in the tags
+    // after it.
+    calls.extend(read_before_tags(last));
+    (!calls.is_empty()).then_some((calls, "length"))
+}
+
+/// A whole call's object at the start of `text` followed by nothing but
+/// a start of the tags between calls (`</tool_call>`, then `<tool_call>`).
+fn read_before_tags(text: &str) -> Option<Call> {
+    let text = text.trim_start();
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    let rest = text[values.byte_offset()..].trim_start();
+    let rest = match rest.strip_prefix(TOOL_CALL_CLOSE) {
+        Some(after) => after.trim_start(),
+        None if TOOL_CALL_CLOSE.starts_with(rest) => "",
+        None => return None,
+    };
+    if !TOOL_CALL_OPEN.starts_with(rest) {
+        return None;
+    }
+    let name = value.get("name")?.as_str()?.to_string();
+    let arguments = value.get("arguments")?.to_string();
+    Some(Call { name, arguments })
+}
+
 /// The one call the text holds (see [`read_calls`]), if it holds one.
 pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
     read_calls(text, mode).filter(|calls| calls.len() == 1).and_then(|mut calls| calls.pop())
@@ -299,6 +344,34 @@ mod tests {
         let cut = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\"");
         assert!(read_calls(&cut, ToolMode::Required).is_none(), "a cut call makes the answer text");
         assert!(read_calls("hello", ToolMode::Auto).is_none());
+    }
+
+    #[test]
+    fn calls_cut_by_max_tokens_keep_the_whole_ones_and_say_length() {
+        let one = r#"{"name": "f", "arguments": {"a": 1}}"#;
+        let next = "\n</tool_call>\n<tool_call>\n";
+        let names = |answer: Option<(Vec<Call>, &'static str)>| {
+            answer.map(|(calls, finish)| (calls.into_iter().map(|c| c.name).collect::<Vec<_>>(), finish))
+        };
+        let whole = format!("{one}{next}{}", one.replace('f', "g"));
+        assert_eq!(
+            names(answer_calls(&whole, ToolMode::Required, "stop")),
+            Some((vec!["f".into(), "g".into()], "tool_calls"))
+        );
+        for cut in [
+            format!("{one}{next}{{\"name\": \"g\", \"argu"),
+            format!("{one}{next}"),
+            format!("{one}\n</tool_"),
+            format!("{one}\n</tool_call>\n<tool"),
+            format!("<tool_call>\n{one}{next}{{\"name\""),
+        ] {
+            let mode = if cut.starts_with('<') { ToolMode::Auto } else { ToolMode::Required };
+            assert_eq!(names(answer_calls(&cut, mode, "length")), Some((vec!["f".into()], "length")), "{cut:?}");
+            assert!(answer_calls(&cut, mode, "stop").is_none(), "cut, not by max_tokens: text; {cut:?}");
+        }
+        let first_cut = r#"{"name": "f", "argu"#;
+        assert!(answer_calls(first_cut, ToolMode::Required, "length").is_none(), "no whole call: text");
+        assert!(answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length").is_none(), "not tags after it");
     }
 
     #[test]
