@@ -6,7 +6,8 @@
 //!   written once: `rows_per_slot`), and their element types.
 //! - `prefix.rs`: a slot's first positions copied to another slot (a
 //!   prompt that starts as a running sequence's), saved to host memory and
-//!   restored (`--cache-ram`), with the bits an evaluation would give.
+//!   restored (`--cache-ram`), with the bits an evaluation would give;
+//!   `prefix_bytes.rs`: such a saved prefix as bytes and back.
 //!
 //! State that is not indexed by position (the recurrent state of hybrid
 //! models, and its checkpoints) belongs here beside them, held per slot
@@ -14,6 +15,7 @@
 
 mod kv_cache;
 mod prefix;
+mod prefix_bytes;
 
 pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};
 pub use prefix::SavedPrefix;
