@@ -3,7 +3,9 @@
 # (tests/serve/openai_client.py), and with the `anthropic` client and the
 # `openai` client's Responses API (tests/serve/messages_responses_client.py),
 # and a reasoning model's thinking on chat, Messages and Responses through
-# both clients (tests/serve/reasoning_client.py, a second server):
+# both clients (tests/serve/reasoning_client.py, a second server), and the
+# frameworks over the OpenAI API: instructor, LangChain's ChatOpenAI and
+# litellm (tests/serve/frameworks_client.py, a venv of their own):
 # chat and completions, streamed and whole,
 # stop strings, seeds, errors, structured output and tool calls (answers
 # validated by the `jsonschema` package), and `/metrics` read by
@@ -22,6 +24,20 @@ model=${BATON_SMOLLM2:-$HOME/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || { echo "test-serve: no model at $model (scripts/fetch-smollm2.sh)" >&2; exit 1; }
 
 python=$(scripts/setup-python.sh | tail -n1)
+# The frameworks over the OpenAI API (tests/serve/frameworks_client.py) in
+# a venv of their own: litellm and LangChain pull versions of tokenizers
+# and others that the reference venv's checks must not see. Installed once
+# per venv (about a minute the first time, nothing after).
+clients=$repo/target/clients-venv
+exec 8>"$clients.lock"
+flock 8
+[ -x "$clients/bin/python" ] || python3 -m venv "$clients" >&2
+# (Asked of the installed metadata: importing litellm takes seconds and
+# reaches for the network.)
+"$clients/bin/python" -c 'import importlib.metadata as m; [m.version(p) for p in ("instructor", "langchain-openai", "litellm")]' 2>/dev/null ||
+  "$clients/bin/pip" install --quiet --disable-pip-version-check "instructor>=1.10,<2" "langchain-openai>=1.0,<2" \
+    "litellm>=1.70,<2" >&2
+flock -u 8
 venv=$(dirname "$(dirname "$python")")
 exec 9>"$venv.lock"
 flock 9
@@ -70,6 +86,7 @@ addr=$(listening "$server" "$log")
 echo "test-serve: server at $addr" >&2
 "$python" tests/serve/openai_client.py "$addr/v1"
 "$python" tests/serve/messages_responses_client.py "$addr"
+"$clients/bin/python" tests/serve/frameworks_client.py "$addr/v1"
 # A reasoning model's thinking on every route: a second server whose chat
 # template opens the thinking (one process, whatever BATON_SERVE_RANKS).
 "$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 1 -c 512 -t 1 \
