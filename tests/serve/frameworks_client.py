@@ -24,6 +24,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pydantic import BaseModel, Field  # noqa: E402
 
+from checks import check  # noqa: E402
+
 
 class City(BaseModel):
     """A city."""
@@ -49,12 +51,6 @@ WEATHER = {
 ASK_CITY = [{"role": "user", "content": "Describe Paris as a city record."}]
 GREETING = [{"role": "user", "content": "Say hello in five words."}]
 TOKENS = 160
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}")
 
 
 def is_city(value):

@@ -15,16 +15,12 @@ import sys
 import anthropic
 import openai
 
+from checks import check
+
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]
 # SmolLM2 answers it greedily in a few tokens and ends its turn (so the
 # Responses stream completes), all of it inside the opened thinking.
 TOKENS = 64
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}")
 
 
 def chat_reasoning(base):
