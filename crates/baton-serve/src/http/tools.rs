@@ -26,7 +26,7 @@
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
-use baton_gen::constraint::{tool_call_grammar, CallShape, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_gen::constraint::{tool_call_grammar, CallShape, GrammarSource, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
@@ -56,6 +56,8 @@ pub struct ToolPlan {
     pub format: OutputFormat,
     /// The system message's description of the tools.
     pub preamble: String,
+    /// The tools that may be called: each one's name and parameters.
+    pub callable: Vec<(String, Value)>,
 }
 
 fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
@@ -134,14 +136,28 @@ pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Re
         ToolMode::Required => OutputFormat::Source(grammar),
         ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
     };
-    Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable, parallel) }))
+    let preamble = preamble(&callable, parallel);
+    let callable = callable.iter().map(|f| (f.0.clone(), f.2.clone())).collect();
+    Ok(Some(ToolPlan { mode, format, preamble, callable }))
 }
 
 /// `plan` with its calls' grammar compiled against `grammars`: a tool's
 /// parameters that cannot be held to are refused (400, naming `tools`).
 pub fn compiled(plan: ToolPlan, grammars: &Grammars) -> Result<ToolPlan, ApiError> {
-    let format = plan.format.compiled(grammars).map_err(|e| bad("tools", format!("parameters: {e}")))?;
-    Ok(ToolPlan { format, ..plan })
+    match plan.format.clone().compiled(grammars) {
+        Ok(format) => Ok(ToolPlan { format, ..plan }),
+        Err(whole) => {
+            // Which tool's parameters: each compiled alone, its schema's
+            // message rather than the calls' grammar's.
+            for (name, parameters) in &plan.callable {
+                let alone = GrammarSource::JsonSchema(parameters.clone());
+                if let Err(why) = OutputFormat::grammar(&alone, grammars) {
+                    return Err(bad("tools", format!("function {name:?}: parameters: {why}")));
+                }
+            }
+            Err(bad("tools", format!("parameters: {whole}")))
+        }
+    }
 }
 
 /// A tool's name, its declaration as the model sees it, and its
@@ -160,6 +176,9 @@ fn function(tool: &Value) -> Result<(String, Value, Value), String> {
         return Err("function.description is a string".into());
     }
     let parameters = function.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    if !(parameters.is_object() || parameters.is_boolean()) {
+        return Err(format!("function.parameters is a JSON Schema (an object), not {parameters}"));
+    }
     let mut declared = serde_json::Map::new();
     declared.insert("name".into(), Value::from(name));
     if let Some(description) = function.get("description") {

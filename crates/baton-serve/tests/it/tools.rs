@@ -149,6 +149,11 @@ fn bad_tools_get_400_and_the_server_keeps_serving() {
         ("a tool without a function", json!({"tools": [{"type": "function"}]}), "tools"),
         ("a tool of another type", json!({"tools": [{"type": "retrieval", "function": {"name": "a"}}]}), "tools"),
         ("a bad name", json!({"tools": [{"type": "function", "function": {"name": "a b"}}]}), "tools"),
+        (
+            "parameters that are no schema",
+            json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": 3}}]}),
+            "tools",
+        ),
         ("two tools of one name", json!({"tools": [weather, weather]}), "tools"),
         (
             "parameters that cannot be held",
@@ -187,6 +192,15 @@ fn bad_tools_get_400_and_the_server_keeps_serving() {
         error_of(status, &body, 400, what);
         assert_eq!(body["error"]["param"], param, "{what}: {body}");
     }
+    // A schema llguidance cannot compile is named by its tool, in the
+    // schema's own words.
+    let tools = json!([weather, {"type": "function", "function": {"name": "lookup",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "a("}}}}}]);
+    let (status, body) = server.post("/v1/chat/completions", &json!({"messages": messages, "tools": tools}));
+    error_of(status, &body, 400, "a pattern that is no regular expression");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("function \"lookup\"") && message.contains("unclosed group"), "{body}");
+    assert!(!message.contains("%json"), "not the calls' grammar: {body}");
     let (status, _) = server.post("/v1/chat/completions", &json!({"messages": messages, "max_tokens": 2}));
     assert_eq!(status, 200);
 }
