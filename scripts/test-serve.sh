@@ -86,17 +86,22 @@ addr=$(listening "$server" "$log")
 echo "test-serve: server at $addr" >&2
 "$python" tests/serve/openai_client.py "$addr/v1"
 "$python" tests/serve/messages_responses_client.py "$addr"
-"$clients/bin/python" tests/serve/frameworks_client.py "$addr/v1"
-# A reasoning model's thinking on every route: a second server whose chat
-# template opens the thinking (one process, whatever BATON_SERVE_RANKS).
-"$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 1 -c 512 -t 1 \
-  --chat-template-file tests/serve/thinking-template.jinja 2>"$log.thinking" &
-thinking=$!
-thinking_addr=$(listening "$thinking" "$log.thinking")
-"$python" tests/serve/reasoning_client.py "$thinking_addr"
-kill "$thinking"
-wait "$thinking" 2>/dev/null || true
-thinking=
+# The frameworks and the thinking go through the HTTP layer only, which is
+# the same over ranks: checked once, in the one-process run (test-mpi.sh
+# runs this script over ranks besides).
+if [ "$ranks" -eq 1 ]; then
+  "$clients/bin/python" tests/serve/frameworks_client.py "$addr/v1"
+  # A reasoning model's thinking on every route: a second server whose chat
+  # template opens the thinking.
+  "$baton" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 1 -c 512 -t 1 \
+    --chat-template-file tests/serve/thinking-template.jinja 2>"$log.thinking" &
+  thinking=$!
+  thinking_addr=$(listening "$thinking" "$log.thinking")
+  "$python" tests/serve/reasoning_client.py "$thinking_addr"
+  kill "$thinking"
+  wait "$thinking" 2>/dev/null || true
+  thinking=
+fi
 # Ctrl-C (SIGINT) drains and exits 0. Over ranks it goes to rank 0, the
 # server (mpirun's own SIGINT ends the job at once); the other ranks end
 # when rank 0 tells them.
