@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What structured output costs per token (issue 48), on SmolLM2:
 # 1. `baton bench constraint`: the constraint alone, replayed with the
-#    model's vocabulary (llguidance's JSON Schema and GBNF against Baton's
-#    own schema reader; 1 and 8 sequences; paired rounds).
+#    model's vocabulary (llguidance: a JSON Schema, a tool call whose
+#    arguments are that schema, GBNF; 1 and 8 sequences; paired rounds).
 # 2. `baton serve` under 1 and 8 clients (`baton bench serve --url`):
 #    free text, json_schema and GBNF requests in turn on one server, for
 #    ROUNDS rounds, so each round gives paired ratios on a busy machine.

@@ -18,6 +18,8 @@ import anthropic
 import jsonschema
 import openai
 
+from checks import check
+
 WEATHER = {
     "type": "object",
     "properties": {"city": {"type": "string", "maxLength": 40},
@@ -25,12 +27,6 @@ WEATHER = {
     "required": ["city", "unit"],
     "additionalProperties": False,
 }
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}")
 
 
 def check_messages(base):

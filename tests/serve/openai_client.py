@@ -16,11 +16,7 @@ import jsonschema
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print(f"ok: {what}")
+from checks import check
 
 
 def main():

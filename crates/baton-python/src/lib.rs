@@ -32,6 +32,7 @@ fn _baton(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<answers::PyAnswers>()?;
     m.add_class::<session::PySession>()?;
     m.add_class::<session::PyKvState>()?;
+    m.add_function(wrap_pyfunction!(session::kv_state_from_bytes, m)?)?;
     m.add_class::<sampling::PySampling>()?;
     m.add_class::<sampler::PySampler>()?;
     m.add_class::<sampler::PySchema>()?;

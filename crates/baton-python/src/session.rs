@@ -12,7 +12,10 @@
 //!
 //! A saved state (`_KvState`) is the keys and values of its positions read
 //! into host memory, with its tokens and the identity of the model it came
-//! from: loading it into a session of another model is a `ValueError`.
+//! from: loading it into a session of another model is a `ValueError`. It
+//! pickles (`__reduce__`: its tokens, identity and the keys' and values'
+//! bytes, read back by `_kv_state_from_bytes`), so llama-cpp-python's
+//! `LlamaState` does.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -262,4 +265,32 @@ impl PyKvState {
     fn __repr__(&self) -> String {
         format!("KvState({} tokens, {} bytes, of {})", self.tokens.len(), self.nbytes(), self.identity)
     }
+
+    /// How pickle rebuilds it: `_kv_state_from_bytes(tokens, identity,
+    /// bytes or None)`.
+    #[allow(clippy::type_complexity)]
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Vec<u32>, String, Option<Bound<'py, PyBytes>>))> {
+        let rebuild = py.import("baton._baton")?.getattr("_kv_state_from_bytes")?;
+        let bytes = self.saved.as_ref().map(|saved| PyBytes::new(py, &saved.to_bytes()));
+        Ok((rebuild, (self.tokens.clone(), self.identity.clone(), bytes)))
+    }
+}
+
+/// A saved state from what `_KvState.__reduce__` gave (unpickling); bytes
+/// that do not read as a saved state, or a state without keys and values
+/// that holds tokens, are a `ValueError`.
+#[pyfunction(name = "_kv_state_from_bytes")]
+pub fn kv_state_from_bytes(tokens: Vec<u32>, identity: String, bytes: Option<&[u8]>) -> PyResult<PyKvState> {
+    let saved = bytes.map(SavedPrefix::from_bytes).transpose().map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if saved.as_ref().map_or(0, |s| s.len()) != tokens.len() {
+        return Err(PyValueError::new_err(format!(
+            "a saved state of {} tokens holds keys and values of {} positions",
+            tokens.len(),
+            saved.as_ref().map_or(0, |s| s.len())
+        )));
+    }
+    Ok(PyKvState { saved: saved.map(Arc::new), tokens, identity })
 }

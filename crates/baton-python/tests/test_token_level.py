@@ -1,13 +1,15 @@
 """llama-cpp-python's token-level API on baton.Llama (issue 48): eval,
 sample, generate, reset, n_tokens, input_ids and scores, save_state and
-load_state, with llama-cpp-python's semantics."""
+load_state (a LlamaState pickles), with llama-cpp-python's semantics."""
 
+import pickle
 import subprocess
 
 import numpy as np
 import pytest
 
 import baton
+import llama_cpp
 
 PROMPT = b"Q: Name the planets in the solar system? A: "
 
@@ -137,23 +139,52 @@ def test_stopping_criteria_ends_the_generation(llm):
     assert seen == [len(tokens), len(tokens) + 1, len(tokens) + 2, len(tokens) + 3]
 
 
-def test_save_and_load_give_the_same_next_logits_bit_for_bit(llm_all):
+def loads_bit_for_bit(llm_all, through):
+    """Saves a state, passes it ``through`` (the state as it is, or a
+    copy), evaluates something else, loads it back: the next logits are
+    those the state's sequence gave. Returns the state and what came
+    through."""
     tokens = llm_all.tokenize(PROMPT)
     llm_all.reset()
     llm_all.eval(tokens)
     state = llm_all.save_state()
     assert state.n_tokens == len(tokens) and state.llama_state_size > 0
+    loaded = through(state)
     nxt = llm_all.tokenize(b" Mercury", add_bos=False)
     llm_all.eval(nxt)
     expected = llm_all._scores[len(tokens) :].copy()
     # Something else in between, then the state back.
     llm_all.reset()
     llm_all.eval(llm_all.tokenize(b"Something else entirely, longer than the saved prompt was."))
-    llm_all.load_state(state)
+    llm_all.load_state(loaded)
     assert llm_all.n_tokens == len(tokens)
     assert llm_all.input_ids[: len(tokens)].tolist() == tokens
     llm_all.eval(nxt)
     assert np.array_equal(llm_all._scores[len(tokens) :], expected)
+    return state, loaded
+
+
+def test_save_and_load_give_the_same_next_logits_bit_for_bit(llm_all):
+    loads_bit_for_bit(llm_all, lambda state: state)
+
+
+def test_a_state_pickles_and_loads_bit_for_bit(llm_all):
+    state, back = loads_bit_for_bit(llm_all, lambda state: pickle.loads(pickle.dumps(state)))
+    assert isinstance(back, baton.LlamaState) and isinstance(back, llama_cpp.LlamaState)
+    assert (back.n_tokens, back.llama_state_size, back.seed) == (state.n_tokens, state.llama_state_size, state.seed)
+    assert np.array_equal(back.input_ids, state.input_ids) and np.array_equal(back.scores, state.scores)
+    # An empty state pickles too; bytes that are not a saved state do not
+    # unpickle.
+    llm_all.reset()
+    assert pickle.loads(pickle.dumps(llm_all.save_state())).n_tokens == 0
+    kv = state.llama_state
+    rebuild, (ids, identity, data) = kv.__reduce__()
+    with pytest.raises(ValueError, match="saved state's bytes"):
+        rebuild(ids, identity, b"junk")
+    with pytest.raises(ValueError, match="saved state's bytes"):
+        rebuild(ids, identity, data[:-1])
+    with pytest.raises(ValueError, match="positions"):
+        rebuild(ids[:-1], identity, data)
 
 
 def test_a_state_loads_into_another_llama_of_the_same_file(llm, llm_all):

@@ -1,6 +1,6 @@
 //! Random JSON Schemas of the keywords constrained decoding serves, and
 //! the shapes that once froze or crashed the schema compiler, for the
-//! schema reader's tests and the server's hostile-client tests alike.
+//! grammar engine's tests and the server's hostile-client tests alike.
 
 use serde_json::{json, Map, Value};
 
@@ -161,4 +161,37 @@ pub fn pydantic_record() -> Value {
         "title": "Record",
         "type": "object",
     })
+}
+
+/// Whether `value` is a Record of [`pydantic_record`] whose count is at
+/// most `max_count`; `Err` says what is not.
+pub fn pydantic_record_check(value: &Value, max_count: i64) -> Result<(), String> {
+    let object = value.as_object().ok_or("not an object")?;
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    if keys != ["code", "count", "pet", "when"] {
+        return Err(format!("keys {keys:?}"));
+    }
+    let count = value["count"].as_i64().ok_or("count is not an integer")?;
+    if !(0..=max_count).contains(&count) {
+        return Err(format!("count {count}"));
+    }
+    let code = value["code"].as_str().ok_or("code")?;
+    if !(code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())) {
+        return Err(format!("code {code:?}"));
+    }
+    let when = value["when"].as_str().ok_or("when")?.as_bytes();
+    let digits_at = |at: &[usize]| at.iter().all(|&i| when.get(i).is_some_and(u8::is_ascii_digit));
+    let shape = digits_at(&[0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
+        && [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')].iter().all(|&(i, c)| when.get(i) == Some(&c))
+        && matches!(when.get(10), Some(b'T' | b't'));
+    if !shape {
+        return Err(format!("when {:?}", String::from_utf8_lossy(when)));
+    }
+    let pet = value["pet"].as_object().ok_or("pet")?;
+    match (pet.get("kind").and_then(Value::as_str), pet.len()) {
+        (Some("cat"), 2) if (1..=9).contains(&pet.get("lives").and_then(Value::as_i64).unwrap_or(0)) => Ok(()),
+        (Some("dog"), 2) if pet.get("good").is_some_and(Value::is_boolean) => Ok(()),
+        _ => Err(format!("pet {pet:?}")),
+    }
 }

@@ -61,10 +61,12 @@ pub struct ServeArgs {
     /// answered without an API key.
     #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
     cors_origins: CorsOrigins,
-    /// What becomes of a reasoning model's `<think>…</think>` on chat
-    /// completions (llama-server's flag): `deepseek` (the default) returns
-    /// it as `message.reasoning_content` (`delta.reasoning_content`
-    /// streamed) and the rest as `content`; `none` leaves it in `content`.
+    /// What becomes of a reasoning model's `<think>…</think>` (llama-server's
+    /// flag): `deepseek` (the default) returns it as
+    /// `message.reasoning_content` on chat completions
+    /// (`delta.reasoning_content` streamed), as a `thinking` block on
+    /// `/v1/messages` and a `reasoning` item on `/v1/responses`, and the
+    /// rest as the text; `none` leaves it in the text.
     #[arg(long = "reasoning-format", value_name = "none|deepseek", default_value = "deepseek")]
     reasoning_format: ReasoningFormat,
     /// A chat template (Jinja) to use in place of the model file's

@@ -6,20 +6,20 @@
 
 use std::sync::Arc;
 
-use baton_testkit::schemas::pydantic_record;
+use baton_testkit::schemas::{pydantic_record, pydantic_record_check};
 use baton_tokenizer::{synthetic_bpe, EncodeOptions, Tokenizer};
 use serde_json::{json, Value};
 
 use super::*;
 
-fn vocabulary() -> (Tokenizer, Arc<GrammarVocabulary>) {
+pub(super) fn vocabulary() -> (Tokenizer, Arc<GrammarVocabulary>) {
     let tokenizer = Tokenizer::from_config(&synthetic_bpe(512)).expect("tokenizer");
     let vocabulary = Arc::new(GrammarVocabulary::new(&tokenizer).expect("vocabulary"));
     (tokenizer, vocabulary)
 }
 
 /// A small deterministic generator (xorshift64).
-fn draws(seed: u64) -> impl FnMut() -> u64 {
+pub(super) fn draws(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     move || {
         state ^= state << 13;
@@ -33,7 +33,7 @@ fn draws(seed: u64) -> impl FnMut() -> u64 {
 /// allows, checking at each step that the one-token check and the mask
 /// agree on every token; returns the text, and whether it is whole (an
 /// end token drawn, or the grammar complete).
-fn draw_text(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) -> (String, bool) {
+pub(super) fn draw_text(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) -> (String, bool) {
     let mut constraint = Constraint::grammar(grammar);
     let mut next = draws(seed);
     let mut text = Vec::new();
@@ -64,8 +64,15 @@ fn draw_text(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) 
     (String::from_utf8_lossy(&text).into_owned(), constraint.is_complete())
 }
 
+/// A JSON text drawn as [`draw_text`] draws, whole within `steps`.
+pub(super) fn drawn_json(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) -> Value {
+    let (text, whole) = draw_text(grammar, tokenizer, seed, steps);
+    assert!(whole, "seed {seed}: {text:?} did not close");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+}
+
 /// Whether `text` (tokenized) is taken whole, token by token.
-fn accepts(grammar: &Grammar, tokenizer: &Tokenizer, text: &str) -> bool {
+pub(super) fn accepts(grammar: &Grammar, tokenizer: &Tokenizer, text: &str) -> bool {
     let mut constraint = Constraint::grammar(grammar);
     let tokens = tokenizer.encode(text, EncodeOptions::default()).expect("encode");
     tokens.iter().all(|&t| constraint.accept(t, tokenizer))
@@ -105,36 +112,10 @@ fn regex_texts_drawn_at_random_match_it() {
     assert!(!accepts(&grammar, &tokenizer, "abcd-12"));
 }
 
-/// Whether `value` is a Record of [`pydantic_record`].
-fn is_record(value: &Value) -> Result<(), String> {
-    let object = value.as_object().ok_or("not an object")?;
-    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
-    keys.sort_unstable();
-    if keys != ["code", "count", "pet", "when"] {
-        return Err(format!("keys {keys:?}"));
-    }
-    let count = value["count"].as_i64().ok_or("count is not an integer")?;
-    if !(0..=INTEGER_BOUND).contains(&count) {
-        return Err(format!("count {count}"));
-    }
-    let code = value["code"].as_str().ok_or("code")?;
-    if !(code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())) {
-        return Err(format!("code {code:?}"));
-    }
-    let when = value["when"].as_str().ok_or("when")?.as_bytes();
-    let digits_at = |at: &[usize]| at.iter().all(|&i| when.get(i).is_some_and(u8::is_ascii_digit));
-    let shape = digits_at(&[0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
-        && [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')].iter().all(|&(i, c)| when.get(i) == Some(&c))
-        && matches!(when.get(10), Some(b'T' | b't'));
-    if !shape {
-        return Err(format!("when {:?}", String::from_utf8_lossy(when)));
-    }
-    let pet = value["pet"].as_object().ok_or("pet")?;
-    match (pet.get("kind").and_then(Value::as_str), pet.len()) {
-        (Some("cat"), 2) if (1..=9).contains(&pet.get("lives").and_then(Value::as_i64).unwrap_or(0)) => Ok(()),
-        (Some("dog"), 2) if pet.get("good").is_some_and(Value::is_boolean) => Ok(()),
-        _ => Err(format!("pet {pet:?}")),
-    }
+/// Whether `value` is a Record of [`pydantic_record`], its count within
+/// the schema defaults' bound.
+pub(super) fn is_record(value: &Value) -> Result<(), String> {
+    pydantic_record_check(value, INTEGER_BOUND)
 }
 
 #[test]
@@ -142,10 +123,8 @@ fn pydantic_schemas_hold_texts_drawn_at_random() {
     let (tokenizer, vocabulary) = vocabulary();
     let grammar = vocabulary.compile(&GrammarSource::JsonSchema(pydantic_record())).expect("compiles");
     for seed in 0..6 {
-        let (text, whole) = draw_text(&grammar, &tokenizer, seed, 600);
-        assert!(whole, "seed {seed}: {text:?} did not close");
-        let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
-        is_record(&value).unwrap_or_else(|why| panic!("seed {seed}: {why} in {text}"));
+        let value = drawn_json(&grammar, &tokenizer, seed, 600);
+        is_record(&value).unwrap_or_else(|why| panic!("seed {seed}: {why} in {value}"));
     }
 }
 

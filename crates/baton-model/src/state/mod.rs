@@ -9,7 +9,8 @@
 //!   write, the free list.
 //! - `prefix.rs`: a slot's first positions copied to another slot (a
 //!   prompt that starts as a running sequence's), saved to host memory and
-//!   restored (`--cache-ram`), with the bits an evaluation would give.
+//!   restored (`--cache-ram`), with the bits an evaluation would give;
+//!   `prefix_bytes.rs`: such a saved prefix as bytes and back.
 //!
 //! State that is not indexed by position (the recurrent state of hybrid
 //! models, and its checkpoints) belongs here beside them, held per slot
@@ -18,6 +19,7 @@
 mod blocks;
 mod kv_cache;
 mod prefix;
+mod prefix_bytes;
 
 pub use blocks::{BlockCopy, BlockTables, BlockUsage, PoolFull};
 pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};

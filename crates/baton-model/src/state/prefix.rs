@@ -23,7 +23,7 @@ use crate::error::ModelError;
 /// ([`Model::save_prefix`](crate::Model::save_prefix)).
 #[derive(Debug)]
 pub struct SavedPrefix {
-    len: usize,
+    pub(crate) len: usize,
     /// Only a hybrid model's recurrent state, not the attention layers'
     /// keys and values (a checkpoint: the keys and values stay in the
     /// slot).
@@ -31,7 +31,7 @@ pub struct SavedPrefix {
     /// The slot's frontier when saved (its rings' contents).
     pub(crate) frontier: usize,
     /// Per layer, keys then values, per KV head: the rows.
-    chunks: Vec<Vec<u8>>,
+    pub(crate) chunks: Vec<Vec<u8>>,
 }
 
 impl SavedPrefix {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use baton_gen::constraint::{Constraint, Grammar, GrammarSource, Schema};
+use baton_gen::constraint::{Constraint, Grammar, GrammarSource};
 use baton_gen::{SamplingError, SamplingParams, TokenLogprobs};
 
 use super::grammars::Grammars;
@@ -41,24 +41,20 @@ pub enum OutputFormat {
     #[default]
     Text,
     /// A text the grammar accepts: `response_format` `json_object` or
-    /// `json_schema`, or llama-server's `grammar` (GBNF).
+    /// `json_schema`, llama-server's `grammar` (GBNF), or a required tool
+    /// call's (see [`tool_call_grammar`](baton_gen::constraint::tool_call_grammar)).
     Grammar(Arc<Grammar>),
     /// A grammar not compiled yet: [`Engine::submit`](super::Engine::submit)
     /// compiles it against the model's vocabulary (see
     /// [`compiled`](Self::compiled)), so no request runs with one.
     Source(Arc<GrammarSource>),
-    /// A tool call the schema accepts (see [`Schema::tool_call`]): the
-    /// whole text (`tool_choice: "required"` or a named function).
-    ToolCall(Arc<Schema>),
-    /// Free text, or [`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN)
-    /// then a call (`tool_choice: "auto"`).
-    ToolCallOrText(Arc<Schema>),
-    /// One call or more, each a text the schema accepts
-    /// ([`Constraint::calls`]): `tool_choice: "required"` with
-    /// `parallel_tool_calls`.
-    ToolCalls(Arc<Schema>),
-    /// Free text, or one call or more ([`Constraint::calls_or_text`]).
-    ToolCallsOrText(Arc<Schema>),
+    /// Free text, or tool calls held to the grammar once the text opens
+    /// with [`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN)
+    /// (`tool_choice: "auto"`; see [`Constraint::call_or_text`]).
+    CallOrText(Arc<Grammar>),
+    /// [`CallOrText`](Self::CallOrText) whose grammar is not compiled yet
+    /// (as [`Source`](Self::Source)).
+    CallOrTextSource(Arc<GrammarSource>),
 }
 
 impl OutputFormat {
@@ -100,7 +96,8 @@ impl OutputFormat {
         Ok(OutputFormat::Grammar(Arc::new(grammar)))
     }
 
-    /// This format with a [`Source`](Self::Source) compiled against
+    /// This format with a [`Source`](Self::Source) or
+    /// [`CallOrTextSource`](Self::CallOrTextSource) compiled against
     /// `grammars` (any other format as it is).
     pub fn compiled(self, grammars: &Grammars) -> Result<OutputFormat, String> {
         match self {
@@ -110,6 +107,10 @@ impl OutputFormat {
                 }
                 _ => OutputFormat::grammar(&source, grammars),
             },
+            OutputFormat::CallOrTextSource(source) => match OutputFormat::grammar(&source, grammars)? {
+                OutputFormat::Grammar(grammar) => Ok(OutputFormat::CallOrText(grammar)),
+                other => Ok(other),
+            },
             other => Ok(other),
         }
     }
@@ -118,25 +119,19 @@ impl OutputFormat {
     /// the format ends it), rather than free text that may call a tool.
     pub fn holds_whole_text(&self) -> bool {
         match self {
-            OutputFormat::Text | OutputFormat::ToolCallOrText(_) | OutputFormat::ToolCallsOrText(_) => false,
-            OutputFormat::Grammar(_)
-            | OutputFormat::Source(_)
-            | OutputFormat::ToolCall(_)
-            | OutputFormat::ToolCalls(_) => true,
+            OutputFormat::Text | OutputFormat::CallOrText(_) | OutputFormat::CallOrTextSource(_) => false,
+            OutputFormat::Grammar(_) | OutputFormat::Source(_) => true,
         }
     }
 
     /// The constraint decoding is held to (`None` for free text, and for
-    /// a [`Source`](Self::Source), which the engine compiles before a
+    /// a format not compiled yet, which the engine compiles before a
     /// request runs).
     pub fn constraint(&self) -> Option<Constraint> {
         match self {
-            OutputFormat::Text | OutputFormat::Source(_) => None,
+            OutputFormat::Text | OutputFormat::Source(_) | OutputFormat::CallOrTextSource(_) => None,
             OutputFormat::Grammar(grammar) => Some(Constraint::grammar(grammar)),
-            OutputFormat::ToolCall(schema) => Some(Constraint::schema(schema.clone())),
-            OutputFormat::ToolCallOrText(schema) => Some(Constraint::call_or_text(schema.clone())),
-            OutputFormat::ToolCalls(schema) => Some(Constraint::calls(schema.clone())),
-            OutputFormat::ToolCallsOrText(schema) => Some(Constraint::calls_or_text(schema.clone())),
+            OutputFormat::CallOrText(grammar) => Some(Constraint::call_or_text(grammar)),
         }
     }
 }

@@ -24,7 +24,7 @@ use super::error::ApiError;
 use super::events::{event_stream, spawn_stream};
 use super::generate::{drive, Outcome};
 use super::params::Job;
-use super::tools::{may_be_call, read_calls, Call, ToolMode};
+use super::tools::{answer_calls, may_be_call, Call, ToolMode};
 use crate::engine::{Generation, TokenLogprobs};
 
 // The endpoint and what every answer and chunk of one request repeats:
@@ -189,8 +189,10 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
                 Some(opened) => ReasoningSplit::whole(&text, opened).content,
                 None => text.clone(),
             };
-            let calls = job.tools.and_then(|mode| read_calls(&answered, mode));
-            let finish = if calls.is_some() { "tool_calls" } else { reason };
+            let (calls, finish) = match job.tools.and_then(|mode| answer_calls(&answered, mode, reason)) {
+                Some((calls, finish)) => (Some(calls), finish),
+                None => (None, reason),
+            };
             let message = whole_message(&meta, text, reasoning, calls.as_deref());
             Ok(meta.whole_message(message, logprobs, finish, usage))
         }
@@ -297,9 +299,9 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
             if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
                 entries.append(&mut logprobs);
                 let rendered = asked.then(|| writer.render(&entries, &tokenizer));
-                match job.tools.and_then(|mode| read_calls(&text, mode)) {
-                    Some(calls) => {
-                        reason = "tool_calls";
+                match job.tools.and_then(|mode| answer_calls(&text, mode, reason)) {
+                    Some((calls, finish)) => {
+                        reason = finish;
                         send(call_chunk(&meta, &calls, rendered));
                     }
                     None => send(meta.chunk(Some(text), rendered, None)),

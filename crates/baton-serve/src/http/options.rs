@@ -41,8 +41,8 @@ pub struct ServerOptions {
     pub cors_origins: CorsOrigins,
     /// The model file, as `/props` tells it (`model_path`).
     pub model_path: String,
-    /// Whether a chat answer's `<think>…</think>` goes to
-    /// `reasoning_content` (`--reasoning-format`).
+    /// Whether a chat answer's `<think>…</think>` is split out
+    /// (`reasoning_content`, `thinking`, `reasoning`; `--reasoning-format`).
     pub reasoning_format: ReasoningFormat,
     /// A chat template (Jinja) in place of the model file's.
     pub chat_template: Option<String>,
@@ -55,7 +55,8 @@ pub enum ReasoningFormat {
     /// Left in `content` as the model wrote it.
     None,
     /// In `message.reasoning_content` (`delta.reasoning_content`
-    /// streamed), the rest in `content` (llama-server's default).
+    /// streamed), the rest in `content` (llama-server's default); a
+    /// `thinking` block on Messages, a `reasoning` item on Responses.
     #[default]
     Deepseek,
 }

@@ -1,14 +1,18 @@
 //! A chat generation run to what the Anthropic Messages and OpenAI
-//! Responses answers are built from: the text as it becomes safe to send,
-//! the tool call read back from the end, and how the answer ended.
+//! Responses answers are built from: the thinking and the text as they
+//! become safe to send, the tool call read back from the end, and how the
+//! answer ended.
 //!
-//! As on `/v1/chat/completions` (`answer.rs`), text that is or may become
-//! a tool call is held back until it is known which: then sent as text,
-//! or read as the call at the end. Log-probabilities are not served here.
+//! As on `/v1/chat/completions` (`answer.rs`), a reasoning model's
+//! thinking is split from the answer when the job asks ([`Job::reasoning`],
+//! `--reasoning-format`), and text that is or may become a tool call is
+//! held back until it is known which: then sent as text, or read as the
+//! call at the end. Log-probabilities are not served here.
 
 use std::future::Future;
 use std::sync::Arc;
 
+use baton_gen::openai::reasoning::{ReasoningSplit, Split};
 use baton_gen::openai::Usage;
 use baton_model::Tokenizer;
 
@@ -61,55 +65,122 @@ impl From<Broken> for ApiError {
     }
 }
 
-/// Runs `generation` (of `job`) to its end: the whole text and how it
-/// ended.
-pub async fn whole_text(
-    generation: Generation,
-    tokenizer: &Arc<Tokenizer>,
-    job: &Job,
-) -> Result<(String, Ending), ApiError> {
-    let mut text = String::new();
-    let ending = run(generation, tokenizer, job, |piece| text.push_str(&piece), std::future::pending()).await?;
-    Ok((text, ending))
+/// A piece of the answer, safe to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Of the thinking (only when the job splits it out).
+    Thinking(String),
+    /// Of the answer's text.
+    Text(String),
 }
 
-/// Runs `generation` (of `job`), giving `on_text` each piece of text that
-/// is safe to send, until it ends or `cancelled` completes.
+/// A whole answer: its thinking (empty when there is none, or it is not
+/// split out), its text, and how it ended.
+#[derive(Debug)]
+pub struct Whole {
+    /// The thinking.
+    pub thinking: String,
+    /// The text (without the call, when it is one).
+    pub text: String,
+    /// How it ended.
+    pub ending: Ending,
+}
+
+/// Runs `generation` (of `job`) to its end: the whole answer.
+pub async fn whole_text(generation: Generation, tokenizer: &Arc<Tokenizer>, job: &Job) -> Result<Whole, ApiError> {
+    let (mut thinking, mut text) = (String::new(), String::new());
+    let on_piece = |piece| match piece {
+        Piece::Thinking(piece) => thinking.push_str(&piece),
+        Piece::Text(piece) => text.push_str(&piece),
+    };
+    let ending = run(generation, tokenizer, job, on_piece, std::future::pending()).await?;
+    Ok(Whole { thinking, text, ending })
+}
+
+/// Where the pieces of a running answer go: its thinking split out (when
+/// asked), its text held back while it may be a call.
+struct Pieces<F> {
+    on_piece: F,
+    split: Option<ReasoningSplit>,
+    /// The text held back (`None`: no tools, nothing is held).
+    held: Option<String>,
+    tools: Option<ToolMode>,
+}
+
+impl<F: FnMut(Piece)> Pieces<F> {
+    /// A piece of the generated text.
+    fn push(&mut self, piece: String) {
+        match self.split.as_mut() {
+            Some(split) => {
+                let split = split.push(&piece);
+                self.send(split);
+            }
+            None => self.text(piece),
+        }
+    }
+
+    /// The end of the generated text: what the split held back.
+    fn finish(&mut self) {
+        if let Some(split) = self.split.as_mut() {
+            let split = split.finish();
+            self.send(split);
+        }
+    }
+
+    fn send(&mut self, Split { reasoning, content }: Split) {
+        if !reasoning.is_empty() {
+            (self.on_piece)(Piece::Thinking(reasoning));
+        }
+        if !content.is_empty() {
+            self.text(content);
+        }
+    }
+
+    fn text(&mut self, piece: String) {
+        let piece = match self.held.as_mut() {
+            Some(kept) => {
+                kept.push_str(&piece);
+                if self.tools != Some(ToolMode::Auto) || may_be_call(kept) {
+                    return;
+                }
+                self.held.take().unwrap_or_default()
+            }
+            None => piece,
+        };
+        (self.on_piece)(Piece::Text(piece));
+    }
+}
+
+/// Runs `generation` (of `job`), giving `on_piece` each piece of thinking
+/// or text that is safe to send, until it ends or `cancelled` completes.
 pub async fn run(
     generation: Generation,
     tokenizer: &Arc<Tokenizer>,
     job: &Job,
-    mut on_text: impl FnMut(String),
+    on_piece: impl FnMut(Piece),
     cancelled: impl Future<Output = ()>,
 ) -> Result<Ending, Broken> {
     let prompt = job.request.prompt.len();
-    let mut held: Option<String> = job.tools.map(|_| String::new());
-    let (outcome, matched) = {
-        let hold = |piece: String, _| {
-            let piece = match held.as_mut() {
-                Some(kept) => {
-                    kept.push_str(&piece);
-                    if job.tools != Some(ToolMode::Auto) || may_be_call(kept) {
-                        return;
-                    }
-                    held.take().unwrap_or_default()
-                }
-                None => piece,
-            };
-            on_text(piece);
-        };
-        drive_to_stop(generation, tokenizer, job.applied_stops(), prompt, hold, cancelled).await
+    let mut pieces = Pieces {
+        on_piece,
+        split: job.reasoning.map(ReasoningSplit::new),
+        held: job.tools.map(|_| String::new()),
+        tools: job.tools,
     };
+    let (outcome, matched) =
+        drive_to_stop(generation, tokenizer, job.applied_stops(), prompt, |piece, _| pieces.push(piece), cancelled)
+            .await;
     let (reason, usage) = match outcome {
         Outcome::Finished { reason, usage, .. } => (reason, usage),
         Outcome::Failed(why) => return Err(Broken::Failed(why)),
         Outcome::Cancelled => return Err(Broken::Cancelled),
     };
+    pieces.finish();
     let mut call = None;
-    if let Some(text) = held.filter(|text| !text.is_empty()) {
+    if let Some(text) = pieces.held.take().filter(|text| !text.is_empty()) {
         call = job.tools.and_then(|mode| read_call(&text, mode));
         if call.is_none() {
-            on_text(text);
+            (pieces.on_piece)(Piece::Text(text));
         }
     }
     let stop = match (&call, matched, reason) {

@@ -159,9 +159,14 @@ impl AppState {
         (tools, choice, parallel): (Option<Value>, Option<Value>, bool),
         response_format: Option<&Value>,
     ) -> Result<ChatPrompt, ApiError> {
-        // The tools' parameter schemas compile off the HTTP threads.
-        let plan =
-            off_thread("reading the tools", move || tools::plan(tools.as_ref(), choice.as_ref(), parallel)).await??;
+        // The tools' grammar compiles off the HTTP threads.
+        let grammars = self.engine.info().grammars.clone();
+        let plan = off_thread("reading the tools", move || {
+            tools::plan(tools.as_ref(), choice.as_ref(), parallel)?
+                .map(|plan| tools::compiled(plan, &grammars))
+                .transpose()
+        })
+        .await??;
         if plan.is_some() && response_format.is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) {
             return Err(ApiError::invalid_param(
                 "response_format",
@@ -207,7 +212,7 @@ impl AppState {
     /// (`Some(opened)`, `opened` when the prompt ends inside the
     /// thinking): with `--reasoning-format deepseek`, on an answer not
     /// held whole to a format.
-    fn reasoning_of(&self, job: &Job) -> Option<bool> {
+    pub(super) fn reasoning_of(&self, job: &Job) -> Option<bool> {
         if self.reasoning_format == ReasoningFormat::None {
             return None;
         }

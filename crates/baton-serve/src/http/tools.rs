@@ -13,24 +13,25 @@
 //! `<tool_response></tool_response>`, which every template takes (Gemma's
 //! knows only `user` and `model`).
 //!
-//! Decoding then holds the call to its schema ([`Schema::tool_call`]):
+//! Decoding then holds the call to the tools' grammar (llguidance, see
+//! [`tool_call_grammar`]: the name one of the tools', the arguments held
+//! to its parameters' JSON Schema as `response_format` schemas are):
 //! `tool_choice: "required"` or a named function opens the answer with
 //! `<tool_call>` and holds all of it; `"auto"` (the default) lets the model
-//! answer in words or open a call, held to the schema once opened;
-//! `"none"` leaves the tools out. With `parallel_tool_calls: true` an
-//! answer may hold several calls, one after another each in its tags
-//! ([`MAX_CALLS`] at most); with `false` (the default, as llama-server's),
-//! one.
+//! answer in words or open a call, held once opened; `"none"` leaves the
+//! tools out. With `parallel_tool_calls: true` an answer may hold several
+//! calls, one after another each in its tags ([`MAX_CALLS`] at most); with
+//! `false` (the default, as llama-server's), one.
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
-use baton_gen::constraint::{Schema, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_gen::constraint::{tool_call_grammar, CallShape, GrammarSource, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use crate::engine::OutputFormat;
+use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
 pub const MAX_TOOLS: usize = 64;
@@ -49,10 +50,14 @@ pub enum ToolMode {
 pub struct ToolPlan {
     /// How the answer may call one.
     pub mode: ToolMode,
-    /// The format decoding is held to.
+    /// The format decoding is held to: the calls' grammar, to compile
+    /// against the model's vocabulary ([`OutputFormat::compiled`]; a
+    /// tool's parameters it cannot hold to are refused then).
     pub format: OutputFormat,
     /// The system message's description of the tools.
     pub preamble: String,
+    /// The tools that may be called: each one's name and parameters.
+    pub callable: Vec<(String, Value)>,
 }
 
 fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
@@ -125,16 +130,34 @@ pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Re
         Some(i) => vec![&functions[i]],
         None => functions.iter().collect(),
     };
-    let schema = Schema::tool_call(callable.iter().map(|f| (f.0.as_str(), &f.2)))
-        .map_err(|e| bad("tools", format!("parameters: {e}")))?;
-    let schema = Arc::new(schema);
-    let format = match (mode, parallel) {
-        (ToolMode::Required, false) => OutputFormat::ToolCall(schema),
-        (ToolMode::Auto, false) => OutputFormat::ToolCallOrText(schema),
-        (ToolMode::Required, true) => OutputFormat::ToolCalls(schema),
-        (ToolMode::Auto, true) => OutputFormat::ToolCallsOrText(schema),
+    let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
+    let grammar = Arc::new(tool_call_grammar(callable.iter().map(|f| (f.0.as_str(), &f.2)), shape));
+    let format = match mode {
+        ToolMode::Required => OutputFormat::Source(grammar),
+        ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
     };
-    Ok(Some(ToolPlan { mode, format, preamble: preamble(&callable, parallel) }))
+    let preamble = preamble(&callable, parallel);
+    let callable = callable.iter().map(|f| (f.0.clone(), f.2.clone())).collect();
+    Ok(Some(ToolPlan { mode, format, preamble, callable }))
+}
+
+/// `plan` with its calls' grammar compiled against `grammars`: a tool's
+/// parameters that cannot be held to are refused (400, naming `tools`).
+pub fn compiled(plan: ToolPlan, grammars: &Grammars) -> Result<ToolPlan, ApiError> {
+    match plan.format.clone().compiled(grammars) {
+        Ok(format) => Ok(ToolPlan { format, ..plan }),
+        Err(whole) => {
+            // Which tool's parameters: each compiled alone, its schema's
+            // message rather than the calls' grammar's.
+            for (name, parameters) in &plan.callable {
+                let alone = GrammarSource::JsonSchema(parameters.clone());
+                if let Err(why) = OutputFormat::grammar(&alone, grammars) {
+                    return Err(bad("tools", format!("function {name:?}: parameters: {why}")));
+                }
+            }
+            Err(bad("tools", format!("parameters: {whole}")))
+        }
+    }
 }
 
 /// A tool's name, its declaration as the model sees it, and its
@@ -153,6 +176,9 @@ fn function(tool: &Value) -> Result<(String, Value, Value), String> {
         return Err("function.description is a string".into());
     }
     let parameters = function.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    if !(parameters.is_object() || parameters.is_boolean()) {
+        return Err(format!("function.parameters is a JSON Schema (an object), not {parameters}"));
+    }
     let mut declared = serde_json::Map::new();
     declared.insert("name".into(), Value::from(name));
     if let Some(description) = function.get("description") {
@@ -261,6 +287,51 @@ fn read_one(text: &str) -> Option<Call> {
     Some(Call { name, arguments })
 }
 
+/// The calls of an answer that ended for `reason` (`"length"`, `"stop"`…),
+/// and its `finish_reason`: every call whole, `"tool_calls"`; or, cut by
+/// `max_tokens` inside a later call (`reason` `"length"`), the whole calls
+/// before it, `"length"` (the cut call is left out, never sent malformed).
+/// `None` when the answer is text (a first call cut short included).
+pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Call>, &'static str)> {
+    if let Some(calls) = read_calls(text, mode) {
+        return Some((calls, "tool_calls"));
+    }
+    if reason != "length" {
+        return None;
+    }
+    let body = match mode {
+        ToolMode::Required => text,
+        ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
+    };
+    let parts: Vec<&str> = body.split(TOOL_CALL_OPEN).collect();
+    let (last, before) = parts.split_last()?;
+    let mut calls: Vec<Call> = before.iter().map(|part| read_one(part)).collect::<Option<_>>()?;
+    // The last part: a call cut short, or a whole call cut in the tags
+    // after it.
+    calls.extend(read_before_tags(last));
+    (!calls.is_empty()).then_some((calls, "length"))
+}
+
+/// A whole call's object at the start of `text` followed by nothing but
+/// a start of the tags between calls (`</tool_call>`, then `<tool_call>`).
+fn read_before_tags(text: &str) -> Option<Call> {
+    let text = text.trim_start();
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    let rest = text[values.byte_offset()..].trim_start();
+    let rest = match rest.strip_prefix(TOOL_CALL_CLOSE) {
+        Some(after) => after.trim_start(),
+        None if TOOL_CALL_CLOSE.starts_with(rest) => "",
+        None => return None,
+    };
+    if !TOOL_CALL_OPEN.starts_with(rest) {
+        return None;
+    }
+    let name = value.get("name")?.as_str()?.to_string();
+    let arguments = value.get("arguments")?.to_string();
+    Some(Call { name, arguments })
+}
+
 /// The one call the text holds (see [`read_calls`]), if it holds one.
 pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
     read_calls(text, mode).filter(|calls| calls.len() == 1).and_then(|mut calls| calls.pop())
@@ -292,6 +363,34 @@ mod tests {
         let cut = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\"");
         assert!(read_calls(&cut, ToolMode::Required).is_none(), "a cut call makes the answer text");
         assert!(read_calls("hello", ToolMode::Auto).is_none());
+    }
+
+    #[test]
+    fn calls_cut_by_max_tokens_keep_the_whole_ones_and_say_length() {
+        let one = r#"{"name": "f", "arguments": {"a": 1}}"#;
+        let next = "\n</tool_call>\n<tool_call>\n";
+        let names = |answer: Option<(Vec<Call>, &'static str)>| {
+            answer.map(|(calls, finish)| (calls.into_iter().map(|c| c.name).collect::<Vec<_>>(), finish))
+        };
+        let whole = format!("{one}{next}{}", one.replace('f', "g"));
+        assert_eq!(
+            names(answer_calls(&whole, ToolMode::Required, "stop")),
+            Some((vec!["f".into(), "g".into()], "tool_calls"))
+        );
+        for cut in [
+            format!("{one}{next}{{\"name\": \"g\", \"argu"),
+            format!("{one}{next}"),
+            format!("{one}\n</tool_"),
+            format!("{one}\n</tool_call>\n<tool"),
+            format!("<tool_call>\n{one}{next}{{\"name\""),
+        ] {
+            let mode = if cut.starts_with('<') { ToolMode::Auto } else { ToolMode::Required };
+            assert_eq!(names(answer_calls(&cut, mode, "length")), Some((vec!["f".into()], "length")), "{cut:?}");
+            assert!(answer_calls(&cut, mode, "stop").is_none(), "cut, not by max_tokens: text; {cut:?}");
+        }
+        let first_cut = r#"{"name": "f", "argu"#;
+        assert!(answer_calls(first_cut, ToolMode::Required, "length").is_none(), "no whole call: text");
+        assert!(answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length").is_none(), "not tags after it");
     }
 
     #[test]

@@ -4,16 +4,15 @@
 //! text the schema accepts; other formats, and schemas that cannot be
 //! held, get 400.
 
-use baton_gen::constraint::{GrammarSource, JsonPrefix};
+use baton_gen::constraint::GrammarSource;
 use serde_json::{json, Value};
 
 use crate::server::*;
 
-fn holds_to_an_object(text: &str, finish: &str) {
-    let mut prefix = JsonPrefix::object();
-    assert!(prefix.push_all(text.as_bytes()), "not the start of a JSON object: {text:?}");
+fn holds_to_an_object(server: &Server, text: &str, finish: &str) {
+    assert!(held_to(server, &GrammarSource::JsonObject, text, false), "not the start of a JSON object: {text:?}");
     if finish == "stop" {
-        assert!(prefix.is_complete(), "{text:?} ended before its object closed");
+        assert!(held_to(server, &GrammarSource::JsonObject, text, true), "{text:?} ended before its object closed");
         let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
         assert!(value.is_object(), "{text:?}");
     }
@@ -46,7 +45,7 @@ fn json_object_answers_are_json_objects() {
             choice["message"]["content"].as_str().expect("content"),
             choice["finish_reason"].as_str().expect("finish"),
         );
-        holds_to_an_object(text, finish);
+        holds_to_an_object(&server, text, finish);
         stops += usize::from(finish == "stop");
         streams_as_whole(&server, &request, text, finish);
     }
@@ -58,6 +57,7 @@ fn json_object_answers_are_json_objects() {
     );
     assert_eq!(status, 200, "{body}");
     holds_to_an_object(
+        &server,
         body["choices"][0]["text"].as_str().expect("text"),
         body["choices"][0]["finish_reason"].as_str().expect("finish"),
     );

@@ -1,7 +1,9 @@
 //! `parallel_tool_calls` on `/v1/chat/completions`: `false` (and absent,
 //! llama-server's default) keeps a required call held and answers one
 //! call; `true` lets an answer hold several calls, each held to the
-//! tools, whole and streamed; a value that is not a boolean gets 400.
+//! tools, whole and streamed; an answer `max_tokens` cuts inside a later
+//! call answers the whole calls before it with `finish_reason: "length"`;
+//! a value that is not a boolean gets 400.
 
 use serde_json::{json, Value};
 
@@ -121,24 +123,62 @@ fn parallel_tool_calls_let_an_answer_hold_several_calls_whole_and_streamed() {
             assert!(names.len() <= MAX_CALLS, "at most {MAX_CALLS} calls: {answer}");
         }
         // Streamed: the same calls in one delta, each with its index.
-        let mut streamed = request.clone();
-        streamed["stream"] = json!(true);
-        let (status, events) = server.stream("/v1/chat/completions", &streamed);
-        assert_eq!(status, 200);
-        let deltas: Vec<Value> = events[..events.len() - 1]
-            .iter()
-            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
-            .filter_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array().cloned())
-            .flatten()
-            .collect();
-        let streamed_names: Vec<&str> = deltas.iter().map(|c| c["function"]["name"].as_str().expect("name")).collect();
+        let (streamed_names, _) = streamed_calls(&server, &request);
         assert_eq!(streamed_names, names, "streamed as whole");
-        for (i, call) in deltas.iter().enumerate() {
-            assert_eq!(call["index"], i, "{call}");
-        }
     }
     assert!(called >= 10, "only {called} of 16 answers closed their calls");
     assert!(several >= 4, "{several} of {called} answers held more than one call");
+}
+
+/// The names of the calls `request` streamed (each delta's index checked)
+/// and its finish reason.
+fn streamed_calls(server: &Server, request: &Value) -> (Vec<String>, String) {
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (status, events) = server.stream("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200);
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().filter_map(|e| serde_json::from_str::<Value>(e).ok()).collect();
+    let deltas: Vec<&Value> =
+        chunks.iter().filter_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array()).flatten().collect();
+    for (i, call) in deltas.iter().enumerate() {
+        assert_eq!(call["index"], i, "{call}");
+    }
+    let names = deltas.iter().map(|c| c["function"]["name"].as_str().expect("name").to_string()).collect();
+    let finish = chunks.iter().filter_map(|c| c["choices"][0]["finish_reason"].as_str()).next_back();
+    (names, finish.expect("a finish reason").to_string())
+}
+
+/// With the control tokens banned, an answer goes on from call to call
+/// until `max_tokens` cuts one: the calls before it come back whole (the
+/// cut one left out), `finish_reason: "length"`, streamed as whole.
+#[test]
+fn calls_cut_by_max_tokens_answer_the_whole_ones_with_length() {
+    let server = Server::start(2, 8, 2048);
+    let banned = banned_control_tokens(&server);
+    let mut cut_after_calls = 0;
+    for seed in 0..12 {
+        let mut request = request(seed, Some(true));
+        request["logit_bias"] = banned.clone();
+        request["max_tokens"] = json!(40 + 13 * seed);
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let answer = &body["choices"][0];
+        let finish = answer["finish_reason"].as_str().expect("finish");
+        let names = match answer["message"].get("tool_calls") {
+            Some(calls) if calls.is_array() => {
+                assert!(answer["message"]["content"].is_null(), "calls, not text: {answer}");
+                calls_of(answer)
+            }
+            _ => Vec::new(),
+        };
+        if finish == "length" && !names.is_empty() {
+            cut_after_calls += 1;
+        }
+        let streamed = streamed_calls(&server, &request);
+        assert_eq!(streamed, (names, finish.to_string()), "streamed as whole");
+    }
+    assert!(cut_after_calls >= 3, "only {cut_after_calls} of 12 answers were cut after a whole call");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! back in `message.reasoning_content` (streamed as
 //! `delta.reasoning_content`), not in `content`; `--reasoning-format none`
 //! leaves it in `content`; an answer without thinking has no
-//! `reasoning_content`.
+//! `reasoning_content`; the Messages and Responses answers carry the same
+//! thinking as `thinking` blocks and `reasoning` items.
 
 use serde_json::{json, Value};
 
@@ -70,4 +71,88 @@ fn an_answer_without_thinking_has_no_reasoning_content() {
     let message = &body["choices"][0]["message"];
     assert!(message.get("reasoning_content").is_none(), "{body}");
     assert!(message["content"].as_str().is_some_and(|c| !c.is_empty()), "{body}");
+}
+
+/// The chat answer's `reasoning_content` and `content` for `seed`, and
+/// the Messages body of the same request.
+fn three_ways(server: &Server, seed: u64) -> (String, String, Value) {
+    let chat = json!({"messages": [{"role": "user", "content": "why?"}], "max_tokens": 16, "temperature": 1.0,
+        "seed": seed});
+    let (status, body) = server.post("/v1/chat/completions", &chat);
+    assert_eq!(status, 200, "{body}");
+    let message = &body["choices"][0]["message"];
+    let reasoning = message["reasoning_content"].as_str().unwrap_or("").to_string();
+    let content = message["content"].as_str().unwrap_or("").to_string();
+    let same = json!({"max_tokens": 16, "temperature": 1.0, "seed": seed,
+        "messages": [{"role": "user", "content": "why?"}]});
+    (reasoning, content, same)
+}
+
+/// Anthropic `thinking` blocks and Responses `reasoning` items carry the
+/// thinking that chat completions give as `reasoning_content`, whole and
+/// streamed (`thinking_delta`; `response.reasoning_text.delta`), before
+/// the text.
+#[test]
+fn thinking_comes_back_as_thinking_blocks_and_reasoning_items_whole_and_streamed() {
+    let server = server(ReasoningFormat::Deepseek, Some(THINKING_TEMPLATE));
+    let (reasoning, content, request) = three_ways(&server, 9);
+    assert!(!reasoning.is_empty(), "the chat answer thought nothing");
+    // Messages, whole: a thinking block, then the text.
+    let (status, body) = server.post("/v1/messages", &request);
+    assert_eq!(status, 200, "{body}");
+    let blocks = body["content"].as_array().expect("content");
+    assert_eq!(blocks[0]["type"], "thinking", "{body}");
+    assert_eq!(blocks[0]["thinking"], reasoning.as_str(), "{body}");
+    assert_eq!((&blocks[1]["type"], &blocks[1]["text"]), (&json!("text"), &json!(content)), "{body}");
+    // Messages, streamed: thinking_delta events in block 0, text in 1.
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (_, events) = server.named_stream("/v1/messages", &streamed);
+    let (mut thought, mut said) = (String::new(), String::new());
+    let mut starts = Vec::new();
+    for (name, data) in &events {
+        match name.as_str() {
+            "content_block_start" => starts.push((data["index"].clone(), data["content_block"]["type"].clone())),
+            "content_block_delta" if data["delta"]["type"] == "thinking_delta" => {
+                assert_eq!(data["index"], 0, "{data}");
+                thought.push_str(data["delta"]["thinking"].as_str().expect("thinking"));
+            }
+            "content_block_delta" => said.push_str(data["delta"]["text"].as_str().unwrap_or("")),
+            _ => {}
+        }
+    }
+    assert_eq!(starts, [(json!(0), json!("thinking")), (json!(1), json!("text"))], "{events:?}");
+    assert_eq!((thought.as_str(), said.as_str()), (reasoning.as_str(), content.as_str()), "streamed as whole");
+    // Responses, whole: a reasoning item, then the message.
+    let input = json!({"input": "why?", "max_output_tokens": 16, "temperature": 1.0, "seed": 9});
+    let (status, body) = server.post("/v1/responses", &input);
+    assert_eq!(status, 200, "{body}");
+    let output = body["output"].as_array().expect("output");
+    assert_eq!(output[0]["type"], "reasoning", "{body}");
+    assert_eq!(output[0]["content"][0], json!({"type": "reasoning_text", "text": reasoning}), "{body}");
+    assert_eq!(output[1]["content"][0]["text"], content.as_str(), "{body}");
+    // Responses, streamed: reasoning_text deltas at output 0, the same
+    // items in the completed response.
+    let mut streamed = input.clone();
+    streamed["stream"] = json!(true);
+    let (_, events) = server.named_stream("/v1/responses", &streamed);
+    let mut thought = String::new();
+    for (name, data) in &events {
+        if name == "response.reasoning_text.delta" {
+            assert_eq!(data["output_index"], 0, "{data}");
+            thought.push_str(data["delta"].as_str().expect("delta"));
+        }
+        if name == "response.reasoning_text.done" {
+            assert_eq!(data["text"], reasoning.as_str(), "{data}");
+        }
+    }
+    assert_eq!(thought, reasoning, "streamed as whole");
+    let (last, data) = events.last().expect("events");
+    assert_eq!(last, "response.incomplete", "16 tokens of thinking never closed: {data}");
+    let without_ids = |output: &Value| {
+        let mut output = output.clone();
+        output.as_array_mut().expect("output").iter_mut().for_each(|item| drop(item["id"].take()));
+        output
+    };
+    assert_eq!(without_ids(&data["response"]["output"]), without_ids(&body["output"]), "streamed as whole");
 }

@@ -4,7 +4,7 @@
 //! function call and its output round trip; bad requests get 400 in
 //! OpenAI's error shape.
 
-use baton_gen::constraint::JsonPrefix;
+use baton_gen::constraint::GrammarSource;
 use serde_json::{json, Value};
 
 use crate::server::*;
@@ -127,8 +127,8 @@ fn text_format_holds_the_answer_to_json() {
         let (status, body) = server.post("/v1/responses", &request);
         assert_eq!(status, 200, "{body}");
         let (text, _) = read_response(&body);
-        let mut prefix = JsonPrefix::object();
-        assert!(prefix.push_all(text.as_bytes()), "not the start of a JSON object: {text:?}");
+        let object = held_to(&server, &GrammarSource::JsonObject, &text, false);
+        assert!(object, "not the start of a JSON object: {text:?}");
         if body["status"] == "completed" {
             assert!(serde_json::from_str::<Value>(&text).is_ok_and(|v| v.is_object()), "{text:?}");
         }

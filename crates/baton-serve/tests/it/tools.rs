@@ -1,7 +1,8 @@
 //! `tools` on `/v1/chat/completions`: a required or named call comes back
 //! as `tool_calls` whose arguments follow the tool's parameters, whole and
 //! streamed; `auto` answers in words or a call; `none` leaves the tools
-//! out; earlier calls and their results render; bad tools get 400.
+//! out; earlier calls and their results render; parameters with
+//! `pattern`, `minimum` and `oneOf` are held; bad tools get 400.
 
 use serde_json::{json, Value};
 
@@ -148,10 +149,15 @@ fn bad_tools_get_400_and_the_server_keeps_serving() {
         ("a tool without a function", json!({"tools": [{"type": "function"}]}), "tools"),
         ("a tool of another type", json!({"tools": [{"type": "retrieval", "function": {"name": "a"}}]}), "tools"),
         ("a bad name", json!({"tools": [{"type": "function", "function": {"name": "a b"}}]}), "tools"),
+        (
+            "parameters that are no schema",
+            json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": 3}}]}),
+            "tools",
+        ),
         ("two tools of one name", json!({"tools": [weather, weather]}), "tools"),
         (
             "parameters that cannot be held",
-            json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": {"type": "string", "pattern": "x"}}}]}),
+            json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": {"type": "string", "pattern": "a("}}}]}),
             "tools",
         ),
         ("an unknown choice", json!({"tools": [weather], "tool_choice": "always"}), "tool_choice"),
@@ -186,6 +192,47 @@ fn bad_tools_get_400_and_the_server_keeps_serving() {
         error_of(status, &body, 400, what);
         assert_eq!(body["error"]["param"], param, "{what}: {body}");
     }
+    // A schema llguidance cannot compile is named by its tool, in the
+    // schema's own words.
+    let tools = json!([weather, {"type": "function", "function": {"name": "lookup",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "a("}}}}}]);
+    let (status, body) = server.post("/v1/chat/completions", &json!({"messages": messages, "tools": tools}));
+    error_of(status, &body, 400, "a pattern that is no regular expression");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("function \"lookup\"") && message.contains("unclosed group"), "{body}");
+    assert!(!message.contains("%json"), "not the calls' grammar: {body}");
     let (status, _) = server.post("/v1/chat/completions", &json!({"messages": messages, "max_tokens": 2}));
     assert_eq!(status, 200);
+}
+
+/// A tool whose parameters use what pydantic writes (`Field(ge=0)` as
+/// `minimum`, a `pattern`, a `date-time`, a discriminated union as
+/// `oneOf` over `$defs`) is served, and its calls' arguments follow them.
+#[test]
+fn parameters_with_pattern_minimum_and_one_of_are_held() {
+    use baton_gen::constraint::INTEGER_BOUND;
+    use baton_testkit::schemas::{pydantic_record, pydantic_record_check};
+    let server = Server::start(2, 8, 2048);
+    let record = json!([{"type": "function", "function": {"name": "record", "parameters": pydantic_record()}}]);
+    let named = json!({"type": "function", "function": {"name": "record"}});
+    let mut closed = 0;
+    for (seed, choice) in [named.clone(), json!("required"), named, json!("auto")].into_iter().enumerate() {
+        let request = json!({
+            "messages": [{"role": "user", "content": "file a record"}],
+            "tools": record, "tool_choice": choice, "max_tokens": 320, "temperature": 0.8, "seed": seed,
+        });
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let answer = &body["choices"][0];
+        if answer["finish_reason"] != "tool_calls" {
+            continue;
+        }
+        closed += 1;
+        let call = &answer["message"]["tool_calls"][0]["function"];
+        assert_eq!(call["name"], "record", "{answer}");
+        let arguments = call["arguments"].as_str().expect("arguments are a JSON text");
+        let arguments: Value = serde_json::from_str(arguments).unwrap_or_else(|e| panic!("{arguments}: {e}"));
+        pydantic_record_check(&arguments, INTEGER_BOUND).unwrap_or_else(|why| panic!("{why}: {arguments}"));
+    }
+    assert!(closed >= 2, "only {closed} of 4 calls closed within 320 tokens");
 }

@@ -54,7 +54,7 @@ pub enum BenchKind {
     ///
     /// Example: baton bench spec -m smollm2 --spec-type ngram -n 256 -r 3
     Spec(Box<spec::SpecBenchArgs>),
-    /// What holding a text to a format costs per token: llguidance (JSON Schema, GBNF) against Baton's reader.
+    /// What holding a text to a format costs per token (llguidance: a JSON Schema, a tool call, GBNF).
     ///
     /// Example: baton bench constraint -m SmolLM2-135M-Instruct.Q4_1.gguf --sequences 1,8
     Constraint(constraint::ConstraintBenchArgs),

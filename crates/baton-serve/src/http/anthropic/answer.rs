@@ -1,7 +1,8 @@
 //! The Messages answer, whole (`{"type": "message", …}`) or as Anthropic's
 //! events: `message_start`, `ping`, each content block's
-//! `content_block_start`, `content_block_delta`s (`text_delta`, or the
-//! call's input as one `input_json_delta`) and `content_block_stop`, then
+//! `content_block_start`, `content_block_delta`s (`thinking_delta` of a
+//! `thinking` block, `text_delta`, or the call's input as one
+//! `input_json_delta`) and `content_block_stop`, then
 //! `message_delta` (the stop reason and the output tokens) and
 //! `message_stop`. A failure after the stream began is an `error` event.
 
@@ -17,7 +18,7 @@ use super::error::AnthropicError;
 use crate::engine::Generation;
 use crate::http::events::{named_event, spawn_stream};
 use crate::http::params::Job;
-use crate::http::reply::{self, Broken, Ending, Stop};
+use crate::http::reply::{self, Broken, Ending, Piece, Stop, Whole};
 use crate::http::tools::Call;
 
 /// What a Messages answer is built from, besides its generation.
@@ -74,11 +75,19 @@ fn input_of(call: &Call) -> Value {
     serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}))
 }
 
+/// A `thinking` block (no signature: nothing here signs the thinking).
+fn thinking(text: &str) -> Value {
+    json!({"type": "thinking", "thinking": text, "signature": ""})
+}
+
 /// Runs the generation and answers with the whole message.
 pub async fn whole(generation: Generation, answering: Answering) -> Response {
     match reply::whole_text(generation, &answering.tokenizer, &answering.job).await {
-        Ok((text, ending)) => {
+        Ok(Whole { thinking: thought, text, ending }) => {
             let mut content = Vec::new();
+            if !thought.is_empty() {
+                content.push(thinking(&thought));
+            }
             if !text.is_empty() || ending.call.is_none() {
                 content.push(json!({"type": "text", "text": text}));
             }
@@ -91,6 +100,49 @@ pub async fn whole(generation: Generation, answering: Answering) -> Response {
     }
 }
 
+/// The content blocks of a streamed message: the one open, if any, and
+/// the next one's index.
+struct Blocks<S> {
+    send: S,
+    open: Option<&'static str>,
+    next: usize,
+}
+
+impl<S: Fn(&str, Value)> Blocks<S> {
+    /// Starts a block (`content_block_start`), closing the open one.
+    fn start(&mut self, block: Value, kind: &'static str) {
+        self.stop();
+        let index = self.next;
+        (self.send)(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
+        );
+        self.open = Some(kind);
+    }
+
+    /// A delta to the open block, of `kind`, started first (`block`) when
+    /// another kind or none is open.
+    fn delta(&mut self, kind: &'static str, block: impl FnOnce() -> Value, delta: Value) {
+        if self.open != Some(kind) {
+            self.start(block(), kind);
+        }
+        let index = self.next;
+        (self.send)("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}));
+    }
+
+    /// Closes the open block (`content_block_stop`).
+    fn stop(&mut self) {
+        if self.open.take().is_some() {
+            (self.send)("content_block_stop", json!({"type": "content_block_stop", "index": self.next}));
+            self.next += 1;
+        }
+    }
+}
+
+fn empty_text() -> Value {
+    json!({"type": "text", "text": ""})
+}
+
 /// Answers at once with Anthropic's event stream, which a task fills as
 /// tokens come; a client that goes away ends the generation.
 pub fn streamed(generation: Generation, answering: Answering) -> Response {
@@ -100,22 +152,19 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         };
         send("message_start", json!({"type": "message_start", "message": answering.message(Vec::new(), None)}));
         send("ping", json!({"type": "ping"}));
-        let start_text = |index: usize| {
-            let block = json!({"type": "text", "text": ""});
-            send("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": block}));
-        };
-        let stop_block =
-            |index: usize| send("content_block_stop", json!({"type": "content_block_stop", "index": index}));
-        let mut text_open = false;
-        let on_text = |piece: String| {
-            if !text_open {
-                start_text(0);
-                text_open = true;
+        let mut blocks = Blocks { send, open: None, next: 0 };
+        let mut texts = 0;
+        let on_piece = |piece: Piece| match piece {
+            Piece::Thinking(piece) => {
+                let delta = json!({"type": "thinking_delta", "thinking": piece});
+                blocks.delta("thinking", || thinking(""), delta);
             }
-            let delta = json!({"type": "text_delta", "text": piece});
-            send("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": delta}));
+            Piece::Text(piece) => {
+                texts += 1;
+                blocks.delta("text", empty_text, json!({"type": "text_delta", "text": piece}));
+            }
         };
-        let ending = reply::run(generation, &answering.tokenizer, &answering.job, on_text, tx.closed()).await;
+        let ending = reply::run(generation, &answering.tokenizer, &answering.job, on_piece, tx.closed()).await;
         let ending = match ending {
             Ok(ending) => ending,
             Err(Broken::Cancelled) => return,
@@ -124,21 +173,15 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
                 return;
             }
         };
-        if !text_open && ending.call.is_none() {
-            start_text(0);
-            text_open = true;
-        }
-        if text_open {
-            stop_block(0);
+        if texts == 0 && ending.call.is_none() {
+            blocks.start(empty_text(), "text");
         }
         if let Some(call) = &ending.call {
-            let index = usize::from(text_open);
-            let block = answering.tool_use(call, json!({}));
-            send("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": block}));
+            blocks.start(answering.tool_use(call, json!({})), "tool_use");
             let delta = json!({"type": "input_json_delta", "partial_json": call.arguments});
-            send("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}));
-            stop_block(index);
+            blocks.delta("tool_use", || json!({}), delta);
         }
+        blocks.stop();
         let (reason, sequence) = stop_reason(&ending.stop);
         let Usage { completion_tokens, .. } = ending.usage;
         send(

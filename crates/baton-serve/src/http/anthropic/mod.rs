@@ -9,7 +9,9 @@
 //! `stop_sequences`, `temperature`, `top_p`, `top_k`, `stream`, client
 //! `tools` (`input_schema`) and `tool_choice` (`auto`, `any`, `tool`,
 //! `none`); `metadata` and other fields are ignored. Other block types
-//! (images, documents) and server tools are refused (400).
+//! (images, documents) and server tools are refused (400). A reasoning
+//! model's thinking (split as `reasoning_content` is on chat, by
+//! `--reasoning-format`) comes back as a `thinking` block before the text.
 
 mod answer;
 pub(super) mod error;
@@ -51,7 +53,8 @@ pub async fn messages(
     }
     let conversation = request.conversation()?;
     let prompt = state.conversation_prompt(conversation, None).await?;
-    let job = state.chat_job(prompt, &request.params(), &caller).await?;
+    let mut job = state.chat_job(prompt, &request.params(), &caller).await?;
+    job.reasoning = state.reasoning_of(&job);
     let generation = state.engine.submit(job.request.clone())?;
     let stream = job.stream;
     let answering = answer::Answering {

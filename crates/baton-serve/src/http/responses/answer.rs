@@ -1,7 +1,10 @@
 //! The Responses answer, whole (`{"object": "response", …}`) or as its
 //! `response.*` events, each `event: NAME` and data carrying its `type`
 //! and `sequence_number`: `response.created`, `response.in_progress`;
-//! for the text, `response.output_item.added`,
+//! for a reasoning model's thinking (when `--reasoning-format` splits it
+//! out), a `reasoning` item: `response.output_item.added`,
+//! `response.reasoning_text.delta`s, `response.reasoning_text.done`,
+//! `response.output_item.done`; for the text, `response.output_item.added`,
 //! `response.content_part.added`, `response.output_text.delta`s,
 //! `response.output_text.done`, `response.content_part.done`,
 //! `response.output_item.done`; for a call, `response.output_item.added`,
@@ -22,7 +25,7 @@ use crate::engine::Generation;
 use crate::http::error::ApiError;
 use crate::http::events::{named_event, spawn_stream};
 use crate::http::params::Job;
-use crate::http::reply::{self, Broken, Ending, Stop};
+use crate::http::reply::{self, Broken, Ending, Piece, Stop, Whole};
 use crate::http::tools::Call;
 
 /// What a Responses answer is built from, besides its generation.
@@ -54,6 +57,17 @@ impl Answering {
 
     fn call_item_id(&self) -> String {
         format!("fc_{}", self.suffix())
+    }
+
+    fn reasoning_id(&self) -> String {
+        format!("rs_{}", self.suffix())
+    }
+
+    /// The `reasoning` item holding `thinking` (its content empty while
+    /// it streams).
+    fn reasoning(&self, thinking: Option<&str>, status: &str) -> Value {
+        let content: Vec<Value> = thinking.map(|t| json!({"type": "reasoning_text", "text": t})).into_iter().collect();
+        json!({"type": "reasoning", "id": self.reasoning_id(), "summary": [], "content": content, "status": status})
     }
 
     /// The response object: `status`, its `output` items and, once it
@@ -95,11 +109,14 @@ impl Answering {
             "call_id": format!("call_{}", self.suffix()), "name": call.name, "arguments": arguments, "status": status})
     }
 
-    /// The whole output of an answer that ended: the message (unless it
-    /// is only a call) and the call.
-    fn output(&self, text: &str, ending: &Ending) -> Vec<Value> {
+    /// The whole output of an answer that ended: the thinking (if any),
+    /// the message (unless it is only a call) and the call.
+    fn output(&self, thinking: &str, text: &str, ending: &Ending) -> Vec<Value> {
         let status = status(ending);
         let mut output = Vec::new();
+        if !thinking.is_empty() {
+            output.push(self.reasoning(Some(thinking), "completed"));
+        }
         if !text.is_empty() || ending.call.is_none() {
             output.push(self.message(text, status));
         }
@@ -125,8 +142,8 @@ fn status(ending: &Ending) -> &'static str {
 /// Runs the generation and answers with the whole response.
 pub async fn whole(generation: Generation, answering: Answering) -> Response {
     match reply::whole_text(generation, &answering.tokenizer, &answering.job).await {
-        Ok((text, ending)) => {
-            let output = answering.output(&text, &ending);
+        Ok(Whole { thinking, text, ending }) => {
+            let output = answering.output(&thinking, &text, &ending);
             Json(answering.response(status(&ending), output, Some(&ending))).into_response()
         }
         Err(why) => why.into_response(),
@@ -148,6 +165,91 @@ impl Events {
     }
 }
 
+/// The items of a streamed response as they come: the thinking, then the
+/// message.
+struct Items<'a> {
+    events: Events,
+    a: &'a Answering,
+    thinking: String,
+    text: String,
+    /// The item open: `reasoning` or `message`, at `open_index`.
+    open: Option<&'static str>,
+    /// The next item's output index.
+    next: usize,
+}
+
+impl Items<'_> {
+    fn place(&self, id: String) -> Value {
+        json!({"item_id": id, "output_index": self.next, "content_index": 0})
+    }
+
+    fn piece(&mut self, piece: Piece) {
+        let a = self.a;
+        match piece {
+            Piece::Thinking(piece) => {
+                if self.open != Some("reasoning") {
+                    self.close("in_progress");
+                    let item = a.reasoning(None, "in_progress");
+                    self.events.send("response.output_item.added", json!({"output_index": self.next, "item": item}));
+                    self.open = Some("reasoning");
+                }
+                self.thinking.push_str(&piece);
+                let mut delta = self.place(a.reasoning_id());
+                delta["delta"] = json!(piece);
+                self.events.send("response.reasoning_text.delta", delta);
+            }
+            Piece::Text(piece) => {
+                self.open_message();
+                self.text.push_str(&piece);
+                let mut delta = self.place(a.message_id());
+                delta["delta"] = json!(piece);
+                delta["logprobs"] = json!([]);
+                self.events.send("response.output_text.delta", delta);
+            }
+        }
+    }
+
+    fn open_message(&mut self) {
+        if self.open == Some("message") {
+            return;
+        }
+        self.close("in_progress");
+        let item = self.a.message("", "in_progress");
+        self.events.send("response.output_item.added", json!({"output_index": self.next, "item": item}));
+        let mut added = self.place(self.a.message_id());
+        added["part"] = output_text("");
+        self.events.send("response.content_part.added", added);
+        self.open = Some("message");
+    }
+
+    /// Closes the open item; a message with `status`.
+    fn close(&mut self, status: &str) {
+        let a = self.a;
+        match self.open.take() {
+            Some("reasoning") => {
+                let mut done = self.place(a.reasoning_id());
+                done["text"] = json!(self.thinking);
+                self.events.send("response.reasoning_text.done", done);
+                let item = a.reasoning(Some(&self.thinking), "completed");
+                self.events.send("response.output_item.done", json!({"output_index": self.next, "item": item}));
+            }
+            Some(_) => {
+                let mut done = self.place(a.message_id());
+                done["text"] = json!(self.text);
+                done["logprobs"] = json!([]);
+                self.events.send("response.output_text.done", done);
+                let mut part = self.place(a.message_id());
+                part["part"] = output_text(&self.text);
+                self.events.send("response.content_part.done", part);
+                let item = a.message(&self.text, status);
+                self.events.send("response.output_item.done", json!({"output_index": self.next, "item": item}));
+            }
+            None => return,
+        }
+        self.next += 1;
+    }
+}
+
 /// Answers at once with the `response.*` event stream, which a task fills
 /// as tokens come; a client that goes away ends the generation.
 pub fn streamed(generation: Generation, answering: Answering) -> Response {
@@ -157,56 +259,26 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         let a = &answering;
         events.send("response.created", json!({"response": a.response("in_progress", Vec::new(), None)}));
         events.send("response.in_progress", json!({"response": a.response("in_progress", Vec::new(), None)}));
-        let message_id = a.message_id();
-        let open_message = |events: &mut Events| {
-            events.send("response.output_item.added", json!({"output_index": 0, "item": a.message("", "in_progress")}));
-            let place = json!({"item_id": message_id, "output_index": 0, "content_index": 0});
-            let mut added = place.clone();
-            added["part"] = output_text("");
-            events.send("response.content_part.added", added);
-        };
-        let mut text = String::new();
-        let mut opened = false;
-        let on_text = |piece: String| {
-            if !opened {
-                open_message(&mut events);
-                opened = true;
-            }
-            text.push_str(&piece);
-            let delta =
-                json!({"item_id": message_id, "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []});
-            events.send("response.output_text.delta", delta);
-        };
-        let ending = reply::run(generation, &a.tokenizer, &a.job, on_text, closed.closed()).await;
+        let mut items = Items { events, a, thinking: String::new(), text: String::new(), open: None, next: 0 };
+        let ending = reply::run(generation, &a.tokenizer, &a.job, |piece| items.piece(piece), closed.closed()).await;
         let ending = match ending {
             Ok(ending) => ending,
             Err(Broken::Cancelled) => return,
             Err(why) => {
                 let mut response = a.response("failed", Vec::new(), None);
                 response["error"] = json!({"code": "server_error", "message": ApiError::from(why).body.message});
-                events.send("response.failed", json!({"response": response}));
+                items.events.send("response.failed", json!({"response": response}));
                 return;
             }
         };
-        if !opened && ending.call.is_none() {
-            open_message(&mut events);
-            opened = true;
+        if items.text.is_empty() && ending.call.is_none() {
+            items.open_message();
         }
-        if opened {
-            let place = json!({"item_id": message_id, "output_index": 0, "content_index": 0});
-            let mut done = place.clone();
-            done["text"] = json!(text);
-            done["logprobs"] = json!([]);
-            events.send("response.output_text.done", done);
-            let mut part = place;
-            part["part"] = output_text(&text);
-            events.send("response.content_part.done", part);
-            let item = a.message(&text, status(&ending));
-            events.send("response.output_item.done", json!({"output_index": 0, "item": item}));
-        }
+        items.close(status(&ending));
         if let Some(call) = &ending.call {
-            let index = usize::from(opened);
+            let index = items.next;
             let item_id = a.call_item_id();
+            let events = &mut items.events;
             events.send(
                 "response.output_item.added",
                 json!({"output_index": index, "item": a.call(call, "", "in_progress")}),
@@ -220,7 +292,7 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
             events.send("response.output_item.done", json!({"output_index": index, "item": item}));
         }
         let status = status(&ending);
-        let response = a.response(status, a.output(&text, &ending), Some(&ending));
-        events.send(&format!("response.{status}"), json!({"response": response}));
+        let response = a.response(status, a.output(&items.thinking, &items.text, &ending), Some(&ending));
+        items.events.send(&format!("response.{status}"), json!({"response": response}));
     })
 }

@@ -7,7 +7,9 @@
 //! items; `reasoning` items are skipped), `instructions`,
 //! `max_output_tokens`, `temperature`, `top_p`, function `tools` and
 //! `tool_choice`, `text.format` (`text`, `json_object`, `json_schema`),
-//! `stream`. Nothing is stored: `previous_response_id` and `store: true`
+//! `stream`. A reasoning model's thinking (split as `reasoning_content`
+//! is on chat, by `--reasoning-format`) comes back as a `reasoning` output
+//! item before the message. Nothing is stored: `previous_response_id` and `store: true`
 //! are refused (400), and there is no `GET /v1/responses/{id}`.
 
 mod answer;
@@ -41,13 +43,14 @@ pub async fn responses(
             _ => e,
         }
     })?;
-    let job = state.chat_job(prompt, &params, &caller).await.map_err(|mut e| {
+    let mut job = state.chat_job(prompt, &params, &caller).await.map_err(|mut e| {
         // A schema that cannot be held is `text.format`'s here.
         if e.body.param == Some("response_format") {
             e.body.param = Some("text");
         }
         e
     })?;
+    job.reasoning = state.reasoning_of(&job);
     let generation = state.engine.submit(job.request.clone())?;
     let stream = job.stream;
     let mut echoed = serde_json::Map::new();
