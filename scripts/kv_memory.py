@@ -43,7 +43,7 @@ def complete(port, prompt, max_tokens, errors):
         f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(req, timeout=600) as r:
+        with urllib.request.urlopen(req, timeout=3600) as r:
             json.load(r)
     except Exception as e:  # noqa: BLE001 - reported, not hidden
         errors.append(str(e))

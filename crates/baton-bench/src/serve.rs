@@ -201,6 +201,7 @@ fn json_report(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String,
                 "ttft_p99_ms": p.ttft_ms.1,
                 "itl_p50_ms": p.itl_ms.0,
                 "itl_p99_ms": p.itl_ms.1,
+                "kv_mib_per_sequence": p.kv_mib_per_sequence,
             })
         })
         .collect();
@@ -230,13 +231,14 @@ fn json_report(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String,
 fn print_tables(args: &ServeBenchArgs, phases: &[PhaseResult], stalls: &[(String, StallResult)]) {
     println!("max_tokens {}, greedy, {} request(s) per client", args.max_tokens, args.requests_per_client);
     println!(
-        "| clients | drafts | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |"
+        "| clients | drafts | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | KV MiB/seq |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for p in phases {
         let drafts = p.draft_max.map_or("none".to_string(), |n| n.to_string());
+        let kv = p.kv_mib_per_sequence.map_or("-".to_string(), |m| format!("{m:.2}"));
         println!(
-            "| {} | {drafts} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {} | {drafts} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {kv} |",
             p.clients, p.requests, p.tokens, p.tokens_per_s, p.ttft_ms.0, p.ttft_ms.1, p.itl_ms.0, p.itl_ms.1
         );
     }

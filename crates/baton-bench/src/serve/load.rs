@@ -150,6 +150,22 @@ pub struct PhaseResult {
     pub ttft_ms: (f64, f64),
     /// Inter-token latency, p50 and p99, in milliseconds.
     pub itl_ms: (f64, f64),
+    /// KV memory per sequence after the phase, in MiB: a paged cache's
+    /// bytes in use over the slots holding any (`/metrics`; `None` for a
+    /// server that does not say).
+    pub kv_mib_per_sequence: Option<f64>,
+}
+
+/// KV memory per sequence a server's `/metrics` states: `baton_kv_bytes_used`
+/// over `baton_kv_sequences_holding`, in MiB (`None` where it has no
+/// paged cache or does not say).
+pub fn kv_mib_per_sequence(endpoint: &Endpoint) -> Option<f64> {
+    let text = endpoint.get("/metrics", Duration::from_secs(10)).ok().filter(|r| r.status == 200)?.body;
+    let value = |name: &str| -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    let (bytes, holders) = (value("baton_kv_bytes_used")?, value("baton_kv_sequences_holding")?);
+    (holders > 0.0).then(|| bytes / holders / (1024.0 * 1024.0))
 }
 
 /// Runs `requests` streaming completions from `clients` threads, stopping
@@ -210,6 +226,7 @@ pub fn run_phase(
         tokens_per_s: tokens as f64 / elapsed,
         ttft_ms: (percentile(&ttft, 0.5), percentile(&ttft, 0.99)),
         itl_ms: (percentile(&itl, 0.5), percentile(&itl, 0.99)),
+        kv_mib_per_sequence: kv_mib_per_sequence(endpoint),
     })
 }
 

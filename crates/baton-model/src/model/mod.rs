@@ -504,6 +504,12 @@ impl Model {
         self.cache.blocks.as_ref().map(|b| b.usage())
     }
 
+    /// Bytes of one block of a paged cache: its keys and values in every
+    /// paged layer (0 without a paged cache).
+    pub fn kv_block_bytes(&self) -> usize {
+        self.cache.block_bytes(&self.config)
+    }
+
     /// Whether a step of several sequences attends in slots: one attention
     /// node per layer for all of them (see [`LoadOptions::attention_per_sequence`]).
     pub fn attends_in_slots(&self) -> bool {

@@ -41,6 +41,8 @@ pub struct BlockUsage {
     /// Blocks the sequences' tables list, counting a shared one once per
     /// holder (what slots of their own would hold).
     pub held: usize,
+    /// Slots holding at least one block.
+    pub holders: usize,
 }
 
 /// Every slot's table of blocks and the pool's counts.
@@ -109,6 +111,7 @@ impl BlockTables {
             shared: self.refs.iter().filter(|&&r| r > 1).count(),
             free: self.free.len(),
             held: self.tables.iter().map(Vec::len).sum(),
+            holders: self.tables.iter().filter(|t| !t.is_empty()).count(),
         }
     }
 

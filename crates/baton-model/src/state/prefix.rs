@@ -76,6 +76,15 @@ impl KvCache {
             && self.slot_rows(config, l) == self.context
     }
 
+    /// Bytes of one block of the pool: keys and values of every paged
+    /// layer (0 without a paged cache).
+    pub(crate) fn block_bytes(&self, config: &LlamaConfig) -> usize {
+        (0..self.layers.len())
+            .filter(|&l| self.is_paged(config, l))
+            .flat_map(|l| self.layers[l].tensors().map(|t| t.bytes() / t.shape().dims()[1] * ATTENTION_BLOCK))
+            .sum()
+    }
+
     /// Block `block` of a paged layer's tensor `t` for KV head `head`: its
     /// first `rows` rows.
     fn block_view(

@@ -127,9 +127,10 @@ pub struct EngineMetrics {
     /// `slots` times the context.
     pub kv_positions_total: u64,
     /// A paged KV cache's blocks (of 64 positions): `[pool, used, shared,
-    /// held]`, held counting a shared block once per sequence holding it;
-    /// all 0 without a paged cache.
-    pub kv_blocks: [u64; 4],
+    /// held, holders, block bytes]`, held counting a shared block once per
+    /// sequence holding it, holders the slots holding any; all 0 without a
+    /// paged cache.
+    pub kv_blocks: [u64; 6],
     /// Time from a request's submission to its first token.
     pub time_to_first_token: HistogramSnapshot,
     /// Time between two tokens of one sequence.

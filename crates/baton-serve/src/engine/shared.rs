@@ -36,9 +36,10 @@ pub(super) struct Shared {
     pub(super) spec_accepted: AtomicU64,
     /// Cache positions the running sequences hold.
     pub(super) kv_positions: AtomicU64,
-    /// A paged cache's blocks: of the pool, used, shared, and table
-    /// entries (a shared block once per holder); all 0 without one.
-    pub(super) kv_blocks: [AtomicU64; 4],
+    /// A paged cache's blocks: of the pool, used, shared, table entries
+    /// (a shared block once per holder), slots holding blocks, and the
+    /// bytes of one block; all 0 without one.
+    pub(super) kv_blocks: [AtomicU64; 6],
     /// Prompts saved in host memory (`--cache-ram`), and their bytes.
     pub(super) ram_prompts: AtomicUsize,
     pub(super) ram_bytes: AtomicU64,

@@ -679,8 +679,9 @@ impl Worker {
         let positions: usize = self.running.iter().map(|s| s.past).sum();
         self.shared.kv_positions.store(positions as u64, Ordering::Relaxed);
         let blocks = self.model.kv_blocks().unwrap_or_default();
-        for (gauge, value) in self.shared.kv_blocks.iter().zip([blocks.blocks, blocks.used, blocks.shared, blocks.held])
-        {
+        let values =
+            [blocks.blocks, blocks.used, blocks.shared, blocks.held, blocks.holders, self.model.kv_block_bytes()];
+        for (gauge, value) in self.shared.kv_blocks.iter().zip(values) {
             gauge.store(value as u64, Ordering::Relaxed);
         }
     }

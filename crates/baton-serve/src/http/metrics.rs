@@ -136,13 +136,15 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     let used = s.running.min(m.slots);
     single(&mut out, "baton_kv_slots_used", "gauge", "Sequence slots of the KV cache in use.", used as f64);
     single(&mut out, "baton_kv_slots_free", "gauge", "Sequence slots of the KV cache free.", (m.slots - used) as f64);
-    let [pool, used, shared, held] = m.kv_blocks.map(|b| b as f64);
+    let [pool, used, shared, held, holders, block_bytes] = m.kv_blocks.map(|b| b as f64);
     let blocks = [
         ("baton_kv_blocks_total", "Blocks of 64 positions in the paged KV cache's pool (0: not paged).", pool),
         ("baton_kv_blocks_used", "Blocks some sequence holds.", used),
         ("baton_kv_blocks_free", "Blocks no sequence holds.", pool - used),
         ("baton_kv_blocks_shared", "Blocks several sequences hold (a shared prefix, held once).", shared),
         ("baton_kv_blocks_held", "Blocks the sequences hold, a shared one counted per holder.", held),
+        ("baton_kv_bytes_used", "Bytes of the paged KV cache's blocks in use (all layers).", used * block_bytes),
+        ("baton_kv_sequences_holding", "Sequence slots holding blocks (running or cached).", holders),
     ];
     for (name, help, value) in blocks {
         single(&mut out, name, "gauge", help, value);

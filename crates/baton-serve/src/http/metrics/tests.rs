@@ -22,7 +22,7 @@ fn sample() -> EngineMetrics {
         slots: 4,
         kv_positions_used: 90,
         kv_positions_total: 4096,
-        kv_blocks: [128, 20, 6, 31],
+        kv_blocks: [128, 20, 6, 31, 5, 1024],
         time_to_first_token: HistogramSnapshot { cumulative: cumulative.clone(), sum_seconds: 1.5 },
         inter_token_latency: HistogramSnapshot { cumulative, sum_seconds: 0.25 },
         tokens_per_second: 12.5,
@@ -74,6 +74,7 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_kv_slots_free"], 2.0);
     let blocks = ["total", "used", "free", "shared", "held"].map(|k| values[&format!("baton_kv_blocks_{k}")]);
     assert_eq!(blocks, [128.0, 20.0, 108.0, 6.0, 31.0]);
+    assert_eq!((values["baton_kv_bytes_used"], values["baton_kv_sequences_holding"]), (20.0 * 1024.0, 5.0));
     assert_eq!(values["baton_host_waits_per_step"], 1.0);
     assert_eq!(values["baton_time_to_first_token_seconds_bucket{le=\"+Inf\"}"], LATENCY_BUCKETS.len() as f64);
     assert_eq!(values["baton_time_to_first_token_seconds_count"], LATENCY_BUCKETS.len() as f64);
