@@ -36,6 +36,7 @@
 use baton_core::graph::{Flags, Graph, GraphError, NodeId};
 use baton_core::DType;
 
+mod gemma4;
 mod hybrid;
 
 use crate::arch::{Activation, LayerAttention, SWIGLU_CLAMPED};
@@ -279,15 +280,44 @@ impl Builder<'_> {
     ) -> Result<NodeId, GraphError> {
         let c = self.config;
         let t = self.g.node(x).layout.shape.dims()[0];
-        let mut x = self.g.reshape(x, &[t, heads, c.head_dim])?;
+        let hd = layer.head_dim;
+        let mut x = self.g.reshape(x, &[t, heads, hd])?;
         if c.traits().qk_norm {
-            x = self.norm(x, norm, c.head_dim)?;
+            x = self.norm(x, norm, hd)?;
         }
-        self.g.rope_yarn(x, positions, c.rope_mode, c.rope_dims, (layer.rope_base, layer.rope_scale), layer.yarn)
+        let frequencies = (layer.rope_base, layer.rope_scale);
+        self.g.rope_pairs((x, positions), (c.rope_mode, layer.rope_dims, layer.rotated_pairs), frequencies, layer.yarn)
+    }
+
+    /// Layer `l`'s new keys and values `[T, kv_heads, head_dim]` from the
+    /// normalised rows `h`: keys normed per head (where the architecture
+    /// does) and rotated; Gemma 4's values RMS-normed without a weight, and
+    /// its keys' projection where the layer has no `attn_v`.
+    fn keys_values(
+        &mut self,
+        l: usize,
+        h: NodeId,
+        positions: NodeId,
+        layer: LayerAttention,
+    ) -> Result<(NodeId, NodeId), GraphError> {
+        let c = self.config;
+        let (t, kvh, hd) = (self.g.node(h).layout.shape.dims()[0], layer.kv_heads, layer.head_dim);
+        let k = self.projection(l, "attn_k", h, kvh * hd)?;
+        let v = match c.gemma4.as_ref().is_some_and(|g| g.values_from_keys[l]) {
+            true => k,
+            false => self.projection(l, "attn_v", h, kvh * hd)?,
+        };
+        let k = self.heads(k, kvh, &format!("blk.{l}.attn_k_norm.weight"), positions, layer)?;
+        let mut v = self.g.reshape(v, &[t, kvh, hd])?;
+        if c.gemma4.is_some() {
+            v = self.g.rms_norm(v, c.rms_eps)?;
+        }
+        Ok((k, v))
     }
 
     /// One sequence's attention: writes its keys and values `k`, `v`
-    /// (`[t, kv_heads, head_dim]`) at rows `rows` of its slot's cache
+    /// (`[t, kv_heads, head_dim]`; none where the layer reads an earlier
+    /// layer's) at rows `rows` of its slot's cache
     /// `(keys, values)` (their positions, or a ring's rows for them), and
     /// attends over the first `window` rows (the fused, streamed
     /// [`Op::Attention`](baton_core::graph::Op)), returning
@@ -296,7 +326,7 @@ impl Builder<'_> {
     fn attention(
         &mut self,
         q: NodeId,
-        (k, v): (NodeId, NodeId),
+        new: Option<(NodeId, NodeId)>,
         (positions, rows): (NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         window: usize,
@@ -304,7 +334,9 @@ impl Builder<'_> {
     ) -> Result<NodeId, GraphError> {
         // The new keys and values go to their rows (an input), so the graph
         // is the same for every step within the window.
-        self.write_cache((k, v), (kc, vc), rows)?;
+        if let Some(new) = new {
+            self.write_cache(new, (kc, vc), rows)?;
+        }
         let keys = self.g.narrow(kc, 1, 0, window)?;
         let values = self.g.narrow(vc, 1, 0, window)?;
         self.g.attention_node(q, (keys, values), positions, None, sinks, self.config.attn_scale, sliding)
@@ -326,19 +358,21 @@ impl Builder<'_> {
     }
 
     /// Every sequence's attention in one node (a batch in slots): writes the
-    /// keys and values `k`, `v` at each row's row `rows` of the whole
+    /// new keys and values (if the layer has its own) at each row's row `rows` of the whole
     /// caches `(kc, vc)` and attends each query row over its own slot of
     /// `per_slot` rows (`slots`).
     fn attention_in_slots(
         &mut self,
         q: NodeId,
-        (k, v): (NodeId, NodeId),
+        new: Option<(NodeId, NodeId)>,
         (positions, slots, rows): (NodeId, NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         per_slot: usize,
         (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
-        self.write_cache((k, v), (kc, vc), rows)?;
+        if let Some(new) = new {
+            self.write_cache(new, (kc, vc), rows)?;
+        }
         let slots = Some((slots, per_slot));
         self.g.attention_node(q, (kc, vc), positions, slots, sinks, self.config.attn_scale, sliding)
     }
@@ -368,11 +402,19 @@ impl Builder<'_> {
             }
             return self.residual(x, y, &p("post_ffw_norm"));
         }
+        let down = self.dense_ffn(l, h)?;
+        self.residual(x, down, &p("post_ffw_norm"))
+    }
+
+    /// Layer `l`'s dense gated block (`ffn_gate`, `ffn_up`, `ffn_down`) on
+    /// the normalised rows `h`.
+    fn dense_ffn(&mut self, l: usize, h: NodeId) -> Result<NodeId, GraphError> {
+        let c = self.config;
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
         let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
         let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
         let act = self.gated(gate, up)?;
-        let down = self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
-        self.residual(x, down, &p("post_ffw_norm"))
+        self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)
     }
 
     /// The gate's activation times the up projection, as the architecture
@@ -495,7 +537,7 @@ pub fn build(
     let c = config;
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
-    let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
+    let heads = c.heads;
     let mut b = Builder { g: Graph::new(), config, types, experts_apart: cache.experts_apart };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_place`).
@@ -529,6 +571,13 @@ pub fn build(
     if traits.embed_scale {
         x = b.g.scale(x, (c.dim as f32).sqrt())?;
     }
+    // Gemma 4's per-layer embeddings, computed once for every layer.
+    let per_layer = match &c.gemma4 {
+        Some(g) if g.per_layer > 0 => Some(b.per_layer_inputs(tokens, x, g.per_layer)?),
+        _ => None,
+    };
+    // Each attention layer's cache leaves (a later layer may read them).
+    let mut caches: Vec<Option<(NodeId, NodeId)>> = vec![None; c.layers];
     for l in 0..c.layers {
         b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
@@ -541,6 +590,7 @@ pub fn build(
             continue;
         }
         let layer = c.layer_attention(l);
+        let (hd, kvh) = (layer.head_dim, layer.kv_heads);
         let sinks = match c.traits().attn_sinks {
             true => Some(b.weight(&p("attn_sinks"), &[heads])?),
             false => None,
@@ -551,23 +601,33 @@ pub fn build(
             true => b.gated_query(l, h).map(|(q, gate)| (q, Some(gate)))?,
             false => (b.projection(l, "attn_q", h, heads * hd)?, None),
         };
-        let k = b.projection(l, "attn_k", h, kvh * hd)?;
-        let v = b.projection(l, "attn_v", h, kvh * hd)?;
         let q = b.heads(q, heads, &p("attn_q_norm"), positions, layer)?;
-        let k = b.heads(k, kvh, &p("attn_k_norm"), positions, layer)?;
-        let v = b.g.reshape(v, &[t, kvh, hd])?;
+        // A layer that shares an earlier layer's keys and values computes
+        // none and attends over that layer's cache.
+        let source = c.kv_source(l);
+        let new = match source == l {
+            true => Some(b.keys_values(l, h, positions, layer)?),
+            false => None,
+        };
         // A sliding-window layer with a ring holds its last `ring` positions.
         let ring = layer.window.and(cache.ring).zip(ring_rows);
         let per_slot = ring.map_or(cache.context, |(rows, _)| rows);
         let total = cache.slots * per_slot;
-        let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
-        let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
+        let (kc, vc) = match caches.get(source).copied().flatten() {
+            Some(leaves) if source != l => leaves,
+            _ => {
+                let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
+                let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
+                (kc, vc)
+            }
+        };
+        caches[l] = Some((kc, vc));
         let o = if let Some(inputs) = &in_slots {
             let rows = match ring {
                 Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
                 None => inputs.rows,
             };
-            b.attention_in_slots(q, (k, v), (positions, inputs.slots, rows), (kc, vc), per_slot, (layer.window, sinks))?
+            b.attention_in_slots(q, new, (positions, inputs.slots, rows), (kc, vc), per_slot, (layer.window, sinks))?
         } else {
             let rows = if several {
                 Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
@@ -584,7 +644,11 @@ pub fn build(
                         Ok(x)
                     }
                 };
-                let (qs, ks, vs, ps) = (part(&mut b, q)?, part(&mut b, k)?, part(&mut b, v)?, part(&mut b, positions)?);
+                let (qs, ps) = (part(&mut b, q)?, part(&mut b, positions)?);
+                let news = match new {
+                    Some((k, v)) => Some((part(&mut b, k)?, part(&mut b, v)?)),
+                    None => None,
+                };
                 // The sequence's slot of the cache (the whole cache when it has
                 // one slot, so a one-sequence graph is what it always was).
                 let (kc, vc) = if cache.slots > 1 {
@@ -598,7 +662,7 @@ pub fn build(
                     Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
                     None => (ps, seq.window),
                 };
-                let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, (layer.window, sinks))?;
+                let os = b.attention(qs, news, (ps, written_at), (kc, vc), window, (layer.window, sinks))?;
                 o = Some(match rows {
                     // Several sequences: each one's rows of the scratch.
                     Some(rows) => {
@@ -627,7 +691,10 @@ pub fn build(
             attn = b.g.add(attn, bias)?;
         }
         x = b.residual(x, attn, &p("post_attention_norm"))?;
-        x = b.feed_forward(l, x)?;
+        x = match &c.gemma4 {
+            Some(g) => b.gemma4_layer_end(l, x, g, per_layer.as_ref())?,
+            None => b.feed_forward(l, x)?,
+        };
     }
     b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight", c.dim)?;
@@ -656,7 +723,10 @@ pub fn build(
         x = b.g.narrow(x, 0, t - 1, 1)?;
     }
     // A tied model binds `output.weight` to the token embedding's data.
-    let logits = b.linear(x, "output.weight", c.vocab, c.dim)?;
+    let mut logits = b.linear(x, "output.weight", c.vocab, c.dim)?;
+    if let Some(cap) = c.gemma4.as_ref().and_then(|g| g.final_softcap) {
+        logits = b.soft_cap(logits, cap)?;
+    }
     b.g.mark(logits, Flags::OUTPUT)?;
     b.g.set_name(logits, "logits")?;
     Ok(b.g)

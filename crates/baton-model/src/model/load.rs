@@ -147,7 +147,7 @@ impl Model {
                 // when each has its own attention node (split by heads
                 // under tensor parallelism); attention in slots writes
                 // them in place.
-                let width = config.heads * config.head_dim;
+                let width = config.heads * config.layer_attention(l).head_dim;
                 let rows = match &tensor {
                     Some((composite, shares)) => {
                         composite.alloc_split(DType::F32, &[batch, width], shares.attention_rows())?

@@ -75,6 +75,9 @@ impl KvCache {
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v) = match layer {
                 LayerCache::Attention(..) if recurrent_only => continue,
+                // Another layer's keys and values (Gemma 4's shared ones):
+                // that layer's views hold them.
+                LayerCache::Attention(..) if config.kv_source(l) != l => continue,
                 LayerCache::Attention(k, v) => (k, v),
                 LayerCache::Recurrent(conv, delta) => {
                     // The slot's whole state: it holds exactly the positions
@@ -90,13 +93,15 @@ impl KvCache {
             };
             let slot_rows = self.slot_rows(config, l);
             let rows = if slot_rows < self.context { slot_rows } else { len };
+            let attention = config.layer_attention(l);
+            let head_dim = attention.head_dim;
             for t in [k, v] {
-                let row_bytes = t.dtype().row_bytes(config.head_dim).ok_or_else(|| {
-                    ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), config.head_dim))
+                let row_bytes = t.dtype().row_bytes(head_dim).ok_or_else(|| {
+                    ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), head_dim))
                 })?;
-                for head in 0..config.kv_heads {
+                for head in 0..attention.kv_heads {
                     let at = t.offset() + ((head * self.slots + slot) * slot_rows) * row_bytes;
-                    views.push((l, TensorRef::new(t.buffer(), at, t.dtype(), &[rows, config.head_dim])?));
+                    views.push((l, TensorRef::new(t.buffer(), at, t.dtype(), &[rows, head_dim])?));
                 }
             }
         }
