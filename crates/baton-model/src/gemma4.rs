@@ -81,7 +81,8 @@ impl Gemma4 {
     ) -> Result<Gemma4, ModelError> {
         let meta = file.metadata();
         let key = |k: &str| format!("gemma4.{k}");
-        let bad = |what: String| Err(ModelError::Config(format!("gemma4: {what}")));
+        // Every message starts with the key it is about (after `gemma4.`).
+        let bad = |what: String| Err(ModelError::Config(format!("gemma4.{what}")));
         let get = |k: &str| -> Result<usize, ModelError> { Ok(meta.get_usize(&key(k))?) };
         let sliding = per_layer_flags(meta, &key("attention.sliding_window_pattern"), layers)?;
         let kv_heads = per_layer_counts(meta, &key("attention.head_count_kv"), layers)?;
@@ -93,7 +94,7 @@ impl Gemma4 {
         let swa_value_dim = get("attention.value_length_swa")?;
         if swa_head_dim == 0 || swa_value_dim != swa_head_dim {
             return bad(format!(
-                "attention.key_length_swa {swa_head_dim} and attention.value_length_swa {swa_value_dim} must be equal"
+                "attention.key_length_swa {swa_head_dim} and gemma4.attention.value_length_swa {swa_value_dim} must be equal"
             ));
         }
         let swa_rope_dims = meta.get_usize(&key("rope.dimension_count_swa")).optional()?.unwrap_or(swa_head_dim);
@@ -123,7 +124,7 @@ impl Gemma4 {
             let ok = kv_layers >= 2 && g.sliding[kv_layers - 2] && !g.sliding[kv_layers - 1];
             if !ok {
                 return bad(format!(
-                    "attention.shared_kv_layers {shared} of {layers}: the last two layers with keys and values must be a sliding and a full one"
+                    "attention.shared_kv_layers {shared} of {layers} layers: the last two layers with keys and values must be a sliding and a full one"
                 ));
             }
         }
@@ -179,7 +180,7 @@ impl Gemma4 {
 /// where the file has none (every pair of `rope_dims` rotates).
 fn rotated_pairs(file: &GgufFile, head_dim: usize, rope_dims: usize) -> Result<Option<usize>, ModelError> {
     let Some(tensor) = file.tensor("rope_freqs.weight") else { return Ok(None) };
-    let bad = |what: String| Err(ModelError::Config(format!("gemma4: rope_freqs.weight {what}")));
+    let bad = |what: String| Err(ModelError::Config(format!("gemma4 rope_freqs.weight {what}")));
     if tensor.ggml_type() != baton_gguf::GgmlType::F32 || tensor.dims() != [rope_dims as u64 / 2] {
         return bad(format!(
             "is {:?} {:?}, not F32 [{}] (half the full layers' rope.dimension_count)",

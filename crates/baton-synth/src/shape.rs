@@ -87,8 +87,8 @@ pub enum SynthShape {
     Qwen35MoeA3b8L,
     /// A Gemma 4 toy (dense) with every Gemma 4 trait in play: dim 64, 8
     /// layers in groups of four (three attend a sliding window of 8
-    /// positions with 4 heads of 16 over 2 KV heads, RoPE base 10,000;
-    /// the fourth every position with 4 heads of 32 over 1 KV head, no
+    /// positions with 4 heads of 32 over 2 KV heads, RoPE base 10,000;
+    /// the fourth every position with 4 heads of 64 over 1 KV head, no
     /// `attn_v` (values are the keys' projection), RoPE base 1,000,000 on
     /// the first quarter of its pairs); the last 4 layers share the keys
     /// and values of layers 2 and 3; per-layer embeddings of 16; a
@@ -345,7 +345,7 @@ impl SynthShape {
             Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
             Self::Gemma4 => ShapeParams {
                 arch: Architecture::Gemma4,
-                head_width: Some(32),
+                head_width: Some(64),
                 sliding_window: Some(8),
                 n_layers: 8,
                 n_kv_heads: 1,
@@ -353,17 +353,17 @@ impl SynthShape {
                 tied_embeddings: true,
                 gemma4: Some(SynthGemma4 {
                     period: 4,
-                    swa_heads: (16, 2),
+                    swa_heads: (32, 2),
                     full_kv_heads: 1,
                     shared_kv_layers: 4,
                     per_layer: 16,
-                    full_rotated_pairs: 4,
+                    full_rotated_pairs: 8,
                 }),
                 ..TOY
             },
             Self::Gemma4Moe => ShapeParams {
                 arch: Architecture::Gemma4,
-                head_width: Some(32),
+                head_width: Some(64),
                 sliding_window: Some(8),
                 n_layers: 6,
                 n_kv_heads: 1,
@@ -372,11 +372,11 @@ impl SynthShape {
                 experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 32, shared: None }),
                 gemma4: Some(SynthGemma4 {
                     period: 3,
-                    swa_heads: (16, 2),
+                    swa_heads: (32, 2),
                     full_kv_heads: 1,
                     shared_kv_layers: 0,
                     per_layer: 0,
-                    full_rotated_pairs: 4,
+                    full_rotated_pairs: 8,
                 }),
                 ..TOY
             },

@@ -238,9 +238,9 @@ fn gemma4_plan(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, g: SynthGemm
             if g.is_sliding(l) {
                 tensors.push(TensorPlan::matrix(name("attn_v"), dim, kv, requested));
             }
-            tensors.push(TensorPlan::norm(name("attn_k_norm"), hd));
+            tensors.push(head_norm(name("attn_k_norm"), hd));
         }
-        tensors.push(TensorPlan::norm(name("attn_q_norm"), hd));
+        tensors.push(head_norm(name("attn_q_norm"), hd));
         tensors.push(TensorPlan::matrix(name("attn_output"), q, dim, requested));
         tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
         tensors.push(TensorPlan::norm(name("layer_output_scale"), 1));
@@ -269,6 +269,14 @@ fn gemma4_plan(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, g: SynthGemm
             tensors.push(TensorPlan::norm(name("post_norm"), dim));
         }
     }
+}
+
+/// A Gemma 4 query or key norm of a head of `hd`: weights near `hd^-1/4`,
+/// so that the unscaled scores of RMS-normed queries and keys are of order
+/// one (as `1/√hd` makes them elsewhere; random unit weights would make
+/// every softmax nearly one-hot).
+fn head_norm(name: String, hd: usize) -> TensorPlan {
+    TensorPlan { init: Init::Near((hd as f32).powf(-0.25)), ..TensorPlan::norm(name, hd) }
 }
 
 /// A recurrent (Gated DeltaNet) layer's tensors, as Qwen 3.5's files hold

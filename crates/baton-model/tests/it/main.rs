@@ -7,6 +7,7 @@ mod batch;
 mod cache_types;
 mod embedding;
 mod experts_placed;
+mod gemma4;
 mod hybrid;
 mod kv_copy;
 mod long_context;
