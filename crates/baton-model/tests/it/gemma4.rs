@@ -113,3 +113,16 @@ fn gemma4_metadata_that_does_not_fit_is_named_in_the_error() {
         assert_patched_keys_named(&dir, &std::fs::read(&path).expect("read"), cases);
     }
 }
+
+/// The cache holds keys and values for the layers that have their own
+/// only: the dense toy's layers 0 to 3 (sliding layers of 2 KV heads of 32
+/// in rings of 64 rows: window 8 and batches of 16; a full layer of 1 KV
+/// head of 64 over the context of 256), for 3 slots, f32 keys and values.
+#[test]
+fn the_sharing_layers_hold_no_keys_or_values_of_their_own() {
+    let (_dir, model) = load(SynthShape::Gemma4, DType::F32);
+    let (slots, bytes) = (3, 4 * 2);
+    let sliding = slots * 64 * 2 * 32 * bytes;
+    let full = slots * 256 * 64 * bytes;
+    assert_eq!(model.memory().kv_cache, (3 * sliding + full) as u64);
+}
