@@ -3,7 +3,8 @@
 llama.cpp computes it for GGUF files with ``general.architecture`` one of
 ``llama``, ``qwen2``, ``qwen3``, ``gemma3``, ``qwen3moe``, ``gpt-oss``,
 ``qwen35`` and ``qwen35moe`` (see ARCH_TRAITS; the recurrent layers of the
-last two are in ``hybrid_ref.py``).
+last two are in ``hybrid_ref.py``), and ``gemma4`` (its own forward, in
+``gemma4_ref.py``).
 
 Baton (the Rust runtime) is checked against this file: its logits, its
 greedy generations and its perplexity figures.  Nothing here is shared with
@@ -794,6 +795,15 @@ def eprint(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+def load_model(path: str | Path, dtype: Any) -> Any:
+    """The model of a GGUF file: gemma4's own (gemma4_ref.py), else LlamaModel."""
+    reader = gguf.GGUFReader(str(path))
+    if field_value(reader, "general.architecture") == "gemma4":
+        import gemma4_ref
+        return gemma4_ref.Gemma4Model(path, dtype, field_value, load_tensor)
+    return LlamaModel(path, dtype=dtype)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -836,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    model = LlamaModel(args.model, dtype=np.float64 if args.dtype == "float64" else np.float32)
+    model = load_model(args.model, np.float64 if args.dtype == "float64" else np.float32)
     eprint(f"loaded {args.model} in {time.perf_counter() - t0:.1f} s "
            f"(tied output: {model.tied_output}, dtype {model.dtype})")
     cfg = model.cfg

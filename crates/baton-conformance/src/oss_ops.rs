@@ -68,12 +68,59 @@ pub fn op_attention_sinks(f: &Fixture) {
     check("attention with sinks", &out, &expected, FLOAT_NMSE);
 }
 
+/// RoPE that rotates only the first 4 of 16 NeoX pairs (Gemma 4's full
+/// layers: pairs `(i, i + 16)` over the whole head of 32, the exponent over
+/// 32, the other 12 pairs unchanged).
+pub fn op_rope_rotated_pairs(f: &Fixture) {
+    let op = Op::Rope {
+        mode: RopeMode::Neox,
+        dims: 32,
+        freq_base: 1e6,
+        freq_scale: 1.0,
+        yarn: None,
+        rotated_pairs: Some(4),
+    };
+    if !runs(f, &op, DType::F32) {
+        return;
+    }
+    let (tokens, heads, head_dim, dims, pairs) = (5, 3, 32, 32, 4);
+    let positions = [0i32, 1, 9, 200, 511];
+    let x = random(tokens * heads * head_dim, 55);
+    let mut g = Graph::new();
+    let xl = g.leaf("x", DType::F32, &[tokens, heads, head_dim], Flags::INPUT).expect("leaf");
+    let pl = g.leaf("pos", DType::I32, &[tokens], Flags::INPUT).expect("leaf");
+    let y = g.rope_pairs((xl, pl), (RopeMode::Neox, dims, Some(pairs)), (1e6, 1.0), None).expect("rope");
+    g.mark(y, Flags::OUTPUT).expect("mark");
+    g.set_name(y, "y").expect("name");
+    let out = f32s(&run(f, g, vec![input_f32("x", &x), input_i32("pos", &positions)])["y"]);
+    let mut expected = f64s(&x);
+    for (t, &pos) in positions.iter().enumerate() {
+        for h in 0..heads {
+            let head = &mut expected[(t * heads + h) * head_dim..][..head_dim];
+            for i in 0..pairs {
+                let theta = f64::from(pos) * 1e6f64.powf(-2.0 * i as f64 / dims as f64);
+                let (a, b) = (head[i], head[i + dims / 2]);
+                head[i] = a * theta.cos() - b * theta.sin();
+                head[i + dims / 2] = a * theta.sin() + b * theta.cos();
+            }
+        }
+    }
+    check("rope of the first pairs", &out, &expected, FLOAT_NMSE);
+}
+
 /// RoPE with YaRN (gpt-oss's constants at a small size: NeoX pairs, base
 /// 150,000, factor 4 over a trained context of 64, so the ramp spans
 /// pairs 0 to 4 of 16), at positions past the trained context.
 pub fn op_rope_yarn(f: &Fixture) {
     let yarn = Yarn { orig_context: 64, ext_factor: 1.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0 };
-    let op = Op::Rope { mode: RopeMode::Neox, dims: 32, freq_base: 150_000.0, freq_scale: 0.25, yarn: Some(yarn) };
+    let op = Op::Rope {
+        mode: RopeMode::Neox,
+        dims: 32,
+        freq_base: 150_000.0,
+        freq_scale: 0.25,
+        yarn: Some(yarn),
+        rotated_pairs: None,
+    };
     if !runs(f, &op, DType::F32) {
         return;
     }

@@ -92,14 +92,27 @@ impl RopeAngles {
     /// # Panics
     /// If `head` is shorter than `rope_dims()`.
     pub fn apply(&self, head: &mut [f32], mode: RopeMode) {
+        self.apply_pairs(head, mode, self.cos.len());
+    }
+
+    /// Rotates only the first `pairs` pairs of the `rope_dims()` elements
+    /// of `head` (paired as `mode` says over all `rope_dims()`); the other
+    /// pairs and the rest are left alone.
+    ///
+    /// # Panics
+    /// If `head` is shorter than `rope_dims()` or `pairs` is more than
+    /// `rope_dims() / 2`.
+    pub fn apply_pairs(&self, head: &mut [f32], mode: RopeMode, pairs: usize) {
         let dims = self.rope_dims();
         assert!(head.len() >= dims, "head of {} elements is shorter than rope_dims {dims}", head.len());
+        assert!(pairs <= dims / 2, "{pairs} pairs of rope_dims {dims}");
         let isa = Isa::current();
+        let (cos, sin) = (&self.cos[..pairs], &self.sin[..pairs]);
         match mode {
-            RopeMode::Normal => rotate_adjacent(isa, &mut head[..dims], &self.cos, &self.sin),
+            RopeMode::Normal => rotate_adjacent(isa, &mut head[..2 * pairs], cos, sin),
             RopeMode::NeoX => {
                 let (first, second) = head[..dims].split_at_mut(dims / 2);
-                rotate_halves(isa, first, second, &self.cos, &self.sin);
+                rotate_halves(isa, &mut first[..pairs], &mut second[..pairs], cos, sin);
             }
         }
     }

@@ -33,6 +33,13 @@
 //! per token by `σ(ffn_gate_inp_shexp · x)`. The FFN's norm is
 //! `post_attention_norm` in both.
 //!
+//! `gemma4` (Gemma 4) is Gemma 3's block with sliding and full layers of
+//! different head sizes, unscaled scores, values RMS-normed without a
+//! weight, keys and values shared by the last layers, per-layer
+//! embeddings, a soft-cap on the logits and, in its mixture-of-experts
+//! shape, a dense block beside the experts: [`crate::gemma4`] holds it.
+//! Its norm weights are stored as trained (no `+ 1`).
+//!
 //! Gemma's norm weights are stored with the `+ 1` of its `(1 + w)` already
 //! added by the converter, so every architecture multiplies by the stored
 //! weight. Gemma 3's local (sliding-window) layers use RoPE base 10,000 and
@@ -123,11 +130,13 @@ pub enum Architecture {
     Qwen35,
     /// Qwen 3.5 and 3.6 mixture of experts (Qwen3.6-35B-A3B).
     Qwen35Moe,
+    /// Gemma 4: dense (31B, E2B, E4B) or with experts (26B-A4B).
+    Gemma4,
 }
 
 impl Architecture {
     /// Every architecture.
-    pub const ALL: [Architecture; 8] = [
+    pub const ALL: [Architecture; 9] = [
         Self::Llama,
         Self::Qwen2,
         Self::Qwen3,
@@ -136,6 +145,7 @@ impl Architecture {
         Self::GptOss,
         Self::Qwen35,
         Self::Qwen35Moe,
+        Self::Gemma4,
     ];
 
     /// The name GGUF files give it in `general.architecture` (and the
@@ -150,6 +160,7 @@ impl Architecture {
             Self::GptOss => "gpt-oss",
             Self::Qwen35 => "qwen35",
             Self::Qwen35Moe => "qwen35moe",
+            Self::Gemma4 => "gemma4",
         }
     }
 
@@ -215,6 +226,16 @@ impl Architecture {
                 swa_period: Some(6),
                 ..llama
             },
+            // Its sliding pattern, RoPE and experts are per file (see
+            // `crate::gemma4`).
+            Self::Gemma4 => ArchTraits {
+                rope_mode: RopeMode::Neox,
+                activation: Activation::GeluTanh,
+                qk_norm: true,
+                post_norms: true,
+                embed_scale: true,
+                ..llama
+            },
         }
     }
 }
@@ -236,4 +257,12 @@ pub struct LayerAttention {
     pub rope_scale: f32,
     /// YaRN's scaling of the angles, where the file asks for it.
     pub yarn: Option<baton_core::graph::Yarn>,
+    /// Elements of each head that RoPE pairs (`rope.dimension_count`).
+    pub rope_dims: usize,
+    /// Of those pairs, the first ones that rotate (`None`: all).
+    pub rotated_pairs: Option<usize>,
+    /// Elements per head of its queries, keys and values.
+    pub head_dim: usize,
+    /// Its key-value heads.
+    pub kv_heads: usize,
 }

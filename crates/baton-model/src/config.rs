@@ -6,6 +6,7 @@ use baton_gguf::{GgufFile, Metadata, OptionalKey};
 
 use crate::arch::{ArchTraits, Architecture, LayerAttention};
 use crate::error::ModelError;
+use crate::gemma4::Gemma4;
 use crate::hybrid::Recurrent;
 
 /// The shape and constants of a llama-family model (any
@@ -57,6 +58,9 @@ pub struct LlamaConfig {
     /// The recurrent layers of a hybrid architecture (`qwen35`,
     /// `qwen35moe`).
     pub recurrent: Option<Recurrent>,
+    /// Gemma 4's per-layer structure (`gemma4`). Its `kv_heads` is then the
+    /// most of any layer, and `head_dim` the full layers'.
+    pub gemma4: Option<Gemma4>,
 }
 
 /// A mixture of experts in place of each feed-forward block: the router
@@ -131,7 +135,12 @@ impl LlamaConfig {
         let key = |k: &str| format!("{arch}.{k}");
         let dim = get_usize(meta, &key("embedding_length"))?;
         let heads = get_usize(meta, &key("attention.head_count"))?;
-        let kv_heads = meta.get_usize(&key("attention.head_count_kv")).optional()?.unwrap_or(heads);
+        let is_gemma4 = arch == Architecture::Gemma4;
+        let kv_heads = match is_gemma4 {
+            // A per-layer array: checked per layer by `Gemma4`.
+            true => heads,
+            false => meta.get_usize(&key("attention.head_count_kv")).optional()?.unwrap_or(heads),
+        };
         if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
             return Err(ModelError::Config(format!("{heads} heads and {kv_heads} kv heads do not divide")));
         }
@@ -175,9 +184,9 @@ impl LlamaConfig {
             return Err(ModelError::Config(format!("rope dims {rope_dims} for heads of {head_dim}")));
         }
         let traits = arch.traits();
-        let sliding_window = match traits.swa_period {
-            Some(_) => Some(get_usize(meta, &key("attention.sliding_window"))?),
-            None => None,
+        let sliding_window = match traits.swa_period.is_some() || is_gemma4 {
+            true => Some(get_usize(meta, &key("attention.sliding_window"))?),
+            false => None,
         };
         if sliding_window == Some(0) {
             return Err(ModelError::Config("a sliding window of 0 positions".into()));
@@ -196,7 +205,15 @@ impl LlamaConfig {
             (true, None) => 0,
             (false, None) => get_usize(meta, &key("feed_forward_length"))?,
         };
-        let experts = if traits.experts { Some(Experts::from_meta(meta, arch, ffn_dim)?) } else { None };
+        // Gemma 4's experts are per file (26B-A4B has them, 31B not).
+        let has_experts =
+            traits.experts || (is_gemma4 && meta.get_usize(&key("expert_count")).optional()?.is_some_and(|n| n > 0));
+        let experts = if has_experts { Some(Experts::from_meta(meta, arch, ffn_dim)?) } else { None };
+        let gemma4 = match is_gemma4 {
+            true => Some(Gemma4::from_file(file, layers, (head_dim, rope_dims))?),
+            false => None,
+        };
+        let kv_heads = gemma4.as_ref().and_then(|g| g.kv_heads.iter().copied().max()).unwrap_or(kv_heads);
         let recurrent = match traits.hybrid {
             true => Some(Recurrent::from_meta(meta, arch.name(), layers)?),
             false => None,
@@ -221,6 +238,7 @@ impl LlamaConfig {
             tied_output: file.tensor("output.weight").is_none(),
             experts,
             recurrent,
+            gemma4,
             yarn,
             arch,
         };
@@ -240,10 +258,32 @@ impl LlamaConfig {
     /// scaling; every other layer sees every position with the file's RoPE
     /// constants.
     pub fn layer_attention(&self, l: usize) -> LayerAttention {
+        if let Some(g) = &self.gemma4 {
+            let kv_heads = g.kv_heads.get(l).copied().unwrap_or(self.kv_heads);
+            return match (g.sliding.get(l).copied().unwrap_or(false), self.sliding_window) {
+                (true, Some(window)) => LayerAttention {
+                    window: Some(window),
+                    rope_base: g.swa_rope_base,
+                    rope_scale: 1.0,
+                    yarn: None,
+                    rope_dims: g.swa_rope_dims,
+                    rotated_pairs: None,
+                    head_dim: g.swa_head_dim,
+                    kv_heads,
+                },
+                _ => LayerAttention { rotated_pairs: g.full_rotated_pairs, kv_heads, ..self.full_attention() },
+            };
+        }
         let traits = self.traits();
         match (traits.swa_period, self.sliding_window) {
             (Some(period), Some(window)) if l % period != period - 1 => match traits.swa_rope_base {
-                Some(base) => LayerAttention { window: Some(window), rope_base: base, rope_scale: 1.0, yarn: None },
+                Some(base) => LayerAttention {
+                    window: Some(window),
+                    rope_base: base,
+                    rope_scale: 1.0,
+                    yarn: None,
+                    ..self.full_attention()
+                },
                 None => LayerAttention { window: Some(window), ..self.full_attention() },
             },
             _ => self.full_attention(),
@@ -253,7 +293,22 @@ impl LlamaConfig {
     /// How a full (not sliding-window) layer attends: every position, the
     /// file's RoPE constants.
     fn full_attention(&self) -> LayerAttention {
-        LayerAttention { window: None, rope_base: self.rope_base, rope_scale: self.rope_scale, yarn: self.yarn }
+        LayerAttention {
+            window: None,
+            rope_base: self.rope_base,
+            rope_scale: self.rope_scale,
+            yarn: self.yarn,
+            rope_dims: self.rope_dims,
+            rotated_pairs: None,
+            head_dim: self.head_dim,
+            kv_heads: self.kv_heads,
+        }
+    }
+
+    /// The layer whose keys and values layer `l` attends over: its own,
+    /// or an earlier one's (Gemma 4's layers that share them).
+    pub fn kv_source(&self, l: usize) -> usize {
+        self.gemma4.as_ref().map_or(l, |g| g.kv_source(l))
     }
 
     /// Width of the queries (and of the attention output): `heads × head_dim`.
@@ -276,7 +331,14 @@ impl LlamaConfig {
         let (d, v) = (self.dim, self.vocab);
         let traits = self.traits();
         let mut out = vec![("token_embd.weight".to_string(), vec![v, d])];
-        for l in 0..self.layers {
+        if let Some(g) = &self.gemma4 {
+            out.extend(g.model_shapes((d, v, self.layers, self.head_dim)));
+            for l in 0..self.layers {
+                let experts = self.experts.map(|e| (e.count, e.ffn_dim));
+                out.extend(g.layer_shapes(l, (d, self.heads, self.ffn_dim), experts, self.layer_attention(l)));
+            }
+        }
+        for l in (0..self.layers).filter(|_| self.gemma4.is_none()) {
             let p = |n: &str| format!("blk.{l}.{n}.weight");
             out.push((p("attn_norm"), vec![d]));
             match self.recurrent.as_ref().filter(|r| r.is_recurrent(l)) {
@@ -370,20 +432,20 @@ impl LlamaConfig {
     pub fn expert_weight_layer(&self, name: &str) -> Option<usize> {
         let rest = name.strip_prefix("blk.")?;
         let (layer, tensor) = rest.split_once('.')?;
-        let base = tensor.strip_suffix(".weight").or_else(|| tensor.strip_suffix(".bias"))?;
+        let base = [".weight", ".bias", ".scale"].iter().find_map(|s| tensor.strip_suffix(s))?;
         let expert = base == "ffn_gate_inp" || (base.starts_with("ffn_") && base.ends_with("_exps"));
         expert.then(|| layer.parse::<usize>().ok()).flatten().filter(|&l| l < self.layers)
     }
 
-    /// The layer whose device holds a weight (the embedding goes with the
-    /// first layer, the output norm and projection with the last).
+    /// The layer whose device holds a weight (the embedding and Gemma 4's
+    /// per-layer embeddings go with the first layer, the output norm and projection with the last).
     pub fn weight_layer(&self, name: &str) -> usize {
         if let Some(rest) = name.strip_prefix("blk.") {
             if let Some(l) = rest.split('.').next().and_then(|l| l.parse::<usize>().ok()) {
                 return l.min(self.layers - 1);
             }
         }
-        if name.starts_with("token_embd") {
+        if name.starts_with("token_embd") || name.starts_with("per_layer_") {
             0
         } else {
             self.layers - 1
@@ -391,10 +453,14 @@ impl LlamaConfig {
     }
 }
 
-/// The factor of the attention scores: `1/√head_dim`, except Gemma 3 27B,
+/// The factor of the attention scores: `1/√head_dim` (1 for Gemma 4), except Gemma 3 27B,
 /// which scales by `1/√(dim / heads)` (its query pre-attention scalar; the
 /// only Gemma 3 of 62 layers).
 fn attention_scale(arch: Architecture, dim: usize, heads: usize, head_dim: usize, layers: usize) -> f32 {
+    // Gemma 4's queries and keys are RMS-normed: its scores are not scaled.
+    if arch == Architecture::Gemma4 {
+        return 1.0;
+    }
     let per = if arch == Architecture::Gemma3 && layers == 62 { dim / heads } else { head_dim };
     1.0 / (per as f32).sqrt()
 }

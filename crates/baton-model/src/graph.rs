@@ -37,7 +37,11 @@ use baton_core::graph::{Flags, Graph, GraphError, NodeId, SlotCaches, ATTENTION_
 use baton_core::DType;
 
 mod expert_split;
+mod gemma4;
 mod hybrid;
+mod names;
+
+pub use names::*;
 
 use crate::arch::{Activation, LayerAttention, SWIGLU_CLAMPED};
 use crate::config::{Experts, LlamaConfig};
@@ -144,68 +148,6 @@ impl From<GraphShape> for BatchShape {
     }
 }
 
-/// Name of layer `l`'s attention rows leaf: a scratch of `[batch, heads ×
-/// head_dim]` where the attention outputs of several sequences are put
-/// together before the output projection (only in batches of several).
-pub fn attention_rows_name(l: usize) -> String {
-    format!("attn.rows.{l}")
-}
-
-/// Name of the input that picks the rows that give logits: each
-/// sequence's last row, or every row of some ([`BatchShape::logit_rows`])
-/// (batches of several sequences).
-pub const LOGIT_ROWS: &str = "logit_rows";
-
-/// Name of the input that picks the rows whose hidden states a batch
-/// outputs besides its logits ([`BatchShape::hidden_rows`]).
-pub const HIDDEN_ROWS: &str = "hidden_rows";
-
-/// Name of the input of each token's row in a sliding-window layer's ring
-/// (its position modulo the ring's rows), when the cache has rings.
-pub const RING_ROWS: &str = "ring_rows";
-
-/// Name of the input of each token's slot (batches in slots).
-pub const SLOTS: &str = "slots";
-
-/// Name of the input of each token's row in the whole cache of a layer
-/// without a ring: `slot × context + position` (batches in slots).
-pub const CACHE_ROWS: &str = "cache_rows";
-
-/// Name of the input of each token's row in the whole ring cache of a
-/// sliding-window layer: `slot × ring + position mod ring` (batches in
-/// slots, when the cache has rings).
-pub const RING_CACHE_ROWS: &str = "ring_cache_rows";
-
-/// Name of the input of a paged cache's block tables, `[slots, context /
-/// ATTENTION_BLOCK]` (rounded up): each slot's blocks of the pool (batches
-/// in slots; [`BlockTables`](crate::BlockTables)). With it, a
-/// token's [`CACHE_ROWS`] entry is its row of the pool.
-pub const BLOCK_TABLE: &str = "block_table";
-
-/// Name of layer `l`'s key cache leaf.
-pub fn key_cache_name(l: usize) -> String {
-    format!("cache.k.{l}")
-}
-
-/// Name of layer `l`'s value cache leaf.
-pub fn value_cache_name(l: usize) -> String {
-    format!("cache.v.{l}")
-}
-
-/// Name of recurrent layer `l`'s convolution state leaf.
-pub fn conv_state_name(l: usize) -> String {
-    format!("cache.conv.{l}")
-}
-
-/// Name of recurrent layer `l`'s delta-rule state leaf.
-pub fn delta_state_name(l: usize) -> String {
-    format!("cache.delta.{l}")
-}
-
-/// Name of the input of each token's slot in a model with recurrent
-/// layers (every step: their ops take the rows of every sequence).
-pub const STATE_SLOTS: &str = "state_slots";
-
 /// What a placement group holds: a layer's nodes (the embedding, group 0,
 /// counts as the first layer's; the output, group `layers + 1`, as the
 /// last's), or a layer's router and experts ([`expert_group`]), which run
@@ -299,15 +241,44 @@ impl Builder<'_> {
     ) -> Result<NodeId, GraphError> {
         let c = self.config;
         let t = self.g.node(x).layout.shape.dims()[0];
-        let mut x = self.g.reshape(x, &[t, heads, c.head_dim])?;
+        let hd = layer.head_dim;
+        let mut x = self.g.reshape(x, &[t, heads, hd])?;
         if c.traits().qk_norm {
-            x = self.norm(x, norm, c.head_dim)?;
+            x = self.norm(x, norm, hd)?;
         }
-        self.g.rope_yarn(x, positions, c.rope_mode, c.rope_dims, (layer.rope_base, layer.rope_scale), layer.yarn)
+        let frequencies = (layer.rope_base, layer.rope_scale);
+        self.g.rope_pairs((x, positions), (c.rope_mode, layer.rope_dims, layer.rotated_pairs), frequencies, layer.yarn)
+    }
+
+    /// Layer `l`'s new keys and values `[T, kv_heads, head_dim]` from the
+    /// normalised rows `h`: keys normed per head (where the architecture
+    /// does) and rotated; Gemma 4's values RMS-normed without a weight, and
+    /// its keys' projection where the layer has no `attn_v`.
+    fn keys_values(
+        &mut self,
+        l: usize,
+        h: NodeId,
+        positions: NodeId,
+        layer: LayerAttention,
+    ) -> Result<(NodeId, NodeId), GraphError> {
+        let c = self.config;
+        let (t, kvh, hd) = (self.g.node(h).layout.shape.dims()[0], layer.kv_heads, layer.head_dim);
+        let k = self.projection(l, "attn_k", h, kvh * hd)?;
+        let v = match c.gemma4.as_ref().is_some_and(|g| g.values_from_keys[l]) {
+            true => k,
+            false => self.projection(l, "attn_v", h, kvh * hd)?,
+        };
+        let k = self.heads(k, kvh, &format!("blk.{l}.attn_k_norm.weight"), positions, layer)?;
+        let mut v = self.g.reshape(v, &[t, kvh, hd])?;
+        if c.gemma4.is_some() {
+            v = self.g.rms_norm(v, c.rms_eps)?;
+        }
+        Ok((k, v))
     }
 
     /// One sequence's attention: writes its keys and values `k`, `v`
-    /// (`[t, kv_heads, head_dim]`) at rows `rows` of its slot's cache
+    /// (`[t, kv_heads, head_dim]`; none where the layer reads an earlier
+    /// layer's) at rows `rows` of its slot's cache
     /// `(keys, values)` (their positions, or a ring's rows for them), and
     /// attends over the first `window` rows (the fused, streamed
     /// [`Op::Attention`](baton_core::graph::Op)), returning
@@ -316,7 +287,7 @@ impl Builder<'_> {
     fn attention(
         &mut self,
         q: NodeId,
-        (k, v): (NodeId, NodeId),
+        new: Option<(NodeId, NodeId)>,
         (positions, rows): (NodeId, NodeId),
         (kc, vc): (NodeId, NodeId),
         window: usize,
@@ -324,7 +295,9 @@ impl Builder<'_> {
     ) -> Result<NodeId, GraphError> {
         // The new keys and values go to their rows (an input), so the graph
         // is the same for every step within the window.
-        self.write_cache((k, v), (kc, vc), rows)?;
+        if let Some(new) = new {
+            self.write_cache(new, (kc, vc), rows)?;
+        }
         let keys = self.g.narrow(kc, 1, 0, window)?;
         let values = self.g.narrow(vc, 1, 0, window)?;
         self.g.attention_node(q, (keys, values), positions, None, sinks, self.config.attn_scale, sliding)
@@ -346,20 +319,22 @@ impl Builder<'_> {
     }
 
     /// Every sequence's attention in one node (a batch in slots): writes the
-    /// keys and values `k`, `v` at each row's row `rows` of the whole
+    /// new keys and values (if the layer has its own) at each row's row `rows` of the whole
     /// caches `(kc, vc)` and attends each query row over its own slot of
     /// `per_slot` rows (`slots`), or of a paged cache, over the blocks its
     /// row of `table` lists.
     fn attention_in_slots(
         &mut self,
         q: NodeId,
-        (k, v): (NodeId, NodeId),
+        new: Option<(NodeId, NodeId)>,
         (positions, slots, rows, table): (NodeId, NodeId, NodeId, Option<NodeId>),
         (kc, vc): (NodeId, NodeId),
         per_slot: usize,
         (sliding, sinks): (Option<usize>, Option<NodeId>),
     ) -> Result<NodeId, GraphError> {
-        self.write_cache((k, v), (kc, vc), rows)?;
+        if let Some(new) = new {
+            self.write_cache(new, (kc, vc), rows)?;
+        }
         let slots = Some(SlotCaches { slots, rows: per_slot, table });
         self.g.attention_node(q, (kc, vc), positions, slots, sinks, self.config.attn_scale, sliding)
     }
@@ -390,11 +365,19 @@ impl Builder<'_> {
             }
             return self.residual(x, y, &p("post_ffw_norm"));
         }
+        let down = self.dense_ffn(l, h)?;
+        self.residual(x, down, &p("post_ffw_norm"))
+    }
+
+    /// Layer `l`'s dense gated block (`ffn_gate`, `ffn_up`, `ffn_down`) on
+    /// the normalised rows `h`.
+    fn dense_ffn(&mut self, l: usize, h: NodeId) -> Result<NodeId, GraphError> {
+        let c = self.config;
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
         let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
         let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
         let act = self.gated(gate, up)?;
-        let down = self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)?;
-        self.residual(x, down, &p("post_ffw_norm"))
+        self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)
     }
 
     /// The gate's activation times the up projection, as the architecture
@@ -564,7 +547,7 @@ pub fn build(
     let c = config;
     let t = shape.tokens();
     let several = shape.seqs.len() > 1;
-    let (hd, heads, kvh) = (c.head_dim, c.heads, c.kv_heads);
+    let heads = c.heads;
     let mut b = Builder {
         g: Graph::new(),
         config,
@@ -614,6 +597,13 @@ pub fn build(
     if traits.embed_scale {
         x = b.g.scale(x, (c.dim as f32).sqrt())?;
     }
+    // Gemma 4's per-layer embeddings, computed once for every layer.
+    let per_layer = match &c.gemma4 {
+        Some(g) if g.per_layer > 0 => Some(b.per_layer_inputs(tokens, x, g.per_layer)?),
+        _ => None,
+    };
+    // Each attention layer's cache leaves (a later layer may read them).
+    let mut caches: Vec<Option<(NodeId, NodeId)>> = vec![None; c.layers];
     for l in 0..c.layers {
         b.g.set_group(Some(l as u32 + 1));
         let p = |n: &str| format!("blk.{l}.{n}.weight");
@@ -626,6 +616,7 @@ pub fn build(
             continue;
         }
         let layer = c.layer_attention(l);
+        let (hd, kvh) = (layer.head_dim, layer.kv_heads);
         let sinks = match c.traits().attn_sinks {
             true => Some(b.weight(&p("attn_sinks"), &[heads])?),
             false => None,
@@ -636,11 +627,14 @@ pub fn build(
             true => b.gated_query(l, h).map(|(q, gate)| (q, Some(gate)))?,
             false => (b.projection(l, "attn_q", h, heads * hd)?, None),
         };
-        let k = b.projection(l, "attn_k", h, kvh * hd)?;
-        let v = b.projection(l, "attn_v", h, kvh * hd)?;
         let q = b.heads(q, heads, &p("attn_q_norm"), positions, layer)?;
-        let k = b.heads(k, kvh, &p("attn_k_norm"), positions, layer)?;
-        let v = b.g.reshape(v, &[t, kvh, hd])?;
+        // A layer that shares an earlier layer's keys and values computes
+        // none and attends over that layer's cache.
+        let source = c.kv_source(l);
+        let new = match source == l {
+            true => Some(b.keys_values(l, h, positions, layer)?),
+            false => None,
+        };
         // A sliding-window layer with a ring holds its last `ring` positions.
         let ring = layer.window.and(cache.ring).zip(ring_rows);
         let per_slot = ring.map_or(cache.context, |(rows, _)| rows);
@@ -651,8 +645,15 @@ pub fn build(
             Some(blocks) => (blocks * ATTENTION_BLOCK, per_slot.next_multiple_of(ATTENTION_BLOCK)),
             None => (cache.slots * per_slot, per_slot),
         };
-        let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
-        let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
+        let (kc, vc) = match caches.get(source).copied().flatten() {
+            Some(leaves) if source != l => leaves,
+            _ => {
+                let kc = b.g.leaf(&key_cache_name(l), cache.dtypes.k, &[kvh, total, hd], Flags::STATE)?;
+                let vc = b.g.leaf(&value_cache_name(l), cache.dtypes.v, &[kvh, total, hd], Flags::STATE)?;
+                (kc, vc)
+            }
+        };
+        caches[l] = Some((kc, vc));
         let o = if let Some(inputs) = &in_slots {
             let rows = match ring {
                 Some(_) => inputs.ring_rows.ok_or(GraphError::Invalid("a ring without its rows".into()))?,
@@ -660,7 +661,7 @@ pub fn build(
             };
             let table = paged.and(inputs.table);
             let at = (positions, inputs.slots, rows, table);
-            b.attention_in_slots(q, (k, v), at, (kc, vc), per_slot, (layer.window, sinks))?
+            b.attention_in_slots(q, new, at, (kc, vc), per_slot, (layer.window, sinks))?
         } else {
             let rows = if several {
                 Some(b.g.leaf(&attention_rows_name(l), DType::F32, &[cache.batch, heads * hd], Flags::STATE)?)
@@ -677,7 +678,11 @@ pub fn build(
                         Ok(x)
                     }
                 };
-                let (qs, ks, vs, ps) = (part(&mut b, q)?, part(&mut b, k)?, part(&mut b, v)?, part(&mut b, positions)?);
+                let (qs, ps) = (part(&mut b, q)?, part(&mut b, positions)?);
+                let news = match new {
+                    Some((k, v)) => Some((part(&mut b, k)?, part(&mut b, v)?)),
+                    None => None,
+                };
                 // The sequence's slot of the cache (the whole cache when it has
                 // one slot, so a one-sequence graph is what it always was).
                 let (kc, vc) = if cache.slots > 1 {
@@ -691,7 +696,7 @@ pub fn build(
                     Some((ring_size, input)) => (part(&mut b, input)?, ring_size),
                     None => (ps, seq.window),
                 };
-                let os = b.attention(qs, (ks, vs), (ps, written_at), (kc, vc), window, (layer.window, sinks))?;
+                let os = b.attention(qs, news, (ps, written_at), (kc, vc), window, (layer.window, sinks))?;
                 o = Some(match rows {
                     // Several sequences: each one's rows of the scratch.
                     Some(rows) => {
@@ -720,7 +725,10 @@ pub fn build(
             attn = b.g.add(attn, bias)?;
         }
         x = b.residual(x, attn, &p("post_attention_norm"))?;
-        x = b.feed_forward(l, x)?;
+        x = match &c.gemma4 {
+            Some(g) => b.gemma4_layer_end(l, x, g, per_layer.as_ref())?,
+            None => b.feed_forward(l, x)?,
+        };
     }
     b.g.set_group(Some(c.layers as u32 + 1));
     let mut x = b.norm(x, "output_norm.weight", c.dim)?;
@@ -749,7 +757,10 @@ pub fn build(
         x = b.g.narrow(x, 0, t - 1, 1)?;
     }
     // A tied model binds `output.weight` to the token embedding's data.
-    let logits = b.linear(x, "output.weight", c.vocab, c.dim)?;
+    let mut logits = b.linear(x, "output.weight", c.vocab, c.dim)?;
+    if let Some(cap) = c.gemma4.as_ref().and_then(|g| g.final_softcap) {
+        logits = b.soft_cap(logits, cap)?;
+    }
     b.g.mark(logits, Flags::OUTPUT)?;
     b.g.set_name(logits, "logits")?;
     Ok(b.g)

@@ -72,6 +72,12 @@ impl TensorShares {
                     .into(),
             ));
         }
+        if config.gemma4.is_some() {
+            return Err(ModelError::Config(
+                "a split of each layer's tensors is not written for Gemma 4's per-layer head sizes yet: split by layer"
+                    .into(),
+            ));
+        }
         if !weights.is_empty() && (weights.len() != devices || !weights.iter().all(|w| w.is_finite() && *w > 0.0)) {
             return Err(ModelError::Config(format!(
                 "tensor split {weights:?} for {devices} devices: one positive share per device (every device holds part of every weight)"

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use baton_core::DType;
 use baton_gguf::{GgmlType, GgufWriter, WriteError};
 
-pub use shape::{ShapeParams, SynthRecurrent, SynthShape, SynthSpec};
+pub use shape::{ShapeParams, SynthGemma4, SynthRecurrent, SynthShape, SynthSpec};
 pub use tensors::SynthMix;
 
 /// What [`write_synth_model`] wrote.

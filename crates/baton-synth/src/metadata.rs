@@ -5,7 +5,7 @@ use baton_core::DType;
 use baton_gguf::{GgufWriter, WriteError};
 use baton_tokenizer::TokenizerConfig;
 
-use super::shape::{ShapeParams, SynthSpec};
+use super::shape::{ShapeParams, SynthGemma4, SynthSpec};
 
 /// llama.cpp's `general.file_type` (`enum llama_ftype`) of a file whose
 /// matrices are mostly `dtype`; `None` for types synthetic models do not
@@ -57,7 +57,12 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
     writer.add_metadata(key("block_count"), as_u32(p.n_layers))?;
     writer.add_metadata(key("feed_forward_length"), as_u32(p.ffn))?;
     writer.add_metadata(key("attention.head_count"), as_u32(p.n_heads))?;
-    writer.add_metadata(key("attention.head_count_kv"), as_u32(p.n_kv_heads))?;
+    match p.gemma4 {
+        Some(g) => add_gemma4_keys(writer, &p, g)?,
+        None => {
+            writer.add_metadata(key("attention.head_count_kv"), as_u32(p.n_kv_heads))?;
+        }
+    }
     writer.add_metadata(key("attention.layer_norm_rms_epsilon"), p.rms_eps)?;
     writer.add_metadata(key("rope.freq_base"), p.rope_freq_base)?;
     writer.add_metadata(key("rope.dimension_count"), as_u32(p.rope_dims()))?;
@@ -97,6 +102,28 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
     if let Some(window) = p.sliding_window {
         writer.add_metadata(key("attention.sliding_window"), as_u32(window))?;
     }
+    Ok(())
+}
+
+/// Adds Gemma 4's keys: the per-layer pattern and KV heads, the sliding
+/// layers' head size and RoPE, shared layers, per-layer embeddings and the
+/// logits' soft-cap.
+fn add_gemma4_keys(writer: &mut GgufWriter<'_>, params: &ShapeParams, g: SynthGemma4) -> Result<(), WriteError> {
+    let key = |k: &str| format!("gemma4.{k}");
+    let as_u32 = |n: usize| n as u32;
+    let layers = 0..params.n_layers;
+    let sliding: Vec<bool> = layers.clone().map(|l| g.is_sliding(l)).collect();
+    let kv_heads: Vec<u32> =
+        layers.map(|l| as_u32(if g.is_sliding(l) { g.swa_heads.1 } else { g.full_kv_heads })).collect();
+    writer.add_metadata(key("attention.sliding_window_pattern"), sliding)?;
+    writer.add_metadata(key("attention.head_count_kv"), kv_heads)?;
+    writer.add_metadata(key("attention.key_length_swa"), as_u32(g.swa_heads.0))?;
+    writer.add_metadata(key("attention.value_length_swa"), as_u32(g.swa_heads.0))?;
+    writer.add_metadata(key("rope.dimension_count_swa"), as_u32(g.swa_heads.0))?;
+    writer.add_metadata(key("rope.freq_base_swa"), 10_000.0f32)?;
+    writer.add_metadata(key("attention.shared_kv_layers"), as_u32(g.shared_kv_layers))?;
+    writer.add_metadata(key("embedding_length_per_layer_input"), as_u32(g.per_layer))?;
+    writer.add_metadata(key("final_logit_softcapping"), 30.0f32)?;
     Ok(())
 }
 

@@ -85,6 +85,21 @@ pub enum SynthShape {
     /// vocabulary 248,320, context 262,144), 8 of its 40 layers (6
     /// recurrent, 2 attending): for speed and memory at the real shapes.
     Qwen35MoeA3b8L,
+    /// A Gemma 4 toy (dense) with every Gemma 4 trait in play: dim 64, 8
+    /// layers in groups of four (three attend a sliding window of 8
+    /// positions with 4 heads of 32 over 2 KV heads, RoPE base 10,000;
+    /// the fourth every position with 4 heads of 64 over 1 KV head, no
+    /// `attn_v` (values are the keys' projection), RoPE base 1,000,000 on
+    /// the first quarter of its pairs); the last 4 layers share the keys
+    /// and values of layers 2 and 3; per-layer embeddings of 16; a
+    /// `layer_output_scale` per layer; FFN 128 (GELU); logits soft-capped at
+    /// 30; vocabulary 512, context 512, tied output.
+    Gemma4,
+    /// The Gemma 4 toy with experts as 26B-A4B has them (and neither shared
+    /// keys and values nor per-layer embeddings): 6 layers (2 and 5 full),
+    /// beside a dense FFN of 64 16 experts of width 32 (gate and up in one
+    /// tensor) of which 4 run, each scaled by its `ffn_down_exps.scale`.
+    Gemma4Moe,
     /// Llama 3.2 1B's dimensions: dim 2048, 16 layers, 32 heads of 64, 8 KV
     /// heads, FFN 8192, vocabulary 128,256, context 131,072, RoPE base
     /// 500,000, tied output (1.24B weights).
@@ -102,6 +117,33 @@ pub enum SynthShape {
 /// The Qwen 3.5 toys' recurrent layers.
 const QWEN35_RECURRENT: SynthRecurrent =
     SynthRecurrent { conv_kernel: 4, head_dim: 16, key_heads: 2, value_heads: 4, interval: 4 };
+
+/// What Gemma 4 shapes add: its per-layer structure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SynthGemma4 {
+    /// Layers come in groups of this many, the last of each full
+    /// (`attention.sliding_window_pattern`, written per layer).
+    pub period: usize,
+    /// Head size and KV heads of the sliding layers
+    /// (`attention.key_length_swa`; `attention.head_count_kv` per layer).
+    pub swa_heads: (usize, usize),
+    /// KV heads of the full layers (whose heads are `head_width`).
+    pub full_kv_heads: usize,
+    /// The last layers that share keys and values
+    /// (`attention.shared_kv_layers`).
+    pub shared_kv_layers: usize,
+    /// Width of each layer's per-layer embedding (0: none).
+    pub per_layer: usize,
+    /// Of the full layers' RoPE pairs, those that rotate (`rope_freqs`).
+    pub full_rotated_pairs: usize,
+}
+
+impl SynthGemma4 {
+    /// Whether layer `l` attends a sliding window.
+    pub fn is_sliding(&self, l: usize) -> bool {
+        !(l + 1).is_multiple_of(self.period)
+    }
+}
 
 /// The hyper-parameters of a [`SynthShape`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -145,6 +187,8 @@ pub struct ShapeParams {
     pub recurrent: Option<SynthRecurrent>,
     /// Elements of each head that RoPE rotates, when not all.
     pub rope_dims: Option<usize>,
+    /// Gemma 4's per-layer structure.
+    pub gemma4: Option<SynthGemma4>,
 }
 
 /// The recurrent (Gated DeltaNet) layers of a hybrid shape, under the
@@ -184,7 +228,7 @@ impl ShapeParams {
 
 impl SynthShape {
     /// Every shape, smallest first.
-    pub const ALL: [SynthShape; 18] = [
+    pub const ALL: [SynthShape; 20] = [
         Self::Tiny,
         Self::Gemma3,
         Self::Qwen2,
@@ -193,6 +237,8 @@ impl SynthShape {
         Self::GptOss,
         Self::Qwen35,
         Self::Qwen35Moe,
+        Self::Gemma4,
+        Self::Gemma4Moe,
         Self::Tiny256,
         Self::Stories15M,
         Self::Stories110M,
@@ -220,6 +266,8 @@ impl SynthShape {
             Self::GptOss => "gpt-oss",
             Self::Qwen35 => "qwen35",
             Self::Qwen35Moe => "qwen35moe",
+            Self::Gemma4 => "gemma4",
+            Self::Gemma4Moe => "gemma4moe",
             Self::Qwen3MoeA3b8L => "qwen3moe-a3b-8l",
             Self::GptOss20b8L => "gpt-oss-20b-8l",
             Self::Qwen35MoeA3b8L => "qwen35moe-a3b-8l",
@@ -255,6 +303,7 @@ impl SynthShape {
             yarn: None,
             recurrent: None,
             rope_dims: None,
+            gemma4: None,
         };
         // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
         const LLAMA3: ShapeParams = ShapeParams {
@@ -275,6 +324,7 @@ impl SynthShape {
             yarn: None,
             recurrent: None,
             rope_dims: None,
+            gemma4: None,
         };
         match self {
             Self::Llama1B => LLAMA3,
@@ -293,6 +343,43 @@ impl SynthShape {
                 ..TOY
             },
             Self::Qwen2 => ShapeParams { arch: Architecture::Qwen2, ..TOY },
+            Self::Gemma4 => ShapeParams {
+                arch: Architecture::Gemma4,
+                head_width: Some(64),
+                sliding_window: Some(8),
+                n_layers: 8,
+                n_kv_heads: 1,
+                ffn: 128,
+                tied_embeddings: true,
+                gemma4: Some(SynthGemma4 {
+                    period: 4,
+                    swa_heads: (32, 2),
+                    full_kv_heads: 1,
+                    shared_kv_layers: 4,
+                    per_layer: 16,
+                    full_rotated_pairs: 8,
+                }),
+                ..TOY
+            },
+            Self::Gemma4Moe => ShapeParams {
+                arch: Architecture::Gemma4,
+                head_width: Some(64),
+                sliding_window: Some(8),
+                n_layers: 6,
+                n_kv_heads: 1,
+                ffn: 64,
+                tied_embeddings: true,
+                experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 32, shared: None }),
+                gemma4: Some(SynthGemma4 {
+                    period: 3,
+                    swa_heads: (32, 2),
+                    full_kv_heads: 1,
+                    shared_kv_layers: 0,
+                    per_layer: 0,
+                    full_rotated_pairs: 8,
+                }),
+                ..TOY
+            },
             Self::Qwen3 => {
                 ShapeParams { arch: Architecture::Qwen3, head_width: Some(32), ffn: 192, tied_embeddings: true, ..TOY }
             }
@@ -334,6 +421,7 @@ impl SynthShape {
                 yarn: Some((32.0, 4096)),
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Qwen3MoeA3b8L => ShapeParams {
                 arch: Architecture::Qwen3Moe,
@@ -353,6 +441,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Qwen35 => ShapeParams {
                 arch: Architecture::Qwen35,
@@ -398,6 +487,7 @@ impl SynthShape {
                     interval: 4,
                 }),
                 rope_dims: Some(64),
+                gemma4: None,
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,
@@ -417,6 +507,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Tiny256 => ShapeParams {
                 arch: Architecture::Llama,
@@ -436,6 +527,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Stories110M => ShapeParams {
                 arch: Architecture::Llama,
@@ -455,6 +547,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Stories15M => ShapeParams {
                 arch: Architecture::Llama,
@@ -474,6 +567,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
             Self::Smol135M => ShapeParams {
                 arch: Architecture::Llama,
@@ -493,6 +587,7 @@ impl SynthShape {
                 yarn: None,
                 recurrent: None,
                 rope_dims: None,
+                gemma4: None,
             },
         }
     }

@@ -7,7 +7,7 @@ use baton_core::DType;
 use baton_kernels::quantize_row;
 
 use super::rng::SplitMix64;
-use super::shape::{ShapeParams, SynthRecurrent};
+use super::shape::{ShapeParams, SynthGemma4, SynthRecurrent};
 
 /// How a tensor's values are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,8 +19,16 @@ pub(crate) enum Init {
     },
     /// `1 + 0.1 · noise`: RMS-norm weights near one.
     NearOne,
+    /// `v · (1 + 0.1 · noise)`: scales near `v`.
+    Near(f32),
     /// `-exp(0.5 · noise)`: a recurrent layer's `ssm_a` (`-exp(A_log)`).
     Decay,
+    /// Gemma 4's `rope_freqs`: 1 for the first `rotated` values (pairs
+    /// that rotate), 1e30 for the rest (pairs that do not).
+    RopeFactors {
+        /// Pairs that rotate.
+        rotated: usize,
+    },
 }
 
 /// One tensor of the file: name, ggml-order dims, storage type and values.
@@ -176,7 +184,10 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
     let dim = params.dim;
     let traits = params.arch.traits();
     let mut tensors = vec![TensorPlan::matrix("token_embd.weight".into(), dim, params.vocab, requested)];
-    for layer in 0..params.n_layers {
+    if let Some(g) = params.gemma4 {
+        gemma4_plan(&mut tensors, params, g, requested);
+    }
+    for layer in (0..params.n_layers).filter(|_| params.gemma4.is_none()) {
         let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
         tensors.push(TensorPlan::norm(name("attn_norm"), dim));
         match params.recurrent.filter(|r| r.is_recurrent(layer)) {
@@ -194,6 +205,78 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
         tensors.push(TensorPlan::matrix("output.weight".into(), dim, params.vocab, requested));
     }
     tensors
+}
+
+/// Gemma 4's tensors (`docs/hybrid-facts.md` §4): sliding and full layers
+/// with their own head sizes, full layers without `attn_v`, layers that
+/// share keys and values without `attn_k`, per-layer embeddings, the
+/// proportional RoPE's `rope_freqs`, and experts beside a dense block.
+///
+/// Adds every Gemma 4 tensor after `token_embd` (the model's own, then each
+/// layer's) to `tensors`.
+fn gemma4_plan(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, g: SynthGemma4, requested: DType) {
+    let (dim, layers) = (params.dim, params.n_layers);
+    let full_head = params.head_dim();
+    if g.per_layer > 0 {
+        let all = g.per_layer * layers;
+        tensors.push(TensorPlan::matrix("per_layer_token_embd.weight".into(), all, params.vocab, requested));
+        tensors.push(TensorPlan::matrix("per_layer_model_proj.weight".into(), dim, all, requested));
+        tensors.push(TensorPlan::norm("per_layer_proj_norm.weight".into(), g.per_layer));
+    }
+    let factors = TensorPlan::vector("rope_freqs.weight".into(), full_head / 2, 1.0);
+    tensors.push(TensorPlan { init: Init::RopeFactors { rotated: g.full_rotated_pairs }, ..factors });
+    let kv_layers = layers - g.shared_kv_layers;
+    for l in 0..layers {
+        let name = |suffix: &str| format!("blk.{l}.{suffix}.weight");
+        let (hd, kv_heads) = if g.is_sliding(l) { g.swa_heads } else { (full_head, g.full_kv_heads) };
+        let (q, kv) = (params.n_heads * hd, kv_heads * hd);
+        tensors.push(TensorPlan::norm(name("attn_norm"), dim));
+        tensors.push(TensorPlan::matrix(name("attn_q"), dim, q, requested));
+        if l < kv_layers {
+            tensors.push(TensorPlan::matrix(name("attn_k"), dim, kv, requested));
+            // Full layers' values are their keys' projection (no attn_v).
+            if g.is_sliding(l) {
+                tensors.push(TensorPlan::matrix(name("attn_v"), dim, kv, requested));
+            }
+            tensors.push(head_norm(name("attn_k_norm"), hd));
+        }
+        tensors.push(head_norm(name("attn_q_norm"), hd));
+        tensors.push(TensorPlan::matrix(name("attn_output"), q, dim, requested));
+        tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
+        tensors.push(TensorPlan::norm(name("layer_output_scale"), 1));
+        tensors.push(TensorPlan::norm(name("ffn_norm"), dim));
+        tensors.push(TensorPlan::matrix(name("ffn_gate"), dim, params.ffn, requested));
+        tensors.push(TensorPlan::matrix(name("ffn_up"), dim, params.ffn, requested));
+        tensors.push(TensorPlan::matrix(name("ffn_down"), params.ffn, dim, requested));
+        tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
+        if let Some(e) = params.experts {
+            // The router stays f32, as llama.cpp's quantizer leaves it.
+            tensors.push(TensorPlan::matrix(name("ffn_gate_inp"), dim, e.count, DType::F32));
+            // The router sees `rmsnorm(x) / √dim` times this scale: near
+            // √dim, its logits are of order one (as other toys' routers').
+            let scale = TensorPlan::norm(format!("blk.{l}.ffn_gate_inp.scale"), dim);
+            tensors.push(TensorPlan { init: Init::Near((dim as f32).sqrt()), ..scale });
+            for norm in ["pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"] {
+                tensors.push(TensorPlan::norm(name(norm), dim));
+            }
+            tensors.push(TensorPlan::experts(name("ffn_gate_up_exps"), dim, 2 * e.ffn_dim, e.count, requested));
+            tensors.push(TensorPlan::experts(name("ffn_down_exps"), e.ffn_dim, dim, e.count, requested));
+            tensors.push(TensorPlan::norm(format!("blk.{l}.ffn_down_exps.scale"), e.count));
+        }
+        if g.per_layer > 0 {
+            tensors.push(TensorPlan::matrix(name("inp_gate"), dim, g.per_layer, requested));
+            tensors.push(TensorPlan::matrix(name("proj"), g.per_layer, dim, requested));
+            tensors.push(TensorPlan::norm(name("post_norm"), dim));
+        }
+    }
+}
+
+/// A Gemma 4 query or key norm of a head of `hd`: weights near `hd^-1/4`,
+/// so that the unscaled scores of RMS-normed queries and keys are of order
+/// one (as `1/√hd` makes them elsewhere; random unit weights would make
+/// every softmax nearly one-hot).
+fn head_norm(name: String, hd: usize) -> TensorPlan {
+    TensorPlan { init: Init::Near((hd as f32).powf(-0.25)), ..TensorPlan::norm(name, hd) }
 }
 
 /// A recurrent (Gated DeltaNet) layer's tensors, as Qwen 3.5's files hold
@@ -335,12 +418,15 @@ impl RowSource {
             let mut rng = rng.skipped((first_row * row_elems) as u64);
             let mut values = vec![0.0; row_elems];
             for row in out.chunks_mut(row_bytes) {
-                for value in &mut values {
+                for (i, value) in values.iter_mut().enumerate() {
                     let noise = rng.next_normal();
                     *value = match init {
                         Init::Noise { std } => std * noise,
                         Init::NearOne => 1.0 + 0.1 * noise,
+                        Init::Near(v) => v * (1.0 + 0.1 * noise),
                         Init::Decay => -(0.5 * noise).exp(),
+                        Init::RopeFactors { rotated } if i < rotated => 1.0,
+                        Init::RopeFactors { .. } => 1e30,
                     };
                 }
                 quantize_row(dtype, &values, row).map_err(io::Error::other)?;

@@ -126,6 +126,7 @@ impl Device for VulkanDevice {
             }
             Op::Contiguous | Op::View | Op::Leaf => true,
             Op::Attention { .. } | Op::Rope { yarn: Some(_), .. } | Op::SwiGluClamped { .. } => false,
+            Op::Rope { rotated_pairs: Some(_), .. } => false,
             // A mixture of experts' ops are not written here: the experts'
             // layers go on a device that runs them (the CPU).
             Op::TopK { .. } | Op::TakeColumns | Op::MatMulId | Op::MatMulIdShare { .. } | Op::SumRows => false,

@@ -15,8 +15,8 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::Mul => g.mul(i[0], i[1]),
         Op::Scale(factor) => g.scale(i[0], factor),
         Op::RmsNorm { eps } => g.rms_norm(i[0], eps),
-        Op::Rope { mode, dims, freq_base, freq_scale, yarn } => {
-            g.rope_yarn(i[0], i[1], mode, dims, (freq_base, freq_scale), yarn)
+        Op::Rope { mode, dims, freq_base, freq_scale, yarn, rotated_pairs } => {
+            g.rope_pairs((i[0], i[1]), (mode, dims, rotated_pairs), (freq_base, freq_scale), yarn)
         }
         Op::Softmax { scale, causal, window } => match i {
             [x, positions] => g.softmax_window(*x, scale, *positions, window),

@@ -169,6 +169,19 @@ impl Graph {
         (freq_base, freq_scale): (f32, f32),
         yarn: Option<super::Yarn>,
     ) -> Result<NodeId, GraphError> {
+        self.rope_pairs((x, positions), (mode, dims, None), (freq_base, freq_scale), yarn)
+    }
+
+    /// Rotary embedding of `x` at `positions`, paired by `mode` over `dims`
+    /// but rotating only the first `rotated_pairs` pairs (all where `None`),
+    /// with YaRN's scaling where `yarn` is given; see [`Op::Rope`].
+    pub fn rope_pairs(
+        &mut self,
+        (x, positions): (NodeId, NodeId),
+        (mode, dims, rotated_pairs): (RopeMode, usize, Option<usize>),
+        (freq_base, freq_scale): (f32, f32),
+        yarn: Option<super::Yarn>,
+    ) -> Result<NodeId, GraphError> {
         let xs = self.require_f32("rope", x, 0)?.layout.shape;
         let ps = self.check(positions)?.layout.shape;
         if xs.rank() != 3
@@ -176,10 +189,11 @@ impl Graph {
             || ps.dims()[0] != xs.dims()[0]
             || dims > xs.last()
             || !dims.is_multiple_of(2)
+            || rotated_pairs.is_some_and(|n| n > dims / 2)
         {
-            return Err(mismatch("rope", "x [T, H, D], positions [T], even dims <= D", xs, ps));
+            return Err(mismatch("rope", "x [T, H, D], positions [T], even dims <= D, pairs <= dims/2", xs, ps));
         }
-        let op = Op::Rope { mode, dims, freq_base, freq_scale, yarn };
+        let op = Op::Rope { mode, dims, freq_base, freq_scale, yarn, rotated_pairs };
         self.computed(op, vec![x, positions], DType::F32, xs)
     }
 

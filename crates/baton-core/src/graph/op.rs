@@ -68,7 +68,12 @@ pub enum Op {
     },
     /// `(x [T, H, D] f32, positions [T] i32) -> [T, H, D]`: rotary embedding
     /// of the first `dims` elements of each head with angle
-    /// `pos * freq_scale * freq_base^(-2i/dims)`.
+    /// `pos * freq_scale * freq_base^(-2i/dims)`. With `rotated_pairs:
+    /// Some(n)`, only pairs `i < n` rotate; the others keep their values
+    /// (a frequency factor of infinity on them: Gemma 4's proportional
+    /// RoPE, whose full layers pair `(i, i + D/2)` over the whole head with
+    /// the exponent over the whole head, but rotate only the first
+    /// quarter of the pairs).
     Rope {
         /// Pairing of elements.
         mode: RopeMode,
@@ -81,6 +86,9 @@ pub enum Op {
         /// YaRN's blend of interpolated and extrapolated angles (`None`:
         /// every angle is scaled by `freq_scale`).
         yarn: Option<Yarn>,
+        /// Pairs that rotate, counted from the first (`None`: all
+        /// `dims / 2`).
+        rotated_pairs: Option<usize>,
     },
     /// `(x [.., T, S]) -> softmax(x * scale)` over the last dimension. With
     /// `causal`, query row `t` may attend key `s` only if `s <= t + (S - T)`

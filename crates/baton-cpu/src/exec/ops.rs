@@ -23,8 +23,8 @@ pub(crate) fn run(exec: &mut Workspace, ctx: &Context<'_>, id: NodeId) -> Result
         Op::Softplus => unary(exec, ctx, id, &|x, out| recurrent::softplus(x, out)),
         Op::L2Norm { eps } => unary(exec, ctx, id, &|x, out| recurrent::l2_norm(x, eps, out)),
         Op::Softmax { scale, causal, window } => softmax(exec, ctx, id, scale, causal, window),
-        Op::Rope { mode, dims, freq_base, freq_scale, yarn } => {
-            rope(exec, ctx, id, mode, dims, (freq_base, freq_scale), yarn)
+        Op::Rope { mode, dims, freq_base, freq_scale, yarn, rotated_pairs } => {
+            rope(exec, ctx, id, mode, (dims, rotated_pairs), (freq_base, freq_scale), yarn)
         }
         Op::SwiGluClamped { alpha, limit } => swiglu_clamped(exec, ctx, id, alpha, limit),
         Op::CopyInto => copy_into(exec, ctx, id),
@@ -162,7 +162,7 @@ fn rope(
     ctx: &Context<'_>,
     id: NodeId,
     mode: RopeMode,
-    dims: usize,
+    (dims, rotated_pairs): (usize, Option<usize>),
     frequencies: (f32, f32),
     yarn: Option<baton_core::graph::Yarn>,
 ) -> Result<(), StreamError> {
@@ -191,7 +191,7 @@ fn rope(
             let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row), row) };
             o.copy_from_slice(&x[t * row..(t + 1) * row]);
             for head in o.chunks_exact_mut(head_dim) {
-                angles[t].apply(head, mode);
+                angles[t].apply_pairs(head, mode, rotated_pairs.unwrap_or(dims / 2));
             }
         }
     });

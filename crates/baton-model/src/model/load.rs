@@ -104,6 +104,7 @@ impl Model {
             check_expert_shares(&file, &config, &devices)?;
         }
         check_recurrent(&config, &devices, &layer_device)?;
+        check_gemma4(&config, &devices, &layer_device)?;
         let in_slots = !options.attention_per_sequence && attend_in_slots(&devices, &layer_device, options.kv_types());
         let mut runner = Runner::new(devices.clone(), options.n_copies.max(1))?;
         runner.set_sync_copies(options.sync_copies);
@@ -181,7 +182,7 @@ impl Model {
                 // when each has its own attention node (split by heads
                 // under tensor parallelism); attention in slots writes
                 // them in place.
-                let width = config.heads * config.head_dim;
+                let width = config.heads * config.layer_attention(l).head_dim;
                 let rows = match &tensor {
                     Some((composite, shares)) => {
                         composite.alloc_split(DType::F32, &[batch, width], shares.attention_rows())?
@@ -356,6 +357,40 @@ fn check_recurrent(
             return Err(ModelError::Config(format!(
                 "{} does not run the recurrent layers of a hybrid model (layer {l}): place those layers on the CPU",
                 device.info().name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is loaded, a Gemma 4 layer on a device that
+/// does not rotate part of a head (its full layers' RoPE), and a layer that
+/// reads an earlier layer's keys and values on another device than that
+/// layer (the cache is read in place).
+fn check_gemma4(config: &LlamaConfig, devices: &[Arc<dyn Device>], layer_device: &[usize]) -> Result<(), ModelError> {
+    if config.gemma4.is_none() {
+        return Ok(());
+    }
+    for (l, &d) in layer_device.iter().enumerate() {
+        let layer = config.layer_attention(l);
+        let rope = Op::Rope {
+            mode: config.rope_mode,
+            dims: layer.rope_dims,
+            freq_base: layer.rope_base,
+            freq_scale: layer.rope_scale,
+            yarn: None,
+            rotated_pairs: layer.rotated_pairs,
+        };
+        if !devices[d].supports(&rope, DType::F32) {
+            return Err(ModelError::Config(format!(
+                "{} does not run Gemma 4's partly rotated RoPE (layer {l}): place its layers on the CPU",
+                devices[d].info().name
+            )));
+        }
+        let source = config.kv_source(l);
+        if layer_device[source] != d {
+            return Err(ModelError::Config(format!(
+                "layer {l} reads layer {source}'s keys and values (gemma4.attention.shared_kv_layers), which another device holds: split the layers so that they share a device"
             )));
         }
     }

@@ -361,7 +361,11 @@ impl Model {
             file: self.file_bytes,
             weights_mapped: mapped,
             weights_copied: self.weights.bytes() as u64 - mapped,
-            kv_cache: self.cache.layers.iter().map(|layer| layer.bytes() as u64).sum(),
+            // A layer that reads an earlier one's keys and values holds none.
+            kv_cache: (self.cache.layers.iter().enumerate())
+                .filter(|&(l, _)| self.config.kv_source(l) == l)
+                .map(|(_, layer)| layer.bytes() as u64)
+                .sum(),
             io: (buffers.sum::<usize>() + self.logits_io.len()) as u64 + self.attention_rows_bytes,
             devices,
         }

@@ -107,20 +107,25 @@ impl KvTypes {
         KvTypes { k: dtype, v: dtype }
     }
 
-    /// Bytes of one position of one layer (keys and values of every KV
-    /// head), or an error naming a type whose blocks do not divide the
-    /// head size.
+    /// Bytes of one position of the widest layer (keys and values of every
+    /// KV head), or an error naming a type whose blocks do not divide a
+    /// layer's head size.
     pub fn position_bytes(&self, config: &LlamaConfig) -> Result<usize, ModelError> {
-        let row = |dtype: DType| {
-            dtype.row_bytes(config.head_dim).ok_or_else(|| {
-                ModelError::Config(format!(
-                    "a {dtype} KV cache needs a head size that is a multiple of {} (this model's is {})",
-                    dtype.block_elems(),
-                    config.head_dim
-                ))
-            })
-        };
-        Ok(config.kv_heads * (row(self.k)? + row(self.v)?))
+        let mut most = 0;
+        for l in 0..config.layers {
+            let layer = config.layer_attention(l);
+            let row = |dtype: DType| {
+                dtype.row_bytes(layer.head_dim).ok_or_else(|| {
+                    ModelError::Config(format!(
+                        "a {dtype} KV cache needs a head size that is a multiple of {} (this model's is {})",
+                        dtype.block_elems(),
+                        layer.head_dim
+                    ))
+                })
+            };
+            most = most.max(layer.kv_heads * (row(self.k)? + row(self.v)?));
+        }
+        Ok(most)
     }
 }
 
@@ -165,8 +170,14 @@ impl KvCache {
                     [(DType::F32, r.conv_state_dims(slots).to_vec()), (DType::F32, r.delta_state_dims(slots).to_vec())]
                 }
                 None => {
-                    let rows = Self::rows_of(config, l, (context, slots, ring), blocks.as_ref());
-                    let dims = vec![config.kv_heads, rows, config.head_dim];
+                    // A layer that reads an earlier one's keys and values
+                    // holds none of its own.
+                    let layer = config.layer_attention(l);
+                    let rows = match config.kv_source(l) == l {
+                        true => Self::rows_of(config, l, (context, slots, ring), blocks.as_ref()),
+                        false => 0,
+                    };
+                    let dims = vec![layer.kv_heads, rows, layer.head_dim];
                     [(dtypes.k, dims.clone()), (dtypes.v, dims)]
                 }
             })
@@ -187,6 +198,12 @@ impl KvCache {
             }
         }
         for (l, [first, second]) in shapes.iter().enumerate() {
+            if let Some(source) = Some(config.kv_source(l)).filter(|&s| s != l) {
+                let shared = layers.get(source).cloned();
+                layers
+                    .push(shared.ok_or_else(|| ModelError::Config(format!("layer {l} shares a later layer's cache")))?);
+                continue;
+            }
             let entry =
                 buffers.get_mut(&device_of(l)).ok_or_else(|| ModelError::Config(format!("layer {l} has no device")))?;
             let (buffer, next) = (&entry.0, entry.1);

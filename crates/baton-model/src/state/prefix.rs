@@ -70,9 +70,12 @@ impl KvCache {
     }
 
     /// Whether layer `l`'s keys and values are blocks of a paged pool.
+    /// (A layer reading another's keys and values, Gemma 4's shared ones,
+    /// is not: its source's blocks are those.)
     fn is_paged(&self, config: &LlamaConfig, l: usize) -> bool {
         self.blocks.is_some()
             && matches!(self.layers.get(l), Some(LayerCache::Attention(..)))
+            && config.kv_source(l) == l
             && self.slot_rows(config, l) == self.context
     }
 
@@ -85,21 +88,18 @@ impl KvCache {
             .sum()
     }
 
-    /// Block `block` of a paged layer's tensor `t` for KV head `head`: its
-    /// first `rows` rows.
-    fn block_view(
-        &self,
-        config: &LlamaConfig,
-        t: &TensorRef,
-        (head, block, rows): (usize, usize, usize),
-    ) -> Result<TensorRef, ModelError> {
+    /// Block `block` of a paged layer's tensor `t` (`[kv_heads, pool rows,
+    /// head_dim]`) for KV head `head`: its first `rows` rows.
+    fn block_view(t: &TensorRef, (head, block, rows): (usize, usize, usize)) -> Result<TensorRef, ModelError> {
+        let [_, pool_rows, head_dim] = t.shape().dims()[..] else {
+            return Err(ModelError::Config(format!("a KV cache of shape {:?}", t.shape().dims())));
+        };
         let row_bytes = t
             .dtype()
-            .row_bytes(config.head_dim)
-            .ok_or_else(|| ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), config.head_dim)))?;
-        let pool_rows = t.shape().dims()[1];
+            .row_bytes(head_dim)
+            .ok_or_else(|| ModelError::Config(format!("a {} KV cache row of {head_dim} values", t.dtype())))?;
         let at = t.offset() + (head * pool_rows + block * ATTENTION_BLOCK) * row_bytes;
-        Ok(TensorRef::new(t.buffer(), at, t.dtype(), &[rows, config.head_dim])?)
+        Ok(TensorRef::new(t.buffer(), at, t.dtype(), &[rows, head_dim])?)
     }
 
     /// Queues on `stream_of(layer)` copies of whole blocks of a paged pool
@@ -114,10 +114,10 @@ impl KvCache {
     ) -> Result<(), ModelError> {
         for (l, layer) in self.layers.iter().enumerate().filter(|&(l, _)| self.is_paged(config, l)) {
             for t in layer.tensors() {
-                for head in 0..config.kv_heads {
+                for head in 0..t.shape().dims()[0] {
                     for c in copies {
-                        let src = self.block_view(config, t, (head, c.from as usize, ATTENTION_BLOCK))?;
-                        let dst = self.block_view(config, t, (head, c.to as usize, ATTENTION_BLOCK))?;
+                        let src = Self::block_view(t, (head, c.from as usize, ATTENTION_BLOCK))?;
+                        let dst = Self::block_view(t, (head, c.to as usize, ATTENTION_BLOCK))?;
                         stream_of(l).copy(&src, &dst, None)?;
                     }
                 }
@@ -147,6 +147,9 @@ impl KvCache {
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v) = match layer {
                 LayerCache::Attention(..) if recurrent_only => continue,
+                // Another layer's keys and values (Gemma 4's shared ones):
+                // that layer's views hold them.
+                LayerCache::Attention(..) if config.kv_source(l) != l => continue,
                 LayerCache::Attention(..) if self.is_paged(config, l) => {
                     if which == Layers::All {
                         let table = self.blocks.as_ref().map_or(&[][..], |b| b.table(slot));
@@ -155,10 +158,10 @@ impl KvCache {
                             return Err(ModelError::Config(format!("slot {slot} holds fewer than {len} positions")));
                         }
                         for t in layer.tensors() {
-                            for head in 0..config.kv_heads {
+                            for head in 0..t.shape().dims()[0] {
                                 for (j, &block) in table[..blocks].iter().enumerate() {
                                     let rows = (len - j * ATTENTION_BLOCK).min(ATTENTION_BLOCK);
-                                    views.push((l, self.block_view(config, t, (head, block as usize, rows))?));
+                                    views.push((l, Self::block_view(t, (head, block as usize, rows))?));
                                 }
                             }
                         }
@@ -180,13 +183,15 @@ impl KvCache {
             };
             let slot_rows = self.slot_rows(config, l);
             let rows = if slot_rows < self.context { slot_rows } else { len };
+            let attention = config.layer_attention(l);
+            let head_dim = attention.head_dim;
             for t in [k, v] {
-                let row_bytes = t.dtype().row_bytes(config.head_dim).ok_or_else(|| {
-                    ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), config.head_dim))
+                let row_bytes = t.dtype().row_bytes(head_dim).ok_or_else(|| {
+                    ModelError::Config(format!("a {} KV cache row of {} values", t.dtype(), head_dim))
                 })?;
-                for head in 0..config.kv_heads {
+                for head in 0..attention.kv_heads {
                     let at = t.offset() + ((head * self.slots + slot) * slot_rows) * row_bytes;
-                    views.push((l, TensorRef::new(t.buffer(), at, t.dtype(), &[rows, config.head_dim])?));
+                    views.push((l, TensorRef::new(t.buffer(), at, t.dtype(), &[rows, head_dim])?));
                 }
             }
         }

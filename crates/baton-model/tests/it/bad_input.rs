@@ -54,7 +54,7 @@ fn a_foreign_architecture_is_named_in_the_error() {
 /// Loads `bytes` (a GGUF file) with each `(key, value, named)` of `cases`
 /// patched in turn (the u32 after `key`), asserting an error that contains
 /// `named`.
-fn assert_patched_keys_named(dir: &baton_testkit::TempDir, bytes: &[u8], cases: &[(&str, u32, &str)]) {
+pub(super) fn assert_patched_keys_named(dir: &baton_testkit::TempDir, bytes: &[u8], cases: &[(&str, u32, &str)]) {
     for &(key, value, named) in cases {
         let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key") + key.len() + 4;
         let mut changed = bytes.to_vec();

@@ -118,10 +118,15 @@ fn batched_sequences_match_each_sequence_alone_bit_for_bit() {
 /// over two) gets, bit for bit, the logits it gets alone in a one-slot
 /// model.
 pub(super) fn assert_batched_match_alone(path: &std::path::Path, label: &str) {
+    assert_batched_match_alone_on(path, label, &[&["cpu"], &["cpu:0", "cpu:1"]]);
+}
+
+/// [`assert_batched_match_alone`] on each list of devices of `device_lists`.
+pub(super) fn assert_batched_match_alone_on(path: &std::path::Path, label: &str, device_lists: &[&[&str]]) {
     let prompts = prompts();
     let mut one = Model::load(path, devices(&["cpu"]).remove(0), &options(1)).expect("one slot");
     let expected: Vec<_> = prompts.iter().map(|p| alone(&mut one, p)).collect();
-    for names in [&["cpu"][..], &["cpu:0", "cpu:1"][..]] {
+    for &names in device_lists {
         for (chunk, per_sequence) in [(3, false), (32, false), (3, true)] {
             let opts = LoadOptions { attention_per_sequence: per_sequence, ..options(prompts.len()) };
             let mut many = Model::load_split(path, devices(names), &opts).expect("slots");

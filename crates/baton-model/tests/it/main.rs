@@ -8,6 +8,7 @@ mod cache_types;
 mod embedding;
 mod expert_split;
 mod experts_placed;
+mod gemma4;
 mod hybrid;
 mod kv_blocks;
 mod kv_copy;

@@ -176,6 +176,11 @@ logits_cases! {
     qwen35_f32_logits_match_the_reference: Qwen35 F32, 1e-6, 0;
     qwen35moe_f32_logits_match_the_reference: Qwen35Moe F32, 1e-6, 0;
     qwen35moe_f16_logits_match_the_reference: Qwen35Moe F16, 1e-6, 0;
+    gemma4_f32_logits_match_the_reference: Gemma4 F32, 1e-6, 0;
+    gemma4_f16_logits_match_the_reference: Gemma4 F16, 1e-6, 0;
+    gemma4_q8_0_logits_match_the_reference: Gemma4 Q8_0, 1e-3, 2;
+    gemma4moe_f32_logits_match_the_reference: Gemma4Moe F32, 1e-6, 0;
+    gemma4moe_f16_logits_match_the_reference: Gemma4Moe F16, 1e-6, 0;
 }
 
 /// qwen35 with Q8_0 weights: each recurrent layer RMS-normalises the delta
@@ -195,6 +200,28 @@ fn qwen35_q8_0_logits_stay_within_the_norms_amplified_rounding() {
     assert!(c.argmax_agree >= c.positions - 4, "qwen35 q8_0: argmax agrees at {}/{}", c.argmax_agree, c.positions);
 }
 
+/// The Gemma 4 experts toy with Q8_0 weights: rounding the activations to
+/// 8 bits (as the reference engine also does) now and then reorders
+/// near-tied router logits, and the logits jump there. Over 256 positions
+/// both engines are equally far from float64 on the same file
+/// (docs/measurements.md): NMSE 1.4e-2 (Baton) and 1.7e-2 (llama.cpp,
+/// llama-cpp-python 0.3.36), argmax 227 and 225 of 256. On f32 and f16
+/// weights it agrees with float64 to 1e-12.
+#[test]
+fn gemma4moe_q8_0_logits_stay_within_the_routing_noise() {
+    routing_noise_case(SynthShape::Gemma4Moe, 5e-2);
+}
+
+/// A Q8_0 file of `shape` against float64 over the prompt: logits NMSE at
+/// most `bound`, the argmax the same but at 3 positions at most.
+fn routing_noise_case(shape: SynthShape, bound: f64) {
+    let (_dir, path) = synth_shape("logits", shape, DType::Q8_0);
+    let c = compare(&path, &PROMPT, DType::F32);
+    println!("{shape} q8_0: NMSE {:.3e}, argmax agrees at {}/{}", c.nmse, c.argmax_agree, c.positions);
+    assert!(c.nmse <= bound, "{shape} q8_0: logits NMSE {:.3e}", c.nmse);
+    assert!(c.argmax_agree + 3 >= c.positions, "{shape}: argmax agrees at {}/{}", c.argmax_agree, c.positions);
+}
+
 /// gpt-oss with Q8_0 weights: its experts' routing and the clamps of its
 /// SwiGLU are not smooth, so rounding the activations to 8 bits (as the
 /// reference engine also does) now and then routes a token to another
@@ -206,11 +233,7 @@ fn qwen35_q8_0_logits_stay_within_the_norms_amplified_rounding() {
 /// weights gpt-oss agrees to 1e-13.
 #[test]
 fn gpt_oss_q8_0_logits_stay_within_the_routing_noise() {
-    let (_dir, path) = synth_shape("logits", SynthShape::GptOss, DType::Q8_0);
-    let c = compare(&path, &PROMPT, DType::F32);
-    println!("gpt-oss q8_0: NMSE {:.3e}, argmax agrees at {}/{}", c.nmse, c.argmax_agree, c.positions);
-    assert!(c.nmse <= 2e-2, "gpt-oss q8_0: logits NMSE {:.3e}", c.nmse);
-    assert!(c.argmax_agree + 3 >= c.positions, "argmax agrees at {}/{}", c.argmax_agree, c.positions);
+    routing_noise_case(SynthShape::GptOss, 2e-2);
 }
 
 #[test]

@@ -225,11 +225,11 @@ impl Recorder<'_> {
             Op::Attention { .. } => {
                 Err(self.err(id, "attention in slots or with sinks is not written for this device"))
             }
-            Op::Rope { mode, dims, freq_base, freq_scale, yarn: None } => {
+            Op::Rope { mode, dims, freq_base, freq_scale, yarn: None, rotated_pairs: None } => {
                 self.rope(id, mode, dims, freq_base, freq_scale)
             }
-            Op::Rope { yarn: Some(_), .. } | Op::SwiGluClamped { .. } => {
-                Err(self.err(id, "YaRN and the clamped SwiGLU are not written for this device"))
+            Op::Rope { .. } | Op::SwiGluClamped { .. } => {
+                Err(self.err(id, "YaRN, partly rotated RoPE and the clamped SwiGLU are not written for this device"))
             }
             Op::GetRows => self.get_rows(id),
             Op::MatMul => self.matmul(id),
