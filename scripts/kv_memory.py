@@ -37,21 +37,23 @@ def free_port():
         return s.getsockname()[1]
 
 
-def complete(port, prompt, max_tokens, errors):
+def complete(port, prompt, max_tokens, errors, usage=None):
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(req, timeout=3600) as r:
-            json.load(r)
+            answer = json.load(r)
+        if usage is not None:
+            usage.append(answer["usage"])
     except Exception as e:  # noqa: BLE001 - reported, not hidden
         errors.append(str(e))
 
 
-def all_at_once(port, prompts, max_tokens):
+def all_at_once(port, prompts, max_tokens, usage=None):
     errors = []
-    threads = [threading.Thread(target=complete, args=(port, p, max_tokens, errors)) for p in prompts]
+    threads = [threading.Thread(target=complete, args=(port, p, max_tokens, errors, usage)) for p in prompts]
     for t in threads:
         t.start()
     for t in threads:
@@ -97,14 +99,22 @@ def main():
             # One request reads the shared system text first (so the others
             # find it in a running or cached sequence), then all of them.
             system = text(a.shared_words, 0)
-            all_at_once(port, [system], 1)
+            warm = []
+            all_at_once(port, [system], 1, warm)
             step = (a.longest - 100) // max(a.shared - 1, 1)
             prompts = [f"{system}\n{i}: {text(100 + step * i, i)}" for i in range(a.shared)]
-            all_at_once(port, prompts, a.max_tokens)
+            usage = []
+            all_at_once(port, prompts, a.max_tokens, usage)
             out[f"rss_after_{a.shared}_shared"] = rss_bytes(proc.pid)
+            # Positions no two sequences share: every request's own, the
+            # shared prompt once.
+            shared = warm[0]["prompt_tokens"]
+            total = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage)
+            out["distinct_positions"] = total - (len(usage) - 1) * shared
+            out["positions_unshared"] = total
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
         for line in metrics.splitlines():
-            if line.startswith("baton_kv_blocks_"):
+            if line.startswith("baton_kv_blocks_") or line.startswith("baton_kv_bytes_used"):
                 name, value = line.split()
                 out[name] = float(value)
         out["cpu"] = next(
