@@ -357,6 +357,32 @@ fn a_running_sequences_prefix_is_copied_with_the_bits_of_evaluating_it() {
     }
 }
 
+/// Requests that arrive together with a long start in common: the first
+/// reads it, the others wait for that and take its blocks (a paged
+/// cache), each with the tokens it gets served alone.
+#[test]
+fn requests_arriving_together_read_their_shared_start_once() {
+    let (_dir, path) = synth_model("engine-shared-start", SynthShape::Tiny, DType::F32, 43);
+    let system: Vec<u32> = (200..280).collect();
+    let prompts: Vec<Vec<u32>> = (0..4u32).map(|i| [system.clone(), vec![10 + i, 20, 30 + i]].concat()).collect();
+    let alone = engine(&path, &["cpu"], 1, 4, 16);
+    let want: Vec<Vec<u32>> =
+        prompts.iter().map(|p| collect(alone.submit(greedy(p.clone(), 8)).expect("submit")).0).collect();
+    let served = engine(&path, &["cpu"], 4, 4, 16);
+    let generations: Vec<_> = prompts.iter().map(|p| served.submit(greedy(p.clone(), 8)).expect("submit")).collect();
+    let mut cached = Vec::new();
+    for (i, generation) in generations.into_iter().enumerate() {
+        let (tokens, last) = collect(generation);
+        assert_eq!(tokens, want[i], "request {i}");
+        let Event::Done(finish) = last else { panic!("request {i} ended with {last:?}") };
+        cached.push(finish.cached_tokens);
+    }
+    cached.sort_unstable();
+    assert_eq!(cached, [0, system.len(), system.len(), system.len()], "the shared start read once");
+    let blocks = served.metrics().kv_blocks;
+    assert!(blocks[2] >= 1, "the shared start's whole block is held once: {blocks:?}");
+}
+
 /// `--cache-ram`: a prompt whose slot another request took is saved to
 /// host memory and written back for a request that starts the same way,
 /// with the bits of evaluating it; the budget holds, and a budget smaller

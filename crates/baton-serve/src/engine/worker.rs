@@ -363,6 +363,13 @@ impl Worker {
     /// Moves waiting requests into free slots, in order of arrival.
     fn admit(&mut self) {
         while !self.free_slots.is_empty() {
+            // The first waiting request may wait for a running one to read
+            // the start of the prompt they share (requests behind it wait
+            // too: arrival order holds).
+            match self.waiting.front() {
+                Some(next) if self.waits_for_shared_prompt(&next.request.prompt, next.request.cache_scope) => break,
+                _ => {}
+            }
             let Some(Admitted { request, events, submitted, spec }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             let model = &self.model;

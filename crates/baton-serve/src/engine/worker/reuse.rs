@@ -12,6 +12,11 @@ use super::Worker;
 /// rather than evaluating (a copy is a few hundred small device copies).
 const MIN_COPY: usize = 4;
 
+/// Fewest positions a waiting request must share with a running
+/// sequence's prompt to wait for it to evaluate them rather than evaluate
+/// them too (one block of a paged cache).
+const WAIT_FOR_SHARED: usize = 64;
+
 impl Worker {
     /// The positions of `prompt` (of `scope`) slot `slot` starts with,
     /// from the best source: `held` (what the slot holds of it), a running
@@ -22,6 +27,32 @@ impl Worker {
         let copied = self.copy_from_running(prompt, scope, slot, held);
         let have = copied.unwrap_or(held).max(held);
         self.restore_from_ram(prompt, scope, slot, have).unwrap_or(have)
+    }
+
+    /// Whether the waiting `prompt` (of `scope`) should wait for a running
+    /// sequence still reading a prompt that starts the same way: once that
+    /// one has evaluated the shared start, this one takes it from its
+    /// blocks (shared, not evaluated again nor held twice) instead of
+    /// evaluating it beside it. Only where such a copy is a share of blocks
+    /// that is always served: a paged cache, in one process, without
+    /// sliding-window rings or recurrent state (whose copies depend on how
+    /// far the source has gone).
+    pub(super) fn waits_for_shared_prompt(&self, prompt: &[u32], scope: CacheScope) -> bool {
+        let config = self.model.config();
+        let rings = (0..config.layers).any(|l| config.layer_attention(l).window.is_some());
+        if !self.options.prefix_cache
+            || self.model.kv_blocks().is_none()
+            || !self.model.placed().holds_slots_whole()
+            || config.recurrent.is_some()
+            || rings
+        {
+            return false;
+        }
+        self.running.iter().filter(|s| s.scope == scope && s.prefilling()).any(|s| {
+            let common = s.prompt.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            let common = common.min(prompt.len().saturating_sub(1));
+            common >= WAIT_FOR_SHARED && s.past < common
+        })
     }
 
     /// Saves what slot `slot` holds to host memory (for the scope that
