@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--shared", type=int, default=0, help="requests sharing one long system text")
     ap.add_argument("--shared-words", type=int, default=2000)
     ap.add_argument("--longest", type=int, default=6000, help="words after the shared text, the longest request")
+    ap.add_argument("--no-warm", action="store_true", help="send the shared requests all at once, none first")
     ap.add_argument("serve", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     flags = [f for f in a.serve if f != "--"]
@@ -100,7 +101,8 @@ def main():
             # find it in a running or cached sequence), then all of them.
             system = text(a.shared_words, 0)
             warm = []
-            all_at_once(port, [system], 1, warm)
+            if not a.no_warm:
+                all_at_once(port, [system], 1, warm)
             step = (a.longest - 100) // max(a.shared - 1, 1)
             prompts = [f"{system}\n{i}: {text(100 + step * i, i)}" for i in range(a.shared)]
             usage = []
@@ -108,7 +110,7 @@ def main():
             out[f"rss_after_{a.shared}_shared"] = rss_bytes(proc.pid)
             # Positions no two sequences share: every request's own, the
             # shared prompt once.
-            shared = warm[0]["prompt_tokens"]
+            shared = warm[0]["prompt_tokens"] if warm else min(u["prompt_tokens"] for u in usage) - 100
             total = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage)
             out["distinct_positions"] = total - (len(usage) - 1) * shared
             out["positions_unshared"] = total
