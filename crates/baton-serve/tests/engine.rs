@@ -576,3 +576,106 @@ fn shutdown_cancel_ends_every_generation_and_refuses_new_ones() {
     }
     assert!(matches!(served.submit(greedy(vec![1], 1)), Err(SubmitError::ShuttingDown)));
 }
+
+/// An engine over a paged cache of `pool` blocks of 64 positions (`None`:
+/// a slot per sequence), context 512.
+fn pooled(path: &std::path::Path, parallel: usize, pool: Option<usize>) -> Engine {
+    let options = LoadOptions {
+        context: Some(512),
+        batch: 64,
+        slots: parallel,
+        kv_blocks: pool.is_some(),
+        kv_pool_blocks: pool,
+        ..LoadOptions::default()
+    };
+    let model = Model::load_split(path, devices(&["cpu"]), &options).expect("load");
+    let options = EngineOptions { parallel, queue: 32, prefill_chunk: 32, ..EngineOptions::default() };
+    Engine::start(model, "tiny", options).expect("engine")
+}
+
+/// A pool far smaller than every slot's context under load: requests wait
+/// for blocks and running ones are preempted and read again, and every
+/// request still ends with the tokens and log-probabilities it gets served
+/// alone, greedy and sampled with a seed and penalties (its sampler goes
+/// on where it stopped); with sliding-window rings and recurrent state
+/// beside the paged layers too.
+#[test]
+fn a_full_pool_preempts_and_every_request_gets_its_tokens() {
+    for shape in [SynthShape::Tiny, SynthShape::Gemma3, SynthShape::Qwen35] {
+        let (_dir, path) = synth_model("engine-pool", shape, DType::F32, 47);
+        let system: Vec<u32> = (300..370).collect();
+        let requests: Vec<GenerateRequest> = (0..8u32)
+            .map(|i| {
+                let own = (0..[20, 90, 5, 130, 45, 70, 10, 110][i as usize]).map(|j| (i * 37 + j * 11 + 5) % 500);
+                let prompt = if i % 2 == 0 { system.iter().copied().chain(own).collect() } else { own.collect() };
+                let sampling = SamplingParams { seed: 7 + i as u64, repeat_penalty: 1.1, ..SamplingParams::default() };
+                let request = GenerateRequest { logprobs: Some(3), ..greedy(prompt, 100 + 20 * i as usize) };
+                if i % 3 == 0 {
+                    GenerateRequest { sampling, ..request }
+                } else {
+                    request
+                }
+            })
+            .collect();
+        let alone = pooled(&path, 1, None);
+        let want: Vec<_> = requests.iter().map(|r| drain(alone.submit(r.clone()).expect("submit"))).collect();
+        // 8 blocks (512 positions) for 4 slots of 512: about a quarter of
+        // what the requests hold at once.
+        let served = pooled(&path, 4, Some(8));
+        let generations: Vec<_> = requests.iter().map(|r| served.submit(r.clone()).expect("submit")).collect();
+        for (i, generation) in generations.into_iter().enumerate() {
+            let (tokens, entries, _) = drain(generation);
+            assert_eq!(tokens, want[i].0, "{shape} request {i}: its tokens");
+            assert!(entries == want[i].1, "{shape} request {i}: its log-probabilities");
+        }
+        let metrics = served.metrics();
+        assert!(metrics.kv_preemptions > 0, "{shape}: the pool was too small not to preempt");
+        assert_eq!((metrics.ended_failed, metrics.stats.running), (0, 0), "{shape}");
+        assert!(metrics.kv_blocks[1] <= 8, "{shape}: never more than the pool: {:?}", metrics.kv_blocks);
+    }
+}
+
+/// A sequence that alone needs more blocks than the pool holds ends as at
+/// the end of its context (`length`, the tokens it had); a prompt longer
+/// than the pool fails naming the flag; the engine serves on.
+#[test]
+fn a_sequence_longer_than_the_pool_ends_there() {
+    let (_dir, path) = synth_model("engine-pool-end", SynthShape::Tiny, DType::F32, 47);
+    let prompt: Vec<u32> = (0..100).map(|j| (j * 13 + 1) % 500).collect();
+    let whole = drain(pooled(&path, 1, None).submit(greedy(prompt.clone(), 100)).expect("submit")).0;
+    let served = pooled(&path, 2, Some(2));
+    let (tokens, last) = collect(served.submit(greedy(prompt.clone(), 100)).expect("submit"));
+    assert!(matches!(last, Event::Done(ref f) if f.reason == FinishReason::Length), "{last:?}");
+    // 128 positions: the prompt's 100 and the first 28 tokens generated;
+    // the 29th is sent, its keys never written.
+    assert_eq!(tokens, whole[..29], "the tokens up to the pool's end");
+    let long: Vec<u32> = (0..200).map(|j| (j * 7 + 2) % 500).collect();
+    let (_, last) = collect(served.submit(greedy(long, 4)).expect("submit"));
+    assert!(matches!(last, Event::Failed(ref why) if why.contains("--kv-pool-blocks")), "{last:?}");
+    let (tokens, _) = collect(served.submit(greedy(prompt, 8)).expect("submit"));
+    assert_eq!(tokens, whole[..8], "served on");
+}
+
+/// A request sharing only the start of an idle slot's cached prompt takes
+/// another free slot and shares that start's blocks, so the idle slot's
+/// whole prompt stays cached for the request that repeats it (before, the
+/// request took that slot and dropped its tail); every answer has the bits
+/// of evaluating it.
+#[test]
+fn a_request_sharing_an_idle_slots_start_keeps_that_slots_prompt() {
+    let (_dir, path) = synth_model("engine-idle-share", SynthShape::Tiny, DType::F32, 47);
+    let system: Vec<u32> = (300..380).collect();
+    let first = [system.clone(), vec![5, 6, 7, 8]].concat();
+    let other = [system.clone(), vec![9, 10, 11]].concat();
+    let cold = pooled(&path, 1, None);
+    let want: Vec<_> = [&first, &other].iter().map(|p| with_logprobs(&cold, p.to_vec(), 6)).collect();
+    let served = pooled(&path, 3, Some(24));
+    with_logprobs(&served, first.clone(), 6);
+    let (tokens, entries, cached) = with_logprobs(&served, other.clone(), 6);
+    assert_eq!(cached, system.len(), "the shared start from the idle slot");
+    assert_eq!((tokens, entries), (want[1].0.clone(), want[1].1.clone()));
+    let (tokens, entries, cached) = with_logprobs(&served, first.clone(), 6);
+    assert_eq!(cached, first.len() - 1, "the first prompt is still cached whole");
+    assert_eq!((tokens, entries), (want[0].0.clone(), want[0].1.clone()));
+    assert!(served.metrics().kv_blocks[2] >= 1, "the start's block is held once by both slots");
+}

@@ -100,7 +100,8 @@ pub struct ModelArgs {
     /// Blocks of 64 positions in the paged KV cache's pool (default: every
     /// sequence's whole context; the pool's memory becomes resident only as
     /// blocks are first used). A step that finds no free block is refused
-    /// with a clear error (the server queues requests before that).
+    /// with a clear error by `baton run`; the server makes requests wait
+    /// for blocks and preempts the newest running sequence instead.
     #[arg(long = "kv-pool-blocks", value_parser = clap::value_parser!(u32).range(1..))]
     pub kv_pool_blocks: Option<u32>,
     /// KV cache type of keys and values (default: f16; f32 for perplexity).

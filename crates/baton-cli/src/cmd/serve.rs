@@ -195,15 +195,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
     #[cfg(not(feature = "mpi"))]
     let model = args.model.load_slots(args.parallel.max(1))?;
     if let Some(pool) = model.kv_blocks().map(|b| b.blocks) {
-        // Requests would have to wait for blocks (or be moved to host
-        // memory) rather than fail mid-stream: not written yet.
+        // A smaller pool than every slot's context: requests wait for
+        // blocks, and a step that finds none preempts (`engine/worker/pool.rs`).
         let (parallel, context) = (args.parallel.max(1), model.context());
         let whole = parallel * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
         if pool < whole {
-            anyhow::bail!(
-                "--kv-pool-blocks {pool}: the server needs every slot's whole context ({whole} blocks of 64 \
-                 positions for --parallel {parallel} -c {context}); a smaller pool is for `baton run` and the \
-                 library (the pool's memory becomes resident only as blocks are used either way)"
+            eprintln!(
+                "KV pool of {pool} blocks of 64 positions for {whole} (--parallel {parallel} -c {context}): requests \
+                 wait for blocks when it is full, and the newest running sequence is preempted (read again later)"
             );
         }
     }

@@ -508,6 +508,12 @@ impl Model {
         self.cache.blocks.as_ref().map(|b| b.usage())
     }
 
+    /// Blocks slot `slot` holds in a paged cache (0 without one, or for a
+    /// slot that does not exist).
+    pub fn slot_blocks(&self, slot: usize) -> usize {
+        self.cache.blocks.as_ref().map_or(0, |b| b.table(slot).len())
+    }
+
     /// Bytes of one block of a paged cache: its keys and values in every
     /// paged layer (0 without a paged cache).
     pub fn kv_block_bytes(&self) -> usize {

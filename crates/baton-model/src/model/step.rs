@@ -202,12 +202,26 @@ impl Model {
         // queued before the step.
         let paged = self.cache.blocks.is_some();
         if let Some(tables) = self.cache.blocks.as_mut() {
+            // Each sequence's blocks are taken in turn: when one finds the
+            // pool full, the copies of those before it are queued all the
+            // same (their tables already name the copies), so every slot
+            // still reads what it wrote and the step can be tried again.
             let mut copies = Vec::new();
+            let mut full = None;
             for s in seqs {
-                copies.extend(tables.prepare(s.slot, s.past, s.past + s.tokens.len())?);
+                match tables.prepare(s.slot, s.past, s.past + s.tokens.len()) {
+                    Ok(more) => copies.extend(more),
+                    Err(e) => {
+                        full = Some(e);
+                        break;
+                    }
+                }
             }
             let (runner, layer_device) = (&self.runner, &self.layer_device);
             self.cache.copy_blocks(&self.config, &copies, &|l| runner.stream(layer_device[l]).clone())?;
+            if let Some(full) = full {
+                return Err(full.into());
+            }
         }
         // In slots, the graph depends on the token counts only (a paged
         // cache is always read in slots).

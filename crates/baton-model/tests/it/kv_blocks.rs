@@ -116,3 +116,34 @@ fn a_full_pool_refuses_the_step_and_a_cleared_slot_makes_room() {
     model.eval_slot(1, &tokens(10, 6), 0, Logits::Last).expect("room after the clear");
     assert!(model.clear_slot(4).is_err(), "no slot 4");
 }
+
+/// A batched step refused midway (the first sequence got its blocks, and a
+/// copy of the block it shares; the second found none): every slot still
+/// reads what it wrote, and the step tried again once there is room gives
+/// the bits of a slot per sequence.
+#[test]
+fn a_batched_step_refused_midway_leaves_every_slot_readable() {
+    let (_dir, path) = synth_model("kv-blocks-midway", SynthShape::Tiny, DType::Q8_0, 9);
+    // 100 positions in slot 0 (2 blocks) shared by slot 1, 60 in slot 2
+    // (1 block): one block of the pool of 4 is free.
+    let mut model = load(&path, DType::F32, (true, Some(4)));
+    let mut fresh = load(&path, DType::F32, (false, None));
+    let shared = tokens(100, 7);
+    all_logits(&mut model, 0, &shared, 0);
+    assert!(model.copy_prefix(0, 1, 100).expect("share"));
+    let third = tokens(60, 8);
+    all_logits(&mut model, 2, &third, 0);
+    // Slot 1 writes into the block it shares (a copy: the free block);
+    // slot 2 then needs a block of its own for positions 64..: none.
+    let (a, b) = ([11u32], tokens(8, 9));
+    let seqs = [SeqStep { slot: 1, past: 100, tokens: &a }, SeqStep { slot: 2, past: 60, tokens: &b }];
+    let err = model.eval_batch(&seqs).expect_err("no block for slot 2");
+    assert!(matches!(err, ModelError::PoolFull(_)), "{err}");
+    model.clear_slot(0).expect("clear");
+    let got = model.eval_batch(&seqs).expect("room after the clear").to_vec();
+    let vocab = fresh.config().vocab;
+    let want_a = all_logits(&mut fresh, 0, &[shared.clone(), a.to_vec()].concat(), 0);
+    let want_b = all_logits(&mut fresh, 1, &[third.clone(), b.clone()].concat(), 0);
+    assert!(got[..vocab] == want_a[100 * vocab..], "slot 1 reads the copy of the block it shared");
+    assert!(got[vocab..] == want_b[67 * vocab..], "slot 2's last row");
+}

@@ -145,6 +145,9 @@ pub struct EngineMetrics {
     pub drafted_tokens: u64,
     /// Of those, the ones accepted.
     pub accepted_tokens: u64,
+    /// Running sequences preempted for the blocks of a full KV pool (each
+    /// read its history again when readmitted).
+    pub kv_preemptions: u64,
 }
 
 /// Whether the engine can take requests.
@@ -300,6 +303,7 @@ impl Engine {
             cache_ram_bytes: s.ram_bytes.load(Ordering::Relaxed),
             drafted_tokens: s.spec_drafted.load(Ordering::Relaxed),
             accepted_tokens: s.spec_accepted.load(Ordering::Relaxed),
+            kv_preemptions: s.preemptions.load(Ordering::Relaxed),
         }
     }
 

@@ -89,6 +89,11 @@ impl SlotCache {
         self.tokens.get(slot).map_or(&[][..], Vec::as_slice)
     }
 
+    /// When slot `slot` was last taken or stored (a clock of the cache's).
+    pub(super) fn last_used(&self, slot: usize) -> u64 {
+        self.last_used.get(slot).copied().unwrap_or(0)
+    }
+
     /// The scope of the request that wrote slot `slot`'s tokens.
     pub(super) fn scope(&self, slot: usize) -> CacheScope {
         self.scopes.get(slot).copied().unwrap_or(CacheScope::SHARED)

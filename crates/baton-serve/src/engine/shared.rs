@@ -34,6 +34,8 @@ pub(super) struct Shared {
     /// Drafted tokens verified, and of those the ones accepted.
     pub(super) spec_drafted: AtomicU64,
     pub(super) spec_accepted: AtomicU64,
+    /// Sequences preempted for the blocks of a full pool.
+    pub(super) preemptions: AtomicU64,
     /// Cache positions the running sequences hold.
     pub(super) kv_positions: AtomicU64,
     /// A paged cache's blocks: of the pool, used, shared, table entries

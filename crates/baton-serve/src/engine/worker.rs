@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 
 use baton_gen::speculative::{self, Speculation};
 use baton_gen::Sampler;
-use baton_model::{BatchTicket, Model, SeqStep, Tokenizer};
+use baton_model::{BatchTicket, Model, ModelError, PoolFull, SeqStep, Tokenizer};
 
 use super::embed_seq::EmbedSeq;
 use super::host_cache::HostCache;
@@ -49,6 +49,7 @@ struct Flight {
 
 mod cancel;
 mod embeds;
+mod pool;
 mod reuse;
 mod scores;
 mod seq;
@@ -61,6 +62,9 @@ pub(super) struct Worker {
     inbox: mpsc::Receiver<Command>,
     waiting: VecDeque<Admitted>,
     running: Vec<Seq>,
+    /// Sequences preempted for the blocks of a full pool, oldest first
+    /// (`pool.rs`): they are readmitted before any waiting request.
+    preempted: VecDeque<Seq>,
     free_slots: Vec<usize>,
     /// Set by a drain: stop once nothing runs or waits.
     draining: bool,
@@ -111,6 +115,7 @@ impl Worker {
             inbox,
             waiting: VecDeque::new(),
             running: Vec::new(),
+            preempted: VecDeque::new(),
             free_slots,
             draining: false,
             flights: (0..groups).map(|_| None).collect(),
@@ -183,8 +188,11 @@ impl Worker {
     /// steps; `false` when the worker must stop.
     fn turn(&mut self) -> bool {
         let in_flight = self.flights.iter().any(Option::is_some);
-        let nothing =
-            self.running.is_empty() && self.embeds.is_empty() && self.scores.is_empty() && self.waiting.is_empty();
+        let nothing = self.running.is_empty()
+            && self.embeds.is_empty()
+            && self.scores.is_empty()
+            && self.waiting.is_empty()
+            && self.preempted.is_empty();
         if nothing && self.passes.is_empty() && !in_flight {
             if self.draining {
                 return false;
@@ -298,6 +306,7 @@ impl Worker {
             let _ = seq.events.send(Event::Failed(why.to_string()));
             self.free_slots.push(seq.slot);
         }
+        self.fail_preempted(why);
         for admitted in self.waiting.drain(..) {
             self.shared.ended_failed.fetch_add(1, Ordering::Relaxed);
             let _ = admitted.events.send(Event::Failed(why.to_string()));
@@ -360,28 +369,30 @@ impl Worker {
         }
     }
 
-    /// Moves waiting requests into free slots, in order of arrival.
+    /// Moves preempted sequences, then waiting requests, into free slots,
+    /// in order of arrival, while the pool of a paged cache has room for
+    /// them (`pool.rs`).
     fn admit(&mut self) {
-        while !self.free_slots.is_empty() {
+        self.resume_preempted();
+        while !self.free_slots.is_empty() && self.preempted.is_empty() {
             // The first waiting request may wait for a running one to read
-            // the start of the prompt they share (requests behind it wait
-            // too: arrival order holds).
-            match self.waiting.front() {
-                Some(next) if self.waits_for_shared_prompt(&next.request.prompt, next.request.cache_scope) => break,
-                _ => {}
+            // the start of the prompt they share, or for blocks (requests
+            // behind it wait too: arrival order holds).
+            let Some(next) = self.waiting.front() else { break };
+            let scope = next.request.cache_scope;
+            if self.waits_for_shared_prompt(&next.request.prompt, scope) {
+                break;
+            }
+            if self.model.kv_blocks().is_some() && !self.pool_admits(&next.request.prompt.clone(), scope) {
+                break;
             }
             let Some(Admitted { request, events, submitted, spec }) = self.waiting.pop_front() else { break };
             self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-            let model = &self.model;
-            let reuse = self.options.prefix_cache;
-            let resumable = |slot: usize, past: usize| reuse && model.resumable(slot, past);
-            let scope = request.cache_scope;
-            let Some((at, cached)) = self.prefix.pick(&self.free_slots, scope, &request.prompt, resumable) else {
+            let Some((slot, cached)) = self.take_slot(&request.prompt, scope) else {
+                self.shared.queued.fetch_add(1, Ordering::AcqRel);
+                self.waiting.push_front(Admitted { request, events, submitted, spec });
                 break;
             };
-            let slot = self.free_slots.swap_remove(at);
-            let cached = self.resume_at_checkpoint(slot, cached);
-            let cached = if reuse { self.reuse_prefix(&request.prompt, scope, slot, cached) } else { cached };
             self.shared.prompt_cached.fetch_add(cached as u64, Ordering::Relaxed);
             let _ = events.send(Event::Started { cached_tokens: cached });
             let group = self.least_loaded_group();
@@ -414,6 +425,7 @@ impl Worker {
                 scope,
                 spec: spec.and_then(Speculation::new).filter(|_| self.verifies_drafts()),
                 step: Vec::new(),
+                replayed: 0,
             });
         }
         // Before the first step: a submit that sees the first token sees
@@ -456,8 +468,20 @@ impl Worker {
 
     /// Submits the next step of `group`: the next token of each of its
     /// decoding sequences and a chunk of the prompts it is reading, within
-    /// the prefill budget.
+    /// the prefill budget. A step that finds a paged cache's pool full is
+    /// tried again once room is made (`pool.rs`: each try gives back an
+    /// idle slot's blocks or takes a sequence out, so the tries end).
     fn submit(&mut self, group: usize) {
+        while let Some((full, picked)) = self.submit_once(group) {
+            if !self.make_room(&full) {
+                return self.fail(&picked, &format!("the model failed: {full}"));
+            }
+        }
+    }
+
+    /// Submits the next step of `group` (see [`submit`](Self::submit));
+    /// the pool's refusal and the step's entries when it found it full.
+    fn submit_once(&mut self, group: usize) -> Option<(PoolFull, Vec<(u64, usize)>)> {
         let mut budget = self.options.prefill_chunk;
         let mut room = self.model.batch();
         // Drafts take the room that one token per sequence and a prompt
@@ -538,13 +562,14 @@ impl Worker {
             every_logit.push(true);
         }
         if steps.is_empty() || self.dead {
-            return;
+            return None;
         }
         if let Some(mirror) = self.mirror.as_mut() {
             // The fields apart: `steps` borrows the running sequences.
             if let Err(why) = mirror.tell(&MirrorCall::step(group, &steps)) {
                 drop(steps);
-                return self.ranks_failed(&why);
+                self.ranks_failed(&why);
+                return None;
             }
         }
         let submitted = match (hidden.contains(&true), every_logit.contains(&true)) {
@@ -554,9 +579,11 @@ impl Worker {
         };
         match submitted {
             Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden, every_logit }),
+            Err(ModelError::PoolFull(full)) if self.mirror.is_none() => return Some((full, picked)),
             Err(e) if self.mirror.is_some() => self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
         }
+        None
     }
 
     /// Reads a step's logits, samples each sequence's next token and sends

@@ -116,6 +116,13 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     );
     single(
         &mut out,
+        "baton_kv_preemptions_total",
+        "counter",
+        "Running sequences preempted for the blocks of a full KV pool (each reads its text again when readmitted).",
+        m.kv_preemptions as f64,
+    );
+    single(
+        &mut out,
         "baton_generated_tokens_per_second",
         "gauge",
         "Tokens generated per second over the last 10 seconds.",

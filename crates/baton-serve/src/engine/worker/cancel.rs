@@ -34,6 +34,14 @@ impl Worker {
             }
             !gone
         });
+        // A preempted sequence holds no slot.
+        self.preempted.retain(|seq| {
+            let gone = seq.events.is_closed();
+            if gone {
+                shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            !gone
+        });
         self.waiting.retain(|admitted| {
             let gone = admitted.events.is_closed();
             if gone {

@@ -18,6 +18,22 @@ const MIN_COPY: usize = 4;
 const WAIT_FOR_SHARED: usize = 64;
 
 impl Worker {
+    /// Takes the free slot `prompt` (of `scope`) should start in (the one
+    /// holding the longest start of it) and gives it the positions it can
+    /// without evaluating them: returns the slot and how many it holds.
+    /// `None` when no slot is free.
+    pub(super) fn take_slot(&mut self, prompt: &[u32], scope: CacheScope) -> Option<(usize, usize)> {
+        let model = &self.model;
+        let reuse = self.options.prefix_cache;
+        let resumable = |slot: usize, past: usize| reuse && model.resumable(slot, past);
+        let (at, cached) = self.prefix.pick(&self.free_slots, scope, prompt, resumable)?;
+        let (at, cached) = self.share_from_idle(at, cached, prompt, scope).unwrap_or((at, cached));
+        let slot = self.free_slots.swap_remove(at);
+        let cached = self.resume_at_checkpoint(slot, cached);
+        let cached = if reuse { self.reuse_prefix(prompt, scope, slot, cached) } else { cached };
+        Some((slot, cached))
+    }
+
     /// The positions of `prompt` (of `scope`) slot `slot` starts with,
     /// from the best source: `held` (what the slot holds of it), a running
     /// sequence of the scope, or host memory. Saves what the slot held
@@ -29,23 +45,71 @@ impl Worker {
         self.restore_from_ram(prompt, scope, slot, have).unwrap_or(have)
     }
 
+    /// Where copying a prefix between slots is a share of blocks that is
+    /// always served: a paged cache, in one process, without
+    /// sliding-window rings or recurrent state (whose copies depend on how
+    /// far the source has gone).
+    fn shares_blocks(&self) -> bool {
+        let config = self.model.config();
+        let rings = (0..config.layers).any(|l| config.layer_attention(l).window.is_some());
+        self.options.prefix_cache
+            && self.model.kv_blocks().is_some()
+            && self.model.placed().holds_slots_whole()
+            && config.recurrent.is_none()
+            && !rings
+    }
+
+    /// When the free slot `free[at]` holds `cached` positions of `prompt`
+    /// and more after them (a conversation's other branch, a finished
+    /// answer), taking it would drop that tail; with shared blocks the
+    /// prompt takes the least recently used other free slot instead (when
+    /// it is empty or staler than this one) and shares the `cached`
+    /// positions from it, so both stay cached. Returns the slot taken (an
+    /// index into `free`) and the positions it holds.
+    fn share_from_idle(
+        &mut self,
+        at: usize,
+        cached: usize,
+        prompt: &[u32],
+        scope: CacheScope,
+    ) -> Option<(usize, usize)> {
+        let from = self.free_slots[at];
+        if cached < MIN_COPY || self.prefix.tokens(from).len() <= cached || !self.shares_blocks() {
+            return None;
+        }
+        let (victim, to) = self
+            .free_slots
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(i, _)| i != at)
+            .min_by_key(|&(_, slot)| (!self.prefix.tokens(slot).is_empty(), self.prefix.last_used(slot)))?;
+        if !self.prefix.tokens(to).is_empty() && self.prefix.last_used(to) > self.prefix.last_used(from) {
+            return None;
+        }
+        let owner = self.prefix.scope(to);
+        self.save_to_ram(to, owner, prompt);
+        match self.model.copy_prefix(from, to, cached) {
+            Ok(true) => {
+                self.prefix.store(to, scope, prompt[..cached].iter().copied());
+                Some((victim, cached))
+            }
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!("sharing an idle slot's prefix failed: {e}");
+                None
+            }
+        }
+    }
+
     /// Whether the waiting `prompt` (of `scope`) should wait for a running
     /// sequence still reading a prompt that starts the same way: once that
     /// one has evaluated the shared start, this one takes it from its
     /// blocks (shared, not evaluated again nor held twice) instead of
     /// evaluating it beside it. Only where such a copy is a share of blocks
-    /// that is always served: a paged cache, in one process, without
-    /// sliding-window rings or recurrent state (whose copies depend on how
-    /// far the source has gone).
+    /// ([`shares_blocks`](Self::shares_blocks)).
     pub(super) fn waits_for_shared_prompt(&self, prompt: &[u32], scope: CacheScope) -> bool {
-        let config = self.model.config();
-        let rings = (0..config.layers).any(|l| config.layer_attention(l).window.is_some());
-        if !self.options.prefix_cache
-            || self.model.kv_blocks().is_none()
-            || !self.model.placed().holds_slots_whole()
-            || config.recurrent.is_some()
-            || rings
-        {
+        if !self.shares_blocks() {
             return false;
         }
         self.running.iter().filter(|s| s.scope == scope && s.prefilling()).any(|s| {

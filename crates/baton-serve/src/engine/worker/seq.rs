@@ -51,6 +51,10 @@ pub(super) struct Seq {
     /// The tokens of its step in flight once decoding: `next`, then the
     /// drafts to verify (empty when it drafts nothing).
     pub(super) step: Vec<u32>,
+    /// Generated tokens it reads again as part of `prompt`: a sequence
+    /// preempted for the blocks of a full pool reads its prompt and the
+    /// tokens it had generated again when it resumes (`pool.rs`).
+    pub(super) replayed: usize,
 }
 
 impl Seq {
@@ -59,13 +63,19 @@ impl Seq {
     }
 
     pub(super) fn finish(&self, reason: FinishReason) -> Event {
-        let (prompt_tokens, completion_tokens, cached_tokens) = (self.prompt.len(), self.generated, self.cached);
+        let prompt_tokens = self.prompt.len() - self.replayed;
+        let (completion_tokens, cached_tokens) = (self.generated, self.cached);
         Event::Done(Finish { reason, prompt_tokens, completion_tokens, cached_tokens })
     }
 
     /// The tokens whose keys and values its slot holds.
     pub(super) fn in_cache(&self) -> impl Iterator<Item = u32> + '_ {
-        self.prompt.iter().chain(&self.sent).copied().take(self.past)
+        self.history().take(self.past)
+    }
+
+    /// Its prompt and the tokens it generated.
+    pub(super) fn history(&self) -> impl Iterator<Item = u32> + '_ {
+        self.prompt.iter().chain(&self.sent[self.replayed..]).copied()
     }
 }
 
@@ -83,7 +93,7 @@ impl Seq {
         // Each verified row draws a token: no more rows than tokens left.
         let left = self.max_tokens.saturating_sub(self.generated);
         let room = room.min(left.saturating_sub(1)).min(context.saturating_sub(self.past + 1));
-        let history: Vec<u32> = self.prompt.iter().chain(&self.sent).copied().collect();
+        let history: Vec<u32> = self.prompt.iter().chain(&self.sent[self.replayed..]).copied().collect();
         self.step.push(next);
         // N-gram drafts, which cannot fail.
         if let Ok(drafts) = spec.draft(&history, room, rows) {

@@ -30,6 +30,7 @@ fn sample() -> EngineMetrics {
         cache_ram_bytes: 4096,
         drafted_tokens: 40,
         accepted_tokens: 25,
+        kv_preemptions: 3,
     }
 }
 
@@ -70,6 +71,7 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_generated_tokens_per_second"], 12.5);
     assert_eq!(values["baton_prompt_cache_ram_bytes"], 4096.0);
     assert_eq!((values["baton_drafted_tokens_total"], values["baton_draft_accepted_tokens_total"]), (40.0, 25.0));
+    assert_eq!(values["baton_kv_preemptions_total"], 3.0);
     assert_eq!(values["baton_prompt_cache_ram_prompts"], 2.0);
     assert_eq!(values["baton_kv_slots_free"], 2.0);
     let blocks = ["total", "used", "free", "shared", "held"].map(|k| values[&format!("baton_kv_blocks_{k}")]);
