@@ -1,8 +1,8 @@
 //! Speculative decoding's flags (`baton run`, `baton serve`, `baton
 //! bench`), with llama.cpp's names where it has the concept.
 
-use anyhow::Result;
-use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, StepCost, MAX_NGRAM};
+use anyhow::{Context, Result};
+use baton_gen::speculative::{ModelDrafter, NgramDrafter, SpecParams, SpecType, StepCost, MAX_NGRAM};
 use clap::builder::TypedValueParser;
 use clap::Args;
 
@@ -52,6 +52,44 @@ impl SpecArgs {
             drafter: NgramDrafter { max_n: self.ngram_max, min_n: self.ngram_min },
             cost: StepCost::MEASURED,
         })
+    }
+}
+
+/// A draft model of the target's vocabulary (llama.cpp's `-md` and
+/// `--device-draft`).
+#[derive(Args, Clone, Debug)]
+pub struct DraftArgs {
+    /// A draft model of the same vocabulary (llama.cpp's `-md`): a smaller
+    /// model's greedy tokens are the drafts, in place of n-grams; the
+    /// output is the same tokens as without.
+    #[arg(long = "model-draft", visible_alias = "md")]
+    pub model_draft: Option<std::path::PathBuf>,
+    /// The device of the draft model (llama.cpp's `--device-draft`).
+    #[arg(long = "device-draft", default_value = "cpu", requires = "model_draft")]
+    pub device_draft: String,
+}
+
+impl DraftArgs {
+    /// The draft model for `target` (a slot for each of `slots` sequences
+    /// drafting at once, `target`'s context), with `params` costing its
+    /// drafts at its bytes read per token over the target's; `None`
+    /// without `--model-draft`.
+    pub fn load(
+        &self,
+        target: &baton_model::Model,
+        threads: Option<usize>,
+        slots: usize,
+        params: SpecParams,
+    ) -> Result<Option<(ModelDrafter, SpecParams)>> {
+        let Some(path) = &self.model_draft else { return Ok(None) };
+        let device = crate::cli::devices::open(&self.device_draft, threads)?;
+        let device = device.into_iter().next().context("no draft device")?;
+        let options = baton_model::LoadOptions { context: Some(target.context()), slots, ..Default::default() };
+        let draft = baton_model::Model::load(path, device, &options)
+            .with_context(|| format!("loading the draft model {}", path.display()))?;
+        let drafter = ModelDrafter::new(draft, target)?;
+        let cost = StepCost { per_draft: drafter.cost_against(target), ..params.cost };
+        Ok(Some((drafter, SpecParams { cost, ..params })))
     }
 }
 

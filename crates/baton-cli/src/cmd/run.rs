@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
-use crate::cli::spec::SpecArgs;
+use crate::cli::spec::{DraftArgs, SpecArgs};
 use crate::util::tokens::{ends_generation, print_token};
 
 /// Arguments of `baton run`.
@@ -37,14 +37,8 @@ pub struct RunArgs {
     sampling: SamplingArgs,
     #[command(flatten)]
     spec: SpecArgs,
-    /// A draft model of the same vocabulary (llama.cpp's `-md`): a smaller
-    /// model's greedy tokens are the drafts, in place of n-grams; the
-    /// output is the same tokens as without.
-    #[arg(long = "model-draft", visible_alias = "md")]
-    model_draft: Option<std::path::PathBuf>,
-    /// The device of the draft model (llama.cpp's `--device-draft`).
-    #[arg(long = "device-draft", default_value = "cpu", requires = "model_draft")]
-    device_draft: String,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// Also print special tokens.
     #[arg(long)]
     special: bool,
@@ -53,25 +47,6 @@ pub struct RunArgs {
     /// for comparing runs bit for bit.
     #[arg(long = "logits-out")]
     logits_out: Option<std::path::PathBuf>,
-}
-
-/// Speculation by the draft model at `path`, on `device`, for `target`;
-/// its drafts' cost in the budget is its bytes read per token over the
-/// target's.
-fn draft_model(
-    target: &baton_model::Model,
-    path: &std::path::Path,
-    device: &str,
-    threads: Option<usize>,
-    params: speculative::SpecParams,
-) -> Result<Speculation> {
-    let device = crate::cli::devices::open(device, threads)?.into_iter().next().context("no draft device")?;
-    let options = baton_model::LoadOptions { context: Some(target.context()), ..Default::default() };
-    let draft = baton_model::Model::load(path, device, &options)
-        .with_context(|| format!("loading the draft model {}", path.display()))?;
-    let drafter = speculative::ModelDrafter::new(draft, target)?;
-    let cost = speculative::StepCost { per_draft: drafter.cost_against(target), ..params.cost };
-    Ok(Speculation::with_model(speculative::SpecParams { cost, ..params }, drafter))
 }
 
 /// Tokens `baton run` generates when `-n` is not given.
@@ -123,8 +98,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Ok(())
     };
-    let mut spec = match &args.model_draft {
-        Some(path) => Some(draft_model(&model, path, &args.device_draft, args.model.threads, spec_params)?),
+    let mut spec = match args.draft.load(&model, args.model.threads, 1, spec_params)? {
+        Some((drafter, params)) => Some(Speculation::with_model(params, drafter)),
         None => Speculation::new(spec_params),
     };
     if spec.is_some() {

@@ -18,7 +18,7 @@ use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, ServerOpti
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
-use crate::cli::spec::SpecArgs;
+use crate::cli::spec::{DraftArgs, SpecArgs};
 use crate::util::interrupt;
 
 /// Arguments of `baton serve`.
@@ -28,6 +28,8 @@ pub struct ServeArgs {
     model: ModelArgs,
     #[command(flatten)]
     spec: SpecArgs,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -211,7 +213,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         // Rank 0 serves; this rank makes its model calls with it.
         return super::serve_ranks::follow_rank_0(&mut model, link);
     }
-    let spec = args.spec.params()?;
+    let mut spec = args.spec.params()?;
+    // A draft model drafts for every request unless it says otherwise (as
+    // llama-server's `-md`).
+    let drafter = args.draft.load(&model, args.model.threads, args.parallel.max(1), spec)?.map(|(drafter, params)| {
+        spec = baton_gen::speculative::SpecParams { kind: baton_gen::speculative::SpecType::Ngram, ..params };
+        drafter
+    });
     let verifies = model.hidden_in_steps() && baton_gen::speculative::check_model(&model).is_ok();
     #[cfg(feature = "mpi")]
     let verifies = verifies && link.is_none();
@@ -232,15 +240,20 @@ pub fn run(args: ServeArgs) -> Result<()> {
         spec,
     };
     #[cfg(feature = "mpi")]
-    let engine = match link {
-        Some(link) => {
+    let engine = match (link, drafter) {
+        (Some(_), Some(_)) => anyhow::bail!("--model-draft: drafts are not verified over ranks"),
+        (Some(link), None) => {
             let mirror = Box::new(super::serve_ranks::RankMirror::new(link));
             Engine::start_mirrored(model, name.clone(), options, mirror)
         }
-        None => Engine::start(model, name.clone(), options),
+        (None, Some(drafter)) => Engine::start_drafting(model, drafter, name.clone(), options),
+        (None, None) => Engine::start(model, name.clone(), options),
     };
     #[cfg(not(feature = "mpi"))]
-    let engine = Engine::start(model, name.clone(), options);
+    let engine = match drafter {
+        Some(drafter) => Engine::start_drafting(model, drafter, name.clone(), options),
+        None => Engine::start(model, name.clone(), options),
+    };
     let engine = engine.context("starting the engine")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

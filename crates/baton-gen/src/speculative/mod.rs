@@ -34,7 +34,7 @@ mod verify;
 
 pub use budget::{DraftBudget, StepCost, MIN_GAIN};
 pub use decode::Decoding;
-pub use draft_model::ModelDrafter;
+pub use draft_model::{DraftAsk, ModelDrafter};
 pub use ngram::{Draft, NgramDrafter, MAX_NGRAM};
 pub use params::{check_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};

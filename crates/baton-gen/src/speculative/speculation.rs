@@ -65,6 +65,40 @@ impl Speculation {
         Speculation { params, budget, model, stats: SpecStats::default(), pending: None, verified: 0 }
     }
 
+    /// Speculation whose drafts a draft model shared by several sequences
+    /// makes ([`ModelDrafter::draft_batch`], the server's `-md`): ask
+    /// [`model_drafts`](Self::model_drafts) how many, then
+    /// [`offer`](Self::offer) what the model drafted. `params`' draft counts
+    /// and cost, whatever its type.
+    pub fn with_shared_model(params: SpecParams) -> Speculation {
+        let params = SpecParams { kind: SpecType::Ngram, ..params };
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost);
+        Speculation { params, budget, model: None, stats: SpecStats::default(), pending: None, verified: 0 }
+    }
+
+    /// How many tokens a draft model should draft for a step with at most
+    /// `room` drafts, carrying `rows` rows without them: 0 when drafts do
+    /// not pay now (the step is then settled as one without drafts). Pair
+    /// a count above 0 with [`offer`](Self::offer).
+    pub fn model_drafts(&mut self, room: usize, rows: usize) -> usize {
+        let k = self.budget.choose(1, self.params.draft_max.min(room), rows);
+        if k == 0 {
+            self.budget.relax(1);
+            self.pending = Some(Draft::default());
+            self.verified = 0;
+        }
+        k
+    }
+
+    /// Takes the draft model's `tokens` for the step that
+    /// [`model_drafts`](Self::model_drafts) asked for: the drafts to verify
+    /// (as many as pay). Pair it with [`settle`](Self::settle).
+    pub fn offer(&mut self, tokens: Vec<u32>, rows: usize) -> &[u32] {
+        self.verified = self.budget.choose(1, tokens.len(), rows);
+        let draft = self.pending.insert(Draft { tokens, matched: 1 });
+        &draft.tokens[..self.verified]
+    }
+
     /// The drafts to verify after `history` (prompt and tokens so far, the
     /// token to evaluate next last), at most `room` of them, in a step that
     /// carries `rows` rows without them (1 for a sequence decoding alone):
@@ -72,17 +106,15 @@ impl Speculation {
     /// [`settle`](Self::settle). An error only from a draft model's step.
     pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> Result<&[u32], ModelError> {
         let room = self.params.draft_max.min(room);
-        let draft = match self.model.as_mut() {
-            None => self.params.drafter.draft(history, room),
+        if self.model.is_some() {
             // A draft model's tokens cost a step each: as many as pay.
-            Some(drafter) => match self.budget.choose(1, room, rows) {
-                0 => {
-                    self.budget.relax(1);
-                    Draft::default()
-                }
-                k => Draft { tokens: drafter.draft(history, k)?, matched: 1 },
-            },
-        };
+            let tokens = match self.model_drafts(room, rows) {
+                0 => return Ok(&[]),
+                k => self.model.as_mut().map(|m| m.draft(history, k)).transpose()?.unwrap_or_default(),
+            };
+            return Ok(self.offer(tokens, rows));
+        }
+        let draft = self.params.drafter.draft(history, room);
         self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows);
         let draft = self.pending.insert(draft);
         Ok(&draft.tokens[..self.verified])
@@ -102,6 +134,12 @@ impl Speculation {
             // Not verified: whether it would have been accepted, for free.
             self.budget.record(draft.matched, 1, usize::from(first == next));
         }
+    }
+
+    /// Takes back its draft model (for another decoding), leaving it
+    /// without drafts from a model.
+    pub fn take_model(&mut self) -> Option<ModelDrafter> {
+        self.model.take().map(|m| *m)
     }
 
     /// The counts so far.

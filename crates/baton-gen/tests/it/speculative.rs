@@ -10,7 +10,8 @@ use std::path::Path;
 
 use baton_core::DType;
 use baton_gen::speculative::{
-    Decoding, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation, StepCost,
+    Decoding, DraftAsk, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation,
+    StepCost,
 };
 use baton_gen::{Sampler, SamplingParams, StopMatcher};
 use baton_model::{LoadOptions, Model};
@@ -212,6 +213,46 @@ fn a_draft_models_drafts_change_no_token() {
         // Itself: drafts accepted; other weights: drafts rejected.
         assert!(total.drafted > 0 && (total.accepted > 0) == (what == "itself"), "draft model {what}: {total:?}");
     }
+}
+
+/// Sequences drafting together (the server's draft model, a slot each)
+/// get the drafts each gets alone: the greedy tokens of plain decoding of
+/// the draft model, whatever else its steps carry, over histories longer
+/// than one step's rows, then again after each history took some of its
+/// drafts and a token of its own (the slots' caches kept and cut back).
+#[test]
+fn drafts_made_together_are_each_sequences_drafts_alone() {
+    let (_dir, path) = synth_model("spec-batch-drafts", SynthShape::Tiny, DType::F32, 5);
+    let mut plain = load(&path);
+    let greedy_alone = |model: &mut Model, history: &[u32], k: usize| {
+        let mut sampler = Sampler::new(SamplingParams::greedy());
+        let mut tokens = history.to_vec();
+        for _ in 0..k {
+            let token = sampler.sample(model.eval_prompt(&tokens, 0).expect("eval")).expect("sample");
+            tokens.push(token);
+        }
+        tokens.split_off(history.len())
+    };
+    let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
+    let options = LoadOptions { context: Some(256), batch: 16, slots: 3, ..LoadOptions::default() };
+    let mut drafter = ModelDrafter::new(Model::load(&path, device, &options).expect("load"), &plain).expect("same");
+    let mut histories: Vec<Vec<u32>> =
+        [5usize, 40, 17].iter().map(|&n| (0..n as u32).map(|i| (i * 7 + n as u32) % 500).collect()).collect();
+    for round in 0..3 {
+        let asks: Vec<DraftAsk<'_>> =
+            histories.iter().enumerate().map(|(slot, h)| DraftAsk { slot, history: h, k: 2 + slot }).collect();
+        let drafts = drafter.draft_batch(&asks).expect("drafts");
+        for (slot, history) in histories.iter_mut().enumerate() {
+            let want = greedy_alone(&mut plain, history, 2 + slot);
+            assert_eq!(drafts[slot], want, "round {round}, slot {slot}");
+            // It takes its first draft and a token of its own.
+            history.extend([drafts[slot][0], (round * 31 + slot as u32 * 3) % 500]);
+        }
+    }
+    let twice =
+        [DraftAsk { slot: 1, history: &histories[0], k: 2 }, DraftAsk { slot: 1, history: &histories[1], k: 2 }];
+    assert!(drafter.draft_batch(&twice).is_err(), "one slot, two sequences");
+    assert!(drafter.draft_batch(&[DraftAsk { slot: 3, history: &histories[0], k: 2 }]).is_err(), "no slot 3");
 }
 
 /// SmolLM2-135M over prompts that repeat (code to rewrite, a text to

@@ -187,7 +187,29 @@ pub enum EngineError {
 impl Engine {
     /// Starts the worker thread, which owns `model` from now on.
     pub fn start(model: Model, name: impl Into<String>, options: EngineOptions) -> Result<Engine, EngineError> {
-        Self::start_with(model, name, options, None)
+        Self::start_with(model, name, options, None, None)
+    }
+
+    /// As [`start`](Self::start), drafting with `drafter` (a draft model of
+    /// the same vocabulary with a slot for each of `options.parallel`
+    /// sequences, llama-server's `-md`) for the requests that draft:
+    /// each step's drafting sequences draft together, a step of the draft
+    /// model per drafted token, and the target verifies them in its step.
+    /// The tokens are those without drafts.
+    pub fn start_drafting(
+        model: Model,
+        drafter: baton_gen::speculative::ModelDrafter,
+        name: impl Into<String>,
+        options: EngineOptions,
+    ) -> Result<Engine, EngineError> {
+        if drafter.slots() < options.parallel {
+            return Err(EngineError::Options(format!(
+                "the draft model has {} sequence slots, {} are asked for",
+                drafter.slots(),
+                options.parallel
+            )));
+        }
+        Self::start_with(model, name, options, None, Some(drafter))
     }
 
     /// As [`start`](Self::start), for a model split over the ranks of an
@@ -201,7 +223,7 @@ impl Engine {
         options: EngineOptions,
         mirror: Box<dyn Mirror>,
     ) -> Result<Engine, EngineError> {
-        Self::start_with(model, name, options, Some(mirror))
+        Self::start_with(model, name, options, Some(mirror), None)
     }
 
     fn start_with(
@@ -209,6 +231,7 @@ impl Engine {
         name: impl Into<String>,
         options: EngineOptions,
         mirror: Option<Box<dyn Mirror>>,
+        drafter: Option<baton_gen::speculative::ModelDrafter>,
     ) -> Result<Engine, EngineError> {
         if options.parallel == 0 || options.prefill_chunk == 0 {
             return Err(EngineError::Options("parallel and prefill_chunk must be at least 1".into()));
@@ -236,7 +259,7 @@ impl Engine {
             ..Shared::default()
         });
         let (commands, inbox) = mpsc::channel();
-        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox, mirror);
+        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox, (mirror, drafter));
         let handle = std::thread::Builder::new().name("baton-engine".into()).spawn(move || worker.run())?;
         Ok(Engine { info, tokenizer, options, shared, commands, worker: Arc::new(Mutex::new(Some(handle))) })
     }

@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
-use baton_gen::speculative::{self, Speculation};
+use baton_gen::speculative::{self, ModelDrafter};
 use baton_gen::Sampler;
 use baton_model::{BatchTicket, Model, ModelError, PoolFull, SeqStep, Tokenizer};
 
@@ -48,6 +48,7 @@ struct Flight {
 }
 
 mod cancel;
+mod drafts;
 mod embeds;
 mod pool;
 mod reuse;
@@ -88,6 +89,9 @@ pub(super) struct Worker {
     /// Single passes (embeddings, prompt scores) waiting for a free slot,
     /// in order of arrival.
     passes: VecDeque<QueuedPass>,
+    /// A draft model drafting for the sequences that draft (`drafts.rs`),
+    /// in place of n-grams.
+    drafter: Option<ModelDrafter>,
 }
 
 impl Worker {
@@ -96,7 +100,7 @@ impl Worker {
         options: EngineOptions,
         shared: Arc<Shared>,
         inbox: mpsc::Receiver<Command>,
-        mirror: Option<Box<dyn Mirror>>,
+        (mirror, drafter): (Option<Box<dyn Mirror>>, Option<ModelDrafter>),
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
         let prefix = SlotCache::new(options.parallel, options.ctx_checkpoints);
@@ -128,6 +132,7 @@ impl Worker {
             embeds: Vec::new(),
             scores: Vec::new(),
             passes: VecDeque::new(),
+            drafter,
         }
     }
 
@@ -423,7 +428,7 @@ impl Worker {
                 sent: Vec::new(),
                 constraint: request.format.constraint(),
                 scope,
-                spec: spec.and_then(Speculation::new).filter(|_| self.verifies_drafts()),
+                spec: self.speculation(spec),
                 step: Vec::new(),
                 replayed: 0,
             });
@@ -489,10 +494,19 @@ impl Worker {
         let (context, in_group) = (self.model.context(), self.running.iter().filter(|s| s.group == group).count());
         let prefill = self.running.iter().any(|s| s.group == group && s.prefilling());
         let mut rows = in_group + if prefill { budget } else { 0 };
-        for seq in self.running.iter_mut().filter(|s| s.group == group) {
-            seq.prepare_step((room.saturating_sub(rows), rows), context);
-            rows += seq.step.len().saturating_sub(1);
+        // Sequences drafting with the draft model: (index, drafts, rows).
+        let mut asks = Vec::new();
+        let by_model = self.drafter.is_some();
+        for (i, seq) in self.running.iter_mut().enumerate().filter(|(_, s)| s.group == group) {
+            match seq.prepare_step((room.saturating_sub(rows), rows), context, by_model) {
+                0 => rows += seq.step.len().saturating_sub(1),
+                k => {
+                    asks.push((i, k, rows));
+                    rows += k;
+                }
+            }
         }
+        self.draft_with_model(&asks);
         let mut picked: Vec<(u64, usize)> = Vec::new();
         let mut steps: Vec<SeqStep<'_>> = Vec::new();
         // A hybrid model's prompt stops one token short of its end for a

@@ -46,11 +46,31 @@ impl Server {
     /// A server whose engine runs with `engine` (its `parallel` slots of
     /// `context` positions).
     pub(crate) fn start_engine(context: usize, engine: EngineOptions, options: ServerOptions) -> Server {
+        Self::start_drafting(context, engine, options, None)
+    }
+
+    /// As [`start_engine`](Self::start_engine), drafting with a tiny model
+    /// of weights seeded `draft` (11: the served model's own) when given.
+    pub(crate) fn start_drafting(
+        context: usize,
+        engine: EngineOptions,
+        options: ServerOptions,
+        draft: Option<u64>,
+    ) -> Server {
         let (dir, path) = tiny_model("serve-http", DType::F32, 11);
         let load = LoadOptions { context: Some(context), slots: engine.parallel, ..LoadOptions::default() };
-        let device = cpus(&["cpu"], WaitPolicy::Block).remove(0);
-        let model = Model::load(&path, device, &load).expect("load the tiny model");
-        let engine = Engine::start(model, "tiny", engine).expect("engine");
+        let device = || cpus(&["cpu"], WaitPolicy::Block).remove(0);
+        let model = Model::load(&path, device(), &load).expect("load the tiny model");
+        let engine = match draft {
+            Some(seed) => {
+                // The model stays mapped once its file is gone.
+                let (_draft_dir, draft_path) = tiny_model("serve-draft", DType::F32, seed);
+                let draft = Model::load(&draft_path, device(), &load).expect("load the draft model");
+                let drafter = baton_gen::speculative::ModelDrafter::new(draft, &model).expect("same vocabulary");
+                Engine::start_drafting(model, drafter, "tiny", engine).expect("engine")
+            }
+            None => Engine::start(model, "tiny", engine).expect("engine"),
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = listener.local_addr().expect("address");

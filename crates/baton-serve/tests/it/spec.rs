@@ -116,3 +116,28 @@ fn a_server_that_drafts_by_default_gives_the_same_answers_and_a_request_may_opt_
     assert_eq!(answer(&drafting.post("/v1/completions", &off).1), want[0]);
     assert_eq!(metric(&drafting, "baton_drafted_tokens_total"), drafted, "n_max 0 drafts nothing");
 }
+
+/// A server drafting with a draft model (`-md`) for four clients at once
+/// (their drafts made together, a slot each): the answers without drafts,
+/// with the served model's own weights as the draft (drafts accepted) and
+/// with other weights (drafts rejected).
+#[test]
+fn a_draft_model_drafts_for_clients_at_once_and_changes_no_answer() {
+    let plain = Server::start(4, 16, 512);
+    let want: Vec<Value> = requests().iter().map(|r| answer(&plain.post("/v1/completions", r).1)).collect();
+    for (seed, itself) in [(11, true), (12, false)] {
+        let spec = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
+        let engine = EngineOptions { parallel: 4, queue: 16, prefill_chunk: 32, spec, ..EngineOptions::default() };
+        let options = ServerOptions { body_limit: BODY_LIMIT, ..Default::default() };
+        let server = Server::start_drafting(512, engine, options, Some(seed));
+        let got: Vec<Value> = post_all(&server, &requests()).iter().map(answer).collect();
+        assert_eq!(got, want, "draft model seeded {seed}");
+        let (drafted, accepted) =
+            (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+        eprintln!("draft model seeded {seed}: {drafted} drafted, {accepted} accepted");
+        assert!(drafted > 0.0, "seeded {seed}: the draft model drafted");
+        if itself {
+            assert!(accepted > 0.0, "the model's own drafts are accepted: {accepted} of {drafted}");
+        }
+    }
+}

@@ -7,15 +7,15 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
-use baton_gen::speculative::{self, Decoding, Drawn, SpecParams, SpecStats, SpecType, Speculation};
+use anyhow::{Context, Result};
+use baton_gen::speculative::{self, Decoding, Drawn, ModelDrafter, SpecParams, SpecStats, SpecType, Speculation};
 use baton_gen::{ChatTemplate, Message, Sampler, SamplingParams};
 use baton_model::{EncodeOptions, Logits, Model};
 use clap::Args;
 
 use super::spec_tasks::tasks;
 use crate::cli::args::ModelArgs;
-use crate::cli::spec::SpecArgs;
+use crate::cli::spec::{DraftArgs, SpecArgs};
 use crate::util::json::json_str;
 use crate::util::tokens::ends_generation;
 use baton_bench::stats::mean_std;
@@ -27,6 +27,8 @@ pub struct SpecBenchArgs {
     model: ModelArgs,
     #[command(flatten)]
     spec: SpecArgs,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// Tokens generated per run, at most (a run also ends at the end of
     /// the answer).
     #[arg(short = 'n', long = "n-gen", default_value_t = 256)]
@@ -53,7 +55,7 @@ fn decode(
     model: &mut Model,
     (prompt, temperature): (&[u32], f32),
     n: usize,
-    spec: Option<SpecParams>,
+    mut spec: Option<&mut Speculation>,
 ) -> Result<Decoded> {
     let tokenizer = model.shared_tokenizer();
     let eos = tokenizer.eos_id();
@@ -72,17 +74,33 @@ fn decode(
         Ok(Drawn::Token(token))
     };
     let first = draw(model.eval_prompt(prompt, 0)?)?;
-    let mut spec = spec.and_then(Speculation::new);
     let start = Instant::now();
     if let Drawn::Token(first) = first {
         let history = prompt.iter().copied().chain([first]).collect();
         let left = n.min(model.context().saturating_sub(prompt.len())).saturating_sub(1);
         let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens: history, left };
-        decoding.run(spec.as_mut(), &crate::util::interrupt::requested, &mut draw)?;
+        decoding.run(spec.as_deref_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
     let seconds = start.elapsed().as_secs_f64();
     let stats = spec.map(|s| s.stats()).unwrap_or_default();
     Ok(Decoded { tokens_per_s: (tokens.len().max(1) - 1) as f64 / seconds.max(1e-9), tokens, stats })
+}
+
+/// [`decode`] with a fresh speculation (its budget learning from
+/// scratch), drafting with `drafter` (taken back after) or n-grams.
+fn decode_drafting(
+    model: &mut Model,
+    input: (&[u32], f32),
+    n: usize,
+    (params, drafter): (SpecParams, &mut Option<ModelDrafter>),
+) -> Result<Decoded> {
+    let mut spec = match drafter.take() {
+        Some(d) => Speculation::with_model(params, d),
+        None => Speculation::new(params).context("speculation is off")?,
+    };
+    let decoded = decode(model, input, n, Some(&mut spec));
+    *drafter = spec.take_model();
+    decoded
 }
 
 /// What a step of `rows` tokens of one sequence (every row's logits)
@@ -121,6 +139,14 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
     }
     let mut model = args.model.load()?;
     speculative::check_model(&model)?;
+    // A draft model (`-md`) drafts in place of the n-grams.
+    let mut drafter = match args.draft.load(&model, args.model.threads, 1, params)? {
+        Some((drafter, with_cost)) => {
+            params = with_cost;
+            Some(drafter)
+        }
+        None => None,
+    };
     let template = ChatTemplate::for_tokenizer(model.chat_template(), model.tokenizer())?;
     let costs = step_costs(&mut model)?;
     let cost_line: Vec<String> = costs.iter().map(|(rows, c)| format!("{rows} rows {c:.2}")).collect();
@@ -148,9 +174,9 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
             let input = (prompt.as_slice(), task.temperature);
             let (a, b) = if rep % 2 == 0 {
                 let a = decode(&mut model, input, args.n_gen, None)?;
-                (a, decode(&mut model, input, args.n_gen, Some(params))?)
+                (a, decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter))?)
             } else {
-                let b = decode(&mut model, input, args.n_gen, Some(params))?;
+                let b = decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter))?;
                 (decode(&mut model, input, args.n_gen, None)?, b)
             };
             if a.tokens != b.tokens {

@@ -83,20 +83,36 @@ impl Seq {
     /// Prepares its step once decoding: `next`, then the drafts its
     /// speculation makes (at most `room`, within its context and its
     /// `max_tokens`, for a step of `rows` rows without them); nothing to
-    /// prepare without speculation.
-    pub(super) fn prepare_step(&mut self, (room, rows): (usize, usize), context: usize) {
+    /// prepare without speculation. With the engine's draft model
+    /// (`by_model`) it returns how many tokens the model should draft for
+    /// it ([`offer_drafts`](Self::offer_drafts) takes them), else 0.
+    pub(super) fn prepare_step(&mut self, (room, rows): (usize, usize), context: usize, by_model: bool) -> usize {
         self.step.clear();
-        let (Some(spec), Some(next)) = (self.spec.as_mut(), self.next) else { return };
+        let (Some(spec), Some(next)) = (self.spec.as_mut(), self.next) else { return 0 };
         if self.read < self.prompt.len() {
-            return;
+            return 0;
         }
         // Each verified row draws a token: no more rows than tokens left.
         let left = self.max_tokens.saturating_sub(self.generated);
         let room = room.min(left.saturating_sub(1)).min(context.saturating_sub(self.past + 1));
-        let history: Vec<u32> = self.prompt.iter().chain(&self.sent[self.replayed..]).copied().collect();
         self.step.push(next);
+        if by_model {
+            return spec.model_drafts(room, rows);
+        }
+        let history: Vec<u32> = self.prompt.iter().chain(&self.sent[self.replayed..]).copied().collect();
         // N-gram drafts, which cannot fail.
         if let Ok(drafts) = spec.draft(&history, room, rows) {
+            self.step.extend_from_slice(drafts);
+        }
+        0
+    }
+
+    /// Takes the draft model's `tokens` for the step
+    /// [`prepare_step`](Self::prepare_step) asked them for (`rows` rows
+    /// without them): the ones worth verifying join the step.
+    pub(super) fn offer_drafts(&mut self, tokens: Vec<u32>, rows: usize) {
+        if let Some(spec) = self.spec.as_mut() {
+            let drafts = spec.offer(tokens, rows);
             self.step.extend_from_slice(drafts);
         }
     }
