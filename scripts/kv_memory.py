@@ -9,7 +9,9 @@ system text and go on with different lengths (a server holding the shared
 prefix once keeps less). Prints one JSON line of figures.
 
 Usage: python3 scripts/kv_memory.py [--requests 32] [--shared 0]
-       -- serve flags...   (e.g. -- --parallel 32 -c 8192)
+       -- serve flags...   (e.g. -- --parallel 32 -c 8192, or a pool
+       smaller than the load with --kv-pool-blocks N: requests then wait
+       and preempt, and the figures count the preemptions)
 Only the standard library: run it with any python3.
 """
 import argparse
@@ -106,7 +108,9 @@ def main():
             step = (a.longest - 100) // max(a.shared - 1, 1)
             prompts = [f"{system}\n{i}: {text(100 + step * i, i)}" for i in range(a.shared)]
             usage = []
+            start = time.time()
             all_at_once(port, prompts, a.max_tokens, usage)
+            out["shared_seconds"] = round(time.time() - start, 2)
             out[f"rss_after_{a.shared}_shared"] = rss_bytes(proc.pid)
             # Positions no two sequences share: every request's own, the
             # shared prompt once.
@@ -116,7 +120,7 @@ def main():
             out["positions_unshared"] = total
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
         for line in metrics.splitlines():
-            if line.startswith("baton_kv_blocks_") or line.startswith("baton_kv_bytes_used"):
+            if line.startswith(("baton_kv_blocks_", "baton_kv_bytes_used", "baton_kv_preemptions_total")):
                 name, value = line.split()
                 out[name] = float(value)
         out["cpu"] = next(

@@ -6,7 +6,8 @@
 //!   needs beyond what it can share (a running sequence's start, or the
 //!   free slot's cached prompt it takes) plus one for each running
 //!   sequence's next block. Idle slots' cached prompts give their blocks
-//!   back first, least recently used first. With nothing running it is
+//!   back first, least recently used first (dropped, not saved to
+//!   `--cache-ram`'s host memory, which is where the pool lives already). With nothing running it is
 //!   admitted whatever the count (it may fit, or end at the pool's end).
 //! - **A step that finds the pool full preempts.** Idle slots' cached
 //!   prompts give their blocks back first; then the newest running
@@ -72,8 +73,10 @@ impl Worker {
     }
 
     /// Gives back the blocks of the least recently used free slot that
-    /// holds any (but `keep`), its cached prompt saved to host memory first
-    /// under `--cache-ram`; `false` when there is none.
+    /// holds any (but `keep`); `false` when there is none. Its prompt is
+    /// not saved to host memory (`--cache-ram`): a paged pool is host
+    /// memory already, and a pool made small to bound memory would only
+    /// move the bytes to the host cache.
     fn give_back_idle(&mut self, keep: Option<usize>) -> bool {
         let slot = self
             .free_slots
@@ -82,8 +85,6 @@ impl Worker {
             .filter(|&slot| Some(slot) != keep && self.model.slot_blocks(slot) > 0)
             .min_by_key(|&slot| self.prefix.last_used(slot));
         let Some(slot) = slot else { return false };
-        let owner = self.prefix.scope(slot);
-        self.save_to_ram(slot, owner, &[]);
         self.prefix.clear(slot);
         if let Err(e) = self.model.clear_slot(slot) {
             tracing::warn!("giving back an idle slot's blocks failed: {e}");
