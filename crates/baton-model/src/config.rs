@@ -27,7 +27,8 @@ pub struct LlamaConfig {
     pub kv_heads: usize,
     /// Elements per head (`attention.key_length`, else `dim / heads`).
     pub head_dim: usize,
-    /// Feed-forward width.
+    /// Feed-forward width (the widest layer's where widths differ by layer:
+    /// see [`LlamaConfig::layer_ffn_dim`]).
     pub ffn_dim: usize,
     /// Vocabulary size.
     pub vocab: usize,
@@ -199,11 +200,21 @@ impl LlamaConfig {
             return Err(ModelError::Config(format!("{predict} prediction layers of {blocks} blocks")));
         }
         let layers = blocks - predict;
-        // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
-        let ffn_dim = match (traits.experts, meta.get_usize(&key("feed_forward_length")).optional()?) {
-            (_, Some(f)) => f,
-            (true, None) => 0,
-            (false, None) => get_usize(meta, &key("feed_forward_length"))?,
+        let ffn_key = key("feed_forward_length");
+        let ffn_dim = match meta.get(&ffn_key) {
+            // Per-layer widths (Gemma 4's E2B): the widest sizes what is
+            // shared; Gemma4::ffn_widths holds each layer's.
+            Some(baton_gguf::Value::Array(_)) if is_gemma4 => {
+                meta.get_u32_array(&ffn_key)?.iter().map(|&w| w as usize).max().unwrap_or(0)
+            }
+            Some(baton_gguf::Value::Array(_)) => {
+                return Err(ModelError::Config(format!(
+                    "{ffn_key} is an array: per-layer feed-forward widths are read for gemma4 only"
+                )))
+            }
+            // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
+            None if traits.experts => 0,
+            _ => get_usize(meta, &ffn_key)?,
         };
         // Gemma 4's experts are per file (26B-A4B has them, 31B not).
         let has_experts =
@@ -251,6 +262,12 @@ impl LlamaConfig {
     /// Where the architecture's blocks differ from llama's.
     pub fn traits(&self) -> ArchTraits {
         self.arch.traits()
+    }
+
+    /// The width of layer `l`'s dense feed-forward block: Gemma 4's may
+    /// differ by layer (`feed_forward_length` as an array).
+    pub fn layer_ffn_dim(&self, l: usize) -> usize {
+        self.gemma4.as_ref().and_then(|g| g.ffn_widths.get(l).copied()).unwrap_or(self.ffn_dim)
     }
 
     /// How layer `l` attends: Gemma 3's sliding-window layers see the last
@@ -335,7 +352,7 @@ impl LlamaConfig {
             out.extend(g.model_shapes((d, v, self.layers, self.head_dim)));
             for l in 0..self.layers {
                 let experts = self.experts.map(|e| (e.count, e.ffn_dim));
-                out.extend(g.layer_shapes(l, (d, self.heads, self.ffn_dim), experts, self.layer_attention(l)));
+                out.extend(g.layer_shapes(l, (d, self.heads), experts, self.layer_attention(l)));
             }
         }
         for l in (0..self.layers).filter(|_| self.gemma4.is_none()) {

@@ -40,7 +40,9 @@ pub const SYNTHETIC_GEMMA4_SPECIALS: [&str; 3] = ["<pad>", "<eos>", "<bos>"];
 
 /// The Gemma-4-style chat markers that follow `<unk>`: a turn opens with
 /// `<|turn>` and ends with `<turn|>`; a thought is `<|channel>` … `<channel|>`;
-/// `<|think|>` in the system turn asks for one.
+/// `<|think|>` in the system turn asks for one. The channel markers are
+/// user-defined tokens (always rendered, as Gemma 4's converter types them),
+/// the others control tokens.
 pub const SYNTHETIC_GEMMA4_MARKERS: [&str; 5] = ["<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"];
 
 /// The longest run of newlines the Gemma-4-style vocabulary holds as one
@@ -177,7 +179,7 @@ pub fn synthetic_bpe(vocab_size: usize) -> TokenizerConfig {
 /// least what its fixed part needs, about 360), laid out as Gemma 4's:
 ///
 /// - ids 0..3 `<pad>`, `<eos>`, `<bos>` (control), 3 `<unk>` (unknown),
-///   then the chat markers [`SYNTHETIC_GEMMA4_MARKERS`] (control);
+///   then the chat markers [`SYNTHETIC_GEMMA4_MARKERS`];
 /// - the 256 byte tokens `<0x00>`..`<0xFF>` (type byte);
 /// - runs of 1 to 31 newlines, each one token;
 /// - every other character of the built-in English paragraph, spaces as `▁`;
@@ -194,7 +196,8 @@ pub fn synthetic_gemma4(vocab_size: usize) -> TokenizerConfig {
     }
     let unk = vocab.add("<unk>".to_owned(), TokenType::Unknown);
     for marker in SYNTHETIC_GEMMA4_MARKERS {
-        vocab.add(marker.to_owned(), TokenType::Control);
+        let rendered = marker.contains("channel");
+        vocab.add(marker.to_owned(), if rendered { TokenType::UserDefined } else { TokenType::Control });
     }
     for byte in 0..=255u8 {
         vocab.add(format!("<0x{byte:02X}>"), TokenType::Byte);
