@@ -127,6 +127,24 @@ fn get_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
     Ok(meta.get_usize(key)?)
 }
 
+/// A count that llama.cpp reads as one value or a per-layer array
+/// (`get_key_or_arr`): one value, or an array whose values are all equal
+/// (Baton's layers share it); an array that differs by layer is an error
+/// naming the key.
+fn get_uniform_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
+    if !matches!(meta.get(key), Some(baton_gguf::Value::Array(_))) {
+        return get_usize(meta, key);
+    }
+    let values = meta.get_u32_array(key)?;
+    match values.split_first() {
+        Some((&first, rest)) if rest.iter().all(|&v| v == first) => Ok(first as usize),
+        _ => Err(ModelError::Config(format!(
+            "{key}: per-layer values {:?} differ (or are none); one value for every layer is supported",
+            values.iter().take(8).collect::<Vec<_>>()
+        ))),
+    }
+}
+
 impl LlamaConfig {
     /// Reads the hyper-parameters of `file`, checking they are consistent.
     pub fn from_gguf(file: &GgufFile) -> Result<LlamaConfig, ModelError> {
@@ -135,7 +153,7 @@ impl LlamaConfig {
         let arch = Architecture::from_name(name).ok_or_else(|| ModelError::Architecture(name.to_string()))?;
         let key = |k: &str| format!("{arch}.{k}");
         let dim = get_usize(meta, &key("embedding_length"))?;
-        let heads = get_usize(meta, &key("attention.head_count"))?;
+        let heads = get_uniform_usize(meta, &key("attention.head_count"))?;
         let is_gemma4 = arch == Architecture::Gemma4;
         let kv_heads = match is_gemma4 {
             // A per-layer array: checked per layer by `Gemma4`.
@@ -480,4 +498,27 @@ fn attention_scale(arch: Architecture, dim: usize, heads: usize, head_dim: usize
     }
     let per = if arch == Architecture::Gemma3 && layers == 62 { dim / heads } else { head_dim };
     1.0 / (per as f32).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_gguf::{Array, Metadata, Value};
+
+    use super::get_uniform_usize;
+
+    #[test]
+    fn a_count_given_per_layer_is_read_where_every_layer_has_the_same() {
+        let mut meta = Metadata::new();
+        let key = "gemma4.attention.head_count";
+        meta.insert("one".into(), Value::U32(8)).expect("new key");
+        meta.insert(key.into(), Value::Array(Array::U32(vec![8; 5]))).expect("new key");
+        meta.insert("differ".into(), Value::Array(Array::U32(vec![8, 8, 4]))).expect("new key");
+        meta.insert("empty".into(), Value::Array(Array::U32(Vec::new()))).expect("new key");
+        assert_eq!(get_uniform_usize(&meta, "one").expect("one value"), 8);
+        assert_eq!(get_uniform_usize(&meta, key).expect("an array of one value"), 8);
+        for bad in ["differ", "empty", "absent"] {
+            let err = get_uniform_usize(&meta, bad).expect_err("refused");
+            assert!(err.to_string().contains(bad), "{bad}: {err}");
+        }
+    }
 }

@@ -94,7 +94,8 @@ impl Gemma4 {
         if let Some(l) = ffn_widths.iter().position(|&w| w == 0) {
             return bad(format!("feed_forward_length: a width of 0 at layer {l}"));
         }
-        let heads = get("attention.head_count")?;
+        // One value, or a per-layer array of one value (checked by the config).
+        let heads = per_layer_counts(meta, &key("attention.head_count"), layers)?.first().copied().unwrap_or(0);
         if let Some(l) = (0..layers).find(|&l| kv_heads[l] == 0 || heads % kv_heads[l] != 0) {
             return bad(format!("attention.head_count_kv: {} KV heads at layer {l} for {heads} heads", kv_heads[l]));
         }
