@@ -26,7 +26,8 @@ export BATON_PYTHON BATON_SMOLLM2
 # The tokenizer reference: HF tokenizers built from the GGUF's vocabulary.
 mkdir -p target/reference
 BATON_TOKENIZER_REF=target/reference/tokenizer-smollm2.json
-if [ ! -s "$BATON_TOKENIZER_REF" ] || [ tests/reference/tokenizer_ref.py -nt "$BATON_TOKENIZER_REF" ]; then
+if [ ! -s "$BATON_TOKENIZER_REF" ] || [ tests/reference/tokenizer_ref.py -nt "$BATON_TOKENIZER_REF" ] \
+   || [ tests/reference/tokenizer_common.py -nt "$BATON_TOKENIZER_REF" ]; then
   "$BATON_PYTHON" tests/reference/tokenizer_ref.py "$BATON_SMOLLM2" "$BATON_TOKENIZER_REF" >&2
 fi
 export BATON_TOKENIZER_REF=$PWD/$BATON_TOKENIZER_REF

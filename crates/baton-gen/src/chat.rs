@@ -31,6 +31,19 @@ pub const GEMMA: &str = "{{ bos_token }}\
 {% endfor %}\
 {% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
 
+/// Gemma 4's turn format (`<|turn>user … <turn|>`, the assistant's role
+/// named `model`, a system message in a turn of its own): the fallback for
+/// files without a template whose vocabulary has Gemma 4's turn tokens.
+pub const GEMMA4: &str = "{{ bos_token }}\
+{% if messages and messages[0]['role'] == 'system' %}\
+{{ '<|turn>system\n' + messages[0]['content'] | trim + '<turn|>\n' }}{% set turns = messages[1:] %}\
+{% else %}{% set turns = messages %}{% endif %}\
+{% for message in turns %}\
+{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}\
+{{ '<|turn>' + role + '\n' + message['content'] | trim + '<turn|>\n' }}\
+{% endfor %}\
+{% if add_generation_prompt %}{{ '<|turn>model\n' }}{% endif %}";
+
 /// The name templates are registered under (it appears in error messages).
 const NAME: &str = "chat_template";
 
@@ -91,6 +104,9 @@ pub enum TemplateOrigin {
     /// Gemma's turn format, because the file has no template and its
     /// vocabulary has Gemma's turn tokens.
     GemmaFallback,
+    /// Gemma 4's turn format, because the file has no template and its
+    /// vocabulary has Gemma 4's turn tokens.
+    Gemma4Fallback,
     /// A template given by the caller.
     Custom,
 }
@@ -101,6 +117,7 @@ impl std::fmt::Display for TemplateOrigin {
             TemplateOrigin::File => "from the model file",
             TemplateOrigin::ChatMlFallback => "ChatML, the fallback",
             TemplateOrigin::GemmaFallback => "Gemma's turn format, the fallback for its vocabulary",
+            TemplateOrigin::Gemma4Fallback => "Gemma 4's turn format, the fallback for its vocabulary",
             TemplateOrigin::Custom => "custom",
         })
     }
@@ -203,8 +220,9 @@ impl ChatTemplate {
 
     /// The template of a model: `source` is the file's
     /// `tokenizer.chat_template`; without one, [`GEMMA`] for a vocabulary
-    /// with `<start_of_turn>` and `<end_of_turn>`, else ChatML. The BOS and
-    /// EOS texts come from the tokenizer.
+    /// with `<start_of_turn>` and `<end_of_turn>`, [`GEMMA4`] for one with
+    /// `<|turn>` and `<turn|>`, else ChatML. The BOS and EOS texts come from
+    /// the tokenizer.
     pub fn for_tokenizer(source: Option<&str>, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
         let text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or("").to_string();
         let (bos, eos) = (text(tokenizer.bos_id()), text(tokenizer.eos_id()));
@@ -212,6 +230,9 @@ impl ChatTemplate {
             Some(source) => Self::compile(source.to_string(), TemplateOrigin::File, bos, eos),
             None if ["<start_of_turn>", "<end_of_turn>"].iter().all(|t| tokenizer.token_id(t).is_some()) => {
                 Self::compile(GEMMA.to_string(), TemplateOrigin::GemmaFallback, bos, eos)
+            }
+            None if ["<|turn>", "<turn|>"].iter().all(|t| tokenizer.token_id(t).is_some()) => {
+                Self::compile(GEMMA4.to_string(), TemplateOrigin::Gemma4Fallback, bos, eos)
             }
             None => Self::chatml(bos, eos),
         }
@@ -285,12 +306,21 @@ pub fn template_source(file: &GgufFile) -> Result<Option<&str>, ChatError> {
 
 /// Texts of the tokens that end a turn in common templates; a template that
 /// contains one makes that token a stop token (besides EOS).
-const END_OF_TURN_TEXTS: [&str; 7] =
-    ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>"];
+const END_OF_TURN_TEXTS: [&str; 8] = [
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<turn|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+];
 
 /// The tokens that end the assistant's turn: EOS, and the end-of-turn
 /// markers the template writes that the vocabulary has as single tokens
-/// (`<|im_end|>` for ChatML and SmolLM2, `<|eot_id|>` for Llama 3…).
+/// (`<|im_end|>` for ChatML and SmolLM2, `<|eot_id|>` for Llama 3,
+/// `<turn|>` for Gemma 4…).
 pub fn end_of_turn_tokens(template: &ChatTemplate, tokenizer: &Tokenizer) -> Vec<u32> {
     let mut stops: Vec<u32> = tokenizer.eos_id().into_iter().collect();
     for text in END_OF_TURN_TEXTS {
@@ -353,6 +383,27 @@ mod tests {
             template.render(&[Message::user("Hi")], true).expect("render"),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
+    }
+
+    #[test]
+    fn a_gemma4_vocabulary_without_a_template_gets_gemma4_turns_that_end_at_turn_close() {
+        let tokenizer = Tokenizer::from_config(&baton_tokenizer::synthetic_gemma4(512)).expect("tokenizer");
+        let template = ChatTemplate::for_tokenizer(None, &tokenizer).expect("fallback");
+        assert_eq!(template.origin(), TemplateOrigin::Gemma4Fallback);
+        let rendered = template.render(&conversation(), true).expect("render");
+        let expected = "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n\
+                        <|turn>model\nHello!<turn|>\n<|turn>user\nBye<turn|>\n<|turn>model\n";
+        assert_eq!(rendered, expected);
+        let close = tokenizer.token_id("<turn|>").expect("<turn|> is a token");
+        let stops = end_of_turn_tokens(&template, &tokenizer);
+        assert!(stops.contains(&close) && stops.contains(&1), "<turn|> and <eos> end a turn: {stops:?}");
+        // The markers are single tokens of the rendered prompt, BOS once.
+        let options = baton_tokenizer::EncodeOptions { add_special: false, parse_special: true };
+        let ids = tokenizer.encode(&rendered, options).expect("encode");
+        let open = tokenizer.token_id("<|turn>").expect("<|turn> is a token");
+        assert_eq!(ids.iter().filter(|&&id| id == open).count(), 5);
+        assert_eq!(ids.iter().filter(|&&id| id == close).count(), 4);
+        assert_eq!(ids.iter().filter(|&&id| Some(id) == tokenizer.bos_id()).count(), 1);
     }
 
     #[test]

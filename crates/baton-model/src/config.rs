@@ -27,7 +27,8 @@ pub struct LlamaConfig {
     pub kv_heads: usize,
     /// Elements per head (`attention.key_length`, else `dim / heads`).
     pub head_dim: usize,
-    /// Feed-forward width.
+    /// Feed-forward width (the widest layer's where widths differ by layer:
+    /// see [`LlamaConfig::layer_ffn_dim`]).
     pub ffn_dim: usize,
     /// Vocabulary size.
     pub vocab: usize,
@@ -126,6 +127,24 @@ fn get_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
     Ok(meta.get_usize(key)?)
 }
 
+/// A count that llama.cpp reads as one value or a per-layer array
+/// (`get_key_or_arr`): one value, or an array whose values are all equal
+/// (Baton's layers share it); an array that differs by layer is an error
+/// naming the key.
+fn get_uniform_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
+    if !matches!(meta.get(key), Some(baton_gguf::Value::Array(_))) {
+        return get_usize(meta, key);
+    }
+    let values = meta.get_u32_array(key)?;
+    match values.split_first() {
+        Some((&first, rest)) if rest.iter().all(|&v| v == first) => Ok(first as usize),
+        _ => Err(ModelError::Config(format!(
+            "{key}: per-layer values {:?} differ (or are none); one value for every layer is supported",
+            values.iter().take(8).collect::<Vec<_>>()
+        ))),
+    }
+}
+
 impl LlamaConfig {
     /// Reads the hyper-parameters of `file`, checking they are consistent.
     pub fn from_gguf(file: &GgufFile) -> Result<LlamaConfig, ModelError> {
@@ -134,7 +153,7 @@ impl LlamaConfig {
         let arch = Architecture::from_name(name).ok_or_else(|| ModelError::Architecture(name.to_string()))?;
         let key = |k: &str| format!("{arch}.{k}");
         let dim = get_usize(meta, &key("embedding_length"))?;
-        let heads = get_usize(meta, &key("attention.head_count"))?;
+        let heads = get_uniform_usize(meta, &key("attention.head_count"))?;
         let is_gemma4 = arch == Architecture::Gemma4;
         let kv_heads = match is_gemma4 {
             // A per-layer array: checked per layer by `Gemma4`.
@@ -199,11 +218,21 @@ impl LlamaConfig {
             return Err(ModelError::Config(format!("{predict} prediction layers of {blocks} blocks")));
         }
         let layers = blocks - predict;
-        // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
-        let ffn_dim = match (traits.experts, meta.get_usize(&key("feed_forward_length")).optional()?) {
-            (_, Some(f)) => f,
-            (true, None) => 0,
-            (false, None) => get_usize(meta, &key("feed_forward_length"))?,
+        let ffn_key = key("feed_forward_length");
+        let ffn_dim = match meta.get(&ffn_key) {
+            // Per-layer widths (Gemma 4's E2B): the widest sizes what is
+            // shared; Gemma4::ffn_widths holds each layer's.
+            Some(baton_gguf::Value::Array(_)) if is_gemma4 => {
+                meta.get_u32_array(&ffn_key)?.iter().map(|&w| w as usize).max().unwrap_or(0)
+            }
+            Some(baton_gguf::Value::Array(_)) => {
+                return Err(ModelError::Config(format!(
+                    "{ffn_key} is an array: per-layer feed-forward widths are read for gemma4 only"
+                )))
+            }
+            // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
+            None if traits.experts => 0,
+            _ => get_usize(meta, &ffn_key)?,
         };
         // Gemma 4's experts are per file (26B-A4B has them, 31B not).
         let has_experts =
@@ -251,6 +280,12 @@ impl LlamaConfig {
     /// Where the architecture's blocks differ from llama's.
     pub fn traits(&self) -> ArchTraits {
         self.arch.traits()
+    }
+
+    /// The width of layer `l`'s dense feed-forward block: Gemma 4's may
+    /// differ by layer (`feed_forward_length` as an array).
+    pub fn layer_ffn_dim(&self, l: usize) -> usize {
+        self.gemma4.as_ref().and_then(|g| g.ffn_widths.get(l).copied()).unwrap_or(self.ffn_dim)
     }
 
     /// How layer `l` attends: Gemma 3's sliding-window layers see the last
@@ -335,7 +370,7 @@ impl LlamaConfig {
             out.extend(g.model_shapes((d, v, self.layers, self.head_dim)));
             for l in 0..self.layers {
                 let experts = self.experts.map(|e| (e.count, e.ffn_dim));
-                out.extend(g.layer_shapes(l, (d, self.heads, self.ffn_dim), experts, self.layer_attention(l)));
+                out.extend(g.layer_shapes(l, (d, self.heads), experts, self.layer_attention(l)));
             }
         }
         for l in (0..self.layers).filter(|_| self.gemma4.is_none()) {
@@ -463,4 +498,27 @@ fn attention_scale(arch: Architecture, dim: usize, heads: usize, head_dim: usize
     }
     let per = if arch == Architecture::Gemma3 && layers == 62 { dim / heads } else { head_dim };
     1.0 / (per as f32).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_gguf::{Array, Metadata, Value};
+
+    use super::get_uniform_usize;
+
+    #[test]
+    fn a_count_given_per_layer_is_read_where_every_layer_has_the_same() {
+        let mut meta = Metadata::new();
+        let key = "gemma4.attention.head_count";
+        meta.insert("one".into(), Value::U32(8)).expect("new key");
+        meta.insert(key.into(), Value::Array(Array::U32(vec![8; 5]))).expect("new key");
+        meta.insert("differ".into(), Value::Array(Array::U32(vec![8, 8, 4]))).expect("new key");
+        meta.insert("empty".into(), Value::Array(Array::U32(Vec::new()))).expect("new key");
+        assert_eq!(get_uniform_usize(&meta, "one").expect("one value"), 8);
+        assert_eq!(get_uniform_usize(&meta, key).expect("an array of one value"), 8);
+        for bad in ["differ", "empty", "absent"] {
+            let err = get_uniform_usize(&meta, bad).expect_err("refused");
+            assert!(err.to_string().contains(bad), "{bad}: {err}");
+        }
+    }
 }

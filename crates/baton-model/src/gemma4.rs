@@ -40,6 +40,10 @@ pub struct Gemma4 {
     /// Per layer: its key-value heads (`attention.head_count_kv`, an array
     /// or one value).
     pub kv_heads: Vec<usize>,
+    /// Per layer: the width of its dense feed-forward block
+    /// (`feed_forward_length`, an array or one value; E2B's KV-sharing
+    /// layers are twice as wide).
+    pub ffn_widths: Vec<usize>,
     /// Head size of the sliding layers (`attention.key_length_swa`); the
     /// full layers' is the config's `head_dim`.
     pub swa_head_dim: usize,
@@ -86,7 +90,12 @@ impl Gemma4 {
         let get = |k: &str| -> Result<usize, ModelError> { Ok(meta.get_usize(&key(k))?) };
         let sliding = per_layer_flags(meta, &key("attention.sliding_window_pattern"), layers)?;
         let kv_heads = per_layer_counts(meta, &key("attention.head_count_kv"), layers)?;
-        let heads = get("attention.head_count")?;
+        let ffn_widths = per_layer_counts(meta, &key("feed_forward_length"), layers)?;
+        if let Some(l) = ffn_widths.iter().position(|&w| w == 0) {
+            return bad(format!("feed_forward_length: a width of 0 at layer {l}"));
+        }
+        // One value, or a per-layer array of one value (checked by the config).
+        let heads = per_layer_counts(meta, &key("attention.head_count"), layers)?.first().copied().unwrap_or(0);
         if let Some(l) = (0..layers).find(|&l| kv_heads[l] == 0 || heads % kv_heads[l] != 0) {
             return bad(format!("attention.head_count_kv: {} KV heads at layer {l} for {heads} heads", kv_heads[l]));
         }
@@ -106,6 +115,7 @@ impl Gemma4 {
         let mut g = Gemma4 {
             sliding,
             kv_heads,
+            ffn_widths,
             swa_head_dim,
             swa_rope_dims,
             swa_rope_base: 10_000.0,
@@ -233,17 +243,17 @@ fn per_layer_counts(meta: &Metadata, key: &str, layers: usize) -> Result<Vec<usi
 }
 
 impl Gemma4 {
-    /// The shapes of layer `l`'s weights in a model of `dim`, `heads` and
-    /// a dense block of `ffn_dim`, with `experts` (count and width) where it
-    /// has them, attending as `layer` says.
+    /// The shapes of layer `l`'s weights in a model of `dim` and `heads`
+    /// (its dense block as wide as `ffn_widths` says), with `experts`
+    /// (count and width) where it has them, attending as `layer` says.
     pub fn layer_shapes(
         &self,
         l: usize,
-        (d, heads, f): (usize, usize, usize),
+        (d, heads): (usize, usize),
         experts: Option<(usize, usize)>,
         layer: LayerAttention,
     ) -> Vec<(String, Vec<usize>)> {
-        let hd = layer.head_dim;
+        let (hd, f) = (layer.head_dim, self.ffn_widths[l]);
         let kv = layer.kv_heads * hd;
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let mut out = vec![(p("attn_norm"), vec![d]), (p("attn_q"), vec![heads * hd, d]), (p("attn_q_norm"), vec![hd])];

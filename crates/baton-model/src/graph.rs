@@ -374,10 +374,11 @@ impl Builder<'_> {
     fn dense_ffn(&mut self, l: usize, h: NodeId) -> Result<NodeId, GraphError> {
         let c = self.config;
         let p = |n: &str| format!("blk.{l}.{n}.weight");
-        let gate = self.linear(h, &p("ffn_gate"), c.ffn_dim, c.dim)?;
-        let up = self.linear(h, &p("ffn_up"), c.ffn_dim, c.dim)?;
+        let width = c.layer_ffn_dim(l);
+        let gate = self.linear(h, &p("ffn_gate"), width, c.dim)?;
+        let up = self.linear(h, &p("ffn_up"), width, c.dim)?;
         let act = self.gated(gate, up)?;
-        self.linear(act, &p("ffn_down"), c.dim, c.ffn_dim)
+        self.linear(act, &p("ffn_down"), c.dim, width)
     }
 
     /// The gate's activation times the up projection, as the architecture

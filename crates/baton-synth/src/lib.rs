@@ -74,7 +74,9 @@ pub enum SynthError {
 ///
 /// - The tokenizer is [`baton_tokenizer::synthetic_bpe`] at the shape's
 ///   vocabulary size (byte-level BPE, `tokenizer.ggml.model = gpt2`,
-///   pre-tokenizer `smollm`, BOS = EOS = 0, no BOS added).
+///   pre-tokenizer `smollm`, BOS = EOS = 0, no BOS added), except for the
+///   `gemma4` shapes: [`baton_tokenizer::synthetic_gemma4`], Gemma 4's
+///   kind (`tokenizer.ggml.model = gemma4`, BOS 2 added, EOS 1).
 /// - Weight matrices hold normal-ish noise (see the PRNG notes below) with
 ///   standard deviation `1/sqrt(d)`, `d` the row length (the input width):
 ///   against RMS-normalised activations every projection, attention score and
@@ -141,7 +143,10 @@ pub fn write_synth_model_mixed(
 
     let mut writer = GgufWriter::new();
     metadata::add_model_keys(&mut writer, spec, file_type).map_err(write_error)?;
-    let tokenizer = baton_tokenizer::synthetic_bpe(params.vocab);
+    let tokenizer = match params.gemma4 {
+        Some(_) => baton_tokenizer::synthetic_gemma4(params.vocab),
+        None => baton_tokenizer::synthetic_bpe(params.vocab),
+    };
     metadata::add_tokenizer_keys(&mut writer, tokenizer).map_err(write_error)?;
     for tensor in &plan {
         let ggml_type = GgmlType::from_id(tensor.dtype.ggml_id());

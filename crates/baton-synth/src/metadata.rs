@@ -55,7 +55,15 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
     writer.add_metadata(key("context_length"), as_u32(p.context))?;
     writer.add_metadata(key("embedding_length"), as_u32(p.dim))?;
     writer.add_metadata(key("block_count"), as_u32(p.n_layers))?;
-    writer.add_metadata(key("feed_forward_length"), as_u32(p.ffn))?;
+    match p.gemma4.filter(|g| g.double_wide_shared) {
+        Some(g) => {
+            let widths: Vec<u32> = (0..p.n_layers).map(|l| as_u32(g.ffn_width(l, p.n_layers, p.ffn))).collect();
+            writer.add_metadata(key("feed_forward_length"), widths)?;
+        }
+        None => {
+            writer.add_metadata(key("feed_forward_length"), as_u32(p.ffn))?;
+        }
+    }
     writer.add_metadata(key("attention.head_count"), as_u32(p.n_heads))?;
     match p.gemma4 {
         Some(g) => add_gemma4_keys(writer, &p, g)?,

@@ -92,8 +92,10 @@ pub enum SynthShape {
     /// `attn_v` (values are the keys' projection), RoPE base 1,000,000 on
     /// the first quarter of its pairs); the last 4 layers share the keys
     /// and values of layers 2 and 3; per-layer embeddings of 16; a
-    /// `layer_output_scale` per layer; FFN 128 (GELU); logits soft-capped at
-    /// 30; vocabulary 512, context 512, tied output.
+    /// `layer_output_scale` per layer; FFN 128 (GELU), 256 on the 4 sharing
+    /// layers (E2B's double-wide blocks: `feed_forward_length` per layer);
+    /// logits soft-capped at 30; vocabulary 512 (Gemma 4's tokenizer kind),
+    /// context 512, tied output.
     Gemma4,
     /// The Gemma 4 toy with experts as 26B-A4B has them (and neither shared
     /// keys and values nor per-layer embeddings): 6 layers (2 and 5 full),
@@ -136,12 +138,25 @@ pub struct SynthGemma4 {
     pub per_layer: usize,
     /// Of the full layers' RoPE pairs, those that rotate (`rope_freqs`).
     pub full_rotated_pairs: usize,
+    /// The KV-sharing layers' feed-forward blocks are twice as wide, as
+    /// E2B's (`use_double_wide_mlp`): `feed_forward_length` is then written
+    /// per layer.
+    pub double_wide_shared: bool,
 }
 
 impl SynthGemma4 {
     /// Whether layer `l` attends a sliding window.
     pub fn is_sliding(&self, l: usize) -> bool {
         !(l + 1).is_multiple_of(self.period)
+    }
+
+    /// The feed-forward width of layer `l` of `layers`, the shape's being
+    /// `ffn`.
+    pub fn ffn_width(&self, l: usize, layers: usize, ffn: usize) -> usize {
+        match self.double_wide_shared && l >= layers - self.shared_kv_layers {
+            true => 2 * ffn,
+            false => ffn,
+        }
     }
 }
 
@@ -358,6 +373,7 @@ impl SynthShape {
                     shared_kv_layers: 4,
                     per_layer: 16,
                     full_rotated_pairs: 8,
+                    double_wide_shared: true,
                 }),
                 ..TOY
             },
@@ -377,6 +393,7 @@ impl SynthShape {
                     shared_kv_layers: 0,
                     per_layer: 0,
                     full_rotated_pairs: 8,
+                    double_wide_shared: false,
                 }),
                 ..TOY
             },

@@ -244,10 +244,11 @@ fn gemma4_plan(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, g: SynthGemm
         tensors.push(TensorPlan::matrix(name("attn_output"), q, dim, requested));
         tensors.push(TensorPlan::norm(name("post_attention_norm"), dim));
         tensors.push(TensorPlan::norm(name("layer_output_scale"), 1));
+        let ffn = g.ffn_width(l, params.n_layers, params.ffn);
         tensors.push(TensorPlan::norm(name("ffn_norm"), dim));
-        tensors.push(TensorPlan::matrix(name("ffn_gate"), dim, params.ffn, requested));
-        tensors.push(TensorPlan::matrix(name("ffn_up"), dim, params.ffn, requested));
-        tensors.push(TensorPlan::matrix(name("ffn_down"), params.ffn, dim, requested));
+        tensors.push(TensorPlan::matrix(name("ffn_gate"), dim, ffn, requested));
+        tensors.push(TensorPlan::matrix(name("ffn_up"), dim, ffn, requested));
+        tensors.push(TensorPlan::matrix(name("ffn_down"), ffn, dim, requested));
         tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
         if let Some(e) = params.experts {
             // The router stays f32, as llama.cpp's quantizer leaves it.

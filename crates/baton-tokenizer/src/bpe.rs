@@ -1,9 +1,11 @@
-//! Byte-level BPE (GGUF `gpt2`): merge ranks and the merge loop.
+//! BPE merge rules and the merge loop, shared by byte-level BPE (GGUF
+//! `gpt2`) and SentencePiece-style BPE (GGUF `gemma4`, see `spm_bpe.rs`).
 //!
-//! A word's bytes start as byte tokens; the adjacent pair with the lowest
-//! merge rank is merged, leftmost first on ties, until no pair has a rule.
-//! Symbols live in a linked list and candidate pairs in a binary heap, so a
-//! word of n bytes costs O(n log n), however long.
+//! A word starts as a sequence of token ids (one per byte for byte-level
+//! BPE, one per character for the SentencePiece style); the adjacent pair
+//! with the lowest merge rank is merged, leftmost first on ties, until no
+//! pair has a rule. Symbols live in a linked list and candidate pairs in a
+//! binary heap, so a word of n symbols costs O(n log n), however long.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -12,10 +14,19 @@ use crate::bytes::byte_map;
 use crate::error::{Result, TokenizerError};
 use crate::table::TokenTable;
 
+/// Stands for a starting symbol that is no vocabulary token; no rule
+/// names it, so it never merges.
+pub(crate) const NOT_A_TOKEN: u32 = u32::MAX;
+
 /// Merge rules keyed by the pair of token ids.
-pub(crate) struct BpeModel {
+pub(crate) struct MergeTable {
     /// (left, right) -> (rank, merged token).
     merges: HashMap<(u32, u32), (u32, u32)>,
+}
+
+/// Byte-level BPE: the merge rules and the token of each byte.
+pub(crate) struct BpeModel {
+    pub(crate) table: MergeTable,
     /// The token of each byte's byte-level character, if in the vocabulary.
     byte_ids: [Option<u32>; 256],
 }
@@ -29,7 +40,7 @@ struct Symbol {
 
 const NONE: usize = usize::MAX;
 
-impl BpeModel {
+impl MergeTable {
     /// Builds the rank table; every merge must name two vocabulary tokens
     /// whose concatenation is also one.
     pub(crate) fn new(merges: &[String], tokens: &TokenTable) -> Result<Self> {
@@ -59,37 +70,30 @@ impl BpeModel {
             // The first (best) rule for a pair wins.
             table.entry(pair).or_insert((rank, merged));
         }
-        let map = byte_map();
-        let mut byte_ids = [None; 256];
-        for (byte, slot) in byte_ids.iter_mut().enumerate() {
-            let c = map.char_of(byte as u8);
-            *slot = tokens.id(c.encode_utf8(&mut [0u8; 4]));
-        }
-        Ok(Self { merges: table, byte_ids })
+        Ok(Self { merges: table })
     }
 
-    /// Encodes one pre-tokenized word, appending its ids to `out`.
-    /// `unk` stands for bytes without a byte token.
-    pub(crate) fn encode_word(&self, word: &[u8], unk: Option<u32>, out: &mut Vec<u32>) -> Result<()> {
-        let mut symbols = Vec::with_capacity(word.len());
-        for (i, &byte) in word.iter().enumerate() {
-            let id = match (self.byte_ids[usize::from(byte)], unk) {
-                (Some(id), _) | (None, Some(id)) => id,
-                (None, None) => return Err(TokenizerError::Unencodable { text: format!("byte 0x{byte:02X}") }),
-            };
-            let next = if i + 1 < word.len() { i + 1 } else { NONE };
-            let prev = if i == 0 { NONE } else { i - 1 };
-            symbols.push(Symbol { id, prev, next });
-        }
+    /// Merges the word whose starting symbols are `ids` (a symbol that is
+    /// no token is [`NOT_A_TOKEN`]) and appends each final symbol to `out`
+    /// as (index of its first starting symbol, token id).
+    pub(crate) fn apply(&self, ids: &[u32], out: &mut Vec<(usize, u32)>) {
+        let mut symbols: Vec<Symbol> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| Symbol {
+                id,
+                prev: if i == 0 { NONE } else { i - 1 },
+                next: if i + 1 < ids.len() { i + 1 } else { NONE },
+            })
+            .collect();
         if symbols.len() > 1 {
             self.merge(&mut symbols);
         }
         let mut i = if symbols.is_empty() { NONE } else { 0 };
         while i != NONE {
-            out.push(symbols[i].id);
+            out.push((i, symbols[i].id));
             i = symbols[i].next;
         }
-        Ok(())
     }
 
     fn merge(&self, symbols: &mut [Symbol]) {
@@ -133,5 +137,34 @@ impl BpeModel {
             }
             push(&mut heap, symbols, left);
         }
+    }
+}
+
+impl BpeModel {
+    /// The merge rules of `merges` and the byte-level character tokens.
+    pub(crate) fn new(merges: &[String], tokens: &TokenTable) -> Result<Self> {
+        let map = byte_map();
+        let mut byte_ids = [None; 256];
+        for (byte, slot) in byte_ids.iter_mut().enumerate() {
+            let c = map.char_of(byte as u8);
+            *slot = tokens.id(c.encode_utf8(&mut [0u8; 4]));
+        }
+        Ok(Self { table: MergeTable::new(merges, tokens)?, byte_ids })
+    }
+
+    /// Encodes one pre-tokenized word, appending its ids to `out`.
+    /// `unk` stands for bytes without a byte token.
+    pub(crate) fn encode_word(&self, word: &[u8], unk: Option<u32>, out: &mut Vec<u32>) -> Result<()> {
+        let mut ids = Vec::with_capacity(word.len());
+        for &byte in word {
+            ids.push(match (self.byte_ids[usize::from(byte)], unk) {
+                (Some(id), _) | (None, Some(id)) => id,
+                (None, None) => return Err(TokenizerError::Unencodable { text: format!("byte 0x{byte:02X}") }),
+            });
+        }
+        let mut merged = Vec::with_capacity(ids.len());
+        self.table.apply(&ids, &mut merged);
+        out.extend(merged.into_iter().map(|(_, id)| id));
+        Ok(())
     }
 }

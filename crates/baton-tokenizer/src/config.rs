@@ -10,11 +10,14 @@ use crate::error::{Result, TokenizerError};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenizerConfig {
     /// `tokenizer.ggml.model`: `"llama"` (SentencePiece-style, merges by
-    /// score) or `"gpt2"` (byte-level BPE, merges by rank).
+    /// score), `"gpt2"` (byte-level BPE, merges by rank) or `"gemma4"`
+    /// (SentencePiece-style BPE: `▁` for spaces, merges by rank over whole
+    /// characters, `<0xXX>` byte fallback).
     pub model: String,
     /// `tokenizer.ggml.pre`: the pre-tokenizer of a `gpt2` model (`default`,
     /// `gpt-2`, `llama-bpe`, `qwen2`, `smollm`); absent means `default`.
-    /// Ignored by `llama` models, which do not pre-split text.
+    /// Ignored by `llama` and `gemma4` models, which do not pre-split text
+    /// by pattern.
     pub pre: Option<String>,
     /// `tokenizer.ggml.tokens`: the token texts; the index is the token id.
     pub tokens: Vec<String>,
@@ -26,7 +29,7 @@ pub struct TokenizerConfig {
     /// Absent means every token is normal.
     pub token_types: Option<Vec<i32>>,
     /// `tokenizer.ggml.merges`: BPE merge rules `"left right"`, best first.
-    /// Required by `gpt2` models.
+    /// Required by `gpt2` and `gemma4` models.
     pub merges: Option<Vec<String>>,
     /// `tokenizer.ggml.bos_token_id`: beginning-of-sequence token.
     pub bos_id: Option<u32>,
@@ -38,14 +41,16 @@ pub struct TokenizerConfig {
     /// `tokenizer.ggml.padding_token_id`: padding token (informational).
     pub pad_id: Option<u32>,
     /// `tokenizer.ggml.add_bos_token`: prepend BOS when encoding with
-    /// `add_special`. Default: true for `llama`, false for `gpt2`.
+    /// `add_special`. Default: true for `llama`, false for `gpt2`; always
+    /// true for `gemma4`, whatever the file says, as llama.cpp does (Gemma
+    /// 4 was trained with BOS at every sequence's start).
     pub add_bos: Option<bool>,
     /// `tokenizer.ggml.add_eos_token`: append EOS when encoding with
     /// `add_special`. Default: false.
     pub add_eos: Option<bool>,
     /// `tokenizer.ggml.add_space_prefix`: prepend a space to the text (and to
     /// text that follows a special token) before SentencePiece encoding.
-    /// Default: true for `llama`; ignored by `gpt2` models.
+    /// Default: true for `llama`; ignored by `gpt2` and `gemma4` models.
     pub add_space_prefix: Option<bool>,
 }
 
@@ -57,10 +62,14 @@ pub enum ModelKind {
     SentencePiece,
     /// `gpt2`: byte-level BPE, merges by rank, regex-like pre-tokenizer.
     BytePairEncoding,
+    /// `gemma4`: SentencePiece-style BPE. Spaces become `▁`, text is split
+    /// only into runs of newlines and runs of other characters, merges by
+    /// rank over whole characters, `<0xXX>` byte fallback.
+    SentencePieceBpe,
 }
 
 /// Values of `tokenizer.ggml.model` this crate supports.
-pub const SUPPORTED_MODELS: &str = "llama, gpt2";
+pub const SUPPORTED_MODELS: &str = "llama, gpt2, gemma4";
 
 impl ModelKind {
     /// Parses `tokenizer.ggml.model`.
@@ -68,6 +77,7 @@ impl ModelKind {
         match model {
             "llama" => Ok(Self::SentencePiece),
             "gpt2" => Ok(Self::BytePairEncoding),
+            "gemma4" => Ok(Self::SentencePieceBpe),
             _ => Err(TokenizerError::UnknownModel { model: model.to_owned(), supported: SUPPORTED_MODELS }),
         }
     }

@@ -80,6 +80,17 @@ pub enum TokenizerError {
         /// The model type.
         model: String,
     },
+    /// A vocabulary whose byte fallback needs all 256 `<0xXX>` tokens
+    /// (`gemma4`) lacks some.
+    #[error("tokenizer.ggml.tokens of a {model:?} model must hold the 256 byte tokens <0x00>..<0xFF>; {missing} are missing, the first <0x{first:02X}>")]
+    MissingByteTokens {
+        /// The model type.
+        model: String,
+        /// How many byte tokens are missing.
+        missing: usize,
+        /// The first missing byte.
+        first: u8,
+    },
     /// A special token id from the metadata is outside the vocabulary.
     #[error("{field} = {id} is outside the vocabulary of {vocab_size} tokens")]
     SpecialIdOutOfRange {

@@ -3,7 +3,7 @@
 //! Depends on no other Baton crate; baton-model builds its tokenizers with
 //! it.
 //!
-//! Two algorithms, chosen by `tokenizer.ggml.model`:
+//! Three algorithms, chosen by `tokenizer.ggml.model`:
 //!
 //! - `llama`: SentencePiece-style. Spaces become `▁`, a space is prefixed
 //!   (`add_space_prefix`), adjacent symbols are merged by best token score,
@@ -12,6 +12,10 @@
 //! - `gpt2`: byte-level BPE. Text is split into words by the pre-tokenizer
 //!   named by `tokenizer.ggml.pre` (see [`PreTokenizer`]), each word's bytes
 //!   become GPT-2's printable byte characters, and merges apply by rank.
+//! - `gemma4`: SentencePiece-style BPE (Gemma 4). Spaces become `▁`, text
+//!   is split only at newline runs, merges apply by rank over whole
+//!   characters, and characters outside the vocabulary fall back to
+//!   `<0xXX>` byte tokens. BOS is always added, as llama.cpp does.
 //!
 //! Special tokens (control and user-defined) written in the text are matched
 //! verbatim before pre-tokenization; BOS/EOS are added as the metadata says.
@@ -44,6 +48,7 @@ mod harmony;
 mod pretokenize;
 mod special;
 mod spm;
+mod spm_bpe;
 mod synth;
 mod table;
 mod tokenizer;
@@ -53,5 +58,7 @@ pub use config::{ModelKind, TokenType, TokenizerConfig, SUPPORTED_MODELS};
 pub use decode::StreamDecoder;
 pub use error::{Result, TokenizerError};
 pub use pretokenize::{PreTokenizer, SUPPORTED_PRE};
-pub use synth::{synthetic_bpe, SYNTHETIC_SPECIALS};
+pub use synth::{
+    synthetic_bpe, synthetic_gemma4, SYNTHETIC_GEMMA4_MARKERS, SYNTHETIC_GEMMA4_SPECIALS, SYNTHETIC_SPECIALS,
+};
 pub use tokenizer::{EncodeOptions, Tokenizer};

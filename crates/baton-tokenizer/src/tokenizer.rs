@@ -1,12 +1,13 @@
 //! [`Tokenizer`]: built from a [`TokenizerConfig`], encodes text to ids.
 
-use crate::bpe::BpeModel;
+use crate::bpe::{BpeModel, MergeTable};
 use crate::bytes::{byte_map, parse_byte_token};
 use crate::config::{ModelKind, TokenType, TokenizerConfig};
 use crate::error::{Result, TokenizerError};
 use crate::pretokenize::PreTokenizer;
 use crate::special::{Fragment, SpecialMatcher};
 use crate::spm::{SpmModel, SPACE_MARKER};
+use crate::spm_bpe::SpmBpeModel;
 use crate::table::{Strings, TokenTable};
 
 /// Which special tokens [`Tokenizer::encode`] adds and matches. The
@@ -23,6 +24,39 @@ pub struct EncodeOptions {
     pub parse_special: bool,
 }
 
+/// What turns a text fragment into ids, per [`ModelKind`].
+enum Algorithm {
+    /// SentencePiece merges by score; byte-fallback tokens `<0xXX>` by byte.
+    SentencePiece { byte_ids: [Option<u32>; 256] },
+    /// Byte-level BPE after the pre-tokenizer's split.
+    BytePairEncoding { model: BpeModel, pre: PreTokenizer },
+    /// SentencePiece-style BPE; every byte's `<0xXX>` token.
+    SentencePieceBpe { table: MergeTable, byte_ids: [u32; 256] },
+}
+
+/// The `<0xXX>` tokens of a vocabulary, by byte: those typed as byte tokens,
+/// or, without token types, every `<0xXX>` text (typing them as bytes).
+fn byte_tokens(tokens: &[String], typed: bool, types: &mut [TokenType]) -> [Option<u32>; 256] {
+    let mut byte_ids = [None; 256];
+    for (id, text) in tokens.iter().enumerate() {
+        let Some(byte) = parse_byte_token(text) else {
+            continue;
+        };
+        if !typed {
+            types[id] = TokenType::Byte;
+        }
+        if types[id] == TokenType::Byte {
+            byte_ids[usize::from(byte)] = Some(id as u32);
+        }
+    }
+    byte_ids
+}
+
+/// Appends `text` to `out` with its spaces as `▁`.
+fn escape_spaces(text: &str, out: &mut String) {
+    out.extend(text.chars().map(|c| if c == ' ' { SPACE_MARKER } else { c }));
+}
+
 /// A tokenizer for one model's vocabulary: encodes text to token ids and
 /// decodes ids back (see [`Tokenizer::decode`] and
 /// [`StreamDecoder`](crate::StreamDecoder)).
@@ -35,9 +69,7 @@ pub struct Tokenizer {
     scores: Vec<f32>,
     /// The bytes each token stands for as text (special tokens: their text).
     pub(crate) pieces: Strings,
-    /// SPM byte-fallback tokens `<0xXX>`, by byte.
-    spm_byte_ids: [Option<u32>; 256],
-    bpe: Option<(BpeModel, PreTokenizer)>,
+    algorithm: Algorithm,
     specials: SpecialMatcher,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -53,7 +85,13 @@ impl std::fmt::Debug for Tokenizer {
         f.debug_struct("Tokenizer")
             .field("kind", &self.kind)
             .field("vocab_size", &self.tokens.len())
-            .field("pre", &self.bpe.as_ref().map(|(_, pre)| pre))
+            .field(
+                "pre",
+                &match &self.algorithm {
+                    Algorithm::BytePairEncoding { pre, .. } => Some(pre),
+                    _ => None,
+                },
+            )
             .field("bos", &self.bos)
             .field("eos", &self.eos)
             .field("add_bos", &self.add_bos)
@@ -119,7 +157,8 @@ impl Tokenizer {
             .or_else(|| types.iter().position(|&t| t == TokenType::Unknown).map(|i| i as u32));
 
         let is_spm = kind == ModelKind::SentencePiece;
-        let add_bos = config.add_bos.unwrap_or(is_spm);
+        // Gemma 4: BOS always, as llama.cpp forces it (see TokenizerConfig).
+        let add_bos = kind == ModelKind::SentencePieceBpe || config.add_bos.unwrap_or(is_spm);
         let add_eos = config.add_eos.unwrap_or(false);
         if add_bos && bos.is_none() {
             return Err(TokenizerError::MissingSpecialToken {
@@ -134,42 +173,42 @@ impl Tokenizer {
             });
         }
 
-        let mut spm_byte_ids = [None; 256];
-        let bpe = match kind {
-            ModelKind::SentencePiece => {
-                for (id, text) in config.tokens.iter().enumerate() {
-                    let Some(byte) = parse_byte_token(text) else {
-                        continue;
-                    };
-                    // Without token types, `<0xXX>` texts are byte tokens.
-                    if config.token_types.is_none() {
-                        types[id] = TokenType::Byte;
-                    }
-                    if types[id] == TokenType::Byte {
-                        spm_byte_ids[usize::from(byte)] = Some(id as u32);
-                    }
+        let merges =
+            || config.merges.as_ref().ok_or_else(|| TokenizerError::MissingMerges { model: config.model.clone() });
+        let algorithm = match kind {
+            ModelKind::SentencePiece => Algorithm::SentencePiece {
+                byte_ids: byte_tokens(&config.tokens, config.token_types.is_some(), &mut types),
+            },
+            ModelKind::BytePairEncoding => Algorithm::BytePairEncoding {
+                model: BpeModel::new(merges()?, &tokens)?,
+                pre: PreTokenizer::from_gguf_name(config.pre.as_deref())?,
+            },
+            ModelKind::SentencePieceBpe => {
+                let found = byte_tokens(&config.tokens, config.token_types.is_some(), &mut types);
+                let mut byte_ids = [0; 256];
+                for (byte, (slot, id)) in byte_ids.iter_mut().zip(found).enumerate() {
+                    *slot = id.ok_or_else(|| TokenizerError::MissingByteTokens {
+                        model: config.model.clone(),
+                        missing: found.iter().filter(|id| id.is_none()).count(),
+                        first: byte as u8,
+                    })?;
                 }
-                None
-            }
-            ModelKind::BytePairEncoding => {
-                let pre = PreTokenizer::from_gguf_name(config.pre.as_deref())?;
-                let merges = config
-                    .merges
-                    .as_ref()
-                    .ok_or_else(|| TokenizerError::MissingMerges { model: config.model.clone() })?;
-                Some((BpeModel::new(merges, &tokens)?, pre))
+                Algorithm::SentencePieceBpe { table: MergeTable::new(merges()?, &tokens)?, byte_ids }
             }
         };
 
         let map = byte_map();
-        let pieces = Strings::new(config.tokens.iter().zip(&types).map(|(text, &kind_of)| match (kind_of, &bpe) {
-            (TokenType::Normal, Some(_)) => {
+        let byte_level = matches!(algorithm, Algorithm::BytePairEncoding { .. });
+        let pieces = Strings::new(config.tokens.iter().zip(&types).map(|(text, &kind_of)| match kind_of {
+            TokenType::Normal if byte_level => {
                 let mut out = Vec::with_capacity(text.len());
                 map.decode_str(text, &mut out);
                 out
             }
-            (TokenType::Normal, None) => text.replace(SPACE_MARKER, " ").into_bytes(),
-            (TokenType::Byte, None) => parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b]),
+            TokenType::Normal => text.replace(SPACE_MARKER, " ").into_bytes(),
+            TokenType::Byte if !byte_level => {
+                parse_byte_token(text).map_or_else(|| text.as_bytes().to_vec(), |b| vec![b])
+            }
             _ => text.as_bytes().to_vec(),
         }));
 
@@ -180,8 +219,7 @@ impl Tokenizer {
             types,
             scores,
             pieces,
-            spm_byte_ids,
-            bpe,
+            algorithm,
             specials,
             bos,
             eos,
@@ -238,8 +276,8 @@ impl Tokenizer {
         }
         let mut fragments = Vec::new();
         self.specials.split_around(text, literal, parse_special, &mut fragments);
-        match &self.bpe {
-            Some((model, pre)) => {
+        match &self.algorithm {
+            Algorithm::BytePairEncoding { model, pre } => {
                 let mut words = Vec::new();
                 for fragment in fragments {
                     match fragment {
@@ -254,12 +292,12 @@ impl Tokenizer {
                     }
                 }
             }
-            None => {
+            Algorithm::SentencePiece { byte_ids } => {
                 let model = SpmModel {
                     tokens: &self.tokens,
                     types: &self.types,
                     scores: &self.scores,
-                    byte_ids: &self.spm_byte_ids,
+                    byte_ids,
                     unk: self.unk,
                 };
                 let mut after_special = true;
@@ -275,9 +313,23 @@ impl Tokenizer {
                             if self.add_space_prefix && after_special {
                                 escaped.push(SPACE_MARKER);
                             }
-                            escaped.extend(text.chars().map(|c| if c == ' ' { SPACE_MARKER } else { c }));
+                            escape_spaces(text, &mut escaped);
                             model.encode(&escaped, &mut out)?;
                             after_special = false;
+                        }
+                    }
+                }
+            }
+            Algorithm::SentencePieceBpe { table, byte_ids } => {
+                let model = SpmBpeModel { tokens: &self.tokens, table, byte_ids };
+                let mut escaped = String::new();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Special(id) => out.push(id),
+                        Fragment::Text(text) => {
+                            escaped.clear();
+                            escape_spaces(text, &mut escaped);
+                            model.encode(&escaped, &mut out);
                         }
                     }
                 }

@@ -15,6 +15,10 @@
 //! channel ([`HARMONY_FINAL`]) is all content (the tokenizer renders the
 //! channel markers as text, as llama.cpp does).
 //!
+//! Gemma 4 thinks in a channel: an answer that starts with
+//! [`GEMMA4_THINK`] (`<|channel>thought`, the markers user-defined tokens
+//! rendered as text) thinks until [`GEMMA4_THINK_CLOSE`] (`<channel|>`).
+//!
 //! [`ReasoningSplit`] takes the text as it streams and holds back only
 //! what may still be a tag, so a streamed answer splits exactly as the
 //! whole one.
@@ -33,6 +37,16 @@ pub const HARMONY_ANSWER: &str = "<|end|><|start|>assistant<|channel|>final<|mes
 
 /// An answer on gpt-oss's final channel from the start.
 pub const HARMONY_FINAL: &str = "<|channel|>final<|message|>";
+
+/// What opens Gemma 4's thinking: its thought channel.
+pub const GEMMA4_THINK: &str = "<|channel>thought";
+
+/// What closes Gemma 4's thought channel.
+pub const GEMMA4_THINK_CLOSE: &str = "<channel|>";
+
+/// Each way of opening the thinking, with what closes it.
+const OPENINGS: [(&str, &str); 3] =
+    [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER), (GEMMA4_THINK, GEMMA4_THINK_CLOSE)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Part {
@@ -87,15 +101,19 @@ impl ReasoningSplit {
             match self.part {
                 Part::Start => {
                     let text = self.pending.trim_start();
-                    let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER)];
-                    if let Some((rest, close)) = opens.iter().find_map(|(o, c)| Some((text.strip_prefix(o)?, *c))) {
+                    if let Some((rest, close)) = OPENINGS.iter().find_map(|(o, c)| Some((text.strip_prefix(o)?, *c))) {
                         self.pending = rest.to_string();
                         self.close = close;
                         self.part = Part::Thinking { spoken: false };
                     } else if let Some(rest) = text.strip_prefix(HARMONY_FINAL) {
                         self.pending = rest.to_string();
                         self.part = Part::Closed;
-                    } else if [THINK_OPEN, HARMONY_THINK, HARMONY_FINAL].iter().any(|tag| tag.starts_with(text)) {
+                    } else if OPENINGS
+                        .iter()
+                        .map(|(open, _)| *open)
+                        .chain([HARMONY_FINAL])
+                        .any(|tag| tag.starts_with(text))
+                    {
                         return out;
                     } else {
                         self.part = Part::Content;
@@ -195,6 +213,18 @@ mod tests {
     }
 
     #[test]
+    fn gemma4_thought_channel_is_reasoning() {
+        let answer = "<|channel>thought\nThe user greets me.<channel|>Hello!";
+        assert_eq!(ReasoningSplit::whole(answer, false), split("The user greets me.", "Hello!"));
+        assert_eq!(ReasoningSplit::whole("<|channel>thought\ncut off", false), split("cut off", ""));
+        assert_eq!(ReasoningSplit::whole("<|chann", false), split("", "<|chann"));
+        assert_eq!(
+            ReasoningSplit::whole("Hi <|channel>thought x<channel|>", false),
+            split("", "Hi <|channel>thought x<channel|>")
+        );
+    }
+
+    #[test]
     fn any_cut_of_the_text_splits_as_the_whole() {
         let texts = [
             "<think>\nA é b.\n</think>\n\nThe answer: <think> stays.",
@@ -203,6 +233,7 @@ mod tests {
             "é</think>y",
             "<|channel|>analysis<|message|>é x<|end|><|start|>assistant<|channel|>final<|message|>y<|end|>",
             "<|channel|>final<|message|>z",
+            "<|channel>thought\né a<channel|>\nb",
         ];
         for text in texts {
             for opened in [false, true] {

@@ -144,7 +144,7 @@ fn smollm2_template_matches_python_jinja2() {
 /// Templates in the style of popular HF models, written to use what such
 /// templates use: whitespace control, `.strip()`, slicing, `namespace`,
 /// `loop` variables, `raise_exception`, `bos_token`/`eos_token`.
-const HF_STYLE_TEMPLATES: [(&str, &str); 4] = [
+const HF_STYLE_TEMPLATES: [(&str, &str); 5] = [
     (
         "llama-3 style",
         "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
@@ -161,6 +161,10 @@ const HF_STYLE_TEMPLATES: [(&str, &str); 4] = [
         "gemma style, python string methods and namespace",
         "{{ bos_token }}{% set ns = namespace(turns=0) %}{% for message in messages %}{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{% set ns.turns = ns.turns + 1 %}{{ '<start_of_turn>' + role + '\n' + message['content'].strip() + '<end_of_turn>\n' }}{% if message['content'].startswith('Ü') %}{{ '(starts with Ü)' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}{{ ns.turns | string }}",
     ),
+    (
+        "gemma 4 style: turns, a macro, thinking stripped from past answers",
+        "{%- macro turn(role, text) -%}\n    {{- '<|turn>' + role + '\\n' + text | trim + '<turn|>\\n' -}}\n{%- endmacro -%}\n{{- bos_token -}}\n{%- set ns = namespace(system='', first=true) -%}\n{%- if messages and messages[0]['role'] in ['system', 'developer'] -%}\n    {%- set ns.system = messages[0]['content'] -%}\n    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- set thinking = enable_thinking is defined and enable_thinking -%}\n{%- if thinking or ns.system -%}\n    {{- turn('system', ('<|think|>\\n' if thinking else '') + ns.system) -}}\n{%- endif -%}\n{%- for message in loop_messages -%}\n    {%- if message['role'] not in ['user', 'assistant'] -%}\n        {{- raise_exception('Unknown role: ' + message['role']) -}}\n    {%- endif -%}\n    {%- if message['role'] == 'assistant' -%}\n        {{- turn('model', message['content'].split('<channel|>')[-1]) -}}\n    {%- else -%}\n        {{- turn('user', message['content']) -}}\n    {%- endif -%}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n    {{- '<|turn>model\\n' -}}\n    {%- if not thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}\n{%- endif -%}\n",
+    ),
 ];
 
 #[test]
@@ -168,6 +172,10 @@ fn hf_style_templates_match_python_jinja2() {
     let mut cases = conversations();
     // Roles that do not alternate: the mistral-style template refuses.
     cases.push(case(&[("user", "a"), ("user", "b")], true));
+    // A past answer with its thought channel (the gemma 4 style drops it),
+    // and a role the gemma 4 style refuses.
+    cases.push(case(&[("user", "a"), ("assistant", "<|channel>thought\nhm<channel|>b"), ("user", "c")], true));
+    cases.push(case(&[("tool", "{}")], true));
     for (name, source) in HF_STYLE_TEMPLATES {
         let template = ChatTemplate::new(source, "<s>", "</s>").unwrap_or_else(|e| panic!("{name}: {e}"));
         let request = json!({"template": source, "bos_token": "<s>", "eos_token": "</s>", "cases": cases_json(&cases)});

@@ -13,7 +13,7 @@ fn device() -> Arc<dyn Device> {
     baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(1)).expect("cpu").remove(0)
 }
 
-fn load(path: &std::path::Path) -> Result<Model, ModelError> {
+pub(super) fn load(path: &std::path::Path) -> Result<Model, ModelError> {
     Model::load(path, device(), &LoadOptions { context: Some(32), batch: 16, ..LoadOptions::default() })
 }
 

@@ -10,7 +10,7 @@ use baton_model::{LoadOptions, Logits, Model};
 use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
-use super::bad_input::assert_patched_keys_named;
+use super::bad_input::{assert_patched_keys_named, load as load_file};
 use super::batch::{assert_batched_match_alone, assert_batched_match_alone_on, devices, options};
 
 /// Sequences of different lengths joining at different steps, prompts in
@@ -111,6 +111,25 @@ fn gemma4_metadata_that_does_not_fit_is_named_in_the_error() {
     for (shape, cases) in [(SynthShape::Gemma4, dense), (SynthShape::Gemma4Moe, experts)] {
         let (dir, path) = synth_model("bad-gemma4", shape, DType::Q8_0, 3);
         assert_patched_keys_named(&dir, &std::fs::read(&path).expect("read"), cases);
+    }
+    // The dense toy's per-layer feed-forward widths (E2B's kind: 128, the
+    // four KV-sharing layers 256): a width of 0 names the key, one that
+    // does not fit its layer's tensors names the tensor.
+    let (dir, path) = synth_model("bad-gemma4-ffn", SynthShape::Gemma4, DType::Q8_0, 3);
+    let bytes = std::fs::read(&path).expect("read");
+    let key = "gemma4.feed_forward_length";
+    // GGUF: key string, type array (9), element type u32 (4), count u64, values.
+    let values = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("the key") + key.len() + 16;
+    let widths: Vec<u32> =
+        bytes[values..values + 32].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    assert_eq!(widths, [128, 128, 128, 128, 256, 256, 256, 256], "the toy's widths");
+    for (layer, width, named) in [(0, 0u32, key), (0, 64, "blk.0.ffn_gate"), (7, 128, "blk.7.ffn_gate")] {
+        let mut changed = bytes.clone();
+        changed[values + 4 * layer..values + 4 * layer + 4].copy_from_slice(&width.to_le_bytes());
+        let file = dir.file("changed.gguf");
+        std::fs::write(&file, &changed).expect("write");
+        let err = load_file(&file).err().unwrap_or_else(|| panic!("layer {layer} width {width} loaded"));
+        assert!(err.to_string().contains(named), "layer {layer} width {width}: {err}");
     }
 }
 

@@ -123,7 +123,8 @@ fn digits_split_by_pre_tokenizer() {
     assert_eq!(texts(&t, &t.encode("1231", EncodeOptions::default()).unwrap()), ["123", "1"]);
 }
 
-const CORPUS: &[&str] = &[
+/// Texts every synthetic vocabulary must round-trip (also `spm_bpe.rs`).
+pub(crate) const CORPUS: &[&str] = &[
     "Hello, world! It's 2024 and we're testing 1234567890.",
     "  leading and trailing  ",
     "tabs\tand\t\tnewlines\n\n\r\nmixed \t \n end",

@@ -21,48 +21,14 @@ use baton_tokenizer::EncodeOptions;
 use baton_tokenizer::{PreTokenizer, Tokenizer, TokenizerConfig};
 use serde_json::Value;
 
+use crate::reference_json::{config_from_json, first_difference, ids, load_json, strings};
+
 fn load() -> Value {
-    let path = std::env::var("BATON_TOKENIZER_REF").unwrap_or_else(|_| {
-        panic!(
-            "BATON_TOKENIZER_REF is not set: point it at the JSON written by \
-             tests/reference/tokenizer_ref.py (see this file's docs)"
-        )
-    });
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read BATON_TOKENIZER_REF={path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not valid JSON: {e}"))
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array().expect("an array of strings").iter().map(|s| s.as_str().expect("a string").to_owned()).collect()
-}
-
-fn id(v: &Value) -> Option<u32> {
-    v.as_u64().map(|n| u32::try_from(n).expect("id fits u32"))
+    load_json("BATON_TOKENIZER_REF", "tests/reference/tokenizer_ref.py")
 }
 
 fn config(json: &Value, pre: &str) -> TokenizerConfig {
-    TokenizerConfig {
-        model: json["model"].as_str().expect("model").to_owned(),
-        pre: Some(pre.to_owned()),
-        tokens: strings(&json["tokens"]),
-        scores: None,
-        token_types: Some(
-            json["token_types"]
-                .as_array()
-                .expect("token_types")
-                .iter()
-                .map(|t| i32::try_from(t.as_i64().expect("int")).expect("i32"))
-                .collect(),
-        ),
-        merges: Some(strings(&json["merges"])),
-        bos_id: id(&json["bos_id"]),
-        eos_id: id(&json["eos_id"]),
-        unk_id: id(&json["unk_id"]),
-        pad_id: id(&json["pad_id"]),
-        add_bos: json["add_bos"].as_bool(),
-        add_eos: json["add_eos"].as_bool(),
-        add_space_prefix: None,
-    }
+    TokenizerConfig { pre: Some(pre.to_owned()), ..config_from_json(json) }
 }
 
 #[test]
@@ -75,23 +41,14 @@ fn ids_and_round_trips_match_hf_tokenizers() {
             .unwrap_or_else(|e| panic!("building the {pre} tokenizer: {e}"));
         for case in variant["cases"].as_array().expect("cases") {
             let text = case["text"].as_str().expect("text");
-            let expected: Vec<u32> = case["ids"].as_array().expect("ids").iter().map(|v| id(v).expect("id")).collect();
+            let expected = ids(&case["ids"]);
             let actual =
                 tokenizer.encode(text, EncodeOptions { add_special: false, parse_special: true }).expect("encode");
             if actual != expected {
-                let at = actual.iter().zip(&expected).take_while(|(a, e)| a == e).count();
-                let show = |ids: &[u32]| {
-                    ids.iter()
-                        .skip(at.saturating_sub(2))
-                        .take(8)
-                        .map(|&i| format!("{i}:{:?}", tokenizer.token_text(i).unwrap_or("?")))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                };
+                let (at, expected, actual) = first_difference(&tokenizer, &expected, &actual);
                 panic!(
                     "pre {pre}: ids differ at index {at} for text {text:?}\n expected: {}\n   actual: {}",
-                    show(&expected),
-                    show(&actual)
+                    expected, actual
                 );
             }
             let decoded = tokenizer.decode_with(&actual, true).expect("decode");
