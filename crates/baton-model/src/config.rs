@@ -127,6 +127,24 @@ fn get_usize(meta: &Metadata, key: &str) -> Result<usize, ModelError> {
     Ok(meta.get_usize(key)?)
 }
 
+/// The feed-forward width under `key`: one value, or for Gemma 4 a
+/// per-layer array, whose widest sizes what the layers share
+/// (`Gemma4::ffn_widths` holds each layer's); an array for another
+/// architecture is an error naming the key. A file of experts only
+/// (`experts`, Qwen 3.5 MoE) may leave it out: 0.
+fn feed_forward_width(meta: &Metadata, key: &str, is_gemma4: bool, experts: bool) -> Result<usize, ModelError> {
+    match meta.get(key) {
+        Some(baton_gguf::Value::Array(_)) if is_gemma4 => {
+            Ok(meta.get_u32_array(key)?.iter().map(|&w| w as usize).max().unwrap_or(0))
+        }
+        Some(baton_gguf::Value::Array(_)) => Err(ModelError::Config(format!(
+            "{key} is an array: per-layer feed-forward widths are read for gemma4 only"
+        ))),
+        None if experts => Ok(0),
+        _ => get_usize(meta, key),
+    }
+}
+
 /// A count that llama.cpp reads as one value or a per-layer array
 /// (`get_key_or_arr`): one value, or an array whose values are all equal
 /// (Baton's layers share it); an array that differs by layer is an error
@@ -218,22 +236,7 @@ impl LlamaConfig {
             return Err(ModelError::Config(format!("{predict} prediction layers of {blocks} blocks")));
         }
         let layers = blocks - predict;
-        let ffn_key = key("feed_forward_length");
-        let ffn_dim = match meta.get(&ffn_key) {
-            // Per-layer widths (Gemma 4's E2B): the widest sizes what is
-            // shared; Gemma4::ffn_widths holds each layer's.
-            Some(baton_gguf::Value::Array(_)) if is_gemma4 => {
-                meta.get_u32_array(&ffn_key)?.iter().map(|&w| w as usize).max().unwrap_or(0)
-            }
-            Some(baton_gguf::Value::Array(_)) => {
-                return Err(ModelError::Config(format!(
-                    "{ffn_key} is an array: per-layer feed-forward widths are read for gemma4 only"
-                )))
-            }
-            // Dense experts-only files (Qwen 3.5 MoE) may leave it out.
-            None if traits.experts => 0,
-            _ => get_usize(meta, &ffn_key)?,
-        };
+        let ffn_dim = feed_forward_width(meta, &key("feed_forward_length"), is_gemma4, traits.experts)?;
         // Gemma 4's experts are per file (26B-A4B has them, 31B not).
         let has_experts =
             traits.experts || (is_gemma4 && meta.get_usize(&key("expert_count")).optional()?.is_some_and(|n| n > 0));
@@ -504,7 +507,7 @@ fn attention_scale(arch: Architecture, dim: usize, heads: usize, head_dim: usize
 mod tests {
     use baton_gguf::{Array, Metadata, Value};
 
-    use super::get_uniform_usize;
+    use super::{feed_forward_width, get_uniform_usize};
 
     #[test]
     fn a_count_given_per_layer_is_read_where_every_layer_has_the_same() {
@@ -520,5 +523,19 @@ mod tests {
             let err = get_uniform_usize(&meta, bad).expect_err("refused");
             assert!(err.to_string().contains(bad), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn per_layer_feed_forward_widths_are_gemma4s_only() {
+        let mut meta = Metadata::new();
+        meta.insert("widths".into(), Value::Array(Array::U32(vec![128, 256, 128]))).expect("new key");
+        meta.insert("one".into(), Value::U32(96)).expect("new key");
+        assert_eq!(feed_forward_width(&meta, "widths", true, false).expect("gemma4"), 256, "the widest");
+        let err = feed_forward_width(&meta, "widths", false, false).expect_err("llama");
+        assert!(err.to_string().contains("widths") && err.to_string().contains("gemma4 only"), "{err}");
+        assert_eq!(feed_forward_width(&meta, "one", false, false).expect("one value"), 96);
+        assert_eq!(feed_forward_width(&meta, "absent", false, true).expect("experts only"), 0);
+        let err = feed_forward_width(&meta, "absent", false, false).expect_err("required");
+        assert!(err.to_string().contains("absent"), "{err}");
     }
 }
