@@ -83,7 +83,7 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 11] = [
+const LLAMA_SHORTS: [(&str, &str); 13] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
@@ -95,6 +95,8 @@ const LLAMA_SHORTS: [(&str, &str); 11] = [
     ("-ctxcp", "--ctx-checkpoints"),
     ("-ot", "--override-tensor"),
     ("-ncmoe", "--n-cpu-moe"),
+    ("-md", "--model-draft"),
+    ("-devd", "--device-draft"),
 ];
 
 fn main() {

@@ -50,7 +50,8 @@ fn run_with_a_draft_model_gives_the_bytes_of_run_without() {
     let base = ["run", "-m", &model, "-p", "one two three one two three", "-n", "32", "--temp", "0.7", "-s", "2"];
     let plain = baton(&base);
     let mut args = base.to_vec();
-    args.extend(["--model-draft", &draft, "--draft-max", "4"]);
+    // llama.cpp's spelling: `-md`, `-devd`.
+    args.extend(["-md", &draft, "-devd", "cpu", "--draft-max", "4"]);
     let drafted = baton(&args);
     assert!(drafted.status.success(), "-md: {}", String::from_utf8_lossy(&drafted.stderr));
     assert_eq!(String::from_utf8_lossy(&drafted.stdout), String::from_utf8_lossy(&plain.stdout));
