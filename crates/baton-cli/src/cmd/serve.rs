@@ -231,6 +231,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         cache_ram: args.cache_ram.saturating_mul(1 << 20),
         ctx_checkpoints: args.ctx_checkpoints,
         spec,
+        lent_slots: 0,
     };
     #[cfg(feature = "mpi")]
     let engine = match link {
