@@ -147,6 +147,35 @@ impl ReasoningSplit {
         }
     }
 
+    /// Bytes of `text` (a whole answer, as [`whole`](Self::whole) takes
+    /// it) that its thinking spans, its tags included: 0 when it has none,
+    /// all of it when the thinking never closes.
+    pub fn thinking_len(text: &str, opened: bool) -> usize {
+        let (start, close) = if opened {
+            (0, THINK_CLOSE)
+        } else {
+            let lead = text.len() - text.trim_start().len();
+            let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER)];
+            match opens.iter().find(|(open, _)| text[lead..].starts_with(open)) {
+                Some((open, close)) => (lead + open.len(), *close),
+                None => return 0,
+            }
+        };
+        text[start..].find(close).map_or(text.len(), |at| start + at + close.len())
+    }
+
+    /// Generated tokens of `text`'s thinking (its tags included): the
+    /// tokens up to the one whose text reaches [`thinking_len`](Self::thinking_len),
+    /// `token_ends` holding each token's end in `text`'s bytes (as
+    /// decoded, so a token inside a character ends where the character
+    /// does).
+    pub fn thinking_tokens(text: &str, opened: bool, token_ends: &[usize]) -> usize {
+        match Self::thinking_len(text, opened) {
+            0 => 0,
+            len => token_ends.iter().position(|&end| end >= len).map_or(token_ends.len(), |i| i + 1),
+        }
+    }
+
     /// A whole answer split.
     pub fn whole(text: &str, opened: bool) -> Split {
         let mut split = ReasoningSplit::new(opened);
@@ -192,6 +221,31 @@ mod tests {
         // A think tag inside harmony's analysis is text of it.
         let nested = "<|channel|>analysis<|message|>a </think> b<|end|><|start|>assistant<|channel|>final<|message|>c";
         assert_eq!(ReasoningSplit::whole(nested, false), split("a </think> b", "c"));
+    }
+
+    #[test]
+    fn the_thinking_spans_its_tags_and_counts_the_tokens_that_reach_its_end() {
+        let answer = "<think>ab</think>\n\nHi";
+        assert_eq!(ReasoningSplit::thinking_len(answer, false), "<think>ab</think>".len());
+        assert_eq!(ReasoningSplit::thinking_len("  <think>never", false), "  <think>never".len());
+        assert_eq!(ReasoningSplit::thinking_len("Hi <think>x</think>", false), 0);
+        assert_eq!(ReasoningSplit::thinking_len("x</think>y", true), "x</think>".len());
+        let harmony = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+        assert_eq!(ReasoningSplit::thinking_len(harmony, false), harmony.len() - "Hi".len());
+        // Tokens "<think>", "ab", "</think>", "\n\n", "Hi": three of thinking.
+        let ends = [7, 9, 17, 19, 21];
+        assert_eq!(ReasoningSplit::thinking_tokens(answer, false, &ends), 3);
+        // The close tag cut across tokens: the one that completes it counts.
+        assert_eq!(ReasoningSplit::thinking_tokens(answer, false, &[7, 9, 12, 18, 21]), 4);
+        assert_eq!(ReasoningSplit::thinking_tokens("Hi", false, &[2]), 0);
+        assert_eq!(ReasoningSplit::thinking_tokens("all thought", true, &[3, 11]), 2);
+        // Where the whole split's content starts, the thinking has ended.
+        for (text, opened) in [(answer, false), (harmony, false), ("x</think> y", true), ("plain", false)] {
+            let len = ReasoningSplit::thinking_len(text, opened);
+            let split = ReasoningSplit::whole(&text[..len], opened);
+            assert_eq!(split.content, "", "{text:?}: the thinking's bytes hold no answer");
+            assert_eq!(split.reasoning, ReasoningSplit::whole(text, opened).reasoning, "{text:?}");
+        }
     }
 
     #[test]
