@@ -10,10 +10,12 @@
 //! reasoning.
 //!
 //! gpt-oss's harmony format is split the same way: an answer that starts
-//! with its analysis channel ([`HARMONY_THINK`]) thinks until the final
-//! channel opens ([`HARMONY_ANSWER`]); one that starts on the final
-//! channel ([`HARMONY_FINAL`]) is all content (the tokenizer renders the
-//! channel markers as text, as llama.cpp does).
+//! with its analysis channel ([`HARMONY_THINK`]) thinks until the next
+//! message opens ([`HARMONY_NEXT`]); that message's final-channel header
+//! ([`HARMONY_FINAL`]) is dropped, and any other (a tool call on the
+//! commentary channel) is content, where the tool calls are read. One
+//! that starts on the final channel is all content (the tokenizer renders
+//! the channel markers as text, as llama.cpp does).
 //!
 //! [`ReasoningSplit`] takes the text as it streams and holds back only
 //! what may still be a tag, so a streamed answer splits exactly as the
@@ -28,8 +30,9 @@ pub const THINK_CLOSE: &str = "</think>";
 /// What opens gpt-oss's thinking: its analysis channel.
 pub const HARMONY_THINK: &str = "<|channel|>analysis<|message|>";
 
-/// What ends gpt-oss's thinking and opens its answer: the final channel.
-pub const HARMONY_ANSWER: &str = "<|end|><|start|>assistant<|channel|>final<|message|>";
+/// What ends gpt-oss's thinking and opens its next message (the answer on
+/// the final channel, or a tool call on the commentary channel).
+pub const HARMONY_NEXT: &str = "<|end|><|start|>assistant";
 
 /// An answer on gpt-oss's final channel from the start.
 pub const HARMONY_FINAL: &str = "<|channel|>final<|message|>";
@@ -87,7 +90,7 @@ impl ReasoningSplit {
             match self.part {
                 Part::Start => {
                     let text = self.pending.trim_start();
-                    let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER)];
+                    let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_NEXT)];
                     if let Some((rest, close)) = opens.iter().find_map(|(o, c)| Some((text.strip_prefix(o)?, *c))) {
                         self.pending = rest.to_string();
                         self.close = close;
@@ -127,6 +130,17 @@ impl ReasoningSplit {
                     if self.pending.is_empty() {
                         return out;
                     }
+                    if self.close == HARMONY_NEXT {
+                        // The final channel's header is no part of the answer.
+                        if let Some(rest) = self.pending.strip_prefix(HARMONY_FINAL) {
+                            self.pending = rest.to_string();
+                            self.close = THINK_CLOSE;
+                            continue;
+                        }
+                        if HARMONY_FINAL.starts_with(self.pending.as_str()) {
+                            return out;
+                        }
+                    }
                     self.part = Part::Content;
                 }
                 Part::Content => {
@@ -155,7 +169,7 @@ impl ReasoningSplit {
             (0, THINK_CLOSE)
         } else {
             let lead = text.len() - text.trim_start().len();
-            let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER)];
+            let opens = [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_NEXT)];
             match opens.iter().find(|(open, _)| text[lead..].starts_with(open)) {
                 Some((open, close)) => (lead + open.len(), *close),
                 None => return 0,
@@ -218,6 +232,11 @@ mod tests {
         assert_eq!(ReasoningSplit::whole("<|channel|>final<|message|>Hi!", false), split("", "Hi!"));
         assert_eq!(ReasoningSplit::whole("<|channel|>analysis<|message|>cut off", false), split("cut off", ""));
         assert_eq!(ReasoningSplit::whole("<|chan", false), split("", "<|chan"));
+        // A tool call after the analysis is content (where calls are read).
+        let call = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary \
+                    to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}";
+        let content = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}";
+        assert_eq!(ReasoningSplit::whole(call, false), split("Need weather.", content));
         // A think tag inside harmony's analysis is text of it.
         let nested = "<|channel|>analysis<|message|>a </think> b<|end|><|start|>assistant<|channel|>final<|message|>c";
         assert_eq!(ReasoningSplit::whole(nested, false), split("a </think> b", "c"));
@@ -231,7 +250,9 @@ mod tests {
         assert_eq!(ReasoningSplit::thinking_len("Hi <think>x</think>", false), 0);
         assert_eq!(ReasoningSplit::thinking_len("x</think>y", true), "x</think>".len());
         let harmony = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi";
-        assert_eq!(ReasoningSplit::thinking_len(harmony, false), harmony.len() - "Hi".len());
+        // Harmony's thinking ends where the next message starts.
+        let next = "<|channel|>final<|message|>Hi".len();
+        assert_eq!(ReasoningSplit::thinking_len(harmony, false), harmony.len() - next);
         // Tokens "<think>", "ab", "</think>", "\n\n", "Hi": three of thinking.
         let ends = [7, 9, 17, 19, 21];
         assert_eq!(ReasoningSplit::thinking_tokens(answer, false, &ends), 3);
@@ -257,6 +278,8 @@ mod tests {
             "é</think>y",
             "<|channel|>analysis<|message|>é x<|end|><|start|>assistant<|channel|>final<|message|>y<|end|>",
             "<|channel|>final<|message|>z",
+            "<|channel|>analysis<|message|>q<|end|><|start|>assistant<|channel|>commentary to=functions.f<|message|>{}",
+            "<|channel|>analysis<|message|>q<|end|><|start|>assistant<|chan",
         ];
         for text in texts {
             for opened in [false, true] {

@@ -84,6 +84,7 @@ pub mod embeddings;
 mod error;
 mod events;
 mod generate;
+mod harmony_calls;
 pub mod listen;
 mod llama;
 mod metrics;

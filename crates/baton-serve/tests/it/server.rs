@@ -11,8 +11,9 @@ use baton_core::DType;
 use baton_model::{LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, EngineStats};
 use baton_serve::http::{serve, ServeError, ServerOptions};
+use baton_synth::SynthShape;
 use baton_testkit::devices::cpus;
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 use baton_testkit::TempDir;
 use serde_json::{json, Value};
 
@@ -47,9 +48,27 @@ impl Server {
     /// `context` positions).
     pub(crate) fn start_engine(context: usize, engine: EngineOptions, options: ServerOptions) -> Server {
         let (dir, path) = tiny_model("serve-http", DType::F32, 11);
+        Self::start_file(dir, &path, context, engine, options)
+    }
+
+    /// A server of one slot of `context` positions on the synthetic model
+    /// of `shape` (F32).
+    pub(crate) fn start_shape(shape: SynthShape, context: usize, options: ServerOptions) -> Server {
+        let (dir, path) = synth_model("serve-http", shape, DType::F32, 11);
+        let engine = EngineOptions { parallel: 1, queue: 4, prefill_chunk: 32, ..EngineOptions::default() };
+        Self::start_file(dir, &path, context, engine, options)
+    }
+
+    fn start_file(
+        dir: TempDir,
+        path: &std::path::Path,
+        context: usize,
+        engine: EngineOptions,
+        options: ServerOptions,
+    ) -> Server {
         let load = LoadOptions { context: Some(context), slots: engine.parallel, ..LoadOptions::default() };
         let device = cpus(&["cpu"], WaitPolicy::Block).remove(0);
-        let model = Model::load(&path, device, &load).expect("load the tiny model");
+        let model = Model::load(path, device, &load).expect("load the synthetic model");
         let engine = Engine::start(model, "tiny", engine).expect("engine");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
