@@ -464,6 +464,34 @@ mod tests {
         assert!(answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length").is_none(), "not tags after it");
     }
 
+    /// As llama-server (its chat parser takes the thinking first, then
+    /// reads calls only from what follows it): a call written inside the
+    /// thinking is part of `reasoning_content`, not a call; one after the
+    /// thinking is read.
+    #[test]
+    fn a_call_written_inside_the_thinking_is_reasoning_not_a_call() {
+        use baton_gen::openai::reasoning::ReasoningSplit;
+        let call = r#"<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>"#;
+        let answered = |text: &str, opened: bool| {
+            let split = ReasoningSplit::whole(text, opened);
+            (split.reasoning.clone(), answer_calls(&split.content, ToolMode::Auto, "stop").map(|(c, _)| c.len()))
+        };
+        for (text, opened) in [
+            (format!("<think>I will call it: {call}</think>\nDone."), false),
+            (format!("<think>{call} and more"), false),
+            (format!("still thinking {call}</think>"), true),
+        ] {
+            let (reasoning, calls) = answered(&text, opened);
+            assert_eq!(calls, None, "{text:?}");
+            assert!(reasoning.contains(call), "the call stays in the thinking: {text:?} gave {reasoning:?}");
+        }
+        let (_, calls) = answered(&format!("<think>Needs f.</think>\n{call}"), false);
+        assert_eq!(calls, Some(1), "a call after the thinking is read");
+        // Harmony: a recipient inside the analysis channel is thinking too.
+        let analysis = "<|channel|>analysis<|message|>call to=functions.f <|constrain|>json<|message|>{}";
+        assert_eq!(answered(analysis, false).1, None);
+    }
+
     #[test]
     fn parallel_tool_calls_is_a_boolean_or_null() {
         assert!(!parallel(None).expect("absent"));
