@@ -71,8 +71,10 @@ impl AppState {
     /// schema: off the HTTP threads.
     async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
         check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
-        let (owned, info) = (params.clone(), self.engine.info().clone());
+        let (owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        let default_max = self.defaults.max_tokens(params, prompt.len(), info.context);
         let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
+        job.request.max_tokens = job.request.max_tokens.or(default_max);
         let salt = auth::cache_salt(params.cache_salt.as_ref())?;
         job.request.cache_scope = caller.cache_scope(&self.scope_seed, salt)?;
         Ok(job)
