@@ -28,8 +28,11 @@ pub use grammar::{Grammar, GrammarError, GrammarMatcher, GrammarSource, GrammarV
 pub use json_defaults::{
     INTEGER_BOUND, MAX_INDENT as MAX_GRAMMAR_INDENT, MAX_INTEGER_DIGITS as MAX_GRAMMAR_INTEGER_DIGITS,
 };
-pub use tags::{TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
-pub use tool_grammar::{tool_call_grammar, CallShape, MAX_CALLS, MAX_GAP_SPACES};
+pub use tags::{
+    HARMONY_CALL_CHANNEL, HARMONY_CALL_END, HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT,
+    TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
+};
+pub use tool_grammar::{harmony_call_grammar, tool_call_grammar, CallShape, MAX_CALLS, MAX_GAP_SPACES};
 
 use baton_tokenizer::Tokenizer;
 

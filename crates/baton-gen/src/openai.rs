@@ -34,6 +34,16 @@ pub struct Usage {
     pub total_tokens: usize,
     /// How the prompt was read.
     pub prompt_tokens_details: PromptTokensDetails,
+    /// What the completion's tokens were.
+    pub completion_tokens_details: CompletionTokensDetails,
+}
+
+/// OpenAI's `usage.completion_tokens_details`.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct CompletionTokensDetails {
+    /// Generated tokens of a reasoning model's thinking (its tags
+    /// included), when the answer's thinking is split out; else 0.
+    pub reasoning_tokens: usize,
 }
 
 /// OpenAI's `usage.prompt_tokens_details`.
@@ -52,7 +62,13 @@ impl Usage {
             completion_tokens: completion,
             total_tokens: prompt + completion,
             prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
+            completion_tokens_details: CompletionTokensDetails::default(),
         }
+    }
+
+    /// The same counts, `reasoning` of the completion's tokens thinking.
+    pub fn with_reasoning(self, reasoning: usize) -> Usage {
+        Usage { completion_tokens_details: CompletionTokensDetails { reasoning_tokens: reasoning }, ..self }
     }
 
     /// The counts of one request's choices (`n`), as OpenAI counts them:
@@ -61,7 +77,8 @@ impl Usage {
     pub fn of_choices(choices: &[Usage]) -> Usage {
         let first = choices.first().copied().unwrap_or(Usage::new(0, 0, 0));
         let completion = choices.iter().map(|u| u.completion_tokens).sum();
-        Usage::new(first.prompt_tokens, completion, first.prompt_tokens_details.cached_tokens)
+        let reasoning = choices.iter().map(|u| u.completion_tokens_details.reasoning_tokens).sum();
+        Usage::new(first.prompt_tokens, completion, first.prompt_tokens_details.cached_tokens).with_reasoning(reasoning)
     }
 }
 

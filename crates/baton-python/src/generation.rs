@@ -93,7 +93,7 @@ impl PyGeneration {
             if let Some(end) = pushed.end {
                 self.running = None;
                 match end {
-                    Outcome::Finished { reason, usage, logprobs } => {
+                    Outcome::Finished { reason, usage, logprobs, .. } => {
                         self.ended = Ended {
                             reason: Some(reason),
                             prompt_tokens: usage.prompt_tokens,

@@ -2,6 +2,7 @@
 //! template.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use baton_core::sync::WaitPolicy;
@@ -9,7 +10,7 @@ use baton_core::DType;
 use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, MAX_NGRAM};
 use baton_gen::{ChatTemplate, Message};
 use baton_load::SplitMode;
-use baton_model::{EncodeOptions, LoadOptions, Model, Pooling, Tokenizer};
+use baton_model::{EncodeOptions, LoadOptions, Pooling, Tokenizer};
 use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -20,43 +21,19 @@ use crate::sampling::PySampling;
 use crate::tools::PyToolPlan;
 
 /// A model loaded over its devices, run by an engine thread that owns it.
+/// The engine lends the model to a token-level session (`session.rs`) on a
+/// slot reserved for it, after the `n_parallel` slots generations take.
 #[pyclass(module = "baton._baton", name = "_Model", frozen)]
 pub struct PyModel {
     engine: Engine,
     template: Arc<ChatTemplate>,
     path: PathBuf,
-    /// How it was loaded, for a token-level session's own copy.
-    recipe: Recipe,
-}
-
-/// How a model was loaded: a token-level session (`session.rs`) loads its own copy the same
-/// way, with one sequence slot.
-#[derive(Clone)]
-pub struct Recipe {
-    path: PathBuf,
-    devices: String,
-    n_threads: Option<usize>,
-    split: SplitMode,
-    options: LoadOptions,
-}
-
-impl Recipe {
-    /// Loads the model as described (the GIL released by the caller).
-    pub fn load(&self) -> PyResult<Model> {
-        let opened = baton_load::open_devices(&self.devices, self.n_threads).map_err(load_error)?;
-        baton_load::load_model(&self.path, opened, self.split, WaitPolicy::process_default(), &self.options)
-            .map_err(load_error)
-    }
-
-    /// The model file's path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
-    /// The KV cache's types.
-    pub fn kv_types(&self) -> baton_model::KvTypes {
-        self.options.kv_types()
-    }
+    /// The model's file, size and cache's shape, which a saved state names.
+    identity: String,
+    /// Most tokens one evaluation reads.
+    batch: usize,
+    /// Set while a token-level session of the model lives.
+    session_open: Arc<AtomicBool>,
 }
 
 /// A KV cache type by llama.cpp's name (`-ctk`/`-ctv`).
@@ -118,16 +95,35 @@ impl PyModel {
             ..LoadOptions::default()
         };
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let recipe = Recipe { path: path.clone(), devices, n_threads, split, options };
-        let engine = py.detach(|| -> PyResult<Engine> {
-            let model = recipe.load()?;
-            let options = EngineOptions { parallel: n_parallel, prefill_chunk: n_batch, ..EngineOptions::default() };
-            Engine::start(model, name, options).map_err(|e| model_error(&e))
+        let kv_types = options.kv_types();
+        // One slot more than the generations take: the token-level session's.
+        let options = LoadOptions { slots: n_parallel + 1, ..options };
+        let (engine, identity, batch) = py.detach(|| -> PyResult<(Engine, String, usize)> {
+            let opened = baton_load::open_devices(&devices, n_threads).map_err(load_error)?;
+            let model = baton_load::load_model(&path, opened, split, WaitPolicy::process_default(), &options)
+                .map_err(load_error)?;
+            let config = model.config();
+            let identity = format!(
+                "{} ({} bytes, {} layers, width {}, KV {kv_types:?})",
+                path.display(),
+                model.file_bytes(),
+                config.layers,
+                config.dim,
+            );
+            let batch = model.batch();
+            let options = EngineOptions {
+                parallel: n_parallel,
+                prefill_chunk: n_batch,
+                lent_slots: 1,
+                ..EngineOptions::default()
+            };
+            let engine = Engine::start(model, name, options).map_err(|e| model_error(&e))?;
+            Ok((engine, identity, batch))
         })?;
         let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())
             .map_err(|e| model_error(&e))?;
-        let recipe = Recipe { options: LoadOptions { slots: 1, ..recipe.options }, ..recipe };
-        Ok(PyModel { engine, template: Arc::new(template), path, recipe })
+        let session_open = Arc::new(AtomicBool::new(false));
+        Ok(PyModel { engine, template: Arc::new(template), path, identity, batch, session_open })
     }
 
     /// The model file's path.
@@ -334,9 +330,20 @@ fn wait_pass<T: Send>(py: Python<'_>, ticket: &mut PassTicket<T>, what: &str) ->
 }
 
 impl PyModel {
-    /// How it was loaded.
-    pub fn recipe(&self) -> &Recipe {
-        &self.recipe
+    /// The engine that runs it.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Set while a token-level session of the model lives.
+    pub fn session_flag(&self) -> Arc<AtomicBool> {
+        self.session_open.clone()
+    }
+
+    /// What a session's saved states name the model by, and the most
+    /// tokens one evaluation reads.
+    pub fn session_facts(&self) -> (String, usize) {
+        (self.identity.clone(), self.batch)
     }
 
     /// The grammar engine's vocabulary of this model (built on first use).

@@ -1,14 +1,17 @@
 //! `_Session`: one sequence's state for llama-cpp-python's token-level API
 //! (`eval`, `generate`, `save_state`/`load_state`).
 //!
-//! The engine's thread owns the model that `create_completion` runs on, so
-//! a session holds a copy of its own, loaded as the engine's was with one
-//! sequence slot (`model.rs`'s `Recipe`). It evaluates the token ids it is
-//! given at the positions the caller says (llama-cpp-python's `n_tokens`)
-//! and returns their logits; it remembers the tokens its cache holds, so a
-//! caller that rewinds (`n_tokens` set lower, `reset()`) continues from
-//! there, and a model whose sliding-window rings no longer hold the window
-//! of that position evaluates the kept tokens again first.
+//! The engine's thread owns the model that `create_completion` runs on; a
+//! session runs on that same model, which the engine lends it between its
+//! steps on a slot reserved for the session (`Engine::lend`, one lent slot
+//! per `_Model`), so the weights are held once. It evaluates the token ids
+//! it is given at the positions the caller says (llama-cpp-python's
+//! `n_tokens`) and returns their logits; it remembers the tokens its slot
+//! holds, so a caller that rewinds (`n_tokens` set lower, `reset()`)
+//! continues from there, and a model whose sliding-window rings no longer
+//! hold the window of that position evaluates the kept tokens again first.
+//! One session per model at a time: a second is a `RuntimeError` while the
+//! first lives.
 //!
 //! A saved state (`_KvState`) is the keys and values of its positions read
 //! into host memory, with its tokens and the identity of the model it came
@@ -17,30 +20,30 @@
 //! bytes, read back by `_kv_state_from_bytes`), so llama-cpp-python's
 //! `LlamaState` does.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use baton_model::{Logits, Model, SavedPrefix};
+use baton_serve::engine::Engine;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::errors::model_error;
+use crate::errors::{submit_error, BatonError};
 use crate::model::PyModel;
 
-/// One sequence of a model of its own.
+/// One sequence on its model's reserved slot.
 #[pyclass(module = "baton._baton", name = "_Session", frozen)]
 pub struct PySession {
-    state: Mutex<State>,
+    engine: Engine,
+    /// Set while a session of the model lives (the model's).
+    open: Arc<AtomicBool>,
+    /// The tokens the slot holds, from position 0.
+    held: Mutex<Vec<u32>>,
     identity: String,
     context: usize,
     vocab: usize,
     batch: usize,
-}
-
-struct State {
-    model: Model,
-    /// The tokens the cache holds, from position 0.
-    held: Vec<u32>,
 }
 
 /// A session's saved state: its tokens and their keys and values (a copy
@@ -53,24 +56,44 @@ pub struct PyKvState {
 }
 
 impl PySession {
-    fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
-        self.state.lock().map_err(|_| PyRuntimeError::new_err("the session's lock was poisoned by a panic"))
+    fn lock(&self) -> PyResult<MutexGuard<'_, Vec<u32>>> {
+        self.held.lock().map_err(|_| PyRuntimeError::new_err("the session's lock was poisoned by a panic"))
+    }
+
+    /// Runs `work` with the model and the session's slot on the engine's
+    /// thread and waits for it (the caller releases the GIL). A model error
+    /// comes back as the `String` of `work`'s `Err`, a `ValueError`.
+    fn on_engine<R, F>(&self, work: F) -> PyResult<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Model, usize) -> Result<R, String> + Send + 'static,
+    {
+        let ticket = self.engine.lend(0, work).map_err(submit_error)?;
+        match ticket.blocking_wait() {
+            Ok(answer) => answer.map_err(PyValueError::new_err),
+            Err(why) => Err(BatonError::new_err(format!("the token-level session failed: {why}"))),
+        }
     }
 }
 
-/// Evaluates `tokens` at positions `past..` of the session's slot, a batch
-/// at a time; the logits of every token (`all`) or of the last.
-fn evaluate(model: &mut Model, tokens: &[u32], past: usize, all: bool, batch: usize) -> PyResult<Vec<f32>> {
+impl Drop for PySession {
+    fn drop(&mut self) {
+        self.open.store(false, Ordering::Release);
+    }
+}
+
+/// Evaluates `tokens` at positions `past..` of `slot`, a batch at a time;
+/// the logits of every token (`all`) or of the last.
+fn evaluate(model: &mut Model, slot: usize, tokens: &[u32], past: usize, all: bool) -> Result<Vec<f32>, String> {
+    let batch = model.batch();
     let mut out = Vec::new();
     let which = if all { Logits::All } else { Logits::Last };
     for (i, chunk) in tokens.chunks(batch).enumerate() {
-        let logits = model.eval_slot(0, chunk, past + i * batch, which).map_err(|e| model_error(&e))?;
-        if all {
-            out.extend_from_slice(logits);
-        } else {
+        let logits = model.eval_slot(slot, chunk, past + i * batch, which).map_err(|e| e.to_string())?;
+        if !all {
             out.clear();
-            out.extend_from_slice(logits);
         }
+        out.extend_from_slice(logits);
     }
     Ok(out)
 }
@@ -81,24 +104,21 @@ fn bytes_of(values: &[f32]) -> Vec<u8> {
 
 #[pymethods]
 impl PySession {
-    /// A session on its own copy of `model`, loaded as that one was with
-    /// one sequence slot (GIL released), outside the engine whose thread
-    /// owns `model`.
+    /// A session on `model`'s reserved slot; a `RuntimeError` while
+    /// another session of `model` lives.
     #[staticmethod]
-    fn open(py: Python<'_>, model: &PyModel) -> PyResult<PySession> {
-        let recipe = model.recipe();
-        let model = py.detach(|| recipe.load())?;
-        let config = model.config();
-        let identity = format!(
-            "{} ({} bytes, {} layers, width {}, KV {:?})",
-            recipe.path().display(),
-            model.file_bytes(),
-            config.layers,
-            config.dim,
-            recipe.kv_types()
-        );
-        let (context, vocab, batch) = (model.context(), config.vocab, model.batch());
-        Ok(PySession { state: Mutex::new(State { model, held: Vec::new() }), identity, context, vocab, batch })
+    fn open(model: &PyModel) -> PyResult<PySession> {
+        let open = model.session_flag();
+        if open.swap(true, Ordering::AcqRel) {
+            return Err(PyRuntimeError::new_err(
+                "this model already has a token-level session: one Llama's token API at a time (close the other)",
+            ));
+        }
+        let (identity, batch) = model.session_facts();
+        let info = model.engine().info();
+        let (context, vocab) = (info.context, info.vocab);
+        let engine = model.engine().clone();
+        Ok(PySession { engine, open, held: Mutex::new(Vec::new()), identity, context, vocab, batch })
     }
 
     /// Positions of the sequence.
@@ -141,8 +161,7 @@ impl PySession {
         }
         let batch = self.batch;
         py.detach(|| -> PyResult<()> {
-            let mut state = self.lock()?;
-            let State { model, held } = &mut *state;
+            let mut held = self.lock()?;
             if past > held.len() {
                 return Err(PyValueError::new_err(format!(
                     "n_tokens is {past} but the session holds {} evaluated tokens",
@@ -150,11 +169,13 @@ impl PySession {
                 )));
             }
             held.truncate(past);
-            if past > 0 && !model.resumable(0, past) {
-                // A sliding-window ring went further: the kept tokens again.
-                let kept = std::mem::take(held);
-                evaluate(model, &kept, 0, false, batch)?;
-                *held = kept;
+            if past > 0 {
+                // A sliding-window ring that went further: the kept tokens again.
+                let kept = held.clone();
+                self.on_engine(move |model, slot| match model.resumable(slot, past) {
+                    true => Ok(()),
+                    false => evaluate(model, slot, &kept, 0, false).map(drop),
+                })?;
             }
             Ok(())
         })?;
@@ -166,12 +187,12 @@ impl PySession {
         for (i, chunk) in tokens.chunks(batch).enumerate() {
             let start = past + i * batch;
             let rows = py.detach(|| -> PyResult<Vec<f32>> {
-                let mut state = self.lock()?;
-                let State { model, held } = &mut *state;
+                let mut held = self.lock()?;
                 if held.len() != start {
                     return Err(PyRuntimeError::new_err("another thread changed the session during this eval"));
                 }
-                let rows = evaluate(model, chunk, start, all, batch)?;
+                let owned = chunk.to_vec();
+                let rows = self.on_engine(move |model, slot| evaluate(model, slot, &owned, start, all))?;
                 held.extend_from_slice(chunk);
                 Ok(rows)
             })?;
@@ -190,16 +211,13 @@ impl PySession {
     /// host memory (a copy).
     fn save(&self, py: Python<'_>, n: usize) -> PyResult<PyKvState> {
         py.detach(|| {
-            let mut state = self.lock()?;
-            if n > state.held.len() {
-                return Err(PyValueError::new_err(format!(
-                    "a state of {n} tokens asked of a session holding {}",
-                    state.held.len()
-                )));
+            let held = self.lock()?;
+            if n > held.len() {
+                return Err(PyValueError::new_err(format!("a state of {n} tokens asked of a session holding {}", held.len())));
             }
             let saved = match n {
                 0 => None,
-                _ => match state.model.save_prefix(0, n).map_err(|e| model_error(&e))? {
+                _ => match self.on_engine(move |model, slot| model.save_prefix(slot, n).map_err(|e| e.to_string()))? {
                     Some(saved) => Some(Arc::new(saved)),
                     None => {
                         return Err(PyValueError::new_err(
@@ -208,12 +226,12 @@ impl PySession {
                     }
                 },
             };
-            Ok(PyKvState { saved, tokens: state.held[..n].to_vec(), identity: self.identity.clone() })
+            Ok(PyKvState { saved, tokens: held[..n].to_vec(), identity: self.identity.clone() })
         })
     }
 
     /// Writes `state` (saved from a session of the same model) into the
-    /// cache: the session then holds its tokens.
+    /// slot: the session then holds its tokens.
     fn restore(&self, py: Python<'_>, state: &PyKvState) -> PyResult<()> {
         if state.identity != self.identity {
             return Err(PyValueError::new_err(format!(
@@ -229,14 +247,16 @@ impl PySession {
             )));
         }
         py.detach(|| {
-            let mut session = self.lock()?;
-            session.held.clear();
-            if let Some(saved) = &state.saved {
-                if !session.model.restore_prefix(0, saved).map_err(|e| model_error(&e))? {
+            let mut held = self.lock()?;
+            held.clear();
+            if let Some(saved) = state.saved.clone() {
+                let written =
+                    self.on_engine(move |model, slot| model.restore_prefix(slot, &saved).map_err(|e| e.to_string()))?;
+                if !written {
                     return Err(PyValueError::new_err("loading a state is not served for this model's placement"));
                 }
             }
-            session.held = state.tokens.clone();
+            *held = state.tokens.clone();
             Ok(())
         })
     }

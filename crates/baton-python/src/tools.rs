@@ -40,7 +40,10 @@ impl PyToolPlan {
     #[staticmethod]
     fn read(tools: Option<String>, tool_choice: Option<String>, parallel: bool) -> PyResult<Option<PyToolPlan>> {
         let (tools, choice) = (json_of("tools", tools)?, json_of("tool_choice", tool_choice)?);
-        let plan = tools::plan(tools.as_ref(), choice.as_ref(), parallel).map_err(refused)?;
+        // The Python package writes calls in the Hermes form whatever the
+        // template (harmony's is served by `baton serve`).
+        let plan =
+            tools::plan(tools.as_ref(), choice.as_ref(), parallel, tools::CallFormat::Hermes).map_err(refused)?;
         Ok(plan.map(|plan| PyToolPlan { plan }))
     }
 

@@ -2,8 +2,11 @@
 sample, generate, reset, n_tokens, input_ids and scores, save_state and
 load_state (a LlamaState pickles), with llama-cpp-python's semantics."""
 
+import json
 import pickle
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -251,3 +254,27 @@ def test_generating_to_the_end_of_the_context_is_a_value_error(model_path):
                 count += 1
         assert small.n_tokens == 32
         assert count == 32 - len(tokens) + 1
+
+
+def test_the_token_api_runs_on_the_engines_model_not_a_second_copy(model_path):
+    """One process: a Llama that answered a chat, then ran eval and generate
+    and chatted again, peaks at well under a second copy of the weights
+    above what loading it took (the engine lends its model to the session;
+    before, the session loaded its own copy)."""
+    script = Path(__file__).resolve().parents[3] / "scripts" / "python_rss.py"
+    run = subprocess.run(
+        [sys.executable, str(script), model_path, "--n-ctx", "512"], check=True, capture_output=True, text=True
+    )
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert figures["engine"] == "baton", figures
+    assert figures["generated"] == 16 and figures["chat_same_after_token_api"], figures
+    grown = figures["peak_rss_mib"] - figures["peak_rss_after_load_mib"]
+    assert grown < figures["file_mib"] / 2, f"the token API grew the peak by {grown} MiB: {figures}"
+
+
+def test_a_second_session_of_one_model_is_refused_while_the_first_lives(llm):
+    llm.reset()
+    llm.eval(llm.tokenize(PROMPT)[:3])
+    with pytest.raises(RuntimeError, match="already has a token-level session"):
+        baton._baton._Session.open(llm._model)
+    assert llm.n_tokens == 3, "the first session is untouched"

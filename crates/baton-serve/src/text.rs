@@ -27,6 +27,9 @@ pub enum Outcome {
         usage: Usage,
         /// Log-probabilities of tokens not yet handed out with text.
         logprobs: Vec<TokenLogprobs>,
+        /// Each generated token's end in the text handed out, in bytes
+        /// (what the reasoning tokens are counted by).
+        token_ends: Vec<usize>,
     },
     /// The engine failed; the message says why.
     Failed(String),
@@ -62,6 +65,9 @@ pub struct TextStream {
     prompt_tokens: usize,
     completion: usize,
     cached: usize,
+    /// Bytes decoded so far after each token.
+    token_ends: Vec<usize>,
+    decoded: usize,
 }
 
 impl TextStream {
@@ -78,6 +84,8 @@ impl TextStream {
             prompt_tokens,
             completion: 0,
             cached: 0,
+            token_ends: Vec::new(),
+            decoded: 0,
         }
     }
 
@@ -89,7 +97,12 @@ impl TextStream {
             Some(Event::Logprobs(entry)) => self.pending.push(entry),
             Some(Event::Token(token)) => {
                 self.completion += 1;
-                match self.decoder.push(token) {
+                let decoded = self.decoder.push(token);
+                if let Ok(Some(piece)) = &decoded {
+                    self.decoded += piece.len();
+                }
+                self.token_ends.push(self.decoded);
+                match decoded {
                     Ok(Some(piece)) if self.release(&piece, &mut pushed) => pushed.end = Some(self.stop_string_end()),
                     Ok(_) => {}
                     Err(e) => pushed.end = Some(Outcome::Failed(format!("decoding token {token}: {e}"))),
@@ -97,6 +110,10 @@ impl TextStream {
             }
             Some(Event::Done(finish)) => {
                 if let Some(rest) = self.decoder.finish() {
+                    self.decoded += rest.len();
+                    if let Some(last) = self.token_ends.last_mut() {
+                        *last = self.decoded;
+                    }
                     if self.release(&rest, &mut pushed) {
                         pushed.end = Some(self.stop_string_end());
                         return pushed;
@@ -109,7 +126,9 @@ impl TextStream {
                     FinishReason::Length => "length",
                 };
                 let usage = Usage::new(finish.prompt_tokens, finish.completion_tokens, finish.cached_tokens);
-                pushed.end = Some(Outcome::Finished { reason, usage, logprobs: std::mem::take(&mut self.pending) });
+                let logprobs = std::mem::take(&mut self.pending);
+                let token_ends = std::mem::take(&mut self.token_ends);
+                pushed.end = Some(Outcome::Finished { reason, usage, logprobs, token_ends });
             }
             Some(Event::Failed(why)) => pushed.end = Some(Outcome::Failed(why)),
             None => pushed.end = Some(Outcome::Failed("the engine stopped before the generation ended".into())),
@@ -168,6 +187,7 @@ impl TextStream {
     /// The end a stop string made: `stop`, with the tokens so far.
     fn stop_string_end(&mut self) -> Outcome {
         let usage = Usage::new(self.prompt_tokens, self.completion, self.cached);
-        Outcome::Finished { reason: "stop", usage, logprobs: std::mem::take(&mut self.pending) }
+        let (logprobs, token_ends) = (std::mem::take(&mut self.pending), std::mem::take(&mut self.token_ends));
+        Outcome::Finished { reason: "stop", usage, logprobs, token_ends }
     }
 }

@@ -679,3 +679,44 @@ fn a_request_sharing_an_idle_slots_start_keeps_that_slots_prompt() {
     assert_eq!((tokens, entries), (want[0].0.clone(), want[0].1.clone()));
     assert!(served.metrics().kv_blocks[2] >= 1, "the start's block is held once by both slots");
 }
+
+/// Work lent the model (`Engine::lend`, the Python package's token-level
+/// session) runs on the slot reserved after the `parallel` ones, beside
+/// running generations: its logits are the model's alone, what it leaves
+/// in the slot is there for the next lend, and the generations' tokens are
+/// those they get without it. A slot not reserved, or a model without the
+/// reserved slot, is refused.
+#[test]
+fn lent_work_runs_on_its_own_slot_and_changes_no_generation() {
+    let (_dir, path) = synth_model("engine-lend", SynthShape::Tiny, DType::F32, 53);
+    let tokens: Vec<u32> = (0..30u32).map(|j| (j * 13 + 5) % 500).collect();
+    let options = LoadOptions { context: Some(96), batch: 64, slots: 1, ..LoadOptions::default() };
+    let mut alone = Model::load_split(&path, devices(&["cpu"]), &options).expect("load");
+    let want = alone.eval_slot(0, &tokens, 0, Logits::Last).expect("eval").to_vec();
+    let prompt: Vec<u32> = (1..25).collect();
+    let cold = engine(&path, &["cpu"], 2, 8, 8);
+    let generation = collect(cold.submit(greedy(prompt.clone(), 30)).expect("submit")).0;
+    let lending = EngineOptions { parallel: 2, queue: 8, prefill_chunk: 8, lent_slots: 1, ..EngineOptions::default() };
+    let model =
+        Model::load_split(&path, devices(&["cpu"]), &LoadOptions { slots: 3, ..options.clone() }).expect("load");
+    let served = Engine::start(model, "tiny", lending.clone()).expect("engine");
+    let running: Vec<_> = (0..2).map(|_| served.submit(greedy(prompt.clone(), 30)).expect("submit")).collect();
+    let (head, tail) = (tokens[..12].to_vec(), tokens[12..].to_vec());
+    let first = served.lend(0, move |model, slot| {
+        model.eval_slot(slot, &head, 0, Logits::Last).map(|_| slot).map_err(|e| e.to_string())
+    });
+    let slot = first.expect("lend").blocking_wait().expect("lent").expect("eval");
+    assert_eq!(slot, 2, "the slot after the two parallel ones");
+    let rest = served.lend(0, move |model, slot| {
+        model.eval_slot(slot, &tail, 12, Logits::Last).map(<[f32]>::to_vec).map_err(|e| e.to_string())
+    });
+    let got = rest.expect("lend").blocking_wait().expect("lent").expect("eval");
+    assert!(got == want, "the lent slot's logits after two lends differ from the text evaluated alone");
+    for (i, generation_beside) in running.into_iter().enumerate() {
+        assert_eq!(collect(generation_beside).0, generation, "generation {i} beside the lent work");
+    }
+    let refused = served.lend(1, |_, _| ()).map(drop);
+    assert!(matches!(refused, Err(SubmitError::NoLentSlot { index: 1, lent: 1 })), "{refused:?}");
+    let short = Model::load_split(&path, devices(&["cpu"]), &LoadOptions { slots: 2, ..options }).expect("load");
+    assert!(Engine::start(short, "tiny", lending).is_err(), "a model without the reserved slot is refused");
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use baton_serve::engine::{Engine, EngineOptions};
-use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, ServerOptions};
+use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, RequestDefaults, ServerOptions};
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
@@ -76,6 +76,19 @@ pub struct ServeArgs {
     /// use it.
     #[arg(long = "chat-template-file", value_name = "FILE")]
     chat_template_file: Option<PathBuf>,
+    /// Sampling temperature of a request that gives none (llama-server's
+    /// flag; default: llama.cpp's 0.8).
+    #[arg(long = "temp")]
+    temp: Option<f32>,
+    /// Seed of a request that gives none (llama-server's flag; default: a
+    /// fresh one per request).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Most tokens of an answer whose request gives no `max_tokens`
+    /// (llama-server's `-n`; cut to what the context leaves; default: the
+    /// context's end).
+    #[arg(short = 'n', long = "n-predict")]
+    n_predict: Option<usize>,
     /// Largest request body in bytes (larger: 413).
     #[arg(long = "body-limit", default_value_t = 1 << 20)]
     body_limit: usize,
@@ -238,6 +251,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         cache_ram: args.cache_ram.saturating_mul(1 << 20),
         ctx_checkpoints: args.ctx_checkpoints,
         spec,
+        lent_slots: 0,
     };
     #[cfg(feature = "mpi")]
     let engine = match (link, drafter) {
@@ -274,6 +288,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         model_path: path.display().to_string(),
         reasoning_format: args.reasoning_format,
         chat_template,
+        defaults: RequestDefaults { temperature: args.temp, seed: args.seed, max_tokens: args.n_predict },
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::grammar::GrammarSource;
 use super::json_defaults::{with_defaults, MAX_INDENT};
-use super::tags::{TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use super::tags::{HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 
 /// Most calls one answer may hold.
 pub const MAX_CALLS: usize = 8;
@@ -85,5 +85,28 @@ pub fn tool_call_grammar<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value
     lark += &format!("WS: /(?: |\\n[ \\t]{{0,{MAX_INDENT}}})/\n");
     lark += &format!("GAP: /[ \\t\\r\\n]{{1,{MAX_GAP_SPACES}}}/\n");
     lark += "LEAD: /[ \\t\\r\\n]+/\n";
+    GrammarSource::Lark(lark)
+}
+
+/// The grammar of one call to `tools` in gpt-oss's harmony format, from
+/// its recipient on (the prompt ends with the commentary channel's
+/// header): `to=functions.NAME <|constrain|>json<|message|>` and the
+/// arguments, held to the tool's parameters as [`tool_call_grammar`]
+/// holds them. The call's `<|call|>` is the model's end of generation,
+/// which the text may take once the arguments close. The markers are
+/// matched as text: the tokenizer renders harmony's as text (the
+/// vocabulary gives them their bytes), so a marker token or its bytes
+/// both fit.
+pub fn harmony_call_grammar<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> GrammarSource {
+    let mut lark = String::from("%llguidance {}\nstart: call\n");
+    let header = literal(&format!("{HARMONY_CONSTRAIN_JSON}{HARMONY_MESSAGE}"));
+    let mut names = Vec::new();
+    for (i, (name, parameters)) in tools.into_iter().enumerate() {
+        let recipient = literal(&format!("{HARMONY_RECIPIENT}{name}"));
+        lark += &format!("call{i}: {recipient} {header} arguments{i}\n");
+        lark += &format!("arguments{i}: %json {}\n", with_defaults(parameters));
+        names.push(format!("call{i}"));
+    }
+    lark += &format!("call: {}\n", names.join(" | "));
     GrammarSource::Lark(lark)
 }

@@ -158,3 +158,33 @@ fn words_go_free_and_a_call_opened_by_its_tag_is_held() {
         }
     }
 }
+
+#[test]
+fn a_harmony_call_names_a_tool_after_its_recipient_and_its_arguments_follow_the_schema() {
+    let (tokenizer, vocabulary) = vocabulary();
+    let (record, time) = (pydantic_record(), time_parameters());
+    let source = harmony_call_grammar([("record", &record), ("time", &time)]);
+    let grammar = vocabulary.compile(&source).unwrap_or_else(|e| panic!("{source:?}: {e}"));
+    let call = |name: &str, arguments: &str| format!("to=functions.{name} <|constrain|>json<|message|>{arguments}");
+    assert!(accepts(&grammar, &tokenizer, &call("record", RECORD)));
+    assert!(accepts(&grammar, &tokenizer, &call("time", r#"{"zone": "UTC"}"#)));
+    for (bad, why) in [
+        (call("clock", "{}"), "no such tool"),
+        (call("time", r#"{"zone": "PST"}"#), "its parameters"),
+        (call("record", &RECORD.replace("7,", "-1,")), "minimum 0"),
+        (format!("{} words", call("time", r#"{"zone": "UTC"}"#)), "nothing after the arguments"),
+        (r#"to=functions.time<|message|>{"zone": "UTC"}"#.to_string(), "the JSON constraint is written"),
+    ] {
+        assert!(!accepts(&grammar, &tokenizer, &bad), "{why}: {bad}");
+    }
+    // Drawn at random: a whole call of one of the tools.
+    for seed in 0..4 {
+        let (text, whole) = super::grammar_tests::draw_text(&grammar, &tokenizer, seed, 800);
+        assert!(whole, "seed {seed}: {text:?}");
+        let (header, arguments) = text.split_once("<|message|>").unwrap_or_else(|| panic!("{text:?}"));
+        let name = header.strip_prefix("to=functions.").and_then(|h| h.strip_suffix(" <|constrain|>json"));
+        let value: Value = serde_json::from_str(arguments).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let name = name.unwrap_or_else(|| panic!("{text:?}"));
+        check_call(&json!({"name": name, "arguments": value})).unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+    }
+}

@@ -10,10 +10,12 @@
 //! reasoning.
 //!
 //! gpt-oss's harmony format is split the same way: an answer that starts
-//! with its analysis channel ([`HARMONY_THINK`]) thinks until the final
-//! channel opens ([`HARMONY_ANSWER`]); one that starts on the final
-//! channel ([`HARMONY_FINAL`]) is all content (the tokenizer renders the
-//! channel markers as text, as llama.cpp does).
+//! with its analysis channel ([`HARMONY_THINK`]) thinks until the next
+//! message opens ([`HARMONY_NEXT`]); that message's final-channel header
+//! ([`HARMONY_FINAL`]) is dropped, and any other (a tool call on the
+//! commentary channel) is content, where the tool calls are read. One
+//! that starts on the final channel is all content (the tokenizer renders
+//! the channel markers as text, as llama.cpp does).
 //!
 //! Gemma 4 thinks in a channel: an answer that starts with
 //! [`GEMMA4_THINK`] (`<|channel>thought`, the markers user-defined tokens
@@ -32,8 +34,9 @@ pub const THINK_CLOSE: &str = "</think>";
 /// What opens gpt-oss's thinking: its analysis channel.
 pub const HARMONY_THINK: &str = "<|channel|>analysis<|message|>";
 
-/// What ends gpt-oss's thinking and opens its answer: the final channel.
-pub const HARMONY_ANSWER: &str = "<|end|><|start|>assistant<|channel|>final<|message|>";
+/// What ends gpt-oss's thinking and opens its next message (the answer on
+/// the final channel, or a tool call on the commentary channel).
+pub const HARMONY_NEXT: &str = "<|end|><|start|>assistant";
 
 /// An answer on gpt-oss's final channel from the start.
 pub const HARMONY_FINAL: &str = "<|channel|>final<|message|>";
@@ -46,7 +49,7 @@ pub const GEMMA4_THINK_CLOSE: &str = "<channel|>";
 
 /// Each way of opening the thinking, with what closes it.
 const OPENINGS: [(&str, &str); 3] =
-    [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_ANSWER), (GEMMA4_THINK, GEMMA4_THINK_CLOSE)];
+    [(THINK_OPEN, THINK_CLOSE), (HARMONY_THINK, HARMONY_NEXT), (GEMMA4_THINK, GEMMA4_THINK_CLOSE)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Part {
@@ -145,6 +148,17 @@ impl ReasoningSplit {
                     if self.pending.is_empty() {
                         return out;
                     }
+                    if self.close == HARMONY_NEXT {
+                        // The final channel's header is no part of the answer.
+                        if let Some(rest) = self.pending.strip_prefix(HARMONY_FINAL) {
+                            self.pending = rest.to_string();
+                            self.close = THINK_CLOSE;
+                            continue;
+                        }
+                        if HARMONY_FINAL.starts_with(self.pending.as_str()) {
+                            return out;
+                        }
+                    }
                     self.part = Part::Content;
                 }
                 Part::Content => {
@@ -162,6 +176,34 @@ impl ReasoningSplit {
         match self.part {
             Part::Thinking { .. } => Split { reasoning: pending, content: String::new() },
             Part::Start | Part::Closed | Part::Content => Split { reasoning: String::new(), content: pending },
+        }
+    }
+
+    /// Bytes of `text` (a whole answer, as [`whole`](Self::whole) takes
+    /// it) that its thinking spans, its tags included: 0 when it has none,
+    /// all of it when the thinking never closes.
+    pub fn thinking_len(text: &str, opened: bool) -> usize {
+        let (start, close) = if opened {
+            (0, THINK_CLOSE)
+        } else {
+            let lead = text.len() - text.trim_start().len();
+            match OPENINGS.iter().find(|(open, _)| text[lead..].starts_with(open)) {
+                Some((open, close)) => (lead + open.len(), *close),
+                None => return 0,
+            }
+        };
+        text[start..].find(close).map_or(text.len(), |at| start + at + close.len())
+    }
+
+    /// Generated tokens of `text`'s thinking (its tags included): the
+    /// tokens up to the one whose text reaches [`thinking_len`](Self::thinking_len),
+    /// `token_ends` holding each token's end in `text`'s bytes (as
+    /// decoded, so a token inside a character ends where the character
+    /// does).
+    pub fn thinking_tokens(text: &str, opened: bool, token_ends: &[usize]) -> usize {
+        match Self::thinking_len(text, opened) {
+            0 => 0,
+            len => token_ends.iter().position(|&end| end >= len).map_or(token_ends.len(), |i| i + 1),
         }
     }
 
@@ -207,6 +249,11 @@ mod tests {
         assert_eq!(ReasoningSplit::whole("<|channel|>final<|message|>Hi!", false), split("", "Hi!"));
         assert_eq!(ReasoningSplit::whole("<|channel|>analysis<|message|>cut off", false), split("cut off", ""));
         assert_eq!(ReasoningSplit::whole("<|chan", false), split("", "<|chan"));
+        // A tool call after the analysis is content (where calls are read).
+        let call = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary \
+                    to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}";
+        let content = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}";
+        assert_eq!(ReasoningSplit::whole(call, false), split("Need weather.", content));
         // A think tag inside harmony's analysis is text of it.
         let nested = "<|channel|>analysis<|message|>a </think> b<|end|><|start|>assistant<|channel|>final<|message|>c";
         assert_eq!(ReasoningSplit::whole(nested, false), split("a </think> b", "c"));
@@ -225,6 +272,33 @@ mod tests {
     }
 
     #[test]
+    fn the_thinking_spans_its_tags_and_counts_the_tokens_that_reach_its_end() {
+        let answer = "<think>ab</think>\n\nHi";
+        assert_eq!(ReasoningSplit::thinking_len(answer, false), "<think>ab</think>".len());
+        assert_eq!(ReasoningSplit::thinking_len("  <think>never", false), "  <think>never".len());
+        assert_eq!(ReasoningSplit::thinking_len("Hi <think>x</think>", false), 0);
+        assert_eq!(ReasoningSplit::thinking_len("x</think>y", true), "x</think>".len());
+        let harmony = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+        // Harmony's thinking ends where the next message starts.
+        let next = "<|channel|>final<|message|>Hi".len();
+        assert_eq!(ReasoningSplit::thinking_len(harmony, false), harmony.len() - next);
+        // Tokens "<think>", "ab", "</think>", "\n\n", "Hi": three of thinking.
+        let ends = [7, 9, 17, 19, 21];
+        assert_eq!(ReasoningSplit::thinking_tokens(answer, false, &ends), 3);
+        // The close tag cut across tokens: the one that completes it counts.
+        assert_eq!(ReasoningSplit::thinking_tokens(answer, false, &[7, 9, 12, 18, 21]), 4);
+        assert_eq!(ReasoningSplit::thinking_tokens("Hi", false, &[2]), 0);
+        assert_eq!(ReasoningSplit::thinking_tokens("all thought", true, &[3, 11]), 2);
+        // Where the whole split's content starts, the thinking has ended.
+        for (text, opened) in [(answer, false), (harmony, false), ("x</think> y", true), ("plain", false)] {
+            let len = ReasoningSplit::thinking_len(text, opened);
+            let split = ReasoningSplit::whole(&text[..len], opened);
+            assert_eq!(split.content, "", "{text:?}: the thinking's bytes hold no answer");
+            assert_eq!(split.reasoning, ReasoningSplit::whole(text, opened).reasoning, "{text:?}");
+        }
+    }
+
+    #[test]
     fn any_cut_of_the_text_splits_as_the_whole() {
         let texts = [
             "<think>\nA é b.\n</think>\n\nThe answer: <think> stays.",
@@ -234,6 +308,8 @@ mod tests {
             "<|channel|>analysis<|message|>é x<|end|><|start|>assistant<|channel|>final<|message|>y<|end|>",
             "<|channel|>final<|message|>z",
             "<|channel>thought\né a<channel|>\nb",
+            "<|channel|>analysis<|message|>q<|end|><|start|>assistant<|channel|>commentary to=functions.f<|message|>{}",
+            "<|channel|>analysis<|message|>q<|end|><|start|>assistant<|chan",
         ];
         for text in texts {
             for opened in [false, true] {

@@ -2,12 +2,11 @@
 ``generate``, ``reset``, ``n_tokens``, ``input_ids``, ``scores``,
 ``save_state``/``load_state`` and ``set_cache``.
 
-These run on a session (``baton._baton._Session``): one sequence on a copy
-of the model of its own, loaded on the first call that needs it, as the
-engine that ``create_completion`` runs on owns the other on its thread.
-The first token-level call therefore loads the model's weights a second
-time; ``create_completion`` and ``create_chat_completion`` go through the
-session as well when they are given a ``logits_processor``,
+These run on a session (``baton._baton._Session``): one sequence on a slot
+of the engine's model kept for it, which the engine that
+``create_completion`` runs on lends it between its steps, so the weights
+are held once. ``create_completion`` and ``create_chat_completion`` go
+through the session as well when they are given a ``logits_processor``,
 ``stopping_criteria``, a GBNF ``grammar`` or a ``cache``.
 """
 

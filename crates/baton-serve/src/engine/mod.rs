@@ -29,6 +29,7 @@
 mod embed_seq;
 mod grammars;
 mod host_cache;
+mod lend;
 mod metrics;
 mod mirror;
 mod options;
@@ -236,11 +237,12 @@ impl Engine {
         if options.parallel == 0 || options.prefill_chunk == 0 {
             return Err(EngineError::Options("parallel and prefill_chunk must be at least 1".into()));
         }
-        if model.slots() < options.parallel {
+        if model.slots() < options.parallel + options.lent_slots {
             return Err(EngineError::Options(format!(
-                "the model has {} sequence slots, {} are asked for",
+                "the model has {} sequence slots, {} are asked for ({} lent)",
                 model.slots(),
-                options.parallel
+                options.parallel + options.lent_slots,
+                options.lent_slots
             )));
         }
         let tokenizer = model.shared_tokenizer();
@@ -471,14 +473,45 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs `work` on the engine's thread between steps (`lend.rs`), with
+    /// the model and the slot of reserved slot `index` (of
+    /// [`EngineOptions::lent_slots`]); its result comes on the ticket. The
+    /// engine never reads or writes that slot, so what `work` leaves there
+    /// is there for the next work lent it. It waits for no queue place (it
+    /// runs at the next turn). An `index` beyond the lent slots is
+    /// [`SubmitError::NoLentSlot`]; over ranks the ticket gives an error.
+    pub fn lend<R, F>(&self, index: usize, work: F) -> Result<PassTicket<R>, SubmitError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Model, usize) -> R + Send + 'static,
+    {
+        if index >= self.options.lent_slots {
+            return Err(SubmitError::NoLentSlot { index, lent: self.options.lent_slots });
+        }
+        self.check_accepting()?;
+        let slot = self.options.parallel + index;
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        let job: lend::LentJob = Box::new(move |model: Result<&mut Model, &str>| {
+            let _ = reply.send(model.map(|model| work(model, slot)).map_err(str::to_string));
+        });
+        self.commands.send(Command::Lend(job)).map_err(|_| SubmitError::ShuttingDown)?;
+        Ok(PassTicket { reply: receiver })
+    }
+
+    /// Whether the engine takes work, or why not.
+    fn check_accepting(&self) -> Result<(), SubmitError> {
+        if self.shared.accepting.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(match self.shared.failure.lock().clone() {
+            Some(why) => SubmitError::EngineFailed(why),
+            None => SubmitError::ShuttingDown,
+        })
+    }
+
     /// Takes a place in the queue for a request, or says why not.
     fn take_queue_place(&self) -> Result<(), SubmitError> {
-        if !self.shared.accepting.load(Ordering::Acquire) {
-            return Err(match self.shared.failure.lock().clone() {
-                Some(why) => SubmitError::EngineFailed(why),
-                None => SubmitError::ShuttingDown,
-            });
-        }
+        self.check_accepting()?;
         // Requests that free slots take at once do not wait.
         let limit = self.options.queue + self.shared.free.load(Ordering::Acquire);
         let queued = &self.shared.queued;

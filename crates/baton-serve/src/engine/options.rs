@@ -29,6 +29,10 @@ pub struct EngineOptions {
     /// How requests draft tokens unless they say otherwise (`--spec-type`;
     /// none by default). Speculation changes no token, only the speed.
     pub spec: SpecParams,
+    /// Slots after the `parallel` ones that only lent work uses
+    /// ([`Engine::lend`](super::Engine::lend)): the model must have been
+    /// loaded with `parallel + lent_slots` slots.
+    pub lent_slots: usize,
 }
 
 impl Default for EngineOptions {
@@ -41,6 +45,7 @@ impl Default for EngineOptions {
             cache_ram: 0,
             ctx_checkpoints: 8,
             spec: SpecParams::default(),
+            lent_slots: 0,
         }
     }
 }

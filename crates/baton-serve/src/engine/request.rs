@@ -268,6 +268,14 @@ pub enum SubmitError {
         /// Requests waiting.
         queued: usize,
     },
+    /// Lent work asked for a reserved slot the engine does not have.
+    #[error("reserved slot {index} asked for; the engine lends {lent}")]
+    NoLentSlot {
+        /// The slot asked for (of the lent ones).
+        index: usize,
+        /// Slots the engine lends ([`EngineOptions::lent_slots`](super::EngineOptions::lent_slots)).
+        lent: usize,
+    },
     /// The engine is shutting down.
     #[error("the engine is shutting down")]
     ShuttingDown,

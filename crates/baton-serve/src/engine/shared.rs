@@ -92,6 +92,8 @@ pub(super) enum Command {
     /// hold one place in the queue together.
     Passes(Vec<super::passes::PassJob>),
     Shutdown(Shutdown),
+    /// Work run with the model on a reserved slot (`lend.rs`).
+    Lend(super::lend::LentJob),
     /// Makes the worker's turn panic (feature `fault-injection`).
     #[cfg(feature = "fault-injection")]
     Panic,

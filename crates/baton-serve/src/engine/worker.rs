@@ -291,6 +291,13 @@ impl Worker {
                 self.passes.extend(QueuedPass::request(jobs));
                 true
             }
+            Command::Lend(job) => {
+                match self.mirror {
+                    Some(_) => job(Err(super::lend::NOT_OVER_RANKS)),
+                    None => job(Ok(&mut self.model)),
+                }
+                true
+            }
             Command::Shutdown(Shutdown::Drain) => {
                 self.draining = true;
                 true

@@ -78,6 +78,15 @@ fn whole_message(meta: &Meta, text: String, reasoning: Option<bool>, calls: Opti
     }
 }
 
+/// `usage` with the tokens of `text`'s thinking counted, when the job
+/// splits it out (`reasoning`, as [`Job::reasoning`]).
+pub(super) fn with_thinking(usage: Usage, text: &str, reasoning: Option<bool>, token_ends: &[usize]) -> Usage {
+    match reasoning {
+        Some(opened) => usage.with_reasoning(ReasoningSplit::thinking_tokens(text, opened, token_ends)),
+        None => usage,
+    }
+}
+
 fn event(data: &str) -> String {
     format!("data: {data}\n\n")
 }
@@ -178,12 +187,13 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
     };
     let outcome = drive(generation, &tokenizer, job.applied_stops(), prompt, on_text, std::future::pending()).await;
     match outcome {
-        Outcome::Finished { reason, usage, logprobs } => {
+        Outcome::Finished { reason, usage, logprobs, token_ends } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
             if meta.kind == Kind::Completion {
                 return Ok(meta.whole(text, logprobs, reason, usage));
             }
+            let usage = with_thinking(usage, &text, reasoning, &token_ends);
             // The thinking first: the calls are read from the answer after it.
             let answered = match reasoning {
                 Some(opened) => ReasoningSplit::whole(&text, opened).content,
@@ -249,14 +259,18 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
     // The thinking, when split out, goes as `reasoning_content` deltas;
     // the log-probabilities of text the split holds back go with the
     // next chunk sent.
-    let mut split = job.reasoning.filter(|_| meta.kind == Kind::Chat).map(ReasoningSplit::new);
+    let reasoning = job.reasoning.filter(|_| meta.kind == Kind::Chat);
+    let mut split = reasoning.map(ReasoningSplit::new);
     let mut carried: Vec<TokenLogprobs> = Vec::new();
+    // The text as generated, to count its thinking's tokens at the end.
+    let mut generated = String::new();
     let outcome = {
         let mut on_text = |text: String, mut entries: Vec<_>, end: bool| {
             let text = match split.as_mut() {
                 None if end => return,
                 None => text,
                 Some(split) => {
+                    generated.push_str(&text);
                     let Split { reasoning, content } = if end { split.finish() } else { split.push(&text) };
                     entries = std::mem::take(&mut carried).into_iter().chain(entries).collect();
                     if !reasoning.is_empty() {
@@ -294,7 +308,8 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
         outcome
     };
     match outcome {
-        Outcome::Finished { mut reason, usage, mut logprobs } => {
+        Outcome::Finished { mut reason, usage, mut logprobs, token_ends } => {
+            let usage = with_thinking(usage, &generated, reasoning, &token_ends);
             logprobs.splice(0..0, carried);
             if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
                 entries.append(&mut logprobs);

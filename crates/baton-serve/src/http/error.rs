@@ -110,7 +110,7 @@ impl From<SubmitError> for ApiError {
                 e.body.code = Some("queue_full");
                 e
             }
-            SubmitError::ShuttingDown | SubmitError::EngineFailed(_) => {
+            SubmitError::ShuttingDown | SubmitError::EngineFailed(_) | SubmitError::NoLentSlot { .. } => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
             }
             SubmitError::PromptTooLong { .. }

@@ -166,9 +166,11 @@ pub async fn props(State(state): State<AppState>) -> Json<Value> {
     let tokenizer = state.engine.tokenizer();
     let token = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or_default().to_string();
     let s = SamplingParams::default();
+    let d = state.defaults;
     let params = json!({
-        "n_predict": -1,
-        "temperature": s.temperature,
+        "n_predict": d.max_tokens.map_or(json!(-1), |n| json!(n)),
+        "seed": d.seed.map_or(json!(-1), |seed| json!(seed)),
+        "temperature": d.temperature.unwrap_or(s.temperature),
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,

@@ -80,10 +80,12 @@ pub mod anthropic;
 pub mod auth;
 mod body;
 pub mod cors;
+mod defaults;
 pub mod embeddings;
 mod error;
 mod events;
 mod generate;
+mod harmony_calls;
 pub mod listen;
 mod llama;
 mod metrics;
@@ -110,6 +112,7 @@ use tokio::net::TcpListener;
 
 pub use auth::{ApiKeyError, ApiKeys};
 pub use cors::{CorsError, CorsOrigins};
+pub use defaults::RequestDefaults;
 pub use error::{ApiError, ErrorBody};
 pub use options::{ReasoningFormat, ServerOptions};
 pub use serve_error::ServeError;
@@ -133,6 +136,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         strict_model_name: options.strict_model_name,
         model_path: options.model_path.clone(),
         reasoning_format: options.reasoning_format,
+        defaults: options.defaults,
     };
     let keys = Arc::new(options.api_keys.clone());
     Ok(Router::new()

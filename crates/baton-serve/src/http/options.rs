@@ -46,6 +46,9 @@ pub struct ServerOptions {
     pub reasoning_format: ReasoningFormat,
     /// A chat template (Jinja) in place of the model file's.
     pub chat_template: Option<String>,
+    /// What a request that leaves out its temperature, seed or
+    /// `max_tokens` takes (`--temp`, `--seed`, `-n`).
+    pub defaults: super::defaults::RequestDefaults,
 }
 
 /// What becomes of a reasoning model's thinking (llama-server's
@@ -89,6 +92,7 @@ impl Default for ServerOptions {
             model_path: String::new(),
             reasoning_format: ReasoningFormat::Deepseek,
             chat_template: None,
+            defaults: super::defaults::RequestDefaults::default(),
         }
     }
 }

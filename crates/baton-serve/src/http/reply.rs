@@ -105,6 +105,9 @@ struct Pieces<F> {
     /// The text held back (`None`: no tools, nothing is held).
     held: Option<String>,
     tools: Option<ToolMode>,
+    /// The text as generated, when the thinking is split out (its tokens
+    /// are counted at the end).
+    generated: String,
 }
 
 impl<F: FnMut(Piece)> Pieces<F> {
@@ -112,6 +115,7 @@ impl<F: FnMut(Piece)> Pieces<F> {
     fn push(&mut self, piece: String) {
         match self.split.as_mut() {
             Some(split) => {
+                self.generated.push_str(&piece);
                 let split = split.push(&piece);
                 self.send(split);
             }
@@ -166,12 +170,15 @@ pub async fn run(
         split: job.reasoning.map(ReasoningSplit::new),
         held: job.tools.map(|_| String::new()),
         tools: job.tools,
+        generated: String::new(),
     };
     let (outcome, matched) =
         drive_to_stop(generation, tokenizer, job.applied_stops(), prompt, |piece, _| pieces.push(piece), cancelled)
             .await;
     let (reason, usage) = match outcome {
-        Outcome::Finished { reason, usage, .. } => (reason, usage),
+        Outcome::Finished { reason, usage, token_ends, .. } => {
+            (reason, super::answer::with_thinking(usage, &pieces.generated, job.reasoning, &token_ends))
+        }
         Outcome::Failed(why) => return Err(Broken::Failed(why)),
         Outcome::Cancelled => return Err(Broken::Cancelled),
     };

@@ -6,7 +6,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use baton_gen::constraint::TOOL_CALL_OPEN;
 use baton_gen::Message;
 use baton_model::EncodeOptions;
 use serde_json::json;
@@ -72,8 +71,10 @@ impl AppState {
     /// schema: off the HTTP threads.
     async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
         check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
-        let (owned, info) = (params.clone(), self.engine.info().clone());
+        let (owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        let default_max = self.defaults.max_tokens(params, prompt.len(), info.context);
         let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
+        job.request.max_tokens = job.request.max_tokens.or(default_max);
         let salt = auth::cache_salt(params.cache_salt.as_ref())?;
         job.request.cache_scope = caller.cache_scope(&self.scope_seed, salt)?;
         Ok(job)
@@ -161,8 +162,9 @@ impl AppState {
     ) -> Result<ChatPrompt, ApiError> {
         // The tools' grammar compiles off the HTTP threads.
         let grammars = self.engine.info().grammars.clone();
+        let calls = tools::CallFormat::of_template(self.template.source());
         let plan = off_thread("reading the tools", move || {
-            tools::plan(tools.as_ref(), choice.as_ref(), parallel)?
+            tools::plan(tools.as_ref(), choice.as_ref(), parallel, calls)?
                 .map(|plan| tools::compiled(plan, &grammars))
                 .transpose()
         })
@@ -186,10 +188,10 @@ impl AppState {
         // parsed, the messages' content as literal text, BOS in front when the
         // model adds one and the template did not write it.
         let mut tokens = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
-        if plan.as_ref().is_some_and(|p| p.mode == ToolMode::Required) {
+        if let Some(plan) = plan.as_ref().filter(|p| p.mode == ToolMode::Required) {
             // The answer opens the call as the tools' instructions show.
-            let opening = format!("{TOOL_CALL_OPEN}\n");
-            let options = EncodeOptions { add_special: false, parse_special: false };
+            let (opening, parse_special) = plan.opening();
+            let options = EncodeOptions { add_special: false, parse_special };
             let opened =
                 self.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
             tokens.extend(opened);

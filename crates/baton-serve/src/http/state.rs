@@ -31,6 +31,9 @@ pub struct AppState {
     pub(super) model_path: String,
     /// What becomes of a chat answer's thinking.
     pub(super) reasoning_format: super::options::ReasoningFormat,
+    /// What a request that leaves out its temperature, seed or
+    /// `max_tokens` takes.
+    pub(super) defaults: super::defaults::RequestDefaults,
 }
 
 /// Unix seconds now.

@@ -22,15 +22,28 @@
 //! tools out. With `parallel_tool_calls: true` an answer may hold several
 //! calls, one after another each in its tags ([`MAX_CALLS`] at most); with
 //! `false` (the default, as llama-server's), one.
+//!
+//! A model whose chat template is harmony's (gpt-oss) is told of its tools
+//! and calls them in its own format instead (`harmony_calls.rs`): a
+//! required call's prompt ends with the commentary channel's header and
+//! the call is held to [`harmony_call_grammar`]; with `"auto"` the answer
+//! goes free (it may think on the analysis channel first) and a call on
+//! the commentary channel is read from it. One call per answer (`<|call|>`
+//! ends the generation). Earlier calls in the conversation are written in
+//! the Hermes form.
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
-use baton_gen::constraint::{tool_call_grammar, CallShape, GrammarSource, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use baton_gen::constraint::{
+    harmony_call_grammar, tool_call_grammar, CallShape, GrammarSource, HARMONY_CALL_CHANNEL, TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::harmony_calls;
 use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
@@ -43,6 +56,25 @@ pub enum ToolMode {
     Required,
     /// Words, or a call opened by [`TOOL_CALL_OPEN`].
     Auto,
+}
+
+/// The format the model writes its calls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFormat {
+    /// `<tool_call>{"name": …, "arguments": {…}}</tool_call>`.
+    Hermes,
+    /// gpt-oss's: a commentary-channel message to `functions.NAME`.
+    Harmony,
+}
+
+impl CallFormat {
+    /// The format of a model whose chat template's source is `template`.
+    pub fn of_template(template: &str) -> CallFormat {
+        match harmony_calls::is_harmony_template(template) {
+            true => CallFormat::Harmony,
+            false => CallFormat::Hermes,
+        }
+    }
 }
 
 /// The tools of a request that may call one.
@@ -58,6 +90,20 @@ pub struct ToolPlan {
     pub preamble: String,
     /// The tools that may be called: each one's name and parameters.
     pub callable: Vec<(String, Value)>,
+    /// The format the calls are written in.
+    pub calls: CallFormat,
+}
+
+impl ToolPlan {
+    /// What the prompt ends with when a call is required (the answer
+    /// opens it as the tools' instructions show), and whether its special
+    /// tokens' texts are read as those tokens.
+    pub fn opening(&self) -> (String, bool) {
+        match self.calls {
+            CallFormat::Hermes => (format!("{TOOL_CALL_OPEN}\n"), false),
+            CallFormat::Harmony => (HARMONY_CALL_CHANNEL.to_string(), true),
+        }
+    }
 }
 
 fn bad(name: &'static str, why: impl Into<String>) -> ApiError {
@@ -77,7 +123,12 @@ pub fn parallel(value: Option<&Value>) -> Result<bool, ApiError> {
 
 /// Checks `tools` and `tool_choice`; `None` when no tool may be called.
 /// With `parallel`, an answer may hold several calls.
-pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Result<Option<ToolPlan>, ApiError> {
+pub fn plan(
+    tools: Option<&Value>,
+    choice: Option<&Value>,
+    parallel: bool,
+    calls: CallFormat,
+) -> Result<Option<ToolPlan>, ApiError> {
     let tools = match tools {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(list)) => list.as_slice(),
@@ -130,15 +181,31 @@ pub fn plan(tools: Option<&Value>, choice: Option<&Value>, parallel: bool) -> Re
         Some(i) => vec![&functions[i]],
         None => functions.iter().collect(),
     };
-    let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
-    let grammar = Arc::new(tool_call_grammar(callable.iter().map(|f| (f.0.as_str(), &f.2)), shape));
-    let format = match mode {
-        ToolMode::Required => OutputFormat::Source(grammar),
-        ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
+    let signatures = callable.iter().map(|f| (f.0.as_str(), &f.2));
+    let (format, preamble) = match calls {
+        CallFormat::Hermes => {
+            let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
+            let grammar = Arc::new(tool_call_grammar(signatures, shape));
+            let format = match mode {
+                ToolMode::Required => OutputFormat::Source(grammar),
+                ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
+            };
+            (format, preamble(&callable, parallel))
+        }
+        CallFormat::Harmony => {
+            let format = match mode {
+                ToolMode::Required => OutputFormat::Source(Arc::new(harmony_call_grammar(signatures))),
+                ToolMode::Auto => OutputFormat::Text,
+            };
+            let described: Vec<(&str, Option<&str>, &Value)> = callable
+                .iter()
+                .map(|f| (f.0.as_str(), f.1["function"].get("description").and_then(Value::as_str), &f.2))
+                .collect();
+            (format, harmony_calls::preamble(&described))
+        }
     };
-    let preamble = preamble(&callable, parallel);
     let callable = callable.iter().map(|f| (f.0.clone(), f.2.clone())).collect();
-    Ok(Some(ToolPlan { mode, format, preamble, callable }))
+    Ok(Some(ToolPlan { mode, format, preamble, callable, calls }))
 }
 
 /// `plan` with its calls' grammar compiled against `grammars`: a tool's
@@ -270,6 +337,9 @@ impl Call {
 /// `None` unless every call is whole (a call cut by `max_tokens` makes
 /// the answer text).
 pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
+    if let Some((name, arguments)) = harmony_calls::read_call(text) {
+        return Some(vec![Call { name, arguments }]);
+    }
     let body = match mode {
         ToolMode::Required => text,
         ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
@@ -338,10 +408,11 @@ pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
 }
 
 /// Whether `text` may still open a call (auto mode): it is empty, a start
-/// of [`TOOL_CALL_OPEN`], or opens with it (after whitespace).
+/// of [`TOOL_CALL_OPEN`], or opens with it (after whitespace), or so of a
+/// harmony call's opening.
 pub fn may_be_call(text: &str) -> bool {
     let text = text.trim_start();
-    TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN)
+    TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN) || harmony_calls::may_open(text)
 }
 
 #[cfg(test)]
@@ -391,6 +462,34 @@ mod tests {
         let first_cut = r#"{"name": "f", "argu"#;
         assert!(answer_calls(first_cut, ToolMode::Required, "length").is_none(), "no whole call: text");
         assert!(answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length").is_none(), "not tags after it");
+    }
+
+    /// As llama-server (its chat parser takes the thinking first, then
+    /// reads calls only from what follows it): a call written inside the
+    /// thinking is part of `reasoning_content`, not a call; one after the
+    /// thinking is read.
+    #[test]
+    fn a_call_written_inside_the_thinking_is_reasoning_not_a_call() {
+        use baton_gen::openai::reasoning::ReasoningSplit;
+        let call = r#"<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>"#;
+        let answered = |text: &str, opened: bool| {
+            let split = ReasoningSplit::whole(text, opened);
+            (split.reasoning.clone(), answer_calls(&split.content, ToolMode::Auto, "stop").map(|(c, _)| c.len()))
+        };
+        for (text, opened) in [
+            (format!("<think>I will call it: {call}</think>\nDone."), false),
+            (format!("<think>{call} and more"), false),
+            (format!("still thinking {call}</think>"), true),
+        ] {
+            let (reasoning, calls) = answered(&text, opened);
+            assert_eq!(calls, None, "{text:?}");
+            assert!(reasoning.contains(call), "the call stays in the thinking: {text:?} gave {reasoning:?}");
+        }
+        let (_, calls) = answered(&format!("<think>Needs f.</think>\n{call}"), false);
+        assert_eq!(calls, Some(1), "a call after the thinking is read");
+        // Harmony: a recipient inside the analysis channel is thinking too.
+        let analysis = "<|channel|>analysis<|message|>call to=functions.f <|constrain|>json<|message|>{}";
+        assert_eq!(answered(analysis, false).1, None);
     }
 
     #[test]

@@ -23,7 +23,8 @@ fn completions_whole_and_streamed_agree_with_usage_counts() {
     assert_eq!(whole["choices"][0]["finish_reason"], "length");
     let usage_of = |cached: u64| {
         json!({"prompt_tokens": 5, "completion_tokens": 12, "total_tokens": 17,
-               "prompt_tokens_details": {"cached_tokens": cached}})
+               "prompt_tokens_details": {"cached_tokens": cached},
+               "completion_tokens_details": {"reasoning_tokens": 0}})
     };
     assert_eq!(whole["usage"], usage_of(0));
     let text = whole["choices"][0]["text"].as_str().expect("text").to_string();

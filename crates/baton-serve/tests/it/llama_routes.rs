@@ -2,7 +2,7 @@
 //! `/apply-template` and `/props`, in its shapes; bad input gets a 4xx
 //! JSON error and the server serves on; with keys set, they need one.
 
-use baton_serve::http::{ApiKeys, ServerOptions};
+use baton_serve::http::{ApiKeys, RequestDefaults, ServerOptions};
 use serde_json::{json, Value};
 
 use crate::server::{error_of, Server, BODY_LIMIT};
@@ -97,4 +97,33 @@ fn with_keys_the_routes_need_one() {
         let (status, _, text) = server.call_with(method, path, &[("Authorization", "Bearer sesame")], body.as_bytes());
         assert_eq!(status, 200, "{path}: {text}");
     }
+}
+
+/// `--temp`, `--seed` and `-n` (llama-server's): a request that gives no
+/// temperature, seed or `max_tokens` takes the server's, which `/props`
+/// tells; one that gives its own keeps it.
+#[test]
+fn the_servers_defaults_fill_what_a_request_leaves_out() {
+    let defaults = RequestDefaults { temperature: Some(1.0), seed: Some(42), max_tokens: Some(5) };
+    let server =
+        Server::start_with(1, 4, 64, ServerOptions { body_limit: BODY_LIMIT, defaults, ..ServerOptions::default() });
+    let bare = json!({"prompt": "Once upon", "ignore_eos": true});
+    let (status, first) = server.post("/v1/completions", &bare);
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["usage"]["completion_tokens"], 5, "-n: {first}");
+    let (_, again) = server.post("/v1/completions", &bare);
+    assert_eq!(first["choices"][0]["text"], again["choices"][0]["text"], "--seed: the same draw");
+    let own = json!({"prompt": "Once upon", "ignore_eos": true, "max_tokens": 3, "seed": 7});
+    let (_, answer) = server.post("/v1/completions", &own);
+    assert_eq!(answer["usage"]["completion_tokens"], 3, "{answer}");
+    // 61 of the 64 positions: 3 left.
+    let long = json!({"prompt": (1..62).collect::<Vec<u32>>(), "ignore_eos": true});
+    let (status, cut) = server.post("/v1/completions", &long);
+    assert_eq!(status, 200, "{cut}");
+    assert_eq!(cut["usage"]["completion_tokens"], 3, "cut to the context: {cut}");
+    let (status, text) = server.call("GET", "/props", b"");
+    assert_eq!(status, 200, "{text}");
+    let props: Value = serde_json::from_str(&text).expect("json");
+    let params = &props["default_generation_settings"]["params"];
+    assert_eq!((&params["n_predict"], &params["seed"], &params["temperature"]), (&json!(5), &json!(42), &json!(1.0)));
 }

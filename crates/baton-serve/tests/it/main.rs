@@ -14,6 +14,7 @@ mod grammar;
 
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod harmony;
 mod hostile;
 mod hostile_schemas;
 mod http;

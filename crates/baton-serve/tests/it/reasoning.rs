@@ -156,3 +156,44 @@ fn thinking_comes_back_as_thinking_blocks_and_reasoning_items_whole_and_streamed
     };
     assert_eq!(without_ids(&data["response"]["output"]), without_ids(&body["output"]), "streamed as whole");
 }
+
+/// `usage.completion_tokens_details.reasoning_tokens` (chat, whole and in
+/// the streamed usage chunk) and `usage.output_tokens_details.reasoning_tokens`
+/// (Responses, whole and in the last event) count the generated tokens of
+/// the thinking: all of an answer whose thinking never closed, none of an
+/// answer without thinking or whose thinking is not split out.
+#[test]
+fn reasoning_tokens_count_the_thinkings_generated_tokens() {
+    let chat_counts = |server: &Server| {
+        let (status, body) = server.post("/v1/chat/completions", &request());
+        assert_eq!(status, 200, "{body}");
+        let usage = &body["usage"];
+        let whole =
+            (usage["completion_tokens"].clone(), usage["completion_tokens_details"]["reasoning_tokens"].clone());
+        let mut streamed = request();
+        streamed["stream"] = json!(true);
+        streamed["stream_options"] = json!({"include_usage": true});
+        let (status, events) = server.stream("/v1/chat/completions", &streamed);
+        assert_eq!(status, 200);
+        let last: Value = serde_json::from_str(&events[events.len() - 2]).expect("the usage chunk");
+        let usage = &last["usage"];
+        let streamed =
+            (usage["completion_tokens"].clone(), usage["completion_tokens_details"]["reasoning_tokens"].clone());
+        assert_eq!(whole, streamed, "streamed as whole: {last}");
+        whole
+    };
+    let thinking = server(ReasoningFormat::Deepseek, Some(THINKING_TEMPLATE));
+    assert_eq!(chat_counts(&thinking), (json!(12), json!(12)), "12 tokens of thinking never closed");
+    assert_eq!(chat_counts(&server(ReasoningFormat::None, Some(THINKING_TEMPLATE))), (json!(12), json!(0)));
+    assert_eq!(chat_counts(&server(ReasoningFormat::Deepseek, None)), (json!(12), json!(0)));
+    let input = json!({"input": "why?", "max_output_tokens": 12, "temperature": 1.0, "seed": 9});
+    let (status, body) = thinking.post("/v1/responses", &input);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"]["output_tokens_details"]["reasoning_tokens"], body["usage"]["output_tokens"], "{body}");
+    assert_eq!(body["usage"]["output_tokens"], 12, "{body}");
+    let mut streamed = input.clone();
+    streamed["stream"] = json!(true);
+    let (_, events) = thinking.named_stream("/v1/responses", &streamed);
+    let (_, last) = events.last().expect("events");
+    assert_eq!(last["response"]["usage"], body["usage"], "streamed as whole");
+}

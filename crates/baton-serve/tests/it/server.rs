@@ -11,8 +11,9 @@ use baton_core::DType;
 use baton_model::{LoadOptions, Model};
 use baton_serve::engine::{Engine, EngineOptions, EngineStats};
 use baton_serve::http::{serve, ServeError, ServerOptions};
+use baton_synth::SynthShape;
 use baton_testkit::devices::cpus;
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 use baton_testkit::TempDir;
 use serde_json::{json, Value};
 
@@ -58,9 +59,27 @@ impl Server {
         draft: Option<u64>,
     ) -> Server {
         let (dir, path) = tiny_model("serve-http", DType::F32, 11);
+        Self::start_file(dir, &path, context, (engine, draft), options)
+    }
+
+    /// A server of one slot of `context` positions on the synthetic model
+    /// of `shape` (F32).
+    pub(crate) fn start_shape(shape: SynthShape, context: usize, options: ServerOptions) -> Server {
+        let (dir, path) = synth_model("serve-http", shape, DType::F32, 11);
+        let engine = EngineOptions { parallel: 1, queue: 4, prefill_chunk: 32, ..EngineOptions::default() };
+        Self::start_file(dir, &path, context, (engine, None), options)
+    }
+
+    fn start_file(
+        dir: TempDir,
+        path: &std::path::Path,
+        context: usize,
+        (engine, draft): (EngineOptions, Option<u64>),
+        options: ServerOptions,
+    ) -> Server {
         let load = LoadOptions { context: Some(context), slots: engine.parallel, ..LoadOptions::default() };
         let device = || cpus(&["cpu"], WaitPolicy::Block).remove(0);
-        let model = Model::load(&path, device(), &load).expect("load the tiny model");
+        let model = Model::load(path, device(), &load).expect("load the synthetic model");
         let engine = match draft {
             Some(seed) => {
                 // The model stays mapped once its file is gone.

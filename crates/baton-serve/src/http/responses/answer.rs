@@ -81,7 +81,7 @@ impl Answering {
             let u = &e.usage;
             json!({"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens, "total_tokens": u.total_tokens,
                 "input_tokens_details": {"cached_tokens": u.prompt_tokens_details.cached_tokens},
-                "output_tokens_details": {"reasoning_tokens": 0}})
+                "output_tokens_details": {"reasoning_tokens": u.completion_tokens_details.reasoning_tokens}})
         });
         let mut response = json!({
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
