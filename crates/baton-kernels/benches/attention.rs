@@ -13,7 +13,9 @@
 //! decode step's short caches, where a call's fixed cost shows);
 //! `BATON_BENCH_CACHES=f16,q8_0`, `BATON_BENCH_ROWS=3` and
 //! `BATON_BENCH_LEVELS=avx2,avx512` time only those (to profile one case;
-//! the best / scalar column is then over the first level named). Each figure is the best of 5 alternating rounds
+//! the best / scalar column is then over the first level named);
+//! `BATON_BENCH_CALLS=N` makes N calls of each case at the first level and
+//! times nothing, for `perf stat -e cycles:u` on a busy machine. Each figure is the best of 5 alternating rounds
 //! of about 20 ms.
 
 use std::hint::black_box;
@@ -128,6 +130,15 @@ fn main() {
                     attend(&mut query_rows, kv(&kb), kv(&vb), 0.125, &mut scratch).expect("attend");
                     black_box(&query_rows);
                 };
+                if let Some(calls) = std::env::var("BATON_BENCH_CALLS").ok().and_then(|c| c.parse::<usize>().ok()) {
+                    // A fixed count of calls at the first level, nothing
+                    // else: work to count in cycles (`perf stat -e
+                    // cycles:u`), which a busy machine's other processes
+                    // do not add to as they add to the wall time.
+                    with_isa(levels[0], || (0..calls).for_each(|_| run()));
+                    println!("| {dtype} | {rows} | {positions} | {calls} calls at {:?} |", levels[0]);
+                    continue;
+                }
                 let mut best = vec![f64::INFINITY; levels.len()];
                 let mut plain = f64::INFINITY;
                 for _round in 0..2 {

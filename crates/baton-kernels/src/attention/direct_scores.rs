@@ -126,12 +126,22 @@ mod avx512 {
             let here = (keys - j0).min(KEY_LANES);
             let mut acc = [_mm512_setzero_ps(); R];
             for i0 in (0..d).step_by(KEY_LANES) {
-                let mut loaded = [_mm512_setzero_ps(); KEY_LANES];
-                for (l, row) in loaded.iter_mut().enumerate().take(here) {
+                let loaded: [__m512; KEY_LANES] = if here == KEY_LANES {
+                    // Whole groups (all but a decode step's last): loads
+                    // straight into registers.
                     // SAFETY: row j0 + l < keys of the source, elements
                     // i0..i0 + 16 <= d (the caller's guarantees).
-                    *row = unsafe { source.load16(j0 + l, i0) };
-                }
+                    std::array::from_fn(|l| unsafe { source.load16(j0 + l, i0) })
+                } else {
+                    std::array::from_fn(|l| {
+                        if l < here {
+                            // SAFETY: as above, l < here.
+                            unsafe { source.load16(j0 + l, i0) }
+                        } else {
+                            _mm512_setzero_ps()
+                        }
+                    })
+                };
                 let columns = transpose16(&loaded);
                 for (t, column) in columns.iter().enumerate() {
                     for r in 0..R {
