@@ -57,35 +57,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The reference's vector extensions, from this CPU's flags: every one it
-# runs, never AMX (listed in /proc/cpuinfo on some VMs whose hypervisor
-# then kills `tilezero` with SIGILL) and never -march=native (GGML_NATIVE
-# would compile the AMX kernels in). The machine changes between sessions,
-# so the engine is rebuilt when the flags differ from those it was built with.
-reference_cmake_args() {
-  local flags args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-  if [ -n "$isa" ]; then
-    # The AVX2 level: keep only the extensions an AVX2-only CPU has; the
-    # AVX-VNNI level (an Alder Lake or Sierra Forest core) adds AVX-VNNI.
-    local kept=" " flag wanted="avx avx2 fma f16c bmi2"
-    [ "$isa" = avxvnni ] && wanted+=" avx_vnni"
-    for flag in $wanted; do
-      [[ $flags == *" $flag "* ]] && kept+="$flag "
-    done
-    flags=$kept
-  fi
-  local pair
-  for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
-              avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
-    if [[ $flags == *" ${pair%%:*} "* ]]; then
-      args+=" -DGGML_${pair##*:}=ON"
-    else
-      args+=" -DGGML_${pair##*:}=OFF"
-    fi
-  done
-  echo "$args"
-}
+# The reference's build flags for this CPU (and --isa): reference_cmake_args.
+source scripts/reference-build.sh
 if [ -n "$print_args" ]; then
   reference_cmake_args
   exit 0
@@ -98,14 +71,7 @@ fi
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/dev/null \
   || [ "$(cat "$venv/.cmake-args" 2>/dev/null)" != "$REF_PACKAGE $cmake_args" ]; then
-  echo "installing the reference engine ($REF_PACKAGE) into $venv with $cmake_args;" \
-    "it compiles itself, this takes minutes..." >&2
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --upgrade pip >&2
-  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install \
-    --disable-pip-version-check --no-cache-dir "$REF_PACKAGE" >&2
-  echo "$REF_PACKAGE $cmake_args" > "$venv/.cmake-args"
+  install_reference "$venv" "$REF_PACKAGE" "$cmake_args"
 fi
 echo "reference engine: $REF_PACKAGE built with $cmake_args" >&2
 if [ -n "$install_only" ]; then

@@ -10,8 +10,13 @@
 //!
 //! Run with `cargo bench -p baton-kernels --bench attention`;
 //! `BATON_BENCH_POSITIONS=32,64` times those depths instead (a batched
-//! decode step's short caches, where a call's fixed cost shows). Each
-//! figure is the best of 5 alternating rounds of about 20 ms.
+//! decode step's short caches, where a call's fixed cost shows);
+//! `BATON_BENCH_CACHES=f16,q8_0`, `BATON_BENCH_ROWS=3` and
+//! `BATON_BENCH_LEVELS=avx2,avx512` time only those (to profile one case;
+//! the best / scalar column is then over the first level named);
+//! `BATON_BENCH_CALLS=N` makes N calls of each case at the first level and
+//! times nothing, for `perf stat -e cycles:u` on a busy machine. Each figure is the best of 5 alternating rounds
+//! of about 20 ms.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -78,7 +83,12 @@ fn reference(qs: &[Vec<f32>], k: &[f32], v: &[f32], positions: usize, outs: &mut
 }
 
 fn main() {
-    let levels: Vec<Isa> = Isa::available();
+    let levels: Vec<Isa> = match std::env::var("BATON_BENCH_LEVELS") {
+        Ok(names) => {
+            names.split(',').map(|n| Isa::from_name(n).expect("a level: scalar, avx2, avxvnni, avx512")).collect()
+        }
+        Err(_) => Isa::available(),
+    };
     println!("decode attention, one key-value head, head size {D}; ns per position (GFLOP/s)");
     let mut header = String::from("| cache | rows | positions |");
     for level in &levels {
@@ -91,14 +101,22 @@ fn main() {
         .ok()
         .map(|s| s.split(',').map(|p| p.parse().expect("a count of positions")).collect())
         .unwrap_or(vec![512, 4096]);
+    let only = |name: &str| std::env::var(name).ok().map(|s| s.split(',').map(str::to_owned).collect::<Vec<_>>());
+    let (caches, row_counts) = (only("BATON_BENCH_CACHES"), only("BATON_BENCH_ROWS"));
     for positions in list {
         let k: Vec<f32> = (0..positions * D).map(|i| noise(i, 1)).collect();
         let v: Vec<f32> = (0..positions * D).map(|i| noise(i, 2)).collect();
         for dtype in [DType::F16, DType::BF16, DType::F32, DType::Q8_0] {
+            if caches.as_ref().is_some_and(|c| !c.contains(&dtype.to_string())) {
+                continue;
+            }
             let (kb, vb) = (encode(dtype, &k), encode(dtype, &v));
             let row = dtype.row_bytes(D).expect("whole blocks");
             let kv = |data| KvRows { dtype, data, stride: row, dim: D, len: positions, blocks: None };
             for rows in [1, 3, 4] {
+                if row_counts.as_ref().is_some_and(|c| !c.contains(&rows.to_string())) {
+                    continue;
+                }
                 let qs: Vec<Vec<f32>> = (0..rows).map(|r| (0..D).map(|i| noise(i, 10 + r as u64)).collect()).collect();
                 let mut outs = vec![vec![0.0f32; D]; rows];
                 let mut scratch = AttentionScratch::default();
@@ -112,6 +130,15 @@ fn main() {
                     attend(&mut query_rows, kv(&kb), kv(&vb), 0.125, &mut scratch).expect("attend");
                     black_box(&query_rows);
                 };
+                if let Some(calls) = std::env::var("BATON_BENCH_CALLS").ok().and_then(|c| c.parse::<usize>().ok()) {
+                    // A fixed count of calls at the first level, nothing
+                    // else: work to count in cycles (`perf stat -e
+                    // cycles:u`), which a busy machine's other processes
+                    // do not add to as they add to the wall time.
+                    with_isa(levels[0], || (0..calls).for_each(|_| run()));
+                    println!("| {dtype} | {rows} | {positions} | {calls} calls at {:?} |", levels[0]);
+                    continue;
+                }
                 let mut best = vec![f64::INFINITY; levels.len()];
                 let mut plain = f64::INFINITY;
                 for _round in 0..2 {

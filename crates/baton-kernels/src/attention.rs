@@ -11,7 +11,9 @@
 //! `scores`; an output element its terms in order of the keys, `values`;
 //! each term a fused multiply-add), which every instruction level rounds
 //! alike; several rows or keys at once only share loads. Keys are
-//! transposed a block at a time; values are read where the cache holds
+//! transposed a block at a time (on AVX-512, a decode step's few rows take
+//! them where the cache holds them and transpose sixteen at a time in
+//! registers: `direct_scores`); values are read where the cache holds
 //! them (f32, f16, bf16, Q8_0 and Q4_0 rows in one run of bytes, widened or
 //! decoded as they are loaded), else decoded to f32 a block at a time
 //! (`source`).
@@ -36,6 +38,7 @@ use crate::isa::{multiversion, Isa};
 use crate::ops::exp;
 
 mod block;
+mod direct_scores;
 mod kv_rows;
 mod scores;
 mod source;
@@ -224,6 +227,10 @@ fn run_segments<R: Rows + ?Sized>(
     zeros.resize(d, 0.0);
     let zeros = &zeros[..d];
     let mut tile = Tile::default();
+    // A decode step's rows fit one tile: each block's keys are read and
+    // scored where the cache holds them (`direct_scores`), not transposed
+    // through memory first.
+    let direct = n_rows <= TILE_ROWS && direct_scores::applies(isa, d);
     // The first block's keys and values are asked for together (each later
     // block is asked for while the one before it is used): a batched decode
     // step starts a call per sequence and head on rows that left the caches
@@ -253,8 +260,14 @@ fn run_segments<R: Rows + ?Sized>(
                 continue;
             }
             // Keys transposed (`[d][BLOCK]`), so a key's score is a lane of
-            // a vector; values as the cache holds them where it can.
-            k.decode_transposed(isa, b0..b1, k_row, keys, transposed)?;
+            // a vector (or read in place, `direct`); values as the cache
+            // holds them where it can.
+            let key_rows = if direct {
+                Some(k.source(b0..b1, k_row, keys)?)
+            } else {
+                k.decode_transposed(isa, b0..b1, k_row, keys, transposed)?;
+                None
+            };
             let value_rows = v.source(b0..b1, v_row, values)?;
             let next = b1..(b1 + BLOCK).min(s1);
             k.prefetch(next.clone(), k_row);
@@ -281,7 +294,10 @@ fn run_segments<R: Rows + ?Sized>(
                 }
                 let tile_scores: &mut [[f32; BLOCK]; TILE_ROWS] =
                     (&mut score_rows[..TILE_ROWS]).try_into().expect("TILE_ROWS score rows");
-                scores(isa, qs, tile.len(), b1 - b0, transposed, tile_scores);
+                match key_rows {
+                    Some(source) => direct_scores::scores_direct(isa, source, b1 - b0, qs, tile.len(), tile_scores),
+                    None => scores(isa, qs, tile.len(), b1 - b0, transposed, tile_scores),
+                }
                 // Rows that see the same keys of the block (all but those on
                 // the causal diagonal or a window's edge) fold them together.
                 let (j0, j1) = range(tile[0]);

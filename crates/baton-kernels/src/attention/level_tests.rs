@@ -1,13 +1,17 @@
-//! The values' kernel of a block (`values::accumulate`) at every
-//! instruction level against its portable form, for every source of rows,
-//! head size, count of keys and of rows. (The scores' kernel is portable
-//! code compiled per level: `tests.rs` checks rows at every level.)
+//! The values' kernel of a block (`values::accumulate`) and the scores read
+//! in place (`direct_scores`) at every instruction level against their
+//! portable forms, for every source of rows, head size, count of keys and
+//! of rows. (The transposed scores' kernel is portable code compiled per
+//! level: `tests.rs` checks rows at every level.)
 
 use half::{bf16, f16};
 
 use super::block::TILE_ROWS;
+use super::direct_scores::{applies, scores_direct};
+use super::scores::scores;
 use super::source::{with_elements, BlockRows, F32Rows, HalfRows, Source};
 use super::tests::noise;
+use super::transpose::{transpose_rows, RowType};
 use super::values::accumulate;
 use super::BLOCK;
 use crate::isa::Isa;
@@ -122,6 +126,60 @@ fn values_give_the_portable_bits_at_every_level_and_the_weighted_sums() {
                 values_of::<2>(name, source, wide, d, n);
                 values_of::<3>(name, source, wide, d, n);
                 values_of::<TILE_ROWS>(name, source, wide, d, n);
+            }
+        }
+    }
+}
+
+/// The scores of `rows` queries against the first `n` keys of `source`
+/// read in place, where a level takes them so, against the portable
+/// transposed path over the keys' f32 values: the same bits in every
+/// column of the keys.
+fn direct_scores_of(name: &str, source: Source<'_>, wide: &[f32], d: usize, n: usize, rows: usize) {
+    let queries: Vec<Vec<f32>> = (0..TILE_ROWS).map(|r| (0..d).map(|i| noise(i, 50 + r as u64)).collect()).collect();
+    let qs: [&[f32]; TILE_ROWS] = std::array::from_fn(|r| &queries[r][..]);
+    let keys: Vec<&[u8]> = (0..n)
+        .map(|j| {
+            let row = &wide[j * d..(j + 1) * d];
+            // SAFETY: any f32 is 4 plain bytes, and the view lives no
+            // longer than `wide`, which nothing writes.
+            unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<u8>(), 4 * d) }
+        })
+        .collect();
+    let mut transposed = vec![0.0f32; d * BLOCK];
+    transpose_rows(Isa::Scalar, RowType::F32, &keys, d, &mut transposed);
+    let mut want = [[f32::NAN; BLOCK]; TILE_ROWS];
+    scores(Isa::Scalar, qs, rows, n, &transposed, &mut want);
+    for level in levels() {
+        assert_eq!(applies(level, d), level == Isa::Avx512 && d.is_multiple_of(16), "{level:?} d {d}");
+        if !applies(level, d) {
+            continue;
+        }
+        let mut got = [[f32::NAN; BLOCK]; TILE_ROWS];
+        scores_direct(level, source, n, qs, rows, &mut got);
+        for r in 0..rows {
+            for j in 0..n {
+                assert_eq!(got[r][j].to_bits(), want[r][j].to_bits(), "{name} d {d} n {n} row {r} of {rows} key {j}");
+            }
+        }
+    }
+    let exact = |r: usize, j: usize| (0..d).map(|i| f64::from(qs[r][i]) * f64::from(wide[j * d + i])).sum::<f64>();
+    for (r, scores) in want.iter().enumerate().take(rows) {
+        for (j, &score) in scores.iter().enumerate().take(n) {
+            assert!((f64::from(score) - exact(r, j)).abs() <= 1e-3, "{name} d {d} n {n} row {r} key {j}");
+        }
+    }
+}
+
+#[test]
+fn scores_read_in_place_give_the_transposed_bits_at_every_level() {
+    for d in HEAD_SIZES {
+        let keys = Rows::new(d, 3);
+        for (name, source, wide) in keys.sources(d) {
+            for n in KEY_COUNTS {
+                for rows in 1..=TILE_ROWS {
+                    direct_scores_of(name, source, wide, d, n, rows);
+                }
             }
         }
     }

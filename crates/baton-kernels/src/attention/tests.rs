@@ -102,7 +102,7 @@ fn agrees_with_the_whole_row_softmax_for_every_cache_type() {
 
 #[test]
 fn a_row_gives_the_same_bits_alone_among_others_and_at_every_level() {
-    for dtype in [DType::Q8_0, DType::F16, DType::BF16, DType::F32] {
+    for dtype in [DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32] {
         rows_alone_and_together(dtype);
     }
 }

@@ -387,6 +387,24 @@ impl Model {
             .sum()
     }
 
+    /// Bytes of keys and values one decode step at `positions` positions
+    /// of context reads: every attention layer's keys and values over the
+    /// positions it sees (a sliding-window layer's last `window`), in the
+    /// cache's types, whichever layer's cache holds them. A recurrent
+    /// layer's state reads nothing per position and counts 0.
+    pub fn decode_kv_bytes(&self, positions: usize) -> usize {
+        let types = self.cache.dtypes;
+        (0..self.config.layers)
+            .filter(|&l| matches!(self.cache.layers.get(self.config.kv_source(l)), Some(LayerCache::Attention(..))))
+            .map(|l| {
+                let attention = self.config.layer_attention(l);
+                let seen = attention.window.map_or(positions, |w| w.min(positions));
+                let row = |t: DType| t.row_bytes(attention.head_dim).unwrap_or(0);
+                seen * attention.kv_heads * (row(types.k) + row(types.v))
+            })
+            .sum()
+    }
+
     /// Bytes of layer `l`'s stacked experts (`ffn_*_exps.weight`; 0 for a
     /// dense layer), and the share of them one token reads (`used` of
     /// `count` experts).

@@ -63,3 +63,23 @@ fn a_rewind_past_what_the_ring_holds_is_refused() {
     model.eval_prompt(&tokens[..20], 0).expect("from 0");
     model.eval(&tokens[10..11], 10, Logits::Last).expect("a rewind within the new run");
 }
+
+/// The keys and values a decode step reads (`decode_kv_bytes`, the
+/// roofline of `baton bench` at a depth): a local layer reads its window's
+/// rows, a global one every position, in the cache's types.
+#[test]
+fn a_decode_step_reads_the_rows_each_layer_sees() {
+    for cache in [DType::F16, DType::Q8_0] {
+        let (_dir, path) = synth_model("ring-read", SynthShape::Gemma3, DType::Q8_0, 3);
+        // No ring: 6 layers of 256 rows, so one layer's row of keys and
+        // values is the cache's bytes over 6 x 256.
+        let whole = gemma(&path, 256, cache);
+        let kv = whole.memory().kv_cache as usize;
+        assert_eq!(kv % (6 * 256), 0, "{cache}: {kv} bytes");
+        let row = kv / (6 * 256);
+        // 5 local layers see 8 positions at most; the global one all.
+        assert_eq!(whole.decode_kv_bytes(100), (5 * 8 + 100) * row, "{cache} at 100 positions");
+        assert_eq!(whole.decode_kv_bytes(4), 6 * 4 * row, "{cache} at 4 positions");
+        assert_eq!(whole.decode_kv_bytes(0), 0, "{cache} at no position");
+    }
+}

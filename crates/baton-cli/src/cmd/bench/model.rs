@@ -3,8 +3,9 @@
 //! waiting for its logits), as mean ± standard deviation over `-r` runs.
 //! With `--roofline`, the machine's STREAM triad bandwidth is measured in
 //! the same run and each tg row also says what share of the bandwidth
-//! roofline it reaches: weight bytes read per token times tokens per second,
-//! over the bandwidth.
+//! roofline it reaches: bytes read per token (the weights, and at a depth
+//! the keys and values attended: `Model::decode_kv_bytes` at the tg's
+//! middle position) times tokens per second, over the bandwidth.
 
 use std::time::Instant;
 
@@ -208,13 +209,19 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
     let bandwidth = args.roofline.then(|| baton_bench::memory::measure(threads, 256, 5));
-    let token_bytes = model.decode_weight_bytes() as f64;
+    let weight_bytes = model.decode_weight_bytes() as f64;
+    // Each generated token attends over the depth and the tokens before it:
+    // the keys and values of the tg's middle position, on average.
+    let kv_bytes = if args.n_gen > 0 { model.decode_kv_bytes(depth + args.n_gen / 2) as f64 } else { 0.0 };
+    let token_bytes = weight_bytes + kv_bytes;
     // Share of the roofline: bytes a token reads times tokens per second,
     // over the bandwidth (tg rows only).
     let roofline = |r: &TestResult| -> Option<f64> {
         let bw = bandwidth?;
-        // A step of `parallel` sequences reads the weights once.
-        (r.n_gen > 0).then(|| token_bytes * mean_std(&r.samples).0 / r.parallel as f64 / (bw.triad * 1e9))
+        // A step of `parallel` sequences reads the weights once, and each
+        // sequence's keys and values.
+        let bytes = weight_bytes / r.parallel as f64 + kv_bytes;
+        (r.n_gen > 0).then(|| bytes * mean_std(&r.samples).0 / (bw.triad * 1e9))
     };
     if args.json {
         for r in &results {
@@ -222,7 +229,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
             let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.3}")).collect();
             let opt = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
             println!(
-                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"parallel\":{},\"n_depth\":{depth},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{token_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
+                "{{\"model\":\"{model_name}\",\"size_bytes\":{size},\"n_params\":{},\"backend\":\"{backend}\",\"devices\":\"{}\",\"split_mode\":\"{}\",\"n_copies\":{},\"sync_copies\":{},\"ubatch\":{},\"threads\":{threads},\"test\":\"{}\",\"n_prompt\":{},\"n_gen\":{},\"parallel\":{},\"n_depth\":{depth},\"avg_ts\":{mean:.3},\"stddev_ts\":{std:.3},\"samples_ts\":[{}],\"host_waits_per_token\":{},\"sched_us_per_token\":{},\"decode_weight_bytes\":{weight_bytes},\"decode_kv_bytes\":{kv_bytes},\"triad_gbs\":{},\"roofline_share\":{}}}",
                 config.n_params(),
                 margs.devices,
                 margs.split_mode,
@@ -267,9 +274,11 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
         print_op_profile(tokens, token_us);
     }
     if let Some(bw) = bandwidth {
+        let kv =
+            if kv_bytes > 0.0 { format!(" and {:.1} MB of keys and values", kv_bytes / 1e6) } else { String::new() };
         println!(
-            "\nroofline: {:.1} MB of weights per token; STREAM triad {:.2} GB/s ({threads} threads): at most {:.0} t/s",
-            token_bytes / 1e6,
+            "\nroofline: {:.1} MB of weights{kv} per token; STREAM triad {:.2} GB/s ({threads} threads): at most {:.0} t/s",
+            weight_bytes / 1e6,
             bw.triad,
             bw.triad * 1e9 / token_bytes
         );
