@@ -123,7 +123,7 @@ pub fn op_ssm_conv(f: &Fixture) {
 /// The gated delta rule: 2 slots, 4 value heads reading 2 key heads
 /// (tiled), keys of 24 and values of 8.
 pub fn op_gated_delta_net(f: &Fixture) {
-    if !runs(f, &Op::GatedDeltaNet { scale: 1.0 }) {
+    if !runs(f, &Op::GatedDeltaNet { scale: 1.0, chunk: 0 }) {
         return;
     }
     let (slots, heads, key_heads, dk, dv, rows) = (2, 4, 2, 24, 8, 5);

@@ -26,7 +26,9 @@
 //! calls (about 0.2 ms each) over 5 alternating rounds, which leaves out
 //! the batches other jobs on a shared machine slowed.
 //! `BATON_BENCH_PACKED=1` times the packed 32-value formats against the
-//! unpacked ones (`matmul/packed.rs`).
+//! unpacked ones (`matmul/packed.rs`). `BATON_BENCH_DECODE=1` times the
+//! single-row products at a mixture of experts' decode shapes against the
+//! memory's read bandwidth (`matmul/decode.rs`).
 
 use std::cell::UnsafeCell;
 use std::hint::black_box;
@@ -39,6 +41,8 @@ use baton_core::parallel::{ScopedThreads, SingleThread};
 use baton_kernels::{matmul, matmul_packed, quantize_row, with_isa, DType, Isa, MatMut, MatRef, Parallel};
 use baton_kernels::{PackedWeights, Scratch, WeightMatrix};
 
+#[path = "matmul/decode.rs"]
+mod decode;
 #[path = "matmul/packed.rs"]
 mod packed;
 
@@ -175,6 +179,10 @@ fn main() {
     }
     if std::env::var_os("BATON_BENCH_PACKED_K").is_some() {
         bench_packed_k();
+        return;
+    }
+    if std::env::var_os("BATON_BENCH_DECODE").is_some() {
+        decode::bench_decode();
         return;
     }
     if std::env::var_os("BATON_BENCH_PACKED").is_some() {

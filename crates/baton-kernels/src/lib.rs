@@ -59,6 +59,7 @@ compile_error!("baton-kernels assumes a little-endian host (GGUF data is little-
 
 pub mod attention;
 pub mod convert;
+pub mod delta_chunk;
 mod error;
 mod isa;
 pub mod matmul;

@@ -10,7 +10,7 @@ use crate::isa::{multiversion, Isa};
 use crate::ops::exp;
 
 /// Lanes of the dot products (wide enough for AVX-512).
-const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 
 /// `out = 1 / (1 + exp(-x))`.
 ///
@@ -173,7 +173,7 @@ fn delta_rows<const R: usize>(
 
 /// The lanes added pairwise in a fixed tree.
 #[inline(always)]
-fn lanes_sum(acc: &[f32; LANES]) -> f32 {
+pub(crate) fn lanes_sum(acc: &[f32; LANES]) -> f32 {
     let mut half = *acc;
     let mut width = LANES;
     while width > 1 {

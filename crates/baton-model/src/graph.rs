@@ -198,6 +198,8 @@ struct Builder<'a> {
     experts_apart: bool,
     /// The experts split over devices, if they are.
     expert_split: Option<ExpertSplit>,
+    /// Rows per chunk of the delta rule; 0: row by row.
+    delta_chunk: usize,
 }
 
 impl Builder<'_> {
@@ -530,6 +532,8 @@ pub struct CacheGeometry {
     /// The experts split over devices ([`expert_share_group`]), if they
     /// are.
     pub expert_split: Option<ExpertSplit>,
+    /// Rows per chunk of the recurrent layers' delta rule; 0: row by row.
+    pub delta_chunk: usize,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -555,6 +559,7 @@ pub fn build(
         types,
         experts_apart: cache.experts_apart,
         expert_split: cache.expert_split,
+        delta_chunk: cache.delta_chunk,
     };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_place`).

@@ -67,6 +67,14 @@ pub struct ModelArgs {
     /// summed per device.
     #[arg(long = "tensor-exact", visible_alias = "split-exact")]
     pub tensor_exact: bool,
+    /// Hybrid models (qwen35, qwen35moe): the delta rule over a prompt's
+    /// tokens N at a time in its chunked (WY) form (e.g. 16). The logits
+    /// then agree with the default (token by token) to float rounding, not
+    /// bit for bit, and depend on how a prompt is split into steps; on
+    /// AMD Zen 5 this form is not yet faster than the default (see
+    /// docs/measurements.md). 0 (the default): token by token.
+    #[arg(long = "delta-chunk", default_value_t = 0)]
+    pub delta_chunk: usize,
     /// How the gates of `--split-mode tensor` wait (default:
     /// `BATON_WAIT_POLICY` or `BATON_FAST_SYNC` where set, else spin).
     #[arg(long = "gate-policy", value_enum)]

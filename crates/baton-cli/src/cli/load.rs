@@ -25,6 +25,7 @@ impl ModelArgs {
             kv_pool_blocks: self.kv_pool_blocks.map(|b| b as usize),
             expert_devices: Vec::new(),
             expert_split: self.split_mode == baton_load::SplitMode::Expert,
+            delta_chunk: self.delta_chunk,
             slots,
         }
     }

@@ -43,7 +43,9 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::Softplus => g.softplus(i[0]),
         Op::L2Norm { eps } => g.l2_norm(i[0], eps),
         Op::SsmConv => g.ssm_conv(i[0], i[1], i[2], (i[3], i[4])),
-        Op::GatedDeltaNet { scale } => g.gated_delta_net(i[0], (i[1], i[2], i[3]), (i[4], i[5]), (i[6], i[7]), scale),
+        Op::GatedDeltaNet { scale, chunk } => {
+            g.gated_delta_net_chunked(i[0], (i[1], i[2], i[3]), (i[4], i[5]), (i[6], i[7]), scale, chunk)
+        }
         Op::View => {
             let base = g.node(i[0]).layout.offset;
             let offset = layout.offset.checked_sub(base).ok_or(GraphError::Shape {

@@ -276,9 +276,18 @@ pub enum Op {
     /// [`SsmConv`](Op::SsmConv),
     /// **the op writes `state` in place**, and a row's output depends only
     /// on its own slot's rows before it, so batches stay batch-invariant.
+    ///
+    /// With `chunk` above 0, a backend may instead take each run of one
+    /// slot's consecutive positions `chunk` rows at a time in the chunked
+    /// (WY) form of the same rule: the results then agree with the row by
+    /// row form to float rounding only, and their bits depend on where the
+    /// runs start (how a prompt was split into steps), so batches are no
+    /// longer bit-invariant.
     GatedDeltaNet {
         /// Multiplies each output (`1 / sqrt(Dk)`).
         scale: f32,
+        /// Rows per chunk of the chunked form; 0: row by row.
+        chunk: usize,
     },
     /// `(x) -> x` seen through another layout of the same storage (reshape,
     /// permute, slice); costs nothing.

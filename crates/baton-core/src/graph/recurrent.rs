@@ -100,14 +100,29 @@ impl Graph {
 
     /// The gated delta rule over `q`, `k` `[T, Hk, Dk]`, `v [T, H, Dv]`,
     /// `g` and `beta` `[T, H]`, with each slot's state in `state [S, H, Dv,
-    /// Dk]`; see [`Op::GatedDeltaNet`].
+    /// Dk]`; see [`Op::GatedDeltaNet`] (row by row: `chunk` 0).
     pub fn gated_delta_net(
+        &mut self,
+        state: NodeId,
+        qkv: (NodeId, NodeId, NodeId),
+        gates: (NodeId, NodeId),
+        rows: (NodeId, NodeId),
+        scale: f32,
+    ) -> Result<NodeId, GraphError> {
+        self.gated_delta_net_chunked(state, qkv, gates, rows, scale, 0)
+    }
+
+    /// [`gated_delta_net`](Self::gated_delta_net) taking a slot's runs of
+    /// rows `chunk` at a time where the backend can (see
+    /// [`Op::GatedDeltaNet`]'s `chunk`: not bit-invariant).
+    pub fn gated_delta_net_chunked(
         &mut self,
         state: NodeId,
         (q, k, v): (NodeId, NodeId, NodeId),
         (g, beta): (NodeId, NodeId),
         (slots, positions): (NodeId, NodeId),
         scale: f32,
+        chunk: usize,
     ) -> Result<NodeId, GraphError> {
         const OP: &str = "gated_delta_net";
         let sd = self.recurrent_state(OP, state, 4)?;
@@ -129,7 +144,7 @@ impl Graph {
         self.row_indices(OP, [slots, positions], 6, t)?;
         let out = shape(OP, &vd)?;
         let inputs = vec![state, q, k, v, g, beta, slots, positions];
-        self.computed(Op::GatedDeltaNet { scale }, inputs, DType::F32, out)
+        self.computed(Op::GatedDeltaNet { scale, chunk }, inputs, DType::F32, out)
     }
 }
 

@@ -168,7 +168,7 @@ impl Executor {
             Op::TakeColumns => experts::take_columns(ctx, id),
             Op::SumRows => experts::sum_rows(&self.workspace, ctx, id),
             Op::SsmConv => recurrent::ssm_conv(&self.workspace, ctx, id),
-            Op::GatedDeltaNet { scale } => recurrent::gated_delta_net(&self.workspace, ctx, id, *scale),
+            Op::GatedDeltaNet { scale, chunk } => recurrent::gated_delta_net(&self.workspace, ctx, id, *scale, *chunk),
             _ => ops::run(&mut self.workspace, ctx, id),
         }
     }

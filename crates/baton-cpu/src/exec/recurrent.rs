@@ -12,6 +12,7 @@
 use baton_core::backend::StreamError;
 use baton_core::graph::NodeId;
 use baton_core::DType;
+use baton_kernels::delta_chunk::{delta_rule_chunk, ChunkScratch};
 use baton_kernels::recurrent::{conv_step, delta_rule_step};
 
 use super::context::{node, node_error, Context, SharedPtr};
@@ -99,8 +100,16 @@ pub(crate) fn ssm_conv(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Resul
     Ok(())
 }
 
-/// [`Op::GatedDeltaNet`](baton_core::graph::Op::GatedDeltaNet).
-pub(crate) fn gated_delta_net(exec: &Workspace, ctx: &Context<'_>, id: NodeId, scale: f32) -> Result<(), StreamError> {
+/// [`Op::GatedDeltaNet`](baton_core::graph::Op::GatedDeltaNet): row by
+/// row, or with `chunk` above 0 each run of a slot's consecutive positions
+/// in chunks of that many rows ([`delta_rule_chunk`]).
+pub(crate) fn gated_delta_net(
+    exec: &Workspace,
+    ctx: &Context<'_>,
+    id: NodeId,
+    scale: f32,
+    chunk: usize,
+) -> Result<(), StreamError> {
     let n = node(ctx, id);
     let sd = node(ctx, n.inputs[0]).layout.shape.dims().to_vec();
     let qd = node(ctx, n.inputs[1]).layout.shape.dims().to_vec();
@@ -115,6 +124,25 @@ pub(crate) fn gated_delta_net(exec: &Workspace, ctx: &Context<'_>, id: NodeId, s
     // SAFETY: the op takes its output once, here.
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
     let per_head = dv * dk;
+    if chunk > 0 {
+        let shape = HeadShape { heads, key_heads, dk, dv, scale, chunk };
+        let inputs = TokenInputs { q, k, v, g, beta };
+        for_rows(exec, heads, rows.len() * per_head * 3, &|range| {
+            let mut scratch = RunScratch::default();
+            for run in runs(&rows, positions) {
+                for h in range.clone() {
+                    // SAFETY: head `h` of slot `rows[run.start]` is `dv × dk`
+                    // values inside the state (slot checked); head ranges of
+                    // different threads are disjoint (split_range), so are
+                    // their outputs.
+                    unsafe {
+                        chunked_run(&shape, &state, &out, &inputs, (&rows, positions), run.clone(), h, &mut scratch)
+                    };
+                }
+            }
+        });
+        return Ok(());
+    }
     for_rows(exec, heads, rows.len() * per_head * 4, &|range| {
         for (t, (&slot, &pos)) in rows.iter().zip(positions).enumerate() {
             for h in range.clone() {
@@ -139,4 +167,113 @@ pub(crate) fn gated_delta_net(exec: &Workspace, ctx: &Context<'_>, id: NodeId, s
         }
     });
     Ok(())
+}
+
+/// Runs of rows `start..end` of one slot at consecutive positions, in order.
+fn runs<'a>(rows: &'a [usize], positions: &'a [i32]) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= rows.len() {
+            return None;
+        }
+        let mut end = start + 1;
+        while end < rows.len() && rows[end] == rows[start] && positions[end] == positions[end - 1].wrapping_add(1) {
+            end += 1;
+        }
+        let run = start..end;
+        start = end;
+        Some(run)
+    })
+}
+
+/// The sizes of a chunked delta rule's heads.
+struct HeadShape {
+    heads: usize,
+    key_heads: usize,
+    dk: usize,
+    dv: usize,
+    scale: f32,
+    chunk: usize,
+}
+
+/// The op's per-token inputs, every head's (`q`, `k` `[T, Hk, Dk]`, `v [T,
+/// H, Dv]`, `g` and `beta` `[T, H]`).
+#[derive(Clone, Copy)]
+struct TokenInputs<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    g: &'a [f32],
+    beta: &'a [f32],
+}
+
+/// One thread's buffers for [`chunked_run`]: a chunk's rows of one head
+/// gathered contiguous, and the kernel's scratch.
+#[derive(Default)]
+struct RunScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    g: Vec<f32>,
+    beta: Vec<f32>,
+    out: Vec<f32>,
+    kernel: ChunkScratch,
+}
+
+/// Head `h` over rows `run` (one slot, consecutive positions), `chunk`
+/// rows at a time: each chunk's rows of the head gathered, the chunked
+/// rule applied to the slot's state, the outputs scattered back.
+///
+/// # Safety
+/// `state` holds every slot's `[H, Dv, Dk]` state and `out` the `[T, H,
+/// Dv]` output; the run's slot is inside the state, and no other thread
+/// accesses head `h`'s state or outputs during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn chunked_run(
+    shape: &HeadShape,
+    state: &SharedPtr<f32>,
+    out: &SharedPtr<f32>,
+    inputs: &TokenInputs<'_>,
+    (rows, positions): (&[usize], &[i32]),
+    run: std::ops::Range<usize>,
+    h: usize,
+    scratch: &mut RunScratch,
+) {
+    let HeadShape { heads, key_heads, dk, dv, scale, chunk } = *shape;
+    let TokenInputs { q, k, v, g, beta } = *inputs;
+    let per_head = dv * dk;
+    // SAFETY: the caller's guarantee (slot checked, head owned).
+    let s =
+        unsafe { std::slice::from_raw_parts_mut(state.get().add((rows[run.start] * heads + h) * per_head), per_head) };
+    if positions[run.start] == 0 {
+        s.fill(0.0);
+    }
+    let kh = h % key_heads;
+    let mut t0 = run.start;
+    while t0 < run.end {
+        let t1 = (t0 + chunk).min(run.end);
+        let c = t1 - t0;
+        let RunScratch { q: qs, k: ks, v: vs, g: gs, beta: bs, out: os, kernel } = scratch;
+        for buf in [&mut *qs, &mut *ks, &mut *vs, &mut *gs, &mut *bs] {
+            buf.clear();
+        }
+        for t in t0..t1 {
+            let qk = (t * key_heads + kh) * dk;
+            qs.extend_from_slice(&q[qk..qk + dk]);
+            ks.extend_from_slice(&k[qk..qk + dk]);
+            let vh = (t * heads + h) * dv;
+            vs.extend_from_slice(&v[vh..vh + dv]);
+            gs.push(g[t * heads + h]);
+            bs.push(beta[t * heads + h]);
+        }
+        os.resize(c * dv, 0.0);
+        delta_rule_chunk(s, (qs, ks, vs), (gs, bs), scale, os, kernel);
+        for (i, t) in (t0..t1).enumerate() {
+            // SAFETY: row `t`, head `h` is `dv` values inside the output
+            // [T, H, Dv], this thread's alone (the caller's guarantee).
+            let o = unsafe { std::slice::from_raw_parts_mut(out.get().add((t * heads + h) * dv), dv) };
+            o.copy_from_slice(&os[i * dv..(i + 1) * dv]);
+        }
+        t0 = t1;
+    }
 }

@@ -55,7 +55,8 @@ impl Builder<'_> {
         let k = self.g.l2_norm(k, eps)?;
         let delta_state = self.state(&super::delta_state_name(l), &r.delta_state_dims(cache_slots))?;
         let scale = 1.0 / (hd as f32).sqrt();
-        let o = self.g.gated_delta_net(delta_state, (q, k, v), (gate, beta), (slots, positions), scale)?;
+        let rows = (slots, positions);
+        let o = self.g.gated_delta_net_chunked(delta_state, (q, k, v), (gate, beta), rows, scale, self.delta_chunk)?;
         // Each head RMS-normalised (one weight for all heads), gated by
         // silu(z), then projected back.
         let o = self.norm(o, &name("ssm_norm.weight"), hd)?;

@@ -213,6 +213,7 @@ impl Model {
             layer_device,
             expert_device,
             expert_split,
+            delta_chunk: options.delta_chunk,
             runner,
             weights,
             cache,
@@ -350,7 +351,8 @@ fn check_recurrent(
     layer_device: &[usize],
 ) -> Result<(), ModelError> {
     let Some(recurrent) = &config.recurrent else { return Ok(()) };
-    let ops = [Op::SsmConv, Op::GatedDeltaNet { scale: 1.0 }, Op::L2Norm { eps: 1e-6 }, Op::Softplus, Op::Sigmoid];
+    let ops =
+        [Op::SsmConv, Op::GatedDeltaNet { scale: 1.0, chunk: 0 }, Op::L2Norm { eps: 1e-6 }, Op::Softplus, Op::Sigmoid];
     for (l, &d) in layer_device.iter().enumerate() {
         let device = &devices[d];
         if recurrent.is_recurrent(l) && !ops.iter().all(|op| device.supports(op, DType::F32)) {

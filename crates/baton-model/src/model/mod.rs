@@ -99,6 +99,12 @@ pub struct LoadOptions {
     /// `tensor_exact` then gathers the experts' outputs so that the logits
     /// are bit for bit one device's.
     pub expert_split: bool,
+    /// A hybrid model's delta rule over a prompt's rows in chunks of this
+    /// many (`--delta-chunk`, the chunked form of
+    /// [`Op::GatedDeltaNet`](baton_core::graph::Op::GatedDeltaNet)): faster
+    /// prompts, but a sequence's bits then depend on how its prompt was
+    /// split into steps (not batch-invariant). 0: row by row, bit-invariant.
+    pub delta_chunk: usize,
 }
 
 impl LoadOptions {
@@ -126,6 +132,7 @@ impl Default for LoadOptions {
             kv_pool_blocks: None,
             expert_devices: Vec::new(),
             expert_split: false,
+            delta_chunk: 0,
         }
     }
 }
@@ -205,6 +212,8 @@ pub struct Model {
     expert_device: Vec<usize>,
     /// The experts split over the devices, if they are.
     expert_split: Option<ExpertSplit>,
+    /// Rows per chunk of the delta rule ([`LoadOptions::delta_chunk`]).
+    delta_chunk: usize,
     runner: Runner,
     weights: Weights,
     cache: KvCache,

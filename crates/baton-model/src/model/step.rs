@@ -23,6 +23,7 @@ impl Model {
             experts_apart: self.expert_device != self.layer_device,
             pool: self.cache.blocks.as_ref().map(|b| b.blocks()),
             expert_split: self.expert_split,
+            delta_chunk: self.delta_chunk,
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);

@@ -103,3 +103,30 @@ fn a_checkpoint_resumes_a_slot_at_the_prompt_it_held() {
     assert!(model.resumable(0, prompt.len()));
     assert_eq!(bits(model.eval(&next, prompt.len(), Logits::Last).expect("resumed")), fresh);
 }
+
+/// The chunked delta rule (`delta_chunk`, prompts taken 4 rows at a time,
+/// a prompt of 19 so the last chunk is short; then a second step going on
+/// from the state it left) gives the row-by-row form's logits at every
+/// position to float rounding (the bits may differ: it is off by default).
+#[test]
+fn the_chunked_delta_rule_agrees_with_the_row_by_row_one() {
+    let (_dir, path) = synth_model("hybrid-chunked", SynthShape::Qwen35Moe, DType::F32, 5);
+    let load = |chunk: usize| {
+        let options = baton_model::LoadOptions { delta_chunk: chunk, ..options(1) };
+        Model::load(&path, devices(&["cpu"]).remove(0), &options).expect("load")
+    };
+    let prompt: Vec<u32> = (0..19).map(|i| (i * 31 + 5) % 512).collect();
+    let next: Vec<u32> = (0..6).map(|i| (i * 17 + 9) % 512).collect();
+    let (mut rows, mut chunked) = (load(0), load(4));
+    let mut differ = false;
+    for (tokens, past) in [(&prompt, 0), (&next, prompt.len())] {
+        let want = rows.eval(tokens, past, Logits::All).expect("row by row").to_vec();
+        let got = chunked.eval(tokens, past, Logits::All).expect("chunked").to_vec();
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let worst = got.iter().zip(&want).fold(0.0f32, |m, (g, w)| m.max((g - w).abs()));
+        assert!(worst <= 1e-4 * scale, "past {past}: largest difference {worst} against logits up to {scale}");
+        differ |= got.iter().zip(&want).any(|(g, w)| g.to_bits() != w.to_bits());
+    }
+    assert!(differ, "the chunked form ran (its sums go in another order, so some bits differ)");
+}
