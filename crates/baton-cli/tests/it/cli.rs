@@ -86,7 +86,9 @@ fn bench_profiles_ops_and_puts_tg_against_the_bandwidth_roofline() {
     assert_eq!(linear.split('|').nth(2).map(str::trim), Some("31.0"), "{linear}");
     assert!(stdout.contains("| outside ops"), "{stdout}");
     let roof = stdout.lines().find(|l| l.starts_with("roofline:")).expect(&stdout);
-    assert!(roof.contains("GB/s") && roof.contains("MB of weights per token"), "{roof}");
+    // Weights, and at a depth the keys and values a token reads.
+    assert!(roof.contains("GB/s") && roof.contains("MB of weights and"), "{roof}");
+    assert!(roof.contains("MB of keys and values per token"), "{roof}");
     let tg = stdout.lines().find(|l| l.contains("| tg8 |")).expect(&stdout);
     assert!(tg.trim_end().ends_with("% |"), "a roofline share: {tg}");
 

@@ -58,7 +58,9 @@ pub(super) fn scores_direct(
         // head size, as for the values).
         unsafe {
             match rows {
-                1 => avx512::scores::<_, 1>(&source, keys, first(qs), d, out),
+                // No rows asked for: one (the first query, whose length
+                // is `d`), never the four whose lengths were not checked.
+                0 | 1 => avx512::scores::<_, 1>(&source, keys, first(qs), d, out),
                 2 => avx512::scores::<_, 2>(&source, keys, first(qs), d, out),
                 3 => avx512::scores::<_, 3>(&source, keys, first(qs), d, out),
                 _ => avx512::scores::<_, TILE_ROWS>(&source, keys, qs, d, out),
