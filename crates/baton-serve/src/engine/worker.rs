@@ -395,7 +395,9 @@ impl Worker {
             if self.waits_for_shared_prompt(&next.request.prompt, scope) {
                 break;
             }
-            if self.model.kv_blocks().is_some() && !self.pool_admits(&next.request.prompt.clone(), scope) {
+            // The prompt is read where it waits, not copied per attempt.
+            let need = self.blocks_to_admit(&next.request.prompt, scope);
+            if !self.pool_has_room(need) {
                 break;
             }
             let Some(Admitted { request, events, submitted, spec }) = self.waiting.pop_front() else { break };

@@ -61,7 +61,16 @@ impl Worker {
     /// slots giving their blocks back until it has; always with nothing
     /// running or without a paged cache.
     pub(super) fn pool_admits(&mut self, tokens: &[u32], scope: CacheScope) -> bool {
-        let Some((need, keep)) = self.blocks_to_admit(tokens, scope) else { return true };
+        let need = self.blocks_to_admit(tokens, scope);
+        self.pool_has_room(need)
+    }
+
+    /// Whether the pool has `need`'s blocks free (a count and the free slot
+    /// to keep, from [`blocks_to_admit`](Self::blocks_to_admit)), idle slots
+    /// giving their blocks back until it has; always with nothing running
+    /// or without a paged cache (`None`).
+    pub(super) fn pool_has_room(&mut self, need: Option<(usize, Option<usize>)>) -> bool {
+        let Some((need, keep)) = need else { return true };
         loop {
             if self.model.kv_blocks().is_none_or(|b| b.free >= need) {
                 return true;
