@@ -54,7 +54,10 @@ pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
 pub use hybrid::Recurrent;
 pub use memory::ModelMemory;
 pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, Placement, SeqStep, CHAT_TEMPLATE_KEY};
-pub use state::{BlockCopy, BlockTables, BlockUsage, KvCache, KvTypes, LayerCache, PoolFull, SavedPrefix};
+pub use state::{
+    host_memory_available, BlockCopy, BlockTables, BlockUsage, KvCache, KvPool, KvTypes, LayerCache, PoolFull,
+    PoolSize, SavedPrefix,
+};
 pub use tensor_parallel::TensorShares;
 pub use vocab::{tokenizer_config_from_gguf, tokenizer_from_gguf};
 pub use weights::Weights;

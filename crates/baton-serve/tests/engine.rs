@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_gen::SamplingParams;
-use baton_model::{LoadOptions, Logits, Model};
+use baton_model::{KvPool, LoadOptions, Logits, Model};
 use baton_serve::engine::{
     Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError, TokenLogprobs,
 };
@@ -585,7 +585,7 @@ fn pooled(path: &std::path::Path, parallel: usize, pool: Option<usize>) -> Engin
         batch: 64,
         slots: parallel,
         kv_blocks: pool.is_some(),
-        kv_pool_blocks: pool,
+        kv_pool: pool.map_or(KvPool::default(), KvPool::Blocks),
         ..LoadOptions::default()
     };
     let model = Model::load_split(path, devices(&["cpu"]), &options).expect("load");
@@ -651,7 +651,7 @@ fn a_sequence_longer_than_the_pool_ends_there() {
     assert_eq!(tokens, whole[..29], "the tokens up to the pool's end");
     let long: Vec<u32> = (0..200).map(|j| (j * 7 + 2) % 500).collect();
     let (_, last) = collect(served.submit(greedy(long, 4)).expect("submit"));
-    assert!(matches!(last, Event::Failed(ref why) if why.contains("--kv-pool-blocks")), "{last:?}");
+    assert!(matches!(last, Event::Failed(ref why) if why.contains("--kv-pool")), "{last:?}");
     let (tokens, _) = collect(served.submit(greedy(prompt, 8)).expect("submit"));
     assert_eq!(tokens, whole[..8], "served on");
 }

@@ -105,13 +105,23 @@ pub struct ModelArgs {
     /// comparisons: the logits are the same bits either way.
     #[arg(long = "kv-slots")]
     pub kv_slots: bool,
-    /// Blocks of 64 positions in the paged KV cache's pool (default: every
-    /// sequence's whole context; the pool's memory becomes resident only as
-    /// blocks are first used). A step that finds no free block is refused
+    /// The paged KV cache's pool: bytes (`512MiB`, `4GiB`) or positions
+    /// (`32768`), in whole blocks of 64 positions. Default: every
+    /// sequence's whole context where 90% of the host memory available at
+    /// load (less the model file, and the server's `--cache-ram`) holds it,
+    /// else what it holds. The pool's memory becomes resident only as
+    /// blocks are first used. A step that finds no free block is refused
     /// with a clear error by `baton run`; the server makes requests wait
     /// for blocks and preempts the newest running sequence instead.
+    #[arg(long = "kv-pool", value_name = "SIZE", value_parser = super::choices::kv_pool, conflicts_with = "kv_pool_blocks")]
+    pub kv_pool: Option<baton_model::KvPool>,
+    /// The paged KV cache's pool in blocks of 64 positions (as `--kv-pool`).
     #[arg(long = "kv-pool-blocks", value_parser = clap::value_parser!(u32).range(1..))]
     pub kv_pool_blocks: Option<u32>,
+    /// Bytes of host memory the pool's default budget leaves aside (set by
+    /// the server to its `--cache-ram`).
+    #[arg(skip)]
+    pub kv_reserve: u64,
     /// KV cache type of keys and values (default: f16; f32 for perplexity).
     #[arg(long = "cache-type", value_enum, ignore_case = true)]
     pub cache_type: Option<CacheType>,

@@ -6,6 +6,7 @@ use std::fmt;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_load::SplitMode;
+use baton_model::KvPool;
 use clap::builder::TypedValueParser;
 use clap::ValueEnum;
 
@@ -126,6 +127,37 @@ impl CacheType {
     }
 }
 
+/// `--kv-pool`'s parser: bytes with a unit (`512MiB`, `2GiB`, `1.5G`;
+/// K, M, G and T count in 1,024s, as `--cache-ram`'s MiB do) or a bare
+/// count of positions (`32768`).
+pub fn kv_pool(text: &str) -> Result<KvPool, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let scale: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" if unit.is_empty() => {
+            let positions =
+                number.parse().map_err(|_| format!("{text:?}: a count of positions or a size like 2GiB"))?;
+            return match positions {
+                0 => Err("a KV pool of no positions holds nothing".into()),
+                p => Ok(KvPool::Positions(p)),
+            };
+        }
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("{text:?}: the unit is one of B, KiB, MiB, GiB, TiB (or K, M, G, T)")),
+    };
+    let number: f64 = number.parse().map_err(|_| format!("{text:?}: a size like 512MiB or 2GiB"))?;
+    match number * scale as f64 {
+        bytes if bytes >= 1.0 && bytes.is_finite() => Ok(KvPool::Bytes(bytes as u64)),
+        _ => Err(format!("{text:?}: a KV pool of no bytes holds nothing")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +183,18 @@ mod tests {
         assert_eq!(names, ["none", "layer", "tensor", "expert"]);
         for mode in SplitMode::ALL {
             assert_eq!(mode.name().parse::<SplitMode>().ok(), Some(mode));
+        }
+    }
+
+    #[test]
+    fn kv_pool_reads_bytes_with_a_unit_and_positions_without() {
+        assert_eq!(kv_pool("32768"), Ok(KvPool::Positions(32768)));
+        assert_eq!(kv_pool("512MiB"), Ok(KvPool::Bytes(512 << 20)));
+        assert_eq!(kv_pool("2G"), Ok(KvPool::Bytes(2 << 30)));
+        assert_eq!(kv_pool("1.5gib"), Ok(KvPool::Bytes(3 << 29)));
+        assert_eq!(kv_pool("4096 B"), Ok(KvPool::Bytes(4096)));
+        for bad in ["", "0", "0MiB", "MiB", "1.2.3G", "12 parsecs", "-1"] {
+            assert!(kv_pool(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -22,7 +22,11 @@ impl ModelArgs {
             mmap: !self.no_mmap,
             attention_per_sequence: self.attention_per_sequence,
             kv_blocks: !self.kv_slots,
-            kv_pool_blocks: self.kv_pool_blocks.map(|b| b as usize),
+            kv_pool: match (self.kv_pool, self.kv_pool_blocks) {
+                (Some(pool), _) => pool,
+                (None, Some(blocks)) => baton_model::KvPool::Blocks(blocks as usize),
+                (None, None) => baton_model::KvPool::Budget { reserve: self.kv_reserve },
+            },
             expert_devices: Vec::new(),
             expert_split: self.split_mode == baton_load::SplitMode::Expert,
             delta_chunk: self.delta_chunk,

@@ -185,7 +185,7 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> Result<ApiKeys>
 }
 
 /// Runs `baton serve`.
-pub fn run(args: ServeArgs) -> Result<()> {
+pub fn run(mut args: ServeArgs) -> Result<()> {
     let api_keys = api_keys(&args.api_key, args.api_key_file.as_deref())?;
     let chat_template = match &args.chat_template_file {
         Some(file) => Some(
@@ -205,21 +205,31 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(alias) => alias.clone(),
         None => path.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned()),
     };
+    // The pool's default budget leaves the saved prompts' host memory aside.
+    args.model.kv_reserve = (args.cache_ram as u64).saturating_mul(1 << 20);
     #[cfg(feature = "mpi")]
     let (mut model, link) = args.model.load_slots_linked(args.parallel.max(1))?;
     #[cfg(not(feature = "mpi"))]
     let model = args.model.load_slots(args.parallel.max(1))?;
-    if let Some(pool) = model.kv_blocks().map(|b| b.blocks) {
+    if let Some(pool) = model.kv_pool_size().filter(|p| p.blocks < p.whole) {
         // A smaller pool than every slot's context: requests wait for
         // blocks, and a step that finds none preempts (`engine/worker/pool.rs`).
         let (parallel, context) = (args.parallel.max(1), model.context());
-        let whole = parallel * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
-        if pool < whole {
-            eprintln!(
-                "KV pool of {pool} blocks of 64 positions for {whole} (--parallel {parallel} -c {context}): requests \
-                 wait for blocks when it is full, and the newest running sequence is preempted (read again later)"
-            );
-        }
+        let why = match pool.budget {
+            Some(budget) => format!(
+                "what the memory budget holds ({} MiB: 90% of the host memory available at load less the file and \
+                 --cache-ram; --kv-pool sets it)",
+                budget >> 20
+            ),
+            None => "as --kv-pool says".into(),
+        };
+        eprintln!(
+            "KV pool of {} blocks of 64 positions ({} MiB) for {} (--parallel {parallel} -c {context}), {why}: \
+             requests wait for blocks when it is full, and the newest running sequence is preempted (read again later)",
+            pool.blocks,
+            (pool.blocks * pool.block_bytes) >> 20,
+            pool.whole,
+        );
     }
     #[cfg(feature = "mpi")]
     if let Some(link) = link.as_ref().filter(|l| l.rank != 0) {

@@ -156,6 +156,20 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     // server queues and preempts instead: the engine's tests).
     let pool = ["run", "-m", &model, "-c", "256", "--kv-pool-blocks", "1", "-p", "x", "-n", "100"];
     assert_clean_error(&baton(&pool), "the KV pool of 1 blocks of 64 positions has 0 free");
+    // The pool sized in positions (64: one block) or bytes.
+    let positions = ["run", "-m", &model, "-c", "256", "--kv-pool", "64", "-p", "x", "-n", "100"];
+    assert_clean_error(&baton(&positions), "the KV pool of 1 blocks of 64 positions has 0 free");
+    let bytes = ["run", "-m", &model, "-c", "256", "--kv-pool", "1KiB", "-p", "x"];
+    assert_clean_error(&baton(&bytes), "less than one block of 64 positions");
+    // Usage errors (clap's exit code 2), named.
+    let usage = |args: &[&str], needle: &str| {
+        let out = baton(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{stderr}");
+    };
+    usage(&["run", "-m", &model, "--kv-pool", "2parsecs", "-p", "x"], "the unit is one of");
+    usage(&["run", "-m", &model, "--kv-pool", "1GiB", "--kv-pool-blocks", "4", "-p", "x"], "cannot be used with");
 }
 
 /// The README's crate tree ("How it is built") names exactly the

@@ -56,6 +56,9 @@ impl Model {
         if devices.is_empty() {
             return Err(ModelError::Input("no device to load the model on".into()));
         }
+        // The memory the pool's default budget reads: what was free before
+        // the weights were mapped or packed (their bytes are counted apart).
+        let available = crate::host_memory_available();
         let handle = std::fs::File::open(path)
             .map_err(|source| baton_gguf::ReadError::Io { path: path.to_path_buf(), source })?;
         let file = GgufFile::map(&handle, path)?;
@@ -120,10 +123,26 @@ impl Model {
             && tensor.is_none()
             && remote.is_none()
             && attend_in_blocks(&devices, &layer_device, options.kv_types());
-        let pool = paged.then(|| {
-            let whole = options.slots.max(1) * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
-            options.kv_pool_blocks.unwrap_or(whole).max(1)
-        });
+        let pool_size = match paged {
+            true => {
+                let whole = options.slots.max(1) * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
+                let block_bytes = KvCache::pool_block_bytes(&config, (context, ring), options.kv_types());
+                let size =
+                    options.kv_pool.size(whole, block_bytes, handle.metadata().map_or(0, |m| m.len()), available)?;
+                if let Some(budget) = size.budget {
+                    tracing::warn!(
+                        "KV pool of {} blocks ({} MiB) for {whole} blocks of every slot's context: what 90% of the \
+                         host memory available at load ({} MiB), less the file and the memory reserved, holds",
+                        size.blocks,
+                        (size.blocks * size.block_bytes) >> 20,
+                        budget >> 20,
+                    );
+                }
+                Some(size)
+            }
+            false => None,
+        };
+        let pool = pool_size.map(|s| s.blocks);
         let (weights, cache, tensor) = match tensor {
             Some(c) => {
                 let shares = TensorShares::new(&config, c.inner().len(), &options.tensor_split)?
@@ -217,6 +236,7 @@ impl Model {
             runner,
             weights,
             cache,
+            pool_size,
             bound,
             batch,
             in_slots,

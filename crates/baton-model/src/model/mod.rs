@@ -86,10 +86,12 @@ pub struct LoadOptions {
     /// shared rather than copied (see [`BlockTables`](crate::BlockTables)).
     /// `false`: one slot of `context` positions per sequence.
     pub kv_blocks: bool,
-    /// Blocks of the paged pool (of [`ATTENTION_BLOCK`](baton_core::graph::ATTENTION_BLOCK)
-    /// positions); `None`: every slot's whole context (the pool never runs
-    /// out; its memory becomes resident as blocks are first written).
-    pub kv_pool_blocks: Option<usize>,
+    /// The paged pool's size (in blocks of
+    /// [`ATTENTION_BLOCK`](baton_core::graph::ATTENTION_BLOCK) positions,
+    /// positions or bytes); by default every slot's whole context where the
+    /// host's memory holds it, else what it holds (see [`KvPool::Budget`]).
+    /// Its memory becomes resident as blocks are first written.
+    pub kv_pool: crate::KvPool,
     /// Per layer, the device (an index into the devices) of its router and
     /// experts when not its own (`--cpu-moe`, `--n-cpu-moe`, `-ot`);
     /// shorter than the layers, or `None`: with the layer.
@@ -129,7 +131,7 @@ impl Default for LoadOptions {
             mmap: true,
             attention_per_sequence: false,
             kv_blocks: true,
-            kv_pool_blocks: None,
+            kv_pool: crate::KvPool::default(),
             expert_devices: Vec::new(),
             expert_split: false,
             delta_chunk: 0,
@@ -217,6 +219,8 @@ pub struct Model {
     runner: Runner,
     weights: Weights,
     cache: KvCache,
+    /// How a paged cache's pool was sized.
+    pool_size: Option<crate::PoolSize>,
     /// Leaves by name (weights and caches).
     bound: HashMap<String, TensorRef>,
     batch: usize,
@@ -533,6 +537,11 @@ impl Model {
     /// A paged cache's block counts (`None`: one slot per sequence).
     pub fn kv_blocks(&self) -> Option<crate::BlockUsage> {
         self.cache.blocks.as_ref().map(|b| b.usage())
+    }
+
+    /// How a paged cache's pool was sized (`None`: one slot per sequence).
+    pub fn kv_pool_size(&self) -> Option<crate::PoolSize> {
+        self.pool_size
     }
 
     /// Blocks slot `slot` holds in a paged cache (0 without one, or for a

@@ -130,6 +130,23 @@ impl KvTypes {
 }
 
 impl KvCache {
+    /// Bytes of one block of a paged pool of this shape: keys and values
+    /// of [`ATTENTION_BLOCK`] positions in every layer the pool holds (an
+    /// attention layer with its own keys and values and no ring).
+    pub fn pool_block_bytes(config: &LlamaConfig, (context, ring): (usize, Option<usize>), dtypes: KvTypes) -> usize {
+        let recurrent = |l| config.recurrent.as_ref().is_some_and(|r| r.is_recurrent(l));
+        (0..config.layers)
+            .filter(|&l| {
+                !recurrent(l) && config.kv_source(l) == l && rows_per_slot(config, l, context, ring) == context
+            })
+            .map(|l| {
+                let layer = config.layer_attention(l);
+                let row = |dtype: DType| dtype.row_bytes(layer.head_dim).unwrap_or(0);
+                ATTENTION_BLOCK * layer.kv_heads * (row(dtypes.k) + row(dtypes.v))
+            })
+            .sum()
+    }
+
     /// Rows of layer `l`'s keys (and values): a ring's or a slot's context
     /// per slot, or a paged cache's pool.
     pub fn layer_rows(&self, config: &LlamaConfig, l: usize) -> usize {

@@ -7,6 +7,8 @@
 //! - `blocks.rs`: a paged cache's blocks on the host: each slot's table
 //!   of blocks of the pool, shared prefixes counted per holder, copy on
 //!   write, the free list.
+//! - `pool_size.rs`: how many blocks the pool holds: a size the user
+//!   gave, or what the host's memory allows.
 //! - `prefix.rs`: a slot's first positions copied to another slot (a
 //!   prompt that starts as a running sequence's), saved to host memory and
 //!   restored (`--cache-ram`), with the bits an evaluation would give;
@@ -18,9 +20,11 @@
 
 mod blocks;
 mod kv_cache;
+mod pool_size;
 mod prefix;
 mod prefix_bytes;
 
 pub use blocks::{BlockCopy, BlockTables, BlockUsage, PoolFull};
 pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};
+pub use pool_size::{host_memory_available, KvPool, PoolSize};
 pub use prefix::SavedPrefix;

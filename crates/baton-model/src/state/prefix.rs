@@ -82,10 +82,10 @@ impl KvCache {
     /// Bytes of one block of the pool: keys and values of every paged
     /// layer (0 without a paged cache).
     pub(crate) fn block_bytes(&self, config: &LlamaConfig) -> usize {
-        (0..self.layers.len())
-            .filter(|&l| self.is_paged(config, l))
-            .flat_map(|l| self.layers[l].tensors().map(|t| t.bytes() / t.shape().dims()[1] * ATTENTION_BLOCK))
-            .sum()
+        match self.blocks {
+            Some(_) => KvCache::pool_block_bytes(config, (self.context, self.ring), self.dtypes),
+            None => 0,
+        }
     }
 
     /// Block `block` of a paged layer's tensor `t` (`[kv_heads, pool rows,

@@ -6,7 +6,7 @@
 //! corrupting another sequence.
 
 use baton_core::DType;
-use baton_model::{LoadOptions, Logits, Model, ModelError, SeqStep};
+use baton_model::{KvPool, LoadOptions, Logits, Model, ModelError, SeqStep};
 use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
@@ -17,7 +17,7 @@ fn load(path: &std::path::Path, cache: DType, (blocks, pool): (bool, Option<usiz
         slots: 4,
         cache_type: cache,
         kv_blocks: blocks,
-        kv_pool_blocks: pool,
+        kv_pool: pool.map_or(KvPool::default(), KvPool::Blocks),
         ..LoadOptions::default()
     };
     Model::load(path, baton_cpu::open(&["cpu"]).expect("cpu").remove(0), &options).expect("load")
@@ -115,6 +115,34 @@ fn a_full_pool_refuses_the_step_and_a_cleared_slot_makes_room() {
     model.clear_slot(0).expect("clear");
     model.eval_slot(1, &tokens(10, 6), 0, Logits::Last).expect("room after the clear");
     assert!(model.clear_slot(4).is_err(), "no slot 4");
+}
+
+/// The pool sized in positions or bytes holds the blocks they make, each
+/// of the bytes the cache's layers give a block (Gemma 3's rings and
+/// qwen35's recurrent layers are outside it); a size below one block is
+/// refused, naming it.
+#[test]
+fn a_pool_sized_in_positions_or_bytes_holds_those_blocks() {
+    for shape in [SynthShape::Tiny, SynthShape::Gemma3, SynthShape::Qwen35] {
+        let (_dir, path) = synth_model("kv-blocks-size", shape, DType::Q8_0, 9);
+        let with = |pool: KvPool| {
+            let options =
+                LoadOptions { context: Some(512), batch: 64, slots: 4, kv_pool: pool, ..LoadOptions::default() };
+            Model::load(&path, baton_cpu::open(&["cpu"]).expect("cpu").remove(0), &options)
+        };
+        let whole = with(KvPool::default()).expect("load");
+        let size = whole.kv_pool_size().expect("paged");
+        assert_eq!((size.blocks, size.whole, size.budget), (32, 32, None), "{shape:?}: every slot's context");
+        assert_eq!(size.block_bytes, whole.kv_block_bytes(), "{shape:?}");
+        let outside = whole.memory().kv_cache - 32 * size.block_bytes as u64;
+        let positions = with(KvPool::Positions(130)).expect("load");
+        assert_eq!(positions.kv_blocks().expect("paged").blocks, 3, "{shape:?}: 130 positions round up");
+        assert_eq!(positions.memory().kv_cache, outside + 3 * size.block_bytes as u64, "{shape:?}");
+        let bytes = with(KvPool::Bytes(5 * size.block_bytes as u64 + 1)).expect("load");
+        assert_eq!(bytes.kv_blocks().expect("paged").blocks, 5, "{shape:?}");
+        let err = with(KvPool::Bytes(size.block_bytes as u64 - 1)).err().expect("below one block");
+        assert!(err.to_string().contains("less than one block"), "{err}");
+    }
 }
 
 /// A batched step refused midway (the first sequence got its blocks, and a

@@ -1,5 +1,5 @@
 //! A paged KV cache whose pool is smaller than every slot's context
-//! (`--kv-pool-blocks`): what the worker does when blocks run short.
+//! (`--kv-pool`, `--kv-pool-blocks`): what the worker does when blocks run short.
 //!
 //! - **Admission waits for blocks.** A request (or a preempted sequence)
 //!   is admitted when the pool's free blocks hold the blocks its prompt
@@ -130,7 +130,7 @@ impl Worker {
         let seq = self.running.remove(i);
         let end = match seq.prefilling() {
             true => Event::Failed(format!(
-                "the prompt needs more KV blocks than the pool holds ({full}); serve with a larger --kv-pool-blocks"
+                "the prompt needs more KV blocks than the pool holds ({full}); serve with a larger --kv-pool"
             )),
             false => seq.finish(FinishReason::Length),
         };
