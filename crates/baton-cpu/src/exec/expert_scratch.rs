@@ -17,6 +17,9 @@ pub(crate) struct ExpertScratch {
     pub(super) scratches: Vec<Scratch>,
     /// Where each expert's rows start in `x` (and one past the last).
     pub(super) starts: Vec<usize>,
+    /// The next free place of each expert while rows are sorted (kept, so
+    /// that a step does not allocate it per product).
+    pub(super) next: Vec<usize>,
     /// The layer's index of the first expert `starts` counts (0 but for a
     /// share of the experts).
     pub(super) first: usize,

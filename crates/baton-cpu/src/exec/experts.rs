@@ -167,11 +167,11 @@ pub(crate) fn matmul_id(
         let held = scratch.starts[experts];
         scratch.order.clear();
         scratch.order.resize(held, 0);
-        let mut next = scratch.starts.clone();
+        scratch.next.clone_from(&scratch.starts);
         for (r, &e) in ids.iter().enumerate() {
             if let Some(l) = local(e)? {
-                scratch.order[next[l]] = r;
-                next[l] += 1;
+                scratch.order[scratch.next[l]] = r;
+                scratch.next[l] += 1;
             }
         }
         scratch.first = first;
