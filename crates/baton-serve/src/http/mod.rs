@@ -84,6 +84,7 @@ mod defaults;
 pub mod embeddings;
 mod error;
 mod events;
+mod gemma4_calls;
 mod generate;
 mod harmony_calls;
 pub mod listen;

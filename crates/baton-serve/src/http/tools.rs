@@ -27,23 +27,32 @@
 //! and calls them in its own format instead (`harmony_calls.rs`): a
 //! required call's prompt ends with the commentary channel's header and
 //! the call is held to [`harmony_call_grammar`]; with `"auto"` the answer
-//! goes free (it may think on the analysis channel first) and a call on
-//! the commentary channel is read from it. One call per answer (`<|call|>`
+//! goes free (it may think on the analysis channel first, or answer on
+//! the final channel) and a call it starts on the commentary channel is
+//! held to the tools from its header on ([`harmony_lazy_call_grammar`],
+//! a lazy grammar) and read from it. One call per answer (`<|call|>`
 //! ends the generation). Earlier calls in the conversation are written in
 //! the Hermes form.
+//!
+//! A model whose chat template writes Gemma 4's turns (Baton's fallback
+//! for a Gemma 4 vocabulary) has its tools declared and calls them in
+//! Gemma 4's format (`gemma4_calls.rs`, `<|tool_call>call:NAME{…}<tool_call|>`):
+//! held to [`gemma4_call_grammar`] as Hermes calls are to theirs, a
+//! required call's prompt ending with `<|tool_call>`, an `"auto"` answer
+//! held once it opens with that tag.
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
 use baton_gen::constraint::{
-    harmony_call_grammar, tool_call_grammar, CallShape, GrammarSource, HARMONY_CALL_CHANNEL, TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
+    gemma4_call_grammar, harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, CallShape, GrammarSource,
+    GEMMA4_CALL_OPEN, HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
 };
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::harmony_calls;
+use super::{gemma4_calls, harmony_calls};
 use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
@@ -65,14 +74,19 @@ pub enum CallFormat {
     Hermes,
     /// gpt-oss's: a commentary-channel message to `functions.NAME`.
     Harmony,
+    /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>`.
+    Gemma4,
 }
 
 impl CallFormat {
     /// The format of a model whose chat template's source is `template`.
     pub fn of_template(template: &str) -> CallFormat {
-        match harmony_calls::is_harmony_template(template) {
-            true => CallFormat::Harmony,
-            false => CallFormat::Hermes,
+        if harmony_calls::is_harmony_template(template) {
+            CallFormat::Harmony
+        } else if gemma4_calls::is_gemma4_template(template) {
+            CallFormat::Gemma4
+        } else {
+            CallFormat::Hermes
         }
     }
 }
@@ -102,6 +116,7 @@ impl ToolPlan {
         match self.calls {
             CallFormat::Hermes => (format!("{TOOL_CALL_OPEN}\n"), false),
             CallFormat::Harmony => (HARMONY_CALL_CHANNEL.to_string(), true),
+            CallFormat::Gemma4 => (GEMMA4_CALL_OPEN.to_string(), true),
         }
     }
 }
@@ -182,25 +197,33 @@ pub fn plan(
         None => functions.iter().collect(),
     };
     let signatures = callable.iter().map(|f| (f.0.as_str(), &f.2));
+    let described: Vec<(&str, Option<&str>, &Value)> = callable
+        .iter()
+        .map(|f| (f.0.as_str(), f.1["function"].get("description").and_then(Value::as_str), &f.2))
+        .collect();
+    let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
+    let held = |grammar: GrammarSource, open: &'static str| {
+        let grammar = Arc::new(grammar);
+        match mode {
+            ToolMode::Required => OutputFormat::Source(grammar),
+            ToolMode::Auto => OutputFormat::CallOrTextSource(grammar, open),
+        }
+    };
     let (format, preamble) = match calls {
         CallFormat::Hermes => {
-            let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
-            let grammar = Arc::new(tool_call_grammar(signatures, shape));
-            let format = match mode {
-                ToolMode::Required => OutputFormat::Source(grammar),
-                ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
-            };
-            (format, preamble(&callable, parallel))
+            (held(tool_call_grammar(signatures, shape), TOOL_CALL_OPEN), preamble(&callable, parallel))
+        }
+        CallFormat::Gemma4 => {
+            (held(gemma4_call_grammar(signatures, shape), GEMMA4_CALL_OPEN), gemma4_calls::preamble(&described))
         }
         CallFormat::Harmony => {
             let format = match mode {
                 ToolMode::Required => OutputFormat::Source(Arc::new(harmony_call_grammar(signatures))),
-                ToolMode::Auto => OutputFormat::Text,
+                ToolMode::Auto => OutputFormat::TriggeredSource(
+                    Arc::new(harmony_lazy_call_grammar(signatures)),
+                    &HARMONY_CALL_TRIGGERS,
+                ),
             };
-            let described: Vec<(&str, Option<&str>, &Value)> = callable
-                .iter()
-                .map(|f| (f.0.as_str(), f.1["function"].get("description").and_then(Value::as_str), &f.2))
-                .collect();
             (format, harmony_calls::preamble(&described))
         }
     };
@@ -340,6 +363,9 @@ pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
     if let Some((name, arguments)) = harmony_calls::read_call(text) {
         return Some(vec![Call { name, arguments }]);
     }
+    if let Some(calls) = gemma4_calls::read_calls(text) {
+        return Some(calls.into_iter().map(|(name, arguments)| Call { name, arguments }).collect());
+    }
     let body = match mode {
         ToolMode::Required => text,
         ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
@@ -368,6 +394,9 @@ pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Cal
     }
     if reason != "length" {
         return None;
+    }
+    if let Some(calls) = gemma4_calls::read_cut_calls(text) {
+        return Some((calls.into_iter().map(|(name, arguments)| Call { name, arguments }).collect(), "length"));
     }
     let body = match mode {
         ToolMode::Required => text,
@@ -409,10 +438,13 @@ pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
 
 /// Whether `text` may still open a call (auto mode): it is empty, a start
 /// of [`TOOL_CALL_OPEN`], or opens with it (after whitespace), or so of a
-/// harmony call's opening.
+/// harmony or Gemma 4 call's opening.
 pub fn may_be_call(text: &str) -> bool {
     let text = text.trim_start();
-    TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN) || harmony_calls::may_open(text)
+    TOOL_CALL_OPEN.starts_with(text)
+        || text.starts_with(TOOL_CALL_OPEN)
+        || harmony_calls::may_open(text)
+        || gemma4_calls::may_open(text)
 }
 
 #[cfg(test)]
@@ -490,6 +522,62 @@ mod tests {
         // Harmony: a recipient inside the analysis channel is thinking too.
         let analysis = "<|channel|>analysis<|message|>call to=functions.f <|constrain|>json<|message|>{}";
         assert_eq!(answered(analysis, false).1, None);
+    }
+
+    /// A file without a template whose vocabulary is Gemma 4's gets Gemma
+    /// 4's turns: its tools are declared in the system turn, a required
+    /// call opens with `<|tool_call>`, and its calls are read back.
+    #[test]
+    fn a_gemma4_fallback_prompt_declares_the_tools_in_its_system_turn() {
+        use baton_model::baton_tokenizer::{synthetic_gemma4, Tokenizer};
+        let tokenizer = Tokenizer::from_config(&synthetic_gemma4(512)).expect("tokenizer");
+        let template = baton_gen::ChatTemplate::for_tokenizer(None, &tokenizer).expect("fallback");
+        let calls = CallFormat::of_template(template.source());
+        assert_eq!(calls, CallFormat::Gemma4);
+        let tools = json!([{"type": "function", "function": {"name": "f", "description": "Finds",
+            "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}]);
+        let plan = plan(Some(&tools), Some(&json!("required")), false, calls).expect("plan").expect("a call");
+        assert_eq!(plan.opening(), ("<|tool_call>".to_string(), true));
+        let messages = with_tools(vec![Message::user("Hi")], &plan);
+        let prompt = template.render(&messages, true).expect("render");
+        let declared = r#"<|turn>system
+<|tool>declaration:f{description:<|"|>Finds<|"|>,parameters:{properties:{a:{type:<|"|>string<|"|>}},type:<|"|>object<|"|>}}<tool|>"#;
+        assert!(prompt.contains(declared), "{prompt}");
+        assert!(prompt.ends_with("<|turn>user\nHi<turn|>\n<|turn>model\n"), "{prompt}");
+        let answered = r#"call:f{a:<|"|>x<|"|>}<tool_call|>"#;
+        let read = read_calls(answered, ToolMode::Required).expect("a call");
+        assert_eq!((read[0].name.as_str(), read[0].arguments.as_str()), ("f", r#"{"a":"x"}"#));
+    }
+
+    /// A Gemma 4 answer that thinks, then calls, streamed cut at every
+    /// byte: the split gives the same thinking and answer as the whole
+    /// text, the answer is held back at every cut while it may be a call
+    /// (nothing of it is sent as words), and it reads as the same calls;
+    /// words part from a call at their first letter.
+    #[test]
+    fn a_gemma4_call_streamed_cut_anywhere_is_held_and_read_as_the_whole_one() {
+        use baton_gen::openai::reasoning::ReasoningSplit;
+        let call = r#"<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|><|tool_call>call:f{}<tool_call|>"#;
+        let text = format!("<|channel>thought\nThe time, then f.<channel|>{call}");
+        let whole = ReasoningSplit::whole(&text, false);
+        let want = answer_calls(&whole.content, ToolMode::Auto, "stop").expect("calls");
+        assert_eq!(want.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["get_time", "f"]);
+        for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let mut split = ReasoningSplit::new(false);
+            let (mut reasoning, mut content) = (String::new(), String::new());
+            for piece in [&text[..cut], &text[cut..]] {
+                let part = split.push(piece);
+                reasoning.push_str(&part.reasoning);
+                content.push_str(&part.content);
+                assert!(may_be_call(&content), "cut {cut}: {content:?} would be sent as words");
+            }
+            let last = split.finish();
+            reasoning.push_str(&last.reasoning);
+            content.push_str(&last.content);
+            assert_eq!((reasoning.as_str(), content.as_str()), (whole.reasoning.as_str(), whole.content.as_str()));
+            assert_eq!(answer_calls(&content, ToolMode::Auto, "stop"), Some(want.clone()), "cut {cut}");
+        }
+        assert!(!may_be_call("<|tool_cat"), "words part from the tag at their first letter");
     }
 
     #[test]
