@@ -87,6 +87,7 @@ mod events;
 mod gemma4_calls;
 mod generate;
 mod harmony_calls;
+mod history;
 pub mod listen;
 mod llama;
 mod metrics;

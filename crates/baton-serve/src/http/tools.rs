@@ -39,7 +39,8 @@
 //! Gemma 4's format (`gemma4_calls.rs`, `<|tool_call>call:NAME{…}<tool_call|>`):
 //! held to [`gemma4_call_grammar`] as Hermes calls are to theirs, a
 //! required call's prompt ending with `<|tool_call>`, an `"auto"` answer
-//! held once it opens with that tag.
+//! held once it opens with that tag. Its earlier calls and their results
+//! go back into the conversation in its own format (`history.rs`).
 
 use std::sync::Arc;
 
@@ -302,11 +303,22 @@ pub fn with_tools(mut messages: Vec<Message>, plan: &ToolPlan) -> Vec<Message> {
     messages
 }
 
-/// An assistant message's earlier `tool_calls`, written as the model
-/// writes a call.
-pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
+/// An earlier call of an assistant message's `tool_calls`: its `id`, if
+/// it has one, the function's name and its arguments.
+pub struct EarlierCall {
+    /// The call's `id`, which a result names as its `tool_call_id`.
+    pub id: Option<String>,
+    /// The function's name.
+    pub name: String,
+    /// Its arguments (OpenAI's JSON text read as JSON; a text that is not
+    /// JSON stays a string).
+    pub arguments: Value,
+}
+
+/// An assistant message's `tool_calls`, checked.
+pub fn earlier_calls(calls: &Value) -> Result<Vec<EarlierCall>, ApiError> {
     let list = calls.as_array().ok_or_else(|| bad("messages", "tool_calls is a list"))?;
-    let mut text = String::new();
+    let mut read = Vec::with_capacity(list.len());
     for call in list {
         let function = call.get("function").ok_or_else(|| bad("messages", "a tool call has no function"))?;
         let name =
@@ -317,13 +329,23 @@ pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
             Some(other) => other.clone(),
             None => json!({}),
         };
-        let call = json!({"name": name, "arguments": arguments});
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&format!("{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}"));
+        let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+        read.push(EarlierCall { id, name: name.to_string(), arguments });
     }
-    Ok(text)
+    Ok(read)
+}
+
+/// An assistant message's earlier `tool_calls`, written as the model
+/// writes a call in the Hermes format.
+pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
+    let written: Vec<String> = earlier_calls(calls)?
+        .into_iter()
+        .map(|call| {
+            let call = json!({"name": call.name, "arguments": call.arguments});
+            format!("{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}")
+        })
+        .collect();
+    Ok(written.join("\n"))
 }
 
 /// A tool's result, written as the user turn that carries it.

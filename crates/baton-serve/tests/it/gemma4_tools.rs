@@ -76,3 +76,30 @@ fn an_auto_gemma4_answer_is_words_or_a_held_call_whole_and_streamed_alike() {
         }
     }
 }
+
+/// Earlier calls and their results are written back in Gemma 4's own
+/// format, in the model's turn (a result named after the call it answers),
+/// and the answer after them opens a new model turn; a chat request with
+/// that history is answered.
+#[test]
+fn earlier_gemma4_calls_and_results_are_written_in_the_model_turn() {
+    let server = server();
+    let messages = json!([
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 3, \"sky\": \"clear\"}"},
+    ]);
+    let (status, body) = server.post("/apply-template", &json!({"messages": messages}));
+    assert_eq!(status, 200, "{body}");
+    let q = "<|\"|>";
+    let turn = format!(
+        "<|turn>model\n<|tool_call>call:get_weather{{city:{q}Oslo{q}}}<tool_call|>\
+         <|tool_response>response:get_weather{{sky:{q}clear{q},temp:3}}<tool_response|><turn|>\n<|turn>model\n"
+    );
+    let prompt = body["prompt"].as_str().expect("prompt");
+    assert!(prompt.ends_with(&turn), "{prompt}");
+    let request = json!({"messages": messages, "tools": tools(), "max_tokens": 8, "seed": 1});
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "{body}");
+}
