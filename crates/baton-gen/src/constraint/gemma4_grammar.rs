@@ -9,7 +9,9 @@
 //! Gemma's values carry it: `type` (one or a list), `enum`, `const`,
 //! `anyOf`/`oneOf`, an object's `properties` (written in the order of
 //! their names, as Gemma 4's template writes earlier calls) with its
-//! `required` ones present and no others, and an array's `items`. A
+//! `required` ones present and no others, and an array's `items`;
+//! numbers' integer parts have at most 16 digits, as JSON schemas'
+//! unbounded ones. A
 //! schema that says none of those (or only keywords beyond them:
 //! `pattern`, `minimum`, `$ref`…) takes any value of its type, or any
 //! value. A string may not hold
@@ -24,6 +26,7 @@ use serde_json::Value;
 
 use super::gemma4_values::gemma4_value;
 use super::grammar::GrammarSource;
+use super::json_defaults::MAX_INTEGER_DIGITS;
 use super::tags::{GEMMA4_CALL_CLOSE, GEMMA4_CALL_NAME, GEMMA4_CALL_OPEN};
 use super::tool_grammar::{literal, CallShape, MAX_CALLS, MAX_GAP_SPACES};
 
@@ -34,8 +37,6 @@ gkv: KEY ":" gvalue
 garray: "[" (gvalue ("," gvalue)*)? "]"
 KEY: /[A-Za-z0-9_.\-]+/
 STRING: /<\|"\|>([^<]|<[^|])*<\|"\|>/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-INTEGER: /-?(0|[1-9][0-9]*)/
 "#;
 
 /// Lark rules written so far, and how many were named.
@@ -184,6 +185,12 @@ pub fn gemma4_call_grammar<'a>(
     }
     rules.lark += &format!("call: {}\n", names.join(" | "));
     rules.lark += ANY_VALUE;
+    // An integer part of at most MAX_INTEGER_DIGITS digits, as JSON
+    // schemas' unbounded numbers get (a model cannot write digits until
+    // max_tokens); an exponent of at most 3.
+    let digits = MAX_INTEGER_DIGITS - 1;
+    rules.lark += &format!("INTEGER: /-?(0|[1-9][0-9]{{0,{digits}}})/\n");
+    rules.lark += &format!("NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]+)?([eE][+-]?[0-9]{{1,3}})?/\n");
     rules.lark += &format!("GAP: /[ \\t\\r\\n]{{1,{MAX_GAP_SPACES}}}/\n");
     rules.lark += "LEAD: /[ \\t\\r\\n]+/\n";
     GrammarSource::Lark(rules.lark)

@@ -78,6 +78,7 @@ fn a_gemma4_call_names_a_tool_and_its_arguments_follow_the_schema() {
         (format!("call:weather{{where:{{lat:0}},city:{q}O{q}}}<tool_call|>"), "the properties in their order"),
         (r#"call:time{"zone": "UTC"}<tool_call|>"#.to_string(), "JSON is not Gemma's syntax"),
         (format!("call:time{{zone:{q}UTC{q}}}<tool_call|> more"), "nothing after the call"),
+        (format!("call:weather{{city:{q}O{q},days:{},where:{{lat:0}}}}<tool_call|>", "9".repeat(17)), "17 digits"),
     ] {
         assert!(!accepts(&grammar, &tokenizer, &bad), "{why}: {bad}");
     }
