@@ -571,19 +571,16 @@ mod tests {
         assert_eq!((read[0].name.as_str(), read[0].arguments.as_str()), ("f", r#"{"a":"x"}"#));
     }
 
-    /// A Gemma 4 answer that thinks, then calls, streamed cut at every
-    /// byte: the split gives the same thinking and answer as the whole
-    /// text, the answer is held back at every cut while it may be a call
-    /// (nothing of it is sent as words), and it reads as the same calls;
-    /// words part from a call at their first letter.
-    #[test]
-    fn a_gemma4_call_streamed_cut_anywhere_is_held_and_read_as_the_whole_one() {
+    /// `text`, an answer that thinks and then calls `names`, streamed cut
+    /// at every byte: the split gives the same thinking and answer as the
+    /// whole text, the answer is held back at every cut while it may be a
+    /// call (nothing of it is sent as words), and it reads as the same
+    /// calls.
+    fn assert_every_cut_reads_as_the_whole(text: &str, names: &[&str]) {
         use baton_gen::openai::reasoning::ReasoningSplit;
-        let call = r#"<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|><|tool_call>call:f{}<tool_call|>"#;
-        let text = format!("<|channel>thought\nThe time, then f.<channel|>{call}");
-        let whole = ReasoningSplit::whole(&text, false);
+        let whole = ReasoningSplit::whole(text, false);
         let want = answer_calls(&whole.content, ToolMode::Auto, "stop").expect("calls");
-        assert_eq!(want.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["get_time", "f"]);
+        assert_eq!(want.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), names);
         for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
             let mut split = ReasoningSplit::new(false);
             let (mut reasoning, mut content) = (String::new(), String::new());
@@ -599,7 +596,30 @@ mod tests {
             assert_eq!((reasoning.as_str(), content.as_str()), (whole.reasoning.as_str(), whole.content.as_str()));
             assert_eq!(answer_calls(&content, ToolMode::Auto, "stop"), Some(want.clone()), "cut {cut}");
         }
+    }
+
+    #[test]
+    fn a_gemma4_call_streamed_cut_anywhere_is_held_and_read_as_the_whole_one() {
+        let call = r#"<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|><|tool_call>call:f{}<tool_call|>"#;
+        assert_every_cut_reads_as_the_whole(
+            &format!("<|channel>thought\nThe time, then f.<channel|>{call}"),
+            &["get_time", "f"],
+        );
         assert!(!may_be_call("<|tool_cat"), "words part from the tag at their first letter");
+    }
+
+    /// The calls `"auto"`'s lazy grammar holds on gpt-oss, after its
+    /// analysis: on the commentary channel, or with the recipient in the
+    /// role's header.
+    #[test]
+    fn a_harmony_call_after_the_analysis_streamed_cut_anywhere_is_read_as_the_whole_one() {
+        let analysis = "<|channel|>analysis<|message|>Needs the time.<|end|>";
+        for call in [
+            r#"<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "UTC"}"#,
+            r#"<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{"zone": "UTC"}<|call|>"#,
+        ] {
+            assert_every_cut_reads_as_the_whole(&format!("{analysis}{call}"), &["get_time"]);
+        }
     }
 
     #[test]
