@@ -9,8 +9,9 @@
 //! generation once the text is complete ([`Constraint::is_complete`]).
 //! With `tool_choice: "auto"` the model may also answer in free text
 //! ([`Constraint::call_or_text`]): the text is held to the calls' grammar
-//! only while it may still open with [`TOOL_CALL_OPEN`]; text that does
-//! not leaves the constraint [free](Constraint::is_free).
+//! only while it may still open with [`TOOL_CALL_OPEN`] (or the opening
+//! of another format's calls, [`Constraint::call_or_text_opened_by`]);
+//! text that does not leaves the constraint [free](Constraint::is_free).
 //!
 //! A caller draws first and checks the token ([`Constraint::allows`], one
 //! short check); only a token that does not fit makes it
@@ -18,23 +19,31 @@
 //! whole vocabulary) and draw again.
 
 mod gbnf;
+mod gemma4_grammar;
+mod gemma4_values;
 pub mod grammar;
 mod json_defaults;
 mod tags;
 mod tool_grammar;
+mod triggered;
 
 pub use gbnf::{gbnf_to_lark, GbnfError, MAX_GBNF_BYTES};
+pub use gemma4_grammar::gemma4_call_grammar;
+pub use gemma4_values::{gemma4_call, gemma4_value, read_gemma4_calls, read_gemma4_value};
 pub use grammar::{Grammar, GrammarError, GrammarMatcher, GrammarSource, GrammarVocabulary};
 pub use json_defaults::{
     INTEGER_BOUND, MAX_INDENT as MAX_GRAMMAR_INDENT, MAX_INTEGER_DIGITS as MAX_GRAMMAR_INTEGER_DIGITS,
 };
 pub use tags::{
-    HARMONY_CALL_CHANNEL, HARMONY_CALL_END, HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT,
-    TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
+    GEMMA4_CALL_CLOSE, GEMMA4_CALL_NAME, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, HARMONY_CALL_CHANNEL, HARMONY_CALL_END,
+    HARMONY_CALL_TRIGGERS, HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT, TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
 };
-pub use tool_grammar::{harmony_call_grammar, tool_call_grammar, CallShape, MAX_CALLS, MAX_GAP_SPACES};
+pub use tool_grammar::{
+    harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, CallShape, MAX_CALLS, MAX_GAP_SPACES,
+};
 
 use baton_tokenizer::Tokenizer;
+use triggered::{Step, Triggered};
 
 /// Where a text that may open a call stands after some bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,10 +55,11 @@ enum Opening {
     Words,
 }
 
-/// `matched` bytes of [`TOOL_CALL_OPEN`] (after leading whitespace), then
-/// `bytes` (empty, a control token's: the answer ends in words).
-fn opening(matched: usize, bytes: &[u8]) -> Opening {
-    let open = TOOL_CALL_OPEN.as_bytes();
+/// `matched` bytes of the call's opening tag `open` (after leading
+/// whitespace), then `bytes` (empty, a control token's: the answer ends in
+/// words).
+fn opening(open: &str, matched: usize, bytes: &[u8]) -> Opening {
+    let open = open.as_bytes();
     if bytes.is_empty() {
         return Opening::Words;
     }
@@ -74,12 +84,15 @@ fn opening(matched: usize, bytes: &[u8]) -> Opening {
 enum Held {
     Grammar(Box<GrammarMatcher>),
     /// Free text, or a call: while the text is whitespace and a start of
-    /// [`TOOL_CALL_OPEN`] (`matched` of its bytes), the calls' grammar
+    /// the opening tag `open` (`matched` of its bytes), the calls' grammar
     /// (which opens with the tag) reads it too.
     CallOrText {
+        open: &'static str,
         matched: usize,
         call: Box<GrammarMatcher>,
     },
+    /// Free text until a trigger appears in it, then the grammar.
+    Triggered(Box<Triggered>),
     /// Free text: any token.
     Free,
 }
@@ -99,14 +112,28 @@ impl Constraint {
     /// Free text, or the calls `calls` accepts: a grammar of
     /// [`tool_call_grammar`] whose [`CallShape::opens`] is set.
     pub fn call_or_text(calls: &Grammar) -> Constraint {
-        Constraint { held: Held::CallOrText { matched: 0, call: Box::new(calls.matcher()) } }
+        Constraint::call_or_text_opened_by(calls, TOOL_CALL_OPEN)
+    }
+
+    /// Free text, or the calls `calls` accepts, which open with `open`
+    /// after any whitespace (as [`gemma4_call_grammar`]'s with
+    /// [`CallShape::opens`] open with [`GEMMA4_CALL_OPEN`]).
+    pub fn call_or_text_opened_by(calls: &Grammar, open: &'static str) -> Constraint {
+        Constraint { held: Held::CallOrText { open, matched: 0, call: Box::new(calls.matcher()) } }
+    }
+
+    /// Free text in which `grammar` holds a call from the moment one of
+    /// `triggers` appears on (a lazy grammar, as llama.cpp's grammar
+    /// triggers make one); the grammar's texts start with a trigger.
+    pub fn triggered(grammar: &Grammar, triggers: &'static [&'static str]) -> Constraint {
+        Constraint { held: Held::Triggered(Box::new(Triggered::new(grammar, triggers))) }
     }
 
     /// Whether the text is whole (the generation ends here).
     pub fn is_complete(&self) -> bool {
         match &self.held {
             Held::Grammar(matcher) => matcher.is_complete(),
-            Held::CallOrText { .. } | Held::Free => false,
+            Held::CallOrText { .. } | Held::Triggered(_) | Held::Free => false,
         }
     }
 
@@ -120,7 +147,7 @@ impl Constraint {
     pub fn error(&self) -> Option<String> {
         match &self.held {
             Held::Grammar(matcher) | Held::CallOrText { call: matcher, .. } => matcher.error(),
-            Held::Free => None,
+            Held::Triggered(_) | Held::Free => None,
         }
     }
 
@@ -128,10 +155,11 @@ impl Constraint {
     pub fn allows(&mut self, token: u32, tokenizer: &Tokenizer) -> bool {
         match &mut self.held {
             Held::Grammar(matcher) => matcher.allows(token),
-            Held::CallOrText { matched, call } => match tokenizer.token_bytes(token, false) {
-                Ok(bytes) => opening(*matched, bytes) == Opening::Words || call.allows(token),
+            Held::CallOrText { open, matched, call } => match tokenizer.token_bytes(token, false) {
+                Ok(bytes) => opening(open, *matched, bytes) == Opening::Words || call.allows(token),
                 Err(_) => false,
             },
+            Held::Triggered(watched) => !matches!(watched.step(token, tokenizer), Step::Refused),
             Held::Free => true,
         }
     }
@@ -142,7 +170,7 @@ impl Constraint {
     pub fn mask(&mut self, logits: &mut [f32], tokenizer: &Tokenizer) -> usize {
         match &mut self.held {
             Held::Grammar(matcher) => matcher.mask(logits),
-            Held::CallOrText { matched, call } => {
+            Held::CallOrText { open, matched, call } => {
                 // The call's tokens, and every token that turns the text
                 // to words.
                 let before = logits.to_vec();
@@ -150,7 +178,9 @@ impl Constraint {
                 let mut count = 0;
                 for (id, (logit, &was)) in logits.iter_mut().zip(&before).enumerate() {
                     let words = || {
-                        tokenizer.token_bytes(id as u32, false).is_ok_and(|b| opening(*matched, b) == Opening::Words)
+                        tokenizer
+                            .token_bytes(id as u32, false)
+                            .is_ok_and(|b| opening(open, *matched, b) == Opening::Words)
                     };
                     if *logit == f32::NEG_INFINITY && was != f32::NEG_INFINITY && words() {
                         *logit = was;
@@ -159,6 +189,7 @@ impl Constraint {
                 }
                 count
             }
+            Held::Triggered(watched) => watched.mask(logits, tokenizer),
             Held::Free => logits.iter().filter(|l| **l != f32::NEG_INFINITY).count(),
         }
     }
@@ -166,20 +197,28 @@ impl Constraint {
     /// Takes the token drawn; `false` if it could not continue the text
     /// (the constraint is then unchanged).
     pub fn accept(&mut self, token: u32, tokenizer: &Tokenizer) -> bool {
-        let (matched, call) = match &mut self.held {
+        let (open, matched, call) = match &mut self.held {
             Held::Grammar(matcher) => return matcher.accept(token),
-            Held::CallOrText { matched, call } => (matched, call),
+            Held::CallOrText { open, matched, call } => (*open, matched, call),
+            Held::Triggered(watched) => {
+                match watched.step(token, tokenizer) {
+                    Step::Free(tail) => watched.keep(tail),
+                    Step::Held(matcher) => self.held = Held::Grammar(matcher),
+                    Step::Refused => return false,
+                }
+                return true;
+            }
             Held::Free => return true,
         };
         let Ok(bytes) = tokenizer.token_bytes(token, false) else { return false };
-        match opening(*matched, bytes) {
+        match opening(open, *matched, bytes) {
             Opening::Words => self.held = Held::Free,
             Opening::Within(now) => {
                 if !call.accept(token) {
                     return false;
                 }
                 *matched = now;
-                if now == TOOL_CALL_OPEN.len() {
+                if now == open.len() {
                     // The tag is whole: the call's grammar holds the rest.
                     if let Held::CallOrText { call, .. } = std::mem::replace(&mut self.held, Held::Free) {
                         self.held = Held::Grammar(call);
@@ -196,3 +235,6 @@ mod grammar_tests;
 
 #[cfg(test)]
 mod tool_grammar_tests;
+
+#[cfg(test)]
+mod gemma4_grammar_tests;

@@ -59,6 +59,7 @@ pub use decode::StreamDecoder;
 pub use error::{Result, TokenizerError};
 pub use pretokenize::{PreTokenizer, SUPPORTED_PRE};
 pub use synth::{
-    synthetic_bpe, synthetic_gemma4, SYNTHETIC_GEMMA4_MARKERS, SYNTHETIC_GEMMA4_SPECIALS, SYNTHETIC_SPECIALS,
+    synthetic_bpe, synthetic_gemma4, SYNTHETIC_GEMMA4_MARKERS, SYNTHETIC_GEMMA4_SPECIALS,
+    SYNTHETIC_GEMMA4_TOOL_MARKERS, SYNTHETIC_SPECIALS,
 };
 pub use tokenizer::{EncodeOptions, Tokenizer};

@@ -45,6 +45,17 @@ pub const SYNTHETIC_GEMMA4_SPECIALS: [&str; 3] = ["<pad>", "<eos>", "<bos>"];
 /// the others control tokens.
 pub const SYNTHETIC_GEMMA4_MARKERS: [&str; 5] = ["<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>"];
 
+/// The Gemma-4-style tool markers that follow the chat markers: a tool's
+/// declaration `<|tool>` … `<tool|>`, a call `<|tool_call>` … `<tool_call|>`,
+/// a result `<|tool_response>` … `<tool_response|>`, and `<|"|>`, which
+/// opens and closes a string in a call's arguments. User-defined tokens
+/// (always rendered, as in Gemma 4's files), but for `<|tool_response>`,
+/// a control token as llama.cpp loads it (it retypes the control-looking
+/// text as control and ends the generation there: the model writes it
+/// after a call for the results to follow).
+pub const SYNTHETIC_GEMMA4_TOOL_MARKERS: [&str; 7] =
+    ["<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"];
+
 /// The longest run of newlines the Gemma-4-style vocabulary holds as one
 /// token (as Gemma 4's does), so that no run of newlines is merged.
 const NEWLINE_RUNS: usize = 31;
@@ -179,7 +190,8 @@ pub fn synthetic_bpe(vocab_size: usize) -> TokenizerConfig {
 /// least what its fixed part needs, about 360), laid out as Gemma 4's:
 ///
 /// - ids 0..3 `<pad>`, `<eos>`, `<bos>` (control), 3 `<unk>` (unknown),
-///   then the chat markers [`SYNTHETIC_GEMMA4_MARKERS`];
+///   then the chat markers [`SYNTHETIC_GEMMA4_MARKERS`] and the tool
+///   markers [`SYNTHETIC_GEMMA4_TOOL_MARKERS`];
 /// - the 256 byte tokens `<0x00>`..`<0xFF>` (type byte);
 /// - runs of 1 to 31 newlines, each one token;
 /// - every other character of the built-in English paragraph, spaces as `▁`;
@@ -198,6 +210,10 @@ pub fn synthetic_gemma4(vocab_size: usize) -> TokenizerConfig {
     for marker in SYNTHETIC_GEMMA4_MARKERS {
         let rendered = marker.contains("channel");
         vocab.add(marker.to_owned(), if rendered { TokenType::UserDefined } else { TokenType::Control });
+    }
+    for marker in SYNTHETIC_GEMMA4_TOOL_MARKERS {
+        let control = marker == "<|tool_response>";
+        vocab.add(marker.to_owned(), if control { TokenType::Control } else { TokenType::UserDefined });
     }
     for byte in 0..=255u8 {
         vocab.add(format!("<0x{byte:02X}>"), TokenType::Byte);

@@ -64,6 +64,25 @@ pub(super) fn draw_text(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, ste
     (String::from_utf8_lossy(&text).into_owned(), constraint.is_complete())
 }
 
+/// Feeds `text` (tokenized) to `constraint`; whether it took every token.
+pub(super) fn feed(constraint: &mut Constraint, tokenizer: &Tokenizer, text: &str) -> bool {
+    let ids = tokenizer.encode(text, EncodeOptions::default()).expect("encode");
+    ids.iter().all(|&id| constraint.accept(id, tokenizer))
+}
+
+/// Asserts that the mask (of random logits drawn from `seed`) lets some
+/// token through and agrees with the one-token check on every token,
+/// after the text `what`.
+pub(super) fn assert_mask_agrees(constraint: &mut Constraint, tokenizer: &Tokenizer, seed: u64, what: &str) {
+    let mut next = draws(seed);
+    let mut logits: Vec<f32> = (0..tokenizer.vocab_size()).map(|_| (next() % 1000) as f32).collect();
+    assert!(constraint.mask(&mut logits, tokenizer) > 0, "no token after {what:?}");
+    for (id, logit) in logits.iter().enumerate() {
+        let allows = constraint.allows(id as u32, tokenizer);
+        assert_eq!(allows, logit.is_finite(), "token {id} {:?} after {what:?}", tokenizer.token_text(id as u32));
+    }
+}
+
 /// A JSON text drawn as [`draw_text`] draws, whole within `steps`.
 pub(super) fn drawn_json(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps: usize) -> Value {
     let (text, whole) = draw_text(grammar, tokenizer, seed, steps);

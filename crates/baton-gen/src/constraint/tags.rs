@@ -1,5 +1,5 @@
 //! The tags that open and close a tool call in the Hermes format, and
-//! the markers of one in gpt-oss's harmony format.
+//! the markers of one in gpt-oss's harmony format and in Gemma 4's.
 
 /// What opens a tool call in the model's answer (the text the tools'
 /// instructions ask for); the call's JSON follows it.
@@ -16,6 +16,12 @@ pub const HARMONY_RECIPIENT: &str = "to=functions.";
 /// its recipient (what a required call's prompt ends with).
 pub const HARMONY_CALL_CHANNEL: &str = "<|channel|>commentary ";
 
+/// What starts a harmony call anywhere in an answer (after thinking on
+/// the analysis channel): the commentary channel addressed to a function,
+/// or the recipient in a new message's role header.
+pub const HARMONY_CALL_TRIGGERS: [&str; 2] =
+    ["<|channel|>commentary to=functions.", "<|start|>assistant to=functions."];
+
 /// What follows a harmony call's name: its arguments are JSON.
 pub const HARMONY_CONSTRAIN_JSON: &str = " <|constrain|>json";
 
@@ -24,3 +30,17 @@ pub const HARMONY_MESSAGE: &str = "<|message|>";
 
 /// What ends a harmony tool call (an end-of-generation token).
 pub const HARMONY_CALL_END: &str = "<|call|>";
+
+/// What opens a tool call in Gemma 4's format:
+/// `<|tool_call>call:NAME{key:value,…}<tool_call|>`.
+pub const GEMMA4_CALL_OPEN: &str = "<|tool_call>";
+
+/// What names a Gemma 4 call's function, right after [`GEMMA4_CALL_OPEN`].
+pub const GEMMA4_CALL_NAME: &str = "call:";
+
+/// What closes a Gemma 4 tool call.
+pub const GEMMA4_CALL_CLOSE: &str = "<tool_call|>";
+
+/// What opens and closes a string in Gemma 4's argument values (the same
+/// marker on both sides, nothing escaped between them).
+pub const GEMMA4_QUOTE: &str = "<|\"|>";

@@ -26,7 +26,10 @@ use serde_json::Value;
 
 use super::grammar::GrammarSource;
 use super::json_defaults::{with_defaults, MAX_INDENT};
-use super::tags::{HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
+use super::tags::{
+    HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT,
+    TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
+};
 
 /// Most calls one answer may hold.
 pub const MAX_CALLS: usize = 8;
@@ -46,7 +49,7 @@ pub struct CallShape {
 
 /// A Lark string literal of `text` (a JSON string's escapes, which Lark
 /// reads alike).
-fn literal(text: &str) -> String {
+pub(super) fn literal(text: &str) -> String {
     Value::from(text).to_string()
 }
 
@@ -104,6 +107,37 @@ pub fn harmony_call_grammar<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Va
     for (i, (name, parameters)) in tools.into_iter().enumerate() {
         let recipient = literal(&format!("{HARMONY_RECIPIENT}{name}"));
         lark += &format!("call{i}: {recipient} {header} arguments{i}\n");
+        lark += &format!("arguments{i}: %json {}\n", with_defaults(parameters));
+        names.push(format!("call{i}"));
+    }
+    lark += &format!("call: {}\n", names.join(" | "));
+    GrammarSource::Lark(lark)
+}
+
+/// The grammar of one harmony call to `tools` that starts anywhere in an
+/// answer, from one of [`HARMONY_CALL_TRIGGERS`] on (held by
+/// [`Constraint::triggered`](super::Constraint::triggered), `tool_choice:
+/// "auto"`): on the commentary channel,
+/// `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`,
+/// or with the recipient in the role's header,
+/// `<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>`
+/// (its content type `json` or `<|constrain|>json`); then the arguments, as
+/// [`harmony_call_grammar`] holds them.
+pub fn harmony_lazy_call_grammar<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> GrammarSource {
+    let [channel, header] = HARMONY_CALL_TRIGGERS.map(literal);
+    let mut lark = String::from("%llguidance {}\nstart: call\n");
+    let after_channel = literal(&format!("{HARMONY_CONSTRAIN_JSON}{HARMONY_MESSAGE}"));
+    let after_header = format!(
+        "{} ({} | {}) {}",
+        literal(HARMONY_CALL_CHANNEL.trim_end()),
+        literal(" json"),
+        literal(HARMONY_CONSTRAIN_JSON),
+        literal(HARMONY_MESSAGE)
+    );
+    let mut names = Vec::new();
+    for (i, (name, parameters)) in tools.into_iter().enumerate() {
+        let name = literal(name);
+        lark += &format!("call{i}: ({channel} {name} {after_channel} | {header} {name} {after_header}) arguments{i}\n");
         lark += &format!("arguments{i}: %json {}\n", with_defaults(parameters));
         names.push(format!("call{i}"));
     }

@@ -8,7 +8,7 @@ use baton_testkit::schemas::pydantic_record;
 use baton_tokenizer::{EncodeOptions, Tokenizer};
 use serde_json::{json, Value};
 
-use super::grammar_tests::{accepts, drawn_json, draws, is_record, vocabulary};
+use super::grammar_tests::{accepts, assert_mask_agrees, drawn_json, draws, feed, is_record, vocabulary};
 use super::*;
 
 fn time_parameters() -> Value {
@@ -128,10 +128,7 @@ fn draw_without_ends(grammar: &Grammar, tokenizer: &Tokenizer, seed: u64, steps:
 #[test]
 fn words_go_free_and_a_call_opened_by_its_tag_is_held() {
     let (tokenizer, grammar) = compile(CallShape { parallel: false, opens: true });
-    let feed = |constraint: &mut Constraint, text: &str| {
-        let ids = tokenizer.encode(text, EncodeOptions::default()).expect("encode");
-        ids.iter().all(|&id| constraint.accept(id, &tokenizer))
-    };
+    let feed = |constraint: &mut Constraint, text: &str| feed(constraint, &tokenizer, text);
     let mut words = Constraint::call_or_text(&grammar);
     assert!(feed(&mut words, " \n<tool"), "a start of the tag");
     assert!(!words.is_free());
@@ -145,17 +142,10 @@ fn words_go_free_and_a_call_opened_by_its_tag_is_held() {
     assert!(call.is_complete() || call.allows(tokenizer.eos_id().expect("eos"), &tokenizer));
     // While the text may open a call, the mask and the one-token check
     // agree: words, or the call's grammar.
-    let mut next = draws(3);
-    for prefix in ["", " ", "<tool_", "<tool_call>", "<tool_call>\n{\"name\": \"re"] {
+    for (seed, prefix) in ["", " ", "<tool_", "<tool_call>", "<tool_call>\n{\"name\": \"re"].into_iter().enumerate() {
         let mut constraint = Constraint::call_or_text(&grammar);
         assert!(feed(&mut constraint, prefix), "{prefix:?}");
-        let mut logits: Vec<f32> = (0..tokenizer.vocab_size()).map(|_| (next() % 1000) as f32).collect();
-        let allowed = constraint.mask(&mut logits, &tokenizer);
-        assert!(allowed > 0, "{prefix:?}");
-        for (id, logit) in logits.iter().enumerate() {
-            let allows = constraint.allows(id as u32, &tokenizer);
-            assert_eq!(allows, logit.is_finite(), "token {id} {:?} after {prefix:?}", tokenizer.token_text(id as u32));
-        }
+        assert_mask_agrees(&mut constraint, &tokenizer, seed as u64, prefix);
     }
 }
 
@@ -186,5 +176,43 @@ fn a_harmony_call_names_a_tool_after_its_recipient_and_its_arguments_follow_the_
         let value: Value = serde_json::from_str(arguments).unwrap_or_else(|e| panic!("{text:?}: {e}"));
         let name = name.unwrap_or_else(|| panic!("{text:?}"));
         check_call(&json!({"name": name, "arguments": value})).unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+    }
+}
+
+/// `tool_choice: "auto"` for gpt-oss: the answer goes free (thinking,
+/// words, even `to=functions.` in passing) until a call starts on the
+/// commentary channel or in a role header, then the call is held to the
+/// tools; the mask and the one-token check agree before, at and after the
+/// trigger.
+#[test]
+fn a_lazy_harmony_call_goes_free_until_its_trigger_and_is_held_from_it() {
+    let (tokenizer, vocabulary) = vocabulary();
+    let (record, time) = (pydantic_record(), time_parameters());
+    let source = harmony_lazy_call_grammar([("record", &record), ("time", &time)]);
+    let grammar = vocabulary.compile(&source).unwrap_or_else(|e| panic!("{source:?}: {e}"));
+    let feed = |constraint: &mut Constraint, text: &str| feed(constraint, &tokenizer, text);
+    let thinking = "<|channel|>analysis<|message|>I may write to=functions.time here.<|end|>";
+    let channel = "<|start|>assistant<|channel|>commentary to=functions.time <|constrain|>json<|message|>";
+    let header = "<|start|>assistant to=functions.time<|channel|>commentary json<|message|>";
+    for opening in [channel, header] {
+        let mut call = Constraint::triggered(&grammar, &HARMONY_CALL_TRIGGERS);
+        assert!(feed(&mut call, thinking), "thinking is free text");
+        assert!(!call.is_complete() && !call.is_free());
+        assert!(feed(&mut call.clone(), "<|channel|>final<|message|>Sunny."), "an answer is free text");
+        assert!(feed(&mut call, opening), "{opening}");
+        assert!(!feed(&mut call.clone(), r#"{"zone": "PST"}"#), "held to the tool's parameters");
+        assert!(feed(&mut call, r#"{"zone": "UTC"}"#));
+        assert!(call.is_complete() || call.allows(tokenizer.eos_id().expect("eos"), &tokenizer));
+    }
+    let mut unknown = Constraint::triggered(&grammar, &HARMONY_CALL_TRIGGERS);
+    assert!(!feed(&mut unknown, "<|channel|>commentary to=functions.clock <|constrain|>json"), "no such tool");
+    for (seed, prefix) in
+        ["", thinking, "<|channel|>commentary to=functions", "<|channel|>commentary to=functions.", channel]
+            .into_iter()
+            .enumerate()
+    {
+        let mut constraint = Constraint::triggered(&grammar, &HARMONY_CALL_TRIGGERS);
+        assert!(feed(&mut constraint, prefix), "{prefix:?}");
+        assert_mask_agrees(&mut constraint, &tokenizer, seed as u64, prefix);
     }
 }

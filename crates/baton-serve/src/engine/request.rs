@@ -49,12 +49,20 @@ pub enum OutputFormat {
     /// [`compiled`](Self::compiled)), so no request runs with one.
     Source(Arc<GrammarSource>),
     /// Free text, or tool calls held to the grammar once the text opens
-    /// with [`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN)
-    /// (`tool_choice: "auto"`; see [`Constraint::call_or_text`]).
-    CallOrText(Arc<Grammar>),
+    /// with the calls' opening tag, the second field
+    /// ([`TOOL_CALL_OPEN`](baton_gen::constraint::TOOL_CALL_OPEN) or
+    /// another format's; `tool_choice: "auto"`; see
+    /// [`Constraint::call_or_text_opened_by`]).
+    CallOrText(Arc<Grammar>, &'static str),
     /// [`CallOrText`](Self::CallOrText) whose grammar is not compiled yet
     /// (as [`Source`](Self::Source)).
-    CallOrTextSource(Arc<GrammarSource>),
+    CallOrTextSource(Arc<GrammarSource>, &'static str),
+    /// Free text, and a call held to the grammar from the moment one of
+    /// the triggers (the second field) appears in it (gpt-oss's
+    /// `tool_choice: "auto"`; see [`Constraint::triggered`]).
+    Triggered(Arc<Grammar>, &'static [&'static str]),
+    /// [`Triggered`](Self::Triggered) whose grammar is not compiled yet.
+    TriggeredSource(Arc<GrammarSource>, &'static [&'static str]),
 }
 
 impl OutputFormat {
@@ -97,7 +105,8 @@ impl OutputFormat {
     }
 
     /// This format with a [`Source`](Self::Source) or
-    /// [`CallOrTextSource`](Self::CallOrTextSource) compiled against
+    /// [`CallOrTextSource`](Self::CallOrTextSource) or
+    /// [`TriggeredSource`](Self::TriggeredSource) compiled against
     /// `grammars` (any other format as it is).
     pub fn compiled(self, grammars: &Grammars) -> Result<OutputFormat, String> {
         match self {
@@ -107,8 +116,12 @@ impl OutputFormat {
                 }
                 _ => OutputFormat::grammar(&source, grammars),
             },
-            OutputFormat::CallOrTextSource(source) => match OutputFormat::grammar(&source, grammars)? {
-                OutputFormat::Grammar(grammar) => Ok(OutputFormat::CallOrText(grammar)),
+            OutputFormat::CallOrTextSource(source, open) => match OutputFormat::grammar(&source, grammars)? {
+                OutputFormat::Grammar(grammar) => Ok(OutputFormat::CallOrText(grammar, open)),
+                other => Ok(other),
+            },
+            OutputFormat::TriggeredSource(source, triggers) => match OutputFormat::grammar(&source, grammars)? {
+                OutputFormat::Grammar(grammar) => Ok(OutputFormat::Triggered(grammar, triggers)),
                 other => Ok(other),
             },
             other => Ok(other),
@@ -119,7 +132,11 @@ impl OutputFormat {
     /// the format ends it), rather than free text that may call a tool.
     pub fn holds_whole_text(&self) -> bool {
         match self {
-            OutputFormat::Text | OutputFormat::CallOrText(_) | OutputFormat::CallOrTextSource(_) => false,
+            OutputFormat::Text
+            | OutputFormat::CallOrText(..)
+            | OutputFormat::CallOrTextSource(..)
+            | OutputFormat::Triggered(..)
+            | OutputFormat::TriggeredSource(..) => false,
             OutputFormat::Grammar(_) | OutputFormat::Source(_) => true,
         }
     }
@@ -129,9 +146,13 @@ impl OutputFormat {
     /// request runs).
     pub fn constraint(&self) -> Option<Constraint> {
         match self {
-            OutputFormat::Text | OutputFormat::Source(_) | OutputFormat::CallOrTextSource(_) => None,
+            OutputFormat::Text
+            | OutputFormat::Source(_)
+            | OutputFormat::CallOrTextSource(..)
+            | OutputFormat::TriggeredSource(..) => None,
             OutputFormat::Grammar(grammar) => Some(Constraint::grammar(grammar)),
-            OutputFormat::CallOrText(grammar) => Some(Constraint::call_or_text(grammar)),
+            OutputFormat::CallOrText(grammar, open) => Some(Constraint::call_or_text_opened_by(grammar, open)),
+            OutputFormat::Triggered(grammar, triggers) => Some(Constraint::triggered(grammar, triggers)),
         }
     }
 }

@@ -114,7 +114,7 @@ pub async fn apply_template(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    let messages = conversation(&request.messages)?;
+    let messages = conversation(&request.messages, state.call_format())?;
     let template = state.template.clone();
     let prompt = tokio::task::spawn_blocking(move || template.render(&messages, true))
         .await

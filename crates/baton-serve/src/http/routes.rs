@@ -14,6 +14,7 @@ use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::history::History;
 use super::options::ReasoningFormat;
 use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
@@ -147,6 +148,11 @@ impl AppState {
         Ok(Echo { text, first: prompt.first().copied().unwrap_or(0), entries })
     }
 
+    /// The format the model calls tools in (its chat template's).
+    pub(super) fn call_format(&self) -> tools::CallFormat {
+        tools::CallFormat::of_template(self.template.source())
+    }
+
     /// The prompt of a conversation (the messages as the template takes
     /// them): the tools, when some may be called, described in its system
     /// message, rendered with the model's chat template and the generation
@@ -162,7 +168,7 @@ impl AppState {
     ) -> Result<ChatPrompt, ApiError> {
         // The tools' grammar compiles off the HTTP threads.
         let grammars = self.engine.info().grammars.clone();
-        let calls = tools::CallFormat::of_template(self.template.source());
+        let calls = self.call_format();
         let plan = off_thread("reading the tools", move || {
             tools::plan(tools.as_ref(), choice.as_ref(), parallel, calls)?
                 .map(|plan| tools::compiled(plan, &grammars))
@@ -282,7 +288,7 @@ pub async fn chat(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    let messages = conversation(&request.messages)?;
+    let messages = conversation(&request.messages, state.call_format())?;
     let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
     let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
     let prompt = state.chat_prompt(messages, tools, request.params.response_format.as_ref()).await?;
@@ -291,34 +297,26 @@ pub async fn chat(
     state.run(job, Kind::Chat).await
 }
 
-/// The request's messages as the template takes them: earlier tool calls
-/// written into the assistant's text, tool results as user turns (one for
-/// results in a row).
-pub(super) fn conversation(messages: &[ChatMessage]) -> Result<Vec<Message>, ApiError> {
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
-    let mut after_result = false;
+/// The request's messages as the template takes them, earlier tool calls
+/// and their results written in `format`, the model's (see [`History`]).
+pub(super) fn conversation(messages: &[ChatMessage], format: tools::CallFormat) -> Result<Vec<Message>, ApiError> {
+    let mut history = History::new(format);
     for m in messages {
-        let mut next = message(m)?;
-        if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_null()) {
-            if m.role != "assistant" {
-                return Err(ApiError::invalid_param("messages", "only assistant messages carry tool_calls"));
-            }
-            let written = tools::written_calls(calls)?;
-            next.content = if next.content.is_empty() { written } else { format!("{}\n{written}", next.content) };
+        let next = message(m)?;
+        let calls = m.tool_calls.as_ref().filter(|c| !c.is_null());
+        if calls.is_some() && m.role != "assistant" {
+            return Err(ApiError::invalid_param("messages", "only assistant messages carry tool_calls"));
         }
         if m.role == "tool" {
-            let result = tools::written_result(&next.content);
-            match out.last_mut() {
-                Some(last) if after_result => last.content = format!("{}\n{result}", last.content),
-                _ => out.push(Message::user(result)),
-            }
-            after_result = true;
+            history.push_result(&next.content, m.tool_call_id.as_ref().and_then(Value::as_str));
             continue;
         }
-        after_result = false;
-        out.push(next);
+        history.push(next);
+        if let Some(calls) = calls {
+            history.push_calls(calls)?;
+        }
     }
-    Ok(out)
+    Ok(history.messages())
 }
 
 fn message(m: &ChatMessage) -> Result<Message, ApiError> {

@@ -27,23 +27,33 @@
 //! and calls them in its own format instead (`harmony_calls.rs`): a
 //! required call's prompt ends with the commentary channel's header and
 //! the call is held to [`harmony_call_grammar`]; with `"auto"` the answer
-//! goes free (it may think on the analysis channel first) and a call on
-//! the commentary channel is read from it. One call per answer (`<|call|>`
+//! goes free (it may think on the analysis channel first, or answer on
+//! the final channel) and a call it starts on the commentary channel is
+//! held to the tools from its header on ([`harmony_lazy_call_grammar`],
+//! a lazy grammar) and read from it. One call per answer (`<|call|>`
 //! ends the generation). Earlier calls in the conversation are written in
 //! the Hermes form.
+//!
+//! A model whose chat template writes Gemma 4's turns (Baton's fallback
+//! for a Gemma 4 vocabulary) has its tools declared and calls them in
+//! Gemma 4's format (`gemma4_calls.rs`, `<|tool_call>call:NAME{…}<tool_call|>`):
+//! held to [`gemma4_call_grammar`] as Hermes calls are to theirs, a
+//! required call's prompt ending with `<|tool_call>`, an `"auto"` answer
+//! held once it opens with that tag. Its earlier calls and their results
+//! go back into the conversation in its own format (`history.rs`).
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
 use baton_gen::constraint::{
-    harmony_call_grammar, tool_call_grammar, CallShape, GrammarSource, HARMONY_CALL_CHANNEL, TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
+    gemma4_call_grammar, harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, CallShape, GrammarSource,
+    GEMMA4_CALL_OPEN, HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
 };
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::harmony_calls;
+use super::{gemma4_calls, harmony_calls};
 use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
@@ -65,14 +75,19 @@ pub enum CallFormat {
     Hermes,
     /// gpt-oss's: a commentary-channel message to `functions.NAME`.
     Harmony,
+    /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>`.
+    Gemma4,
 }
 
 impl CallFormat {
     /// The format of a model whose chat template's source is `template`.
     pub fn of_template(template: &str) -> CallFormat {
-        match harmony_calls::is_harmony_template(template) {
-            true => CallFormat::Harmony,
-            false => CallFormat::Hermes,
+        if harmony_calls::is_harmony_template(template) {
+            CallFormat::Harmony
+        } else if gemma4_calls::is_gemma4_template(template) {
+            CallFormat::Gemma4
+        } else {
+            CallFormat::Hermes
         }
     }
 }
@@ -102,6 +117,7 @@ impl ToolPlan {
         match self.calls {
             CallFormat::Hermes => (format!("{TOOL_CALL_OPEN}\n"), false),
             CallFormat::Harmony => (HARMONY_CALL_CHANNEL.to_string(), true),
+            CallFormat::Gemma4 => (GEMMA4_CALL_OPEN.to_string(), true),
         }
     }
 }
@@ -182,25 +198,33 @@ pub fn plan(
         None => functions.iter().collect(),
     };
     let signatures = callable.iter().map(|f| (f.0.as_str(), &f.2));
+    let described: Vec<(&str, Option<&str>, &Value)> = callable
+        .iter()
+        .map(|f| (f.0.as_str(), f.1["function"].get("description").and_then(Value::as_str), &f.2))
+        .collect();
+    let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
+    let held = |grammar: GrammarSource, open: &'static str| {
+        let grammar = Arc::new(grammar);
+        match mode {
+            ToolMode::Required => OutputFormat::Source(grammar),
+            ToolMode::Auto => OutputFormat::CallOrTextSource(grammar, open),
+        }
+    };
     let (format, preamble) = match calls {
         CallFormat::Hermes => {
-            let shape = CallShape { parallel, opens: mode == ToolMode::Auto };
-            let grammar = Arc::new(tool_call_grammar(signatures, shape));
-            let format = match mode {
-                ToolMode::Required => OutputFormat::Source(grammar),
-                ToolMode::Auto => OutputFormat::CallOrTextSource(grammar),
-            };
-            (format, preamble(&callable, parallel))
+            (held(tool_call_grammar(signatures, shape), TOOL_CALL_OPEN), preamble(&callable, parallel))
+        }
+        CallFormat::Gemma4 => {
+            (held(gemma4_call_grammar(signatures, shape), GEMMA4_CALL_OPEN), gemma4_calls::preamble(&described))
         }
         CallFormat::Harmony => {
             let format = match mode {
                 ToolMode::Required => OutputFormat::Source(Arc::new(harmony_call_grammar(signatures))),
-                ToolMode::Auto => OutputFormat::Text,
+                ToolMode::Auto => OutputFormat::TriggeredSource(
+                    Arc::new(harmony_lazy_call_grammar(signatures)),
+                    &HARMONY_CALL_TRIGGERS,
+                ),
             };
-            let described: Vec<(&str, Option<&str>, &Value)> = callable
-                .iter()
-                .map(|f| (f.0.as_str(), f.1["function"].get("description").and_then(Value::as_str), &f.2))
-                .collect();
             (format, harmony_calls::preamble(&described))
         }
     };
@@ -279,11 +303,22 @@ pub fn with_tools(mut messages: Vec<Message>, plan: &ToolPlan) -> Vec<Message> {
     messages
 }
 
-/// An assistant message's earlier `tool_calls`, written as the model
-/// writes a call.
-pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
+/// An earlier call of an assistant message's `tool_calls`: its `id`, if
+/// it has one, the function's name and its arguments.
+pub struct EarlierCall {
+    /// The call's `id`, which a result names as its `tool_call_id`.
+    pub id: Option<String>,
+    /// The function's name.
+    pub name: String,
+    /// Its arguments (OpenAI's JSON text read as JSON; a text that is not
+    /// JSON stays a string).
+    pub arguments: Value,
+}
+
+/// An assistant message's `tool_calls`, checked.
+pub fn earlier_calls(calls: &Value) -> Result<Vec<EarlierCall>, ApiError> {
     let list = calls.as_array().ok_or_else(|| bad("messages", "tool_calls is a list"))?;
-    let mut text = String::new();
+    let mut read = Vec::with_capacity(list.len());
     for call in list {
         let function = call.get("function").ok_or_else(|| bad("messages", "a tool call has no function"))?;
         let name =
@@ -294,13 +329,23 @@ pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
             Some(other) => other.clone(),
             None => json!({}),
         };
-        let call = json!({"name": name, "arguments": arguments});
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&format!("{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}"));
+        let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+        read.push(EarlierCall { id, name: name.to_string(), arguments });
     }
-    Ok(text)
+    Ok(read)
+}
+
+/// An assistant message's earlier `tool_calls`, written as the model
+/// writes a call in the Hermes format.
+pub fn written_calls(calls: &Value) -> Result<String, ApiError> {
+    let written: Vec<String> = earlier_calls(calls)?
+        .into_iter()
+        .map(|call| {
+            let call = json!({"name": call.name, "arguments": call.arguments});
+            format!("{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}")
+        })
+        .collect();
+    Ok(written.join("\n"))
 }
 
 /// A tool's result, written as the user turn that carries it.
@@ -340,6 +385,9 @@ pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
     if let Some((name, arguments)) = harmony_calls::read_call(text) {
         return Some(vec![Call { name, arguments }]);
     }
+    if let Some(calls) = gemma4_calls::read_calls(text) {
+        return Some(calls.into_iter().map(|(name, arguments)| Call { name, arguments }).collect());
+    }
     let body = match mode {
         ToolMode::Required => text,
         ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
@@ -368,6 +416,9 @@ pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Cal
     }
     if reason != "length" {
         return None;
+    }
+    if let Some(calls) = gemma4_calls::read_cut_calls(text) {
+        return Some((calls.into_iter().map(|(name, arguments)| Call { name, arguments }).collect(), "length"));
     }
     let body = match mode {
         ToolMode::Required => text,
@@ -409,10 +460,13 @@ pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
 
 /// Whether `text` may still open a call (auto mode): it is empty, a start
 /// of [`TOOL_CALL_OPEN`], or opens with it (after whitespace), or so of a
-/// harmony call's opening.
+/// harmony or Gemma 4 call's opening.
 pub fn may_be_call(text: &str) -> bool {
     let text = text.trim_start();
-    TOOL_CALL_OPEN.starts_with(text) || text.starts_with(TOOL_CALL_OPEN) || harmony_calls::may_open(text)
+    TOOL_CALL_OPEN.starts_with(text)
+        || text.starts_with(TOOL_CALL_OPEN)
+        || harmony_calls::may_open(text)
+        || gemma4_calls::may_open(text)
 }
 
 #[cfg(test)]
@@ -490,6 +544,82 @@ mod tests {
         // Harmony: a recipient inside the analysis channel is thinking too.
         let analysis = "<|channel|>analysis<|message|>call to=functions.f <|constrain|>json<|message|>{}";
         assert_eq!(answered(analysis, false).1, None);
+    }
+
+    /// A file without a template whose vocabulary is Gemma 4's gets Gemma
+    /// 4's turns: its tools are declared in the system turn, a required
+    /// call opens with `<|tool_call>`, and its calls are read back.
+    #[test]
+    fn a_gemma4_fallback_prompt_declares_the_tools_in_its_system_turn() {
+        use baton_model::baton_tokenizer::{synthetic_gemma4, Tokenizer};
+        let tokenizer = Tokenizer::from_config(&synthetic_gemma4(512)).expect("tokenizer");
+        let template = baton_gen::ChatTemplate::for_tokenizer(None, &tokenizer).expect("fallback");
+        let calls = CallFormat::of_template(template.source());
+        assert_eq!(calls, CallFormat::Gemma4);
+        let tools = json!([{"type": "function", "function": {"name": "f", "description": "Finds",
+            "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}]);
+        let plan = plan(Some(&tools), Some(&json!("required")), false, calls).expect("plan").expect("a call");
+        assert_eq!(plan.opening(), ("<|tool_call>".to_string(), true));
+        let messages = with_tools(vec![Message::user("Hi")], &plan);
+        let prompt = template.render(&messages, true).expect("render");
+        let declared = r#"<|turn>system
+<|tool>declaration:f{description:<|"|>Finds<|"|>,parameters:{properties:{a:{type:<|"|>string<|"|>}},type:<|"|>object<|"|>}}<tool|>"#;
+        assert!(prompt.contains(declared), "{prompt}");
+        assert!(prompt.ends_with("<|turn>user\nHi<turn|>\n<|turn>model\n"), "{prompt}");
+        let answered = r#"call:f{a:<|"|>x<|"|>}<tool_call|>"#;
+        let read = read_calls(answered, ToolMode::Required).expect("a call");
+        assert_eq!((read[0].name.as_str(), read[0].arguments.as_str()), ("f", r#"{"a":"x"}"#));
+    }
+
+    /// `text`, an answer that thinks and then calls `names`, streamed cut
+    /// at every byte: the split gives the same thinking and answer as the
+    /// whole text, the answer is held back at every cut while it may be a
+    /// call (nothing of it is sent as words), and it reads as the same
+    /// calls.
+    fn assert_every_cut_reads_as_the_whole(text: &str, names: &[&str]) {
+        use baton_gen::openai::reasoning::ReasoningSplit;
+        let whole = ReasoningSplit::whole(text, false);
+        let want = answer_calls(&whole.content, ToolMode::Auto, "stop").expect("calls");
+        assert_eq!(want.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), names);
+        for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let mut split = ReasoningSplit::new(false);
+            let (mut reasoning, mut content) = (String::new(), String::new());
+            for piece in [&text[..cut], &text[cut..]] {
+                let part = split.push(piece);
+                reasoning.push_str(&part.reasoning);
+                content.push_str(&part.content);
+                assert!(may_be_call(&content), "cut {cut}: {content:?} would be sent as words");
+            }
+            let last = split.finish();
+            reasoning.push_str(&last.reasoning);
+            content.push_str(&last.content);
+            assert_eq!((reasoning.as_str(), content.as_str()), (whole.reasoning.as_str(), whole.content.as_str()));
+            assert_eq!(answer_calls(&content, ToolMode::Auto, "stop"), Some(want.clone()), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn a_gemma4_call_streamed_cut_anywhere_is_held_and_read_as_the_whole_one() {
+        let call = r#"<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|><|tool_call>call:f{}<tool_call|>"#;
+        assert_every_cut_reads_as_the_whole(
+            &format!("<|channel>thought\nThe time, then f.<channel|>{call}"),
+            &["get_time", "f"],
+        );
+        assert!(!may_be_call("<|tool_cat"), "words part from the tag at their first letter");
+    }
+
+    /// The calls `"auto"`'s lazy grammar holds on gpt-oss, after its
+    /// analysis: on the commentary channel, or with the recipient in the
+    /// role's header.
+    #[test]
+    fn a_harmony_call_after_the_analysis_streamed_cut_anywhere_is_read_as_the_whole_one() {
+        let analysis = "<|channel|>analysis<|message|>Needs the time.<|end|>";
+        for call in [
+            r#"<|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "UTC"}"#,
+            r#"<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{"zone": "UTC"}<|call|>"#,
+        ] {
+            assert_every_cut_reads_as_the_whole(&format!("{analysis}{call}"), &["get_time"]);
+        }
     }
 
     #[test]

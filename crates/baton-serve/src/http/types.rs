@@ -168,6 +168,9 @@ pub struct ChatMessage {
     /// An assistant message's calls of tools (`tool_calls`).
     #[serde(default)]
     pub tool_calls: Option<serde_json::Value>,
+    /// A tool message's call that it answers (`tool_call_id`).
+    #[serde(default)]
+    pub tool_call_id: Option<serde_json::Value>,
 }
 
 /// `POST /v1/chat/completions`.

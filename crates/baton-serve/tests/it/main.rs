@@ -2,6 +2,7 @@
 //! hostile input, shutdown and connection limits, and (feature
 //! `fault-injection`) what a panic in the engine does.
 
+mod call_kit;
 mod server;
 
 mod anthropic;
@@ -14,6 +15,7 @@ mod grammar;
 
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod gemma4_tools;
 mod harmony;
 mod hostile;
 mod hostile_schemas;

@@ -130,23 +130,10 @@ fn parallel_tool_calls_let_an_answer_hold_several_calls_whole_and_streamed() {
     assert!(several >= 4, "{several} of {called} answers held more than one call");
 }
 
-/// The names of the calls `request` streamed (each delta's index checked)
-/// and its finish reason.
+/// The names of the calls `request` streamed and its finish reason.
 fn streamed_calls(server: &Server, request: &Value) -> (Vec<String>, String) {
-    let mut streamed = request.clone();
-    streamed["stream"] = json!(true);
-    let (status, events) = server.stream("/v1/chat/completions", &streamed);
-    assert_eq!(status, 200);
-    let chunks: Vec<Value> =
-        events[..events.len() - 1].iter().filter_map(|e| serde_json::from_str::<Value>(e).ok()).collect();
-    let deltas: Vec<&Value> =
-        chunks.iter().filter_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array()).flatten().collect();
-    for (i, call) in deltas.iter().enumerate() {
-        assert_eq!(call["index"], i, "{call}");
-    }
-    let names = deltas.iter().map(|c| c["function"]["name"].as_str().expect("name").to_string()).collect();
-    let finish = chunks.iter().filter_map(|c| c["choices"][0]["finish_reason"].as_str()).next_back();
-    (names, finish.expect("a finish reason").to_string())
+    let (deltas, finish) = streamed_tool_calls(server, request);
+    (deltas.iter().map(|c| c["function"]["name"].as_str().expect("name").to_string()).collect(), finish)
 }
 
 /// With the control tokens banned, an answer goes on from call to call

@@ -351,3 +351,48 @@ pub(crate) fn held_to(server: &Server, source: &baton_gen::constraint::GrammarSo
     tokens.iter().all(|&t| constraint.accept(t, tokenizer))
         && (!whole || constraint.is_complete() || constraint.allows(eos, tokenizer))
 }
+
+/// The `tool_calls` deltas a chat `request` streamed (each one's `index`
+/// checked to count from 0) and its finish reason.
+pub(crate) fn streamed_tool_calls(server: &Server, request: &Value) -> (Vec<Value>, String) {
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (status, events) = server.stream("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200);
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().filter_map(|e| serde_json::from_str::<Value>(e).ok()).collect();
+    let deltas: Vec<Value> = chunks
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    for (i, call) in deltas.iter().enumerate() {
+        assert_eq!(call["index"], i, "{call}");
+    }
+    let finish = chunks.iter().filter_map(|c| c["choices"][0]["finish_reason"].as_str()).next_back();
+    (deltas, finish.expect("a finish reason").to_string())
+}
+
+/// The Responses `function_call` of a required call to `tools` (chat
+/// completions' shape, flattened here as Responses takes them), as a
+/// `tool_calls` entry's `function`.
+pub(crate) fn responses_required_call(server: &Server, tools: &Value) -> Value {
+    let flat: Vec<Value> = tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            let mut flat = t["function"].clone();
+            flat["type"] = json!("function");
+            flat
+        })
+        .collect();
+    let input = json!({"input": "Weather in Oslo?", "tools": flat, "tool_choice": "required",
+        "max_output_tokens": 400, "temperature": 1.0, "seed": 5});
+    let (status, body) = server.post("/v1/responses", &input);
+    assert_eq!(status, 200, "{body}");
+    let call = body["output"].as_array().expect("output").iter().find(|item| item["type"] == "function_call");
+    let call = call.unwrap_or_else(|| panic!("no function_call: {body}"));
+    json!({"function": {"name": call["name"], "arguments": call["arguments"]}})
+}

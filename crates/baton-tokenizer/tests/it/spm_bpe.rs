@@ -2,6 +2,7 @@
 
 use baton_tokenizer::{
     synthetic_gemma4, EncodeOptions, TokenType, Tokenizer, TokenizerConfig, TokenizerError, SYNTHETIC_GEMMA4_MARKERS,
+    SYNTHETIC_GEMMA4_TOOL_MARKERS,
 };
 
 use crate::bpe::CORPUS;
@@ -143,6 +144,19 @@ fn synthetic_gemma4_vocab_round_trips_the_corpus_and_compresses_english() {
         let kind = if marker.contains("channel") { TokenType::UserDefined } else { TokenType::Control };
         assert_eq!(t.token_type(id).unwrap(), kind, "{marker}");
         assert_eq!(t.encode(marker, SPECIAL).unwrap(), [id]);
+    }
+    for marker in SYNTHETIC_GEMMA4_TOOL_MARKERS {
+        let id = t.token_id(marker).expect("tool marker in the vocabulary");
+        match marker {
+            "<|tool_response>" => {
+                assert_eq!(t.token_type(id).unwrap(), TokenType::Control, "{marker}");
+                assert_eq!(t.encode(marker, SPECIAL).unwrap(), [id]);
+            }
+            _ => {
+                assert_eq!(t.token_type(id).unwrap(), TokenType::UserDefined, "{marker}");
+                assert_eq!(t.encode(marker, PLAIN).unwrap(), [id], "{marker}: one token, even in plain text");
+            }
+        }
     }
     assert_eq!(t.encode("\n\n\n\n", PLAIN).unwrap().len(), 1, "newline runs are tokens");
     assert_eq!(synthetic_gemma4(512), synthetic_gemma4(512), "deterministic");

@@ -8,9 +8,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::http::error::ApiError;
+use crate::http::history::History;
 use crate::http::reply::type_name;
 use crate::http::routes::Conversation;
-use crate::http::tools::{written_calls, written_result};
+use crate::http::tools::CallFormat;
 use crate::http::types::{CommonParams, Params, Stop};
 
 /// `POST /v1/messages` and `/v1/messages/count_tokens` (which needs no
@@ -113,24 +114,24 @@ impl MessagesRequest {
     }
 
     /// The conversation, tools and choice, checked.
-    pub(super) fn conversation(&self) -> Result<Conversation, MessagesError> {
+    pub(super) fn conversation(&self, format: CallFormat) -> Result<Conversation, MessagesError> {
         if self.messages.is_empty() {
             return Err(MessagesError::NoMessages);
         }
-        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        let mut history = History::new(format);
         match &self.system {
             None | Some(Value::Null) => {}
-            Some(Value::String(text)) => messages.push(Message::system(text.clone())),
+            Some(Value::String(text)) => history.push(Message::system(text.clone())),
             Some(Value::Array(blocks)) => {
                 let text = blocks.iter().map(text_of).collect::<Option<Vec<_>>>().ok_or(MessagesError::System)?;
-                messages.push(Message::system(text.concat()));
+                history.push(Message::system(text.concat()));
             }
             Some(_) => return Err(MessagesError::System),
         }
         for (index, message) in self.messages.iter().enumerate() {
-            messages.push(turn(index, message)?);
+            turn(index, message, &mut history)?;
         }
-        Ok(Conversation { messages, tools: self.tools()?, choice: self.choice()? })
+        Ok(Conversation { messages: history.messages(), tools: self.tools()?, choice: self.choice()? })
     }
 
     /// The tools in chat completions' shape.
@@ -181,15 +182,18 @@ fn text_of(block: &Value) -> Option<&str> {
     (block.get("type")? == "text").then(|| block.get("text")?.as_str())?
 }
 
-/// One turn: its text blocks, with the tool calls (assistant) written
-/// after them, or the tool results (user) before them.
-fn turn(index: usize, message: &Value) -> Result<Message, MessagesError> {
+/// One turn into `history`: its text blocks, with the tool calls
+/// (assistant) written after them, or the tool results (user) before them.
+fn turn(index: usize, message: &Value, history: &mut History) -> Result<(), MessagesError> {
     let role = match message.get("role").and_then(Value::as_str) {
         Some(role @ ("user" | "assistant")) => role,
         other => return Err(MessagesError::Role { index, role: format!("{other:?}") }),
     };
     let blocks = match message.get("content") {
-        Some(Value::String(text)) => return Ok(Message::new(role, text.clone())),
+        Some(Value::String(text)) => {
+            history.push(Message::new(role, text.clone()));
+            return Ok(());
+        }
         Some(Value::Array(blocks)) => blocks,
         other => {
             let found = other.map_or_else(|| "nothing".to_string(), Value::to_string);
@@ -204,7 +208,7 @@ fn turn(index: usize, message: &Value) -> Result<Message, MessagesError> {
             (Some("tool_use"), "assistant") => {
                 let name = value.get("name").and_then(Value::as_str).ok_or_else(|| bad("tool_use without a name"))?;
                 let input = value.get("input").cloned().unwrap_or_else(|| json!({}));
-                calls.push(json!({"function": {"name": name, "arguments": input}}));
+                calls.push(json!({"id": value.get("id"), "function": {"name": name, "arguments": input}}));
             }
             (Some("tool_result"), "user") => {
                 let content = match value.get("content") {
@@ -219,7 +223,8 @@ fn turn(index: usize, message: &Value) -> Result<Message, MessagesError> {
                     Some(_) => return Err(bad("a tool_result's content is a string or text blocks")),
                 };
                 let failed = value.get("is_error").and_then(Value::as_bool) == Some(true);
-                results.push(written_result(&if failed { format!("Error: {content}") } else { content }));
+                let id = value.get("tool_use_id").and_then(Value::as_str);
+                results.push((if failed { format!("Error: {content}") } else { content }, id));
             }
             (Some("tool_use"), _) => return Err(bad("tool_use blocks are the assistant's")),
             (Some("tool_result"), _) => return Err(bad("tool_result blocks are the user's")),
@@ -230,19 +235,20 @@ fn turn(index: usize, message: &Value) -> Result<Message, MessagesError> {
             }
         }
     }
+    for (content, id) in &results {
+        history.push_result(content, *id);
+    }
+    if !text.is_empty() || results.is_empty() {
+        history.push_after_results(Message::new(role, text));
+    }
     if !calls.is_empty() {
-        let written = written_calls(&Value::Array(calls)).map_err(|e| MessagesError::Block {
+        history.push_calls(&Value::Array(calls)).map_err(|e| MessagesError::Block {
             index,
             block: 0,
             why: e.body.message,
         })?;
-        text = if text.is_empty() { written } else { format!("{text}\n{written}") };
     }
-    if !results.is_empty() {
-        let written = results.join("\n");
-        text = if text.is_empty() { written } else { format!("{written}\n{text}") };
-    }
-    Ok(Message::new(role, text))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -262,13 +268,27 @@ mod tests {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3 C"},
                 {"type": "text", "text": "and?"}]},
         ]}));
-        let c = r.conversation().expect("valid");
+        let c = r.conversation(CallFormat::Hermes).expect("valid");
         let roles: Vec<&str> = c.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         assert_eq!(c.messages[0].content, "Be brief.");
         assert!(c.messages[2].content.starts_with("Let me see.\n<tool_call>"), "{}", c.messages[2].content);
         assert!(c.messages[2].content.contains(r#""arguments":{"city":"Oslo"}"#), "{}", c.messages[2].content);
         assert_eq!(c.messages[3].content, "<tool_response>\n3 C\n</tool_response>\nand?");
+        // Gemma 4's: the result in the model's turn after its call, the
+        // user's text a turn of its own.
+        let c = r.conversation(CallFormat::Gemma4).expect("valid");
+        let roles: Vec<&str> = c.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        let q = "<|\"|>";
+        assert_eq!(
+            c.messages[2].content,
+            format!(
+                "Let me see.<|tool_call>call:get_weather{{city:{q}Oslo{q}}}<tool_call|>\
+                 <|tool_response>response:get_weather{{value:{q}3 C{q}}}<tool_response|>"
+            )
+        );
+        assert_eq!(c.messages[3].content, "and?");
     }
 
     #[test]
@@ -276,7 +296,7 @@ mod tests {
         let r = request(json!({"messages": [{"role": "user", "content": "x"}],
             "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
             "tool_choice": {"type": "tool", "name": "f"}}));
-        let c = r.conversation().expect("valid");
+        let c = r.conversation(CallFormat::Hermes).expect("valid");
         assert_eq!(
             c.tools,
             Some(
@@ -286,7 +306,7 @@ mod tests {
         assert_eq!(c.choice, Some(json!({"type": "function", "function": {"name": "f"}})));
         for (choice, expected) in [("auto", "auto"), ("any", "required"), ("none", "none")] {
             let r = request(json!({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": choice}}));
-            assert_eq!(r.conversation().expect("valid").choice, Some(json!(expected)));
+            assert_eq!(r.conversation(CallFormat::Hermes).expect("valid").choice, Some(json!(expected)));
         }
     }
 
@@ -315,7 +335,7 @@ mod tests {
                 "auto",
             ),
         ] {
-            let e = ApiError::from(request(json.clone()).conversation().expect_err("refused"));
+            let e = ApiError::from(request(json.clone()).conversation(CallFormat::Hermes).expect_err("refused"));
             assert_eq!((e.status.as_u16(), e.body.param), (400, Some(param)), "{json}");
             assert!(e.body.message.contains(says), "{json}: {}", e.body.message);
         }

@@ -8,9 +8,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::http::error::ApiError;
+use crate::http::history::History;
 use crate::http::reply::type_name;
 use crate::http::routes::Conversation;
-use crate::http::tools::{written_calls, written_result};
+use crate::http::tools::CallFormat;
 use crate::http::types::{CommonParams, Params};
 
 /// `POST /v1/responses`. Unknown fields (`metadata`, `reasoning`,
@@ -101,33 +102,26 @@ impl From<ResponsesError> for ApiError {
     }
 }
 
-/// Which turn an item added last, for the items that join it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Last {
-    Other,
-    Assistant,
-    Results,
-}
-
 impl ResponsesRequest {
     /// The conversation (tools and choice included) and the generation
     /// parameters, checked.
-    pub(super) fn conversation(&self) -> Result<(Conversation, Params), ResponsesError> {
+    pub(super) fn conversation(&self, format: CallFormat) -> Result<(Conversation, Params), ResponsesError> {
         if self.previous_response_id.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(ResponsesError::PreviousResponse);
         }
         if self.store.as_ref().and_then(Value::as_bool) == Some(true) {
             return Err(ResponsesError::Store);
         }
-        let mut messages = Vec::new();
+        let mut history = History::new(format);
         if let Some(instructions) = &self.instructions {
-            messages.push(Message::system(instructions.clone()));
+            history.push(Message::system(instructions.clone()));
         }
         match &self.input {
-            Value::String(text) => messages.push(Message::user(text.clone())),
-            Value::Array(items) if !items.is_empty() => items_into(items, &mut messages)?,
+            Value::String(text) => history.push(Message::user(text.clone())),
+            Value::Array(items) if !items.is_empty() => items_into(items, &mut history)?,
             other => return Err(ResponsesError::Input { found: other.to_string() }),
         }
+        let mut messages = history.messages();
         // One system message: the instructions and the input's own.
         if messages.len() > 1 && messages[0].role == "system" && messages[1].role == "system" {
             let second = messages.remove(1);
@@ -205,10 +199,9 @@ impl ResponsesRequest {
 }
 
 /// The input's items as turns: function calls written into the
-/// assistant's turn, their outputs into one user turn for outputs in a
-/// row; reasoning items are skipped.
-fn items_into(items: &[Value], messages: &mut Vec<Message>) -> Result<(), ResponsesError> {
-    let mut last = Last::Other;
+/// assistant's turn, their outputs as the model's format has them (see
+/// [`History`]); reasoning items are skipped.
+fn items_into(items: &[Value], history: &mut History) -> Result<(), ResponsesError> {
     for (index, item) in items.iter().enumerate() {
         let bad = |why: &str| ResponsesError::Item { index, why: why.to_string() };
         let kind = match item.get("type").and_then(Value::as_str) {
@@ -222,23 +215,14 @@ fn items_into(items: &[Value], messages: &mut Vec<Message>) -> Result<(), Respon
                     Some(role @ ("user" | "assistant" | "system")) => role,
                     other => return Err(ResponsesError::Role { index, role: format!("{other:?}") }),
                 };
-                messages.push(Message::new(role, content(index, item.get("content"))?));
-                last = if role == "assistant" { Last::Assistant } else { Last::Other };
+                history.push(Message::new(role, content(index, item.get("content"))?));
             }
             Some("function_call") => {
                 let name =
                     item.get("name").and_then(Value::as_str).ok_or_else(|| bad("a function_call's name is missing"))?;
                 let arguments = item.get("arguments").cloned().unwrap_or_else(|| json!("{}"));
-                let call = json!([{"function": {"name": name, "arguments": arguments}}]);
-                let written = written_calls(&call).map_err(|e| bad(&e.body.message))?;
-                match messages.last_mut() {
-                    Some(turn) if last == Last::Assistant => {
-                        turn.content =
-                            if turn.content.is_empty() { written } else { format!("{}\n{written}", turn.content) };
-                    }
-                    _ => messages.push(Message::new("assistant", written)),
-                }
-                last = Last::Assistant;
+                let call = json!([{"id": item.get("call_id"), "function": {"name": name, "arguments": arguments}}]);
+                history.push_calls(&call).map_err(|e| bad(&e.body.message))?;
             }
             Some("function_call_output") => {
                 let output = match item.get("output") {
@@ -246,12 +230,7 @@ fn items_into(items: &[Value], messages: &mut Vec<Message>) -> Result<(), Respon
                     Some(parts @ Value::Array(_)) => content(index, Some(parts))?,
                     _ => return Err(bad("a function_call_output's output is a string")),
                 };
-                let result = written_result(&output);
-                match messages.last_mut() {
-                    Some(turn) if last == Last::Results => turn.content = format!("{}\n{result}", turn.content),
-                    _ => messages.push(Message::user(result)),
-                }
-                last = Last::Results;
+                history.push_result(&output, item.get("call_id").and_then(Value::as_str));
             }
             Some("reasoning") => {}
             other => {
@@ -303,7 +282,7 @@ mod tests {
             {"type": "function_call_output", "call_id": "call_1", "output": "3 C"},
             {"type": "function_call_output", "call_id": "call_2", "output": "4 C"},
         ]}));
-        let (c, _) = r.conversation().expect("valid");
+        let (c, _) = r.conversation(CallFormat::Hermes).expect("valid");
         let roles: Vec<&str> = c.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         assert_eq!(c.messages[0].content, "Be brief.\n\nUse tools.");
@@ -311,6 +290,20 @@ mod tests {
         assert_eq!(
             c.messages[3].content,
             "<tool_response>\n3 C\n</tool_response>\n<tool_response>\n4 C\n</tool_response>"
+        );
+        // Gemma 4's: the outputs in the model's turn after its call, each
+        // named after the call it answers (an unknown one by its id).
+        let (c, _) = r.conversation(CallFormat::Gemma4).expect("valid");
+        let roles: Vec<&str> = c.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant"]);
+        let q = "<|\"|>";
+        assert_eq!(
+            c.messages[2].content,
+            format!(
+                "<|tool_call>call:get_weather{{city:{q}Oslo{q}}}<tool_call|>\
+                 <|tool_response>response:get_weather{{value:{q}3 C{q}}}<tool_response|>\
+                 <|tool_response>response:call_2{{value:{q}4 C{q}}}<tool_response|>"
+            )
         );
     }
 
@@ -320,7 +313,7 @@ mod tests {
             "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
             "tool_choice": {"type": "function", "name": "f"},
             "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}}));
-        let (c, params) = r.conversation().expect("valid");
+        let (c, params) = r.conversation(CallFormat::Hermes).expect("valid");
         assert_eq!(
             c.tools,
             Some(json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]))
@@ -351,7 +344,7 @@ mod tests {
             (json!({"input": "x", "tool_choice": {"type": "mcp"}}), "tool_choice", "required"),
             (json!({"input": "x", "text": {"format": {"type": "yaml"}}}), "text", "json_schema"),
         ] {
-            let e = ApiError::from(request(json.clone()).conversation().expect_err("refused"));
+            let e = ApiError::from(request(json.clone()).conversation(CallFormat::Hermes).expect_err("refused"));
             assert_eq!((e.status.as_u16(), e.body.param), (400, Some(param)), "{json}");
             assert!(e.body.message.contains(says), "{json}: {}", e.body.message);
         }
