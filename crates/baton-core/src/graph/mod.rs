@@ -18,6 +18,7 @@ mod recurrent;
 use std::collections::HashMap;
 
 pub use op::{Op, RopeMode, Yarn, ATTENTION_BLOCK};
+pub use recurrent::KeptStates;
 
 use crate::shape::{Layout, ShapeError};
 use crate::DType;

@@ -4,6 +4,7 @@ mod hidden;
 mod load;
 mod placement;
 mod prefix;
+mod rewind;
 mod step;
 
 pub use placement::Placement;
@@ -28,7 +29,7 @@ use crate::error::ModelError;
 use crate::expert_parallel::{share_of, ExpertSplit};
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
-use crate::state::{ring_rows, KvCache, KvTypes, LayerCache, SavedPrefix};
+use crate::state::{ring_rows, KeptRows, KvCache, KvTypes, LayerCache, SavedPrefix};
 use crate::tensor_parallel::TensorShares;
 use crate::weights::Weights;
 
@@ -263,6 +264,9 @@ pub struct Model {
     /// started at 0 (how far a sliding-window ring may have been
     /// overwritten).
     frontier: Vec<usize>,
+    /// A hybrid model's recurrent states kept after the rows of
+    /// verification steps ([`Model::keep_states`]).
+    kept: KeptRows,
 }
 
 /// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`),

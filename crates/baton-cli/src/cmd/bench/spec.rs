@@ -138,7 +138,7 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         params.kind = SpecType::Ngram;
     }
     let mut model = args.model.load()?;
-    speculative::check_model(&model)?;
+    speculative::prepare_model(&mut model, params.draft_max)?;
     // A draft model (`-md`) drafts in place of the n-grams.
     let mut drafter = match args.draft.load(&model, args.model.threads, 1, params)? {
         Some((drafter, with_cost)) => {
