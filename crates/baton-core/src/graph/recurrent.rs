@@ -5,7 +5,7 @@
 //! [`Op::SsmConv`] and [`Op::GatedDeltaNet`], which write their state leaf
 //! in place (see [`Op::writes_state`]).
 
-use super::{Graph, GraphError, NodeId, Op};
+use super::{Graph, GraphError, KeptStates, NodeId, Op};
 use crate::shape::{Shape, ShapeError};
 use crate::DType;
 
@@ -15,18 +15,6 @@ fn mismatch(op: &'static str, what: &'static str, left: &[usize], right: &[usize
 
 fn shape(op: &'static str, dims: &[usize]) -> Result<Shape, GraphError> {
     Shape::new(dims).map_err(|source| GraphError::Shape { op, source })
-}
-
-/// Where a recurrent op also keeps the state after chosen rows (see
-/// [`Op::SsmConv`]): `kept`, a state leaf of `R` rows each of one slot's
-/// state, and `keep [T] i32`, for each row the row of `kept` that receives
-/// the state after it (-1: none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeptStates {
-    /// The rows of kept states (a state leaf, `[R, ...]` as one slot).
-    pub kept: NodeId,
-    /// Per row of the op, its row of `kept`, or -1.
-    pub keep: NodeId,
 }
 
 impl Graph {

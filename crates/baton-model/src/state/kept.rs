@@ -19,9 +19,9 @@
 use baton_core::backend::{Device, Stream, TensorRef};
 use baton_core::DType;
 
+use super::kv_cache::LayerCache;
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
-use crate::state::LayerCache;
 
 /// A slot's rows kept by its last step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
