@@ -378,7 +378,8 @@ impl Model {
             kv_cache: (self.cache.layers.iter().enumerate())
                 .filter(|&(l, _)| self.config.kv_source(l) == l)
                 .map(|(_, layer)| layer.bytes() as u64)
-                .sum(),
+                .sum::<u64>()
+                + self.kept.bytes() as u64,
             io: (buffers.sum::<usize>() + self.logits_io.len()) as u64 + self.attention_rows_bytes,
             devices,
         }

@@ -45,9 +45,11 @@ fn a_step_cut_back_to_any_of_its_positions_goes_on_as_decoding_one_by_one() {
             one_by_one.extend(bits(plain.eval(&[token], prompt.len() + j, Logits::Last).expect("decode")));
         }
         let mut model = load(&path, 1);
+        let kv_cache = model.memory().kv_cache;
         model.keep_states(4).expect("keep states");
         assert_eq!(model.rewind_rows(), Some(4));
         assert!(model.kept_state_bytes() > 0);
+        assert_eq!(model.memory().kv_cache, kv_cache + model.kept_state_bytes() as u64, "counted with the cache");
         model.eval_prompt(&prompt, 0).expect("prompt");
         let at_prompt = model.save_checkpoint(0).expect("checkpoint").expect("taken");
         for accepted in 0..step.len() {
