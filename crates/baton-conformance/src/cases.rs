@@ -51,7 +51,8 @@ macro_rules! for_each_op_case {
             op_softmax_window, op_attention_f16, op_attention_window, op_attention_q8_0, op_attention_q4_0_keys,
             op_scatter_rows_q8_0, op_attention_ring, op_attention_long, op_attention_in_slots, op_attention_in_blocks,
             op_top_k_and_take_columns, op_sum_rows, op_matmul_id, op_matmul_id_share, op_attention_sinks, op_rope_yarn,
-            op_rope_rotated_pairs, op_swiglu_clamped, op_sigmoid_softplus_l2_norm, op_ssm_conv, op_gated_delta_net
+            op_rope_rotated_pairs, op_swiglu_clamped, op_sigmoid_softplus_l2_norm, op_ssm_conv, op_gated_delta_net,
+            op_recurrent_kept_states
         }
     };
 }

@@ -20,7 +20,9 @@ pub use crate::expert_ops::{op_matmul_id, op_matmul_id_share, op_sum_rows, op_to
 use crate::op_harness::{check, encode, f32s, f64s, input_f32, input_i32, run, Input};
 pub use crate::op_harness::{FLOAT_NMSE, QUANT_NMSE};
 pub use crate::oss_ops::{op_attention_sinks, op_rope_rotated_pairs, op_rope_yarn, op_swiglu_clamped};
-pub use crate::recurrent_ops::{op_gated_delta_net, op_sigmoid_softplus_l2_norm, op_ssm_conv};
+pub use crate::recurrent_ops::{
+    op_gated_delta_net, op_recurrent_kept_states, op_sigmoid_softplus_l2_norm, op_ssm_conv,
+};
 use crate::util::{random, Fixture};
 
 fn unary_case(

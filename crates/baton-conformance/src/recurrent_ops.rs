@@ -6,10 +6,10 @@
 //! that the second reads what the first wrote. A device that does not run
 //! them must say so ([`Device::supports`](baton_core::backend::Device::supports)).
 
-use baton_core::graph::{Flags, Graph, Op};
+use baton_core::graph::{Flags, Graph, KeptStates, Op};
 use baton_core::DType;
 
-use crate::op_harness::{check, f32s, input_f32, input_i32, run, FLOAT_NMSE};
+use crate::op_harness::{check, f32s, f64s, input_f32, input_i32, run, FLOAT_NMSE};
 use crate::util::{random, Fixture};
 
 fn runs(f: &Fixture, op: &Op) -> bool {
@@ -75,6 +75,34 @@ fn index_inputs() -> Vec<crate::op_harness::Input> {
     ]
 }
 
+/// One row of the short convolution of one channel in f64: the output
+/// for input `x` after the inputs `past` (oldest first), by the taps `w`;
+/// `past` shifts by one.
+fn conv_row(past: &mut [f64], x: f32, w: &[f32]) -> f64 {
+    let (x, taps) = (f64::from(x), w.len());
+    let y = past.iter().zip(w).map(|(p, &w)| p * f64::from(w)).sum::<f64>() + x * f64::from(w[taps - 1]);
+    past.rotate_left(1);
+    past[taps - 2] = x;
+    y
+}
+
+/// One row of the gated delta rule for one head in f64: the state `s`
+/// (`Dv` rows of `Dk`) updated by `(q, k, v)` with `(g, beta)`; returns the
+/// head's `Dv` outputs.
+fn delta_row(s: &mut [f64], (q, k, v): (&[f32], &[f32], &[f32]), (g, beta): (f32, f32), scale: f32) -> Vec<f64> {
+    let (dk, decay) = (k.len(), f64::from(g).exp());
+    let mut out = Vec::with_capacity(v.len());
+    for (j, &vj) in v.iter().enumerate() {
+        let row = &mut s[j * dk..][..dk];
+        row.iter_mut().for_each(|x| *x *= decay);
+        let sk: f64 = row.iter().zip(k).map(|(x, &k)| x * f64::from(k)).sum();
+        let d = (f64::from(vj) - sk) * f64::from(beta);
+        row.iter_mut().zip(k).for_each(|(x, &k)| *x += f64::from(k) * d);
+        out.push(row.iter().zip(q).map(|(x, &q)| x * f64::from(q)).sum::<f64>() * f64::from(scale));
+    }
+    out
+}
+
 /// The short causal convolution: 2 slots, 19 channels, kernel 4.
 pub fn op_ssm_conv(f: &Fixture) {
     if !runs(f, &Op::SsmConv) {
@@ -107,12 +135,7 @@ pub fn op_ssm_conv(f: &Fixture) {
                 if pos == 0 {
                     past.fill(0.0);
                 }
-                let x = f64::from(xs[step][t * channels + c]);
-                let tap = |i: usize| f64::from(w[c * taps + i]);
-                let y = past.iter().enumerate().map(|(i, p)| p * tap(i)).sum::<f64>() + x * tap(taps - 1);
-                past.rotate_left(1);
-                past[taps - 2] = x;
-                expected.push(y);
+                expected.push(conv_row(past, xs[step][t * channels + c], &w[c * taps..(c + 1) * taps]));
             }
         }
         check(&format!("ssm_conv step {step}"), &f32s(&got[["y0", "y1"][step]]), &expected, FLOAT_NMSE);
@@ -179,19 +202,96 @@ pub fn op_gated_delta_net(f: &Fixture) {
                     s.fill(0.0);
                 }
                 let kh = (t * key_heads + h % key_heads) * dk;
-                let (qv, kv) = (&q[kh..kh + dk], &k[kh..kh + dk]);
-                let decay = f64::from(gate[t * heads + h]).exp();
-                for j in 0..dv {
-                    let row = &mut s[j * dk..][..dk];
-                    row.iter_mut().for_each(|x| *x *= decay);
-                    let sk: f64 = row.iter().zip(kv).map(|(x, &k)| x * f64::from(k)).sum();
-                    let d = (f64::from(v[(t * heads + h) * dv + j]) - sk) * f64::from(beta[t * heads + h]);
-                    row.iter_mut().zip(kv).for_each(|(x, &k)| *x += f64::from(k) * d);
-                    expected.push(row.iter().zip(qv).map(|(x, &q)| x * f64::from(q)).sum::<f64>() * f64::from(scale));
-                }
+                let vh = (t * heads + h) * dv;
+                let gates = (gate[t * heads + h], beta[t * heads + h]);
+                let qkv = (&q[kh..kh + dk], &k[kh..kh + dk], &v[vh..vh + dv]);
+                expected.extend(delta_row(s, qkv, gates, scale));
             }
         }
         check(&format!("gated_delta_net step {step}"), &f32s(&got[["y0", "y1"][step]]), &expected, FLOAT_NMSE);
     }
     check("gated_delta_net state", &f32s(&got["state"]), &st, FLOAT_NMSE);
+}
+
+/// The states kept after chosen rows ([`KeptStates`]): 4 rows of slot 1
+/// (positions 3 to 6) through the convolution and the delta rule with
+/// `keep` [1, -1, 0, 2]: each kept row holds the slot's state after its
+/// row (the f64 definitions), the one after the last row the bits of the
+/// slot's own state, and the row kept after none is left as it was.
+pub fn op_recurrent_kept_states(f: &Fixture) {
+    if !runs(f, &Op::SsmConv) || !runs(f, &Op::GatedDeltaNet { scale: 1.0, chunk: 0 }) {
+        return;
+    }
+    let (slots, channels, taps, heads, key_heads, dk, dv, rows) = (2, 5, 4, 2, 1, 8, 4, 4);
+    let (keep, positions, row_slots) = ([1i32, -1, 0, 2], [3i32, 4, 5, 6], [1i32; 4]);
+    let scale = 0.5;
+    let (conv_state, delta_state) = (random(slots * channels * (taps - 1), 90), random(slots * heads * dv * dk, 91));
+    let conv_per_slot = channels * (taps - 1);
+    let delta_per_slot = heads * dv * dk;
+    let (conv_kept, delta_kept) = (random(4 * conv_per_slot, 92), random(4 * delta_per_slot, 93));
+    let (x, w) = (random(rows * channels, 94), random(channels * taps, 95));
+    let unit = |v: Vec<f32>| -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    };
+    let (q, k) = (unit(random(rows * dk, 96)), unit(random(rows * dk, 97)));
+    let v = random(rows * heads * dv, 98);
+    let gate: Vec<f32> = random(rows * heads, 99).iter().map(|x| -x.abs()).collect();
+    let beta: Vec<f32> = random(rows * heads, 100).iter().map(|x| 0.5 + 0.5 * x).collect();
+    let mut g = Graph::new();
+    let leaf = |g: &mut Graph, name: &str, dtype: DType, dims: &[usize], flags: Flags| {
+        g.leaf(name, dtype, dims, flags).expect("leaf")
+    };
+    let cs = leaf(&mut g, "conv", DType::F32, &[slots, channels, taps - 1], Flags::STATE);
+    let ck = leaf(&mut g, "conv_kept", DType::F32, &[4, channels, taps - 1], Flags::STATE);
+    let ds = leaf(&mut g, "delta", DType::F32, &[slots, heads, dv, dk], Flags::STATE);
+    let dkept = leaf(&mut g, "delta_kept", DType::F32, &[4, heads, dv, dk], Flags::STATE);
+    let keep_l = leaf(&mut g, "keep", DType::I32, &[rows], Flags::INPUT);
+    let sl = leaf(&mut g, "slots", DType::I32, &[rows], Flags::INPUT);
+    let pl = leaf(&mut g, "pos", DType::I32, &[rows], Flags::INPUT);
+    let xl = leaf(&mut g, "x", DType::F32, &[rows, channels], Flags::INPUT);
+    let wl = leaf(&mut g, "w", DType::F32, &[channels, taps], Flags::WEIGHT);
+    let ql = leaf(&mut g, "q", DType::F32, &[rows, key_heads, dk], Flags::INPUT);
+    let kl = leaf(&mut g, "k", DType::F32, &[rows, key_heads, dk], Flags::INPUT);
+    let vl = leaf(&mut g, "v", DType::F32, &[rows, heads, dv], Flags::INPUT);
+    let gl = leaf(&mut g, "g", DType::F32, &[rows, heads], Flags::INPUT);
+    let bl = leaf(&mut g, "beta", DType::F32, &[rows, heads], Flags::INPUT);
+    let conv_keep = Some(KeptStates { kept: ck, keep: keep_l });
+    let y = g.ssm_conv_keeping(cs, xl, wl, (sl, pl), conv_keep).expect("ssm_conv");
+    let delta_keep = Some(KeptStates { kept: dkept, keep: keep_l });
+    let rule = (scale, 0);
+    let o = g.gated_delta_net_keeping(ds, (ql, kl, vl), (gl, bl), (sl, pl), rule, delta_keep).expect("delta");
+    for (node, name) in [(y, "y"), (o, "o")] {
+        g.mark(node, Flags::OUTPUT).expect("mark");
+        g.set_name(node, name).expect("name");
+    }
+    let mut inputs = vec![input_f32("conv", &conv_state), input_f32("conv_kept", &conv_kept)];
+    inputs.extend([input_f32("delta", &delta_state), input_f32("delta_kept", &delta_kept)]);
+    inputs.extend([input_i32("keep", &keep), input_i32("slots", &row_slots), input_i32("pos", &positions)]);
+    inputs.extend([input_f32("x", &x), input_f32("w", &w), input_f32("q", &q), input_f32("k", &k)]);
+    inputs.extend([input_f32("v", &v), input_f32("g", &gate), input_f32("beta", &beta)]);
+    let got = run(f, g, inputs);
+    let mut conv_ref: Vec<f64> = f64s(&conv_state[conv_per_slot..]);
+    let mut delta_ref: Vec<f64> = f64s(&delta_state[delta_per_slot..]);
+    let (got_conv, got_delta) = (f32s(&got["conv_kept"]), f32s(&got["delta_kept"]));
+    for t in 0..rows {
+        for c in 0..channels {
+            conv_row(&mut conv_ref[c * (taps - 1)..][..taps - 1], x[t * channels + c], &w[c * taps..(c + 1) * taps]);
+        }
+        for h in 0..heads {
+            let vh = (t * heads + h) * dv;
+            let qkv = (&q[t * dk..(t + 1) * dk], &k[t * dk..(t + 1) * dk], &v[vh..vh + dv]);
+            delta_row(&mut delta_ref[h * dv * dk..][..dv * dk], qkv, (gate[t * heads + h], beta[t * heads + h]), scale);
+        }
+        let Ok(row) = usize::try_from(keep[t]) else { continue };
+        let what = format!("the states kept after row {t}");
+        check(&what, &got_conv[row * conv_per_slot..][..conv_per_slot], &conv_ref, FLOAT_NMSE);
+        check(&what, &got_delta[row * delta_per_slot..][..delta_per_slot], &delta_ref, FLOAT_NMSE);
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (conv_now, delta_now) = (f32s(&got["conv"]), f32s(&got["delta"]));
+    assert_eq!(bits(&got_conv[2 * conv_per_slot..3 * conv_per_slot]), bits(&conv_now[conv_per_slot..]));
+    assert_eq!(bits(&got_delta[2 * delta_per_slot..3 * delta_per_slot]), bits(&delta_now[delta_per_slot..]));
+    assert_eq!(bits(&got_conv[3 * conv_per_slot..]), bits(&conv_kept[3 * conv_per_slot..]), "row 3 kept nothing");
+    assert_eq!(bits(&got_delta[3 * delta_per_slot..]), bits(&delta_kept[3 * delta_per_slot..]), "row 3 kept nothing");
 }

@@ -90,6 +90,23 @@ pub enum ModelError {
         /// The positions its state holds.
         at: usize,
     },
+    /// A cut back of a hybrid model's slot to `len` positions that its
+    /// last step kept no recurrent state for (only the positions of that
+    /// step's rows, while no later step overwrote them: `kept`).
+    #[error(
+        "slot {slot}: the recurrent layers' state holds {at} positions and its last step kept the states of \
+         positions {kept:?}, so it cannot be cut back to {len}"
+    )]
+    NotKept {
+        /// The slot.
+        slot: usize,
+        /// The positions asked for.
+        len: usize,
+        /// The positions its state holds.
+        at: usize,
+        /// The positions it can be cut back to.
+        kept: std::ops::Range<usize>,
+    },
     /// A bad argument (empty prompt, token id out of range…).
     #[error("{0}")]
     Input(String),

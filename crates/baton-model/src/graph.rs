@@ -200,6 +200,9 @@ struct Builder<'a> {
     expert_split: Option<ExpertSplit>,
     /// Rows per chunk of the delta rule; 0: row by row.
     delta_chunk: usize,
+    /// The input of each row's kept state ([`STATE_KEEP`]) and the rows
+    /// of kept states, in a model that keeps some.
+    kept: Option<(NodeId, usize)>,
 }
 
 impl Builder<'_> {
@@ -534,6 +537,9 @@ pub struct CacheGeometry {
     pub expert_split: Option<ExpertSplit>,
     /// Rows per chunk of the recurrent layers' delta rule; 0: row by row.
     pub delta_chunk: usize,
+    /// Rows of recurrent states kept after chosen rows of a step (see
+    /// [`KeptStates`](baton_core::graph::KeptStates)); 0: none.
+    pub kept_rows: usize,
 }
 
 /// Builds the graph of one evaluation step of one or more sequences.
@@ -560,6 +566,7 @@ pub fn build(
         experts_apart: cache.experts_apart,
         expert_split: cache.expert_split,
         delta_chunk: cache.delta_chunk,
+        kept: None,
     };
     // Placement groups: 0 = the embedding, l + 1 = layer l, layers + 1 = the
     // output (see `group_place`).
@@ -597,6 +604,9 @@ pub fn build(
         Some(_) => Some(b.g.leaf(STATE_SLOTS, DType::I32, &[t], Flags::INPUT)?),
         None => None,
     };
+    if c.recurrent.is_some() && cache.kept_rows > 0 {
+        b.kept = Some((b.g.leaf(STATE_KEEP, DType::I32, &[t], Flags::INPUT)?, cache.kept_rows));
+    }
     let embd = b.weight("token_embd.weight", &[c.vocab, c.dim])?;
     let mut x = b.g.get_rows(embd, tokens)?;
     let traits = c.traits();

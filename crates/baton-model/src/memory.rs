@@ -12,7 +12,8 @@ pub struct ModelMemory {
     pub weights_mapped: u64,
     /// Weights copied into device buffers.
     pub weights_copied: u64,
-    /// The KV cache of every slot.
+    /// The KV cache of every slot (with a hybrid model's recurrent states,
+    /// and those it keeps for cutting slots back, `Model::keep_states`).
     pub kv_cache: u64,
     /// Logits, inputs and the rows where a batch's attention outputs meet.
     pub io: u64,

@@ -103,7 +103,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         None => Speculation::new(spec_params),
     };
     if spec.is_some() {
-        speculative::check_model(&model)?;
+        speculative::prepare_model(&mut model, spec_params.draft_max)?;
     }
     let eos = model.tokenizer().eos_id();
     let tokenizer = model.shared_tokenizer();

@@ -210,7 +210,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
     #[cfg(feature = "mpi")]
     let (mut model, link) = args.model.load_slots_linked(args.parallel.max(1))?;
     #[cfg(not(feature = "mpi"))]
-    let model = args.model.load_slots(args.parallel.max(1))?;
+    let mut model = args.model.load_slots(args.parallel.max(1))?;
     if let Some(pool) = model.kv_pool_size().filter(|p| p.blocks < p.whole) {
         // A smaller pool than every slot's context: requests wait for
         // blocks, and a step that finds none preempts (`engine/worker/pool.rs`).
@@ -243,16 +243,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         spec = baton_gen::speculative::SpecParams { kind: baton_gen::speculative::SpecType::Ngram, ..params };
         drafter
     });
-    let verifies = model.hidden_in_steps() && baton_gen::speculative::check_model(&model).is_ok();
-    #[cfg(feature = "mpi")]
-    let verifies = verifies && link.is_none();
-    if spec.kind != baton_gen::speculative::SpecType::None && !verifies {
-        eprintln!(
-            "--spec-type {}: this model or split cannot verify drafts in a step (a state that cannot be cut \
-             back, tensor parallelism or ranks); requests decode without drafts",
-            spec.kind.name()
-        );
-    }
+    let drafting = spec.kind != baton_gen::speculative::SpecType::None;
     let options = EngineOptions {
         parallel: args.parallel,
         queue: args.queue,
@@ -263,6 +254,23 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         spec,
         lent_slots: 0,
     };
+    // A hybrid model keeps its recurrent states after the drafted rows of a
+    // step (the engine does it too; here for the message).
+    let verifies = options.prepare_model(&mut model).map_err(|e| e.to_string()).and_then(|()| {
+        match model.hidden_in_steps() && baton_gen::speculative::check_model(&model).is_ok() {
+            true => Ok(()),
+            false => Err("tensor parallelism or ranks".to_string()),
+        }
+    });
+    #[cfg(feature = "mpi")]
+    let verifies = verifies.and_then(|()| link.is_none().then_some(()).ok_or_else(|| "ranks".to_string()));
+    if let (true, Err(why)) = (drafting, &verifies) {
+        eprintln!(
+            "--spec-type {}: this model or split cannot verify drafts in a step ({why}); requests decode \
+             without drafts",
+            spec.kind.name()
+        );
+    }
     #[cfg(feature = "mpi")]
     let engine = match (link, drafter) {
         (Some(_), Some(_)) => anyhow::bail!("--model-draft: drafts are not verified over ranks"),

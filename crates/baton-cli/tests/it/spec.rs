@@ -3,7 +3,29 @@
 //! for byte, greedy and sampled with penalties, on one device and split by
 //! layer or tensor; and says what it drafted.
 
+use std::process::Output;
+
+use baton_testkit::TempDir;
+
 use crate::{baton, tiny};
+
+/// `baton run -m model -p prompt -n n` with the `extra` arguments, its
+/// logits rows written to a file of `dir` named after `tag`: the output and
+/// those rows.
+fn run_logits(
+    dir: &TempDir,
+    (model, prompt, n): (&str, &str, &str),
+    extra: &[&[&str]],
+    tag: &str,
+) -> (Output, Vec<u8>) {
+    let logits = dir.file(&format!("logits-{tag}.bin"));
+    let logits_arg = logits.to_string_lossy().into_owned();
+    let mut args = vec!["run", "-m", model, "-p", prompt, "-n", n, "--logits-out", &logits_arg];
+    extra.iter().for_each(|e| args.extend_from_slice(e));
+    let out = baton(&args);
+    assert!(out.status.success(), "run {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    (out, std::fs::read(&logits).expect("logits file"))
+}
 
 #[test]
 fn run_with_ngram_speculation_gives_the_bytes_of_run_without() {
@@ -18,14 +40,7 @@ fn run_with_ngram_speculation_gives_the_bytes_of_run_without() {
     ];
     for (i, sampling) in samplings.iter().enumerate() {
         let run = |spec: &[&str], tag: &str| {
-            let logits = dir.file(&format!("logits-{i}-{tag}.bin"));
-            let logits_arg = logits.to_string_lossy().into_owned();
-            let mut args = vec!["run", "-m", &model, "-p", prompt, "-n", "48", "--logits-out", &logits_arg];
-            args.extend_from_slice(sampling);
-            args.extend_from_slice(spec);
-            let out = baton(&args);
-            assert!(out.status.success(), "run {spec:?}: {}", String::from_utf8_lossy(&out.stderr));
-            (out, std::fs::read(&logits).expect("logits file"))
+            run_logits(&dir, (&model, prompt, "48"), &[sampling, spec], &format!("{i}-{tag}"))
         };
         let (plain, plain_logits) = run(&[], "plain");
         let (spec, spec_logits) = run(&["--spec-type", "ngram", "--draft-max", "4"], "spec");
@@ -62,4 +77,36 @@ fn run_with_a_draft_model_gives_the_bytes_of_run_without() {
     let mut args = base.to_vec();
     args.extend(["--md", &other]);
     crate::assert_clean_error(&baton(&args), "vocabulary");
+}
+
+/// A hybrid model (`qwen35moe`): `baton run --spec-type ngram` prints the
+/// text and writes the logits rows of `baton run` without (its recurrent
+/// state cut back to the accepted drafts each step); `--delta-chunk`
+/// refuses speculation by name; `baton bench spec` reports what keeping
+/// the states after each row costs.
+#[test]
+fn a_hybrid_model_speculates_with_the_bytes_of_run_without() {
+    let (dir, _) = tiny("spec-hybrid");
+    let model = dir.file("qwen35moe.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "qwen35moe", "--type", "q8_0", "-o", &model]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    for (i, sampling) in
+        [&["--temp", "0"][..], &["--temp", "0.8", "--repeat-penalty", "1.1", "-s", "3"]].iter().enumerate()
+    {
+        let prompt = "one two one two one two";
+        let run = |spec: &[&str], tag: &str| {
+            run_logits(&dir, (&model, prompt, "32"), &[sampling, spec], &format!("h{i}-{tag}"))
+        };
+        let (plain, plain_logits) = run(&[], "plain");
+        let (spec, spec_logits) = run(&["--spec-type", "ngram", "--draft-max", "4"], "spec");
+        assert_eq!(String::from_utf8_lossy(&spec.stdout), String::from_utf8_lossy(&plain.stdout), "{sampling:?}");
+        assert!(!plain_logits.is_empty() && spec_logits == plain_logits, "{sampling:?}: logits rows differ");
+        assert!(String::from_utf8_lossy(&spec.stderr).contains("speculation:"));
+    }
+    let chunked = ["run", "-m", &model, "-p", "x", "-n", "4", "--spec-type", "ngram", "--delta-chunk", "4"];
+    crate::assert_clean_error(&baton(&chunked), "delta-chunk");
+    let bench = baton(&["bench", "spec", "-m", &model, "-c", "2048", "-n", "8", "-r", "1", "--spec-type", "ngram"]);
+    assert!(bench.status.success(), "bench spec: {}", String::from_utf8_lossy(&bench.stderr));
+    let table = String::from_utf8_lossy(&bench.stdout);
+    assert!(table.contains("recurrent states kept after each row") && table.contains("| code |"), "{table}");
 }

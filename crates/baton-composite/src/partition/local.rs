@@ -1,7 +1,7 @@
 //! Rebuilding one node of the original graph in a device's subgraph, from
 //! that device's inputs (the builder checks every shape again).
 
-use baton_core::graph::{Graph, GraphError, Node, NodeId, Op, SlotCaches};
+use baton_core::graph::{Graph, GraphError, KeptStates, Node, NodeId, Op, SlotCaches};
 use baton_core::shape::{Layout, ShapeError};
 
 /// Adds `node`'s op to `g` over the local `inputs`; a view takes `layout`
@@ -42,9 +42,10 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
         Op::Sigmoid => g.sigmoid(i[0]),
         Op::Softplus => g.softplus(i[0]),
         Op::L2Norm { eps } => g.l2_norm(i[0], eps),
-        Op::SsmConv => g.ssm_conv(i[0], i[1], i[2], (i[3], i[4])),
+        Op::SsmConv => g.ssm_conv_keeping(i[0], i[1], i[2], (i[3], i[4]), kept_states(i, 5)),
         Op::GatedDeltaNet { scale, chunk } => {
-            g.gated_delta_net_chunked(i[0], (i[1], i[2], i[3]), (i[4], i[5]), (i[6], i[7]), scale, chunk)
+            let rows = (i[6], i[7]);
+            g.gated_delta_net_keeping(i[0], (i[1], i[2], i[3]), (i[4], i[5]), rows, (scale, chunk), kept_states(i, 8))
         }
         Op::View => {
             let base = g.node(i[0]).layout.offset;
@@ -59,5 +60,14 @@ pub(crate) fn apply(g: &mut Graph, node: &Node, inputs: &[NodeId], layout: &Layo
             g.view(i[0], layout.shape.dims(), layout.strides(), offset)
         }
         Op::Leaf => Err(GraphError::UnknownNode(NodeId(usize::MAX))),
+    }
+}
+
+/// A recurrent op's kept states, inputs `first` and `first + 1` when it has
+/// them.
+fn kept_states(inputs: &[NodeId], first: usize) -> Option<KeptStates> {
+    match inputs.get(first..first + 2) {
+        Some(&[kept, keep]) => Some(KeptStates { kept, keep }),
+        _ => None,
     }
 }

@@ -26,6 +26,18 @@ use crate::DType;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub usize);
 
+/// Where a recurrent op also keeps the state after chosen rows (see
+/// [`Op::SsmConv`]): `kept`, a state leaf of `R` rows each of one slot's
+/// state, and `keep [T] i32`, for each row the row of `kept` that receives
+/// the state after it (-1: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeptStates {
+    /// The rows of kept states (a state leaf, `[R, ...]` as one slot).
+    pub kept: NodeId,
+    /// Per row of the op, its row of `kept`, or -1.
+    pub keep: NodeId,
+}
+
 /// Where each query row's cache lies when `k` and `v` hold several (see
 /// [`Op::Attention`]'s slots and blocks).
 #[derive(Clone, Copy, Debug)]

@@ -259,6 +259,13 @@ pub enum Op {
     /// row's output depends only on its own slot's rows before it and its
     /// own input, never on the other slots' rows in the batch. A slot
     /// outside `0..S` is an error.
+    ///
+    /// With two more inputs, `(kept [R, C, K-1] f32, keep [T] i32)`, the
+    /// state after each row `t` with `keep[t] >= 0` is also copied to row
+    /// `keep[t]` of `kept` (a state leaf too, written in place): the
+    /// states after each position of a verification step, one of which
+    /// becomes the sequence's once the drafts it accepts are known. A
+    /// `keep[t]` outside `-1..R` is an error.
     SsmConv,
     /// `(state [S, H, Dv, Dk] f32, q [T, Hk, Dk] f32, k [T, Hk, Dk] f32, v
     /// [T, H, Dv] f32, g [T, H] f32, beta [T, H] f32, slots [T] i32,
@@ -283,6 +290,12 @@ pub enum Op {
     /// row form to float rounding only, and their bits depend on where the
     /// runs start (how a prompt was split into steps), so batches are no
     /// longer bit-invariant.
+    ///
+    /// With two more inputs, `(kept [R, H, Dv, Dk] f32, keep [T] i32)`, as
+    /// [`SsmConv`](Op::SsmConv)'s: the state after each row `t` with
+    /// `keep[t] >= 0` is copied to row `keep[t]` of `kept`; the rows are
+    /// then taken one by one whatever `chunk` says, so each copy holds the
+    /// bits of the state after decoding that row alone.
     GatedDeltaNet {
         /// Multiplies each output (`1 / sqrt(Dk)`).
         scale: f32,

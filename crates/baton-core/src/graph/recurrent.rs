@@ -5,7 +5,7 @@
 //! [`Op::SsmConv`] and [`Op::GatedDeltaNet`], which write their state leaf
 //! in place (see [`Op::writes_state`]).
 
-use super::{Graph, GraphError, NodeId, Op};
+use super::{Graph, GraphError, KeptStates, NodeId, Op};
 use crate::shape::{Shape, ShapeError};
 use crate::DType;
 
@@ -69,6 +69,30 @@ impl Graph {
         Ok(())
     }
 
+    /// Checks `kept` (inputs `first` and `first + 1`) against a state of
+    /// dimensions `sd` over `t` rows; returns its two inputs, or none.
+    fn kept_inputs(
+        &self,
+        (op, first): (&'static str, usize),
+        kept: Option<KeptStates>,
+        sd: &[usize],
+        t: usize,
+    ) -> Result<Vec<NodeId>, GraphError> {
+        let Some(KeptStates { kept, keep }) = kept else { return Ok(Vec::new()) };
+        let kd = self.recurrent_state(op, kept, sd.len())?;
+        if kd[1..] != sd[1..] {
+            return Err(mismatch(op, "kept states of one slot's shape", &kd, sd));
+        }
+        let node = self.check(keep)?;
+        if node.dtype != DType::I32 {
+            return Err(GraphError::Type { op, dtype: node.dtype, input: first + 1 });
+        }
+        if node.layout.shape.dims() != [t] || !node.layout.is_contiguous(DType::I32) {
+            return Err(mismatch(op, "keep [T]", node.layout.shape.dims(), &[t]));
+        }
+        Ok(vec![kept, keep])
+    }
+
     fn contiguous_f32(&self, op: &'static str, id: NodeId, input: usize) -> Result<Vec<usize>, GraphError> {
         let node = self.require_f32(op, id, input)?;
         if !node.layout.is_contiguous(DType::F32) {
@@ -86,6 +110,19 @@ impl Graph {
         w: NodeId,
         (slots, positions): (NodeId, NodeId),
     ) -> Result<NodeId, GraphError> {
+        self.ssm_conv_keeping(state, x, w, (slots, positions), None)
+    }
+
+    /// [`ssm_conv`](Self::ssm_conv) that also keeps the state after the
+    /// rows `kept` names (see [`Op::SsmConv`]).
+    pub fn ssm_conv_keeping(
+        &mut self,
+        state: NodeId,
+        x: NodeId,
+        w: NodeId,
+        (slots, positions): (NodeId, NodeId),
+        kept: Option<KeptStates>,
+    ) -> Result<NodeId, GraphError> {
         const OP: &str = "ssm_conv";
         let sd = self.recurrent_state(OP, state, 3)?;
         let xd = self.contiguous_f32(OP, x, 1)?;
@@ -94,8 +131,10 @@ impl Graph {
             return Err(mismatch(OP, "state [S, C, K-1], x [T, C] and w [C, K] (K >= 2)", &xd, &wd));
         }
         self.row_indices(OP, [slots, positions], 3, xd[0])?;
+        let mut inputs = vec![state, x, w, slots, positions];
+        inputs.extend(self.kept_inputs((OP, 5), kept, &sd, xd[0])?);
         let out = shape(OP, &xd)?;
-        self.computed(Op::SsmConv, vec![state, x, w, slots, positions], DType::F32, out)
+        self.computed(Op::SsmConv, inputs, DType::F32, out)
     }
 
     /// The gated delta rule over `q`, `k` `[T, Hk, Dk]`, `v [T, H, Dv]`,
@@ -124,6 +163,21 @@ impl Graph {
         scale: f32,
         chunk: usize,
     ) -> Result<NodeId, GraphError> {
+        self.gated_delta_net_keeping(state, (q, k, v), (g, beta), (slots, positions), (scale, chunk), None)
+    }
+
+    /// [`gated_delta_net_chunked`](Self::gated_delta_net_chunked) that also
+    /// keeps the state after the rows `kept` names (see
+    /// [`Op::GatedDeltaNet`]).
+    pub fn gated_delta_net_keeping(
+        &mut self,
+        state: NodeId,
+        (q, k, v): (NodeId, NodeId, NodeId),
+        (g, beta): (NodeId, NodeId),
+        (slots, positions): (NodeId, NodeId),
+        (scale, chunk): (f32, usize),
+        kept: Option<KeptStates>,
+    ) -> Result<NodeId, GraphError> {
         const OP: &str = "gated_delta_net";
         let sd = self.recurrent_state(OP, state, 4)?;
         let qd = self.contiguous_f32(OP, q, 1)?;
@@ -143,7 +197,8 @@ impl Graph {
         }
         self.row_indices(OP, [slots, positions], 6, t)?;
         let out = shape(OP, &vd)?;
-        let inputs = vec![state, q, k, v, g, beta, slots, positions];
+        let mut inputs = vec![state, q, k, v, g, beta, slots, positions];
+        inputs.extend(self.kept_inputs((OP, 8), kept, &sd, t)?);
         self.computed(Op::GatedDeltaNet { scale, chunk }, inputs, DType::F32, out)
     }
 }
@@ -183,6 +238,20 @@ mod tests {
         assert!(g.gated_delta_net(state, (q, k, v3), (gate, beta), (slots, pos), 0.25).is_err());
         let fpos = g.leaf("fpos", DType::F32, &[5], Flags::INPUT).unwrap();
         assert!(g.gated_delta_net(state, (q, k, v), (gate, beta), (slots, fpos), 0.25).is_err());
+        let kept = g.leaf("kept", DType::F32, &[3, 4, 8, 16], Flags::STATE).unwrap();
+        let keep = g.leaf("keep", DType::I32, &[5], Flags::INPUT).unwrap();
+        let rows = (slots, pos);
+        let kept_ok = Some(KeptStates { kept, keep });
+        let o = g.gated_delta_net_keeping(state, (q, k, v), (gate, beta), rows, (0.25, 0), kept_ok).unwrap();
+        assert_eq!(g.node(o).inputs[8..], [kept, keep]);
+        let wrong = Some(KeptStates { kept: conv_state, keep });
+        assert!(g.gated_delta_net_keeping(state, (q, k, v), (gate, beta), rows, (0.25, 0), wrong).is_err());
+        let conv_kept = g.leaf("conv_kept", DType::F32, &[4, 12, 3], Flags::STATE).unwrap();
+        let y = g.ssm_conv_keeping(conv_state, x, w, rows, Some(KeptStates { kept: conv_kept, keep })).unwrap();
+        assert_eq!(g.node(y).inputs.len(), 7);
+        let short = g.leaf("short", DType::I32, &[4], Flags::INPUT).unwrap();
+        let bad = Some(KeptStates { kept: conv_kept, keep: short });
+        assert!(g.ssm_conv_keeping(conv_state, x, w, rows, bad).is_err(), "keep [T]");
         let sig = g.sigmoid(x).unwrap();
         let l2 = g.l2_norm(sig, 1e-6).unwrap();
         assert_eq!(g.node(l2).op, Op::L2Norm { eps: 1e-6 });

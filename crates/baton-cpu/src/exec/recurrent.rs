@@ -27,8 +27,21 @@ use super::workspace::{for_rows, Workspace};
 /// lives (the op takes it once).
 #[allow(clippy::mut_from_ref)]
 unsafe fn state_of<'a>(ctx: &'a Context<'_>, id: NodeId) -> Result<&'a mut [f32], StreamError> {
+    // SAFETY: the caller's guarantee.
+    unsafe { state_input(ctx, id, 0) }
+}
+
+/// Input `input` of `id`, a state the op writes in place, as a mutable f32
+/// slice, checked not to overlap any other input of the op.
+///
+/// # Safety
+///
+/// The caller must not hold another slice of that input while this one
+/// lives (the op takes it once).
+#[allow(clippy::mut_from_ref)]
+unsafe fn state_input<'a>(ctx: &'a Context<'_>, id: NodeId, input: usize) -> Result<&'a mut [f32], StreamError> {
     let n = node(ctx, id);
-    let state = n.inputs[0];
+    let state = n.inputs[input];
     let s = node(ctx, state);
     if s.dtype != DType::F32 || !s.layout.is_contiguous(DType::F32) {
         return Err(node_error(ctx.graph, id, "the state must be contiguous f32"));
@@ -39,8 +52,8 @@ unsafe fn state_of<'a>(ctx: &'a Context<'_>, id: NodeId) -> Result<&'a mut [f32]
         return Err(node_error(ctx.graph, id, "the state is not 4-byte aligned"));
     }
     let (s0, s1) = (raw.ptr() as usize, raw.ptr() as usize + bytes);
-    for &input in &n.inputs[1..] {
-        let b = ctx.bytes(input)?;
+    for (_, &other) in n.inputs.iter().enumerate().filter(|&(i, _)| i != input) {
+        let b = ctx.bytes(other)?;
         let (i0, i1) = (b.as_ptr() as usize, b.as_ptr() as usize + b.len());
         if i0 < s1 && s0 < i1 {
             return Err(node_error(ctx.graph, id, "the state overlaps another input"));
@@ -66,6 +79,61 @@ fn checked_slots(ctx: &Context<'_>, id: NodeId, input: usize, slots: usize) -> R
         .collect()
 }
 
+/// An op's kept states (inputs `first` and `first + 1`, see
+/// [`KeptStates`](baton_core::graph::KeptStates)): where the state after
+/// each row is copied, `per_slot` values a row.
+struct Kept {
+    rows: SharedPtr<f32>,
+    /// Per row of the op, its row of `rows`, if kept.
+    keep: Vec<Option<usize>>,
+    per_slot: usize,
+}
+
+impl Kept {
+    /// The op's kept states, if it has them, each `keep` checked.
+    fn of(ctx: &Context<'_>, id: NodeId, first: usize) -> Result<Option<Kept>, StreamError> {
+        let n = node(ctx, id);
+        if n.inputs.len() < first + 2 {
+            return Ok(None);
+        }
+        let dims = node(ctx, n.inputs[first]).layout.shape.dims().to_vec();
+        let (count, per_slot) = (dims[0], dims[1..].iter().product());
+        let keep = ctx
+            .indices(n.inputs[first + 1])?
+            .iter()
+            .map(|&k| match k {
+                -1 => Ok(None),
+                k => usize::try_from(k)
+                    .ok()
+                    .filter(|&k| k < count)
+                    .map(Some)
+                    .ok_or_else(|| node_error(ctx.graph, id, format!("kept row {k} outside -1..{count}"))),
+            })
+            .collect::<Result<_, _>>()?;
+        // SAFETY: the kept states are taken once, here.
+        let rows = SharedPtr(unsafe { state_input(ctx, id, first)? }.as_mut_ptr());
+        Ok(Some(Kept { rows, keep, per_slot }))
+    }
+
+    /// Copies `part` (the values at `offset` of one slot's state, after
+    /// row `t`) into row `t`'s kept row, if it has one.
+    ///
+    /// # Safety
+    /// `offset + part.len()` is at most `per_slot`, and no other thread
+    /// writes those values of any kept row during the call.
+    unsafe fn keep(&self, t: usize, offset: usize, part: &[f32]) {
+        if let Some(row) = self.keep[t] {
+            // SAFETY: row `row` is inside the kept states (checked in
+            // `of`), the values inside the row (the caller's guarantee),
+            // and no other thread touches them.
+            let to = unsafe {
+                std::slice::from_raw_parts_mut(self.rows.get().add(row * self.per_slot + offset), part.len())
+            };
+            to.copy_from_slice(part);
+        }
+    }
+}
+
 /// [`Op::SsmConv`](baton_core::graph::Op::SsmConv).
 pub(crate) fn ssm_conv(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Result<(), StreamError> {
     let n = node(ctx, id);
@@ -79,6 +147,7 @@ pub(crate) fn ssm_conv(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Resul
     let state = SharedPtr(unsafe { state_of(ctx, id)? }.as_mut_ptr());
     // SAFETY: the op takes its output once, here.
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
+    let kept = Kept::of(ctx, id, 5)?;
     let taps = past + 1;
     for_rows(exec, channels, rows.len() * taps, &|range| {
         for (t, (&slot, &pos)) in rows.iter().zip(positions).enumerate() {
@@ -91,6 +160,11 @@ pub(crate) fn ssm_conv(exec: &Workspace, ctx: &Context<'_>, id: NodeId) -> Resul
                     p.fill(0.0);
                 }
                 let y = conv_step(p, x[t * channels + c], &w[c * taps..(c + 1) * taps]);
+                if let Some(kept) = &kept {
+                    // SAFETY: channel `c`'s values of a slot, this thread's
+                    // alone (disjoint channel ranges).
+                    unsafe { kept.keep(t, c * past, p) };
+                }
                 // SAFETY: row `t`, channel `c` is inside the output [T, C];
                 // disjoint channels per thread.
                 unsafe { *out.get().add(t * channels + c) = y };
@@ -124,7 +198,9 @@ pub(crate) fn gated_delta_net(
     // SAFETY: the op takes its output once, here.
     let out = SharedPtr(unsafe { ctx.out_f32(id)? }.as_mut_ptr());
     let per_head = dv * dk;
-    if chunk > 0 {
+    let kept = Kept::of(ctx, id, 8)?;
+    // Kept states are those after each row: the rows are taken one by one.
+    if chunk > 0 && kept.is_none() {
         let shape = HeadShape { heads, key_heads, dk, dv, scale, chunk };
         let inputs = TokenInputs { q, k, v, g, beta };
         for_rows(exec, heads, rows.len() * per_head * 3, &|range| {
@@ -163,6 +239,11 @@ pub(crate) fn gated_delta_net(
                 let o = unsafe { std::slice::from_raw_parts_mut(out.get().add(vh), dv) };
                 let decay = g[gh].exp();
                 delta_rule_step(s, (&q[qk..qk + dk], &k[qk..qk + dk], &v[vh..vh + dv]), decay, beta[gh], scale, o);
+                if let Some(kept) = &kept {
+                    // SAFETY: head `h`'s values of a slot, this thread's
+                    // alone (disjoint head ranges).
+                    unsafe { kept.keep(t, h * per_head, s) };
+                }
             }
         }
     });

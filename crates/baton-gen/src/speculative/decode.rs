@@ -42,6 +42,8 @@ impl Decoding<'_> {
             let Some(&last) = self.tokens.last() else { return Ok(()) };
             let context_room = self.model.context().saturating_sub(self.past + 1);
             let room = (self.left - 1).min(self.model.batch() - 1).min(context_room);
+            // A hybrid model cuts back to the positions whose states it kept.
+            let room = room.min(self.model.rewind_rows().unwrap_or(usize::MAX));
             step.clear();
             step.push(last);
             if let Some(spec) = spec.as_deref_mut() {
@@ -62,6 +64,8 @@ impl Decoding<'_> {
                 spec.settle(verified.accepted, verified.next);
             }
             self.past += 1 + verified.accepted;
+            // The rejected drafts' positions are not the sequence's.
+            self.model.cut_back(self.slot, self.past)?;
             if verified.next.is_none() {
                 return Ok(());
             }

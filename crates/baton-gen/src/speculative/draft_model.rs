@@ -40,8 +40,17 @@ pub struct DraftAsk<'a> {
 impl ModelDrafter {
     /// `draft` drafting for `target`: an error unless both have the same
     /// vocabulary size and end-of-text token (drafts are token ids). Each
-    /// of the draft model's slots drafts for one sequence at a time.
+    /// of the draft model's slots drafts for one sequence at a time. A
+    /// hybrid draft model is refused: its slots evaluate each draft as a
+    /// step of its own, so its recurrent state could not be cut back to the
+    /// target's accepted tokens.
     pub fn new(draft: Model, target: &Model) -> Result<ModelDrafter, SpecError> {
+        if draft.config().recurrent.is_some() {
+            return Err(SpecError::NoRewind {
+                arch: draft.config().arch.name(),
+                reason: "a draft model's own recurrent state is not cut back to the target's tokens".into(),
+            });
+        }
         let (d, t) = (draft.config().vocab, target.config().vocab);
         let (d_eos, t_eos) = (draft.tokenizer().eos_id(), target.tokenizer().eos_id());
         if d != t || d_eos != t_eos {

@@ -11,9 +11,14 @@
 //! the same random stream, penalties, constraints and stops), and
 //! [`verify`] walks the rows while the drawn token equals the draft: the
 //! first row whose token differs from the draft gives the next token, and
-//! the rows after it are never drawn from. The positions of rejected
-//! drafts stay in the cache beyond the sequence's length, where the next
-//! step overwrites them (attention reads positions below a row's own only).
+//! the rows after it are never drawn from. The sequence's slot is then cut
+//! back to the accepted positions ([`Model::cut_back`](baton_model::Model::cut_back)):
+//! an attention model's rejected positions stay in the cache beyond the
+//! sequence's length, where the next step overwrites them (attention reads
+//! positions below a row's own only); a hybrid model's recurrent state
+//! becomes the one the step kept after the last accepted position (the
+//! state after each row of a verification step is kept, taken row by row,
+//! so it holds the bits of decoding those tokens one at a time).
 //!
 //! - `ngram.rs`: drafts by prompt lookup (no draft model).
 //! - `draft_model.rs`: drafts by a smaller model of the same vocabulary.
@@ -36,7 +41,7 @@ pub use budget::{DraftBudget, StepCost, MIN_GAIN};
 pub use decode::Decoding;
 pub use draft_model::{DraftAsk, ModelDrafter};
 pub use ngram::{Draft, NgramDrafter, MAX_NGRAM};
-pub use params::{check_model, SpecError, SpecParams, SpecType};
+pub use params::{check_model, prepare_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};
 pub use verify::{verify, Drawn, Verified};
 

@@ -63,12 +63,17 @@ impl Default for SpecParams {
 /// Why a model cannot verify drafts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    /// Its state cannot be cut back to a position (a recurrent state
-    /// folds every position in): a rejected draft could not be undone.
-    #[error("speculative decoding needs a model whose state can be cut back to a position; {arch} cannot")]
+    /// Its state cannot be cut back to a drafted position: a hybrid
+    /// model's recurrent state folds every position in, and the model keeps
+    /// no states after the rows of a step to go back to.
+    #[error(
+        "speculative decoding needs a model whose state can be cut back to a position; {arch} cannot here: {reason}"
+    )]
     NoRewind {
         /// The model's architecture.
         arch: &'static str,
+        /// Why not.
+        reason: String,
     },
     /// A draft model whose tokens are not the target's.
     #[error(
@@ -82,14 +87,27 @@ pub enum SpecError {
     },
 }
 
-/// Whether `model` can verify drafts: its state per sequence is a KV cache
-/// indexed by position (rejected positions are overwritten by the next
-/// step; sliding-window rings keep more rows than a step writes).
+/// Whether `model` can verify drafts now: its state per sequence is a KV
+/// cache indexed by position (rejected positions are overwritten by the
+/// next step; sliding-window rings keep more rows than a step writes), or
+/// a hybrid model's recurrent state that keeps its states after each row
+/// of a step ([`Model::keep_states`], which [`prepare_model`] asks for), so
+/// it can be cut back to the accepted drafts ([`Model::cut_back`]).
 pub fn check_model(model: &Model) -> Result<(), SpecError> {
-    // A recurrent state cannot be cut back to the accepted tokens (it would
-    // need a checkpoint before every verification).
-    match model.config().recurrent {
-        Some(_) => Err(SpecError::NoRewind { arch: model.config().arch.name() }),
-        None => Ok(()),
+    match model.rewind_rows() {
+        Some(0) => Err(SpecError::NoRewind {
+            arch: model.config().arch.name(),
+            reason: "its recurrent layers keep no states after the rows of a step (Model::keep_states)".into(),
+        }),
+        _ => Ok(()),
     }
+}
+
+/// Prepares `model` to verify up to `drafts` drafted tokens a step (over
+/// all the sequences of a step): a hybrid model keeps its recurrent states
+/// after each of them ([`Model::keep_states`]); then [`check_model`].
+pub fn prepare_model(model: &mut Model, drafts: usize) -> Result<(), SpecError> {
+    let arch = model.config().arch.name();
+    model.keep_states(drafts.max(1)).map_err(|e| SpecError::NoRewind { arch, reason: e.to_string() })?;
+    check_model(model)
 }

@@ -6,4 +6,5 @@
 mod chat;
 mod chat_reference;
 mod speculative;
+mod speculative_hybrid;
 mod verify_bits;

@@ -13,12 +13,12 @@ use baton_gen::speculative::{
     Decoding, DraftAsk, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation,
     StepCost,
 };
-use baton_gen::{Sampler, SamplingParams, StopMatcher};
+use baton_gen::{LogitBias, Sampler, SamplingParams, StopMatcher};
 use baton_model::{LoadOptions, Model};
 use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
-fn load(path: &Path) -> Model {
+pub(super) fn load(path: &Path) -> Model {
     let device =
         baton_cpu::open_with(&["cpu"], &baton_cpu::OpenOptions::default().with_threads(2)).expect("cpu").remove(0);
     let options = LoadOptions { context: Some(256), cache_type: DType::F16, batch: 16, ..LoadOptions::default() };
@@ -28,19 +28,19 @@ fn load(path: &Path) -> Model {
 /// What one decoding gave: its tokens, each drawn row's bits hashed, and
 /// whether a stop string ended it.
 #[derive(Debug, PartialEq)]
-struct Output {
-    tokens: Vec<u32>,
-    rows: Vec<u64>,
-    stopped: bool,
+pub(super) struct Output {
+    pub(super) tokens: Vec<u32>,
+    pub(super) rows: Vec<u64>,
+    pub(super) stopped: bool,
 }
 
-fn hash(row: &[f32]) -> u64 {
+pub(super) fn hash(row: &[f32]) -> u64 {
     row.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ u64::from(x.to_bits())).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Decodes up to `n` tokens after `prompt`, as `baton run` does, with
 /// speculation as `spec` says (or none), ending at a stop string of `stops`.
-fn decode(
+pub(super) fn decode(
     model: &mut Model,
     prompt: &[u32],
     sampling: &SamplingParams,
@@ -75,7 +75,7 @@ fn decode(
     (out, spec.map(|s| s.stats()).unwrap_or_default())
 }
 
-fn samplings() -> Vec<(&'static str, SamplingParams)> {
+pub(super) fn samplings() -> Vec<(&'static str, SamplingParams)> {
     let seeded = SamplingParams { temperature: 0.8, top_k: 40, top_p: 0.95, seed: 7, ..SamplingParams::default() };
     let penalized = SamplingParams {
         repeat_penalty: 1.1,
@@ -101,22 +101,33 @@ fn ngram(draft_max: usize, cost: StepCost) -> SpecParams {
 /// Every prompt, sampling and draft setting: speculation gives what plain
 /// decoding gives. Returns the counts over all of them.
 fn check_exact(model: &mut Model, what: &str, prompts: &[Vec<u32>], n: usize) -> SpecStats {
+    check_exact_with(model, what, prompts, n, &samplings())
+}
+
+/// As [`check_exact`], with each of `samplings`.
+fn check_exact_with(
+    model: &mut Model,
+    what: &str,
+    prompts: &[Vec<u32>],
+    n: usize,
+    samplings: &[(&str, SamplingParams)],
+) -> SpecStats {
     let mut total = SpecStats::default();
     let mut stopped = 0;
     for (p, prompt) in prompts.iter().enumerate() {
-        for (name, sampling) in samplings() {
-            let (plain, _) = decode(model, prompt, &sampling, None, n, &[]);
+        for (name, sampling) in samplings {
+            let (plain, _) = decode(model, prompt, sampling, None, n, &[]);
             // A stop string the plain output holds: both runs end there.
             let tokenizer = model.shared_tokenizer();
             let stop = tokenizer.decode(&plain.tokens[n / 2..n / 2 + 2]).expect("decode");
             let stops: Vec<String> = [stop].into_iter().filter(|s| !s.trim().is_empty()).collect();
-            let (plain_stopped, _) = decode(model, prompt, &sampling, None, n, &stops);
+            let (plain_stopped, _) = decode(model, prompt, sampling, None, n, &stops);
             stopped += usize::from(plain_stopped.stopped);
             // Free rows draft whenever a draft is found (rejections
             // too); the default cost model drafts as the budget says.
             for spec in [ngram(8, StepCost::FREE), ngram(3, StepCost::FREE), ngram(8, StepCost::MEASURED)] {
                 for (want, stops) in [(&plain, &[][..]), (&plain_stopped, &stops[..])] {
-                    let (got, stats) = decode(model, prompt, &sampling, Speculation::new(spec), n, stops);
+                    let (got, stats) = decode(model, prompt, sampling, Speculation::new(spec), n, stops);
                     assert!(
                         &got == want,
                         "{what}, prompt {p}, {name}, draft max {} ({:?}), stops {stops:?}: \
@@ -145,7 +156,7 @@ fn check_exact(model: &mut Model, what: &str, prompts: &[Vec<u32>], n: usize) ->
     total
 }
 
-fn synthetic_prompts(vocab: u32) -> Vec<Vec<u32>> {
+pub(super) fn synthetic_prompts(vocab: u32) -> Vec<Vec<u32>> {
     let phrase: Vec<u32> = (0..7).map(|i| (i * 37 + 11) % vocab).collect();
     vec![
         // A phrase repeated: what n-grams draft.
@@ -172,13 +183,44 @@ fn speculation_changes_no_token_on_synthetic_models() {
     }
 }
 
-/// A hybrid model's recurrent state cannot be cut back to the accepted
-/// drafts: speculation is refused on it, with the reason.
+/// Hybrid models (Gated DeltaNet layers beside attention) with n-gram
+/// drafts: each verification step's recurrent state is cut back to the
+/// accepted drafts (from the states it kept after each row), and the output
+/// (tokens and each drawn row's bits) is plain decoding's. The random toys'
+/// text never repeats, so the samplings bias three tokens (`logit_bias`):
+/// the text is then made of them, and n-grams find drafts that hold.
 #[test]
-fn a_recurrent_model_refuses_speculation() {
+fn ngram_speculation_changes_no_token_on_hybrid_models() {
+    let biased: Vec<(&str, SamplingParams)> = samplings()
+        .into_iter()
+        .map(|(name, s)| (name, SamplingParams { logit_bias: LogitBias::new([(3, 20.0), (7, 20.0), (11, 20.0)]), ..s }))
+        .collect();
+    for (shape, dtype) in [(SynthShape::Qwen35, DType::F32), (SynthShape::Qwen35Moe, DType::Q8_0)] {
+        let (_dir, path) = synth_model("spec-exact-hybrid", shape, dtype, 5);
+        let mut model = load(&path);
+        baton_gen::speculative::prepare_model(&mut model, 8).expect("keeps states");
+        let vocab = model.config().vocab as u32;
+        check_exact_with(&mut model, &format!("{shape} {dtype}"), &synthetic_prompts(vocab), 40, &biased);
+    }
+}
+
+/// A hybrid model verifies drafts once it keeps its recurrent states after
+/// each row of a step (`prepare_model`), not before, and not with the
+/// chunked delta rule (whose bits depend on how a prompt is split).
+#[test]
+fn a_recurrent_model_verifies_drafts_once_it_keeps_its_states() {
     let (_dir, path) = synth_model("spec-hybrid", SynthShape::Qwen35, DType::Q8_0, 5);
-    let refused = baton_gen::speculative::check_model(&load(&path)).expect_err("refused");
-    assert!(matches!(refused, SpecError::NoRewind { arch: "qwen35" }), "{refused}");
+    let mut model = load(&path);
+    let refused = baton_gen::speculative::check_model(&model).expect_err("keeps no states yet");
+    assert!(matches!(&refused, SpecError::NoRewind { arch: "qwen35", .. }), "{refused}");
+    baton_gen::speculative::prepare_model(&mut model, 4).expect("prepared");
+    assert!(baton_gen::speculative::check_model(&model).is_ok());
+    assert_eq!(model.rewind_rows(), Some(4));
+    let device = baton_cpu::open(&["cpu"]).expect("cpu").remove(0);
+    let options = LoadOptions { context: Some(64), batch: 16, delta_chunk: 4, ..LoadOptions::default() };
+    let mut chunked = Model::load(&path, device, &options).expect("load");
+    let refused = baton_gen::speculative::prepare_model(&mut chunked, 4).expect_err("chunked");
+    assert!(refused.to_string().contains("delta-chunk"), "{refused}");
     let (_dir, path) = synth_model("spec-plain", SynthShape::Qwen3Moe, DType::Q8_0, 5);
     assert!(baton_gen::speculative::check_model(&load(&path)).is_ok());
 }

@@ -2,7 +2,7 @@
 //! layer (Gated DeltaNet), the query's output gate of their attention
 //! layers, and the shared expert beside their experts.
 
-use baton_core::graph::{GraphError, NodeId};
+use baton_core::graph::{GraphError, KeptStates, NodeId};
 
 use super::Builder;
 use crate::hybrid::Recurrent;
@@ -41,7 +41,8 @@ impl Builder<'_> {
         // sequence's last inputs kept in its slot.
         let conv_state = self.state(&super::conv_state_name(l), &r.conv_state_dims(cache_slots))?;
         let conv_w = self.weight(&name("ssm_conv1d.weight"), &[conv_dim, r.conv_kernel])?;
-        let conv = self.g.ssm_conv(conv_state, qkv, conv_w, (slots, positions))?;
+        let conv_kept = self.kept(&super::conv_kept_name(l), &r.conv_state_dims(0))?;
+        let conv = self.g.ssm_conv_keeping(conv_state, qkv, conv_w, (slots, positions), conv_kept)?;
         let conv = self.g.silu(conv)?;
         let part = |b: &mut Self, start: usize, width: usize, heads: usize| -> Result<NodeId, GraphError> {
             let view = b.g.narrow(conv, 1, start, width)?;
@@ -56,7 +57,16 @@ impl Builder<'_> {
         let delta_state = self.state(&super::delta_state_name(l), &r.delta_state_dims(cache_slots))?;
         let scale = 1.0 / (hd as f32).sqrt();
         let rows = (slots, positions);
-        let o = self.g.gated_delta_net_chunked(delta_state, (q, k, v), (gate, beta), rows, scale, self.delta_chunk)?;
+        let delta_kept = self.kept(&super::delta_kept_name(l), &r.delta_state_dims(0))?;
+        let qkv = (q, k, v);
+        let o = self.g.gated_delta_net_keeping(
+            delta_state,
+            qkv,
+            (gate, beta),
+            rows,
+            (scale, self.delta_chunk),
+            delta_kept,
+        )?;
         // Each head RMS-normalised (one weight for all heads), gated by
         // silu(z), then projected back.
         let o = self.norm(o, &name("ssm_norm.weight"), hd)?;
@@ -70,6 +80,17 @@ impl Builder<'_> {
     /// A recurrent layer's state leaf (f32, every slot's).
     fn state(&mut self, name: &str, dims: &[usize]) -> Result<NodeId, GraphError> {
         self.g.leaf(name, baton_core::DType::F32, dims, baton_core::graph::Flags::STATE)
+    }
+
+    /// The kept states leaf `name` of one slot's dimensions `dims[1..]`
+    /// (`dims[0]` is replaced by the rows kept) and each row's kept row,
+    /// where the model keeps states.
+    fn kept(&mut self, name: &str, dims: &[usize]) -> Result<Option<KeptStates>, GraphError> {
+        let Some((keep, rows)) = self.kept else { return Ok(None) };
+        let mut dims = dims.to_vec();
+        dims[0] = rows;
+        let kept = self.state(name, &dims)?;
+        Ok(Some(KeptStates { kept, keep }))
     }
 
     /// Layer `l`'s query and its output gate, each `[T, heads × head_dim]`,

@@ -63,3 +63,17 @@ pub fn delta_state_name(l: usize) -> String {
 /// Name of the input of each token's slot in a model with recurrent
 /// layers (every step: their ops take the rows of every sequence).
 pub const STATE_SLOTS: &str = "state_slots";
+
+/// Name of the input of each token's row of the kept recurrent states (-1:
+/// not kept), in a model that keeps some ([`CacheGeometry::kept_rows`](super::CacheGeometry::kept_rows)).
+pub const STATE_KEEP: &str = "state_keep";
+
+/// Name of recurrent layer `l`'s kept convolution states.
+pub fn conv_kept_name(l: usize) -> String {
+    format!("cache.conv_kept.{l}")
+}
+
+/// Name of recurrent layer `l`'s kept delta-rule states.
+pub fn delta_kept_name(l: usize) -> String {
+    format!("cache.delta_kept.{l}")
+}

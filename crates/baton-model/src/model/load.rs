@@ -173,7 +173,7 @@ impl Model {
         // A paged cache's tables go with each step's inputs.
         let table_entries = cache.blocks.as_ref().map_or(0, |b| cache.slots * b.per_slot());
         let input_io = (0..options.n_copies.max(1))
-            .map(|_| Ok((devices[first].alloc(9 * batch * 4 + 64 + table_entries * 4)?, Vec::new())))
+            .map(|_| Ok((devices[first].alloc(10 * batch * 4 + 64 + table_entries * 4)?, Vec::new())))
             .collect::<Result<Vec<_>, ModelError>>()?;
         let logits_io = devices[last].alloc(config.vocab * 4)?;
         let readback = match remote {
@@ -257,6 +257,7 @@ impl Model {
             chat_template,
             evaluated_tokens: 0,
             frontier: vec![0; slot_count],
+            kept: KeptRows::default(),
         })
     }
 

@@ -4,6 +4,7 @@ mod hidden;
 mod load;
 mod placement;
 mod prefix;
+mod rewind;
 mod step;
 
 pub use placement::Placement;
@@ -28,7 +29,7 @@ use crate::error::ModelError;
 use crate::expert_parallel::{share_of, ExpertSplit};
 use crate::graph::{self, BatchShape, CacheGeometry, GraphShape, Logits, SeqShape, WeightTypes};
 use crate::memory::ModelMemory;
-use crate::state::{ring_rows, KvCache, KvTypes, LayerCache, SavedPrefix};
+use crate::state::{ring_rows, KeptRows, KvCache, KvTypes, LayerCache, SavedPrefix};
 use crate::tensor_parallel::TensorShares;
 use crate::weights::Weights;
 
@@ -267,6 +268,9 @@ pub struct Model {
     /// started at 0 (how far a sliding-window ring may have been
     /// overwritten).
     frontier: Vec<usize>,
+    /// A hybrid model's recurrent states kept after the rows of
+    /// verification steps ([`Model::keep_states`]).
+    kept: KeptRows,
 }
 
 /// Whether a weight is a layer's stacked experts (`ffn_*_exps.weight`),
@@ -378,7 +382,8 @@ impl Model {
             kv_cache: (self.cache.layers.iter().enumerate())
                 .filter(|&(l, _)| self.config.kv_source(l) == l)
                 .map(|(_, layer)| layer.bytes() as u64)
-                .sum(),
+                .sum::<u64>()
+                + self.kept.bytes() as u64,
             io: (buffers.sum::<usize>() + self.logits_io.len()) as u64 + self.attention_rows_bytes,
             devices,
         }

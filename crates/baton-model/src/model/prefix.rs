@@ -43,6 +43,7 @@ impl Model {
         }
         let (runner, layer_device) = (&self.runner, &self.layer_device);
         self.cache.copy_prefix(&self.config, (from, to, len), &|l| runner.stream(layer_device[l]).clone())?;
+        self.kept.forget(to);
         if let (Some(&frontier), Some(_)) = (self.frontier.get(from), self.frontier.get(to)) {
             // The rings were copied whole: `to`'s hold what `from`'s do.
             self.frontier[to] = if self.cache.ring.is_some() { frontier } else { len };
@@ -58,6 +59,7 @@ impl Model {
             return Err(ModelError::Input(format!("slot {slot} does not exist")));
         };
         *frontier = 0;
+        self.kept.forget(slot);
         if let Some(tables) = self.cache.blocks.as_mut() {
             tables.truncate(slot, 0);
         }
@@ -132,6 +134,7 @@ impl Model {
         }
         let (runner, layer_device) = (&self.runner, &self.layer_device);
         self.cache.restore_prefix(&self.config, slot, saved, &|l| runner.stream(layer_device[l]).clone())?;
+        self.kept.forget(slot);
         if let Some(frontier) = self.frontier.get_mut(slot) {
             *frontier = if self.cache.ring.is_some() { saved.frontier } else { saved.len() };
         }

@@ -24,6 +24,7 @@ impl Model {
             pool: self.cache.blocks.as_ref().map(|b| b.blocks()),
             expert_split: self.expert_split,
             delta_chunk: self.delta_chunk,
+            kept_rows: self.kept.leaf_rows(),
         };
         let graph: Arc<Graph> = Arc::new(graph::build(&self.config, &Types(&self.weights), shape, geometry)?);
         let (config, layer_device) = (&self.config, &self.layer_device);
@@ -47,6 +48,7 @@ impl Model {
                 | graph::CACHE_ROWS
                 | graph::RING_CACHE_ROWS
                 | graph::STATE_SLOTS
+                | graph::STATE_KEEP
                 | graph::BLOCK_TABLE => Some(first),
                 _ => {
                     bound.get(name).and_then(|t| self.devices.iter().position(|d| d.info().name == t.buffer().device()))
@@ -73,6 +75,7 @@ impl Model {
                     | graph::CACHE_ROWS
                     | graph::RING_CACHE_ROWS
                     | graph::STATE_SLOTS
+                    | graph::STATE_KEEP
                     | graph::BLOCK_TABLE,
                 )
                 | None => None,
@@ -257,9 +260,27 @@ impl Model {
         let ring_len = if ring.is_some() { t } else { 0 };
         let in_slots_len = if in_slots { 2 * t + ring_len } else { 0 };
         let state_slots_len = if self.config.recurrent.is_some() { t } else { 0 };
+        // The kept state of each row (`rewind.rs`): the sequences whose
+        // every row gives logits keep theirs.
+        let keep = match self.kept.rows() {
+            0 => Vec::new(),
+            _ => {
+                let every = |i: usize| every_logit.is_some_and(|flags| flags.get(i) == Some(&true));
+                let seqs: Vec<_> = (seqs.iter().enumerate())
+                    .map(|(i, s)| (s.slot, s.past, s.tokens.len(), logits == Logits::All || every(i)))
+                    .collect();
+                self.kept.assign(slot, &seqs)
+            }
+        };
         let table_len = self.cache.blocks.as_ref().map_or(0, |b| self.cache.slots * b.per_slot());
-        let inputs_len =
-            2 * t + picks.max(1) + ring_len + hidden_rows.len() + in_slots_len + table_len + state_slots_len;
+        let inputs_len = 2 * t
+            + picks.max(1)
+            + ring_len
+            + hidden_rows.len()
+            + in_slots_len
+            + table_len
+            + state_slots_len
+            + keep.len();
         let inputs_t = TensorRef::new(&io, 0, DType::I32, &[inputs_len])?;
         let ids_t = TensorRef::new(&io, 0, DType::I32, &[t])?;
         let pos_t = TensorRef::new(&io, t * 4, DType::I32, &[t])?;
@@ -283,8 +304,13 @@ impl Model {
             }
             None => None,
         };
-        // A hybrid model's recurrent layers: each token's slot, last.
+        // A hybrid model's recurrent layers: each token's slot, then its
+        // kept state, last.
         let state_slots_t = match state_slots_len {
+            0 => None,
+            _ => Some(TensorRef::new(&io, (inputs_len - keep.len() - t) * 4, DType::I32, &[t])?),
+        };
+        let keep_t = match keep.len() {
             0 => None,
             _ => Some(TensorRef::new(&io, (inputs_len - t) * 4, DType::I32, &[t])?),
         };
@@ -352,6 +378,7 @@ impl Model {
         if state_slots_len > 0 {
             inputs.extend(seqs.iter().flat_map(|s| std::iter::repeat_n(s.slot as i32, s.tokens.len())));
         }
+        inputs.extend_from_slice(&keep);
         let stream = self.runner.stream(self.layer_device[0]).clone();
         // The run that used this buffer last may still read it on another
         // device: this stream waits for that (no host wait).
@@ -375,6 +402,7 @@ impl Model {
                 graph::CACHE_ROWS => slot_inputs.get(1).cloned(),
                 graph::RING_CACHE_ROWS => slot_inputs.get(2).cloned(),
                 graph::STATE_SLOTS => state_slots_t.clone(),
+                graph::STATE_KEEP => keep_t.clone(),
                 graph::BLOCK_TABLE => table_t.clone(),
                 graph::HIDDEN if hidden_t.is_some() => hidden_t.clone(),
                 "logits" | graph::HIDDEN => Some(logits_t.clone()),

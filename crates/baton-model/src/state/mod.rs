@@ -14,17 +14,23 @@
 //!   restored (`--cache-ram`), with the bits an evaluation would give;
 //!   `prefix_bytes.rs`: such a saved prefix as bytes and back.
 //!
+//! - `kept.rs`: a hybrid model's recurrent states kept after each
+//!   position of a verification step, one of which becomes the slot's
+//!   once the accepted drafts are known.
+//!
 //! State that is not indexed by position (the recurrent state of hybrid
 //! models, and its checkpoints) belongs here beside them, held per slot
 //! and copied, saved and restored through the same operations.
 
 mod blocks;
+mod kept;
 mod kv_cache;
 mod pool_size;
 mod prefix;
 mod prefix_bytes;
 
 pub use blocks::{BlockCopy, BlockTables, BlockUsage, PoolFull};
+pub use kept::KeptRows;
 pub use kv_cache::{ring_rows, KvCache, KvTypes, LayerCache};
 pub use pool_size::{host_memory_available, KvPool, PoolSize};
 pub use prefix::SavedPrefix;

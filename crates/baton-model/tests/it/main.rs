@@ -10,6 +10,7 @@ mod expert_split;
 mod experts_placed;
 mod gemma4;
 mod hybrid;
+mod hybrid_rewind;
 mod kv_blocks;
 mod kv_copy;
 mod long_context;

@@ -228,7 +228,7 @@ impl Engine {
     }
 
     fn start_with(
-        model: Model,
+        mut model: Model,
         name: impl Into<String>,
         options: EngineOptions,
         mirror: Option<Box<dyn Mirror>>,
@@ -244,6 +244,9 @@ impl Engine {
                 options.parallel + options.lent_slots,
                 options.lent_slots
             )));
+        }
+        if let (None, Err(e)) = (&mirror, options.prepare_model(&mut model)) {
+            tracing::warn!("{e}; requests decode without drafts");
         }
         let tokenizer = model.shared_tokenizer();
         let info = Arc::new(ModelInfo {

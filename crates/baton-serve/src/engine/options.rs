@@ -1,7 +1,8 @@
 //! How the engine runs: its batching options and how a shutdown treats the
 //! requests in flight.
 
-use baton_gen::speculative::SpecParams;
+use baton_gen::speculative::{prepare_model, SpecError, SpecParams, SpecType};
+use baton_model::Model;
 
 /// How the engine batches.
 #[derive(Clone, Debug)]
@@ -46,6 +47,21 @@ impl Default for EngineOptions {
             ctx_checkpoints: 8,
             spec: SpecParams::default(),
             lent_slots: 0,
+        }
+    }
+}
+
+impl EngineOptions {
+    /// Prepares `model` to verify the drafts of every running sequence in
+    /// one step when the engine drafts by default ([`spec`](Self::spec)): a
+    /// hybrid model keeps its recurrent states after `draft_max` rows per
+    /// sequence ([`Model::keep_states`]). Without drafts by default nothing
+    /// is kept, and a hybrid model verifies no drafts (requests that ask
+    /// for them decode without).
+    pub fn prepare_model(&self, model: &mut Model) -> Result<(), SpecError> {
+        match self.spec.kind == SpecType::None || self.spec.draft_max == 0 {
+            true => Ok(()),
+            false => prepare_model(model, self.spec.draft_max * self.parallel.max(1)),
         }
     }
 }

@@ -506,14 +506,18 @@ impl Worker {
         // Sequences drafting with the draft model: (index, drafts, rows).
         let mut asks = Vec::new();
         let by_model = self.drafter.is_some();
+        // A hybrid model cuts back to the positions whose states it keeps.
+        let mut kept = self.model.rewind_rows().unwrap_or(usize::MAX);
         for (i, seq) in self.running.iter_mut().enumerate().filter(|(_, s)| s.group == group) {
-            match seq.prepare_step((room.saturating_sub(rows), rows), context, by_model) {
-                0 => rows += seq.step.len().saturating_sub(1),
+            let drafts = match seq.prepare_step((room.saturating_sub(rows).min(kept), rows), context, by_model) {
+                0 => seq.step.len().saturating_sub(1),
                 k => {
                     asks.push((i, k, rows));
-                    rows += k;
+                    k
                 }
-            }
+            };
+            rows += drafts;
+            kept = kept.saturating_sub(drafts);
         }
         self.draft_with_model(&asks);
         let mut picked: Vec<(u64, usize)> = Vec::new();
@@ -633,6 +637,8 @@ impl Worker {
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
         let mut prompts_done = Vec::new();
+        // The slots that verified drafts, and the positions they accepted.
+        let mut cuts = Vec::new();
         let mut step_tokens = 0;
         // Each entry's first row: a flagged entry gives a row per token.
         let mut next_row = 0;
@@ -664,6 +670,9 @@ impl Worker {
             let before = seq.generated;
             let (taken, (drafted, accepted)) =
                 seq.take_rows(rows, evaluated, (&self.tokenizer, vocab, context, &self.shared));
+            if evaluated > 1 {
+                cuts.push((i, seq.slot, seq.past));
+            }
             self.shared.spec_drafted.fetch_add(drafted as u64, Ordering::Relaxed);
             self.shared.spec_accepted.fetch_add(accepted as u64, Ordering::Relaxed);
             let end = match taken {
@@ -680,6 +689,16 @@ impl Worker {
         }
         if every_logit.contains(&true) {
             super::score_seq::take_score_rows(&mut self.scores, &picked, &every_logit, logits, vocab);
+        }
+        // The rejected drafts' positions are not the sequences'.
+        for (i, slot, past) in cuts {
+            if let Err(e) = self.model.cut_back(slot, past) {
+                let failed = Event::Failed(format!("the model failed: {e}"));
+                match finished.iter_mut().find(|(j, _)| *j == i) {
+                    Some(entry) => entry.1 = failed,
+                    None => finished.push((i, failed)),
+                }
+            }
         }
         self.take_checkpoints(&prompts_done);
         // The counters first, then the last events: a client that got its

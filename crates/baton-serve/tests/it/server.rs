@@ -65,8 +65,19 @@ impl Server {
     /// A server of one slot of `context` positions on the synthetic model
     /// of `shape` (F32).
     pub(crate) fn start_shape(shape: SynthShape, context: usize, options: ServerOptions) -> Server {
-        let (dir, path) = synth_model("serve-http", shape, DType::F32, 11);
         let engine = EngineOptions { parallel: 1, queue: 4, prefill_chunk: 32, ..EngineOptions::default() };
+        Self::start_shape_engine((shape, DType::F32), context, engine, options)
+    }
+
+    /// As [`start_shape`](Self::start_shape), of weights of `dtype`, with
+    /// `engine`.
+    pub(crate) fn start_shape_engine(
+        (shape, dtype): (SynthShape, DType),
+        context: usize,
+        engine: EngineOptions,
+        options: ServerOptions,
+    ) -> Server {
+        let (dir, path) = synth_model("serve-http", shape, dtype, 11);
         Self::start_file(dir, &path, context, (engine, None), options)
     }
 

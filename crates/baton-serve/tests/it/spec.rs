@@ -6,9 +6,11 @@
 //! constraint; `/metrics` counts
 //! the drafted and accepted tokens.
 
+use baton_core::DType;
 use baton_gen::speculative::{SpecParams, SpecType, StepCost};
 use baton_serve::engine::EngineOptions;
 use baton_serve::http::ServerOptions;
+use baton_synth::SynthShape;
 use serde_json::{json, Value};
 
 use crate::server::*;
@@ -140,4 +142,46 @@ fn a_draft_model_drafts_for_clients_at_once_and_changes_no_answer() {
             assert!(accepted > 0.0, "the model's own drafts are accepted: {accepted} of {drafted}");
         }
     }
+}
+
+/// A hybrid model (qwen35moe: Gated DeltaNet layers beside attention)
+/// drafting by default for three clients at once: each sequence's
+/// recurrent state is cut back to its accepted drafts from the states the
+/// shared step kept after each of its rows, and the answers are those
+/// without drafts. The toy's text never repeats, so half the requests bias
+/// three tokens (`logit_bias`): their text is made of them and n-grams find
+/// drafts that hold.
+#[test]
+fn a_hybrid_model_verifies_drafts_for_clients_at_once_and_changes_no_answer() {
+    let shape = (SynthShape::Qwen35Moe, DType::Q8_0);
+    let engine = |spec: SpecParams| EngineOptions {
+        parallel: 3,
+        queue: 16,
+        prefill_chunk: 32,
+        spec,
+        ..EngineOptions::default()
+    };
+    let options = || ServerOptions { body_limit: BODY_LIMIT, ..Default::default() };
+    let bodies: Vec<Value> = requests()
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut r)| {
+            if i % 2 == 0 {
+                r["logit_bias"] = json!({"3": 20, "7": 20, "11": 20});
+            }
+            r
+        })
+        .collect();
+    let plain = Server::start_shape_engine(shape, 512, engine(SpecParams::default()), options());
+    let want: Vec<Value> = bodies.iter().map(|r| answer(&plain.post("/v1/completions", r).1)).collect();
+    let spec = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
+    let drafting = Server::start_shape_engine(shape, 512, engine(spec), options());
+    let got: Vec<Value> = post_all(&drafting, &bodies).iter().map(answer).collect();
+    for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(got, want, "request {i} ({}) changed with drafts", bodies[i]);
+    }
+    let (drafted, accepted) =
+        (metric(&drafting, "baton_drafted_tokens_total"), metric(&drafting, "baton_draft_accepted_tokens_total"));
+    eprintln!("qwen35moe: {drafted} drafted tokens, {accepted} accepted");
+    assert!(accepted > 0.0 && accepted < drafted, "drafts both accepted and rejected: {accepted} of {drafted}");
 }

@@ -103,17 +103,27 @@ fn decode_drafting(
     decoded
 }
 
-/// What a step of `rows` tokens of one sequence (every row's logits)
-/// costs against a step of one: the median of 15 steps each, at a depth of
-/// 64 positions.
-fn step_costs(model: &mut Model) -> Result<Vec<(usize, f64)>> {
+/// Rows of the steps [`step_ms`] times.
+const STEP_ROWS: [usize; 5] = [1, 2, 3, 5, 9];
+
+/// How long a step of each of [`STEP_ROWS`] tokens of one sequence (every
+/// row's logits) takes, in ms: the median of 15 steps each, at a depth of
+/// 64 positions (a hybrid model that keeps its rows' recurrent states keeps
+/// them, as verification steps do).
+fn step_ms(model: &mut Model) -> Result<Vec<(usize, f64)>> {
     let vocab = model.config().vocab as u32;
     let tokens: Vec<u32> = (0..80).map(|i| (i * 7919 + 13) % vocab).collect();
     model.eval_prompt(&tokens[..64], 0)?;
+    // A hybrid model's recurrent state goes on from where the last step
+    // left it: put back before each step, outside the timing.
+    let at_64 = model.save_checkpoint(0)?;
     let mut median_ms = |rows: usize| -> Result<f64> {
         let logits = if rows > 1 { Logits::All } else { Logits::Last };
         let mut times = Vec::new();
         for _ in 0..16 {
+            if let Some(checkpoint) = &at_64 {
+                model.restore_prefix(0, checkpoint)?;
+            }
             let start = Instant::now();
             model.eval(&tokens[64..64 + rows], 64, logits)?;
             times.push(start.elapsed().as_secs_f64());
@@ -123,12 +133,7 @@ fn step_costs(model: &mut Model) -> Result<Vec<(usize, f64)>> {
         times.sort_by(f64::total_cmp);
         Ok(times[times.len() / 2] * 1e3)
     };
-    let one = median_ms(1)?;
-    let mut costs = vec![(1, 1.0)];
-    for rows in [2, 3, 5, 9] {
-        costs.push((rows, median_ms(rows)? / one));
-    }
-    Ok(costs)
+    STEP_ROWS.iter().map(|&rows| Ok((rows, median_ms(rows)?))).collect()
 }
 
 /// Runs `baton bench spec`.
@@ -138,7 +143,14 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         params.kind = SpecType::Ngram;
     }
     let mut model = args.model.load()?;
-    speculative::check_model(&model)?;
+    // A hybrid model's steps, before and after it keeps the states after
+    // each row (the copies a verification step adds).
+    let unkept = match model.rewind_rows() {
+        // The first pass reads the weights in (mapped pages, packing).
+        Some(_) => Some(step_ms(&mut model).and_then(|_| step_ms(&mut model))?),
+        None => None,
+    };
+    speculative::prepare_model(&mut model, params.draft_max)?;
     // A draft model (`-md`) drafts in place of the n-grams.
     let mut drafter = match args.draft.load(&model, args.model.threads, 1, params)? {
         Some((drafter, with_cost)) => {
@@ -148,7 +160,8 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         None => None,
     };
     let template = ChatTemplate::for_tokenizer(model.chat_template(), model.tokenizer())?;
-    let costs = step_costs(&mut model)?;
+    let times = step_ms(&mut model)?;
+    let costs: Vec<(usize, f64)> = times.iter().map(|&(rows, ms)| (rows, ms / times[0].1)).collect();
     let cost_line: Vec<String> = costs.iter().map(|(rows, c)| format!("{rows} rows {c:.2}")).collect();
     // A line through the steps of 2 and 9 rows: fixed + per_row × k.
     let cost_of = |rows: usize| costs.iter().find(|(r, _)| *r == rows).map_or(1.0, |(_, c)| *c);
@@ -161,6 +174,17 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
             "a step verifying k drafts costs 1 + {fixed:.3} + {per_row:.3} k (the budget assumes 1 + {} + {} k)\n",
             assumed.fixed, assumed.per_row
         );
+        if let Some(unkept) = &unkept {
+            let each: Vec<String> = (times.iter().zip(unkept))
+                .map(|((rows, kept), (_, not))| format!("{rows} rows {kept:.1} / {not:.1} ms ({:.2})", kept / not))
+                .collect();
+            let rows = params.draft_max.max(1) * model.runs_in_flight().max(1);
+            let row_mib = model.kept_state_bytes() as f64 / rows as f64 / (1 << 20) as f64;
+            println!(
+                "recurrent states kept after each row ({row_mib:.1} MiB a row), with / without: {}",
+                each.join(", ")
+            );
+        }
         println!("| task | tokens | plain t/s | spec t/s | ratio | drafted | accepted | acceptance |");
         println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     }
