@@ -17,6 +17,10 @@
 //! - The four routes above answer without the `/v1` prefix too
 //!   (`/chat/completions`, `/completions`, `/embeddings`, `/models`), as
 //!   llama-server's do.
+//! - llama-server's native `POST /completion` (`native.rs`): `prompt` as
+//!   text, ids or several prompts, `n_predict`, `n_probs`,
+//!   `return_tokens`, `response_fields`, `json_schema`; its answer's
+//!   `content`, `stop_type`, `timings` and `completion_probabilities`.
 //! - llama-server's `POST /tokenize` (`content`, `add_special`,
 //!   `parse_special`, `with_pieces`), `POST /detokenize` (`tokens`),
 //!   `POST /apply-template` (`messages` rendered to `prompt`) and
@@ -89,6 +93,7 @@ mod harmony_calls;
 pub mod listen;
 mod llama;
 mod metrics;
+mod native;
 mod options;
 mod params;
 mod reply;
@@ -155,6 +160,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/completions", post(routes::completion))
         .route("/embeddings", post(embeddings::embeddings))
         // llama-server's own.
+        .route("/completion", post(native::completion))
         .route("/tokenize", post(llama::tokenize))
         .route("/detokenize", post(llama::detokenize))
         .route("/apply-template", post(llama::apply_template))

@@ -69,7 +69,7 @@ impl AppState {
     /// The checked job of `params` for `prompt`, in the cache scope of its
     /// caller and `cache_salt`. Checking compiles `response_format`'s
     /// schema: off the HTTP threads.
-    async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
+    pub(super) async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
         check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
         let (owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
         let default_max = self.defaults.max_tokens(params, prompt.len(), info.context);
