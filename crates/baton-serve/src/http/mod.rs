@@ -14,10 +14,10 @@
 //!   Messages API over the chat path (`anthropic/`).
 //! - `POST /v1/responses`: OpenAI's Responses API over the chat path
 //!   (`responses/`).
-//! - The four routes above answer without the `/v1` prefix too
-//!   (`/chat/completions`, `/completions`, `/embeddings`, `/models`), as
-//!   llama-server's do.
-//! - llama-server's native `POST /completion` (`native.rs`): `prompt` as
+//! - Three of the routes above answer without the `/v1` prefix too
+//!   (`/chat/completions`, `/embeddings`, `/models`), as llama-server's
+//!   do; `/completions`, as on llama-server, is its native `/completion`.
+//! - llama-server's native `POST /completion` and `/completions` (`native.rs`): `prompt` as
 //!   text, ids or several prompts, `n_predict`, `n_probs`,
 //!   `return_tokens`, `response_fields`, `json_schema`; its answer's
 //!   `content`, `stop_type`, `timings` and `completion_probabilities`.
@@ -55,7 +55,8 @@
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
 //! honoured, and so is `logit_bias` (OpenAI's object of token ids to
 //! biases in `[-100, 100]`, or llama-server's `[id, bias]` pairs, `false`
-//! banning a token), added to the logits before every sampler, greedy and
+//! banning a token; a text in place of an id biases each of its tokens,
+//! as llama-server's, `bias_text.rs`), added to the logits before every sampler, greedy and
 //! JSON-held decoding included. `logprobs` (chat: `true` with `top_logprobs` 0 to 20;
 //! completions: the number of alternatives) sends each generated token's
 //! log-probability under the model's log-softmax over the whole vocabulary
@@ -82,6 +83,7 @@
 mod answer;
 pub mod anthropic;
 pub mod auth;
+mod bias_text;
 mod body;
 pub mod cors;
 mod defaults;
@@ -157,10 +159,12 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         // The same routes without `/v1`, as llama-server serves them.
         .route("/models", get(routes::models))
         .route("/chat/completions", post(routes::chat))
-        .route("/completions", post(routes::completion))
         .route("/embeddings", post(embeddings::embeddings))
         // llama-server's own.
+        // `/completions` without `/v1` is llama-server's native route too,
+        // as llama-server serves it.
         .route("/completion", post(native::completion))
+        .route("/completions", post(native::completion))
         .route("/tokenize", post(llama::tokenize))
         .route("/detokenize", post(llama::detokenize))
         .route("/apply-template", post(llama::apply_template))

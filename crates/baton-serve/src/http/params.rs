@@ -182,14 +182,15 @@ pub const MAX_LOGIT_BIAS: f64 = 100.0;
 /// `logit_bias`: OpenAI's object of token ids (as strings) to biases in
 /// `[-100, 100]`, or llama-server's list of `[id, bias]` pairs; a bias of
 /// `false` bans its token (llama-server's). Token texts in place of ids
-/// (llama-server's strings) are refused, as are ids outside the `vocab`.
+/// were made ids before (`bias_text.rs`); ids outside the `vocab` are
+/// refused.
 fn logit_bias(value: Option<&Value>, vocab: usize) -> Result<LogitBias, ApiError> {
     let bad = |why: String| ApiError::invalid_param("logit_bias", why);
     let id = |text: &str| -> Result<u32, ApiError> {
         match text.parse::<u32>() {
             Ok(id) if (id as usize) < vocab => Ok(id),
             Ok(id) => Err(bad(format!("token id {id} is outside the vocabulary of {vocab}"))),
-            Err(_) => Err(bad(format!("{text:?} is not a token id (token texts are not served; give ids)"))),
+            Err(_) => Err(bad(format!("{text:?} is not a token id"))),
         }
     };
     let bias = |token: u32, value: &Value| -> Result<f32, ApiError> {

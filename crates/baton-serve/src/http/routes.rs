@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
+use super::bias_text;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::options::ReasoningFormat;
@@ -71,7 +72,12 @@ impl AppState {
     /// schema: off the HTTP threads.
     pub(super) async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
         check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
-        let (owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        let (mut owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        if let Some(bias) = owned.logit_bias.as_ref() {
+            if let Some(ids) = bias_text::with_texts_as_ids(bias, self.engine.tokenizer())? {
+                owned.logit_bias = Some(ids);
+            }
+        }
         let default_max = self.defaults.max_tokens(params, prompt.len(), info.context);
         let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
         job.request.max_tokens = job.request.max_tokens.or(default_max);
