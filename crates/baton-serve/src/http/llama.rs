@@ -160,7 +160,8 @@ pub async fn slots(State(state): State<AppState>, uri: Uri) -> Result<Json<Value
 }
 
 /// The sampling settings of `s` under llama-server's names (what
-/// `/props`' `params` and `/completion`'s `generation_settings` hold).
+/// `/props`' `params` and `/completion`'s `generation_settings` hold),
+/// the logit bias as `{"token", "bias"}` entries.
 pub fn sampling_settings(s: &SamplingParams) -> Map<String, Value> {
     let settings = json!({
         "temperature": s.temperature,
@@ -171,6 +172,10 @@ pub fn sampling_settings(s: &SamplingParams) -> Map<String, Value> {
         "repeat_last_n": s.repeat_last_n,
         "presence_penalty": s.presence_penalty,
         "frequency_penalty": s.frequency_penalty,
+        // A ban (-inf) is `null` in JSON, as llama-server writes it.
+        "logit_bias": s.logit_bias.entries().iter().map(|&(token, bias)| {
+            json!({ "token": token, "bias": bias.is_finite().then_some(bias) })
+        }).collect::<Vec<_>>(),
     });
     match settings {
         Value::Object(map) => map,

@@ -9,6 +9,8 @@
 //!   a list of token ids.
 //! - `POST /v1/embeddings`: each input's hidden states pooled (mean or
 //!   last token, `ServerOptions::pooling`) and normalised (`embeddings.rs`).
+//! - `POST /v1/chat/completions/input_tokens` (llama-server's): the tokens
+//!   of the prompt a chat request renders to, as `{"input_tokens": n}`.
 //! - `GET /v1/models`: the one served model.
 //! - `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's
 //!   Messages API over the chat path (`anthropic/`).
@@ -153,12 +155,14 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/chat/completions/input_tokens", post(routes::chat_input_tokens))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::responses))
         // The same routes without `/v1`, as llama-server serves them.
         .route("/models", get(routes::models))
         .route("/chat/completions", post(routes::chat))
+        .route("/chat/completions/input_tokens", post(routes::chat_input_tokens))
         .route("/embeddings", post(embeddings::embeddings))
         // llama-server's own.
         // `/completions` without `/v1` is llama-server's native route too,

@@ -205,6 +205,18 @@ impl AppState {
         Ok(ChatPrompt { tokens, plan })
     }
 
+    /// [`chat_prompt`](Self::chat_prompt) of a chat completions request:
+    /// its messages, tools and `response_format`.
+    async fn request_prompt(&self, request: &ChatRequest) -> Result<ChatPrompt, ApiError> {
+        if request.messages.is_empty() {
+            return Err(ApiError::invalid_param("messages", "messages is empty"));
+        }
+        let messages = conversation(&request.messages)?;
+        let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
+        let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
+        self.chat_prompt(messages, tools, request.params.response_format.as_ref()).await
+    }
+
     /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
     /// per answer (the Messages and Responses answers carry one).
     pub(super) async fn conversation_prompt(
@@ -285,16 +297,21 @@ pub async fn chat(
     caller: Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    if request.messages.is_empty() {
-        return Err(ApiError::invalid_param("messages", "messages is empty"));
-    }
-    let messages = conversation(&request.messages)?;
-    let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
-    let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
-    let prompt = state.chat_prompt(messages, tools, request.params.response_format.as_ref()).await?;
+    let prompt = state.request_prompt(&request).await?;
     let mut job = state.chat_job(prompt, &request.params, &caller).await?;
     job.reasoning = state.reasoning_of(&job);
     state.run(job, Kind::Chat).await
+}
+
+/// llama-server's `POST /chat/completions/input_tokens`: `{"input_tokens":
+/// n}`, the tokens of the prompt a chat request's messages (and tools)
+/// render to, nothing generated.
+pub async fn chat_input_tokens(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<ChatRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let prompt = state.request_prompt(&request).await?;
+    Ok(Json(json!({ "input_tokens": prompt.tokens.len() })))
 }
 
 /// The request's messages as the template takes them: earlier tool calls

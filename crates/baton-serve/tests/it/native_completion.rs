@@ -33,6 +33,11 @@ fn a_whole_answer_has_llama_servers_fields() {
     let (_, openai) =
         server.post("/v1/completions", &json!({"prompt": "hi", "max_tokens": 5, "ignore_eos": true, "temperature": 0}));
     assert_eq!(body["content"], openai["choices"][0]["text"], "{openai}");
+    assert_eq!(body["generation_settings"]["logit_bias"], json!([]), "{body}");
+    let (_, banned) =
+        server.post("/completion", &json!({"prompt": "hi", "n_predict": 1, "logit_bias": [[7, false], [9, 2.5]]}));
+    let bias = json!([{"token": 7, "bias": null}, {"token": 9, "bias": 2.5}]);
+    assert_eq!(banned["generation_settings"]["logit_bias"], bias, "a ban is null: {banned}");
     // Without return_tokens, `tokens` is empty.
     let (_, body) = server.post("/completion", &json!({"prompt": "hi", "n_predict": 2, "temperature": 0}));
     assert_eq!(body["tokens"], json!([]), "{body}");
