@@ -67,7 +67,9 @@
 //! sends the prompt first, with its tokens' log-probabilities when asked
 //! (one pass over the prompt; `max_tokens: 0` generates nothing).
 //! `response_format: {"type": "json_object"}` holds the answer to one JSON
-//! object ([`baton_gen::constraint`]). Any `model` name is served (as
+//! object ([`baton_gen::constraint`]); llama-server's forms of a schema
+//! (`json_object` with a `schema`, a `json_schema` field) hold it as
+//! `{"type": "json_schema"}` does. Any `model` name is served (as
 //! llama-server serves its one model); with
 //! [`ServerOptions::strict_model_name`] it must be absent or the served
 //! model's name (else 404). The body is read as JSON whatever its

@@ -63,8 +63,6 @@ pub struct NativeRequest {
     /// Answer only these fields (paths such as `generation_settings/seed`).
     #[serde(default)]
     response_fields: Option<Vec<String>>,
-    /// A JSON schema the answer is held to.
-    json_schema: Option<Value>,
     /// The sampling and stop fields `/v1/completions` takes.
     #[serde(flatten)]
     params: Params,
@@ -113,7 +111,7 @@ pub async fn completion(
         ));
     }
     let prompts = prompts(&request.prompt, state.engine.tokenizer())?;
-    let params = native_params(&mut request, state.defaults.max_tokens)?;
+    let params = native_params(&mut request, state.defaults.max_tokens);
     if request.params.stream && prompts.len() > 1 {
         return Err(ApiError::invalid_param("prompt", "several prompts are served whole, not streamed"));
     }
@@ -158,8 +156,8 @@ impl Piece {
 
 /// The request's fields in `/v1/completions`' terms: `n_predict` as
 /// `max_tokens` (at most the server's `-n`, as llama-server), `n_probs` as
-/// `logprobs`, `json_schema` as a `response_format`.
-fn native_params(request: &mut NativeRequest, server_max: Option<usize>) -> Result<Params, ApiError> {
+/// `logprobs`.
+fn native_params(request: &mut NativeRequest, server_max: Option<usize>) -> Params {
     let mut params = std::mem::take(&mut request.params);
     let asked = match request.n_predict {
         None => None,
@@ -173,14 +171,8 @@ fn native_params(request: &mut NativeRequest, server_max: Option<usize>) -> Resu
     if let Some(n) = request.n_probs.filter(|&n| n > 0) {
         params.logprobs = Some(json!(n));
     }
-    if let Some(schema) = request.json_schema.take().filter(|s| !s.is_null()) {
-        if params.response_format.is_some() {
-            return Err(ApiError::invalid_param("json_schema", "json_schema and response_format: give one"));
-        }
-        params.response_format = Some(json!({ "type": "json_schema", "json_schema": { "schema": schema } }));
-    }
     request.params.stream = params.stream;
-    Ok(params)
+    params
 }
 
 /// The prompts of `value`, tokenized as llama-server does: BOS added when

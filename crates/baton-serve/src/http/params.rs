@@ -145,10 +145,17 @@ fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
 }
 
 /// `response_format` (see [`OutputFormat::from_response_format`]) or
-/// llama-server's `grammar` (GBNF), not both.
+/// llama-server's `json_schema` (the same as a `json_schema` format) or
+/// `grammar` (GBNF), not two of them.
 fn format(params: &Params, grammars: &Grammars) -> Result<OutputFormat, ApiError> {
-    let response_format = params.response_format.as_ref().filter(|v| !v.is_null());
-    match (response_format, params.grammar.as_deref()) {
+    let mut response_format = params.response_format.clone().filter(|v| !v.is_null());
+    if let Some(schema) = params.json_schema.as_ref().filter(|v| !v.is_null()) {
+        if response_format.is_some() {
+            return Err(ApiError::invalid_param("json_schema", "json_schema and response_format: give one"));
+        }
+        response_format = Some(serde_json::json!({"type": "json_schema", "json_schema": {"schema": schema}}));
+    }
+    match (response_format.as_ref(), params.grammar.as_deref()) {
         (None, None) => Ok(OutputFormat::Text),
         (Some(value), None) => OutputFormat::from_response_format(value)
             .and_then(|format| format.compiled(grammars))
