@@ -126,6 +126,9 @@ def main(argv):
         elif missing_template(flag, value):
             dropped.append(f"{flag} {value} (no such file)")
             i += 2
+        elif flag in ("--n-predict", "-n") and value == "-1":
+            # llama-server's "no limit": Baton's default.
+            i += 2
         elif flag in VALUE_FLAGS and value is not None:
             out += [VALUE_FLAGS[flag] or flag, value]
             i += 2
