@@ -40,6 +40,9 @@ VALUE_FLAGS = {
     "--cache-type-v": None,
 }
 
+# llama-server's flags without a value that Baton has too.
+SWITCHES = ("--no-slots",)
+
 # llama-server's context flags: its total over the slots, which Baton's -c
 # (one sequence's) gets divided by --parallel.
 CONTEXT_FLAGS = ("--ctx-size", "-c")
@@ -129,6 +132,9 @@ def main(argv):
         elif flag in ("--n-predict", "-n") and value == "-1":
             # llama-server's "no limit": Baton's default.
             i += 2
+        elif flag in SWITCHES:
+            out.append(flag)
+            i += 1
         elif flag in VALUE_FLAGS and value is not None:
             out += [VALUE_FLAGS[flag] or flag, value]
             i += 2

@@ -183,6 +183,12 @@ pub fn sampling_settings(s: &SamplingParams) -> Map<String, Value> {
     }
 }
 
+/// `GET /slots` with [`ServerOptions::slots_endpoint`](super::ServerOptions)
+/// off (`--no-slots`): 501, as llama-server answers then.
+pub async fn slots_off() -> ApiError {
+    ApiError::with_status(StatusCode::NOT_IMPLEMENTED, "the /slots endpoint is off on this server (--no-slots)")
+}
+
 /// `GET /props`: the server's defaults and the model, in llama-server's
 /// shape.
 pub async fn props(State(state): State<AppState>) -> Json<Value> {

@@ -26,8 +26,8 @@
 //! - llama-server's `POST /tokenize` (`content`, `add_special`,
 //!   `parse_special`, `with_pieces`), `POST /detokenize` (`tokens`),
 //!   `POST /apply-template` (`messages` rendered to `prompt`) and
-//!   `GET /props` and `GET /slots` (each slot's state), in its shapes
-//!   (`llama.rs`).
+//!   `GET /props` and `GET /slots` (each slot's state; 501 with
+//!   `--no-slots`), in its shapes (`llama.rs`).
 //! - `GET /metrics`: Prometheus' text format: requests running, queued and
 //!   ended (by reason), prompt and generated tokens, tokens per second
 //!   over the last 10 s, time to first token and inter-token latency
@@ -175,7 +175,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/detokenize", post(llama::detokenize))
         .route("/apply-template", post(llama::apply_template))
         .route("/props", get(llama::props))
-        .route("/slots", get(llama::slots))
+        .route("/slots", if options.slots_endpoint { get(llama::slots) } else { get(llama::slots_off) })
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
         // Outermost: a request without a key is answered before its body
