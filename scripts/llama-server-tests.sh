@@ -4,12 +4,29 @@
 # on SmolLM2 through scripts/llama_server_shim.py, which maps llama-server's
 # flags. The sdist is fetched into target/llama-server-tests (its files are
 # never committed); its requirements go into a venv of their own,
-# target/llama-server-tests/venv. Prints passed/failed/skipped per test
-# file, and writes the JUnit report to target/llama-server-tests/report.xml.
-# Outside CI (several minutes). Extra arguments go to pytest (e.g. -k).
+# target/llama-server-tests/venv. Outside CI: about 50 minutes on Baton and
+# over an hour on the reference (its tool-call tests generate in full) on a
+# busy two-core machine; each run is cut at three hours.
+#
+# Usage: scripts/llama-server-tests.sh [--reference] [pytest arguments, e.g. -k]
+#
+# --reference runs the same suite on the real llama-server (built by
+# scripts/ref-llama-bin.sh, or LLAMA_SERVER_REF) with the same model in place
+# of the ones the tests download: the baseline. Each run writes
+# report-{baton,reference}.xml and pytest-{baton,reference}.log under
+# target/llama-server-tests; scripts/llama_server_tests_report.py prints the
+# passed/failed/skipped per test file of each run it finds, and lists the
+# tests that pass on the reference only in reference-only.txt.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+server=baton
+if [ "${1:-}" = --reference ]; then
+  server=reference
+  shift
+  ref=${LLAMA_SERVER_REF:-$(dirname "$(scripts/ref-llama-bin.sh)")/llama-server}
+  export LLAMA_SHIM_REFERENCE=$(realpath "$ref")
+fi
 version=11434.0.0
 work=target/llama-server-tests
 mkdir -p "$work"
@@ -25,27 +42,8 @@ fi
 export BATON_BIN=$(realpath -m "${BATON_BIN:-target/release/baton}")
 export BATON_SMOLLM2=${BATON_SMOLLM2:-$HOME/.cache/baton/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export LLAMA_SERVER_BIN_PATH=$repo/scripts/llama_server_shim.py
-[ -x "$BATON_BIN" ] || cargo build --release -p baton-cli >&2
-report=$(realpath -m "$work/report.xml")
-(cd "$tests" && timeout 1800 "$repo/$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --junitxml="$report" unit "$@" >"$repo/$work/pytest.log" 2>&1) || true
-"$work/venv/bin/python" - "$report" <<'PY'
-import sys, collections, xml.etree.ElementTree as ET
-counts = collections.defaultdict(collections.Counter)
-for case in ET.parse(sys.argv[1]).iter("testcase"):
-    name = case.get("classname", "").split(".")[-1] or "?"
-    kind = "passed"
-    for child in case:
-        if child.tag in ("failure", "error"):
-            kind = "failed"
-        elif child.tag == "skipped":
-            kind = "skipped"
-    counts[name][kind] += 1
-total = collections.Counter()
-print(f"{'file':32} {'passed':>7} {'failed':>7} {'skipped':>8}")
-for name in sorted(counts):
-    c = counts[name]
-    total.update(c)
-    print(f"{name:32} {c['passed']:7} {c['failed']:7} {c['skipped']:8}")
-print(f"{'total':32} {total['passed']:7} {total['failed']:7} {total['skipped']:8}")
-PY
+[ "$server" = reference ] || [ -x "$BATON_BIN" ] || cargo build --release -p baton-cli >&2
+report=$(realpath -m "$work/report-$server.xml")
+(cd "$tests" && timeout 10800 "$repo/$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
+  --junitxml="$report" unit "$@" >"$repo/$work/pytest-$server.log" 2>&1) || true
+"$work/venv/bin/python" scripts/llama_server_tests_report.py "$work"

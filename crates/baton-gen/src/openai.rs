@@ -155,7 +155,15 @@ pub struct Answer {
     /// Token counts: on whole answers, and on the last chunk when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// OpenAI's `system_fingerprint`, the backend that answered:
+    /// [`SYSTEM_FINGERPRINT`].
+    pub system_fingerprint: &'static str,
 }
+
+/// What every answer's `system_fingerprint` says: Baton and its version
+/// (OpenAI's field names the backend configuration that answered, so that
+/// a client can tell when it changed).
+pub const SYSTEM_FINGERPRINT: &str = concat!("baton-", env!("CARGO_PKG_VERSION"));
 
 impl Answer {
     /// The answer (or chunk) with its choices' `index` set: the choice
@@ -208,7 +216,8 @@ pub struct Answers {
 
 impl Answers {
     fn answer(&self, object: &'static str, choices: Vec<Choice>, usage: Option<Usage>) -> Answer {
-        Answer { id: self.id.clone(), object, created: self.created, model: self.model.clone(), choices, usage }
+        let (id, model) = (self.id.clone(), self.model.clone());
+        Answer { id, object, created: self.created, model, choices, usage, system_fingerprint: SYSTEM_FINGERPRINT }
     }
 
     /// A chunk with `text` and its tokens' `logprobs` (and `finish`, on

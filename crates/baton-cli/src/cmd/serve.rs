@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// (as vLLM and OpenAI do); without it any name is served.
     #[arg(long = "strict-model-name")]
     strict_model_name: bool,
+    /// Answer `GET /slots` (each slot's state) with 501, as llama-server's
+    /// `--no-slots`.
+    #[arg(long = "no-slots")]
+    no_slots: bool,
     /// The origins whose web pages may call the server, separated by
     /// commas (`https://app.example,http://localhost:3000`), or `*` for
     /// any (the default, as llama-server). Their answers carry
@@ -302,6 +306,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         pooling: args.pooling.parse()?,
         api_keys,
         strict_model_name: args.strict_model_name,
+        slots_endpoint: !args.no_slots,
         cors_origins: args.cors_origins,
         model_path: path.display().to_string(),
         reasoning_format: args.reasoning_format,

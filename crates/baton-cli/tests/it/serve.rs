@@ -227,15 +227,18 @@ fn completion_named(served: &Served, model: &str) -> String {
 }
 
 #[test]
-fn any_model_name_is_served_unless_strict_model_name() {
+fn any_model_name_is_served_unless_strict_model_name_and_no_slots_closes_slots() {
     let (_dir, model) = tiny("serve-model-name");
     let served = Served::start(&model, &["--alias", "mine"], None);
     assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 200"));
     let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
-    let served = Served::start(&model, &["--alias", "mine", "--strict-model-name"], None);
+    let served = Served::start(&model, &["--alias", "mine", "--strict-model-name", "--no-slots"], None);
     assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 404"));
     assert!(completion_named(&served, "mine").starts_with("HTTP/1.1 200"));
+    // `--no-slots`: `/slots` answers 501, as llama-server's.
+    let slots = get(&served, "/slots", "");
+    assert!(slots.starts_with("HTTP/1.1 501") && slots.contains("--no-slots"), "{slots}");
     let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
 }

@@ -74,7 +74,14 @@ impl OutputFormat {
         let source = |source| Ok(OutputFormat::Source(Arc::new(source)));
         match value.get("type").and_then(serde_json::Value::as_str) {
             Some("text") => Ok(OutputFormat::Text),
-            Some("json_object") => source(GrammarSource::JsonObject),
+            // llama-server's: a `json_object` with its `schema` is held to it.
+            Some("json_object") => match value.get("schema") {
+                None | Some(serde_json::Value::Null) => source(GrammarSource::JsonObject),
+                Some(schema) if schema.is_object() || schema.is_boolean() => {
+                    source(GrammarSource::JsonSchema(schema.clone()))
+                }
+                Some(schema) => Err(format!("json_object.schema is a JSON Schema (an object), not {schema}")),
+            },
             Some("json_schema") => {
                 let spec = value
                     .get("json_schema")

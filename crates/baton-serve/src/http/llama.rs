@@ -8,7 +8,7 @@ use axum::Json;
 use baton_gen::SamplingParams;
 use baton_model::EncodeOptions;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::body::JsonBody;
 use super::error::ApiError;
@@ -159,18 +159,12 @@ pub async fn slots(State(state): State<AppState>, uri: Uri) -> Result<Json<Value
     Ok(Json(Value::Array(slots)))
 }
 
-/// `GET /props`: the server's defaults and the model, in llama-server's
-/// shape.
-pub async fn props(State(state): State<AppState>) -> Json<Value> {
-    let info = state.engine.info();
-    let tokenizer = state.engine.tokenizer();
-    let token = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or_default().to_string();
-    let s = SamplingParams::default();
-    let d = state.defaults;
-    let params = json!({
-        "n_predict": d.max_tokens.map_or(json!(-1), |n| json!(n)),
-        "seed": d.seed.map_or(json!(-1), |seed| json!(seed)),
-        "temperature": d.temperature.unwrap_or(s.temperature),
+/// The sampling settings of `s` under llama-server's names (what
+/// `/props`' `params` and `/completion`'s `generation_settings` hold),
+/// the logit bias as `{"token", "bias"}` entries.
+pub fn sampling_settings(s: &SamplingParams) -> Map<String, Value> {
+    let settings = json!({
+        "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,
@@ -178,9 +172,37 @@ pub async fn props(State(state): State<AppState>) -> Json<Value> {
         "repeat_last_n": s.repeat_last_n,
         "presence_penalty": s.presence_penalty,
         "frequency_penalty": s.frequency_penalty,
-        "ignore_eos": false,
-        "stream": false,
+        // A ban (-inf) is `null` in JSON, as llama-server writes it.
+        "logit_bias": s.logit_bias.entries().iter().map(|&(token, bias)| {
+            json!({ "token": token, "bias": bias.is_finite().then_some(bias) })
+        }).collect::<Vec<_>>(),
     });
+    match settings {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// `GET /slots` with [`ServerOptions::slots_endpoint`](super::ServerOptions)
+/// off (`--no-slots`): 501, as llama-server answers then.
+pub async fn slots_off() -> ApiError {
+    ApiError::with_status(StatusCode::NOT_IMPLEMENTED, "the /slots endpoint is off on this server (--no-slots)")
+}
+
+/// `GET /props`: the server's defaults and the model, in llama-server's
+/// shape.
+pub async fn props(State(state): State<AppState>) -> Json<Value> {
+    let info = state.engine.info();
+    let tokenizer = state.engine.tokenizer();
+    let token = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id).ok()).unwrap_or_default().to_string();
+    let mut s = SamplingParams::default();
+    let d = state.defaults;
+    s.temperature = d.temperature.unwrap_or(s.temperature);
+    let mut params = sampling_settings(&s);
+    params.insert("n_predict".into(), d.max_tokens.map_or(json!(-1), |n| json!(n)));
+    params.insert("seed".into(), d.seed.map_or(json!(-1), |seed| json!(seed)));
+    params.insert("ignore_eos".into(), json!(false));
+    params.insert("stream".into(), json!(false));
     Json(json!({
         "default_generation_settings": {
             "id": 0,

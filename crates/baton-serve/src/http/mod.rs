@@ -9,19 +9,25 @@
 //!   a list of token ids.
 //! - `POST /v1/embeddings`: each input's hidden states pooled (mean or
 //!   last token, `ServerOptions::pooling`) and normalised (`embeddings.rs`).
+//! - `POST /v1/chat/completions/input_tokens` (llama-server's): the tokens
+//!   of the prompt a chat request renders to, as `{"input_tokens": n}`.
 //! - `GET /v1/models`: the one served model.
 //! - `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's
 //!   Messages API over the chat path (`anthropic/`).
 //! - `POST /v1/responses`: OpenAI's Responses API over the chat path
 //!   (`responses/`).
-//! - The four routes above answer without the `/v1` prefix too
-//!   (`/chat/completions`, `/completions`, `/embeddings`, `/models`), as
-//!   llama-server's do.
+//! - Three of the routes above answer without the `/v1` prefix too
+//!   (`/chat/completions`, `/embeddings`, `/models`), as llama-server's
+//!   do; `/completions`, as on llama-server, is its native `/completion`.
+//! - llama-server's native `POST /completion` and `/completions` (`native.rs`): `prompt` as
+//!   text, ids or several prompts, `n_predict`, `n_probs`,
+//!   `return_tokens`, `response_fields`, `json_schema`; its answer's
+//!   `content`, `stop_type`, `timings` and `completion_probabilities`.
 //! - llama-server's `POST /tokenize` (`content`, `add_special`,
 //!   `parse_special`, `with_pieces`), `POST /detokenize` (`tokens`),
 //!   `POST /apply-template` (`messages` rendered to `prompt`) and
-//!   `GET /props` and `GET /slots` (each slot's state), in its shapes
-//!   (`llama.rs`).
+//!   `GET /props` and `GET /slots` (each slot's state; 501 with
+//!   `--no-slots`), in its shapes (`llama.rs`).
 //! - `GET /metrics`: Prometheus' text format: requests running, queued and
 //!   ended (by reason), prompt and generated tokens, tokens per second
 //!   over the last 10 s, time to first token and inter-token latency
@@ -51,7 +57,8 @@
 //! window of `repeat_last_n` tokens, prompt included, as llama.cpp) are
 //! honoured, and so is `logit_bias` (OpenAI's object of token ids to
 //! biases in `[-100, 100]`, or llama-server's `[id, bias]` pairs, `false`
-//! banning a token), added to the logits before every sampler, greedy and
+//! banning a token; a text in place of an id biases each of its tokens,
+//! as llama-server's, `bias_text.rs`), added to the logits before every sampler, greedy and
 //! JSON-held decoding included. `logprobs` (chat: `true` with `top_logprobs` 0 to 20;
 //! completions: the number of alternatives) sends each generated token's
 //! log-probability under the model's log-softmax over the whole vocabulary
@@ -60,7 +67,9 @@
 //! sends the prompt first, with its tokens' log-probabilities when asked
 //! (one pass over the prompt; `max_tokens: 0` generates nothing).
 //! `response_format: {"type": "json_object"}` holds the answer to one JSON
-//! object ([`baton_gen::constraint`]). Any `model` name is served (as
+//! object ([`baton_gen::constraint`]); llama-server's forms of a schema
+//! (`json_object` with a `schema`, a `json_schema` field) hold it as
+//! `{"type": "json_schema"}` does. Any `model` name is served (as
 //! llama-server serves its one model); with
 //! [`ServerOptions::strict_model_name`] it must be absent or the served
 //! model's name (else 404). The body is read as JSON whatever its
@@ -78,6 +87,7 @@
 mod answer;
 pub mod anthropic;
 pub mod auth;
+mod bias_text;
 mod body;
 pub mod cors;
 mod defaults;
@@ -91,6 +101,7 @@ mod history;
 pub mod listen;
 mod llama;
 mod metrics;
+mod native;
 mod options;
 mod params;
 mod reply;
@@ -148,20 +159,25 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/v1/chat/completions", post(routes::chat))
         .route("/v1/completions", post(routes::completion))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/chat/completions/input_tokens", post(routes::chat_input_tokens))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::responses))
         // The same routes without `/v1`, as llama-server serves them.
         .route("/models", get(routes::models))
         .route("/chat/completions", post(routes::chat))
-        .route("/completions", post(routes::completion))
+        .route("/chat/completions/input_tokens", post(routes::chat_input_tokens))
         .route("/embeddings", post(embeddings::embeddings))
         // llama-server's own.
+        // `/completions` without `/v1` is llama-server's native route too,
+        // as llama-server serves it.
+        .route("/completion", post(native::completion))
+        .route("/completions", post(native::completion))
         .route("/tokenize", post(llama::tokenize))
         .route("/detokenize", post(llama::detokenize))
         .route("/apply-template", post(llama::apply_template))
         .route("/props", get(llama::props))
-        .route("/slots", get(llama::slots))
+        .route("/slots", if options.slots_endpoint { get(llama::slots) } else { get(llama::slots_off) })
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(options.body_limit))
         // Outermost: a request without a key is answered before its body

@@ -36,6 +36,10 @@ pub struct ServerOptions {
     /// name (`--strict-model-name`); by default any name is served, as
     /// llama-server serves its one model.
     pub strict_model_name: bool,
+    /// Serve `GET /slots` (`--no-slots` turns it off: 501, as
+    /// llama-server's `--no-slots`, for servers whose slots' state is
+    /// nobody's business).
+    pub slots_endpoint: bool,
     /// The origins whose web pages may call the server (`--cors-origins`;
     /// default: any, as llama-server).
     pub cors_origins: CorsOrigins,
@@ -88,6 +92,7 @@ impl Default for ServerOptions {
             pooling: baton_model::Pooling::Mean,
             api_keys: ApiKeys::none(),
             strict_model_name: false,
+            slots_endpoint: true,
             cors_origins: CorsOrigins::Any,
             model_path: String::new(),
             reasoning_format: ReasoningFormat::Deepseek,

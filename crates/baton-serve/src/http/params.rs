@@ -145,10 +145,17 @@ fn logprobs(params: &Params) -> Result<Option<usize>, ApiError> {
 }
 
 /// `response_format` (see [`OutputFormat::from_response_format`]) or
-/// llama-server's `grammar` (GBNF), not both.
+/// llama-server's `json_schema` (the same as a `json_schema` format) or
+/// `grammar` (GBNF), not two of them.
 fn format(params: &Params, grammars: &Grammars) -> Result<OutputFormat, ApiError> {
-    let response_format = params.response_format.as_ref().filter(|v| !v.is_null());
-    match (response_format, params.grammar.as_deref()) {
+    let mut response_format = params.response_format.clone().filter(|v| !v.is_null());
+    if let Some(schema) = params.json_schema.as_ref().filter(|v| !v.is_null()) {
+        if response_format.is_some() {
+            return Err(ApiError::invalid_param("json_schema", "json_schema and response_format: give one"));
+        }
+        response_format = Some(serde_json::json!({"type": "json_schema", "json_schema": {"schema": schema}}));
+    }
+    match (response_format.as_ref(), params.grammar.as_deref()) {
         (None, None) => Ok(OutputFormat::Text),
         (Some(value), None) => OutputFormat::from_response_format(value)
             .and_then(|format| format.compiled(grammars))
@@ -182,14 +189,15 @@ pub const MAX_LOGIT_BIAS: f64 = 100.0;
 /// `logit_bias`: OpenAI's object of token ids (as strings) to biases in
 /// `[-100, 100]`, or llama-server's list of `[id, bias]` pairs; a bias of
 /// `false` bans its token (llama-server's). Token texts in place of ids
-/// (llama-server's strings) are refused, as are ids outside the `vocab`.
+/// were made ids before (`bias_text.rs`); ids outside the `vocab` are
+/// refused.
 fn logit_bias(value: Option<&Value>, vocab: usize) -> Result<LogitBias, ApiError> {
     let bad = |why: String| ApiError::invalid_param("logit_bias", why);
     let id = |text: &str| -> Result<u32, ApiError> {
         match text.parse::<u32>() {
             Ok(id) if (id as usize) < vocab => Ok(id),
             Ok(id) => Err(bad(format!("token id {id} is outside the vocabulary of {vocab}"))),
-            Err(_) => Err(bad(format!("{text:?} is not a token id (token texts are not served; give ids)"))),
+            Err(_) => Err(bad(format!("{text:?} is not a token id"))),
         }
     };
     let bias = |token: u32, value: &Value| -> Result<f32, ApiError> {

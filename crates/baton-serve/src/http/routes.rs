@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
+use super::bias_text;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::history::History;
@@ -70,9 +71,14 @@ impl AppState {
     /// The checked job of `params` for `prompt`, in the cache scope of its
     /// caller and `cache_salt`. Checking compiles `response_format`'s
     /// schema: off the HTTP threads.
-    async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
+    pub(super) async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
         check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
-        let (owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        let (mut owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
+        if let Some(bias) = owned.logit_bias.as_ref() {
+            if let Some(ids) = bias_text::with_texts_as_ids(bias, self.engine.tokenizer())? {
+                owned.logit_bias = Some(ids);
+            }
+        }
         let default_max = self.defaults.max_tokens(params, prompt.len(), info.context);
         let mut job = off_thread("checking the request", move || Job::new(&owned, prompt, &info)).await??;
         job.request.max_tokens = job.request.max_tokens.or(default_max);
@@ -205,6 +211,18 @@ impl AppState {
         Ok(ChatPrompt { tokens, plan })
     }
 
+    /// [`chat_prompt`](Self::chat_prompt) of a chat completions request:
+    /// its messages, tools and `response_format`.
+    async fn request_prompt(&self, request: &ChatRequest) -> Result<ChatPrompt, ApiError> {
+        if request.messages.is_empty() {
+            return Err(ApiError::invalid_param("messages", "messages is empty"));
+        }
+        let messages = conversation(&request.messages, self.call_format())?;
+        let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
+        let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
+        self.chat_prompt(messages, tools, request.params.response_format.as_ref()).await
+    }
+
     /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
     /// per answer (the Messages and Responses answers carry one).
     pub(super) async fn conversation_prompt(
@@ -285,16 +303,21 @@ pub async fn chat(
     caller: Caller,
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    if request.messages.is_empty() {
-        return Err(ApiError::invalid_param("messages", "messages is empty"));
-    }
-    let messages = conversation(&request.messages, state.call_format())?;
-    let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
-    let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
-    let prompt = state.chat_prompt(messages, tools, request.params.response_format.as_ref()).await?;
+    let prompt = state.request_prompt(&request).await?;
     let mut job = state.chat_job(prompt, &request.params, &caller).await?;
     job.reasoning = state.reasoning_of(&job);
     state.run(job, Kind::Chat).await
+}
+
+/// llama-server's `POST /chat/completions/input_tokens`: `{"input_tokens":
+/// n}`, the tokens of the prompt a chat request's messages (and tools)
+/// render to, nothing generated.
+pub async fn chat_input_tokens(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<ChatRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let prompt = state.request_prompt(&request).await?;
+    Ok(Json(json!({ "input_tokens": prompt.tokens.len() })))
 }
 
 /// The request's messages as the template takes them, earlier tool calls

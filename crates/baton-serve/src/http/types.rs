@@ -83,6 +83,9 @@ pub struct Params {
     /// llama-server's `grammar`: a GBNF grammar the answer is held to
     /// (instead of a `response_format`).
     pub grammar: Option<String>,
+    /// llama-server's `json_schema`: a JSON Schema the answer is held to,
+    /// as `response_format`'s `json_schema` (instead of one).
+    pub json_schema: Option<serde_json::Value>,
     /// Biases added to tokens' logits before sampling: OpenAI's object of
     /// token ids (as strings) to numbers in `[-100, 100]`, or
     /// llama-server's list of `[id, bias]` pairs; `false` bans a token

@@ -65,6 +65,14 @@ fn chat_whole_and_streamed_agree() {
     assert_eq!(status, 200);
     let (stream_text, finish, usage) = read_stream(&events, true);
     assert_eq!((stream_text, finish.as_str(), usage), (text, "length", None));
+    // Every answer and chunk names the backend (OpenAI's
+    // `system_fingerprint`): Baton and its version.
+    let fingerprint = format!("baton-{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(whole["system_fingerprint"], json!(fingerprint), "{whole}");
+    for event in events.iter().filter(|e| e.as_str() != "[DONE]") {
+        let chunk: Value = serde_json::from_str(event).expect("json chunk");
+        assert_eq!(chunk["system_fingerprint"], json!(fingerprint), "{chunk}");
+    }
 }
 
 #[test]

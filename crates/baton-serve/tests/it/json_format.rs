@@ -2,7 +2,8 @@
 //! JSON object (a valid prefix of one while it runs out of tokens, a whole
 //! one when it ends with `stop`), whole and streamed; `json_schema` to a
 //! text the schema accepts; other formats, and schemas that cannot be
-//! held, get 400.
+//! held, get 400. llama-server's forms of a schema (`json_object` with
+//! its `schema`, a `json_schema` field) hold the answer the same way.
 
 use baton_gen::constraint::GrammarSource;
 use serde_json::{json, Value};
@@ -138,4 +139,37 @@ fn json_schema_answers_follow_the_schema() {
     }
     eprintln!("{stops} of 6 orders closed");
     assert!(stops > 0, "no order closed within 96 tokens");
+}
+
+#[test]
+fn llama_servers_schema_fields_hold_the_answer_too() {
+    let server = Server::start(1, 4, 256);
+    let chat = |extra: Value| {
+        let mut body = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "temperature": 0});
+        for (key, value) in extra.as_object().expect("an object") {
+            body[key] = value.clone();
+        }
+        server.post("/v1/chat/completions", &body)
+    };
+    // `json_object` with its `schema`, and `json_schema` beside the messages.
+    for extra in [
+        json!({"response_format": {"type": "json_object", "schema": {"const": "42"}}}),
+        json!({"json_schema": {"const": "42"}}),
+    ] {
+        let (status, body) = chat(extra.clone());
+        assert_eq!(status, 200, "{extra}: {body}");
+        assert_eq!(body["choices"][0]["message"]["content"], "\"42\"", "{extra}: {body}");
+    }
+    let (status, body) =
+        server.post("/completion", &json!({"prompt": "hi", "n_predict": 8, "json_schema": {"enum": ["yes", "no"]}}));
+    assert_eq!(status, 200, "{body}");
+    assert!(["\"yes\"", "\"no\""].contains(&body["content"].as_str().expect("content")), "{body}");
+    for (extra, what) in [
+        (json!({"response_format": {"type": "json_object", "schema": 123}}), "a schema that is a number"),
+        (json!({"json_schema": {"const": 1}, "response_format": {"type": "json_object"}}), "two formats"),
+        (json!({"json_schema": {"const": 1}, "grammar": "root ::= \"a\""}), "a schema and a grammar"),
+    ] {
+        let (status, body) = chat(extra);
+        error_of(status, &body, 400, what);
+    }
 }

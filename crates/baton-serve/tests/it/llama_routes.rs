@@ -1,5 +1,6 @@
 //! llama-server's own routes: `/tokenize`, `/detokenize`,
-//! `/apply-template` and `/props`, in its shapes; bad input gets a 4xx
+//! `/apply-template`, `/chat/completions/input_tokens` and `/props`, in
+//! its shapes; bad input gets a 4xx
 //! JSON error and the server serves on; with keys set, they need one.
 
 use baton_serve::http::{ApiKeys, RequestDefaults, ServerOptions};
@@ -35,6 +36,21 @@ fn apply_template_renders_the_conversation() {
     let prompt = body["prompt"].as_str().expect("prompt");
     assert!(prompt.contains("Be brief.") && prompt.contains("Hi there"), "{prompt}");
     assert!(prompt.find("Be brief.") < prompt.find("Hi there"), "{prompt}");
+}
+
+#[test]
+fn input_tokens_counts_the_chat_prompt() {
+    let server = Server::start(1, 4, 256);
+    let messages = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]);
+    let (status, chat) = server.post("/v1/chat/completions", &json!({"messages": messages, "max_tokens": 1}));
+    assert_eq!(status, 200, "{chat}");
+    for path in ["/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"] {
+        let (status, body) = server.post(path, &json!({"messages": messages}));
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(body["input_tokens"], chat["usage"]["prompt_tokens"], "{path}: {body}");
+    }
+    let (status, body) = server.post("/chat/completions/input_tokens", &json!({"messages": []}));
+    error_of(status, &body, 400, "empty messages");
 }
 
 #[test]

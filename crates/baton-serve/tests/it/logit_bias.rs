@@ -1,7 +1,8 @@
 //! `logit_bias` on `/v1/completions` and `/v1/chat/completions`: each
 //! bias is added to its token's logit before sampling (-100 bans a token,
 //! +100 forces it, `false` bans it as llama-server's), greedy or sampled,
-//! free or held to a grammar; a bias that cannot be applied is a 400.
+//! free or held to a grammar; a text in place of an id biases its tokens
+//! (llama-server's); a bias that cannot be applied is a 400.
 
 use baton_gen::constraint::GrammarSource;
 use baton_serve::engine::{Event, GenerateRequest, OutputFormat};
@@ -79,7 +80,6 @@ fn logit_bias_bans_and_forces_tokens_greedy_sampled_and_constrained() {
 fn a_logit_bias_that_cannot_apply_is_a_400() {
     let server = Server::start(1, 4, 64);
     for bias in [
-        json!({"abc": 1}),
         json!({"-1": 1}),
         json!({"1000000": 1}),
         json!({"5": "x"}),
@@ -88,7 +88,7 @@ fn a_logit_bias_that_cannot_apply_is_a_400() {
         json!({"5": 101}),
         json!({"5": -100.5}),
         json!([[5]]),
-        json!([["hello", 1]]),
+        json!([["hello", "x"]]),
         json!([[5, 1, 2]]),
         json!([[1000000, 1]]),
         json!(5),
@@ -104,4 +104,32 @@ fn a_logit_bias_that_cannot_apply_is_a_400() {
             server.post("/v1/completions", &json!({"prompt": PROMPT, "max_tokens": 1, "logit_bias": bias}));
         assert_eq!(status, 200, "{bias}: {answer}");
     }
+}
+
+#[test]
+fn a_text_in_place_of_an_id_biases_its_tokens() {
+    let server = Server::start(1, 4, 64);
+    let tokenizer = server.engine.tokenizer().clone();
+    let best = first_token(&server, OutputFormat::Text);
+    let best_text = piece(&server, best);
+    assert_eq!(tokenizer.encode(&best_text, Default::default()).expect("encode"), vec![best], "{best_text:?}");
+    let forced = tokenizer.encode("Z", Default::default()).expect("encode")[0];
+    for (name, bias) in [
+        ("a banned text as an object", json!({ best_text.clone(): -100 })),
+        ("a banned text as pairs", json!([[best_text, false]])),
+    ] {
+        assert_ne!(complete(&server, json!({ "logit_bias": bias })), piece(&server, best), "{name}");
+    }
+    for (name, bias) in [
+        ("an object", json!({"Z": 100})),
+        ("pairs", json!([["Z", 100]])),
+        ("ids and texts", json!([[5, -1], ["Z", 100]])),
+    ] {
+        assert_eq!(complete(&server, json!({ "logit_bias": bias })), piece(&server, forced), "{name}");
+    }
+    // On llama-server's native route too.
+    let body =
+        json!({"prompt": PROMPT, "n_predict": 1, "temperature": 0, "ignore_eos": true, "logit_bias": [["Z", 100]]});
+    let (status, answer) = server.post("/completion", &body);
+    assert_eq!((status, answer["content"].as_str()), (200, Some(piece(&server, forced).as_str())), "{answer}");
 }

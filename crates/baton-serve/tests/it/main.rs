@@ -24,6 +24,7 @@ mod json_format;
 mod llama_routes;
 mod logit_bias;
 mod model_name;
+mod native_completion;
 mod parallel_calls;
 mod reasoning;
 mod responses;

@@ -1,11 +1,12 @@
 //! `GET /slots`: each sequence slot in llama-server's shape: free and
 //! empty at the start, processing while a generation runs (its prompt and
 //! tokens counted), its prefix kept once it ends; `fail_on_no_slot` 503s
-//! when all are busy.
+//! when all are busy; with the endpoint off (`--no-slots`), 501.
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use baton_serve::http::ServerOptions;
+use serde_json::{json, Value};
 
 use crate::server::*;
 
@@ -76,4 +77,15 @@ fn fail_on_no_slot_answers_503_when_every_slot_is_busy() {
     }
     assert_eq!(slots(&server, "?fail_on_no_slot=0").0, 200);
     drop(stream);
+}
+
+#[test]
+fn with_the_slots_endpoint_off_slots_answers_501() {
+    let options = ServerOptions { slots_endpoint: false, ..ServerOptions::default() };
+    let server = Server::start_with(2, 4, 64, options);
+    let (status, text) = server.call("GET", "/slots", b"");
+    let body: Value = serde_json::from_str(&text).expect("json");
+    error_of(status, &body, 501, "/slots with --no-slots");
+    let (status, body) = server.post("/completion", &json!({"prompt": "hi", "n_predict": 1}));
+    assert_eq!(status, 200, "the other routes serve on: {body}");
 }
