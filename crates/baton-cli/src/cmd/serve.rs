@@ -61,10 +61,10 @@ pub struct ServeArgs {
     #[arg(long = "no-slots")]
     no_slots: bool,
     /// The origins whose web pages may call the server, separated by
-    /// commas (`https://app.example,http://localhost:3000`), or `*` for
-    /// any (the default, as llama-server). Their answers carry
-    /// `Access-Control-Allow-Origin`; a browser's preflight (`OPTIONS`) is
-    /// answered without an API key.
+    /// commas (`https://app.example,http://localhost:3000`; `localhost`
+    /// for every page of this machine), or `*` for any (the default, as
+    /// llama-server). Their answers carry `Access-Control-Allow-Origin`; a
+    /// browser's preflight (`OPTIONS`) is answered without an API key.
     #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
     cors_origins: CorsOrigins,
     /// What becomes of a reasoning model's `<think>…</think>` (llama-server's

@@ -1,12 +1,17 @@
 //! CORS (`--cors-origins`): which web pages' scripts may call the server.
 //!
-//! A request with an `Origin` the server allows gets
-//! `Access-Control-Allow-Origin` on its answer (errors, 401 and streams
-//! included); a preflight (`OPTIONS`) is answered here, before the key
-//! check (browsers send it without credentials), with the methods served
-//! and the headers the page asked to send (`Authorization` among them).
-//! A preflight from an origin not allowed gets 403 in the error shape.
-//! By default every origin is allowed, as llama-server allows.
+//! As llama-server answers: a request with an `Origin` the server allows
+//! gets `Access-Control-Allow-Origin` (that origin, echoed) and
+//! `Access-Control-Allow-Credentials: true` on its answer (errors, 401 and
+//! streams included); a preflight (`OPTIONS`) is answered here with 200,
+//! before the key check (browsers send it without credentials), with the
+//! methods and the headers the page asked to send (by name: the Fetch
+//! standard's `*` does not cover `Authorization`, so a page sending a key
+//! would be refused by its browser; llama-server sends `*`). An origin not
+//! allowed gets its answer without the CORS headers, so its browser keeps
+//! the answer from the page. By default every origin is allowed, as
+//! llama-server allows; `localhost` allows pages served from this machine
+//! (`localhost`, `127.0.0.1`, `[::1]`, any port, http or https).
 
 use std::sync::Arc;
 
@@ -15,10 +20,9 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
-
-/// The methods the server's routes answer.
-const METHODS: &str = "GET, POST, OPTIONS";
+/// The methods a page may use, as llama-server lists them (a route without
+/// one answers 405).
+const METHODS: &str = "GET, POST, DELETE, OPTIONS";
 
 /// How long a browser may keep a preflight's answer, in seconds.
 const MAX_AGE_S: &str = "86400";
@@ -30,7 +34,8 @@ pub enum CorsOrigins {
     #[default]
     Any,
     /// These origins only (`https://app.example:8443`), compared exactly,
-    /// the scheme and host in any case.
+    /// the scheme and host in any case; with `localhost`, also every origin
+    /// of this machine (see [`is_local`]).
     Only(Vec<String>),
 }
 
@@ -41,7 +46,7 @@ pub enum CorsError {
     #[error("no origin named: give `*` or origins such as `https://app.example`")]
     Empty,
     /// An origin that is not `scheme://host[:port]`.
-    #[error("`{origin}` is not an origin (scheme://host[:port], no path), nor `*`")]
+    #[error("`{origin}` is not an origin (scheme://host[:port], no path), nor `*` or `localhost`")]
     NotAnOrigin {
         /// The value given.
         origin: String,
@@ -63,6 +68,9 @@ impl std::str::FromStr for CorsOrigins {
         let origins = items
             .into_iter()
             .map(|origin| {
+                if origin.eq_ignore_ascii_case(LOCALHOST) {
+                    return Ok(LOCALHOST.to_string());
+                }
                 let bad = || CorsError::NotAnOrigin { origin: origin.to_string() };
                 let (scheme, rest) = origin.split_once("://").ok_or_else(bad)?;
                 let fine = !scheme.is_empty()
@@ -83,14 +91,31 @@ impl CorsOrigins {
     /// The `Access-Control-Allow-Origin` value for a request from
     /// `origin`, or `None` when that origin is not allowed.
     fn allow(&self, origin: &HeaderValue) -> Option<HeaderValue> {
-        match self {
-            CorsOrigins::Any => Some(HeaderValue::from_static("*")),
+        let allowed = match self {
+            CorsOrigins::Any => true,
             CorsOrigins::Only(list) => {
                 let asked = origin.to_str().ok()?.to_ascii_lowercase();
-                list.contains(&asked).then(|| origin.clone())
+                list.contains(&asked) || (list.iter().any(|o| o == LOCALHOST) && is_local(&asked))
             }
-        }
+        };
+        allowed.then(|| origin.clone())
     }
+}
+
+/// `--cors-origins`' word for this machine's origins.
+const LOCALHOST: &str = "localhost";
+
+/// Whether `origin` (lowercase) is a page of this machine: http or https,
+/// host `localhost`, `127.0.0.1` or `[::1]`, any port, nothing after.
+fn is_local(origin: &str) -> bool {
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    let host = match rest.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && host != "[" => host,
+        _ => rest,
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
 /// The middleware: answers preflights, and adds the CORS headers to the
@@ -99,27 +124,23 @@ pub(super) async fn cors(State(origins): State<Arc<CorsOrigins>>, request: Reque
     let origin = request.headers().get(header::ORIGIN).cloned();
     let allowed = origin.as_ref().and_then(|o| origins.allow(o));
     if request.method() == Method::OPTIONS {
-        return preflight(&origins, origin.is_some(), allowed, request.headers());
+        return preflight(allowed, request.headers());
     }
     let mut response = next.run(request).await;
     if let Some(allowed) = allowed {
-        add_origin(response.headers_mut(), &origins, allowed);
+        add_origin(response.headers_mut(), allowed);
     }
     response
 }
 
-/// The answer to an `OPTIONS` request: 204 with what may be sent, or 403
-/// when its origin is not allowed.
-fn preflight(origins: &CorsOrigins, has_origin: bool, allowed: Option<HeaderValue>, asked: &HeaderMap) -> Response {
-    if has_origin && allowed.is_none() {
-        return ApiError::with_status(StatusCode::FORBIDDEN, "this origin is not allowed (--cors-origins)")
-            .into_response();
-    }
-    let mut response = StatusCode::NO_CONTENT.into_response();
+/// The answer to an `OPTIONS` request: 200, with what may be sent when its
+/// origin is allowed (without it, the page's browser refuses the request).
+fn preflight(allowed: Option<HeaderValue>, asked: &HeaderMap) -> Response {
+    let mut response = StatusCode::OK.into_response();
     let headers = response.headers_mut();
     headers.insert(header::ALLOW, HeaderValue::from_static(METHODS));
     if let Some(allowed) = allowed {
-        add_origin(headers, origins, allowed);
+        add_origin(headers, allowed);
         headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(METHODS));
         // A wildcard does not cover `Authorization` (Fetch): the headers
         // asked for are allowed by name.
@@ -130,12 +151,11 @@ fn preflight(origins: &CorsOrigins, has_origin: bool, allowed: Option<HeaderValu
     response
 }
 
-fn add_origin(headers: &mut HeaderMap, origins: &CorsOrigins, allowed: HeaderValue) {
+fn add_origin(headers: &mut HeaderMap, allowed: HeaderValue) {
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
-    if matches!(origins, CorsOrigins::Only(_)) {
-        // The answer depends on the origin: caches must key on it.
-        headers.append(header::VARY, HeaderValue::from_static("origin"));
-    }
+    headers.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+    // The answer echoes the origin: caches must key on it.
+    headers.append(header::VARY, HeaderValue::from_static("origin"));
 }
 
 #[cfg(test)]
@@ -154,6 +174,27 @@ mod tests {
         let origin = HeaderValue::from_static("https://a.EXAMPLE");
         assert!(list.allow(&origin).is_some());
         assert!(list.allow(&HeaderValue::from_static("https://b.example")).is_none());
-        assert_eq!(CorsOrigins::Any.allow(&origin), Some(HeaderValue::from_static("*")));
+        assert_eq!(CorsOrigins::Any.allow(&origin), Some(origin.clone()));
+    }
+
+    #[test]
+    fn localhost_allows_this_machines_pages_only() {
+        let local = "localhost, https://app.example".parse::<CorsOrigins>().expect("list");
+        for page in
+            ["http://localhost", "http://LOCALHOST:8080", "https://127.0.0.1:3000", "http://[::1]", "http://[::1]:3000"]
+        {
+            assert!(local.allow(&HeaderValue::from_str(page).expect("header")).is_some(), "{page}");
+        }
+        for page in [
+            "http://notlocalhost",
+            "http://localhost.evil.com",
+            "http://evil.com",
+            "http://localhost:80/x",
+            "ftp://localhost",
+            "http://127.0.0.1:",
+        ] {
+            assert!(local.allow(&HeaderValue::from_str(page).expect("header")).is_none(), "{page}");
+        }
+        assert!(local.allow(&HeaderValue::from_static("https://app.example")).is_some());
     }
 }

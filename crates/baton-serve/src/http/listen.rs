@@ -104,7 +104,10 @@ pub async fn run(
         connections.spawn(async move {
             let _permit = permit;
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+            // Header names go out in Title-Case, as llama-server's do: names
+            // are case-insensitive, but clients that copy them into a plain
+            // map (llama-server's own test helpers) look them up by case.
+            builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).title_case_headers(true);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {
