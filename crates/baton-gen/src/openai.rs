@@ -88,9 +88,10 @@ pub struct Delta {
     /// `assistant` (the first chunk and whole answers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
-    /// Text.
+    /// Text; `Some(None)` is `null` (llama-server's first chunk), `None`
+    /// leaves the field out.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    pub content: Option<Option<String>>,
     /// A reasoning model's thinking ([`reasoning`]), when it has some.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
@@ -226,7 +227,7 @@ impl Answers {
     pub fn chunk(&self, text: Option<String>, logprobs: Option<Value>, finish: Option<&'static str>) -> Answer {
         match self.kind {
             Kind::Chat => {
-                let delta = Delta { content: text, ..Delta::default() };
+                let delta = Delta { content: text.map(Some), ..Delta::default() };
                 self.chat_chunk(delta, logprobs, finish)
             }
             Kind::Completion => {
@@ -253,8 +254,9 @@ impl Answers {
     }
 
     /// A chat stream's first chunk: the assistant's role, with `content`
-    /// when given (OpenAI sends `""`; llama-cpp-python sends none).
-    pub fn opening(&self, content: Option<String>) -> Answer {
+    /// when given (`Some(None)`: `null`, as llama-server sends; OpenAI
+    /// sends `""`; llama-cpp-python sends none).
+    pub fn opening(&self, content: Option<Option<String>>) -> Answer {
         self.chat_chunk(Delta { role: Some("assistant"), content, ..Delta::default() }, None, None)
     }
 
@@ -262,7 +264,7 @@ impl Answers {
     pub fn whole(&self, text: String, logprobs: Option<Value>, finish: &'static str, usage: Usage) -> Answer {
         match self.kind {
             Kind::Chat => {
-                let message = Delta { role: Some("assistant"), content: Some(text), ..Delta::default() };
+                let message = Delta { role: Some("assistant"), content: Some(Some(text)), ..Delta::default() };
                 self.whole_message(message, logprobs, finish, usage)
             }
             Kind::Completion => {

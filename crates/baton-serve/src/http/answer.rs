@@ -31,10 +31,10 @@ use crate::engine::{Generation, TokenLogprobs};
 // baton-gen's, whose shapes the Python package builds too.
 pub use baton_gen::openai::{Answers as Meta, Kind};
 
-/// The chat stream's first chunk: the assistant's role, with `""` as
-/// OpenAI sends it.
+/// The chat stream's first chunk: the assistant's role, with `content`
+/// `null` as llama-server sends it (OpenAI sends `""`; clients take both).
 fn opening(meta: &Meta) -> Answer {
-    meta.opening(Some(String::new()))
+    meta.opening(Some(None))
 }
 
 /// A whole answer as a JSON response.
@@ -72,7 +72,7 @@ fn whole_message(meta: &Meta, text: String, reasoning: Option<bool>, calls: Opti
     };
     Delta {
         role: Some("assistant"),
-        content: calls.is_none().then_some(content),
+        content: calls.is_none().then_some(Some(content)),
         reasoning_content: (!reasoning.is_empty()).then_some(reasoning),
         tool_calls: calls.map(|calls| call_entries(meta, calls, false)),
     }

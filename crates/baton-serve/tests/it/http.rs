@@ -69,9 +69,16 @@ fn chat_whole_and_streamed_agree() {
     // `system_fingerprint`): Baton and its version.
     let fingerprint = format!("baton-{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(whole["system_fingerprint"], json!(fingerprint), "{whole}");
-    for event in events.iter().filter(|e| e.as_str() != "[DONE]") {
+    for (i, event) in events.iter().filter(|e| e.as_str() != "[DONE]").enumerate() {
         let chunk: Value = serde_json::from_str(event).expect("json chunk");
         assert_eq!(chunk["system_fingerprint"], json!(fingerprint), "{chunk}");
+        // The first chunk names the role, its content `null` (as
+        // llama-server's); the others have no role.
+        let delta = &chunk["choices"][0]["delta"];
+        match i {
+            0 => assert_eq!((delta.get("role"), delta.get("content")), (Some(&json!("assistant")), Some(&Value::Null))),
+            _ => assert!(delta.get("role").is_none(), "{chunk}"),
+        }
     }
 }
 
