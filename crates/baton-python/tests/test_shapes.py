@@ -108,9 +108,10 @@ def test_a_streamed_chat_has_the_servers_shape(llm, server):
     kwargs = {"max_tokens": 4, "temperature": 0, "logprobs": True, "top_logprobs": 2}
     ours = list(llm.create_chat_completion(MESSAGES, stream=True, **kwargs))
     theirs = post(server, "/v1/chat/completions", {"messages": MESSAGES, "stream": True, **kwargs})
-    # The opening chunk: OpenAI's server sends `content: ""` with the role,
-    # llama-cpp-python the role alone; the rest is the same.
-    assert theirs[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    # The opening chunk: the server sends `content: null` with the role (as
+    # llama-server; OpenAI's sends ""), llama-cpp-python the role alone; the
+    # rest is the same.
+    assert theirs[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
     assert ours[0]["choices"][0]["delta"] == {"role": "assistant"}
     theirs[0]["choices"][0]["delta"].pop("content")
     assert_same_shape(ours[0], theirs[0], "opening chunk")
