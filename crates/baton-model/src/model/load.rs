@@ -59,6 +59,7 @@ impl Model {
         // The memory the pool's default budget reads: what was free before
         // the weights were mapped or packed (their bytes are counted apart).
         let available = crate::host_memory_available();
+        let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let handle = std::fs::File::open(path)
             .map_err(|source| baton_gguf::ReadError::Io { path: path.to_path_buf(), source })?;
         let file = GgufFile::map(&handle, path)?;
@@ -127,12 +128,12 @@ impl Model {
             true => {
                 let whole = options.slots.max(1) * context.div_ceil(baton_core::graph::ATTENTION_BLOCK);
                 let block_bytes = KvCache::pool_block_bytes(&config, (context, ring), options.kv_types());
-                let size =
-                    options.kv_pool.size(whole, block_bytes, handle.metadata().map_or(0, |m| m.len()), available)?;
+                let size = options.kv_pool.size(whole, block_bytes, file_bytes, available)?;
                 if let Some(budget) = size.budget {
                     tracing::warn!(
-                        "KV pool of {} blocks ({} MiB) for {whole} blocks of every slot's context: what 90% of the \
-                         host memory available at load ({} MiB), less the file and the memory reserved, holds",
+                        "KV pool of {} blocks ({} MiB) for {whole} blocks of every slot's context: what the memory \
+                         budget ({} MiB: 90% of the host memory available at load, less the file and the memory \
+                         reserved) holds",
                         size.blocks,
                         (size.blocks * size.block_bytes) >> 20,
                         budget >> 20,
@@ -217,7 +218,6 @@ impl Model {
                 bound.insert(graph::attention_rows_name(l), rows);
             }
         }
-        let file_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let slot_count = cache.slots;
         let placed = match expert_split {
             Some(_) if remote.is_none() => Placement::ExpertShares,
