@@ -50,6 +50,16 @@ pub enum SynthError {
         #[source]
         source: WriteError,
     },
+    /// A layer count the shape cannot take: none, or a shape whose layers
+    /// each have a part of their own (Gemma 4's shared keys and values,
+    /// per-layer widths).
+    #[error("shape {shape} cannot be written with {layers} layers")]
+    Layers {
+        /// The shape asked for.
+        shape: SynthShape,
+        /// The layers asked for.
+        layers: usize,
+    },
 }
 
 /// Writes the model `spec` describes to `path` (created or truncated) as a
@@ -128,6 +138,23 @@ pub fn write_synth_model_mixed(
     mix: SynthMix,
     path: impl AsRef<Path>,
 ) -> Result<SynthSummary, SynthError> {
+    write_synth_model_layers(spec, mix, None, path)
+}
+
+/// As [`write_synth_model_mixed`], with `layers` blocks in place of the
+/// shape's own count where it is given: the real-shape files at as many
+/// layers as a machine's memory holds (a hybrid shape keeps its pattern of
+/// a full-attention layer every few).
+///
+/// # Errors
+/// As [`write_synth_model_mixed`]; [`SynthError::Layers`] for 0 layers or a
+/// Gemma 4 shape (its layers share keys and values by position).
+pub fn write_synth_model_layers(
+    spec: &SynthSpec,
+    mix: SynthMix,
+    layers: Option<usize>,
+    path: impl AsRef<Path>,
+) -> Result<SynthSummary, SynthError> {
     let path = path.as_ref();
     let mut file_type = metadata::file_type(spec.dtype).ok_or(SynthError::UnsupportedDType { dtype: spec.dtype })?;
     match mix {
@@ -137,12 +164,18 @@ pub fn write_synth_model_mixed(
         _ => return Err(SynthError::UnsupportedDType { dtype: spec.dtype }),
     }
     let write_error = |source| SynthError::Write { path: path.to_path_buf(), source };
-    let params = spec.shape.params();
+    let mut params = spec.shape.params();
+    if let Some(layers) = layers {
+        if layers == 0 || params.gemma4.is_some() {
+            return Err(SynthError::Layers { shape: spec.shape, layers });
+        }
+        params.n_layers = layers;
+    }
     let mut plan = tensors::plan(&params, spec.dtype);
     tensors::apply_mix(&mut plan, mix, &params);
 
     let mut writer = GgufWriter::new();
-    metadata::add_model_keys(&mut writer, spec, file_type).map_err(write_error)?;
+    metadata::add_model_keys(&mut writer, spec, &params, file_type).map_err(write_error)?;
     let tokenizer = match params.gemma4 {
         Some(_) => baton_tokenizer::synthetic_gemma4(params.vocab),
         None => baton_tokenizer::synthetic_bpe(params.vocab),

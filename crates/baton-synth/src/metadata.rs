@@ -37,9 +37,17 @@ pub(crate) fn file_type(dtype: DType) -> Option<u32> {
 
 /// Adds the `general.*` keys and the architecture's own (`llama.*`,
 /// `gemma3.*`, …).
-pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file_type: u32) -> Result<(), WriteError> {
-    let p: ShapeParams = spec.shape.params();
-    let name = format!("baton synthetic {} {} (seed {})", spec.shape.name(), spec.dtype, spec.seed);
+pub(crate) fn add_model_keys(
+    writer: &mut GgufWriter<'_>,
+    spec: &SynthSpec,
+    p: &ShapeParams,
+    file_type: u32,
+) -> Result<(), WriteError> {
+    let layers = match p.n_layers == spec.shape.params().n_layers {
+        true => String::new(),
+        false => format!(" at {} layers", p.n_layers),
+    };
+    let name = format!("baton synthetic {}{layers} {} (seed {})", spec.shape.name(), spec.dtype, spec.seed);
     // The shapes are built-in constants, all far below u32::MAX.
     let as_u32 = |n: usize| n as u32;
     let arch = p.arch.name();
@@ -66,7 +74,7 @@ pub(crate) fn add_model_keys(writer: &mut GgufWriter<'_>, spec: &SynthSpec, file
     }
     writer.add_metadata(key("attention.head_count"), as_u32(p.n_heads))?;
     match p.gemma4 {
-        Some(g) => add_gemma4_keys(writer, &p, g)?,
+        Some(g) => add_gemma4_keys(writer, p, g)?,
         None => {
             writer.add_metadata(key("attention.head_count_kv"), as_u32(p.n_kv_heads))?;
         }

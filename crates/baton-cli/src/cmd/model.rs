@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use baton_core::DType;
 use baton_fetch::{KnownModel, DEFAULT_MODEL, KNOWN_MODELS};
 use baton_model::baton_gguf::GgufFile;
-use baton_synth::{write_synth_model_mixed, SynthMix, SynthShape, SynthSpec};
+use baton_synth::{write_synth_model_layers, SynthMix, SynthShape, SynthSpec};
 use clap::Subcommand;
 
 use crate::cli::args::resolve_model;
@@ -30,6 +30,10 @@ pub enum ModelCommand {
         /// Seed of the weights.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Blocks in place of the shape's own count (e.g. a real-shape MoE
+        /// at as many layers as memory holds; not the Gemma 4 shapes).
+        #[arg(long)]
+        layers: Option<usize>,
         /// Output file.
         #[arg(short = 'o', long)]
         output: PathBuf,
@@ -71,7 +75,7 @@ pub enum ModelCommand {
 /// Runs `baton model ...`.
 pub fn run(cmd: ModelCommand) -> Result<()> {
     match cmd {
-        ModelCommand::Synth { shape, dtype, seed, output } => {
+        ModelCommand::Synth { shape, dtype, seed, layers, output } => {
             let shape = SynthShape::from_name(&shape).with_context(|| {
                 format!("unknown shape {shape:?}: use {}", names(SynthShape::ALL.map(|s| s.name())))
             })?;
@@ -90,7 +94,7 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
                 )?;
                 (dtype, SynthMix::Uniform)
             };
-            let summary = write_synth_model_mixed(&SynthSpec { shape, dtype, seed }, mix, &output)?;
+            let summary = write_synth_model_layers(&SynthSpec { shape, dtype, seed }, mix, layers, &output)?;
             println!(
                 "wrote {} ({} parameters, {:.1} MiB)",
                 summary.path.display(),
