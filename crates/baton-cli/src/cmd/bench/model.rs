@@ -1,11 +1,14 @@
 //! `baton bench`: llama-bench's table: prompt processing (`pp`, one batch of
 //! `-p` tokens) and generation (`tg`, `-n` tokens one at a time, each
 //! waiting for its logits), as mean ± standard deviation over `-r` runs.
-//! With `--roofline`, the machine's STREAM triad bandwidth is measured in
-//! the same run and each tg row also says what share of the bandwidth
-//! roofline it reaches: bytes read per token (the weights, and at a depth
-//! the keys and values attended: `Model::decode_kv_bytes` at the tg's
-//! middle position) times tokens per second, over the bandwidth.
+//! With `--roofline`, the machine's STREAM triad bandwidth is measured
+//! before each tg repetition (the host's bandwidth moves by tens of percent
+//! within minutes on a shared machine, so each repetition is set against
+//! its own) and each tg row also says what share of the bandwidth roofline
+//! it reaches: bytes read per token (the weights, and at a depth the keys
+//! and values attended: `Model::decode_kv_bytes` at the tg's middle
+//! position) times tokens per second, over the bandwidth, as mean ±
+//! standard deviation of the repetitions' shares.
 
 use std::time::Instant;
 
@@ -39,7 +42,8 @@ pub struct ModelBenchArgs {
     #[arg(long)]
     json: bool,
     /// Also measure the memory bandwidth (STREAM triad, as many threads as
-    /// the model's devices) and give tg as a share of the roofline.
+    /// the model's devices) before each tg repetition and give tg as a
+    /// share of the roofline.
     #[arg(long)]
     roofline: bool,
     /// Time every op of the tg runs on the CPU devices and print where a
@@ -61,6 +65,9 @@ struct TestResult {
     /// Sequences decoded together (`--parallel`; 1 for pp).
     parallel: usize,
     samples: Vec<f64>,
+    /// The STREAM triad (GB/s) measured just before each sample (tg with
+    /// `--roofline` only; empty otherwise).
+    triads: Vec<f64>,
     /// Host blocking waits per generated token (tg only).
     host_waits_per_token: Option<f64>,
     /// Host microseconds per token spent submitting (tg only).
@@ -163,6 +170,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
             n_gen: 0,
             parallel: 1,
             samples,
+            triads: Vec::new(),
             host_waits_per_token: None,
             sched_us_per_token: None,
         });
@@ -179,7 +187,19 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
         let (waits0, submit0) = (model.host_waits(), model.host_submit_time());
         baton_cpu::profile::reset();
         baton_cpu::profile::set_enabled(args.op_profile);
-        let samples = (0..reps).map(|_| run(&mut model, args.n_gen)).collect::<Result<Vec<_>>>();
+        let threads = model.placement().0.iter().map(|d| d.info().threads).sum();
+        let mut triads = Vec::new();
+        let samples = (0..reps)
+            .map(|_| {
+                if args.roofline {
+                    // Beside the run it is set against, outside its timing.
+                    baton_cpu::profile::set_enabled(false);
+                    triads.push(baton_bench::memory::measure(threads, 256, 3).triad);
+                    baton_cpu::profile::set_enabled(args.op_profile);
+                }
+                run(&mut model, args.n_gen)
+            })
+            .collect::<Result<Vec<_>>>();
         baton_cpu::profile::set_enabled(false);
         let samples = samples?;
         let tokens = (reps * args.n_gen * parallel) as f64;
@@ -190,6 +210,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
             n_gen: args.n_gen,
             parallel,
             samples,
+            triads,
             host_waits_per_token: Some((model.host_waits() - waits0) as f64 / tokens),
             sched_us_per_token: Some((model.host_submit_time() - submit0).as_secs_f64() * 1e6 / tokens),
         });
@@ -208,7 +229,9 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let threads: usize = devices.iter().map(|d| d.info().threads).sum();
     let backend = model.device().info().backend.to_uppercase();
     let size = model.file_bytes();
-    let bandwidth = args.roofline.then(|| baton_bench::memory::measure(threads, 256, 5));
+    // The triads measured beside the tg runs.
+    let triads: Vec<f64> = results.iter().flat_map(|r| r.triads.iter().copied()).collect();
+    let bandwidth = (args.roofline && !triads.is_empty()).then(|| mean_std(&triads).0);
     let weight_bytes = model.decode_weight_bytes() as f64;
     // Each generated token attends over the depth and the tokens before it:
     // the keys and values of the tg's middle position, on average.
@@ -216,12 +239,14 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     let token_bytes = weight_bytes + kv_bytes;
     // Share of the roofline: bytes a token reads times tokens per second,
     // over the bandwidth (tg rows only).
-    let roofline = |r: &TestResult| -> Option<f64> {
-        let bw = bandwidth?;
+    // Each repetition against the triad measured just before it: mean and
+    // standard deviation of the shares.
+    let roofline = |r: &TestResult| -> Option<(f64, f64)> {
         // A step of `parallel` sequences reads the weights once, and each
         // sequence's keys and values.
         let bytes = weight_bytes / r.parallel as f64 + kv_bytes;
-        (r.n_gen > 0).then(|| bytes * mean_std(&r.samples).0 / (bw.triad * 1e9))
+        let shares: Vec<f64> = r.samples.iter().zip(&r.triads).map(|(ts, bw)| bytes * ts / (bw * 1e9)).collect();
+        (r.n_gen > 0 && !shares.is_empty()).then(|| mean_std(&shares))
     };
     if args.json {
         for r in &results {
@@ -243,8 +268,8 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
                 samples.join(","),
                 opt(r.host_waits_per_token),
                 opt(r.sched_us_per_token),
-                opt(bandwidth.map(|b| b.triad)),
-                opt(roofline(r))
+                opt(bandwidth),
+                opt(roofline(r).map(|(share, _)| share))
             );
         }
         return Ok(());
@@ -255,7 +280,7 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     for r in &results {
         let (mean, std) = mean_std(&r.samples);
         let share = match (bandwidth, roofline(r)) {
-            (Some(_), Some(share)) => format!(" {:.0}% |", share * 100.0),
+            (Some(_), Some((share, std))) => format!(" {:.0}% ± {:.0} |", share * 100.0, std * 100.0),
             (Some(_), None) => " |".to_string(),
             _ => String::new(),
         };
@@ -276,11 +301,11 @@ pub fn run(args: ModelBenchArgs) -> Result<()> {
     if let Some(bw) = bandwidth {
         let kv =
             if kv_bytes > 0.0 { format!(" and {:.1} MB of keys and values", kv_bytes / 1e6) } else { String::new() };
+        let (low, high) = triads.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &t| (l.min(t), h.max(t)));
         println!(
-            "\nroofline: {:.1} MB of weights{kv} per token; STREAM triad {:.2} GB/s ({threads} threads): at most {:.0} t/s",
+            "\nroofline: {:.1} MB of weights{kv} per token; STREAM triad {low:.2}-{high:.2} GB/s before the tg runs ({threads} threads): at most {:.0} t/s at their mean",
             weight_bytes / 1e6,
-            bw.triad,
-            bw.triad * 1e9 / token_bytes
+            bw * 1e9 / token_bytes
         );
     }
     Ok(())
