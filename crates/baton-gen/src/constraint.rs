@@ -26,6 +26,8 @@ mod json_defaults;
 mod tags;
 mod tool_grammar;
 mod triggered;
+mod xml_grammar;
+mod xml_values;
 
 pub use gbnf::{gbnf_to_lark, GbnfError, MAX_GBNF_BYTES};
 pub use gemma4_grammar::gemma4_call_grammar;
@@ -37,10 +39,13 @@ pub use json_defaults::{
 pub use tags::{
     GEMMA4_CALL_CLOSE, GEMMA4_CALL_NAME, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, HARMONY_CALL_CHANNEL, HARMONY_CALL_END,
     HARMONY_CALL_TRIGGERS, HARMONY_CONSTRAIN_JSON, HARMONY_MESSAGE, HARMONY_RECIPIENT, TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
+    XML_FUNCTION_CLOSE, XML_FUNCTION_OPEN, XML_PARAMETER_CLOSE, XML_PARAMETER_OPEN,
 };
 pub use tool_grammar::{
     harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, CallShape, MAX_CALLS, MAX_GAP_SPACES,
 };
+pub use xml_grammar::xml_call_grammar;
+pub use xml_values::{read_xml_call, read_xml_value, xml_call};
 
 use baton_tokenizer::Tokenizer;
 use triggered::{Step, Triggered};
@@ -238,3 +243,6 @@ mod tool_grammar_tests;
 
 #[cfg(test)]
 mod gemma4_grammar_tests;
+
+#[cfg(test)]
+mod xml_grammar_tests;

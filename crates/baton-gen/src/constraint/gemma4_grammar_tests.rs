@@ -10,11 +10,11 @@ use serde_json::{json, Value};
 use super::grammar_tests::{accepts, assert_mask_agrees, draw_text, feed, vocabulary};
 use super::*;
 
-fn time() -> Value {
+pub(super) fn time() -> Value {
     json!({"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]})
 }
 
-fn weather() -> Value {
+pub(super) fn weather() -> Value {
     json!({"type": "object", "properties": {
         "city": {"type": "string"},
         "days": {"type": "integer"},
@@ -32,8 +32,9 @@ fn compile(shape: CallShape) -> (Tokenizer, Grammar) {
     (tokenizer, grammar)
 }
 
-/// Whether `arguments` fit the tool `name`'s parameters.
-fn fits(name: &str, arguments: &Value) -> Result<(), String> {
+/// Whether `arguments` fit the tool `name`'s parameters (the tools of
+/// [`time`] and [`weather`]).
+pub(super) fn fits(name: &str, arguments: &Value) -> Result<(), String> {
     let object = arguments.as_object().ok_or("not an object")?;
     let known: &[&str] = match name {
         "time" => {

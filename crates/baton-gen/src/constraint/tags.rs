@@ -1,5 +1,6 @@
 //! The tags that open and close a tool call in the Hermes format, and
-//! the markers of one in gpt-oss's harmony format and in Gemma 4's.
+//! the markers of one in gpt-oss's harmony format, in Gemma 4's and in the XML
+//! form of Qwen 3.5.
 
 /// What opens a tool call in the model's answer (the text the tools'
 /// instructions ask for); the call's JSON follows it.
@@ -44,3 +45,17 @@ pub const GEMMA4_CALL_CLOSE: &str = "<tool_call|>";
 /// What opens and closes a string in Gemma 4's argument values (the same
 /// marker on both sides, nothing escaped between them).
 pub const GEMMA4_QUOTE: &str = "<|\"|>";
+
+/// What opens the function of a call in the XML form (Qwen 3.5 and 3.6,
+/// Qwen3-Coder), inside [`TOOL_CALL_OPEN`]: `<function=NAME>`.
+pub const XML_FUNCTION_OPEN: &str = "<function=";
+
+/// What closes it.
+pub const XML_FUNCTION_CLOSE: &str = "</function>";
+
+/// What opens one of its parameters: `<parameter=KEY>`, the value on the
+/// lines after it.
+pub const XML_PARAMETER_OPEN: &str = "<parameter=";
+
+/// What closes a parameter's value.
+pub const XML_PARAMETER_CLOSE: &str = "</parameter>";

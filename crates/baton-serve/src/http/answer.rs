@@ -199,10 +199,11 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
                 Some(opened) => ReasoningSplit::whole(&text, opened).content,
                 None => text.clone(),
             };
-            let (calls, finish) = match job.tools.and_then(|mode| answer_calls(&answered, mode, reason)) {
-                Some((calls, finish)) => (Some(calls), finish),
-                None => (None, reason),
-            };
+            let (calls, finish) =
+                match job.tools.and_then(|mode| answer_calls(&answered, mode, reason, &job.tool_schemas)) {
+                    Some((calls, finish)) => (Some(calls), finish),
+                    None => (None, reason),
+                };
             let message = whole_message(&meta, text, reasoning, calls.as_deref());
             Ok(meta.whole_message(message, logprobs, finish, usage))
         }
@@ -314,7 +315,7 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
             if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
                 entries.append(&mut logprobs);
                 let rendered = asked.then(|| writer.render(&entries, &tokenizer));
-                match job.tools.and_then(|mode| answer_calls(&text, mode, reason)) {
+                match job.tools.and_then(|mode| answer_calls(&text, mode, reason, &job.tool_schemas)) {
                     Some((calls, finish)) => {
                         reason = finish;
                         send(call_chunk(&meta, &calls, rendered));

@@ -7,6 +7,9 @@
 //! user turn (one for results in a row) in `<tool_response>` tags, which
 //! every template takes.
 //!
+//! The XML form (Qwen 3.5): the calls as `<tool_call>` blocks of
+//! `<function=NAME>` and `<parameter=KEY>` lines, the results as Hermes's.
+//!
 //! Gemma 4: the calls as `<|tool_call>call:NAME{…}<tool_call|>` in the
 //! model's turn, and each result after them in the same turn as
 //! `<|tool_response>response:NAME{…}<tool_response|>` (an object's members,
@@ -15,7 +18,7 @@
 //! them; the generation prompt then opens a new model turn, as llama.cpp
 //! does when a template closed the turn.
 
-use baton_gen::constraint::{gemma4_call, gemma4_value};
+use baton_gen::constraint::{gemma4_call, gemma4_value, xml_call, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
@@ -79,6 +82,15 @@ impl History {
                 let written = calls.iter().map(|call| gemma4_call(&call.name, &call.arguments)).collect();
                 self.calls.extend(calls.into_iter().map(|call| (call, false)));
                 written
+            }
+            CallFormat::Xml => {
+                let written: Vec<String> = earlier_calls(calls)?
+                    .iter()
+                    .map(|call| {
+                        format!("{TOOL_CALL_OPEN}\n{}\n{TOOL_CALL_CLOSE}", xml_call(&call.name, &call.arguments))
+                    })
+                    .collect();
+                written.join("\n")
             }
             CallFormat::Hermes | CallFormat::Harmony => written_calls(calls)?,
         };
@@ -177,5 +189,18 @@ mod tests {
             messages[2].content,
             "<tool_response>\n12:00\n</tool_response>\n<tool_response>\n{\"temp\": 3}\n</tool_response>"
         );
+    }
+
+    #[test]
+    fn xml_calls_are_written_in_their_form_and_results_as_hermes_ones() {
+        let messages = conversation(CallFormat::Xml);
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(
+            messages[1].content,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>\n\
+             <tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>"
+        );
+        assert!(messages[2].content.starts_with("<tool_response>\n12:00\n</tool_response>"), "{messages:?}");
     }
 }

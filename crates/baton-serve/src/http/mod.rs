@@ -111,6 +111,7 @@ mod serve_error;
 mod state;
 pub mod tools;
 pub mod types;
+mod xml_calls;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;

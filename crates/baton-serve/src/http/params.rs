@@ -2,6 +2,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use baton_gen::speculative::{SpecParams, SpecType};
 use baton_gen::{LogitBias, SamplingParams};
@@ -33,6 +34,9 @@ pub struct Job {
     pub include_usage: bool,
     /// The answer may be a tool call (chat with `tools`).
     pub tools: Option<ToolMode>,
+    /// The tools that may be called, each its name and parameters' schema
+    /// (what types the values of a call in the XML form).
+    pub tool_schemas: Arc<Vec<(String, Value)>>,
     /// Choices to generate (`n`, 1 to [`MAX_CHOICES`]).
     pub choices: usize,
     /// Split the thinking from the answer into `reasoning_content`
@@ -85,7 +89,17 @@ impl Job {
         }
         let count = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let drafts = (count(params.speculative_n_max), count(params.speculative_n_min));
-        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices, reasoning: None, drafts })
+        Ok(Job {
+            request,
+            stops,
+            stream: params.stream,
+            include_usage,
+            tools: None,
+            tool_schemas: Arc::default(),
+            choices,
+            reasoning: None,
+            drafts,
+        })
     }
 
     /// How it drafts: as `server` (the server's `--spec-type`) says, with

@@ -185,7 +185,7 @@ pub async fn run(
     pieces.finish();
     let mut call = None;
     if let Some(text) = pieces.held.take().filter(|text| !text.is_empty()) {
-        call = job.tools.and_then(|mode| read_call(&text, mode));
+        call = job.tools.and_then(|mode| read_call(&text, mode, &job.tool_schemas));
         if call.is_none() {
             (pieces.on_piece)(Piece::Text(text));
         }

@@ -263,6 +263,7 @@ impl AppState {
             }
             job.request.format = plan.format;
             job.tools = Some(plan.mode);
+            job.tool_schemas = std::sync::Arc::new(plan.callable);
         }
         Ok(job)
     }

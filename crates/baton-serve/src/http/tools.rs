@@ -41,19 +41,27 @@
 //! required call's prompt ending with `<|tool_call>`, an `"auto"` answer
 //! held once it opens with that tag. Its earlier calls and their results
 //! go back into the conversation in its own format (`history.rs`).
+//!
+//! A model whose chat template teaches the XML form (Qwen 3.5 and 3.6,
+//! Qwen3-Coder: `<function=NAME>` and `<parameter=KEY>` blocks inside the
+//! same `<tool_call>` tags, `xml_calls.rs`) is told of its tools in that
+//! form and held to [`xml_call_grammar`]; its calls are read with each
+//! value typed by its parameter's schema, and its earlier calls written
+//! back in the same form.
 
 use std::sync::Arc;
 
 pub use baton_gen::constraint::MAX_CALLS;
 use baton_gen::constraint::{
-    gemma4_call_grammar, harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, CallShape, GrammarSource,
-    GEMMA4_CALL_OPEN, HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
+    gemma4_call_grammar, harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, xml_call_grammar,
+    CallShape, GrammarSource, GEMMA4_CALL_OPEN, HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
 };
 use baton_gen::Message;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::{gemma4_calls, harmony_calls};
+use super::{gemma4_calls, harmony_calls, xml_calls};
 use crate::engine::{Grammars, OutputFormat};
 
 /// Most tools a request may offer.
@@ -77,6 +85,9 @@ pub enum CallFormat {
     Harmony,
     /// Gemma 4's: `<|tool_call>call:NAME{key:value,…}<tool_call|>`.
     Gemma4,
+    /// Qwen 3.5's: `<tool_call>` then `<function=NAME>` and a
+    /// `<parameter=KEY>` block per argument.
+    Xml,
 }
 
 impl CallFormat {
@@ -86,6 +97,8 @@ impl CallFormat {
             CallFormat::Harmony
         } else if gemma4_calls::is_gemma4_template(template) {
             CallFormat::Gemma4
+        } else if xml_calls::is_xml_template(template) {
+            CallFormat::Xml
         } else {
             CallFormat::Hermes
         }
@@ -115,7 +128,7 @@ impl ToolPlan {
     /// tokens' texts are read as those tokens.
     pub fn opening(&self) -> (String, bool) {
         match self.calls {
-            CallFormat::Hermes => (format!("{TOOL_CALL_OPEN}\n"), false),
+            CallFormat::Hermes | CallFormat::Xml => (format!("{TOOL_CALL_OPEN}\n"), false),
             CallFormat::Harmony => (HARMONY_CALL_CHANNEL.to_string(), true),
             CallFormat::Gemma4 => (GEMMA4_CALL_OPEN.to_string(), true),
         }
@@ -216,6 +229,10 @@ pub fn plan(
         }
         CallFormat::Gemma4 => {
             (held(gemma4_call_grammar(signatures, shape), GEMMA4_CALL_OPEN), gemma4_calls::preamble(&described))
+        }
+        CallFormat::Xml => {
+            let declarations: Vec<&Value> = callable.iter().map(|f| &f.1).collect();
+            (held(xml_call_grammar(signatures, shape), TOOL_CALL_OPEN), xml_calls::preamble(&declarations, parallel))
         }
         CallFormat::Harmony => {
             let format = match mode {
@@ -380,8 +397,10 @@ impl Call {
 /// by [`TOOL_CALL_OPEN`] ([`ToolMode::Auto`]), each closed or not by
 /// [`TOOL_CALL_CLOSE`], the next ones each opened by [`TOOL_CALL_OPEN`].
 /// `None` unless every call is whole (a call cut by `max_tokens` makes
-/// the answer text).
-pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
+/// the answer text). A call in the XML form is read as such, each value
+/// typed by its parameter's schema in `schemas` (each tool's name and
+/// parameters).
+pub fn read_calls(text: &str, mode: ToolMode, schemas: &[(String, Value)]) -> Option<Vec<Call>> {
     if let Some((name, arguments)) = harmony_calls::read_call(text) {
         return Some(vec![Call { name, arguments }]);
     }
@@ -392,7 +411,16 @@ pub fn read_calls(text: &str, mode: ToolMode) -> Option<Vec<Call>> {
         ToolMode::Required => text,
         ToolMode::Auto => text.trim_start().strip_prefix(TOOL_CALL_OPEN)?,
     };
-    body.split(TOOL_CALL_OPEN).map(read_one).collect()
+    body.split(TOOL_CALL_OPEN).map(|part| read_part(part, schemas)).collect()
+}
+
+/// One call in its tags: in the XML form, or Hermes's JSON object.
+fn read_part(text: &str, schemas: &[(String, Value)]) -> Option<Call> {
+    if xml_calls::is_xml_body(text) {
+        let ((name, arguments), rest) = xml_calls::read_body(text, schemas)?;
+        return rest.trim().is_empty().then_some(Call { name, arguments });
+    }
+    read_one(text)
 }
 
 /// One call: its JSON object, closed or not by [`TOOL_CALL_CLOSE`].
@@ -410,8 +438,13 @@ fn read_one(text: &str) -> Option<Call> {
 /// `max_tokens` inside a later call (`reason` `"length"`), the whole calls
 /// before it, `"length"` (the cut call is left out, never sent malformed).
 /// `None` when the answer is text (a first call cut short included).
-pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Call>, &'static str)> {
-    if let Some(calls) = read_calls(text, mode) {
+pub fn answer_calls(
+    text: &str,
+    mode: ToolMode,
+    reason: &str,
+    schemas: &[(String, Value)],
+) -> Option<(Vec<Call>, &'static str)> {
+    if let Some(calls) = read_calls(text, mode, schemas) {
         return Some((calls, "tool_calls"));
     }
     if reason != "length" {
@@ -426,10 +459,18 @@ pub fn answer_calls(text: &str, mode: ToolMode, reason: &str) -> Option<(Vec<Cal
     };
     let parts: Vec<&str> = body.split(TOOL_CALL_OPEN).collect();
     let (last, before) = parts.split_last()?;
-    let mut calls: Vec<Call> = before.iter().map(|part| read_one(part)).collect::<Option<_>>()?;
+    let mut calls: Vec<Call> = before.iter().map(|part| read_part(part, schemas)).collect::<Option<_>>()?;
     // The last part: a call cut short, or a whole call cut in the tags
     // after it.
-    calls.extend(read_before_tags(last));
+    calls.extend(match xml_calls::is_xml_body(last) {
+        true => xml_calls::read_body(last, schemas)
+            .filter(|(_, rest)| {
+                let rest = rest.trim_start();
+                TOOL_CALL_OPEN.starts_with(rest) || TOOL_CALL_CLOSE.starts_with(rest)
+            })
+            .map(|((name, arguments), _)| Call { name, arguments }),
+        false => read_before_tags(last),
+    });
     (!calls.is_empty()).then_some((calls, "length"))
 }
 
@@ -454,8 +495,8 @@ fn read_before_tags(text: &str) -> Option<Call> {
 }
 
 /// The one call the text holds (see [`read_calls`]), if it holds one.
-pub fn read_call(text: &str, mode: ToolMode) -> Option<Call> {
-    read_calls(text, mode).filter(|calls| calls.len() == 1).and_then(|mut calls| calls.pop())
+pub fn read_call(text: &str, mode: ToolMode, schemas: &[(String, Value)]) -> Option<Call> {
+    read_calls(text, mode, schemas).filter(|calls| calls.len() == 1).and_then(|mut calls| calls.pop())
 }
 
 /// Whether `text` may still open a call (auto mode): it is empty, a start
@@ -477,17 +518,40 @@ mod tests {
     fn several_calls_are_read_each_in_its_tags() {
         let one = r#"{"name": "f", "arguments": {"a": 1}}"#;
         let two = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\", \"arguments\": {{}}}}\n</tool_call>");
-        let calls = read_calls(&two, ToolMode::Required).expect("two calls");
+        let calls = read_calls(&two, ToolMode::Required, &[]).expect("two calls");
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["f", "g"]);
         assert_eq!(calls[0].arguments, r#"{"a":1}"#);
         let auto = format!("<tool_call>\n{two}");
-        assert_eq!(read_calls(&auto, ToolMode::Auto).map(|c| c.len()), Some(2));
-        assert_eq!(read_call(one, ToolMode::Required).map(|c| c.name), Some("f".to_string()));
-        assert!(read_call(&two, ToolMode::Required).is_none(), "two calls are not one");
+        assert_eq!(read_calls(&auto, ToolMode::Auto, &[]).map(|c| c.len()), Some(2));
+        assert_eq!(read_call(one, ToolMode::Required, &[]).map(|c| c.name), Some("f".to_string()));
+        assert!(read_call(&two, ToolMode::Required, &[]).is_none(), "two calls are not one");
         let cut = format!("{one}\n</tool_call>\n<tool_call>\n{{\"name\": \"g\"");
-        assert!(read_calls(&cut, ToolMode::Required).is_none(), "a cut call makes the answer text");
-        assert!(read_calls("hello", ToolMode::Auto).is_none());
+        assert!(read_calls(&cut, ToolMode::Required, &[]).is_none(), "a cut call makes the answer text");
+        assert!(read_calls("hello", ToolMode::Auto, &[]).is_none());
+    }
+
+    #[test]
+    fn xml_calls_are_read_typed_whole_or_cut_beside_hermes_ones() {
+        let schemas = vec![("f".to_string(), json!({"properties": {"a": {"type": "string"}}}))];
+        let call = "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>";
+        let two = format!("{call}\n</tool_call>\n<tool_call>\n{call}\n</tool_call>");
+        let calls = read_calls(&two, ToolMode::Required, &schemas).expect("two calls");
+        assert_eq!(calls.len(), 2);
+        assert_eq!((calls[0].name.as_str(), calls[0].arguments.as_str()), ("f", r#"{"a":"1"}"#));
+        assert_eq!(read_calls(&format!("<tool_call>\n{two}"), ToolMode::Auto, &schemas).map(|c| c.len()), Some(2));
+        assert_eq!(
+            read_calls(call, ToolMode::Required, &[]).map(|c| c[0].arguments.clone()),
+            Some(r#"{"a":1}"#.into())
+        );
+        for cut in [format!("{call}\n</tool_call>\n<tool_call>\n<function=f>\n<param"), format!("{call}\n</tool_")] {
+            assert!(read_calls(&cut, ToolMode::Required, &schemas).is_none(), "{cut:?}");
+            let (calls, finish) = answer_calls(&cut, ToolMode::Required, "length", &schemas).expect("the whole one");
+            assert_eq!((calls.len(), finish), (1, "length"), "{cut:?}");
+        }
+        assert!(answer_calls("<function=f>\n<param", ToolMode::Required, "length", &schemas).is_none());
+        assert!(read_calls(&format!("{call}\nwords"), ToolMode::Required, &schemas).is_none());
+        assert_eq!(CallFormat::of_template("x <function=NAME> <parameter=K> x"), CallFormat::Xml);
     }
 
     #[test]
@@ -499,7 +563,7 @@ mod tests {
         };
         let whole = format!("{one}{next}{}", one.replace('f', "g"));
         assert_eq!(
-            names(answer_calls(&whole, ToolMode::Required, "stop")),
+            names(answer_calls(&whole, ToolMode::Required, "stop", &[])),
             Some((vec!["f".into(), "g".into()], "tool_calls"))
         );
         for cut in [
@@ -510,12 +574,15 @@ mod tests {
             format!("<tool_call>\n{one}{next}{{\"name\""),
         ] {
             let mode = if cut.starts_with('<') { ToolMode::Auto } else { ToolMode::Required };
-            assert_eq!(names(answer_calls(&cut, mode, "length")), Some((vec!["f".into()], "length")), "{cut:?}");
-            assert!(answer_calls(&cut, mode, "stop").is_none(), "cut, not by max_tokens: text; {cut:?}");
+            assert_eq!(names(answer_calls(&cut, mode, "length", &[])), Some((vec!["f".into()], "length")), "{cut:?}");
+            assert!(answer_calls(&cut, mode, "stop", &[]).is_none(), "cut, not by max_tokens: text; {cut:?}");
         }
         let first_cut = r#"{"name": "f", "argu"#;
-        assert!(answer_calls(first_cut, ToolMode::Required, "length").is_none(), "no whole call: text");
-        assert!(answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length").is_none(), "not tags after it");
+        assert!(answer_calls(first_cut, ToolMode::Required, "length", &[]).is_none(), "no whole call: text");
+        assert!(
+            answer_calls(&format!("{one}\nwords"), ToolMode::Required, "length", &[]).is_none(),
+            "not tags after it"
+        );
     }
 
     /// As llama-server (its chat parser takes the thinking first, then
@@ -528,7 +595,7 @@ mod tests {
         let call = r#"<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>"#;
         let answered = |text: &str, opened: bool| {
             let split = ReasoningSplit::whole(text, opened);
-            (split.reasoning.clone(), answer_calls(&split.content, ToolMode::Auto, "stop").map(|(c, _)| c.len()))
+            (split.reasoning.clone(), answer_calls(&split.content, ToolMode::Auto, "stop", &[]).map(|(c, _)| c.len()))
         };
         for (text, opened) in [
             (format!("<think>I will call it: {call}</think>\nDone."), false),
@@ -567,7 +634,7 @@ mod tests {
         assert!(prompt.contains(declared), "{prompt}");
         assert!(prompt.ends_with("<|turn>user\nHi<turn|>\n<|turn>model\n"), "{prompt}");
         let answered = r#"call:f{a:<|"|>x<|"|>}<tool_call|>"#;
-        let read = read_calls(answered, ToolMode::Required).expect("a call");
+        let read = read_calls(answered, ToolMode::Required, &[]).expect("a call");
         assert_eq!((read[0].name.as_str(), read[0].arguments.as_str()), ("f", r#"{"a":"x"}"#));
     }
 
@@ -579,7 +646,7 @@ mod tests {
     fn assert_every_cut_reads_as_the_whole(text: &str, names: &[&str]) {
         use baton_gen::openai::reasoning::ReasoningSplit;
         let whole = ReasoningSplit::whole(text, false);
-        let want = answer_calls(&whole.content, ToolMode::Auto, "stop").expect("calls");
+        let want = answer_calls(&whole.content, ToolMode::Auto, "stop", &[]).expect("calls");
         assert_eq!(want.0.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), names);
         for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
             let mut split = ReasoningSplit::new(false);
@@ -594,7 +661,7 @@ mod tests {
             reasoning.push_str(&last.reasoning);
             content.push_str(&last.content);
             assert_eq!((reasoning.as_str(), content.as_str()), (whole.reasoning.as_str(), whole.content.as_str()));
-            assert_eq!(answer_calls(&content, ToolMode::Auto, "stop"), Some(want.clone()), "cut {cut}");
+            assert_eq!(answer_calls(&content, ToolMode::Auto, "stop", &[]), Some(want.clone()), "cut {cut}");
         }
     }
 

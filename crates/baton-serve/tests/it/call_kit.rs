@@ -66,3 +66,28 @@ pub(crate) fn assert_required_and_named_calls(server: &Server) {
         assert_eq!(finish, "tool_calls");
     }
 }
+
+/// `tool_choice: "required"` with `parallel_tool_calls`: one to eight
+/// calls, each fitting its tool (the whole ones where `max_tokens` cut a
+/// later one), streamed as whole.
+pub(crate) fn assert_parallel_calls(server: &Server) {
+    for seed in [1, 2, 3] {
+        let mut request = request(json!("required"), seed);
+        request["parallel_tool_calls"] = json!(true);
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let choice = &body["choices"][0];
+        match choice["finish_reason"].as_str() {
+            Some("tool_calls") => {}
+            Some("length") => assert!(choice["message"]["tool_calls"].is_array(), "{body}"),
+            other => panic!("{other:?}: {body}"),
+        }
+        let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+        assert!(!calls.is_empty() && calls.len() <= 8, "{body}");
+        calls.iter().for_each(|c| drop(checked(c)));
+        let (delta_calls, _) = streamed_tool_calls(server, &request);
+        let whole: Vec<&Value> = calls.iter().map(|c| &c["function"]).collect();
+        let streamed: Vec<&Value> = delta_calls.iter().map(|c| &c["function"]).collect();
+        assert_eq!(streamed, whole, "seed {seed}: streamed as whole");
+    }
+}

@@ -8,7 +8,7 @@
 
 use baton_serve::http::ServerOptions;
 use baton_synth::SynthShape;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::call_kit::*;
 use crate::server::*;
@@ -25,27 +25,7 @@ fn a_required_gemma4_call_is_held_to_the_tools_and_read_as_tool_calls_whole_and_
 
 #[test]
 fn parallel_gemma4_calls_each_fit_their_tool() {
-    let server = server();
-    for seed in [1, 2, 3] {
-        let mut request = request(json!("required"), seed);
-        request["parallel_tool_calls"] = json!(true);
-        let (status, body) = server.post("/v1/chat/completions", &request);
-        assert_eq!(status, 200, "{body}");
-        let choice = &body["choices"][0];
-        match choice["finish_reason"].as_str() {
-            Some("tool_calls") => {}
-            // Cut by max_tokens inside a later call: the whole ones.
-            Some("length") => assert!(choice["message"]["tool_calls"].is_array(), "{body}"),
-            other => panic!("{other:?}: {body}"),
-        }
-        let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
-        assert!(!calls.is_empty() && calls.len() <= 8, "{body}");
-        calls.iter().for_each(|c| drop(checked(c)));
-        let (delta_calls, _) = streamed_tool_calls(&server, &request);
-        let whole: Vec<&Value> = calls.iter().map(|c| &c["function"]).collect();
-        let streamed: Vec<&Value> = delta_calls.iter().map(|c| &c["function"]).collect();
-        assert_eq!(streamed, whole, "seed {seed}: streamed as whole");
-    }
+    assert_parallel_calls(&server());
 }
 
 #[test]

@@ -33,3 +33,4 @@ mod shutdown;
 mod slots;
 mod spec;
 mod tools;
+mod xml_tools;
