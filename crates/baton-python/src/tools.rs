@@ -76,7 +76,7 @@ impl PyToolPlan {
     /// The calls the answer's `text` holds, as (name, arguments as a JSON
     /// text); `None` when it is not calls (words, or a call cut short).
     fn read_calls(&self, text: &str) -> Option<Vec<(String, String)>> {
-        let calls = tools::read_calls(text, self.plan.mode)?;
+        let calls = tools::read_calls(text, self.plan.mode, &self.plan.callable)?;
         Some(calls.into_iter().map(|c| (c.name, c.arguments)).collect())
     }
 
