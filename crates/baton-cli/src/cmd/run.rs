@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use baton_gen::speculative::{self, Decoding, Drawn, SpecType, Speculation};
+use baton_gen::speculative::{self, Decoding, Drawn, SpecType, Speculation, StepTimes};
 use baton_model::EncodeOptions;
 use clap::Args;
 
@@ -128,7 +128,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Drawn::Token(first) = first {
         let tokens = prompt.iter().copied().chain([first]).collect();
         let left = n_predict - 1;
-        let mut decoding = Decoding { model: &mut model, slot: 0, past: prompt.len(), tokens, left };
+        // The budget reads the steps' times as they come.
+        let times = &mut StepTimes::new(spec.as_ref().map_or(spec_params.cost, |s| s.params().cost));
+        let mut decoding = Decoding { model: &mut model, slot: 0, past: prompt.len(), tokens, left, times };
         decoding.run(spec.as_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
     if let Some(rest) = decoder.finish() {

@@ -2,56 +2,29 @@
 //! given how often drafts have been accepted, none when drafting does not
 //! pay.
 //!
-//! The rule. A step of `r` rows costs `1 + per_row × (r - 1)` times a step
-//! of one row, and `fixed` more when it verifies drafts ([`StepCost`],
-//! measured on the model; see [`StepCost::MEASURED`]). If each drafted
-//! token is accepted with probability `a` given the ones before it were, a
-//! sequence's `k` drafts yield `a + … + a^k` tokens beyond its one on
-//! average. In a step that carries `r` rows without them (one for a
-//! sequence decoding alone; a server's step carries the other sequences'
-//! too) the budget picks the `k` (up to the draft's length and
-//! `draft_max`) that gives the step the most tokens per unit of cost, and
+//! The rule. A step of `r` rows costs what the engine's steps of `r` rows
+//! took ([`StepTimes`]: measured as it runs, seeded by a cost model), and
+//! each drafted token `per_draft` steps of one row to make (a draft
+//! model's). If each drafted token is accepted with probability `a` given
+//! the ones before it were, a sequence's `k` drafts yield `a + … + a^k`
+//! tokens beyond its one on average. In a step that carries `r` rows
+//! without them (one for a sequence decoding alone; a server's step carries
+//! the other sequences' too) the `k` drafted rows cost what a step of
+//! `r + k` rows takes beyond one of `r` (the marginal cost given the
+//! step's other rows), and the budget picks the `k` (up to the draft's
+//! length and `draft_max`) that gives the step the most tokens per unit of
+//! cost, and
 //! drafts nothing when that `k` is below `draft_min` or gains less than
 //! [`MIN_GAIN`] over the step without drafts (a margin for the estimate's
 //! noise: a text that does not repeat must not pay for drafts). So the
-//! more rows a step already carries, the surer a draft must be. `a` is
+//! more a row costs beside the step's others, the surer a draft must be. `a` is
 //! estimated per length of the matched n-gram (a long match is likelier to
 //! continue than a one-token one), as a moving average over the drafted
 //! tokens verified; when a draft is not verified, its first token is still
 //! compared with the token the step gives, for free, so that a text that
 //! starts repeating turns drafting back on.
 
-/// What a verification step costs beyond a step of one row, in steps of
-/// one row: `fixed + per_row × k` for `k` drafted tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepCost {
-    /// A verifying step's own cost (another plan, every row's logits).
-    pub fixed: f64,
-    /// Each drafted row's.
-    pub per_row: f64,
-    /// Making each drafted token (a draft model's step; 0 for n-grams).
-    pub per_draft: f64,
-}
-
-impl StepCost {
-    /// SmolLM2-135M Q4_1 on the CPU backend (AMD EPYC Zen 5, a busy
-    /// machine): steps of 2, 3, 5 and 9 rows measured at 1.19, 1.24, 1.51
-    /// and 2.10 times one row (`baton bench spec` prints these).
-    pub const MEASURED: StepCost = StepCost { fixed: 0.06, per_row: 0.13, per_draft: 0.0 };
-
-    /// Rows that cost nothing: every draft found is verified.
-    pub const FREE: StepCost = StepCost { fixed: 0.0, per_row: 0.0, per_draft: 0.0 };
-
-    /// The cost of a step of `rows` rows (at least one) that verifies
-    /// `k` drafts besides them, in steps of one row.
-    pub fn of(self, rows: usize, k: usize) -> f64 {
-        let base = 1.0 + self.per_row * rows.saturating_sub(1) as f64;
-        match k {
-            0 => base,
-            k => base + self.fixed + (self.per_row + self.per_draft) * k as f64,
-        }
-    }
-}
+use super::step_times::StepTimes;
 
 /// The least gain (tokens per unit of cost, against a plain step's 1) for
 /// which a step verifies drafts.
@@ -71,7 +44,8 @@ const PRIOR: f64 = 0.5;
 pub struct DraftBudget {
     draft_max: usize,
     draft_min: usize,
-    cost: StepCost,
+    /// Making a drafted token, in steps of one row.
+    per_draft: f64,
     /// Per matched n-gram length (index n - 1): the acceptance estimate.
     rates: Vec<f64>,
 }
@@ -79,9 +53,9 @@ pub struct DraftBudget {
 impl DraftBudget {
     /// A budget of at most `draft_max` drafted tokens a step, at least
     /// `draft_min` when drafting at all, for n-grams up to `max_n` long,
-    /// with verification steps costing `cost`.
-    pub fn new(draft_max: usize, draft_min: usize, max_n: usize, cost: StepCost) -> DraftBudget {
-        DraftBudget { draft_max, draft_min: draft_min.max(1), cost, rates: vec![PRIOR; max_n.max(1)] }
+    /// each drafted token costing `per_draft` steps of one row to make.
+    pub fn new(draft_max: usize, draft_min: usize, max_n: usize, per_draft: f64) -> DraftBudget {
+        DraftBudget { draft_max, draft_min: draft_min.max(1), per_draft, rates: vec![PRIOR; max_n.max(1)] }
     }
 
     /// The acceptance estimate for drafts from a match of `matched` tokens.
@@ -91,22 +65,25 @@ impl DraftBudget {
 
     /// How many of `proposed` drafted tokens (from a match of `matched`
     /// tokens) to verify in a step that carries `rows` rows without them
-    /// (each row a token): 0 when drafting does not pay.
-    pub fn choose(&self, matched: usize, proposed: usize, rows: usize) -> usize {
+    /// (each row a token), steps costing what `times` says: 0 when drafting
+    /// does not pay.
+    pub fn choose(&self, matched: usize, proposed: usize, rows: usize, times: &StepTimes) -> usize {
         let most = proposed.min(self.draft_max);
         if matched == 0 || most < self.draft_min {
             return 0;
         }
         let a = self.rate(matched);
         let rows = rows.max(1);
-        let plain = rows as f64 / self.cost.of(rows, 0);
+        let base = times.cost(rows);
+        let plain = rows as f64 / base;
         let (mut best, mut best_gain) = (0, MIN_GAIN);
-        let mut expected = rows as f64;
-        let mut power = 1.0;
+        let (mut expected, mut power, mut step) = (rows as f64, 1.0, base);
         for k in 1..=most {
             power *= a;
             expected += power;
-            let gain = expected / self.cost.of(rows, k) / plain;
+            // Rows never make a step cheaper (a timing's noise may say so).
+            step = step.max(times.cost(rows + k));
+            let gain = expected / (step + self.per_draft * k as f64) / plain;
             if gain > best_gain {
                 (best, best_gain) = (k, gain);
             }
@@ -144,62 +121,119 @@ impl DraftBudget {
 
 #[cfg(test)]
 mod tests {
+    use super::super::step_times::StepCost;
     use super::*;
+
+    /// The table seeded by the measured model, nothing timed.
+    fn seeded() -> StepTimes {
+        StepTimes::new(StepCost::MEASURED)
+    }
 
     #[test]
     fn drafts_more_as_acceptance_grows() {
-        let mut budget = DraftBudget::new(8, 1, 3, StepCost::MEASURED);
-        let first = budget.choose(3, 8, 1);
+        let times = seeded();
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
+        let first = budget.choose(3, 8, 1, &times);
         assert!(first >= 1, "the prior drafts: {first}");
         for _ in 0..20 {
             budget.record(3, 8, 8);
         }
-        let later = budget.choose(3, 8, 1);
+        let later = budget.choose(3, 8, 1, &times);
         assert!(later > first, "after accepted drafts {later} > {first}");
         assert_eq!(later, 8, "near-certain acceptance verifies all it may");
         // Never more than proposed or than draft_max.
-        assert_eq!(budget.choose(3, 2, 1), 2);
-        let mut capped = DraftBudget::new(4, 1, 3, StepCost::MEASURED);
+        assert_eq!(budget.choose(3, 2, 1, &times), 2);
+        let mut capped = DraftBudget::new(4, 1, 3, 0.0);
         capped.record(3, 8, 8);
-        assert_eq!(capped.choose(3, 8, 1), 4, "at most draft_max");
+        assert_eq!(capped.choose(3, 8, 1, &times), 4, "at most draft_max");
     }
 
     #[test]
     fn stops_drafting_when_drafts_are_rejected_and_resumes_when_they_match() {
-        let mut budget = DraftBudget::new(8, 1, 3, StepCost::MEASURED);
+        let times = seeded();
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
         for _ in 0..20 {
             budget.record(1, 2, 0);
         }
-        assert_eq!(budget.choose(1, 8, 1), 0, "rate {} pays for no row", budget.rate(1));
+        assert_eq!(budget.choose(1, 8, 1, &times), 0, "rate {} pays for no row", budget.rate(1));
         // Other match lengths keep their own estimate.
-        assert!(budget.choose(3, 8, 1) > 0);
+        assert!(budget.choose(3, 8, 1, &times) > 0);
         // Unverified drafts' first tokens matching bring it back.
         for _ in 0..20 {
             budget.record(1, 1, 1);
         }
-        assert!(budget.choose(1, 8, 1) > 0, "rate {}", budget.rate(1));
+        assert!(budget.choose(1, 8, 1, &times) > 0, "rate {}", budget.rate(1));
     }
 
     #[test]
     fn a_step_carrying_other_rows_asks_surer_drafts() {
-        let mut budget = DraftBudget::new(8, 1, 3, StepCost::MEASURED);
+        let times = seeded();
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
         budget.record(2, 2, 1);
-        let alone = budget.choose(2, 8, 1);
+        let alone = budget.choose(2, 8, 1, &times);
         assert!(alone > 0, "alone, rate {} drafts", budget.rate(2));
-        assert_eq!(budget.choose(2, 8, 8), 0, "beside 7 others, rate {} does not pay", budget.rate(2));
+        assert_eq!(budget.choose(2, 8, 8, &times), 0, "beside 7 others, rate {} does not pay", budget.rate(2));
         for _ in 0..30 {
             budget.record(2, 8, 8);
         }
-        assert!(budget.choose(2, 8, 8) > 0, "near-certain drafts pay beside others too");
+        assert!(budget.choose(2, 8, 8, &times) > 0, "near-certain drafts pay beside others too");
+    }
+
+    #[test]
+    fn rows_beside_others_are_drafted_as_their_measured_marginal_cost_allows() {
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
+        budget.record(2, 8, 8);
+        budget.record(2, 8, 8);
+        let rate = budget.rate(2);
+        // A step of 8 sequences takes 2.7 one-row steps (issue 29's table).
+        // Rows beyond them cheap (0.1 of a step each): drafts pay.
+        let cheap = StepTimes::timed_at(&[(1, 0.010), (8, 0.027), (16, 0.035)]);
+        let k = budget.choose(2, 8, 8, &cheap);
+        assert!(k > 0, "rate {rate}, rows at 0.1 beside 8 others: {k} drafts");
+        // Rows beyond them as dear as the 8 rows' own (0.35 each): no number
+        // of drafts at this rate pays, where the seed model's line (0.13 a
+        // row) still drafts.
+        let dear = StepTimes::timed_at(&[(1, 0.010), (8, 0.027), (16, 0.055)]);
+        assert_eq!(budget.choose(2, 8, 8, &dear), 0, "rate {rate}, rows at 0.35 beside 8 others");
+        assert!(budget.choose(2, 8, 8, &seeded()) > 0, "the seed model drafts at rate {rate}");
+    }
+
+    #[test]
+    fn one_sequence_drafts_by_its_own_steps_times() {
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
+        budget.record(2, 2, 1);
+        let rate = budget.rate(2);
+        // 9 rows at 1.4 one-row steps: drafts at this rate pay.
+        let cheap = StepTimes::timed_at(&[(1, 0.010), (9, 0.014)]);
+        assert!(budget.choose(2, 8, 1, &cheap) > 0, "rate {rate}, 9 rows at 1.4");
+        // Every row as dear as a step: nothing below certainty pays.
+        let dear = StepTimes::timed_at(&[(1, 0.010), (2, 0.020), (9, 0.090)]);
+        assert_eq!(budget.choose(2, 8, 1, &dear), 0, "rate {rate}, rows as dear as steps");
+        // A draft model's tokens cost their steps too.
+        let mut drafting = DraftBudget::new(8, 1, 1, 1.0);
+        drafting.record(1, 2, 1);
+        assert_eq!(drafting.choose(1, 8, 1, &cheap), 0, "drafts that cost a step each, rate {rate}");
+    }
+
+    #[test]
+    fn rows_timed_cheaper_than_fewer_rows_cost_the_fewer_rows_cost() {
+        let mut budget = DraftBudget::new(8, 1, 3, 0.0);
+        for _ in 0..30 {
+            budget.record(1, 2, 0);
+        }
+        // Noise says 9 rows are cheaper than 1: a draft that is never
+        // accepted still gains nothing.
+        let noisy = StepTimes::timed_at(&[(1, 0.010), (2, 0.012), (9, 0.008)]);
+        assert_eq!(budget.choose(1, 8, 1, &noisy), 0, "rate {}", budget.rate(1));
     }
 
     #[test]
     fn no_match_or_a_short_draft_drafts_nothing() {
-        let budget = DraftBudget::new(8, 3, 3, StepCost::MEASURED);
-        assert_eq!(budget.choose(0, 8, 1), 0);
-        assert_eq!(budget.choose(3, 2, 1), 0, "fewer than draft_min proposed");
-        let mut cheap = DraftBudget::new(8, 1, 3, StepCost::FREE);
+        let budget = DraftBudget::new(8, 3, 3, 0.0);
+        assert_eq!(budget.choose(0, 8, 1, &seeded()), 0);
+        assert_eq!(budget.choose(3, 2, 1, &seeded()), 0, "fewer than draft_min proposed");
+        let mut cheap = DraftBudget::new(8, 1, 3, 0.0);
         cheap.record(2, 1, 0);
-        assert!(cheap.choose(2, 8, 1) > 0, "free rows always pay");
+        assert!(cheap.choose(2, 8, 1, &StepTimes::new(StepCost::FREE)) > 0, "free rows always pay");
     }
 }

@@ -2,9 +2,12 @@
 //! evaluates the token drawn last and the drafts after it, and the rows
 //! are drawn from in order while they confirm the drafts.
 
+use std::time::Instant;
+
 use baton_model::{Logits, Model, ModelError};
 
 use super::speculation::Speculation;
+use super::step_times::StepTimes;
 use super::verify::{verify, Drawn};
 
 /// A sequence decoding in one of a model's cache slots.
@@ -20,6 +23,9 @@ pub struct Decoding<'a> {
     pub tokens: Vec<u32>,
     /// Tokens it may still draw (the one waiting to be evaluated counted).
     pub left: usize,
+    /// What its steps cost per row count: read by the drafts' budget,
+    /// and each step's time recorded in it.
+    pub times: &'a mut StepTimes,
 }
 
 impl Decoding<'_> {
@@ -47,10 +53,12 @@ impl Decoding<'_> {
             step.clear();
             step.push(last);
             if let Some(spec) = spec.as_deref_mut() {
-                step.extend_from_slice(spec.draft(&self.tokens, room, 1)?);
+                step.extend_from_slice(spec.draft(&self.tokens, room, (1, self.times))?);
             }
             let logits = if step.len() > 1 { Logits::All } else { Logits::Last };
+            let start = Instant::now();
             let rows = self.model.eval_slot(self.slot, &step, self.past, logits)?;
+            self.times.observe(step.len(), start.elapsed().as_secs_f64());
             let (tokens, left) = (&mut self.tokens, &mut self.left);
             let verified = verify::<E>(rows.chunks_exact(vocab), &step[1..], |row| {
                 let drawn = draw(row)?;

@@ -24,6 +24,8 @@
 //! - `draft_model.rs`: drafts by a smaller model of the same vocabulary.
 //! - `budget.rs`: how many drafts a step verifies (none when it does not
 //!   pay).
+//! - `step_times.rs`: what a step of so many rows costs, as the engine's
+//!   steps measure it.
 //! - `params.rs`: the parameters, and which models can verify drafts.
 //! - `speculation.rs`: one sequence's drafts, budget and counts.
 //! - `verify.rs`: a step's rows walked while they confirm the drafts.
@@ -35,14 +37,16 @@ mod draft_model;
 mod ngram;
 mod params;
 mod speculation;
+mod step_times;
 mod verify;
 
-pub use budget::{DraftBudget, StepCost, MIN_GAIN};
+pub use budget::{DraftBudget, MIN_GAIN};
 pub use decode::Decoding;
 pub use draft_model::{DraftAsk, ModelDrafter};
 pub use ngram::{Draft, NgramDrafter, MAX_NGRAM};
 pub use params::{check_model, prepare_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};
+pub use step_times::{StepCost, StepTimes, TRUSTED_SAMPLES};
 pub use verify::{verify, Drawn, Verified};
 
 #[cfg(test)]

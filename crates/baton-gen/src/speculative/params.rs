@@ -2,8 +2,8 @@
 
 use baton_model::Model;
 
-use super::budget::StepCost;
 use super::ngram::NgramDrafter;
+use super::step_times::StepCost;
 
 /// How drafts are made (llama.cpp's `--spec-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,7 +44,9 @@ pub struct SpecParams {
     pub draft_min: usize,
     /// The n-grams looked up, longest first.
     pub drafter: NgramDrafter,
-    /// What a verification step costs (the adaptive budget's model).
+    /// What a verification step costs: the model that seeds the engine's
+    /// table of step times ([`StepTimes`](super::StepTimes)), and what a
+    /// drafted token costs to make.
     pub cost: StepCost,
 }
 

@@ -7,6 +7,7 @@ use super::budget::DraftBudget;
 use super::draft_model::ModelDrafter;
 use super::ngram::Draft;
 use super::params::{SpecParams, SpecType};
+use super::step_times::StepTimes;
 
 /// Drafted and accepted token counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,7 +53,7 @@ impl Speculation {
         if params.kind == SpecType::None || params.draft_max == 0 {
             return None;
         }
-        let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost);
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost.per_draft);
         Some(Speculation { params, budget, model: None, stats: SpecStats::default(), pending: None, verified: 0 })
     }
 
@@ -60,7 +61,7 @@ impl Speculation {
     /// `params`' draft counts and cost, whatever its type.
     pub fn with_model(params: SpecParams, drafter: ModelDrafter) -> Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
-        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost);
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         let model = Some(Box::new(drafter));
         Speculation { params, budget, model, stats: SpecStats::default(), pending: None, verified: 0 }
     }
@@ -72,16 +73,17 @@ impl Speculation {
     /// and cost, whatever its type.
     pub fn with_shared_model(params: SpecParams) -> Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
-        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost);
+        let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         Speculation { params, budget, model: None, stats: SpecStats::default(), pending: None, verified: 0 }
     }
 
     /// How many tokens a draft model should draft for a step with at most
-    /// `room` drafts, carrying `rows` rows without them: 0 when drafts do
-    /// not pay now (the step is then settled as one without drafts). Pair
-    /// a count above 0 with [`offer`](Self::offer).
-    pub fn model_drafts(&mut self, room: usize, rows: usize) -> usize {
-        let k = self.budget.choose(1, self.params.draft_max.min(room), rows);
+    /// `room` drafts, carrying `rows` rows without them, steps costing what
+    /// `times` says: 0 when drafts do not pay now (the step is then settled
+    /// as one without drafts). Pair a count above 0 with
+    /// [`offer`](Self::offer).
+    pub fn model_drafts(&mut self, room: usize, (rows, times): (usize, &StepTimes)) -> usize {
+        let k = self.budget.choose(1, self.params.draft_max.min(room), rows, times);
         if k == 0 {
             self.budget.relax(1);
             self.pending = Some(Draft::default());
@@ -93,29 +95,35 @@ impl Speculation {
     /// Takes the draft model's `tokens` for the step that
     /// [`model_drafts`](Self::model_drafts) asked for: the drafts to verify
     /// (as many as pay). Pair it with [`settle`](Self::settle).
-    pub fn offer(&mut self, tokens: Vec<u32>, rows: usize) -> &[u32] {
-        self.verified = self.budget.choose(1, tokens.len(), rows);
+    pub fn offer(&mut self, tokens: Vec<u32>, (rows, times): (usize, &StepTimes)) -> &[u32] {
+        self.verified = self.budget.choose(1, tokens.len(), rows, times);
         let draft = self.pending.insert(Draft { tokens, matched: 1 });
         &draft.tokens[..self.verified]
     }
 
     /// The drafts to verify after `history` (prompt and tokens so far, the
     /// token to evaluate next last), at most `room` of them, in a step that
-    /// carries `rows` rows without them (1 for a sequence decoding alone):
-    /// empty when none are found or they do not pay. Pair each call with
-    /// [`settle`](Self::settle). An error only from a draft model's step.
-    pub fn draft(&mut self, history: &[u32], room: usize, rows: usize) -> Result<&[u32], ModelError> {
+    /// carries `rows` rows without them (1 for a sequence decoding alone),
+    /// steps costing what `times` says: empty when none are found or they
+    /// do not pay. Pair each call with [`settle`](Self::settle). An error
+    /// only from a draft model's step.
+    pub fn draft(
+        &mut self,
+        history: &[u32],
+        room: usize,
+        (rows, times): (usize, &StepTimes),
+    ) -> Result<&[u32], ModelError> {
         let room = self.params.draft_max.min(room);
         if self.model.is_some() {
             // A draft model's tokens cost a step each: as many as pay.
-            let tokens = match self.model_drafts(room, rows) {
+            let tokens = match self.model_drafts(room, (rows, times)) {
                 0 => return Ok(&[]),
                 k => self.model.as_mut().map(|m| m.draft(history, k)).transpose()?.unwrap_or_default(),
             };
-            return Ok(self.offer(tokens, rows));
+            return Ok(self.offer(tokens, (rows, times)));
         }
         let draft = self.params.drafter.draft(history, room);
-        self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows);
+        self.verified = self.budget.choose(draft.matched, draft.tokens.len(), rows, times);
         let draft = self.pending.insert(draft);
         Ok(&draft.tokens[..self.verified])
     }
@@ -140,6 +148,11 @@ impl Speculation {
     /// without drafts from a model.
     pub fn take_model(&mut self) -> Option<ModelDrafter> {
         self.model.take().map(|m| *m)
+    }
+
+    /// Its parameters.
+    pub fn params(&self) -> &SpecParams {
+        &self.params
     }
 
     /// The counts so far.

@@ -48,13 +48,14 @@ fn errors_of_the_draw_pass_through() {
 fn speculation_counts_what_it_verified() {
     let params = SpecParams { kind: SpecType::Ngram, cost: StepCost::FREE, ..SpecParams::default() };
     let mut spec = Speculation::new(params).expect("ngram");
+    let times = StepTimes::new(spec.params().cost);
     let history = [1, 2, 3, 4, 1, 2, 3];
-    assert_eq!(spec.draft(&history, 8, 1).expect("n-grams"), &[4, 1, 2, 3]);
+    assert_eq!(spec.draft(&history, 8, (1, &times)).expect("n-grams"), &[4, 1, 2, 3]);
     spec.settle(2, Some(9));
     assert_eq!(spec.stats(), SpecStats { drafted: 4, accepted: 2, steps: 1 });
     assert_eq!(spec.stats().acceptance(), 0.5);
     // Room bounds the draft.
-    assert_eq!(spec.draft(&history, 1, 1).expect("n-grams"), &[4]);
+    assert_eq!(spec.draft(&history, 1, (1, &times)).expect("n-grams"), &[4]);
     spec.settle(1, Some(1));
     assert_eq!(spec.stats(), SpecStats { drafted: 5, accepted: 3, steps: 2 });
     // None for no speculation.

@@ -11,7 +11,7 @@ use std::path::Path;
 use baton_core::DType;
 use baton_gen::speculative::{
     Decoding, DraftAsk, Drawn, ModelDrafter, NgramDrafter, SpecError, SpecParams, SpecStats, SpecType, Speculation,
-    StepCost,
+    StepCost, StepTimes,
 };
 use baton_gen::{LogitBias, Sampler, SamplingParams, StopMatcher};
 use baton_model::{LoadOptions, Model};
@@ -69,7 +69,9 @@ pub(super) fn decode(
     let first = draw(model.eval_prompt(prompt, 0).expect("prompt")).expect("draw");
     if let Drawn::Token(first) = first {
         let tokens = prompt.iter().copied().chain([first]).collect();
-        let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens, left: n - 1 };
+        let mut times = StepTimes::new(spec.as_ref().map_or(StepCost::MEASURED, |s| s.params().cost));
+        let times = &mut times;
+        let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens, left: n - 1, times };
         decoding.run(spec.as_mut(), &|| false, &mut draw).expect("decode");
     }
     (out, spec.map(|s| s.stats()).unwrap_or_default())

@@ -8,7 +8,9 @@
 //! bits) is plain decoding's, greedy and sampled, with penalties.
 
 use baton_core::DType;
-use baton_gen::speculative::{prepare_model, verify, Drawn, SpecParams, SpecStats, SpecType, Speculation, StepCost};
+use baton_gen::speculative::{
+    prepare_model, verify, Drawn, SpecParams, SpecStats, SpecType, Speculation, StepCost, StepTimes,
+};
 use baton_gen::{Sampler, SamplingParams};
 use baton_model::{Logits, Model};
 use baton_synth::SynthShape;
@@ -42,6 +44,7 @@ fn decode_with_oracle(
     draw(&first, &mut out).expect("draw");
     let params = SpecParams { kind: SpecType::Ngram, draft_max: 5, cost: StepCost::FREE, ..SpecParams::default() };
     let mut spec = Speculation::with_shared_model(params);
+    let times = StepTimes::new(params.cost);
     let mut past = prompt.len();
     let mut accepted = Vec::new();
     for s in 0.. {
@@ -55,10 +58,10 @@ fn decode_with_oracle(
             let spoiled = (s / 2) % drafts.len();
             drafts[spoiled] = (drafts[spoiled] + 1) % vocab as u32;
         }
-        let k = spec.model_drafts(room, 1);
+        let k = spec.model_drafts(room, (1, &times));
         let drafts = match k {
             0 => Vec::new(),
-            _ => spec.offer(drafts, 1).to_vec(),
+            _ => spec.offer(drafts, (1, &times)).to_vec(),
         };
         let step: Vec<u32> = out.tokens[done - 1..done].iter().chain(&drafts).copied().collect();
         let logits = if step.len() > 1 { Logits::All } else { Logits::Last };

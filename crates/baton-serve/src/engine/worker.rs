@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
-use baton_gen::speculative::{self, ModelDrafter};
+use baton_gen::speculative::{self, ModelDrafter, StepTimes};
 use baton_gen::Sampler;
 use baton_model::{BatchTicket, Model, ModelError, PoolFull, SeqStep, Tokenizer};
 
@@ -45,6 +45,9 @@ struct Flight {
     hidden: Vec<bool>,
     /// Per picked entry: a score's rows, each of which gives logits.
     every_logit: Vec<bool>,
+    /// When it was submitted, and its rows in all (the step's time goes
+    /// into the drafts' costs).
+    timed: (std::time::Instant, usize),
 }
 
 mod cancel;
@@ -92,6 +95,8 @@ pub(super) struct Worker {
     /// A draft model drafting for the sequences that draft (`drafts.rs`),
     /// in place of n-grams.
     drafter: Option<ModelDrafter>,
+    /// What its steps take per row count, as they run (the drafts' costs).
+    step_times: StepTimes,
 }
 
 impl Worker {
@@ -112,6 +117,7 @@ impl Worker {
         let devices = model.placement().0.len();
         let tokenizer = model.shared_tokenizer();
         let groups = model.runs_in_flight().min(devices).clamp(1, options.parallel);
+        let step_times = StepTimes::new(options.spec.cost);
         Worker {
             model,
             options,
@@ -133,6 +139,7 @@ impl Worker {
             scores: Vec::new(),
             passes: VecDeque::new(),
             drafter,
+            step_times,
         }
     }
 
@@ -509,7 +516,8 @@ impl Worker {
         // A hybrid model cuts back to the positions whose states it keeps.
         let mut kept = self.model.rewind_rows().unwrap_or(usize::MAX);
         for (i, seq) in self.running.iter_mut().enumerate().filter(|(_, s)| s.group == group) {
-            let drafts = match seq.prepare_step((room.saturating_sub(rows).min(kept), rows), context, by_model) {
+            let ask = (room.saturating_sub(rows).min(kept), rows, &self.step_times);
+            let drafts = match seq.prepare_step(ask, context, by_model) {
                 0 => seq.step.len().saturating_sub(1),
                 k => {
                     asks.push((i, k, rows));
@@ -599,13 +607,14 @@ impl Worker {
                 return None;
             }
         }
+        let timed = (std::time::Instant::now(), picked.iter().map(|&(_, n)| n).sum());
         let submitted = match (hidden.contains(&true), every_logit.contains(&true)) {
             (_, true) => self.model.submit_batch_rows(&steps, &hidden, &every_logit),
             (true, false) => self.model.submit_batch_hidden(&steps, &hidden),
             (false, false) => self.model.submit_batch(&steps),
         };
         match submitted {
-            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden, every_logit }),
+            Ok(ticket) => self.flights[group] = Some(Flight { ticket, picked, hidden, every_logit, timed }),
             Err(ModelError::PoolFull(full)) if self.mirror.is_none() => return Some((full, picked)),
             Err(e) if self.mirror.is_some() => self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => self.fail(&picked, &format!("the model failed: {e}")),
@@ -616,7 +625,7 @@ impl Worker {
     /// Reads a step's logits, samples each sequence's next token and sends
     /// it; ends the sequences that are done.
     fn process(&mut self, flight: Flight, group: usize) {
-        let Flight { ticket, picked, hidden, every_logit } = flight;
+        let Flight { ticket, picked, hidden, every_logit, timed: (submitted, step_rows) } = flight;
         if !self.tell(&MirrorCall::Logits { group: group as u32 }) {
             return;
         }
@@ -634,6 +643,7 @@ impl Worker {
             Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
         };
         self.shared.steps.fetch_add(1, Ordering::Relaxed);
+        self.step_times.observe(step_rows, submitted.elapsed().as_secs_f64());
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
         let mut prompts_done = Vec::new();

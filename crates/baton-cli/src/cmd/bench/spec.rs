@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use baton_gen::speculative::{self, Decoding, Drawn, ModelDrafter, SpecParams, SpecStats, SpecType, Speculation};
+use baton_gen::speculative::{
+    self, Decoding, Drawn, ModelDrafter, SpecParams, SpecStats, SpecType, Speculation, StepTimes,
+};
 use baton_gen::{ChatTemplate, Message, Sampler, SamplingParams};
 use baton_model::{EncodeOptions, Logits, Model};
 use clap::Args;
@@ -50,12 +52,12 @@ struct Decoded {
 
 /// Decoding of up to `n` tokens after `prompt` at `temperature` (0:
 /// greedy), with speculation as `spec` says (or none), ending at the end
-/// of the answer.
+/// of the answer; its steps timed into `times` (the budget's costs).
 fn decode(
     model: &mut Model,
     (prompt, temperature): (&[u32], f32),
     n: usize,
-    mut spec: Option<&mut Speculation>,
+    (mut spec, times): (Option<&mut Speculation>, &mut StepTimes),
 ) -> Result<Decoded> {
     let tokenizer = model.shared_tokenizer();
     let eos = tokenizer.eos_id();
@@ -78,7 +80,7 @@ fn decode(
     if let Drawn::Token(first) = first {
         let history = prompt.iter().copied().chain([first]).collect();
         let left = n.min(model.context().saturating_sub(prompt.len())).saturating_sub(1);
-        let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens: history, left };
+        let mut decoding = Decoding { model, slot: 0, past: prompt.len(), tokens: history, left, times };
         decoding.run(spec.as_deref_mut(), &crate::util::interrupt::requested, &mut draw)?;
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -86,19 +88,20 @@ fn decode(
     Ok(Decoded { tokens_per_s: (tokens.len().max(1) - 1) as f64 / seconds.max(1e-9), tokens, stats })
 }
 
-/// [`decode`] with a fresh speculation (its budget learning from
-/// scratch), drafting with `drafter` (taken back after) or n-grams.
+/// [`decode`] with a fresh speculation (its acceptance learned from
+/// scratch; the step times go on), drafting with `drafter` (taken back
+/// after) or n-grams.
 fn decode_drafting(
     model: &mut Model,
     input: (&[u32], f32),
     n: usize,
-    (params, drafter): (SpecParams, &mut Option<ModelDrafter>),
+    (params, drafter, times): (SpecParams, &mut Option<ModelDrafter>, &mut StepTimes),
 ) -> Result<Decoded> {
     let mut spec = match drafter.take() {
         Some(d) => Speculation::with_model(params, d),
         None => Speculation::new(params).context("speculation is off")?,
     };
-    let decoded = decode(model, input, n, Some(&mut spec));
+    let decoded = decode(model, input, n, (Some(&mut spec), times));
     *drafter = spec.take_model();
     decoded
 }
@@ -188,6 +191,8 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         println!("| task | tokens | plain t/s | spec t/s | ratio | drafted | accepted | acceptance |");
         println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     }
+    // The engine's own step times, kept over every decoding of the run.
+    let mut step_times = StepTimes::new(params.cost);
     for task in tasks() {
         let text = template.render(&[Message::user(task.message.clone())], true)?;
         let prompt = model.tokenizer().encode(&text, EncodeOptions { add_special: false, parse_special: true })?;
@@ -197,11 +202,11 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         for rep in 0..args.repetitions.max(1) {
             let input = (prompt.as_slice(), task.temperature);
             let (a, b) = if rep % 2 == 0 {
-                let a = decode(&mut model, input, args.n_gen, None)?;
-                (a, decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter))?)
+                let a = decode(&mut model, input, args.n_gen, (None, &mut step_times))?;
+                (a, decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter, &mut step_times))?)
             } else {
-                let b = decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter))?;
-                (decode(&mut model, input, args.n_gen, None)?, b)
+                let b = decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter, &mut step_times))?;
+                (decode(&mut model, input, args.n_gen, (None, &mut step_times))?, b)
             };
             if a.tokens != b.tokens {
                 let at = a.tokens.iter().zip(&b.tokens).position(|(x, y)| x != y);
@@ -233,6 +238,12 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
                 100.0 * stats.acceptance()
             );
         }
+    }
+    if !args.json {
+        let timed: Vec<String> = (step_times.timed())
+            .map(|(rows, _, samples)| format!("{rows} rows {:.2} ({samples})", step_times.cost(rows)))
+            .collect();
+        println!("\nthe steps' costs as the runs timed them (timings): {}", timed.join(", "));
     }
     Ok(())
 }

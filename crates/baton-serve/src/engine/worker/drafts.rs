@@ -35,7 +35,7 @@ impl Worker {
             vec![Vec::new(); asks.len()]
         });
         for (&(i, _, rows), tokens) in asks.iter().zip(drafts) {
-            self.running[i].offer_drafts(tokens, rows);
+            self.running[i].offer_drafts(tokens, (rows, &self.step_times));
         }
     }
 }

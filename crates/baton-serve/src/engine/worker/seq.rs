@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use baton_gen::constraint::Constraint;
-use baton_gen::speculative::{verify, Drawn, Speculation};
+use baton_gen::speculative::{verify, Drawn, Speculation, StepTimes};
 use baton_gen::{token_logprobs, Sampler};
 use baton_model::baton_tokenizer::TokenType;
 use baton_model::Tokenizer;
@@ -82,11 +82,17 @@ impl Seq {
 impl Seq {
     /// Prepares its step once decoding: `next`, then the drafts its
     /// speculation makes (at most `room`, within its context and its
-    /// `max_tokens`, for a step of `rows` rows without them); nothing to
-    /// prepare without speculation. With the engine's draft model
-    /// (`by_model`) it returns how many tokens the model should draft for
-    /// it ([`offer_drafts`](Self::offer_drafts) takes them), else 0.
-    pub(super) fn prepare_step(&mut self, (room, rows): (usize, usize), context: usize, by_model: bool) -> usize {
+    /// `max_tokens`, for a step of `rows` rows without them, steps costing
+    /// what `times` says); nothing to prepare without speculation. With the
+    /// engine's draft model (`by_model`) it returns how many tokens the
+    /// model should draft for it ([`offer_drafts`](Self::offer_drafts)
+    /// takes them), else 0.
+    pub(super) fn prepare_step(
+        &mut self,
+        (room, rows, times): (usize, usize, &StepTimes),
+        context: usize,
+        by_model: bool,
+    ) -> usize {
         self.step.clear();
         let (Some(spec), Some(next)) = (self.spec.as_mut(), self.next) else { return 0 };
         if self.read < self.prompt.len() {
@@ -97,11 +103,11 @@ impl Seq {
         let room = room.min(left.saturating_sub(1)).min(context.saturating_sub(self.past + 1));
         self.step.push(next);
         if by_model {
-            return spec.model_drafts(room, rows);
+            return spec.model_drafts(room, (rows, times));
         }
         let history: Vec<u32> = self.prompt.iter().chain(&self.sent[self.replayed..]).copied().collect();
         // N-gram drafts, which cannot fail.
-        if let Ok(drafts) = spec.draft(&history, room, rows) {
+        if let Ok(drafts) = spec.draft(&history, room, (rows, times)) {
             self.step.extend_from_slice(drafts);
         }
         0
@@ -109,10 +115,11 @@ impl Seq {
 
     /// Takes the draft model's `tokens` for the step
     /// [`prepare_step`](Self::prepare_step) asked them for (`rows` rows
-    /// without them): the ones worth verifying join the step.
-    pub(super) fn offer_drafts(&mut self, tokens: Vec<u32>, rows: usize) {
+    /// without them, steps costing what `times` says): the ones worth
+    /// verifying join the step.
+    pub(super) fn offer_drafts(&mut self, tokens: Vec<u32>, (rows, times): (usize, &StepTimes)) {
         if let Some(spec) = self.spec.as_mut() {
-            let drafts = spec.offer(tokens, rows);
+            let drafts = spec.offer(tokens, (rows, times));
             self.step.extend_from_slice(drafts);
         }
     }
