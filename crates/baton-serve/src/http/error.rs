@@ -67,9 +67,12 @@ impl ApiError {
     }
 
     /// 401: the request presents no API key, or a wrong one (answered
-    /// with `WWW-Authenticate: Bearer`).
+    /// with `WWW-Authenticate: Bearer`). Its type is
+    /// `authentication_error`, as llama-server's (and Anthropic's); OpenAI
+    /// writes `invalid_request_error`, and its clients tell a 401 by the
+    /// status and the `invalid_api_key` code, both kept.
     pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        let mut e = Self::new(StatusCode::UNAUTHORIZED, "invalid_request_error", message);
+        let mut e = Self::new(StatusCode::UNAUTHORIZED, "authentication_error", message);
         e.body.code = Some("invalid_api_key");
         e
     }
