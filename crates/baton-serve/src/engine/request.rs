@@ -216,6 +216,13 @@ pub enum Event {
         /// Prompt tokens not evaluated again.
         cached_tokens: usize,
     },
+    /// A chunk of the prompt was evaluated: `read` of its tokens (the
+    /// cached ones included) are in the cache now (llama-server's prompt
+    /// progress). One per chunk, while the prompt is read.
+    Progress {
+        /// Prompt tokens in the cache after this chunk.
+        read: usize,
+    },
     /// The log-probabilities of the token the next [`Event::Token`] sends
     /// (only when the request asks for them).
     Logprobs(TokenLogprobs),

@@ -652,6 +652,7 @@ impl Worker {
                 true => {
                     seq.read += n;
                     self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
+                    let _ = seq.events.send(Event::Progress { read: seq.read });
                     if seq.read + 1 == seq.prompt.len() {
                         prompts_done.push(seq.id);
                     }

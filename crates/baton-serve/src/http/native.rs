@@ -24,8 +24,6 @@
 //! `post_sampling_probs` (the probabilities after the samplers) is
 //! refused: Baton's probabilities are the model's, before sampling.
 
-use std::time::Instant;
-
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -44,6 +42,7 @@ use super::state::AppState;
 use super::types::{null_is_false, Params};
 use crate::engine::{Event, Generation, TokenLogprobs};
 use crate::text::{Outcome, TextStream};
+use crate::timings::Timings;
 
 /// `POST /completion`'s body.
 #[derive(Deserialize)]
@@ -87,12 +86,9 @@ struct Ended {
     stop_type: &'static str,
     stopping_word: String,
     prompt_tokens: usize,
-    cached: usize,
     predicted: usize,
-    /// Milliseconds reading the prompt (to the first token) and
-    /// generating (from it to the end).
-    prompt_ms: f64,
-    predicted_ms: f64,
+    /// How long reading the prompt and generating took.
+    timings: Timings,
     /// Text, tokens and log-probabilities not handed out with a piece
     /// (the decoder's last bytes; a stop string's tokens).
     rest: Piece,
@@ -250,8 +246,6 @@ async fn run(
     mut on_piece: impl FnMut(Piece),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<Ended, ApiError> {
-    let started = Instant::now();
-    let mut first: Option<Instant> = None;
     let mut stream = TextStream::new(tokenizer, job.applied_stops(), job.request.prompt.len());
     let mut tokens = Vec::new();
     tokio::pin!(cancelled);
@@ -262,7 +256,6 @@ async fn run(
             event = generation.next() => event,
         };
         if let Some(Event::Token(token)) = event {
-            first.get_or_insert_with(Instant::now);
             tokens.push(token);
         }
         let pushed = stream.push(event);
@@ -275,13 +268,11 @@ async fn run(
             None => {}
         }
         let Some(end) = pushed.end else { continue };
-        let (reason, usage, probs) = match end {
-            Outcome::Finished { reason, usage, logprobs, .. } => (reason, usage, logprobs),
+        let (reason, usage, probs, timings) = match end {
+            Outcome::Finished { reason, usage, logprobs, timings, .. } => (reason, usage, logprobs, timings),
             Outcome::Failed(why) => return Err(ApiError::server(why)),
             Outcome::Cancelled => return Err(ApiError::server("the request was cancelled")),
         };
-        let now = Instant::now();
-        let first = first.unwrap_or(now);
         let stopping_word = stream.matched_stop().unwrap_or_default().to_string();
         let stop_type = match (reason, stopping_word.is_empty()) {
             ("length", _) => "limit",
@@ -292,10 +283,8 @@ async fn run(
             stop_type,
             stopping_word,
             prompt_tokens: usage.prompt_tokens,
-            cached: usage.prompt_tokens_details.cached_tokens,
             predicted: usage.completion_tokens,
-            prompt_ms: (first - started).as_secs_f64() * 1e3,
-            predicted_ms: (now - first).as_secs_f64() * 1e3,
+            timings,
             rest: Piece { text: tail, tokens, probs },
         });
     }
@@ -354,10 +343,6 @@ impl Answer {
         settings.insert("stream".into(), json!(job.stream));
         settings.insert("stop".into(), json!(job.stops));
         settings.insert("n_probs".into(), json!(job.request.logprobs.unwrap_or(0)));
-        let evaluated = ended.prompt_tokens.saturating_sub(ended.cached);
-        let per = |ms: f64, n: usize| if n == 0 { (0.0, 0.0) } else { (ms / n as f64, n as f64 * 1e3 / ms.max(1e-9)) };
-        let (prompt_per_token, prompt_per_second) = per(ended.prompt_ms, evaluated);
-        let (predicted_per_token, predicted_per_second) = per(ended.predicted_ms, ended.predicted);
         let tokens = match self.return_tokens {
             true => whole.tokens.iter().chain(&ended.rest.tokens).copied().collect(),
             false => Vec::new(),
@@ -378,17 +363,7 @@ impl Answer {
             "stop_type": ended.stop_type,
             "stopping_word": ended.stopping_word,
             "tokens_cached": ended.prompt_tokens + ended.predicted,
-            "timings": {
-                "cache_n": ended.cached,
-                "prompt_n": evaluated,
-                "prompt_ms": ended.prompt_ms,
-                "prompt_per_token_ms": prompt_per_token,
-                "prompt_per_second": prompt_per_second,
-                "predicted_n": ended.predicted,
-                "predicted_ms": ended.predicted_ms,
-                "predicted_per_token_ms": predicted_per_token,
-                "predicted_per_second": predicted_per_second,
-            },
+            "timings": ended.timings.to_json(),
         });
         if job.request.logprobs.is_some_and(|n| n > 0) && !job.stream {
             let probs: Vec<_> = whole.probs.into_iter().chain(ended.rest.probs).collect();

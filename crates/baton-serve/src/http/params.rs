@@ -40,6 +40,19 @@ pub struct Job {
     pub reasoning: Option<bool>,
     /// `speculative.n_max` and `speculative.n_min`, when given.
     pub drafts: (Option<usize>, Option<usize>),
+    /// What llama-server's answers add when asked ([`Extras`]).
+    pub extras: Extras,
+}
+
+/// What llama-server's answers add to OpenAI's when the request asks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// `timings` on a stream's chunks after the first.
+    pub timings_per_token: bool,
+    /// `prompt_progress` chunks in a stream.
+    pub return_progress: bool,
+    /// `__verbose` on a whole answer.
+    pub verbose: bool,
 }
 
 impl Job {
@@ -85,7 +98,13 @@ impl Job {
         }
         let count = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let drafts = (count(params.speculative_n_max), count(params.speculative_n_min));
-        Ok(Job { request, stops, stream: params.stream, include_usage, tools: None, choices, reasoning: None, drafts })
+        let extras = Extras {
+            timings_per_token: params.timings_per_token,
+            return_progress: params.return_progress,
+            verbose: params.verbose,
+        };
+        let stream = params.stream;
+        Ok(Job { request, stops, stream, include_usage, tools: None, choices, reasoning: None, drafts, extras })
     }
 
     /// How it drafts: as `server` (the server's `--spec-type`) says, with
