@@ -30,7 +30,7 @@ pub use chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
 pub use conversation::{Conversation, ConversationError, PromptStats};
 
 // What a token was given, and where a stop string ends the text.
-pub use logprobs::{token_logprobs, TokenLogprobs};
+pub use logprobs::{candidate_logprobs, token_logprobs, TokenLogprobs};
 pub use stop::{Released, StopMatcher};
 
 // Measuring a model: perplexity over a text.

@@ -433,6 +433,7 @@ impl Worker {
                 submitted,
                 last_token: None,
                 logprobs: request.logprobs,
+                post_sampling: request.post_sampling,
                 cached,
                 sent: Vec::new(),
                 constraint: request.format.constraint(),

@@ -21,8 +21,12 @@
 //!   fields with an empty `content` and `stop: true`; there is no
 //!   `[DONE]`, as llama-server sends none here.
 //!
-//! `post_sampling_probs` (the probabilities after the samplers) is
-//! refused: Baton's probabilities are the model's, before sampling.
+//! With `post_sampling_probs`, `completion_probabilities` holds each
+//! token's `prob` and its alternatives' (`top_probs`) in the distribution
+//! it was drawn from: the candidates the sampler's filters (top-k, top-p,
+//! min-p) left, at the request's temperature (tokens without a chance
+//! left out, so fewer than `n_probs` when fewer survived), as
+//! llama-server; otherwise the model's `logprob` and `top_logprobs`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -53,7 +57,8 @@ pub struct NativeRequest {
     n_predict: Option<i64>,
     /// Alternatives per generated token to send log-probabilities of.
     n_probs: Option<u64>,
-    /// llama-server's probabilities after sampling: refused when `true`.
+    /// llama-server's probabilities after sampling (the draw's
+    /// distribution, not the model's).
     #[serde(default, deserialize_with = "null_is_false")]
     post_sampling_probs: bool,
     /// Send the generated token ids in `tokens`.
@@ -100,12 +105,6 @@ pub async fn completion(
     caller: Caller,
     JsonBody(mut request): JsonBody<NativeRequest>,
 ) -> Result<Response, ApiError> {
-    if request.post_sampling_probs {
-        return Err(ApiError::invalid_param(
-            "post_sampling_probs",
-            "post_sampling_probs is not served: n_probs gives the model's log-probabilities before sampling",
-        ));
-    }
     let prompts = prompts(&request.prompt, state.engine.tokenizer())?;
     let params = native_params(&mut request, state.defaults.max_tokens);
     if request.params.stream && prompts.len() > 1 {
@@ -113,7 +112,9 @@ pub async fn completion(
     }
     let mut jobs = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        jobs.push(state.job(&params, prompt, &caller).await?);
+        let mut job = state.job(&params, prompt, &caller).await?;
+        job.request.post_sampling = request.post_sampling_probs;
+        jobs.push(job);
     }
     let answer = Answer { fields: request.response_fields.take(), return_tokens: request.return_tokens };
     if request.params.stream {
@@ -309,7 +310,7 @@ fn streamed(state: AppState, job: Job, generation: Generation, answer: Answer) -
                 "tokens_evaluated": prompt,
             });
             if n_probs.is_some() {
-                chunk["completion_probabilities"] = probabilities(&piece.probs, &tokenizer);
+                chunk["completion_probabilities"] = probabilities(&piece.probs, &tokenizer, job.request.post_sampling);
             }
             let _ = tx.send(format!("data: {chunk}\n\n"));
         };
@@ -367,7 +368,7 @@ impl Answer {
         });
         if job.request.logprobs.is_some_and(|n| n > 0) && !job.stream {
             let probs: Vec<_> = whole.probs.into_iter().chain(ended.rest.probs).collect();
-            last["completion_probabilities"] = probabilities(&probs, tokenizer);
+            last["completion_probabilities"] = probabilities(&probs, tokenizer, job.request.post_sampling);
         }
         match &self.fields {
             Some(fields) if !fields.is_empty() => only(&last, fields),
@@ -391,15 +392,22 @@ fn only(value: &Value, fields: &[String]) -> Value {
 }
 
 /// llama-server's `completion_probabilities`: each token's id, text, bytes
-/// and log-probability, with its most likely alternatives'.
-fn probabilities(entries: &[TokenLogprobs], tokenizer: &Tokenizer) -> Value {
+/// and log-probability, with its most likely alternatives'; `post`
+/// (`post_sampling_probs`): their probabilities (`prob`, `top_probs`).
+fn probabilities(entries: &[TokenLogprobs], tokenizer: &Tokenizer, post: bool) -> Value {
     let token = |id: u32, logprob: f32| {
         let bytes = tokenizer.token_bytes(id, true).map(<[u8]>::to_vec).unwrap_or_default();
-        json!({ "id": id, "token": String::from_utf8_lossy(&bytes), "bytes": bytes, "logprob": logprob })
+        let mut out = json!({ "id": id, "token": String::from_utf8_lossy(&bytes), "bytes": bytes });
+        match post {
+            true => out["prob"] = json!(logprob.exp()),
+            false => out["logprob"] = json!(logprob),
+        }
+        out
     };
+    let top = if post { "top_probs" } else { "top_logprobs" };
     let entries = entries.iter().map(|entry| {
         let mut out = token(entry.token, entry.logprob);
-        out["top_logprobs"] = entry.top.iter().map(|&(id, logprob)| token(id, logprob)).collect();
+        out[top] = entry.top.iter().map(|&(id, logprob)| token(id, logprob)).collect();
         out
     });
     Value::Array(entries.collect())

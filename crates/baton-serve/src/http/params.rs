@@ -86,6 +86,7 @@ impl Job {
             sampling: sampling(params, info)?,
             stop_at_eog: !params.ignore_eos,
             logprobs,
+            post_sampling: false,
             format: format(params, &info.grammars)?,
             // The caller's and its `cache_salt`'s: set by the handler
             // (`AppState::job`), which knows who sent it.
