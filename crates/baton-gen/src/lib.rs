@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 mod chat;
+mod chat_named;
 mod chat_tokens;
 pub mod constraint;
 mod conversation;
@@ -27,6 +28,7 @@ pub use sampling::{Candidate, LogitBias, Sampler, SamplingError, SamplingParams,
 
 // Chat: templates and conversations that keep their KV cache.
 pub use chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
+pub use chat_named::{named_template, TEMPLATE_NAMES};
 pub use conversation::{Conversation, ConversationError, PromptStats};
 
 // What a token was given, and where a stop string ends the text.
