@@ -29,6 +29,7 @@ VALUE_FLAGS = {
     "--alias": None,
     "--cors-origins": None,
     "--chat-template-file": None,
+    "--chat-template": None,
     "--pooling": None,
     "--cache-ram": None,
     "--api-key": None,

@@ -89,6 +89,10 @@ pub enum ChatError {
         /// The text.
         text: String,
     },
+    /// The last message cannot be continued
+    /// ([`ChatTemplate::encode_continued`]): why.
+    #[error("the last message cannot be continued: {0}")]
+    NotContinuable(&'static str),
     /// The rendered conversation could not be tokenized.
     #[error(transparent)]
     Tokenize(#[from] baton_tokenizer::TokenizerError),

@@ -57,14 +57,65 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tokenizer: &Tokenizer,
     ) -> Result<Vec<u32>, ChatError> {
+        let rendered = self.render(messages, add_generation_prompt)?;
+        let end = rendered.len();
+        self.encode_rendered(messages, add_generation_prompt, &rendered, end, tokenizer)
+    }
+
+    /// The tokens of `messages` with the last one (the assistant's answer
+    /// so far) continued rather than closed: rendered without the
+    /// generation prompt and cut where the last message's content ends,
+    /// so that the model goes on writing it (llama-server's assistant
+    /// prefill, vLLM's `continue_final_message`). Encoded as
+    /// [`encode`](Self::encode) encodes.
+    ///
+    /// # Errors
+    ///
+    /// [`encode`](Self::encode)'s, and [`ChatError::NotContinuable`] for
+    /// no messages or a template that does not write the last message's
+    /// content as given (so that no cut keeps it whole).
+    pub fn encode_continued(&self, messages: &[Message], tokenizer: &Tokenizer) -> Result<Vec<u32>, ChatError> {
+        let Some((last, earlier)) = messages.split_last() else {
+            return Err(ChatError::NotContinuable("there is no message to continue"));
+        };
+        let rendered = self.render(messages, false)?;
+        // Where the last content starts: where a marker in its place stands
+        // when the rest of the rendering is the same.
+        let mut marked: Vec<Message> = earlier.to_vec();
+        let marker = format!("{MARK_OPEN}last{MARK_CLOSE}");
+        marked.push(Message::new(last.role.clone(), marker.clone()));
+        let marked = self.render(&marked, false)?;
+        let start = marked.find(&marker).filter(|&at| rendered.starts_with(&marked[..at]));
+        let Some(start) = start else {
+            return Err(ChatError::NotContinuable("the template does not write the last message's content"));
+        };
+        let content = last.content.as_str();
+        let form = [content, content.trim(), content.trim_start(), content.trim_end()]
+            .into_iter()
+            .find(|form| rendered[start..].starts_with(form))
+            .ok_or(ChatError::NotContinuable("the template changes the last message's content"))?;
+        self.encode_rendered(messages, false, &rendered, start + form.len(), tokenizer)
+    }
+
+    /// `rendered[..end]` (the rendering of `messages`) encoded: the
+    /// messages' contents as literal text where traced (else refused when
+    /// one holds a special token's text), BOS in front when the model adds
+    /// one and the template did not write it.
+    fn encode_rendered(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        rendered: &str,
+        end: usize,
+        tokenizer: &Tokenizer,
+    ) -> Result<Vec<u32>, ChatError> {
         for message in messages {
             if holds_special(tokenizer, &message.role)? {
                 return Err(ChatError::SpecialTokenInMessage { field: "role", text: message.role.clone() });
             }
         }
-        let rendered = self.render(messages, add_generation_prompt)?;
-        let literal = match self.content_ranges(messages, add_generation_prompt, &rendered)? {
-            Some(ranges) => ranges,
+        let literal = match self.content_ranges(messages, add_generation_prompt, rendered)? {
+            Some(ranges) => ranges.into_iter().filter(|r| r.end <= end).collect(),
             None => {
                 if let Some(message) = messages.iter().find(|m| holds_special(tokenizer, &m.content).unwrap_or(true)) {
                     return Err(ChatError::SpecialTokenInMessage { field: "content", text: message.content.clone() });
@@ -73,7 +124,7 @@ impl ChatTemplate {
             }
         };
         let options = EncodeOptions { add_special: false, parse_special: true };
-        let mut tokens = tokenizer.encode_around(&rendered, &literal, options)?;
+        let mut tokens = tokenizer.encode_around(&rendered[..end], &literal, options)?;
         if let Some(bos) = tokenizer.bos_id().filter(|_| tokenizer.adds_bos()) {
             if tokens.first() != Some(&bos) {
                 tokens.insert(0, bos);

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 mod chat;
+mod chat_named;
 mod chat_tokens;
 pub mod constraint;
 mod conversation;
@@ -27,10 +28,11 @@ pub use sampling::{Candidate, LogitBias, Sampler, SamplingError, SamplingParams,
 
 // Chat: templates and conversations that keep their KV cache.
 pub use chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
+pub use chat_named::{named_template, TEMPLATE_NAMES};
 pub use conversation::{Conversation, ConversationError, PromptStats};
 
 // What a token was given, and where a stop string ends the text.
-pub use logprobs::{token_logprobs, TokenLogprobs};
+pub use logprobs::{candidate_logprobs, token_logprobs, TokenLogprobs};
 pub use stop::{Released, StopMatcher};
 
 // Measuring a model: perplexity over a text.

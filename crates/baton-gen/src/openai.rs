@@ -159,6 +159,15 @@ pub struct Answer {
     /// OpenAI's `system_fingerprint`, the backend that answered:
     /// [`SYSTEM_FINGERPRINT`].
     pub system_fingerprint: &'static str,
+    /// llama-server's `timings` (when asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Value>,
+    /// llama-server's `prompt_progress` (a progress chunk's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_progress: Option<Value>,
+    /// llama-server's `__verbose` (when asked).
+    #[serde(rename = "__verbose", skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<Value>,
 }
 
 /// What every answer's `system_fingerprint` says: Baton and its version
@@ -218,7 +227,18 @@ pub struct Answers {
 impl Answers {
     fn answer(&self, object: &'static str, choices: Vec<Choice>, usage: Option<Usage>) -> Answer {
         let (id, model) = (self.id.clone(), self.model.clone());
-        Answer { id, object, created: self.created, model, choices, usage, system_fingerprint: SYSTEM_FINGERPRINT }
+        Answer {
+            id,
+            object,
+            created: self.created,
+            model,
+            choices,
+            usage,
+            system_fingerprint: SYSTEM_FINGERPRINT,
+            timings: None,
+            prompt_progress: None,
+            verbose: None,
+        }
     }
 
     /// A chunk with `text` and its tokens' `logprobs` (and `finish`, on

@@ -255,7 +255,9 @@ impl PyModel {
         };
         // One process, one caller: every generation shares the prefix cache.
         let cache_scope = CacheScope::SHARED;
-        let request = GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, format, cache_scope };
+        let post_sampling = false;
+        let request =
+            GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, post_sampling, format, cache_scope };
         let spec = match draft {
             Some((draft_max, ngram)) => {
                 if draft_max == 0 || ngram == 0 || ngram > MAX_NGRAM {

@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while let Some(event) = g.blocking_next() {
                 match event {
                     Event::Token(_) => tokens += 1,
-                    Event::Logprobs(_) | Event::Started { .. } => {}
+                    Event::Logprobs(_) | Event::Started { .. } | Event::Progress { .. } => {}
                     Event::Done(_) => break,
                     Event::Failed(why) => return Err(why.into()),
                 }

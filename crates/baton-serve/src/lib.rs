@@ -19,3 +19,4 @@
 pub mod engine;
 pub mod http;
 pub mod text;
+pub mod timings;

@@ -12,6 +12,7 @@ use baton_model::baton_tokenizer::StreamDecoder;
 use baton_model::Tokenizer;
 
 use crate::engine::{Event, FinishReason, TokenLogprobs};
+use crate::timings::{Clock, Timings};
 use baton_gen::openai::Usage;
 use baton_gen::StopMatcher;
 
@@ -30,6 +31,8 @@ pub enum Outcome {
         /// Each generated token's end in the text handed out, in bytes
         /// (what the reasoning tokens are counted by).
         token_ends: Vec<usize>,
+        /// How long the prompt and the generation took.
+        timings: Timings,
     },
     /// The engine failed; the message says why.
     Failed(String),
@@ -47,6 +50,21 @@ pub struct Pushed {
     /// The end of the generation (the caller drops it then, which frees
     /// its sequence when a stop string ended it early).
     pub end: Option<Outcome>,
+    /// How far reading the prompt got, when this event told (before the
+    /// first token, each report further than the last).
+    pub progress: Option<Progress>,
+}
+
+/// llama-server's `prompt_progress`: of `total` prompt tokens, `cache`
+/// came from the cache and `processed` (those included) are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The prompt's tokens.
+    pub total: usize,
+    /// Those the cache held.
+    pub cache: usize,
+    /// Those in the cache now.
+    pub processed: usize,
 }
 
 /// Turns one generation's events into text.
@@ -68,6 +86,9 @@ pub struct TextStream {
     /// Bytes decoded so far after each token.
     token_ends: Vec<usize>,
     decoded: usize,
+    clock: Clock,
+    /// The prompt tokens read by the last progress reported.
+    reported: Option<usize>,
 }
 
 impl TextStream {
@@ -86,6 +107,8 @@ impl TextStream {
             cached: 0,
             token_ends: Vec::new(),
             decoded: 0,
+            clock: Clock::new(),
+            reported: None,
         }
     }
 
@@ -93,9 +116,14 @@ impl TextStream {
     pub fn push(&mut self, event: Option<Event>) -> Pushed {
         let mut pushed = Pushed::default();
         match event {
-            Some(Event::Started { cached_tokens }) => self.cached = cached_tokens,
+            Some(Event::Started { cached_tokens }) => {
+                self.cached = cached_tokens;
+                pushed.progress = self.progress(cached_tokens);
+            }
+            Some(Event::Progress { read }) => pushed.progress = self.progress(read),
             Some(Event::Logprobs(entry)) => self.pending.push(entry),
             Some(Event::Token(token)) => {
+                self.clock.token();
                 self.completion += 1;
                 let decoded = self.decoder.push(token);
                 if let Ok(Some(piece)) = &decoded {
@@ -128,12 +156,31 @@ impl TextStream {
                 let usage = Usage::new(finish.prompt_tokens, finish.completion_tokens, finish.cached_tokens);
                 let logprobs = std::mem::take(&mut self.pending);
                 let token_ends = std::mem::take(&mut self.token_ends);
-                pushed.end = Some(Outcome::Finished { reason, usage, logprobs, token_ends });
+                let timings = self.timings();
+                pushed.end = Some(Outcome::Finished { reason, usage, logprobs, token_ends, timings });
             }
             Some(Event::Failed(why)) => pushed.end = Some(Outcome::Failed(why)),
             None => pushed.end = Some(Outcome::Failed("the engine stopped before the generation ended".into())),
         }
         pushed
+    }
+
+    /// The timings so far.
+    pub fn timings(&self) -> Timings {
+        self.clock.timings(self.prompt_tokens, self.cached, self.completion)
+    }
+
+    /// The progress of `read` prompt tokens, unless a token came already or
+    /// it is no further than the last reported (a sequence preempted
+    /// reads its prompt again).
+    fn progress(&mut self, read: usize) -> Option<Progress> {
+        let total = self.prompt_tokens;
+        let processed = read.min(total);
+        if self.completion > 0 || self.reported.is_some_and(|last| processed <= last) {
+            return None;
+        }
+        self.reported = Some(processed);
+        Some(Progress { total, cache: self.cached.min(total), processed })
     }
 
     /// The stop string that ended the text (the one found first in it),
@@ -188,6 +235,6 @@ impl TextStream {
     fn stop_string_end(&mut self) -> Outcome {
         let usage = Usage::new(self.prompt_tokens, self.completion, self.cached);
         let (logprobs, token_ends) = (std::mem::take(&mut self.pending), std::mem::take(&mut self.token_ends));
-        Outcome::Finished { reason: "stop", usage, logprobs, token_ends }
+        Outcome::Finished { reason: "stop", usage, logprobs, token_ends, timings: self.timings() }
     }
 }

@@ -80,7 +80,7 @@ fn collect(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Event)
     loop {
         match generation.blocking_next().expect("a last event") {
             Event::Token(t) => tokens.push(t),
-            Event::Started { .. } | Event::Logprobs(_) => {}
+            Event::Started { .. } | Event::Progress { .. } | Event::Logprobs(_) => {}
             last => return (tokens, last),
         }
     }
@@ -111,7 +111,7 @@ fn a_scored_prompt_gives_its_tokens_the_logprobs_of_their_generation() {
         match generation.blocking_next().expect("an event") {
             Event::Logprobs(entry) => entries.push(entry),
             Event::Token(t) => tokens.push(t),
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Progress { .. } => {}
             Event::Done(_) => break,
             Event::Failed(why) => panic!("{why}"),
         }
@@ -147,7 +147,7 @@ fn a_score_rides_the_steps_a_chunk_at_a_time() {
     loop {
         match running.blocking_next() {
             Some(Event::Token(_)) => break,
-            Some(Event::Started { .. }) => {}
+            Some(Event::Started { .. } | Event::Progress { .. }) => {}
             other => panic!("the generation ended before its first token: {other:?}"),
         }
     }
@@ -183,7 +183,7 @@ fn logprobs_are_the_log_softmax_of_the_model_logits() {
                 entries.push(entry);
             }
             Event::Token(t) => tokens.push(t),
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Progress { .. } => {}
             Event::Done(_) => break,
             Event::Failed(why) => panic!("{why}"),
         }
@@ -227,7 +227,7 @@ fn drain(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Vec<Toke
         match generation.blocking_next().expect("an event") {
             Event::Token(t) => tokens.push(t),
             Event::Logprobs(e) => entries.push(e),
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Progress { .. } => {}
             Event::Done(finish) => return (tokens, entries, finish.cached_tokens),
             Event::Failed(why) => panic!("{why}"),
         }
@@ -509,6 +509,8 @@ fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
     // Runs until its context is full unless dropped.
     let mut long = served.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("submit");
     assert!(matches!(long.blocking_next(), Some(Event::Started { cached_tokens: 0 })));
+    // The prompt read in one chunk: all 3 of its tokens.
+    assert!(matches!(long.blocking_next(), Some(Event::Progress { read: 3 })));
     assert!(matches!(long.blocking_next(), Some(Event::Token(_))));
     let waiting = served.submit(greedy(vec![4, 5], 3)).expect("queued");
     eventually(&served, |s| s.queued == 1);
@@ -522,6 +524,7 @@ fn a_dropped_generation_frees_its_slot_and_the_queue_has_a_limit() {
     assert_eq!(tokens.len(), 2);
     let mut busy = none.submit(GenerateRequest { max_tokens: None, ..greedy(vec![1, 2, 3], 1) }).expect("free again");
     assert!(matches!(busy.blocking_next(), Some(Event::Started { .. })));
+    assert!(matches!(busy.blocking_next(), Some(Event::Progress { .. })));
     assert!(matches!(busy.blocking_next(), Some(Event::Token(_))));
     assert!(matches!(none.submit(greedy(vec![4], 2)), Err(SubmitError::QueueFull { .. })));
     drop(busy);

@@ -54,7 +54,7 @@ fn generate(engine: &Engine, prompt: Vec<u32>, sampling: SamplingParams, top: us
         match generation.blocking_next().expect("an event") {
             Event::Token(t) => tokens.push(t),
             Event::Logprobs(e) => entries.push(e),
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Progress { .. } => {}
             Event::Done(_) => return (tokens, entries),
             Event::Failed(why) => panic!("{why}"),
         }

@@ -78,8 +78,13 @@ pub struct ServeArgs {
     /// A chat template (Jinja) to use in place of the model file's
     /// (llama-server's flag): chat requests, `/apply-template` and `/props`
     /// use it.
-    #[arg(long = "chat-template-file", value_name = "FILE")]
+    #[arg(long = "chat-template-file", value_name = "FILE", conflicts_with = "chat_template")]
     chat_template_file: Option<PathBuf>,
+    /// A chat format by name (`chatml`, `llama3`, `command-r`; written
+    /// from each format's documented turn markers), or a Jinja template's
+    /// text, in place of the model file's (llama-server's flag).
+    #[arg(long = "chat-template", value_name = "NAME|JINJA")]
+    chat_template: Option<String>,
     /// Sampling temperature of a request that gives none (llama-server's
     /// flag; default: llama.cpp's 0.8).
     #[arg(long = "temp")]
@@ -188,14 +193,29 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> Result<ApiKeys>
     ApiKeys::new(keys).context("--api-key")
 }
 
+/// The Jinja source `--chat-template` names: a built-in format's, or the
+/// text itself when it is a template (it holds `{{` or `{%`); anything
+/// else is refused with the names served.
+fn chat_template_source(given: &str) -> Result<String> {
+    if let Some(source) = baton_gen::named_template(given) {
+        return Ok(source.to_string());
+    }
+    if given.contains("{{") || given.contains("{%") {
+        return Ok(given.to_string());
+    }
+    let names = baton_gen::TEMPLATE_NAMES.join(", ");
+    anyhow::bail!("--chat-template {given:?}: not a template's name ({names}) nor a Jinja template")
+}
+
 /// Runs `baton serve`.
 pub fn run(mut args: ServeArgs) -> Result<()> {
     let api_keys = api_keys(&args.api_key, args.api_key_file.as_deref())?;
-    let chat_template = match &args.chat_template_file {
-        Some(file) => Some(
+    let chat_template = match (&args.chat_template_file, &args.chat_template) {
+        (Some(file), _) => Some(
             std::fs::read_to_string(file).with_context(|| format!("reading the chat template {}", file.display()))?,
         ),
-        None => None,
+        (None, Some(given)) => Some(chat_template_source(given)?),
+        (None, None) => None,
     };
     let drain = seconds("--drain", args.drain)?;
     let header_timeout = seconds("--header-timeout", args.header_timeout)?;

@@ -304,3 +304,25 @@ fn a_chat_template_file_replaces_the_models_template() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("absent.jinja"), "{stderr}");
 }
+
+/// `--chat-template NAME` takes a format by name (`/apply-template`
+/// renders with it); a name it does not know is a startup error that
+/// lists the names.
+#[test]
+fn a_named_chat_template_replaces_the_models_template() {
+    let (_dir, model) = tiny("serve-named-template");
+    let served = Served::start(&model, &["--chat-template", "command-r"], None);
+    let body = r#"{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]}"#;
+    let answer = served.request(&format!(
+        "POST /apply-template HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let expected = "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Be brief.<|END_OF_TURN_TOKEN|>\
+                    <|START_OF_TURN_TOKEN|><|USER_TOKEN|>hi<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+    assert!(answer.contains(&format!(r#""prompt":"{expected}""#)), "{answer}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--chat-template", "llama-3"]);
+    super::assert_clean_error(&out, "chatml, llama3, command-r");
+}

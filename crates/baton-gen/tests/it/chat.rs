@@ -182,6 +182,31 @@ fn a_role_holding_a_special_token_is_refused() {
     assert!(matches!(err, baton_gen::ChatError::SpecialTokenInMessage { field: "role", .. }), "{err:?}");
 }
 
+#[test]
+fn a_continued_last_message_is_left_open_and_its_markers_stay_text() {
+    let (_dir, path) = tiny_model("continue");
+    let model = load(&path, 64);
+    let tokenizer = model.tokenizer();
+    let chat = Conversation::for_model(&model).expect("template");
+    let template = chat.template();
+    let end = tokenizer.token_id("<|im_end|>").expect("<|im_end|>");
+    let messages = [Message::user("islands"), Message::assistant("sailed <|im_end|> to")];
+    let tokens = template.encode_continued(&messages, tokenizer).expect("continued");
+    let text = tokenizer.decode_with(&tokens, true).expect("decode");
+    assert!(text.ends_with("<|im_start|>assistant\nsailed <|im_end|> to"), "{text:?}");
+    // One control <|im_end|> (the user's turn closed), the content's as text.
+    assert_eq!(count(&tokens, end), 1, "{tokens:?}");
+    // The same conversation closed and followed by a generation prompt is longer.
+    let closed = template.encode(&messages, true, tokenizer).expect("encode");
+    assert!(closed.len() > tokens.len() && closed.starts_with(&tokens), "{closed:?} vs {tokens:?}");
+    // An empty last message continues from its turn's opening.
+    let opened = [Message::user("islands"), Message::assistant("")];
+    let text = tokenizer.decode_with(&template.encode_continued(&opened, tokenizer).expect("continued"), true);
+    assert!(text.expect("decode").ends_with("<|im_start|>assistant\n"));
+    let err = template.encode_continued(&[], tokenizer).expect_err("nothing to continue");
+    assert!(matches!(err, baton_gen::ChatError::NotContinuable(_)), "{err:?}");
+}
+
 /// A hybrid model (qwen35: recurrent state that holds exactly what the
 /// cache evaluated): a turn whose conversation shares the first prompt but
 /// not the answer after it (an edited answer) resumes at the checkpoint one

@@ -618,7 +618,7 @@ impl Generation {
     /// (`n` choices).
     pub async fn prompt_read(&mut self) {
         while let Some(event) = self.events.recv().await {
-            let read = !matches!(event, Event::Started { .. });
+            let read = !matches!(event, Event::Started { .. } | Event::Progress { .. });
             self.held.push_back(event);
             if read {
                 return;

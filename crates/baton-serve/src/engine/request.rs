@@ -25,6 +25,11 @@ pub struct GenerateRequest {
     /// alternatives (at most [`MAX_TOP_LOGPROBS`]), as an
     /// [`Event::Logprobs`] before its [`Event::Token`]; `None`: not sent.
     pub logprobs: Option<usize>,
+    /// The log-probabilities sent are those of the distribution each token
+    /// was drawn from (the sampler's candidates after its filters, at its
+    /// temperature: llama-server's `post_sampling_probs`), not the
+    /// model's.
+    pub post_sampling: bool,
     /// What the text must be: free text, or a grammar's text (decoding held
     /// to it; the generation ends with `Stop` when the text is whole).
     pub format: OutputFormat,
@@ -174,6 +179,7 @@ impl GenerateRequest {
             sampling: SamplingParams::greedy(),
             stop_at_eog: false,
             logprobs: None,
+            post_sampling: false,
             format: OutputFormat::Text,
             cache_scope: CacheScope::SHARED,
         }
@@ -215,6 +221,13 @@ pub enum Event {
     Started {
         /// Prompt tokens not evaluated again.
         cached_tokens: usize,
+    },
+    /// A chunk of the prompt was evaluated: `read` of its tokens (the
+    /// cached ones included) are in the cache now (llama-server's prompt
+    /// progress). One per chunk, while the prompt is read.
+    Progress {
+        /// Prompt tokens in the cache after this chunk.
+        read: usize,
     },
     /// The log-probabilities of the token the next [`Event::Token`] sends
     /// (only when the request asks for them).

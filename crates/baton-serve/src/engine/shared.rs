@@ -70,7 +70,7 @@ impl Shared {
             Event::Failed(_) => {
                 self.ended_failed.fetch_add(1, Relaxed);
             }
-            Event::Token(_) | Event::Logprobs(_) | Event::Started { .. } => {}
+            Event::Token(_) | Event::Logprobs(_) | Event::Started { .. } | Event::Progress { .. } => {}
         }
     }
 }

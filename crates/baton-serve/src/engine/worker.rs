@@ -440,6 +440,7 @@ impl Worker {
                 submitted,
                 last_token: None,
                 logprobs: request.logprobs,
+                post_sampling: request.post_sampling,
                 cached,
                 sent: Vec::new(),
                 constraint: request.format.constraint(),
@@ -662,6 +663,7 @@ impl Worker {
                 true => {
                     seq.read += n;
                     self.shared.prompt.fetch_add(n as u64, Ordering::Relaxed);
+                    let _ = seq.events.send(Event::Progress { read: seq.read });
                     if seq.read + 1 == seq.prompt.len() {
                         prompts_done.push(seq.id);
                     }

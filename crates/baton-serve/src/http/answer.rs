@@ -7,9 +7,17 @@
 //! `stream_options.include_usage` a chunk with no choices and the `usage`
 //! follows. A failure after the stream began is sent as a `data:` event
 //! holding an `error` object, and the stream ends without `[DONE]`.
+//!
+//! llama-server's additions, when the request asks ([`Extras`]): with
+//! `timings_per_token` every chunk after the first carries the `timings`
+//! so far (the last ones and the usage chunk the final ones); with
+//! `return_progress` a chunk with an empty delta and `prompt_progress`
+//! (`total`, `cache`, `processed` prompt tokens) comes as the slot takes
+//! the request and after each chunk of the prompt read; with `verbose` a
+//! whole answer carries `__verbose` (the prompt as text, and the answer's).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -22,10 +30,12 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
 use super::events::{event_stream, spawn_stream};
-use super::generate::{drive, Outcome};
-use super::params::Job;
+use super::generate::{drive, drive_reporting, Outcome};
+use super::params::{Extras, Job};
 use super::tools::{answer_calls, may_be_call, Call, ToolMode};
 use crate::engine::{Generation, TokenLogprobs};
+use crate::text::Progress;
+use crate::timings::Timings;
 
 // The endpoint and what every answer and chunk of one request repeats:
 // baton-gen's, whose shapes the Python package builds too.
@@ -187,11 +197,15 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
     };
     let outcome = drive(generation, &tokenizer, job.applied_stops(), prompt, on_text, std::future::pending()).await;
     match outcome {
-        Outcome::Finished { reason, usage, logprobs, token_ends } => {
+        Outcome::Finished { reason, usage, logprobs, token_ends, .. } => {
             entries.extend(logprobs);
             let logprobs = job.request.logprobs.map(|_| writer.render(&entries, &tokenizer));
+            let verbose = job.extras.verbose.then(|| {
+                let prompt = tokenizer.decode_with(&job.request.prompt, true).unwrap_or_default();
+                serde_json::json!({ "prompt": prompt, "content": text })
+            });
             if meta.kind == Kind::Completion {
-                return Ok(meta.whole(text, logprobs, reason, usage));
+                return Ok(Answer { verbose, ..meta.whole(text, logprobs, reason, usage) });
             }
             let usage = with_thinking(usage, &text, reasoning, &token_ends);
             // The thinking first: the calls are read from the answer after it.
@@ -205,7 +219,7 @@ async fn whole_answer(answering: Answering) -> Result<Answer, ApiError> {
                     None => (None, reason),
                 };
             let message = whole_message(&meta, text, reasoning, calls.as_deref());
-            Ok(meta.whole_message(message, logprobs, finish, usage))
+            Ok(Answer { verbose, ..meta.whole_message(message, logprobs, finish, usage) })
         }
         Outcome::Failed(why) => Err(ApiError::server(why)),
         Outcome::Cancelled => Err(ApiError::server("the request was cancelled")),
@@ -226,23 +240,40 @@ pub fn streamed(answering: Answering) -> Response {
 /// others' generations are dropped).
 pub fn streamed_choices(answerings: Vec<Answering>) -> Response {
     spawn_stream(move |tx| async move {
-        let last = answerings.first().map(|a| (a.job.include_usage, a.meta.clone()));
+        let last = answerings.first().map(|a| (a.job.include_usage, a.job.extras, a.meta.clone()));
         let choices = answerings.into_iter().enumerate().map(|(i, a)| stream_choice(a, i as u32, &tx));
-        let Ok(usages) = futures_util::future::try_join_all(choices).await else { return };
-        if let Some((true, meta)) = last {
-            let _ = tx.send(event(&meta.usage_chunk(Usage::of_choices(&usages)).to_json()));
+        let Ok(ended) = futures_util::future::try_join_all(choices).await else { return };
+        if let Some((true, extras, meta)) = last {
+            let usages: Vec<Usage> = ended.iter().map(|(usage, _)| *usage).collect();
+            let timings = ended.first().filter(|_| extras.timings_per_token).map(|(_, t)| t.to_json());
+            let chunk = Answer { timings, ..meta.usage_chunk(Usage::of_choices(&usages)) };
+            let _ = tx.send(event(&chunk.to_json()));
         }
         let _ = tx.send(event("[DONE]"));
     })
 }
 
 /// Streams one choice (`index`) into `tx`: its chunks to the last, which
-/// has its `finish_reason`; its counts, or `Err` when it failed (the
-/// error event sent) or the client went away.
-async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<String>) -> Result<Usage, ()> {
+/// has its `finish_reason`; its counts and timings, or `Err` when it
+/// failed (the error event sent) or the client went away.
+async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<String>) -> Result<(Usage, Timings), ()> {
     let Answering { generation, tokenizer, job, meta, echo } = answering;
-    let send = |answer: Answer| {
+    let Extras { timings_per_token, return_progress, .. } = job.extras;
+    // The timings as of the last text, for `timings_per_token`.
+    // (A lock: the stream's future is sent between threads.)
+    let so_far: Mutex<Option<Timings>> = Mutex::new(None);
+    let set = |timings| *so_far.lock().unwrap_or_else(|e| e.into_inner()) = Some(timings);
+    let send = |mut answer: Answer| {
+        if timings_per_token {
+            answer.timings = so_far.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.to_json());
+        }
         let _ = tx.send(event(&answer.indexed(index).to_json()));
+    };
+    let on_progress = |Progress { total, cache, processed }| {
+        if return_progress {
+            let progress = serde_json::json!({ "total": total, "cache": cache, "processed": processed });
+            send(Answer { prompt_progress: Some(progress), ..meta.chunk(None, None, None) });
+        }
     };
     let prompt = job.request.prompt.len();
     if meta.kind == Kind::Chat {
@@ -301,15 +332,21 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
             let logprobs = asked.then(|| writer.render(&entries, &tokenizer));
             send(meta.chunk(Some(text), logprobs, None));
         };
-        let outcome =
-            drive(generation, &tokenizer, job.applied_stops(), prompt, |t, e| on_text(t, e, false), tx.closed()).await;
+        let on_piece = |t, e, timings| {
+            set(timings);
+            on_text(t, e, false)
+        };
+        let stops = job.applied_stops();
+        let (outcome, _) =
+            drive_reporting(generation, &tokenizer, stops, prompt, (on_piece, on_progress), tx.closed()).await;
         if matches!(outcome, Outcome::Finished { .. }) {
             on_text(String::new(), Vec::new(), true);
         }
         outcome
     };
     match outcome {
-        Outcome::Finished { mut reason, usage, mut logprobs, token_ends } => {
+        Outcome::Finished { mut reason, usage, mut logprobs, token_ends, timings } => {
+            set(timings);
             let usage = with_thinking(usage, &generated, reasoning, &token_ends);
             logprobs.splice(0..0, carried);
             if let Some((text, mut entries)) = held.filter(|(text, _)| !text.is_empty()) {
@@ -328,7 +365,7 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
                 Kind::Chat => meta.chunk(None, rest, Some(reason)),
                 Kind::Completion => meta.chunk(Some(String::new()), rest, Some(reason)),
             });
-            Ok(usage)
+            Ok((usage, timings))
         }
         Outcome::Failed(why) => {
             let _ = tx.send(event(&ApiError::server(why).json()));

@@ -29,6 +29,13 @@ pub struct ErrorBody {
     pub param: Option<&'static str>,
     /// A machine-readable code, if one applies.
     pub code: Option<&'static str>,
+    /// Of a prompt that does not fit the context: its tokens
+    /// (llama-server's `n_prompt_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_prompt_tokens: Option<usize>,
+    /// And the context of a sequence (llama-server's `n_ctx`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_ctx: Option<usize>,
 }
 
 /// The whole error document.
@@ -39,7 +46,17 @@ struct Envelope<'a> {
 
 impl ApiError {
     fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, body: ErrorBody { message: message.into(), kind, param: None, code: None } }
+        ApiError {
+            status,
+            body: ErrorBody {
+                message: message.into(),
+                kind,
+                param: None,
+                code: None,
+                n_prompt_tokens: None,
+                n_ctx: None,
+            },
+        }
     }
 
     /// An error of the request with `status` (4xx) or of the server (5xx).
@@ -67,9 +84,12 @@ impl ApiError {
     }
 
     /// 401: the request presents no API key, or a wrong one (answered
-    /// with `WWW-Authenticate: Bearer`).
+    /// with `WWW-Authenticate: Bearer`). Its type is
+    /// `authentication_error`, as llama-server's (and Anthropic's); OpenAI
+    /// writes `invalid_request_error`, and its clients tell a 401 by the
+    /// status and the `invalid_api_key` code, both kept.
     pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        let mut e = Self::new(StatusCode::UNAUTHORIZED, "invalid_request_error", message);
+        let mut e = Self::new(StatusCode::UNAUTHORIZED, "authentication_error", message);
         e.body.code = Some("invalid_api_key");
         e
     }
@@ -113,11 +133,13 @@ impl From<SubmitError> for ApiError {
             SubmitError::ShuttingDown | SubmitError::EngineFailed(_) | SubmitError::NoLentSlot { .. } => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
             }
-            SubmitError::PromptTooLong { .. }
-            | SubmitError::ExceedsContext { .. }
-            | SubmitError::TextTooLong { .. } => {
-                let mut e = Self::invalid(message);
+            SubmitError::PromptTooLong { prompt, context }
+            | SubmitError::ExceedsContext { prompt, context, .. }
+            | SubmitError::TextTooLong { tokens: prompt, context } => {
+                // llama-server's type and counts; OpenAI's code.
+                let mut e = Self::new(StatusCode::BAD_REQUEST, "exceed_context_size_error", message);
                 e.body.code = Some("context_length_exceeded");
+                (e.body.n_prompt_tokens, e.body.n_ctx) = (Some(prompt), Some(context));
                 e
             }
             SubmitError::ZeroMaxTokens => Self::invalid_param("max_tokens", message),

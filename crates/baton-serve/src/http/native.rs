@@ -21,10 +21,12 @@
 //!   fields with an empty `content` and `stop: true`; there is no
 //!   `[DONE]`, as llama-server sends none here.
 //!
-//! `post_sampling_probs` (the probabilities after the samplers) is
-//! refused: Baton's probabilities are the model's, before sampling.
-
-use std::time::Instant;
+//! With `post_sampling_probs`, `completion_probabilities` holds each
+//! token's `prob` and its alternatives' (`top_probs`) in the distribution
+//! it was drawn from: the candidates the sampler's filters (top-k, top-p,
+//! min-p) left, at the request's temperature (tokens without a chance
+//! left out, so fewer than `n_probs` when fewer survived), as
+//! llama-server; otherwise the model's `logprob` and `top_logprobs`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -44,6 +46,7 @@ use super::state::AppState;
 use super::types::{null_is_false, Params};
 use crate::engine::{Event, Generation, TokenLogprobs};
 use crate::text::{Outcome, TextStream};
+use crate::timings::Timings;
 
 /// `POST /completion`'s body.
 #[derive(Deserialize)]
@@ -54,7 +57,8 @@ pub struct NativeRequest {
     n_predict: Option<i64>,
     /// Alternatives per generated token to send log-probabilities of.
     n_probs: Option<u64>,
-    /// llama-server's probabilities after sampling: refused when `true`.
+    /// llama-server's probabilities after sampling (the draw's
+    /// distribution, not the model's).
     #[serde(default, deserialize_with = "null_is_false")]
     post_sampling_probs: bool,
     /// Send the generated token ids in `tokens`.
@@ -87,12 +91,9 @@ struct Ended {
     stop_type: &'static str,
     stopping_word: String,
     prompt_tokens: usize,
-    cached: usize,
     predicted: usize,
-    /// Milliseconds reading the prompt (to the first token) and
-    /// generating (from it to the end).
-    prompt_ms: f64,
-    predicted_ms: f64,
+    /// How long reading the prompt and generating took.
+    timings: Timings,
     /// Text, tokens and log-probabilities not handed out with a piece
     /// (the decoder's last bytes; a stop string's tokens).
     rest: Piece,
@@ -104,12 +105,6 @@ pub async fn completion(
     caller: Caller,
     JsonBody(mut request): JsonBody<NativeRequest>,
 ) -> Result<Response, ApiError> {
-    if request.post_sampling_probs {
-        return Err(ApiError::invalid_param(
-            "post_sampling_probs",
-            "post_sampling_probs is not served: n_probs gives the model's log-probabilities before sampling",
-        ));
-    }
     let prompts = prompts(&request.prompt, state.engine.tokenizer())?;
     let params = native_params(&mut request, state.defaults.max_tokens);
     if request.params.stream && prompts.len() > 1 {
@@ -117,7 +112,9 @@ pub async fn completion(
     }
     let mut jobs = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        jobs.push(state.job(&params, prompt, &caller).await?);
+        let mut job = state.job(&params, prompt, &caller).await?;
+        job.request.post_sampling = request.post_sampling_probs;
+        jobs.push(job);
     }
     let answer = Answer { fields: request.response_fields.take(), return_tokens: request.return_tokens };
     if request.params.stream {
@@ -250,8 +247,6 @@ async fn run(
     mut on_piece: impl FnMut(Piece),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<Ended, ApiError> {
-    let started = Instant::now();
-    let mut first: Option<Instant> = None;
     let mut stream = TextStream::new(tokenizer, job.applied_stops(), job.request.prompt.len());
     let mut tokens = Vec::new();
     tokio::pin!(cancelled);
@@ -262,7 +257,6 @@ async fn run(
             event = generation.next() => event,
         };
         if let Some(Event::Token(token)) = event {
-            first.get_or_insert_with(Instant::now);
             tokens.push(token);
         }
         let pushed = stream.push(event);
@@ -275,13 +269,11 @@ async fn run(
             None => {}
         }
         let Some(end) = pushed.end else { continue };
-        let (reason, usage, probs) = match end {
-            Outcome::Finished { reason, usage, logprobs, .. } => (reason, usage, logprobs),
+        let (reason, usage, probs, timings) = match end {
+            Outcome::Finished { reason, usage, logprobs, timings, .. } => (reason, usage, logprobs, timings),
             Outcome::Failed(why) => return Err(ApiError::server(why)),
             Outcome::Cancelled => return Err(ApiError::server("the request was cancelled")),
         };
-        let now = Instant::now();
-        let first = first.unwrap_or(now);
         let stopping_word = stream.matched_stop().unwrap_or_default().to_string();
         let stop_type = match (reason, stopping_word.is_empty()) {
             ("length", _) => "limit",
@@ -292,10 +284,8 @@ async fn run(
             stop_type,
             stopping_word,
             prompt_tokens: usage.prompt_tokens,
-            cached: usage.prompt_tokens_details.cached_tokens,
             predicted: usage.completion_tokens,
-            prompt_ms: (first - started).as_secs_f64() * 1e3,
-            predicted_ms: (now - first).as_secs_f64() * 1e3,
+            timings,
             rest: Piece { text: tail, tokens, probs },
         });
     }
@@ -320,7 +310,7 @@ fn streamed(state: AppState, job: Job, generation: Generation, answer: Answer) -
                 "tokens_evaluated": prompt,
             });
             if n_probs.is_some() {
-                chunk["completion_probabilities"] = probabilities(&piece.probs, &tokenizer);
+                chunk["completion_probabilities"] = probabilities(&piece.probs, &tokenizer, job.request.post_sampling);
             }
             let _ = tx.send(format!("data: {chunk}\n\n"));
         };
@@ -354,10 +344,6 @@ impl Answer {
         settings.insert("stream".into(), json!(job.stream));
         settings.insert("stop".into(), json!(job.stops));
         settings.insert("n_probs".into(), json!(job.request.logprobs.unwrap_or(0)));
-        let evaluated = ended.prompt_tokens.saturating_sub(ended.cached);
-        let per = |ms: f64, n: usize| if n == 0 { (0.0, 0.0) } else { (ms / n as f64, n as f64 * 1e3 / ms.max(1e-9)) };
-        let (prompt_per_token, prompt_per_second) = per(ended.prompt_ms, evaluated);
-        let (predicted_per_token, predicted_per_second) = per(ended.predicted_ms, ended.predicted);
         let tokens = match self.return_tokens {
             true => whole.tokens.iter().chain(&ended.rest.tokens).copied().collect(),
             false => Vec::new(),
@@ -378,21 +364,11 @@ impl Answer {
             "stop_type": ended.stop_type,
             "stopping_word": ended.stopping_word,
             "tokens_cached": ended.prompt_tokens + ended.predicted,
-            "timings": {
-                "cache_n": ended.cached,
-                "prompt_n": evaluated,
-                "prompt_ms": ended.prompt_ms,
-                "prompt_per_token_ms": prompt_per_token,
-                "prompt_per_second": prompt_per_second,
-                "predicted_n": ended.predicted,
-                "predicted_ms": ended.predicted_ms,
-                "predicted_per_token_ms": predicted_per_token,
-                "predicted_per_second": predicted_per_second,
-            },
+            "timings": ended.timings.to_json(),
         });
         if job.request.logprobs.is_some_and(|n| n > 0) && !job.stream {
             let probs: Vec<_> = whole.probs.into_iter().chain(ended.rest.probs).collect();
-            last["completion_probabilities"] = probabilities(&probs, tokenizer);
+            last["completion_probabilities"] = probabilities(&probs, tokenizer, job.request.post_sampling);
         }
         match &self.fields {
             Some(fields) if !fields.is_empty() => only(&last, fields),
@@ -416,15 +392,22 @@ fn only(value: &Value, fields: &[String]) -> Value {
 }
 
 /// llama-server's `completion_probabilities`: each token's id, text, bytes
-/// and log-probability, with its most likely alternatives'.
-fn probabilities(entries: &[TokenLogprobs], tokenizer: &Tokenizer) -> Value {
+/// and log-probability, with its most likely alternatives'; `post`
+/// (`post_sampling_probs`): their probabilities (`prob`, `top_probs`).
+fn probabilities(entries: &[TokenLogprobs], tokenizer: &Tokenizer, post: bool) -> Value {
     let token = |id: u32, logprob: f32| {
         let bytes = tokenizer.token_bytes(id, true).map(<[u8]>::to_vec).unwrap_or_default();
-        json!({ "id": id, "token": String::from_utf8_lossy(&bytes), "bytes": bytes, "logprob": logprob })
+        let mut out = json!({ "id": id, "token": String::from_utf8_lossy(&bytes), "bytes": bytes });
+        match post {
+            true => out["prob"] = json!(logprob.exp()),
+            false => out["logprob"] = json!(logprob),
+        }
+        out
     };
+    let top = if post { "top_probs" } else { "top_logprobs" };
     let entries = entries.iter().map(|entry| {
         let mut out = token(entry.token, entry.logprob);
-        out["top_logprobs"] = entry.top.iter().map(|&(id, logprob)| token(id, logprob)).collect();
+        out[top] = entry.top.iter().map(|&(id, logprob)| token(id, logprob)).collect();
         out
     });
     Value::Array(entries.collect())

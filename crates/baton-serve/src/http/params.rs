@@ -44,6 +44,19 @@ pub struct Job {
     pub reasoning: Option<bool>,
     /// `speculative.n_max` and `speculative.n_min`, when given.
     pub drafts: (Option<usize>, Option<usize>),
+    /// What llama-server's answers add when asked ([`Extras`]).
+    pub extras: Extras,
+}
+
+/// What llama-server's answers add to OpenAI's when the request asks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// `timings` on a stream's chunks after the first.
+    pub timings_per_token: bool,
+    /// `prompt_progress` chunks in a stream.
+    pub return_progress: bool,
+    /// `__verbose` on a whole answer.
+    pub verbose: bool,
 }
 
 impl Job {
@@ -77,6 +90,7 @@ impl Job {
             sampling: sampling(params, info)?,
             stop_at_eog: !params.ignore_eos,
             logprobs,
+            post_sampling: false,
             format: format(params, &info.grammars)?,
             // The caller's and its `cache_salt`'s: set by the handler
             // (`AppState::job`), which knows who sent it.
@@ -89,16 +103,23 @@ impl Job {
         }
         let count = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let drafts = (count(params.speculative_n_max), count(params.speculative_n_min));
+        let extras = Extras {
+            timings_per_token: params.timings_per_token,
+            return_progress: params.return_progress,
+            verbose: params.verbose,
+        };
+        let stream = params.stream;
         Ok(Job {
             request,
             stops,
-            stream: params.stream,
+            stream,
             include_usage,
             tools: None,
             tool_schemas: Arc::default(),
             choices,
             reasoning: None,
             drafts,
+            extras,
         })
     }
 

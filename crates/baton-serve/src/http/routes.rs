@@ -38,6 +38,54 @@ pub(super) struct Conversation {
     pub choice: Option<Value>,
 }
 
+/// How a rendered conversation ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// With the template's generation prompt: the assistant's turn opened.
+    GenerationPrompt,
+    /// With the last message, closed.
+    Closed,
+    /// Inside the last message (the assistant's), which the answer goes on.
+    Continued,
+}
+
+impl Ending {
+    /// A chat completions request's: `continue_final_message`, else a
+    /// last assistant message (without tool calls) is continued as
+    /// llama-server continues it; `add_generation_prompt: false` closes
+    /// the last message. Continuing with the generation prompt asked
+    /// for, or a message that is not the assistant's, is refused, and so
+    /// are two assistant messages at the end when the last is continued.
+    pub(super) fn of(request: &ChatRequest) -> Result<Ending, ApiError> {
+        let messages = &request.messages;
+        let by_assistant = |m: Option<&ChatMessage>| {
+            m.is_some_and(|m| m.role == "assistant" && m.tool_calls.as_ref().is_none_or(Value::is_null))
+        };
+        let last_is_answer = by_assistant(messages.last());
+        let continued = match (request.continue_final_message, request.add_generation_prompt) {
+            (Some(true), Some(true)) => {
+                let why = "continue_final_message and add_generation_prompt cannot both be true";
+                return Err(ApiError::invalid_param("continue_final_message", why));
+            }
+            (Some(true), _) if !last_is_answer => {
+                let why = "continue_final_message needs the last message to be the assistant's (without tool_calls)";
+                return Err(ApiError::invalid_param("continue_final_message", why));
+            }
+            (Some(continued), _) => continued,
+            (None, add) => last_is_answer && add != Some(true),
+        };
+        if continued && messages.len() >= 2 && messages[messages.len() - 2].role == "assistant" {
+            let why = "two assistant messages at the end: only the last one can be continued";
+            return Err(ApiError::invalid_param("messages", why));
+        }
+        Ok(match (continued, request.add_generation_prompt) {
+            (true, _) => Ending::Continued,
+            (false, Some(false)) => Ending::Closed,
+            (false, _) => Ending::GenerationPrompt,
+        })
+    }
+}
+
 /// A conversation rendered and tokenized ([`AppState::chat_prompt`]).
 pub(super) struct ChatPrompt {
     /// The prompt's tokens.
@@ -165,12 +213,14 @@ impl AppState {
     /// prompt, and tokenized as `baton run --chat` does; with a call
     /// required, the call's opening after it. `tools` and `choice` are in
     /// chat completions' shapes (several calls in one answer when
-    /// `parallel`); `response_format` is refused beside tools.
+    /// `parallel`); `response_format` is refused beside tools. `ending`:
+    /// how the rendering ends.
     pub(super) async fn chat_prompt(
         &self,
         mut messages: Vec<Message>,
         (tools, choice, parallel): (Option<Value>, Option<Value>, bool),
         response_format: Option<&Value>,
+        ending: Ending,
     ) -> Result<ChatPrompt, ApiError> {
         // The tools' grammar compiles off the HTTP threads.
         let grammars = self.engine.info().grammars.clone();
@@ -193,9 +243,12 @@ impl AppState {
         // Rendering and tokenizing a long conversation is CPU work: off the
         // HTTP threads, so `/health` and other requests do not wait on it.
         let (template, tokenizer) = (self.template.clone(), self.engine.tokenizer().clone());
-        let encoded = tokio::task::spawn_blocking(move || template.encode(&messages, true, &tokenizer))
-            .await
-            .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
+        let encoded = tokio::task::spawn_blocking(move || match ending {
+            Ending::Continued => template.encode_continued(&messages, &tokenizer),
+            _ => template.encode(&messages, ending == Ending::GenerationPrompt, &tokenizer),
+        })
+        .await
+        .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
         // As baton_gen::Conversation::tokens: the template's special tokens
         // parsed, the messages' content as literal text, BOS in front when the
         // model adds one and the template did not write it.
@@ -217,10 +270,11 @@ impl AppState {
         if request.messages.is_empty() {
             return Err(ApiError::invalid_param("messages", "messages is empty"));
         }
+        let ending = Ending::of(request)?;
         let messages = conversation(&request.messages, self.call_format())?;
         let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
         let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
-        self.chat_prompt(messages, tools, request.params.response_format.as_ref()).await
+        self.chat_prompt(messages, tools, request.params.response_format.as_ref(), ending).await
     }
 
     /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
@@ -231,7 +285,7 @@ impl AppState {
         response_format: Option<&Value>,
     ) -> Result<ChatPrompt, ApiError> {
         let Conversation { messages, tools, choice } = conversation;
-        self.chat_prompt(messages, (tools, choice, false), response_format).await
+        self.chat_prompt(messages, (tools, choice, false), response_format, Ending::GenerationPrompt).await
     }
 
     /// Whether a chat answer of `job` has its thinking split out

@@ -106,6 +106,18 @@ pub struct Params {
     /// a verification.
     #[serde(rename = "speculative.n_min")]
     pub speculative_n_min: Option<u64>,
+    /// llama-server's `timings_per_token`: a stream's chunks carry the
+    /// `timings` so far.
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub timings_per_token: bool,
+    /// llama-server's `return_progress`: a stream tells how far reading
+    /// the prompt got (`prompt_progress` chunks).
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub return_progress: bool,
+    /// llama-server's `verbose`: a whole answer carries `__verbose`, the
+    /// prompt as text and the answer's.
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub verbose: bool,
 }
 
 /// The fields the Anthropic Messages and Responses requests take under
@@ -192,6 +204,15 @@ pub struct ChatRequest {
     /// it).
     #[serde(default)]
     pub parallel_tool_calls: Option<serde_json::Value>,
+    /// Whether the prompt ends with the template's generation prompt (the
+    /// assistant's turn opened); `false` ends it with the last message.
+    #[serde(default)]
+    pub add_generation_prompt: Option<bool>,
+    /// vLLM's and llama-server's `continue_final_message`: the last
+    /// message (the assistant's) is continued, not closed. Absent, a last
+    /// assistant message is continued (llama-server's assistant prefill).
+    #[serde(default)]
+    pub continue_final_message: Option<bool>,
     /// How to generate.
     #[serde(flatten)]
     pub params: Params,

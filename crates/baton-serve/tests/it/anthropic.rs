@@ -221,7 +221,6 @@ fn bad_requests_get_anthropic_errors_and_the_server_serves_on() {
     for (what, request) in [
         ("no max_tokens", json!({"messages": user})),
         ("no messages", json!({"max_tokens": 4})),
-        ("empty messages", json!({"max_tokens": 4, "messages": []})),
         ("content of the wrong type", json!({"max_tokens": 4, "messages": [{"role": "user", "content": 3}]})),
         (
             "an unknown block type",
@@ -277,4 +276,27 @@ fn x_api_key_is_a_key_and_its_refusal_is_anthropic_shaped() {
         let value: Value = serde_json::from_str(&text).expect("JSON");
         anthropic_error_of(status, &value, 401, "authentication_error", "a missing or wrong key");
     }
+}
+
+#[test]
+fn cache_reads_are_counted_and_an_empty_conversation_is_served() {
+    let server = Server::start(1, 4, 512);
+    let request = json!({"max_tokens": 4, "temperature": 0, "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hello there"}]});
+    let cache_read =
+        |body: &Value| body["usage"]["cache_read_input_tokens"].as_u64().unwrap_or_else(|| panic!("{body}"));
+    let (status, first) = server.post("/v1/messages", &request);
+    assert_eq!((status, cache_read(&first)), (200, 0), "a fresh server holds nothing: {first}");
+    let (status, again) = server.post("/v1/messages", &request);
+    assert_eq!(status, 200, "{again}");
+    let input = again["usage"]["input_tokens"].as_u64().expect("input_tokens");
+    assert!(cache_read(&again) > 0 && cache_read(&again) < input, "the prompt again, from the cache: {again}");
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let (_, events) = server.named_stream("/v1/messages", &streamed);
+    let delta = events.iter().find(|(name, _)| name == "message_delta").expect("message_delta");
+    assert!(cache_read(&delta.1) > 0, "{delta:?}");
+    // As llama-server (Anthropic's API refuses it): the generation prompt alone.
+    let (status, empty) = server.post("/v1/messages", &json!({"max_tokens": 4, "messages": []}));
+    assert_eq!((status, &empty["type"]), (200, &json!("message")), "{empty}");
 }

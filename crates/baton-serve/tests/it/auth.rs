@@ -51,6 +51,7 @@ fn refused(server: &Server, method: &str, path: &str, headers: &[(&str, &str)], 
     let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {text}"));
     error_of(status, &value, 401, what);
     assert_eq!(value["error"]["code"], "invalid_api_key", "{what}: {value}");
+    assert_eq!(value["error"]["type"], "authentication_error", "{what}: {value}");
     let head = head.to_ascii_lowercase();
     assert!(head.contains("\r\nwww-authenticate: bearer"), "{what}: no WWW-Authenticate: Bearer in {head}");
 }

@@ -160,7 +160,7 @@ fn a_response_format_given_to_the_engine_compiles_when_submitted() {
         match generation.blocking_next() {
             Some(Event::Token(token)) => tokens.push(token),
             Some(Event::Done(_)) => break,
-            Some(Event::Started { .. } | Event::Logprobs(_)) => {}
+            Some(Event::Started { .. } | Event::Progress { .. } | Event::Logprobs(_)) => {}
             other => panic!("{other:?}"),
         }
     }

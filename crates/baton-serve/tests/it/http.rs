@@ -159,6 +159,10 @@ fn bad_requests_get_4xx_json_errors_and_the_server_goes_on() {
     let (status, body) = server.post("/v1/completions", &json!({"prompt": long}));
     error_of(status, &body, 400, "a prompt longer than the context");
     assert_eq!(body["error"]["code"], "context_length_exceeded");
+    // llama-server's type, with the prompt's tokens and a sequence's context.
+    assert_eq!(body["error"]["type"], "exceed_context_size_error", "{body}");
+    assert!(body["error"]["n_prompt_tokens"].as_u64().is_some_and(|n| n > 0), "{body}");
+    assert!(body["error"]["n_ctx"].as_u64().is_some_and(|n| n > 0), "{body}");
     let big = format!(r#"{{"prompt": "{}"}}"#, "a".repeat(BODY_LIMIT + 1000));
     let (status, text) = server.call("POST", "/v1/completions", big.as_bytes());
     error_of(status, &serde_json::from_str(&text).expect("json"), 413, "a body over the limit");

@@ -19,7 +19,7 @@ fn first_token(server: &Server, format: OutputFormat) -> u32 {
     loop {
         match generation.blocking_next() {
             Some(Event::Token(token)) => return token,
-            Some(Event::Started { .. } | Event::Logprobs(_)) => {}
+            Some(Event::Started { .. } | Event::Progress { .. } | Event::Logprobs(_)) => {}
             other => panic!("no first token: {other:?}"),
         }
     }

@@ -21,6 +21,7 @@ mod hostile;
 mod hostile_schemas;
 mod http;
 mod json_format;
+mod llama_extras;
 mod llama_routes;
 mod logit_bias;
 mod model_name;

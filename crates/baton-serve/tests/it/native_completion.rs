@@ -96,6 +96,64 @@ fn n_probs_gives_each_tokens_alternatives() {
     }
 }
 
+/// Each generated token's entry of `/completion` with `n_probs`: its id,
+/// and its alternatives' ids and values (`prob` or `logprob`).
+fn probs_of(server: &Server, request: Value, value: &str) -> Vec<(u64, Vec<(u64, f64)>)> {
+    let (status, body) = server.post("/completion", &request);
+    assert_eq!(status, 200, "{body}");
+    let entries = body["completion_probabilities"].as_array().unwrap_or_else(|| panic!("{body}"));
+    let top_key = if value == "prob" { "top_probs" } else { "top_logprobs" };
+    entries
+        .iter()
+        .map(|e| {
+            let top = e[top_key].as_array().unwrap_or_else(|| panic!("{top_key}: {e}"));
+            let top = top.iter().map(|t| (t["id"].as_u64().expect("id"), t[value].as_f64().expect("value"))).collect();
+            (e["id"].as_u64().expect("id"), top)
+        })
+        .collect()
+}
+
+#[test]
+fn post_sampling_probs_are_the_draws_distribution() {
+    let server = Server::start(1, 4, 64);
+    let base = json!({"prompt": "hi", "n_predict": 4, "ignore_eos": true, "seed": 7, "n_probs": 10});
+    let with = |extra: Value| {
+        let mut request = base.clone();
+        request.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        request
+    };
+    // Top-k 3 at temperature 1: at most 3 alternatives, summing to 1, the
+    // drawn token among them.
+    let kept = probs_of(&server, with(json!({"temperature": 1.0, "top_k": 3, "post_sampling_probs": true})), "prob");
+    assert_eq!(kept.len(), 4);
+    for (id, top) in &kept {
+        assert!(!top.is_empty() && top.len() <= 3, "{top:?}");
+        assert!(top.iter().all(|&(_, p)| p > 0.0 && p <= 1.0), "{top:?}");
+        assert!((top.iter().map(|&(_, p)| p).sum::<f64>() - 1.0).abs() < 1e-4, "{top:?}");
+        assert!(top.iter().any(|&(t, _)| t == *id), "the drawn token {id} in {top:?}");
+    }
+    // No filter at temperature 1: the model's probabilities (the same
+    // seed draws the same tokens).
+    let open = json!({"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0});
+    let mut post = open.clone();
+    post["post_sampling_probs"] = json!(true);
+    let after = probs_of(&server, with(post), "prob");
+    let before = probs_of(&server, with(open), "logprob");
+    for ((id_a, top_a), (id_b, top_b)) in after.iter().zip(&before) {
+        assert_eq!(id_a, id_b);
+        assert_eq!(top_a.len(), 10);
+        for (&(ta, pa), &(tb, lb)) in top_a.iter().zip(top_b) {
+            assert!(ta == tb && (pa - lb.exp()).abs() < 1e-4, "{top_a:?} vs {top_b:?}");
+        }
+    }
+    // Greedy: the drawn token has it all.
+    let greedy = probs_of(&server, with(json!({"temperature": 0, "post_sampling_probs": true})), "prob");
+    assert!(
+        greedy.iter().all(|(id, top)| top.len() == 1 && top[0].0 == *id && (top[0].1 - 1.0).abs() < 1e-6),
+        "{greedy:?}"
+    );
+}
+
 #[test]
 fn response_fields_keep_only_the_paths_asked() {
     let server = Server::start(1, 4, 64);
@@ -167,7 +225,6 @@ fn bad_input_gets_a_400_and_the_server_goes_on() {
             "an image for a model without vision",
         ),
         (json!({"prompt": "hi", "n_probs": 500}), "too many alternatives"),
-        (json!({"prompt": "hi", "post_sampling_probs": true, "n_probs": 2}), "post-sampling probabilities"),
         (json!({"prompt": ["a", "b"], "stream": true}), "several prompts streamed"),
         (json!({"prompt": "hi", "response_fields": "content"}), "response_fields not a list"),
     ] {

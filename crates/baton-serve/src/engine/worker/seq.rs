@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use baton_gen::constraint::Constraint;
 use baton_gen::speculative::{verify, Drawn, Speculation, StepTimes};
-use baton_gen::{token_logprobs, Sampler};
+use baton_gen::{candidate_logprobs, token_logprobs, Sampler};
 use baton_model::baton_tokenizer::TokenType;
 use baton_model::Tokenizer;
 
@@ -38,6 +38,10 @@ pub(super) struct Seq {
     pub(super) last_token: Option<Instant>,
     /// Alternatives to send log-probabilities of, when asked.
     pub(super) logprobs: Option<usize>,
+    /// Whether they are the draw's ([`GenerateRequest::post_sampling`]).
+    ///
+    /// [`GenerateRequest::post_sampling`]: super::super::request::GenerateRequest::post_sampling
+    pub(super) post_sampling: bool,
     /// Prompt tokens the slot's cache already held.
     pub(super) cached: usize,
     /// The tokens generated so far.
@@ -210,7 +214,12 @@ pub(super) fn next_token(
         return Ok(Some(FinishReason::Stop));
     }
     if let Some(top) = seq.logprobs {
-        let _ = seq.events.send(Event::Logprobs(token_logprobs(logits, token, top)));
+        let entry = match seq.post_sampling {
+            // The candidates of the draw that gave `token` (the last one).
+            true => candidate_logprobs(seq.sampler.candidates(), seq.sampler.params().temperature, token, top),
+            false => token_logprobs(logits, token, top),
+        };
+        let _ = seq.events.send(Event::Logprobs(entry));
     }
     seq.sampler.accept(token);
     seq.generated += 1;

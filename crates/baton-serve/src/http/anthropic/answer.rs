@@ -45,9 +45,10 @@ impl Answering {
         let prompt = self.job.request.prompt.len();
         let (reason, sequence) = ending.map_or((Value::Null, Value::Null), |e| stop_reason(&e.stop));
         let output = ending.map_or(0, |e| e.usage.completion_tokens);
+        let cached = ending.map_or(0, |e| e.usage.prompt_tokens_details.cached_tokens);
         json!({
             "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-            "stop_reason": reason, "stop_sequence": sequence, "usage": usage(prompt, output),
+            "stop_reason": reason, "stop_sequence": sequence, "usage": usage(prompt, output, cached),
         })
     }
 
@@ -56,8 +57,12 @@ impl Answering {
     }
 }
 
-fn usage(input: usize, output: usize) -> Value {
-    json!({"input_tokens": input, "output_tokens": output})
+/// `usage`: the prompt's tokens, the answer's, and those of the prompt
+/// read from the prefix cache (`cache_read_input_tokens`; counted in
+/// `input_tokens` too, which is the whole prompt as `count_tokens` counts
+/// it, where Anthropic counts cache reads apart).
+fn usage(input: usize, output: usize, cached: usize) -> Value {
+    json!({"input_tokens": input, "output_tokens": output, "cache_read_input_tokens": cached})
 }
 
 /// `stop_reason` and `stop_sequence`.
@@ -183,11 +188,12 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         }
         blocks.stop();
         let (reason, sequence) = stop_reason(&ending.stop);
-        let Usage { completion_tokens, .. } = ending.usage;
+        let Usage { completion_tokens, prompt_tokens_details, .. } = ending.usage;
         send(
             "message_delta",
             json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                "usage": {"output_tokens": completion_tokens}}),
+                "usage": {"output_tokens": completion_tokens,
+                    "cache_read_input_tokens": prompt_tokens_details.cached_tokens}}),
         );
         send("message_stop", json!({"type": "message_stop"}));
     })

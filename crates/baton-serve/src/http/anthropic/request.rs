@@ -47,9 +47,6 @@ pub enum MessagesError {
     /// `max_tokens` is absent.
     #[error("max_tokens is required: the most tokens to generate")]
     MissingMaxTokens,
-    /// `messages` is empty.
-    #[error("messages is empty: at least one user message")]
-    NoMessages,
     /// `system` is neither a string nor text blocks.
     #[error("system: a string or a list of {{\"type\": \"text\", \"text\": …}} blocks")]
     System,
@@ -84,8 +81,7 @@ impl MessagesError {
         match self {
             MessagesError::MissingMaxTokens => "max_tokens",
             MessagesError::System => "system",
-            MessagesError::NoMessages
-            | MessagesError::Role { .. }
+            MessagesError::Role { .. }
             | MessagesError::Content { .. }
             | MessagesError::BlockType { .. }
             | MessagesError::Block { .. } => "messages",
@@ -113,11 +109,11 @@ impl MessagesRequest {
         }
     }
 
-    /// The conversation, tools and choice, checked.
+    /// The conversation, tools and choice, checked. An empty `messages`
+    /// is served as llama-server serves it (the template's generation
+    /// prompt after the system prompt, if any), where Anthropic's API
+    /// refuses it.
     pub(super) fn conversation(&self, format: CallFormat) -> Result<Conversation, MessagesError> {
-        if self.messages.is_empty() {
-            return Err(MessagesError::NoMessages);
-        }
         let mut history = History::new(format);
         match &self.system {
             None | Some(Value::Null) => {}
@@ -313,7 +309,6 @@ mod tests {
     #[test]
     fn wrong_shapes_name_what_is_wrong() {
         for (json, param, says) in [
-            (json!({"messages": []}), "messages", "empty"),
             (json!({"messages": [{"role": "system", "content": "x"}]}), "messages", "role"),
             (json!({"messages": [{"role": "user", "content": 3}]}), "messages", "content"),
             (json!({"messages": [{"role": "user", "content": [{"type": "image"}]}]}), "messages", "\"image\""),
