@@ -24,6 +24,7 @@
 use std::ops::Range;
 
 use baton_tokenizer::{EncodeOptions, TokenType, Tokenizer};
+use serde_json::Value as JsonValue;
 
 use crate::chat::{ChatError, ChatTemplate, Message};
 
@@ -57,13 +58,42 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tokenizer: &Tokenizer,
     ) -> Result<Vec<u32>, ChatError> {
+        self.encode_with_tools(messages, None, add_generation_prompt, tokenizer)
+    }
+
+    /// As [`encode`](Self::encode), the template given `tools` (see
+    /// [`ChatTemplate::render_with_tools`]). The messages' fields and the
+    /// tools are the template's text once rendered (it may write them in
+    /// its own syntax), so none may hold a special token's text.
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Self::encode); [`ChatError::SpecialTokenInMessage`]
+    /// too for a field (named) or the tools (`tools`) that holds a special
+    /// token's text.
+    pub fn encode_with_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&JsonValue>,
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+    ) -> Result<Vec<u32>, ChatError> {
         for message in messages {
             if holds_special(tokenizer, &message.role)? {
                 return Err(ChatError::SpecialTokenInMessage { field: "role", text: message.role.clone() });
             }
+            for (key, value) in &message.fields {
+                if let Some(text) = special_string(tokenizer, value)? {
+                    let field = FIELD_NAMES.iter().find(|name| *name == key).copied().unwrap_or("fields");
+                    return Err(ChatError::SpecialTokenInMessage { field, text });
+                }
+            }
         }
-        let rendered = self.render(messages, add_generation_prompt)?;
-        let literal = match self.content_ranges(messages, add_generation_prompt, &rendered)? {
+        if let Some(text) = tools.map(|tools| special_string(tokenizer, tools)).transpose()?.flatten() {
+            return Err(ChatError::SpecialTokenInMessage { field: "tools", text });
+        }
+        let rendered = self.render_with_tools(messages, tools, add_generation_prompt)?;
+        let literal = match self.content_ranges(messages, tools, add_generation_prompt, &rendered)? {
             Some(ranges) => ranges,
             None => {
                 if let Some(message) = messages.iter().find(|m| holds_special(tokenizer, &m.content).unwrap_or(true)) {
@@ -87,6 +117,7 @@ impl ChatTemplate {
     fn content_ranges(
         &self,
         messages: &[Message],
+        tools: Option<&JsonValue>,
         add_generation_prompt: bool,
         rendered: &str,
     ) -> Result<Option<Vec<Range<usize>>>, ChatError> {
@@ -97,9 +128,9 @@ impl ChatTemplate {
         let marked: Vec<Message> = messages
             .iter()
             .enumerate()
-            .map(|(i, m)| Message::new(m.role.clone(), format!("{MARK_OPEN}{i}{MARK_CLOSE}")))
+            .map(|(i, m)| Message { content: format!("{MARK_OPEN}{i}{MARK_CLOSE}"), ..m.clone() })
             .collect();
-        let marked = self.render(&marked, add_generation_prompt)?;
+        let marked = self.render_with_tools(&marked, tools, add_generation_prompt)?;
         let Some(pieces) = pieces(&marked, messages.len()) else { return Ok(None) };
         let mut ranges = Vec::new();
         let mut at = 0;
@@ -159,6 +190,39 @@ fn pieces(marked: &str, messages: usize) -> Option<Vec<Piece<'_>>> {
         pieces.push(Piece::Template(rest));
     }
     Some(pieces)
+}
+
+/// The fields of a message the template is known to read, named in
+/// errors (any other is called `fields`).
+const FIELD_NAMES: [&str; 6] =
+    ["tool_calls", "tool_call_id", "name", "reasoning_content", "thinking", "tool_responses"];
+
+/// The first string in `value` (its keys included) that holds a special
+/// token's text.
+fn special_string(tokenizer: &Tokenizer, value: &JsonValue) -> Result<Option<String>, ChatError> {
+    match value {
+        JsonValue::String(text) => Ok(holds_special(tokenizer, text)?.then(|| text.clone())),
+        JsonValue::Array(items) => {
+            for item in items {
+                if let Some(text) = special_string(tokenizer, item)? {
+                    return Ok(Some(text));
+                }
+            }
+            Ok(None)
+        }
+        JsonValue::Object(members) => {
+            for (key, item) in members {
+                if holds_special(tokenizer, key)? {
+                    return Ok(Some(key.clone()));
+                }
+                if let Some(text) = special_string(tokenizer, item)? {
+                    return Ok(Some(text));
+                }
+            }
+            Ok(None)
+        }
+        JsonValue::Null | JsonValue::Bool(_) | JsonValue::Number(_) => Ok(None),
+    }
 }
 
 /// Whether `text` holds the text of a control, user-defined or unknown

@@ -13,6 +13,7 @@
 
 mod chat;
 mod chat_tokens;
+mod chat_values;
 pub mod constraint;
 mod conversation;
 mod logprobs;

@@ -32,4 +32,5 @@ mod routes_without_v1;
 mod shutdown;
 mod slots;
 mod spec;
+mod template_calls;
 mod tools;
