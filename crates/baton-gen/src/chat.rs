@@ -8,6 +8,9 @@ use baton_tokenizer::Tokenizer;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Value;
 use minijinja::{Environment, ErrorKind};
+use serde_json::{Map as JsonMap, Value as JsonValue};
+
+use crate::chat_values::{json_value, ordered_map};
 
 use baton_model::CHAT_TEMPLATE_KEY as TEMPLATE_KEY;
 
@@ -77,14 +80,15 @@ pub enum ChatError {
     /// The file's template metadata is unreadable (not a string).
     #[error(transparent)]
     Metadata(#[from] baton_gguf::MetadataError),
-    /// A message's role (or content, where the template cannot be traced:
-    /// see [`ChatTemplate::encode`]) holds a special token's text, which
-    /// would forge the conversation's structure.
+    /// A message's role or one of its fields (or its content, where the
+    /// template cannot be traced: see [`ChatTemplate::encode`]), or a
+    /// tool's declaration, holds a special token's text, which would forge
+    /// the conversation's structure.
     #[error(
         "a message's {field} holds a special token's text ({text:?}); special tokens come only from the chat template"
     )]
     SpecialTokenInMessage {
-        /// `role` or `content`.
+        /// `role`, `content`, a field's name (`tool_calls`…) or `tools`.
         field: &'static str,
         /// The text.
         text: String,
@@ -134,12 +138,20 @@ pub struct Message {
     pub role: String,
     /// The text.
     pub content: String,
+    /// What a template may read of the message beside its role and
+    /// content, in chat completions' shapes: an assistant message's
+    /// `tool_calls` (each `{"id", "type": "function", "function": {"name",
+    /// "arguments"}}`) and `reasoning_content` (`thinking`), a tool
+    /// message's `tool_call_id` and `name`, Gemma 4's `tool_responses`.
+    /// Empty for most messages; a key absent here is undefined in the
+    /// template (`"tool_calls" in message` is false).
+    pub fields: JsonMap<String, JsonValue>,
 }
 
 impl Message {
     /// A message of any role.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
-        Message { role: role.into(), content: content.into() }
+        Message { role: role.into(), content: content.into(), fields: JsonMap::new() }
     }
 
     /// A system message.
@@ -157,14 +169,21 @@ impl Message {
         Message::new("assistant", content)
     }
 
-    fn to_value(&self) -> Value {
-        map([("role", Value::from(self.role.as_str())), ("content", Value::from(self.content.as_str()))])
+    /// The message with the field `key` (see [`Message::fields`]) set to
+    /// `value`.
+    pub fn with_field(mut self, key: impl Into<String>, value: JsonValue) -> Message {
+        self.fields.insert(key.into(), value);
+        self
     }
-}
 
-/// A Jinja mapping (a Python dict) of string keys.
-fn map<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::from(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<String, Value>>())
+    fn to_value(&self) -> Value {
+        let mut members = vec![
+            ("role".to_string(), Value::from(self.role.as_str())),
+            ("content".to_string(), Value::from(self.content.as_str())),
+        ];
+        members.extend(self.fields.iter().map(|(key, value)| (key.clone(), json_value(value))));
+        ordered_map(members)
+    }
 }
 
 /// A compiled chat template with the model's BOS and EOS token texts.
@@ -176,8 +195,9 @@ fn map<const N: usize>(pairs: [(&str, Value); N]) -> Value {
 /// `tokenizer.chat_template`, rendered as Hugging Face transformers does
 /// (`trim_blocks` and `lstrip_blocks` on, `raise_exception`, the `loopcontrols`
 /// extension, Python string methods such as `.strip()` and `.startswith()`),
-/// with the variables `messages`, `add_generation_prompt`, `bos_token` and
-/// `eos_token`. A file without a template gets ChatML, llama.cpp's default;
+/// with the variables `messages` (each its `role`, `content` and the
+/// [fields](Message::fields) it has), `add_generation_prompt`, `bos_token`,
+/// `eos_token` and, when given, `tools`. A file without a template gets ChatML, llama.cpp's default;
 /// [`ChatTemplate::origin`] says which one is in use.
 ///
 /// ```
@@ -279,14 +299,42 @@ impl ChatTemplate {
     /// Renders `messages`; `add_generation_prompt` appends the opening of
     /// the assistant's turn (what the model continues from).
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, ChatError> {
+        self.render_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// As [`render`](Self::render), with the template's `tools` variable
+    /// (chat completions' `tools`: `[{"type": "function", "function":
+    /// {"name", "description", "parameters"}}]`) when `tools` is given;
+    /// without, `tools` is undefined.
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&JsonValue>,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
         let template = self.env.get_template(NAME).map_err(|e| self.render_error(e))?;
-        let context = map([
-            ("messages", Value::from_iter(messages.iter().map(Message::to_value))),
-            ("add_generation_prompt", Value::from(add_generation_prompt)),
-            ("bos_token", Value::from(self.bos_token.as_str())),
-            ("eos_token", Value::from(self.eos_token.as_str())),
+        let mut context: BTreeMap<String, Value> = BTreeMap::from([
+            ("messages".to_string(), Value::from_iter(messages.iter().map(Message::to_value))),
+            ("add_generation_prompt".to_string(), Value::from(add_generation_prompt)),
+            ("bos_token".to_string(), Value::from(self.bos_token.as_str())),
+            ("eos_token".to_string(), Value::from(self.eos_token.as_str())),
         ]);
-        template.render(context).map_err(|e| self.render_error(e))
+        if let Some(tools) = tools {
+            context.insert("tools".to_string(), json_value(tools));
+        }
+        template.render(Value::from(context)).map_err(|e| self.render_error(e))
+    }
+
+    /// Whether the template reads the variable `tools` (declares the tools
+    /// itself when given them).
+    pub fn reads_tools(&self) -> bool {
+        self.env.get_template(NAME).is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
+    }
+
+    /// Whether the template's source names `word` (a message field such
+    /// as `tool_calls`, which [`Message::fields`] passes it).
+    pub fn mentions(&self, word: &str) -> bool {
+        self.source.contains(word)
     }
 
     fn render_error(&self, e: minijinja::Error) -> ChatError {
@@ -451,5 +499,29 @@ mod tests {
         let source = "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ m.content }}{% endfor %}";
         let template = ChatTemplate::new(source, "", "").expect("compiles");
         assert_eq!(template.render(&conversation(), false).expect("render"), "Be brief.");
+    }
+
+    /// A message's fields reach the template as chat completions has them
+    /// (a mapping's keys in their order; a key not set is not `in` the
+    /// message), and so do the tools, which the template is seen to read.
+    #[test]
+    fn fields_and_tools_reach_the_template_in_their_order() {
+        let source = "{% for m in messages %}{{ m.role }}:{{ 'tool_calls' in m }}\
+            {% for c in m.tool_calls or [] %}|{{ c.function.name }}\
+            {% for k, v in c.function.arguments.items() %} {{ k }}={{ v }}{% endfor %}\
+            |{{ c.function.arguments | tojson }}{% endfor %};{% endfor %}{{ tools | length if tools else 'none' }}";
+        let template = ChatTemplate::new(source, "", "").expect("compiles");
+        assert!(template.reads_tools() && template.mentions("tool_calls"));
+        assert!(!ChatTemplate::chatml("", "").expect("chatml").reads_tools());
+        let call = serde_json::json!([{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": {"zone": "UTC", "city": "Oslo", "days": 2}}}]);
+        let messages = [Message::user("Hi"), Message::assistant("").with_field("tool_calls", call)];
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+        let rendered = template.render_with_tools(&messages, Some(&tools), false).expect("render");
+        assert_eq!(
+            rendered,
+            "user:False;assistant:True|f zone=UTC city=Oslo days=2|{\"zone\": \"UTC\", \"city\": \"Oslo\", \"days\": 2};1"
+        );
+        assert!(template.render(&messages, false).expect("render").ends_with(";none"), "tools undefined without");
     }
 }

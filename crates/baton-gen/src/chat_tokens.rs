@@ -24,6 +24,7 @@
 use std::ops::Range;
 
 use baton_tokenizer::{EncodeOptions, TokenType, Tokenizer};
+use serde_json::Value as JsonValue;
 
 use crate::chat::{ChatError, ChatTemplate, Message};
 
@@ -57,34 +58,60 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tokenizer: &Tokenizer,
     ) -> Result<Vec<u32>, ChatError> {
-        let rendered = self.render(messages, add_generation_prompt)?;
-        let end = rendered.len();
-        self.encode_rendered(messages, add_generation_prompt, &rendered, end, tokenizer)
+        self.encode_with_tools(messages, None, add_generation_prompt, tokenizer)
     }
 
-    /// The tokens of `messages` with the last one (the assistant's answer
-    /// so far) continued rather than closed: rendered without the
-    /// generation prompt and cut where the last message's content ends,
-    /// so that the model goes on writing it (llama-server's assistant
-    /// prefill, vLLM's `continue_final_message`). Encoded as
-    /// [`encode`](Self::encode) encodes.
+    /// As [`encode`](Self::encode), the template given `tools` (see
+    /// [`ChatTemplate::render_with_tools`]). The messages' fields and the
+    /// tools are the template's text once rendered (it may write them in
+    /// its own syntax), so none may hold a special token's text.
     ///
     /// # Errors
     ///
-    /// [`encode`](Self::encode)'s, and [`ChatError::NotContinuable`] for
-    /// no messages or a template that does not write the last message's
-    /// content as given (so that no cut keeps it whole).
-    pub fn encode_continued(&self, messages: &[Message], tokenizer: &Tokenizer) -> Result<Vec<u32>, ChatError> {
+    /// As [`encode`](Self::encode); [`ChatError::SpecialTokenInMessage`]
+    /// too for a field (named) or the tools (`tools`) that holds a special
+    /// token's text.
+    pub fn encode_with_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&JsonValue>,
+        add_generation_prompt: bool,
+        tokenizer: &Tokenizer,
+    ) -> Result<Vec<u32>, ChatError> {
+        let rendered = self.render_with_tools(messages, tools, add_generation_prompt)?;
+        let end = rendered.len();
+        self.encode_rendered(messages, tools, add_generation_prompt, &rendered, end, tokenizer)
+    }
+
+    /// The tokens of `messages` with the last one (the assistant's answer
+    /// so far) continued rather than closed: rendered (given `tools`)
+    /// without the generation prompt and cut where the last message's
+    /// content ends, so that the model goes on writing it (llama-server's
+    /// assistant prefill, vLLM's `continue_final_message`). Encoded as
+    /// [`encode_with_tools`](Self::encode_with_tools) encodes.
+    ///
+    /// # Errors
+    ///
+    /// [`encode_with_tools`](Self::encode_with_tools)'s, and
+    /// [`ChatError::NotContinuable`] for no messages or a template that
+    /// does not write the last message's content as given (so that no cut
+    /// keeps it whole).
+    pub fn encode_continued(
+        &self,
+        messages: &[Message],
+        tools: Option<&JsonValue>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Vec<u32>, ChatError> {
         let Some((last, earlier)) = messages.split_last() else {
             return Err(ChatError::NotContinuable("there is no message to continue"));
         };
-        let rendered = self.render(messages, false)?;
+        let rendered = self.render_with_tools(messages, tools, false)?;
         // Where the last content starts: where a marker in its place stands
         // when the rest of the rendering is the same.
         let mut marked: Vec<Message> = earlier.to_vec();
         let marker = format!("{MARK_OPEN}last{MARK_CLOSE}");
-        marked.push(Message::new(last.role.clone(), marker.clone()));
-        let marked = self.render(&marked, false)?;
+        marked.push(Message { content: marker.clone(), ..last.clone() });
+        let marked = self.render_with_tools(&marked, tools, false)?;
         let start = marked.find(&marker).filter(|&at| rendered.starts_with(&marked[..at]));
         let Some(start) = start else {
             return Err(ChatError::NotContinuable("the template does not write the last message's content"));
@@ -94,16 +121,17 @@ impl ChatTemplate {
             .into_iter()
             .find(|form| rendered[start..].starts_with(form))
             .ok_or(ChatError::NotContinuable("the template changes the last message's content"))?;
-        self.encode_rendered(messages, false, &rendered, start + form.len(), tokenizer)
+        self.encode_rendered(messages, tools, false, &rendered, start + form.len(), tokenizer)
     }
 
-    /// `rendered[..end]` (the rendering of `messages`) encoded: the
-    /// messages' contents as literal text where traced (else refused when
-    /// one holds a special token's text), BOS in front when the model adds
-    /// one and the template did not write it.
+    /// `rendered[..end]` (the rendering of `messages` given `tools`)
+    /// encoded: the messages' contents as literal text where traced (else
+    /// refused when one holds a special token's text), BOS in front when
+    /// the model adds one and the template did not write it.
     fn encode_rendered(
         &self,
         messages: &[Message],
+        tools: Option<&JsonValue>,
         add_generation_prompt: bool,
         rendered: &str,
         end: usize,
@@ -113,8 +141,17 @@ impl ChatTemplate {
             if holds_special(tokenizer, &message.role)? {
                 return Err(ChatError::SpecialTokenInMessage { field: "role", text: message.role.clone() });
             }
+            for (key, value) in &message.fields {
+                if let Some(text) = special_string(tokenizer, value)? {
+                    let field = FIELD_NAMES.iter().find(|name| *name == key).copied().unwrap_or("fields");
+                    return Err(ChatError::SpecialTokenInMessage { field, text });
+                }
+            }
         }
-        let literal = match self.content_ranges(messages, add_generation_prompt, rendered)? {
+        if let Some(text) = tools.map(|tools| special_string(tokenizer, tools)).transpose()?.flatten() {
+            return Err(ChatError::SpecialTokenInMessage { field: "tools", text });
+        }
+        let literal = match self.content_ranges(messages, tools, add_generation_prompt, rendered)? {
             Some(ranges) => ranges.into_iter().filter(|r| r.end <= end).collect(),
             None => {
                 if let Some(message) = messages.iter().find(|m| holds_special(tokenizer, &m.content).unwrap_or(true)) {
@@ -138,6 +175,7 @@ impl ChatTemplate {
     fn content_ranges(
         &self,
         messages: &[Message],
+        tools: Option<&JsonValue>,
         add_generation_prompt: bool,
         rendered: &str,
     ) -> Result<Option<Vec<Range<usize>>>, ChatError> {
@@ -148,9 +186,9 @@ impl ChatTemplate {
         let marked: Vec<Message> = messages
             .iter()
             .enumerate()
-            .map(|(i, m)| Message::new(m.role.clone(), format!("{MARK_OPEN}{i}{MARK_CLOSE}")))
+            .map(|(i, m)| Message { content: format!("{MARK_OPEN}{i}{MARK_CLOSE}"), ..m.clone() })
             .collect();
-        let marked = self.render(&marked, add_generation_prompt)?;
+        let marked = self.render_with_tools(&marked, tools, add_generation_prompt)?;
         let Some(pieces) = pieces(&marked, messages.len()) else { return Ok(None) };
         let mut ranges = Vec::new();
         let mut at = 0;
@@ -210,6 +248,39 @@ fn pieces(marked: &str, messages: usize) -> Option<Vec<Piece<'_>>> {
         pieces.push(Piece::Template(rest));
     }
     Some(pieces)
+}
+
+/// The fields of a message the template is known to read, named in
+/// errors (any other is called `fields`).
+const FIELD_NAMES: [&str; 6] =
+    ["tool_calls", "tool_call_id", "name", "reasoning_content", "thinking", "tool_responses"];
+
+/// The first string in `value` (its keys included) that holds a special
+/// token's text.
+fn special_string(tokenizer: &Tokenizer, value: &JsonValue) -> Result<Option<String>, ChatError> {
+    match value {
+        JsonValue::String(text) => Ok(holds_special(tokenizer, text)?.then(|| text.clone())),
+        JsonValue::Array(items) => {
+            for item in items {
+                if let Some(text) = special_string(tokenizer, item)? {
+                    return Ok(Some(text));
+                }
+            }
+            Ok(None)
+        }
+        JsonValue::Object(members) => {
+            for (key, item) in members {
+                if holds_special(tokenizer, key)? {
+                    return Ok(Some(key.clone()));
+                }
+                if let Some(text) = special_string(tokenizer, item)? {
+                    return Ok(Some(text));
+                }
+            }
+            Ok(None)
+        }
+        JsonValue::Null | JsonValue::Bool(_) | JsonValue::Number(_) => Ok(None),
+    }
 }
 
 /// Whether `text` holds the text of a control, user-defined or unknown

@@ -14,6 +14,7 @@
 mod chat;
 mod chat_named;
 mod chat_tokens;
+mod chat_values;
 pub mod constraint;
 mod conversation;
 mod logprobs;

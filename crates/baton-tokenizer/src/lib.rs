@@ -43,6 +43,7 @@ mod bpe;
 mod bytes;
 mod config;
 mod decode;
+mod end_of_generation;
 mod error;
 mod harmony;
 mod pretokenize;

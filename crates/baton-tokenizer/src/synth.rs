@@ -49,10 +49,10 @@ pub const SYNTHETIC_GEMMA4_MARKERS: [&str; 5] = ["<|turn>", "<turn|>", "<|channe
 /// declaration `<|tool>` … `<tool|>`, a call `<|tool_call>` … `<tool_call|>`,
 /// a result `<|tool_response>` … `<tool_response|>`, and `<|"|>`, which
 /// opens and closes a string in a call's arguments. User-defined tokens
-/// (always rendered, as in Gemma 4's files), but for `<|tool_response>`,
-/// a control token as llama.cpp loads it (it retypes the control-looking
-/// text as control and ends the generation there: the model writes it
-/// after a call for the results to follow).
+/// (always rendered), as in Gemma 4's files; `<|tool_response>` is loaded
+/// as a control token, as llama.cpp loads it (`end_of_generation.rs`: the
+/// model writes it after a call for the results to follow, and the
+/// generation ends there).
 pub const SYNTHETIC_GEMMA4_TOOL_MARKERS: [&str; 7] =
     ["<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"];
 
@@ -212,8 +212,7 @@ pub fn synthetic_gemma4(vocab_size: usize) -> TokenizerConfig {
         vocab.add(marker.to_owned(), if rendered { TokenType::UserDefined } else { TokenType::Control });
     }
     for marker in SYNTHETIC_GEMMA4_TOOL_MARKERS {
-        let control = marker == "<|tool_response>";
-        vocab.add(marker.to_owned(), if control { TokenType::Control } else { TokenType::UserDefined });
+        vocab.add(marker.to_owned(), TokenType::UserDefined);
     }
     for byte in 0..=255u8 {
         vocab.add(format!("<0x{byte:02X}>"), TokenType::Byte);

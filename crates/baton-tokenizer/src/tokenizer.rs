@@ -142,6 +142,9 @@ impl Tokenizer {
             }
             None => vec![TokenType::Normal; n],
         };
+        // As llama.cpp: its ends of generation typed as control, then
+        // harmony's channel markers rendered as text.
+        crate::end_of_generation::type_as_control(&config.tokens, &mut types);
         crate::harmony::render_channel_markers(&config.tokens, &mut types);
         // Last id wins for duplicate texts, as in llama.cpp and HF.
         let tokens = TokenTable::new(&config.tokens);

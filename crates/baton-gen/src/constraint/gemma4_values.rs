@@ -53,6 +53,10 @@ pub fn read_gemma4_value(text: &str) -> Option<(Value, &str)> {
     let end = text.find([',', '}', ']']).unwrap_or(text.len());
     let scalar = text[..end].trim_end();
     match serde_json::from_str::<Value>(scalar).ok()? {
+        // `-0`, an integer as written (the grammar lets an integer be
+        // one), which serde_json reads as the float -0.0: read as 0, so
+        // that it stays an integer.
+        Value::Number(_) if scalar == "-0" => Some((Value::from(0), &text[end..])),
         value @ (Value::Number(_) | Value::Bool(_) | Value::Null) => Some((value, &text[end..])),
         _ => None,
     }
@@ -135,6 +139,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_negative_zero_integer_reads_as_the_integer_zero() {
+        let (value, rest) = read_gemma4_value("-0,x").expect("a value");
+        assert!(value.is_i64() && value == json!(0) && rest == ",x", "{value} {rest:?}");
+        let (value, _) = read_gemma4_value("-0.0}").expect("a value");
+        assert!(value.is_f64(), "a float stays a float: {value}");
+    }
 
     #[test]
     fn values_written_in_gemma4_syntax_read_back_the_same() {

@@ -14,6 +14,7 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use super::routes::conversation;
 use super::state::AppState;
+use super::tools;
 use super::types::ChatMessage;
 
 /// `POST /tokenize`'s body.
@@ -49,6 +50,15 @@ pub struct DetokenizeRequest {
 pub struct ApplyTemplateRequest {
     /// The conversation, as `/v1/chat/completions` takes it.
     messages: Vec<ChatMessage>,
+    /// The tools, as `/v1/chat/completions` takes them.
+    #[serde(default)]
+    tools: Option<Value>,
+    /// How they may be called (`auto` when tools are given).
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    /// Several calls in one answer.
+    #[serde(default)]
+    parallel_tool_calls: Option<Value>,
 }
 
 /// `POST /tokenize`: `{"tokens": [ids]}`, or with `with_pieces` each token
@@ -104,9 +114,10 @@ pub async fn detokenize(
     Ok(Json(json!({ "content": content })))
 }
 
-/// `POST /apply-template`: `{"prompt": text}`, the messages rendered with
-/// the model's chat template and the generation prompt, as
-/// `/v1/chat/completions` renders them (not tokenized).
+/// `POST /apply-template`: `{"prompt": text}`, the messages (and tools)
+/// rendered with the model's chat template and the generation prompt, as
+/// `/v1/chat/completions` renders them (not tokenized; a required call's
+/// opening is not written).
 pub async fn apply_template(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<ApplyTemplateRequest>,
@@ -114,12 +125,16 @@ pub async fn apply_template(
     if request.messages.is_empty() {
         return Err(ApiError::invalid_param("messages", "messages is empty"));
     }
-    let messages = conversation(&request.messages, state.call_format())?;
+    let messages = conversation(&request.messages, state.history_form())?;
+    let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
+    let tools = (request.tools, request.tool_choice, parallel);
+    let input = state.prompt_input(messages, tools, None).await?;
     let template = state.template.clone();
-    let prompt = tokio::task::spawn_blocking(move || template.render(&messages, true))
-        .await
-        .map_err(|e| ApiError::server(format!("rendering the conversation: {e}")))?
-        .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    let prompt =
+        tokio::task::spawn_blocking(move || template.render_with_tools(&input.messages, input.declared.as_ref(), true))
+            .await
+            .map_err(|e| ApiError::server(format!("rendering the conversation: {e}")))?
+            .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     Ok(Json(json!({ "prompt": prompt })))
 }
 

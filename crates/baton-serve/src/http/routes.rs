@@ -15,11 +15,11 @@ use super::auth::{self, Caller};
 use super::bias_text;
 use super::body::JsonBody;
 use super::error::ApiError;
-use super::history::History;
+use super::history::{History, HistoryForm};
 use super::options::ReasoningFormat;
 use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
-use super::tools::{self, ToolMode, ToolPlan};
+use super::tools::{self, ToolMode, ToolPlan, TOOL_CALL_OPEN};
 use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
 use crate::engine::EngineState;
 use baton_gen::openai::reasoning::ReasoningSplit;
@@ -29,8 +29,8 @@ use serde_json::Value;
 /// and Responses requests give it.
 #[derive(Debug)]
 pub(super) struct Conversation {
-    /// The turns as the template takes them: tool calls written into the
-    /// assistant's text, their results into user turns.
+    /// The turns as the template takes them, earlier tool calls and their
+    /// results in its form (see [`History`]).
     pub messages: Vec<Message>,
     /// The tools as chat completions' `tools`.
     pub tools: Option<Value>,
@@ -84,6 +84,17 @@ impl Ending {
             (false, _) => Ending::GenerationPrompt,
         })
     }
+}
+
+/// A conversation as the template is given it ([`AppState::prompt_input`]).
+pub(super) struct PromptInput {
+    /// The messages, the tools described in the system message unless
+    /// `declared`.
+    pub messages: Vec<Message>,
+    /// The tools as the template's `tools`, when it declares them.
+    pub declared: Option<Value>,
+    /// The tools that may be called, if any.
+    pub plan: Option<ToolPlan>,
 }
 
 /// A conversation rendered and tokenized ([`AppState::chat_prompt`]).
@@ -204,24 +215,37 @@ impl AppState {
 
     /// The format the model calls tools in (its chat template's).
     pub(super) fn call_format(&self) -> tools::CallFormat {
-        tools::CallFormat::of_template(self.template.source())
+        self.history_form().calls()
     }
 
-    /// The prompt of a conversation (the messages as the template takes
-    /// them): the tools, when some may be called, described in its system
-    /// message, rendered with the model's chat template and the generation
-    /// prompt, and tokenized as `baton run --chat` does; with a call
-    /// required, the call's opening after it. `tools` and `choice` are in
-    /// chat completions' shapes (several calls in one answer when
-    /// `parallel`); `response_format` is refused beside tools. `ending`:
-    /// how the rendering ends.
-    pub(super) async fn chat_prompt(
+    /// How earlier calls and their results reach the chat template.
+    pub(super) fn history_form(&self) -> HistoryForm {
+        HistoryForm::of_template(&self.template)
+    }
+
+    /// The tools as the template is given them (chat completions'
+    /// `tools`, the ones `plan` may call), when it declares them itself:
+    /// a template of the model's own that is passed calls as fields and
+    /// reads `tools`, and writes calls in the format decoding holds them
+    /// to (harmony's and Gemma 4's are; a Hermes one writes `<tool_call>`).
+    /// Else `None`: the tools are described in the system message.
+    fn declared_tools(&self, plan: &ToolPlan) -> Option<Value> {
+        let own_format = plan.calls != tools::CallFormat::Hermes || self.template.mentions(TOOL_CALL_OPEN);
+        (self.history_form().is_fields() && own_format && self.template.reads_tools()).then(|| plan.declared.clone())
+    }
+
+    /// The conversation as the template is given it: the tools, when some
+    /// may be called, declared through the template's `tools` (see
+    /// [`declared_tools`](Self::declared_tools)) or described in its system
+    /// message; and the tools' plan. `tools` and `choice` are in chat
+    /// completions' shapes (several calls in one answer when `parallel`);
+    /// `response_format` is refused beside tools.
+    pub(super) async fn prompt_input(
         &self,
         mut messages: Vec<Message>,
         (tools, choice, parallel): (Option<Value>, Option<Value>, bool),
         response_format: Option<&Value>,
-        ending: Ending,
-    ) -> Result<ChatPrompt, ApiError> {
+    ) -> Result<PromptInput, ApiError> {
         // The tools' grammar compiles off the HTTP threads.
         let grammars = self.engine.info().grammars.clone();
         let calls = self.call_format();
@@ -237,15 +261,35 @@ impl AppState {
                 "a response_format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
             ));
         }
-        if let Some(plan) = &plan {
+        let declared = plan.as_ref().and_then(|plan| self.declared_tools(plan));
+        if let (Some(plan), None) = (&plan, &declared) {
             messages = tools::with_tools(messages, plan);
         }
+        Ok(PromptInput { messages, declared, plan })
+    }
+
+    /// The prompt of a conversation (the messages as the template takes
+    /// them, with the tools: [`prompt_input`](Self::prompt_input)),
+    /// rendered with the model's chat template, ending as `ending` says
+    /// (the generation prompt, the last message closed, or continued),
+    /// and tokenized as `baton run --chat` does; with a call required, the
+    /// call's opening after it.
+    pub(super) async fn chat_prompt(
+        &self,
+        messages: Vec<Message>,
+        tools: (Option<Value>, Option<Value>, bool),
+        response_format: Option<&Value>,
+        ending: Ending,
+    ) -> Result<ChatPrompt, ApiError> {
+        let PromptInput { messages, declared, plan } = self.prompt_input(messages, tools, response_format).await?;
         // Rendering and tokenizing a long conversation is CPU work: off the
         // HTTP threads, so `/health` and other requests do not wait on it.
         let (template, tokenizer) = (self.template.clone(), self.engine.tokenizer().clone());
         let encoded = tokio::task::spawn_blocking(move || match ending {
-            Ending::Continued => template.encode_continued(&messages, &tokenizer),
-            _ => template.encode(&messages, ending == Ending::GenerationPrompt, &tokenizer),
+            Ending::Continued => template.encode_continued(&messages, declared.as_ref(), &tokenizer),
+            _ => {
+                template.encode_with_tools(&messages, declared.as_ref(), ending == Ending::GenerationPrompt, &tokenizer)
+            }
         })
         .await
         .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
@@ -271,7 +315,7 @@ impl AppState {
             return Err(ApiError::invalid_param("messages", "messages is empty"));
         }
         let ending = Ending::of(request)?;
-        let messages = conversation(&request.messages, self.call_format())?;
+        let messages = conversation(&request.messages, self.history_form())?;
         let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
         let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
         self.chat_prompt(messages, tools, request.params.response_format.as_ref(), ending).await
@@ -376,11 +420,13 @@ pub async fn chat_input_tokens(
 }
 
 /// The request's messages as the template takes them, earlier tool calls
-/// and their results written in `format`, the model's (see [`History`]).
-pub(super) fn conversation(messages: &[ChatMessage], format: tools::CallFormat) -> Result<Vec<Message>, ApiError> {
-    let mut history = History::new(format);
+/// and their results in `form`, the template's (see [`History`]); an
+/// assistant message's `reasoning_content` passed where the template
+/// reads fields.
+pub(super) fn conversation(messages: &[ChatMessage], form: HistoryForm) -> Result<Vec<Message>, ApiError> {
+    let mut history = History::new(form);
     for m in messages {
-        let next = message(m)?;
+        let mut next = message(m)?;
         let calls = m.tool_calls.as_ref().filter(|c| !c.is_null());
         if calls.is_some() && m.role != "assistant" {
             return Err(ApiError::invalid_param("messages", "only assistant messages carry tool_calls"));
@@ -388,6 +434,15 @@ pub(super) fn conversation(messages: &[ChatMessage], format: tools::CallFormat) 
         if m.role == "tool" {
             history.push_result(&next.content, m.tool_call_id.as_ref().and_then(Value::as_str));
             continue;
+        }
+        match m.reasoning_content.as_ref().filter(|r| !r.is_null()) {
+            Some(Value::String(reasoning)) if m.role == "assistant" => {
+                next = next.with_field("reasoning_content", Value::from(reasoning.as_str()));
+            }
+            Some(_) => {
+                return Err(ApiError::invalid_param("messages", "reasoning_content is an assistant message's text"))
+            }
+            None => {}
         }
         history.push(next);
         if let Some(calls) = calls {

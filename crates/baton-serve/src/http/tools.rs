@@ -13,6 +13,11 @@
 //! `<tool_response></tool_response>`, which every template takes (Gemma's
 //! knows only `user` and `model`).
 //!
+//! A template of the model's own that reads `tool_calls` and `tools` is
+//! given the tools instead (in this shape, [`ToolPlan::declared`]) and
+//! declares them itself, when it writes calls in the format decoding holds
+//! them to (see `AppState::declared_tools`).
+//!
 //! Decoding then holds the call to the tools' grammar (llguidance, see
 //! [`tool_call_grammar`]: the name one of the tools', the arguments held
 //! to its parameters' JSON Schema as `response_format` schemas are):
@@ -32,7 +37,8 @@
 //! held to the tools from its header on ([`harmony_lazy_call_grammar`],
 //! a lazy grammar) and read from it. One call per answer (`<|call|>`
 //! ends the generation). Earlier calls in the conversation are written in
-//! the Hermes form.
+//! the Hermes form, unless the template reads them as fields
+//! (`history.rs`).
 //!
 //! A model whose chat template writes Gemma 4's turns (Baton's fallback
 //! for a Gemma 4 vocabulary) has its tools declared and calls them in
@@ -51,12 +57,11 @@
 
 use std::sync::Arc;
 
-pub use baton_gen::constraint::MAX_CALLS;
 use baton_gen::constraint::{
     gemma4_call_grammar, harmony_call_grammar, harmony_lazy_call_grammar, tool_call_grammar, xml_call_grammar,
     CallShape, GrammarSource, GEMMA4_CALL_OPEN, HARMONY_CALL_CHANNEL, HARMONY_CALL_TRIGGERS, TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
 };
+pub use baton_gen::constraint::{MAX_CALLS, TOOL_CALL_OPEN};
 use baton_gen::Message;
 use serde_json::{json, Value};
 
@@ -118,6 +123,9 @@ pub struct ToolPlan {
     pub preamble: String,
     /// The tools that may be called: each one's name and parameters.
     pub callable: Vec<(String, Value)>,
+    /// Their declarations in chat completions' `tools` shape, as a
+    /// template that declares tools itself is given them.
+    pub declared: Value,
     /// The format the calls are written in.
     pub calls: CallFormat,
 }
@@ -245,8 +253,9 @@ pub fn plan(
             (format, harmony_calls::preamble(&described))
         }
     };
+    let declared = Value::Array(callable.iter().map(|f| f.1.clone()).collect());
     let callable = callable.iter().map(|f| (f.0.clone(), f.2.clone())).collect();
-    Ok(Some(ToolPlan { mode, format, preamble, callable, calls }))
+    Ok(Some(ToolPlan { mode, format, preamble, callable, declared, calls }))
 }
 
 /// `plan` with its calls' grammar compiled against `grammars`: a tool's

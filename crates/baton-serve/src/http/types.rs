@@ -186,6 +186,10 @@ pub struct ChatMessage {
     /// A tool message's call that it answers (`tool_call_id`).
     #[serde(default)]
     pub tool_call_id: Option<serde_json::Value>,
+    /// An assistant message's reasoning (`reasoning_content`, as
+    /// llama-server and vLLM return it).
+    #[serde(default)]
+    pub reasoning_content: Option<serde_json::Value>,
 }
 
 /// `POST /v1/chat/completions`.

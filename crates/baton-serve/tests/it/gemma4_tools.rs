@@ -8,7 +8,7 @@
 
 use baton_serve::http::ServerOptions;
 use baton_synth::SynthShape;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::call_kit::*;
 use crate::server::*;
@@ -82,4 +82,32 @@ fn earlier_gemma4_calls_and_results_are_written_in_the_model_turn() {
     let request = json!({"messages": messages, "tools": tools(), "max_tokens": 8, "seed": 1});
     let (status, body) = server.post("/v1/chat/completions", &request);
     assert_eq!(status, 200, "{body}");
+}
+
+/// The `auto` path end to end: a logit bias toward `<|tool_call>` makes
+/// the synthetic model open a call by itself (its weights are random); the
+/// lazy hold then keeps the call to the tools' grammar, and it comes back
+/// as `tool_calls` that fit their tool, whole and streamed alike.
+#[test]
+fn an_auto_gemma4_answer_that_opens_a_call_is_held_and_read_as_tool_calls() {
+    let server = server();
+    let (status, body) = server.post("/tokenize", &json!({"content": "<|tool_call>"}));
+    assert_eq!(status, 200, "{body}");
+    let open = body["tokens"][0].as_u64().expect("the opening's id");
+    assert_eq!(body["tokens"].as_array().map(Vec::len), Some(1), "one token: {body}");
+    for seed in [1, 2, 3] {
+        let mut request = request(json!("auto"), seed);
+        request["logit_bias"] = json!([[open, 100]]);
+        let (status, body) = server.post("/v1/chat/completions", &request);
+        assert_eq!(status, 200, "{body}");
+        let choice = &body["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls", "seed {seed}: the biased answer calls: {body}");
+        let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+        assert_eq!(calls.len(), 1, "one call without parallel_tool_calls: {body}");
+        checked(&calls[0]);
+        let (delta_calls, finish) = streamed_tool_calls(&server, &request);
+        assert_eq!(finish, "tool_calls", "seed {seed}");
+        let streamed: Vec<&Value> = delta_calls.iter().map(|c| &c["function"]).collect();
+        assert_eq!(streamed, [&calls[0]["function"]], "seed {seed}: streamed as whole");
+    }
 }

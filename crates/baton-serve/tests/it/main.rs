@@ -33,5 +33,6 @@ mod routes_without_v1;
 mod shutdown;
 mod slots;
 mod spec;
+mod template_calls;
 mod tools;
 mod xml_tools;

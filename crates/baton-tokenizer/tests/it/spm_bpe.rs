@@ -149,8 +149,15 @@ fn synthetic_gemma4_vocab_round_trips_the_corpus_and_compresses_english() {
         let id = t.token_id(marker).expect("tool marker in the vocabulary");
         match marker {
             "<|tool_response>" => {
+                // The file types it user-defined, as Gemma 4's files do;
+                // loaded, it is a control token, as llama.cpp loads it.
+                let file_type = synthetic_gemma4(512).token_types.expect("types")[id as usize];
+                assert_eq!(file_type, 4, "user-defined in the file");
                 assert_eq!(t.token_type(id).unwrap(), TokenType::Control, "{marker}");
                 assert_eq!(t.encode(marker, SPECIAL).unwrap(), [id]);
+                assert_ne!(t.encode(marker, PLAIN).unwrap(), [id], "a control token is not read from plain text");
+                assert_eq!(t.decode_with(&[id], false).unwrap(), "", "nor rendered unless asked");
+                assert_eq!(t.decode_with(&[id], true).unwrap(), marker);
             }
             _ => {
                 assert_eq!(t.token_type(id).unwrap(), TokenType::UserDefined, "{marker}");

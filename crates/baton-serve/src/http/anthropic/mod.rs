@@ -51,7 +51,7 @@ pub async fn messages(
     if request.max_tokens.is_none() {
         return Err(MessagesError::MissingMaxTokens.into());
     }
-    let conversation = request.conversation(state.call_format())?;
+    let conversation = request.conversation(state.history_form())?;
     let prompt = state.conversation_prompt(conversation, None).await?;
     let mut job = state.chat_job(prompt, &request.params(), &caller).await?;
     job.reasoning = state.reasoning_of(&job);
@@ -75,7 +75,7 @@ pub async fn count_tokens(
     State(state): State<AppState>,
     Body(request): Body<MessagesRequest>,
 ) -> Result<Json<serde_json::Value>, AnthropicError> {
-    let conversation = request.conversation(state.call_format())?;
+    let conversation = request.conversation(state.history_form())?;
     let prompt = state.conversation_prompt(conversation, None).await?;
     Ok(Json(json!({"input_tokens": prompt.tokens.len()})))
 }

@@ -8,10 +8,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::http::error::ApiError;
-use crate::http::history::History;
+use crate::http::history::{History, HistoryForm};
 use crate::http::reply::type_name;
 use crate::http::routes::Conversation;
-use crate::http::tools::CallFormat;
 use crate::http::types::{CommonParams, Params, Stop};
 
 /// `POST /v1/messages` and `/v1/messages/count_tokens` (which needs no
@@ -113,8 +112,8 @@ impl MessagesRequest {
     /// is served as llama-server serves it (the template's generation
     /// prompt after the system prompt, if any), where Anthropic's API
     /// refuses it.
-    pub(super) fn conversation(&self, format: CallFormat) -> Result<Conversation, MessagesError> {
-        let mut history = History::new(format);
+    pub(super) fn conversation(&self, form: impl Into<HistoryForm>) -> Result<Conversation, MessagesError> {
+        let mut history = History::new(form);
         match &self.system {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => history.push(Message::system(text.clone())),
@@ -197,6 +196,7 @@ fn turn(index: usize, message: &Value, history: &mut History) -> Result<(), Mess
         }
     };
     let (mut text, mut calls, mut results) = (String::new(), Vec::new(), Vec::new());
+    let mut thinking = String::new();
     for (block, value) in blocks.iter().enumerate() {
         let bad = |why: &str| MessagesError::Block { index, block, why: why.to_string() };
         match (value.get("type").and_then(Value::as_str), role) {
@@ -224,7 +224,11 @@ fn turn(index: usize, message: &Value, history: &mut History) -> Result<(), Mess
             }
             (Some("tool_use"), _) => return Err(bad("tool_use blocks are the assistant's")),
             (Some("tool_result"), _) => return Err(bad("tool_result blocks are the user's")),
-            // The reasoning of an earlier answer is not read back.
+            // An earlier answer's reasoning, for a template that reads it
+            // (`reasoning_content`); a redacted one is not read back.
+            (Some("thinking"), "assistant") => {
+                thinking.push_str(value.get("thinking").and_then(Value::as_str).unwrap_or_default());
+            }
             (Some("thinking" | "redacted_thinking"), _) => {}
             (kind, _) => {
                 return Err(MessagesError::BlockType { index, block, kind: type_name(kind) });
@@ -235,7 +239,11 @@ fn turn(index: usize, message: &Value, history: &mut History) -> Result<(), Mess
         history.push_result(content, *id);
     }
     if !text.is_empty() || results.is_empty() {
-        history.push_after_results(Message::new(role, text));
+        let mut message = Message::new(role, text);
+        if !thinking.is_empty() {
+            message = message.with_field("reasoning_content", Value::from(thinking));
+        }
+        history.push_after_results(message);
     }
     if !calls.is_empty() {
         history.push_calls(&Value::Array(calls)).map_err(|e| MessagesError::Block {
@@ -250,6 +258,7 @@ fn turn(index: usize, message: &Value, history: &mut History) -> Result<(), Mess
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::tools::CallFormat;
 
     fn request(json: Value) -> MessagesRequest {
         serde_json::from_value(json).expect("a request")

@@ -32,7 +32,7 @@ pub async fn responses(
     caller: Caller,
     JsonBody(request): JsonBody<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
-    let (conversation, params) = request.conversation(state.call_format())?;
+    let (conversation, params) = request.conversation(state.history_form())?;
     let prompt = state.conversation_prompt(conversation, params.response_format.as_ref()).await.map_err(|e| {
         match e.body.param {
             // The field is `text.format` here.

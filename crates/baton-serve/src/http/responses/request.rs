@@ -8,10 +8,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::http::error::ApiError;
-use crate::http::history::History;
+use crate::http::history::{History, HistoryForm};
 use crate::http::reply::type_name;
 use crate::http::routes::Conversation;
-use crate::http::tools::CallFormat;
 use crate::http::types::{CommonParams, Params};
 
 /// `POST /v1/responses`. Unknown fields (`metadata`, `reasoning`,
@@ -105,14 +104,14 @@ impl From<ResponsesError> for ApiError {
 impl ResponsesRequest {
     /// The conversation (tools and choice included) and the generation
     /// parameters, checked.
-    pub(super) fn conversation(&self, format: CallFormat) -> Result<(Conversation, Params), ResponsesError> {
+    pub(super) fn conversation(&self, form: impl Into<HistoryForm>) -> Result<(Conversation, Params), ResponsesError> {
         if self.previous_response_id.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(ResponsesError::PreviousResponse);
         }
         if self.store.as_ref().and_then(Value::as_bool) == Some(true) {
             return Err(ResponsesError::Store);
         }
-        let mut history = History::new(format);
+        let mut history = History::new(form);
         if let Some(instructions) = &self.instructions {
             history.push(Message::system(instructions.clone()));
         }
@@ -268,6 +267,7 @@ fn content(index: usize, content: Option<&Value>) -> Result<String, ResponsesErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::tools::CallFormat;
 
     fn request(json: Value) -> ResponsesRequest {
         serde_json::from_value(json).expect("a request")
