@@ -27,7 +27,7 @@ mod host;
 
 use std::path::Path;
 
-use baton_gguf::{GgufFile, OptionalKey};
+use baton_gguf::GgufFile;
 
 use crate::config::LlamaConfig;
 use crate::error::ModelError;
@@ -105,8 +105,7 @@ impl MtpHead {
     pub fn from_file(file: GgufFile) -> Result<Option<MtpHead>, ModelError> {
         let config = LlamaConfig::from_gguf(&file)?;
         let arch = config.arch.name();
-        let predict = file.metadata().get_usize(&format!("{arch}.nextn_predict_layers")).optional()?.unwrap_or(0);
-        match predict {
+        match config.prediction_layers {
             0 => return Ok(None),
             1 => {}
             n => return Err(ModelError::Config(format!("{n} prediction blocks (one is computed)"))),

@@ -37,12 +37,18 @@ fn head_logits(head: &mut MtpHead, hidden: &[f32], tokens: &[u32]) -> Vec<Vec<f3
 fn a_file_without_a_prediction_block_has_no_head() {
     let (_dir, path) = synth_model("mtp-none", SynthShape::Qwen3, DType::F32, 3);
     assert!(MtpHead::open(&path).expect("open").is_none(), "qwen3 toy: no head expected");
+    let model = Model::load(&path, device(), &LoadOptions::default()).expect("load");
+    assert!(!model.has_mtp(), "qwen3 toy: the model reports no head");
 }
 
 #[test]
 fn a_rewound_head_gives_the_same_bits_again() {
     let (_dir, path) = synth_model("mtp-rewind", SynthShape::Qwen35, DType::Q8_0, 3);
     let hidden = hidden_states(&path, &TOKENS);
+    let options = LoadOptions { context: Some(64), batch: 16, ..LoadOptions::default() };
+    let model = Model::load(&path, device(), &options).expect("load");
+    assert!(model.has_mtp(), "the qwen35 toy's model reports its head");
+    drop(model);
     let mut head = MtpHead::open(&path).expect("open").expect("qwen35 toy has a head");
     assert_eq!(head.block(), head.config().layers, "the head is the block after the model's own");
     let first = head_logits(&mut head, &hidden, &TOKENS);
