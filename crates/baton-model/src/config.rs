@@ -53,6 +53,10 @@ pub struct LlamaConfig {
     pub tied_output: bool,
     /// YaRN's scaling of RoPE (`rope.scaling.type` `yarn`).
     pub yarn: Option<Yarn>,
+    /// Multi-token-prediction blocks after the model's own
+    /// (`nextn_predict_layers`, counted in `block_count`): never run by the
+    /// model's steps; [`MtpHead`](crate::MtpHead) computes Qwen 3.5's.
+    pub prediction_layers: usize,
     /// The mixture of experts of each feed-forward block, for
     /// architectures that have one.
     pub experts: Option<Experts>,
@@ -272,6 +276,7 @@ impl LlamaConfig {
             recurrent,
             gemma4,
             yarn,
+            prediction_layers: predict,
             arch,
         };
         if config.layers == 0 || config.vocab == 0 || config.context == 0 {

@@ -33,6 +33,7 @@ mod graph;
 mod hybrid;
 mod memory;
 mod model;
+mod mtp;
 mod state;
 mod tensor_parallel;
 mod vocab;
@@ -54,6 +55,7 @@ pub use graph::{BatchShape, GraphShape, Logits, SeqShape, WINDOW_STEP};
 pub use hybrid::Recurrent;
 pub use memory::ModelMemory;
 pub use model::{BatchTicket, LoadOptions, MakeRemoteEdges, Model, Placement, SeqStep, CHAT_TEMPLATE_KEY};
+pub use mtp::MtpHead;
 pub use state::{
     host_memory_available, BlockCopy, BlockTables, BlockUsage, KvCache, KvPool, KvTypes, LayerCache, PoolFull,
     PoolSize, SavedPrefix,

@@ -62,7 +62,10 @@ pub(crate) fn add_model_keys(
     }
     writer.add_metadata(key("context_length"), as_u32(p.context))?;
     writer.add_metadata(key("embedding_length"), as_u32(p.dim))?;
-    writer.add_metadata(key("block_count"), as_u32(p.n_layers))?;
+    writer.add_metadata(key("block_count"), as_u32(p.n_layers + p.mtp_layers))?;
+    if p.mtp_layers > 0 {
+        writer.add_metadata(key("nextn_predict_layers"), as_u32(p.mtp_layers))?;
+    }
     match p.gemma4.filter(|g| g.double_wide_shared) {
         Some(g) => {
             let widths: Vec<u32> = (0..p.n_layers).map(|l| as_u32(g.ffn_width(l, p.n_layers, p.ffn))).collect();

@@ -72,11 +72,12 @@ pub enum SynthShape {
     /// value heads of 16) and 3 attends (4 query heads of 32 with an output
     /// gate, 2 KV heads, per-head Q/K norms, RoPE on the first 8 of each
     /// head), FFN 160, vocabulary 512, context 512, RoPE base 10,000,000,
-    /// untied output.
+    /// untied output; then one multi-token-prediction block (block 4: an
+    /// attending block with `nextn.*` tensors, as Qwen 3.5's files hold it).
     Qwen35,
     /// The Qwen 3.5 toy with experts in place of each feed-forward block:
     /// 16 experts of width 64 of which 4 run, and a shared expert of width
-    /// 96 every token runs.
+    /// 96 every token runs (its multi-token-prediction block too).
     Qwen35Moe,
     /// Qwen3.6-35B-A3B's layers (dim 2048; 16 query heads of 256 with an
     /// output gate, 2 KV heads, RoPE on 64 of each head, base 10,000,000;
@@ -204,6 +205,10 @@ pub struct ShapeParams {
     pub rope_dims: Option<usize>,
     /// Gemma 4's per-layer structure.
     pub gemma4: Option<SynthGemma4>,
+    /// Multi-token-prediction blocks written after the model's own
+    /// (`nextn_predict_layers`, counted in `block_count`), as Qwen 3.5's
+    /// files hold them: a full-attention block with `nextn.*` tensors.
+    pub mtp_layers: usize,
 }
 
 /// The recurrent (Gated DeltaNet) layers of a hybrid shape, under the
@@ -319,6 +324,7 @@ impl SynthShape {
             recurrent: None,
             rope_dims: None,
             gemma4: None,
+            mtp_layers: 0,
         };
         // Llama 3's: the 1B, 3B and 8B shapes change only their widths.
         const LLAMA3: ShapeParams = ShapeParams {
@@ -340,6 +346,7 @@ impl SynthShape {
             recurrent: None,
             rope_dims: None,
             gemma4: None,
+            mtp_layers: 0,
         };
         match self {
             Self::Llama1B => LLAMA3,
@@ -439,6 +446,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Qwen3MoeA3b8L => ShapeParams {
                 arch: Architecture::Qwen3Moe,
@@ -459,6 +467,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Qwen35 => ShapeParams {
                 arch: Architecture::Qwen35,
@@ -467,6 +476,7 @@ impl SynthShape {
                 rope_freq_base: 10_000_000.0,
                 recurrent: Some(QWEN35_RECURRENT),
                 rope_dims: Some(8),
+                mtp_layers: 1,
                 ..TOY
             },
             Self::Qwen35Moe => ShapeParams {
@@ -478,6 +488,7 @@ impl SynthShape {
                 experts: Some(baton_model::Experts { count: 16, used: 4, ffn_dim: 64, shared: Some(96) }),
                 recurrent: Some(QWEN35_RECURRENT),
                 rope_dims: Some(8),
+                mtp_layers: 1,
                 ..TOY
             },
             Self::Qwen35MoeA3b8L => ShapeParams {
@@ -505,6 +516,7 @@ impl SynthShape {
                 }),
                 rope_dims: Some(64),
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,
@@ -525,6 +537,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Tiny256 => ShapeParams {
                 arch: Architecture::Llama,
@@ -545,6 +558,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Stories110M => ShapeParams {
                 arch: Architecture::Llama,
@@ -565,6 +579,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Stories15M => ShapeParams {
                 arch: Architecture::Llama,
@@ -585,6 +600,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
             Self::Smol135M => ShapeParams {
                 arch: Architecture::Llama,
@@ -605,6 +621,7 @@ impl SynthShape {
                 recurrent: None,
                 rope_dims: None,
                 gemma4: None,
+                mtp_layers: 0,
             },
         }
     }

@@ -200,11 +200,36 @@ pub(crate) fn plan(params: &ShapeParams, requested: DType) -> Vec<TensorPlan> {
             tensors.push(TensorPlan::norm(name("post_ffw_norm"), dim));
         }
     }
+    for layer in params.n_layers..params.n_layers + params.mtp_layers {
+        mtp_layer(&mut tensors, params, layer, requested);
+    }
     tensors.push(TensorPlan::norm("output_norm.weight".into(), dim));
     if !params.tied_embeddings {
         tensors.push(TensorPlan::matrix("output.weight".into(), dim, params.vocab, requested));
     }
     tensors
+}
+
+/// A multi-token-prediction block's tensors (block `layer`, after the
+/// model's own), as Qwen 3.5's files name them: an attending block, then
+/// the projection of `[enorm(embedding); hnorm(hidden)]` (`nextn.eh_proj`,
+/// `2·dim` to `dim`), its two norms and the norm before the shared output
+/// (`nextn.shared_head_norm`). The block shares the model's embedding and
+/// output, so neither `nextn.embed_tokens` nor `nextn.shared_head_head` is
+/// written.
+fn mtp_layer(tensors: &mut Vec<TensorPlan>, params: &ShapeParams, layer: usize, requested: DType) {
+    let dim = params.dim;
+    let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
+    tensors.push(TensorPlan::norm(name("attn_norm"), dim));
+    attention_layer(tensors, params, layer, requested);
+    tensors.push(TensorPlan::norm(name(params.arch.traits().ffn_norm), dim));
+    feed_forward(tensors, params, layer, requested);
+    tensors.extend([
+        TensorPlan::matrix(name("nextn.eh_proj"), 2 * dim, dim, requested),
+        TensorPlan::norm(name("nextn.enorm"), dim),
+        TensorPlan::norm(name("nextn.hnorm"), dim),
+        TensorPlan::norm(name("nextn.shared_head_norm"), dim),
+    ]);
 }
 
 /// Gemma 4's tensors (`docs/hybrid-facts.md` §4): sliding and full layers

@@ -293,6 +293,13 @@ impl Model {
         &self.config
     }
 
+    /// Whether the file holds a multi-token-prediction block after the
+    /// model's own (Qwen 3.5's `nextn_predict_layers`): its steps never run
+    /// it, and [`MtpHead`](crate::MtpHead) computes it from the same file.
+    pub fn has_mtp(&self) -> bool {
+        self.config.prediction_layers > 0
+    }
+
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer

@@ -15,6 +15,7 @@ mod kv_blocks;
 mod kv_copy;
 mod long_context;
 mod mapped;
+mod mtp;
 mod reference;
 mod ring;
 mod split;

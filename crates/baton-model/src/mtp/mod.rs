@@ -1,0 +1,323 @@
+//! Qwen 3.5's multi-token-prediction (MTP) head: the block a Qwen 3.5 file
+//! holds after the model's own (`nextn_predict_layers`, counted in
+//! `block_count`), which guesses the token after next from the model's
+//! last hidden state and the next token.
+//!
+//! For the row of position `p`, given the model's final hidden state `h`
+//! at `p` (after the output norm, as vLLM's Qwen 3.5 MTP reads the
+//! model's output) and the token `t` that follows position `p`:
+//!
+//! ```text
+//! x = eh_proj([enorm(embed(t)) ; hnorm(h)])        (the embedding first)
+//! x = x + attention(attn_norm(x))                  (a full-attention block
+//! x = x + ffn(post_attention_norm(x))               at position p, with its
+//!                                                   own keys and values)
+//! logits = output(shared_head_norm(x))
+//! ```
+//!
+//! The attention is the model's own kind (Qwen 3.5's: an output gate,
+//! per-head Q/K norms, NeoX RoPE on the first `rope_dims` of each head);
+//! the feed-forward block dense or experts as the model's; `embed` and
+//! `output` are the model's, unless the file has the head's own
+//! (`nextn.embed_tokens`, `nextn.shared_head_head`). This first version
+//! computes on the host, one row at a time, reading each matrix row from
+//! the file's mapped bytes: exact, not fast.
+
+mod host;
+
+use std::path::Path;
+
+use baton_gguf::GgufFile;
+
+use crate::config::LlamaConfig;
+use crate::error::ModelError;
+use host::{dot, rms_norm, rope_neox, sigmoid, swiglu, vector, Matrix};
+
+/// The head's feed-forward block: dense, or experts (and a shared one).
+enum Ffn {
+    Dense { gate: Matrix, up: Matrix, down: Matrix },
+    Experts(Box<ExpertBlock>),
+}
+
+/// The head's experts: the router, each expert's matrices stacked, how
+/// many run per token, and the shared expert where there is one.
+struct ExpertBlock {
+    router: Matrix,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+    used: usize,
+    shared: Option<SharedExpert>,
+}
+
+/// The expert every token runs, weighted by `sigmoid(gate_inp · x)`.
+struct SharedExpert {
+    gate_inp: Vec<f32>,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+}
+
+/// A file's multi-token-prediction head with its own keys and values (one
+/// row per position it has run at). See the [module docs](self).
+pub struct MtpHead {
+    file: GgufFile,
+    config: LlamaConfig,
+    /// The head's block index in the file (the model's layer count).
+    block: usize,
+    embed: Matrix,
+    output: Matrix,
+    enorm: Vec<f32>,
+    hnorm: Vec<f32>,
+    eh_proj: Matrix,
+    attn_norm: Vec<f32>,
+    wq: Matrix,
+    wk: Matrix,
+    wv: Matrix,
+    wo: Matrix,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    ffn: Ffn,
+    head_norm: Vec<f32>,
+    /// Keys and values of positions `0..len`, `kv_heads · head_dim` each.
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    len: usize,
+}
+
+impl MtpHead {
+    /// The head of the GGUF file at `path`, or `None` when the file has
+    /// none (`nextn_predict_layers` absent or 0).
+    ///
+    /// # Errors
+    /// The file's errors; [`ModelError::Config`] for a head this version
+    /// does not compute (more than one prediction block, an architecture
+    /// without Qwen 3.5's gated attention); a missing or misshapen tensor.
+    pub fn open(path: impl AsRef<Path>) -> Result<Option<MtpHead>, ModelError> {
+        MtpHead::from_file(GgufFile::open(path)?)
+    }
+
+    /// As [`open`](Self::open), from a parsed file.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn from_file(file: GgufFile) -> Result<Option<MtpHead>, ModelError> {
+        let config = LlamaConfig::from_gguf(&file)?;
+        let arch = config.arch.name();
+        match config.prediction_layers {
+            0 => return Ok(None),
+            1 => {}
+            n => return Err(ModelError::Config(format!("{n} prediction blocks (one is computed)"))),
+        }
+        let traits = config.arch.traits();
+        if !traits.gated_attention || !traits.qk_norm {
+            return Err(ModelError::Config(format!(
+                "a multi-token-prediction head of {arch} (Qwen 3.5's is computed: gated attention with Q/K norms)"
+            )));
+        }
+        let block = config.layers;
+        let (dim, hd) = (config.dim, config.head_dim);
+        let (q_width, kv_width) = (config.heads * hd, config.kv_heads * hd);
+        let name = |suffix: &str| format!("blk.{block}.{suffix}.weight");
+        let matrix = |n: &str, cols, rows| Matrix::find(&file, n, (cols, rows, 1));
+        let own_or = |own: String, shared: &str| match file.tensor(&own) {
+            Some(_) => own,
+            None => shared.to_string(),
+        };
+        let embed = matrix(&own_or(name("nextn.embed_tokens"), "token_embd.weight"), dim, config.vocab)?;
+        let trunk_output = if config.tied_output { "token_embd.weight" } else { "output.weight" };
+        let output = matrix(&own_or(name("nextn.shared_head_head"), trunk_output), dim, config.vocab)?;
+        let ffn = match config.experts {
+            None => Ffn::Dense {
+                gate: matrix(&name("ffn_gate"), dim, config.ffn_dim)?,
+                up: matrix(&name("ffn_up"), dim, config.ffn_dim)?,
+                down: matrix(&name("ffn_down"), config.ffn_dim, dim)?,
+            },
+            Some(e) => {
+                let stack = |n: &str, cols, rows| Matrix::find(&file, n, (cols, rows, e.count));
+                let shared = match e.shared {
+                    Some(width) => Some(SharedExpert {
+                        gate_inp: vector(&file, &name("ffn_gate_inp_shexp"), dim)?,
+                        gate: matrix(&name("ffn_gate_shexp"), dim, width)?,
+                        up: matrix(&name("ffn_up_shexp"), dim, width)?,
+                        down: matrix(&name("ffn_down_shexp"), width, dim)?,
+                    }),
+                    None => None,
+                };
+                Ffn::Experts(Box::new(ExpertBlock {
+                    router: matrix(&name("ffn_gate_inp"), dim, e.count)?,
+                    gate: stack(&name("ffn_gate_exps"), dim, e.ffn_dim)?,
+                    up: stack(&name("ffn_up_exps"), dim, e.ffn_dim)?,
+                    down: stack(&name("ffn_down_exps"), e.ffn_dim, dim)?,
+                    used: e.used,
+                    shared,
+                }))
+            }
+        };
+        let head = MtpHead {
+            embed,
+            output,
+            enorm: vector(&file, &name("nextn.enorm"), dim)?,
+            hnorm: vector(&file, &name("nextn.hnorm"), dim)?,
+            eh_proj: matrix(&name("nextn.eh_proj"), 2 * dim, dim)?,
+            attn_norm: vector(&file, &name("attn_norm"), dim)?,
+            wq: matrix(&name("attn_q"), dim, 2 * q_width)?,
+            wk: matrix(&name("attn_k"), dim, kv_width)?,
+            wv: matrix(&name("attn_v"), dim, kv_width)?,
+            wo: matrix(&name("attn_output"), q_width, dim)?,
+            q_norm: vector(&file, &name("attn_q_norm"), hd)?,
+            k_norm: vector(&file, &name("attn_k_norm"), hd)?,
+            ffn_norm: vector(&file, &name(traits.ffn_norm), dim)?,
+            ffn,
+            head_norm: vector(&file, &name("nextn.shared_head_norm"), dim)?,
+            keys: Vec::new(),
+            values: Vec::new(),
+            len: 0,
+            block,
+            config,
+            file,
+        };
+        Ok(Some(head))
+    }
+
+    /// The model's hyper-parameters, read from the same file.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The head's block index in the file (the model's layer count).
+    pub fn block(&self) -> usize {
+        self.block
+    }
+
+    /// Positions whose keys and values the head holds (`0..len`).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the head holds no position yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The head's logits (`vocab` values) for the row of `position`: the
+    /// model's final hidden state `hidden` there (`dim` values, after the
+    /// output norm) and `next`, the token that follows it. The head's own
+    /// keys and values of later positions are dropped first (a rewind after
+    /// rejected drafts), and those of `position` kept.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] for a hidden state of another width, a token
+    /// outside the vocabulary, or a position past [`len`](Self::len) (the
+    /// rows before it must have run) or the context.
+    pub fn forward(&mut self, hidden: &[f32], next: u32, position: usize) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        if hidden.len() != c.dim {
+            return Err(ModelError::Input(format!(
+                "a hidden state of {} values for a model of {}",
+                hidden.len(),
+                c.dim
+            )));
+        }
+        if next as usize >= c.vocab {
+            return Err(ModelError::Input(format!("token {next} outside a vocabulary of {}", c.vocab)));
+        }
+        if position > self.len || position >= c.context {
+            return Err(ModelError::Input(format!(
+                "the head's row at position {position}: it holds positions 0..{} of a context of {}",
+                self.len, c.context
+            )));
+        }
+        let mut embedding = vec![0.0; c.dim];
+        self.embed.row(&self.file, 0, next as usize, &mut embedding)?;
+        let mut joined = rms_norm(&embedding, &self.enorm, c.rms_eps);
+        joined.extend(rms_norm(hidden, &self.hnorm, c.rms_eps));
+        let mut x = self.eh_proj.times(&self.file, 0, &joined)?;
+        let attended = self.attention(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)?;
+        x.iter_mut().zip(&attended).for_each(|(a, b)| *a += b);
+        let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
+        x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
+        self.output.times(&self.file, 0, &rms_norm(&x, &self.head_norm, self.config.rms_eps))
+    }
+
+    /// Gated attention of the normed row `x` at `position` over the head's
+    /// keys and values of positions `0..=position` (this row's stored).
+    fn attention(&mut self, x: &[f32], position: usize) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        let (hd, heads, kv_heads) = (c.head_dim, c.heads, c.kv_heads);
+        let both = self.wq.times(&self.file, 0, x)?;
+        let mut key = self.wk.times(&self.file, 0, x)?;
+        let value = self.wv.times(&self.file, 0, x)?;
+        for head in key.chunks_exact_mut(hd) {
+            let normed = rms_norm(head, &self.k_norm, c.rms_eps);
+            head.copy_from_slice(&normed);
+            rope_neox(head, c.rope_dims, c.rope_base, position);
+        }
+        let kv_width = kv_heads * hd;
+        self.keys.truncate(position * kv_width);
+        self.values.truncate(position * kv_width);
+        self.keys.extend_from_slice(&key);
+        self.values.extend_from_slice(&value);
+        self.len = position + 1;
+        let group = heads / kv_heads;
+        let mut out = vec![0.0; heads * hd];
+        for h in 0..heads {
+            // Each head's query rows are followed by its gate's.
+            let (query, gate) = both[2 * h * hd..2 * (h + 1) * hd].split_at(hd);
+            let mut query = rms_norm(query, &self.q_norm, c.rms_eps);
+            rope_neox(&mut query, c.rope_dims, c.rope_base, position);
+            let kv = (h / group) * hd;
+            let scores: Vec<f64> = (0..self.len)
+                .map(|p| f64::from(dot(&query, &self.keys[p * kv_width + kv..][..hd]) * c.attn_scale))
+                .collect();
+            let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            let o = &mut out[h * hd..(h + 1) * hd];
+            for (i, o) in o.iter_mut().enumerate() {
+                let mixed: f64 =
+                    weights.iter().enumerate().map(|(p, w)| w * f64::from(self.values[p * kv_width + kv + i])).sum();
+                *o = (mixed / total) as f32 * sigmoid(gate[i]);
+            }
+        }
+        self.wo.times(&self.file, 0, &out)
+    }
+
+    /// The feed-forward block of the normed row `x`: dense, or the experts
+    /// the router chooses (softmax, the `used` most probable, their
+    /// probabilities renormalised; ties to the lower index) and the shared
+    /// expert.
+    fn feed_forward(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
+        let file = &self.file;
+        let ExpertBlock { router, gate, up, down, used, shared } = match &self.ffn {
+            Ffn::Dense { gate, up, down } => {
+                return down.times(file, 0, &swiglu(&gate.times(file, 0, x)?, &up.times(file, 0, x)?))
+            }
+            Ffn::Experts(block) => &**block,
+        };
+        let logits = router.times(file, 0, x)?;
+        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let probs: Vec<f64> = logits.iter().map(|&l| f64::from(l - top).exp()).collect();
+        let mut order: Vec<usize> = (0..router.rows()).collect();
+        order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+        let chosen = &order[..(*used).min(order.len())];
+        let total: f64 = chosen.iter().map(|&e| probs[e]).sum();
+        let mut out = vec![0.0f32; x.len()];
+        for &e in chosen {
+            let weight = (probs[e] / total) as f32;
+            let act = swiglu(&gate.times(file, e, x)?, &up.times(file, e, x)?);
+            for (o, d) in out.iter_mut().zip(down.times(file, e, &act)?) {
+                *o += weight * d;
+            }
+        }
+        if let Some(s) = shared {
+            let act = swiglu(&s.gate.times(file, 0, x)?, &s.up.times(file, 0, x)?);
+            let weight = sigmoid(dot(&s.gate_inp, x));
+            for (o, d) in out.iter_mut().zip(s.down.times(file, 0, &act)?) {
+                *o += weight * d;
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,134 @@
+//! Qwen 3.5's multi-token-prediction head ([`MtpHead`]) on the qwen35 and
+//! qwen35moe toys (which `baton model synth` writes with one prediction
+//! block): its logits against the NumPy reference
+//! (tests/reference/mtp_ref.py, float64), a rewind, and bad input.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use baton_core::backend::Device;
+use baton_core::DType;
+use baton_model::{LoadOptions, Model, MtpHead};
+use baton_synth::SynthShape;
+use baton_testkit::synth::synth_model;
+
+fn device() -> Arc<dyn Device> {
+    baton_cpu::open(&["cpu"]).expect("cpu").remove(0)
+}
+
+const TOKENS: [u32; 10] = [1, 17, 300, 42, 7, 99, 256, 3, 480, 12];
+
+/// The model's final hidden states of `tokens` (after the output norm).
+fn hidden_states(path: &Path, tokens: &[u32]) -> Vec<f32> {
+    let options = LoadOptions { context: Some(64), batch: 16, ..LoadOptions::default() };
+    let mut model = Model::load(path, device(), &options).expect("load");
+    model.eval_hidden(0, tokens).expect("hidden states")
+}
+
+/// The head's logits of every row `p` (hidden state at `p`, token `p + 1`).
+fn head_logits(head: &mut MtpHead, hidden: &[f32], tokens: &[u32]) -> Vec<Vec<f32>> {
+    let dim = head.config().dim;
+    (0..tokens.len() - 1)
+        .map(|p| head.forward(&hidden[p * dim..(p + 1) * dim], tokens[p + 1], p).expect("head row"))
+        .collect()
+}
+
+#[test]
+fn a_file_without_a_prediction_block_has_no_head() {
+    let (_dir, path) = synth_model("mtp-none", SynthShape::Qwen3, DType::F32, 3);
+    assert!(MtpHead::open(&path).expect("open").is_none(), "qwen3 toy: no head expected");
+    let model = Model::load(&path, device(), &LoadOptions::default()).expect("load");
+    assert!(!model.has_mtp(), "qwen3 toy: the model reports no head");
+}
+
+#[test]
+fn a_rewound_head_gives_the_same_bits_again() {
+    let (_dir, path) = synth_model("mtp-rewind", SynthShape::Qwen35, DType::Q8_0, 3);
+    let hidden = hidden_states(&path, &TOKENS);
+    let options = LoadOptions { context: Some(64), batch: 16, ..LoadOptions::default() };
+    let model = Model::load(&path, device(), &options).expect("load");
+    assert!(model.has_mtp(), "the qwen35 toy's model reports its head");
+    drop(model);
+    let mut head = MtpHead::open(&path).expect("open").expect("qwen35 toy has a head");
+    assert_eq!(head.block(), head.config().layers, "the head is the block after the model's own");
+    let first = head_logits(&mut head, &hidden, &TOKENS);
+    assert_eq!(head.len(), TOKENS.len() - 1);
+    // Back to position 3 with other rows (a rejected draft), then the
+    // original rows again: the same logits, bit for bit.
+    let dim = head.config().dim;
+    head.forward(&hidden[..dim], 5, 3).expect("another row at 3");
+    assert_eq!(head.len(), 4, "a row at 3 drops the later positions");
+    for (p, row) in first.iter().enumerate().skip(3) {
+        let again = head.forward(&hidden[p * dim..(p + 1) * dim], TOKENS[p + 1], p).expect("row");
+        assert!(again == *row, "position {p}: the rewound head's logits differ");
+    }
+}
+
+#[test]
+fn bad_rows_are_typed_errors() {
+    let (_dir, path) = synth_model("mtp-bad", SynthShape::Qwen35, DType::F32, 3);
+    let mut head = MtpHead::open(&path).expect("open").expect("head");
+    let dim = head.config().dim;
+    let vocab = head.config().vocab as u32;
+    let hidden = vec![0.5; dim];
+    let short = head.forward(&hidden[1..], 1, 0).expect_err("a short hidden state");
+    assert!(short.to_string().contains("hidden state"), "{short}");
+    let token = head.forward(&hidden, vocab, 0).expect_err("a token past the vocabulary");
+    assert!(token.to_string().contains("vocabulary"), "{token}");
+    let gap = head.forward(&hidden, 1, 2).expect_err("a position past the rows held");
+    assert!(gap.to_string().contains("holds positions 0..0"), "{gap}");
+    assert!(head.is_empty(), "failed rows store nothing");
+}
+
+#[cfg(feature = "reference-tests")]
+mod reference {
+    use super::*;
+    use baton_testkit::env::{python, reference_script};
+    use std::process::Command;
+
+    fn reference_logits(path: &Path, tokens: &[u32]) -> Vec<Vec<f64>> {
+        let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
+        let out = Command::new(python())
+            .arg(reference_script("mtp_ref.py"))
+            .arg(path)
+            .args(["--tokens", &ids.join(",")])
+            .output()
+            .expect("run mtp_ref.py");
+        assert!(out.status.success(), "mtp_ref.py failed: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON from mtp_ref.py");
+        let rows = json["logits"].as_array().expect("logits");
+        rows.iter().map(|r| r.as_array().expect("row").iter().map(|v| v.as_f64().expect("number")).collect()).collect()
+    }
+
+    /// NMSE of the head's logits over every row against float64: f32
+    /// weights (the trunk's hidden states and the head in f32, sums in
+    /// f64) stay `<= 1e-6`, the bound of the model's own f32 logits.
+    fn head_matches_the_reference(shape: SynthShape) {
+        let (_dir, path) = synth_model("mtp-ref", shape, DType::F32, 5);
+        let hidden = hidden_states(&path, &TOKENS);
+        let mut head = MtpHead::open(&path).expect("open").expect("head");
+        let ours = head_logits(&mut head, &hidden, &TOKENS);
+        let reference = reference_logits(&path, &TOKENS);
+        assert_eq!(reference.len(), ours.len(), "rows");
+        let (mut err, mut norm) = (0f64, 0f64);
+        for (mine, theirs) in ours.iter().zip(&reference) {
+            for (a, b) in mine.iter().zip(theirs) {
+                err += (f64::from(*a) - b).powi(2);
+                norm += b * b;
+            }
+        }
+        let nmse = err / norm;
+        println!("{shape} head: NMSE {nmse:.3e} over {} rows", ours.len());
+        assert!(nmse <= 1e-6, "{shape} head: logits NMSE {nmse:.3e} against the reference (bound 1e-6)");
+    }
+
+    #[test]
+    fn qwen35_head_logits_match_the_reference() {
+        head_matches_the_reference(SynthShape::Qwen35);
+    }
+
+    #[test]
+    fn qwen35moe_head_logits_match_the_reference() {
+        head_matches_the_reference(SynthShape::Qwen35Moe);
+    }
+}
