@@ -45,7 +45,7 @@ enum Command {
     ///   baton serve                                (SmolLM2-135M-Instruct on 127.0.0.1:8080)
     ///   baton serve -m model.gguf --port 8000 --parallel 8 -c 2048
     ///   baton serve --devices cpu:0,cpu:1 -sm layer --parallel 8
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Measure prompt processing and generation speed (llama-bench style),
     /// or the hand-offs of the wait policies (`bench sync`, `bench gates`).
     ///
@@ -108,7 +108,7 @@ fn main() {
     interrupt::install();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Plan(args) => plan::run(args),

@@ -209,11 +209,14 @@ impl Message {
 /// # Ok::<(), baton_gen::ChatError>(())
 /// ```
 pub struct ChatTemplate {
-    env: Environment<'static>,
+    env: std::sync::Arc<Environment<'static>>,
     source: String,
     origin: TemplateOrigin,
     bos_token: String,
     eos_token: String,
+    /// Variables every rendering is given besides its own (a request's
+    /// `chat_template_kwargs`: `enable_thinking`, `reasoning_effort`…).
+    variables: JsonMap<String, JsonValue>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -283,7 +286,8 @@ impl ChatTemplate {
         });
         env.add_template_owned(NAME, source.clone())
             .map_err(|e| ChatError::Syntax { origin, detail: e.to_string() })?;
-        Ok(ChatTemplate { env, source, origin, bos_token, eos_token })
+        let env = std::sync::Arc::new(env);
+        Ok(ChatTemplate { env, source, origin, bos_token, eos_token, variables: JsonMap::new() })
     }
 
     /// Where the template came from.
@@ -322,7 +326,31 @@ impl ChatTemplate {
         if let Some(tools) = tools {
             context.insert("tools".to_string(), json_value(tools));
         }
+        // The template's own variables (messages, tools…) are not replaced.
+        for (name, value) in &self.variables {
+            context.entry(name.clone()).or_insert_with(|| json_value(value));
+        }
         template.render(Value::from(context)).map_err(|e| self.render_error(e))
+    }
+
+    /// This template, its renderings given `variables` besides their own
+    /// (llama-server's and vLLM's `chat_template_kwargs`, e.g.
+    /// `{"enable_thinking": false}` for Qwen 3's templates, or
+    /// `reasoning_effort` for gpt-oss's); over the variables it was given
+    /// before, and never in place of `messages`, `tools`,
+    /// `add_generation_prompt`, `bos_token` or `eos_token`. Cheap: the
+    /// compiled template is shared.
+    pub fn with_variables(&self, variables: &JsonMap<String, JsonValue>) -> ChatTemplate {
+        let mut merged = self.variables.clone();
+        merged.extend(variables.iter().map(|(k, v)| (k.clone(), v.clone())));
+        ChatTemplate {
+            env: self.env.clone(),
+            source: self.source.clone(),
+            origin: self.origin,
+            bos_token: self.bos_token.clone(),
+            eos_token: self.eos_token.clone(),
+            variables: merged,
+        }
     }
 
     /// Whether the template reads the variable `tools` (declares the tools
@@ -504,6 +532,27 @@ mod tests {
     /// A message's fields reach the template as chat completions has them
     /// (a mapping's keys in their order; a key not set is not `in` the
     /// message), and so do the tools, which the template is seen to read.
+    /// `chat_template_kwargs`: a variable the template reads changes the
+    /// rendering; the rendering's own variables are never replaced.
+    #[test]
+    fn variables_reach_the_template_beside_its_own_and_never_replace_them() {
+        let source = "{% for m in messages %}{{ m.content }};{% endfor %}\
+            {% if add_generation_prompt %}<a>{% if enable_thinking is defined and not enable_thinking %}\
+            <think></think>{% endif %}{% endif %}{{ effort | default('-') }}";
+        let template = ChatTemplate::new(source, "", "").expect("compiles");
+        let messages = [Message::user("hi")];
+        assert_eq!(template.render(&messages, true).expect("render"), "hi;<a>-");
+        let vars = |v: serde_json::Value| v.as_object().cloned().expect("an object");
+        let off = template.with_variables(&vars(serde_json::json!({"enable_thinking": false, "effort": "low"})));
+        assert_eq!(off.render(&messages, true).expect("render"), "hi;<a><think></think>low");
+        // Later variables go over earlier ones; the template's own stay.
+        let high = off.with_variables(&vars(
+            serde_json::json!({"effort": "high", "messages": [], "add_generation_prompt": false}),
+        ));
+        assert_eq!(high.render(&messages, true).expect("render"), "hi;<a><think></think>high");
+        assert_eq!(template.render(&messages, true).expect("render"), "hi;<a>-", "the original is unchanged");
+    }
+
     #[test]
     fn fields_and_tools_reach_the_template_in_their_order() {
         let source = "{% for m in messages %}{{ m.role }}:{{ 'tool_calls' in m }}\

@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// text, in place of the model file's (llama-server's flag).
     #[arg(long = "chat-template", value_name = "NAME|JINJA")]
     chat_template: Option<String>,
+    /// Variables every chat rendering is given, as a JSON object
+    /// (llama-server's flag), e.g. '{"enable_thinking": false}'; a
+    /// request's `chat_template_kwargs` go over them.
+    #[arg(long = "chat-template-kwargs", value_name = "JSON", value_parser = template_kwargs)]
+    chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     /// Sampling temperature of a request that gives none (llama-server's
     /// flag; default: llama.cpp's 0.8).
     #[arg(long = "temp")]
@@ -196,6 +201,15 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> Result<ApiKeys>
 /// The Jinja source `--chat-template` names: a built-in format's, or the
 /// text itself when it is a template (it holds `{{` or `{%`); anything
 /// else is refused with the names served.
+/// `--chat-template-kwargs`: a JSON object.
+fn template_kwargs(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("{other} is not a JSON object")),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
+}
+
 fn chat_template_source(given: &str) -> Result<String> {
     if let Some(source) = baton_gen::named_template(given) {
         return Ok(source.to_string());
@@ -331,6 +345,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         model_path: path.display().to_string(),
         reasoning_format: args.reasoning_format,
         chat_template,
+        chat_template_kwargs: args.chat_template_kwargs.clone().unwrap_or_default(),
         defaults: RequestDefaults { temperature: args.temp, seed: args.seed, max_tokens: args.n_predict },
     };
     interrupt::install_terminate();

@@ -59,6 +59,9 @@ pub struct ApplyTemplateRequest {
     /// Several calls in one answer.
     #[serde(default)]
     parallel_tool_calls: Option<Value>,
+    /// The template's variables, as `/v1/chat/completions` takes them.
+    #[serde(default)]
+    chat_template_kwargs: Option<Value>,
 }
 
 /// `POST /tokenize`: `{"tokens": [ids]}`, or with `with_pieces` each token
@@ -128,8 +131,15 @@ pub async fn apply_template(
     let messages = conversation(&request.messages, state.history_form())?;
     let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
     let tools = (request.tools, request.tool_choice, parallel);
+    let variables = match request.chat_template_kwargs {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(ApiError::invalid_param("chat_template_kwargs", "an object of the template's variables"))
+        }
+    };
     let input = state.prompt_input(messages, tools, None).await?;
-    let template = state.template.clone();
+    let template = state.template.with_variables(&variables);
     let prompt =
         tokio::task::spawn_blocking(move || template.render_with_tools(&input.messages, input.declared.as_ref(), true))
             .await

@@ -136,7 +136,8 @@ use crate::engine::Engine;
 /// The server's routes over `engine`.
 pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeError> {
     let source = options.chat_template.as_deref().or(engine.info().chat_template.as_deref());
-    let template = ChatTemplate::for_tokenizer(source, engine.tokenizer())?;
+    let template =
+        ChatTemplate::for_tokenizer(source, engine.tokenizer())?.with_variables(&options.chat_template_kwargs);
     let dim = engine.info().dim;
     let state = state::AppState {
         engine,

@@ -50,6 +50,10 @@ pub struct ServerOptions {
     pub reasoning_format: ReasoningFormat,
     /// A chat template (Jinja) in place of the model file's.
     pub chat_template: Option<String>,
+    /// Variables every chat rendering is given (`--chat-template-kwargs`,
+    /// e.g. `{"enable_thinking": false}`); a request's
+    /// `chat_template_kwargs` go over them.
+    pub chat_template_kwargs: serde_json::Map<String, serde_json::Value>,
     /// What a request that leaves out its temperature, seed or
     /// `max_tokens` takes (`--temp`, `--seed`, `-n`).
     pub defaults: super::defaults::RequestDefaults,
@@ -97,6 +101,7 @@ impl Default for ServerOptions {
             model_path: String::new(),
             reasoning_format: ReasoningFormat::Deepseek,
             chat_template: None,
+            chat_template_kwargs: serde_json::Map::new(),
             defaults: super::defaults::RequestDefaults::default(),
         }
     }

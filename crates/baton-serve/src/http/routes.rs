@@ -86,6 +86,28 @@ impl Ending {
     }
 }
 
+/// The variables a chat completions request gives its template: its
+/// `chat_template_kwargs` (an object), and its `reasoning_effort` as
+/// `reasoning_effort` where they do not set it.
+pub(super) fn template_variables(request: &ChatRequest) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let mut variables = match &request.chat_template_kwargs {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => {
+            let why = format!("{other}: an object of the template's variables, e.g. {{\"enable_thinking\": false}}");
+            return Err(ApiError::invalid_param("chat_template_kwargs", why));
+        }
+    };
+    match &request.reasoning_effort {
+        None | Some(Value::Null) => {}
+        Some(effort @ Value::String(_)) => {
+            variables.entry("reasoning_effort").or_insert_with(|| effort.clone());
+        }
+        Some(other) => return Err(ApiError::invalid_param("reasoning_effort", format!("{other}: a string"))),
+    }
+    Ok(variables)
+}
+
 /// A conversation as the template is given it ([`AppState::prompt_input`]).
 pub(super) struct PromptInput {
     /// The messages, the tools described in the system message unless
@@ -280,11 +302,16 @@ impl AppState {
         tools: (Option<Value>, Option<Value>, bool),
         response_format: Option<&Value>,
         ending: Ending,
+        variables: serde_json::Map<String, Value>,
     ) -> Result<ChatPrompt, ApiError> {
         let PromptInput { messages, declared, plan } = self.prompt_input(messages, tools, response_format).await?;
         // Rendering and tokenizing a long conversation is CPU work: off the
         // HTTP threads, so `/health` and other requests do not wait on it.
-        let (template, tokenizer) = (self.template.clone(), self.engine.tokenizer().clone());
+        let template = match variables.is_empty() {
+            true => self.template.clone(),
+            false => std::sync::Arc::new(self.template.with_variables(&variables)),
+        };
+        let tokenizer = self.engine.tokenizer().clone();
         let encoded = tokio::task::spawn_blocking(move || match ending {
             Ending::Continued => template.encode_continued(&messages, declared.as_ref(), &tokenizer),
             _ => {
@@ -315,10 +342,11 @@ impl AppState {
             return Err(ApiError::invalid_param("messages", "messages is empty"));
         }
         let ending = Ending::of(request)?;
+        let variables = template_variables(request)?;
         let messages = conversation(&request.messages, self.history_form())?;
         let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
         let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
-        self.chat_prompt(messages, tools, request.params.response_format.as_ref(), ending).await
+        self.chat_prompt(messages, tools, request.params.response_format.as_ref(), ending, variables).await
     }
 
     /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
@@ -329,7 +357,8 @@ impl AppState {
         response_format: Option<&Value>,
     ) -> Result<ChatPrompt, ApiError> {
         let Conversation { messages, tools, choice } = conversation;
-        self.chat_prompt(messages, (tools, choice, false), response_format, Ending::GenerationPrompt).await
+        let ending = Ending::GenerationPrompt;
+        self.chat_prompt(messages, (tools, choice, false), response_format, ending, serde_json::Map::new()).await
     }
 
     /// Whether a chat answer of `job` has its thinking split out

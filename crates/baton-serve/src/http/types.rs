@@ -217,6 +217,17 @@ pub struct ChatRequest {
     /// assistant message is continued (llama-server's assistant prefill).
     #[serde(default)]
     pub continue_final_message: Option<bool>,
+    /// Variables the chat template is given besides the conversation
+    /// (vLLM's and llama-server's `chat_template_kwargs`: Qwen 3's
+    /// `enable_thinking`, gpt-oss's `reasoning_effort`…), over the
+    /// server's `--chat-template-kwargs`; an object.
+    #[serde(default)]
+    pub chat_template_kwargs: Option<serde_json::Value>,
+    /// OpenAI's `reasoning_effort` (`low`, `medium`, `high`…), given to the
+    /// template as `reasoning_effort` unless `chat_template_kwargs` sets it
+    /// (gpt-oss's template reads it).
+    #[serde(default)]
+    pub reasoning_effort: Option<serde_json::Value>,
     /// How to generate.
     #[serde(flatten)]
     pub params: Params,

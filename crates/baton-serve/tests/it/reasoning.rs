@@ -197,3 +197,59 @@ fn reasoning_tokens_count_the_thinkings_generated_tokens() {
     let (_, last) = events.last().expect("events");
     assert_eq!(last["response"]["usage"], body["usage"], "streamed as whole");
 }
+
+/// Qwen 3's switch: the generation prompt opens the thinking unless the
+/// template's `enable_thinking` is false, when it writes an empty one.
+const SWITCHED_TEMPLATE: &str = "{% for message in messages %}\
+{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}\
+{% endfor %}{% if reasoning_effort is defined %}{{ 'effort: ' + reasoning_effort + '\\n' }}{% endif %}\
+{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}\
+{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}\
+{% else %}{{ '<think>\\n' }}{% endif %}{% endif %}";
+
+/// `chat_template_kwargs` reach the template (over the server's
+/// `--chat-template-kwargs`): `enable_thinking: false` turns the thinking
+/// off, so the answer is content; `reasoning_effort` is passed as a
+/// variable; a value that is not an object is a 400 that names it.
+#[test]
+fn chat_template_kwargs_reach_the_template_and_turn_the_thinking_off() {
+    let options = ServerOptions {
+        body_limit: BODY_LIMIT,
+        chat_template: Some(SWITCHED_TEMPLATE.to_string()),
+        chat_template_kwargs: json!({"reasoning_effort": "low"}).as_object().cloned().expect("object"),
+        ..ServerOptions::default()
+    };
+    let server = Server::start_with(1, 4, 1024, options);
+    let messages = json!([{"role": "user", "content": "why?"}]);
+    let prompt = |body: Value| {
+        let (status, body) = server.post("/apply-template", &body);
+        assert_eq!(status, 200, "{body}");
+        body["prompt"].as_str().expect("prompt").to_string()
+    };
+    assert!(
+        prompt(json!({"messages": messages})).ends_with("effort: low\n<|im_start|>assistant\n<think>\n"),
+        "the server's kwargs"
+    );
+    let off =
+        json!({"messages": messages, "chat_template_kwargs": {"enable_thinking": false, "reasoning_effort": "high"}});
+    let want = "effort: high\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    assert!(prompt(off).ends_with(want), "the request's over the server's");
+
+    let mut request = request();
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "{body}");
+    assert!(body["choices"][0]["message"]["reasoning_content"].as_str().is_some_and(|r| !r.is_empty()), "{body}");
+    request["chat_template_kwargs"] = json!({"enable_thinking": false});
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "{body}");
+    let message = &body["choices"][0]["message"];
+    assert!(message.get("reasoning_content").is_none_or(Value::is_null), "thinking off: {body}");
+    assert!(message["content"].as_str().is_some_and(|c| !c.is_empty()), "{body}");
+    request["chat_template_kwargs"] = json!(["enable_thinking"]);
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    error_of(status, &body, 400, "chat_template_kwargs");
+    request["chat_template_kwargs"] = Value::Null;
+    request["reasoning_effort"] = json!(3);
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    error_of(status, &body, 400, "reasoning_effort");
+}
