@@ -281,6 +281,7 @@ impl ChatTemplate {
         let syntax = syntax.map_err(|e| ChatError::Syntax { origin, detail: e.to_string() })?;
         env.set_syntax(syntax);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("strftime_now", |format: String| crate::chat_time::strftime_now(&format));
         env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
             Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{message}")))
         });
@@ -532,6 +533,15 @@ mod tests {
     /// A message's fields reach the template as chat completions has them
     /// (a mapping's keys in their order; a key not set is not `in` the
     /// message), and so do the tools, which the template is seen to read.
+    /// Llama 3's and gpt-oss's templates write today's date.
+    #[test]
+    fn templates_may_write_the_date_with_strftime_now() {
+        let template = ChatTemplate::new("Today: {{ strftime_now('%d %b %Y') }}", "", "").expect("compiles");
+        let text = template.render(&[], false).expect("renders");
+        let date = text.strip_prefix("Today: ").expect("prefix");
+        assert_eq!((date.len(), date.as_bytes()[2], date.as_bytes()[6]), (11, b' ', b' '), "{text}");
+    }
+
     /// `chat_template_kwargs`: a variable the template reads changes the
     /// rendering; the rendering's own variables are never replaced.
     #[test]

@@ -13,6 +13,7 @@
 
 mod chat;
 mod chat_named;
+mod chat_time;
 mod chat_tokens;
 mod chat_values;
 pub mod constraint;
