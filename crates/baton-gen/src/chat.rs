@@ -281,6 +281,7 @@ impl ChatTemplate {
         let syntax = syntax.map_err(|e| ChatError::Syntax { origin, detail: e.to_string() })?;
         env.set_syntax(syntax);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_filter("tojson", crate::chat_json::tojson);
         env.add_function("strftime_now", |format: String| crate::chat_time::strftime_now(&format));
         env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
             Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{message}")))

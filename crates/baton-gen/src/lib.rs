@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 mod chat;
+mod chat_json;
 mod chat_named;
 mod chat_time;
 mod chat_tokens;
