@@ -8,10 +8,12 @@ use std::sync::Arc;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, MAX_NGRAM};
-use baton_gen::{ChatTemplate, Message};
+use baton_gen::ChatTemplate;
 use baton_load::SplitMode;
 use baton_model::{EncodeOptions, LoadOptions, Pooling, Tokenizer};
 use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
+use baton_serve::http::chat_prompt::Prompter;
+use baton_serve::http::types::ChatRequest;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -26,7 +28,8 @@ use crate::tools::PyToolPlan;
 #[pyclass(module = "baton._baton", name = "_Model", frozen)]
 pub struct PyModel {
     engine: Engine,
-    template: Arc<ChatTemplate>,
+    /// The chat template, and what renders conversations with it.
+    prompter: Prompter,
     path: PathBuf,
     /// The model's file, size and cache's shape, which a saved state names.
     identity: String,
@@ -123,7 +126,8 @@ impl PyModel {
         let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())
             .map_err(|e| model_error(&e))?;
         let session_open = Arc::new(AtomicBool::new(false));
-        Ok(PyModel { engine, template: Arc::new(template), path, identity, batch, session_open })
+        let prompter = Prompter::new(Arc::new(template), &engine);
+        Ok(PyModel { engine, prompter, path, identity, batch, session_open })
     }
 
     /// The model file's path.
@@ -165,7 +169,7 @@ impl PyModel {
     /// The chat template's source (the file's, or ChatML when it has none).
     #[getter]
     fn chat_template(&self) -> String {
-        self.template.source().to_string()
+        self.prompter.template().source().to_string()
     }
 
     /// Token ids of `text` (UTF-8): with the model's BOS when `add_bos`,
@@ -193,12 +197,20 @@ impl PyModel {
         self.engine.tokenizer().token_bytes(token, true).map(<[u8]>::to_vec).map_err(|e| model_error(&e))
     }
 
-    /// The prompt of a conversation of `(role, content)` messages: rendered
-    /// with the chat template and the generation prompt, tokenized as
-    /// `baton run --chat` and the server do.
-    fn chat_prompt(&self, messages: Vec<(String, String)>) -> PyResult<Vec<u32>> {
-        let messages: Vec<Message> = messages.into_iter().map(|(role, content)| Message::new(role, content)).collect();
-        self.template.encode(&messages, true, self.engine.tokenizer()).map_err(|e| PyValueError::new_err(e.to_string()))
+    /// The prompt of a chat completions request (a JSON text: `messages`,
+    /// `tools`, `tool_choice`, `parallel_tool_calls`, `add_generation_prompt`,
+    /// `chat_template_kwargs`…) rendered and tokenized as `baton serve`
+    /// renders it (one writer, `baton_serve::http::chat_prompt`): earlier
+    /// calls and results in the template's own form, the tools declared by
+    /// the template or described in the system message, a required call's
+    /// opening after the generation prompt; and the plan of the tools that
+    /// may be called. A request the server answers 400 is a `ValueError`.
+    fn chat(&self, py: Python<'_>, request: &str) -> PyResult<(Vec<u32>, Option<PyToolPlan>)> {
+        let request: ChatRequest =
+            serde_json::from_str(request).map_err(|e| PyValueError::new_err(format!("the chat request: {e}")))?;
+        let prompter = &self.prompter;
+        let prompt = py.detach(|| prompter.of_request(&request)).map_err(|e| PyValueError::new_err(e.body.message))?;
+        Ok((prompt.tokens, prompt.plan.map(PyToolPlan::new)))
     }
 
     /// Tokens drafted and drafts accepted so far (speculative decoding).

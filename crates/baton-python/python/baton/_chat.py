@@ -1,8 +1,7 @@
-"""Chat messages for the model's template, and the tools of a chat: their
-plan (``_ToolPlan``, read as ``baton serve`` reads ``tools`` and
-``tool_choice``), earlier calls and their results written into the
-conversation as the server writes them, and the calls an answer holds
-shaped as llama-cpp-python's ``tool_calls``."""
+"""A chat's request for the model's template (rendered by ``_Model.chat``
+as ``baton serve`` renders it: earlier calls and their results in the
+template's own form, the tools' plan in the model's call format), and the
+calls an answer holds shaped as llama-cpp-python's ``tool_calls``."""
 
 import json
 import uuid
@@ -11,68 +10,42 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._baton import _ToolPlan
 
 
-def _text(i: int, content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ValueError(f"messages[{i}]: only content parts of type 'text' are served")
-            parts.append(part["text"])
-        return "".join(parts)
-    raise TypeError(f"messages[{i}].content must be a string, a list of parts or None")
-
-
-def messages(messages: Any) -> List[Tuple[str, str]]:
-    """``(role, content)`` of OpenAI-shaped messages: an assistant's
-    ``tool_calls`` written after its text as the model writes a call, and
-    ``tool`` results as one user turn per run of results."""
+def request(messages: Any, tools: Any, tool_choice: Any, response_format: Optional[str] = None) -> str:
+    """The JSON text of a chat completions request of ``messages`` (OpenAI's
+    shapes: an assistant's ``tool_calls``, ``tool`` results with their
+    ``tool_call_id``, ``reasoning_content``), ``tools`` and ``tool_choice``,
+    one call per answer, ending with the generation prompt as
+    llama-cpp-python's chat handlers end it: what ``_Model.chat`` renders
+    as ``baton serve`` renders it. Shapes that are not JSON or not lists
+    of dicts with a role are a TypeError or ValueError here; the rest is
+    checked where the server checks it."""
     if not isinstance(messages, (list, tuple)):
         raise TypeError(f"messages must be a list of dicts, not {type(messages).__name__}")
     if not messages:
         raise ValueError("messages is empty")
-    out: List[Tuple[str, str]] = []
-    after_result = False
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise TypeError(f"messages[{i}] must be a dict with role and content, not {type(m).__name__}")
-        role = m.get("role")
-        if not isinstance(role, str):
+        if not isinstance(m.get("role"), str):
             raise ValueError(f"messages[{i}] has no role (a string)")
-        text = _text(i, m.get("content"))
-        calls = m.get("tool_calls")
-        if calls:
-            if role != "assistant":
-                raise ValueError(f"messages[{i}]: only assistant messages carry tool_calls")
-            written = _ToolPlan.written_calls(json.dumps(calls))
-            text = f"{text}\n{written}" if text else written
-        if role == "tool":
-            result = _ToolPlan.written_result(text)
-            if after_result:
-                out[-1] = (out[-1][0], f"{out[-1][1]}\n{result}")
-            else:
-                out.append(("user", result))
-            after_result = True
-            continue
-        after_result = False
-        out.append((role, text))
-    return out
-
-
-def tool_plan(tools: Any, tool_choice: Any) -> Optional[_ToolPlan]:
-    """The plan of ``tools`` and ``tool_choice`` (None: no call may be
-    made); bad ones are a ValueError, as the server's 400."""
-    if tools is None and tool_choice is None:
-        return None
+        content = m.get("content")
+        if content is not None and not isinstance(content, (str, list, tuple)):
+            raise TypeError(f"messages[{i}].content must be a string, a list of parts or None")
+    body: Dict[str, Any] = {
+        "messages": list(messages),
+        "parallel_tool_calls": False,
+        "add_generation_prompt": True,
+    }
+    if tools is not None:
+        body["tools"] = tools
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    if response_format is not None:
+        body["response_format"] = json.loads(response_format)
     try:
-        tools_text = None if tools is None else json.dumps(tools)
-        choice_text = None if tool_choice is None else json.dumps(tool_choice)
+        return json.dumps(body)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"tools and tool_choice must be JSON-shaped: {e}") from None
-    return _ToolPlan.read(tools_text, choice_text, False)
+        raise TypeError(f"messages, tools and tool_choice must be JSON-shaped: {e}") from None
 
 
 def tool_calls(plan: _ToolPlan, text: str) -> Optional[List[Dict[str, Any]]]:

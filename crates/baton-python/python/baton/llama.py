@@ -496,13 +496,7 @@ class Llama(TokenLevel):
             if tools is not None or tool_choice is not None:
                 raise ValueError("give tools and tool_choice, or the legacy functions and function_call, not both")
             tools, tool_choice = _chat.legacy_functions(functions, function_call)
-        plan = _chat.tool_plan(tools, tool_choice)
         form = _response_format(response_format)
-        if plan is not None and form is not None:
-            raise ValueError(
-                "a response_format besides text cannot hold an answer that may call a tool "
-                "(tool_choice='none' leaves the tools out)"
-            )
         if _args.number("typical_p", typical_p) != 1.0:
             raise ValueError("typical_p is not served by Baton: only 1.0 (off)")
         if _args.integer("mirostat_mode", mirostat_mode) != 0:
@@ -511,13 +505,10 @@ class Llama(TokenLevel):
         want_logprobs = bool(logprobs)
         if top is not None and not want_logprobs:
             raise ValueError("top_logprobs needs logprobs=True")
-        conversation = _chat.messages(messages)
-        if plan is not None:
-            conversation = plan.with_tools(conversation)
-        tokens = self._model.chat_prompt(conversation)
-        if plan is not None and plan.required:
-            # The answer opens the call as the tools' description shows.
-            tokens += self.tokenize(plan.opening(), add_bos=False, special=False)
+        # Rendered as the server renders it: a required call's opening
+        # already after the generation prompt; a response_format besides
+        # text beside tools that may be called is refused there.
+        tokens, plan = self._model.chat(_chat.request(messages, tools, tool_choice, form))
         if len(tokens) >= self._model.n_ctx:
             raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {self._model.n_ctx}")
         hooks = dict(

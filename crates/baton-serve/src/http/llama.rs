@@ -11,8 +11,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::body::JsonBody;
+use super::chat_prompt::conversation;
 use super::error::ApiError;
-use super::routes::conversation;
+use super::routes::off_thread;
 use super::state::AppState;
 use super::tools;
 use super::types::ChatMessage;
@@ -139,12 +140,8 @@ pub async fn apply_template(
         }
     };
     let input = state.prompt_input(messages, tools, None).await?;
-    let template = state.template.with_variables(&variables);
-    let prompt =
-        tokio::task::spawn_blocking(move || template.render_with_tools(&input.messages, input.declared.as_ref(), true))
-            .await
-            .map_err(|e| ApiError::server(format!("rendering the conversation: {e}")))?
-            .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    let prompter = state.prompter.clone();
+    let prompt = off_thread("rendering the conversation", move || prompter.render(&input, &variables)).await??;
     Ok(Json(json!({ "prompt": prompt })))
 }
 
@@ -239,7 +236,7 @@ pub async fn props(State(state): State<AppState>) -> Json<Value> {
         "total_slots": state.engine.options().parallel,
         "model_alias": info.name,
         "model_path": state.model_path,
-        "chat_template": state.template.source(),
+        "chat_template": state.prompter.template().source(),
         "bos_token": token(tokenizer.bos_id()),
         "eos_token": token(tokenizer.eos_id()),
         "modalities": { "vision": false, "audio": false },

@@ -89,6 +89,7 @@ pub mod anthropic;
 pub mod auth;
 mod bias_text;
 mod body;
+pub mod chat_prompt;
 pub mod cors;
 mod defaults;
 pub mod embeddings;
@@ -139,9 +140,10 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
     let template =
         ChatTemplate::for_tokenizer(source, engine.tokenizer())?.with_variables(&options.chat_template_kwargs);
     let dim = engine.info().dim;
+    let prompter = chat_prompt::Prompter::new(Arc::new(template), &engine);
     let state = state::AppState {
         engine,
-        template: Arc::new(template),
+        prompter,
         started: state::unix_now(),
         requests: Arc::new(AtomicU64::new(0)),
         body_timeout: options.body_timeout,

@@ -14,13 +14,13 @@ use super::answer::{self, Answering, Echo, Kind, Meta};
 use super::auth::{self, Caller};
 use super::bias_text;
 use super::body::JsonBody;
+use super::chat_prompt::{ChatPrompt, Ending, PromptInput};
 use super::error::ApiError;
-use super::history::{History, HistoryForm};
+use super::history::HistoryForm;
 use super::options::ReasoningFormat;
 use super::params::{check_model, Job};
 use super::state::{unix_now, AppState};
-use super::tools::{self, ToolMode, ToolPlan, TOOL_CALL_OPEN};
-use super::types::{ChatMessage, ChatRequest, CompletionRequest, Content, ModelEntry, Params, Prompt};
+use super::types::{ChatRequest, CompletionRequest, ModelEntry, Params, Prompt};
 use crate::engine::EngineState;
 use baton_gen::openai::reasoning::ReasoningSplit;
 use serde_json::Value;
@@ -30,101 +30,12 @@ use serde_json::Value;
 #[derive(Debug)]
 pub(super) struct Conversation {
     /// The turns as the template takes them, earlier tool calls and their
-    /// results in its form (see [`History`]).
+    /// results in its form (see [`History`](super::history::History)).
     pub messages: Vec<Message>,
     /// The tools as chat completions' `tools`.
     pub tools: Option<Value>,
     /// The choice as chat completions' `tool_choice`.
     pub choice: Option<Value>,
-}
-
-/// How a rendered conversation ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ending {
-    /// With the template's generation prompt: the assistant's turn opened.
-    GenerationPrompt,
-    /// With the last message, closed.
-    Closed,
-    /// Inside the last message (the assistant's), which the answer goes on.
-    Continued,
-}
-
-impl Ending {
-    /// A chat completions request's: `continue_final_message`, else a
-    /// last assistant message (without tool calls) is continued as
-    /// llama-server continues it; `add_generation_prompt: false` closes
-    /// the last message. Continuing with the generation prompt asked
-    /// for, or a message that is not the assistant's, is refused, and so
-    /// are two assistant messages at the end when the last is continued.
-    pub(super) fn of(request: &ChatRequest) -> Result<Ending, ApiError> {
-        let messages = &request.messages;
-        let by_assistant = |m: Option<&ChatMessage>| {
-            m.is_some_and(|m| m.role == "assistant" && m.tool_calls.as_ref().is_none_or(Value::is_null))
-        };
-        let last_is_answer = by_assistant(messages.last());
-        let continued = match (request.continue_final_message, request.add_generation_prompt) {
-            (Some(true), Some(true)) => {
-                let why = "continue_final_message and add_generation_prompt cannot both be true";
-                return Err(ApiError::invalid_param("continue_final_message", why));
-            }
-            (Some(true), _) if !last_is_answer => {
-                let why = "continue_final_message needs the last message to be the assistant's (without tool_calls)";
-                return Err(ApiError::invalid_param("continue_final_message", why));
-            }
-            (Some(continued), _) => continued,
-            (None, add) => last_is_answer && add != Some(true),
-        };
-        if continued && messages.len() >= 2 && messages[messages.len() - 2].role == "assistant" {
-            let why = "two assistant messages at the end: only the last one can be continued";
-            return Err(ApiError::invalid_param("messages", why));
-        }
-        Ok(match (continued, request.add_generation_prompt) {
-            (true, _) => Ending::Continued,
-            (false, Some(false)) => Ending::Closed,
-            (false, _) => Ending::GenerationPrompt,
-        })
-    }
-}
-
-/// The variables a chat completions request gives its template: its
-/// `chat_template_kwargs` (an object), and its `reasoning_effort` as
-/// `reasoning_effort` where they do not set it.
-pub(super) fn template_variables(request: &ChatRequest) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let mut variables = match &request.chat_template_kwargs {
-        None | Some(Value::Null) => serde_json::Map::new(),
-        Some(Value::Object(map)) => map.clone(),
-        Some(other) => {
-            let why = format!("{other}: an object of the template's variables, e.g. {{\"enable_thinking\": false}}");
-            return Err(ApiError::invalid_param("chat_template_kwargs", why));
-        }
-    };
-    match &request.reasoning_effort {
-        None | Some(Value::Null) => {}
-        Some(effort @ Value::String(_)) => {
-            variables.entry("reasoning_effort").or_insert_with(|| effort.clone());
-        }
-        Some(other) => return Err(ApiError::invalid_param("reasoning_effort", format!("{other}: a string"))),
-    }
-    Ok(variables)
-}
-
-/// A conversation as the template is given it ([`AppState::prompt_input`]).
-pub(super) struct PromptInput {
-    /// The messages, the tools described in the system message unless
-    /// `declared`.
-    pub messages: Vec<Message>,
-    /// The tools as the template's `tools`, when it declares them.
-    pub declared: Option<Value>,
-    /// The tools that may be called, if any.
-    pub plan: Option<ToolPlan>,
-}
-
-/// A conversation rendered and tokenized ([`AppState::chat_prompt`]).
-pub(super) struct ChatPrompt {
-    /// The prompt's tokens.
-    pub tokens: Vec<u32>,
-    /// The tools that may be called, if any.
-    pub plan: Option<ToolPlan>,
 }
 
 impl AppState {
@@ -235,118 +146,45 @@ impl AppState {
         Ok(Echo { text, first: prompt.first().copied().unwrap_or(0), entries })
     }
 
-    /// The format the model calls tools in (its chat template's).
-    pub(super) fn call_format(&self) -> tools::CallFormat {
-        self.history_form().calls()
-    }
-
     /// How earlier calls and their results reach the chat template.
     pub(super) fn history_form(&self) -> HistoryForm {
-        HistoryForm::of_template(&self.template)
+        self.prompter.history_form()
     }
 
-    /// The tools as the template is given them (chat completions'
-    /// `tools`, the ones `plan` may call), when it declares them itself:
-    /// a template of the model's own that is passed calls as fields and
-    /// reads `tools`, and writes calls in the format decoding holds them
-    /// to (harmony's and Gemma 4's are; a Hermes one writes `<tool_call>`).
-    /// Else `None`: the tools are described in the system message.
-    fn declared_tools(&self, plan: &ToolPlan) -> Option<Value> {
-        let own_format = plan.calls != tools::CallFormat::Hermes || self.template.mentions(TOOL_CALL_OPEN);
-        (self.history_form().is_fields() && own_format && self.template.reads_tools()).then(|| plan.declared.clone())
-    }
-
-    /// The conversation as the template is given it: the tools, when some
-    /// may be called, declared through the template's `tools` (see
-    /// [`declared_tools`](Self::declared_tools)) or described in its system
-    /// message; and the tools' plan. `tools` and `choice` are in chat
-    /// completions' shapes (several calls in one answer when `parallel`);
-    /// `response_format` is refused beside tools.
+    /// [`Prompter::input`] off the HTTP threads (the tools' grammar
+    /// compiles there).
     pub(super) async fn prompt_input(
         &self,
-        mut messages: Vec<Message>,
-        (tools, choice, parallel): (Option<Value>, Option<Value>, bool),
-        response_format: Option<&Value>,
+        messages: Vec<Message>,
+        tools: (Option<Value>, Option<Value>, bool),
+        response_format: Option<Value>,
     ) -> Result<PromptInput, ApiError> {
-        // The tools' grammar compiles off the HTTP threads.
-        let grammars = self.engine.info().grammars.clone();
-        let calls = self.call_format();
-        let plan = off_thread("reading the tools", move || {
-            tools::plan(tools.as_ref(), choice.as_ref(), parallel, calls)?
-                .map(|plan| tools::compiled(plan, &grammars))
-                .transpose()
-        })
-        .await??;
-        if plan.is_some() && response_format.is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) {
-            return Err(ApiError::invalid_param(
-                "response_format",
-                "a response_format besides text cannot hold an answer that may call a tool (tool_choice: \"none\" leaves the tools out)",
-            ));
-        }
-        let declared = plan.as_ref().and_then(|plan| self.declared_tools(plan));
-        if let (Some(plan), None) = (&plan, &declared) {
-            messages = tools::with_tools(messages, plan);
-        }
-        Ok(PromptInput { messages, declared, plan })
+        let prompter = self.prompter.clone();
+        off_thread("reading the tools", move || prompter.input(messages, tools, response_format.as_ref())).await?
     }
 
-    /// The prompt of a conversation (the messages as the template takes
-    /// them, with the tools: [`prompt_input`](Self::prompt_input)),
-    /// rendered with the model's chat template, ending as `ending` says
-    /// (the generation prompt, the last message closed, or continued),
-    /// and tokenized as `baton run --chat` does; with a call required, the
-    /// call's opening after it.
+    /// [`Prompter::prompt`] off the HTTP threads: rendering and tokenizing
+    /// a long conversation is CPU work, so `/health` and other requests do
+    /// not wait on it.
     pub(super) async fn chat_prompt(
         &self,
         messages: Vec<Message>,
         tools: (Option<Value>, Option<Value>, bool),
-        response_format: Option<&Value>,
+        response_format: Option<Value>,
         ending: Ending,
         variables: serde_json::Map<String, Value>,
     ) -> Result<ChatPrompt, ApiError> {
-        let PromptInput { messages, declared, plan } = self.prompt_input(messages, tools, response_format).await?;
-        // Rendering and tokenizing a long conversation is CPU work: off the
-        // HTTP threads, so `/health` and other requests do not wait on it.
-        let template = match variables.is_empty() {
-            true => self.template.clone(),
-            false => std::sync::Arc::new(self.template.with_variables(&variables)),
-        };
-        let tokenizer = self.engine.tokenizer().clone();
-        let encoded = tokio::task::spawn_blocking(move || match ending {
-            Ending::Continued => template.encode_continued(&messages, declared.as_ref(), &tokenizer),
-            _ => {
-                template.encode_with_tools(&messages, declared.as_ref(), ending == Ending::GenerationPrompt, &tokenizer)
-            }
+        let prompter = self.prompter.clone();
+        off_thread("rendering the conversation", move || {
+            prompter.prompt(messages, tools, response_format.as_ref(), ending, &variables)
         })
-        .await
-        .map_err(|e| ApiError::server(format!("tokenizing the conversation: {e}")))?;
-        // As baton_gen::Conversation::tokens: the template's special tokens
-        // parsed, the messages' content as literal text, BOS in front when the
-        // model adds one and the template did not write it.
-        let mut tokens = encoded.map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
-        if let Some(plan) = plan.as_ref().filter(|p| p.mode == ToolMode::Required) {
-            // The answer opens the call as the tools' instructions show.
-            let (opening, parse_special) = plan.opening();
-            let options = EncodeOptions { add_special: false, parse_special };
-            let opened =
-                self.engine.tokenizer().encode(&opening, options).map_err(|e| ApiError::server(e.to_string()))?;
-            tokens.extend(opened);
-        }
-        Ok(ChatPrompt { tokens, plan })
+        .await?
     }
 
-    /// [`chat_prompt`](Self::chat_prompt) of a chat completions request:
-    /// its messages, tools and `response_format`.
+    /// [`Prompter::of_request`] off the HTTP threads.
     async fn request_prompt(&self, request: &ChatRequest) -> Result<ChatPrompt, ApiError> {
-        if request.messages.is_empty() {
-            return Err(ApiError::invalid_param("messages", "messages is empty"));
-        }
-        let ending = Ending::of(request)?;
-        let variables = template_variables(request)?;
-        let messages = conversation(&request.messages, self.history_form())?;
-        let parallel = tools::parallel(request.parallel_tool_calls.as_ref())?;
-        let tools = (request.tools.clone(), request.tool_choice.clone(), parallel);
-        self.chat_prompt(messages, tools, request.params.response_format.as_ref(), ending, variables).await
+        let (prompter, request) = (self.prompter.clone(), request.clone());
+        off_thread("rendering the conversation", move || prompter.of_request(&request)).await?
     }
 
     /// [`chat_prompt`](Self::chat_prompt) of a `conversation`, one call
@@ -358,7 +196,8 @@ impl AppState {
     ) -> Result<ChatPrompt, ApiError> {
         let Conversation { messages, tools, choice } = conversation;
         let ending = Ending::GenerationPrompt;
-        self.chat_prompt(messages, (tools, choice, false), response_format, ending, serde_json::Map::new()).await
+        self.chat_prompt(messages, (tools, choice, false), response_format.cloned(), ending, serde_json::Map::new())
+            .await
     }
 
     /// Whether a chat answer of `job` has its thinking split out
@@ -446,62 +285,6 @@ pub async fn chat_input_tokens(
 ) -> Result<Json<Value>, ApiError> {
     let prompt = state.request_prompt(&request).await?;
     Ok(Json(json!({ "input_tokens": prompt.tokens.len() })))
-}
-
-/// The request's messages as the template takes them, earlier tool calls
-/// and their results in `form`, the template's (see [`History`]); an
-/// assistant message's `reasoning_content` passed where the template
-/// reads fields.
-pub(super) fn conversation(messages: &[ChatMessage], form: HistoryForm) -> Result<Vec<Message>, ApiError> {
-    let mut history = History::new(form);
-    for m in messages {
-        let mut next = message(m)?;
-        let calls = m.tool_calls.as_ref().filter(|c| !c.is_null());
-        if calls.is_some() && m.role != "assistant" {
-            return Err(ApiError::invalid_param("messages", "only assistant messages carry tool_calls"));
-        }
-        if m.role == "tool" {
-            history.push_result(&next.content, m.tool_call_id.as_ref().and_then(Value::as_str));
-            continue;
-        }
-        match m.reasoning_content.as_ref().filter(|r| !r.is_null()) {
-            Some(Value::String(reasoning)) if m.role == "assistant" => {
-                next = next.with_field("reasoning_content", Value::from(reasoning.as_str()));
-            }
-            Some(_) => {
-                return Err(ApiError::invalid_param("messages", "reasoning_content is an assistant message's text"))
-            }
-            None => {}
-        }
-        history.push(next);
-        if let Some(calls) = calls {
-            history.push_calls(calls)?;
-        }
-    }
-    Ok(history.messages())
-}
-
-fn message(m: &ChatMessage) -> Result<Message, ApiError> {
-    let content = match &m.content {
-        None => String::new(),
-        Some(Content::Text(text)) => text.clone(),
-        Some(Content::Parts(parts)) => {
-            let mut text = String::new();
-            for part in parts {
-                match (part.kind.as_str(), &part.text) {
-                    ("text", Some(t)) => text.push_str(t),
-                    (kind, _) => {
-                        return Err(ApiError::invalid_param(
-                            "messages",
-                            format!("content parts of type `{kind}` are not served (only `text` with its text)"),
-                        ))
-                    }
-                }
-            }
-            text
-        }
-    };
-    Ok(Message::new(m.role.clone(), content))
 }
 
 /// `POST /v1/completions`: the prompt tokenized as `baton run -p` does

@@ -4,15 +4,14 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use baton_gen::ChatTemplate;
-
 use crate::engine::Engine;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     pub(super) engine: Engine,
-    pub(super) template: Arc<ChatTemplate>,
+    /// The chat template, and what renders conversations with it.
+    pub(super) prompter: super::chat_prompt::Prompter,
     /// Unix seconds when the server started.
     pub(super) started: u64,
     pub(super) requests: Arc<AtomicU64>,

@@ -171,6 +171,32 @@ fn assert_written_in_the_models_syntax(server: &Server, call_and_result: &str, d
     assert_eq!(status, 200, "{body}");
 }
 
+/// Gemma 4's template leaves a model turn open after tool results (the
+/// model goes on in it) but closes it when an answer follows them, and
+/// then writes no generation prompt: the prompt gets a model turn opened,
+/// as llama.cpp opens one, through `/apply-template` and the tokens alike.
+#[test]
+fn a_gemma4_turn_closed_after_results_and_an_answer_gets_a_new_model_turn() {
+    let server = server(SynthShape::Gemma4, GEMMA4);
+    let mut messages = history();
+    messages.as_array_mut().expect("a list").push(json!({"role": "assistant", "content": "It is 3 degrees."}));
+    let request = json!({"messages": messages, "add_generation_prompt": true});
+    let (status, body) = server.post("/apply-template", &request);
+    assert_eq!(status, 200, "{body}");
+    let prompt = body["prompt"].as_str().expect("prompt");
+    assert!(prompt.ends_with("<tool_response|>It is 3 degrees.<turn|>\n<|turn>model\n"), "{prompt}");
+    let (status, counted) = server.post("/v1/chat/completions/input_tokens", &request);
+    assert_eq!(status, 200, "{counted}");
+    let tokenized = json!({"content": prompt, "add_special": false, "parse_special": true});
+    let (status, tokens) = server.post("/tokenize", &tokenized);
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(counted["input_tokens"].as_u64(), tokens["tokens"].as_array().map(|t| t.len() as u64), "{prompt}");
+    // Results alone leave the turn open: no new turn.
+    let (status, body) = server.post("/apply-template", &json!({"messages": history()}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body["prompt"].as_str().expect("prompt").ends_with("<tool_response|>"), "{body}");
+}
+
 #[test]
 fn a_harmony_template_writes_an_earlier_call_on_the_commentary_channel_and_its_result_from_the_function() {
     let server = server(SynthShape::GptOss, HARMONY);
