@@ -23,6 +23,7 @@ mod gemma4_grammar;
 mod gemma4_values;
 pub mod grammar;
 mod json_defaults;
+mod lark_rules;
 mod tags;
 mod tool_grammar;
 mod triggered;

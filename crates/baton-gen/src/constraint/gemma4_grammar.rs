@@ -26,9 +26,9 @@ use serde_json::Value;
 
 use super::gemma4_values::gemma4_value;
 use super::grammar::GrammarSource;
-use super::json_defaults::MAX_INTEGER_DIGITS;
+use super::lark_rules::LarkRules;
 use super::tags::{GEMMA4_CALL_CLOSE, GEMMA4_CALL_NAME, GEMMA4_CALL_OPEN};
-use super::tool_grammar::{literal, CallShape, MAX_CALLS, MAX_GAP_SPACES};
+use super::tool_grammar::{literal, CallShape, MAX_CALLS};
 
 /// The rules of any Gemma 4 value, and its terminals.
 const ANY_VALUE: &str = r#"gvalue: STRING | gdict | garray | NUMBER | "true" | "false" | "null"
@@ -39,21 +39,10 @@ KEY: /[A-Za-z0-9_.\-]+/
 STRING: /<\|"\|>([^<]|<[^|])*<\|"\|>/
 "#;
 
-/// Lark rules written so far, and how many were named.
-struct Rules {
-    lark: String,
-    named: usize,
-}
+/// The grammar's rules, with its value rules (below).
+struct Rules(LarkRules);
 
 impl Rules {
-    /// A new rule whose body is `body`; its name.
-    fn rule(&mut self, body: &str) -> String {
-        let name = format!("v{}", self.named);
-        self.named += 1;
-        self.lark += &format!("{name}: {body}\n");
-        name
-    }
-
     /// The expression of a value `schema` holds.
     fn value(&mut self, schema: &Value) -> String {
         let Some(map) = schema.as_object() else { return "gvalue".to_string() };
@@ -70,7 +59,7 @@ impl Rules {
             if let Some(Value::Array(schemas)) = map.get(key) {
                 let alternatives: Vec<String> = schemas.iter().map(|s| self.value(s)).collect();
                 if !alternatives.is_empty() {
-                    return self.rule(&alternatives.join(" | "));
+                    return self.0.rule(&alternatives.join(" | "));
                 }
             }
         }
@@ -79,7 +68,7 @@ impl Rules {
             Some(Value::Array(kinds)) => {
                 let alternatives: Vec<String> =
                     kinds.iter().filter_map(Value::as_str).map(|kind| self.typed(kind, map)).collect();
-                self.rule(&alternatives.join(" | "))
+                self.0.rule(&alternatives.join(" | "))
             }
             _ if map.contains_key("properties") => self.typed("object", map),
             _ if map.contains_key("items") => self.typed("array", map),
@@ -98,7 +87,7 @@ impl Rules {
             "array" => match map.get("items") {
                 Some(items) => {
                     let item = self.value(items);
-                    self.rule(&format!(r#""[" ({item} ("," {item})*)? "]""#))
+                    self.0.rule(&format!(r#""[" ({item} ("," {item})*)? "]""#))
                 }
                 None => "garray".to_string(),
             },
@@ -117,7 +106,7 @@ impl Rules {
                             (format!("{} {value}", literal(&format!("{name}:"))), required.contains(&name.as_str()))
                         })
                         .collect();
-                    self.rule(&object_body(&members))
+                    self.0.rule(&object_body(&members))
                 }
                 None => "gdict".to_string(),
             },
@@ -163,14 +152,11 @@ pub fn gemma4_call_grammar<'a>(
     shape: CallShape,
 ) -> GrammarSource {
     let (open, close) = (literal(GEMMA4_CALL_OPEN), literal(GEMMA4_CALL_CLOSE));
-    let mut rules = Rules { lark: String::from("%llguidance {}\n"), named: 0 };
-    rules.lark += &match shape.opens {
-        true => format!("start: LEAD? {open} calls\n"),
-        false => "start: calls\n".to_string(),
-    };
+    let start = if shape.opens { format!("LEAD? {open} calls") } else { "calls".to_string() };
+    let mut rules = Rules(LarkRules::new("v", &start));
     let more = if shape.parallel { MAX_CALLS - 1 } else { 0 };
     let next = format!("(GAP? {open} call)");
-    rules.lark += &format!("calls: call{}\n", format!(" {next}?").repeat(more));
+    rules.0.lark += &format!("calls: call{}\n", format!(" {next}?").repeat(more));
     let mut names = Vec::new();
     for (i, (name, parameters)) in tools.into_iter().enumerate() {
         // The arguments are an object: a schema that does not say which
@@ -180,18 +166,10 @@ pub fn gemma4_call_grammar<'a>(
             _ => "gdict".to_string(),
         };
         let named = literal(&format!("{GEMMA4_CALL_NAME}{name}"));
-        rules.lark += &format!("call{i}: {named} {arguments} {close}\n");
+        rules.0.lark += &format!("call{i}: {named} {arguments} {close}\n");
         names.push(format!("call{i}"));
     }
-    rules.lark += &format!("call: {}\n", names.join(" | "));
-    rules.lark += ANY_VALUE;
-    // An integer part of at most MAX_INTEGER_DIGITS digits, as JSON
-    // schemas' unbounded numbers get (a model cannot write digits until
-    // max_tokens); an exponent of at most 3.
-    let digits = MAX_INTEGER_DIGITS - 1;
-    rules.lark += &format!("INTEGER: /-?(0|[1-9][0-9]{{0,{digits}}})/\n");
-    rules.lark += &format!("NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]+)?([eE][+-]?[0-9]{{1,3}})?/\n");
-    rules.lark += &format!("GAP: /[ \\t\\r\\n]{{1,{MAX_GAP_SPACES}}}/\n");
-    rules.lark += "LEAD: /[ \\t\\r\\n]+/\n";
-    GrammarSource::Lark(rules.lark)
+    rules.0.choice_of_calls(&names);
+    rules.0.lark += ANY_VALUE;
+    rules.0.finish()
 }

@@ -24,27 +24,17 @@
 use serde_json::Value;
 
 use super::grammar::GrammarSource;
-use super::json_defaults::{with_defaults, MAX_INTEGER_DIGITS};
+use super::json_defaults::with_defaults;
+use super::lark_rules::LarkRules;
 use super::tags::{
     TOOL_CALL_CLOSE, TOOL_CALL_OPEN, XML_FUNCTION_CLOSE, XML_FUNCTION_OPEN, XML_PARAMETER_CLOSE, XML_PARAMETER_OPEN,
 };
-use super::tool_grammar::{literal, CallShape, MAX_CALLS, MAX_GAP_SPACES};
+use super::tool_grammar::{literal, CallShape, MAX_CALLS};
 
-/// Lark rules written so far, and how many were named.
-struct Rules {
-    lark: String,
-    named: usize,
-}
+/// The grammar's rules, with its value rules (below).
+struct Rules(LarkRules);
 
 impl Rules {
-    /// A new rule whose body is `body`; its name.
-    fn rule(&mut self, body: &str) -> String {
-        let name = format!("x{}", self.named);
-        self.named += 1;
-        self.lark += &format!("{name}: {body}\n");
-        name
-    }
-
     /// The expression of a value of `schema` and the closing of its block
     /// (`\n</parameter>\n`): a string's lexeme holds its closing tag, so
     /// that the text's end is where the tag is.
@@ -76,7 +66,7 @@ impl Rules {
             "boolean" => format!(r#"("true" | "false") {close}"#),
             "null" => format!(r#""null" {close}"#),
             "object" | "array" => {
-                let json = self.rule(&format!("%json {}", with_defaults(schema)));
+                let json = self.0.rule(&format!("%json {}", with_defaults(schema)));
                 format!("{json} {close}")
             }
             _ => r#"TEXT "\n""#.to_string(),
@@ -99,7 +89,7 @@ impl Rules {
         for name in names {
             let open = literal(&format!("{XML_PARAMETER_OPEN}{name}>\n"));
             let value = self.value(&properties[name]);
-            let block = self.rule(&format!("{open} {value}"));
+            let block = self.0.rule(&format!("{open} {value}"));
             blocks.push(match required.contains(&name.as_str()) {
                 true => block,
                 false => format!("{block}?"),
@@ -117,35 +107,27 @@ impl Rules {
 /// parameters' schema), shaped as `shape` says.
 pub fn xml_call_grammar<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>, shape: CallShape) -> GrammarSource {
     let (open, close) = (literal(&format!("{TOOL_CALL_OPEN}\n")), literal(TOOL_CALL_CLOSE));
-    let mut rules = Rules { lark: String::from("%llguidance {}\n"), named: 0 };
-    rules.lark += &match shape.opens {
-        true => format!("start: LEAD? {open} calls\n"),
-        false => "start: calls\n".to_string(),
-    };
+    let start = if shape.opens { format!("LEAD? {open} calls") } else { "calls".to_string() };
+    let mut rules = Rules(LarkRules::new("x", &start));
     // After a call: its closing tag (or nothing, the text ending there),
     // then, with several calls, the next one in its tags.
     let after = format!("(GAP? {close} GAP?)?");
     let more = if shape.parallel { MAX_CALLS - 1 } else { 0 };
     let next = format!("(GAP? {close} GAP? {open} call)");
-    rules.lark += &format!("calls: call{} {after}\n", format!(" {next}?").repeat(more));
+    rules.0.lark += &format!("calls: call{} {after}\n", format!(" {next}?").repeat(more));
     let mut names = Vec::new();
     for (i, (name, parameters)) in tools.into_iter().enumerate() {
         let blocks = rules.parameters(parameters);
         let function = literal(&format!("{XML_FUNCTION_OPEN}{name}>\n"));
-        rules.lark += &format!("call{i}: {function} {blocks} {}\n", literal(XML_FUNCTION_CLOSE));
+        rules.0.lark += &format!("call{i}: {function} {blocks} {}\n", literal(XML_FUNCTION_CLOSE));
         names.push(format!("call{i}"));
     }
-    rules.lark += &format!("call: {}\n", names.join(" | "));
+    rules.0.choice_of_calls(&names);
     // Any parameter: a name, then any text.
-    rules.lark += &format!(r#"anyblock: {} KEY ">\n" TEXT "\n""#, literal(XML_PARAMETER_OPEN));
-    rules.lark += "\nKEY: /[A-Za-z0-9_.\\-]+/\n";
+    rules.0.lark += &format!(r#"anyblock: {} KEY ">\n" TEXT "\n""#, literal(XML_PARAMETER_OPEN));
+    rules.0.lark += "\nKEY: /[A-Za-z0-9_.\\-]+/\n";
     // Any text up to the first closing tag, the tag included.
     let tag = XML_PARAMETER_CLOSE.replace('/', "\\/");
-    rules.lark += &format!("TEXT: /(?s:.*)\\n{tag}/ & ~/(?s:.*){tag}(?s:.+)/\n");
-    let digits = MAX_INTEGER_DIGITS - 1;
-    rules.lark += &format!("INTEGER: /-?(0|[1-9][0-9]{{0,{digits}}})/\n");
-    rules.lark += &format!("NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]+)?([eE][+-]?[0-9]{{1,3}})?/\n");
-    rules.lark += &format!("GAP: /[ \\t\\r\\n]{{1,{MAX_GAP_SPACES}}}/\n");
-    rules.lark += "LEAD: /[ \\t\\r\\n]+/\n";
-    GrammarSource::Lark(rules.lark)
+    rules.0.lark += &format!("TEXT: /(?s:.*)\\n{tag}/ & ~/(?s:.*){tag}(?s:.+)/\n");
+    rules.0.finish()
 }
