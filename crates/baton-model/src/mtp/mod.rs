@@ -212,6 +212,57 @@ impl MtpHead {
     /// outside the vocabulary, or a position past [`len`](Self::len) (the
     /// rows before it must have run) or the context.
     pub fn forward(&mut self, hidden: &[f32], next: u32, position: usize) -> Result<Vec<f32>, ModelError> {
+        self.forward_hidden(hidden, next, position).map(|(logits, _)| logits)
+    }
+
+    /// As [`forward`](Self::forward), with the head's own output hidden
+    /// state besides the logits: `x` after the shared head norm (`dim`
+    /// values), the input of the head's row at the next position when the
+    /// model's own hidden state there is not known yet (a chain of drafts:
+    /// vLLM's `Qwen3_5MultiTokenPredictor` returns this state, and
+    /// llama.cpp's qwen35 MTP graph exposes it, to draft the next token).
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn forward_hidden(
+        &mut self,
+        hidden: &[f32],
+        next: u32,
+        position: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        let mut x = self.input(hidden, next, position)?;
+        let attended = self.attention(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)?;
+        x.iter_mut().zip(&attended).for_each(|(a, b)| *a += b);
+        let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
+        x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
+        let out = rms_norm(&x, &self.head_norm, self.config.rms_eps);
+        Ok((self.output.times(&self.file, 0, &out)?, out))
+    }
+
+    /// Stores the head's keys and values of the row of `position` (as
+    /// [`forward`](Self::forward) would, the later positions dropped
+    /// first) without computing its logits: a row whose draft is not
+    /// wanted (the model's own token there is known), which later rows
+    /// attend to. Costs the input projection and the keys and values only.
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn prime(&mut self, hidden: &[f32], next: u32, position: usize) -> Result<(), ModelError> {
+        let x = self.input(hidden, next, position)?;
+        self.store_keys(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)
+    }
+
+    /// Drops the keys and values of positions `len..` (a rewind; a longer
+    /// `len` changes nothing).
+    pub fn truncate(&mut self, len: usize) {
+        let kv_width = self.config.kv_heads * self.config.head_dim;
+        self.len = self.len.min(len);
+        self.keys.truncate(self.len * kv_width);
+        self.values.truncate(self.len * kv_width);
+    }
+
+    /// The row's input, checked: `eh_proj([enorm(embed(next)) ; hnorm(hidden)])`.
+    fn input(&self, hidden: &[f32], next: u32, position: usize) -> Result<Vec<f32>, ModelError> {
         let c = &self.config;
         if hidden.len() != c.dim {
             return Err(ModelError::Input(format!(
@@ -233,33 +284,35 @@ impl MtpHead {
         self.embed.row(&self.file, 0, next as usize, &mut embedding)?;
         let mut joined = rms_norm(&embedding, &self.enorm, c.rms_eps);
         joined.extend(rms_norm(hidden, &self.hnorm, c.rms_eps));
-        let mut x = self.eh_proj.times(&self.file, 0, &joined)?;
-        let attended = self.attention(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)?;
-        x.iter_mut().zip(&attended).for_each(|(a, b)| *a += b);
-        let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
-        x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
-        self.output.times(&self.file, 0, &rms_norm(&x, &self.head_norm, self.config.rms_eps))
+        self.eh_proj.times(&self.file, 0, &joined)
+    }
+
+    /// The key (normed, rotated) and value of the normed row `x` stored at
+    /// `position`, the later positions dropped.
+    fn store_keys(&mut self, x: &[f32], position: usize) -> Result<(), ModelError> {
+        let c = &self.config;
+        let mut key = self.wk.times(&self.file, 0, x)?;
+        let value = self.wv.times(&self.file, 0, x)?;
+        for head in key.chunks_exact_mut(c.head_dim) {
+            let normed = rms_norm(head, &self.k_norm, c.rms_eps);
+            head.copy_from_slice(&normed);
+            rope_neox(head, c.rope_dims, c.rope_base, position);
+        }
+        self.truncate(position);
+        self.keys.extend_from_slice(&key);
+        self.values.extend_from_slice(&value);
+        self.len = position + 1;
+        Ok(())
     }
 
     /// Gated attention of the normed row `x` at `position` over the head's
     /// keys and values of positions `0..=position` (this row's stored).
     fn attention(&mut self, x: &[f32], position: usize) -> Result<Vec<f32>, ModelError> {
+        let both = self.wq.times(&self.file, 0, x)?;
+        self.store_keys(x, position)?;
         let c = &self.config;
         let (hd, heads, kv_heads) = (c.head_dim, c.heads, c.kv_heads);
-        let both = self.wq.times(&self.file, 0, x)?;
-        let mut key = self.wk.times(&self.file, 0, x)?;
-        let value = self.wv.times(&self.file, 0, x)?;
-        for head in key.chunks_exact_mut(hd) {
-            let normed = rms_norm(head, &self.k_norm, c.rms_eps);
-            head.copy_from_slice(&normed);
-            rope_neox(head, c.rope_dims, c.rope_base, position);
-        }
         let kv_width = kv_heads * hd;
-        self.keys.truncate(position * kv_width);
-        self.values.truncate(position * kv_width);
-        self.keys.extend_from_slice(&key);
-        self.values.extend_from_slice(&value);
-        self.len = position + 1;
         let group = heads / kv_heads;
         let mut out = vec![0.0; heads * hd];
         for h in 0..heads {
