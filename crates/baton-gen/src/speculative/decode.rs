@@ -43,7 +43,6 @@ impl Decoding<'_> {
         mut draw: impl FnMut(&[f32]) -> Result<Drawn, E>,
     ) -> Result<(), E> {
         let (vocab, dim) = (self.model.config().vocab, self.model.config().dim);
-        let wants_hidden = spec.as_deref().is_some_and(Speculation::wants_hidden);
         let mut step: Vec<u32> = Vec::new();
         while self.left > 0 && !stop_now() {
             let Some(&last) = self.tokens.last() else { return Ok(()) };
@@ -56,6 +55,7 @@ impl Decoding<'_> {
             if let Some(spec) = spec.as_deref_mut() {
                 step.extend_from_slice(spec.draft(&self.tokens, room, (1, self.times))?);
             }
+            let wants_hidden = spec.as_deref().is_some_and(Speculation::wants_hidden);
             let logits = if step.len() > 1 { Logits::All } else { Logits::Last };
             let start = Instant::now();
             // A drafter that reads the model's hidden states gets them from
@@ -78,7 +78,9 @@ impl Decoding<'_> {
                 // The positions kept: the evaluated token's and the
                 // accepted drafts'.
                 let kept = (1 + verified.accepted) * dim;
-                spec.observe_hidden(self.past, hidden.get(..kept).unwrap_or(&hidden))?;
+                if wants_hidden {
+                    spec.observe_hidden(self.past, hidden.get(..kept).unwrap_or(&hidden))?;
+                }
                 spec.settle(verified.accepted, verified.next);
             }
             self.past += 1 + verified.accepted;

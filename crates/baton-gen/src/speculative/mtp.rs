@@ -102,6 +102,13 @@ impl MtpDrafter {
         }
     }
 
+    /// Whether it may still draft, so wants the model's hidden states: not
+    /// once the positions given pass the head's context (positions only
+    /// grow), when the steps need not read them any more.
+    pub fn reads_hidden(&self) -> bool {
+        self.first + self.waiting.len() / self.dim.max(1) <= self.head.config().context
+    }
+
     /// The head.
     pub fn head(&self) -> &MtpHead {
         &self.head

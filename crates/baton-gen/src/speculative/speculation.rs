@@ -91,10 +91,11 @@ impl Speculation {
         Speculation { params, budget, model: None, mtp, stats: SpecStats::default(), pending: None, verified: 0 }
     }
 
-    /// Whether its drafter reads the model's hidden states: hand it those
-    /// of the positions the sequence keeps ([`observe_hidden`](Self::observe_hidden)).
+    /// Whether its drafter reads the model's hidden states (an MTP head
+    /// before its context's end): hand it those of the positions the
+    /// sequence keeps ([`observe_hidden`](Self::observe_hidden)).
     pub fn wants_hidden(&self) -> bool {
-        self.mtp.is_some()
+        self.mtp.as_ref().is_some_and(|m| m.reads_hidden())
     }
 
     /// The model's final hidden states (`dim` values a row) of positions

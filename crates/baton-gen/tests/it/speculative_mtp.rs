@@ -131,3 +131,22 @@ fn a_file_without_a_prediction_block_is_refused() {
     assert_eq!(SpecType::from_name("mtp"), Some(SpecType::Mtp));
     assert!(Speculation::new(mtp(4, StepCost::FREE)).is_none(), "the head is given by with_mtp, never n-grams");
 }
+
+/// The head drafts up to its file's context (512 positions on the toys):
+/// a model loaded with more gets no drafts past it, and its steps stop
+/// reading their hidden states there.
+#[test]
+fn a_head_past_its_context_drafts_nothing_and_reads_no_hidden_states() {
+    let (_dir, path) = synth_model("spec-mtp-context", SynthShape::Qwen35, DType::F32, 5);
+    let model = load(&path);
+    let mut drafter = MtpDrafter::open(&path, &model).expect("head");
+    let (dim, context) = (drafter.head().config().dim, drafter.head().config().context);
+    let tokens: Vec<u32> = (0..context as u32 + 2).map(|i| (i * 53 + 3) % 512).collect();
+    let hidden: Vec<f32> = (0..(context + 1) * dim).map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0).collect();
+    drafter.observe(0, &hidden[..(context - 1) * dim]).expect("rows");
+    assert!(drafter.reads_hidden());
+    assert_eq!(drafter.draft(&tokens[..context], 4).expect("drafts").len(), 2, "two positions left before the end");
+    drafter.observe(context - 1, &hidden[(context - 1) * dim..]).expect("rows");
+    assert!(!drafter.reads_hidden(), "past the head's context");
+    assert!(drafter.draft(&tokens[..context + 2], 4).expect("no drafts").is_empty());
+}
