@@ -46,7 +46,7 @@ mod verify;
 pub use budget::{DraftBudget, MIN_GAIN};
 pub use decode::{eval_prompt, Decoding};
 pub use draft_model::{DraftAsk, ModelDrafter};
-pub use mtp::{MtpDrafter, MAX_WAITING};
+pub use mtp::{MtpDrafter, MAX_CATCH_UP};
 pub use ngram::{Draft, NgramDrafter, MAX_NGRAM};
 pub use params::{check_model, prepare_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};

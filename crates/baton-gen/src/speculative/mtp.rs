@@ -19,9 +19,13 @@
 //! a head that never saw the rejected ones.
 //!
 //! The head runs up to its file's context (`context_length`); a model
-//! loaded with a longer one gets no drafts past it. Priming is lazy: while the budget drafts nothing, the hidden states
-//! wait (at most [`MAX_WAITING`] rows; older ones are primed then), so a
-//! text where drafts do not pay costs no head rows.
+//! loaded with a longer one gets no drafts past it. Priming is lazy and
+//! bounded: while the budget drafts nothing, the hidden states wait, and a
+//! draft primes at most the [`MAX_CATCH_UP`] positions before it (the
+//! head restarts there, [`MtpHead::restart_at`], when more wait: after a
+//! long prompt or a long stretch not drafted), so a text where drafts do
+//! not pay costs no head rows, and a long prompt costs a bounded number
+//! (each a host row of the head's input projection, keys and values).
 
 use std::path::Path;
 use std::time::Instant;
@@ -31,9 +35,10 @@ use baton_model::{Model, ModelError, MtpHead};
 use super::params::SpecError;
 use crate::{Sampler, SamplingParams};
 
-/// The most positions whose hidden states wait to be primed into the head;
-/// beyond them the oldest are primed at once (a long text not drafted).
-pub const MAX_WAITING: usize = 1024;
+/// The most positions a draft primes before it: the head attends to them
+/// and the later ones (restarting there when more wait, their rows
+/// dropped).
+pub const MAX_CATCH_UP: usize = 64;
 
 /// A drafter of the model's own MTP head and the hidden states it has not
 /// yet read.
@@ -162,7 +167,6 @@ impl MtpDrafter {
             return Ok(Vec::new());
         }
         let last = held - 1;
-        self.prime_before(last, history)?;
         // The head runs to its file's context (the model may be loaded
         // with more): no drafts past it.
         let room = self.head.config().context.saturating_sub(last);
@@ -171,6 +175,7 @@ impl MtpDrafter {
             self.first = last + 1;
             return Ok(Vec::new());
         }
+        self.prime_before(last, history)?;
         let mut drafts = Vec::with_capacity(k);
         let (mut hidden, mut token) = (self.waiting[(last - self.first) * dim..].to_vec(), history[last + 1]);
         for position in last..last + k.min(room) {
@@ -190,6 +195,7 @@ impl MtpDrafter {
     /// are dropped).
     fn prime_before(&mut self, end: usize, history: &[u32]) -> Result<(), ModelError> {
         let dim = self.dim;
+        self.skip_before(end.saturating_sub(MAX_CATCH_UP));
         for position in self.first..end.min(self.head.config().context) {
             let row = &self.waiting[(position - self.first) * dim..][..dim];
             self.head.prime(row, history[position + 1], position)?;
@@ -199,18 +205,23 @@ impl MtpDrafter {
         Ok(())
     }
 
-    /// Primes the oldest waiting rows beyond [`MAX_WAITING`] (their tokens
-    /// in `history`, which must reach past them).
-    pub fn bound_waiting(&mut self, history: &[u32]) -> Result<(), ModelError> {
-        let waiting = self.waiting.len() / self.dim.max(1);
-        if waiting <= MAX_WAITING {
-            return Ok(());
+    /// Drops the waiting rows before `position` (the head restarts there:
+    /// its rows would not be contiguous).
+    fn skip_before(&mut self, position: usize) {
+        if position <= self.first {
+            return;
         }
-        let end = (self.first + waiting - MAX_WAITING).min(history.len().saturating_sub(1));
-        let start = Instant::now();
-        let primed = self.prime_before(end, history);
-        self.seconds += start.elapsed().as_secs_f64();
-        primed
+        let rows = (position - self.first).min(self.waiting.len() / self.dim.max(1));
+        self.waiting.drain(..rows * self.dim);
+        self.first += rows;
+        self.head.restart_at(self.first);
+    }
+
+    /// Drops the oldest waiting rows beyond [`MAX_CATCH_UP`] (a stretch not
+    /// drafted: a draft would not prime them).
+    pub fn bound_waiting(&mut self) {
+        let held = self.first + self.waiting.len() / self.dim.max(1);
+        self.skip_before(held.saturating_sub(MAX_CATCH_UP + 1));
     }
 
     /// The seconds the head computed since the last call.

@@ -184,7 +184,7 @@ impl Speculation {
         let Some(mtp) = self.mtp.as_mut() else { return Ok(&[]) };
         let tokens = match k {
             0 => {
-                mtp.bound_waiting(history)?;
+                mtp.bound_waiting();
                 Vec::new()
             }
             k => mtp.draft(history, k)?,

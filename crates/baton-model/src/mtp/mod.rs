@@ -80,9 +80,11 @@ pub struct MtpHead {
     ffn_norm: Vec<f32>,
     ffn: Ffn,
     head_norm: Vec<f32>,
-    /// Keys and values of positions `0..len`, `kv_heads · head_dim` each.
+    /// Keys and values of positions `start..len`, `kv_heads · head_dim`
+    /// each.
     keys: Vec<f32>,
     values: Vec<f32>,
+    start: usize,
     len: usize,
 }
 
@@ -173,6 +175,7 @@ impl MtpHead {
             head_norm: vector(&file, &name("nextn.shared_head_norm"), dim)?,
             keys: Vec::new(),
             values: Vec::new(),
+            start: 0,
             len: 0,
             block,
             config,
@@ -191,14 +194,30 @@ impl MtpHead {
         self.block
     }
 
-    /// Positions whose keys and values the head holds (`0..len`).
+    /// The end of the positions whose keys and values the head holds
+    /// (`start..len`): its next row is at `len` or before.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether the head holds no position yet.
+    /// The first position the head holds (0 unless it was
+    /// [restarted](Self::restart_at)).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Whether the head holds no position.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == self.start
+    }
+
+    /// Drops every row the head holds; its next row is at `position`, and
+    /// the rows after it attend to the positions from there on only (a
+    /// drafter that does not read a long text's earlier positions).
+    pub fn restart_at(&mut self, position: usize) {
+        self.keys.clear();
+        self.values.clear();
+        (self.start, self.len) = (position, position);
     }
 
     /// The head's logits (`vocab` values) for the row of `position`: the
@@ -256,9 +275,9 @@ impl MtpHead {
     /// `len` changes nothing).
     pub fn truncate(&mut self, len: usize) {
         let kv_width = self.config.kv_heads * self.config.head_dim;
-        self.len = self.len.min(len);
-        self.keys.truncate(self.len * kv_width);
-        self.values.truncate(self.len * kv_width);
+        self.len = self.len.min(len).max(self.start);
+        self.keys.truncate((self.len - self.start) * kv_width);
+        self.values.truncate((self.len - self.start) * kv_width);
     }
 
     /// The row's input, checked: `eh_proj([enorm(embed(next)) ; hnorm(hidden)])`.
@@ -274,10 +293,10 @@ impl MtpHead {
         if next as usize >= c.vocab {
             return Err(ModelError::Input(format!("token {next} outside a vocabulary of {}", c.vocab)));
         }
-        if position > self.len || position >= c.context {
+        if position > self.len || position < self.start || position >= c.context {
             return Err(ModelError::Input(format!(
-                "the head's row at position {position}: it holds positions 0..{} of a context of {}",
-                self.len, c.context
+                "the head's row at position {position}: it holds positions {}..{} of a context of {}",
+                self.start, self.len, c.context
             )));
         }
         let mut embedding = vec![0.0; c.dim];
@@ -306,7 +325,7 @@ impl MtpHead {
     }
 
     /// Gated attention of the normed row `x` at `position` over the head's
-    /// keys and values of positions `0..=position` (this row's stored).
+    /// keys and values of positions `start..=position` (this row's stored).
     fn attention(&mut self, x: &[f32], position: usize) -> Result<Vec<f32>, ModelError> {
         let both = self.wq.times(&self.file, 0, x)?;
         self.store_keys(x, position)?;
@@ -321,7 +340,7 @@ impl MtpHead {
             let mut query = rms_norm(query, &self.q_norm, c.rms_eps);
             rope_neox(&mut query, c.rope_dims, c.rope_base, position);
             let kv = (h / group) * hd;
-            let scores: Vec<f64> = (0..self.len)
+            let scores: Vec<f64> = (0..self.len - self.start)
                 .map(|p| f64::from(dot(&query, &self.keys[p * kv_width + kv..][..hd]) * c.attn_scale))
                 .collect();
             let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);

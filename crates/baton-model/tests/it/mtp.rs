@@ -109,6 +109,12 @@ fn bad_rows_are_typed_errors() {
     let gap = head.forward(&hidden, 1, 2).expect_err("a position past the rows held");
     assert!(gap.to_string().contains("holds positions 0..0"), "{gap}");
     assert!(head.is_empty(), "failed rows store nothing");
+    // A head restarted at 3 holds nothing before it.
+    head.restart_at(3);
+    let before = head.forward(&hidden, 1, 2).expect_err("a position before the restart");
+    assert!(before.to_string().contains("holds positions 3..3"), "{before}");
+    head.forward(&hidden, 1, 3).expect("the row at the restart");
+    assert_eq!((head.start(), head.len()), (3, 4));
 }
 
 #[cfg(feature = "reference-tests")]
