@@ -51,8 +51,11 @@ pub struct MtpDrafter {
     first: usize,
     /// Picks its drafts: greedy.
     greedy: Sampler,
-    /// Seconds the head has spent since [`take_seconds`](Self::take_seconds).
+    /// Seconds the head has spent drafting (its chained rows) and priming
+    /// (and the rows primed) since [`take_seconds`](Self::take_seconds).
     seconds: f64,
+    prime_seconds: f64,
+    primed: usize,
 }
 
 impl std::fmt::Debug for MtpDrafter {
@@ -104,6 +107,8 @@ impl MtpDrafter {
             first: 0,
             greedy: Sampler::new(SamplingParams::greedy()),
             seconds: 0.0,
+            prime_seconds: 0.0,
+            primed: 0,
         }
     }
 
@@ -123,8 +128,9 @@ impl MtpDrafter {
     /// `from..`, the ones the sequence keeps: the prompt's after the
     /// prompt, a step's rows up to its last accepted one. Waiting rows of
     /// `from` and later positions are replaced (rejected drafts' positions
-    /// were never given). An error for rows of another width or a gap
-    /// after the rows held.
+    /// were never given). Rows after a gap (steps that did not read their
+    /// hidden states) restart the head there. An error for rows of another
+    /// width.
     pub fn observe(&mut self, from: usize, hidden: &[f32]) -> Result<(), ModelError> {
         let rows = hidden.len() / self.dim.max(1);
         if rows * self.dim != hidden.len() {
@@ -132,7 +138,11 @@ impl MtpDrafter {
         }
         let held = self.first + self.waiting.len() / self.dim;
         if from > held {
-            return Err(ModelError::Input(format!("hidden states from position {from}: the drafter holds 0..{held}")));
+            // Steps that did not read their hidden states (drafting was
+            // off): the head restarts at `from`.
+            self.waiting.clear();
+            self.first = from;
+            self.head.restart_at(from);
         }
         if from < self.first {
             // Rows the head read are taken again (a sequence cut back):
@@ -152,9 +162,9 @@ impl MtpDrafter {
     /// given): empty when `k` is 0 or the hidden states do not reach the
     /// last token. The waiting rows are primed first.
     pub fn draft(&mut self, history: &[u32], k: usize) -> Result<Vec<u32>, ModelError> {
-        let start = Instant::now();
+        let (start, priming) = (Instant::now(), self.prime_seconds);
         let drafted = self.draft_timed(history, k);
-        self.seconds += start.elapsed().as_secs_f64();
+        self.seconds += start.elapsed().as_secs_f64() - (self.prime_seconds - priming);
         drafted
     }
 
@@ -196,10 +206,13 @@ impl MtpDrafter {
     fn prime_before(&mut self, end: usize, history: &[u32]) -> Result<(), ModelError> {
         let dim = self.dim;
         self.skip_before(end.saturating_sub(MAX_CATCH_UP));
+        let start = Instant::now();
         for position in self.first..end.min(self.head.config().context) {
             let row = &self.waiting[(position - self.first) * dim..][..dim];
             self.head.prime(row, history[position + 1], position)?;
+            self.primed += 1;
         }
+        self.prime_seconds += start.elapsed().as_secs_f64();
         self.waiting.drain(..(end.saturating_sub(self.first)) * dim);
         self.first = self.first.max(end);
         Ok(())
@@ -224,8 +237,13 @@ impl MtpDrafter {
         self.skip_before(held.saturating_sub(MAX_CATCH_UP + 1));
     }
 
-    /// The seconds the head computed since the last call.
-    pub fn take_seconds(&mut self) -> f64 {
-        std::mem::take(&mut self.seconds)
+    /// The seconds the head computed for `k` drafts since the last call:
+    /// its chained rows', and its primed rows' up to `k` of them (a draft
+    /// of `k` tokens primes at most `k` accepted positions before the next
+    /// one; more are a catch-up after a prompt or a pause, paid once).
+    pub fn take_seconds(&mut self, k: usize) -> f64 {
+        let primed = std::mem::take(&mut self.primed);
+        let priming = std::mem::take(&mut self.prime_seconds) * (k as f64 / primed.max(1) as f64).min(1.0);
+        std::mem::take(&mut self.seconds) + priming
     }
 }

@@ -47,6 +47,9 @@ pub struct Speculation {
     /// step's token when nothing was verified).
     pending: Option<Draft>,
     verified: usize,
+    /// Whether the budget drafted for the last step (an MTP head's steps
+    /// read their hidden states only then).
+    drafting: bool,
 }
 
 impl Speculation {
@@ -66,6 +69,7 @@ impl Speculation {
             stats: SpecStats::default(),
             pending: None,
             verified: 0,
+            drafting: true,
         })
     }
 
@@ -75,7 +79,16 @@ impl Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         let model = Some(Box::new(drafter));
-        Speculation { params, budget, model, mtp: None, stats: SpecStats::default(), pending: None, verified: 0 }
+        Speculation {
+            params,
+            budget,
+            model,
+            mtp: None,
+            stats: SpecStats::default(),
+            pending: None,
+            verified: 0,
+            drafting: true,
+        }
     }
 
     /// Speculation with the model's own prediction head (`--spec-type
@@ -88,14 +101,25 @@ impl Speculation {
         let params = SpecParams { kind: SpecType::Mtp, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         let mtp = Some(Box::new(drafter));
-        Speculation { params, budget, model: None, mtp, stats: SpecStats::default(), pending: None, verified: 0 }
+        Speculation {
+            params,
+            budget,
+            model: None,
+            mtp,
+            stats: SpecStats::default(),
+            pending: None,
+            verified: 0,
+            drafting: true,
+        }
     }
 
     /// Whether its drafter reads the model's hidden states (an MTP head
-    /// before its context's end): hand it those of the positions the
+    /// before its context's end, while its budget drafts: a step after one
+    /// that drafted nothing reads none, and the head restarts at the next
+    /// step the budget drafts for): hand it those of the positions the
     /// sequence keeps ([`observe_hidden`](Self::observe_hidden)).
     pub fn wants_hidden(&self) -> bool {
-        self.mtp.as_ref().is_some_and(|m| m.reads_hidden())
+        self.drafting && self.mtp.as_ref().is_some_and(|m| m.reads_hidden())
     }
 
     /// The model's final hidden states (`dim` values a row) of positions
@@ -116,7 +140,16 @@ impl Speculation {
     pub fn with_shared_model(params: SpecParams) -> Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
-        Speculation { params, budget, model: None, mtp: None, stats: SpecStats::default(), pending: None, verified: 0 }
+        Speculation {
+            params,
+            budget,
+            model: None,
+            mtp: None,
+            stats: SpecStats::default(),
+            pending: None,
+            verified: 0,
+            drafting: true,
+        }
     }
 
     /// How many tokens a draft model should draft for a step with at most
@@ -189,7 +222,8 @@ impl Speculation {
             }
             k => mtp.draft(history, k)?,
         };
-        let seconds = mtp.take_seconds();
+        let seconds = mtp.take_seconds(tokens.len());
+        self.drafting = k > 0;
         // What a drafted token costs, in one-row steps as the engine's
         // steps are timed (a cost that does not learn stays fixed).
         if let (true, false, Some(step)) = (self.params.cost.learned, tokens.is_empty(), times.timed_seconds(1)) {
