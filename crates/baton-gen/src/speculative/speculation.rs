@@ -61,16 +61,7 @@ impl Speculation {
             return None;
         }
         let budget = DraftBudget::new(params.draft_max, params.draft_min, params.drafter.max_n, params.cost.per_draft);
-        Some(Speculation {
-            params,
-            budget,
-            model: None,
-            mtp: None,
-            stats: SpecStats::default(),
-            pending: None,
-            verified: 0,
-            drafting: true,
-        })
+        Some(Speculation::with_parts(params, budget, (None, None)))
     }
 
     /// Speculation with a draft model (`-md`) in place of the n-grams:
@@ -79,16 +70,7 @@ impl Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         let model = Some(Box::new(drafter));
-        Speculation {
-            params,
-            budget,
-            model,
-            mtp: None,
-            stats: SpecStats::default(),
-            pending: None,
-            verified: 0,
-            drafting: true,
-        }
+        Speculation::with_parts(params, budget, (model, None))
     }
 
     /// Speculation with the model's own prediction head (`--spec-type
@@ -101,16 +83,7 @@ impl Speculation {
         let params = SpecParams { kind: SpecType::Mtp, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
         let mtp = Some(Box::new(drafter));
-        Speculation {
-            params,
-            budget,
-            model: None,
-            mtp,
-            stats: SpecStats::default(),
-            pending: None,
-            verified: 0,
-            drafting: true,
-        }
+        Speculation::with_parts(params, budget, (None, mtp))
     }
 
     /// Whether its drafter reads the model's hidden states (an MTP head
@@ -140,11 +113,21 @@ impl Speculation {
     pub fn with_shared_model(params: SpecParams) -> Speculation {
         let params = SpecParams { kind: SpecType::Ngram, ..params };
         let budget = DraftBudget::new(params.draft_max, params.draft_min, 1, params.cost.per_draft);
+        Speculation::with_parts(params, budget, (None, None))
+    }
+
+    /// Speculation of `params` and `budget` with its drafter, nothing
+    /// counted or pending yet.
+    fn with_parts(
+        params: SpecParams,
+        budget: DraftBudget,
+        (model, mtp): (Option<Box<ModelDrafter>>, Option<Box<MtpDrafter>>),
+    ) -> Speculation {
         Speculation {
             params,
             budget,
-            model: None,
-            mtp: None,
+            model,
+            mtp,
             stats: SpecStats::default(),
             pending: None,
             verified: 0,
