@@ -2,7 +2,9 @@
 //! bench`), with llama.cpp's names where it has the concept.
 
 use anyhow::{Context, Result};
-use baton_gen::speculative::{ModelDrafter, NgramDrafter, SpecParams, SpecType, StepCost, MAX_NGRAM};
+use baton_gen::speculative::{
+    ModelDrafter, MtpDrafter, NgramDrafter, SpecParams, SpecType, Speculation, StepCost, MAX_NGRAM,
+};
 use clap::builder::TypedValueParser;
 use clap::Args;
 
@@ -17,8 +19,10 @@ fn spec_type() -> impl TypedValueParser<Value = SpecType> {
 #[derive(Args, Clone, Debug)]
 pub struct SpecArgs {
     /// Speculative decoding: `ngram` drafts by looking up the last tokens
-    /// earlier in the prompt and output (no draft model) and verifies the
-    /// drafts in one step; the output is the same tokens as without.
+    /// earlier in the prompt and output (no draft model), `mtp` with the
+    /// model's own multi-token-prediction block (Qwen 3.5 files that hold
+    /// one), and verifies the drafts in one step; the output is the same
+    /// tokens as without.
     #[arg(long = "spec-type", value_parser = spec_type(), default_value = "none")]
     pub spec_type: SpecType,
     /// The most drafted tokens one step verifies.
@@ -52,6 +56,27 @@ impl SpecArgs {
             drafter: NgramDrafter { max_n: self.ngram_max, min_n: self.ngram_min },
             cost: StepCost::MEASURED,
         })
+    }
+}
+
+/// One sequence's speculation (`baton run`, `baton bench spec`): a draft
+/// model's (`drafter`, from [`DraftArgs::load`]), the head of the file at
+/// `path` that `target` was loaded from (`--spec-type mtp`, refused on a
+/// file without one), or n-grams; `None` without speculation.
+pub fn speculation(
+    params: SpecParams,
+    drafter: Option<(ModelDrafter, SpecParams)>,
+    (path, target): (&std::path::Path, &baton_model::Model),
+) -> Result<Option<Speculation>> {
+    match (drafter, params.kind) {
+        (Some(_), SpecType::Mtp) => {
+            anyhow::bail!("--model-draft and --spec-type mtp: one drafter at a time (the draft model or the head)")
+        }
+        (Some((drafter, params)), _) => Ok(Some(Speculation::with_model(params, drafter))),
+        (None, SpecType::Mtp) if params.draft_max > 0 => {
+            Ok(Some(Speculation::with_mtp(params, MtpDrafter::open(path, target)?)))
+        }
+        (None, _) => Ok(Speculation::new(params)),
     }
 }
 
@@ -106,7 +131,7 @@ mod tests {
         let off = parse_alone::<SpecArgs>(&[]).expect("defaults");
         assert_eq!(off.spec_type, SpecType::None, "off by default");
         let error = parse_alone::<SpecArgs>(&["--spec-type", "eagle"]).expect_err("unknown type");
-        assert!(error.to_string().contains("[possible values: none, ngram]"), "{error}");
+        assert!(error.to_string().contains("[possible values: none, ngram, mtp]"), "{error}");
         let bad = parse_alone::<SpecArgs>(&["--spec-ngram-min", "4"]).expect("parses");
         assert!(bad.params().is_err(), "min above max");
     }

@@ -4,13 +4,13 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use baton_gen::speculative::{self, Decoding, Drawn, SpecType, Speculation, StepTimes};
+use baton_gen::speculative::{self, Decoding, Drawn, SpecType, StepTimes};
 use baton_model::EncodeOptions;
 use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
-use crate::cli::spec::{DraftArgs, SpecArgs};
+use crate::cli::spec::{speculation, DraftArgs, SpecArgs};
 use crate::util::tokens::{ends_generation, print_token};
 
 /// Arguments of `baton run`.
@@ -98,10 +98,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Ok(())
     };
-    let mut spec = match args.draft.load(&model, args.model.threads, 1, spec_params)? {
-        Some((drafter, params)) => Some(Speculation::with_model(params, drafter)),
-        None => Speculation::new(spec_params),
-    };
+    let drafter = args.draft.load(&model, args.model.threads, 1, spec_params)?;
+    let mut spec = speculation(spec_params, drafter, (&args.model.path()?, &model))?;
     if spec.is_some() {
         speculative::prepare_model(&mut model, spec_params.draft_max)?;
     }
@@ -122,7 +120,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         Ok(Drawn::Token(token))
     };
     let prompt_start = Instant::now();
-    let first = draw(model.eval_prompt(&prompt, 0)?)?;
+    let first = draw(speculative::eval_prompt(&mut model, spec.as_mut(), &prompt)?)?;
     let prompt_s = prompt_start.elapsed().as_secs_f64();
     let gen_start = Instant::now();
     if let Drawn::Token(first) = first {
@@ -151,13 +149,17 @@ pub fn run(args: RunArgs) -> Result<()> {
         prompt.len() as f64 / prompt_s.max(1e-9),
         generated as f64 / gen_s.max(1e-9)
     );
-    if let Some(stats) = spec.map(|s| s.stats()) {
+    if let Some(spec) = &spec {
+        let stats = spec.stats();
+        // A drafted token's cost as the budget weighs it (a drafter that
+        // computes: the measured seconds over a one-row step's).
         eprintln!(
-            "speculation: {} drafted tokens in {} steps, {} accepted ({:.0}%)",
+            "speculation: {} drafted tokens in {} steps, {} accepted ({:.0}%); a drafted token costs {:.3} one-row steps",
             stats.drafted,
             stats.steps,
             stats.accepted,
-            100.0 * stats.acceptance()
+            100.0 * stats.acceptance(),
+            spec.per_draft()
         );
     }
     Ok(())

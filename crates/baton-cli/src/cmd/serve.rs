@@ -275,6 +275,12 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         return super::serve_ranks::follow_rank_0(&mut model, link);
     }
     let mut spec = args.spec.params()?;
+    if spec.kind == baton_gen::speculative::SpecType::Mtp {
+        anyhow::bail!(
+            "--spec-type mtp: the server's steps do not draft with the model's head yet (baton run and baton bench \
+             spec do); use --spec-type ngram or --model-draft"
+        );
+    }
     // A draft model drafts for every request unless it says otherwise (as
     // llama-server's `-md`).
     let drafter = args.draft.load(&model, args.model.threads, args.parallel.max(1), spec)?.map(|(drafter, params)| {

@@ -110,3 +110,34 @@ fn a_hybrid_model_speculates_with_the_bytes_of_run_without() {
     let table = String::from_utf8_lossy(&bench.stdout);
     assert!(table.contains("recurrent states kept after each row") && table.contains("| code |"), "{table}");
 }
+
+/// `--spec-type mtp`: the file's own multi-token-prediction block drafts
+/// (qwen35 toy, f32), and the text and the logits rows are those of `baton
+/// run` without, greedy and sampled; `baton bench spec` runs it; a file
+/// without the block, and `baton serve`, refuse it by name.
+#[test]
+fn run_with_the_models_own_mtp_head_gives_the_bytes_of_run_without() {
+    let (dir, tiny) = tiny("spec-mtp");
+    let model = dir.file("qwen35.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "qwen35", "--type", "f32", "-o", &model]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    for (i, sampling) in
+        [&["--temp", "0"][..], &["--temp", "0.8", "--repeat-penalty", "1.1", "-s", "3"]].iter().enumerate()
+    {
+        let run = |spec: &[&str], tag: &str| {
+            run_logits(&dir, (&model, "one two three", "32"), &[sampling, spec], &format!("m{i}-{tag}"))
+        };
+        let (plain, plain_logits) = run(&[], "plain");
+        let (spec, spec_logits) = run(&["--spec-type", "mtp", "--draft-max", "4"], "spec");
+        assert_eq!(String::from_utf8_lossy(&spec.stdout), String::from_utf8_lossy(&plain.stdout), "{sampling:?}");
+        assert!(!plain_logits.is_empty() && spec_logits == plain_logits, "{sampling:?}: logits rows differ");
+        let stderr = String::from_utf8_lossy(&spec.stderr);
+        assert!(stderr.contains("speculation:") && stderr.contains("drafted tokens"), "{stderr}");
+    }
+    let bench = baton(&["bench", "spec", "-m", &model, "-c", "2048", "-n", "8", "-r", "1", "--spec-type", "mtp"]);
+    assert!(bench.status.success(), "bench spec: {}", String::from_utf8_lossy(&bench.stderr));
+    assert!(String::from_utf8_lossy(&bench.stdout).contains("| code |"));
+    crate::assert_clean_error(&baton(&["run", "-m", &tiny, "-p", "x", "--spec-type", "mtp"]), "holds none");
+    let serve = ["serve", "-m", &model, "--port", "0", "--spec-type", "mtp"];
+    crate::assert_clean_error(&baton(&serve), "--spec-type mtp");
+}

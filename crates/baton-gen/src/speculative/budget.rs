@@ -33,6 +33,9 @@ pub const MIN_GAIN: f64 = 1.03;
 /// The weight of the latest observation in the acceptance estimates.
 const RATE_WEIGHT: f64 = 0.15;
 
+/// The weight of the latest timing in a drafted token's cost.
+const COST_WEIGHT: f64 = 0.25;
+
 /// How far [`DraftBudget::relax`] moves an estimate back to the prior.
 const RELAX_WEIGHT: f64 = 0.02;
 
@@ -56,6 +59,20 @@ impl DraftBudget {
     /// each drafted token costing `per_draft` steps of one row to make.
     pub fn new(draft_max: usize, draft_min: usize, max_n: usize, per_draft: f64) -> DraftBudget {
         DraftBudget { draft_max, draft_min: draft_min.max(1), per_draft, rates: vec![PRIOR; max_n.max(1)] }
+    }
+
+    /// What making a drafted token costs, in steps of one row.
+    pub fn per_draft(&self) -> f64 {
+        self.per_draft
+    }
+
+    /// Moves the cost of making a drafted token toward `measured` (steps
+    /// of one row, as timed): a moving average, so one slow draft (the
+    /// machine preempted it) does not stop drafting.
+    pub fn observe_per_draft(&mut self, measured: f64) {
+        if measured.is_finite() && measured >= 0.0 {
+            self.per_draft += COST_WEIGHT * (measured - self.per_draft);
+        }
     }
 
     /// The acceptance estimate for drafts from a match of `matched` tokens.
@@ -213,6 +230,23 @@ mod tests {
         let mut drafting = DraftBudget::new(8, 1, 1, 1.0);
         drafting.record(1, 2, 1);
         assert_eq!(drafting.choose(1, 8, 1, &cheap), 0, "drafts that cost a step each, rate {rate}");
+    }
+
+    #[test]
+    fn a_drafts_measured_cost_stops_drafting_when_it_does_not_pay() {
+        let cheap = StepTimes::timed_at(&[(1, 0.010), (9, 0.014)]);
+        let mut budget = DraftBudget::new(8, 1, 1, 0.0);
+        budget.record(1, 2, 1);
+        assert!(budget.choose(1, 8, 1, &cheap) > 0, "free drafts at rate {} pay", budget.rate(1));
+        // Drafts timed at two one-row steps each (a head on the host).
+        for _ in 0..20 {
+            budget.observe_per_draft(2.0);
+        }
+        assert!((budget.per_draft() - 2.0).abs() < 0.01, "the cost moved to the timings: {}", budget.per_draft());
+        assert_eq!(budget.choose(1, 8, 1, &cheap), 0, "drafts dearer than a step at rate {}", budget.rate(1));
+        // A timing that is not a number changes nothing.
+        budget.observe_per_draft(f64::NAN);
+        assert!((budget.per_draft() - 2.0).abs() < 0.01);
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Decoding<'_> {
         stop_now: &dyn Fn() -> bool,
         mut draw: impl FnMut(&[f32]) -> Result<Drawn, E>,
     ) -> Result<(), E> {
-        let vocab = self.model.config().vocab;
+        let (vocab, dim) = (self.model.config().vocab, self.model.config().dim);
         let mut step: Vec<u32> = Vec::new();
         while self.left > 0 && !stop_now() {
             let Some(&last) = self.tokens.last() else { return Ok(()) };
@@ -55,9 +55,15 @@ impl Decoding<'_> {
             if let Some(spec) = spec.as_deref_mut() {
                 step.extend_from_slice(spec.draft(&self.tokens, room, (1, self.times))?);
             }
+            let wants_hidden = spec.as_deref().is_some_and(Speculation::wants_hidden);
             let logits = if step.len() > 1 { Logits::All } else { Logits::Last };
             let start = Instant::now();
-            let rows = self.model.eval_slot(self.slot, &step, self.past, logits)?;
+            // A drafter that reads the model's hidden states gets them from
+            // the same rows (the logits keep their bits).
+            let (hidden, rows) = match wants_hidden {
+                true => self.model.eval_slot_hidden(self.slot, &step, self.past, logits)?,
+                false => (Vec::new(), self.model.eval_slot(self.slot, &step, self.past, logits)?),
+            };
             self.times.observe(step.len(), start.elapsed().as_secs_f64());
             let (tokens, left) = (&mut self.tokens, &mut self.left);
             let verified = verify::<E>(rows.chunks_exact(vocab), &step[1..], |row| {
@@ -69,6 +75,12 @@ impl Decoding<'_> {
                 Ok(if *left == 0 { Drawn::End } else { drawn })
             })?;
             if let Some(spec) = spec.as_deref_mut() {
+                // The positions kept: the evaluated token's and the
+                // accepted drafts'.
+                let kept = (1 + verified.accepted) * dim;
+                if wants_hidden {
+                    spec.observe_hidden(self.past, hidden.get(..kept).unwrap_or(&hidden))?;
+                }
                 spec.settle(verified.accepted, verified.next);
             }
             self.past += 1 + verified.accepted;
@@ -79,5 +91,24 @@ impl Decoding<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Evaluates `prompt` from position 0 of slot 0 and returns its last
+/// token's logits, as [`Model::eval_prompt`] does; when `spec` drafts from
+/// the model's hidden states ([`Speculation::wants_hidden`]), it is handed
+/// the prompt's.
+pub fn eval_prompt<'m>(
+    model: &'m mut Model,
+    spec: Option<&mut Speculation>,
+    prompt: &[u32],
+) -> Result<&'m [f32], ModelError> {
+    match spec.filter(|s| s.wants_hidden()) {
+        Some(spec) => {
+            let (hidden, logits) = model.eval_prompt_hidden(prompt, 0)?;
+            spec.observe_hidden(0, &hidden)?;
+            Ok(logits)
+        }
+        None => model.eval_prompt(prompt, 0),
     }
 }

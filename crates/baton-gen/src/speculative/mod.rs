@@ -22,6 +22,8 @@
 //!
 //! - `ngram.rs`: drafts by prompt lookup (no draft model).
 //! - `draft_model.rs`: drafts by a smaller model of the same vocabulary.
+//! - `mtp.rs`: drafts by the model's own multi-token-prediction head,
+//!   which reads the hidden states of the steps.
 //! - `budget.rs`: how many drafts a step verifies (none when it does not
 //!   pay).
 //! - `step_times.rs`: what a step of so many rows costs, as the engine's
@@ -34,6 +36,7 @@
 mod budget;
 mod decode;
 mod draft_model;
+mod mtp;
 mod ngram;
 mod params;
 mod speculation;
@@ -41,8 +44,9 @@ mod step_times;
 mod verify;
 
 pub use budget::{DraftBudget, MIN_GAIN};
-pub use decode::Decoding;
+pub use decode::{eval_prompt, Decoding};
 pub use draft_model::{DraftAsk, ModelDrafter};
+pub use mtp::{MtpDrafter, MAX_CATCH_UP};
 pub use ngram::{Draft, NgramDrafter, MAX_NGRAM};
 pub use params::{check_model, prepare_model, SpecError, SpecParams, SpecType};
 pub use speculation::{SpecStats, Speculation};

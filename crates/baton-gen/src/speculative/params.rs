@@ -13,17 +13,22 @@ pub enum SpecType {
     None,
     /// Prompt lookup: n-grams of the text so far ([`NgramDrafter`]).
     Ngram,
+    /// The model's own multi-token-prediction head (Qwen 3.5's MTP block,
+    /// [`MtpDrafter`](super::MtpDrafter)): a file without one is refused
+    /// ([`SpecError::NoMtp`]).
+    Mtp,
 }
 
 impl SpecType {
     /// Every type.
-    pub const ALL: [SpecType; 2] = [SpecType::None, SpecType::Ngram];
+    pub const ALL: [SpecType; 3] = [SpecType::None, SpecType::Ngram, SpecType::Mtp];
 
     /// Its name, as the command line and requests spell it.
     pub const fn name(self) -> &'static str {
         match self {
             SpecType::None => "none",
             SpecType::Ngram => "ngram",
+            SpecType::Mtp => "mtp",
         }
     }
 
@@ -87,6 +92,23 @@ pub enum SpecError {
         /// The draft model's.
         draft: usize,
     },
+    /// `--spec-type mtp` on a file without a multi-token-prediction block.
+    #[error(
+        "--spec-type mtp drafts with the model's own multi-token-prediction block; this {arch} file holds none \
+         (Qwen 3.5 files converted with their MTP layer do: nextn_predict_layers)"
+    )]
+    NoMtp {
+        /// The model's architecture.
+        arch: &'static str,
+    },
+    /// A model whose steps cannot give the hidden states the head reads.
+    #[error(
+        "--spec-type mtp reads the model's hidden states in its steps: not with --split-mode tensor or over ranks"
+    )]
+    NoHidden,
+    /// The head's block could not be read.
+    #[error("the multi-token-prediction head: {0}")]
+    Head(String),
 }
 
 /// Whether `model` can verify drafts now: its state per sequence is a KV

@@ -142,6 +142,12 @@ impl StepTimes {
         self.estimate(rows).unwrap_or_else(|| self.model.rows(rows.max(1)))
     }
 
+    /// The estimated seconds of a step of `rows` rows once some row count
+    /// is trusted (timed [`TRUSTED_SAMPLES`] times); `None` before.
+    pub fn timed_seconds(&self, rows: usize) -> Option<f64> {
+        self.estimate(rows)
+    }
+
     /// The estimated seconds of a step of `rows` rows from the trusted
     /// counts; `None` while none is trusted.
     fn estimate(&self, rows: usize) -> Option<f64> {

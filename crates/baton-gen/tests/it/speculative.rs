@@ -66,7 +66,9 @@ pub(super) fn decode(
         }
         Ok(Drawn::Token(token))
     };
-    let first = draw(model.eval_prompt(prompt, 0).expect("prompt")).expect("draw");
+    // A drafter that reads the hidden states gets the prompt's.
+    let logits = baton_gen::speculative::eval_prompt(model, spec.as_mut(), prompt).expect("prompt");
+    let first = draw(logits).expect("draw");
     if let Drawn::Token(first) = first {
         let tokens = prompt.iter().copied().chain([first]).collect();
         let mut times = StepTimes::new(spec.as_ref().map_or(StepCost::MEASURED, |s| s.params().cost));
@@ -75,6 +77,13 @@ pub(super) fn decode(
         decoding.run(spec.as_mut(), &|| false, &mut draw).expect("decode");
     }
     (out, spec.map(|s| s.stats()).unwrap_or_default())
+}
+
+/// Adds `stats` to `total`.
+pub(super) fn add(total: &mut SpecStats, stats: SpecStats) {
+    total.drafted += stats.drafted;
+    total.accepted += stats.accepted;
+    total.steps += stats.steps;
 }
 
 pub(super) fn samplings() -> Vec<(&'static str, SamplingParams)> {
@@ -139,9 +148,7 @@ fn check_exact_with(
                         want.tokens,
                         got.tokens
                     );
-                    total.drafted += stats.drafted;
-                    total.accepted += stats.accepted;
-                    total.steps += stats.steps;
+                    add(&mut total, stats);
                 }
             }
         }

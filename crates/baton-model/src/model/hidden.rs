@@ -70,6 +70,47 @@ impl Model {
         read.wait().map_err(|e| ModelError::Stream(e.error))
     }
 
+    /// As [`eval_slot`](Self::eval_slot), with every evaluated token's
+    /// final hidden state (`dim` values each, after the output norm, in
+    /// order) besides the logits: what a drafter that reads the model's
+    /// hidden states (a multi-token-prediction head) needs of a decode or
+    /// verification step. The logits are the bits `eval_slot` gives (the
+    /// hidden states are one more output of the same rows). On one process
+    /// without tensor parallelism ([`hidden_in_steps`](Self::hidden_in_steps)).
+    pub fn eval_slot_hidden(
+        &mut self,
+        slot: usize,
+        tokens: &[u32],
+        past: usize,
+        logits: Logits,
+    ) -> Result<(Vec<f32>, &[f32]), ModelError> {
+        if logits == Logits::Hidden {
+            return Err(ModelError::Input("eval_slot_hidden gives logits and hidden states both".into()));
+        }
+        let step = [SeqStep { slot, past, tokens }];
+        let ticket = self.submit_batch_rows(&step, &[true], &[logits == Logits::All])?;
+        let hidden = self.batch_hidden(&ticket)?;
+        Ok((hidden, self.batch_logits(ticket)?))
+    }
+
+    /// As [`eval_prompt`](Self::eval_prompt) (slot 0, batches of
+    /// [`batch`](Self::batch), the last token's logits), with every
+    /// token's final hidden state too ([`eval_slot_hidden`](Self::eval_slot_hidden)).
+    pub fn eval_prompt_hidden(&mut self, tokens: &[u32], past: usize) -> Result<(Vec<f32>, &[f32]), ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::Input("the prompt is empty".into()));
+        }
+        let batch = self.batch;
+        let mut hidden = Vec::with_capacity(tokens.len() * self.config.dim);
+        let last = (tokens.len() - 1) / batch;
+        for (i, chunk) in tokens.chunks(batch).enumerate().take(last) {
+            hidden.extend(self.eval_slot_hidden(0, chunk, past + i * batch, Logits::Last)?.0);
+        }
+        let (rows, logits) = self.eval_slot_hidden(0, &tokens[last * batch..], past + last * batch, Logits::Last)?;
+        hidden.extend(rows);
+        Ok((hidden, logits))
+    }
+
     /// Every token's final hidden state (`dim` values each, after the
     /// output norm) of `tokens` evaluated from position 0 of `slot`, in
     /// batches of [`batch`](Self::batch); the slot's cache holds the tokens

@@ -80,9 +80,11 @@ pub struct MtpHead {
     ffn_norm: Vec<f32>,
     ffn: Ffn,
     head_norm: Vec<f32>,
-    /// Keys and values of positions `0..len`, `kv_heads · head_dim` each.
+    /// Keys and values of positions `start..len`, `kv_heads · head_dim`
+    /// each.
     keys: Vec<f32>,
     values: Vec<f32>,
+    start: usize,
     len: usize,
 }
 
@@ -173,6 +175,7 @@ impl MtpHead {
             head_norm: vector(&file, &name("nextn.shared_head_norm"), dim)?,
             keys: Vec::new(),
             values: Vec::new(),
+            start: 0,
             len: 0,
             block,
             config,
@@ -191,14 +194,30 @@ impl MtpHead {
         self.block
     }
 
-    /// Positions whose keys and values the head holds (`0..len`).
+    /// The end of the positions whose keys and values the head holds
+    /// (`start..len`): its next row is at `len` or before.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether the head holds no position yet.
+    /// The first position the head holds (0 unless it was
+    /// [restarted](Self::restart_at)).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Whether the head holds no position.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == self.start
+    }
+
+    /// Drops every row the head holds; its next row is at `position`, and
+    /// the rows after it attend to the positions from there on only (a
+    /// drafter that does not read a long text's earlier positions).
+    pub fn restart_at(&mut self, position: usize) {
+        self.keys.clear();
+        self.values.clear();
+        (self.start, self.len) = (position, position);
     }
 
     /// The head's logits (`vocab` values) for the row of `position`: the
@@ -212,6 +231,57 @@ impl MtpHead {
     /// outside the vocabulary, or a position past [`len`](Self::len) (the
     /// rows before it must have run) or the context.
     pub fn forward(&mut self, hidden: &[f32], next: u32, position: usize) -> Result<Vec<f32>, ModelError> {
+        self.forward_hidden(hidden, next, position).map(|(logits, _)| logits)
+    }
+
+    /// As [`forward`](Self::forward), with the head's own output hidden
+    /// state besides the logits: `x` after the shared head norm (`dim`
+    /// values), the input of the head's row at the next position when the
+    /// model's own hidden state there is not known yet (a chain of drafts:
+    /// vLLM's `Qwen3_5MultiTokenPredictor` returns this state, and
+    /// llama.cpp's qwen35 MTP graph exposes it, to draft the next token).
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn forward_hidden(
+        &mut self,
+        hidden: &[f32],
+        next: u32,
+        position: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        let mut x = self.input(hidden, next, position)?;
+        let attended = self.attention(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)?;
+        x.iter_mut().zip(&attended).for_each(|(a, b)| *a += b);
+        let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
+        x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
+        let out = rms_norm(&x, &self.head_norm, self.config.rms_eps);
+        Ok((self.output.times(&self.file, 0, &out)?, out))
+    }
+
+    /// Stores the head's keys and values of the row of `position` (as
+    /// [`forward`](Self::forward) would, the later positions dropped
+    /// first) without computing its logits: a row whose draft is not
+    /// wanted (the model's own token there is known), which later rows
+    /// attend to. Costs the input projection and the keys and values only.
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn prime(&mut self, hidden: &[f32], next: u32, position: usize) -> Result<(), ModelError> {
+        let x = self.input(hidden, next, position)?;
+        self.store_keys(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)
+    }
+
+    /// Drops the keys and values of positions `len..` (a rewind; a longer
+    /// `len` changes nothing).
+    pub fn truncate(&mut self, len: usize) {
+        let kv_width = self.config.kv_heads * self.config.head_dim;
+        self.len = self.len.min(len).max(self.start);
+        self.keys.truncate((self.len - self.start) * kv_width);
+        self.values.truncate((self.len - self.start) * kv_width);
+    }
+
+    /// The row's input, checked: `eh_proj([enorm(embed(next)) ; hnorm(hidden)])`.
+    fn input(&self, hidden: &[f32], next: u32, position: usize) -> Result<Vec<f32>, ModelError> {
         let c = &self.config;
         if hidden.len() != c.dim {
             return Err(ModelError::Input(format!(
@@ -223,43 +293,45 @@ impl MtpHead {
         if next as usize >= c.vocab {
             return Err(ModelError::Input(format!("token {next} outside a vocabulary of {}", c.vocab)));
         }
-        if position > self.len || position >= c.context {
+        if position > self.len || position < self.start || position >= c.context {
             return Err(ModelError::Input(format!(
-                "the head's row at position {position}: it holds positions 0..{} of a context of {}",
-                self.len, c.context
+                "the head's row at position {position}: it holds positions {}..{} of a context of {}",
+                self.start, self.len, c.context
             )));
         }
         let mut embedding = vec![0.0; c.dim];
         self.embed.row(&self.file, 0, next as usize, &mut embedding)?;
         let mut joined = rms_norm(&embedding, &self.enorm, c.rms_eps);
         joined.extend(rms_norm(hidden, &self.hnorm, c.rms_eps));
-        let mut x = self.eh_proj.times(&self.file, 0, &joined)?;
-        let attended = self.attention(&rms_norm(&x, &self.attn_norm, self.config.rms_eps), position)?;
-        x.iter_mut().zip(&attended).for_each(|(a, b)| *a += b);
-        let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
-        x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
-        self.output.times(&self.file, 0, &rms_norm(&x, &self.head_norm, self.config.rms_eps))
+        self.eh_proj.times(&self.file, 0, &joined)
     }
 
-    /// Gated attention of the normed row `x` at `position` over the head's
-    /// keys and values of positions `0..=position` (this row's stored).
-    fn attention(&mut self, x: &[f32], position: usize) -> Result<Vec<f32>, ModelError> {
+    /// The key (normed, rotated) and value of the normed row `x` stored at
+    /// `position`, the later positions dropped.
+    fn store_keys(&mut self, x: &[f32], position: usize) -> Result<(), ModelError> {
         let c = &self.config;
-        let (hd, heads, kv_heads) = (c.head_dim, c.heads, c.kv_heads);
-        let both = self.wq.times(&self.file, 0, x)?;
         let mut key = self.wk.times(&self.file, 0, x)?;
         let value = self.wv.times(&self.file, 0, x)?;
-        for head in key.chunks_exact_mut(hd) {
+        for head in key.chunks_exact_mut(c.head_dim) {
             let normed = rms_norm(head, &self.k_norm, c.rms_eps);
             head.copy_from_slice(&normed);
             rope_neox(head, c.rope_dims, c.rope_base, position);
         }
-        let kv_width = kv_heads * hd;
-        self.keys.truncate(position * kv_width);
-        self.values.truncate(position * kv_width);
+        self.truncate(position);
         self.keys.extend_from_slice(&key);
         self.values.extend_from_slice(&value);
         self.len = position + 1;
+        Ok(())
+    }
+
+    /// Gated attention of the normed row `x` at `position` over the head's
+    /// keys and values of positions `start..=position` (this row's stored).
+    fn attention(&mut self, x: &[f32], position: usize) -> Result<Vec<f32>, ModelError> {
+        let both = self.wq.times(&self.file, 0, x)?;
+        self.store_keys(x, position)?;
+        let c = &self.config;
+        let (hd, heads, kv_heads) = (c.head_dim, c.heads, c.kv_heads);
+        let kv_width = kv_heads * hd;
         let group = heads / kv_heads;
         let mut out = vec![0.0; heads * hd];
         for h in 0..heads {
@@ -268,7 +340,7 @@ impl MtpHead {
             let mut query = rms_norm(query, &self.q_norm, c.rms_eps);
             rope_neox(&mut query, c.rope_dims, c.rope_base, position);
             let kv = (h / group) * hd;
-            let scores: Vec<f64> = (0..self.len)
+            let scores: Vec<f64> = (0..self.len - self.start)
                 .map(|p| f64::from(dot(&query, &self.keys[p * kv_width + kv..][..hd]) * c.attn_scale))
                 .collect();
             let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);

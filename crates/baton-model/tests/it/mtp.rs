@@ -1,14 +1,15 @@
 //! Qwen 3.5's multi-token-prediction head ([`MtpHead`]) on the qwen35 and
 //! qwen35moe toys (which `baton model synth` writes with one prediction
 //! block): its logits against the NumPy reference
-//! (tests/reference/mtp_ref.py, float64), a rewind, and bad input.
+//! (tests/reference/mtp_ref.py, float64), a rewind, and bad input; and the
+//! hidden states the model's steps give beside their logits.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use baton_core::backend::Device;
 use baton_core::DType;
-use baton_model::{LoadOptions, Model, MtpHead};
+use baton_model::{LoadOptions, Logits, Model, MtpHead};
 use baton_synth::SynthShape;
 use baton_testkit::synth::synth_model;
 
@@ -31,6 +32,36 @@ fn head_logits(head: &mut MtpHead, hidden: &[f32], tokens: &[u32]) -> Vec<Vec<f3
     (0..tokens.len() - 1)
         .map(|p| head.forward(&hidden[p * dim..(p + 1) * dim], tokens[p + 1], p).expect("head row"))
         .collect()
+}
+
+/// A step's final hidden states ride its logits (what a drafter that
+/// reads them gets): `eval_prompt_hidden` and `eval_slot_hidden` give the
+/// bits of `eval_prompt`'s and `eval_slot`'s logits, and the hidden states
+/// `eval_hidden` gives the same tokens, however the prompt is split.
+#[test]
+fn steps_give_their_hidden_states_beside_the_same_logits() {
+    for shape in [SynthShape::Qwen35, SynthShape::Qwen35Moe, SynthShape::Qwen3] {
+        let (_dir, path) = synth_model("mtp-hidden", shape, DType::F32, 3);
+        let options = LoadOptions { context: Some(64), batch: 8, ..LoadOptions::default() };
+        let load = || Model::load(&path, device(), &options).expect("load");
+        let tokens: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % 500).collect();
+        let expected = load().eval_hidden(0, &tokens).expect("hidden states");
+        let mut plain = load();
+        let prompt_logits = plain.eval_prompt(&tokens[..12], 0).expect("prompt").to_vec();
+        let step_logits = plain.eval_slot(0, &tokens[12..16], 12, Logits::All).expect("step").to_vec();
+        let last_logits = plain.eval_slot(0, &tokens[16..17], 16, Logits::Last).expect("step").to_vec();
+        let mut model = load();
+        let dim = model.config().dim;
+        let (hidden, logits) = model.eval_prompt_hidden(&tokens[..12], 0).expect("prompt");
+        assert!(logits == prompt_logits.as_slice(), "{shape}: the prompt's logits differ");
+        assert!(hidden == expected[..12 * dim], "{shape}: the prompt's hidden states differ");
+        let (hidden, logits) = model.eval_slot_hidden(0, &tokens[12..16], 12, Logits::All).expect("step");
+        assert!(logits == step_logits.as_slice(), "{shape}: a step's logits differ");
+        assert!(hidden == expected[12 * dim..16 * dim], "{shape}: a step's hidden states differ");
+        let (hidden, logits) = model.eval_slot_hidden(0, &tokens[16..17], 16, Logits::Last).expect("step");
+        assert!(logits == last_logits.as_slice(), "{shape}: a one-row step's logits differ");
+        assert!(hidden == expected[16 * dim..17 * dim], "{shape}: a one-row step's hidden state differs");
+    }
 }
 
 #[test]
@@ -78,6 +109,12 @@ fn bad_rows_are_typed_errors() {
     let gap = head.forward(&hidden, 1, 2).expect_err("a position past the rows held");
     assert!(gap.to_string().contains("holds positions 0..0"), "{gap}");
     assert!(head.is_empty(), "failed rows store nothing");
+    // A head restarted at 3 holds nothing before it.
+    head.restart_at(3);
+    let before = head.forward(&hidden, 1, 2).expect_err("a position before the restart");
+    assert!(before.to_string().contains("holds positions 3..3"), "{before}");
+    head.forward(&hidden, 1, 3).expect("the row at the restart");
+    assert_eq!((head.start(), head.len()), (3, 4));
 }
 
 #[cfg(feature = "reference-tests")]

@@ -17,7 +17,7 @@ use clap::Args;
 
 use super::spec_tasks::tasks;
 use crate::cli::args::ModelArgs;
-use crate::cli::spec::{DraftArgs, SpecArgs};
+use crate::cli::spec::{speculation, DraftArgs, SpecArgs};
 use crate::util::json::json_str;
 use crate::util::tokens::ends_generation;
 use baton_bench::stats::mean_std;
@@ -75,7 +75,7 @@ fn decode(
         tokens.push(token);
         Ok(Drawn::Token(token))
     };
-    let first = draw(model.eval_prompt(prompt, 0)?)?;
+    let first = draw(speculative::eval_prompt(model, spec.as_deref_mut(), prompt)?)?;
     let start = Instant::now();
     if let Drawn::Token(first) = first {
         let history = prompt.iter().copied().chain([first]).collect();
@@ -90,17 +90,16 @@ fn decode(
 
 /// [`decode`] with a fresh speculation (its acceptance learned from
 /// scratch; the step times go on), drafting with `drafter` (taken back
-/// after) or n-grams.
+/// after), the head of the file at `path` (`--spec-type mtp`, a fresh
+/// head) or n-grams.
 fn decode_drafting(
     model: &mut Model,
     input: (&[u32], f32),
-    n: usize,
+    (n, path): (usize, &std::path::Path),
     (params, drafter, times): (SpecParams, &mut Option<ModelDrafter>, &mut StepTimes),
 ) -> Result<Decoded> {
-    let mut spec = match drafter.take() {
-        Some(d) => Speculation::with_model(params, d),
-        None => Speculation::new(params).context("speculation is off")?,
-    };
+    let drafter_params = drafter.take().map(|d| (d, params));
+    let mut spec = speculation(params, drafter_params, (path, model))?.context("speculation is off")?;
     let decoded = decode(model, input, n, (Some(&mut spec), times));
     *drafter = spec.take_model();
     decoded
@@ -146,6 +145,7 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
         params.kind = SpecType::Ngram;
     }
     let mut model = args.model.load()?;
+    let path = args.model.path()?;
     // A hybrid model's steps, before and after it keeps the states after
     // each row (the copies a verification step adds).
     let unkept = match model.rewind_rows() {
@@ -203,9 +203,10 @@ pub fn run(args: SpecBenchArgs) -> Result<()> {
             let input = (prompt.as_slice(), task.temperature);
             let (a, b) = if rep % 2 == 0 {
                 let a = decode(&mut model, input, args.n_gen, (None, &mut step_times))?;
-                (a, decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter, &mut step_times))?)
+                (a, decode_drafting(&mut model, input, (args.n_gen, &path), (params, &mut drafter, &mut step_times))?)
             } else {
-                let b = decode_drafting(&mut model, input, args.n_gen, (params, &mut drafter, &mut step_times))?;
+                let b =
+                    decode_drafting(&mut model, input, (args.n_gen, &path), (params, &mut drafter, &mut step_times))?;
                 (decode(&mut model, input, args.n_gen, (None, &mut step_times))?, b)
             };
             if a.tokens != b.tokens {
