@@ -17,6 +17,18 @@
 # target/llama-server-tests; scripts/llama_server_tests_report.py prints the
 # passed/failed/skipped per test file of each run it finds, and lists the
 # tests that pass on the reference only in reference-only.txt.
+#
+# Test files, test ids (unit/test_x.py::name[params]) or @FILE (pytest reads
+# one argument a line from FILE) take the place of the whole of unit/. The
+# slow tests of unit/test_tool_call.py name models the shim replaces with
+# SmolLM2, so rows that differ only in their model are the same test twice;
+# scripts/llama-server-tests-tool-call.txt lists 58 of its 202 tests that
+# cover every case (each test function with no template override, with
+# `chatml` and with a template file the sdist lacks, streamed and not;
+# every tool_choice of the tests without a call): about a quarter of an
+# hour on each server where the whole file takes hours:
+#
+#   scripts/llama-server-tests.sh @$PWD/scripts/llama-server-tests-tool-call.txt
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -44,6 +56,10 @@ export BATON_SMOLLM2=${BATON_SMOLLM2:-$HOME/.cache/baton/models/SmolLM2-135M-Ins
 export LLAMA_SERVER_BIN_PATH=$repo/scripts/llama_server_shim.py
 [ "$server" = reference ] || [ -x "$BATON_BIN" ] || cargo build --release -p baton-cli >&2
 report=$(realpath -m "$work/report-$server.xml")
+targets=(unit)
+for arg in "$@"; do
+  case $arg in unit/* | @*) targets=() ;; esac
+done
 (cd "$tests" && timeout 10800 "$repo/$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --junitxml="$report" unit "$@" >"$repo/$work/pytest-$server.log" 2>&1) || true
+  --junitxml="$report" "${targets[@]}" "$@" >"$repo/$work/pytest-$server.log" 2>&1) || true
 "$work/venv/bin/python" scripts/llama_server_tests_report.py "$work"

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-/// A generation's counts and times.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A generation's counts and times (by default none yet: all zero).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Timings {
     /// Prompt tokens the cache held (not evaluated).
     pub cached: usize,

@@ -172,6 +172,7 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .route("/chat/completions", post(routes::chat))
         .route("/chat/completions/input_tokens", post(routes::chat_input_tokens))
         .route("/embeddings", post(embeddings::embeddings))
+        .route("/responses", post(responses::responses))
         // llama-server's own.
         // `/completions` without `/v1` is llama-server's native route too,
         // as llama-server serves it.

@@ -7,7 +7,8 @@
 //! thinking is split from the answer when the job asks ([`Job::reasoning`],
 //! `--reasoning-format`), and text that is or may become a tool call is
 //! held back until it is known which: then sent as text, or read as the
-//! call at the end. Log-probabilities are not served here.
+//! call at the end. Log-probabilities are not served here; llama-server's
+//! `timings_per_token` and `return_progress` are ([`run_reporting`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,10 +18,12 @@ use baton_gen::openai::Usage;
 use baton_model::Tokenizer;
 
 use super::error::ApiError;
-use super::generate::{drive_to_stop, Outcome};
+use super::generate::{drive_reporting, Outcome};
 use super::params::Job;
 use super::tools::{may_be_call, read_call, Call, ToolMode};
 use crate::engine::Generation;
+use crate::text::Progress;
+use crate::timings::Timings;
 
 /// Why an answer ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,8 @@ pub struct Ending {
     pub stop: Stop,
     /// Token counts.
     pub usage: Usage,
+    /// How long reading the prompt and generating took.
+    pub timings: Timings,
 }
 
 /// How a generation ended, when it did not finish.
@@ -101,6 +106,8 @@ pub async fn whole_text(generation: Generation, tokenizer: &Arc<Tokenizer>, job:
 /// asked), its text held back while it may be a call.
 struct Pieces<F> {
     on_piece: F,
+    /// The timings as of the last generated text.
+    timings: Timings,
     split: Option<ReasoningSplit>,
     /// The text held back (`None`: no tools, nothing is held).
     held: Option<String>,
@@ -110,7 +117,7 @@ struct Pieces<F> {
     generated: String,
 }
 
-impl<F: FnMut(Piece)> Pieces<F> {
+impl<F: FnMut(Piece, Timings)> Pieces<F> {
     /// A piece of the generated text.
     fn push(&mut self, piece: String) {
         match self.split.as_mut() {
@@ -133,7 +140,7 @@ impl<F: FnMut(Piece)> Pieces<F> {
 
     fn send(&mut self, Split { reasoning, content }: Split) {
         if !reasoning.is_empty() {
-            (self.on_piece)(Piece::Thinking(reasoning));
+            (self.on_piece)(Piece::Thinking(reasoning), self.timings);
         }
         if !content.is_empty() {
             self.text(content);
@@ -151,7 +158,7 @@ impl<F: FnMut(Piece)> Pieces<F> {
             }
             None => piece,
         };
-        (self.on_piece)(Piece::Text(piece));
+        (self.on_piece)(Piece::Text(piece), self.timings);
     }
 }
 
@@ -161,22 +168,41 @@ pub async fn run(
     generation: Generation,
     tokenizer: &Arc<Tokenizer>,
     job: &Job,
-    on_piece: impl FnMut(Piece),
+    mut on_piece: impl FnMut(Piece),
+    cancelled: impl Future<Output = ()>,
+) -> Result<Ending, Broken> {
+    run_reporting(generation, tokenizer, job, (move |piece, _| on_piece(piece), |_| {}), cancelled).await
+}
+
+/// As [`run`], giving the first of `on` each piece with the timings as of
+/// its text (llama-server's `timings_per_token`), and the second each
+/// report of the prompt's progress, before the first token
+/// (`return_progress`).
+pub async fn run_reporting(
+    generation: Generation,
+    tokenizer: &Arc<Tokenizer>,
+    job: &Job,
+    (on_piece, on_progress): (impl FnMut(Piece, Timings), impl FnMut(Progress)),
     cancelled: impl Future<Output = ()>,
 ) -> Result<Ending, Broken> {
     let prompt = job.request.prompt.len();
     let mut pieces = Pieces {
         on_piece,
+        timings: Timings::default(),
         split: job.reasoning.map(ReasoningSplit::new),
         held: job.tools.map(|_| String::new()),
         tools: job.tools,
         generated: String::new(),
     };
+    let on_text = |piece, _, timings| {
+        pieces.timings = timings;
+        pieces.push(piece);
+    };
     let (outcome, matched) =
-        drive_to_stop(generation, tokenizer, job.applied_stops(), prompt, |piece, _| pieces.push(piece), cancelled)
-            .await;
+        drive_reporting(generation, tokenizer, job.applied_stops(), prompt, (on_text, on_progress), cancelled).await;
     let (reason, usage) = match outcome {
-        Outcome::Finished { reason, usage, token_ends, .. } => {
+        Outcome::Finished { reason, usage, token_ends, timings, .. } => {
+            pieces.timings = timings;
             (reason, super::answer::with_thinking(usage, &pieces.generated, job.reasoning, &token_ends))
         }
         Outcome::Failed(why) => return Err(Broken::Failed(why)),
@@ -187,7 +213,7 @@ pub async fn run(
     if let Some(text) = pieces.held.take().filter(|text| !text.is_empty()) {
         call = job.tools.and_then(|mode| read_call(&text, mode, &job.tool_schemas));
         if call.is_none() {
-            (pieces.on_piece)(Piece::Text(text));
+            (pieces.on_piece)(Piece::Text(text), pieces.timings);
         }
     }
     let stop = match (&call, matched, reason) {
@@ -196,7 +222,7 @@ pub async fn run(
         (None, None, "length") => Stop::Length,
         (None, None, _) => Stop::EndOfTurn,
     };
-    Ok(Ending { call, stop, usage })
+    Ok(Ending { call, stop, usage, timings: pieces.timings })
 }
 
 /// A type name as an error tells it: quoted, or `(none)`.

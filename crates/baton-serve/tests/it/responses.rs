@@ -2,9 +2,12 @@
 //! answer as a response, whole and as its `response.*` events; the token
 //! limit makes it `incomplete`; `text.format` holds the text to JSON; a
 //! function call and its output round trip; bad requests get 400 in
-//! OpenAI's error shape.
+//! OpenAI's error shape; llama-server's `timings_per_token` and
+//! `return_progress` ride a stream when asked, on `/responses` too.
 
 use baton_gen::constraint::GrammarSource;
+use baton_serve::engine::EngineOptions;
+use baton_serve::http::ServerOptions;
 use serde_json::{json, Value};
 
 use crate::server::*;
@@ -115,6 +118,52 @@ fn responses_answer_as_chat_completions_whole_and_streamed() {
         assert_eq!(last["usage"][count], body["usage"][count], "{count}");
     }
     assert_eq!(read_response(&last).0, text);
+}
+
+#[test]
+fn timings_and_prompt_progress_ride_a_stream_when_asked() {
+    // Chunks of 8 prompt tokens: several progress reports.
+    let engine = EngineOptions { parallel: 1, queue: 4, prefill_chunk: 8, ..EngineOptions::default() };
+    let server =
+        Server::start_engine(256, engine, ServerOptions { body_limit: BODY_LIMIT, ..ServerOptions::default() });
+    let request = json!({
+        "input": "islands sailed to the far shore of the long sea and back again", "max_output_tokens": 5,
+        "temperature": 0, "stream": true, "timings_per_token": true, "return_progress": true,
+    });
+    // llama-server serves the route without `/v1` too.
+    let (_, events) = server.named_stream("/responses", &request);
+    let (text, _, last) = read_events(&events);
+    let field = |v: &Value, name: &str| v[name].as_u64().unwrap_or_else(|| panic!("{name}: {v}"));
+    let progress: Vec<(u64, u64, u64)> = events
+        .iter()
+        .filter_map(|(name, data)| data.get("prompt_progress").map(|p| (name, p)))
+        .map(|(name, p)| {
+            assert_eq!(name, "response.in_progress", "{p}");
+            (field(p, "total"), field(p, "cache"), field(p, "processed"))
+        })
+        .collect();
+    let total = progress.first().map_or(0, |p| p.0);
+    assert!(total > 8, "{progress:?}");
+    assert_eq!(progress.len() as u64, 1 + total.div_ceil(8), "one report per chunk after the first: {progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].2 < w[1].2 && w[0].0 == w[1].0), "{progress:?}");
+    assert_eq!(progress.last().map(|p| p.2), Some(total), "{progress:?}");
+    assert_eq!(total, field(&last["usage"], "input_tokens"));
+    // Every delta carries the timings so far; the last event the final ones.
+    let mut predicted = Vec::new();
+    for (name, data) in &events {
+        if name == "response.output_text.delta" {
+            let timings = &data["timings"];
+            assert!(timings["prompt_per_second"].is_number() && timings["predicted_per_second"].is_number(), "{data}");
+            predicted.push(field(timings, "predicted_n"));
+        }
+    }
+    assert!(!text.is_empty() && predicted.windows(2).all(|w| w[0] <= w[1]), "{predicted:?}");
+    let (_, end) = events.last().expect("the last event");
+    assert_eq!(field(&end["timings"], "predicted_n"), field(&last["usage"], "output_tokens"), "{end}");
+    // Not asked: neither.
+    let plain = json!({"input": request["input"], "max_output_tokens": 5, "temperature": 0, "stream": true});
+    let (_, events) = server.named_stream("/v1/responses", &plain);
+    assert!(events.iter().all(|(_, d)| d.get("timings").is_none() && d.get("prompt_progress").is_none()));
 }
 
 #[test]

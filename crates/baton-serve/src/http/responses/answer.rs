@@ -12,7 +12,15 @@
 //! `response.output_item.done`; then `response.completed` (or
 //! `response.incomplete` when `max_output_tokens` ended it). A failure
 //! after the stream began is `response.failed`.
+//!
+//! llama-server's additions, when the request asks: with
+//! `timings_per_token` each delta and the last event carry the `timings`
+//! so far (the last event the final ones); with `return_progress` a
+//! `response.in_progress` event with `prompt_progress` (`total`, `cache`,
+//! `processed` prompt tokens) comes as the slot takes the request and after
+//! each chunk of the prompt read.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
@@ -27,6 +35,8 @@ use crate::http::events::{named_event, spawn_stream};
 use crate::http::params::Job;
 use crate::http::reply::{self, Broken, Ending, Piece, Stop, Whole};
 use crate::http::tools::Call;
+use crate::text::Progress;
+use crate::timings::Timings;
 
 /// What a Responses answer is built from, besides its generation.
 pub struct Answering {
@@ -153,22 +163,34 @@ pub async fn whole(generation: Generation, answering: Answering) -> Response {
 /// The events of one stream, numbered.
 struct Events {
     tx: UnboundedSender<String>,
-    sequence: u64,
+    /// The next event's number (an atomic: the stream's future, which
+    /// shares the events between its callbacks, is sent between threads;
+    /// one task numbers them, in order).
+    sequence: AtomicU64,
+    /// Whether deltas and the last event carry the timings.
+    timed: bool,
 }
 
 impl Events {
-    fn send(&mut self, name: &str, mut data: Value) {
+    fn send(&self, name: &str, mut data: Value) {
         data["type"] = json!(name);
-        data["sequence_number"] = json!(self.sequence);
-        self.sequence += 1;
+        data["sequence_number"] = json!(self.sequence.fetch_add(1, Ordering::Relaxed));
         let _ = self.tx.send(named_event(name, &data));
+    }
+
+    /// `send` with the `timings`, when the request asked for them.
+    fn send_timed(&self, name: &str, mut data: Value, timings: &Timings) {
+        if self.timed {
+            data["timings"] = timings.to_json();
+        }
+        self.send(name, data);
     }
 }
 
 /// The items of a streamed response as they come: the thinking, then the
 /// message.
 struct Items<'a> {
-    events: Events,
+    events: &'a Events,
     a: &'a Answering,
     thinking: String,
     text: String,
@@ -183,7 +205,7 @@ impl Items<'_> {
         json!({"item_id": id, "output_index": self.next, "content_index": 0})
     }
 
-    fn piece(&mut self, piece: Piece) {
+    fn piece(&mut self, piece: Piece, timings: &Timings) {
         let a = self.a;
         match piece {
             Piece::Thinking(piece) => {
@@ -196,7 +218,7 @@ impl Items<'_> {
                 self.thinking.push_str(&piece);
                 let mut delta = self.place(a.reasoning_id());
                 delta["delta"] = json!(piece);
-                self.events.send("response.reasoning_text.delta", delta);
+                self.events.send_timed("response.reasoning_text.delta", delta, timings);
             }
             Piece::Text(piece) => {
                 self.open_message();
@@ -204,7 +226,7 @@ impl Items<'_> {
                 let mut delta = self.place(a.message_id());
                 delta["delta"] = json!(piece);
                 delta["logprobs"] = json!([]);
-                self.events.send("response.output_text.delta", delta);
+                self.events.send_timed("response.output_text.delta", delta, timings);
             }
         }
     }
@@ -255,19 +277,27 @@ impl Items<'_> {
 pub fn streamed(generation: Generation, answering: Answering) -> Response {
     spawn_stream(move |tx| async move {
         let closed = tx.clone();
-        let mut events = Events { tx, sequence: 0 };
         let a = &answering;
+        let events = Events { tx, sequence: AtomicU64::new(0), timed: a.job.extras.timings_per_token };
         events.send("response.created", json!({"response": a.response("in_progress", Vec::new(), None)}));
         events.send("response.in_progress", json!({"response": a.response("in_progress", Vec::new(), None)}));
-        let mut items = Items { events, a, thinking: String::new(), text: String::new(), open: None, next: 0 };
-        let ending = reply::run(generation, &a.tokenizer, &a.job, |piece| items.piece(piece), closed.closed()).await;
-        let ending = match ending {
+        let on_progress = |Progress { total, cache, processed }| {
+            if a.job.extras.return_progress {
+                let progress = json!({"total": total, "cache": cache, "processed": processed});
+                let response = a.response("in_progress", Vec::new(), None);
+                events.send("response.in_progress", json!({"response": response, "prompt_progress": progress}));
+            }
+        };
+        let mut items = Items { events: &events, a, thinking: String::new(), text: String::new(), open: None, next: 0 };
+        let on_piece = |piece, timings: Timings| items.piece(piece, &timings);
+        let ending = reply::run_reporting(generation, &a.tokenizer, &a.job, (on_piece, on_progress), closed.closed());
+        let ending = match ending.await {
             Ok(ending) => ending,
             Err(Broken::Cancelled) => return,
             Err(why) => {
                 let mut response = a.response("failed", Vec::new(), None);
                 response["error"] = json!({"code": "server_error", "message": ApiError::from(why).body.message});
-                items.events.send("response.failed", json!({"response": response}));
+                events.send("response.failed", json!({"response": response}));
                 return;
             }
         };
@@ -278,13 +308,12 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         if let Some(call) = &ending.call {
             let index = items.next;
             let item_id = a.call_item_id();
-            let events = &mut items.events;
             events.send(
                 "response.output_item.added",
                 json!({"output_index": index, "item": a.call(call, "", "in_progress")}),
             );
             let delta = json!({"item_id": item_id, "output_index": index, "delta": call.arguments});
-            events.send("response.function_call_arguments.delta", delta);
+            events.send_timed("response.function_call_arguments.delta", delta, &ending.timings);
             let done =
                 json!({"item_id": item_id, "output_index": index, "name": call.name, "arguments": call.arguments});
             events.send("response.function_call_arguments.done", done);
@@ -293,6 +322,6 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         }
         let status = status(&ending);
         let response = a.response(status, a.output(&items.thinking, &items.text, &ending), Some(&ending));
-        items.events.send(&format!("response.{status}"), json!({"response": response}));
+        events.send_timed(&format!("response.{status}"), json!({"response": response}), &ending.timings);
     })
 }

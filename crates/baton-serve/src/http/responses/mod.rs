@@ -1,4 +1,5 @@
-//! OpenAI's Responses API: `POST /v1/responses`, served through the chat
+//! OpenAI's Responses API: `POST /v1/responses` (and `/responses`, as
+//! llama-server serves it), served through the chat
 //! completions' path (the same template, tools, formats and decoding), in
 //! the Responses request, answer, event and error shapes.
 //!
@@ -7,7 +8,8 @@
 //! items; `reasoning` items are skipped), `instructions`,
 //! `max_output_tokens`, `temperature`, `top_p`, function `tools` and
 //! `tool_choice`, `text.format` (`text`, `json_object`, `json_schema`),
-//! `stream`. A reasoning model's thinking (split as `reasoning_content`
+//! `stream`, and llama-server's `timings_per_token` and `return_progress`
+//! on a stream (see `answer.rs`). A reasoning model's thinking (split as `reasoning_content`
 //! is on chat, by `--reasoning-format`) comes back as a `reasoning` output
 //! item before the message. Nothing is stored: `previous_response_id` and `store: true`
 //! are refused (400), and there is no `GET /v1/responses/{id}`.
@@ -26,7 +28,7 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use super::state::{unix_now, AppState};
 
-/// `POST /v1/responses`.
+/// `POST /v1/responses`, and `/responses`.
 pub async fn responses(
     State(state): State<AppState>,
     caller: Caller,

@@ -11,7 +11,7 @@ use crate::http::error::ApiError;
 use crate::http::history::{History, HistoryForm};
 use crate::http::reply::type_name;
 use crate::http::routes::Conversation;
-use crate::http::types::{CommonParams, Params};
+use crate::http::types::{null_is_false, CommonParams, Params};
 
 /// `POST /v1/responses`. Unknown fields (`metadata`, `reasoning`,
 /// `parallel_tool_calls`, `truncation`…) are ignored.
@@ -34,6 +34,15 @@ pub struct ResponsesRequest {
     pub previous_response_id: Option<Value>,
     /// `true` is refused: no response is kept.
     pub store: Option<Value>,
+    /// llama-server's `timings_per_token`: a stream's text deltas and its
+    /// last event carry the `timings` so far.
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub timings_per_token: bool,
+    /// llama-server's `return_progress`: a stream tells how far reading
+    /// the prompt got (`response.in_progress` events with
+    /// `prompt_progress`).
+    #[serde(default, deserialize_with = "null_is_false")]
+    pub return_progress: bool,
     /// `model`, `temperature`, `top_p`, `seed`, `stream`.
     #[serde(flatten)]
     pub common: CommonParams,
@@ -127,7 +136,13 @@ impl ResponsesRequest {
             messages[0].content = format!("{}\n\n{}", messages[0].content, second.content);
         }
         let response_format = self.format()?;
-        let params = Params { max_tokens: self.max_output_tokens, response_format, ..self.common.params() };
+        let params = Params {
+            max_tokens: self.max_output_tokens,
+            response_format,
+            timings_per_token: self.timings_per_token,
+            return_progress: self.return_progress,
+            ..self.common.params()
+        };
         Ok((Conversation { messages, tools: self.tools()?, choice: self.choice()? }, params))
     }
 
