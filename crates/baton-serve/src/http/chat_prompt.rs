@@ -120,13 +120,16 @@ pub struct Prompter {
     template: Arc<ChatTemplate>,
     tokenizer: Arc<Tokenizer>,
     grammars: Grammars,
+    /// How earlier calls reach the template (read from it once).
+    form: HistoryForm,
 }
 
 impl Prompter {
     /// The prompter of `engine`'s model with `template`.
     pub fn new(template: Arc<ChatTemplate>, engine: &Engine) -> Prompter {
         let grammars = engine.info().grammars.clone();
-        Prompter { template, tokenizer: engine.tokenizer().clone(), grammars }
+        let form = HistoryForm::of_template(&template);
+        Prompter { template, tokenizer: engine.tokenizer().clone(), grammars, form }
     }
 
     /// The chat template.
@@ -141,7 +144,7 @@ impl Prompter {
 
     /// How earlier calls and their results reach the chat template.
     pub fn history_form(&self) -> HistoryForm {
-        HistoryForm::of_template(&self.template)
+        self.form
     }
 
     /// The tools as the template is given them (chat completions'
