@@ -145,17 +145,23 @@ fn a_ring_of_the_last_positions_gives_the_bits_of_the_whole_cache() {
         k[(s % ring) * row..][..row].copy_from_slice(&whole.k[s * row..][..row]);
         v[(s % ring) * row..][..row].copy_from_slice(&whole.v[s * row..][..row]);
     }
+    // Position SEGMENT is row 0 of the ring: rows that wrap, rows that do
+    // not, rows across the segment's edge.
     let ranges = [
-        total - 100..total,
+        SEGMENT - 20..SEGMENT + 50,
         total - 50..total - 10,
+        total - 100..total,
         total - ring..total - 1,
         total - 120..total - 60,
-        SEGMENT - 20..SEGMENT + 50,
     ];
+    // Under Miri (scripts/miri.sh, where this test took most of CI's Miri
+    // time) the first two: one that wraps across the segment's edge, one
+    // that does not.
+    let ranges = &ranges[..if cfg!(miri) { 2 } else { ranges.len() }];
     let q: Vec<Vec<f32>> = (0..ranges.len()).map(|r| (0..d).map(|i| noise(i, 40 + r as u64)).collect()).collect();
-    let want = whole.run(&q, &ranges);
+    let want = whole.run(&q, ranges);
     let kv = |data| KvRows { dtype: DType::Q8_0, data, stride: row, dim: d, len: ring, blocks: None };
-    assert_eq!(attend_all(&q, &ranges, kv(&k), kv(&v)), want);
+    assert_eq!(attend_all(&q, ranges, kv(&k), kv(&v)), want);
 }
 
 #[test]
