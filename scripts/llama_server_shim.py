@@ -27,6 +27,7 @@ VALUE_FLAGS = {
     "--parallel": None,
     "-np": "--parallel",
     "--alias": None,
+    "--tags": None,
     "--cors-origins": None,
     "--chat-template-file": None,
     "--chat-template": None,

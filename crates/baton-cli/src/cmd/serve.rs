@@ -30,7 +30,8 @@ pub struct ServeArgs {
     spec: SpecArgs,
     #[command(flatten)]
     draft: DraftArgs,
-    /// Address to listen on.
+    /// Addresses to listen on, comma-separated (`127.0.0.1,::1`: both, on
+    /// the same port, as llama-server's `--host`).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on (0: any free port; the one taken is printed).
@@ -47,11 +48,17 @@ pub struct ServeArgs {
     /// between the running requests' tokens).
     #[arg(long = "prefill-chunk", default_value_t = 64)]
     prefill_chunk: usize,
-    /// Name of the served model, as `/v1/models` lists it (default: the
-    /// file's name without `.gguf`). Requests may give any `model` name
-    /// (as llama-server's), unless `--strict-model-name`.
-    #[arg(long)]
+    /// Names of the served model, comma-separated (as llama-server's
+    /// `--alias`): the first in sorted order is its `id` in `/v1/models`,
+    /// which lists them all as its `aliases` (default: the file's name
+    /// without `.gguf`). Requests may give any `model` name (as
+    /// llama-server's), unless `--strict-model-name`: then one of these.
+    #[arg(short = 'a', long)]
     alias: Option<String>,
+    /// Tags of the served model, comma-separated: listed by `/v1/models`,
+    /// nothing else (as llama-server's `--tags`).
+    #[arg(long)]
+    tags: Option<String>,
     /// Refuse (404) a request whose `model` is not the served model's name
     /// (as vLLM and OpenAI do); without it any name is served.
     #[arg(long = "strict-model-name")]
@@ -177,6 +184,15 @@ fn default_max_connections() -> usize {
 }
 
 /// A number of seconds given for `flag`: finite and at least 0.
+/// The names of a comma-separated list, trimmed, empty ones left out,
+/// sorted and each once (llama-server keeps `--alias` and `--tags` in a
+/// sorted set).
+fn comma_list(given: Option<&str>) -> Vec<String> {
+    let names: std::collections::BTreeSet<String> =
+        given.unwrap_or("").split(',').map(str::trim).filter(|name| !name.is_empty()).map(String::from).collect();
+    names.into_iter().collect()
+}
+
 fn seconds(flag: &str, value: f64) -> Result<Duration> {
     if !(value.is_finite() && value >= 0.0) {
         anyhow::bail!("{flag} {value}: a number of seconds, at least 0");
@@ -239,8 +255,9 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
     }
     let max_connections = args.max_connections.unwrap_or_else(default_max_connections);
     let path = args.model.path()?;
-    let name = match &args.alias {
-        Some(alias) => alias.clone(),
+    let aliases = comma_list(args.alias.as_deref());
+    let name = match aliases.first() {
+        Some(first) => first.clone(),
         None => path.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned()),
     };
     // The pool's default budget leaves the saved prompts' host memory aside.
@@ -346,6 +363,8 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         pooling: args.pooling.parse()?,
         api_keys,
         strict_model_name: args.strict_model_name,
+        model_aliases: aliases,
+        model_tags: comma_list(args.tags.as_deref()),
         slots_endpoint: !args.no_slots,
         cors_origins: args.cors_origins,
         model_path: path.display().to_string(),
@@ -356,11 +375,20 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
     };
     interrupt::install_terminate();
     let result = runtime.block_on(async {
-        let address = (args.host.as_str(), args.port);
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("listening on {}:{}", args.host, args.port))?;
-        let local = listener.local_addr()?;
+        let hosts: Vec<&str> = args.host.split(',').map(str::trim).filter(|host| !host.is_empty()).collect();
+        if hosts.is_empty() {
+            anyhow::bail!("--host {:?}: no address to listen on", args.host);
+        }
+        let mut listeners = Vec::with_capacity(hosts.len());
+        let mut locals = Vec::with_capacity(hosts.len());
+        for host in hosts {
+            let listener = tokio::net::TcpListener::bind((host, args.port))
+                .await
+                .with_context(|| format!("listening on {host}:{}", args.port))?;
+            locals.push(format!("http://{}", listener.local_addr()?));
+            listeners.push(listener);
+        }
+        let local = locals.join(", ");
         let info = engine.info();
         let keys = match server.api_keys.len() {
             0 => "no API key".to_string(),
@@ -369,7 +397,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         };
         eprintln!(
             "serving `{name}` ({} positions per sequence, {} at once, queue {}, at most {max_connections} \
-             connections, {keys}); listening on http://{local}",
+             connections, {keys}); listening on {local}",
             info.context, args.parallel, args.queue
         );
         let signal = async {
@@ -381,7 +409,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
                 interrupt::signal_name()
             );
         };
-        serve(listener, engine, server, signal).await.context("serving")
+        serve(listeners, engine, server, signal).await.context("serving")
     });
     // Blocking tasks the server left behind (each bounded) must not hold
     // the exit.

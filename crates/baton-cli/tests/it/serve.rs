@@ -16,7 +16,10 @@ use super::tiny;
 /// A running `baton serve`, its address and its stderr lines.
 struct Served {
     child: Child,
+    /// The first address it listens on.
     address: String,
+    /// Every address it listens on (`--host a,b`), the first first.
+    addresses: Vec<String>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -49,17 +52,18 @@ impl Served {
             }
         });
         let mut log = Vec::new();
-        let address = loop {
+        let addresses: Vec<String> = loop {
             let line = seen.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
                 let _ = child.kill();
                 panic!("no listening address; stderr: {log:?}")
             });
-            if let Some(at) = line.find("listening on http://") {
-                break line[at + "listening on http://".len()..].trim().to_string();
+            if let Some(at) = line.find("listening on ") {
+                let listed = line[at + "listening on ".len()..].split(", ");
+                break listed.map(|url| url.trim().trim_start_matches("http://").to_string()).collect();
             }
             log.push(line);
         };
-        Served { child, address, lines: seen }
+        Served { child, address: addresses[0].clone(), addresses, lines: seen }
     }
 
     /// Sends `signal`; the exit code and the stderr lines since the start,
@@ -87,7 +91,11 @@ impl Served {
     }
 
     fn request(&self, request: &str) -> String {
-        let mut stream = TcpStream::connect(&self.address).expect("connect");
+        self.request_at(&self.address, request)
+    }
+
+    fn request_at(&self, address: &str, request: &str) -> String {
+        let mut stream = TcpStream::connect(address).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
         stream.write_all(request.as_bytes()).expect("send");
         let mut answer = String::new();
@@ -233,14 +241,54 @@ fn any_model_name_is_served_unless_strict_model_name_and_no_slots_closes_slots()
     assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 200"));
     let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
-    let served = Served::start(&model, &["--alias", "mine", "--strict-model-name", "--no-slots"], None);
+    // Several names (llama-server's `-a`): sorted, each once, the first the
+    // id; tags only listed.
+    let names = ["-a", " yours,mine,, yours", "--tags", "small,chat", "--strict-model-name", "--no-slots"];
+    let served = Served::start(&model, &names, None);
     assert!(completion_named(&served, "gpt-3.5-turbo").starts_with("HTTP/1.1 404"));
     assert!(completion_named(&served, "mine").starts_with("HTTP/1.1 200"));
+    assert!(completion_named(&served, "yours").starts_with("HTTP/1.1 200"), "every alias is the model's name");
+    assert!(completion_named(&served, "chat").starts_with("HTTP/1.1 404"), "a tag is not a name");
+    let models = get(&served, "/v1/models", "");
+    let body: serde_json::Value = serde_json::from_str(models.split("\r\n\r\n").nth(1).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {models}"));
+    let entry = &body["data"][0];
+    assert_eq!(entry["id"], "mine", "{body}");
+    assert_eq!(entry["aliases"], serde_json::json!(["mine", "yours"]), "{body}");
+    assert_eq!(entry["tags"], serde_json::json!(["chat", "small"]), "{body}");
     // `--no-slots`: `/slots` answers 501, as llama-server's.
     let slots = get(&served, "/slots", "");
     assert!(slots.starts_with("HTTP/1.1 501") && slots.contains("--no-slots"), "{slots}");
     let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
     assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+}
+
+#[test]
+fn several_hosts_are_each_served() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 loopback here");
+        return;
+    }
+    let (_dir, model) = tiny("serve-hosts");
+    let served = Served::start(&model, &["--host", "127.0.0.1, ::1"], None);
+    assert_eq!(served.addresses.len(), 2, "{:?}", served.addresses);
+    assert!(served.addresses[1].starts_with("[::1]:"), "{:?}", served.addresses);
+    for address in &served.addresses {
+        let health = served.request_at(address, "GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        assert!(health.starts_with("HTTP/1.1 200"), "{address}: {health}");
+        let body = r#"{"prompt": "Hello", "max_tokens": 2}"#;
+        let request = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = served.request_at(address, &request);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{address}: {answer}");
+    }
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let out = super::baton(&["serve", "-m", &model, "--port", "0", "--host", " , "]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("no address to listen on"), "{stderr}");
 }
 
 #[test]

@@ -96,7 +96,7 @@ pub async fn embeddings(
     JsonBody(request): JsonBody<EmbeddingRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let info = state.engine.info().clone();
-    super::params::check_model(request.model.as_deref(), &info.name, state.strict_model_name)?;
+    super::params::check_model(request.model.as_deref(), &info.name, &state.model_aliases, state.strict_model_name)?;
     let as_base64 = match request.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,

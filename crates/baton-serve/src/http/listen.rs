@@ -16,19 +16,23 @@
 //!   kernel's backlog until one closes (so the server's own descriptors are
 //!   bounded), and the header timeout bounds how long any connection keeps
 //!   its place.
-//! - On shutdown the listener closes, idle connections close at once and
+//! - Several listeners (llama-server's `--host 127.0.0.1,::1`) are served
+//!   as one: each accept takes the next connection waiting on any of them,
+//!   the listener looked at first turning round so none is starved.
+//! - On shutdown the listeners close, idle connections close at once and
 //!   busy ones after their response; after [`ServerOptions::drain`] the
 //!   engine cancels what still runs (streams end with an error event), and
 //!   [`CLOSE_GRACE`] later every connection left is dropped.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
@@ -55,11 +59,11 @@ enum Ended {
     EngineFailed(String),
 }
 
-/// Accepts connections on `listener` and serves `app` on each until
+/// Accepts connections on `listeners` and serves `app` on each until
 /// `shutdown` completes or the engine fails, then shuts down within bounds
 /// (module docs).
 pub async fn run(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     app: Router,
     engine: Engine,
     options: ServerOptions,
@@ -70,6 +74,7 @@ pub async fn run(
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     let watch_engine = options.stop_when_the_engine_fails;
+    let mut first = 0;
     let ended = loop {
         let permit = tokio::select! {
             biased;
@@ -84,8 +89,8 @@ pub async fn run(
             biased;
             () = &mut shutdown => break Ended::Signal,
             why = engine_failure(&engine), if watch_engine => break Ended::EngineFailed(why),
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+            accepted = accept_any(&listeners, &mut first) => match accepted {
+                Ok(stream) => stream,
                 Err(e) => {
                     // Out of descriptors or a connection reset before it
                     // was taken: wait a moment rather than spin.
@@ -119,13 +124,31 @@ pub async fn run(
             let _ = connection.await;
         });
     };
-    drop(listener);
+    drop(listeners);
     let _ = stopping.send(true);
     finish(connections, &engine, options.drain).await;
     match ended {
         Ended::Signal => Ok(()),
         Ended::EngineFailed(why) => Err(ServeError::EngineFailed(why)),
     }
+}
+
+/// The next connection waiting on any of `listeners`, looked at from
+/// `*first` on, which moves past the one that gave it (so a busy listener
+/// does not starve the others). Pending forever when there are none.
+async fn accept_any(listeners: &[TcpListener], first: &mut usize) -> std::io::Result<TcpStream> {
+    std::future::poll_fn(|cx| {
+        let n = listeners.len();
+        for i in 0..n {
+            let at = (*first + i) % n;
+            if let Poll::Ready(accepted) = listeners[at].poll_accept(cx) {
+                *first = (at + 1) % n;
+                return Poll::Ready(accepted.map(|(stream, _)| stream));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Completes when the engine has stopped for good, with its cause.

@@ -151,6 +151,8 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         embedding_dim: dim,
         scope_seed: Arc::new(std::collections::hash_map::RandomState::new()),
         strict_model_name: options.strict_model_name,
+        model_aliases: options.model_aliases.clone().into(),
+        model_tags: options.model_tags.clone().into(),
         model_path: options.model_path.clone(),
         reasoning_format: options.reasoning_format,
         defaults: options.defaults,
@@ -194,18 +196,23 @@ pub fn router(engine: Engine, options: &ServerOptions) -> Result<Router, ServeEr
         .with_state(state))
 }
 
-/// Serves `engine` on `listener` until `shutdown` completes (or the engine
+/// Serves `engine` on `listeners` (one or several: each connection
+/// waiting on any of them is taken) until `shutdown` completes (or the engine
 /// fails for good: [`ServeError::EngineFailed`]); then stops accepting
 /// connections, lets the requests in flight finish for at most
 /// [`ServerOptions::drain`], cancels those still running (their streams end
 /// with an error event), stops the engine and returns. Every wait of that
 /// shutdown has a bound (see [`listen`]).
 pub async fn serve(
-    listener: TcpListener,
+    listeners: impl IntoIterator<Item = TcpListener>,
     engine: Engine,
     options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let app = router(engine.clone(), &options)?;
-    listen::run(listener, app, engine, options, shutdown).await
+    let listeners: Vec<TcpListener> = listeners.into_iter().collect();
+    if listeners.is_empty() {
+        return Err(ServeError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")));
+    }
+    listen::run(listeners, app, engine, options, shutdown).await
 }

@@ -36,6 +36,13 @@ pub struct ServerOptions {
     /// name (`--strict-model-name`); by default any name is served, as
     /// llama-server serves its one model.
     pub strict_model_name: bool,
+    /// The model's other names (`--alias a,b,c`, as llama-server's): listed
+    /// by `/v1/models` as its `aliases`, and answered to under
+    /// `strict_model_name` beside its name.
+    pub model_aliases: Vec<String>,
+    /// Words `/v1/models` lists as the model's `tags` (`--tags`; only
+    /// told, as llama-server's).
+    pub model_tags: Vec<String>,
     /// Serve `GET /slots` (`--no-slots` turns it off: 501, as
     /// llama-server's `--no-slots`, for servers whose slots' state is
     /// nobody's business).
@@ -96,6 +103,8 @@ impl Default for ServerOptions {
             pooling: baton_model::Pooling::Mean,
             api_keys: ApiKeys::none(),
             strict_model_name: false,
+            model_aliases: Vec::new(),
+            model_tags: Vec::new(),
             slots_endpoint: true,
             cors_origins: CorsOrigins::Any,
             model_path: String::new(),

@@ -145,9 +145,11 @@ impl Job {
 /// Checks a request's `model` against the served one: any name is
 /// served (as llama-server serves its one model whatever the name) unless
 /// `strict` (`--strict-model-name`), when a name other than `served` gets 404.
-pub fn check_model(asked: Option<&str>, served: &str, strict: bool) -> Result<(), ApiError> {
+pub fn check_model(asked: Option<&str>, served: &str, aliases: &[String], strict: bool) -> Result<(), ApiError> {
     match asked {
-        Some(model) if strict && model != served => Err(ApiError::model_not_found(model, served)),
+        Some(model) if strict && model != served && !aliases.iter().any(|alias| alias == model) => {
+            Err(ApiError::model_not_found(model, served))
+        }
         _ => Ok(()),
     }
 }
@@ -398,10 +400,13 @@ mod tests {
 
     #[test]
     fn only_a_strict_server_refuses_another_model_name() {
-        assert!(check_model(Some("gpt-3.5-turbo"), "m", false).is_ok());
-        assert!(check_model(None, "m", true).is_ok());
-        assert!(check_model(Some("m"), "m", true).is_ok());
-        assert_eq!(check_model(Some("other"), "m", true).expect_err("strict").status, 404);
+        assert!(check_model(Some("gpt-3.5-turbo"), "m", &[], false).is_ok());
+        assert!(check_model(None, "m", &[], true).is_ok());
+        assert!(check_model(Some("m"), "m", &[], true).is_ok());
+        assert_eq!(check_model(Some("other"), "m", &[], true).expect_err("strict").status, 404);
+        let aliases = ["m".to_string(), "n".to_string()];
+        assert!(check_model(Some("n"), "m", &aliases, true).is_ok(), "an alias is the model's name too");
+        assert_eq!(check_model(Some("o"), "m", &aliases, true).expect_err("strict").status, 404);
     }
 
     #[test]

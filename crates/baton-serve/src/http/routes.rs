@@ -64,7 +64,7 @@ impl AppState {
     /// caller and `cache_salt`. Checking compiles `response_format`'s
     /// schema: off the HTTP threads.
     pub(super) async fn job(&self, params: &Params, prompt: Vec<u32>, caller: &Caller) -> Result<Job, ApiError> {
-        check_model(params.model.as_deref(), &self.engine.info().name, self.strict_model_name)?;
+        check_model(params.model.as_deref(), &self.engine.info().name, &self.model_aliases, self.strict_model_name)?;
         let (mut owned, info) = (self.defaults.sampling(params), self.engine.info().clone());
         if let Some(bias) = owned.logit_bias.as_ref() {
             if let Some(ids) = bias_text::with_texts_as_ids(bias, self.engine.tokenizer())? {
@@ -253,8 +253,14 @@ pub async fn health(State(state): State<AppState>) -> Response {
 
 /// `GET /v1/models`.
 pub async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
-    let entry =
-        ModelEntry { id: state.engine.info().name.clone(), object: "model", created: state.started, owned_by: "baton" };
+    let entry = ModelEntry {
+        id: state.engine.info().name.clone(),
+        aliases: state.model_aliases.to_vec(),
+        tags: state.model_tags.to_vec(),
+        object: "model",
+        created: state.started,
+        owned_by: "baton",
+    };
     Json(json!({ "object": "list", "data": [entry] }))
 }
 

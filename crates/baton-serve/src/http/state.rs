@@ -26,6 +26,10 @@ pub struct AppState {
     pub(super) scope_seed: Arc<std::collections::hash_map::RandomState>,
     /// Refuse (404) a `model` other than the served one's name.
     pub(super) strict_model_name: bool,
+    /// The model's other names, which `strict_model_name` accepts too.
+    pub(super) model_aliases: Arc<[String]>,
+    /// The model's tags, as `/v1/models` lists them.
+    pub(super) model_tags: Arc<[String]>,
     /// The model file, as `/props` tells it.
     pub(super) model_path: String,
     /// What becomes of a chat answer's thinking.

@@ -264,6 +264,10 @@ pub struct CompletionRequest {
 pub struct ModelEntry {
     /// The model's name (what `model` must say).
     pub id: String,
+    /// Its other names (`--alias`), as llama-server lists them.
+    pub aliases: Vec<String>,
+    /// Its tags (`--tags`), as llama-server lists them.
+    pub tags: Vec<String>,
     /// `model`.
     pub object: &'static str,
     /// Unix seconds when the server started.

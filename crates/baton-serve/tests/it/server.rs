@@ -110,7 +110,7 @@ impl Server {
             let signal = async move {
                 let _ = stopped.await;
             };
-            let result = runtime.block_on(serve(listener, served, options, signal));
+            let result = runtime.block_on(serve([listener], served, options, signal));
             // Blocking tasks the server left (bounded waits) must not hold
             // the test up.
             runtime.shutdown_timeout(Duration::from_secs(5));
