@@ -36,6 +36,12 @@
 //! (tests/reference/mtp_ref.py; the tests' bounds), and, the kernels'
 //! products being the same bits for any thread count, the same bits with
 //! or without threads.
+//!
+//! Its cost is mostly the output product: on qwen35moe-a3b-8l Q4_K_M (a
+//! 248,320 × 2048 Q6_K output; Intel Xeon, AVX-512, 2 shared cores) a
+//! chained row takes 31-42 ms, about one one-row step of those 8 layers
+//! (the row-by-row f64 host form it replaced took 0.8-0.9 s); on the
+//! qwen35 q8_0 toy 0.03 ms, 0.13 of a step (README, `--spec-type mtp`).
 
 mod host;
 
