@@ -14,7 +14,9 @@ output norm) come from llama_ref.py's model; the head's row of position p
     out = output(shared_head_norm(x))
 
 Usage: mtp_ref.py MODEL.gguf --tokens 1,2,3  -> JSON {"logits": [[...]...]}
-(T-1 rows).
+(T-1 rows). With `--hidden FILE` (T rows of n_embd little-endian float32,
+e.g. the hidden states Baton's model gave), the head reads those in place
+of the reference model's own: the head alone against its definition.
 """
 
 import argparse
@@ -75,11 +77,11 @@ def hidden_states(model: "llama_ref.LlamaModel", tokens) -> np.ndarray:
         model.output = out
 
 
-def mtp_logits(model: "llama_ref.LlamaModel", tokens) -> np.ndarray:
+def mtp_logits(model: "llama_ref.LlamaModel", tokens, hidden=None) -> np.ndarray:
     cfg = model.cfg
     block = cfg.n_layer
     layer = mtp_layer(model, block)
-    h = hidden_states(model, tokens)[:-1]
+    h = (hidden_states(model, tokens) if hidden is None else hidden)[:-1]
     e = model.tok_embd[np.asarray(tokens[1:], dtype=np.int64)]
     n = layer.nextn
     joined = np.concatenate([model.rms_norm(e, n["enorm"]), model.rms_norm(h, n["hnorm"])], axis=-1)
@@ -94,12 +96,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids (at least 2)")
+    ap.add_argument("--hidden", help="the model's hidden states: one row of n_embd float32 per token")
     args = ap.parse_args()
     model = llama_ref.LlamaModel(args.model)
     tokens = llama_ref.parse_ids(args.tokens)
     if len(tokens) < 2:
         raise SystemExit("need at least 2 tokens")
-    logits = mtp_logits(model, tokens)
+    hidden = None
+    if args.hidden:
+        raw = np.fromfile(args.hidden, dtype="<f4")
+        if raw.size != len(tokens) * model.cfg.n_embd:
+            raise SystemExit(f"{args.hidden}: {raw.size} values, not {len(tokens)} rows of {model.cfg.n_embd}")
+        hidden = raw.reshape(len(tokens), model.cfg.n_embd).astype(model.dtype)
+    logits = mtp_logits(model, tokens, hidden)
     print(json.dumps({"logits": [[float(v) for v in row] for row in logits]}))
     return 0
 

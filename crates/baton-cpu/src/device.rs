@@ -145,6 +145,10 @@ impl Device for CpuDevice {
         Ok(Stream::with_policy(Arc::new(stream), self.policy))
     }
 
+    fn host_threads(&self) -> Option<&dyn baton_core::Parallel> {
+        Some(&self.shared.pool)
+    }
+
     fn supports(&self, op: &Op, dtype: DType) -> bool {
         match op {
             Op::MatMul | Op::MatMulId | Op::MatMulIdShare { .. } | Op::GetRows => WEIGHT_TYPES.contains(&dtype),

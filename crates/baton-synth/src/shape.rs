@@ -84,7 +84,9 @@ pub enum SynthShape {
     /// recurrent layers of 16 key and 32 value heads of 128, convolution of
     /// 4; 256 experts of width 512 of which 8 run, a shared expert of 512;
     /// vocabulary 248,320, context 262,144), 8 of its 40 layers (6
-    /// recurrent, 2 attending): for speed and memory at the real shapes.
+    /// recurrent, 2 attending), and its multi-token-prediction block (an
+    /// attending block of the same shape): for speed and memory at the
+    /// real shapes.
     Qwen35MoeA3b8L,
     /// A Gemma 4 toy (dense) with every Gemma 4 trait in play: dim 64, 8
     /// layers in groups of four (three attend a sliding window of 8
@@ -516,7 +518,7 @@ impl SynthShape {
                 }),
                 rope_dims: Some(64),
                 gemma4: None,
-                mtp_layers: 0,
+                mtp_layers: 1,
             },
             Self::Tiny => ShapeParams {
                 arch: Architecture::Llama,

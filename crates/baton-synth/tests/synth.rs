@@ -302,9 +302,10 @@ fn shapes_parse_by_name_and_match_their_reference_models() {
     assert!((20.85e9..20.95e9).contains(&(all as f64)), "gpt-oss-20b's weight count: {all}");
     // Qwen3.6-35B-A3B's layers: 19 tensors a recurrent layer (norm, 9 of
     // Gated DeltaNet, FFN norm, router and 3 expert stacks, 4 of the shared
-    // expert), 16 an attending one; 6 and 2 of them in 8 layers.
+    // expert), 16 an attending one; 6 and 2 of them in 8 layers, and the
+    // multi-token-prediction block (an attending one and its 4 nextn).
     let hybrid = SynthShape::Qwen35MoeA3b8L.params();
-    assert_eq!(hybrid.tensor_count(), 6 * 19 + 2 * 16 + 3);
+    assert_eq!(hybrid.tensor_count(), 6 * 19 + 2 * 16 + 20 + 3);
     let tiny256 = SynthShape::Tiny256.params();
     assert_eq!((tiny256.tensor_count(), tiny256.n_params()), (21, 1_443_072));
     for shape in

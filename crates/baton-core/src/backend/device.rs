@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::backend::{Buffer, DeviceError, Stream, TensorRef};
 use crate::graph::Op;
 use crate::shape::{Layout, Shape};
-use crate::DType;
+use crate::{DType, Parallel};
 
 /// The kind of a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +107,15 @@ pub trait Device: Send + Sync {
 
     /// Creates a new in-order stream.
     fn new_stream(&self) -> Result<Stream, DeviceError>;
+
+    /// The host threads the device computes with, where it has them (a
+    /// CPU device's pool): for host kernels run beside its streams, such
+    /// as a drafter's head between two steps. A job there takes its turn
+    /// with the streams' ops (one job at a time). `None` by default (a GPU
+    /// computes on no host threads).
+    fn host_threads(&self) -> Option<&dyn Parallel> {
+        None
+    }
 
     /// Whether the device can hold a weight matrix of type `dtype` and
     /// multiply by it (and look rows up in it): one of its

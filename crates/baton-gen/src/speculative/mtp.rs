@@ -70,7 +70,8 @@ impl std::fmt::Debug for MtpDrafter {
 
 impl MtpDrafter {
     /// The head of the file at `path`, drafting for `target` loaded from
-    /// it: [`SpecError::NoMtp`] when the file holds no prediction block,
+    /// it, its large products split over the host threads of `target`'s
+    /// device ([`MtpHead::compute_on`]): [`SpecError::NoMtp`] when the file holds no prediction block,
     /// [`SpecError::NoHidden`] when `target`'s steps cannot give their
     /// hidden states (a tensor-parallel split), [`SpecError::Head`] when
     /// the head cannot be read.
@@ -82,7 +83,7 @@ impl MtpDrafter {
         if !target.hidden_in_steps() {
             return Err(SpecError::NoHidden);
         }
-        let head = match MtpHead::open(path) {
+        let mut head = match MtpHead::open(path) {
             Ok(Some(head)) => head,
             Ok(None) => return Err(SpecError::NoMtp { arch }),
             Err(e) => return Err(SpecError::Head(e.to_string())),
@@ -94,6 +95,8 @@ impl MtpDrafter {
                 path.display()
             )));
         }
+        // Its large products on the target's host threads, between steps.
+        head.compute_on(target.device().clone());
         Ok(MtpDrafter::with_head(head))
     }
 

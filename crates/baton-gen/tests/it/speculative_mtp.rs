@@ -90,7 +90,10 @@ fn drafts_by_definition(path: &Path, hidden: &[f32], tokens: &[u32], (len, k): (
 /// The drafter after steps that accepted 0 to 3 of its drafts (its rows of
 /// the rejected positions rewound), and after steps it did not draft for
 /// (their hidden states primed later): each time, the drafts and the rows
-/// a fresh head computes from the kept positions by definition.
+/// a fresh head computes from the kept positions by definition (the
+/// drafter's head splits its f32 output product, 128 KiB, over the CPU
+/// device's threads; the fresh head runs on the calling thread: the same
+/// drafts).
 #[test]
 fn the_drafters_chain_after_rejections_is_a_fresh_heads() {
     let (_dir, path) = synth_model("spec-mtp-rewind", SynthShape::Qwen35, DType::F32, 5);

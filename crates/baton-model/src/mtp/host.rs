@@ -1,12 +1,23 @@
-//! The host arithmetic of the multi-token-prediction head: matrices read
-//! row by row from the file's bytes (dequantized one row at a time, so a
-//! quantized head costs no more memory than its file), RMS norms, NeoX
-//! RoPE and the SiLU gate. Sums accumulate in f64.
+//! The multi-token-prediction head's arithmetic, on the CPU backend's
+//! kernels (baton-kernels): each matrix multiplied where it lies in the
+//! file's mapped bytes by the kernels' matmul (the activation row
+//! quantized once into Q8 blocks for quantized weights, then integer
+//! tiles; f32 FMA tiles for float weights; the instruction set, AVX-512,
+//! AVX2 or portable, chosen at run time), the large ones split over the
+//! host threads given; norms, RoPE and SwiGLU are the kernels' f32 row
+//! ops. No matrix is copied: the head's memory beyond the file's pages is
+//! its activation scratch, its rows' keys and values, and a row's logits.
 
-use baton_core::DType;
+use baton_core::parallel::SingleThread;
+use baton_core::{DType, Parallel};
 use baton_gguf::GgufFile;
+use baton_kernels::{matmul, ops, MatMut, MatRef, RopeMode, Scratch, WeightMatrix};
 
 use crate::error::ModelError;
+
+/// Weight bytes from which a product is split over the threads: below it
+/// waking them costs more than the rows they would take.
+const SPLIT_BYTES: usize = 1 << 16;
 
 /// A matrix of the file: `rows` rows of `cols` values of `dtype` (ggml's
 /// `[cols, rows]`), or a stack of `count` such matrices (experts).
@@ -17,6 +28,9 @@ pub(super) struct Matrix {
     cols: usize,
     rows: usize,
     row_bytes: usize,
+    /// Where its data starts in the file, and the matrices it holds.
+    offset: usize,
+    count: usize,
 }
 
 impl Matrix {
@@ -42,37 +56,45 @@ impl Matrix {
             return Err(ModelError::TensorShape { name: name.to_string(), found, expected });
         }
         let gtype = tensor.ggml_type();
-        let dtype = DType::from_ggml_id(gtype.id()).ok_or_else(|| ModelError::UnsupportedType {
+        let unsupported = |type_name: String| ModelError::UnsupportedType { name: name.to_string(), type_name };
+        let dtype = DType::from_ggml_id(gtype.id())
+            .filter(|&d| baton_kernels::is_weight_type(d))
+            .ok_or_else(|| unsupported(gtype.name().unwrap_or("unknown").to_string()))?;
+        let row_bytes = dtype
+            .row_bytes(cols)
+            .ok_or_else(|| unsupported(format!("{dtype} (rows of {cols} values are not whole blocks)")))?;
+        let matrix = Matrix {
             name: name.to_string(),
-            type_name: gtype.name().unwrap_or("unknown").to_string(),
-        })?;
-        let row_bytes = dtype.row_bytes(cols).ok_or_else(|| ModelError::UnsupportedType {
-            name: name.to_string(),
-            type_name: format!("{dtype} (rows of {cols} values are not whole blocks)"),
-        })?;
-        Ok(Matrix { name: name.to_string(), dtype, cols, rows, row_bytes })
+            dtype,
+            cols,
+            rows,
+            row_bytes,
+            offset: tensor.info().file_offset() as usize,
+            count,
+        };
+        // The tensor's bytes lie in the file (its reader checked them).
+        matrix.bytes(file, count.saturating_sub(1))?;
+        Ok(matrix)
+    }
+
+    /// The encoded rows of matrix `index` of the stack.
+    fn bytes<'f>(&self, file: &'f GgufFile, index: usize) -> Result<&'f [u8], ModelError> {
+        let size = self.rows * self.row_bytes;
+        let start = self.offset + index * size;
+        (index < self.count)
+            .then(|| file.as_bytes().get(start..start + size))
+            .flatten()
+            .ok_or_else(|| ModelError::Input(format!("matrix {index} of {:?} is past its data", self.name)))
     }
 
     /// Row `row` of matrix `index` of the stack, as f32.
     pub(super) fn row(&self, file: &GgufFile, index: usize, row: usize, out: &mut [f32]) -> Result<(), ModelError> {
-        let data = file.tensor(&self.name).ok_or_else(|| ModelError::MissingTensor(self.name.clone()))?.data();
-        let start = (index * self.rows + row) * self.row_bytes;
-        let bytes = data.get(start..start + self.row_bytes).ok_or_else(|| {
-            ModelError::Input(format!("row {row} of matrix {index} of {:?} is past its data", self.name))
-        })?;
+        let bytes =
+            self.bytes(file, index)?.get(row * self.row_bytes..(row + 1) * self.row_bytes).ok_or_else(|| {
+                ModelError::Input(format!("row {row} of matrix {index} of {:?} is past its data", self.name))
+            })?;
         baton_kernels::dequantize_row(self.dtype, bytes, &mut out[..self.cols])
             .map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))
-    }
-
-    /// The product of matrix `index` of the stack with `x` (`cols` values).
-    pub(super) fn times(&self, file: &GgufFile, index: usize, x: &[f32]) -> Result<Vec<f32>, ModelError> {
-        let mut row = vec![0.0; self.cols];
-        let mut out = Vec::with_capacity(self.rows);
-        for r in 0..self.rows {
-            self.row(file, index, r, &mut row)?;
-            out.push(dot(&row, x));
-        }
-        Ok(out)
     }
 
     /// Rows of each matrix.
@@ -81,29 +103,56 @@ impl Matrix {
     }
 }
 
-/// The dot product of two rows, summed in f64.
-pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum::<f64>() as f32
+/// What the head multiplies with: the host threads its large products
+/// split over (none: the calling thread), and the activations' scratch.
+#[derive(Default)]
+pub(super) struct Kernels {
+    pub(super) threads: Option<std::sync::Arc<dyn baton_core::backend::Device>>,
+    scratch: Scratch,
+}
+
+impl Kernels {
+    /// The product of matrix `index` of `m`'s stack with `x` (`cols`
+    /// values): `rows` values.
+    pub(super) fn times(
+        &mut self,
+        m: &Matrix,
+        file: &GgufFile,
+        index: usize,
+        x: &[f32],
+    ) -> Result<Vec<f32>, ModelError> {
+        let w = WeightMatrix {
+            dtype: m.dtype,
+            data: m.bytes(file, index)?,
+            rows: m.rows,
+            cols: m.cols,
+            row_stride_bytes: m.row_bytes,
+        };
+        let mut out = vec![0.0; m.rows];
+        let pool = self.threads.as_ref().and_then(|d| d.host_threads());
+        let threads: &dyn Parallel = match pool {
+            Some(pool) if m.rows * m.row_bytes >= SPLIT_BYTES => pool,
+            _ => &SingleThread,
+        };
+        let (xm, mut ym) = (MatRef::contiguous(x, 1, m.cols), MatMut::contiguous(&mut out, 1, m.rows));
+        matmul(threads, &w, &xm, &mut ym, &mut self.scratch)
+            .map_err(|e| ModelError::Input(format!("{}: {e}", m.name)))?;
+        Ok(out)
+    }
 }
 
 /// `x / rms(x) * weight`, `rms(x) = sqrt(mean(x²) + eps)`.
 pub(super) fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
-    let mean = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / x.len() as f64;
-    let scale = 1.0 / (mean + f64::from(eps)).sqrt();
-    x.iter().zip(weight).map(|(&v, &w)| (f64::from(v) * scale) as f32 * w).collect()
+    let mut out = vec![0.0; x.len()];
+    ops::rms_norm(x, eps, &mut out);
+    ops::mul_in_place(&mut out, weight);
+    out
 }
 
 /// NeoX RoPE over the first `dims` values of `head` at `position`: pairs
 /// `(i, i + dims/2)` rotate by `position · base^(-2i/dims)`.
 pub(super) fn rope_neox(head: &mut [f32], dims: usize, base: f32, position: usize) {
-    let half = dims / 2;
-    for i in 0..half {
-        let theta = position as f64 * f64::from(base).powf(-2.0 * i as f64 / dims as f64);
-        let (sin, cos) = theta.sin_cos();
-        let (x0, x1) = (f64::from(head[i]), f64::from(head[i + half]));
-        head[i] = (x0 * cos - x1 * sin) as f32;
-        head[i + half] = (x0 * sin + x1 * cos) as f32;
-    }
+    baton_kernels::rope_in_place(head, position, dims, base, 1.0, RopeMode::NeoX);
 }
 
 /// The logistic function.
@@ -113,7 +162,9 @@ pub(super) fn sigmoid(x: f32) -> f32 {
 
 /// `silu(gate) · up`, element by element.
 pub(super) fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
-    gate.iter().zip(up).map(|(&g, &u)| g * sigmoid(g) * u).collect()
+    let mut out = vec![0.0; gate.len()];
+    ops::swiglu(gate, up, &mut out);
+    out
 }
 
 /// A norm or vector of the file as f32, checked to hold `len` values.

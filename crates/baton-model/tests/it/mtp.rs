@@ -123,40 +123,78 @@ mod reference {
     use baton_testkit::env::{python, reference_script};
     use std::process::Command;
 
-    fn reference_logits(path: &Path, tokens: &[u32]) -> Vec<Vec<f64>> {
+    /// The float64 head's logits of `tokens`, on the reference model's own
+    /// hidden states, or on `hidden` (the rows of every token) where given.
+    fn reference_logits(path: &Path, tokens: &[u32], hidden: Option<&Path>) -> Vec<Vec<f64>> {
         let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
-        let out = Command::new(python())
-            .arg(reference_script("mtp_ref.py"))
-            .arg(path)
-            .args(["--tokens", &ids.join(",")])
-            .output()
-            .expect("run mtp_ref.py");
+        let mut command = Command::new(python());
+        command.arg(reference_script("mtp_ref.py")).arg(path).args(["--tokens", &ids.join(",")]);
+        if let Some(hidden) = hidden {
+            command.arg("--hidden").arg(hidden);
+        }
+        let out = command.output().expect("run mtp_ref.py");
         assert!(out.status.success(), "mtp_ref.py failed: {}", String::from_utf8_lossy(&out.stderr));
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON from mtp_ref.py");
         let rows = json["logits"].as_array().expect("logits");
         rows.iter().map(|r| r.as_array().expect("row").iter().map(|v| v.as_f64().expect("number")).collect()).collect()
     }
 
-    /// NMSE of the head's logits over every row against float64: f32
-    /// weights (the trunk's hidden states and the head in f32, sums in
-    /// f64) stay `<= 1e-6`, the bound of the model's own f32 logits.
-    fn head_matches_the_reference(shape: SynthShape) {
-        let (_dir, path) = synth_model("mtp-ref", shape, DType::F32, 5);
-        let hidden = hidden_states(&path, &TOKENS);
-        let mut head = MtpHead::open(&path).expect("open").expect("head");
-        let ours = head_logits(&mut head, &hidden, &TOKENS);
-        let reference = reference_logits(&path, &TOKENS);
+    /// NMSE of `ours` against `reference`, over every row.
+    fn nmse(ours: &[Vec<f32>], reference: &[Vec<f64>]) -> f64 {
         assert_eq!(reference.len(), ours.len(), "rows");
         let (mut err, mut norm) = (0f64, 0f64);
-        for (mine, theirs) in ours.iter().zip(&reference) {
+        for (mine, theirs) in ours.iter().zip(reference) {
+            assert_eq!(mine.len(), theirs.len(), "logits a row");
             for (a, b) in mine.iter().zip(theirs) {
                 err += (f64::from(*a) - b).powi(2);
                 norm += b * b;
             }
         }
-        let nmse = err / norm;
+        err / norm
+    }
+
+    /// NMSE of the head's logits over every row against float64, model
+    /// and head: f32 weights (the trunk's hidden states and the head in
+    /// f32) stay `<= 1e-6`, the bound of the model's own f32 logits.
+    fn head_matches_the_reference(shape: SynthShape) {
+        let (_dir, path) = synth_model("mtp-ref", shape, DType::F32, 5);
+        let hidden = hidden_states(&path, &TOKENS);
+        let mut head = MtpHead::open(&path).expect("open").expect("head");
+        let ours = head_logits(&mut head, &hidden, &TOKENS);
+        let nmse = nmse(&ours, &reference_logits(&path, &TOKENS, None));
         println!("{shape} head: NMSE {nmse:.3e} over {} rows", ours.len());
         assert!(nmse <= 1e-6, "{shape} head: logits NMSE {nmse:.3e} against the reference (bound 1e-6)");
+    }
+
+    /// The head alone against its float64 definition, both reading the
+    /// hidden states Baton's model gave: the kernels' products (f32 sums;
+    /// for Q8_0 weights, the activations quantized to Q8 blocks as the
+    /// CPU backend's matmuls do) within `bound` of the logits' NMSE, its
+    /// large products split over a CPU device's threads.
+    fn kernel_head_matches_its_definition(shape: SynthShape, dtype: DType, bound: f64) {
+        let (dir, path) = synth_model("mtp-kernels", shape, dtype, 5);
+        let hidden = hidden_states(&path, &TOKENS);
+        let rows = dir.path().join("hidden.f32");
+        let bytes: Vec<u8> = hidden.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&rows, bytes).expect("write the hidden states");
+        let mut head = MtpHead::open(&path).expect("open").expect("head");
+        head.compute_on(device());
+        let ours = head_logits(&mut head, &hidden, &TOKENS);
+        // On the calling thread alone: the same bits (an f32 toy's output
+        // product, 128 KiB, is split over the device's threads).
+        let mut alone = MtpHead::open(&path).expect("open").expect("head");
+        assert!(head_logits(&mut alone, &hidden, &TOKENS) == ours, "{shape} {dtype}: threads changed the logits");
+        let nmse = nmse(&ours, &reference_logits(&path, &TOKENS, Some(&rows)));
+        println!("{shape} {dtype} head on its definition: NMSE {nmse:.3e} over {} rows", ours.len());
+        assert!(nmse <= bound, "{shape} {dtype} head: logits NMSE {nmse:.3e} against float64 (bound {bound:e})");
+    }
+
+    #[test]
+    fn kernel_heads_match_their_float64_definition() {
+        for shape in [SynthShape::Qwen35, SynthShape::Qwen35Moe] {
+            kernel_head_matches_its_definition(shape, DType::F32, 1e-9);
+            kernel_head_matches_its_definition(shape, DType::Q8_0, 1e-3);
+        }
     }
 
     #[test]
