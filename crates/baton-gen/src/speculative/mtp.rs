@@ -112,6 +112,16 @@ impl MtpDrafter {
         }
     }
 
+    /// Forgets every position it was given and every row its head holds,
+    /// and its timings: a drafter for another sequence, as a new one of the
+    /// same head would be.
+    pub fn restart(&mut self) {
+        self.waiting.clear();
+        self.first = 0;
+        self.head.restart_at(0);
+        (self.seconds, self.prime_seconds, self.primed) = (0.0, 0.0, 0);
+    }
+
     /// Whether it may still draft, so wants the model's hidden states: not
     /// once the positions given pass the head's context (positions only
     /// grow), when the steps need not read them any more.
