@@ -33,6 +33,7 @@ mod routes_without_v1;
 mod shutdown;
 mod slots;
 mod spec;
+mod spec_mtp;
 mod template_calls;
 mod tools;
 mod xml_tools;
