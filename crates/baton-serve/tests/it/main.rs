@@ -3,6 +3,8 @@
 //! `fault-injection`) what a panic in the engine does.
 
 mod call_kit;
+#[path = "../kit/mod.rs"]
+mod kit;
 mod server;
 
 mod anthropic;

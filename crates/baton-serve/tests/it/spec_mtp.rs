@@ -6,21 +6,25 @@
 //! hidden states read with the step's logits); `/metrics` counts the
 //! head's drafts; `speculative.n_max: 0` turns it off. A request that asks
 //! for the head on a server without one, and a server started with it on a
-//! file without the block, are refused by name. The toys' heads are random
-//! weights: their drafts are rarely accepted (printed, not asserted).
+//! file without the block, are refused by name. Over a paged cache too small
+//! for the load (steps retried, sequences preempted and read again with
+//! their heads), every request still gets its tokens. The toys' heads are
+//! random weights: their drafts are rarely accepted (printed, not asserted).
 
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
 use baton_gen::speculative::{SpecError, SpecParams, SpecType, StepCost};
+use baton_gen::SamplingParams;
 use baton_model::{LoadOptions, Model};
-use baton_serve::engine::{Engine, EngineError, EngineOptions};
+use baton_serve::engine::{Engine, EngineError, EngineOptions, GenerateRequest};
 use baton_serve::http::ServerOptions;
 use baton_synth::SynthShape;
 use baton_testkit::devices::cpus;
-use baton_testkit::synth::tiny_model;
+use baton_testkit::synth::{synth_model, tiny_model};
 use serde_json::{json, Value};
 
 use super::spec::{answer, metric, post_all, requests};
+use crate::kit::{drain, paged};
 use crate::server::*;
 
 fn engine(spec: SpecParams) -> EngineOptions {
@@ -118,4 +122,42 @@ fn asking_for_the_head_where_there_is_none_is_refused_by_name() {
         Err(other) => panic!("a file without the block: refused for another reason: {other}"),
         Ok(_) => panic!("a file without the block started an engine drafting with its head"),
     }
+}
+
+/// A paged cache of 8 blocks of 64 positions for 4 sequences drafting with
+/// the head (steps that find the pool full are tried again, drafted once;
+/// sequences are preempted and read their history again with the head they
+/// hold): every request gets the tokens and log-probabilities it gets
+/// alone without drafts, greedy and seeded.
+#[test]
+fn the_heads_drafts_over_a_full_pool_change_no_token() {
+    let (_dir, path) = synth_model("serve-mtp-pool", SynthShape::Qwen35, DType::F32, 47);
+    let load = |parallel: usize, pool: Option<usize>| {
+        Model::load(&path, cpus(&["cpu"], WaitPolicy::Block).remove(0), &paged(parallel, pool)).expect("load")
+    };
+    let requests: Vec<GenerateRequest> = (0..8u32)
+        .map(|i| {
+            let prompt = (0..[20, 90, 5, 130, 45, 70, 10, 110][i as usize]).map(|j| (i * 37 + j * 11 + 5) % 500);
+            let request = GenerateRequest { logprobs: Some(2), ..GenerateRequest::greedy(prompt.collect(), 100) };
+            match i % 3 {
+                0 => GenerateRequest { sampling: SamplingParams { seed: 7 + i as u64, ..request.sampling }, ..request },
+                _ => request,
+            }
+        })
+        .collect();
+    let plain = Engine::start(load(1, None), "toy", EngineOptions { parallel: 1, ..engine(SpecParams::default()) })
+        .expect("engine");
+    let want: Vec<_> = requests.iter().map(|r| drain(plain.submit(r.clone()).expect("submit"))).collect();
+    let spec = SpecParams { kind: SpecType::Mtp, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
+    let options = EngineOptions { parallel: 4, queue: 32, ..engine(spec) };
+    let served = Engine::start_mtp(load(4, Some(8)), &path, "toy", options).expect("engine");
+    let generations: Vec<_> = requests.iter().map(|r| served.submit(r.clone()).expect("submit")).collect();
+    for (i, generation) in generations.into_iter().enumerate() {
+        let (tokens, entries, _) = drain(generation);
+        assert_eq!(tokens, want[i].0, "request {i}: its tokens");
+        assert!(entries == want[i].1, "request {i}: its log-probabilities");
+    }
+    let metrics = served.metrics();
+    eprintln!("pool: {} preemptions, {} drafted tokens", metrics.kv_preemptions, metrics.drafted_tokens);
+    assert!(metrics.kv_preemptions > 0 && metrics.drafted_tokens > 0, "preempted and drafted");
 }
