@@ -11,7 +11,9 @@ use baton_gen::speculative::{NgramDrafter, SpecParams, SpecType, MAX_NGRAM};
 use baton_gen::ChatTemplate;
 use baton_load::SplitMode;
 use baton_model::{EncodeOptions, LoadOptions, Pooling, Tokenizer};
-use baton_serve::engine::{CacheScope, Engine, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown};
+use baton_serve::engine::{
+    CacheScope, Engine, EngineError, EngineOptions, GenerateRequest, OutputFormat, PassTicket, Shutdown,
+};
 use baton_serve::http::chat_prompt::Prompter;
 use baton_serve::http::types::ChatRequest;
 use pyo3::exceptions::PyValueError;
@@ -37,6 +39,30 @@ pub struct PyModel {
     batch: usize,
     /// Set while a token-level session of the model lives.
     session_open: Arc<AtomicBool>,
+}
+
+/// The speculation a draft asks for: (type, the most drafted tokens a step
+/// verifies, the longest n-gram looked up), the type `ngram` (prompt lookup,
+/// llama-cpp-python's `LlamaPromptLookupDecoding`) or `mtp` (the model's own
+/// prediction head, `baton.LlamaMtpDecoding`).
+fn draft_spec((kind, draft_max, ngram): &(String, usize, usize)) -> PyResult<SpecParams> {
+    let (draft_max, ngram) = (*draft_max, *ngram);
+    match kind.as_str() {
+        "ngram" if draft_max == 0 || ngram == 0 || ngram > MAX_NGRAM => Err(PyValueError::new_err(format!(
+            "a prompt-lookup draft needs num_pred_tokens of 1 at least and max_ngram_size of 1 to {MAX_NGRAM}"
+        ))),
+        "ngram" => Ok(SpecParams {
+            kind: SpecType::Ngram,
+            draft_max,
+            drafter: NgramDrafter { max_n: ngram, min_n: 1 },
+            ..SpecParams::default()
+        }),
+        "mtp" if draft_max == 0 => {
+            Err(PyValueError::new_err("a prediction head's draft needs num_pred_tokens of 1 at least"))
+        }
+        "mtp" => Ok(SpecParams { kind: SpecType::Mtp, draft_max, ..SpecParams::default() }),
+        other => Err(PyValueError::new_err(format!("unknown draft type {other:?}: ngram or mtp"))),
+    }
 }
 
 /// A KV cache type by llama.cpp's name (`-ctk`/`-ctv`).
@@ -66,9 +92,12 @@ impl PyModel {
 
     /// Loads `path` over `devices` (a comma-separated list) as `split_mode`
     /// says, with `n_parallel` sequence slots of `n_ctx` positions each
-    /// (`n_ctx` 0: the model's trained context).
+    /// (`n_ctx` 0: the model's trained context). A `draft` of the model's
+    /// prediction head (`mtp`) opens the file's head for its generations
+    /// (a file without one is a `ValueError`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, n_ctx, n_threads, n_batch, devices, split_mode, tensor_split, n_parallel, cache_type_k, cache_type_v, draft = None))]
     fn load(
         py: Python<'_>,
         path: PathBuf,
@@ -81,7 +110,11 @@ impl PyModel {
         n_parallel: usize,
         cache_type_k: String,
         cache_type_v: String,
+        draft: Option<(String, usize, usize)>,
     ) -> PyResult<PyModel> {
+        // The head's drafts are the engine's default (a hybrid model keeps
+        // the states its verification steps need only then).
+        let heads = draft.as_ref().map(draft_spec).transpose()?.filter(|spec| spec.kind == SpecType::Mtp);
         if n_parallel == 0 || n_batch == 0 || n_threads == Some(0) {
             return Err(PyValueError::new_err(format!(
                 "n_parallel ({n_parallel}), n_batch ({n_batch}) and n_threads ({n_threads:?}) must be at least 1"
@@ -118,9 +151,16 @@ impl PyModel {
                 parallel: n_parallel,
                 prefill_chunk: n_batch,
                 lent_slots: 1,
+                spec: heads.unwrap_or_default(),
                 ..EngineOptions::default()
             };
-            let engine = Engine::start(model, name, options).map_err(|e| model_error(&e))?;
+            let engine = match heads {
+                Some(_) => Engine::start_mtp(model, &path, name, options).map_err(|e| match e {
+                    EngineError::Speculation(why) => PyValueError::new_err(why.to_string()),
+                    other => model_error(&other),
+                })?,
+                None => Engine::start(model, name, options).map_err(|e| model_error(&e))?,
+            };
             Ok((engine, identity, batch))
         })?;
         let template = ChatTemplate::for_tokenizer(engine.info().chat_template.as_deref(), engine.tokenizer())
@@ -224,10 +264,11 @@ impl PyModel {
     /// iterator, drawn as `sampling` says. `response_format` (an OpenAI
     /// `response_format` as a JSON text) holds the text to a JSON object
     /// or schema; `tools` (which takes its place) to the tools' calls.
-    /// `draft` (the most drafted tokens a step verifies, the longest
-    /// n-gram looked up) decodes speculatively by prompt lookup, with the
-    /// tokens decoding without drafts gives (llama-cpp-python's
-    /// `LlamaPromptLookupDecoding`).
+    /// `draft` (its type, the most drafted tokens a step verifies, the
+    /// longest n-gram looked up) decodes speculatively by prompt lookup
+    /// (llama-cpp-python's `LlamaPromptLookupDecoding`) or with the model's
+    /// own prediction head (opened by [`load`](Self::load)), with the
+    /// tokens decoding without drafts gives.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (prompt, max_tokens, sampling, stop, logprobs, stop_at_eog, response_format, tools = None, draft = None))]
     fn generate(
@@ -240,7 +281,7 @@ impl PyModel {
         stop_at_eog: bool,
         response_format: Option<String>,
         tools: Option<&PyToolPlan>,
-        draft: Option<(usize, usize)>,
+        draft: Option<(String, usize, usize)>,
     ) -> PyResult<PyGeneration> {
         if stop.iter().any(String::is_empty) {
             return Err(PyValueError::new_err("a stop string is empty"));
@@ -270,22 +311,7 @@ impl PyModel {
         let post_sampling = false;
         let request =
             GenerateRequest { prompt, max_tokens, sampling, stop_at_eog, logprobs, post_sampling, format, cache_scope };
-        let spec = match draft {
-            Some((draft_max, ngram)) => {
-                if draft_max == 0 || ngram == 0 || ngram > MAX_NGRAM {
-                    return Err(PyValueError::new_err(format!(
-                        "a prompt-lookup draft needs num_pred_tokens of 1 at least and max_ngram_size of 1 to {MAX_NGRAM}"
-                    )));
-                }
-                Some(SpecParams {
-                    kind: SpecType::Ngram,
-                    draft_max,
-                    drafter: NgramDrafter { max_n: ngram, min_n: 1 },
-                    ..SpecParams::default()
-                })
-            }
-            None => None,
-        };
+        let spec = draft.as_ref().map(draft_spec).transpose()?;
         let generation = self.engine.submit_drafting(request, spec).map_err(submit_error)?;
         PyGeneration::new(generation, self.engine.tokenizer(), stop, prompt_tokens)
     }

@@ -4,13 +4,15 @@
 //! split; cancellation frees slots; the queue's limit and bad requests are
 //! errors; shutdown ends every generation.
 
+mod kit;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::backend::{Device, IntoDevice};
 use baton_core::DType;
 use baton_gen::SamplingParams;
-use baton_model::{KvPool, LoadOptions, Logits, Model};
+use baton_model::{LoadOptions, Logits, Model};
 use baton_serve::engine::{
     Engine, EngineOptions, Event, FinishReason, GenerateRequest, Shutdown, SubmitError, TokenLogprobs,
 };
@@ -221,17 +223,9 @@ fn with_logprobs(engine: &Engine, prompt: Vec<u32>, max_tokens: usize) -> (Vec<u
 
 /// Every token and log-probability of a generation, and the cached
 /// prompt tokens its end reports.
-fn drain(mut generation: baton_serve::engine::Generation) -> (Vec<u32>, Vec<TokenLogprobs>, usize) {
-    let (mut tokens, mut entries) = (Vec::new(), Vec::new());
-    loop {
-        match generation.blocking_next().expect("an event") {
-            Event::Token(t) => tokens.push(t),
-            Event::Logprobs(e) => entries.push(e),
-            Event::Started { .. } | Event::Progress { .. } => {}
-            Event::Done(finish) => return (tokens, entries, finish.cached_tokens),
-            Event::Failed(why) => panic!("{why}"),
-        }
-    }
+fn drain(generation: baton_serve::engine::Generation) -> (Vec<u32>, Vec<TokenLogprobs>, usize) {
+    let (tokens, entries, finish) = kit::drain(generation);
+    (tokens, entries, finish.cached_tokens)
 }
 
 /// The prefix cache: a request whose prompt starts with what a free slot
@@ -583,15 +577,7 @@ fn shutdown_cancel_ends_every_generation_and_refuses_new_ones() {
 /// An engine over a paged cache of `pool` blocks of 64 positions (`None`:
 /// a slot per sequence), context 512.
 fn pooled(path: &std::path::Path, parallel: usize, pool: Option<usize>) -> Engine {
-    let options = LoadOptions {
-        context: Some(512),
-        batch: 64,
-        slots: parallel,
-        kv_blocks: pool.is_some(),
-        kv_pool: pool.map_or(KvPool::default(), KvPool::Blocks),
-        ..LoadOptions::default()
-    };
-    let model = Model::load_split(path, devices(&["cpu"]), &options).expect("load");
+    let model = Model::load_split(path, devices(&["cpu"]), &kit::paged(parallel, pool)).expect("load");
     let options = EngineOptions { parallel, queue: 32, prefill_chunk: 32, ..EngineOptions::default() };
     Engine::start(model, "tiny", options).expect("engine")
 }

@@ -8,12 +8,14 @@
 
 #![cfg(feature = "reference-tests")]
 
+mod kit;
+
 use std::process::Command;
 
 use baton_core::DType;
 use baton_gen::SamplingParams;
 use baton_model::{LoadOptions, Model};
-use baton_serve::engine::{Engine, EngineOptions, Event, GenerateRequest, TokenLogprobs};
+use baton_serve::engine::{Engine, EngineOptions, GenerateRequest, TokenLogprobs};
 use baton_testkit::env::{python, reference_script};
 use baton_testkit::synth::tiny_model;
 
@@ -48,17 +50,8 @@ fn reference_log_softmax(model: &std::path::Path, tokens: &[u32]) -> Vec<Vec<f64
 /// The tokens and log-probabilities (`top` alternatives) of a generation.
 fn generate(engine: &Engine, prompt: Vec<u32>, sampling: SamplingParams, top: usize) -> (Vec<u32>, Vec<TokenLogprobs>) {
     let request = GenerateRequest { logprobs: Some(top), sampling, ..GenerateRequest::greedy(prompt, 12) };
-    let mut generation = engine.submit(request).expect("submit");
-    let (mut tokens, mut entries) = (Vec::new(), Vec::new());
-    loop {
-        match generation.blocking_next().expect("an event") {
-            Event::Token(t) => tokens.push(t),
-            Event::Logprobs(e) => entries.push(e),
-            Event::Started { .. } | Event::Progress { .. } => {}
-            Event::Done(_) => return (tokens, entries),
-            Event::Failed(why) => panic!("{why}"),
-        }
-    }
+    let (tokens, entries, _) = kit::drain(engine.submit(request).expect("submit"));
+    (tokens, entries)
 }
 
 #[test]

@@ -292,11 +292,11 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
         return super::serve_ranks::follow_rank_0(&mut model, link);
     }
     let mut spec = args.spec.params()?;
-    if spec.kind == baton_gen::speculative::SpecType::Mtp {
-        anyhow::bail!(
-            "--spec-type mtp: the server's steps do not draft with the model's head yet (baton run and baton bench \
-             spec do); use --spec-type ngram or --model-draft"
-        );
+    // The model's own head drafts for every request unless it says
+    // otherwise (`speculative.n_max: 0`).
+    let heads = spec.kind == baton_gen::speculative::SpecType::Mtp;
+    if heads && args.draft.model_draft.is_some() {
+        anyhow::bail!("--model-draft and --spec-type mtp: one drafter at a time (the draft model or the head)");
     }
     // A draft model drafts for every request unless it says otherwise (as
     // llama-server's `-md`).
@@ -334,6 +334,8 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
     }
     #[cfg(feature = "mpi")]
     let engine = match (link, drafter) {
+        (Some(_), _) if heads => anyhow::bail!("--spec-type mtp: drafts are not verified over ranks"),
+        (None, None) if heads => Engine::start_mtp(model, &path, name.clone(), options),
         (Some(_), Some(_)) => anyhow::bail!("--model-draft: drafts are not verified over ranks"),
         (Some(link), None) => {
             let mirror = Box::new(super::serve_ranks::RankMirror::new(link));
@@ -345,6 +347,7 @@ pub fn run(mut args: ServeArgs) -> Result<()> {
     #[cfg(not(feature = "mpi"))]
     let engine = match drafter {
         Some(drafter) => Engine::start_drafting(model, drafter, name.clone(), options),
+        None if heads => Engine::start_mtp(model, &path, name.clone(), options),
         None => Engine::start(model, name.clone(), options),
     };
     let engine = engine.context("starting the engine")?;

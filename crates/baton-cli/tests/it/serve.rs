@@ -124,6 +124,29 @@ fn serve_answers_and_exits_cleanly_on_ctrl_c() {
     assert!(rest.iter().any(|l| l.contains("server stopped")), "{rest:?}");
 }
 
+/// `baton serve --spec-type mtp` on the qwen35 toy (its file holds an MTP
+/// block) drafts with the model's head: it answers, `/metrics` counts the
+/// head's drafts, and it exits cleanly. On a file without the block, and
+/// beside `-md`, it refuses to start, by name.
+#[test]
+fn serve_drafts_with_the_models_head_and_refuses_it_by_name() {
+    let (dir, tiny) = tiny("serve-mtp");
+    let model = dir.file("qwen35.gguf").to_string_lossy().into_owned();
+    let out = super::baton(&["model", "synth", "--shape", "qwen35", "--type", "f32", "-o", &model]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    let served = Served::start(&model, &["--drain", "1", "--spec-type", "mtp", "--draft-max", "4"], None);
+    let answer = completion(&served);
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains(r#""completion_tokens":4"#), "{answer}");
+    let metrics = served.request("GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(metrics.contains("baton_drafted_tokens_total"), "{metrics}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let without = ["serve", "-m", &tiny, "--port", "0", "--spec-type", "mtp"];
+    super::assert_clean_error(&super::baton(&without), "holds none");
+    let both = ["serve", "-m", &model, "--port", "0", "--spec-type", "mtp", "--model-draft", &tiny];
+    super::assert_clean_error(&super::baton(&both), "one drafter at a time");
+}
+
 #[test]
 fn sigterm_drains_like_ctrl_c() {
     let (_dir, model) = tiny("serve-term");

@@ -115,6 +115,16 @@ impl MtpDrafter {
         }
     }
 
+    /// Forgets every position it was given and every row its head holds,
+    /// and its timings: a drafter for another sequence, as a new one of the
+    /// same head would be.
+    pub fn restart(&mut self) {
+        self.waiting.clear();
+        self.first = 0;
+        self.head.restart_at(0);
+        (self.seconds, self.prime_seconds, self.primed) = (0.0, 0.0, 0);
+    }
+
     /// Whether it may still draft, so wants the model's hidden states: not
     /// once the positions given pass the head's context (positions only
     /// grow), when the steps need not read them any more.
@@ -162,8 +172,9 @@ impl MtpDrafter {
     /// Up to `k` tokens the head drafts after `history` (prompt and tokens
     /// so far; the last one drawn from the model's hidden state at the
     /// position before it, which [`observe`](Self::observe) must have
-    /// given): empty when `k` is 0 or the hidden states do not reach the
-    /// last token. The waiting rows are primed first.
+    /// given): empty when `k` is 0, the hidden states do not reach the
+    /// last token, or it drafted after the same tokens already (no step
+    /// has given their rows since). The waiting rows are primed first.
     pub fn draft(&mut self, history: &[u32], k: usize) -> Result<Vec<u32>, ModelError> {
         let (start, priming) = (Instant::now(), self.prime_seconds);
         let drafted = self.draft_timed(history, k);
@@ -175,8 +186,11 @@ impl MtpDrafter {
         let dim = self.dim;
         let held = self.first + self.waiting.len() / dim;
         // The last token's position is held - 1 + 1: its hidden state's
-        // position is the one before it.
-        if k == 0 || history.len() < 2 || held + 1 != history.len() {
+        // position is the one before it. None waiting: that state was
+        // drafted from already, and the step of those drafts never came
+        // (asked again after the same tokens: a server's step retried, or
+        // one the sequence did not fit in).
+        if k == 0 || history.len() < 2 || held + 1 != history.len() || self.waiting.is_empty() {
             return Ok(Vec::new());
         }
         let last = held - 1;

@@ -240,6 +240,12 @@ impl Speculation {
         self.model.take().map(|m| *m)
     }
 
+    /// Takes back its prediction head's drafter (for another sequence),
+    /// leaving it without drafts from a head.
+    pub fn take_mtp(&mut self) -> Option<MtpDrafter> {
+        self.mtp.take().map(|m| *m)
+    }
+
     /// What a drafted token costs the budget now, in one-row steps (the
     /// prior, or what the head's rows were measured to cost).
     pub fn per_draft(&self) -> f64 {

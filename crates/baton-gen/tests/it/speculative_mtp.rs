@@ -155,3 +155,26 @@ fn a_head_past_its_context_drafts_nothing_and_reads_no_hidden_states() {
     assert!(!drafter.reads_hidden(), "past the head's context");
     assert!(drafter.draft(&tokens[..context + 2], 4).expect("no drafts").is_empty());
 }
+
+/// A draft asked again after the same tokens, its step never evaluated (a
+/// server step retried once the KV pool made room, or one the sequence did
+/// not fit in), drafts nothing: the head's rows after the last observed
+/// position are its earlier drafts'. The restarted drafter (another
+/// sequence's) is a fresh one's: the same drafts.
+#[test]
+fn a_draft_asked_again_before_its_step_drafts_nothing_and_a_restart_forgets_all() {
+    let (_dir, path) = synth_model("spec-mtp-again", SynthShape::Qwen35, DType::F32, 5);
+    let mut model = load(&path);
+    let vocab = model.config().vocab as u32;
+    let tokens: Vec<u32> = (0..12).map(|i| (i * 53 + 3) % vocab).collect();
+    let hidden = model.eval_hidden(0, &tokens[..11]).expect("hidden states");
+    let mut drafter = MtpDrafter::open(&path, &model).expect("head");
+    drafter.observe(0, &hidden).expect("the prompt's rows");
+    let first = drafter.draft(&tokens, 3).expect("drafts");
+    assert_eq!(first.len(), 3);
+    assert!(drafter.draft(&tokens, 3).expect("asked again").is_empty(), "no second draft from the same rows");
+    drafter.restart();
+    assert_eq!((drafter.head().start(), drafter.head().len()), (0, 0), "a restarted head holds no row");
+    drafter.observe(0, &hidden).expect("the prompt's rows again");
+    assert_eq!(drafter.draft(&tokens, 3).expect("drafts"), first, "a restarted drafter drafts as a fresh one");
+}

@@ -46,10 +46,12 @@ from ._baton import (
 from ._cache import BaseLlamaCache, LlamaCache, LlamaRAMCache, LlamaState
 from ._grammar import LlamaGrammar
 from ._processors import LogitsProcessorList, StoppingCriteriaList
+from ._speculative import LlamaMtpDecoding
 from .llama import Llama, known_models
 
 __all__ = [
     "Llama",
+    "LlamaMtpDecoding",
     "LlamaGrammar",
     "LlamaCache",
     "LlamaRAMCache",

@@ -5,6 +5,8 @@ applies is translated, what it cannot apply is collected into notes that
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ._speculative import LlamaMtpDecoding
+
 # llama.cpp's ggml_type numbers of the KV cache types Baton has.
 _GGML_CACHE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 30: "bf16"}
 # llama.cpp's split modes (LLAMA_SPLIT_MODE_NONE, _LAYER, _ROW).
@@ -151,24 +153,30 @@ def gpu_devices(
     return chosen, out_shares
 
 
-def draft(draft_model: Any, notes: List[str]) -> Optional[Tuple[int, int]]:
-    """The prompt-lookup drafting ``draft_model`` asks for (llama-cpp-python's
-    ``LlamaPromptLookupDecoding``): the most drafted tokens a step verifies
-    and the longest n-gram looked up. Any other draft model is noted as not
-    applied (Baton drafts by prompt lookup; ``baton run --model-draft``
-    takes a draft model)."""
+def draft(draft_model: Any, notes: List[str]) -> Optional[Tuple[str, int, int]]:
+    """The drafting ``draft_model`` asks for, as (type, the most drafted
+    tokens a step verifies, the longest n-gram looked up): prompt lookup
+    (llama-cpp-python's ``LlamaPromptLookupDecoding``, ``"ngram"``) or the
+    model's own prediction head (``baton.LlamaMtpDecoding``, ``"mtp"``,
+    n-gram 0). Any other draft model is noted as not applied
+    (``baton run --model-draft`` takes a draft model)."""
     if draft_model is None:
         return None
     tokens = getattr(draft_model, "num_pred_tokens", None)
+    if isinstance(draft_model, LlamaMtpDecoding):
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+            raise ValueError(f"num_pred_tokens must be 1 at least, not {tokens!r}")
+        return ("mtp", tokens, 0)
     ngram = getattr(draft_model, "max_ngram_size", None)
     if isinstance(tokens, int) and isinstance(ngram, int) and not isinstance(tokens, bool):
         if tokens < 1 or not 1 <= ngram <= 64:
             raise ValueError(
                 f"num_pred_tokens must be 1 at least and max_ngram_size 1 to 64, not {tokens} and {ngram}"
             )
-        return (tokens, ngram)
+        return ("ngram", tokens, ngram)
     notes.append(
         f"draft_model={draft_model!r} is accepted but not applied: Baton drafts by prompt lookup "
-        "(llama_cpp.llama_speculative.LlamaPromptLookupDecoding)"
+        "(llama_cpp.llama_speculative.LlamaPromptLookupDecoding) or the model's own prediction head "
+        "(baton.LlamaMtpDecoding)"
     )
     return None

@@ -176,6 +176,7 @@ class Llama(TokenLevel):
             n_parallel,
             type_k,
             type_v,
+            self._draft,
         )
         self.n_batch = n_batch
         self.n_threads = n_threads

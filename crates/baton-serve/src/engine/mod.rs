@@ -63,7 +63,9 @@ pub use scope::CacheScope;
 pub use slot_view::SlotView;
 pub use worker::MAX_PANICS_WITHOUT_A_STEP;
 
+use baton_gen::speculative::SpecType;
 use shared::{Admitted, Command, Shared};
+use worker::Drafters;
 
 /// What the server needs to know about the model.
 #[derive(Clone, Debug)]
@@ -169,6 +171,8 @@ pub struct Engine {
     info: Arc<ModelInfo>,
     tokenizer: Arc<Tokenizer>,
     options: EngineOptions,
+    /// Whether it drafts with the model's prediction head ([`Engine::start_mtp`]).
+    heads: bool,
     shared: Arc<Shared>,
     commands: mpsc::Sender<Command>,
     worker: Arc<Mutex<Option<JoinHandle<()>>>>,
@@ -180,6 +184,9 @@ pub enum EngineError {
     /// The options do not suit the model.
     #[error("{0}")]
     Options(String),
+    /// The model's prediction head cannot draft (`--spec-type mtp`).
+    #[error(transparent)]
+    Speculation(#[from] baton_gen::speculative::SpecError),
     /// The worker thread could not be started.
     #[error("could not start the engine's thread: {0}")]
     Thread(#[from] std::io::Error),
@@ -188,7 +195,7 @@ pub enum EngineError {
 impl Engine {
     /// Starts the worker thread, which owns `model` from now on.
     pub fn start(model: Model, name: impl Into<String>, options: EngineOptions) -> Result<Engine, EngineError> {
-        Self::start_with(model, name, options, None, None)
+        Self::start_with(model, name, options, None, Drafters::default())
     }
 
     /// As [`start`](Self::start), drafting with `drafter` (a draft model of
@@ -210,7 +217,32 @@ impl Engine {
                 options.parallel
             )));
         }
-        Self::start_with(model, name, options, None, Some(drafter))
+        Self::start_with(model, name, options, None, Drafters { model: Some(drafter), heads: None })
+    }
+
+    /// As [`start`](Self::start), drafting with the model's own prediction
+    /// head (`--spec-type mtp`, Qwen 3.5's MTP block) for the requests that
+    /// draft with it: `path` is the file `model` was loaded from, whose head
+    /// each running sequence drafts with ([`MtpDrafter`], one each, with
+    /// its own keys and values of the head's rows). The steps read the
+    /// hidden states of the sequences whose head drafts, with their
+    /// logits. The tokens are those without drafts.
+    ///
+    /// # Errors
+    /// [`EngineError::Speculation`] when the file holds no prediction block,
+    /// the model's steps cannot give their hidden states (a
+    /// tensor-parallel split) or the head cannot be read; as
+    /// [`start`](Self::start) otherwise.
+    ///
+    /// [`MtpDrafter`]: baton_gen::speculative::MtpDrafter
+    pub fn start_mtp(
+        model: Model,
+        path: &std::path::Path,
+        name: impl Into<String>,
+        options: EngineOptions,
+    ) -> Result<Engine, EngineError> {
+        let heads = Some(worker::HeadPool::open(path, &model, options.parallel)?);
+        Self::start_with(model, name, options, None, Drafters { model: None, heads })
     }
 
     /// As [`start`](Self::start), for a model split over the ranks of an
@@ -224,7 +256,7 @@ impl Engine {
         options: EngineOptions,
         mirror: Box<dyn Mirror>,
     ) -> Result<Engine, EngineError> {
-        Self::start_with(model, name, options, Some(mirror), None)
+        Self::start_with(model, name, options, Some(mirror), Drafters::default())
     }
 
     fn start_with(
@@ -232,7 +264,7 @@ impl Engine {
         name: impl Into<String>,
         options: EngineOptions,
         mirror: Option<Box<dyn Mirror>>,
-        drafter: Option<baton_gen::speculative::ModelDrafter>,
+        drafters: Drafters,
     ) -> Result<Engine, EngineError> {
         if options.parallel == 0 || options.prefill_chunk == 0 {
             return Err(EngineError::Options("parallel and prefill_chunk must be at least 1".into()));
@@ -245,6 +277,12 @@ impl Engine {
                 options.lent_slots
             )));
         }
+        if options.spec.kind == SpecType::Mtp && drafters.heads.is_none() {
+            return Err(EngineError::Options(
+                "drafting with the model's prediction head by default takes its heads (Engine::start_mtp)".into(),
+            ));
+        }
+        let heads = drafters.heads.is_some();
         if let (None, Err(e)) = (&mirror, options.prepare_model(&mut model)) {
             tracing::warn!("{e}; requests decode without drafts");
         }
@@ -264,9 +302,10 @@ impl Engine {
             ..Shared::default()
         });
         let (commands, inbox) = mpsc::channel();
-        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox, (mirror, drafter));
+        let worker = worker::Worker::new(model, options.clone(), shared.clone(), inbox, (mirror, drafters));
         let handle = std::thread::Builder::new().name("baton-engine".into()).spawn(move || worker.run())?;
-        Ok(Engine { info, tokenizer, options, shared, commands, worker: Arc::new(Mutex::new(Some(handle))) })
+        let worker = Arc::new(Mutex::new(Some(handle)));
+        Ok(Engine { info, tokenizer, options, heads, shared, commands, worker })
     }
 
     /// The model's name, context and chat template.
@@ -370,7 +409,11 @@ impl Engine {
         // A format given as a source (Python's `response_format`) compiles
         // here; the server's compile off the HTTP threads before.
         request.format = request.format.compiled(&self.info.grammars).map_err(SubmitError::Grammar)?;
-        let spec = Some(spec.unwrap_or(self.options.spec));
+        let spec = spec.unwrap_or(self.options.spec);
+        if spec.kind == SpecType::Mtp && !self.heads {
+            return Err(SubmitError::NoMtpHead);
+        }
+        let spec = Some(spec);
         self.take_queue_place()?;
         let (events, receiver) = tmpsc::unbounded_channel();
         if self

@@ -301,6 +301,13 @@ pub enum SubmitError {
     /// The format's grammar cannot be compiled; the text says why.
     #[error("response_format: {0}")]
     Grammar(String),
+    /// The request drafts with the model's prediction head (`mtp`), and
+    /// the engine was not started with its heads.
+    #[error(
+        "speculative.type mtp: this server does not draft with the model's prediction head (start it with \
+         --spec-type mtp on a file that holds the block)"
+    )]
+    NoMtpHead,
     /// Every sequence slot is busy and the waiting queue is full.
     #[error("the server is busy: {running} requests running and {queued} waiting (the queue's limit)")]
     QueueFull {

@@ -20,6 +20,7 @@ use super::prefix::SlotCache;
 use super::request::Event;
 use super::score_seq::ScoreSeq;
 use super::shared::{Admitted, Command, Shared};
+pub(super) use drafters::{Drafters, HeadPool};
 use seq::Seq;
 
 /// Panics of the worker's turns, with no step completed between them,
@@ -51,8 +52,10 @@ struct Flight {
 }
 
 mod cancel;
+mod drafters;
 mod drafts;
 mod embeds;
+mod heads;
 mod pool;
 mod reuse;
 mod scores;
@@ -95,6 +98,9 @@ pub(super) struct Worker {
     /// A draft model drafting for the sequences that draft (`drafts.rs`),
     /// in place of n-grams.
     drafter: Option<ModelDrafter>,
+    /// The model's prediction head's drafters (`heads.rs`), for the
+    /// sequences that draft with it.
+    heads: Option<HeadPool>,
     /// What its steps take per row count, as they run (the drafts' costs).
     step_times: StepTimes,
 }
@@ -105,7 +111,7 @@ impl Worker {
         options: EngineOptions,
         shared: Arc<Shared>,
         inbox: mpsc::Receiver<Command>,
-        (mirror, drafter): (Option<Box<dyn Mirror>>, Option<ModelDrafter>),
+        (mirror, drafters): (Option<Box<dyn Mirror>>, Drafters),
     ) -> Worker {
         let free_slots = (0..options.parallel).rev().collect();
         let prefix = SlotCache::new(options.parallel, options.ctx_checkpoints);
@@ -138,7 +144,8 @@ impl Worker {
             embeds: Vec::new(),
             scores: Vec::new(),
             passes: VecDeque::new(),
-            drafter,
+            drafter: drafters.model,
+            heads: drafters.heads,
             step_times,
         }
     }
@@ -424,6 +431,7 @@ impl Worker {
             for &id in &request.prompt {
                 sampler.accept(id);
             }
+            let spec = self.speculation(spec);
             self.running.push(Seq {
                 id: self.next_id,
                 slot,
@@ -445,7 +453,7 @@ impl Worker {
                 sent: Vec::new(),
                 constraint: request.format.constraint(),
                 scope,
-                spec: self.speculation(spec),
+                spec,
                 step: Vec::new(),
                 replayed: 0,
             });
@@ -535,6 +543,8 @@ impl Worker {
         // checkpoint there (`take_checkpoints`).
         let stop = usize::from(self.takes_checkpoints());
         let mut every_logit = Vec::new();
+        // The sequences whose head drafts read their rows' hidden states.
+        let mut hidden = Vec::new();
         // Sequences with drafts first, the most rows first: a step's shape
         // (which the model plans once and caches) then depends on how many
         // sequences carry how many rows, not on which ones do.
@@ -554,6 +564,7 @@ impl Worker {
             };
             // A sequence's drafts: every row gives logits.
             every_logit.push(!seq.prefilling() && n > 1);
+            hidden.push(seq.reads_hidden(n));
             if seq.prefilling() {
                 budget -= n;
             }
@@ -562,7 +573,6 @@ impl Worker {
             steps.push(SeqStep { slot: seq.slot, past: seq.past, tokens });
         }
         // Embeddings ride in the prefill budget left (`embeds.rs`).
-        let mut hidden = vec![false; steps.len()];
         for embed in self.embeds.iter().filter(|e| e.group == group) {
             let n = (embed.tokens.len() - embed.read).min(budget).min(room);
             if n == 0 {
@@ -630,12 +640,10 @@ impl Worker {
         if !self.tell(&MirrorCall::Logits { group: group as u32 }) {
             return;
         }
-        if hidden.contains(&true) {
-            match self.model.batch_hidden(&ticket) {
-                Ok(states) => self.take_hidden(&picked, &hidden, &states),
-                Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
-            }
-        }
+        let Some(states) = self.read_hidden(&ticket, &picked, &hidden) else { return };
+        // Each entry's hidden rows, for the sequences whose head drafts.
+        let (dim, hidden_at) = (self.model.config().dim, Self::hidden_starts(&picked, &hidden));
+        let hidden_rows = |k: usize, n: usize| hidden_at[k].and_then(|r| states.get(r * dim..(r + n) * dim));
         let (vocab, context) = (self.model.config().vocab, self.model.context());
         // Read in place: the loop below touches other fields only.
         let logits = match self.model.batch_logits(ticket) {
@@ -659,6 +667,7 @@ impl Worker {
             // A sequence cancelled while its step ran is gone.
             let Some(i) = self.running.iter().position(|s| s.id == id) else { continue };
             let seq = &mut self.running[i];
+            let from = seq.past;
             let evaluated = match seq.prefilling() {
                 true => {
                     seq.read += n;
@@ -672,6 +681,9 @@ impl Worker {
                     seq.past += n - 1;
                     if seq.prefilling() {
                         seq.past += 1;
+                        if let Some(rows) = hidden_rows(k, n) {
+                            seq.observe_step(from, rows, dim);
+                        }
                         continue;
                     }
                     1
@@ -682,6 +694,9 @@ impl Worker {
             let before = seq.generated;
             let (taken, (drafted, accepted)) =
                 seq.take_rows(rows, evaluated, (&self.tokenizer, vocab, context, &self.shared));
+            if let Some(rows) = hidden_rows(k, n) {
+                seq.observe_step(from, rows, dim);
+            }
             if evaluated > 1 {
                 cuts.push((i, seq.slot, seq.past));
             }
@@ -720,7 +735,8 @@ impl Worker {
         let mut ends = Vec::with_capacity(finished.len());
         for (i, end) in finished {
             self.shared.count_end(&end);
-            let seq = self.running.remove(i);
+            let mut seq = self.running.remove(i);
+            self.give_back_head(&mut seq);
             if matches!(end, Event::Failed(_)) {
                 self.prefix.clear(seq.slot);
             } else {

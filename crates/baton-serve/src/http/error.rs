@@ -147,6 +147,7 @@ impl From<SubmitError> for ApiError {
             SubmitError::EmptyPrompt | SubmitError::BadToken { .. } => Self::invalid_param("prompt", message),
             SubmitError::Sampling(_) => Self::invalid(message),
             SubmitError::Grammar(_) => Self::invalid_param("response_format", message),
+            SubmitError::NoMtpHead => Self::invalid_param("speculative.type", message),
         }
     }
 }

@@ -42,8 +42,9 @@ pub struct Job {
     /// Split the thinking from the answer into `reasoning_content`
     /// (chat); `Some(true)` when the prompt opened the thinking.
     pub reasoning: Option<bool>,
-    /// `speculative.n_max` and `speculative.n_min`, when given.
-    pub drafts: (Option<usize>, Option<usize>),
+    /// `speculative.type`, `speculative.n_max` and `speculative.n_min`,
+    /// when given.
+    pub drafts: (Option<SpecType>, Option<usize>, Option<usize>),
     /// What llama-server's answers add when asked ([`Extras`]).
     pub extras: Extras,
 }
@@ -102,7 +103,17 @@ impl Job {
             return Err(ApiError::invalid_param("stream_options", "include_usage is only served with stream: true"));
         }
         let count = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-        let drafts = (count(params.speculative_n_max), count(params.speculative_n_min));
+        let kind = match params.speculative_type.as_deref() {
+            None => None,
+            Some(name) => Some(SpecType::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = SpecType::ALL.iter().map(|t| t.name()).collect();
+                ApiError::invalid_param(
+                    "speculative.type",
+                    format!("speculative.type {name:?}: the types are {}", names.join(", ")),
+                )
+            })?),
+        };
+        let drafts = (kind, count(params.speculative_n_max), count(params.speculative_n_min));
         let extras = Extras {
             timings_per_token: params.timings_per_token,
             return_progress: params.return_progress,
@@ -124,18 +135,26 @@ impl Job {
     }
 
     /// How it drafts: as `server` (the server's `--spec-type`) says, with
-    /// the request's `speculative.n_max` and `n_min` in place of the
-    /// server's when given (an `n_max` above 0 turns n-gram drafting on);
-    /// `None` when the request gives neither.
+    /// the request's `speculative.type`, `n_max` and `n_min` in place of
+    /// the server's when given (an `n_max` above 0 turns drafting on: the
+    /// server's type, n-grams when the server drafts by none; 0 turns it
+    /// off); `None` when the request gives none of them.
     pub fn spec(&self, server: SpecParams) -> Option<SpecParams> {
-        let (n_max, n_min) = self.drafts;
-        if n_max.is_none() && n_min.is_none() {
+        let (kind, n_max, n_min) = self.drafts;
+        if kind.is_none() && n_max.is_none() && n_min.is_none() {
             return None;
         }
         let mut spec = server;
+        if let Some(kind) = kind {
+            spec.kind = kind;
+        }
         if let Some(n_max) = n_max {
             spec.draft_max = n_max;
-            spec.kind = if n_max == 0 { SpecType::None } else { SpecType::Ngram };
+            spec.kind = match (n_max, spec.kind) {
+                (0, _) => SpecType::None,
+                (_, SpecType::None) => SpecType::Ngram,
+                (_, kind) => kind,
+            };
         }
         spec.draft_min = n_min.unwrap_or(spec.draft_min);
         Some(spec)

@@ -97,11 +97,18 @@ pub struct Params {
     /// so that a wrong one gets a 400 that names it).
     pub cache_salt: Option<serde_json::Value>,
     /// llama-server's `speculative.n_max`: the most drafted tokens a step
-    /// verifies, n-grams of the text drafting them (0: no drafts); absent:
+    /// verifies (0: no drafts), drafted as `speculative.type` says; absent:
     /// as the server's `--spec-type` says. The tokens are the same either
     /// way.
     #[serde(rename = "speculative.n_max")]
     pub speculative_n_max: Option<u64>,
+    /// How drafts are made (Baton's): `none`, `ngram` (n-grams of the
+    /// text) or `mtp` (the model's own prediction head, on a server started
+    /// with `--spec-type mtp`); absent: as the server's `--spec-type` says,
+    /// n-grams when it drafts by none and `speculative.n_max` asks for
+    /// drafts.
+    #[serde(rename = "speculative.type")]
+    pub speculative_type: Option<String>,
     /// llama-server's `speculative.n_min`: the fewest drafted tokens worth
     /// a verification.
     #[serde(rename = "speculative.n_min")]

@@ -3,6 +3,8 @@
 //! `fault-injection`) what a panic in the engine does.
 
 mod call_kit;
+#[path = "../kit/mod.rs"]
+mod kit;
 mod server;
 
 mod anthropic;
@@ -33,6 +35,7 @@ mod routes_without_v1;
 mod shutdown;
 mod slots;
 mod spec;
+mod spec_mtp;
 mod template_calls;
 mod tools;
 mod xml_tools;

@@ -25,6 +25,15 @@ pub(crate) const BODY_LIMIT: usize = 64 << 10;
 /// checks: it runs until this context is full (`ignore_eos`).
 pub(crate) const LONG_CONTEXT: usize = 16384;
 
+/// What drafts for a test server's engine besides n-grams.
+pub(crate) enum Drafter {
+    None,
+    /// A tiny model of weights of this seed (`-md`).
+    Model(u64),
+    /// The file's own prediction head (`--spec-type mtp`).
+    Head,
+}
+
 /// A server on 127.0.0.1 and a free port, stopped when dropped.
 pub(crate) struct Server {
     pub(crate) addr: SocketAddr,
@@ -59,7 +68,8 @@ impl Server {
         draft: Option<u64>,
     ) -> Server {
         let (dir, path) = tiny_model("serve-http", DType::F32, 11);
-        Self::start_file(dir, &path, context, (engine, draft), options)
+        let drafter = draft.map_or(Drafter::None, Drafter::Model);
+        Self::start_file(dir, &path, context, (engine, drafter), options)
     }
 
     /// A server of one slot of `context` positions on the synthetic model
@@ -72,34 +82,47 @@ impl Server {
     /// As [`start_shape`](Self::start_shape), of weights of `dtype`, with
     /// `engine`.
     pub(crate) fn start_shape_engine(
-        (shape, dtype): (SynthShape, DType),
+        shape: (SynthShape, DType),
         context: usize,
         engine: EngineOptions,
         options: ServerOptions,
     ) -> Server {
+        Self::start_shape_with(shape, context, (engine, Drafter::None), options)
+    }
+
+    /// As [`start_shape_engine`](Self::start_shape_engine), drafting as
+    /// `drafting` says ([`Drafter::Head`]: the file's own prediction head,
+    /// which qwen35 toys hold).
+    pub(crate) fn start_shape_with(
+        (shape, dtype): (SynthShape, DType),
+        context: usize,
+        drafting: (EngineOptions, Drafter),
+        options: ServerOptions,
+    ) -> Server {
         let (dir, path) = synth_model("serve-http", shape, dtype, 11);
-        Self::start_file(dir, &path, context, (engine, None), options)
+        Self::start_file(dir, &path, context, drafting, options)
     }
 
     fn start_file(
         dir: TempDir,
         path: &std::path::Path,
         context: usize,
-        (engine, draft): (EngineOptions, Option<u64>),
+        (engine, drafter): (EngineOptions, Drafter),
         options: ServerOptions,
     ) -> Server {
         let load = LoadOptions { context: Some(context), slots: engine.parallel, ..LoadOptions::default() };
         let device = || cpus(&["cpu"], WaitPolicy::Block).remove(0);
         let model = Model::load(path, device(), &load).expect("load the synthetic model");
-        let engine = match draft {
-            Some(seed) => {
+        let engine = match drafter {
+            Drafter::Model(seed) => {
                 // The model stays mapped once its file is gone.
                 let (_draft_dir, draft_path) = tiny_model("serve-draft", DType::F32, seed);
                 let draft = Model::load(&draft_path, device(), &load).expect("load the draft model");
                 let drafter = baton_gen::speculative::ModelDrafter::new(draft, &model).expect("same vocabulary");
                 Engine::start_drafting(model, drafter, "tiny", engine).expect("engine")
             }
-            None => Engine::start(model, "tiny", engine).expect("engine"),
+            Drafter::Head => Engine::start_mtp(model, path, "tiny", engine).expect("engine"),
+            Drafter::None => Engine::start(model, "tiny", engine).expect("engine"),
         };
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");

@@ -17,7 +17,7 @@ use crate::server::*;
 
 /// The requests: prompts that repeat and one that does not, greedy and
 /// sampled, with penalties, stop strings and log-probabilities.
-fn requests() -> Vec<Value> {
+pub(super) fn requests() -> Vec<Value> {
     let repeating = "one two three four five six seven ".repeat(5);
     let other = "a b c d e f g h i j k l m n o p q r s t";
     let mut all = Vec::new();
@@ -38,12 +38,12 @@ fn requests() -> Vec<Value> {
 
 /// What must not change: the text, the finish reason, the usage and the
 /// log-probabilities.
-fn answer(body: &Value) -> Value {
+pub(super) fn answer(body: &Value) -> Value {
     let choice = &body["choices"][0];
     json!([choice["text"], choice["finish_reason"], choice["logprobs"], body["usage"]["completion_tokens"]])
 }
 
-fn metric(server: &Server, name: &str) -> f64 {
+pub(super) fn metric(server: &Server, name: &str) -> f64 {
     let (status, text) = server.call("GET", "/metrics", b"");
     assert_eq!(status, 200);
     text.lines()
@@ -51,7 +51,7 @@ fn metric(server: &Server, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("{name} missing: {text}"))
 }
 
-fn post_all(server: &Server, bodies: &[Value]) -> Vec<Value> {
+pub(super) fn post_all(server: &Server, bodies: &[Value]) -> Vec<Value> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = bodies
             .iter()

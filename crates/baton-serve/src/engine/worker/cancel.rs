@@ -23,17 +23,16 @@ impl Worker {
             }
             !gone
         });
-        let (shared, free, prefix) = (&self.shared, &mut self.free_slots, &mut self.prefix);
-        self.running.retain(|seq| {
-            let gone = seq.events.is_closed();
-            if gone {
-                free.push(seq.slot);
-                // A step of it still in flight writes only past `past`.
-                prefix.store(seq.slot, seq.scope, seq.in_cache());
-                shared.cancelled.fetch_add(1, Ordering::Relaxed);
-            }
-            !gone
-        });
+        let (gone, running): (Vec<_>, Vec<_>) = self.running.drain(..).partition(|seq| seq.events.is_closed());
+        self.running = running;
+        for mut seq in gone {
+            self.free_slots.push(seq.slot);
+            // A step of it still in flight writes only past `past`.
+            self.prefix.store(seq.slot, seq.scope, seq.in_cache());
+            self.shared.cancelled.fetch_add(1, Ordering::Relaxed);
+            self.give_back_head(&mut seq);
+        }
+        let shared = &self.shared;
         // A preempted sequence holds no slot.
         self.preempted.retain(|seq| {
             let gone = seq.events.is_closed();

@@ -2,19 +2,22 @@
 //! that draft do so together, in their slots of the draft model, before the
 //! target verifies their drafts in the step (the same tokens as without).
 
-use baton_gen::speculative::{DraftAsk, SpecParams, Speculation};
+use baton_gen::speculative::{DraftAsk, SpecParams, SpecType, Speculation};
 
 use super::Worker;
 
 impl Worker {
     /// A new sequence's speculation as `spec` says (`None`: it does not
-    /// draft): drafts from the engine's draft model where it has one, else
-    /// n-grams; none where the engine's steps cannot verify drafts.
-    pub(super) fn speculation(&self, spec: Option<SpecParams>) -> Option<Speculation> {
+    /// draft): drafts from the model's prediction head when `spec` says so
+    /// (`heads.rs`), else from the engine's draft model where it has one,
+    /// else n-grams; none where the engine's steps cannot verify drafts.
+    pub(super) fn speculation(&mut self, spec: Option<SpecParams>) -> Option<Speculation> {
         let spec = spec.filter(|_| self.verifies_drafts())?;
-        match self.drafter.is_some() {
-            true => Speculation::new(spec).map(|_| Speculation::with_shared_model(spec)),
-            false => Speculation::new(spec),
+        match (spec.kind, self.drafter.is_some()) {
+            (SpecType::Mtp, _) if spec.draft_max > 0 => self.head_speculation(spec),
+            (SpecType::Mtp, _) => None,
+            (_, true) => Speculation::new(spec).map(|_| Speculation::with_shared_model(spec)),
+            (_, false) => Speculation::new(spec),
         }
     }
 

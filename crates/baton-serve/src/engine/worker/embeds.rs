@@ -11,6 +11,8 @@ use std::sync::atomic::Ordering;
 
 use super::super::embed_seq::EmbedSeq;
 use super::super::passes::PassJob;
+use baton_model::BatchTicket;
+
 use super::Worker;
 
 impl Worker {
@@ -30,11 +32,35 @@ impl Worker {
         Ok(())
     }
 
+    /// Reads the hidden states of a step's flagged rows (`hidden`, per
+    /// `picked` entry; none flagged: none read) and takes the embeddings';
+    /// all of them, or `None` when the step failed (its entries failed).
+    pub(super) fn read_hidden(
+        &mut self,
+        ticket: &BatchTicket,
+        picked: &[(u64, usize)],
+        hidden: &[bool],
+    ) -> Option<Vec<f32>> {
+        if !hidden.contains(&true) {
+            return Some(Vec::new());
+        }
+        match self.model.batch_hidden(ticket) {
+            Ok(states) => {
+                self.take_hidden(picked, hidden, &states);
+                Some(states)
+            }
+            Err(e) => {
+                self.fail(picked, &format!("the model failed: {e}"));
+                None
+            }
+        }
+    }
+
     /// Takes the hidden states of a step's embedding rows (`states`: the
     /// rows of the `picked` entries that `hidden` flags, in row order);
     /// sends and ends the embeddings whose text is whole. Rows of an
     /// embedding cancelled meanwhile are passed over.
-    pub(super) fn take_hidden(&mut self, picked: &[(u64, usize)], hidden: &[bool], states: &[f32]) {
+    fn take_hidden(&mut self, picked: &[(u64, usize)], hidden: &[bool], states: &[f32]) {
         let dim = self.model.config().dim;
         let mut rows = states.chunks_exact(dim);
         for (&(id, n), _) in picked.iter().zip(hidden).filter(|(_, &h)| h) {
