@@ -106,18 +106,8 @@ fn a_scored_prompt_gives_its_tokens_the_logprobs_of_their_generation() {
     let (_dir, path) = synth_model("engine-score", SynthShape::Tiny, DType::Q8_0, 37);
     let served = engine(&path, &["cpu"], 2, 4, 16);
     let prompt = vec![4, 8, 15, 16, 23, 42];
-    let mut generation =
-        served.submit(GenerateRequest { logprobs: Some(3), ..greedy(prompt.clone(), 5) }).expect("submit");
-    let (mut entries, mut tokens) = (Vec::new(), Vec::new());
-    loop {
-        match generation.blocking_next().expect("an event") {
-            Event::Logprobs(entry) => entries.push(entry),
-            Event::Token(t) => tokens.push(t),
-            Event::Started { .. } | Event::Progress { .. } => {}
-            Event::Done(_) => break,
-            Event::Failed(why) => panic!("{why}"),
-        }
-    }
+    let generation = served.submit(GenerateRequest { logprobs: Some(3), ..greedy(prompt.clone(), 5) }).expect("submit");
+    let (tokens, entries, _) = kit::drain(generation);
     let all: Vec<u32> = prompt.iter().chain(&tokens).copied().collect();
     let scored = served.score(all.clone(), 3).expect("score").blocking_wait().expect("scored");
     assert_eq!(scored.len(), all.len() - 1, "every token but the first");
