@@ -18,7 +18,9 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "one JSON object per test: {stdout}");
     assert!(lines[0].contains("\"test\":\"pp16\"") && lines[1].contains("\"test\":\"tg8\""), "{stdout}");
-    assert!(lines[1].contains("\"host_waits_per_token\":1.000"), "one host wait per token: {}", lines[1]);
+    // A wait is counted only where the host found the device not done yet, so
+    // a tiny model's step may finish first: at most one wait per step.
+    assert!(host_waits_per_token(lines[1]) <= 1.0, "at most one host wait per token: {}", lines[1]);
     // At a depth (llama-bench's -d): the tests run after 40 cached positions.
     let out = baton(&["bench", "-m", &model, "-p", "8", "-n", "4", "-d", "40", "-r", "1", "--json"]);
     assert!(out.status.success(), "bench -d: {}", String::from_utf8_lossy(&out.stderr));
@@ -31,7 +33,7 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     assert!(out.status.success(), "bench --parallel: {}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"test\":\"tg4 x3 @ d40\"") && stdout.contains("\"parallel\":3"), "{stdout}");
-    assert!(stdout.contains("\"host_waits_per_token\":0.333"), "one host wait per step of 3: {stdout}");
+    assert!(host_waits_per_token(&stdout) <= 0.334, "at most one host wait per step of 3: {stdout}");
     let out = baton(&["bench", "-m", &model, "-p", "0", "-n", "4", "--parallel", "0"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("--parallel") && !stderr.contains("panicked"), "{stderr}");
@@ -52,6 +54,14 @@ fn run_bench_perplexity_and_plan_work_on_a_synthetic_model() {
     // address each other's memory: no relay, no staging.
     assert!(plan.contains("native wait") && plan.contains("direct copy"), "{plan}");
     assert!(!plan.contains("relay") && !plan.contains("host-staged"), "{plan}");
+}
+
+/// The `host_waits_per_token` figure of a bench JSON line.
+fn host_waits_per_token(line: &str) -> f64 {
+    let key = "\"host_waits_per_token\":";
+    let at = line.find(key).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len();
+    let number: String = line[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    number.parse().unwrap_or_else(|e| panic!("{key}{number}: {e}"))
 }
 
 /// A mixture of experts runs from the command line, and `baton plan` says
