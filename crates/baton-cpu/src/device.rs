@@ -3,11 +3,13 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use baton_core::backend::{Buffer, Device, DeviceError, DeviceInfo, DeviceKind, DeviceMemory, FileRange, Stream};
+use baton_core::backend::{
+    Buffer, Device, DeviceError, DeviceInfo, DeviceKind, DeviceMemory, FileRange, Stream, TensorRef,
+};
 use baton_core::graph::Op;
 use baton_core::sync::WaitPolicy;
 use baton_core::DType;
-use baton_kernels::WEIGHT_TYPES;
+use baton_kernels::{matmul, matmul_packed, KernelError, MatMut, MatRef, Scratch, WeightMatrix, WEIGHT_TYPES};
 
 use crate::buffer::CpuBuffer;
 use crate::device_shared::CpuDeviceShared;
@@ -149,6 +151,14 @@ impl Device for CpuDevice {
         Some(&self.shared.pool)
     }
 
+    fn host_matmul(&self, weights: &TensorRef, x: &[f32], y: &mut [f32]) -> Option<Result<(), DeviceError>> {
+        let buffer = weights.buffer();
+        let raw = buffer.raw().as_any().downcast_ref::<CpuBuffer>()?;
+        let bytes = buffer.final_host_bytes(weights.offset()..weights.offset() + weights.bytes())?;
+        let (n, k) = (weights.shape().rows(), weights.shape().last());
+        Some(host_product(&self.shared, raw, weights.dtype(), bytes, (n, k), x, y))
+    }
+
     fn supports(&self, op: &Op, dtype: DType) -> bool {
         match op {
             Op::MatMul | Op::MatMulId | Op::MatMulIdShare { .. } | Op::GetRows => WEIGHT_TYPES.contains(&dtype),
@@ -158,6 +168,38 @@ impl Device for CpuDevice {
             _ => dtype == DType::F32,
         }
     }
+}
+
+/// `y = x · wᵀ` on the device's pool for [`Device::host_matmul`]: the
+/// matrix's packed form (packed now if this is its first use), else its
+/// bytes, as the device's MatMul reads them.
+fn host_product(
+    device: &CpuDeviceShared,
+    buffer: &CpuBuffer,
+    dtype: DType,
+    bytes: &[u8],
+    (n, k): (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), DeviceError> {
+    let failed =
+        |e: KernelError| DeviceError::backend(&device.info.name, "could not multiply by weights on the host", e);
+    let rows = x.len().checked_div(k).unwrap_or(0);
+    let mismatch = |what, expected, actual| failed(KernelError::LengthMismatch { what, expected, actual });
+    if rows * k != x.len() {
+        return Err(mismatch("host product input (whole rows)", (rows + 1) * k, x.len()));
+    }
+    if rows * n != y.len() {
+        return Err(mismatch("host product output", rows * n, y.len()));
+    }
+    let w = WeightMatrix::contiguous(dtype, bytes, n, k).map_err(failed)?;
+    let (xm, mut ym) = (MatRef::contiguous(x, rows, k), MatMut::contiguous(y, rows, n));
+    let mut scratch = Scratch::default();
+    match buffer.packed().get_or_pack(&w, device).map_err(failed)? {
+        Some(packed) => matmul_packed(&device.pool, &packed, &xm, &mut ym, &mut scratch),
+        None => matmul(&device.pool, &w, &xm, &mut ym, &mut scratch),
+    }
+    .map_err(failed)
 }
 
 #[cfg(test)]

@@ -177,6 +177,32 @@ impl Buffer {
         self.inner.role.load(Ordering::Acquire) == SEALED
     }
 
+    /// The bytes of `range` where the host can read them and they are
+    /// final: the buffer is host memory ([`RawBuffer::host_ptr`]), sealed
+    /// weights ([`is_sealed`](Self::is_sealed): no write into it is
+    /// accepted any more) and no write queued before the seal is still in
+    /// flight; `None` otherwise, or for a range outside the buffer. For
+    /// host kernels that read a model's weights between its steps (a
+    /// drafter's head multiplying by the model's output matrix).
+    pub fn final_host_bytes(&self, range: Range<usize>) -> Option<&[u8]> {
+        if !self.is_sealed() || range.start > range.end || range.end > self.len() {
+            return None;
+        }
+        let ptr = self.inner.raw.host_ptr()?;
+        if self.accesses().conflicting(false).next().is_some() {
+            return None; // an upload queued before the seal may still run
+        }
+        // SAFETY: `RawBuffer`'s contract: `host_ptr` points to `len()` bytes
+        // valid for reads for the buffer's whole life, which `&self` keeps
+        // (the slice borrows it), and `range` lies inside them (checked).
+        // Nothing writes them from now on: the buffer is sealed, so no
+        // write is accepted any more (`Stream` checks every submission),
+        // and the writes accepted before the seal are done (no write in the
+        // access log is in flight; a write's work is done when its point
+        // is reached, and a failed point's work ended or never ran).
+        Some(unsafe { std::slice::from_raw_parts(ptr.as_ptr().add(range.start), range.len()) })
+    }
+
     /// Seals declared weights (a computation reads them); plain buffers
     /// are left as they are.
     pub(crate) fn seal_if_weights(&self) {

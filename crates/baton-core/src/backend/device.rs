@@ -117,6 +117,21 @@ pub trait Device: Send + Sync {
         None
     }
 
+    /// Multiplies `x`, rows of `k` f32 values, by the transpose of the
+    /// weight matrix `weights` (`n` rows of `k` values, a tensor of this
+    /// device's memory) into `y` (as many rows of `n` values) now, on
+    /// [`host_threads`](Self::host_threads), with the kernels and the form
+    /// of the weights its MatMul ops use (a CPU's packed copy), so the
+    /// bits its MatMul would give. For host kernels that share a model's
+    /// matrices between its steps (a drafter's head and the model's output
+    /// matrix), where reading the file's bytes would make them resident a
+    /// second time. `None` where the device does not offer it: by default
+    /// (a GPU), and where the weights' bytes are not final host memory
+    /// ([`Buffer::final_host_bytes`]); the caller computes it otherwise.
+    fn host_matmul(&self, _weights: &TensorRef, _x: &[f32], _y: &mut [f32]) -> Option<Result<(), DeviceError>> {
+        None
+    }
+
     /// Whether the device can hold a weight matrix of type `dtype` and
     /// multiply by it (and look rows up in it): one of its
     /// [`DeviceInfo::weight_types`]. A model loader asks the device it

@@ -652,3 +652,69 @@ fn a_buffer_forgets_the_accesses_that_settled() {
     assert_eq!(ops(&mut log, true), Vec::<&str>::new(), "a failed read is settled too");
     assert_eq!(log.kept(), (0, 0));
 }
+
+/// Host memory the tests below read through `Buffer::final_host_bytes`;
+/// nothing writes it after it is made.
+struct HostMemory {
+    bytes: NonNull<[u8]>,
+}
+
+impl HostMemory {
+    fn holding(bytes: &[u8]) -> HostMemory {
+        HostMemory { bytes: NonNull::from(Box::leak(bytes.to_vec().into_boxed_slice())) }
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        // SAFETY: `bytes` came from `Box::leak` in `holding` and is freed
+        // once, here.
+        drop(unsafe { Box::from_raw(self.bytes.as_ptr()) });
+    }
+}
+
+// SAFETY: the memory is owned by the value alone and only read through
+// the runtime's handle (no stream in these tests runs an item).
+unsafe impl Send for HostMemory {}
+// SAFETY: as above.
+unsafe impl Sync for HostMemory {}
+
+// SAFETY: `len` never changes; `host_ptr` points to `len` bytes owned by
+// the value until it is dropped.
+unsafe impl RawBuffer for HostMemory {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+    fn device(&self) -> &str {
+        "host:0"
+    }
+    fn host_ptr(&self) -> Option<NonNull<u8>> {
+        Some(self.bytes.cast())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[test]
+fn the_host_reads_a_buffers_bytes_only_once_they_are_final_weights() {
+    let b = Buffer::new(Box::new(HostMemory::holding(&[1, 2, 3, 4, 5, 6, 7, 8])));
+    assert_eq!(b.final_host_bytes(0..8), None, "plain memory: any stream may write it");
+    b.declare_weights();
+    assert_eq!(b.final_host_bytes(0..8), None, "weights not sealed yet: uploads may come");
+    let host = HostTimeline::new("h");
+    let upload = host.reserve();
+    b.accesses().record(Access { range: 0..4, write: true, point: upload.point(), op: "write" });
+    b.seal_if_weights();
+    assert_eq!(b.final_host_bytes(4..8), None, "an upload queued before the seal is still in flight");
+    upload.signal();
+    assert_eq!(b.final_host_bytes(2..6), Some(&[3u8, 4, 5, 6][..]), "sealed and settled: final");
+    assert_eq!(b.final_host_bytes(8..8), Some(&[][..]));
+    assert_eq!(b.final_host_bytes(4..9), None, "past the end");
+    let no_host = buffer(8);
+    no_host.declare_weights();
+    no_host.seal_if_weights();
+    assert_eq!(no_host.final_host_bytes(0..8), None, "memory the host cannot address");
+    let mapped = Buffer::new_sealed_weights(Box::new(HostMemory::holding(&[9; 4])));
+    assert_eq!(mapped.final_host_bytes(0..4), Some(&[9u8; 4][..]), "sealed from its creation (a file's pages)");
+}

@@ -83,3 +83,40 @@ fn sealed_weights_are_packed_once_and_match_the_plain_ones() {
         }
     }
 }
+
+/// `Device::host_matmul` multiplies on the host by the form of the weights
+/// the device's MatMul reads (the packed copy where there is one): the
+/// same bits as the op; only final weights, and lengths checked.
+#[test]
+fn a_host_product_by_sealed_weights_gives_the_ops_bits() {
+    let device = CpuDevice::new("cpu", Vec::new(), 2, 1.0).expect("device");
+    let stream = device.new_stream().expect("stream");
+    for (dtype, k) in [(DType::Q4_1, 96), (DType::Q6_K, 256), (DType::F32, 40)] {
+        let (m, n) = (3, 21);
+        let row = dtype.row_bytes(k).expect("whole blocks");
+        let mut bytes = vec![0u8; n * row];
+        for (r, out) in bytes.chunks_exact_mut(row).enumerate() {
+            quantize_row(dtype, &values(k, r as u32 + 7), out).expect("quantize");
+        }
+        let host_x = values(m * k, 5);
+        let x = device.alloc_tensor(DType::F32, &[m, k]).expect("x");
+        stream.write_async(&x, host_x.clone()).expect("write").wait_within(TIMEOUT).expect("x written");
+        let w = device.alloc_tensor(dtype, &[n, k]).expect("w");
+        let mut y = vec![0f32; m * n];
+        assert!(device.host_matmul(&w, &host_x, &mut y).is_none(), "{dtype}: plain memory may change");
+        w.buffer().declare_weights();
+        stream.write_async(&w, bytes).expect("write").wait_within(TIMEOUT).expect("w written");
+        assert!(device.host_matmul(&w, &host_x, &mut y).is_none(), "{dtype}: weights not sealed yet");
+        let out = device.alloc_tensor(DType::F32, &[m, n]).expect("y");
+        let by_op = run(&stream, &matmul_graph(dtype, m, n, k), &x, &w, &out);
+        let packed = device.packed_bytes();
+        device.host_matmul(&w, &host_x, &mut y).expect("sealed weights").expect("computed");
+        assert_eq!(device.packed_bytes(), packed, "{dtype}: the op's packed copy, not another");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&by_op), "{dtype}: the op's bits");
+        let short = device.host_matmul(&w, &host_x[1..], &mut y).expect("sealed");
+        assert!(short.is_err_and(|e| e.to_string().contains("whole rows")), "{dtype}: a partial row");
+        let wide = device.host_matmul(&w, &host_x, &mut vec![0f32; m * n + 1]).expect("sealed");
+        assert!(wide.is_err_and(|e| e.to_string().contains("output")), "{dtype}: an output of another size");
+    }
+}

@@ -97,6 +97,11 @@ impl MtpDrafter {
         }
         // Its large products on the target's host threads, between steps.
         head.compute_on(target.device().clone());
+        // The output product on the model's own (packed) copy of the
+        // matrix, not the file's pages of it.
+        if let Some((weights, device)) = target.output_weights() {
+            head.share_output(weights.clone(), device.clone()).map_err(|e| SpecError::Head(e.to_string()))?;
+        }
         Ok(MtpDrafter::with_head(head))
     }
 

@@ -300,6 +300,20 @@ impl Model {
         self.config.prediction_layers > 0
     }
 
+    /// The output matrix as the model holds it (`vocab` rows of `dim`;
+    /// a tied output's is the embedding's) and the device holding it: for
+    /// host kernels that multiply by it between steps
+    /// ([`Device::host_matmul`]), as the head does
+    /// ([`MtpHead::share_output`](crate::MtpHead::share_output)). `None`
+    /// where no single device of this process holds it whole (a
+    /// tensor-parallel split, another rank's device).
+    pub fn output_weights(&self) -> Option<(&TensorRef, &Arc<dyn Device>)> {
+        let weights = self.weights.get("output.weight")?;
+        let d = self.devices.iter().position(|d| d.info().name == weights.buffer().device())?;
+        let device = self.runner.is_local(d).then(|| &self.devices[d])?;
+        (weights.shape().dims() == [self.config.vocab, self.config.dim]).then_some((weights, device))
+    }
+
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer

@@ -101,6 +101,16 @@ impl Matrix {
     pub(super) fn rows(&self) -> usize {
         self.rows
     }
+
+    /// The tensor's name in the file.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The weights' type.
+    pub(super) fn dtype(&self) -> DType {
+        self.dtype
+    }
 }
 
 /// What the head multiplies with: the host threads its large products

@@ -31,7 +31,10 @@
 //! to [`MtpHead::compute_on`] (the CPU device's own pool). No matrix is
 //! copied or dequantized: the head's memory beyond the file's pages is
 //! its activation scratch, a row's logits and its keys and values (`2 ·
-//! kv_heads · head_dim` f32 a position). Sums are f32 as the kernels make
+//! kv_heads · head_dim` f32 a position). The output matrix, where it is
+//! the model's, is the loaded model's copy once shared
+//! ([`MtpHead::share_output`]: a CPU's packed copy, whose file pages were
+//! given back), so the file's pages of it are not made resident again. Sums are f32 as the kernels make
 //! them, so the logits are within rounding of the float64 definition
 //! (tests/reference/mtp_ref.py; the tests' bounds), and, the kernels'
 //! products being the same bits for any thread count, the same bits with
@@ -42,13 +45,16 @@
 //! chained row takes 31-42 ms, about one one-row step of those 8 layers
 //! (the row-by-row f64 host form it replaced took 0.8-0.9 s); on the
 //! qwen35 q8_0 toy 0.03 ms, 0.13 of a step (README, `--spec-type mtp`).
+//! With the output product on the model's packed copy
+//! ([`MtpHead::share_output`]) a row took 19 ms against 28 ms on the
+//! file's bytes, at 2 layers of that shape (`examples/mtp-head-cost.rs`).
 
 mod host;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::backend::Device;
+use baton_core::backend::{Device, TensorRef};
 use baton_kernels::ops;
 
 use baton_gguf::GgufFile;
@@ -113,6 +119,9 @@ pub struct MtpHead {
     len: usize,
     /// Its products' threads and scratch.
     kernels: Kernels,
+    /// The model's own copy of the output matrix and its device, where
+    /// the head multiplies by that ([`MtpHead::share_output`]).
+    model_output: Option<(TensorRef, Arc<dyn Device>)>,
 }
 
 impl MtpHead {
@@ -205,6 +214,7 @@ impl MtpHead {
             start: 0,
             len: 0,
             kernels: Kernels::default(),
+            model_output: None,
             block,
             config,
             file,
@@ -221,6 +231,40 @@ impl MtpHead {
     /// count).
     pub fn compute_on(&mut self, device: Arc<dyn Device>) {
         self.kernels.threads = Some(device);
+    }
+
+    /// Multiplies by the model's own copy of the output matrix from now
+    /// on, `weights` on `device` ([`Model::output_weights`]), through the
+    /// device ([`Device::host_matmul`]: a CPU multiplies its packed copy,
+    /// the bits of the model's own output product), where the head's
+    /// output is the model's: the file's bytes of that matrix, whose pages
+    /// the CPU gave back once it packed them, are then never read again
+    /// (at Qwen3.5-35B-A3B's sizes, 417 MB that would be resident twice).
+    /// Returns whether it will: not where the file gives the head an
+    /// output of its own (`nextn.shared_head_head`). Where the device does
+    /// not offer it, each product reads the file as before.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] where `weights` is not this head's output
+    /// matrix (another shape or type: another file's model).
+    ///
+    /// [`Model::output_weights`]: crate::Model::output_weights
+    pub fn share_output(&mut self, weights: TensorRef, device: Arc<dyn Device>) -> Result<bool, ModelError> {
+        let trunk = if self.config.tied_output { "token_embd.weight" } else { "output.weight" };
+        if self.output.name() != trunk {
+            return Ok(false);
+        }
+        let expected = [self.config.vocab, self.config.dim];
+        if weights.shape().dims() != expected || weights.dtype() != self.output.dtype() {
+            return Err(ModelError::Input(format!(
+                "an output matrix {:?} of {} for a head whose output is {expected:?} of {}",
+                weights.shape(),
+                weights.dtype(),
+                self.output.dtype()
+            )));
+        }
+        self.model_output = Some((weights, device));
+        Ok(true)
     }
 
     /// The model's hyper-parameters, read from the same file.
@@ -294,7 +338,21 @@ impl MtpHead {
         let fed = self.feed_forward(&rms_norm(&x, &self.ffn_norm, self.config.rms_eps))?;
         x.iter_mut().zip(&fed).for_each(|(a, b)| *a += b);
         let out = rms_norm(&x, &self.head_norm, self.config.rms_eps);
-        Ok((self.kernels.times(&self.output, &self.file, 0, &out)?, out))
+        Ok((self.logits(&out)?, out))
+    }
+
+    /// The output product of the normed row `x`: on the model's copy of
+    /// the matrix where it is shared and its device computes it, else on
+    /// the file's bytes.
+    fn logits(&mut self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
+        if let Some((weights, device)) = &self.model_output {
+            let mut logits = vec![0.0; self.config.vocab];
+            if let Some(done) = device.host_matmul(weights, x, &mut logits) {
+                done?;
+                return Ok(logits);
+            }
+        }
+        self.kernels.times(&self.output, &self.file, 0, x)
     }
 
     /// Stores the head's keys and values of the row of `position` (as

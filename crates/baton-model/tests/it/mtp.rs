@@ -34,6 +34,20 @@ fn head_logits(head: &mut MtpHead, hidden: &[f32], tokens: &[u32]) -> Vec<Vec<f3
         .collect()
 }
 
+/// A head is given only its own model's output matrix: another type (a
+/// file of other weights) is an error naming both.
+#[test]
+fn a_head_refuses_another_models_output_matrix() {
+    let (_dir, f32_path) = synth_model("mtp-share", SynthShape::Qwen35, DType::F32, 3);
+    let (_dir8, q8_path) = synth_model("mtp-share-q8", SynthShape::Qwen35, DType::Q8_0, 3);
+    let options = LoadOptions { context: Some(64), batch: 8, ..LoadOptions::default() };
+    let other = Model::load(&f32_path, device(), &options).expect("load");
+    let (weights, on) = other.output_weights().expect("one device holds it");
+    let mut head = MtpHead::open(&q8_path).expect("open").expect("head");
+    let refused = head.share_output(weights.clone(), on.clone()).expect_err("f32 weights for a q8_0 head");
+    assert!(refused.to_string().contains("q8_0") || refused.to_string().contains("Q8_0"), "{refused}");
+}
+
 /// A step's final hidden states ride its logits (what a drafter that
 /// reads them gets): `eval_prompt_hidden` and `eval_slot_hidden` give the
 /// bits of `eval_prompt`'s and `eval_slot`'s logits, and the hidden states
@@ -184,9 +198,39 @@ mod reference {
         // product, 128 KiB, is split over the device's threads).
         let mut alone = MtpHead::open(&path).expect("open").expect("head");
         assert!(head_logits(&mut alone, &hidden, &TOKENS) == ours, "{shape} {dtype}: threads changed the logits");
-        let nmse = nmse(&ours, &reference_logits(&path, &TOKENS, Some(&rows)));
-        println!("{shape} {dtype} head on its definition: NMSE {nmse:.3e} over {} rows", ours.len());
-        assert!(nmse <= bound, "{shape} {dtype} head: logits NMSE {nmse:.3e} against float64 (bound {bound:e})");
+        let reference = reference_logits(&path, &TOKENS, Some(&rows));
+        let error = nmse(&ours, &reference);
+        println!("{shape} {dtype} head on its definition: NMSE {error:.3e} over {} rows", ours.len());
+        assert!(error <= bound, "{shape} {dtype} head: logits NMSE {error:.3e} against float64 (bound {bound:e})");
+        // Multiplying by the loaded model's own copy of the output matrix
+        // (packed for the kernels where its type has a packed form; its
+        // file pages given back): within the same bound, and the file's
+        // bits where the type is not packed.
+        let model =
+            Model::load(&path, device(), &LoadOptions { context: Some(64), batch: 16, ..LoadOptions::default() })
+                .expect("load");
+        let (weights, on) = model.output_weights().expect("one device holds the output");
+        let mut shared = MtpHead::open(&path).expect("open").expect("head");
+        shared.compute_on(on.clone());
+        assert!(shared.share_output(weights.clone(), on.clone()).expect("its own model's"), "{shape}: shared");
+        let derived = || on.memory().expect("a CPU keeps count").derived;
+        let before = derived();
+        let shared_logits = head_logits(&mut shared, &hidden, &TOKENS);
+        if baton_kernels::packed::packable(dtype) {
+            // No step ran yet: the head's first product packed the model's
+            // matrix, through its device, once.
+            let packed = derived() - before;
+            assert!(packed as usize >= weights.bytes(), "{shape} {dtype}: the model's matrix packed ({packed} bytes)");
+        } else {
+            assert_eq!(derived(), before, "{shape} {dtype}: nothing to pack");
+            assert!(shared_logits == ours, "{shape} {dtype}: the same bytes through the same kernel");
+        }
+        let error = nmse(&shared_logits, &reference);
+        println!("{shape} {dtype} head on the model's output matrix: NMSE {error:.3e}");
+        assert!(
+            error <= bound,
+            "{shape} {dtype} shared head: logits NMSE {error:.3e} against float64 (bound {bound:e})"
+        );
     }
 
     #[test]
