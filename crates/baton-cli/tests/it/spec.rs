@@ -90,6 +90,11 @@ fn a_hybrid_model_speculates_with_the_bytes_of_run_without() {
     let model = dir.file("qwen35moe.gguf").to_string_lossy().into_owned();
     let out = baton(&["model", "synth", "--shape", "qwen35moe", "--type", "q8_0", "-o", &model]);
     assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
+    // A hybrid draft model of the same vocabulary (its slot's recurrent
+    // state back to its checkpoint after rejected drafts).
+    let draft = dir.file("qwen35.gguf").to_string_lossy().into_owned();
+    let out = baton(&["model", "synth", "--shape", "qwen35", "--type", "q4_0", "-o", &draft]);
+    assert!(out.status.success(), "synth: {}", String::from_utf8_lossy(&out.stderr));
     for (i, sampling) in
         [&["--temp", "0"][..], &["--temp", "0.8", "--repeat-penalty", "1.1", "-s", "3"]].iter().enumerate()
     {
@@ -98,10 +103,14 @@ fn a_hybrid_model_speculates_with_the_bytes_of_run_without() {
             run_logits(&dir, (&model, prompt, "32"), &[sampling, spec], &format!("h{i}-{tag}"))
         };
         let (plain, plain_logits) = run(&[], "plain");
-        let (spec, spec_logits) = run(&["--spec-type", "ngram", "--draft-max", "4"], "spec");
-        assert_eq!(String::from_utf8_lossy(&spec.stdout), String::from_utf8_lossy(&plain.stdout), "{sampling:?}");
-        assert!(!plain_logits.is_empty() && spec_logits == plain_logits, "{sampling:?}: logits rows differ");
-        assert!(String::from_utf8_lossy(&spec.stderr).contains("speculation:"));
+        for (j, spec_args) in [&["--spec-type", "ngram"][..], &["-md", &draft]].iter().enumerate() {
+            let args: Vec<&str> = spec_args.iter().copied().chain(["--draft-max", "4"]).collect();
+            let (spec, spec_logits) = run(&args, &format!("spec{j}"));
+            let what = format!("{sampling:?} {spec_args:?}");
+            assert_eq!(String::from_utf8_lossy(&spec.stdout), String::from_utf8_lossy(&plain.stdout), "{what}");
+            assert!(!plain_logits.is_empty() && spec_logits == plain_logits, "{what}: logits rows differ");
+            assert!(String::from_utf8_lossy(&spec.stderr).contains("speculation:"), "{what}");
+        }
     }
     let chunked = ["run", "-m", &model, "-p", "x", "-n", "4", "--spec-type", "ngram", "--delta-chunk", "4"];
     crate::assert_clean_error(&baton(&chunked), "delta-chunk");

@@ -5,8 +5,18 @@
 //! its own rejected drafts are cut back). Several sequences draft together
 //! ([`ModelDrafter::draft_batch`]): one step of the draft model per drafted
 //! token for all of them, as the server's steps verify them together.
+//!
+//! A hybrid draft model (Qwen 3.5's small models, drafting for their large
+//! ones) folds every position it evaluates into its recurrent state, so its
+//! slot cannot just forget rejected drafts: after the step that evaluates
+//! a sequence's history, before its drafts, the slot's recurrent state is
+//! saved ([`Model::save_checkpoint`]); when the next history leaves the
+//! slot's drafts behind, that checkpoint is written back
+//! ([`Model::restore_prefix`]; the attention layers' keys and values of
+//! those positions never changed) and the slot evaluates from there: the
+//! accepted drafts and the target's token in one step.
 
-use baton_model::{Model, ModelError, SeqStep};
+use baton_model::{Model, ModelError, SavedPrefix, SeqStep};
 
 use super::params::SpecError;
 use crate::{Sampler, SamplingParams};
@@ -16,6 +26,9 @@ pub struct ModelDrafter {
     model: Model,
     /// Per slot, the tokens whose keys and values it holds, in order.
     cached: Vec<Vec<u32>>,
+    /// Per slot of a hybrid model, its recurrent state after the history
+    /// of its last drafts (before them); `None` for other models.
+    checkpoints: Vec<Option<SavedPrefix>>,
     /// Picks its drafts: greedy.
     greedy: Sampler,
 }
@@ -40,24 +53,17 @@ pub struct DraftAsk<'a> {
 impl ModelDrafter {
     /// `draft` drafting for `target`: an error unless both have the same
     /// vocabulary size and end-of-text token (drafts are token ids). Each
-    /// of the draft model's slots drafts for one sequence at a time. A
-    /// hybrid draft model is refused: its slots evaluate each draft as a
-    /// step of its own, so its recurrent state could not be cut back to the
-    /// target's accepted tokens.
+    /// of the draft model's slots drafts for one sequence at a time; a
+    /// hybrid model's slots go back to their checkpoints (see the [module
+    /// docs](self)).
     pub fn new(draft: Model, target: &Model) -> Result<ModelDrafter, SpecError> {
-        if draft.config().recurrent.is_some() {
-            return Err(SpecError::NoRewind {
-                arch: draft.config().arch.name(),
-                reason: "a draft model's own recurrent state is not cut back to the target's tokens".into(),
-            });
-        }
         let (d, t) = (draft.config().vocab, target.config().vocab);
         let (d_eos, t_eos) = (draft.tokenizer().eos_id(), target.tokenizer().eos_id());
         if d != t || d_eos != t_eos {
             return Err(SpecError::VocabMismatch { target: t, draft: d });
         }
-        let cached = vec![Vec::new(); draft.slots()];
-        Ok(ModelDrafter { model: draft, cached, greedy: Sampler::new(SamplingParams::greedy()) })
+        let (cached, checkpoints) = (vec![Vec::new(); draft.slots()], (0..draft.slots()).map(|_| None).collect());
+        Ok(ModelDrafter { model: draft, cached, checkpoints, greedy: Sampler::new(SamplingParams::greedy()) })
     }
 
     /// The model's bytes of weights a decoded token reads, over the
@@ -86,6 +92,7 @@ impl ModelDrafter {
         let drafted = self.draft_all(asks);
         if drafted.is_err() {
             self.cached.iter_mut().for_each(Vec::clear);
+            self.checkpoints.iter_mut().for_each(|c| *c = None);
         }
         drafted
     }
@@ -112,7 +119,16 @@ impl ModelDrafter {
             }
             // At least the last token is evaluated again: its logits are
             // needed.
-            let keep = cached.iter().zip(ask.history).take_while(|(a, b)| a == b).count().min(last);
+            let mut keep = cached.iter().zip(ask.history).take_while(|(a, b)| a == b).count().min(last);
+            if keep < cached.len() && self.model.config().recurrent.is_some() {
+                // Its recurrent state holds every position evaluated: back
+                // to the checkpoint before its drafts where the history
+                // still begins with it, else from the start.
+                keep = match self.checkpoints[ask.slot].take() {
+                    Some(saved) if saved.len() <= keep && self.model.restore_prefix(ask.slot, &saved)? => saved.len(),
+                    _ => 0,
+                };
+            }
             cached.truncate(keep);
             cached.extend_from_slice(&ask.history[keep..]);
             live.push((i, k));
@@ -120,6 +136,14 @@ impl ModelDrafter {
         }
         // Per drafting ask: the row its next draft is drawn from.
         let mut rows = self.last_rows(&steps)?;
+        if self.model.config().recurrent.is_some() {
+            // A slot that evaluates drafts first saves the state it goes
+            // back to when they are rejected.
+            for &(i, _) in live.iter().filter(|&&(_, k)| k > 1) {
+                let slot = asks[i].slot;
+                self.checkpoints[slot] = self.model.save_checkpoint(slot)?;
+            }
+        }
         loop {
             let mut next: Vec<(usize, usize, u32)> = Vec::new();
             for (at, &(i, k)) in live.iter().enumerate() {

@@ -237,11 +237,19 @@ fn a_recurrent_model_verifies_drafts_once_it_keeps_its_states() {
 /// A draft model of the same vocabulary (`-md`): the model itself (its
 /// greedy drafts all hold when decoding is greedy) and one of other
 /// weights (most are rejected); the output is plain decoding's either way.
+/// Hybrid models too, target and draft (a draft slot's recurrent state
+/// goes back to its checkpoint when its drafts are rejected).
 #[test]
 fn a_draft_models_drafts_change_no_token() {
-    let (_dir, path) = synth_model("spec-target", SynthShape::Tiny, DType::F32, 5);
-    let (_other_dir, other) = synth_model("spec-draft", SynthShape::Tiny, DType::Q8_0, 6);
+    a_draft_model_changes_no_token(SynthShape::Tiny);
+    a_draft_model_changes_no_token(SynthShape::Qwen35);
+}
+
+fn a_draft_model_changes_no_token(shape: SynthShape) {
+    let (_dir, path) = synth_model("spec-target", shape, DType::F32, 5);
+    let (_other_dir, other) = synth_model("spec-draft", shape, DType::Q8_0, 6);
     let mut model = load(&path);
+    baton_gen::speculative::prepare_model(&mut model, 4).expect("keeps states where it must");
     let prompts = synthetic_prompts(model.config().vocab as u32);
     let params = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
     for (draft_path, what) in [(&path, "itself"), (&other, "other weights")] {
@@ -252,7 +260,7 @@ fn a_draft_models_drafts_change_no_token() {
                 let drafter = ModelDrafter::new(load(draft_path), &model).expect("same vocabulary");
                 let spec = Speculation::with_model(params, drafter);
                 let (got, stats) = decode(&mut model, prompt, &sampling, Some(spec), 32, &[]);
-                assert!(got == plain, "draft model {what}, {name}: the output changed");
+                assert!(got == plain, "{shape} draft model {what}, {name}: the output changed");
                 total.drafted += stats.drafted;
                 total.accepted += stats.accepted;
                 if what == "itself" && name == "greedy" {
@@ -260,9 +268,13 @@ fn a_draft_models_drafts_change_no_token() {
                 }
             }
         }
-        eprintln!("draft model {what}: {} drafted, {} accepted", total.drafted, total.accepted);
-        // Itself: drafts accepted; other weights: drafts rejected.
-        assert!(total.drafted > 0 && (total.accepted > 0) == (what == "itself"), "draft model {what}: {total:?}");
+        eprintln!("{shape} draft model {what}: {} drafted, {} accepted", total.drafted, total.accepted);
+        // Itself: drafts accepted; other weights: nearly all rejected.
+        let held = match what {
+            "itself" => total.accepted > 0,
+            _ => total.accepted * 20 < total.drafted,
+        };
+        assert!(total.drafted > 0 && held, "{shape} draft model {what}: {total:?}");
     }
 }
 
@@ -270,10 +282,17 @@ fn a_draft_models_drafts_change_no_token() {
 /// get the drafts each gets alone: the greedy tokens of plain decoding of
 /// the draft model, whatever else its steps carry, over histories longer
 /// than one step's rows, then again after each history took some of its
-/// drafts and a token of its own (the slots' caches kept and cut back).
+/// drafts and a token of its own (the slots' caches kept and cut back; a
+/// hybrid model's recurrent states back to their checkpoints), and after a
+/// slot is given another sequence.
 #[test]
 fn drafts_made_together_are_each_sequences_drafts_alone() {
-    let (_dir, path) = synth_model("spec-batch-drafts", SynthShape::Tiny, DType::F32, 5);
+    drafts_together_are_drafts_alone(SynthShape::Tiny);
+    drafts_together_are_drafts_alone(SynthShape::Qwen35);
+}
+
+fn drafts_together_are_drafts_alone(shape: SynthShape) {
+    let (_dir, path) = synth_model("spec-batch-drafts", shape, DType::F32, 5);
     let mut plain = load(&path);
     let greedy_alone = |model: &mut Model, history: &[u32], k: usize| {
         let mut sampler = Sampler::new(SamplingParams::greedy());
@@ -289,13 +308,17 @@ fn drafts_made_together_are_each_sequences_drafts_alone() {
     let mut drafter = ModelDrafter::new(Model::load(&path, device, &options).expect("load"), &plain).expect("same");
     let mut histories: Vec<Vec<u32>> =
         [5usize, 40, 17].iter().map(|&n| (0..n as u32).map(|i| (i * 7 + n as u32) % 500).collect()).collect();
-    for round in 0..3 {
+    for round in 0..4 {
+        if round == 3 {
+            // Slot 0 drafts for another sequence.
+            histories[0] = (0..9).map(|i| (i * 11 + 3) % 500).collect();
+        }
         let asks: Vec<DraftAsk<'_>> =
             histories.iter().enumerate().map(|(slot, h)| DraftAsk { slot, history: h, k: 2 + slot }).collect();
         let drafts = drafter.draft_batch(&asks).expect("drafts");
         for (slot, history) in histories.iter_mut().enumerate() {
             let want = greedy_alone(&mut plain, history, 2 + slot);
-            assert_eq!(drafts[slot], want, "round {round}, slot {slot}");
+            assert_eq!(drafts[slot], want, "{shape} round {round}, slot {slot}");
             // It takes its first draft and a token of its own.
             history.extend([drafts[slot][0], (round * 31 + slot as u32 * 3) % 500]);
         }

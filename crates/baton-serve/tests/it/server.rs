@@ -30,6 +30,8 @@ pub(crate) enum Drafter {
     None,
     /// A tiny model of weights of this seed (`-md`).
     Model(u64),
+    /// A synthetic model of this shape, type and seed (`-md`).
+    ModelOf(SynthShape, DType, u64),
     /// The file's own prediction head (`--spec-type mtp`).
     Head,
 }
@@ -114,9 +116,13 @@ impl Server {
         let device = || cpus(&["cpu"], WaitPolicy::Block).remove(0);
         let model = Model::load(path, device(), &load).expect("load the synthetic model");
         let engine = match drafter {
-            Drafter::Model(seed) => {
+            Drafter::Model(_) | Drafter::ModelOf(..) => {
                 // The model stays mapped once its file is gone.
-                let (_draft_dir, draft_path) = tiny_model("serve-draft", DType::F32, seed);
+                let (_draft_dir, draft_path) = match drafter {
+                    Drafter::ModelOf(shape, dtype, seed) => synth_model("serve-draft", shape, dtype, seed),
+                    Drafter::Model(seed) => tiny_model("serve-draft", DType::F32, seed),
+                    _ => unreachable!("matched above"),
+                };
                 let draft = Model::load(&draft_path, device(), &load).expect("load the draft model");
                 let drafter = baton_gen::speculative::ModelDrafter::new(draft, &model).expect("same vocabulary");
                 Engine::start_drafting(model, drafter, "tiny", engine).expect("engine")

@@ -184,4 +184,22 @@ fn a_hybrid_model_verifies_drafts_for_clients_at_once_and_changes_no_answer() {
         (metric(&drafting, "baton_drafted_tokens_total"), metric(&drafting, "baton_draft_accepted_tokens_total"));
     eprintln!("qwen35moe: {drafted} drafted tokens, {accepted} accepted");
     assert!(accepted > 0.0 && accepted < drafted, "drafts both accepted and rejected: {accepted} of {drafted}");
+    // Hybrid draft models (`-md`), a slot each, their recurrent states
+    // back to their checkpoints after rejected drafts: the served model's
+    // own weights (drafts accepted) and a qwen35 of other weights.
+    for (draft, itself) in
+        [((SynthShape::Qwen35Moe, DType::Q8_0, 11), true), ((SynthShape::Qwen35, DType::F32, 12), false)]
+    {
+        let spec = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
+        let drafter = Drafter::ModelOf(draft.0, draft.1, draft.2);
+        let server = Server::start_shape_with(shape, 512, (engine(spec), drafter), options());
+        let got: Vec<Value> = post_all(&server, &bodies).iter().map(answer).collect();
+        for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(got, want, "request {i} ({}) changed with the draft model {draft:?}", bodies[i]);
+        }
+        let (drafted, accepted) =
+            (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+        eprintln!("qwen35moe, draft model {draft:?}: {drafted} drafted tokens, {accepted} accepted");
+        assert!(drafted > 0.0 && (!itself || accepted > 0.0), "draft model {draft:?}: {accepted} of {drafted}");
+    }
 }
