@@ -51,6 +51,18 @@ pub(super) fn metric(server: &Server, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("{name} missing: {text}"))
 }
 
+/// The server's drafted and accepted tokens so far (`/metrics`).
+pub(super) fn draft_counts(server: &Server) -> (f64, f64) {
+    (metric(server, "baton_drafted_tokens_total"), metric(server, "baton_draft_accepted_tokens_total"))
+}
+
+/// Asserts each answer is the one wanted, naming the request and `what`.
+fn assert_answers(got: &[Value], want: &[Value], bodies: &[Value], what: &str) {
+    for (i, (got, want)) in got.iter().zip(want).enumerate() {
+        assert_eq!(got, want, "request {i} ({}) changed {what}", bodies[i]);
+    }
+}
+
 pub(super) fn post_all(server: &Server, bodies: &[Value]) -> Vec<Value> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = bodies
@@ -90,11 +102,8 @@ fn drafting_requests_get_the_answers_of_plain_ones_with_clients_at_once() {
         .collect();
     // All at once, four running together and the rest queued.
     let got: Vec<Value> = post_all(&server, &drafting).iter().map(answer).collect();
-    for (i, (got, want)) in got.iter().zip(&plain).enumerate() {
-        assert_eq!(got, want, "request {i} ({}) changed with drafts", drafting[i]);
-    }
-    let (drafted, accepted) =
-        (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+    assert_answers(&got, &plain, &drafting, "with drafts");
+    let (drafted, accepted) = draft_counts(&server);
     eprintln!("{drafted} drafted tokens, {accepted} accepted");
     assert!(accepted > 0.0 && accepted < drafted, "drafts both accepted and rejected: {accepted} of {drafted}");
     // Plain and drafting requests side by side.
@@ -134,8 +143,7 @@ fn a_draft_model_drafts_for_clients_at_once_and_changes_no_answer() {
         let server = Server::start_drafting(512, engine, options, Some(seed));
         let got: Vec<Value> = post_all(&server, &requests()).iter().map(answer).collect();
         assert_eq!(got, want, "draft model seeded {seed}");
-        let (drafted, accepted) =
-            (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+        let (drafted, accepted) = draft_counts(&server);
         eprintln!("draft model seeded {seed}: {drafted} drafted, {accepted} accepted");
         assert!(drafted > 0.0, "seeded {seed}: the draft model drafted");
         if itself {
@@ -177,11 +185,8 @@ fn a_hybrid_model_verifies_drafts_for_clients_at_once_and_changes_no_answer() {
     let spec = SpecParams { kind: SpecType::Ngram, draft_max: 4, cost: StepCost::FREE, ..SpecParams::default() };
     let drafting = Server::start_shape_engine(shape, 512, engine(spec), options());
     let got: Vec<Value> = post_all(&drafting, &bodies).iter().map(answer).collect();
-    for (i, (got, want)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(got, want, "request {i} ({}) changed with drafts", bodies[i]);
-    }
-    let (drafted, accepted) =
-        (metric(&drafting, "baton_drafted_tokens_total"), metric(&drafting, "baton_draft_accepted_tokens_total"));
+    assert_answers(&got, &want, &bodies, "with drafts");
+    let (drafted, accepted) = draft_counts(&drafting);
     eprintln!("qwen35moe: {drafted} drafted tokens, {accepted} accepted");
     assert!(accepted > 0.0 && accepted < drafted, "drafts both accepted and rejected: {accepted} of {drafted}");
     // Hybrid draft models (`-md`), a slot each, their recurrent states
@@ -194,11 +199,8 @@ fn a_hybrid_model_verifies_drafts_for_clients_at_once_and_changes_no_answer() {
         let drafter = Drafter::ModelOf(draft.0, draft.1, draft.2);
         let server = Server::start_shape_with(shape, 512, (engine(spec), drafter), options());
         let got: Vec<Value> = post_all(&server, &bodies).iter().map(answer).collect();
-        for (i, (got, want)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(got, want, "request {i} ({}) changed with the draft model {draft:?}", bodies[i]);
-        }
-        let (drafted, accepted) =
-            (metric(&server, "baton_drafted_tokens_total"), metric(&server, "baton_draft_accepted_tokens_total"));
+        assert_answers(&got, &want, &bodies, &format!("with the draft model {draft:?}"));
+        let (drafted, accepted) = draft_counts(&server);
         eprintln!("qwen35moe, draft model {draft:?}: {drafted} drafted tokens, {accepted} accepted");
         assert!(drafted > 0.0 && (!itself || accepted > 0.0), "draft model {draft:?}: {accepted} of {drafted}");
     }
