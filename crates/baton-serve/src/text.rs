@@ -56,8 +56,9 @@ pub struct Pushed {
 }
 
 /// llama-server's `prompt_progress`: of `total` prompt tokens, `cache`
-/// came from the cache and `processed` (those included) are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// came from the cache and `processed` (those included) are read, in
+/// `time_ms` since reading the prompt began (the first report's, 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Progress {
     /// The prompt's tokens.
     pub total: usize,
@@ -65,6 +66,31 @@ pub struct Progress {
     pub cache: usize,
     /// Those in the cache now.
     pub processed: usize,
+    /// Milliseconds since the first report (the slot took the request).
+    pub time_ms: f64,
+}
+
+impl Progress {
+    /// `prompt_progress` as llama-server writes it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "total": self.total,
+            "cache": self.cache,
+            "processed": self.processed,
+            "time_ms": self.time_ms,
+        })
+    }
+
+    /// The `timings` of the prompt read so far: the tokens read beyond the
+    /// cache's in `time_ms`, nothing generated yet.
+    pub fn timings(&self) -> Timings {
+        Timings {
+            cached: self.cache,
+            prompt_n: self.processed.saturating_sub(self.cache),
+            prompt_ms: self.time_ms,
+            ..Timings::default()
+        }
+    }
 }
 
 /// Turns one generation's events into text.
@@ -87,8 +113,10 @@ pub struct TextStream {
     token_ends: Vec<usize>,
     decoded: usize,
     clock: Clock,
-    /// The prompt tokens read by the last progress reported.
+    /// The prompt tokens read by the last progress reported, and when
+    /// the first was.
     reported: Option<usize>,
+    first_report: Option<std::time::Instant>,
 }
 
 impl TextStream {
@@ -109,6 +137,7 @@ impl TextStream {
             decoded: 0,
             clock: Clock::new(),
             reported: None,
+            first_report: None,
         }
     }
 
@@ -180,7 +209,9 @@ impl TextStream {
             return None;
         }
         self.reported = Some(processed);
-        Some(Progress { total, cache: self.cached.min(total), processed })
+        let now = std::time::Instant::now();
+        let time_ms = (now - *self.first_report.get_or_insert(now)).as_secs_f64() * 1e3;
+        Some(Progress { total, cache: self.cached.min(total), processed, time_ms })
     }
 
     /// The stop string that ended the text (the one found first in it),

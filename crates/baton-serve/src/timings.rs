@@ -19,7 +19,9 @@ pub struct Timings {
     pub prompt_ms: f64,
     /// Tokens generated.
     pub predicted_n: usize,
-    /// Milliseconds from the first token to the last.
+    /// Milliseconds from the first token to the last: the steps of the
+    /// tokens after the first (the first comes from the prompt's last
+    /// step), which the generation rate is over, as llama-server's.
     pub predicted_ms: f64,
 }
 
@@ -28,7 +30,7 @@ impl Timings {
     pub fn to_json(&self) -> Value {
         let per = |ms: f64, n: usize| if n == 0 { (0.0, 0.0) } else { (ms / n as f64, n as f64 * 1e3 / ms.max(1e-9)) };
         let (prompt_per_token, prompt_per_second) = per(self.prompt_ms, self.prompt_n);
-        let (predicted_per_token, predicted_per_second) = per(self.predicted_ms, self.predicted_n);
+        let (predicted_per_token, predicted_per_second) = per(self.predicted_ms, self.predicted_n.saturating_sub(1));
         json!({
             "cache_n": self.cached,
             "prompt_n": self.prompt_n,
@@ -93,12 +95,15 @@ mod tests {
         assert_eq!(v["cache_n"], 3);
         assert_eq!(v["prompt_per_token_ms"], 2.0);
         assert_eq!(v["prompt_per_second"], 500.0);
-        assert_eq!(v["predicted_per_second"], 500.0);
-        let none = Timings { predicted_n: 0, ..t }.to_json();
-        assert_eq!(
-            (none["predicted_per_second"].as_f64(), none["predicted_per_token_ms"].as_f64()),
-            (Some(0.0), Some(0.0))
-        );
+        // 3 tokens after the first in 8 ms.
+        let rates = (v["predicted_per_second"].as_f64(), v["predicted_per_token_ms"].as_f64());
+        assert_eq!(rates, (Some(375.0), Some(8.0 / 3.0)));
+        for n in [0, 1] {
+            // No token after the first: no rate (not a division by ~0).
+            let none = Timings { predicted_n: n, predicted_ms: 1e-6, ..t }.to_json();
+            let rates = (none["predicted_per_second"].as_f64(), none["predicted_per_token_ms"].as_f64());
+            assert_eq!(rates, (Some(0.0), Some(0.0)), "{n} tokens");
+        }
         let mut clock = Clock::new();
         std::thread::sleep(std::time::Duration::from_millis(2));
         clock.token();

@@ -151,6 +151,17 @@ pub struct EngineMetrics {
     /// Running sequences preempted for the blocks of a full KV pool (each
     /// read its history again when readmitted).
     pub kv_preemptions: u64,
+    /// Sequences' steps that verified drafts.
+    pub draft_verifications: u64,
+    /// Seconds of steps (submission to logits) spent on prompt rows: each
+    /// step's time shared out by its rows' count.
+    pub prompt_seconds: f64,
+    /// The same on the other rows (generated tokens, drafts).
+    pub decode_seconds: f64,
+    /// Sequences in the steps so far, summed over the steps.
+    pub step_sequences: u64,
+    /// The most positions a sequence has held (prompt and generated).
+    pub longest_sequence: u64,
 }
 
 /// Whether the engine can take requests.
@@ -371,6 +382,11 @@ impl Engine {
             drafted_tokens: s.spec_drafted.load(Ordering::Relaxed),
             accepted_tokens: s.spec_accepted.load(Ordering::Relaxed),
             kv_preemptions: s.preemptions.load(Ordering::Relaxed),
+            draft_verifications: s.spec_verifications.load(Ordering::Relaxed),
+            prompt_seconds: s.prompt_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            decode_seconds: s.decode_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            step_sequences: s.step_sequences.load(Ordering::Relaxed),
+            longest_sequence: s.longest.load(Ordering::Relaxed),
         }
     }
 

@@ -31,9 +31,19 @@ pub(super) struct Shared {
     pub(super) ended_failed: AtomicU64,
     /// Prompt tokens taken from the prefix cache.
     pub(super) prompt_cached: AtomicU64,
-    /// Drafted tokens verified, and of those the ones accepted.
+    /// Drafted tokens verified, and of those the ones accepted, and the
+    /// sequences' verifications of drafts (one a step a sequence drafted).
     pub(super) spec_drafted: AtomicU64,
     pub(super) spec_accepted: AtomicU64,
+    pub(super) spec_verifications: AtomicU64,
+    /// Nanoseconds of steps, shared out by their rows: prompt rows' and
+    /// the others' (a generated token's, a draft's, a scored prompt's).
+    pub(super) prompt_nanos: AtomicU64,
+    pub(super) decode_nanos: AtomicU64,
+    /// Sequences in the steps so far (a step's count, summed).
+    pub(super) step_sequences: AtomicU64,
+    /// The most positions a sequence held (prompt and generated tokens).
+    pub(super) longest: AtomicU64,
     /// Sequences preempted for the blocks of a full pool.
     pub(super) preemptions: AtomicU64,
     /// Cache positions the running sequences hold.
@@ -57,6 +67,33 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// Counts a step of `rows` rows, `prompt_rows` of them prompt tokens,
+    /// for `sequences` sequences, that took `seconds` from its submission
+    /// to its logits: its time shared out between prompt and other rows
+    /// by their count.
+    pub(super) fn count_step(&self, seconds: f64, (prompt_rows, rows): (usize, usize), sequences: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.steps.fetch_add(1, Relaxed);
+        self.step_sequences.fetch_add(sequences as u64, Relaxed);
+        let nanos = seconds.max(0.0) * 1e9;
+        let prompt = (nanos * prompt_rows.min(rows) as f64 / rows.max(1) as f64) as u64;
+        self.prompt_nanos.fetch_add(prompt, Relaxed);
+        self.decode_nanos.fetch_add((nanos as u64).saturating_sub(prompt), Relaxed);
+    }
+
+    /// Counts a sequence's verification of `drafted` drafts, `accepted` of
+    /// them accepted (none drafted: nothing counted), after which it holds
+    /// `positions` positions.
+    pub(super) fn count_verified(&self, drafted: usize, accepted: usize, positions: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.longest.fetch_max(positions as u64, Relaxed);
+        if drafted > 0 {
+            self.spec_drafted.fetch_add(drafted as u64, Relaxed);
+            self.spec_accepted.fetch_add(accepted as u64, Relaxed);
+            self.spec_verifications.fetch_add(1, Relaxed);
+        }
+    }
+
     /// Counts a generation's last event by how it ended.
     pub(super) fn count_end(&self, end: &Event) {
         use std::sync::atomic::Ordering::Relaxed;

@@ -651,8 +651,10 @@ impl Worker {
             Err(e) if self.mirror.is_some() => return self.ranks_failed(&format!("the model failed: {e}")),
             Err(e) => return self.fail(&picked, &format!("the model failed: {e}")),
         };
-        self.shared.steps.fetch_add(1, Ordering::Relaxed);
-        self.step_times.observe(step_rows, submitted.elapsed().as_secs_f64());
+        let seconds = submitted.elapsed().as_secs_f64();
+        self.step_times.observe(step_rows, seconds);
+        let prompt_rows = picked.iter().filter(|(id, _)| self.running.iter().any(|s| s.id == *id && s.prefilling()));
+        self.shared.count_step(seconds, (prompt_rows.map(|&(_, n)| n).sum(), step_rows), picked.len());
         // (index into running, its last event).
         let mut finished: Vec<(usize, Event)> = Vec::new();
         let mut prompts_done = Vec::new();
@@ -692,16 +694,13 @@ impl Worker {
             };
             let rows = &logits[row * vocab..(row + evaluated.min(next_row - row)) * vocab];
             let before = seq.generated;
-            let (taken, (drafted, accepted)) =
-                seq.take_rows(rows, evaluated, (&self.tokenizer, vocab, context, &self.shared));
+            let taken = seq.take_rows(rows, evaluated, (&self.tokenizer, vocab, context, &self.shared));
             if let Some(rows) = hidden_rows(k, n) {
                 seq.observe_step(from, rows, dim);
             }
             if evaluated > 1 {
                 cuts.push((i, seq.slot, seq.past));
             }
-            self.shared.spec_drafted.fetch_add(drafted as u64, Ordering::Relaxed);
-            self.shared.spec_accepted.fetch_add(accepted as u64, Ordering::Relaxed);
             let end = match taken {
                 Ok(Some(reason)) => Some(seq.finish(reason)),
                 Ok(None) => None,

@@ -12,7 +12,8 @@
 //! `timings_per_token` every chunk after the first carries the `timings`
 //! so far (the last ones and the usage chunk the final ones); with
 //! `return_progress` a chunk with an empty delta and `prompt_progress`
-//! (`total`, `cache`, `processed` prompt tokens) comes as the slot takes
+//! (`total`, `cache`, `processed` prompt tokens, `time_ms` since reading
+//! began) comes as the slot takes
 //! the request and after each chunk of the prompt read; with `verbose` a
 //! whole answer carries `__verbose` (the prompt as text, and the answer's).
 
@@ -269,10 +270,11 @@ async fn stream_choice(answering: Answering, index: u32, tx: &UnboundedSender<St
         }
         let _ = tx.send(event(&answer.indexed(index).to_json()));
     };
-    let on_progress = |Progress { total, cache, processed }| {
+    let on_progress = |progress: Progress| {
         if return_progress {
-            let progress = serde_json::json!({ "total": total, "cache": cache, "processed": processed });
-            send(Answer { prompt_progress: Some(progress), ..meta.chunk(None, None, None) });
+            // The timings so far are the prompt's read so far.
+            set(progress.timings());
+            send(Answer { prompt_progress: Some(progress.to_json()), ..meta.chunk(None, None, None) });
         }
     };
     let prompt = job.request.prompt.len();

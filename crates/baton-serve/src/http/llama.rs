@@ -148,7 +148,8 @@ pub async fn apply_template(
 /// `GET /slots`: each sequence slot, in llama-server's shape as far as
 /// Baton knows it: `id`, `n_ctx`, `is_processing`, the positions its cache
 /// holds (`n_tokens`), and for a running generation its prompt's tokens
-/// and `next_token` (`n_decoded`, `n_remain`). Prompt texts are not told
+/// and `next_token` (a list of one: `n_decoded`, `n_remain`; an idle
+/// slot's 0 and -1). Prompt texts are not told
 /// (llama-server's `prompt`): a slot may hold another client's. With
 /// `?fail_on_no_slot=1` (llama-server's), 503 when every slot is busy.
 pub async fn slots(State(state): State<AppState>, uri: Uri) -> Result<Json<Value>, ApiError> {
@@ -170,11 +171,13 @@ pub async fn slots(State(state): State<AppState>, uri: Uri) -> Result<Json<Value
                 "is_processing": s.is_processing,
                 "n_tokens": s.n_tokens,
                 "n_prompt_tokens": s.n_prompt_tokens,
-                "next_token": {
+                // A list of one, as llama-server writes it; an idle slot
+                // has no budget (-1) and has decoded nothing for a task.
+                "next_token": [{
                     "has_next_token": s.is_processing && s.n_remain > 0,
-                    "n_decoded": s.n_decoded,
-                    "n_remain": s.n_remain,
-                },
+                    "n_decoded": if s.is_processing { s.n_decoded } else { 0 },
+                    "n_remain": if s.is_processing { s.n_remain as i64 } else { -1 },
+                }],
             })
         })
         .collect();

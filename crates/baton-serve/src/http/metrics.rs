@@ -1,10 +1,11 @@
 //! `GET /metrics`: the engine's counters, gauges and latency histograms in
-//! Prometheus' text format (version 0.0.4).
+//! Prometheus' text format (version 0.0.4), Baton's (`baton_*`) and the
+//! same figures under llama-server's names (`llama_server.rs`).
 
 use std::fmt::Write;
 
 use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{HeaderName, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
 use super::state::AppState;
@@ -13,11 +14,15 @@ use crate::engine::{EngineMetrics, HistogramSnapshot, LATENCY_BUCKETS};
 /// The text format's content type.
 const CONTENT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// `GET /metrics`.
+/// `GET /metrics`, with llama-server's `Process-Start-Time-Unix` header
+/// (the Unix second the server started).
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let text = render(&state.engine.metrics(), &state.engine.info().name);
-    ([(CONTENT_TYPE, CONTENT)], text).into_response()
+    ([(CONTENT_TYPE, CONTENT.to_string()), (START_TIME, state.started.to_string())], text).into_response()
 }
+
+/// llama-server's header of the server's start on `/metrics`.
+const START_TIME: HeaderName = HeaderName::from_static("process-start-time-unix");
 
 /// A label value with `\`, `"` and newlines escaped.
 fn escape(value: &str) -> String {
@@ -181,8 +186,10 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     let per_step = if s.steps > 0 { s.host_waits as f64 / s.steps as f64 } else { 0.0 };
     single(&mut out, "baton_host_waits_per_step", "gauge", "Host waits per step so far.", per_step);
     single(&mut out, "baton_engine_panics_total", "counter", "Panics caught in the engine's turns.", s.panics as f64);
+    llama_server::render(&mut out, m);
     out
 }
 
+mod llama_server;
 #[cfg(test)]
 mod tests;

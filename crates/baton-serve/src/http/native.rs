@@ -45,7 +45,7 @@ use super::params::Job;
 use super::state::AppState;
 use super::types::{null_is_false, Params};
 use crate::engine::{Event, Generation, TokenLogprobs};
-use crate::text::{Outcome, TextStream};
+use crate::text::{Outcome, Progress, TextStream};
 use crate::timings::Timings;
 
 /// `POST /completion`'s body.
@@ -128,7 +128,8 @@ pub async fn completion(
             let spec = job.spec(state.engine.options().spec);
             let generation = state.engine.submit_drafting(job.request.clone(), spec)?;
             let mut whole = Piece::default();
-            let ended = run(generation, state.engine.tokenizer(), &job, |piece| whole.push(piece), pending()).await?;
+            let on_piece = |piece| whole.push(piece);
+            let ended = run(generation, state.engine.tokenizer(), &job, (on_piece, |_| {}), pending()).await?;
             Ok::<_, ApiError>(answer.last(&state, &job, index, whole, ended))
         }
     });
@@ -239,12 +240,13 @@ fn prompt(value: &Value, tokenizer: &Tokenizer) -> Result<Vec<u32>, ApiError> {
 }
 
 /// Runs `generation` to its end, giving `on_piece` each piece of text safe
-/// to send with the tokens since the last one.
+/// to send with the tokens since the last one, and `on_progress` how far
+/// the prompt is read, as the slot takes it and after each chunk.
 async fn run(
     mut generation: Generation,
     tokenizer: &std::sync::Arc<Tokenizer>,
     job: &Job,
-    mut on_piece: impl FnMut(Piece),
+    (mut on_piece, mut on_progress): (impl FnMut(Piece), impl FnMut(Progress)),
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Result<Ended, ApiError> {
     let mut stream = TextStream::new(tokenizer, job.applied_stops(), job.request.prompt.len());
@@ -260,6 +262,9 @@ async fn run(
             tokens.push(token);
         }
         let pushed = stream.push(event);
+        if let Some(progress) = pushed.progress {
+            on_progress(progress);
+        }
         // The text the end releases without a token of its own (the
         // decoder's last bytes) goes with the final object.
         let mut tail = String::new();
@@ -314,7 +319,28 @@ fn streamed(state: AppState, job: Job, generation: Generation, answer: Answer) -
             }
             let _ = tx.send(format!("data: {chunk}\n\n"));
         };
-        let sent = match run(generation, &tokenizer, &job, on_piece, tx.closed()).await {
+        // llama-server's `return_progress`: a chunk with no text and the
+        // `prompt_progress` (with `timings_per_token`, the prompt's timings
+        // so far).
+        let on_progress = |progress: Progress| {
+            if job.extras.return_progress {
+                let mut chunk = json!({
+                    "index": 0,
+                    "content": "",
+                    "tokens": [],
+                    "stop": false,
+                    "model": model,
+                    "tokens_predicted": 0,
+                    "tokens_evaluated": prompt,
+                    "prompt_progress": progress.to_json(),
+                });
+                if job.extras.timings_per_token {
+                    chunk["timings"] = progress.timings().to_json();
+                }
+                let _ = tx.send(format!("data: {chunk}\n\n"));
+            }
+        };
+        let sent = match run(generation, &tokenizer, &job, (on_piece, on_progress), tx.closed()).await {
             Ok(ended) => answer.last(&state, &job, 0, Piece::default(), ended),
             Err(e) => e.json().parse().unwrap_or(Value::Null),
         };

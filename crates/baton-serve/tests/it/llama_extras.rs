@@ -126,3 +126,40 @@ fn return_progress_reports_each_chunk_of_the_prompt_read() {
     assert_eq!(again.len(), 2, "{again:?}");
     assert!(again[0].1 > 0 && again[0].1 == again[0].2 && again[1].2 == total, "{again:?}");
 }
+
+/// llama-server's native `/completion` streams `prompt_progress` too (with
+/// `time_ms` since reading began: 0 at the first report, never going
+/// back), each report with the prompt's `timings` so far under
+/// `timings_per_token`; the text's chunks follow.
+#[test]
+fn the_native_completion_reports_progress_with_its_timings() {
+    let engine = EngineOptions { parallel: 1, queue: 4, prefill_chunk: 8, ..EngineOptions::default() };
+    let server =
+        Server::start_engine(256, engine, ServerOptions { body_limit: BODY_LIMIT, ..ServerOptions::default() });
+    let request = json!({
+        "prompt": "islands sailed to the far shore of the long sea and back again", "n_predict": 3,
+        "stream": true, "return_progress": true, "timings_per_token": true,
+    });
+    let (status, events) = server.stream("/completion", &request);
+    assert_eq!(status, 200, "{events:?}");
+    let chunks: Vec<Value> = events.iter().map(|e| serde_json::from_str(e).expect("JSON")).collect();
+    let reports: Vec<&Value> = chunks.iter().filter(|c| c.get("prompt_progress").is_some()).collect();
+    assert!(reports.len() > 2, "a report per chunk of 8 tokens: {chunks:?}");
+    let first = reports[0];
+    assert_eq!(first["prompt_progress"]["time_ms"], 0.0, "{first}");
+    assert_eq!((first["timings"]["prompt_n"].as_u64(), first["timings"]["prompt_ms"].as_f64()), (Some(0), Some(0.0)));
+    let times: Vec<f64> = reports.iter().map(|r| r["prompt_progress"]["time_ms"].as_f64().expect("time_ms")).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    for report in &reports {
+        let (p, t) = (&report["prompt_progress"], &report["timings"]);
+        let read = p["processed"].as_u64().expect("processed") - p["cache"].as_u64().expect("cache");
+        assert_eq!((t["prompt_n"].as_u64(), t["prompt_ms"].as_f64()), (Some(read), p["time_ms"].as_f64()), "{report}");
+        assert_eq!((report["content"].as_str(), report["stop"].as_bool()), (Some(""), Some(false)), "{report}");
+    }
+    let last = chunks.last().expect("the final object");
+    assert_eq!((last["stop"].as_bool(), last["tokens_predicted"].as_u64()), (Some(true), Some(3)), "{last}");
+    // Not asked: no report.
+    let plain = json!({"prompt": "islands sailed", "n_predict": 2, "stream": true});
+    let (_, events) = server.stream("/completion", &plain);
+    assert!(events.iter().all(|e| !e.contains("prompt_progress")), "{events:?}");
+}

@@ -234,3 +234,52 @@ fn bad_input_gets_a_400_and_the_server_goes_on() {
     let (status, body) = server.post("/completion", &json!({"prompt": "still here", "n_predict": 1}));
     assert_eq!(status, 200, "{body}");
 }
+
+/// `/metrics` under llama-server's names (`llamacpp:*`) counts what the
+/// answers' `timings` say: prompt tokens evaluated and taken from the
+/// cache, tokens generated; with its `Process-Start-Time-Unix` header, a
+/// type and a help line for each, and rates over the tokens after the
+/// first (one token: no rate).
+#[test]
+fn llama_servers_metrics_count_what_the_timings_say() {
+    let server = Server::start(1, 4, 128);
+    let (mut prompt_n, mut cache_n, mut predicted_n) = (0, 0, 0);
+    for n_predict in [1, 6, 6] {
+        let request = json!({"prompt": "the quick brown fox jumps", "n_predict": n_predict, "ignore_eos": true});
+        let (status, body) = server.post("/completion", &request);
+        assert_eq!(status, 200, "{body}");
+        let t = &body["timings"];
+        let count = |key: &str| t[key].as_u64().unwrap_or_else(|| panic!("{key}: {t}"));
+        (prompt_n, cache_n, predicted_n) =
+            (prompt_n + count("prompt_n"), cache_n + count("cache_n"), predicted_n + count("predicted_n"));
+        if n_predict == 1 {
+            assert_eq!(
+                (t["predicted_per_second"].as_f64(), t["predicted_per_token_ms"].as_f64()),
+                (Some(0.0), Some(0.0)),
+                "{t}"
+            );
+        }
+    }
+    assert!(cache_n > 0, "the same prompt again comes from the prefix cache");
+    let (status, head, text) = server.call_with("GET", "/metrics", &[], b"");
+    assert_eq!(status, 200, "{text}");
+    let started =
+        head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("process-start-time-unix: ").map(str::to_string));
+    let started: u64 = started.and_then(|s| s.trim().parse().ok()).unwrap_or_else(|| panic!("no start time: {head}"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+    assert!(started <= now && now - started < 600, "started at {started}, now {now}");
+    let value = |name: &str| {
+        let full = format!("llamacpp:{name}");
+        assert!(text.contains(&format!("# HELP {full} ")) && text.contains(&format!("# TYPE {full} ")), "{full}");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{full} ")).and_then(|v| v.parse::<f64>().ok()))
+            .unwrap_or_else(|| panic!("{full} missing: {text}"))
+    };
+    assert_eq!(value("prompt_tokens_total"), prompt_n as f64, "{text}");
+    assert_eq!(value("prompt_tokens_cached_total"), cache_n as f64, "{text}");
+    assert_eq!(value("tokens_predicted_total"), predicted_n as f64, "{text}");
+    assert!(value("n_decode_total") > 0.0 && value("requests_processing") == 0.0, "{text}");
+    assert!(value("prompt_seconds_total") > 0.0 && value("tokens_predicted_seconds_total") > 0.0, "{text}");
+    assert!(value("n_tokens_max") >= 5.0 + 6.0 && value("n_busy_slots_per_decode") == 1.0, "{text}");
+    assert_eq!(value("spec_decode_num_drafts_total"), 0.0, "no drafts");
+}

@@ -34,17 +34,17 @@ fn slots_tell_what_each_slot_holds() {
         let (_, body) = slots(&server, "");
         let busy: Vec<Value> =
             body.as_array().expect("a list").iter().filter(|s| s["is_processing"] == true).cloned().collect();
-        if busy.len() == 1 && busy[0]["next_token"]["n_decoded"].as_u64() > Some(1) {
+        if busy.len() == 1 && busy[0]["next_token"][0]["n_decoded"].as_u64() > Some(1) {
             break busy[0].clone();
         }
         assert!(start.elapsed() < Duration::from_secs(20), "no slot shows the generation: {body}");
         std::thread::sleep(Duration::from_millis(5));
     };
     let prompt = busy["n_prompt_tokens"].as_u64().expect("prompt tokens");
-    let decoded = busy["next_token"]["n_decoded"].as_u64().expect("decoded");
+    let decoded = busy["next_token"][0]["n_decoded"].as_u64().expect("decoded");
     assert!(prompt >= 1 && busy["n_tokens"].as_u64() >= Some(prompt + decoded - 1), "{busy}");
-    assert_eq!(busy["next_token"]["has_next_token"], true, "{busy}");
-    assert!(busy["next_token"]["n_remain"].as_u64().is_some_and(|n| n > 0), "{busy}");
+    assert_eq!(busy["next_token"][0]["has_next_token"], true, "{busy}");
+    assert!(busy["next_token"][0]["n_remain"].as_u64().is_some_and(|n| n > 0), "{busy}");
     drop(stream);
     server.wait_for("the stream's end", |s| s.running == 0);
     let start = Instant::now();
@@ -53,6 +53,10 @@ fn slots_tell_what_each_slot_holds() {
         let list = body.as_array().expect("a list");
         if list.iter().all(|s| s["is_processing"] == false) {
             assert!(list.iter().any(|s| s["n_tokens"].as_u64() > Some(0)), "the ended slot keeps its prefix: {body}");
+            for slot in list {
+                let idle = (slot["next_token"][0]["n_remain"].as_i64(), slot["next_token"][0]["n_decoded"].as_u64());
+                assert_eq!(idle, (Some(-1), Some(0)), "an idle slot has no task's budget: {slot}");
+            }
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(20), "{body}");

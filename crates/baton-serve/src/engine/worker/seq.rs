@@ -139,7 +139,7 @@ impl Seq {
         rows: &[f32],
         evaluated: usize,
         (tokenizer, vocab, context, shared): (&Tokenizer, usize, usize, &Shared),
-    ) -> (Result<Option<FinishReason>, String>, (usize, usize)) {
+    ) -> Result<Option<FinishReason>, String> {
         let drafts: Vec<u32> = self.step.get(1..evaluated).unwrap_or_default().to_vec();
         let mut end = None;
         let verified = verify(rows.chunks_exact(vocab), &drafts, |row| {
@@ -153,15 +153,13 @@ impl Seq {
                 None => self.next.map(Drawn::Token).ok_or_else(|| "a token was taken but not kept".to_string()),
             }
         });
-        let verified = match verified {
-            Ok(verified) => verified,
-            Err(why) => return (Err(why), (0, 0)),
-        };
+        let verified = verified?;
         if let Some(spec) = self.spec.as_mut().filter(|_| !self.step.is_empty()) {
             spec.settle(verified.accepted, verified.next);
         }
         self.step.clear();
-        (Ok(end), (drafts.len(), verified.accepted))
+        shared.count_verified(drafts.len(), verified.accepted, self.past);
+        Ok(end)
     }
 }
 

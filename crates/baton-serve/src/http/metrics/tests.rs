@@ -31,6 +31,11 @@ fn sample() -> EngineMetrics {
         drafted_tokens: 40,
         accepted_tokens: 25,
         kv_preemptions: 3,
+        draft_verifications: 9,
+        prompt_seconds: 0.5,
+        decode_seconds: 2.0,
+        step_sequences: 25,
+        longest_sequence: 300,
     }
 }
 
@@ -59,7 +64,8 @@ fn the_exposition_is_well_formed_and_says_the_values() {
             .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))
             .unwrap_or(name);
         assert!(declared.contains(family), "{name} has no TYPE line before it");
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{name}");
+        // Prometheus' name characters (`:` in llama-server's names).
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'), "{name}");
         values.insert(series.to_string(), value);
     }
     assert_eq!(values["baton_requests_running"], 2.0);
@@ -82,4 +88,17 @@ fn the_exposition_is_well_formed_and_says_the_values() {
     assert_eq!(values["baton_time_to_first_token_seconds_count"], LATENCY_BUCKETS.len() as f64);
     assert_eq!(values["baton_inter_token_latency_seconds_sum"], 0.25);
     assert_eq!(values["baton_model_info{model=\"a \\\"quoted\\\" model\"}"], 1.0);
+    // llama-server's names for the same figures.
+    let llama = |name: &str| values[&format!("llamacpp:{name}")];
+    assert_eq!((llama("prompt_tokens_total"), llama("prompt_tokens_cached_total")), (7.0, 21.0));
+    assert_eq!((llama("tokens_predicted_total"), llama("n_decode_total")), (40.0, 10.0));
+    assert_eq!((llama("prompt_seconds_total"), llama("tokens_predicted_seconds_total")), (0.5, 2.0));
+    assert_eq!((llama("prompt_tokens_seconds"), llama("predicted_tokens_seconds")), (14.0, 20.0));
+    assert_eq!((llama("requests_processing"), llama("requests_deferred")), (2.0, 1.0));
+    assert_eq!((llama("n_busy_slots_per_decode"), llama("n_tokens_max")), (2.5, 300.0));
+    let drafts = ["draft_tokens", "accepted_tokens", "drafts"].map(|k| llama(&format!("spec_decode_num_{k}_total")));
+    assert_eq!(drafts, [40.0, 25.0, 9.0]);
+    for (name, kind) in [("n_decode_total", "counter"), ("requests_processing", "gauge")] {
+        assert!(text.contains(&format!("# TYPE llamacpp:{name} {kind}\n")), "{name} is a {kind}");
+    }
 }

@@ -281,9 +281,9 @@ pub fn streamed(generation: Generation, answering: Answering) -> Response {
         let events = Events { tx, sequence: AtomicU64::new(0), timed: a.job.extras.timings_per_token };
         events.send("response.created", json!({"response": a.response("in_progress", Vec::new(), None)}));
         events.send("response.in_progress", json!({"response": a.response("in_progress", Vec::new(), None)}));
-        let on_progress = |Progress { total, cache, processed }| {
+        let on_progress = |progress: Progress| {
             if a.job.extras.return_progress {
-                let progress = json!({"total": total, "cache": cache, "processed": processed});
+                let progress = progress.to_json();
                 let response = a.response("in_progress", Vec::new(), None);
                 events.send("response.in_progress", json!({"response": response, "prompt_progress": progress}));
             }
