@@ -2,14 +2,13 @@
 //! Prometheus' text format (version 0.0.4), Baton's (`baton_*`) and the
 //! same figures under llama-server's names (`llama_server.rs`).
 
-use std::fmt::Write;
-
 use axum::extract::State;
 use axum::http::header::{HeaderName, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
 use super::state::AppState;
-use crate::engine::{EngineMetrics, HistogramSnapshot, LATENCY_BUCKETS};
+use crate::engine::EngineMetrics;
+use exposition::{escape, family, histogram, single};
 
 /// The text format's content type.
 const CONTENT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -23,38 +22,6 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 
 /// llama-server's header of the server's start on `/metrics`.
 const START_TIME: HeaderName = HeaderName::from_static("process-start-time-unix");
-
-/// A label value with `\`, `"` and newlines escaped.
-fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-/// One metric family: its help and type lines, then `samples` (name
-/// suffix, labels, value).
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, String, f64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (suffix, labels, value) in samples {
-        let labels = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
-        let _ = writeln!(out, "{name}{suffix}{labels} {value}");
-    }
-}
-
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
-    family(out, name, kind, help, &[("", String::new(), value)]);
-}
-
-fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramSnapshot) {
-    let mut samples: Vec<(&str, String, f64)> = LATENCY_BUCKETS
-        .iter()
-        .zip(&h.cumulative)
-        .map(|(bound, &count)| ("_bucket", format!("le=\"{bound}\""), count as f64))
-        .collect();
-    samples.push(("_bucket", "le=\"+Inf\"".into(), h.count() as f64));
-    samples.push(("_sum", String::new(), h.sum_seconds));
-    samples.push(("_count", String::new(), h.count() as f64));
-    family(out, name, "histogram", help, &samples);
-}
 
 /// The exposition of `m` for the model `model`.
 pub fn render(m: &EngineMetrics, model: &str) -> String {
@@ -190,6 +157,7 @@ pub fn render(m: &EngineMetrics, model: &str) -> String {
     out
 }
 
+mod exposition;
 mod llama_server;
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,8 @@
 //! - `n_tokens_max` is the most positions a sequence has held;
 //! - a draft is a sequence's verification of drafts in a step.
 
-use super::{single, EngineMetrics};
+use super::exposition::single;
+use crate::engine::EngineMetrics;
 
 /// Appends the `llamacpp:*` families of `m` to `out`.
 pub(super) fn render(out: &mut String, m: &EngineMetrics) {

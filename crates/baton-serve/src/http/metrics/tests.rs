@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::EngineStats;
+use crate::engine::{EngineStats, HistogramSnapshot, LATENCY_BUCKETS};
 
 fn sample() -> EngineMetrics {
     let mut cumulative: Vec<u64> = (0..=LATENCY_BUCKETS.len() as u64).collect();
