@@ -37,7 +37,7 @@ enum Command {
     ///   baton run -m model.gguf -p "Hello" -n 64 --temp 0.7 --seed 42 -t 2
     ///   baton run --chat                           (a conversation on stdin; /exit or EOF ends)
     ///   baton run -cnv -sys "Answer briefly." -p "What is the capital of France?"
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Serve a model over HTTP with the OpenAI API (chat and text
     /// completions), batching concurrent requests.
     ///
@@ -83,7 +83,7 @@ enum Command {
 }
 
 /// llama.cpp's multi-letter short flags, spelled as clap's long ones.
-const LLAMA_SHORTS: [(&str, &str); 13] = [
+const LLAMA_SHORTS: [(&str, &str); 19] = [
     ("-ub", "--ubatch-size"),
     ("-sm", "--split-mode"),
     ("-ts", "--tensor-split"),
@@ -97,6 +97,12 @@ const LLAMA_SHORTS: [(&str, &str); 13] = [
     ("-ncmoe", "--n-cpu-moe"),
     ("-md", "--model-draft"),
     ("-devd", "--device-draft"),
+    ("-ngl", "--n-gpu-layers"),
+    ("-fa", "--flash-attn"),
+    ("-tb", "--threads-batch"),
+    ("-cb", "--cont-batching"),
+    ("-nocb", "--no-cont-batching"),
+    ("-to", "--timeout"),
 ];
 
 fn main() {
@@ -107,7 +113,7 @@ fn main() {
     let cli = parse(args);
     interrupt::install();
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(args),
         Command::Perplexity(args) => perplexity::run(args),

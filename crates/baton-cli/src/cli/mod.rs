@@ -6,6 +6,7 @@ pub mod choices;
 pub mod device_table;
 pub mod devices;
 mod experts;
+pub mod llama_flags;
 pub mod load;
 #[cfg(feature = "mpi")]
 pub mod rank_model;

@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::chat::ChatOptions;
 use crate::cli::args::{ModelArgs, SamplingArgs};
+use crate::cli::llama_flags::LlamaFlags;
 use crate::cli::spec::{speculation, DraftArgs, SpecArgs};
 use crate::util::tokens::{ends_generation, print_token};
 
@@ -47,13 +48,18 @@ pub struct RunArgs {
     /// for comparing runs bit for bit.
     #[arg(long = "logits-out")]
     logits_out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    llama: LlamaFlags,
 }
 
 /// Tokens `baton run` generates when `-n` is not given.
 const DEFAULT_N_PREDICT: usize = 128;
 
 /// Runs `baton run`.
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(mut args: RunArgs) -> Result<()> {
+    for note in args.llama.apply(&mut args.model.devices).map_err(anyhow::Error::msg)? {
+        eprintln!("{note}");
+    }
     let spec_params = args.spec.params()?;
     if args.chat {
         if spec_params.kind != SpecType::None {

@@ -18,6 +18,7 @@ use baton_serve::http::{serve, ApiKeys, CorsOrigins, ReasoningFormat, RequestDef
 use clap::Args;
 
 use crate::cli::args::ModelArgs;
+use crate::cli::llama_flags::{LlamaFlags, LlamaServerFlags};
 use crate::cli::spec::{DraftArgs, SpecArgs};
 use crate::util::interrupt;
 
@@ -166,6 +167,10 @@ pub struct ServeArgs {
     /// ignored), besides those of `--api-key`.
     #[arg(long = "api-key-file", value_name = "FILE")]
     api_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    llama: LlamaFlags,
+    #[command(flatten)]
+    llama_server: LlamaServerFlags,
 }
 
 /// Descriptors kept for everything but connections: the model file, the
@@ -239,6 +244,9 @@ fn chat_template_source(given: &str) -> Result<String> {
 
 /// Runs `baton serve`.
 pub fn run(mut args: ServeArgs) -> Result<()> {
+    let mut notes = args.llama.apply(&mut args.model.devices).map_err(anyhow::Error::msg)?;
+    notes.extend(args.llama_server.notes());
+    notes.iter().for_each(|note| eprintln!("{note}"));
     let api_keys = api_keys(&args.api_key, args.api_key_file.as_deref())?;
     let chat_template = match (&args.chat_template_file, &args.chat_template) {
         (Some(file), _) => Some(

@@ -21,6 +21,8 @@ struct Served {
     /// Every address it listens on (`--host a,b`), the first first.
     addresses: Vec<String>,
     lines: mpsc::Receiver<String>,
+    /// What it wrote to stderr before it listened.
+    startup: Vec<String>,
 }
 
 impl Served {
@@ -63,7 +65,7 @@ impl Served {
             }
             log.push(line);
         };
-        Served { child, address: addresses[0].clone(), addresses, lines: seen }
+        Served { child, address: addresses[0].clone(), addresses, lines: seen, startup: log }
     }
 
     /// Sends `signal`; the exit code and the stderr lines since the start,
@@ -312,6 +314,31 @@ fn several_hosts_are_each_served() {
     let out = super::baton(&["serve", "-m", &model, "--port", "0", "--host", " , "]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("no address to listen on"), "{stderr}");
+}
+
+/// A command line copied from llama-server starts: its flags that Baton
+/// does not need are taken, each said at start (`-ngl` without a Vulkan
+/// GPU: the CPU), and the server serves; `baton run` takes llama-cli's.
+#[test]
+fn llama_servers_flags_are_taken_and_said() {
+    let (_dir, model) = tiny("serve-llama-flags");
+    let flags = ["-ngl", "99", "-fa", "on", "--jinja", "--metrics", "-cb", "--mlock", "--slots", "-to", "600"];
+    let served = Served::start(&model, &flags, None);
+    let startup = served.startup.join("\n");
+    for said in
+        ["--n-gpu-layers 99:", "--flash-attn:", "--jinja:", "--metrics:", "--cont-batching:", "--mlock: not applied"]
+    {
+        assert!(startup.contains(said), "{said} not said: {startup}");
+    }
+    let health = served.request("GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let (code, rest) = served.signal_and_wait(libc::SIGINT, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "exit status; stderr after start: {rest:?}");
+    let out = super::baton(&["run", "-m", &model, "-p", "hi", "-n", "2", "-ngl", "0", "-fa", "--no-warmup"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("--n-gpu-layers 0: the model runs on cpu"), "{stderr}");
+    let out = super::baton(&["run", "-m", &model, "-p", "hi", "-ngl", "some"]);
+    crate::assert_clean_error(&out, "--n-gpu-layers");
 }
 
 #[test]
