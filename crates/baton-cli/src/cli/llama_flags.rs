@@ -48,6 +48,19 @@ pub struct LlamaFlags {
     /// their window and a step need.
     #[arg(long = "swa-full")]
     pub swa_full: bool,
+    /// llama.cpp's `-v`: Baton's log follows `RUST_LOG`
+    /// (`RUST_LOG=debug` for more).
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+    /// llama.cpp's `--offline`: not applied (a known model's name, as
+    /// `-m`, is fetched from PyPI when it is not cached; a file is read
+    /// as it is).
+    #[arg(long)]
+    pub offline: bool,
+    /// llama.cpp's `--defrag-thold` (deprecated there): Baton's paged
+    /// cache needs no defragmenting.
+    #[arg(long = "defrag-thold", value_name = "N")]
+    pub defrag_thold: Option<String>,
     /// llama.cpp's `--prio`, `--poll` and `--numa`: thread priority,
     /// polling and NUMA placement are Baton's own (`--devices cpu:0,cpu:1`
     /// splits cores).
@@ -168,6 +181,12 @@ impl LlamaFlags {
         say(self.no_warmup, "--no-warmup: Baton runs no warm-up pass");
         say(self.log_disable, "--log-disable: the log follows RUST_LOG");
         say(self.swa_full, "--swa-full: sliding-window caches keep what their window and a step need");
+        say(self.verbose, "--verbose: the log follows RUST_LOG (RUST_LOG=debug for more)");
+        say(
+            self.offline,
+            "--offline: not applied (a known model's name is fetched when not cached; a file is read as it is)",
+        );
+        say(self.defrag_thold.is_some(), "--defrag-thold: the paged KV cache needs no defragmenting");
         say(
             self.prio.is_some() || self.poll.is_some() || self.numa.is_some(),
             "--prio/--poll/--numa: not applied (thread placement is Baton's own; --devices cpu:0,cpu:1 splits cores)",
@@ -230,9 +249,16 @@ mod tests {
     #[test]
     fn each_flag_given_is_said_and_none_given_says_nothing() {
         assert!(LlamaFlags::default().notes().is_empty() && LlamaServerFlags::default().notes().is_empty());
-        let flags = LlamaFlags { jinja: true, mlock: true, numa: Some("distribute".into()), ..LlamaFlags::default() };
+        let flags = LlamaFlags {
+            jinja: true,
+            mlock: true,
+            numa: Some("distribute".into()),
+            offline: true,
+            ..LlamaFlags::default()
+        };
         let notes = flags.notes();
-        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert!(notes.iter().any(|n| n.starts_with("--offline: not applied")), "{notes:?}");
         assert!(notes.iter().any(|n| n.starts_with("--mlock: not applied")), "{notes:?}");
         let server = LlamaServerFlags { metrics: true, timeout: Some("600".into()), ..LlamaServerFlags::default() };
         assert_eq!(server.notes().len(), 2, "{:?}", server.notes());
