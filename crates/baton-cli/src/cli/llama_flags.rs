@@ -125,6 +125,11 @@ fn first_gpu() -> Option<(String, String)> {
         .map(|d| (d.name, d.description))
 }
 
+/// The notes of the flags given: each `(given, note)` whose flag was.
+fn said(flags: &[(bool, &str)]) -> Vec<String> {
+    flags.iter().filter(|(given, _)| *given).map(|(_, note)| note.to_string()).collect()
+}
+
 /// What `-ngl` asks: a number of layers other than 0, or `auto`/`all`.
 /// `Err` names a value that is none of these.
 pub fn wants_gpu(n_gpu_layers: &str) -> Result<bool, String> {
@@ -167,57 +172,47 @@ impl LlamaFlags {
 
     /// What each flag given does here, one line each.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        let mut say = |given: bool, note: &str| {
-            if given {
-                notes.push(note.to_string());
-            }
-        };
-        say(self.flash_attn.is_some(), "--flash-attn: Baton's attention is one fused op whatever it says");
-        say(self.jinja, "--jinja: the chat template is always rendered as Jinja");
-        say(self.no_jinja, "--no-jinja: not applied (the chat template is rendered as Jinja)");
-        say(self.mlock, "--mlock: not applied (the weights stay pageable)");
-        say(self.threads_batch.is_some(), "--threads-batch: prompts are read with -t's threads");
-        say(self.no_warmup, "--no-warmup: Baton runs no warm-up pass");
-        say(self.log_disable, "--log-disable: the log follows RUST_LOG");
-        say(self.swa_full, "--swa-full: sliding-window caches keep what their window and a step need");
-        say(self.verbose, "--verbose: the log follows RUST_LOG (RUST_LOG=debug for more)");
-        say(
-            self.offline,
-            "--offline: not applied (a known model's name is fetched when not cached; a file is read as it is)",
-        );
-        say(self.defrag_thold.is_some(), "--defrag-thold: the paged KV cache needs no defragmenting");
-        say(
-            self.prio.is_some() || self.poll.is_some() || self.numa.is_some(),
-            "--prio/--poll/--numa: not applied (thread placement is Baton's own; --devices cpu:0,cpu:1 splits cores)",
-        );
-        notes
+        said(&[
+            (self.flash_attn.is_some(), "--flash-attn: Baton's attention is one fused op whatever it says"),
+            (self.jinja, "--jinja: the chat template is always rendered as Jinja"),
+            (self.no_jinja, "--no-jinja: not applied (the chat template is rendered as Jinja)"),
+            (self.mlock, "--mlock: not applied (the weights stay pageable)"),
+            (self.threads_batch.is_some(), "--threads-batch: prompts are read with -t's threads"),
+            (self.no_warmup, "--no-warmup: Baton runs no warm-up pass"),
+            (self.log_disable, "--log-disable: the log follows RUST_LOG"),
+            (self.swa_full, "--swa-full: sliding-window caches keep what their window and a step need"),
+            (self.verbose, "--verbose: the log follows RUST_LOG (RUST_LOG=debug for more)"),
+            (
+                self.offline,
+                "--offline: not applied (a known model's name is fetched when not cached; a file is read as it is)",
+            ),
+            (self.defrag_thold.is_some(), "--defrag-thold: the paged KV cache needs no defragmenting"),
+            (
+                self.prio.is_some() || self.poll.is_some() || self.numa.is_some(),
+                "--prio/--poll/--numa: not applied (thread placement is Baton's own; --devices cpu:0,cpu:1 splits cores)",
+            ),
+        ])
     }
 }
 
 impl LlamaServerFlags {
     /// What each flag given does here, one line each.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        let mut say = |given: bool, note: &str| {
-            if given {
-                notes.push(note.to_string());
-            }
-        };
-        say(self.metrics, "--metrics: /metrics is always served");
-        say(self.slots, "--slots: /slots is served (--no-slots closes it)");
-        say(self.props, "--props: /props is served, read only");
-        say(self.embeddings, "--embeddings: /v1/embeddings is always served");
-        say(self.cont_batching, "--cont-batching: requests are always batched continuously");
-        say(self.no_cont_batching, "--no-cont-batching: not applied (--parallel 1 serves one request at a time)");
-        say(self.no_webui, "--no-webui: Baton serves no web UI");
-        say(self.threads_http.is_some(), "--threads-http: not applied (--max-connections bounds the clients)");
-        say(
-            self.timeout.is_some(),
-            "--timeout: not applied (--header-timeout and --body-timeout bound a request's arrival)",
-        );
-        say(self.cache_reuse.is_some(), "--cache-reuse: not applied (the prefix cache reuses shared prefixes)");
-        notes
+        said(&[
+            (self.metrics, "--metrics: /metrics is always served"),
+            (self.slots, "--slots: /slots is served (--no-slots closes it)"),
+            (self.props, "--props: /props is served, read only"),
+            (self.embeddings, "--embeddings: /v1/embeddings is always served"),
+            (self.cont_batching, "--cont-batching: requests are always batched continuously"),
+            (self.no_cont_batching, "--no-cont-batching: not applied (--parallel 1 serves one request at a time)"),
+            (self.no_webui, "--no-webui: Baton serves no web UI"),
+            (self.threads_http.is_some(), "--threads-http: not applied (--max-connections bounds the clients)"),
+            (
+                self.timeout.is_some(),
+                "--timeout: not applied (--header-timeout and --body-timeout bound a request's arrival)",
+            ),
+            (self.cache_reuse.is_some(), "--cache-reuse: not applied (the prefix cache reuses shared prefixes)"),
+        ])
     }
 }
 
